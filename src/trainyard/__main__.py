@@ -1,0 +1,3 @@
+from trainyard.cli.main import app
+
+app(prog_name="trainyard")

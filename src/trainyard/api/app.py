@@ -1,0 +1,58 @@
+"""The FastAPI application: routers, the error mapping, and the platform's lifespan."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Callable
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+import trainyard
+from trainyard.api.deps import check_token
+from trainyard.api.routers import jobs, system
+from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
+from trainyard.services.platform import Platform
+
+
+def create_app(platform: Platform, server_url: str | None = None,
+               on_ready: Callable[[], None] | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        platform.start(server_url or platform.server_url)
+        if on_ready:
+            on_ready()
+        try:
+            yield
+        finally:
+            platform.stop()
+
+    app = FastAPI(title="trainyard", version=trainyard.__version__, lifespan=lifespan,
+                  dependencies=[Depends(check_token)])
+    app.state.platform = platform
+    app.include_router(system.router)
+    app.include_router(jobs.router)
+
+    @app.exception_handler(TrainyardError)
+    async def _trainyard_error(request: Request, exc: TrainyardError) -> JSONResponse:
+        status = exc.http_status
+        if isinstance(exc, AttemptNotFound) and request.url.path.startswith("/internal/"):
+            status = 410  # tells a launcher to stop reporting for an attempt the server forgot
+        return JSONResponse(exc.to_dict(), status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = []
+        for e in exc.errors():
+            loc = [str(p) for p in e["loc"] if p not in ("body",)]
+            if loc and loc[0] == "spec":
+                loc = loc[1:]
+            field = ".".join(loc)
+            msg = e["msg"].removeprefix("Value error, ")
+            if e["type"] == "extra_forbidden":
+                msg = f"unknown field {loc[-1]!r}"
+            errors.append({"field": field, "line": None, "where": field, "message": msg})
+        return JSONResponse(InvalidSpec(errors=errors).to_dict(), status_code=422)
+
+    return app

@@ -1,0 +1,119 @@
+"""/api/v1/jobs: thin; every rule lives in services."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from trainyard.api.deps import PlatformDep
+from trainyard.spec.job import JobSpec
+from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint
+
+router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+
+
+class SubmitRequest(BaseModel):
+    spec: JobSpec
+    snapshot: str | None = None
+
+
+class LogPage(BaseModel):
+    chunks: list[LogChunk]
+    cursor: int
+
+
+@router.post("", status_code=201)
+def submit(body: SubmitRequest, p: PlatformDep) -> JobInfo:
+    return p.jobs.submit(body.spec, body.snapshot)
+
+
+@router.get("")
+def list_jobs(
+    p: PlatformDep,
+    status: Annotated[list[str] | None, Query()] = None,
+    name: str | None = None,
+    queue: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: str | None = None,
+) -> JobPage:
+    return p.store.list_jobs(status=status, name=name, queue=queue, limit=limit, cursor=cursor)
+
+
+@router.get("/{job_id}")
+def get_job(job_id: str, p: PlatformDep) -> JobInfo:
+    return p.store.get_job(job_id)
+
+
+@router.get("/{job_id}/wait")
+async def wait_job(job_id: str, p: PlatformDep, timeout: Annotated[float, Query(ge=0, le=300)] = 30) -> JobInfo:
+    """The job once it has ended, or as it is after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        seen = p.notifier.version(job_id)
+        job = await run_in_threadpool(p.store.get_job, job_id)
+        left = deadline - loop.time()
+        if p.jobs.is_done(job) or left <= 0:
+            return job
+        await p.notifier.wait(job_id, seen, left)
+
+
+@router.post("/{job_id}/cancel")
+def cancel(job_id: str, p: PlatformDep) -> JobInfo:
+    return p.jobs.cancel(job_id)
+
+
+@router.get("/{job_id}/logs", response_model=None)
+def logs(
+    job_id: str, p: PlatformDep, after: int = 0, attempt: int | None = None, follow: bool = False,
+) -> LogPage | StreamingResponse:
+    """Log chunks after cursor ``after``; with ``follow``, a server-sent event stream until the job ends."""
+    p.store.get_job(job_id)
+    if not follow:
+        chunks, cursor = p.store.read_logs(job_id, after=after, attempt=attempt)
+        return LogPage(chunks=chunks, cursor=cursor)
+    return StreamingResponse(_follow(p, job_id, after, attempt), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _follow(p: Any, job_id: str, after: int, attempt: int | None):
+    cursor = after
+    while True:
+        seen = p.notifier.version(job_id)
+        chunks, cursor = await run_in_threadpool(p.store.read_logs, job_id, after=cursor, attempt=attempt)
+        for c in chunks:
+            yield f"id: {cursor}\ndata: {c.model_dump_json()}\n\n"
+        if chunks:
+            continue
+        job = await run_in_threadpool(p.store.get_job, job_id)
+        if p.jobs.is_done(job):
+            yield f"event: end\ndata: {json.dumps({'status': job.status.value})}\n\n"
+            return
+        await p.notifier.wait(job_id, seen, 5.0)
+        if p.notifier.version(job_id) == seen:
+            yield ": keep-alive\n\n"
+
+
+@router.get("/{job_id}/metrics")
+def metrics(job_id: str, p: PlatformDep) -> list[MetricPoint]:
+    p.store.get_job(job_id)
+    return p.store.metrics(job_id)
+
+
+@router.get("/{job_id}/outputs")
+def outputs(job_id: str, p: PlatformDep) -> list[ArtifactInfo]:
+    p.store.get_job(job_id)
+    return [info for info, _ in p.store.artifacts(job_id)]
+
+
+@router.get("/{job_id}/outputs/{path:path}")
+def output_file(job_id: str, path: str, p: PlatformDep) -> StreamingResponse:
+    info, url = p.jobs.output(job_id, path)
+    return StreamingResponse(p.artifacts.iter_bytes(url), media_type="application/octet-stream",
+                             headers={"Content-Length": str(info.size), "X-Digest": info.digest})

@@ -1,0 +1,50 @@
+"""What every command shares: the console, the client, and turning errors into exit codes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+
+import typer
+from rich.console import Console
+
+from trainyard.errors import InvalidSpec, TrainyardError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class Output(str, Enum):
+    table = "table"
+    json = "json"
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """Print trainyard errors plainly (no traceback) and exit non-zero."""
+    try:
+        yield
+    except InvalidSpec as e:
+        err_console.print("[red]error:[/red] invalid spec")
+        for item in e.errors:
+            err_console.print(f"  {item.get('where') or item.get('field')}: {item.get('message')}", markup=False,
+                              highlight=False)
+        raise typer.Exit(2) from None
+    except TrainyardError as e:
+        err_console.print(f"[red]error:[/red] {e.message}", highlight=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def client():  # noqa: ANN201
+    from trainyard.sdk.client import Client
+
+    return Client()
+
+
+def write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()

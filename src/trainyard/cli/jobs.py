@@ -1,0 +1,111 @@
+"""Job commands: run, ls, show, logs, cancel, download."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trainyard.cli.common import Output, client, console, err_console, handled, write
+from trainyard.cli.render import job_detail, jobs_table, metrics_table, status_text
+
+ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="override a param: key=value")]
+JobArg = Annotated[str, typer.Argument(help="job id")]
+OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
+
+
+def run(
+    spec: Annotated[Path, typer.Argument(help="job spec (YAML)", exists=True, dir_okay=False)],
+    param: ParamOpt = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")] = False,
+) -> None:
+    """Submit a job. Prints its id and returns at once, or with --follow streams its logs."""
+    from trainyard.spec.loader import parse_param_overrides
+
+    with handled():
+        c = client()
+        job = c.submit(spec, params=parse_param_overrides(param or []))
+        if not follow:
+            write(job.id + "\n")
+            return
+        err_console.print(f"submitted [bold]{job.id}[/bold] ({job.info.name})", highlight=False)
+        raise typer.Exit(_follow(c, job.id))
+
+
+def _follow(c, job_id: str) -> int:  # noqa: ANN001
+    """Stream logs with a live status line while the job waits; the exit code is 0 only on success."""
+    with err_console.status(f"{job_id}: waiting for the scheduler") as spinner:
+        started = False
+        for _, text in c.logs(job_id, follow=True):
+            if not started:
+                spinner.stop()
+                started = True
+            write(text)
+    info = c.get(job_id)
+    points = c.metrics(job_id)
+    if points:
+        console.print(metrics_table(points))
+    last = info.last_attempt
+    err_console.print(f"{job_id} ", status_text(info.status.value), f" {info.reason or ''}".rstrip(),
+                      f" (attempt {last.number}, {last.reason})" if last else "")
+    return 0 if info.status.value == "succeeded" else 1
+
+
+def ls(
+    status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only jobs in this status")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
+    output: OutputOpt = Output.table,
+) -> None:
+    """List jobs, newest first."""
+    with handled():
+        page = client().jobs(status=status, limit=limit)
+        if output == Output.json:
+            write(json.dumps([j.model_dump(mode="json") for j in page.items], indent=2) + "\n")
+        else:
+            console.print(jobs_table(page.items))
+
+
+def show(job_id: JobArg, output: OutputOpt = Output.table) -> None:
+    """Status, attempts (node, GPUs, exit code, reason) and, for a pending job, why it waits."""
+    with handled():
+        info = client().get(job_id)
+        if output == Output.json:
+            write(info.model_dump_json(indent=2) + "\n")
+        else:
+            console.print(job_detail(info))
+
+
+def logs(
+    job_id: JobArg,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep streaming until the job ends")] = False,
+    attempt: Annotated[Optional[int], typer.Option("--attempt", "-a", help="only this attempt")] = None,
+) -> None:
+    """Print a job's logs (all attempts, in order)."""
+    with handled():
+        for _, text in client().logs(job_id, follow=follow, attempt=attempt):
+            write(text)
+
+
+def cancel(job_id: JobArg) -> None:
+    """Cancel a job: pending jobs stop at once; running ones get SIGTERM, then a grace period."""
+    with handled():
+        info = client().cancel(job_id)
+        console.print(job_id, status_text(info.status.value))
+
+
+def download(
+    job_id: JobArg,
+    to: Annotated[Optional[Path], typer.Option("--to", help="folder (default ./<job id>)")] = None,
+) -> None:
+    """Download a job's outputs."""
+    with handled():
+        c = client()
+        arts = c.outputs(job_id)
+        if not arts:
+            err_console.print(f"{job_id} has no outputs (yet)")
+            raise typer.Exit(1)
+        dest = c.download(job_id, to)
+        total = sum(a.size for a in arts)
+        console.print(f"{len(arts)} file(s), {total:,} bytes → {dest}", highlight=False)

@@ -1,0 +1,40 @@
+"""The `trainyard` command. Every command goes through the SDK only."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from trainyard.cli import jobs
+from trainyard.cli import server as server_cmd
+from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.render import nodes_table
+
+app = typer.Typer(
+    name="trainyard", no_args_is_help=True, add_completion=False,
+    help="Run training jobs: say what a job needs, trainyard finds room for it and runs it.",
+)
+app.command()(jobs.run)
+app.command("ls")(jobs.ls)
+app.command()(jobs.show)
+app.command()(jobs.logs)
+app.command()(jobs.cancel)
+app.command()(jobs.download)
+app.add_typer(server_cmd.app, name="server")
+
+
+@app.command()
+def nodes(output: Annotated[Output, typer.Option("--output", "-o")] = Output.table) -> None:
+    """Nodes with their capacity and what is in use."""
+    with handled():
+        ns = client().nodes()
+        if output == Output.json:
+            write(json.dumps([n.model_dump(mode="json") for n in ns], indent=2) + "\n")
+        else:
+            console.print(nodes_table(ns))
+
+
+if __name__ == "__main__":
+    app()

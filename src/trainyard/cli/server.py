@@ -1,0 +1,82 @@
+"""`trainyard server`: run the API server in the foreground, or stop/inspect the local one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trainyard.cli.common import console, err_console, handled
+
+app = typer.Typer(help="Run the trainyard server (foreground), or manage the local background one.")
+
+
+@app.callback(invoke_without_command=True)
+def server(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="0: the last port if free, else any")] = 0,
+    home: Annotated[Optional[Path], typer.Option(help="state folder (default $TRAINYARD_HOME)")] = None,
+    db: Annotated[Optional[str], typer.Option(help="database URL, e.g. postgresql://user@host/db")] = None,
+    artifacts: Annotated[Optional[str], typer.Option(help="artifact store URL (fsspec), e.g. s3://bucket/x")] = None,
+    engine: Annotated[str, typer.Option(help="where jobs run")] = "local",
+    cpus: Annotated[Optional[float], typer.Option(help="declare CPU capacity instead of detecting it")] = None,
+    memory: Annotated[Optional[str], typer.Option(help="declare memory, e.g. 8Gi")] = None,
+    gpus: Annotated[Optional[int], typer.Option(help="declare this many GPUs")] = None,
+    gpu_type: Annotated[Optional[str], typer.Option("--gpu-type", help="type of the declared GPUs, e.g. A100")] = None,
+    token: Annotated[Optional[str], typer.Option(envvar="TRAINYARD_SERVER_TOKEN", help="require this bearer token")] = None,
+) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    from trainyard.config import ServerSettings, home as default_home
+    from trainyard.server import serve
+    from trainyard.spec.units import parse_memory
+
+    with handled():
+        settings = ServerSettings(
+            home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
+            cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type, token=token,
+        )
+        serve(settings)
+
+
+@app.command()
+def stop(timeout: Annotated[float, typer.Option(help="seconds to wait")] = 20.0) -> None:
+    """Stop the local background server. Running jobs keep running and are found again on restart."""
+    from trainyard.config import ADDRESS_FILE, home
+    from trainyard.server import read_address
+
+    info = read_address(home() / ADDRESS_FILE)
+    if not info:
+        err_console.print("no local server is running")
+        return
+    try:
+        os.kill(info["pid"], signal.SIGTERM)
+    except ProcessLookupError:
+        (home() / ADDRESS_FILE).unlink(missing_ok=True)
+        err_console.print("no local server is running (removed a stale address file)")
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(info["pid"], 0)
+        except ProcessLookupError:
+            console.print(f"stopped the server at {info['url']}")
+            return
+        time.sleep(0.1)
+    err_console.print(f"[red]server {info['pid']} did not stop in {timeout:.0f}s[/red]")
+    raise typer.Exit(1)
+
+
+@app.command()
+def status() -> None:
+    """Where the server is, and whether it answers."""
+    from trainyard.sdk.discovery import resolve_server
+
+    with handled():
+        url = resolve_server(autostart=False)
+        console.print(f"server at {url}")

@@ -1,0 +1,42 @@
+"""Where things live: the home folder, the database, the artifact store, the server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+ADDRESS_FILE = "server.json"
+
+
+def home() -> Path:
+    """``$TRAINYARD_HOME``, default ``~/.trainyard``."""
+    return Path(os.environ.get("TRAINYARD_HOME") or Path.home() / ".trainyard").expanduser()
+
+
+class ServerSettings(BaseModel):
+    home: Path = Field(default_factory=home)
+    db: str | None = Field(None, description="database URL; default SQLite in the home folder")
+    artifacts: str | None = Field(None, description="fsspec URL; default file:// in the home folder")
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: the port used last time if free, else any free port
+    engine: str = "local"
+    cpus: float | None = None
+    memory: int | None = None
+    gpus: int | None = None
+    gpu_type: str | None = None
+    token: str | None = Field(None, description="bearer token clients must send; none on loopback")
+    lost_contact_after: float = 60.0  # seconds without a report from a launcher the engine cannot see
+
+    @property
+    def db_url(self) -> str:
+        return self.db or f"sqlite:///{self.home / 'trainyard.db'}"
+
+    @property
+    def artifacts_url(self) -> str:
+        return self.artifacts or (self.home / "artifacts").as_uri()
+
+    @property
+    def address_file(self) -> Path:
+        return self.home / ADDRESS_FILE

@@ -1,0 +1,62 @@
+"""The engine interface: what places and runs attempts.
+
+An engine is narrow on purpose — nodes, validate, launch, cancel, reconcile —
+so the scheduler and services never learn where a process actually runs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from trainyard.launch.config import LaunchConfig
+from trainyard.spec.job import JobSpec
+from trainyard.spec.records import AttemptInfo, NodeInfo
+
+
+@dataclass
+class Observation:
+    """What an engine found out about an attempt the store thinks is active."""
+
+    attempt_id: str
+    state: Literal["alive", "exited", "lost", "not_launched"]
+    result: dict[str, Any] = field(default_factory=dict)  # the launcher's result.json when "exited"
+    detail: str = ""
+
+
+class Engine(ABC):
+    name: str = "engine"
+
+    @abstractmethod
+    def nodes(self) -> list[NodeInfo]:
+        """Allocatable capacity of every node now (usage is filled in by the caller)."""
+
+    def validate(self, spec: JobSpec) -> None:
+        """Raise :class:`trainyard.errors.Unsupported` for a spec this engine can never run.
+
+        Called at submit time, so the user hears about it before anything is stored.
+        """
+
+    @abstractmethod
+    def launch(self, attempt: AttemptInfo, spec: JobSpec, config: LaunchConfig) -> dict[str, Any]:
+        """Start the launcher for ``attempt`` of a job with ``spec`` on ``attempt.node``; return a handle to store.
+
+        Launching an attempt that was already launched is a no-op that returns
+        the existing handle, so a control plane that died between launching and
+        recording the handle can simply call it again.
+        """
+
+    @abstractmethod
+    def cancel(self, attempt: AttemptInfo) -> None:
+        """Ask the attempt to stop (the launcher gets SIGTERM, then its grace period).
+
+        Idempotent; must not raise when the attempt is already gone.
+        """
+
+    @abstractmethod
+    def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
+        """Observe each attempt the store believes active. Must not raise for unknown ones."""
+
+    def close(self) -> None:
+        """Release engine resources; running attempts keep running."""

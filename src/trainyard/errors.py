@@ -1,0 +1,130 @@
+"""One error tree for trainyard.
+
+Every error has a stable ``code``. The API sends it in the JSON body and the
+SDK maps it back to the same class, so ``except JobNotFound`` works on both
+sides of the wire. The docstring is the default message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class TrainyardError(Exception):
+    """Something went wrong in trainyard."""
+
+    code: ClassVar[str] = "error"
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str | None = None, **details: Any) -> None:
+        self.message = message or (self.__doc__ or self.code).strip()
+        self.details = details
+        super().__init__(self.message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class InvalidSpec(TrainyardError):
+    """The job spec is not valid."""
+
+    code = "invalid_spec"
+    http_status = 422
+
+    def __init__(self, message: str | None = None, errors: list[dict[str, Any]] | None = None) -> None:
+        self.errors = errors or []
+        if message is None:
+            message = "invalid spec:\n" + "\n".join(f"  {e['where']}: {e['message']}" for e in self.errors)
+        super().__init__(message, errors=self.errors)
+
+
+class Unschedulable(TrainyardError):
+    """The job asks for more than any node has; it could never run."""
+
+    code = "unschedulable"
+    http_status = 422
+
+
+class Unsupported(TrainyardError):
+    """This engine cannot run what the spec asks for."""
+
+    code = "unsupported"
+    http_status = 422
+
+
+class NotFound(TrainyardError):
+    """No such object."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class JobNotFound(NotFound):
+    """No such job."""
+
+    code = "job_not_found"
+
+
+class AttemptNotFound(NotFound):
+    """No such attempt."""
+
+    code = "attempt_not_found"
+
+
+class Conflict(TrainyardError):
+    """The object changed under us; its status is not what the caller expected."""
+
+    code = "conflict"
+    http_status = 409
+
+
+class InvalidTransition(Conflict):
+    """That status change is not allowed."""
+
+    code = "invalid_transition"
+
+
+class ServerUnavailable(TrainyardError):
+    """The trainyard server cannot be reached."""
+
+    code = "server_unavailable"
+    http_status = 503
+
+
+class JobFailed(TrainyardError):
+    """The job did not succeed."""
+
+    code = "job_failed"
+    http_status = 500
+
+
+class WaitTimeout(TrainyardError):
+    """The job did not finish in the time given."""
+
+    code = "wait_timeout"
+    http_status = 408
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_all_subclasses(sub))
+    return out
+
+
+def error_class(code: str) -> type[TrainyardError]:
+    """The error class for a wire ``code``; unknown codes map to the base class."""
+    for cls in _all_subclasses(TrainyardError):
+        if cls.code == code:
+            return cls
+    return TrainyardError
+
+
+def from_dict(body: dict[str, Any]) -> TrainyardError:
+    cls = error_class(body.get("code", "error"))
+    err = cls.__new__(cls)
+    TrainyardError.__init__(err, body.get("message"), **(body.get("details") or {}))
+    if isinstance(err, InvalidSpec):
+        err.errors = err.details.get("errors", [])
+    return err

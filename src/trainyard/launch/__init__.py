@@ -1,0 +1,40 @@
+"""The launcher: the small process that wraps one attempt's command on a node.
+
+Run as ``python -m trainyard.launch ATTEMPT_DIR``. It imports only the standard
+library and psutil, so it starts fast and runs inside any engine.
+
+Contract (the engine and the API server rely on every line of it):
+
+Input: ``ATTEMPT_DIR/launch.json`` — see :class:`trainyard.launch.config.LaunchConfig`.
+
+Files it writes in ATTEMPT_DIR:
+  ``output.log``     the command's stdout and stderr, merged, as written
+  ``metrics.jsonl``  the in-job SDK appends here (``TRAINYARD_METRICS_FILE``)
+  ``result.json``    written once, last, when the attempt is over:
+                     ``{"exit_code": int|null, "reason": str, "message": str,
+                     "outputs": [{"path", "size", "digest"}]}``; its presence
+                     means the launcher is done, so an engine that finds it
+                     after a control-plane restart knows the true final state.
+
+Reports to the API (``POST {server}/internal/attempts/{attempt_id}/report``,
+JSON, one request carries whatever is new; see :mod:`trainyard.launch.reporter`):
+  ``{"phase": "running"|"exited", "pid": int,
+     "log": {"offset": int, "data": str}?,       # bytes of output.log from offset
+     "metrics": {"offset": int, "lines": [str]}?, # lines of metrics.jsonl from offset
+     "result": {...}?}``                          # only with phase "exited", after all logs
+  The server answers ``{"cancel": bool}``; ``cancel`` true stops the attempt as
+  SIGTERM would. Offsets make every report idempotent, so the reporter resends
+  after any failure. When the server cannot be reached it re-reads
+  ``address_file`` (the server may come back on another port) and retries
+  with backoff, forever while the command runs and for ``exit_report_deadline``
+  seconds after; nothing is lost, because the files are the buffer.
+
+Signals: on SIGTERM it sends SIGTERM to the command's process group, waits
+``grace_period`` seconds, then SIGKILLs every descendant (it is a child
+subreaper, so grandchildren that daemonized are still its descendants), reaps
+them all, and ends with reason ``Cancelled``.
+
+Reasons: ``Succeeded``, ``Error(exit N)``, ``OOMKilled`` (the whole tree's RSS
+passed ``memory_limit``), ``Timeout``, ``Cancelled``, ``SetupFailed`` (the
+environment, snapshot or an input could not be prepared).
+"""

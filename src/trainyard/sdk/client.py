@@ -1,0 +1,234 @@
+"""The Python SDK: ``trainyard.Client().submit(spec)`` and a handle on each job."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from trainyard import errors
+from trainyard.sdk.discovery import resolve_server
+from trainyard.sdk.prepare import prepare
+from trainyard.spec.job import JobSpec
+from trainyard.spec.loader import load_job, validation_errors
+from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, MetricPoint, NodeInfo
+
+
+class Client:
+    """Talks to a trainyard server.
+
+    With no ``server``, uses ``TRAINYARD_SERVER``, else the local server of
+    ``$TRAINYARD_HOME``, starting one in the background if none runs. Pass an
+    httpx ``transport`` to talk to an app in-process (tests).
+    """
+
+    def __init__(self, server: str | None = None, *, token: str | None = None,
+                 transport: httpx.BaseTransport | None = None, timeout: float = 30.0) -> None:
+        self.server = (server or "http://trainyard").rstrip("/") if transport else resolve_server(server)
+        token = token or os.environ.get("TRAINYARD_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.server, transport=transport, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport --------------------------------------------------------
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            resp = self._http.request(method, path, **kw)
+        except httpx.TransportError as e:
+            raise errors.ServerUnavailable(f"cannot reach the trainyard server at {self.server}: {e}") from None
+        _raise_for(resp)
+        return resp
+
+    # -- jobs -------------------------------------------------------------
+
+    def submit(self, spec: JobSpec | dict[str, Any] | str | Path, *, params: dict[str, Any] | None = None,
+               base_dir: str | Path | None = None) -> "Job":
+        """Submit a job from a spec, a dict or a YAML file; paths are relative to the file's folder."""
+        if isinstance(spec, (str, Path)):
+            base_dir = base_dir or Path(spec).resolve().parent
+            spec = load_job(spec, params)
+        else:
+            if isinstance(spec, dict):
+                try:
+                    spec = JobSpec.model_validate(spec)
+                except ValidationError as e:
+                    raise errors.InvalidSpec(errors=validation_errors(e, {}, "<spec>")) from None
+            if params:
+                spec = spec.with_params(params)
+        spec, blob, digest = prepare(spec, Path(base_dir or Path.cwd()))
+        if digest is not None:
+            self._upload_snapshot(blob, digest)
+        body = {"spec": spec.model_dump(mode="json"), "snapshot": digest}
+        return Job(self, JobInfo.model_validate(self._request("POST", "/api/v1/jobs", json=body).json()))
+
+    def _upload_snapshot(self, blob: bytes | None, digest: str) -> None:
+        if self._http.head(f"/api/v1/snapshots/{digest}").status_code == 200:
+            return
+        self._request("PUT", f"/api/v1/snapshots/{digest}", content=blob,
+                      headers={"Content-Type": "application/gzip"})
+
+    def job(self, job_id: str) -> "Job":
+        return Job(self, self.get(job_id))
+
+    def get(self, job_id: str) -> JobInfo:
+        return JobInfo.model_validate(self._request("GET", f"/api/v1/jobs/{job_id}").json())
+
+    def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
+             limit: int = 50, cursor: str | None = None) -> JobPage:
+        params = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor}
+        params = {k: v for k, v in params.items() if v not in (None, [])}
+        return JobPage.model_validate(self._request("GET", "/api/v1/jobs", params=params).json())
+
+    def cancel(self, job_id: str) -> JobInfo:
+        return JobInfo.model_validate(self._request("POST", f"/api/v1/jobs/{job_id}/cancel").json())
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
+        """Block until the job ends; raises :class:`~trainyard.errors.WaitTimeout` after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = 60.0 if deadline is None else max(0.0, min(60.0, deadline - time.monotonic()))
+            resp = self._request("GET", f"/api/v1/jobs/{job_id}/wait", params={"timeout": left},
+                                 timeout=left + 10)
+            info = JobInfo.model_validate(resp.json())
+            if info.status.is_terminal():
+                return info
+            if deadline is not None and time.monotonic() >= deadline:
+                raise errors.WaitTimeout(f"job {job_id} is still {info.status.value} after {timeout}s", job_id=job_id)
+
+    def logs(self, job_id: str, *, follow: bool = False, attempt: int | None = None) -> Iterator[tuple[int, str]]:
+        """``(attempt, text)`` chunks; with ``follow``, live until the job ends."""
+        params: dict[str, Any] = {"attempt": attempt} if attempt is not None else {}
+        if not follow:
+            after = 0
+            while True:
+                page = self._request("GET", f"/api/v1/jobs/{job_id}/logs", params={**params, "after": after}).json()
+                for c in page["chunks"]:
+                    yield c["attempt"], c["data"]
+                if not page["chunks"]:
+                    return
+                after = page["cursor"]
+        yield from self._follow(job_id, params)
+
+    def _follow(self, job_id: str, params: dict[str, Any]) -> Iterator[tuple[int, str]]:
+        after = 0
+        while True:  # reconnect after a dropped stream, from the last event id
+            try:
+                with self._http.stream("GET", f"/api/v1/jobs/{job_id}/logs",
+                                       params={**params, "after": after, "follow": True}, timeout=None) as resp:
+                    if resp.status_code >= 400:
+                        resp.read()
+                        _raise_for(resp)
+                    event = None
+                    for line in resp.iter_lines():
+                        if line.startswith("id: "):
+                            after = int(line[4:])
+                        elif line.startswith("event: "):
+                            event = line[7:]
+                        elif line.startswith("data: "):
+                            if event == "end":
+                                return
+                            chunk = json.loads(line[6:])
+                            yield chunk["attempt"], chunk["data"]
+            except httpx.TransportError:
+                time.sleep(0.5)
+                self.server = resolve_server(None) if "TRAINYARD_SERVER" not in os.environ else self.server
+                self._http.base_url = httpx.URL(self.server)
+
+    def metrics(self, job_id: str) -> list[MetricPoint]:
+        return [MetricPoint.model_validate(m) for m in self._request("GET", f"/api/v1/jobs/{job_id}/metrics").json()]
+
+    def outputs(self, job_id: str) -> list[ArtifactInfo]:
+        return [ArtifactInfo.model_validate(a) for a in self._request("GET", f"/api/v1/jobs/{job_id}/outputs").json()]
+
+    def download(self, job_id: str, to: str | Path | None = None) -> Path:
+        """Fetch the job's outputs into ``to`` (default ``./<job id>``); returns that folder."""
+        dest = Path(to or job_id)
+        dest.mkdir(parents=True, exist_ok=True)
+        for art in self.outputs(job_id):
+            target = (dest / art.path).resolve()
+            if dest.resolve() not in target.parents:
+                raise errors.TrainyardError(f"refusing to write outside {dest}: {art.path}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with self._http.stream("GET", f"/api/v1/jobs/{job_id}/outputs/{art.path}") as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    _raise_for(resp)
+                with open(target, "wb") as f:
+                    for chunk in resp.iter_bytes():
+                        f.write(chunk)
+        return dest
+
+    def nodes(self) -> list[NodeInfo]:
+        return [NodeInfo.model_validate(n) for n in self._request("GET", "/api/v1/nodes").json()]
+
+
+class Job:
+    """A handle on one job. ``status`` asks the server each time it is read."""
+
+    def __init__(self, client: Client, info: JobInfo) -> None:
+        self.client = client
+        self.id = info.id
+        self.info = info
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.info.name} {self.info.status.value}>"
+
+    def refresh(self) -> JobInfo:
+        self.info = self.client.get(self.id)
+        return self.info
+
+    @property
+    def status(self) -> str:
+        return self.refresh().status.value
+
+    def wait(self, timeout: float | None = None, *, check: bool = False) -> JobInfo:
+        """Block until the job ends; with ``check``, raise :class:`~trainyard.errors.JobFailed` unless it succeeded."""
+        self.info = self.client.wait(self.id, timeout)
+        if check and self.info.status.value != "succeeded":
+            raise errors.JobFailed(f"job {self.id} {self.info.status.value}: {self.info.reason}", job_id=self.id)
+        return self.info
+
+    def logs(self, *, follow: bool = False, attempt: int | None = None) -> str | Iterator[str]:
+        """All logs as one string; with ``follow``, an iterator of chunks as they come."""
+        chunks = (text for _, text in self.client.logs(self.id, follow=follow, attempt=attempt))
+        return chunks if follow else "".join(chunks)
+
+    def metrics(self) -> list[MetricPoint]:
+        return self.client.metrics(self.id)
+
+    def outputs(self) -> list[ArtifactInfo]:
+        return self.client.outputs(self.id)
+
+    def download(self, to: str | Path | None = None) -> Path:
+        return self.client.download(self.id, to)
+
+    def cancel(self) -> JobInfo:
+        self.info = self.client.cancel(self.id)
+        return self.info
+
+
+def _raise_for(resp: httpx.Response) -> None:
+    if resp.status_code < 400:
+        return
+    try:
+        body = resp.json()
+    except ValueError:
+        body = {}
+    if isinstance(body, dict) and "code" in body:
+        raise errors.from_dict(body)
+    raise errors.TrainyardError(f"HTTP {resp.status_code} from {resp.request.url}: {resp.text[:500]}")

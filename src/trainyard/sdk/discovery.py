@@ -1,0 +1,75 @@
+"""Finding the server: ``TRAINYARD_SERVER``, else the local server's address file,
+else a local server started in the background (the embedded default)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from trainyard.config import ADDRESS_FILE, home
+from trainyard.errors import ServerUnavailable
+from trainyard.server import read_address
+
+
+def healthy(url: str, timeout: float = 2.0) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=timeout).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def local_server_url(home_dir: Path | None = None) -> str | None:
+    """The URL of a live local server for ``home_dir``, or None."""
+    info = read_address((home_dir or home()) / ADDRESS_FILE)
+    if info and healthy(info["url"]):
+        return info["url"]
+    return None
+
+
+def resolve_server(explicit: str | None = None, *, autostart: bool = True) -> str:
+    url = explicit or os.environ.get("TRAINYARD_SERVER")
+    if url:
+        return url.rstrip("/")
+    found = local_server_url()
+    if found:
+        return found
+    if not autostart:
+        raise ServerUnavailable("no trainyard server is running; start one with `trainyard server`")
+    return start_local_server()
+
+
+def start_local_server(home_dir: Path | None = None, extra_args: list[str] | None = None,
+                       wait: float = 60.0) -> str:
+    """Start ``trainyard server`` in the background for ``home_dir`` (once, under a lock)."""
+    home_dir = home_dir or home()
+    home_dir.mkdir(parents=True, exist_ok=True)
+    with open(home_dir / "server.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = local_server_url(home_dir)
+        if found:
+            return found
+        log_path = home_dir / "server.log"
+        env = {**os.environ, "TRAINYARD_HOME": str(home_dir)}
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "trainyard", "server", *(extra_args or [])],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, close_fds=True,
+            )
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            info = read_address(home_dir / ADDRESS_FILE)
+            if info and info.get("pid") == proc.pid and healthy(info["url"], timeout=1):
+                return info["url"]
+            if proc.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise ServerUnavailable(f"the local trainyard server did not start (exit {proc.returncode}):\n{tail}")
+            time.sleep(0.05)
+        proc.terminate()
+        raise ServerUnavailable(f"the local trainyard server did not answer within {wait:.0f}s; see {log_path}")

@@ -1,0 +1,54 @@
+"""Helpers for code running inside a trainyard job. Standard library only.
+
+The launcher sets the ``TRAINYARD_*`` variables; outside trainyard these
+helpers fall back to local folders so the same script runs by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE_ENV = "TRAINYARD_METRICS_FILE"
+
+
+def params() -> dict[str, Any]:
+    """The job's params (``TRAINYARD_PARAMS``), or ``{}`` outside trainyard."""
+    return json.loads(os.environ.get("TRAINYARD_PARAMS") or "{}")
+
+
+def _dir(var: str, fallback: str) -> Path:
+    path = Path(os.environ.get(var) or fallback)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def output_dir() -> Path:
+    """Where to write outputs; uploaded when the attempt ends."""
+    return _dir("TRAINYARD_OUTPUT_DIR", "outputs")
+
+
+def checkpoint_dir() -> Path:
+    """Kept across attempts of one job: save here, and resume from here."""
+    return _dir("TRAINYARD_CHECKPOINT_DIR", "checkpoints")
+
+
+def log_metrics(step: int | None = None, **values: float) -> None:
+    """Record metric values (numbers) for a step; the launcher forwards them.
+
+    Each call appends one JSON line to the metrics file, so a crash loses at
+    most the line being written and the launcher can resend by byte offset.
+    """
+    bad = [k for k, v in values.items() if isinstance(v, bool) or not isinstance(v, (int, float))]
+    if bad:
+        raise TypeError(f"log_metrics: values must be numbers; not {', '.join(bad)}")
+    line = json.dumps({"step": step, "ts": time.time(), "values": values}) + "\n"
+    path = os.environ.get(METRICS_FILE_ENV)
+    if path is None:
+        print(f"[metrics] step={step} " + " ".join(f"{k}={v}" for k, v in values.items()), flush=True)
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line)

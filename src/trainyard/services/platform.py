@@ -1,0 +1,57 @@
+"""Everything a server process holds, wired once: store, engine, services, scheduler."""
+
+from __future__ import annotations
+
+from trainyard.artifacts.store import ArtifactStore
+from trainyard.config import ServerSettings
+from trainyard.engines.base import Engine
+from trainyard.scheduler.admission import Admission, FifoAdmission
+from trainyard.scheduler.loop import SchedulerLoop
+from trainyard.services.attempts import AttemptService
+from trainyard.services.jobs import JobService
+from trainyard.services.launching import launch_config
+from trainyard.services.notify import Notifier
+from trainyard.store import Store
+
+
+def make_engine(settings: ServerSettings) -> Engine:
+    if settings.engine == "local":
+        from trainyard.engines.detect import local_node
+        from trainyard.engines.local import LocalEngine
+
+        node = local_node(cpus=settings.cpus, memory=settings.memory, gpus=settings.gpus, gpu_type=settings.gpu_type)
+        return LocalEngine(settings.home, node)
+    raise ValueError(f"unknown engine {settings.engine!r}; this version has: local")
+
+
+class Platform:
+    def __init__(self, settings: ServerSettings, engine: Engine | None = None,
+                 admission: Admission | None = None) -> None:
+        settings.home.mkdir(parents=True, exist_ok=True)
+        self.settings = settings
+        self.server_url = ""
+        self.store = Store(settings.db_url)
+        self.artifacts = ArtifactStore(settings.artifacts_url)
+        self.notifier = Notifier()
+        self.engine = engine or make_engine(settings)
+        self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self._wake)
+        self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, wake=self._wake)
+        self.loop = SchedulerLoop(
+            self.store, self.engine, admission or FifoAdmission(), self.attempts,
+            config_for=lambda job, attempt: launch_config(
+                job, attempt, settings=settings, artifacts=self.artifacts, server_url=self.server_url),
+            nodes=self.jobs.nodes,
+        )
+
+    def _wake(self) -> None:
+        self.loop.wake()
+
+    def start(self, server_url: str) -> None:
+        self.server_url = server_url
+        self.loop.start()
+        self.loop.wake()
+
+    def stop(self) -> None:
+        self.loop.stop()
+        self.engine.close()
+        self.store.close()

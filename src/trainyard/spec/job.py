@@ -1,0 +1,166 @@
+"""The job spec: one pydantic schema shared by the API, SDK, CLI and store."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from trainyard.spec.units import parse_cpu, parse_duration, parse_memory
+
+PRIORITY_CLASSES = {"low": 0, "normal": 100, "high": 200, "urgent": 300}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_PARAM_REF = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+Scalar = Union[str, int, float, bool, None]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Resources(Strict):
+    cpu: float = Field(1.0, description="cores, e.g. 2, 0.5 or 500m")
+    memory: int | None = Field(None, description="bytes; write 512Mi, 4Gi… Enforced on the whole process tree.")
+    gpu: int = Field(0, ge=0)
+    gpu_type: str | list[str] | None = Field(None, description="one type, or acceptable types in order of preference")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("cpu", mode="before")
+    @classmethod
+    def _cpu(cls, v: Any) -> float:
+        return parse_cpu(v)
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, v: Any) -> int | None:
+        return None if v is None else parse_memory(v)
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _gpu_type(cls, v: Any) -> Any:
+        if isinstance(v, list) and not v:
+            raise ValueError("give at least one GPU type, or leave gpu_type out")
+        return v
+
+    @property
+    def gpu_types(self) -> list[str]:
+        if self.gpu_type is None:
+            return []
+        return [self.gpu_type] if isinstance(self.gpu_type, str) else list(self.gpu_type)
+
+
+class Env(Strict):
+    pip: list[str] = Field(default_factory=list, description="packages for a virtualenv cached by content hash")
+    requirements: str | None = Field(None, description="a requirements file, relative to the spec file")
+
+
+RetryOn = Literal["error", "oom", "lost_contact", "timeout"]
+
+
+class Retry(Strict):
+    max: int = Field(0, ge=0, description="retries after the first attempt")
+    backoff: float = Field(5.0, description="seconds before the first retry; doubles each time")
+    on: list[RetryOn] = Field(default_factory=lambda: ["error", "oom", "lost_contact"])
+    permanent_exit_codes: list[int] = Field(
+        default_factory=lambda: [2, 126, 127],
+        description="exit codes never retried: usage errors, not executable, command not found",
+    )
+
+    @field_validator("backoff", mode="before")
+    @classmethod
+    def _backoff(cls, v: Any) -> float:
+        return 0.0 if v in (0, "0") else parse_duration(v)
+
+
+class JobSpec(Strict):
+    name: str = "job"
+    command: str | list[str]
+    workdir: str | None = Field(None, description="folder snapshotted at submit time")
+    env: Env | None = None
+    image: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    resources: Resources = Field(default_factory=Resources)
+    inputs: dict[str, str] = Field(default_factory=dict)
+    outputs: list[str] = Field(default_factory=list, description="globs in the work dir uploaded besides TRAINYARD_OUTPUT_DIR")
+    retry: Retry = Field(default_factory=Retry)
+    timeout: float | None = None
+    grace_period: float = 10.0
+    priority: int = 100
+    queue: str = "default"
+    replicas: int = Field(1, ge=1)
+    procs_per_replica: int = Field(1, ge=1)
+    distributed: Literal["torch"] | None = None
+
+    @field_validator("name", "queue")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: Any) -> Any:
+        if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
+            raise ValueError("command must not be empty")
+        return v
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+                raise ValueError(f"input name {name!r}: use letters, digits and '_'")
+        return v
+
+    @field_validator("timeout", "grace_period", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float | None:
+        return None if v is None else parse_duration(v)
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _priority(cls, v: Any) -> int:
+        if isinstance(v, str):
+            if v not in PRIORITY_CLASSES:
+                raise ValueError(f"unknown priority class {v!r}; use an integer or one of {', '.join(PRIORITY_CLASSES)}")
+            return PRIORITY_CLASSES[v]
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "JobSpec":
+        if self.replicas > 1 and self.distributed is None:
+            raise ValueError("replicas > 1 needs distributed: torch")
+        missing = sorted(set(self.param_refs()) - set(self.params))
+        if missing:
+            raise ValueError(f"command uses params not given: {', '.join(missing)}")
+        return self
+
+    def param_refs(self) -> list[str]:
+        parts = [self.command] if isinstance(self.command, str) else self.command
+        return [m for p in parts for m in _PARAM_REF.findall(p)]
+
+    def argv(self) -> list[str]:
+        """The command with ``{{params.x}}`` substituted; a string runs in a shell."""
+
+        def sub(s: str) -> str:
+            return _PARAM_REF.sub(lambda m: _render(self.params[m.group(1)]), s)
+
+        if isinstance(self.command, str):
+            shell = shutil.which("bash") or "/bin/sh"
+            return [shell, "-c", sub(self.command)]
+        return [sub(p) for p in self.command]
+
+    def with_params(self, overrides: dict[str, Any]) -> "JobSpec":
+        data = self.model_dump()
+        data["params"] = {**self.params, **overrides}
+        return JobSpec.model_validate(data)
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,91 @@
+"""What the API returns: jobs, attempts, nodes, metrics, artifacts, log chunks.
+
+The same models are used by the store (rows → records), the API (responses)
+and the SDK (parsed responses), so the shape is written once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from trainyard.spec.job import JobSpec
+from trainyard.status import AttemptStatus, JobStatus
+
+
+class AttemptInfo(BaseModel):
+    id: str
+    job_id: str
+    number: int
+    status: AttemptStatus
+    node: str | None = None
+    gpus: list[str] = Field(default_factory=list)
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    created_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    last_contact_at: float | None = None
+    cancel_requested: bool = False
+    handle: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobInfo(BaseModel):
+    id: str
+    name: str
+    status: JobStatus
+    queue: str
+    priority: int
+    spec: JobSpec
+    snapshot: str | None = None
+    created_at: float
+    updated_at: float
+    not_before: float | None = None
+    reason: str | None = Field(None, description="why it is pending, or how it ended")
+    attempts: list[AttemptInfo] = Field(default_factory=list)
+
+    @property
+    def last_attempt(self) -> AttemptInfo | None:
+        return self.attempts[-1] if self.attempts else None
+
+
+class JobPage(BaseModel):
+    items: list[JobInfo]
+    next_cursor: str | None = None
+
+
+class NodeInfo(BaseModel):
+    name: str
+    cpu: float
+    memory: int
+    gpu: int = 0
+    gpu_type: str | None = None
+    gpu_ids: list[str] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+    # filled by the server from running attempts
+    cpu_used: float = 0.0
+    memory_used: int = 0
+    gpus_used: list[str] = Field(default_factory=list)
+
+
+class MetricPoint(BaseModel):
+    attempt: int
+    step: int | None
+    name: str
+    value: float
+    ts: float
+
+
+class ArtifactInfo(BaseModel):
+    attempt: int
+    path: str
+    size: int
+    digest: str
+
+
+class LogChunk(BaseModel):
+    attempt: int
+    offset: int
+    data: str

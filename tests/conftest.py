@@ -1,0 +1,74 @@
+"""Shared fixtures: databases (SQLite and a real PostgreSQL), in-process apps, real servers.
+
+A test that needs a server it cannot start here skips on a laptop but fails on
+CI (``CI=true``), so CI never passes by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.pg import PostgresServer, find_pg_bin
+from tests.support.servers import ServerProcess
+
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def need(condition: bool, why: str) -> None:
+    if not condition:
+        if CI:
+            pytest.fail(f"required on CI: {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory):
+    url = os.environ.get("TRAINYARD_TEST_PG_URL")
+    if url:
+        yield url
+        return
+    bin_dir = find_pg_bin()
+    need(bin_dir is not None, "PostgreSQL is not installed (apt-get install postgresql)")
+    # not under pytest's tmp dir: that is 0700 root, and postgres must not run as root
+    root = Path(tempfile.mkdtemp(prefix="trainyard-pg-"))
+    server = PostgresServer(bin_dir, root)
+    server.start()
+    yield server.url
+    server.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty PostgreSQL database for one test."""
+    import psycopg
+
+    name = "t_" + secrets.token_hex(6)
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield pg_server.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request, tmp_path):
+    """The same test on SQLite and on a real PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'trainyard.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A real `trainyard server` process with declared capacity (2 cpus, 4Gi, 4 × A100)."""
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--gpus", "4", "--gpu-type", "A100"])
+    srv.start()
+    yield srv
+    srv.stop()

@@ -1,0 +1,119 @@
+"""The REST API in-process, with the fake engine, on SQLite and PostgreSQL."""
+
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from trainyard import errors
+from trainyard.api.app import create_app
+from trainyard.config import ServerSettings
+from trainyard.engines.fake import FakeEngine
+from trainyard.sdk.client import Client
+from trainyard.services.platform import Platform
+from trainyard.spec.records import NodeInfo
+
+pytestmark = pytest.mark.postgres
+
+NODES = [NodeInfo(name="a", cpu=4, memory=16 * 2**30, gpu=2, gpu_type="A100", gpu_ids=["0", "1"])]
+
+
+@pytest.fixture
+def env(db_url, tmp_path):
+    engine = FakeEngine(NODES)
+    settings = ServerSettings(home=tmp_path / "home", db=db_url, token="s3cret")
+    platform = Platform(settings, engine=engine)
+    with TestClient(create_app(platform, "http://testserver"), headers={"Authorization": "Bearer s3cret"}) as tc:
+        sdk = Client("http://testserver", token="s3cret", transport=tc._transport)
+        yield tc, sdk, engine, platform
+
+
+def until(check, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def report(tc, attempt_id, **body):
+    r = tc.post(f"/internal/attempts/{attempt_id}/report", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_a_job_goes_from_submit_to_succeeded_with_logs_and_metrics(env):
+    tc, sdk, engine, _ = env
+    job = sdk.submit({"name": "t", "command": "echo hi", "resources": {"gpu": 1}})
+    attempt_id = until(lambda: next(iter(engine.launched), None))
+    assert engine.launched[attempt_id].gpus == ["0"]
+    report(tc, attempt_id, phase="running", pid=1, log={"offset": 0, "data": "hi\n"},
+           metrics={"offset": 0, "lines": ['{"step": 1, "ts": 1, "values": {"loss": 0.5}}']})
+    assert job.status == "running"
+    report(tc, attempt_id, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
+    info = job.wait(timeout=5)
+    assert info.status.value == "succeeded" and info.attempts[0].gpus == ["0"]
+    assert job.logs() == "hi\n"
+    assert [(m.name, m.value) for m in job.metrics()] == [("loss", 0.5)]
+
+
+def test_bad_specs_are_rejected_naming_the_field_and_nothing_is_stored(env):
+    tc, sdk, _, _ = env
+    r = tc.post("/api/v1/jobs", json={"spec": {"command": "x", "resources": {"memory": "4Qi"}}})
+    assert r.status_code == 422 and r.json()["code"] == "invalid_spec"
+    assert r.json()["details"]["errors"][0]["field"] == "resources.memory"
+    with pytest.raises(errors.Unschedulable) as exc:
+        sdk.submit({"command": "x", "resources": {"gpu": 8}})
+    assert exc.value.details["field"] == "resources.gpu"
+    with pytest.raises(errors.InvalidSpec) as exc:
+        sdk.submit({"command": "x", "bogus": 1})
+    assert exc.value.errors[0]["field"] == "bogus"
+    assert sdk.jobs().items == []
+
+
+def test_errors_map_back_to_typed_exceptions_and_auth_is_required(env):
+    tc, sdk, _, _ = env
+    with pytest.raises(errors.JobNotFound):
+        sdk.get("j-nope")
+    r = tc.get("/api/v1/jobs", headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 401 and r.json()["code"] == "unauthorized"
+    assert tc.get("/healthz").json()["status"] == "ok"
+
+
+def test_cancel_pending_and_running(env):
+    tc, sdk, engine, _ = env
+    big = sdk.submit({"command": "x", "resources": {"cpu": 4}})
+    waiting = sdk.submit({"command": "x", "resources": {"cpu": 1}})
+    running_attempt = until(lambda: next(iter(engine.launched), None))
+    until(lambda: "needs 1 cores (0 free)" in (waiting.refresh().reason or ""))
+    assert waiting.cancel().status.value == "cancelled"
+    report(tc, running_attempt, phase="running", pid=1)
+    assert big.cancel().status.value == "cancelling"
+    assert report(tc, running_attempt, phase="running", pid=1) == {"cancel": True}
+    assert engine.cancelled == [running_attempt]
+    assert big.wait(timeout=5).status.value == "cancelled"
+    assert big.info.attempts[0].reason == "Cancelled"
+
+
+def test_a_lost_attempt_is_retried_then_fails(env):
+    _, sdk, engine, _ = env
+    job = sdk.submit({"command": "x", "retry": {"max": 1, "backoff": 0}})
+    first = until(lambda: next(iter(engine.launched), None))
+    engine.lose(first)
+    second = until(lambda: next((a for a in engine.launched if a != first), None))
+    engine.lose(second)
+    info = job.wait(timeout=10)
+    assert info.status.value == "failed"
+    assert [a.reason for a in info.attempts] == ["LostContact", "LostContact"]
+    assert "after 2 attempts" in info.reason
+
+
+def test_listing_filters_and_pages(env):
+    _, sdk, _, _ = env
+    ids = [sdk.submit({"name": f"n{i}", "command": "x", "resources": {"cpu": 4}}).id for i in range(3)]
+    page = sdk.jobs(limit=2)
+    assert [j.id for j in page.items] == [ids[2], ids[1]]
+    assert [j.id for j in sdk.jobs(limit=2, cursor=page.next_cursor).items] == [ids[0]]
+    assert [j.id for j in sdk.jobs(name="n1").items] == [ids[1]]

@@ -1,0 +1,96 @@
+"""The store on SQLite and on a real PostgreSQL server."""
+
+import threading
+
+import pytest
+from sqlalchemy import inspect
+
+from trainyard.spec import parse_job
+from trainyard.status import AttemptStatus, JobStatus, Reason
+from trainyard.store import Store
+from trainyard.store.tables import Base
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def store(db_url):
+    s = Store(db_url)
+    yield s
+    s.close()
+
+
+def running_attempt(store: Store):
+    job = store.create_job(parse_job("command: echo hi"))
+    attempt = store.admit(job.id, "node-a", ["0"])
+    store.contact(attempt.id, running=True)
+    return job, attempt
+
+
+def test_migrations_create_exactly_the_declared_tables(store):
+    insp = inspect(store.engine)
+    for table in Base.metadata.sorted_tables:
+        assert {c["name"] for c in insp.get_columns(table.name)} == {c.name for c in table.columns}, table.name
+
+
+def test_a_job_runs_through_its_states(store):
+    job, attempt = running_attempt(store)
+    assert store.get_job(job.id).status == JobStatus.RUNNING
+    assert store.finish_attempt(attempt.id, AttemptStatus.SUCCEEDED, exit_code=0, reason=Reason.SUCCEEDED,
+                                message=None, job_status=JobStatus.SUCCEEDED)
+    info = store.get_job(job.id)
+    assert info.status == JobStatus.SUCCEEDED and info.attempts[0].exit_code == 0
+
+
+def test_terminal_states_are_final_and_a_result_applies_once(store):
+    job, attempt = running_attempt(store)
+    assert store.finish_attempt(attempt.id, AttemptStatus.FAILED, exit_code=1, reason=Reason.error(1),
+                                message=None, job_status=JobStatus.FAILED)
+    assert not store.finish_attempt(attempt.id, AttemptStatus.SUCCEEDED, exit_code=0, reason=Reason.SUCCEEDED,
+                                    message=None, job_status=JobStatus.SUCCEEDED)
+    assert store.get_job(job.id).status == JobStatus.FAILED
+    assert not store.move_job(job.id, JobStatus.PENDING)
+    assert store.request_cancel(job.id) == JobStatus.FAILED
+
+
+def test_two_racing_admissions_move_a_job_once(store):
+    job = store.create_job(parse_job("command: echo hi"))
+    results = []
+    barrier = threading.Barrier(4)
+
+    def admit():
+        barrier.wait()
+        results.append(store.admit(job.id, "n", []))
+
+    threads = [threading.Thread(target=admit) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(r is not None for r in results) == 1
+    assert len(store.get_job(job.id).attempts) == 1
+
+
+def test_logs_and_metrics_are_idempotent_by_offset(store):
+    job, attempt = running_attempt(store)
+    store.append_log(attempt.id, 0, "héllo\n")
+    store.append_log(attempt.id, 0, "héllo\nworld\n")  # a resend after a lost answer
+    store.append_log(attempt.id, 7, "world\n")           # an older resend
+    chunks, cursor = store.read_logs(job.id)
+    assert "".join(c.data for c in chunks) == "héllo\nworld\n"
+    line = '{"step": 1, "ts": 1.0, "values": {"loss": 0.5, "acc": 0.9}}'
+    store.add_metrics(attempt.id, 0, [line])
+    store.add_metrics(attempt.id, 0, [line, '{"step": 2, "ts": 2.0, "values": {"loss": 0.25}}'])
+    assert [(m.step, m.name, m.value) for m in store.metrics(job.id)] == [
+        (1, "loss", 0.5), (1, "acc", 0.9), (2, "loss", 0.25)]
+
+
+def test_listing_is_paginated_and_filtered(store):
+    ids = [store.create_job(parse_job(f"name: n{i}\ncommand: x")).id for i in range(5)]
+    store.request_cancel(ids[0])
+    page = store.list_jobs(limit=2)
+    assert [j.id for j in page.items] == ids[:2:-1][:2] and page.next_cursor
+    rest = store.list_jobs(limit=10, cursor=page.next_cursor)
+    assert [j.id for j in rest.items] == ids[2::-1]
+    assert [j.id for j in store.list_jobs(status=["cancelled"]).items] == [ids[0]]
+    assert [j.id for j in store.list_jobs(name="n3").items] == [ids[3]]

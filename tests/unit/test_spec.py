@@ -1,0 +1,70 @@
+import pytest
+
+from trainyard.errors import InvalidSpec
+from trainyard.spec import load_job, parse_job, parse_param_overrides
+
+
+def errors_of(text: str) -> list[dict]:
+    with pytest.raises(InvalidSpec) as exc:
+        parse_job(text, "job.yaml")
+    return exc.value.errors
+
+
+def test_a_full_spec_parses_with_units_and_defaults():
+    spec = parse_job(
+        "name: train\n"
+        "command: python train.py --lr {{params.lr}}\n"
+        "params: {lr: 0.1}\n"
+        "resources: {cpu: 500m, memory: 4Gi, gpu: 2, gpu_type: A100}\n"
+        "timeout: 2h\n"
+        "priority: high\n"
+        "retry: {max: 3, backoff: 30s}\n"
+    )
+    assert spec.resources.cpu == 0.5
+    assert spec.resources.memory == 4 * 2**30
+    assert spec.resources.gpu_types == ["A100"]
+    assert spec.timeout == 7200
+    assert spec.priority == 200
+    assert spec.retry.backoff == 30
+    assert spec.argv()[-1] == "python train.py --lr 0.1"
+
+
+def test_unknown_field_is_named_with_its_line():
+    errs = errors_of("command: x\nresources:\n  cpu: 1\n  gpus: 2\n")
+    assert errs == [{"field": "resources.gpus", "line": 4, "message": "unknown field 'gpus'",
+                     "where": "job.yaml:4 resources.gpus"}]
+
+
+def test_bad_units_and_negative_resources_are_named():
+    errs = errors_of("command: x\nresources:\n  memory: 4Gx\n  gpu: -1\n  cpu: -2\n")
+    by_field = {e["field"]: e for e in errs}
+    assert "unknown unit 'Gx'" in by_field["resources.memory"]["message"]
+    assert by_field["resources.memory"]["line"] == 3
+    assert by_field["resources.gpu"]["line"] == 4
+    assert "negative" in by_field["resources.cpu"]["message"]
+
+
+def test_missing_command_and_bad_yaml():
+    assert errors_of("name: x\n")[0]["field"] == "command"
+    bad = errors_of("command: [unclosed\n")
+    assert bad[0]["message"].startswith("not valid YAML") and bad[0]["line"] is not None
+
+
+def test_params_used_by_the_command_must_exist():
+    errs = errors_of("command: python t.py --lr {{params.lr}}\n")
+    assert "params not given: lr" in errs[0]["message"]
+
+
+def test_overrides_are_typed_and_revalidated(tmp_path):
+    f = tmp_path / "job.yaml"
+    f.write_text("command: [echo, '{{params.n}}', '{{params.flag}}']\nparams: {n: 1, flag: false}\n")
+    spec = load_job(f, parse_param_overrides(["n=5", "flag=true"]))
+    assert spec.params == {"n": 5, "flag": True}
+    assert spec.argv() == ["echo", "5", "true"]
+    with pytest.raises(InvalidSpec):
+        parse_param_overrides(["novalue"])
+
+
+def test_replicas_need_a_distributed_kind():
+    assert "distributed" in errors_of("command: x\nreplicas: 2\n")[0]["message"]
+    assert parse_job("command: x\nreplicas: 2\ndistributed: torch\n").replicas == 2
