@@ -59,11 +59,12 @@ def serve(settings: ServerSettings) -> None:
         tmp.replace(settings.address_file)
         log.info("trainyard server on %s (engine %s, home %s)", url, platform.engine.name, settings.home)
 
-    app = create_app(platform, server_url=url, on_ready=announce)
-
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
-    try:
-        uvicorn.Server(config).run(sockets=[sock])
-    finally:
+    def withdraw() -> None:
+        # here, not after run(): uvicorn re-raises SIGTERM once it has shut down
         if (read_address(settings.address_file) or {}).get("pid") == os.getpid():
             settings.address_file.unlink(missing_ok=True)
+
+    app = create_app(platform, server_url=url, on_ready=announce, on_stop=withdraw)
+
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+    uvicorn.Server(config).run(sockets=[sock])

@@ -17,7 +17,7 @@ from trainyard.services.platform import Platform
 
 
 def create_app(platform: Platform, server_url: str | None = None,
-               on_ready: Callable[[], None] | None = None) -> FastAPI:
+               on_ready: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         platform.start(server_url or platform.server_url)
@@ -26,6 +26,8 @@ def create_app(platform: Platform, server_url: str | None = None,
         try:
             yield
         finally:
+            if on_stop:
+                on_stop()
             platform.stop()
 
     app = FastAPI(title="trainyard", version=trainyard.__version__, lifespan=lifespan,

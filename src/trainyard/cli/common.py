@@ -13,7 +13,7 @@ from rich.console import Console
 from trainyard.errors import InvalidSpec, TrainyardError
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # never wrap: errors are grepped and copied
 
 
 class Output(str, Enum):

@@ -1,0 +1,77 @@
+"""The `trainyard` command against a real server, and the embedded default."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def write_spec(tmp_path, text: str, name: str = "job.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_run_follow_streams_and_exits_with_the_job_status(server, tmp_path):
+    ok = write_spec(tmp_path, f"name: ok\ncommand: [{sys.executable}, -c, 'print(\"hi {{{{params.who}}}}\")']\n"
+                              "params: {who: me}\n")
+    r = server.cli("run", str(ok), "-p", "who=you", "--follow")
+    assert r.returncode == 0, r.stderr
+    assert "hi you" in r.stdout
+    bad = write_spec(tmp_path, "name: bad\ncommand: exit 4\n", "bad.yaml")
+    r = server.cli("run", str(bad), "-f")
+    assert r.returncode == 1 and "Error(exit 4)" in r.stderr
+
+
+def test_run_returns_the_id_at_once_and_show_ls_nodes_speak_json(server, tmp_path):
+    spec = write_spec(tmp_path, "name: sleepy\ncommand: sleep 2\nresources: {gpu: 1}\n")
+    t = time.monotonic()
+    r = server.cli("run", str(spec))
+    assert r.returncode == 0 and time.monotonic() - t < 10
+    job_id = r.stdout.strip()
+    shown = json.loads(server.cli("show", job_id, "-o", "json").stdout)
+    assert shown["id"] == job_id and shown["spec"]["resources"]["gpu"] == 1
+    listed = json.loads(server.cli("ls", "-o", "json").stdout)
+    assert [j["id"] for j in listed] == [job_id]
+    nodes = json.loads(server.cli("nodes", "-o", "json").stdout)
+    assert nodes[0]["gpu"] == 4 and nodes[0]["gpu_type"] == "A100"
+    table = server.cli("show", job_id).stdout
+    assert "sleepy" in table and "attempts" in table
+    assert server.cli("cancel", job_id).returncode == 0
+
+
+def test_an_invalid_spec_names_the_line_and_stores_nothing(server, tmp_path):
+    spec = write_spec(tmp_path, "name: x\ncommand: echo\nresources:\n  memory: lots\n")
+    r = server.cli("run", str(spec))
+    assert r.returncode == 2
+    assert f"{spec}:4 resources.memory" in r.stderr
+    too_big = write_spec(tmp_path, "command: echo\nresources: {gpu: 9}\n", "big.yaml")
+    r = server.cli("run", str(too_big))
+    assert r.returncode == 1 and "resources.gpu" in r.stderr
+    assert json.loads(server.cli("ls", "-o", "json").stdout) == []
+
+
+def test_the_first_call_starts_a_local_server_and_later_calls_reuse_it(tmp_path):
+    env = {**os.environ, "TRAINYARD_HOME": str(tmp_path / "home")}
+    env.pop("TRAINYARD_SERVER", None)
+    spec = write_spec(tmp_path, f"command: [{sys.executable}, -c, 'print(42)']\n")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "trainyard", *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    try:
+        first = cli("run", str(spec), "--follow")
+        assert first.returncode == 0 and "42" in first.stdout, first.stderr
+        pid = json.loads((tmp_path / "home" / "server.json").read_text())["pid"]
+        assert cli("ls").returncode == 0
+        assert json.loads((tmp_path / "home" / "server.json").read_text())["pid"] == pid
+        assert (tmp_path / "home" / "trainyard.db").exists()
+    finally:
+        assert cli("server", "stop").returncode == 0
+    assert not (tmp_path / "home" / "server.json").exists()

@@ -1,0 +1,35 @@
+"""Killing the server with SIGKILL mid-job loses nothing and runs nothing twice."""
+
+import pytest
+
+from tests.e2e.helpers import py_job, until
+
+pytestmark = pytest.mark.slow
+
+
+def test_server_sigkill_and_restart_mid_job(server, tmp_path):
+    c = server.client()
+    runs = tmp_path / "runs"
+    long = c.submit(py_job(
+        f"import time\nopen({str(runs)!r}, 'a').write('x')\n"
+        "for i in range(30):\n    print(f'line {i}', flush=True); time.sleep(0.1)\n"
+        "import trainyard; trainyard.log_metrics(step=1, done=1.0)"))
+    short = c.submit(py_job("import time; time.sleep(1.0); print('short done')"))
+    until(lambda: "line 3" in long.logs())
+
+    server.kill()
+    until(lambda: short_finished_on_disk(server, short.id), timeout=20)  # it ends while the server is down
+    server.start()
+
+    c = server.client()
+    info = c.wait(long.id, timeout=60)
+    assert info.status.value == "succeeded" and len(info.attempts) == 1
+    assert c.get(short.id).status.value == "succeeded"
+    assert c.job(short.id).logs() == "short done\n"
+    assert [line for line in c.job(long.id).logs().splitlines()] == [f"line {i}" for i in range(30)]
+    assert [m.name for m in c.metrics(long.id)] == ["done"]
+    assert runs.read_text() == "x"  # ran exactly once
+
+
+def short_finished_on_disk(server, job_id) -> bool:
+    return (server.home / "attempts" / f"{job_id}-1" / "result.json").exists()
