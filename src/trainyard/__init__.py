@@ -1,29 +1,29 @@
 """trainyard: say what a training job needs; trainyard finds room for it and runs it.
 
-Importing ``trainyard`` is cheap on purpose: jobs import it for the in-job
-helpers, and the launcher imports it on every attempt. The client and spec
-are loaded on first use.
+Importing ``trainyard`` costs next to nothing on purpose: the launcher imports
+it on every attempt, and jobs import it for the in-job helpers. Everything is
+loaded on first use.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from trainyard.sdk.injob import checkpoint_dir, log_metrics, output_dir, params
-
 __version__ = "0.1.0"
-__all__ = [
-    "Client", "Job", "JobSpec", "log_metrics", "params", "output_dir", "checkpoint_dir", "__version__",
-]
+
+_LAZY = {
+    "Client": "trainyard.sdk.client",
+    "Job": "trainyard.sdk.client",
+    "JobSpec": "trainyard.spec",
+    "log_metrics": "trainyard.sdk.injob",
+    "params": "trainyard.sdk.injob",
+    "output_dir": "trainyard.sdk.injob",
+    "checkpoint_dir": "trainyard.sdk.injob",
+}
+__all__ = [*_LAZY, "__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("Client", "Job"):
-        from trainyard.sdk import client
+def __getattr__(name: str):  # noqa: ANN202
+    if name in _LAZY:
+        import importlib
 
-        return getattr(client, name)
-    if name == "JobSpec":
-        from trainyard.spec import JobSpec
-
-        return JobSpec
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'trainyard' has no attribute {name!r}")

@@ -1,12 +1,12 @@
 """What the engine tells the launcher: written as ``launch.json`` in the attempt dir.
 
-A stdlib dataclass, not a pydantic model, so the launcher starts fast.
+A plain class, not pydantic or even a dataclass (which imports ``inspect``):
+the launcher reads it on every attempt and must start fast.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 CONFIG_NAME = "launch.json"
@@ -15,34 +15,61 @@ LOG_NAME = "output.log"
 METRICS_NAME = "metrics.jsonl"
 
 
-@dataclass
+_REQUIRED = ("job_id", "attempt_id", "attempt", "server", "command")
+_DEFAULTS: dict = {
+    "address_file": None, "token": None, "env": dict, "snapshot": None, "python_env": None,
+    "venv_cache": None, "inputs": dict, "input_cache": None, "outputs": list, "output_url": None,
+    "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
+    "exit_report_deadline": 3600.0,
+}
+
+
 class LaunchConfig:
     job_id: str
     attempt_id: str
     attempt: int                     # 1-based attempt number
     server: str                      # API base URL, e.g. http://127.0.0.1:8470
     command: list[str]               # argv, params already substituted
-    address_file: str | None = None  # JSON {"url": ...}; re-read when the server is unreachable
-    token: str | None = None         # sent as "Authorization: Bearer <token>"
-    env: dict[str, str] = field(default_factory=dict)  # extra variables for the command (on top of os.environ)
-    snapshot: str | None = None      # fsspec URL of the code snapshot (.tar.gz); extracted as the work dir
-    python_env: dict | None = None   # {"pip": [...], "requirements": "text"} -> cached virtualenv
-    venv_cache: str | None = None    # folder of virtualenvs, one per content hash
-    inputs: dict[str, str] = field(default_factory=dict)  # NAME -> local path or fsspec URL
-    input_cache: str | None = None   # where URL inputs are fetched once, by URL hash
-    outputs: list[str] = field(default_factory=list)     # extra globs, relative to the work dir, to upload too
-    output_url: str | None = None    # fsspec URL (folder) the outputs go to
-    checkpoint_dir: str | None = None
-    memory_limit: int | None = None  # bytes, whole process tree
-    timeout: float | None = None     # seconds of run time
-    grace_period: float = 10.0       # seconds between SIGTERM and SIGKILL
-    gpus: list[str] = field(default_factory=list)  # -> CUDA_VISIBLE_DEVICES (set, possibly empty, when the spec asked none)
-    exit_report_deadline: float = 3600.0
+    address_file: str | None         # JSON {"url": ...}; re-read when the server is unreachable
+    token: str | None                # sent as "Authorization: Bearer <token>"
+    env: dict[str, str]              # extra variables for the command (on top of os.environ)
+    snapshot: str | None             # fsspec URL of the code snapshot (.tar.gz); extracted as the work dir
+    python_env: dict | None          # {"pip": [...], "requirements": "text"} -> cached virtualenv
+    venv_cache: str | None           # folder of virtualenvs, one per content hash
+    inputs: dict[str, str]           # NAME -> local path or fsspec URL
+    input_cache: str | None          # where URL inputs are fetched once, by URL hash
+    outputs: list[str]               # extra globs, relative to the work dir, to upload too
+    output_url: str | None           # fsspec URL (folder) the outputs go to
+    checkpoint_dir: str | None
+    memory_limit: int | None         # bytes, whole process tree
+    timeout: float | None            # seconds of run time
+    grace_period: float              # seconds between SIGTERM and SIGKILL
+    gpus: list[str]                  # -> CUDA_VISIBLE_DEVICES (set, possibly empty, when the spec asked none)
+    exit_report_deadline: float
+
+    def __init__(self, **values) -> None:  # noqa: ANN003
+        missing = [k for k in _REQUIRED if k not in values]
+        unknown = [k for k in values if k not in _REQUIRED and k not in _DEFAULTS]
+        if missing or unknown:
+            raise TypeError(f"LaunchConfig: missing {missing}, unknown {unknown}")
+        for key, default in _DEFAULTS.items():
+            setattr(self, key, default() if callable(default) else default)
+        for key, value in values.items():
+            setattr(self, key, value)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in (*_REQUIRED, *_DEFAULTS)}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LaunchConfig) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"LaunchConfig({self.attempt_id!r})"
 
     def write(self, attempt_dir: Path) -> Path:
         path = Path(attempt_dir) / CONFIG_NAME
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.write_text(json.dumps(self.to_dict(), indent=1))
         tmp.replace(path)
         return path
 

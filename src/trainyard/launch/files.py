@@ -1,0 +1,56 @@
+"""Small file helpers shared by the launcher's steps: URLs, locks, atomic writes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Iterator
+
+
+def local_path(url: str, base: Path | None = None) -> Path | None:
+    """The local path behind ``url`` (a plain path or ``file://``), or None for remote URLs.
+
+    Relative paths are taken relative to ``base`` when given.
+    """
+    if url.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        return Path(unquote(urlsplit(url).path))
+    if "://" in url or "::" in url:
+        return None
+    path = Path(url).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    return path.absolute()
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path``: one builder per cache entry across processes."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def atomic_write_json(path: Path, data: object) -> None:
+    """Write-then-rename, so a reader sees the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def append_log(path: Path, line: str) -> None:
+    """Add a launcher line to output.log, marked so users can tell it from theirs."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f"[trainyard] {line}\n")

@@ -1,0 +1,229 @@
+"""One attempt from start to end: set up, run, watch, clean up, upload, report.
+
+The main thread owns the command; the reporter thread owns the HTTP side. The
+main thread sleeps in ``select`` on a self-pipe that three things poke: the
+waiter thread when the command exits, the signal machinery on SIGTERM
+(``signal.set_wakeup_fd``), and the reporter when the server asks to cancel.
+So every event is handled at once, and no tick is on the fast path.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from pathlib import Path
+
+from trainyard.launch import procs
+from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
+from trainyard.launch.files import append_log, atomic_write_json
+from trainyard.launch.prepare import SetupError, build_env, prepare_workdir, resolve_inputs
+from trainyard.status import Reason
+
+MEMORY_TICK = 0.1  # how often the tree's memory is sampled when there is a limit
+IDLE_TICK = 1.0    # otherwise, how often orphaned zombies are reaped
+
+
+class Launcher:
+    def __init__(self, attempt_dir: Path):
+        self.dir = Path(attempt_dir).resolve()
+        self.config = LaunchConfig.read(self.dir)
+        self.log = self.dir / LOG_NAME
+        self.metrics = self.dir / METRICS_NAME
+        self.cancelled: str | None = None  # why, once a cancel was asked
+        self.proc = None
+        self.reporter = None  # started once the command runs (or setup failed)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+
+    # -- events ----------------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        def on_term(signum, frame):
+            self.cancelled = self.cancelled or "the launcher got SIGTERM"
+
+        signal.signal(signal.SIGTERM, on_term)
+        # SIGINT/SIGHUP meant for the engine's process group must not kill us.
+        # A no-op handler, not SIG_IGN: ignored signals would be inherited by the command.
+        for sig in (signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda signum, frame: None)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+
+    def _cancel_from_server(self) -> None:
+        if self.cancelled is None:
+            self.cancelled = "the server asked to cancel"
+        try:
+            os.write(self._wake_w, b"c")
+        except OSError:
+            pass
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait up to ``seconds``, returning early on any event."""
+        ready, _, _ = select.select([self._wake_r], [], [], max(0.0, seconds))
+        if ready:
+            try:
+                while os.read(self._wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    # -- the attempt -------------------------------------------------------------
+
+    def run(self) -> dict:
+        self._install_signals()
+        procs.become_subreaper()
+        for path in (self.log, self.metrics):
+            open(path, "ab").close()
+        try:
+            result = self._attempt()
+        finally:
+            if self.proc is not None and self.proc.returncode is None:  # crashed mid-run
+                procs.kill_tree(self.proc.pid)
+        procs.reap_all(None)  # whatever setup (a killed venv build) may have left
+        atomic_write_json(self.dir / RESULT_NAME, result)
+        self._start_reporter().finish(result)
+        return result
+
+    def _start_reporter(self):
+        """The reporter, started on first need.
+
+        Only once the command runs: it has nothing to say before, and its
+        imports then overlap with the command's own start instead of delaying it.
+        """
+        if self.reporter is None:
+            from trainyard.launch.reporter import Reporter
+
+            self.reporter = Reporter(self.config, str(self.log), str(self.metrics), self._cancel_from_server)
+            self.reporter.start()
+        return self.reporter
+
+    def _attempt(self) -> dict:
+        cfg = self.config
+        try:
+            env, work = self._prepare()
+        except (SetupError, OSError) as e:
+            if self.cancelled:
+                return _result(None, Reason.CANCELLED, f"cancelled during setup: {self.cancelled}")
+            append_log(self.log, f"setup failed: {e}")
+            return _result(None, Reason.SETUP, str(e))
+        try:
+            self.proc = procs.spawn(cfg.command, str(work), env, str(self.log))
+        except OSError as e:
+            message = f"cannot start {cfg.command[0]!r}: {e.strerror or e}"
+            append_log(self.log, message)
+            return _result(None, Reason.SETUP, message)
+        reporter = self._start_reporter()
+        reporter.started(self.proc.pid)
+        exit_code, reason, message = self._supervise(self.proc)
+        reporter.exited()
+        result = _result(exit_code, reason, message)
+        try:
+            return self._finish_outputs(work, result)
+        except Exception as e:  # the attempt's outcome matters more than its outputs
+            result["message"] = "; ".join(m for m in (result["message"], f"outputs: {e}") if m)
+            return result
+
+    def _prepare(self) -> tuple[dict, Path]:
+        cfg = self.config
+        if not cfg.command:
+            raise SetupError("the command is empty")
+        work = prepare_workdir(cfg.snapshot, self.dir / "work")
+        venv = None
+        if cfg.python_env:
+            from trainyard.launch.pyenv import ensure_venv
+
+            self._check_cancel()
+            cache = Path(cfg.venv_cache) if cfg.venv_cache else self.dir / "venvs"
+            venv = ensure_venv(cfg.python_env, cache, work, self.log, lambda: self.cancelled is not None)
+        self._check_cancel()
+        cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
+        inputs = resolve_inputs(cfg.inputs, cache, work)
+        env = build_env(cfg, self.dir, inputs, venv)
+        self._check_cancel()
+        return env, work
+
+    def _check_cancel(self) -> None:
+        if self.cancelled:
+            raise SetupError("cancelled")
+
+    def _supervise(self, proc) -> tuple[int | None, str, str]:
+        """Wait for the command, enforcing cancel, timeout and memory limit; reap the tree."""
+        cfg = self.config
+        waiter = procs.Waiter(proc, self._wake_w)
+        deadline = time.monotonic() + cfg.timeout if cfg.timeout else None
+        tick = MEMORY_TICK if cfg.memory_limit else IDLE_TICK
+        reason = message = None
+        while not waiter.exited:  # checked first: a command that exited on its own keeps its result
+            now = time.monotonic()
+            timed_out = deadline is not None and now >= deadline
+            if (self.cancelled or timed_out) and procs.has_exited(proc.pid):
+                break  # exited on its own a moment ago; the waiter has yet to notice
+            if self.cancelled:
+                reason, message = Reason.CANCELLED, f"cancelled: {self.cancelled}"
+                self._stop(waiter, message)
+                break
+            if timed_out:
+                reason, message = Reason.TIMEOUT, f"timed out after {cfg.timeout:g} s"
+                self._stop(waiter, message)
+                break
+            if cfg.memory_limit:
+                rss = procs.tree_rss()
+                if rss > cfg.memory_limit:
+                    procs.kill_tree(proc.pid)
+                    reason = Reason.OOM
+                    message = f"memory use {_mib(rss)} passed the limit of {_mib(cfg.memory_limit)}"
+                    append_log(self.log, f"{message}: killed")
+                    break
+            procs.reap_orphans(keep=proc.pid)
+            self._sleep(tick if deadline is None else min(tick, deadline - now))
+        waiter.join()
+        procs.reap_all(proc.pid)
+        rc = proc.returncode
+        if reason is None:
+            reason = Reason.SUCCEEDED if rc == 0 else Reason.error(rc)
+        return rc, reason, message or ""
+
+    def _stop(self, waiter: procs.Waiter, why: str) -> None:
+        """SIGTERM the group, give it the grace period, then SIGKILL the whole tree."""
+        pgid, grace = waiter.proc.pid, self.config.grace_period
+        append_log(self.log, f"{why}: stopping (SIGTERM, then SIGKILL after {grace:g} s)")
+        procs.signal_group(pgid, signal.SIGTERM)
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
+            procs.reap_orphans(keep=pgid)
+            if waiter.exited and not procs.group_alive(pgid):
+                break
+            self._sleep(min(0.05, end - time.monotonic()))
+        procs.kill_tree(pgid)
+
+    def _finish_outputs(self, work: Path, result: dict) -> dict:
+        if not self.config.outputs and _empty(self.dir / "outputs"):
+            return result  # the common case, without importing hashlib
+        from trainyard.launch import outputs
+
+        files, problems = outputs.collect(self.dir / "outputs", work, self.config.outputs)
+        if not files and not problems:
+            return result
+        records, errors = outputs.upload(files, self.config.output_url)
+        result["outputs"] = records
+        notes = [m for m in [result["message"], *problems, *errors] if m]
+        result["message"] = "; ".join(notes)
+        return result
+
+
+def _result(exit_code: int | None, reason: str, message: str) -> dict:
+    return {"exit_code": exit_code, "reason": reason, "message": message, "outputs": []}
+
+
+def _empty(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is None
+    except FileNotFoundError:
+        return True
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB"

@@ -1,0 +1,174 @@
+"""Getting an attempt ready to run: work dir, inputs, and the command's environment.
+
+Every failure here is a :class:`SetupError`, which ends the attempt with
+reason ``SetupFailed`` and the error's text as the message.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from trainyard.launch.files import file_lock, local_path
+
+
+class SetupError(Exception):
+    """The snapshot, the environment or an input could not be prepared."""
+
+
+# -- work dir ------------------------------------------------------------------
+
+
+def prepare_workdir(snapshot: str | None, work: Path) -> Path:
+    """The work dir: the snapshot extracted, or an empty folder."""
+    work.mkdir(parents=True, exist_ok=True)
+    if snapshot:
+        try:
+            with _open_url(snapshot) as f:
+                safe_extract(f, work)
+        except SetupError:
+            raise
+        except Exception as e:
+            raise SetupError(f"snapshot {snapshot}: {e}") from e
+    return work
+
+
+def _open_url(url: str):
+    path = local_path(url)
+    if path is not None:
+        return open(path, "rb")
+    import fsspec
+
+    return fsspec.open(url, "rb").open()
+
+
+def safe_extract(fileobj, dest: Path) -> None:
+    """Extract a tar.gz into ``dest``, refusing anything that would land outside it.
+
+    Absolute names and ``..`` are rejected up front (whatever the Python);
+    the ``data`` filter, where this Python has it, also rejects links that
+    point outside, device files, and setuid bits.
+    """
+    import tarfile
+
+    with tarfile.open(fileobj=fileobj, mode="r:*") as tar:
+        members = tar.getmembers()
+        for m in members:
+            if _escapes(m.name):
+                raise SetupError(f"snapshot: unsafe path in archive: {m.name!r}")
+            if m.issym() and _escapes(os.path.join(os.path.dirname(m.name), m.linkname)):
+                raise SetupError(f"snapshot: link points outside: {m.name!r} -> {m.linkname!r}")
+            if m.islnk() and _escapes(m.linkname):
+                raise SetupError(f"snapshot: link points outside: {m.name!r} -> {m.linkname!r}")
+            if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+                raise SetupError(f"snapshot: unsupported member type: {m.name!r}")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, members=members, filter="data")
+        else:
+            tar.extractall(dest, members=members)
+
+
+def _escapes(name: str) -> bool:
+    """Whether an archive path is absolute or climbs out of the folder it is extracted in."""
+    if name.startswith(("/", "\\")) or os.path.isabs(name):
+        return True
+    norm = os.path.normpath(name)
+    return norm == ".." or norm.startswith("../")
+
+
+# -- inputs --------------------------------------------------------------------
+
+
+def resolve_inputs(inputs: dict[str, str], cache: Path, work: Path) -> dict[str, str]:
+    """NAME -> local path. Local inputs are used in place; URLs are fetched once into ``cache``."""
+    resolved = {}
+    for name, url in inputs.items():
+        path = local_path(url, base=work)
+        if path is None:
+            try:
+                path = fetch_input(url, cache)
+            except Exception as e:
+                raise SetupError(f"input {name!r}: cannot fetch {url}: {e}") from e
+        elif not path.exists():
+            raise SetupError(f"input {name!r}: {url} not found")
+        resolved[name] = str(path)
+    return resolved
+
+
+def fetch_input(url: str, cache: Path) -> Path:
+    """Download ``url`` (a file or a folder) to ``cache/<hash>/<basename>``, once.
+
+    Concurrent attempts wait on one lock; the download lands in a temporary
+    folder that is renamed into place, so a half-fetched input is never seen.
+    """
+    import hashlib
+    import shutil
+
+    key = hashlib.sha256(url.encode()).hexdigest()[:16]
+    name = url.rstrip("/").rsplit("/", 1)[-1] or "input"
+    final = cache / key
+    if (final / name).exists():
+        return final / name
+    with file_lock(cache / f"{key}.lock"):
+        if (final / name).exists():
+            return final / name
+        import fsspec
+
+        fs, remote = fsspec.core.url_to_fs(url)
+        if not fs.exists(remote):
+            raise SetupError("not found")
+        tmp = cache / f".{key}.{os.getpid()}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            if fs.isdir(remote):
+                fs.get(remote.rstrip("/") + "/", str(tmp / name), recursive=True)
+            else:
+                fs.get_file(remote, str(tmp / name))
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final / name
+
+
+# -- environment ---------------------------------------------------------------
+
+
+def env_name(name: str) -> str:
+    """``TRAINYARD_INPUT_<NAME>``: upper case, anything not a letter or digit becomes ``_``."""
+    return "".join(c if c.isascii() and c.isalnum() else "_" for c in name.upper())
+
+
+def build_env(
+    config, attempt_dir: Path, inputs: dict[str, str], venv: Path | None = None,
+    base: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The command's environment.
+
+    Precedence, lowest first: the launcher's own environment, ``config.env``,
+    then what the launcher sets itself (``TRAINYARD_*``, ``CUDA_VISIBLE_DEVICES``).
+    """
+    env = dict(os.environ if base is None else base)
+    env.update({str(k): str(v) for k, v in config.env.items()})
+    outputs = attempt_dir / "outputs"
+    checkpoints = Path(config.checkpoint_dir) if config.checkpoint_dir else attempt_dir / "checkpoints"
+    for d in (outputs, checkpoints):
+        d.mkdir(parents=True, exist_ok=True)
+    env.update({
+        "TRAINYARD_JOB_ID": str(config.job_id),
+        "TRAINYARD_ATTEMPT": str(config.attempt),
+        "TRAINYARD_OUTPUT_DIR": str(outputs),
+        "TRAINYARD_CHECKPOINT_DIR": str(checkpoints),
+        "TRAINYARD_METRICS_FILE": str(attempt_dir / "metrics.jsonl"),
+        # Always set, so a job that asked for no GPU sees none, not all of them.
+        "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus),
+        "PYTHONUNBUFFERED": "1",
+    })
+    for name, path in inputs.items():
+        env[f"TRAINYARD_INPUT_{env_name(name)}"] = path
+    if venv is not None:
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = os.pathsep.join(p for p in (str(venv / "bin"), env.get("PATH")) if p)
+        env.pop("PYTHONHOME", None)
+    return env

@@ -1,0 +1,175 @@
+"""The command's process tree: spawn it, watch it, and leave nothing behind.
+
+The launcher makes itself a *child subreaper* (Linux), so a grandchild that
+daemonizes (double fork, ``setsid``) is reparented to the launcher instead of
+to init. Then "the launcher's descendants" is exactly "what the command
+started", and "the launcher has no children left" means the whole tree is gone
+and reaped.
+
+psutil is imported only when needed (memory sampling, or killing leftovers):
+a command that exits cleanly never pays for the import.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Ask the kernel to reparent orphaned descendants to this process."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def spawn(argv: list[str], cwd: str, env: dict[str, str], log_path: str) -> subprocess.Popen:
+    """Start the command in its own session, writing straight into the log file.
+
+    A file handle rather than a pipe: the command keeps writing even if the
+    launcher dies, and no thread has to copy bytes.
+    """
+    with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
+        return subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=devnull, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True,
+        )
+
+
+class Waiter:
+    """Blocks in ``wait()`` on a thread and pokes ``wake_fd`` when the command exits.
+
+    The main loop then learns of the exit at once instead of on its next tick.
+    """
+
+    def __init__(self, proc: subprocess.Popen, wake_fd: int):
+        self.proc = proc
+        self._wake_fd = wake_fd
+        self.exited = False
+        self._thread = threading.Thread(target=self._run, name="trainyard-waiter", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        self.proc.wait()
+        self.exited = True  # before the poke, so the woken main loop sees it
+        try:
+            os.write(self._wake_fd, b"x")
+        except OSError:
+            pass
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process (zombies included) is still in the process group."""
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def has_exited(pid: int) -> bool:
+    """Whether child ``pid`` has exited, without reaping it (its status stays for Popen)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # already reaped
+
+
+def reap_orphans(keep: int | None) -> bool:
+    """Reap exited children other than ``keep`` (whose status belongs to Popen).
+
+    Returns whether the launcher still has any child at all.
+    """
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return False
+        if info is None or info.si_pid == keep:
+            return True
+        try:
+            os.waitpid(info.si_pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def descendants() -> list:
+    import psutil
+
+    try:
+        return psutil.Process(os.getpid()).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def tree_rss() -> int:
+    """Resident memory of every descendant, summed (shared pages count twice)."""
+    import psutil
+
+    total = 0
+    for p in descendants():
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def kill_tree(pgid: int | None) -> None:
+    """SIGKILL the process group and every descendant of the launcher."""
+    import psutil
+
+    if pgid is not None:
+        signal_group(pgid, signal.SIGKILL)
+    for p in descendants():
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
+def reap_all(pgid: int | None, timeout: float = 10.0) -> None:
+    """Kill and reap every remaining descendant; returns when none is left.
+
+    Call only after Popen has collected the command's own status. New orphans
+    (children of processes just killed) are reparented here and get killed on
+    the next round, so the loop converges even against a fork bomb.
+    """
+    end = time.monotonic() + timeout
+    killed = False
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid:
+            continue
+        if killed and time.monotonic() > end:
+            return
+        kill_tree(pgid)
+        killed = True
+        time.sleep(0.01)

@@ -1,0 +1,193 @@
+"""The reporting thread: tells the API what is new, and hears back about cancel.
+
+Each request is ``POST {server}/internal/attempts/{attempt_id}/report`` with
+JSON ``{"phase", "pid", "log"?, "metrics"?, "result"?}``; the answer is
+``{"cancel": bool}``.
+
+- A report carries the bytes of output.log and the complete lines of
+  metrics.jsonl from the last *acknowledged* offsets. Offsets advance only on
+  a 2xx, so a failed request is simply sent again (the server dedups by
+  offset) and a restart of the control plane loses nothing.
+- ``phase`` is "running" while the command runs and "exited" after; the
+  report with ``result`` goes last, once every log byte and metric line has
+  been acknowledged.
+- 404/410: the server forgot this attempt; stop reporting (the launcher still
+  finishes and writes result.json).
+- Connection errors and any other answer (5xx, but also 401/422: a server
+  being redeployed may say those for a moment): re-read ``address_file`` (the
+  server may be back on another port) and retry with backoff (0.1 s doubling
+  to 2 s), forever while the command runs, for ``exit_report_deadline`` seconds after.
+- Nothing is sent before the command starts (setup, venv build); a failed
+  setup still sends its log and result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Callable
+
+from trainyard.launch import tail
+from trainyard.launch.transport import post_json
+
+TICK = 0.15        # how often new log bytes and metric lines are looked for
+HEARTBEAT = 3.0    # a report at least this often, even with nothing new
+REQUEST_TIMEOUT = 30.0
+BACKOFF_MIN, BACKOFF_MAX = 0.1, 2.0
+
+
+class Gone(Exception):
+    """The server answered 404/410: it no longer knows this attempt."""
+
+
+class Reporter:
+    def __init__(self, config, log_path: str, metrics_path: str, on_cancel: Callable[[], None]):
+        self.config = config
+        self.server = config.server.rstrip("/")
+        self.log_path, self.metrics_path = log_path, metrics_path
+        self.on_cancel = on_cancel
+        self.log_offset = 0      # bytes of output.log the server has acknowledged
+        self.metrics_offset = 0  # bytes of metrics.jsonl the server has acknowledged
+        self.gone = False
+        self._pid: int | None = None
+        self._exited = False
+        self._result: dict | None = None
+        self._deadline = float("inf")
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="trainyard-reporter", daemon=True)
+        self._delivered = False
+        self._last_sent: float | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def started(self, pid: int) -> None:
+        """The command runs: the first report goes out now."""
+        self._pid = pid
+        self._wake.set()
+
+    def exited(self) -> None:
+        self._exited = True
+        self._wake.set()
+
+    def finish(self, result: dict) -> bool:
+        """Deliver the rest of the files, then ``result``; wait until done or given up.
+
+        Returns whether the final report was acknowledged.
+        """
+        self._exited = True
+        self._deadline = time.monotonic() + self.config.exit_report_deadline
+        self._result = result
+        if self._pid is None:
+            self._pid = os.getpid()  # the command never started: the launcher stands in
+        self._wake.set()
+        self._thread.join(self.config.exit_report_deadline + REQUEST_TIMEOUT + 5)
+        return self._delivered
+
+    # -- the thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = BACKOFF_MIN
+        while True:
+            if self._pid is None:  # still setting up: nothing to say yet
+                self._wake.wait()
+                continue
+            final = self._result is not None
+            if final and time.monotonic() > self._deadline:
+                return
+            try:
+                outcome = self._step(final)
+            except Gone:
+                self.gone = True
+                return
+            except Exception as e:  # refused, timed out, 5xx, a file unreadable for a moment
+                if not isinstance(e, OSError):  # a bug, not the network: say so, but keep trying
+                    import traceback
+
+                    traceback.print_exc()
+                self._on_failure(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+                continue
+            backoff = BACKOFF_MIN
+            if outcome == "done":
+                self._delivered = True
+                return
+            if outcome == "idle":
+                self._wake.wait(TICK)
+                self._wake.clear()
+
+    def _step(self, final: bool) -> str:
+        """Send one report if there is reason to: "done", "more" (go on at once) or "idle"."""
+        body, log_n, metrics_n = self._build(final)
+        if final and not log_n and not metrics_n and self._drained():
+            body["result"] = self._result
+        news = "log" in body or "metrics" in body or "result" in body
+        if not news and self._last_sent is not None and time.monotonic() - self._last_sent < HEARTBEAT:
+            return "idle"
+        cancel = self._post(body)
+        self._last_sent = time.monotonic()
+        self.log_offset += log_n
+        self.metrics_offset += metrics_n
+        if "result" in body:
+            return "done"
+        if cancel:
+            self.on_cancel()
+        return "more" if final or self._behind() else "idle"
+
+    def _build(self, final: bool) -> tuple[dict, int, int]:
+        body: dict = {"phase": "exited" if self._exited else "running", "pid": self._pid}
+        text, log_n = tail.log_chunk(self.log_path, self.log_offset, final=final)
+        if log_n:
+            body["log"] = {"offset": self.log_offset, "data": text}
+        lines, metrics_n = tail.metric_lines(self.metrics_path, self.metrics_offset)
+        if metrics_n:
+            body["metrics"] = {"offset": self.metrics_offset, "lines": lines}
+        return body, log_n, metrics_n
+
+    def _drained(self) -> bool:
+        """Nothing left in the log (a trailing partial metric line never completes)."""
+        return tail.file_size(self.log_path) <= self.log_offset
+
+    def _behind(self) -> bool:
+        """More than a chunk was waiting: send the next one without a tick's delay."""
+        return (tail.file_size(self.log_path) - self.log_offset >= tail.CHUNK
+                or tail.file_size(self.metrics_path) - self.metrics_offset >= tail.CHUNK)
+
+    def _post(self, body: dict) -> bool:
+        headers = {"Content-Type": "application/json"}
+        if self.config.token:
+            headers["Authorization"] = f"Bearer {self.config.token}"
+        path = f"/internal/attempts/{self.config.attempt_id}/report"
+        payload = json.dumps(body).encode()
+        timeout = REQUEST_TIMEOUT
+        if self._result is not None:  # do not hang past the deadline on a stuck server
+            timeout = max(0.5, min(timeout, self._deadline - time.monotonic()))
+        status, data = post_json(self.server, path, payload, headers, timeout)
+        if status in (404, 410):
+            raise Gone()
+        if not 200 <= status < 300:
+            raise ConnectionError(f"HTTP {status}")
+        try:
+            return bool(json.loads(data or b"{}").get("cancel"))
+        except (ValueError, AttributeError):
+            return False
+
+    def _on_failure(self, backoff: float) -> None:
+        self._reread_address()
+        end = time.monotonic() + backoff
+        if self._result is not None:
+            end = min(end, self._deadline)
+        time.sleep(max(0.0, end - time.monotonic()))
+
+    def _reread_address(self) -> None:
+        if not self.config.address_file:
+            return
+        try:
+            with open(self.config.address_file, encoding="utf-8") as f:
+                url = json.load(f).get("url")
+        except (OSError, ValueError, AttributeError):
+            return
+        if isinstance(url, str) and url:
+            self.server = url.rstrip("/")

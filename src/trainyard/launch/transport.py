@@ -1,0 +1,97 @@
+"""One JSON POST over a plain socket: the reporter's whole HTTP needs.
+
+Why not ``http.client``: importing it pulls in ``email`` and ``ssl`` (about
+20 ms here), paid on every attempt and contending for the GIL while the
+command is being started; the launcher's start-up time is on the path of
+every job. This speaks just enough HTTP/1.1 (one request per connection,
+``Content-Length`` or chunked or read-to-close replies). ``https://`` servers
+go through ``http.client``, imported only then.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+
+class HTTPError(OSError):
+    """The reply could not be read as HTTP."""
+
+
+def post_json(base_url: str, path: str, payload: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
+    """POST ``payload`` to ``base_url`` + ``path``; the status code and the body."""
+    url = urlsplit(base_url)
+    target = url.path.rstrip("/") + path
+    if url.scheme == "https":
+        return _post_tls(url, target, payload, headers, timeout)
+    if url.scheme != "http" or not url.hostname:
+        raise HTTPError(f"not an http URL: {base_url!r}")
+    host = url.hostname.encode("idna") if not url.hostname.isascii() else url.hostname.encode()
+    lines = [f"POST {target} HTTP/1.1", f"Host: {url.netloc}", f"Content-Length: {len(payload)}",
+             "Connection: close", *(f"{k}: {v}" for k, v in headers.items())]
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
+    import socket  # here, on the reporter's thread, not on the launcher's path to the command
+
+    # bytes for the host: a str would make getaddrinfo import the idna codec
+    with socket.create_connection((host, url.port or 80), timeout=timeout) as sock:
+        sock.sendall(request)
+        return _read_response(sock)
+
+
+def _read_response(sock) -> tuple[int, bytes]:
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        data = sock.recv(65536)
+        if not data:
+            raise HTTPError("connection closed before the reply's headers")
+        buf += data
+    head, _, body = buf.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    try:
+        status = int(status_line.split(" ", 2)[1])
+    except (IndexError, ValueError):
+        raise HTTPError(f"bad status line: {status_line!r}") from None
+    fields = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        fields[name.strip().lower()] = value.strip()
+    if status in (204, 304) or 100 <= status < 200:
+        return status, b""
+    length = fields.get("content-length")
+    if length is not None and "chunked" not in fields.get("transfer-encoding", ""):
+        want = int(length)
+        while len(body) < want:
+            data = sock.recv(65536)
+            if not data:
+                raise HTTPError("connection closed mid-body")
+            body += data
+        return status, body[:want]
+    while data := sock.recv(65536):  # chunked or no length: the server closes when done
+        body += data
+    if "chunked" in fields.get("transfer-encoding", ""):
+        body = _dechunk(body)
+    return status, body
+
+
+def _dechunk(data: bytes) -> bytes:
+    out, pos = b"", 0
+    while True:
+        eol = data.find(b"\r\n", pos)
+        if eol < 0:
+            raise HTTPError("truncated chunked body")
+        size = int(data[pos:eol].split(b";")[0], 16)
+        if size == 0:
+            return out
+        out += data[eol + 2: eol + 2 + size]
+        pos = eol + 2 + size + 2
+
+
+def _post_tls(url, target: str, payload: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
+    import http.client
+
+    conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout)
+    try:
+        conn.request("POST", target, body=payload, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()

@@ -1,0 +1,159 @@
+"""python_env: a cached virtualenv per content, with a local package built into it.
+
+The tiny package builds with an in-tree PEP 517 backend, so no index is
+needed: the test runs offline.
+"""
+
+from __future__ import annotations
+
+import signal
+import tarfile
+import time
+
+import pytest
+
+from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
+    log_of, make_config, read_result, report_server, run_launcher, start_launcher, wait_for,
+)
+from trainyard.launch.pyenv import READY
+
+BACKEND = '''
+import base64, hashlib, os, time, zipfile
+
+NAME, VERSION = "tinypkg", "0.1.0"
+DELAY = 0  # seconds the build takes: a test that cancels mid-build raises it
+DIST = f"{NAME}-{VERSION}.dist-info"
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    time.sleep(DELAY)
+    files = {
+        f"{NAME}/__init__.py": open(os.path.join(NAME, "__init__.py"), "rb").read(),
+        f"{DIST}/METADATA": f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n".encode(),
+        f"{DIST}/WHEEL": b"Wheel-Version: 1.0\\nGenerator: tiny\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+    }
+    def line(path, data):
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return f"{path},sha256={digest},{len(data)}"
+    record = "\\n".join(line(p, d) for p, d in files.items()) + f"\\n{DIST}/RECORD,,\\n"
+    name = f"{NAME}-{VERSION}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as whl:
+        for path, data in files.items():
+            whl.writestr(path, data)
+        whl.writestr(f"{DIST}/RECORD", record)
+    return name
+'''
+
+PYPROJECT = """
+[build-system]
+requires = []
+build-backend = "tinybackend"
+backend-path = ["."]
+
+[project]
+name = "tinypkg"
+version = "0.1.0"
+"""
+
+# the package, the venv, the in-job helpers, and none of the launcher's own packages (fastapi)
+CHECK = ("import importlib.util, sys, tinypkg, trainyard; "
+         "print(tinypkg.ANSWER, sys.prefix, trainyard.log_metrics.__name__, importlib.util.find_spec('fastapi'))")
+
+
+def snapshot_with_tinypkg(tmp_path, build_delay: float = 0):
+    pkg = tmp_path / "code" / "tinypkg"
+    (pkg / "tinypkg").mkdir(parents=True)
+    (pkg / "pyproject.toml").write_text(PYPROJECT)
+    (pkg / "tinybackend.py").write_text(BACKEND.replace("DELAY = 0", f"DELAY = {build_delay}"))
+    (pkg / "tinypkg" / "__init__.py").write_text("ANSWER = 42\n")
+    snap = tmp_path / "code.tar.gz"
+    with tarfile.open(snap, "w:gz") as tar:
+        tar.add(pkg, arcname="tinypkg")
+    return snap
+
+
+def test_local_package_built_into_cached_venv_and_reused(tmp_path, report_server):
+    snap = snapshot_with_tinypkg(tmp_path)
+    cache = tmp_path / "venvs"
+    env = {"pip": ["./tinypkg"]}
+    first, second = tmp_path / "a1", tmp_path / "a2"
+    for attempt in (first, second):
+        make_config(attempt, report_server.url, ["python", "-c", CHECK], snapshot=str(snap),
+                    python_env=env, venv_cache=str(cache))
+
+    result = run_launcher(first)
+    log = (first / "output.log").read_text()
+    assert result["reason"] == "Succeeded", log
+    [venv] = [p for p in cache.iterdir() if (p / READY).exists()]
+    assert f"42 {venv} log_metrics None\n" in log
+    assert "building python environment" in log
+    built_at = (venv / READY).stat().st_mtime_ns
+
+    result = run_launcher(second)
+    log = (second / "output.log").read_text()
+    assert result["reason"] == "Succeeded", log
+    assert log == f"42 {venv} log_metrics None\n"  # no build this time
+    assert (venv / READY).stat().st_mtime_ns == built_at
+
+
+def test_failed_build_is_setup_failed(tmp_path, report_server):
+    attempt = tmp_path / "attempt"
+    make_config(attempt, report_server.url, ["python", "-c", "pass"],
+                python_env={"pip": ["./no-such-package"]}, venv_cache=str(tmp_path / "venvs"))
+    result = run_launcher(attempt)
+    assert result["reason"] == "SetupFailed" and result["exit_code"] is None
+    assert "python_env" in result["message"]
+    assert not [p for p in (tmp_path / "venvs").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert report_server.log_bytes() == (attempt / "output.log").read_bytes()
+
+
+def test_concurrent_attempts_build_the_venv_once(tmp_path, report_server):
+    snap = snapshot_with_tinypkg(tmp_path)
+    attempts = [tmp_path / f"a{i}" for i in range(2)]
+    for attempt in attempts:
+        make_config(attempt, report_server.url, ["python", "-c", CHECK], snapshot=str(snap),
+                    python_env={"pip": ["./tinypkg"]}, venv_cache=str(tmp_path / "venvs"))
+    procs = [start_launcher(a) for a in attempts]
+    for proc in procs:
+        proc.communicate(timeout=60)
+    logs = [(a / "output.log").read_text() for a in attempts]
+    assert all(read_result(a)["reason"] == "Succeeded" for a in attempts), logs
+    assert sum("building python environment" in log for log in logs) == 1
+
+
+def test_sigterm_during_the_build_cancels(tmp_path, report_server):
+    snap = snapshot_with_tinypkg(tmp_path, build_delay=30)
+    attempt = tmp_path / "attempt"
+    make_config(attempt, report_server.url, ["python", "-c", "pass"], snapshot=str(snap),
+                python_env={"pip": ["./tinypkg"]}, venv_cache=str(tmp_path / "venvs"))
+    proc = start_launcher(attempt)
+    wait_for(lambda: b"building python environment" in log_of(attempt))
+    time.sleep(0.3)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=20)
+    assert time.monotonic() - start < 3
+    result = read_result(attempt)
+    assert result["reason"] == "Cancelled" and result["exit_code"] is None
+    assert not [p for p in (tmp_path / "venvs").iterdir() if p.is_dir() and not p.name.startswith(".")]
+
+
+@pytest.mark.slow
+def test_without_uv_falls_back_to_venv_and_pip(tmp_path, monkeypatch):
+    import subprocess
+
+    from trainyard.launch import pyenv
+
+    monkeypatch.setattr(pyenv, "_find_uv", lambda: None)
+    work = tmp_path / "work"
+    with tarfile.open(snapshot_with_tinypkg(tmp_path)) as tar:
+        tar.extractall(work, filter="data")
+    log = tmp_path / "output.log"
+    venv = pyenv.ensure_venv({"pip": ["./tinypkg"]}, tmp_path / "venvs", work, log, lambda: False)
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path)
+    assert out.stdout.startswith(f"42 {venv} "), out.stderr
+    assert (venv / "bin" / "pip").exists()  # built by venv + pip, not uv

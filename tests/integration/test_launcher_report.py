@@ -1,0 +1,156 @@
+"""Reporting to the API: streaming, retries across a control-plane restart, giving up."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
+    PYTHON, ReportServer, log_of, make_config, read_result, report_server, run_launcher, script,
+    start_launcher, wait_for,
+)
+from trainyard.launch import reporter as reporter_mod
+from trainyard.launch.config import LaunchConfig
+
+TALKER = """
+import sys, time, trainyard
+for i in range(int(sys.argv[1])):
+    print(f"line {i}", flush=True)
+    trainyard.log_metrics(step=i, acc=i / 10)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def dead_url() -> str:
+    """A URL where nothing listens (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def contiguous(reports: list[dict], key: str) -> bool:
+    """Each chunk starts where the last ended: nothing sent twice, nothing skipped."""
+    end = 0
+    for r in reports:
+        if key in r:
+            if r[key]["offset"] != end:
+                return False
+            end += len(r[key]["data"].encode()) if key == "log" else sum(len(x) + 1 for x in r[key]["lines"])
+    return True
+
+
+def test_logs_reach_the_server_while_the_command_runs(tmp_path, report_server):
+    cmd = script(tmp_path, "job.py", "import time\nprint('hello early', flush=True)\ntime.sleep(1.5)\n")
+    attempt = tmp_path / "attempt"
+    make_config(attempt, report_server.url, cmd)
+    proc = start_launcher(attempt)
+    wait_for(lambda: b"hello early" in log_of(attempt), every=0.005)
+    seen_at = time.monotonic()
+    wait_for(lambda: b"hello early" in report_server.log_bytes(), timeout=0.5, every=0.01)
+    assert time.monotonic() - seen_at < 0.5
+    assert report_server.final() is None  # still running
+    proc.communicate(timeout=20)
+
+
+def test_split_utf8_character_arrives_whole(tmp_path, report_server):
+    cmd = script(tmp_path, "job.py", """
+import os, sys, time
+snow = "☃".encode()
+os.write(1, b"a" + snow[:1])
+time.sleep(0.5)
+os.write(1, snow[1:] + b"b\\n")
+""")
+    attempt = tmp_path / "attempt"
+    make_config(attempt, report_server.url, cmd)
+    run_launcher(attempt)
+    assert report_server.log_bytes().decode() == "a☃b\n"
+    assert all("\ufffd" not in r["log"]["data"] for r in report_server.snapshot() if "log" in r)
+
+
+def test_server_restart_on_another_port_loses_nothing(tmp_path):
+    address = tmp_path / "address.json"
+    address.write_text(json.dumps({"url": dead_url()}))
+    attempt = tmp_path / "attempt"
+    make_config(attempt, dead_url(), script(tmp_path, "job.py", TALKER) + ["20", "0.1"],
+                address_file=str(address))
+    proc = start_launcher(attempt)
+    time.sleep(1.0)
+    server = ReportServer()
+    try:
+        address.write_text(json.dumps({"url": server.url}))
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, out
+        result = read_result(attempt)
+        assert result["reason"] == "Succeeded"
+        reports = server.snapshot()
+        assert server.log_bytes() == (attempt / "output.log").read_bytes()
+        assert contiguous(reports, "log") and contiguous(reports, "metrics")
+        assert [json.loads(x)["step"] for x in server.metric_lines()] == list(range(20))
+        assert reports[-1]["result"] == result
+        assert sum("result" in r for r in reports) == 1
+    finally:
+        server.close()
+
+
+def test_server_errors_are_retried_and_offsets_only_move_on_success(tmp_path, report_server):
+    calls = {"n": 0}
+
+    def flaky(body):
+        calls["n"] += 1
+        return (503, {}) if calls["n"] % 3 == 0 else (200, {"cancel": False})
+
+    report_server.answer = flaky
+    attempt = tmp_path / "attempt"
+    make_config(attempt, report_server.url, script(tmp_path, "job.py", TALKER) + ["10", "0.05"])
+    result = run_launcher(attempt)
+    assert result["reason"] == "Succeeded"
+    assert report_server.requests > len(report_server.snapshot())  # some were refused
+    reports = report_server.snapshot()
+    assert contiguous(reports, "log") and contiguous(reports, "metrics")
+    assert report_server.log_bytes() == (attempt / "output.log").read_bytes()
+    assert [json.loads(x)["step"] for x in report_server.metric_lines()] == list(range(10))
+
+
+def test_forgotten_attempt_stops_reporting_but_finishes(tmp_path, report_server):
+    report_server.answer = lambda body: (404, {"detail": "no such attempt"})
+    attempt = tmp_path / "attempt"
+    make_config(attempt, report_server.url, script(tmp_path, "job.py", TALKER) + ["5", "0.05"])
+    result = run_launcher(attempt)
+    assert result["reason"] == "Succeeded"
+    assert report_server.requests == 1
+
+
+def test_gives_up_after_the_exit_report_deadline(tmp_path):
+    attempt = tmp_path / "attempt"
+    make_config(attempt, dead_url(), [PYTHON, "-c", "print('x')"], exit_report_deadline=1.0)
+    start = time.monotonic()
+    result = run_launcher(attempt)
+    assert result["reason"] == "Succeeded"
+    assert 0.9 < time.monotonic() - start < 5
+
+
+def test_heartbeat_when_nothing_is_new(tmp_path, report_server, monkeypatch):
+    monkeypatch.setattr(reporter_mod, "HEARTBEAT", 0.2)
+    config = LaunchConfig(job_id="j", attempt_id="a", attempt=1, server=report_server.url, command=["x"])
+    rep = reporter_mod.Reporter(config, str(tmp_path / "log"), str(tmp_path / "metrics"), lambda: None)
+    rep.start()
+    time.sleep(0.3)
+    assert report_server.snapshot() == []  # nothing before the command starts
+    rep.started(12345)
+    wait_for(lambda: len(report_server.snapshot()) >= 3, timeout=3)
+    assert rep.finish({"exit_code": 0, "reason": "Succeeded", "message": "", "outputs": []})
+    reports = report_server.snapshot()
+    assert all(r["pid"] == 12345 for r in reports)
+    assert [r["phase"] for r in reports[:3]] == ["running"] * 3 and "result" in reports[-1]
+
+
+def test_cancel_answer_reaches_the_callback(tmp_path, report_server):
+    report_server.answer = lambda body: (200, {"cancel": True})
+    cancelled = []
+    config = LaunchConfig(job_id="j", attempt_id="a", attempt=1, server=report_server.url, command=["x"])
+    rep = reporter_mod.Reporter(config, str(tmp_path / "log"), str(tmp_path / "metrics"), lambda: cancelled.append(1))
+    rep.start()
+    rep.started(1)
+    wait_for(lambda: cancelled)
+    rep.finish({"exit_code": None, "reason": "Cancelled", "message": "", "outputs": []})

@@ -1,0 +1,104 @@
+"""Work dir from a snapshot (safely), and inputs: local in place, URLs fetched once."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from trainyard.launch.files import local_path
+from trainyard.launch.prepare import SetupError, prepare_workdir, resolve_inputs, safe_extract
+
+
+def make_tar(path, members):
+    """members: (name, bytes) for files, (name, ("sym"|"hard", target)) for links."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, content in members:
+            info = tarfile.TarInfo(name)
+            if isinstance(content, tuple):
+                info.type = tarfile.SYMTYPE if content[0] == "sym" else tarfile.LNKTYPE
+                info.linkname = content[1]
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return path
+
+
+def test_snapshot_extracted_as_work_dir(tmp_path):
+    snap = make_tar(tmp_path / "code.tar.gz", [("train.py", b"print(1)\n"), ("pkg/mod.py", b"x = 1\n"),
+                                               ("pkg/link.py", ("sym", "mod.py"))])
+    work = prepare_workdir(f"file://{snap}", tmp_path / "a" / "work")
+    assert (work / "train.py").read_text() == "print(1)\n"
+    assert (work / "pkg" / "link.py").read_text() == "x = 1\n"
+
+
+def test_no_snapshot_gives_empty_work_dir(tmp_path):
+    work = prepare_workdir(None, tmp_path / "work")
+    assert work.is_dir() and not any(work.iterdir())
+
+
+@pytest.mark.parametrize("members", [
+    [("/etc/evil", b"x")],
+    [("../evil", b"x")],
+    [("a/../../evil", b"x")],
+    [("link", ("sym", "/etc/passwd"))],
+    [("a/link", ("sym", "../../outside"))],
+    [("hard", ("hard", "../outside"))],
+])
+def test_unsafe_archives_are_refused(tmp_path, members):
+    snap = make_tar(tmp_path / "bad.tar.gz", members)
+    dest = tmp_path / "dest" / "work"
+    dest.mkdir(parents=True)
+    with pytest.raises(SetupError), open(snap, "rb") as f:
+        safe_extract(f, dest)
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "dest" / "evil").exists()
+
+
+def test_missing_or_corrupt_snapshot_is_setup_error(tmp_path):
+    with pytest.raises(SetupError, match="snapshot"):
+        prepare_workdir(str(tmp_path / "nope.tar.gz"), tmp_path / "work")
+    (tmp_path / "junk.tar.gz").write_bytes(b"not a tar")
+    with pytest.raises(SetupError, match="snapshot"):
+        prepare_workdir(str(tmp_path / "junk.tar.gz"), tmp_path / "work")
+
+
+def test_local_path_forms(tmp_path):
+    assert local_path("/data/x") == local_path("file:///data/x")
+    assert str(local_path("file:///data/a%20b")) == "/data/a b"
+    assert local_path("rel/x", base=tmp_path) == tmp_path / "rel" / "x"
+    assert local_path("s3://bucket/x") is None
+    assert local_path("memory://x") is None
+
+
+def test_local_inputs_used_in_place(tmp_path):
+    data = tmp_path / "data.csv"
+    data.write_text("a,b\n")
+    got = resolve_inputs({"data": f"file://{data}", "same": str(data)}, tmp_path / "cache", tmp_path)
+    assert got == {"data": str(data), "same": str(data)}
+    assert not (tmp_path / "cache").exists()
+
+
+def test_missing_input_names_it(tmp_path):
+    with pytest.raises(SetupError, match="'train'"):
+        resolve_inputs({"train": str(tmp_path / "nope")}, tmp_path / "cache", tmp_path)
+
+
+def test_url_inputs_fetched_once_into_cache(tmp_path):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/ty-test/file.txt", b"hello")
+    fs.pipe("/ty-test/folder/a.txt", b"A")
+    fs.pipe("/ty-test/folder/sub/b.txt", b"B")
+    cache = tmp_path / "cache"
+    got = resolve_inputs({"f": "memory://ty-test/file.txt", "d": "memory://ty-test/folder"}, cache, tmp_path)
+    assert got["f"].startswith(str(cache)) and open(got["f"]).read() == "hello"
+    assert open(f"{got['d']}/sub/b.txt").read() == "B"
+    fs.pipe("/ty-test/file.txt", b"changed")  # cached by URL: not fetched again
+    again = resolve_inputs({"f": "memory://ty-test/file.txt"}, cache, tmp_path)
+    assert again["f"] == got["f"] and open(again["f"]).read() == "hello"
+    with pytest.raises(SetupError, match="'gone'"):
+        resolve_inputs({"gone": "memory://ty-test/missing"}, cache, tmp_path)
+    assert not [p for p in cache.iterdir() if p.name.endswith(".tmp")]

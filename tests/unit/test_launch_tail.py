@@ -1,0 +1,77 @@
+"""Reading output.log and metrics.jsonl by byte offset, without splitting characters or lines."""
+
+from __future__ import annotations
+
+from trainyard.launch import tail
+
+
+def test_utf8_cut_keeps_whole_characters():
+    euro = "€".encode()  # 3 bytes
+    assert tail.utf8_cut(b"abc") == 3
+    assert tail.utf8_cut(b"ab" + euro) == 5
+    assert tail.utf8_cut(b"ab" + euro[:1]) == 2
+    assert tail.utf8_cut(b"ab" + euro[:2]) == 2
+    emoji = "🙂".encode()  # 4 bytes
+    assert tail.utf8_cut(emoji[:3]) == 0
+    assert tail.utf8_cut(b"x" + emoji) == 5
+
+
+def test_utf8_cut_leaves_invalid_bytes_to_replace():
+    assert tail.utf8_cut(b"ab\x80\x80\x80\x80") == 6
+    assert tail.utf8_cut(b"ab\xff") == 3
+
+
+def test_log_chunk_holds_back_a_split_character_until_it_completes(tmp_path):
+    log = tmp_path / "output.log"
+    log.write_bytes(b"caf" + "é".encode()[:1])
+    text, n = tail.log_chunk(str(log), 0, final=False)
+    assert (text, n) == ("caf", 3)
+    with open(log, "ab") as f:
+        f.write("é".encode()[1:] + b"!\n")
+    text, n = tail.log_chunk(str(log), 3, final=False)
+    assert (text, n) == ("é!\n", 4)
+
+
+def test_log_chunk_final_sends_broken_tail_as_replacement(tmp_path):
+    log = tmp_path / "output.log"
+    log.write_bytes(b"ok\xe2\x82")
+    text, n = tail.log_chunk(str(log), 0, final=True)
+    assert text == "ok\ufffd" and n == 4
+
+
+def test_log_chunk_caps_size_and_counts_bytes_not_characters(tmp_path):
+    log = tmp_path / "output.log"
+    log.write_bytes("é".encode() * 10)  # 20 bytes
+    text, n = tail.log_chunk(str(log), 0, final=True, cap=7)
+    assert (text, n) == ("ééé", 6)  # the 7th byte starts a character: held back even when final
+    text, n = tail.log_chunk(str(log), 6, final=True, cap=100)
+    assert (text, n) == ("é" * 7, 14)
+
+
+def test_log_chunk_invalid_bytes_advance_by_bytes_consumed(tmp_path):
+    log = tmp_path / "output.log"
+    log.write_bytes(b"a\xffb\n")
+    assert tail.log_chunk(str(log), 0, final=False) == ("a\ufffdb\n", 4)
+
+
+def test_log_chunk_missing_file_is_empty(tmp_path):
+    assert tail.log_chunk(str(tmp_path / "nope"), 0, final=True) == ("", 0)
+
+
+def test_metric_lines_only_complete_lines(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(b'{"a": 1}\n\n{"b": 2}\n{"c"')
+    lines, n = tail.metric_lines(str(path), 0)
+    assert lines == ['{"a": 1}', '{"b": 2}'] and n == len(b'{"a": 1}\n\n{"b": 2}\n')
+    assert tail.metric_lines(str(path), n) == ([], 0)
+    with open(path, "ab") as f:
+        f.write(b': 3}\n')
+    assert tail.metric_lines(str(path), n) == (['{"c": 3}'], 9)
+
+
+def test_metric_line_longer_than_a_chunk_is_read_whole(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    long = "x" * 50
+    path.write_text(long + "\nnext\n")
+    lines, n = tail.metric_lines(str(path), 0, cap=16)
+    assert lines == [long, "next"] and n == 56

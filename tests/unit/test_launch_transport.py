@@ -1,0 +1,75 @@
+"""The reporter's small HTTP client, against a real local server with each reply framing."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from trainyard.launch.transport import post_json
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        echo = json.dumps({"path": self.path, "body": body.decode(), "auth": self.headers.get("Authorization")})
+        data = echo.encode()
+        if self.path.startswith("/missing"):
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path.startswith("/chunked"):
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in (data[:5], data[5:]):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+        elif self.path.startswith("/close"):
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = True
+        else:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("prefix", ["", "/chunked", "/close"])
+def test_reply_framings(base_url, prefix):
+    status, data = post_json(base_url + prefix, "/internal/x", b'{"a": "\xc3\xa9"}', {"Authorization": "Bearer t"}, 5)
+    assert status == 200
+    assert json.loads(data) == {"path": f"{prefix}/internal/x", "body": '{"a": "é"}', "auth": "Bearer t"}
+
+
+def test_status_is_returned(base_url):
+    assert post_json(base_url + "/missing", "/x", b"{}", {}, 5) == (404, b"")
+
+
+def test_refused_connection_raises_oserror():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(OSError):
+        post_json(f"http://127.0.0.1:{port}", "/x", b"{}", {}, 2)
