@@ -32,4 +32,4 @@ def test_server_sigkill_and_restart_mid_job(server, tmp_path):
 
 
 def short_finished_on_disk(server, job_id) -> bool:
-    return (server.home / "attempts" / f"{job_id}-1" / "result.json").exists()
+    return (server.home / "attempts" / f"{job_id}-1" / "r0" / "result.json").exists()

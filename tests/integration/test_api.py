@@ -39,7 +39,7 @@ def until(check, timeout=10.0):
 
 
 def report(tc, attempt_id, **body):
-    r = tc.post(f"/internal/attempts/{attempt_id}/report", json=body)
+    r = tc.post(f"/internal/attempts/{attempt_id}/replicas/0/report", json=body)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -48,7 +48,7 @@ def test_a_job_goes_from_submit_to_succeeded_with_logs_and_metrics(env):
     tc, sdk, engine, _ = env
     job = sdk.submit({"name": "t", "command": "echo hi", "resources": {"gpu": 1}})
     attempt_id = until(lambda: next(iter(engine.launched), None))
-    assert engine.launched[attempt_id].gpus == ["0"]
+    assert [c.gpus for c in engine.launched[attempt_id]] == [["0"]]
     report(tc, attempt_id, phase="running", pid=1, log={"offset": 0, "data": "hi\n"},
            metrics={"offset": 0, "lines": ['{"step": 1, "ts": 1, "values": {"loss": 0.5}}']})
     assert job.status == "running"
@@ -117,3 +117,29 @@ def test_listing_filters_and_pages(env):
     assert [j.id for j in page.items] == [ids[2], ids[1]]
     assert [j.id for j in sdk.jobs(limit=2, cursor=page.next_cursor).items] == [ids[0]]
     assert [j.id for j in sdk.jobs(name="n1").items] == [ids[1]]
+
+
+def test_one_failed_replica_stops_the_gang_and_the_gang_is_retried_whole(env):
+    tc, sdk, engine, _ = env
+    job = sdk.submit({"command": "x", "replicas": 2, "distributed": "torch", "resources": {"cpu": 1, "gpu": 1},
+                      "retry": {"max": 1, "backoff": 0}})
+    first = until(lambda: next(iter(engine.launched), None))
+    configs = engine.launched[first]
+    assert [c.env["RANK"] for c in configs] == ["0", "1"]
+    assert {c.env["WORLD_SIZE"] for c in configs} == {"2"} and configs[0].env["TORCHELASTIC_RUN_ID"] == first
+    assert [c.gpus for c in configs] == [["0"], ["1"]]
+    for i in (0, 1):
+        assert tc.post(f"/internal/attempts/{first}/replicas/{i}/report", json={"phase": "running", "pid": 1}).json() \
+            == {"cancel": False}
+    tc.post(f"/internal/attempts/{first}/replicas/1/report",
+            json={"phase": "exited", "pid": 1, "result": {"exit_code": 1, "reason": "Error(exit 1)"}})
+    assert engine.cancelled == [first]  # the healthy replica is told to stop at once
+    assert tc.post(f"/internal/attempts/{first}/replicas/0/report", json={"phase": "running", "pid": 1}).json() \
+        == {"cancel": True}
+    tc.post(f"/internal/attempts/{first}/replicas/0/report",
+            json={"phase": "exited", "pid": 1, "result": {"exit_code": -15, "reason": "Cancelled"}})
+    second = until(lambda: next((a for a in engine.launched if a != first), None))
+    assert len(engine.launched[second]) == 2
+    info = job.refresh()
+    assert info.attempts[0].reason == "Error(exit 1)" and "replica 1" in info.attempts[0].message
+    assert info.status.value in ("starting", "running")

@@ -36,7 +36,7 @@ print("env", os.environ["TRAINYARD_JOB_ID"], os.environ["TRAINYARD_ATTEMPT"], os
     reports = report_server.snapshot()
     assert reports[0]["phase"] == "running" and isinstance(reports[0]["pid"], int)
     assert reports[-1]["phase"] == "exited" and reports[-1]["result"] == result
-    assert all(p == "/internal/attempts/att-1/report" for p in report_server.paths)
+    assert all(p == "/internal/attempts/att-1/replicas/0/report" for p in report_server.paths)
     assert all(h["Authorization"] == "Bearer s3cret" for h in report_server.headers)
 
 

@@ -22,8 +22,8 @@ def store(db_url):
 
 def running_attempt(store: Store):
     job = store.create_job(parse_job("command: echo hi"))
-    attempt = store.admit(job.id, "node-a", ["0"])
-    store.contact(attempt.id, running=True)
+    attempt = store.admit(job.id, [("node-a", ["0"])])
+    store.contact(attempt.id, 0, running=True)
     return job, attempt
 
 
@@ -31,6 +31,19 @@ def test_migrations_create_exactly_the_declared_tables(store):
     insp = inspect(store.engine)
     for table in Base.metadata.sorted_tables:
         assert {c["name"] for c in insp.get_columns(table.name)} == {c.name for c in table.columns}, table.name
+
+
+def test_a_gang_attempt_has_one_row_per_replica(store):
+    job = store.create_job(parse_job("command: x\nreplicas: 2\ndistributed: torch"))
+    attempt = store.admit(job.id, [("a", ["0"]), ("b", ["1"])])
+    assert [(r.index, r.node, r.gpus) for r in attempt.replicas] == [(0, "a", ["0"]), (1, "b", ["1"])]
+    store.contact(attempt.id, 1, running=True)
+    assert store.get_job(job.id).status == JobStatus.RUNNING
+    after = store.finish_replica(attempt.id, 1, AttemptStatus.FAILED, exit_code=1, reason="Error(exit 1)", message=None)
+    assert [r.status for r in after.replicas] == [AttemptStatus.STARTING, AttemptStatus.FAILED]
+    assert store.finish_replica(attempt.id, 1, AttemptStatus.FAILED, exit_code=1, reason="x", message=None) is None
+    assert store.request_stop(attempt.id, "replica 1 failed") and not store.request_stop(attempt.id, "again")
+    assert store.get_attempt(attempt.id).stop_reason == "replica 1 failed"
 
 
 def test_a_job_runs_through_its_states(store):
@@ -60,7 +73,7 @@ def test_two_racing_admissions_move_a_job_once(store):
 
     def admit():
         barrier.wait()
-        results.append(store.admit(job.id, "n", []))
+        results.append(store.admit(job.id, [("n", [])]))
 
     threads = [threading.Thread(target=admit) for _ in range(4)]
     for t in threads:
@@ -73,14 +86,14 @@ def test_two_racing_admissions_move_a_job_once(store):
 
 def test_logs_and_metrics_are_idempotent_by_offset(store):
     job, attempt = running_attempt(store)
-    store.append_log(attempt.id, 0, "héllo\n")
-    store.append_log(attempt.id, 0, "héllo\nworld\n")  # a resend after a lost answer
-    store.append_log(attempt.id, 7, "world\n")           # an older resend
+    store.append_log(attempt.id, 0, 0, "héllo\n")
+    store.append_log(attempt.id, 0, 0, "héllo\nworld\n")  # a resend after a lost answer
+    store.append_log(attempt.id, 0, 7, "world\n")           # an older resend
     chunks, cursor = store.read_logs(job.id)
     assert "".join(c.data for c in chunks) == "héllo\nworld\n"
     line = '{"step": 1, "ts": 1.0, "values": {"loss": 0.5, "acc": 0.9}}'
-    store.add_metrics(attempt.id, 0, [line])
-    store.add_metrics(attempt.id, 0, [line, '{"step": 2, "ts": 2.0, "values": {"loss": 0.25}}'])
+    store.add_metrics(attempt.id, 0, 0, [line])
+    store.add_metrics(attempt.id, 0, 0, [line, '{"step": 2, "ts": 2.0, "values": {"loss": 0.25}}'])
     assert [(m.step, m.name, m.value) for m in store.metrics(job.id)] == [
         (1, "loss", 0.5), (1, "acc", 0.9), (2, "loss", 0.25)]
 

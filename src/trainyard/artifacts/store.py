@@ -55,8 +55,9 @@ class ArtifactStore:
         self.fs.mv(tmp, path)
         return self.snapshot_url(digest)
 
-    def outputs_url(self, job_id: str, attempt: int) -> str:
-        return self._url(f"jobs/{job_id}/{attempt}/outputs")
+    def outputs_url(self, job_id: str, attempt: int, replica: int = 0) -> str:
+        suffix = f"/replica-{replica}" if replica else ""
+        return self._url(f"jobs/{job_id}/{attempt}/outputs{suffix}")
 
     def open(self, url: str) -> IO[bytes]:
         return fsspec.open(url, "rb").open()

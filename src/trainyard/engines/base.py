@@ -17,9 +17,10 @@ from trainyard.spec.records import AttemptInfo, NodeInfo
 
 @dataclass
 class Observation:
-    """What an engine found out about an attempt the store thinks is active."""
+    """What an engine found out about one replica of an attempt the store thinks is active."""
 
     attempt_id: str
+    replica: int
     state: Literal["alive", "exited", "lost", "not_launched"]
     result: dict[str, Any] = field(default_factory=dict)  # the launcher's result.json when "exited"
     detail: str = ""
@@ -38,9 +39,14 @@ class Engine(ABC):
         Called at submit time, so the user hears about it before anything is stored.
         """
 
+    def rendezvous(self, attempt: AttemptInfo) -> tuple[str, int]:
+        """``(MASTER_ADDR, MASTER_PORT)`` for a distributed attempt: replica 0's node address
+        and a port free there, chosen per attempt so two jobs never meet."""
+        raise NotImplementedError(f"the {self.name} engine cannot run distributed jobs")
+
     @abstractmethod
-    def launch(self, attempt: AttemptInfo, spec: JobSpec, config: LaunchConfig) -> dict[str, Any]:
-        """Start the launcher for ``attempt`` of a job with ``spec`` on ``attempt.node``; return a handle to store.
+    def launch(self, attempt: AttemptInfo, spec: JobSpec, configs: list[LaunchConfig]) -> dict[str, Any]:
+        """Start one launcher per replica (``configs[i]`` on ``attempt.replicas[i].node``); return a handle.
 
         Launching an attempt that was already launched is a no-op that returns
         the existing handle, so a control plane that died between launching and
@@ -49,14 +55,14 @@ class Engine(ABC):
 
     @abstractmethod
     def cancel(self, attempt: AttemptInfo) -> None:
-        """Ask the attempt to stop (the launcher gets SIGTERM, then its grace period).
+        """Ask every replica of the attempt to stop (each launcher gets SIGTERM, then its grace period).
 
         Idempotent; must not raise when the attempt is already gone.
         """
 
     @abstractmethod
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
-        """Observe each attempt the store believes active. Must not raise for unknown ones."""
+        """Observe each live replica of the attempts the store believes active. Must not raise for unknown ones."""
 
     def close(self) -> None:
         """Release engine resources; running attempts keep running."""

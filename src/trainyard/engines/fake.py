@@ -21,41 +21,50 @@ class FakeEngine(Engine):
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._nodes = list(nodes)
-        self.launched: dict[str, LaunchConfig] = {}
+        self.launched: dict[str, list[LaunchConfig]] = {}  # attempt id -> one config per replica
         self.cancelled: list[str] = []
-        self._results: dict[str, dict[str, Any]] = {}
-        self._lost: set[str] = set()
+        self._results: dict[tuple[str, int], dict[str, Any]] = {}
+        self._lost: set[tuple[str, int]] = set()
 
     def nodes(self) -> list[NodeInfo]:
         return list(self._nodes)
 
-    def launch(self, attempt: AttemptInfo, spec: JobSpec, config: LaunchConfig) -> dict[str, Any]:
-        self.launched.setdefault(attempt.id, config)
+    def rendezvous(self, attempt: AttemptInfo) -> tuple[str, int]:
+        return "127.0.0.1", 29500
+
+    def launch(self, attempt: AttemptInfo, spec: JobSpec, configs: list[LaunchConfig]) -> dict[str, Any]:
+        self.launched.setdefault(attempt.id, configs)
         return {"fake": attempt.id}
 
     def cancel(self, attempt: AttemptInfo) -> None:
         if attempt.id not in self.cancelled:
             self.cancelled.append(attempt.id)
-        self._results.setdefault(attempt.id, {"exit_code": -15, "reason": Reason.CANCELLED, "outputs": []})
+        for r in attempt.replicas:
+            self._results.setdefault((attempt.id, r.index), {"exit_code": -15, "reason": Reason.CANCELLED,
+                                                             "outputs": []})
 
-    def finish(self, attempt_id: str, exit_code: int = 0, reason: str | None = None) -> None:
-        """Make the attempt exit; the next reconcile reports it."""
+    def finish(self, attempt_id: str, exit_code: int = 0, reason: str | None = None, replica: int = 0) -> None:
+        """Make a replica exit; the next reconcile reports it."""
         reason = reason or (Reason.SUCCEEDED if exit_code == 0 else Reason.error(exit_code))
-        self._results[attempt_id] = {"exit_code": exit_code, "reason": reason, "outputs": []}
+        self._results[(attempt_id, replica)] = {"exit_code": exit_code, "reason": reason, "outputs": []}
 
-    def lose(self, attempt_id: str) -> None:
-        """Make the attempt vanish without a result, as a dead node would."""
-        self._lost.add(attempt_id)
+    def lose(self, attempt_id: str, replica: int = 0) -> None:
+        """Make a replica vanish without a result, as a dead node would."""
+        self._lost.add((attempt_id, replica))
 
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
         out = []
         for a in attempts:
-            if a.id in self._results:
-                out.append(Observation(a.id, "exited", self._results[a.id]))
-            elif a.id in self._lost:
-                out.append(Observation(a.id, "lost", detail="lost by the fake engine"))
-            elif a.id in self.launched:
-                out.append(Observation(a.id, "alive"))
-            else:
-                out.append(Observation(a.id, "not_launched"))
+            for r in a.replicas:
+                key = (a.id, r.index)
+                if r.status.is_terminal():
+                    continue
+                if key in self._results:
+                    out.append(Observation(a.id, r.index, "exited", self._results[key]))
+                elif key in self._lost:
+                    out.append(Observation(a.id, r.index, "lost", detail="lost by the fake engine"))
+                elif a.id in self.launched:
+                    out.append(Observation(a.id, r.index, "alive"))
+                else:
+                    out.append(Observation(a.id, r.index, "not_launched"))
         return out

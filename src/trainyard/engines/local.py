@@ -1,16 +1,16 @@
-"""The local engine: this machine is one node; each attempt is a launcher process.
+"""The local engine: this machine is one node; each replica is a launcher process.
 
 Launchers run in their own session, detached from the server, so killing the
 server (even with SIGKILL) leaves jobs running; a restarted server finds them
-again through ``launcher.json`` in each attempt dir and their result files.
+again through ``launcher.json`` in each replica's dir and their result files.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,19 +42,16 @@ class LocalEngine(Engine):
     def __init__(self, home: Path, node: NodeInfo) -> None:
         self.home = Path(home)
         self.node = node
-        self._children: dict[str, subprocess.Popen] = {}
+        self._children: dict[tuple[str, int], subprocess.Popen] = {}
         self._runtime: str | None | bool = False  # False: not looked up yet
 
     def nodes(self) -> list[NodeInfo]:
         return [self.node]
 
-    def attempt_dir(self, attempt_id: str) -> Path:
-        return self.home / "attempts" / attempt_id
+    def replica_dir(self, attempt_id: str, replica: int) -> Path:
+        return self.home / "attempts" / attempt_id / f"r{replica}"
 
     def validate(self, spec: JobSpec) -> None:
-        if spec.replicas > 1:
-            raise Unsupported("replicas > 1: the local engine runs one replica per job for now",
-                              field="replicas")
         if spec.image:
             if self._runtime is False:
                 self._runtime = container_runtime()
@@ -63,9 +60,18 @@ class LocalEngine(Engine):
                     f"image {spec.image!r} needs a container engine (docker or podman) and none is "
                     "running here; remove `image` to run on the host in `env`", field="image")
 
-    def launch(self, attempt: AttemptInfo, spec: JobSpec, config: LaunchConfig) -> dict[str, Any]:
-        workdir = self.attempt_dir(attempt.id)
-        existing = _read_handle(workdir)
+    def rendezvous(self, attempt: AttemptInfo) -> tuple[str, int]:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return "127.0.0.1", s.getsockname()[1]
+
+    def launch(self, attempt: AttemptInfo, spec: JobSpec, configs: list[LaunchConfig]) -> dict[str, Any]:
+        handles = [self._launch_replica(attempt, i, spec, cfg) for i, cfg in enumerate(configs)]
+        return {"replicas": handles}
+
+    def _launch_replica(self, attempt: AttemptInfo, replica: int, spec: JobSpec, config: LaunchConfig) -> dict:
+        workdir = self.replica_dir(attempt.id, replica)
+        existing = _read_json(workdir / HANDLE_NAME)
         if existing:
             return existing
         workdir.mkdir(parents=True, exist_ok=True)
@@ -85,7 +91,7 @@ class LocalEngine(Engine):
         tmp = workdir / (HANDLE_NAME + ".tmp")
         tmp.write_text(json.dumps(handle))
         tmp.replace(workdir / HANDLE_NAME)
-        self._children[attempt.id] = proc
+        self._children[(attempt.id, replica)] = proc
         return handle
 
     def _containerize(self, image: str, config: LaunchConfig, cwd: Path) -> list[str]:
@@ -96,33 +102,37 @@ class LocalEngine(Engine):
                 "-v", f"{self.home}:{self.home}", "-w", str(cwd), image, *config.command]
 
     def cancel(self, attempt: AttemptInfo) -> None:
-        proc = self._process(attempt)
-        if proc is None:
-            return
-        try:
-            proc.send_signal(signal.SIGTERM)
-        except psutil.Error:
-            pass
+        for r in attempt.replicas:
+            proc = self._process(attempt.id, r.index)
+            if proc is not None:
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                except psutil.Error:
+                    pass
 
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
         self._reap()
         out = []
         for a in attempts:
-            workdir = self.attempt_dir(a.id)
-            result = _read_json(workdir / RESULT_NAME)
-            if result is not None:
-                out.append(Observation(a.id, "exited", result))
-            elif self._process(a) is not None:
-                out.append(Observation(a.id, "alive"))
-            elif not (a.handle or _read_handle(workdir)):
-                out.append(Observation(a.id, "not_launched"))
-            else:
-                out.append(Observation(a.id, "lost", detail="the launcher process is gone and left no result"))
+            for r in a.replicas:
+                if r.status.is_terminal():
+                    continue
+                workdir = self.replica_dir(a.id, r.index)
+                if self._process(a.id, r.index) is not None:
+                    # even with result.json written: the launcher is still delivering its logs
+                    out.append(Observation(a.id, r.index, "alive"))
+                elif (result := _read_json(workdir / RESULT_NAME)) is not None:
+                    out.append(Observation(a.id, r.index, "exited", result))
+                elif not (workdir / HANDLE_NAME).exists():
+                    out.append(Observation(a.id, r.index, "not_launched"))
+                else:
+                    out.append(Observation(a.id, r.index, "lost",
+                                           detail="the launcher process is gone and left no result"))
         return out
 
-    def _process(self, attempt: AttemptInfo) -> psutil.Process | None:
-        """The live launcher of ``attempt``, matched on pid and start time (pids get reused)."""
-        handle = attempt.handle or _read_handle(self.attempt_dir(attempt.id))
+    def _process(self, attempt_id: str, replica: int) -> psutil.Process | None:
+        """The live launcher of a replica, matched on pid and start time (pids get reused)."""
+        handle = _read_json(self.replica_dir(attempt_id, replica) / HANDLE_NAME)
         if not handle:
             return None
         try:
@@ -134,9 +144,9 @@ class LocalEngine(Engine):
             return None
 
     def _reap(self) -> None:
-        for attempt_id, proc in list(self._children.items()):
+        for key, proc in list(self._children.items()):
             if proc.poll() is not None:
-                del self._children[attempt_id]
+                del self._children[key]
 
     def close(self) -> None:
         self._reap()
@@ -147,7 +157,3 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def _read_handle(workdir: Path) -> dict[str, Any] | None:
-    return _read_json(workdir / HANDLE_NAME)

@@ -16,7 +16,7 @@ Files it writes in ATTEMPT_DIR:
                      means the launcher is done, so an engine that finds it
                      after a control-plane restart knows the true final state.
 
-Reports to the API (``POST {server}/internal/attempts/{attempt_id}/report``,
+Reports to the API (``POST {server}/internal/attempts/{attempt_id}/replicas/{replica}/report``,
 JSON, one request carries whatever is new; see :mod:`trainyard.launch.reporter`):
   ``{"phase": "running"|"exited", "pid": int,
      "log": {"offset": int, "data": str}?,       # bytes of output.log from offset

@@ -17,7 +17,7 @@ METRICS_NAME = "metrics.jsonl"
 
 _REQUIRED = ("job_id", "attempt_id", "attempt", "server", "command")
 _DEFAULTS: dict = {
-    "address_file": None, "token": None, "env": dict, "snapshot": None, "python_env": None,
+    "replica": 0, "address_file": None, "token": None, "env": dict, "snapshot": None, "python_env": None,
     "venv_cache": None, "inputs": dict, "input_cache": None, "outputs": list, "output_url": None,
     "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
     "exit_report_deadline": 3600.0,
@@ -30,6 +30,7 @@ class LaunchConfig:
     attempt: int                     # 1-based attempt number
     server: str                      # API base URL, e.g. http://127.0.0.1:8470
     command: list[str]               # argv, params already substituted
+    replica: int                     # index of this replica in the attempt's gang (0 is the master)
     address_file: str | None         # JSON {"url": ...}; re-read when the server is unreachable
     token: str | None                # sent as "Authorization: Bearer <token>"
     env: dict[str, str]              # extra variables for the command (on top of os.environ)

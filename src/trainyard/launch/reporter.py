@@ -1,6 +1,6 @@
 """The reporting thread: tells the API what is new, and hears back about cancel.
 
-Each request is ``POST {server}/internal/attempts/{attempt_id}/report`` with
+Each request is ``POST {server}/internal/attempts/{attempt_id}/replicas/{replica}/report`` with
 JSON ``{"phase", "pid", "log"?, "metrics"?, "result"?}``; the answer is
 ``{"cancel": bool}``.
 
@@ -159,7 +159,7 @@ class Reporter:
         headers = {"Content-Type": "application/json"}
         if self.config.token:
             headers["Authorization"] = f"Bearer {self.config.token}"
-        path = f"/internal/attempts/{self.config.attempt_id}/report"
+        path = f"/internal/attempts/{self.config.attempt_id}/replicas/{self.config.replica}/report"
         payload = json.dumps(body).encode()
         timeout = REQUEST_TIMEOUT
         if self._result is not None:  # do not hang past the deadline on a stuck server

@@ -19,8 +19,7 @@ from trainyard.spec.units import format_memory
 @dataclass
 class Placement:
     job_id: str
-    node: str
-    gpus: list[str]
+    replicas: list[tuple[str, list[str]]]  # (node, GPU ids) for each replica, in replica order
 
 
 @dataclass
@@ -125,14 +124,29 @@ class FifoAdmission:
                 plan.reasons[job.id] = f"retrying in {job.not_before - now:.0f}s{why}"
                 continue
             r = job.spec.resources
-            spot = next((f for f in frees if _fits(r, f)), None)
-            if spot is None:
+            placed = _place_gang(r, job.spec.replicas, frees)
+            if placed is None:
                 behind = f"; {ahead} job{'s' if ahead != 1 else ''} ahead" if ahead else ""
-                plan.reasons[job.id] = describe_shortfall(r, frees) + behind
+                gang = f"{job.spec.replicas} replicas, each " if job.spec.replicas > 1 else ""
+                plan.reasons[job.id] = gang + describe_shortfall(r, frees) + behind
                 ahead += 1
                 continue
-            gpus, spot.gpus = spot.gpus[: r.gpu], spot.gpus[r.gpu:]
-            spot.cpu -= r.cpu
-            spot.memory -= r.memory or 0
-            plan.placements.append(Placement(job.id, spot.node.name, gpus))
+            plan.placements.append(Placement(job.id, placed))
         return plan
+
+
+def _place_gang(r: Resources, replicas: int, frees: list[_Free]) -> list[tuple[str, list[str]]] | None:
+    """First fit for every replica, or nothing at all (a gang starts whole or not at all)."""
+    trial = [_Free(f.node, f.cpu, f.memory, list(f.gpus)) for f in frees]
+    placed = []
+    for _ in range(replicas):
+        spot = next((f for f in trial if _fits(r, f)), None)
+        if spot is None:
+            return None
+        gpus, spot.gpus = spot.gpus[: r.gpu], spot.gpus[r.gpu:]
+        spot.cpu -= r.cpu
+        spot.memory -= r.memory or 0
+        placed.append((spot.node.name, gpus))
+    for f, t in zip(frees, trial):
+        f.cpu, f.memory, f.gpus = t.cpu, t.memory, t.gpus
+    return placed

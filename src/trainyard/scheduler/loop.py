@@ -21,7 +21,7 @@ from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
 from trainyard.store import Store
 
 log = logging.getLogger("trainyard.scheduler")
-ConfigFor = Callable[[JobInfo, AttemptInfo], LaunchConfig]
+ConfigFor = Callable[[JobInfo, AttemptInfo], list[LaunchConfig]]
 
 
 class SchedulerLoop:
@@ -39,7 +39,7 @@ class SchedulerLoop:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._signalled: set[str] = set()  # attempts already sent a cancel in this process
+        self._signalled: set[str] = set()  # attempts already told to stop by this process
         self._last_reconcile = 0.0
         self._next_due: float | None = None
 
@@ -82,18 +82,23 @@ class SchedulerLoop:
         active = self.store.active_attempts()
         by_id = {a.id: a for a in active}
         for a in active:
-            if a.cancel_requested and a.id not in self._signalled:
-                self._signalled.add(a.id)
-                self.engine.cancel(a)
+            if a.stop_reason:
+                self.stop_attempt(a)
         for a in self.attempts.observe(self.engine.reconcile(active), by_id):
             self._launch(self.store.get_job(a.job_id), a)
+
+    def stop_attempt(self, attempt: AttemptInfo) -> None:
+        """Tell the engine to stop every replica of ``attempt`` (once per attempt from this process)."""
+        if attempt.id not in self._signalled:
+            self._signalled.add(attempt.id)
+            self.engine.cancel(attempt)
 
     def admit(self, now: float) -> None:
         pending = self.store.pending_jobs()
         plan = self.admission.plan(pending, self.nodes(), now)
         jobs = {j.id: j for j in pending}
         for p in plan.placements:
-            attempt = self.store.admit(p.job_id, p.node, p.gpus)
+            attempt = self.store.admit(p.job_id, p.replicas)
             if attempt is not None:
                 self._launch(jobs[p.job_id], attempt)
         self.store.set_reasons(plan.reasons)
@@ -105,6 +110,6 @@ class SchedulerLoop:
             handle = self.engine.launch(attempt, job.spec, self.config_for(job, attempt))
         except Exception as e:  # a launch that cannot start ends the attempt, with why
             log.exception("launch of %s failed", attempt.id)
-            self.attempts.finish(attempt, {"exit_code": None, "reason": "SetupFailed", "message": f"launch failed: {e}"})
+            self.attempts.fail(attempt, "SetupFailed", f"launch failed: {e}")
             return
         self.store.set_handle(attempt.id, handle)

@@ -1,4 +1,10 @@
-"""What launchers and engines say about attempts, applied to the store."""
+"""What launchers and engines say about attempts and their replicas, applied to the store.
+
+An attempt is a gang of replicas. It ends when every replica has ended: all
+succeeded → Succeeded; otherwise the first replica that failed on its own is
+the cause. When one replica fails, the others are told to stop at once (no
+waiting for an NCCL or gloo timeout), so the gang can be retried whole.
+"""
 
 from __future__ import annotations
 
@@ -10,63 +16,108 @@ from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Observation
 from trainyard.services.notify import Notifier
 from trainyard.services.retry import decide
-from trainyard.spec.records import AttemptInfo
-from trainyard.status import Reason
+from trainyard.spec.records import AttemptInfo, ReplicaInfo
+from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import Store
 
 log = logging.getLogger("trainyard.attempts")
+STOPPED = (Reason.CANCELLED, Reason.PREEMPTED)
 
 
 class AttemptService:
-    def __init__(self, store: Store, artifacts: ArtifactStore, notifier: Notifier, wake: Callable[[], None]) -> None:
+    def __init__(self, store: Store, artifacts: ArtifactStore, notifier: Notifier, wake: Callable[[], None],
+                 stop: Callable[[AttemptInfo], None]) -> None:
         self.store = store
         self.artifacts = artifacts
         self.notifier = notifier
         self.wake = wake
+        self.stop = stop  # asks the engine to stop every replica of an attempt
 
-    def report(self, attempt_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def report(self, attempt_id: str, replica: int, body: dict[str, Any]) -> dict[str, Any]:
         """One launcher report (see :mod:`trainyard.launch`); answers whether to stop."""
-        attempt = self.store.contact(attempt_id, running=body.get("phase") in ("running", "exited"))
+        attempt = self.store.contact(attempt_id, replica, running=body.get("phase") in ("running", "exited"))
         if log_part := body.get("log"):
-            self.store.append_log(attempt_id, int(log_part["offset"]), str(log_part["data"]))
+            self.store.append_log(attempt_id, replica, int(log_part["offset"]), str(log_part["data"]))
         if metrics := body.get("metrics"):
-            self.store.add_metrics(attempt_id, int(metrics["offset"]), list(metrics["lines"]))
+            self.store.add_metrics(attempt_id, replica, int(metrics["offset"]), list(metrics["lines"]))
         if body.get("phase") == "exited" and body.get("result") is not None:
-            self.finish(attempt, body["result"])
+            attempt = self.finish_replica(attempt, replica, body["result"]) or attempt
         else:
             self.notifier.notify(attempt.job_id)
-        return {"cancel": attempt.cancel_requested}
+        return {"cancel": attempt.stop_reason is not None}
 
-    def finish(self, attempt: AttemptInfo, result: dict[str, Any]) -> bool:
-        """Apply an attempt's final result once; a repeat is ignored."""
+    def finish_replica(self, attempt: AttemptInfo, replica: int, result: dict[str, Any]) -> AttemptInfo | None:
+        """Apply one replica's final result once; ends the attempt when it was the last."""
         reason = str(result.get("reason") or Reason.LOST)
-        exit_code = result.get("exit_code")
+        status = (AttemptStatus.SUCCEEDED if reason == Reason.SUCCEEDED
+                  else AttemptStatus.CANCELLED if reason in STOPPED else AttemptStatus.FAILED)
+        if result.get("outputs"):
+            base = self.artifacts.outputs_url(attempt.job_id, attempt.number, replica)
+            prefix = f"replica-{replica}/" if replica else ""
+            self.store.add_artifacts(attempt.job_id, attempt.number, base, result["outputs"], prefix)
+        updated = self.store.finish_replica(attempt.id, replica, status, exit_code=result.get("exit_code"),
+                                            reason=reason, message=result.get("message") or None)
+        if updated is None:
+            return None
+        self.notifier.notify(attempt.job_id)
+        live = [r for r in updated.replicas if not r.status.is_terminal()]
+        if status != AttemptStatus.SUCCEEDED and live:
+            if self.store.request_stop(attempt.id, f"replica {replica} ended: {reason}"):
+                log.info("attempt %s: replica %d ended (%s); stopping the other replicas", attempt.id, replica, reason)
+                self.stop(updated)
+            return self.store.get_attempt(attempt.id)
+        if not live:
+            self._finish_attempt(updated)
+        return updated
+
+    def _finish_attempt(self, attempt: AttemptInfo) -> None:
+        exit_code, reason, message = _outcome(attempt)
         job = self.store.get_job(attempt.job_id)
         outcome = decide(job.spec.retry, attempt_number=attempt.number, exit_code=exit_code, reason=reason,
-                         cancel_requested=attempt.cancel_requested, now=time.time())
-        if result.get("outputs"):
-            self.store.add_artifacts(attempt.job_id, attempt.number,
-                                     self.artifacts.outputs_url(attempt.job_id, attempt.number), result["outputs"])
-        done = self.store.finish_attempt(
-            attempt.id, outcome.attempt_status, exit_code=exit_code, reason=reason,
-            message=result.get("message") or None, job_status=outcome.job_status,
-            job_reason=outcome.job_reason, not_before=outcome.not_before,
-        )
-        if done:
+                         cancel_requested=job.status == JobStatus.CANCELLING, now=time.time())
+        if self.store.finish_attempt(
+            attempt.id, outcome.attempt_status, exit_code=exit_code, reason=reason, message=message,
+            job_status=outcome.job_status, job_reason=outcome.job_reason, not_before=outcome.not_before,
+        ):
             log.info("attempt %s ended: %s; job %s", attempt.id, reason, outcome.job_status.value)
             self.notifier.notify(attempt.job_id)
             self.wake()
-        return done
+
+    def fail(self, attempt: AttemptInfo, reason: str, message: str) -> None:
+        """End every live replica of an attempt that could not run (e.g. its launch failed)."""
+        for r in attempt.replicas:
+            if not r.status.is_terminal():
+                self.finish_replica(attempt, r.index, {"exit_code": None, "reason": reason, "message": message})
 
     def observe(self, observations: list[Observation], attempts: dict[str, AttemptInfo]) -> list[AttemptInfo]:
         """Apply what the engine saw; returns attempts that were never launched (to launch again)."""
-        relaunch = []
+        relaunch: dict[str, AttemptInfo] = {}
         for obs in observations:
             attempt = attempts[obs.attempt_id]
             if obs.state == "exited":
-                self.finish(attempt, obs.result)
+                self.finish_replica(attempt, obs.replica, obs.result)
             elif obs.state == "lost":
-                self.finish(attempt, {"exit_code": None, "reason": Reason.LOST, "message": obs.detail})
+                self.finish_replica(attempt, obs.replica, {"exit_code": None, "reason": Reason.LOST,
+                                                           "message": obs.detail})
             elif obs.state == "not_launched":
-                relaunch.append(attempt)
-        return relaunch
+                relaunch[attempt.id] = attempt
+        return list(relaunch.values())
+
+
+def _outcome(attempt: AttemptInfo) -> tuple[int | None, str, str | None]:
+    """(exit code, reason, message) of a finished gang."""
+    reps = attempt.replicas
+    if all(r.status == AttemptStatus.SUCCEEDED for r in reps):
+        return 0, Reason.SUCCEEDED, None
+    if attempt.stop_reason in STOPPED:
+        return _first_by_end([r for r in reps if r.reason in STOPPED] or reps).exit_code, attempt.stop_reason, None
+    # the root cause: the first replica that ended badly on its own, not one we stopped
+    cause = _first_by_end([r for r in reps if r.status == AttemptStatus.FAILED] or reps)
+    message = cause.message
+    if len(reps) > 1:
+        message = f"replica {cause.index} on {cause.node}: {cause.reason}" + (f"; {cause.message}" if cause.message else "")
+    return cause.exit_code, cause.reason or Reason.LOST, message
+
+
+def _first_by_end(reps: list[ReplicaInfo]) -> ReplicaInfo:
+    return min(reps, key=lambda r: (r.ended_at or float("inf"), r.index))

@@ -10,7 +10,7 @@ from trainyard.errors import InvalidSpec, NotFound, Unschedulable
 from trainyard.scheduler.admission import check_fits_some_node
 from trainyard.services.notify import Notifier
 from trainyard.spec.job import JobSpec
-from trainyard.spec.records import ArtifactInfo, JobInfo, NodeInfo
+from trainyard.spec.records import ArtifactInfo, AttemptInfo, JobInfo, NodeInfo
 from trainyard.status import AttemptStatus, JobStatus
 from trainyard.store import Store
 
@@ -18,7 +18,9 @@ from trainyard.store import Store
 class JobService:
     def __init__(
         self, store: Store, engine: Engine, artifacts: ArtifactStore, notifier: Notifier, wake: Callable[[], None],
+        stop: Callable[[AttemptInfo], None],
     ) -> None:
+        self.stop = stop
         self.store = store
         self.engine = engine
         self.artifacts = artifacts
@@ -44,7 +46,7 @@ class JobService:
         if status == JobStatus.CANCELLING:
             for a in job.attempts:
                 if not a.status.is_terminal():
-                    self.engine.cancel(a)
+                    self.stop(a)
         self.notifier.notify(job_id)
         self.wake()
         return job
@@ -54,15 +56,16 @@ class JobService:
         nodes = {n.name: n.model_copy(deep=True) for n in self.engine.nodes()}
         specs: dict[str, JobSpec] = {}
         for a in self.store.active_attempts():
-            node = nodes.get(a.node or "")
-            if node is None:
-                continue
             if a.job_id not in specs:
                 specs[a.job_id] = self.store.get_job(a.job_id).spec
             r = specs[a.job_id].resources
-            node.cpu_used += r.cpu
-            node.memory_used += r.memory or 0
-            node.gpus_used += a.gpus
+            for rep in a.replicas:
+                node = nodes.get(rep.node)
+                if node is None or rep.status.is_terminal():
+                    continue
+                node.cpu_used += r.cpu
+                node.memory_used += r.memory or 0
+                node.gpus_used += rep.gpus
         return list(nodes.values())
 
     def output(self, job_id: str, path: str) -> tuple[ArtifactInfo, str]:

@@ -1,4 +1,4 @@
-"""From a stored job and a new attempt to what the launcher is told."""
+"""From a stored job and a new attempt to what each replica's launcher is told."""
 
 from __future__ import annotations
 
@@ -13,30 +13,60 @@ from trainyard.launch.config import LaunchConfig
 from trainyard.spec.records import AttemptInfo, JobInfo
 
 
-def launch_config(
-    job: JobInfo, attempt: AttemptInfo, *, settings: ServerSettings, artifacts: ArtifactStore, server_url: str,
-) -> LaunchConfig:
+def distributed_env(job: JobInfo, attempt: AttemptInfo, replica: int, master: tuple[str, int]) -> dict[str, str]:
+    """What torchrun (or a Kubeflow PyTorchJob) would set for the processes of one replica.
+
+    ``RANK`` and ``LOCAL_RANK`` are per process: set here for one process per
+    replica, and by :mod:`trainyard.launch.group` when there are more.
+    """
     spec = job.spec
-    env = {"TRAINYARD_PARAMS": json.dumps(spec.params)}
+    procs = spec.procs_per_replica
+    env = {
+        "MASTER_ADDR": master[0], "MASTER_PORT": str(master[1]),
+        "WORLD_SIZE": str(spec.replicas * procs), "NODE_RANK": str(replica), "GROUP_RANK": str(replica),
+        "LOCAL_WORLD_SIZE": str(procs), "RANK": str(replica * procs), "LOCAL_RANK": "0",
+        # unique per attempt, so two jobs (or two attempts of one) never meet at a rendezvous
+        "TORCHELASTIC_RUN_ID": attempt.id, "TRAINYARD_RENDEZVOUS_ID": attempt.id,
+        "TRAINYARD_REPLICA": str(replica),
+    }
+    return env
+
+
+def launch_configs(
+    job: JobInfo, attempt: AttemptInfo, *, settings: ServerSettings, artifacts: ArtifactStore, server_url: str,
+    master: tuple[str, int] | None = None,
+) -> list[LaunchConfig]:
+    spec = job.spec
+    base_env = {"TRAINYARD_PARAMS": json.dumps(spec.params)}
     if not (spec.env and spec.env.pip):
         # no env asked: `python` in the command is the server's interpreter, as documented
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return LaunchConfig(
-        job_id=job.id,
-        attempt_id=attempt.id,
-        attempt=attempt.number,
-        server=server_url,
-        address_file=str(settings.address_file),
-        token=settings.token,
-        command=spec.argv(),
-        env=env,
-        snapshot=artifacts.snapshot_url(job.snapshot) if job.snapshot else None,
-        python_env={"pip": list(spec.env.pip)} if spec.env and spec.env.pip else None,
-        inputs=dict(spec.inputs),
-        outputs=list(spec.outputs),
-        output_url=artifacts.outputs_url(job.id, attempt.number),
-        memory_limit=spec.resources.memory,
-        timeout=spec.timeout,
-        grace_period=spec.grace_period,
-        gpus=list(attempt.gpus),
-    )
+        base_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    command = spec.argv()
+    if spec.distributed and spec.procs_per_replica > 1:
+        command = [sys.executable, "-m", "trainyard.launch.group", str(spec.procs_per_replica), "--", *command]
+    configs = []
+    for r in attempt.replicas:
+        env = dict(base_env)
+        if spec.distributed and master is not None:
+            env.update(distributed_env(job, attempt, r.index, master))
+        configs.append(LaunchConfig(
+            job_id=job.id,
+            attempt_id=attempt.id,
+            attempt=attempt.number,
+            replica=r.index,
+            server=server_url,
+            address_file=str(settings.address_file),
+            token=settings.token,
+            command=list(command),
+            env=env,
+            snapshot=artifacts.snapshot_url(job.snapshot) if job.snapshot else None,
+            python_env={"pip": list(spec.env.pip)} if spec.env and spec.env.pip else None,
+            inputs=dict(spec.inputs),
+            outputs=list(spec.outputs),
+            output_url=artifacts.outputs_url(job.id, attempt.number, r.index),
+            memory_limit=spec.resources.memory,
+            timeout=spec.timeout,
+            grace_period=spec.grace_period,
+            gpus=list(r.gpus),
+        ))
+    return configs

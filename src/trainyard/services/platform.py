@@ -9,7 +9,7 @@ from trainyard.scheduler.admission import Admission, FifoAdmission
 from trainyard.scheduler.loop import SchedulerLoop
 from trainyard.services.attempts import AttemptService
 from trainyard.services.jobs import JobService
-from trainyard.services.launching import launch_config
+from trainyard.services.launching import launch_configs
 from trainyard.services.notify import Notifier
 from trainyard.store import Store
 
@@ -34,14 +34,20 @@ class Platform:
         self.artifacts = ArtifactStore(settings.artifacts_url)
         self.notifier = Notifier()
         self.engine = engine or make_engine(settings)
-        self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self._wake)
-        self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, wake=self._wake)
+        self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self._wake,
+                                       stop=lambda attempt: self.loop.stop_attempt(attempt))
+        self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, wake=self._wake,
+                               stop=lambda attempt: self.loop.stop_attempt(attempt))
         self.loop = SchedulerLoop(
             self.store, self.engine, admission or FifoAdmission(), self.attempts,
-            config_for=lambda job, attempt: launch_config(
-                job, attempt, settings=settings, artifacts=self.artifacts, server_url=self.server_url),
+            config_for=self._configs,
             nodes=self.jobs.nodes,
         )
+
+    def _configs(self, job, attempt):  # noqa: ANN001, ANN202
+        master = self.engine.rendezvous(attempt) if job.spec.distributed else None
+        return launch_configs(job, attempt, settings=self.settings, artifacts=self.artifacts,
+                              server_url=self.server_url, master=master)
 
     def _wake(self) -> None:
         self.loop.wake()

@@ -101,7 +101,12 @@ def load_job(path: str | Path, overrides: dict[str, Any] | None = None) -> JobSp
         text = path.read_text()
     except OSError as e:
         raise InvalidSpec(errors=[_err(str(path), None, "", f"cannot read: {e.strerror}")]) from None
-    spec = parse_job(text, str(path))
+    from trainyard.spec import kubeflow  # here: it imports this module
+
+    if kubeflow.is_pytorchjob_text(text):  # a Kubeflow PyTorchJob runs as the equivalent job
+        spec = kubeflow.load_pytorchjob(text, str(path))
+    else:
+        spec = parse_job(text, str(path))
     if overrides:
         try:
             spec = spec.with_params(overrides)

@@ -14,13 +14,26 @@ from trainyard.spec.job import JobSpec
 from trainyard.status import AttemptStatus, JobStatus
 
 
+class ReplicaInfo(BaseModel):
+    index: int
+    node: str
+    gpus: list[str] = Field(default_factory=list)
+    status: AttemptStatus
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    last_contact_at: float | None = None
+
+
 class AttemptInfo(BaseModel):
     id: str
     job_id: str
     number: int
     status: AttemptStatus
-    node: str | None = None
-    gpus: list[str] = Field(default_factory=list)
+    node: str | None = Field(None, description="replica 0's node")
+    gpus: list[str] = Field(default_factory=list, description="replica 0's GPUs")
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
@@ -28,8 +41,9 @@ class AttemptInfo(BaseModel):
     started_at: float | None = None
     ended_at: float | None = None
     last_contact_at: float | None = None
-    cancel_requested: bool = False
+    stop_reason: str | None = Field(None, description="set once the attempt must stop (cancel, preemption, a failed replica)")
     handle: dict[str, Any] = Field(default_factory=dict)
+    replicas: list[ReplicaInfo] = Field(default_factory=list)
 
 
 class JobInfo(BaseModel):
@@ -72,6 +86,7 @@ class NodeInfo(BaseModel):
 
 class MetricPoint(BaseModel):
     attempt: int
+    replica: int = 0
     step: int | None
     name: str
     value: float
@@ -87,5 +102,6 @@ class ArtifactInfo(BaseModel):
 
 class LogChunk(BaseModel):
     attempt: int
+    replica: int = 0
     offset: int
     data: str

@@ -18,12 +18,18 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from trainyard.spec.job import JobSpec
-from trainyard.spec.records import AttemptInfo, JobInfo, JobPage
+from trainyard.spec.records import AttemptInfo, JobInfo, JobPage, ReplicaInfo
 from trainyard.status import AttemptStatus, JobStatus, allowed
 from trainyard.store import tables as t
 from trainyard.store.db import make_engine, migrate
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
+
+
+def _key_filter(model: type, key: Any) -> list:
+    if model is t.Replica:
+        return [t.Replica.attempt_id == key[0], t.Replica.index == key[1]]
+    return [model.id == key]
 
 
 def new_job_id() -> str:
@@ -53,7 +59,7 @@ class Store:
 
     # -- compare-and-set --------------------------------------------------
 
-    def _cas(self, s: Session, model: type, key: str, new: JobStatus | AttemptStatus, **values: Any) -> bool:
+    def _cas(self, s: Session, model: type, key: Any, new: JobStatus | AttemptStatus, **values: Any) -> bool:
         """Move ``key`` to ``new`` if the table allows it from the status it has now.
 
         Returns False when the row is already terminal or the move is not
@@ -63,14 +69,13 @@ class Store:
         row = s.get(model, key, populate_existing=True)
         if row is None:
             raise (JobNotFound if model is t.Job else AttemptNotFound)(f"no such {model.__tablename__[:-1]}: {key}")
+        where = _key_filter(model, key)
         old = enum(row.status)
         if not allowed(old, new):
             return False
         if model is t.Job:
             values.setdefault("updated_at", time.time())
-        res = s.execute(
-            update(model).where(model.id == key, model.status == old.value).values(status=new.value, **values)
-        )
+        res = s.execute(update(model).where(*where, model.status == old.value).values(status=new.value, **values))
         if res.rowcount != 1:
             return False
         s.expire(row)
@@ -93,15 +98,14 @@ class Store:
             )
             s.add(row)
             s.flush()
-            return _job_info(row, [])
+            return self._job_info(s, row, [])
 
     def get_job(self, job_id: str) -> JobInfo:
         with self.read() as s:
             row = s.get(t.Job, job_id)
             if row is None:
                 raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
-            attempts = s.scalars(select(t.Attempt).where(t.Attempt.job_id == job_id).order_by(t.Attempt.number))
-            return _job_info(row, list(attempts))
+            return self._job_info(s, row, self._attempts_of(s, [job_id]).get(job_id, []))
 
     def list_jobs(
         self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
@@ -122,7 +126,7 @@ class Store:
             more = len(rows) > limit
             rows = rows[:limit]
             attempts = self._attempts_of(s, [r.id for r in rows])
-            items = [_job_info(r, attempts.get(r.id, [])) for r in rows]
+            items = [self._job_info(s, r, attempts.get(r.id, [])) for r in rows]
         return JobPage(items=items, next_cursor=str(rows[-1].seq) if more else None)
 
     def _attempts_of(self, s: Session, job_ids: list[str]) -> dict[str, list[t.Attempt]]:
@@ -133,12 +137,16 @@ class Store:
                 out.setdefault(a.job_id, []).append(a)
         return out
 
+    def _job_info(self, s: Session, row: t.Job, attempts: list[t.Attempt]) -> JobInfo:
+        replicas = self._replicas_of(s, [a.id for a in attempts])
+        return _job_info(row, [_attempt_info(a, replicas.get(a.id, [])) for a in attempts])
+
     def pending_jobs(self) -> list[JobInfo]:
         """Pending jobs in submit order, with their past attempts."""
         with self.read() as s:
             rows = list(s.scalars(select(t.Job).where(t.Job.status == JobStatus.PENDING.value).order_by(t.Job.seq)))
             attempts = self._attempts_of(s, [r.id for r in rows])
-            return [_job_info(r, attempts.get(r.id, [])) for r in rows]
+            return [self._job_info(s, r, attempts.get(r.id, [])) for r in rows]
 
     def set_reasons(self, reasons: dict[str, str]) -> None:
         """Record why pending jobs wait; only pending rows are touched."""
@@ -153,52 +161,91 @@ class Store:
 
     # -- attempts ---------------------------------------------------------
 
-    def admit(self, job_id: str, node: str, gpus: list[str]) -> AttemptInfo | None:
-        """pending → starting plus a new attempt, in one transaction; None if the job moved."""
+    def admit(self, job_id: str, placements: list[tuple[str, list[str]]]) -> AttemptInfo | None:
+        """pending → starting plus a new attempt with one replica per placement ``(node, gpus)``,
+        in one transaction; None if the job moved meanwhile."""
         now = time.time()
         with self.write() as s:
             if not self._cas(s, t.Job, job_id, JobStatus.STARTING, reason=None, not_before=None):
                 return None
             number = (s.scalar(select(func.max(t.Attempt.number)).where(t.Attempt.job_id == job_id)) or 0) + 1
+            node, gpus = placements[0]
             row = t.Attempt(
                 id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
-                node=node, gpus=gpus, handle={}, created_at=now, last_contact_at=now,
-                cancel_requested=False, log_size=0, metrics_offset=0,
+                node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
             )
             s.add(row)
+            s.flush()  # the attempt row first: replicas reference it
+            s.add_all(t.Replica(attempt_id=row.id, index=i, node=n, gpus=list(g), status=AttemptStatus.STARTING.value,
+                                last_contact_at=now, log_size=0, metrics_offset=0)
+                      for i, (n, g) in enumerate(placements))
             s.flush()
-            return _attempt_info(row)
+            return _attempt_info(row, self._replicas_of(s, [row.id]).get(row.id, []))
+
+    def _replicas_of(self, s: Session, attempt_ids: list[str]) -> dict[str, list[t.Replica]]:
+        out: dict[str, list[t.Replica]] = {}
+        if attempt_ids:
+            q = select(t.Replica).where(t.Replica.attempt_id.in_(attempt_ids)).order_by(t.Replica.index)
+            for r in s.scalars(q):
+                out.setdefault(r.attempt_id, []).append(r)
+        return out
 
     def get_attempt(self, attempt_id: str) -> AttemptInfo:
         with self.read() as s:
-            row = s.get(t.Attempt, attempt_id)
-            if row is None:
-                raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
-            return _attempt_info(row)
+            return self._attempt(s, attempt_id)
+
+    def _attempt(self, s: Session, attempt_id: str) -> AttemptInfo:
+        row = s.get(t.Attempt, attempt_id, populate_existing=True)
+        if row is None:
+            raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
+        return _attempt_info(row, self._replicas_of(s, [attempt_id]).get(attempt_id, []))
 
     def active_attempts(self) -> list[AttemptInfo]:
         with self.read() as s:
             q = select(t.Attempt).where(t.Attempt.status.in_(ACTIVE_ATTEMPT)).order_by(t.Attempt.created_at)
-            return [_attempt_info(a) for a in s.scalars(q)]
+            rows = list(s.scalars(q))
+            replicas = self._replicas_of(s, [a.id for a in rows])
+            return [_attempt_info(a, replicas.get(a.id, [])) for a in rows]
 
     def set_handle(self, attempt_id: str, handle: dict[str, Any]) -> None:
         with self.write() as s:
             s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id).values(handle=handle))
 
-    def contact(self, attempt_id: str, *, running: bool) -> AttemptInfo:
-        """Record that the launcher reported; on its first report, starting → running."""
+    def contact(self, attempt_id: str, replica: int, *, running: bool) -> AttemptInfo:
+        """Record that a replica's launcher reported; its first report moves replica,
+        attempt and job from starting to running."""
         now = time.time()
         with self.write() as s:
-            row = s.get(t.Attempt, attempt_id)
-            if row is None:
-                raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
-            if running and row.status == AttemptStatus.STARTING.value:
-                if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, started_at=now, last_contact_at=now):
-                    self._cas(s, t.Job, row.job_id, JobStatus.RUNNING)
-            else:
-                s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id).values(last_contact_at=now))
-            s.refresh(row)
-            return _attempt_info(row)
+            key = (attempt_id, replica)
+            rep = s.get(t.Replica, key)
+            if rep is None:
+                raise AttemptNotFound(f"no such replica: {attempt_id}/{replica}", attempt_id=attempt_id)
+            s.execute(update(t.Replica).where(t.Replica.attempt_id == attempt_id, t.Replica.index == replica)
+                      .values(last_contact_at=now))
+            s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id).values(last_contact_at=now))
+            if running and rep.status == AttemptStatus.STARTING.value:
+                self._cas(s, t.Replica, key, AttemptStatus.RUNNING, started_at=now)
+                if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, started_at=now):
+                    self._cas(s, t.Job, s.get(t.Attempt, attempt_id).job_id, JobStatus.RUNNING)
+            return self._attempt(s, attempt_id)
+
+    def finish_replica(
+        self, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None, reason: str,
+        message: str | None,
+    ) -> AttemptInfo | None:
+        """End one replica; None (and no change) when it had already ended."""
+        with self.write() as s:
+            if not self._cas(s, t.Replica, (attempt_id, replica), status, exit_code=exit_code, reason=reason,
+                             message=message, ended_at=time.time()):
+                return None
+            return self._attempt(s, attempt_id)
+
+    def request_stop(self, attempt_id: str, why: str) -> bool:
+        """Mark an attempt as one that must stop; the first reason given is kept."""
+        with self.write() as s:
+            res = s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id, t.Attempt.stop_reason.is_(None),
+                                                    t.Attempt.status.in_(ACTIVE_ATTEMPT)).values(stop_reason=why))
+            return res.rowcount == 1
 
     def finish_attempt(
         self, attempt_id: str, status: AttemptStatus, *, exit_code: int | None, reason: str,
@@ -236,26 +283,35 @@ class Store:
                     return JobStatus.CANCELLED
             elif status in (JobStatus.STARTING, JobStatus.RUNNING):
                 if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason="cancel requested"):
-                    s.execute(update(t.Attempt).where(t.Attempt.job_id == job_id, t.Attempt.status.in_(ACTIVE_ATTEMPT))
-                              .values(cancel_requested=True))
+                    s.execute(update(t.Attempt).where(t.Attempt.job_id == job_id, t.Attempt.status.in_(ACTIVE_ATTEMPT),
+                                                      t.Attempt.stop_reason.is_(None)).values(stop_reason="Cancelled"))
                     return JobStatus.CANCELLING
             s.refresh(row)
             return JobStatus(row.status)
 
 
-def _attempt_info(a: t.Attempt) -> AttemptInfo:
+def _replica_info(r: t.Replica) -> ReplicaInfo:
+    return ReplicaInfo(
+        index=r.index, node=r.node, gpus=list(r.gpus or []), status=AttemptStatus(r.status), exit_code=r.exit_code,
+        reason=r.reason, message=r.message, started_at=r.started_at, ended_at=r.ended_at,
+        last_contact_at=r.last_contact_at,
+    )
+
+
+def _attempt_info(a: t.Attempt, replicas: list[t.Replica]) -> AttemptInfo:
     return AttemptInfo(
         id=a.id, job_id=a.job_id, number=a.number, status=AttemptStatus(a.status), node=a.node,
         gpus=list(a.gpus or []), exit_code=a.exit_code, reason=a.reason, message=a.message,
         created_at=a.created_at, started_at=a.started_at, ended_at=a.ended_at,
-        last_contact_at=a.last_contact_at, cancel_requested=bool(a.cancel_requested), handle=dict(a.handle or {}),
+        last_contact_at=a.last_contact_at, stop_reason=a.stop_reason, handle=dict(a.handle or {}),
+        replicas=[_replica_info(r) for r in replicas],
     )
 
 
-def _job_info(j: t.Job, attempts: list[t.Attempt]) -> JobInfo:
+def _job_info(j: t.Job, attempts: list[AttemptInfo]) -> JobInfo:
     return JobInfo(
         id=j.id, name=j.name, status=JobStatus(j.status), queue=j.queue, priority=j.priority,
         spec=JobSpec.model_validate(j.spec), snapshot=j.snapshot, created_at=j.created_at,
         updated_at=j.updated_at, not_before=j.not_before, reason=j.reason,
-        attempts=[_attempt_info(a) for a in attempts],
+        attempts=attempts,
     )

@@ -3,7 +3,7 @@ these declarations must match them (a test compares the two)."""
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -44,7 +44,24 @@ class Attempt(Base):
     started_at: Mapped[float | None] = mapped_column(Float)
     ended_at: Mapped[float | None] = mapped_column(Float)
     last_contact_at: Mapped[float | None] = mapped_column(Float)
-    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    stop_reason: Mapped[str | None] = mapped_column(String(255))  # set once the attempt must stop, and why
+
+
+class Replica(Base):
+    """One process group of an attempt (replica 0 is the master); one launcher each."""
+
+    __tablename__ = "replicas"
+    attempt_id: Mapped[str] = mapped_column(ForeignKey("attempts.id"), primary_key=True)
+    index: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    node: Mapped[str] = mapped_column(String(255))
+    gpus: Mapped[list] = mapped_column(JSON, default=list)
+    status: Mapped[str] = mapped_column(String(16))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(String(64))
+    message: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    last_contact_at: Mapped[float | None] = mapped_column(Float)
     log_size: Mapped[int] = mapped_column(BigInteger, default=0)      # bytes of output.log received
     metrics_offset: Mapped[int] = mapped_column(BigInteger, default=0)  # bytes of metrics.jsonl received
 
@@ -55,6 +72,7 @@ class LogChunk(Base):
     job_id: Mapped[str] = mapped_column(String(40))
     attempt_id: Mapped[str] = mapped_column(String(48))
     attempt: Mapped[int] = mapped_column(Integer)
+    replica: Mapped[int] = mapped_column(Integer)
     offset: Mapped[int] = mapped_column(BigInteger)
     data: Mapped[str] = mapped_column(Text)
     __table_args__ = (Index("ix_log_chunks_job_id_id", "job_id", "id"),)
@@ -65,6 +83,7 @@ class Metric(Base):
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(40), index=True)
     attempt: Mapped[int] = mapped_column(Integer)
+    replica: Mapped[int] = mapped_column(Integer)
     step: Mapped[int | None] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(255))
     value: Mapped[float] = mapped_column(Float)

@@ -19,74 +19,79 @@ from trainyard.store import tables as t
 
 
 class TelemetryMixin:
-    def _attempt_row(self, s, attempt_id: str) -> t.Attempt:  # noqa: ANN001
-        row = s.get(t.Attempt, attempt_id, populate_existing=True)
-        if row is None:
-            raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
-        return row
+    def _replica_row(self, s, attempt_id: str, replica: int) -> tuple[t.Attempt, t.Replica]:  # noqa: ANN001
+        rep = s.get(t.Replica, (attempt_id, replica), populate_existing=True)
+        if rep is None:
+            raise AttemptNotFound(f"no such replica: {attempt_id}/{replica}", attempt_id=attempt_id)
+        return s.get(t.Attempt, attempt_id), rep
 
-    def append_log(self, attempt_id: str, offset: int, data: str) -> int:
-        """Store ``data`` (bytes ``offset…`` of the attempt's log); returns the new size."""
+    def _moved(self, s, attempt_id: str, replica: int, column: str, have: int, new: int) -> bool:  # noqa: ANN001
+        col = getattr(t.Replica, column)
+        res = s.execute(update(t.Replica).where(t.Replica.attempt_id == attempt_id, t.Replica.index == replica,
+                                                col == have).values({column: new}))
+        return res.rowcount == 1
+
+    def append_log(self, attempt_id: str, replica: int, offset: int, data: str) -> int:
+        """Store ``data`` (bytes ``offset…`` of the replica's log); returns the new size."""
         raw = data.encode("utf-8")
         with self.write() as s:  # type: ignore[attr-defined]
-            row = self._attempt_row(s, attempt_id)
-            have = row.log_size
+            attempt, rep = self._replica_row(s, attempt_id, replica)
+            have = rep.log_size
             if offset + len(raw) <= have:
                 return have
-            skip = max(0, have - offset)
-            text = raw[skip:].decode("utf-8", errors="replace")
-            res = s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id, t.Attempt.log_size == have)
-                            .values(log_size=offset + len(raw)))
-            if res.rowcount != 1:
+            text = raw[max(0, have - offset):].decode("utf-8", errors="replace")
+            if not self._moved(s, attempt_id, replica, "log_size", have, offset + len(raw)):
                 return have
-            s.add(t.LogChunk(job_id=row.job_id, attempt_id=attempt_id, attempt=row.number,
+            s.add(t.LogChunk(job_id=attempt.job_id, attempt_id=attempt_id, attempt=attempt.number, replica=replica,
                              offset=max(offset, have), data=text))
             return offset + len(raw)
 
     def read_logs(
-        self, job_id: str, *, after: int = 0, attempt: int | None = None, limit: int = 1000,
+        self, job_id: str, *, after: int = 0, attempt: int | None = None, replica: int | None = None,
+        limit: int = 1000,
     ) -> tuple[list[LogChunk], int]:
         """Chunks after cursor ``after``, oldest first, and the cursor to pass next."""
         q = select(t.LogChunk).where(t.LogChunk.job_id == job_id, t.LogChunk.id > after)
         if attempt is not None:
             q = q.where(t.LogChunk.attempt == attempt)
+        if replica is not None:
+            q = q.where(t.LogChunk.replica == replica)
         with self.read() as s:  # type: ignore[attr-defined]
             rows = list(s.scalars(q.order_by(t.LogChunk.id).limit(limit)))
         cursor = rows[-1].id if rows else after
-        return [LogChunk(attempt=r.attempt, offset=r.offset, data=r.data) for r in rows], cursor
+        return [LogChunk(attempt=r.attempt, replica=r.replica, offset=r.offset, data=r.data) for r in rows], cursor
 
-    def add_metrics(self, attempt_id: str, offset: int, lines: list[str]) -> int:
+    def add_metrics(self, attempt_id: str, replica: int, offset: int, lines: list[str]) -> int:
         """Store metric lines (JSON from the in-job SDK) starting at byte ``offset``."""
         with self.write() as s:  # type: ignore[attr-defined]
-            row = self._attempt_row(s, attempt_id)
-            have, pos, new_rows = row.metrics_offset, offset, []
+            attempt, rep = self._replica_row(s, attempt_id, replica)
+            have, pos, new_rows = rep.metrics_offset, offset, []
             for line in lines:
                 end = pos + len(line.encode("utf-8")) + 1
                 if pos >= have:
-                    new_rows.extend(_metric_rows(row, line))
+                    new_rows.extend(_metric_rows(attempt, replica, line))
                 pos = end
             if pos <= have:
                 return have
-            res = s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id, t.Attempt.metrics_offset == have)
-                            .values(metrics_offset=pos))
-            if res.rowcount == 1:
+            if self._moved(s, attempt_id, replica, "metrics_offset", have, pos):
                 s.add_all(new_rows)
             return pos
 
     def metrics(self, job_id: str) -> list[MetricPoint]:
         with self.read() as s:  # type: ignore[attr-defined]
             q = select(t.Metric).where(t.Metric.job_id == job_id).order_by(t.Metric.id)
-            return [MetricPoint(attempt=m.attempt, step=m.step, name=m.name, value=m.value, ts=m.ts)
+            return [MetricPoint(attempt=m.attempt, replica=m.replica, step=m.step, name=m.name, value=m.value, ts=m.ts)
                     for m in s.scalars(q)]
 
-    def add_artifacts(self, job_id: str, attempt: int, base_url: str, items: list[dict[str, Any]]) -> None:
+    def add_artifacts(self, job_id: str, attempt: int, base_url: str, items: list[dict[str, Any]],
+                      prefix: str = "") -> None:
+        """Record uploaded outputs (``path`` relative to ``base_url``, shown under ``prefix``); repeats are ignored."""
         with self.write() as s:  # type: ignore[attr-defined]
-            done = s.scalar(select(func.count()).select_from(t.Artifact)
-                            .where(t.Artifact.job_id == job_id, t.Artifact.attempt == attempt))
-            if done:
-                return
-            s.add_all(t.Artifact(job_id=job_id, attempt=attempt, path=i["path"], size=int(i["size"]),
-                                 digest=i["digest"], url=base_url.rstrip("/") + "/" + i["path"]) for i in items)
+            have = set(s.scalars(select(t.Artifact.path).where(t.Artifact.job_id == job_id,
+                                                               t.Artifact.attempt == attempt)))
+            s.add_all(t.Artifact(job_id=job_id, attempt=attempt, path=prefix + i["path"], size=int(i["size"]),
+                                 digest=i["digest"], url=base_url.rstrip("/") + "/" + i["path"])
+                      for i in items if prefix + i["path"] not in have)
 
     def artifacts(self, job_id: str) -> list[tuple[ArtifactInfo, str]]:
         """Outputs of the newest attempt that uploaded any, with their URLs."""
@@ -99,7 +104,7 @@ class TelemetryMixin:
                     for a in s.scalars(q)]
 
 
-def _metric_rows(attempt: t.Attempt, line: str) -> list[t.Metric]:
+def _metric_rows(attempt: t.Attempt, replica: int, line: str) -> list[t.Metric]:
     try:
         item = json.loads(line)
         values = item["values"]
@@ -109,7 +114,7 @@ def _metric_rows(attempt: t.Attempt, line: str) -> list[t.Metric]:
     rows = []
     for name, value in values.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            rows.append(t.Metric(job_id=attempt.job_id, attempt=attempt.number,
+            rows.append(t.Metric(job_id=attempt.job_id, attempt=attempt.number, replica=replica,
                                  step=int(step) if isinstance(step, (int, float)) else None,
                                  name=str(name)[:255], value=float(value), ts=float(item.get("ts") or 0)))
     return rows

@@ -48,6 +48,7 @@ def _valid(digest: str) -> bool:
     return digest.startswith("sha256:") and len(digest) == 71
 
 
-@router.post("/internal/attempts/{attempt_id}/report", tags=["internal"])
-def report(attempt_id: str, body: dict[str, Any], p: PlatformDep) -> dict[str, Any]:
-    return p.attempts.report(attempt_id, body)
+@router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"])
+def report(attempt_id: str, replica: int, body: dict[str, Any], p: PlatformDep) -> dict[str, Any]:
+    """A launcher's report: log bytes and metric lines by offset, and its result (see ``trainyard.launch``)."""
+    return p.attempts.report(attempt_id, replica, body)

@@ -1,4 +1,4 @@
-"""jobs, attempts, log chunks, metrics, artifacts
+"""jobs, attempts and their replicas, log chunks, metrics, artifacts
 
 Revision ID: 0001
 Revises:
@@ -47,10 +47,24 @@ def upgrade() -> None:
         sa.Column("started_at", sa.Float()),
         sa.Column("ended_at", sa.Float()),
         sa.Column("last_contact_at", sa.Float()),
-        sa.Column("cancel_requested", sa.Boolean(), nullable=False),
+        sa.Column("stop_reason", sa.String(255)),
+        sa.UniqueConstraint("job_id", "number", name="uq_attempts_job_number"),
+    )
+    op.create_table(
+        "replicas",
+        sa.Column("attempt_id", sa.String(48), sa.ForeignKey("attempts.id"), primary_key=True),
+        sa.Column("index", sa.Integer(), primary_key=True, autoincrement=False),
+        sa.Column("node", sa.String(255), nullable=False),
+        sa.Column("gpus", sa.JSON(), nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("exit_code", sa.Integer()),
+        sa.Column("reason", sa.String(64)),
+        sa.Column("message", sa.Text()),
+        sa.Column("started_at", sa.Float()),
+        sa.Column("ended_at", sa.Float()),
+        sa.Column("last_contact_at", sa.Float()),
         sa.Column("log_size", sa.BigInteger(), nullable=False),
         sa.Column("metrics_offset", sa.BigInteger(), nullable=False),
-        sa.UniqueConstraint("job_id", "number", name="uq_attempts_job_number"),
     )
     op.create_table(
         "log_chunks",
@@ -58,6 +72,7 @@ def upgrade() -> None:
         sa.Column("job_id", sa.String(40), nullable=False),
         sa.Column("attempt_id", sa.String(48), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
+        sa.Column("replica", sa.Integer(), nullable=False),
         sa.Column("offset", sa.BigInteger(), nullable=False),
         sa.Column("data", sa.Text(), nullable=False),
     )
@@ -67,6 +82,7 @@ def upgrade() -> None:
         sa.Column("id", BigId, primary_key=True, autoincrement=True),
         sa.Column("job_id", sa.String(40), nullable=False, index=True),
         sa.Column("attempt", sa.Integer(), nullable=False),
+        sa.Column("replica", sa.Integer(), nullable=False),
         sa.Column("step", sa.Integer()),
         sa.Column("name", sa.String(255), nullable=False),
         sa.Column("value", sa.Float(), nullable=False),
@@ -85,5 +101,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for table in ("artifacts", "metrics", "log_chunks", "attempts", "jobs"):
+    for table in ("artifacts", "metrics", "log_chunks", "replicas", "attempts", "jobs"):
         op.drop_table(table)

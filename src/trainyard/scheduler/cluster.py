@@ -1,0 +1,237 @@
+"""Free room on every node during one planning cycle, indexed so placing is cheap.
+
+GPU nodes sit in buckets by (GPU type, free GPUs); every node also sits in a
+bucket by (tier, whole free cores). A GPU request scans from the smallest free
+count that could hold it, so GPU work is packed best-fit and whole nodes stay
+free for big jobs. A CPU-only request prefers nodes without GPUs, then GPU
+nodes whose GPUs are all taken (their cores are otherwise stranded), then the
+rest, each best-fit on cores. Buckets are lists with swap-remove, so moving a
+node after an allocation is O(1) and nothing scans all nodes per job.
+"""
+
+from __future__ import annotations
+
+from trainyard.scheduler.model import INF, Node, PendingJob
+
+EPS = 1e-9
+Take = tuple  # (slot, cpu, memory, gpus, gpu ids, charged to a reservation)
+
+
+class Slot:
+    """One node's mutable free room for the length of a cycle."""
+
+    __slots__ = ("name", "cpu", "mem", "g", "gids", "type", "labels", "cap_cpu", "cap_mem", "cap_g",
+                 "gkey", "gpos", "ctier", "ckey", "cpos", "soon", "resv")
+
+    def __init__(self, n: Node) -> None:
+        self.name, self.type, self.labels = n.name, n.gpu_type if n.gpus else None, n.labels
+        self.cap_cpu, self.cap_mem, self.cap_g = n.cpu, n.memory, n.gpus
+        self.cpu, self.mem = float(n.cpu_free), int(n.memory_free)
+        self.gids = list(n.free_gpu_ids)
+        self.g = len(self.gids)
+        self.soon: list | None = None  # [cpu, mem, gpus] held by stopping attempts
+        self.resv: list | None = None  # [start, cpu, mem, gpus] left beyond a reservation
+
+
+def selector_ok(labels: dict[str, str], sel: tuple) -> bool:
+    for k, v in sel:
+        if labels.get(k) != v:
+            return False
+    return True
+
+
+class Cluster:
+    def __init__(self, nodes: list[Node]) -> None:
+        self.slots = [Slot(n) for n in nodes]
+        self.by_name = {s.name: s for s in self.slots}
+        self.typed: dict[str, list[Slot]] = {}
+        for s in self.slots:
+            if s.type:
+                self.typed.setdefault(s.type, []).append(s)
+        top_g = {t: max(s.cap_g for s in ss) for t, ss in self.typed.items()}
+        self.gb = {t: [[] for _ in range(top_g[t] + 1)] for t in self.typed}
+        top_c = int(max((s.cap_cpu for s in self.slots), default=0) + EPS)
+        self.cb = [[[] for _ in range(top_c + 1)] for _ in range(3)]
+        self.ctop = [top_c] * 3  # upper bound on the highest non-empty CPU bucket per tier
+        self.gfree = {t: 0 for t in self.typed}
+        self.cpu_free = self.mem_free = 0.0
+        self.mem_top = max((s.mem for s in self.slots), default=0)  # upper bound, never tightened
+        self.soon_any = False
+        for s in self.slots:
+            self.cpu_free += s.cpu
+            self.mem_free += s.mem
+            if s.type:
+                self.gfree[s.type] += s.g
+                s.gkey = s.g
+                b = self.gb[s.type][s.g]
+                s.gpos = len(b)
+                b.append(s)
+            s.ctier, s.ckey = self._ckey(s)
+            b = self.cb[s.ctier][s.ckey]
+            s.cpos = len(b)
+            b.append(s)
+        # distinct node shapes: static feasibility checks scan these, not every node
+        self.classes = list({(s.cap_cpu, s.cap_mem, s.cap_g, s.type, tuple(sorted(s.labels.items()))): s
+                             for s in self.slots}.values())
+
+    def _ckey(self, s: Slot) -> tuple[int, int]:
+        tier = 0 if not s.cap_g else (1 if s.g == 0 else 2)
+        return tier, max(0, min(int(s.cpu + EPS), len(self.cb[0]) - 1))
+
+    def _rebucket(self, s: Slot) -> None:
+        if s.type and s.gkey != s.g:
+            b = self.gb[s.type][s.gkey]
+            last = b.pop()
+            if last is not s:
+                b[s.gpos] = last
+                last.gpos = s.gpos
+            b = self.gb[s.type][s.g]
+            s.gkey, s.gpos = s.g, len(b)
+            b.append(s)
+        tier, key = self._ckey(s)
+        if tier != s.ctier or key != s.ckey:
+            b = self.cb[s.ctier][s.ckey]
+            last = b.pop()
+            if last is not s:
+                b[s.cpos] = last
+                last.cpos = s.cpos
+            b = self.cb[tier][key]
+            s.ctier, s.ckey, s.cpos = tier, key, len(b)
+            b.append(s)
+            if key > self.ctop[tier]:
+                self.ctop[tier] = key
+
+    # -- static checks -------------------------------------------------------
+
+    def holds(self, s: Slot, job: PendingJob, t: str | None, sel: tuple) -> bool:
+        """Could ``s`` ever hold one replica of ``job`` on GPU type ``t``?"""
+        return (s.cap_cpu + EPS >= job.cpu and s.cap_mem >= job.memory and (not job.gpu or (
+            s.type == t and s.cap_g >= job.gpu)) and selector_ok(s.labels, sel))
+
+    def static_types(self, job: PendingJob, sel: tuple) -> list:
+        """GPU types (preference order) some node could ever hold a replica on; [None] for CPU jobs."""
+        if not job.gpu:
+            return [None] if any(self.holds(s, job, None, sel) for s in self.classes) else []
+        wanted = job.gpu_types or tuple(sorted(self.typed))
+        return [t for t in wanted if any(self.holds(s, job, t, sel) for s in self.classes)]
+
+    # -- finding and taking room --------------------------------------------
+
+    def find(self, c: float, m: int, g: int, t: str | None, sel: tuple, end: float, exclude: set | None) -> Slot | None:
+        """A node with room now for one replica, honouring reservations; best fit first."""
+        ce = c - EPS
+        if g:
+            buckets = self.gb.get(t)
+            if not buckets:
+                return None
+            for k in range(g, len(buckets)):
+                for s in buckets[k]:
+                    if s.cpu >= ce and s.mem >= m and (not sel or selector_ok(s.labels, sel)) and (
+                            exclude is None or s not in exclude):
+                        r = s.resv
+                        if r is None or end <= r[0] or (c <= r[1] + EPS and m <= r[2] and g <= r[3]):
+                            return s
+            return None
+        start = int(c) if c > 0 else 0
+        for tier in (0, 1, 2):
+            bl = self.cb[tier]
+            top = self.ctop[tier]
+            while top > 0 and not bl[top]:  # tighten the bound while we are here
+                top -= 1
+            self.ctop[tier] = top
+            for k in range(start, top + 1):
+                for s in bl[k]:
+                    if s.cpu >= ce and s.mem >= m and (not sel or selector_ok(s.labels, sel)) and (
+                            exclude is None or s not in exclude):
+                        r = s.resv
+                        if r is None or end <= r[0] or (c <= r[1] + EPS and m <= r[2]):
+                            return s
+        return None
+
+    def take(self, s: Slot, c: float, m: int, g: int, end: float) -> Take:
+        s.cpu -= c
+        s.mem -= m
+        ids = s.gids[:g]
+        del s.gids[:g]
+        s.g -= g
+        self.cpu_free -= c
+        self.mem_free -= m
+        if g:
+            self.gfree[s.type] -= g
+        r = s.resv
+        charged = r is not None and end > r[0]
+        if charged:
+            r[1] -= c
+            r[2] -= m
+            r[3] -= g
+        self._rebucket(s)
+        return (s, c, m, g, ids, charged)
+
+    def give(self, s: Slot, c: float, m: int, g: int, ids: list, charged: bool) -> None:
+        """Undo a :meth:`take` (gangs roll back in reverse order)."""
+        s.cpu += c
+        s.mem += m
+        s.gids[0:0] = ids
+        s.g += g
+        self.cpu_free += c
+        self.mem_free += m
+        if g:
+            self.gfree[s.type] += g
+        if charged:
+            r = s.resv
+            r[1] += c
+            r[2] += m
+            r[3] += g
+        self._rebucket(s)
+
+    def place(self, job: PendingJob, t: str | None, sel: tuple, end: float) -> list[Take] | None:
+        """Every replica of ``job`` on type ``t``, or nothing at all (a gang starts whole)."""
+        c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
+        if (g and self.gfree.get(t, 0) < g * n) or self.cpu_free + EPS < c * n or self.mem_free < m * n \
+                or m > self.mem_top:
+            return None
+        exclude = set() if n > 1 and job.placement == "spread" else None
+        taken: list[Take] = []
+        for _ in range(n):
+            s = self.find(c, m, g, t, sel, end, exclude)
+            if s is None:
+                for rec in reversed(taken):
+                    self.give(*rec)
+                return None
+            taken.append(self.take(s, c, m, g, end))
+            if exclude is not None:
+                exclude.add(s)
+        return taken
+
+    # -- room that stopping attempts will hand back ---------------------------
+
+    def add_soon(self, s: Slot, c: float, m: int, g: int) -> None:
+        if s.soon is None:
+            s.soon = [0.0, 0, 0]
+        s.soon[0] += c
+        s.soon[1] += m
+        s.soon[2] += g
+        self.soon_any = True
+
+    def claim(self, s: Slot, c: float, m: int, g: int, end: float) -> None:
+        """Hold room for a job that starts once stopping attempts exit: their room first, then free room."""
+        sc = s.soon or [0.0, 0, 0]
+        uc, um, ug = min(c, sc[0]), min(m, sc[1]), min(g, sc[2])
+        if s.soon is not None:
+            sc[0] -= uc
+            sc[1] -= um
+            sc[2] -= ug
+        rest = (max(0.0, c - uc), max(0, m - um), max(0, g - ug))
+        if any(rest):
+            self.take(s, *rest, end)
+
+    def max_free(self, t: str | None) -> float:
+        """Most free GPUs of type ``t`` on one node (cores when ``t`` is None)."""
+        if t is None:
+            return max((s.cpu for s in self.slots), default=0.0)
+        buckets = self.gb.get(t, [])
+        return next((k for k in range(len(buckets) - 1, -1, -1) if buckets[k]), 0)
+
+
+def end_of(job: PendingJob, now: float) -> float:
+    return now + job.timeout if job.timeout is not None else INF

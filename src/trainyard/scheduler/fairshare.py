@@ -1,0 +1,79 @@
+"""Fair share: the order in which pending jobs are considered.
+
+Priority first (the job's, then its queue's). Within one priority, teams take
+turns by dominant resource share (DRF, Ghodsi et al. 2011): the team whose
+largest share of any one resource (cores, memory, GPUs of each type) is the
+smallest goes next, and its share grows as its jobs are admitted during the
+cycle. Within a team, submit order. So a team that submits 1,000 jobs does not
+lock out a team that submits one: the one job goes first whenever its team
+holds less.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Iterator
+
+from trainyard.scheduler.model import PendingJob, Queue
+
+
+class Shares:
+    """Dominant resource share per team, against the whole cluster's capacity."""
+
+    def __init__(self, cpu: float, mem: float, gpus: dict[str, int]) -> None:
+        self.inv = {"cpu": 1 / cpu if cpu else 0.0, "mem": 1 / mem if mem else 0.0}
+        self.inv.update({t: 1 / n for t, n in gpus.items() if n})
+        self.used: dict[str, dict[str, float]] = {}
+        self.share: dict[str, float] = {}
+
+    def add(self, team: str, cpu: float, mem: float, gtype: str | None, gpus: int) -> None:
+        u = self.used.get(team)
+        if u is None:
+            u = self.used[team] = {}
+        u["cpu"] = u.get("cpu", 0.0) + cpu
+        u["mem"] = u.get("mem", 0.0) + mem
+        if gpus and gtype:
+            u[gtype] = u.get(gtype, 0.0) + gpus
+        inv = self.inv
+        self.share[team] = max(v * inv.get(k, 0.0) for k, v in u.items())
+
+    def of(self, team: str) -> float:
+        return self.share.get(team, 0.0)
+
+
+def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares,
+               deferred: list[tuple[PendingJob, Queue]]) -> Iterator[tuple[PendingJob, Queue, bool]]:
+    """Yield ``(job, queue, borrowing)`` in admission order.
+
+    The caller appends to ``deferred`` the jobs that would have to borrow
+    beyond their queue's quota; they come back, in order, after every job of
+    the same priority that fits inside a quota (``borrowing`` True), so
+    borrowed work never takes room that a queue within its quota could use.
+    """
+    levels: dict[tuple[int, int], dict[str, list]] = {}
+    for job, q in jobs:
+        levels.setdefault((job.priority, q.priority), {}).setdefault(job.team, []).append((job, q))
+    for key in sorted(levels, reverse=True):
+        teams = levels[key]
+        heap = []
+        for i, (team, lst) in enumerate(teams.items()):
+            lst.sort(key=_seq)
+            heap.append((shares.of(team), lst[0][0].seq, i, team, 0))
+        heapq.heapify(heap)
+        while heap:
+            _, _, i, team, pos = heapq.heappop(heap)
+            lst = teams[team]
+            job, q = lst[pos]
+            yield job, q, False
+            pos += 1
+            if pos < len(lst):
+                heapq.heappush(heap, (shares.of(team), lst[pos][0].seq, i, team, pos))
+        while deferred:
+            batch = list(deferred)
+            deferred.clear()
+            for job, q in batch:
+                yield job, q, True
+
+
+def _seq(item: tuple[PendingJob, Queue]) -> float:
+    return item[0].seq

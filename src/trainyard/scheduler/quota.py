@@ -1,0 +1,114 @@
+"""Queue quotas: what each queue uses, whether one more job stays inside, and why not.
+
+A quota bounds what a queue is entitled to. Work beyond it is *borrowed*: it
+may run on room nobody else wants now, and it is the first to go when a queue
+within its quota needs the room back. ``max_running`` is a hard cap.
+"""
+
+from __future__ import annotations
+
+from trainyard.scheduler.model import PendingJob, Queue, RunningJob
+from trainyard.spec.units import format_memory
+
+EPS = 1e-9
+
+
+class Usage:
+    __slots__ = ("cpu", "mem", "gpus", "running")
+
+    def __init__(self) -> None:
+        self.cpu, self.mem, self.gpus, self.running = 0.0, 0, {}, 0
+
+    def add(self, cpu: float, mem: int, gtype: str | None, gpus: int, jobs: int = 1) -> None:
+        self.cpu += cpu
+        self.mem += mem
+        if gpus:
+            self.gpus[gtype] = self.gpus.get(gtype, 0) + gpus
+        self.running += jobs
+
+
+def _within(q: Queue, u: Usage, cpu: float, mem: int, gtype: str | None, gpus: int) -> bool:
+    if q.cpu is not None and u.cpu + cpu > q.cpu + EPS:
+        return False
+    if q.memory is not None and u.mem + mem > q.memory:
+        return False
+    if gpus and q.gpus:
+        cap = q.gpus.get(gtype)
+        if cap is not None and u.gpus.get(gtype, 0) + gpus > cap:
+            return False
+        cap = q.gpus.get("*")
+        if cap is not None and sum(u.gpus.values()) + gpus > cap:
+            return False
+    return True
+
+
+def has_quota(q: Queue) -> bool:
+    return q.cpu is not None or q.memory is not None or bool(q.gpus)
+
+
+class Quotas:
+    """Per-queue usage for one cycle, from running attempts, updated as jobs are admitted."""
+
+    def __init__(self, queues: dict[str, Queue], running: list[RunningJob], gpu_type_of) -> None:
+        self.queues = queues
+        self.use: dict[str, Usage] = {}
+        self.gpu_type_of = gpu_type_of  # node name -> GPU type
+        self.borrowed: set[str] = set()  # attempt ids running beyond their queue's quota
+        ordered = sorted(running, key=lambda r: r.started_at)  # the oldest work counts inside the quota
+        for r in ordered:
+            u = self.usage(r.queue)
+            cpu, mem, gtype, gpus = self.totals(r)
+            inside = _within(self.queue(r.queue), u, cpu, mem, gtype, gpus)
+            if r.borrowed if r.borrowed is not None else not inside:
+                self.borrowed.add(r.attempt_id)
+            u.add(cpu, mem, gtype, gpus)
+
+    def queue(self, name: str) -> Queue:
+        q = self.queues.get(name)
+        if q is None:  # unknown queues are unlimited rather than stuck; the API rejects them at submit
+            q = self.queues[name] = Queue(name=name, team=name)
+        return q
+
+    def usage(self, name: str) -> Usage:
+        u = self.use.get(name)
+        if u is None:
+            u = self.use[name] = Usage()
+        return u
+
+    def totals(self, r: RunningJob) -> tuple[float, int, str | None, int]:
+        gpus = sum(len(p.gpu_ids) for p in r.replicas)
+        gtype = self.gpu_type_of(r.replicas[0].node) if gpus and r.replicas else None
+        return sum(p.cpu for p in r.replicas), sum(p.memory for p in r.replicas), gtype, gpus
+
+    def running_full(self, q: Queue) -> bool:
+        return q.max_running is not None and self.usage(q.name).running >= q.max_running
+
+    def allowed_types(self, q: Queue, job: PendingJob, types: list) -> list:
+        """The GPU types (or [None]) on which the whole gang stays inside the queue's quota."""
+        u, n = self.usage(q.name), job.replicas
+        return [t for t in types if _within(q, u, job.cpu * n, job.memory * n, t, job.gpu * n)]
+
+    def admit(self, q: Queue, job: PendingJob, gtype: str | None) -> None:
+        n = job.replicas
+        self.usage(q.name).add(job.cpu * n, job.memory * n, gtype, job.gpu * n)
+
+    def describe(self, q: Queue, job: PendingJob, types: list) -> str | None:
+        """``queue quota 4/4 A100 GPUs in use`` for the first limit the job would pass, or None."""
+        if q.max_running is not None and self.usage(q.name).running >= q.max_running:
+            return f"queue {q.name} runs {self.usage(q.name).running}/{q.max_running} jobs"
+        if not has_quota(q):
+            return None
+        u, n = self.usage(q.name), job.replicas
+        if q.cpu is not None and u.cpu + job.cpu * n > q.cpu + EPS:
+            return f"queue quota {u.cpu:g}/{q.cpu:g} cores in use"
+        if q.memory is not None and u.mem + job.memory * n > q.memory:
+            return f"queue quota {format_memory(u.mem)}/{format_memory(q.memory)} memory in use"
+        if job.gpu and q.gpus:
+            total = sum(u.gpus.values())
+            if "*" in q.gpus and total + job.gpu * n > q.gpus["*"]:
+                return f"queue quota {total}/{q.gpus['*']} GPUs in use"
+            over = [t for t in types if t in q.gpus and u.gpus.get(t, 0) + job.gpu * n > q.gpus[t]]
+            if over and len(over) == len(types):
+                t = over[0]
+                return f"queue quota {u.gpus.get(t, 0)}/{q.gpus[t]} {t} GPUs in use"
+        return None
