@@ -36,13 +36,15 @@ def run(
 
 def _follow(c, job_id: str) -> int:  # noqa: ANN001
     """Stream logs with a live status line while the job waits; the exit code is 0 only on success."""
+    printer = LogPrinter(prefix=c.get(job_id).spec.replicas > 1)
     with err_console.status(f"{job_id}: waiting for the scheduler") as spinner:
         started = False
-        for _, text in c.logs(job_id, follow=True):
+        for chunk in c.logs(job_id, follow=True):
             if not started:
                 spinner.stop()
                 started = True
-            write(text)
+            printer.add(chunk)
+    printer.flush()
     info = c.get(job_id)
     points = c.metrics(job_id)
     if points:
@@ -81,11 +83,38 @@ def logs(
     job_id: JobArg,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep streaming until the job ends")] = False,
     attempt: Annotated[Optional[int], typer.Option("--attempt", "-a", help="only this attempt")] = None,
+    replica: Annotated[Optional[int], typer.Option("--replica", "-r", help="only this replica")] = None,
 ) -> None:
-    """Print a job's logs (all attempts, in order)."""
+    """Print a job's logs: all attempts in order; replicas interleaved and prefixed unless --replica."""
     with handled():
-        for _, text in client().logs(job_id, follow=follow, attempt=attempt):
-            write(text)
+        c = client()
+        printer = LogPrinter(prefix=replica is None and c.get(job_id).spec.replicas > 1)
+        for chunk in c.logs(job_id, follow=follow, attempt=attempt, replica=replica):
+            printer.add(chunk)
+        printer.flush()
+
+
+class LogPrinter:
+    """Writes log chunks; for gangs, whole lines prefixed ``[rN]`` (chunks of replicas interleave)."""
+
+    def __init__(self, prefix: bool) -> None:
+        self.prefix = prefix
+        self.partial: dict[int, str] = {}
+
+    def add(self, chunk) -> None:  # noqa: ANN001
+        if not self.prefix:
+            write(chunk.data)
+            return
+        text = self.partial.pop(chunk.replica, "") + chunk.data
+        *lines, rest = text.split("\n")
+        if rest:
+            self.partial[chunk.replica] = rest
+        write("".join(f"[r{chunk.replica}] {line}\n" for line in lines))
+
+    def flush(self) -> None:
+        for replica, rest in sorted(self.partial.items()):
+            write(f"[r{replica}] {rest}\n")
+        self.partial.clear()
 
 
 def cancel(job_id: JobArg) -> None:

@@ -79,6 +79,11 @@ def job_detail(job: JobInfo) -> Group:
             table.add_row(str(a.number), status_text(a.status.value), a.node or "-", ",".join(a.gpus) or "-",
                           "-" if a.exit_code is None else str(a.exit_code), a.reason or "-",
                           duration(a.started_at, a.ended_at), (a.message or "")[:120])
+            if len(a.replicas) > 1:
+                for r in a.replicas:
+                    table.add_row(f"  r{r.index}", status_text(r.status.value), r.node, ",".join(r.gpus) or "-",
+                                  "-" if r.exit_code is None else str(r.exit_code), r.reason or "-",
+                                  duration(r.started_at, r.ended_at), (r.message or "")[:120])
         parts.append(table)
     return Group(*parts)
 

@@ -57,6 +57,10 @@ class Cluster:
         self.cpu_free = self.mem_free = 0.0
         self.mem_top = max((s.mem for s in self.slots), default=0)  # upper bound, never tightened
         self.soon_any = False
+        self.cpu_total = sum(s.cap_cpu for s in self.slots)
+        self.mem_total = sum(s.cap_mem for s in self.slots)
+        self.gpu_cap = {t: sum(s.cap_g for s in ss) for t, ss in self.typed.items()}
+        self.gpu_total = sum(self.gpu_cap.values())
         for s in self.slots:
             self.cpu_free += s.cpu
             self.mem_free += s.mem
@@ -108,12 +112,12 @@ class Cluster:
         return (s.cap_cpu + EPS >= job.cpu and s.cap_mem >= job.memory and (not job.gpu or (
             s.type == t and s.cap_g >= job.gpu)) and selector_ok(s.labels, sel))
 
-    def static_types(self, job: PendingJob, sel: tuple) -> list:
-        """GPU types (preference order) some node could ever hold a replica on; [None] for CPU jobs."""
+    def static_types(self, job: PendingJob, sel: tuple) -> tuple:
+        """GPU types (preference order) some node could ever hold a replica on; (None,) for CPU jobs."""
         if not job.gpu:
-            return [None] if any(self.holds(s, job, None, sel) for s in self.classes) else []
+            return (None,) if any(self.holds(s, job, None, sel) for s in self.classes) else ()
         wanted = job.gpu_types or tuple(sorted(self.typed))
-        return [t for t in wanted if any(self.holds(s, job, t, sel) for s in self.classes)]
+        return tuple(t for t in wanted if any(self.holds(s, job, t, sel) for s in self.classes))
 
     # -- finding and taking room --------------------------------------------
 

@@ -18,24 +18,29 @@ from trainyard.scheduler.model import PendingJob, Queue
 
 
 class Shares:
-    """Dominant resource share per team, against the whole cluster's capacity."""
+    """Dominant resource share per team, against the whole cluster's capacity.
+
+    Usage only grows during a cycle, so the dominant share is a running max.
+    """
 
     def __init__(self, cpu: float, mem: float, gpus: dict[str, int]) -> None:
-        self.inv = {"cpu": 1 / cpu if cpu else 0.0, "mem": 1 / mem if mem else 0.0}
-        self.inv.update({t: 1 / n for t, n in gpus.items() if n})
-        self.used: dict[str, dict[str, float]] = {}
+        self.inv_cpu = 1 / cpu if cpu else 0.0
+        self.inv_mem = 1 / mem if mem else 0.0
+        self.inv_gpu = {t: 1 / n for t, n in gpus.items() if n}
+        self.used: dict[str, list] = {}  # team -> [cpu, mem, {gpu type: count}]
         self.share: dict[str, float] = {}
 
     def add(self, team: str, cpu: float, mem: float, gtype: str | None, gpus: int) -> None:
         u = self.used.get(team)
         if u is None:
-            u = self.used[team] = {}
-        u["cpu"] = u.get("cpu", 0.0) + cpu
-        u["mem"] = u.get("mem", 0.0) + mem
+            u = self.used[team] = [0.0, 0.0, {}]
+        u[0] += cpu
+        u[1] += mem
+        s = max(self.share.get(team, 0.0), u[0] * self.inv_cpu, u[1] * self.inv_mem)
         if gpus and gtype:
-            u[gtype] = u.get(gtype, 0.0) + gpus
-        inv = self.inv
-        self.share[team] = max(v * inv.get(k, 0.0) for k, v in u.items())
+            g = u[2][gtype] = u[2].get(gtype, 0) + gpus
+            s = max(s, g * self.inv_gpu.get(gtype, 0.0))
+        self.share[team] = s
 
     def of(self, team: str) -> float:
         return self.share.get(team, 0.0)
@@ -63,11 +68,16 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares,
         while heap:
             _, _, i, team, pos = heapq.heappop(heap)
             lst = teams[team]
-            job, q = lst[pos]
-            yield job, q, False
-            pos += 1
-            if pos < len(lst):
-                heapq.heappush(heap, (shares.of(team), lst[pos][0].seq, i, team, pos))
+            while True:
+                job, q = lst[pos]
+                yield job, q, False
+                pos += 1
+                if pos == len(lst):
+                    break
+                nxt = (shares.of(team), lst[pos][0].seq, i)
+                if heap and nxt > heap[0][:3]:  # another team is now further behind
+                    heapq.heappush(heap, nxt + (team, pos))
+                    break
         while deferred:
             batch = list(deferred)
             deferred.clear()

@@ -83,10 +83,12 @@ class Quotas:
     def running_full(self, q: Queue) -> bool:
         return q.max_running is not None and self.usage(q.name).running >= q.max_running
 
-    def allowed_types(self, q: Queue, job: PendingJob, types: list) -> list:
-        """The GPU types (or [None]) on which the whole gang stays inside the queue's quota."""
+    def allowed_types(self, q: Queue, job: PendingJob, types: tuple) -> tuple:
+        """The GPU types (or (None,)) on which the whole gang stays inside the queue's quota."""
+        if not has_quota(q):
+            return types
         u, n = self.usage(q.name), job.replicas
-        return [t for t in types if _within(q, u, job.cpu * n, job.memory * n, t, job.gpu * n)]
+        return tuple(t for t in types if _within(q, u, job.cpu * n, job.memory * n, t, job.gpu * n))
 
     def admit(self, q: Queue, job: PendingJob, gtype: str | None) -> None:
         n = job.replicas

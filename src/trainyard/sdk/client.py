@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.prepare import prepare
 from trainyard.spec.job import JobSpec
 from trainyard.spec.loader import load_job, validation_errors
-from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, MetricPoint, NodeInfo
+from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo
 
 
 class Client:
@@ -110,21 +109,22 @@ class Client:
             if deadline is not None and time.monotonic() >= deadline:
                 raise errors.WaitTimeout(f"job {job_id} is still {info.status.value} after {timeout}s", job_id=job_id)
 
-    def logs(self, job_id: str, *, follow: bool = False, attempt: int | None = None) -> Iterator[tuple[int, str]]:
-        """``(attempt, text)`` chunks; with ``follow``, live until the job ends."""
-        params: dict[str, Any] = {"attempt": attempt} if attempt is not None else {}
+    def logs(self, job_id: str, *, follow: bool = False, attempt: int | None = None,
+             replica: int | None = None) -> Iterator[LogChunk]:
+        """Log chunks (attempt, replica, text) in order; with ``follow``, live until the job ends."""
+        params = {k: v for k, v in (("attempt", attempt), ("replica", replica)) if v is not None}
         if not follow:
             after = 0
             while True:
                 page = self._request("GET", f"/api/v1/jobs/{job_id}/logs", params={**params, "after": after}).json()
                 for c in page["chunks"]:
-                    yield c["attempt"], c["data"]
+                    yield LogChunk.model_validate(c)
                 if not page["chunks"]:
                     return
                 after = page["cursor"]
         yield from self._follow(job_id, params)
 
-    def _follow(self, job_id: str, params: dict[str, Any]) -> Iterator[tuple[int, str]]:
+    def _follow(self, job_id: str, params: dict[str, Any]) -> Iterator[LogChunk]:
         after = 0
         while True:  # reconnect after a dropped stream, from the last event id
             try:
@@ -142,8 +142,7 @@ class Client:
                         elif line.startswith("data: "):
                             if event == "end":
                                 return
-                            chunk = json.loads(line[6:])
-                            yield chunk["attempt"], chunk["data"]
+                            yield LogChunk.model_validate_json(line[6:])
             except httpx.TransportError:
                 time.sleep(0.5)
                 self.server = resolve_server(None) if "TRAINYARD_SERVER" not in os.environ else self.server
@@ -203,9 +202,14 @@ class Job:
             raise errors.JobFailed(f"job {self.id} {self.info.status.value}: {self.info.reason}", job_id=self.id)
         return self.info
 
-    def logs(self, *, follow: bool = False, attempt: int | None = None) -> str | Iterator[str]:
-        """All logs as one string; with ``follow``, an iterator of chunks as they come."""
-        chunks = (text for _, text in self.client.logs(self.id, follow=follow, attempt=attempt))
+    def logs(self, *, follow: bool = False, attempt: int | None = None,
+             replica: int | None = None) -> str | Iterator[str]:
+        """All logs as one string; with ``follow``, an iterator of text as it comes.
+
+        For a job of several replicas, pass ``replica`` for one replica's log;
+        without it, chunks of all replicas come interleaved as they arrived.
+        """
+        chunks = (c.data for c in self.client.logs(self.id, follow=follow, attempt=attempt, replica=replica))
         return chunks if follow else "".join(chunks)
 
     def metrics(self) -> list[MetricPoint]:

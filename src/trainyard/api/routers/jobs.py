@@ -71,22 +71,24 @@ def cancel(job_id: str, p: PlatformDep) -> JobInfo:
 
 @router.get("/{job_id}/logs", response_model=None)
 def logs(
-    job_id: str, p: PlatformDep, after: int = 0, attempt: int | None = None, follow: bool = False,
+    job_id: str, p: PlatformDep, after: int = 0, attempt: int | None = None, replica: int | None = None,
+    follow: bool = False,
 ) -> LogPage | StreamingResponse:
     """Log chunks after cursor ``after``; with ``follow``, a server-sent event stream until the job ends."""
     p.store.get_job(job_id)
     if not follow:
-        chunks, cursor = p.store.read_logs(job_id, after=after, attempt=attempt)
+        chunks, cursor = p.store.read_logs(job_id, after=after, attempt=attempt, replica=replica)
         return LogPage(chunks=chunks, cursor=cursor)
-    return StreamingResponse(_follow(p, job_id, after, attempt), media_type="text/event-stream",
+    return StreamingResponse(_follow(p, job_id, after, attempt, replica), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _follow(p: Any, job_id: str, after: int, attempt: int | None):
+async def _follow(p: Any, job_id: str, after: int, attempt: int | None, replica: int | None):
     cursor = after
     while True:
         seen = p.notifier.version(job_id)
-        chunks, cursor = await run_in_threadpool(p.store.read_logs, job_id, after=cursor, attempt=attempt)
+        chunks, cursor = await run_in_threadpool(p.store.read_logs, job_id, after=cursor, attempt=attempt,
+                                                 replica=replica)
         for c in chunks:
             yield f"id: {cursor}\ndata: {c.model_dump_json()}\n\n"
         if chunks:

@@ -1,0 +1,100 @@
+"""Backfill: a reservation for the job at the head of the line, and gaps for the rest.
+
+When the first job in line cannot start, find the earliest time T at which
+enough of the nodes that could hold it will be free, counting each running
+attempt as ending at its timeout (stopping ones now, ones without a timeout
+last of all), and hold those nodes for it. Until T, other work may start on a
+held node only if its own timeout proves it ends by T, or if it fits in what
+the node has left over beyond the head job's share at T.
+
+So held nodes only drain: next cycle T is no later, and the head's wait is
+bounded by the timeouts of the work already on its nodes. When that work has
+no timeout, T is unknown and no one can prove to end before it, so only the
+left-over room is usable: the nodes drain as their work finishes.
+"""
+
+from __future__ import annotations
+
+from trainyard.scheduler.cluster import EPS, Cluster, Slot
+from trainyard.scheduler.model import INF, PendingJob, Reservation, RunningJob
+
+
+class Releases:
+    """When room comes back: (time, node, cpu, memory, gpus), from running and just-admitted work."""
+
+    def __init__(self, cl: Cluster, running: list[RunningJob]) -> None:
+        self.items: list[tuple] = []
+        self._sorted = True
+        for r in running:
+            if r.stopping:
+                continue  # already counted as room coming back now (Slot.soon)
+            end = r.expected_end if r.expected_end is not None else INF
+            for p in r.replicas:
+                s = cl.by_name.get(p.node)
+                if s is not None:
+                    self.items.append((end, r.started_at, s, p.cpu, p.memory, len(p.gpu_ids)))
+        self._sorted = False
+
+    def add(self, end: float, s: Slot, c: float, m: int, g: int, now: float) -> None:
+        self.items.append((end, now, s, c, m, g))
+        self._sorted = False
+
+    def ordered(self) -> list[tuple]:
+        if not self._sorted:
+            self.items.sort(key=lambda x: (x[0], x[1]))  # same end: the oldest first, deterministically
+            self._sorted = True
+        return self.items
+
+
+def _count(v: list, c: float, m: int, g: int, spread: bool) -> int:
+    k = min(int((v[0] + EPS) / c) if c > 0 else 1 << 30, v[1] // m if m > 0 else 1 << 30,
+            v[2] // g if g > 0 else 1 << 30)
+    return min(k, 1) if spread else max(k, 0)
+
+
+def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Releases,
+            now: float) -> Reservation | None:
+    """Hold the nodes where ``job`` can start soonest; None if it could never fit them."""
+    c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
+    spread = n > 1 and job.placement == "spread"
+    best = None
+    for t in types:
+        match = [s for s in (cl.typed.get(t, []) if g else cl.slots) if s.resv is None and cl.holds(s, job, t, sel)]
+        if not match:
+            continue
+        free, total = {}, 0
+        for s in match:
+            sn = s.soon or (0.0, 0, 0)
+            v = free[s] = [s.cpu + sn[0], s.mem + sn[1], s.g + sn[2]]
+            total += _count(v, c, m, g, spread)
+        start = now if total >= n else None
+        if start is None:
+            for end, _, s, rc, rm, rg in releases.ordered():
+                v = free.get(s)
+                if v is None:
+                    continue
+                before = _count(v, c, m, g, spread)
+                v[0] += rc
+                v[1] += rm
+                v[2] += rg
+                total += _count(v, c, m, g, spread) - before
+                if total >= n:
+                    start = end
+                    break
+        if start is not None and (best is None or start < best[1]):
+            best = (t, start, free)
+    if best is None:
+        return None
+    t, start, free = best
+    rows = sorted(((_count(v, c, m, g, spread), s.name, s) for s, v in free.items()), key=lambda x: (-x[0], x[1]))
+    inner = start if start < INF else -INF  # unknown start: nobody can prove they end before it
+    left, held = n, []
+    for k, _, s in rows:
+        if left <= 0 or k <= 0:
+            break
+        use = min(k, left)
+        left -= use
+        v = free[s]
+        s.resv = [inner, v[0] - use * c, v[1] - use * m, v[2] - use * g]
+        held.append(s.name)
+    return Reservation(job.id, held, start)

@@ -1,0 +1,113 @@
+"""Human reasons for pending jobs: what is missing, who is ahead, which limit binds.
+
+e.g. ``needs 2 × A100, 1 free on any node; 3 jobs ahead in queue team-a;
+queue quota 4/4 A100 GPUs in use``. The resource part depends only on the
+job's shape and the cluster at the end of the cycle, so it is built once per
+shape; thousands of pending jobs cost one f-string each.
+"""
+
+from __future__ import annotations
+
+from trainyard.scheduler.cluster import Cluster
+from trainyard.scheduler.model import INF, PendingJob, Reservation
+from trainyard.spec.units import format_memory
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def duration(seconds: float) -> str:
+    s = max(0, int(seconds + 0.5))
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def backoff(job: PendingJob, now: float) -> str:
+    why = f" after {job.last_reason}" if job.last_reason else ""
+    return f"retrying in {job.not_before - now:.0f}s{why}"
+
+
+def ahead(n: int, queue: str) -> str:
+    return f"{plural(n, 'job')} ahead in queue {queue}" if n else f"first in queue {queue}"
+
+
+def _gpu_kind(job: PendingJob) -> str:
+    return " or ".join(job.gpu_types) if job.gpu_types else "GPU"
+
+
+def impossible(cl: Cluster, job: PendingJob, sel: tuple) -> str:
+    """Why no node could ever hold one replica, naming the part that does not fit."""
+    nodes = cl.classes
+    if not nodes:
+        return "no node can run it: there are no nodes"
+    if sel and not any(all(s.labels.get(k) == v for k, v in sel) for s in nodes):
+        return "no node can run it: no node has labels " + ", ".join(f"{k}={v}" for k, v in sel)
+    if job.gpu and job.gpu_types and not any(s.type in job.gpu_types for s in nodes):
+        have = ", ".join(sorted(cl.typed)) or "none"
+        return f"no node can run it: no node has GPU type {_gpu_kind(job)} (have: {have})"
+    if job.gpu and job.gpu > max((s.cap_g for s in nodes), default=0):
+        return f"no node can run it: asks for {job.gpu} GPUs per replica, the largest node has {max(s.cap_g for s in nodes)}"
+    if job.cpu > max(s.cap_cpu for s in nodes):
+        return f"no node can run it: asks for {job.cpu:g} cores, the largest node has {max(s.cap_cpu for s in nodes):g}"
+    if job.memory > max(s.cap_mem for s in nodes):
+        return (f"no node can run it: asks for {format_memory(job.memory)}, the largest node has "
+                f"{format_memory(max(s.cap_mem for s in nodes))}")
+    return "no node can run it: no single node has all of it"
+
+
+class Shortfalls:
+    """"needs …" text per job shape, from the free room left at the end of the cycle."""
+
+    def __init__(self, cl: Cluster) -> None:
+        self.cl = cl
+        self.cache: dict[tuple, str] = {}
+        self._cpu = self._mem = None
+
+    def text(self, shape: tuple, job: PendingJob, types: list) -> str:
+        t = self.cache.get(shape)
+        if t is None:
+            t = self.cache[shape] = self._build(job, types)
+        return t
+
+    def _build(self, job: PendingJob, types: list) -> str:
+        cl, n = self.cl, job.replicas
+        gang = f"{n} replicas at once ({job.placement}), each " if n > 1 else ""
+        if job.gpu:
+            best = max((cl.max_free(t) for t in types), default=0)
+            total = sum(cl.gfree.get(t, 0) for t in types)
+            if best >= job.gpu and total >= job.gpu * n:
+                return (f"{gang}needs {job.gpu} × {_gpu_kind(job)} with {job.cpu:g} cores and "
+                        f"{format_memory(job.memory)}; nodes with free GPUs lack the cores or memory")
+            tail = f", {total} in all" if n > 1 else ""
+            return f"{gang}needs {job.gpu} × {_gpu_kind(job)}, {best} free on any node{tail}"
+        if self._cpu is None:
+            self._cpu = max((s.cpu for s in cl.slots), default=0.0)
+            self._mem = max((s.mem for s in cl.slots), default=0)
+        want = []
+        if job.cpu > self._cpu + 1e-9:
+            want.append(f"{job.cpu:g} cores ({max(self._cpu, 0):g} free on any node)")
+        if job.memory > self._mem:
+            want.append(f"{format_memory(job.memory)} memory ({format_memory(max(self._mem, 0))} free on any node)")
+        if not want:
+            want.append(f"{job.cpu:g} cores and {format_memory(job.memory)} on one node (none has both free)")
+        return gang + "needs " + ", ".join(want)
+
+
+def head(res: Reservation, now: float) -> str:
+    held = plural(len(res.nodes), "node")
+    if res.start == INF:
+        return f"next to start: {held} held for it, starts when their work (no timeout) ends"
+    return f"next to start: {held} held for it, starts in ≤ {duration(res.start - now)}"
+
+
+def behind(res: Reservation, job: PendingJob, now: float) -> str:
+    if res.start == INF:
+        return f"job {res.job_id} is next to start"
+    wait = duration(res.start - now)
+    if job.timeout is None or now + job.timeout > res.start:
+        return f"job {res.job_id} is next to start in ≤ {wait}; a timeout ≤ {wait} would let this one backfill"
+    return f"job {res.job_id} is next to start in ≤ {wait}"
