@@ -140,7 +140,8 @@ def test_workdir_annotation_says_where_the_code_is():
 
 
 def test_unsupported_fields_are_named_with_their_path_and_line():
-    by_field = warned(convert(MNIST))
+    c = convert(MNIST)
+    by_field = warned(c)
     master = "spec.pytorchReplicaSpecs.Master"
     worker = "spec.pytorchReplicaSpecs.Worker"
     expected = {
@@ -159,7 +160,8 @@ def test_unsupported_fields_are_named_with_their_path_and_line():
     assert by_field[f"{master}.template.spec.volumes"]["where"] == f"job.yaml:32 {master}.template.spec.volumes"
     image = by_field[f"{master}.template.spec.containers[0].image"]
     assert image["message"] == "image kubeflow/pytorch-dist-mnist:latest: runs on the host in the job's env"
-    assert set(by_field) == set(expected) | {image["field"]}  # nothing else, nothing twice
+    assert set(by_field) == set(expected) | {image["field"]}  # nothing else,
+    assert len(c.warnings) == len(by_field)  # nothing twice (the Worker's image is the Master's)
 
 
 def test_elastic_policy_sidecars_and_value_from_are_named():
@@ -229,6 +231,12 @@ def test_bad_quantities_are_named_where_they_were_written():
     assert errs[0]["line"] == 14 and "unknown unit 'Gx'" in errs[0]["message"]
     errs = errors_of(manifest("", extra="  runPolicy: {backoffLimit: -1}\n"))
     assert (errs[0]["field"], errs[0]["line"]) == ("spec.runPolicy.backoffLimit", 6)
+
+
+def test_job_spec_rules_are_reported_where_the_manifest_set_the_field():
+    errs = errors_of(manifest("").replace("  name: t\n", "  name: -bad-\n"))
+    assert (errs[0]["field"], errs[0]["line"]) == ("metadata.name", 4)
+    assert "letters, digits" in errs[0]["message"]
 
 
 def test_bad_yaml_and_missing_name_are_refused():

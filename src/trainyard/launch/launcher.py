@@ -21,8 +21,9 @@ from trainyard.launch.files import append_log, atomic_write_json
 from trainyard.launch.prepare import SetupError, build_env, prepare_workdir, resolve_inputs
 from trainyard.status import Reason
 
-MEMORY_TICK = 0.1  # how often the tree's memory is sampled when there is a limit
-IDLE_TICK = 1.0    # otherwise, how often orphaned zombies are reaped
+MEMORY_TICK = 0.1  # how often the tree's memory is sampled when it is near its limit
+CALM_TICK = 0.5    # ... and when it is under half of it: walking the tree costs CPU the job wants
+IDLE_TICK = 1.0    # with no limit, how often orphaned zombies are reaped
 
 
 class Launcher:
@@ -153,7 +154,7 @@ class Launcher:
         cfg = self.config
         waiter = procs.Waiter(proc, self._wake_w)
         deadline = time.monotonic() + cfg.timeout if cfg.timeout else None
-        tick = MEMORY_TICK if cfg.memory_limit else IDLE_TICK
+        tick = MEMORY_TICK if cfg.memory_limit else IDLE_TICK  # adapted to the tree's size once sampled
         reason = message = None
         while not waiter.exited:  # checked first: a command that exited on its own keeps its result
             now = time.monotonic()
@@ -170,6 +171,7 @@ class Launcher:
                 break
             if cfg.memory_limit:
                 rss = procs.tree_rss()
+                tick = MEMORY_TICK if rss > cfg.memory_limit / 2 else CALM_TICK
                 if rss > cfg.memory_limit:
                     procs.kill_tree(proc.pid)
                     reason = Reason.OOM

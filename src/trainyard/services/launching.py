@@ -37,7 +37,7 @@ def launch_configs(
     master: tuple[str, int] | None = None,
 ) -> list[LaunchConfig]:
     spec = job.spec
-    base_env = {"TRAINYARD_PARAMS": json.dumps(spec.params)}
+    base_env = {**spec.env_vars, "TRAINYARD_PARAMS": json.dumps(spec.params)}
     if not (spec.env and spec.env.pip):
         # no env asked: `python` in the command is the server's interpreter, as documented
         base_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])

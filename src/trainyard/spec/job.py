@@ -81,6 +81,7 @@ class JobSpec(Strict):
     workdir: str | None = Field(None, description="folder snapshotted at submit time")
     env: Env | None = None
     image: str | None = None
+    env_vars: dict[str, str] = Field(default_factory=dict, description="plain environment variables for the command")
     params: dict[str, Any] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     inputs: dict[str, str] = Field(default_factory=dict)
@@ -114,6 +115,16 @@ class JobSpec(Strict):
         for name in v:
             if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
                 raise ValueError(f"input name {name!r}: use letters, digits and '_'")
+        return v
+
+    @field_validator("env_vars", mode="before")
+    @classmethod
+    def _env_vars(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            for name in v:
+                if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(name)):
+                    raise ValueError(f"environment variable name {name!r}: use letters, digits and '_'")
+            return {str(k): _render(x) for k, x in v.items()}
         return v
 
     @field_validator("timeout", "grace_period", mode="before")

@@ -47,14 +47,19 @@ GPU_RESOURCE = "nvidia.com/gpu"
 log = logging.getLogger(__name__)
 
 _REPLICAS = ("spec", "pytorchReplicaSpecs")
-_KIND_LINE = re.compile(r"""^kind:\s*["']?PyTorchJob["']?\s*(#.*)?$""", re.M)
 _TORCHRUN = re.compile(r"(^|/)torchrun$|^torch\.distributed\.(run|launch)$")
 _IGNORED = "not supported by trainyard; ignored"
 
 
 @dataclass
 class Converted:
-    """A converted manifest. Warnings have the shape of :class:`InvalidSpec` errors."""
+    """A converted manifest.
+
+    ``env_vars`` are the container's plain variables and ``image`` its image,
+    both kept out of ``spec`` (see the module docstring). ``warnings`` name
+    what was not used; each has the shape of an :class:`InvalidSpec` error
+    (``field``, ``line``, ``message``, ``where``).
+    """
 
     spec: JobSpec
     env_vars: dict[str, str] = field(default_factory=dict)
@@ -71,7 +76,7 @@ def is_pytorchjob(data: Any) -> bool:
 
 def is_pytorchjob_text(text: str) -> bool:
     """Cheap test for the loader: a job spec never has ``kind`` (unknown fields are refused)."""
-    if not _KIND_LINE.search(text):
+    if KIND not in text:
         return False
     try:
         return is_pytorchjob(yaml.safe_load(text))

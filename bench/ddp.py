@@ -1,0 +1,267 @@
+"""DDP training throughput: examples/ddp/train.py launched by trainyard against torchrun directly.
+
+    .venv/bin/python bench/ddp.py [--epochs 30] [--hidden 256] [--repeats 5] [--memory 2Gi|none] [--no-gpu] [--json out.json]
+
+One run measures, on the same data, epochs and world size:
+
+- **direct**: ``python -m torch.distributed.run --nproc-per-node 2 train.py …``
+  in a fresh folder;
+- **trainyard**: a trainyard server started in a temporary ``TRAINYARD_HOME``
+  (``python -m trainyard server``), the same command submitted with
+  ``trainyard.Client(url).submit(spec)`` as ``replicas: 2``,
+  ``distributed: torch`` (one process per replica), the number read from
+  ``job.logs()``.
+
+The figure compared is the script's own ``throughput samples_per_sec=`` line:
+training samples of all ranks per second of training steps, so it measures
+what trainyard's way of running the processes costs the training itself
+(environment, CPU placement, log tee, the launcher next to it), not start-up.
+Wall time from start to exit is printed beside it for context. Runs alternate
+which goes first; the medians are compared. Target: trainyard ≥ 0.98 × direct.
+On a machine with as many cores as processes, whatever the launchers and the
+server use comes out of training; ``--memory none`` shows the share of the
+launchers' memory sampling.
+
+When ``torch.cuda.is_available()``, the same again on the GPU (NCCL), with
+one process per GPU (at most 2) and the GPU named. It is a measurement: it
+exits 0 whatever the numbers (2 on bad usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import torch
+
+from trainyard import Client
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ddp"
+THROUGHPUT = re.compile(r"throughput samples_per_sec=([0-9.]+)")
+TARGET_RATIO = 0.98
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def throughput(text: str) -> float:
+    found = THROUGHPUT.findall(text)
+    if not found:
+        tail = "\n".join(text.splitlines()[-15:])
+        raise RuntimeError(f"no 'throughput samples_per_sec=' line in the output; its end:\n{tail}")
+    return float(found[-1])
+
+
+def train_args(args: argparse.Namespace) -> list[str]:
+    return ["--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--hidden", str(args.hidden),
+            "--lr", str(args.lr)]
+
+
+# -- the two ways to run it ---------------------------------------------------------
+
+
+def run_direct(args: argparse.Namespace, nproc: int, tmp: Path) -> tuple[float, float]:
+    """(samples/s, wall s) of one torchrun in a fresh folder, so it never resumes."""
+    cwd = Path(tempfile.mkdtemp(prefix="direct-", dir=tmp))
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+            "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+            str(EXAMPLE / "train.py"), *train_args(args)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=args.job_timeout)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"torchrun exited with {proc.returncode}:\n{proc.stdout[-2000:]}")
+    return throughput(proc.stdout), wall
+
+
+class Server:
+    """``python -m trainyard server`` in its own process group, for one TRAINYARD_HOME."""
+
+    def __init__(self, home: Path) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "TRAINYARD_HOME": str(home)}
+        env.pop("TRAINYARD_SERVER", None)
+        self.home, self.log = home, open(home / "server.log", "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "trainyard", "server"], env=env,
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.url = self._wait_ready(home / "server.json", 60.0)
+        self.client = Client(self.url)
+
+    def _wait_ready(self, address: Path, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}; see {self.home / 'server.log'}")
+            try:
+                info = json.loads(address.read_text())
+                if info.get("pid") == self.proc.pid and httpx.get(f"{info['url']}/healthz", timeout=1).is_success:
+                    return info["url"]
+            except (OSError, ValueError, httpx.HTTPError):
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"server did not answer within {timeout:.0f}s; see {self.home / 'server.log'}")
+
+    def run(self, args: argparse.Namespace, replicas: int, gpu: int) -> tuple[float, float]:
+        """(samples/s, wall s from submit to the end) of one job."""
+        spec = {
+            "name": "bench-ddp", "workdir": ".", "command": ["python", "train.py", *train_args(args)],
+            "replicas": replicas, "distributed": "torch",
+            "resources": {"cpu": 1, "memory": None if args.memory == "none" else args.memory, "gpu": gpu},
+            "timeout": args.job_timeout,
+        }
+        t0 = time.perf_counter()
+        job = self.client.submit(spec, base_dir=EXAMPLE)
+        info = job.wait(timeout=args.job_timeout + 60)
+        wall = time.perf_counter() - t0
+        logs = job.logs()
+        if info.status.value != "succeeded":
+            raise RuntimeError(f"job {job.id} {info.status.value}: {info.reason}\n{logs[-2000:]}")
+        return throughput(logs), wall
+
+    def close(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+# -- one comparison ------------------------------------------------------------------
+
+
+def compare(label: str, args: argparse.Namespace, server: Server | None, nproc: int, gpu: int,
+            tmp: Path) -> dict:
+    print(f"\n{label}: {nproc} process{'es' if nproc > 1 else ''}, {args.repeats} run(s) each way, alternating",
+          flush=True)
+    runs: dict[str, list[tuple[float, float]]] = {"direct": [], "trainyard": []}
+    errors: dict[str, str] = {}
+    for i in range(args.warmup + args.repeats):
+        order = ("direct", "trainyard") if i % 2 == 0 else ("trainyard", "direct")
+        for which in order:
+            if which in errors:
+                continue
+            try:
+                if which == "direct":
+                    result = run_direct(args, nproc, tmp)
+                elif server is None:
+                    raise RuntimeError("no trainyard server")
+                else:
+                    result = server.run(args, nproc, gpu)
+            except Exception as e:  # report what was measured, and why the rest was not
+                errors[which] = str(e)
+                print(f"  {which:<9} failed: {e}", flush=True)
+                continue
+            if i < args.warmup:
+                print(f"  {which:<9} warm-up {result[0]:10.1f} samples/s", flush=True)
+            else:
+                runs[which].append(result)
+                print(f"  {which:<9} run {i - args.warmup + 1}  {result[0]:10.1f} samples/s  "
+                      f"(wall {result[1]:5.1f} s)", flush=True)
+    out: dict = {"label": label, "nproc": nproc, "runs": runs, "errors": errors}
+    for which, rs in runs.items():
+        if rs:
+            out[which] = statistics.median(r[0] for r in rs)
+            out[f"{which}_wall"] = statistics.median(r[1] for r in rs)
+    if "direct" in out and "trainyard" in out:
+        out["ratio"] = out["trainyard"] / out["direct"]
+    return out
+
+
+def report(results: list[dict]) -> None:
+    print("\nsummary (median samples/s of training steps; wall = start to exit, for context):")
+    for r in results:
+        print(f"  {r['label']}")
+        for which in ("direct", "trainyard"):
+            if which in r:
+                xs = [x for x, _ in r["runs"][which]]
+                print(f"    {which:<10} {r[which]:10.1f} samples/s (runs {min(xs):.0f}–{max(xs):.0f})   "
+                      f"wall {r[which + '_wall']:5.1f} s")
+            else:
+                print(f"    {which:<10} not measured: {r['errors'].get(which, 'no run')[:300]}")
+        if "ratio" in r:
+            ok = "PASS" if r["ratio"] >= TARGET_RATIO else "MISS"
+            print(f"    {ok}  trainyard/direct = {r['ratio']:.3f}  (target ≥ {TARGET_RATIO})")
+        else:
+            print(f"    MISS  trainyard/direct: not measured (target ≥ {TARGET_RATIO})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--batch-size", type=int, default=32, help="per process")
+    ap.add_argument("--lr", type=float, default=0.003)
+    ap.add_argument("--repeats", type=int, default=5, help="measured runs each way (default 5)")
+    ap.add_argument("--memory", default="2Gi",
+                    help="memory per replica for the trainyard job, as in examples/ddp/job.yaml; 'none': no "
+                         "limit, so the launcher does not sample memory (default %(default)s)")
+    ap.add_argument("--warmup", type=int, default=1, help="unmeasured runs each way first (default 1)")
+    ap.add_argument("--no-gpu", action="store_true", help="skip the GPU comparison")
+    ap.add_argument("--job-timeout", type=float, default=600.0)
+    ap.add_argument("--json", type=Path, help="also write the numbers here")
+    args = ap.parse_args()
+    if args.repeats < 1 or args.warmup < 0 or args.epochs < 1:
+        ap.error("--repeats and --epochs must be at least 1, --warmup at least 0")
+
+    tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-ddp-"))
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() and not args.no_gpu else 0
+    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, {os.cpu_count()} cpus, load average "
+          f"{os.getloadavg()[0]:.2f}; epochs={args.epochs} hidden={args.hidden} batch={args.batch_size}/process; "
+          f"trainyard memory per replica {args.memory}; home {tmp / 'home'}")
+    results: list[dict] = []
+    server = None
+    try:
+        try:
+            server = Server(tmp / "home")
+        except Exception as e:
+            print(f"trainyard server did not start: {e}")
+        # CPU: hide the GPUs from both, so the script picks gloo; trainyard sets CUDA_VISIBLE_DEVICES itself.
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        try:
+            results.append(compare("CPU, gloo", args, server, 2, 0, tmp))
+        finally:
+            if saved is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = saved
+        if gpus:
+            name = torch.cuda.get_device_name(0)
+            n = min(2, gpus)  # NCCL wants one GPU per process
+            results.append(compare(f"GPU, NCCL: {n} × {name}", args, server, n, 1, tmp))
+        elif not args.no_gpu:
+            print("\nGPU: torch.cuda.is_available() is False here; no NCCL comparison")
+    finally:
+        if server is not None:
+            server.close()
+    report(results)
+    if args.json:
+        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "results": results},
+                                        indent=1, default=str))
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
