@@ -23,8 +23,12 @@ def read_address(path: Path) -> dict | None:
 def _bind(host: str, port: int, previous: int | None) -> socket.socket:
     """Bind ``port``; for 0, try the port of the last run first, so launchers find us again."""
     for candidate in ([previous] if port == 0 and previous else []) + [port]:
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP explicitly: with proto 0 asyncio does not set TCP_NODELAY on accepted
+        # connections, and Nagle plus delayed ACKs add ~40 ms to every kept-alive response
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM,
+                             socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             sock.bind((host, candidate))
         except OSError:

@@ -72,11 +72,14 @@ def ls(
 def show(job_id: JobArg, output: OutputOpt = Output.table) -> None:
     """Status, attempts (node, GPUs, exit code, reason) and, for a pending job, why it waits."""
     with handled():
-        info = client().get(job_id)
+        c = client()
+        info = c.get(job_id)
         if output == Output.json:
             write(info.model_dump_json(indent=2) + "\n")
-        else:
-            console.print(job_detail(info))
+            return
+        console.print(job_detail(info))
+        if points := c.metrics(job_id):
+            console.print(metrics_table(points))
 
 
 def logs(

@@ -27,7 +27,7 @@ class FakeEngine(Engine):
         self._lost: set[tuple[str, int]] = set()
 
     def nodes(self) -> list[NodeInfo]:
-        return list(self._nodes)
+        return [n.model_copy(deep=True) for n in self._nodes]
 
     def rendezvous(self, attempt: AttemptInfo) -> tuple[str, int]:
         return "127.0.0.1", 29500

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,13 @@ class LocalEngine(Engine):
         self.node = node
         self._children: dict[tuple[str, int], subprocess.Popen] = {}
         self._runtime: str | None | bool = False  # False: not looked up yet
+        self._spare: subprocess.Popen | None = None  # a launcher already started, waiting for an attempt
+        self._spare_lock = threading.Lock()
+        self._closed = False
+        self._start_spare()
 
     def nodes(self) -> list[NodeInfo]:
-        return [self.node]
+        return [self.node.model_copy(deep=True)]
 
     def replica_dir(self, attempt_id: str, replica: int) -> Path:
         return self.home / "attempts" / attempt_id / f"r{replica}"
@@ -81,18 +86,46 @@ class LocalEngine(Engine):
         if spec.image:
             config.command = self._containerize(spec.image, config, workdir / "work")
         config.write(workdir)
-        with open(workdir / "launcher.log", "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "trainyard.launch", str(workdir)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True,
-            )
+        proc = self._take_spare(workdir)
+        if proc is None:
+            with open(workdir / "launcher.log", "ab") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "trainyard.launch", str(workdir)],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True, close_fds=True,
+                )
+        self._start_spare()
         handle = {"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(), "dir": str(workdir)}
         tmp = workdir / (HANDLE_NAME + ".tmp")
         tmp.write_text(json.dumps(handle))
         tmp.replace(workdir / HANDLE_NAME)
         self._children[(attempt.id, replica)] = proc
         return handle
+
+    def _take_spare(self, workdir: Path) -> subprocess.Popen | None:
+        """Hand ``workdir`` to the waiting spare launcher, if one is alive."""
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is None or spare.poll() is not None:
+            return None
+        try:
+            spare.stdin.write(f"{workdir}\n".encode())
+            spare.stdin.close()
+        except OSError:
+            return None
+        return spare
+
+    def _start_spare(self) -> None:
+        with self._spare_lock:
+            if self._spare is None and not self._closed:
+                self._spare = self._popen_spare()
+
+    def _popen_spare(self) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "trainyard.launch", "--standby"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )
 
     def _containerize(self, image: str, config: LaunchConfig, cwd: Path) -> list[str]:
         """The command inside ``image``, with the attempt's files mounted at the same paths."""
@@ -149,6 +182,12 @@ class LocalEngine(Engine):
                 del self._children[key]
 
     def close(self) -> None:
+        with self._spare_lock:
+            self._closed = True
+            spare, self._spare = self._spare, None
+        if spare is not None and spare.poll() is None:
+            spare.stdin.close()  # EOF: the spare exits without running anything
+            spare.wait(5)
         self._reap()
 
 

@@ -59,7 +59,7 @@ def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Rel
     spread = n > 1 and job.placement == "spread"
     best = None
     for t in types:
-        match = [s for s in (cl.typed.get(t, []) if g else cl.slots) if s.resv is None and cl.holds(s, job, t, sel)]
+        match = [s for s in cl.holders(job, t, sel) if s.resv is None]
         if not match:
             continue
         free, total = {}, 0

@@ -6,7 +6,10 @@ count that could hold it, so GPU work is packed best-fit and whole nodes stay
 free for big jobs. A CPU-only request prefers nodes without GPUs, then GPU
 nodes whose GPUs are all taken (their cores are otherwise stranded), then the
 rest, each best-fit on cores. Buckets are lists with swap-remove, so moving a
-node after an allocation is O(1) and nothing scans all nodes per job.
+node after an allocation is O(1). Each bucket keeps upper bounds on the cores
+and memory of its nodes, tightened whenever a scan of it fails, so a bucket
+of nodes with free GPUs (or cores) but no memory left is skipped in O(1)
+instead of being scanned again by every job.
 """
 
 from __future__ import annotations
@@ -50,13 +53,19 @@ class Cluster:
                 self.typed.setdefault(s.type, []).append(s)
         top_g = {t: max(s.cap_g for s in ss) for t, ss in self.typed.items()}
         self.gb = {t: [[] for _ in range(top_g[t] + 1)] for t in self.typed}
+        self.gbound = {t: [[0.0, 0] for _ in range(top_g[t] + 1)] for t in self.typed}  # [cpu, mem] upper bounds
         top_c = int(max((s.cap_cpu for s in self.slots), default=0) + EPS)
         self.cb = [[[] for _ in range(top_c + 1)] for _ in range(3)]
+        self.nc = top_c + 1
+        self.cbound = [[0] * (top_c + 1) for _ in range(3)]  # memory upper bound per CPU bucket
         self.ctop = [top_c] * 3  # upper bound on the highest non-empty CPU bucket per tier
         self.gfree = {t: 0 for t in self.typed}
         self.cpu_free = self.mem_free = 0.0
         self.mem_top = max((s.mem for s in self.slots), default=0)  # upper bound, never tightened
         self.soon_any = False
+        self._holders: dict[tuple, list] = {}
+        self.soon_g: dict[str, int] = {}
+        self.soon_cpu = 0.0  # GPUs of stopping attempts, per type (a gate, not exact)
         self.cpu_total = sum(s.cap_cpu for s in self.slots)
         self.mem_total = sum(s.cap_mem for s in self.slots)
         self.gpu_cap = {t: sum(s.cap_g for s in ss) for t, ss in self.typed.items()}
@@ -67,13 +76,9 @@ class Cluster:
             if s.type:
                 self.gfree[s.type] += s.g
                 s.gkey = s.g
-                b = self.gb[s.type][s.g]
-                s.gpos = len(b)
-                b.append(s)
+                self._gput(s)
             s.ctier, s.ckey = self._ckey(s)
-            b = self.cb[s.ctier][s.ckey]
-            s.cpos = len(b)
-            b.append(s)
+            self._cput(s)
         # distinct node shapes: static feasibility checks scan these, not every node
         self.classes = list({(s.cap_cpu, s.cap_mem, s.cap_g, s.type, tuple(sorted(s.labels.items()))): s
                              for s in self.slots}.values())
@@ -82,28 +87,59 @@ class Cluster:
         tier = 0 if not s.cap_g else (1 if s.g == 0 else 2)
         return tier, max(0, min(int(s.cpu + EPS), len(self.cb[0]) - 1))
 
+    def _gput(self, s: Slot) -> None:
+        b = self.gb[s.type][s.gkey]
+        s.gpos = len(b)
+        b.append(s)
+        bound = self.gbound[s.type][s.gkey]
+        if s.cpu > bound[0]:
+            bound[0] = s.cpu
+        if s.mem > bound[1]:
+            bound[1] = s.mem
+
+    def _cput(self, s: Slot) -> None:
+        b = self.cb[s.ctier][s.ckey]
+        s.cpos = len(b)
+        b.append(s)
+        bound = self.cbound[s.ctier]
+        if s.mem > bound[s.ckey]:
+            bound[s.ckey] = s.mem
+        if s.ckey > self.ctop[s.ctier]:
+            self.ctop[s.ctier] = s.ckey
+
     def _rebucket(self, s: Slot) -> None:
-        if s.type and s.gkey != s.g:
-            b = self.gb[s.type][s.gkey]
-            last = b.pop()
-            if last is not s:
-                b[s.gpos] = last
-                last.gpos = s.gpos
-            b = self.gb[s.type][s.g]
-            s.gkey, s.gpos = s.g, len(b)
-            b.append(s)
-        tier, key = self._ckey(s)
+        t = s.type
+        if t:
+            if s.gkey != s.g:
+                b = self.gb[t][s.gkey]
+                last = b.pop()
+                if last is not s:
+                    b[s.gpos] = last
+                    last.gpos = s.gpos
+                s.gkey = s.g
+                self._gput(s)
+            else:  # a rollback can give room back in place: keep the bounds upper bounds
+                bound = self.gbound[t][s.gkey]
+                if s.cpu > bound[0]:
+                    bound[0] = s.cpu
+                if s.mem > bound[1]:
+                    bound[1] = s.mem
+        tier = 0 if not s.cap_g else (1 if s.g == 0 else 2)
+        key = int(s.cpu + EPS)
+        if key >= self.nc:
+            key = self.nc - 1
+        elif key < 0:
+            key = 0
         if tier != s.ctier or key != s.ckey:
             b = self.cb[s.ctier][s.ckey]
             last = b.pop()
             if last is not s:
                 b[s.cpos] = last
                 last.cpos = s.cpos
-            b = self.cb[tier][key]
-            s.ctier, s.ckey, s.cpos = tier, key, len(b)
-            b.append(s)
-            if key > self.ctop[tier]:
-                self.ctop[tier] = key
+            s.ctier, s.ckey = tier, key
+            self._cput(s)
+        elif s.mem > self.cbound[tier][key]:
+            self.cbound[tier][key] = s.mem
 
     # -- static checks -------------------------------------------------------
 
@@ -112,12 +148,35 @@ class Cluster:
         return (s.cap_cpu + EPS >= job.cpu and s.cap_mem >= job.memory and (not job.gpu or (
             s.type == t and s.cap_g >= job.gpu)) and selector_ok(s.labels, sel))
 
+    def holders(self, job: PendingJob, t: str | None, sel: tuple) -> list[Slot]:
+        """Every node that could ever hold one replica of ``job`` on type ``t`` (cached per shape)."""
+        key = (job.cpu, job.memory, job.gpu, t, sel)
+        out = self._holders.get(key)
+        if out is None:
+            out = self._holders[key] = [s for s in (self.typed.get(t, []) if job.gpu else self.slots)
+                                        if self.holds(s, job, t, sel)]
+        return out
+
     def static_types(self, job: PendingJob, sel: tuple) -> tuple:
         """GPU types (preference order) some node could ever hold a replica on; (None,) for CPU jobs."""
         if not job.gpu:
-            return (None,) if any(self.holds(s, job, None, sel) for s in self.classes) else ()
+            ok = any(self.holds(s, job, None, sel) for s in self.classes)
+            if ok and job.replicas > 1:
+                ok = self.capacity(job, None, sel) >= job.replicas
+            return (None,) if ok else ()
         wanted = job.gpu_types or tuple(sorted(self.typed))
-        return tuple(t for t in wanted if any(self.holds(s, job, t, sel) for s in self.classes))
+        types = tuple(t for t in wanted if any(self.holds(s, job, t, sel) for s in self.classes))
+        if job.replicas > 1:  # a gang also needs room for every replica on an empty cluster
+            types = tuple(t for t in types if self.capacity(job, t, sel) >= job.replicas)
+        return types
+
+    def capacity(self, job: PendingJob, t: str | None, sel: tuple) -> int:
+        """How many replicas of ``job`` the whole cluster could hold if it were empty."""
+        if job.placement == "spread":
+            return len(self.holders(job, t, sel))
+        c, m, g = job.cpu, job.memory, job.gpu
+        return sum(min(int((s.cap_cpu + EPS) / c) if c > 0 else 1 << 30, s.cap_mem // m if m > 0 else 1 << 30,
+                       s.cap_g // g if g > 0 else 1 << 30) for s in self.holders(job, t, sel))
 
     # -- finding and taking room --------------------------------------------
 
@@ -128,28 +187,39 @@ class Cluster:
             buckets = self.gb.get(t)
             if not buckets:
                 return None
+            bounds = self.gbound[t]
             for k in range(g, len(buckets)):
+                bound = bounds[k]
+                if bound[0] < ce or bound[1] < m:
+                    continue
                 for s in buckets[k]:
                     if s.cpu >= ce and s.mem >= m and (not sel or selector_ok(s.labels, sel)) and (
                             exclude is None or s not in exclude):
                         r = s.resv
                         if r is None or end <= r[0] or (c <= r[1] + EPS and m <= r[2] and g <= r[3]):
                             return s
+                b = buckets[k]  # nothing here: tighten the bounds to what the bucket really holds
+                bound[0] = max((s.cpu for s in b), default=0.0)
+                bound[1] = max((s.mem for s in b), default=0)
             return None
-        start = int(c) if c > 0 else 0
+        start = int(c)
         for tier in (0, 1, 2):
-            bl = self.cb[tier]
+            bl, bounds = self.cb[tier], self.cbound[tier]
             top = self.ctop[tier]
-            while top > 0 and not bl[top]:  # tighten the bound while we are here
+            while top > 0 and not bl[top]:
                 top -= 1
             self.ctop[tier] = top
             for k in range(start, top + 1):
-                for s in bl[k]:
+                if bounds[k] < m:
+                    continue
+                b = bl[k]
+                for s in b:
                     if s.cpu >= ce and s.mem >= m and (not sel or selector_ok(s.labels, sel)) and (
                             exclude is None or s not in exclude):
                         r = s.resv
                         if r is None or end <= r[0] or (c <= r[1] + EPS and m <= r[2]):
                             return s
+                bounds[k] = max((s.mem for s in b), default=0)
         return None
 
     def take(self, s: Slot, c: float, m: int, g: int, end: float) -> Take:
@@ -216,6 +286,9 @@ class Cluster:
         s.soon[1] += m
         s.soon[2] += g
         self.soon_any = True
+        self.soon_cpu += c
+        if g:
+            self.soon_g[s.type] = self.soon_g.get(s.type, 0) + g
 
     def claim(self, s: Slot, c: float, m: int, g: int, end: float) -> None:
         """Hold room for a job that starts once stopping attempts exit: their room first, then free room."""

@@ -51,9 +51,10 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares,
     """Yield ``(job, queue, borrowing)`` in admission order.
 
     The caller appends to ``deferred`` the jobs that would have to borrow
-    beyond their queue's quota; they come back, in order, after every job of
-    the same priority that fits inside a quota (``borrowing`` True), so
-    borrowed work never takes room that a queue within its quota could use.
+    beyond their queue's quota; they come back, in order, after every job that
+    fits inside a quota, whatever its priority (``borrowing`` True), as Kueue
+    orders them. So borrowed work never takes room that a queue within its
+    quota could use, and a lender that reclaims its room keeps it.
     """
     levels: dict[tuple[int, int], dict[str, list]] = {}
     for job, q in jobs:
@@ -65,20 +66,23 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares,
             lst.sort(key=_seq)
             heap.append((shares.of(team), lst[0][0].seq, i, team, 0))
         heapq.heapify(heap)
+        share = shares.share
         while heap:
             _, _, i, team, pos = heapq.heappop(heap)
             lst = teams[team]
+            end = len(lst)
             while True:
                 job, q = lst[pos]
                 yield job, q, False
                 pos += 1
-                if pos == len(lst):
+                if pos == end:
                     break
-                nxt = (shares.of(team), lst[pos][0].seq, i)
-                if heap and nxt > heap[0][:3]:  # another team is now further behind
-                    heapq.heappush(heap, nxt + (team, pos))
-                    break
-        while deferred:
+                if heap:  # stay with this team while it is still the furthest behind
+                    sh, top, nseq = share.get(team, 0.0), heap[0], lst[pos][0].seq
+                    if sh > top[0] or (sh == top[0] and (nseq > top[1] or (nseq == top[1] and i > top[2]))):
+                        heapq.heappush(heap, (sh, nseq, i, team, pos))
+                        break
+    while deferred:
             batch = list(deferred)
             deferred.clear()
             for job, q in batch:

@@ -34,14 +34,14 @@ from trainyard.scheduler.cluster import Cluster, end_of
 from trainyard.scheduler.fairshare import Shares, fair_order
 from trainyard.scheduler.model import (INF, Assignment, Node, PendingJob, Plan, Preemption, Queue,
                                        RunningJob, default_queue)
-from trainyard.scheduler.preemption import Victims, search
-from trainyard.scheduler.quota import Quotas
+from trainyard.scheduler.preemption import Releasable, Victims, search
+from trainyard.scheduler.quota import Quotas, totals
 
 
 @dataclass(slots=True)
 class Options:
     max_reservations: int = 1  # jobs at the head of the line that hold nodes
-    max_preemption_searches: int = 64  # per cycle; each is O(nodes)
+    max_searches: int = 16  # room searches (claims, preemptions) per cycle; each is O(nodes)
 
 
 def plan(nodes: list[Node], pending: list[PendingJob], running: list[RunningJob] = (),
@@ -68,36 +68,62 @@ class _Cycle:
                     if p.node in cl.by_name:
                         cl.add_soon(cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
         qmap = {q.name: q for q in queues} or {"default": default_queue()}
-        self.quotas = Quotas(qmap, self.running, lambda name: cl.by_name[name].type if name in cl.by_name else None)
+        type_of = {s.name: s.type for s in cl.slots}
+        self.totals = tot = {r.attempt_id: totals(r, type_of) for r in self.running}
+        self.quotas = Quotas(qmap, self.running, tot)
         self.shares = Shares(cl.cpu_total, cl.mem_total, cl.gpu_cap)
+        by_team: dict[tuple, list] = {}
+        # cheap gates before an O(nodes) preemption search: how much preemptible work each priority
+        # could free per GPU type (None: cores, for CPU-only jobs), and which queues run borrowed work
+        self.releasable = Releasable()
+        self.borrowing_queues: set[str] = set()
+        borrowed = self.quotas.borrowed
         for r in self.running:
-            cpu, mem, gtype, gpus = self.quotas.totals(r)
-            self.shares.add(r.team, cpu, mem, gtype, gpus)
-        live = [r for r in self.running if not r.stopping]
-        self.min_victim_prio = min((r.priority for r in live if r.preemptible), default=INF)
-        self.borrowing_queues = {r.queue for r in live if r.attempt_id in self.quotas.borrowed}
+            cpu, mem, gtype, gpus = tot[r.attempt_id]
+            acc = by_team.get((r.team, gtype))
+            if acc is None:
+                acc = by_team[(r.team, gtype)] = [0.0, 0, 0]
+            acc[0] += cpu
+            acc[1] += mem
+            acc[2] += gpus
+            if r.stopping:
+                continue
+            if r.attempt_id in borrowed:
+                self.borrowing_queues.add(r.queue)
+            if r.preemptible:
+                self.releasable.add(None, r.priority, cpu)
+                if gtype is not None:
+                    self.releasable.add(gtype, r.priority, gpus)
+        for (team, gtype), (cpu, mem, gpus) in by_team.items():
+            self.shares.add(team, cpu, mem, gtype, gpus)
+        self.reclaim: dict[str, bool] = {}
         self.out = Plan()
         self.left: list[tuple] = []  # (job, queue, kind, detail) for jobs left pending, in line order
         self.static: dict[tuple, list] = {}
         self.failed: dict[tuple, tuple] = {}  # (shape, types) -> reservation signature it failed under
         self.failed_claim: set[tuple] = set()
+        self.no_reservation: set[tuple] = set()
+        self.turned_away: dict[tuple, tuple] = {}  # job class -> (kind, detail) of the first one turned away
+        self.epoch = 0  # bumped by each preemption: room coming back may change an earlier answer
         self.failed_preempt: dict[tuple, int] = {}
-        self.searches = options.max_preemption_searches
+        self.searches = options.max_searches
         self.starts: list[float] = []  # reservation starts as backfill compares them (-INF: unknown)
         self._victims = self._releases = None
         self.admitted: list[tuple] = []  # releases of jobs admitted this cycle
 
     def run(self, pending: list[PendingJob]) -> Plan:
         eligible, waiting = [], []
+        queue_of = self.quotas.queue
         for job in pending:
-            q = self.quotas.queue(job.queue)
+            q = queue_of(job.queue)
             if job.not_before is not None and job.not_before > self.now:
                 waiting.append((job, q))
             else:
                 eligible.append((job, q))
         deferred: list = []
+        consider = self._consider
         for job, q, borrowing in fair_order(eligible, self.shares, deferred):
-            self._consider(job, q, borrowing, deferred)
+            consider(job, q, borrowing, deferred)
         for job, q in waiting:
             self.left.append((job, q, "backoff", None))
         self._explain()
@@ -108,24 +134,32 @@ class _Cycle:
     def _consider(self, job: PendingJob, q: Queue, borrowing: bool, deferred: list) -> None:
         sel = tuple(sorted(job.node_selector.items())) if job.node_selector else ()
         shape = (job.cpu, job.memory, job.gpu, job.gpu_types, sel, job.replicas, job.placement)
+        starts = self.starts
+        end = self.now + job.timeout if job.timeout is not None else INF
+        sig = tuple([end > s for s in starts]) if starts else ()
+        # A job like one already turned away this cycle meets the same fate: room only shrinks, except
+        # when a preemption frees some (the epoch), so skip straight to the same answer.
+        cls = (q.name, shape, job.priority, sig, borrowing, job.preemptible, job.last_preempted_by, self.epoch)
+        seen = self.turned_away.get(cls)
+        if seen is not None:
+            return self.left.append((job, q, seen[0], seen[1]))
         types = self.static.get(shape)
         if types is None:
             types = self.static[shape] = self.cl.static_types(job, sel)
         if not types:
-            return self.left.append((job, q, "impossible", (shape, sel)))
+            return self._turn_away(cls, job, q, "impossible", (shape, sel))
         quotas = self.quotas
         if q.max_running is not None and quotas.running_full(q):
-            return self.left.append((job, q, "quota", (shape, types)))
+            return self._turn_away(cls, job, q, "quota", (shape, types))
         allowed = types
         if not borrowing:
-            allowed = quotas.allowed_types(q, job, types)
+            allowed = quotas.allowed_types(q, job, types, shape)
             if not allowed:
+                if self._quota_preempt(job, q, types, sel, end, shape):
+                    return None
                 if q.borrowing and job.preemptible:  # borrowed work must be reclaimable
                     return deferred.append((job, q))
-                return self.left.append((job, q, "quota", (shape, types)))
-        end = self.now + job.timeout if job.timeout is not None else INF
-        starts = self.starts
-        sig = tuple([end > s for s in starts]) if starts else ()
+                return self._turn_away(cls, job, q, "quota", (shape, types))
         key = (shape, allowed)
         f = self.failed.get(key)
         # constraints only tighten during a cycle: a failure under fewer or looser reservations still holds
@@ -136,125 +170,177 @@ class _Cycle:
                     return self._admit(job, q, t, taken, end, borrowing)
             self.failed[key] = sig
         if borrowing:
-            return self.left.append((job, q, "room", (shape, types)))
-        if self.cl.soon_any or job.priority > self.min_victim_prio or self.borrowing_queues:
-            key = key + (sig,)
-            if self._claim(job, q, allowed, sel, end, key) or self._preempt(job, q, allowed, sel, end, key):
-                return None
-        if len(starts) < self.opt.max_reservations:
+            return self._turn_away(cls, job, q, "room", (shape, types))
+        if self.searches > 0 and self._make_room(job, q, allowed, sel, end, key + (sig,)):
+            return None
+        others = tuple(t for t in types if t not in allowed) if len(allowed) < len(types) else ()
+        if others and self._quota_preempt(job, q, others, sel, end, shape):
+            return None
+        if len(starts) < self.opt.max_reservations and self.searches > 0 and key not in self.no_reservation:
+            self.searches -= 1
             res = reserve(self.cl, job, allowed, sel, self._release_list(), self.now)
             if res is not None:
                 self.out.reservations.append(res)
                 starts.append(res.start if res.start < INF else -INF)
                 return self.left.append((job, q, "head", res))
-        return self.left.append((job, q, "room", (shape, types)))
+            self.no_reservation.add(key)  # it would not fit even once everything running has ended
+        if others and q.borrowing and job.preemptible:
+            return deferred.append((job, q))  # no room on the types inside its quota: borrow the others
+        return self._turn_away(cls, job, q, "room", (shape, types))
+
+    def _turn_away(self, cls: tuple, job: PendingJob, q: Queue, kind: str, detail) -> None:
+        self.turned_away[cls] = (kind, detail)
+        self.left.append((job, q, kind, detail))
 
     def _admit(self, job, q, t, taken, end, borrowing) -> None:
         self.out.admissions[job.id] = [Assignment(s.name, ids) for s, _, _, _, ids, _ in taken]
         if borrowing:
             self.out.borrowed.add(job.id)
         self._charge(job, q, t)
-        for s, c, m, g, _, _ in taken:
-            if self._releases is not None:
+        if self._releases is not None:
+            for s, c, m, g, _, _ in taken:
                 self._releases.add(end, s, c, m, g, self.now)
-            else:
-                self.admitted.append((end, s, c, m, g))
+        else:
+            self.admitted.append((end, taken))
 
     def _charge(self, job: PendingJob, q: Queue, t: str | None) -> None:
         n = job.replicas
         self.quotas.admit(q, job, t)
         self.shares.add(job.team, job.cpu * n, job.memory * n, t, job.gpu * n)
 
-    def _claim(self, job, q, allowed, sel, end, key) -> bool:
-        """Room that stopping attempts hand back goes to the first job in line that needs it."""
-        if not self.cl.soon_any or key in self.failed_claim:
-            return False
-        found = search(self.cl, job, allowed, sel, end)
-        if found is None:
+    def _make_room(self, job, q, allowed, sel, end, key) -> bool:
+        """Room stopping attempts hand back goes to the first job in line that needs it;
+        failing that, the job preempts. Each search is O(nodes), so they are rationed."""
+        cl = self.cl
+        if cl.soon_any and key not in self.failed_claim and (
+                not job.gpu or any(cl.soon_g.get(t) for t in allowed)):
+            self.searches -= 1
+            found = search(cl, job, allowed, sel, end)
+            if found is not None:
+                t, picks, _ = found
+                for s in picks:
+                    cl.claim(s, job.cpu, job.memory, job.gpu, end)
+                self._charge(job, q, t)
+                self.left.append((job, q, "claim", None))
+                return True
             self.failed_claim.add(key)
-            return False
-        t, picks, _ = found
-        for s in picks:
-            self.cl.claim(s, job.cpu, job.memory, job.gpu, end)
-        self._charge(job, q, t)
-        self.left.append((job, q, "claim", None))
-        return True
-
-    def _preempt(self, job, q, allowed, sel, end, key) -> bool:
-        reclaim = any(b != job.queue for b in self.borrowing_queues)
-        if self.searches <= 0 or not (job.priority > self.min_victim_prio or reclaim):
+        reclaim = self.reclaim.get(q.name)
+        if reclaim is None:
+            reclaim = self.reclaim[q.name] = bool(self.borrowing_queues - {q.name})
+        if self.searches <= 0 or not (reclaim or self._could_free(job, allowed)):
             return False
         pkey = key + (job.queue,) if job.last_preempted_by is None else None
         if pkey is not None and self.failed_preempt.get(pkey, -INF) >= job.priority:
             return False
         self.searches -= 1
         victims = self._victims_index()
-        found = search(self.cl, job, allowed, sel, end, victims, reclaim)
+        found = search(cl, job, allowed, sel, end, victims, reclaim)
         if found is None or not found[2]:
             if pkey is not None:
                 self.failed_preempt[pkey] = max(job.priority, self.failed_preempt.get(pkey, -INF))
             return False
+        self._stop(job, q, found, victims)
+        return True
+
+    def _quota_preempt(self, job: PendingJob, q: Queue, types: tuple, sel: tuple, end: float, shape: tuple) -> bool:
+        """Inside one queue, priority wins: stop lower-priority work of the same queue until the job
+        fits the quota (and, if need be, other lower-priority work until it fits a node)."""
+        pkey = (shape, types, q.name, "quota") if job.last_preempted_by is None else None
+        if self.searches <= 0 or (pkey is not None and self.failed_preempt.get(pkey, -INF) >= job.priority):
+            return False
+        victims = self._victims_index()
+        mine = [r for r in self.running if r.queue == q.name and r.preemptible and not r.stopping
+                and r.priority < job.priority and r.job_id != job.last_preempted_by
+                and r.attempt_id not in victims.taken]
+        if mine:
+            mine.sort(key=lambda r: victims.cost[r.attempt_id])
+            for t in types:
+                pre = self.quotas.victims_for(q, job, t, mine, self.totals)
+                if pre is None:
+                    continue
+                self.searches -= 1
+                found = search(self.cl, job, (t,), sel, end, victims, False, tuple(pre))
+                if found is not None:
+                    self._stop(job, q, found, victims)
+                    return True
+        if pkey is not None:
+            self.failed_preempt[pkey] = max(job.priority, self.failed_preempt.get(pkey, -INF))
+        return False
+
+    def _stop(self, job: PendingJob, q: Queue, found: tuple, victims: Victims) -> None:
+        """Record the preemptions, hold the room they free for ``job``, and say so."""
+        cl = self.cl
         t, picks, chosen = found
         for v in chosen:
             victims.taken.add(v.attempt_id)
-            if v.attempt_id in self.quotas.borrowed and not (v.preemptible and v.priority < job.priority):
-                why = f"queue {job.queue} needs its quota back from borrowed work (job {job.id})"
-            else:
+            if v.preemptible and v.priority < job.priority:
                 why = f"preempted by job {job.id} (priority {job.priority} > {v.priority})"
+            else:
+                why = f"queue {job.queue} needs its quota back from borrowed work (job {job.id})"
             self.out.preemptions.append(Preemption(v.attempt_id, v.job_id, job.id, why))
+            self.epoch += 1
             for p in v.replicas:
-                if p.node in self.cl.by_name:
-                    self.cl.add_soon(self.cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
+                if p.node in cl.by_name:
+                    cl.add_soon(cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
         for s in picks:
-            self.cl.claim(s, job.cpu, job.memory, job.gpu, end)
+            cl.claim(s, job.cpu, job.memory, job.gpu, end_of(job, self.now))
         self._charge(job, q, t)
         self.left.append((job, q, "preempting", [v.job_id for v in chosen]))
-        return True
+
+    def _could_free(self, job: PendingJob, allowed: tuple) -> bool:
+        cl, n, below = self.cl, job.replicas, self.releasable.below
+        if job.gpu:
+            return any(cl.gfree.get(t, 0) + cl.soon_g.get(t, 0) + below(t, job.priority) >= job.gpu * n
+                       for t in allowed)
+        return cl.cpu_free + cl.soon_cpu + below(None, job.priority) + 1e-9 >= job.cpu * n
 
     def _victims_index(self) -> Victims:
         if self._victims is None:
-            self._victims = Victims(self.cl, self.running, self.quotas.borrowed, self.now)
+            self._victims = Victims(self.cl, self.running, self.quotas.borrowed, self.totals, self.now)
         return self._victims
 
     def _release_list(self) -> Releases:
         if self._releases is None:
             self._releases = Releases(self.cl, self.running)
-            for end, s, c, m, g in self.admitted:
-                self._releases.add(end, s, c, m, g, self.now)
+            for end, taken in self.admitted:
+                for s, c, m, g, _, _ in taken:
+                    self._releases.add(end, s, c, m, g, self.now)
         return self._releases
 
     # -- reasons and positions -----------------------------------------------------
 
     def _explain(self) -> None:
         out, now, cl = self.out, self.now, self.cl
+        reasons, positions = out.reasons, out.positions
         short = say.Shortfalls(cl)
         head = out.reservations[0] if out.reservations else None
         held = [cl.by_name[n] for n in head.nodes] if head else []
-        tails: dict[tuple, str] = {}  # the queue-limit and reservation parts depend on shape, not on the job
+        # all but the position depend on (queue, shape, kind), not on the job: built once, reused
+        parts: dict[tuple, tuple[str, str]] = {}
         ahead: dict[str, int] = {}
         for job, q, kind, d in self.left:
-            k = ahead.get(q.name, 0)
-            ahead[q.name] = k + 1
-            out.positions[job.id] = k
-            line = say.ahead(k, q.name)
-            if kind == "backoff":
-                out.reasons[job.id] = f"{say.backoff(job, now)}; {line}"
-            elif kind == "impossible":
-                out.reasons[job.id] = say.impossible(cl, job, d[1])
-            elif kind == "head":
-                out.reasons[job.id] = f"{say.head(d, now)}; {line}"
-            elif kind == "claim":
-                out.reasons[job.id] = f"starting: waiting for stopping jobs to hand back their room; {line}"
-            elif kind == "preempting":
-                names = ", ".join(d[:3]) + (", …" if len(d) > 3 else "")
-                out.reasons[job.id] = f"starting: preempting {say.plural(len(d), 'job')} ({names}); {line}"
-            else:
+            qn = q.name
+            k = ahead.get(qn, 0)
+            ahead[qn] = k + 1
+            positions[job.id] = k
+            if kind == "room" or kind == "quota":
                 late = head is not None and (job.timeout is None or now + job.timeout > head.start)
-                tk = (q.name, d[0], late)
-                tail = tails.get(tk)
-                if tail is None:
-                    tail = tails[tk] = self._tail(job, q, d, head, held, late)
-                out.reasons[job.id] = f"{short.text(d[0], job, d[1])}; {line}{tail}"
+                pk = (qn, d[0], kind, late)
+                pair = parts.get(pk)
+                if pair is None:
+                    pair = parts[pk] = (short.text(d[0], job, d[1]), self._tail(job, q, d, head, held, late))
+                reasons[job.id] = f"{pair[0]}; {say.ahead(k, qn)}{pair[1]}"
+            elif kind == "backoff":
+                reasons[job.id] = f"{say.backoff(job, now)}; {say.ahead(k, qn)}"
+            elif kind == "impossible":
+                reasons[job.id] = say.impossible(cl, job, d[1])
+            elif kind == "head":
+                reasons[job.id] = f"{say.head(d, now)}; {say.ahead(k, qn)}"
+            elif kind == "claim":
+                reasons[job.id] = f"starting: waiting for stopping jobs to hand back their room; {say.ahead(k, qn)}"
+            else:  # preempting
+                names = ", ".join(d[:3]) + (", …" if len(d) > 3 else "")
+                reasons[job.id] = f"starting: preempting {say.plural(len(d), 'job')} ({names}); {say.ahead(k, qn)}"
 
     def _tail(self, job: PendingJob, q: Queue, d: tuple, head, held: list, late: bool) -> str:
         parts = []

@@ -18,6 +18,8 @@ back (:meth:`Cluster.claim`), so a job waiting on them does not preempt more.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from trainyard.scheduler.cluster import EPS, Cluster, Slot
 from trainyard.scheduler.model import PendingJob, RunningJob
 
@@ -28,32 +30,75 @@ ZERO: Cost = (0, -(10**18), 0.0)
 class Victims:
     """Running attempts on each node that some job might preempt, cheapest first."""
 
-    def __init__(self, cl: Cluster, running: list[RunningJob], borrowed: set[str], now: float) -> None:
+    def __init__(self, cl: Cluster, running: list[RunningJob], borrowed: set[str], totals: dict[str, tuple],
+                 now: float) -> None:
         self.cl = cl
         # slot -> [(cost, attempt, cpu, mem, gpus held on this slot, borrowed)], cheapest first
         self.on: dict[Slot, list[tuple]] = {}
-        self.cost: dict[str, Cost] = {}
         self.taken: set[str] = set()  # chosen this cycle
+        self.cost: dict[str, Cost] = {}
         inv_c = 1 / cl.cpu_total if cl.cpu_total else 0.0
         inv_g = 1 / cl.gpu_total if cl.gpu_total else 0.0
+        by_name, on = cl.by_name, self.on
         for r in running:
             b = r.attempt_id in borrowed
             if r.stopping or not (r.preemptible or b):
                 continue
-            size = max(sum(p.cpu for p in r.replicas) * inv_c, sum(len(p.gpu_ids) for p in r.replicas) * inv_g)
-            cost = self.cost[r.attempt_id] = (0 if b else 1, r.priority, max(now - r.started_at, 1.0) * size)
+            cpu, _, _, gpus = totals[r.attempt_id]
+            cost = self.cost[r.attempt_id] = (0 if b else 1, r.priority,
+                                              max(now - r.started_at, 1.0) * max(cpu * inv_c, gpus * inv_g))
+            if len(r.replicas) == 1:
+                p = r.replicas[0]
+                ps = by_name.get(p.node)
+                if ps is not None:
+                    on.setdefault(ps, []).append((cost, r, p.cpu, p.memory, len(p.gpu_ids), b))
+                continue
             here: dict[Slot, list] = {}
             for p in r.replicas:
-                ps = cl.by_name.get(p.node)
+                ps = by_name.get(p.node)
                 if ps is not None:
                     h = here.setdefault(ps, [0.0, 0, 0])
                     h[0] += p.cpu
                     h[1] += p.memory
                     h[2] += len(p.gpu_ids)
             for ps, h in here.items():
-                self.on.setdefault(ps, []).append((cost, r, h[0], h[1], h[2], b))
-        for lst in self.on.values():
-            lst.sort(key=lambda e: e[0])
+                on.setdefault(ps, []).append((cost, r, h[0], h[1], h[2], b))
+        self.most: dict[Slot, tuple] = {}  # slot -> all its victims' room together: a quick upper bound
+        for ps, lst in on.items():
+            if len(lst) > 1:
+                lst.sort(key=_cost)
+            self.most[ps] = (sum(e[2] for e in lst), sum(e[3] for e in lst), sum(e[4] for e in lst))
+
+
+def _cost(e: tuple) -> tuple:
+    return e[0]
+
+
+class Releasable:
+    """How much preemptible work below a priority holds, per GPU type (None: cores anywhere).
+
+    A necessary condition checked in O(log n) before an O(nodes) search: if all
+    the lower-priority work together cannot make room, no search can.
+    """
+
+    def __init__(self) -> None:
+        self.items: dict[str | None, list] = {}
+        self.ready: dict[str | None, tuple] = {}
+
+    def add(self, key: str | None, priority: int, amount: float) -> None:
+        self.items.setdefault(key, []).append((priority, amount))
+
+    def below(self, key: str | None, priority: int) -> float:
+        r = self.ready.get(key)
+        if r is None:
+            items = sorted(self.items.get(key, ()))
+            sums, acc = [], 0.0
+            for _, a in items:
+                acc += a
+                sums.append(acc)
+            r = self.ready[key] = ([p for p, _ in items], sums)
+        i = bisect_left(r[0], priority)
+        return r[1][i - 1] if i else 0.0
 
 
 def _fits(v: list, c: float, m: int, g: int) -> bool:
@@ -61,17 +106,18 @@ def _fits(v: list, c: float, m: int, g: int) -> bool:
 
 
 def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
-           victims: Victims | None = None, reclaim: bool = False):
+           victims: Victims | None = None, reclaim: bool = False, pre: tuple = ()):
     """``(gpu type, [slot per replica], [victims])`` letting ``job`` start, or None.
 
     Room counts free room, room of stopping attempts not yet claimed, and
-    room of the chosen victims. Reserved nodes are left to their reservation.
+    room of the chosen victims (``pre`` are chosen already, for the queue's
+    quota). Reserved nodes are left to their reservation.
     """
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
     spread = n > 1 and job.placement == "spread"
+    most = victims.most if victims is not None else {}
     for t in types:
-        cands = [s for s in (cl.typed.get(t, []) if g else cl.slots)
-                 if (s.resv is None or end <= s.resv[0]) and cl.holds(s, job, t, sel)]
+        cands = [s for s in cl.holders(job, t, sel) if s.resv is None or end <= s.resv[0]]
         virt: dict[Slot, list] = {}
         chosen: dict[str, RunningJob] = {}
         picks: list[Slot] = []
@@ -83,6 +129,9 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
                 v = virt[s] = [s.cpu + sn[0], s.mem + sn[1], s.g + sn[2]]
             return v
 
+        for r in pre:
+            chosen[r.attempt_id] = r
+            _free(cl, r, room)
         for _ in range(n):
             best, best_cost, best_set = None, None, None
             for s in cands:
@@ -94,6 +143,9 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
                     break
                 if victims is None:
                     continue
+                top = most.get(s)
+                if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
+                    continue
                 need = _victims_on(victims.on.get(s), v, c, m, g, job, reclaim, victims.taken, chosen)
                 if need is None:
                     continue
@@ -103,15 +155,8 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
             if best is None:
                 break
             for e in best_set:
-                r = e[1]
-                chosen[r.attempt_id] = r
-                for p in r.replicas:
-                    ps = cl.by_name.get(p.node)
-                    if ps is not None:
-                        pv = room(ps)
-                        pv[0] += p.cpu
-                        pv[1] += p.memory
-                        pv[2] += len(p.gpu_ids)
+                chosen[e[1].attempt_id] = e[1]
+                _free(cl, e[1], room)
             v = room(best)
             v[0] -= c
             v[1] -= m
@@ -120,6 +165,16 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
         else:
             return t, picks, list(chosen.values())
     return None
+
+
+def _free(cl: Cluster, r: RunningJob, room) -> None:
+    for p in r.replicas:  # a gang stops whole: its room comes back on every node it held
+        ps = cl.by_name.get(p.node)
+        if ps is not None:
+            pv = room(ps)
+            pv[0] += p.cpu
+            pv[1] += p.memory
+            pv[2] += len(p.gpu_ids)
 
 
 def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: PendingJob, reclaim: bool,

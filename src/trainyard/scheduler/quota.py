@@ -42,6 +42,18 @@ def _within(q: Queue, u: Usage, cpu: float, mem: int, gtype: str | None, gpus: i
     return True
 
 
+def totals(r: RunningJob, type_of: dict) -> tuple[float, int, str | None, int]:
+    """(cores, memory, GPU type, GPUs) one attempt holds over all its replicas."""
+    reps = r.replicas
+    if len(reps) == 1:
+        p = reps[0]
+        g = len(p.gpu_ids)
+        return p.cpu, p.memory, type_of.get(p.node) if g else None, g
+    g = sum(len(p.gpu_ids) for p in reps)
+    return (sum(p.cpu for p in reps), sum(p.memory for p in reps),
+            type_of.get(reps[0].node) if g and reps else None, g)
+
+
 def has_quota(q: Queue) -> bool:
     return q.cpu is not None or q.memory is not None or bool(q.gpus)
 
@@ -49,17 +61,25 @@ def has_quota(q: Queue) -> bool:
 class Quotas:
     """Per-queue usage for one cycle, from running attempts, updated as jobs are admitted."""
 
-    def __init__(self, queues: dict[str, Queue], running: list[RunningJob], gpu_type_of) -> None:
+    def __init__(self, queues: dict[str, Queue], running: list[RunningJob], totals: dict[str, tuple]) -> None:
         self.queues = queues
         self.use: dict[str, Usage] = {}
-        self.gpu_type_of = gpu_type_of  # node name -> GPU type
         self.borrowed: set[str] = set()  # attempt ids running beyond their queue's quota
-        ordered = sorted(running, key=lambda r: r.started_at)  # the oldest work counts inside the quota
-        for r in ordered:
+        self._allowed: dict[tuple, tuple] = {}  # (queue, shape) -> (jobs running then, answer)
+        limited = []
+        for r in running:
+            if r.borrowed:
+                self.borrowed.add(r.attempt_id)
+            q = self.queue(r.queue)
+            # only limited queues need their usage; stopping attempts hand their share back (their room is
+            # still held, and the planner waits for it), so the job they were stopped for is inside the quota
+            if (has_quota(q) or q.max_running is not None) and not r.stopping:
+                limited.append(r)
+        limited.sort(key=lambda r: r.started_at)  # the oldest work counts inside the quota
+        for r in limited:
             u = self.usage(r.queue)
-            cpu, mem, gtype, gpus = self.totals(r)
-            inside = _within(self.queue(r.queue), u, cpu, mem, gtype, gpus)
-            if r.borrowed if r.borrowed is not None else not inside:
+            cpu, mem, gtype, gpus = totals[r.attempt_id]
+            if r.borrowed is None and not _within(self.queues[r.queue], u, cpu, mem, gtype, gpus):
                 self.borrowed.add(r.attempt_id)
             u.add(cpu, mem, gtype, gpus)
 
@@ -75,22 +95,53 @@ class Quotas:
             u = self.use[name] = Usage()
         return u
 
-    def totals(self, r: RunningJob) -> tuple[float, int, str | None, int]:
-        gpus = sum(len(p.gpu_ids) for p in r.replicas)
-        gtype = self.gpu_type_of(r.replicas[0].node) if gpus and r.replicas else None
-        return sum(p.cpu for p in r.replicas), sum(p.memory for p in r.replicas), gtype, gpus
-
     def running_full(self, q: Queue) -> bool:
         return q.max_running is not None and self.usage(q.name).running >= q.max_running
 
-    def allowed_types(self, q: Queue, job: PendingJob, types: tuple) -> tuple:
+    def allowed_types(self, q: Queue, job: PendingJob, types: tuple, shape: tuple) -> tuple:
         """The GPU types (or (None,)) on which the whole gang stays inside the queue's quota."""
         if not has_quota(q):
             return types
+        u = self.usage(q.name)
+        hit = self._allowed.get((q.name, shape))
+        if hit is not None and hit[0] == u.running:  # usage only grows with admissions; same count, same answer
+            return hit[1]
+        n = job.replicas
+        out = tuple(t for t in types if _within(q, u, job.cpu * n, job.memory * n, t, job.gpu * n))
+        self._allowed[(q.name, shape)] = (u.running, out)
+        return out
+
+    def victims_for(self, q: Queue, job: PendingJob, t: str | None, mine: list[RunningJob],
+                    totals: dict[str, tuple]) -> list[RunningJob] | None:
+        """The cheapest attempts of ``q`` (``mine``, cheapest first) whose share, once handed back,
+        lets ``job`` fit the quota on type ``t``; None if even all of them would not."""
         u, n = self.usage(q.name), job.replicas
-        return tuple(t for t in types if _within(q, u, job.cpu * n, job.memory * n, t, job.gpu * n))
+        need = (job.cpu * n, job.memory * n, t, job.gpu * n)
+        left, chosen = Usage(), []
+        left.cpu, left.mem, left.gpus, left.running = u.cpu, u.mem, dict(u.gpus), u.running
+
+        def give_back(r: RunningJob, sign: int) -> None:
+            cpu, mem, gtype, gpus = totals[r.attempt_id]
+            left.add(-sign * cpu, -sign * mem, gtype, -sign * gpus, -sign)
+
+        for r in mine:
+            if _within(q, left, *need):
+                break
+            chosen.append(r)
+            give_back(r, 1)
+        if not chosen or not _within(q, left, *need):
+            return None
+        for r in list(reversed(chosen[:-1])):  # drop any that was not needed
+            give_back(r, -1)
+            if _within(q, left, *need):
+                chosen.remove(r)
+            else:
+                give_back(r, 1)
+        return chosen
 
     def admit(self, q: Queue, job: PendingJob, gtype: str | None) -> None:
+        if q.max_running is None and not has_quota(q):
+            return  # nothing reads an unlimited queue's usage
         n = job.replicas
         self.usage(q.name).add(job.cpu * n, job.memory * n, gtype, job.gpu * n)
 

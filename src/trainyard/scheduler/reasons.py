@@ -32,7 +32,9 @@ def backoff(job: PendingJob, now: float) -> str:
 
 
 def ahead(n: int, queue: str) -> str:
-    return f"{plural(n, 'job')} ahead in queue {queue}" if n else f"first in queue {queue}"
+    if n > 1:
+        return f"{n} jobs ahead in queue {queue}"
+    return f"1 job ahead in queue {queue}" if n else f"first in queue {queue}"
 
 
 def _gpu_kind(job: PendingJob) -> str:
@@ -56,6 +58,11 @@ def impossible(cl: Cluster, job: PendingJob, sel: tuple) -> str:
     if job.memory > max(s.cap_mem for s in nodes):
         return (f"no node can run it: asks for {format_memory(job.memory)}, the largest node has "
                 f"{format_memory(max(s.cap_mem for s in nodes))}")
+    types = (job.gpu_types or list(cl.typed)) if job.gpu else [None]
+    if job.replicas > 1 and any(cl.holds(s, job, t, sel) for s in nodes for t in types):
+        most = max((cl.capacity(job, t, sel) for t in types), default=0)
+        how = "on separate nodes " if job.placement == "spread" else ""
+        return f"no node can run it: {job.replicas} replicas {how}need room the cluster does not have (at most {most} fit)"
     return "no node can run it: no single node has all of it"
 
 

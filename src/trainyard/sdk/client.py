@@ -124,16 +124,17 @@ class Client:
                 after = page["cursor"]
         yield from self._follow(job_id, params)
 
-    def _follow(self, job_id: str, params: dict[str, Any]) -> Iterator[LogChunk]:
+    def _follow(self, job_id: str, params: dict[str, Any], give_up: float = 60.0) -> Iterator[LogChunk]:
         after = 0
-        while True:  # reconnect after a dropped stream, from the last event id
+        down_since: float | None = None
+        while True:  # reconnect after a dropped stream (a server restart), from the last event id
             try:
                 with self._http.stream("GET", f"/api/v1/jobs/{job_id}/logs",
                                        params={**params, "after": after, "follow": True}, timeout=None) as resp:
                     if resp.status_code >= 400:
                         resp.read()
                         _raise_for(resp)
-                    event = None
+                    event, down_since = None, None
                     for line in resp.iter_lines():
                         if line.startswith("id: "):
                             after = int(line[4:])
@@ -144,9 +145,17 @@ class Client:
                                 return
                             yield LogChunk.model_validate_json(line[6:])
             except httpx.TransportError:
+                down_since = down_since or time.monotonic()
+                if time.monotonic() - down_since > give_up:
+                    raise errors.ServerUnavailable(f"lost the trainyard server at {self.server}") from None
                 time.sleep(0.5)
-                self.server = resolve_server(None) if "TRAINYARD_SERVER" not in os.environ else self.server
-                self._http.base_url = httpx.URL(self.server)
+                if "TRAINYARD_SERVER" not in os.environ:
+                    # a restarted local server may listen elsewhere; never start one from here
+                    try:
+                        self.server = resolve_server(None, autostart=False)
+                        self._http.base_url = httpx.URL(self.server)
+                    except errors.ServerUnavailable:
+                        pass
 
     def metrics(self, job_id: str) -> list[MetricPoint]:
         return [MetricPoint.model_validate(m) for m in self._request("GET", f"/api/v1/jobs/{job_id}/metrics").json()]

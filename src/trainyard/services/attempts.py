@@ -35,16 +35,18 @@ class AttemptService:
 
     def report(self, attempt_id: str, replica: int, body: dict[str, Any]) -> dict[str, Any]:
         """One launcher report (see :mod:`trainyard.launch`); answers whether to stop."""
-        attempt = self.store.contact(attempt_id, replica, running=body.get("phase") in ("running", "exited"))
-        if log_part := body.get("log"):
-            self.store.append_log(attempt_id, replica, int(log_part["offset"]), str(log_part["data"]))
-        if metrics := body.get("metrics"):
-            self.store.add_metrics(attempt_id, replica, int(metrics["offset"]), list(metrics["lines"]))
+        log_part, metrics = body.get("log"), body.get("metrics")
+        job_id, stop_reason = self.store.report(
+            attempt_id, replica, running=body.get("phase") in ("running", "exited"),
+            log=(int(log_part["offset"]), str(log_part["data"])) if log_part else None,
+            metrics=(int(metrics["offset"]), list(metrics["lines"])) if metrics else None,
+        )
         if body.get("phase") == "exited" and body.get("result") is not None:
-            attempt = self.finish_replica(attempt, replica, body["result"]) or attempt
+            attempt = self.finish_replica(self.store.get_attempt(attempt_id), replica, body["result"])
+            stop_reason = attempt.stop_reason if attempt else stop_reason
         else:
-            self.notifier.notify(attempt.job_id)
-        return {"cancel": attempt.stop_reason is not None}
+            self.notifier.notify(job_id)
+        return {"cancel": stop_reason is not None}
 
     def finish_replica(self, attempt: AttemptInfo, replica: int, result: dict[str, Any]) -> AttemptInfo | None:
         """Apply one replica's final result once; ends the attempt when it was the last."""
@@ -72,7 +74,7 @@ class AttemptService:
 
     def _finish_attempt(self, attempt: AttemptInfo) -> None:
         exit_code, reason, message = _outcome(attempt)
-        job = self.store.get_job(attempt.job_id)
+        job = self.store.get_job(attempt.job_id)  # its status now: a cancel may have come meanwhile
         outcome = decide(job.spec.retry, attempt_number=attempt.number, exit_code=exit_code, reason=reason,
                          cancel_requested=job.status == JobStatus.CANCELLING, now=time.time())
         if self.store.finish_attempt(

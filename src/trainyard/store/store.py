@@ -176,11 +176,12 @@ class Store:
             )
             s.add(row)
             s.flush()  # the attempt row first: replicas reference it
-            s.add_all(t.Replica(attempt_id=row.id, index=i, node=n, gpus=list(g), status=AttemptStatus.STARTING.value,
-                                last_contact_at=now, log_size=0, metrics_offset=0)
-                      for i, (n, g) in enumerate(placements))
+            replicas = [t.Replica(attempt_id=row.id, index=i, node=n, gpus=list(g), status=AttemptStatus.STARTING.value,
+                                  last_contact_at=now, log_size=0, metrics_offset=0)
+                        for i, (n, g) in enumerate(placements)]
+            s.add_all(replicas)
             s.flush()
-            return _attempt_info(row, self._replicas_of(s, [row.id]).get(row.id, []))
+            return _attempt_info(row, replicas)
 
     def _replicas_of(self, s: Session, attempt_ids: list[str]) -> dict[str, list[t.Replica]]:
         out: dict[str, list[t.Replica]] = {}
@@ -210,24 +211,6 @@ class Store:
     def set_handle(self, attempt_id: str, handle: dict[str, Any]) -> None:
         with self.write() as s:
             s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id).values(handle=handle))
-
-    def contact(self, attempt_id: str, replica: int, *, running: bool) -> AttemptInfo:
-        """Record that a replica's launcher reported; its first report moves replica,
-        attempt and job from starting to running."""
-        now = time.time()
-        with self.write() as s:
-            key = (attempt_id, replica)
-            rep = s.get(t.Replica, key)
-            if rep is None:
-                raise AttemptNotFound(f"no such replica: {attempt_id}/{replica}", attempt_id=attempt_id)
-            s.execute(update(t.Replica).where(t.Replica.attempt_id == attempt_id, t.Replica.index == replica)
-                      .values(last_contact_at=now))
-            s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id).values(last_contact_at=now))
-            if running and rep.status == AttemptStatus.STARTING.value:
-                self._cas(s, t.Replica, key, AttemptStatus.RUNNING, started_at=now)
-                if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, started_at=now):
-                    self._cas(s, t.Job, s.get(t.Attempt, attempt_id).job_id, JobStatus.RUNNING)
-            return self._attempt(s, attempt_id)
 
     def finish_replica(
         self, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None, reason: str,

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any
 
 from sqlalchemy import func, select, update
 
 from trainyard.errors import AttemptNotFound
 from trainyard.spec.records import ArtifactInfo, LogChunk, MetricPoint
+from trainyard.status import AttemptStatus, JobStatus
 from trainyard.store import tables as t
 
 
@@ -25,26 +27,52 @@ class TelemetryMixin:
             raise AttemptNotFound(f"no such replica: {attempt_id}/{replica}", attempt_id=attempt_id)
         return s.get(t.Attempt, attempt_id), rep
 
-    def _moved(self, s, attempt_id: str, replica: int, column: str, have: int, new: int) -> bool:  # noqa: ANN001
+    def _moved(self, s, rep: t.Replica, column: str, have: int, new: int) -> bool:  # noqa: ANN001
         col = getattr(t.Replica, column)
-        res = s.execute(update(t.Replica).where(t.Replica.attempt_id == attempt_id, t.Replica.index == replica,
+        res = s.execute(update(t.Replica).where(t.Replica.attempt_id == rep.attempt_id, t.Replica.index == rep.index,
                                                 col == have).values({column: new}))
         return res.rowcount == 1
 
-    def append_log(self, attempt_id: str, replica: int, offset: int, data: str) -> int:
-        """Store ``data`` (bytes ``offset…`` of the replica's log); returns the new size."""
-        raw = data.encode("utf-8")
+    def report(
+        self, attempt_id: str, replica: int, *, running: bool, log: tuple[int, str] | None = None,
+        metrics: tuple[int, list[str]] | None = None,
+    ) -> tuple[str, str | None]:
+        """One launcher report in one transaction: contact (its first moves replica, attempt
+        and job to running), log bytes, metric lines. Returns ``(job id, stop reason)``."""
+        now = time.time()
         with self.write() as s:  # type: ignore[attr-defined]
             attempt, rep = self._replica_row(s, attempt_id, replica)
-            have = rep.log_size
-            if offset + len(raw) <= have:
-                return have
-            text = raw[max(0, have - offset):].decode("utf-8", errors="replace")
-            if not self._moved(s, attempt_id, replica, "log_size", have, offset + len(raw)):
-                return have
-            s.add(t.LogChunk(job_id=attempt.job_id, attempt_id=attempt_id, attempt=attempt.number, replica=replica,
-                             offset=max(offset, have), data=text))
-            return offset + len(raw)
+            if running and rep.status == AttemptStatus.STARTING.value:
+                self._cas(s, t.Replica, (attempt_id, replica), AttemptStatus.RUNNING,  # type: ignore[attr-defined]
+                          started_at=now, last_contact_at=now)
+                if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING,  # type: ignore[attr-defined]
+                             started_at=now, last_contact_at=now):
+                    self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)  # type: ignore[attr-defined]
+            else:
+                s.execute(update(t.Replica).where(t.Replica.attempt_id == attempt_id, t.Replica.index == replica)
+                          .values(last_contact_at=now))
+            if log:
+                self._append_log(s, attempt, rep, *log)
+            if metrics:
+                self._add_metrics(s, attempt, rep, *metrics)
+            return attempt.job_id, attempt.stop_reason
+
+    def append_log(self, attempt_id: str, replica: int, offset: int, data: str) -> int:
+        """Store ``data`` (bytes ``offset…`` of the replica's log); returns the new size."""
+        with self.write() as s:  # type: ignore[attr-defined]
+            return self._append_log(s, *self._replica_row(s, attempt_id, replica), offset, data)
+
+    def _append_log(self, s, attempt: t.Attempt, rep: t.Replica, offset: int, data: str) -> int:  # noqa: ANN001
+        raw = data.encode("utf-8")
+        have = rep.log_size
+        if offset + len(raw) <= have:
+            return have
+        text = raw[max(0, have - offset):].decode("utf-8", errors="replace")
+        if not self._moved(s, rep, "log_size", have, offset + len(raw)):
+            return have
+        s.add(t.LogChunk(job_id=attempt.job_id, attempt_id=attempt.id, attempt=attempt.number, replica=rep.index,
+                         offset=max(offset, have), data=text))
+        return offset + len(raw)
 
     def read_logs(
         self, job_id: str, *, after: int = 0, attempt: int | None = None, replica: int | None = None,
@@ -64,18 +92,20 @@ class TelemetryMixin:
     def add_metrics(self, attempt_id: str, replica: int, offset: int, lines: list[str]) -> int:
         """Store metric lines (JSON from the in-job SDK) starting at byte ``offset``."""
         with self.write() as s:  # type: ignore[attr-defined]
-            attempt, rep = self._replica_row(s, attempt_id, replica)
-            have, pos, new_rows = rep.metrics_offset, offset, []
-            for line in lines:
-                end = pos + len(line.encode("utf-8")) + 1
-                if pos >= have:
-                    new_rows.extend(_metric_rows(attempt, replica, line))
-                pos = end
-            if pos <= have:
-                return have
-            if self._moved(s, attempt_id, replica, "metrics_offset", have, pos):
-                s.add_all(new_rows)
-            return pos
+            return self._add_metrics(s, *self._replica_row(s, attempt_id, replica), offset, lines)
+
+    def _add_metrics(self, s, attempt: t.Attempt, rep: t.Replica, offset: int, lines: list[str]) -> int:  # noqa: ANN001
+        have, pos, new_rows = rep.metrics_offset, offset, []
+        for line in lines:
+            end = pos + len(line.encode("utf-8")) + 1
+            if pos >= have:
+                new_rows.extend(_metric_rows(attempt, rep.index, line))
+            pos = end
+        if pos <= have:
+            return have
+        if self._moved(s, rep, "metrics_offset", have, pos):
+            s.add_all(new_rows)
+        return pos
 
     def metrics(self, job_id: str) -> list[MetricPoint]:
         with self.read() as s:  # type: ignore[attr-defined]

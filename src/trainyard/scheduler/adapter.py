@@ -1,0 +1,75 @@
+"""Build the planner's model from the platform's records, and nothing else.
+
+The loop calls :func:`inputs` once per cycle with what the store and the
+engine report, hands the result to :func:`trainyard.scheduler.plan.plan`,
+and applies the plan. Fields the spec does not have yet (``placement``,
+``preemptible``) and attempt fields the store does not record yet
+(``preempted_by``, ``borrowed``) are read with defaults, so this works
+before and after they land.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from trainyard.scheduler.model import Node, PendingJob, Queue, ReplicaUse, RunningJob, default_queue
+from trainyard.spec.job import JobSpec
+from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
+
+
+def queue_map(queues: Iterable[Queue] | None) -> dict[str, Queue]:
+    """Configured queues by name; with none configured, one unlimited ``default`` queue."""
+    out = {q.name: q for q in queues or ()}
+    return out or {"default": default_queue()}
+
+
+def node(info: NodeInfo) -> Node:
+    """A node with what is free on it; ``*_used`` must count every live attempt, stopping ones too."""
+    used = set(info.gpus_used)
+    return Node(
+        name=info.name, cpu=info.cpu, memory=info.memory, gpus=info.gpu, gpu_type=info.gpu_type,
+        labels=dict(info.labels), cpu_free=info.cpu - info.cpu_used, memory_free=info.memory - info.memory_used,
+        free_gpu_ids=[g for g in info.gpu_ids if g not in used],
+    )
+
+
+def _queue_of(name: str, queues: dict[str, Queue]) -> Queue:
+    return queues.get(name) or default_queue(name)
+
+
+def pending_job(job: JobInfo, queues: dict[str, Queue]) -> PendingJob:
+    spec, last = job.spec, job.last_attempt
+    r = spec.resources
+    return PendingJob(
+        id=job.id, queue=job.queue, team=_queue_of(job.queue, queues).team, priority=job.priority,
+        seq=job.created_at, replicas=spec.replicas, cpu=r.cpu, memory=r.memory or 0, gpu=r.gpu,
+        gpu_types=tuple(r.gpu_types), node_selector=dict(r.node_selector),
+        placement=getattr(spec, "placement", "pack"), timeout=spec.timeout,
+        preemptible=getattr(spec, "preemptible", True), not_before=job.not_before,
+        last_preempted_by=getattr(last, "preempted_by", None) if last else None,
+        last_reason=last.reason if last else None,
+    )
+
+
+def running_job(attempt: AttemptInfo, spec: JobSpec, queue: str, priority: int,
+                queues: dict[str, Queue]) -> RunningJob:
+    """A live attempt with what each replica holds. ``spec`` is the job's (resources per replica)."""
+    r = spec.resources
+    placed = [(p.node, list(p.gpus)) for p in attempt.replicas] or [(attempt.node, list(attempt.gpus))]
+    started = attempt.started_at or attempt.created_at
+    return RunningJob(
+        attempt_id=attempt.id, job_id=attempt.job_id, queue=queue, team=_queue_of(queue, queues).team,
+        priority=priority, replicas=[ReplicaUse(n, r.cpu, r.memory or 0, g) for n, g in placed if n],
+        started_at=started, expected_end=started + spec.timeout if spec.timeout is not None else None,
+        preemptible=getattr(spec, "preemptible", True), borrowed=getattr(attempt, "borrowed", None),
+        stopping=bool(getattr(attempt, "stop_reason", None) or getattr(attempt, "cancel_requested", False)),
+    )
+
+
+def inputs(pending: list[JobInfo], live: list[tuple[JobInfo, AttemptInfo]], nodes: list[NodeInfo],
+           queues: Iterable[Queue] | None = None) -> tuple[list[Node], list[PendingJob], list[RunningJob], list[Queue]]:
+    """Everything :func:`plan` takes, from the store's pending jobs, live attempts (with their jobs),
+    and the engine's nodes."""
+    qs = queue_map(queues)
+    running = [running_job(a, j.spec, j.queue, j.priority, qs) for j, a in live]
+    return [node(n) for n in nodes], [pending_job(j, qs) for j in pending], running, list(qs.values())
