@@ -34,7 +34,8 @@ print("env", os.environ["TRAINYARD_JOB_ID"], os.environ["TRAINYARD_ATTEMPT"], os
     lines = report_server.metric_lines()
     assert [json.loads(ln)["step"] for ln in lines] == [0, 1, 2, 3, 4]
     reports = report_server.snapshot()
-    assert reports[0]["phase"] == "running" and isinstance(reports[0]["pid"], int)
+    # a command this short is over before the first report is due: one report carries everything
+    assert reports[0]["phase"] in ("running", "exited") and isinstance(reports[0]["pid"], int)
     assert reports[-1]["phase"] == "exited" and reports[-1]["result"] == result
     assert all(p == "/internal/attempts/att-1/replicas/0/report" for p in report_server.paths)
     assert all(h["Authorization"] == "Bearer s3cret" for h in report_server.headers)

@@ -7,7 +7,7 @@ from sqlalchemy import inspect
 
 from trainyard.spec import parse_job
 from trainyard.status import AttemptStatus, JobStatus, Reason
-from trainyard.store import Store
+from trainyard.store import Ending, Store
 from trainyard.store.tables import Base
 
 pytestmark = pytest.mark.postgres
@@ -39,8 +39,9 @@ def test_a_gang_attempt_has_one_row_per_replica(store):
     assert [(r.index, r.node, r.gpus) for r in attempt.replicas] == [(0, "a", ["0"]), (1, "b", ["1"])]
     assert store.report(attempt.id, 1, running=True) == (job.id, None)
     assert store.get_job(job.id).status == JobStatus.RUNNING
-    after = store.finish_replica(attempt.id, 1, AttemptStatus.FAILED, exit_code=1, reason="Error(exit 1)", message=None)
-    assert [r.status for r in after.replicas] == [AttemptStatus.STARTING, AttemptStatus.FAILED]
+    after, ended = store.finish_replica(attempt.id, 1, AttemptStatus.FAILED, exit_code=1, reason="Error(exit 1)",
+                                        message=None)
+    assert not ended and [r.status for r in after.replicas] == [AttemptStatus.STARTING, AttemptStatus.FAILED]
     assert store.finish_replica(attempt.id, 1, AttemptStatus.FAILED, exit_code=1, reason="x", message=None) is None
     assert store.request_stop(attempt.id, "replica 1 failed") and not store.request_stop(attempt.id, "again")
     assert store.get_attempt(attempt.id).stop_reason == "replica 1 failed"
@@ -49,18 +50,17 @@ def test_a_gang_attempt_has_one_row_per_replica(store):
 def test_a_job_runs_through_its_states(store):
     job, attempt = running_attempt(store)
     assert store.get_job(job.id).status == JobStatus.RUNNING
-    assert store.finish_attempt(attempt.id, AttemptStatus.SUCCEEDED, exit_code=0, reason=Reason.SUCCEEDED,
-                                message=None, job_status=JobStatus.SUCCEEDED)
+    assert store.finish_attempt(attempt.id, Ending(AttemptStatus.SUCCEEDED, 0, Reason.SUCCEEDED, None,
+                                                   JobStatus.SUCCEEDED))
     info = store.get_job(job.id)
     assert info.status == JobStatus.SUCCEEDED and info.attempts[0].exit_code == 0
 
 
 def test_terminal_states_are_final_and_a_result_applies_once(store):
     job, attempt = running_attempt(store)
-    assert store.finish_attempt(attempt.id, AttemptStatus.FAILED, exit_code=1, reason=Reason.error(1),
-                                message=None, job_status=JobStatus.FAILED)
-    assert not store.finish_attempt(attempt.id, AttemptStatus.SUCCEEDED, exit_code=0, reason=Reason.SUCCEEDED,
-                                    message=None, job_status=JobStatus.SUCCEEDED)
+    assert store.finish_attempt(attempt.id, Ending(AttemptStatus.FAILED, 1, Reason.error(1), None, JobStatus.FAILED))
+    assert not store.finish_attempt(attempt.id, Ending(AttemptStatus.SUCCEEDED, 0, Reason.SUCCEEDED, None,
+                                                       JobStatus.SUCCEEDED))
     assert store.get_job(job.id).status == JobStatus.FAILED
     assert not store.move_job(job.id, JobStatus.PENDING)
     assert store.request_cancel(job.id) == JobStatus.FAILED

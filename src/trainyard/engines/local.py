@@ -45,10 +45,9 @@ class LocalEngine(Engine):
         self.node = node
         self._children: dict[tuple[str, int], subprocess.Popen] = {}
         self._runtime: str | None | bool = False  # False: not looked up yet
-        self._spare: subprocess.Popen | None = None  # a launcher already started, waiting for an attempt
-        self._spare_lock = threading.Lock()
+        self._zygote: subprocess.Popen | None = None  # forks launchers (see trainyard.launch.zygote)
+        self._zygote_lock = threading.Lock()
         self._closed = False
-        self._start_spare()
 
     def nodes(self) -> list[NodeInfo]:
         return [self.node.model_copy(deep=True)]
@@ -86,46 +85,40 @@ class LocalEngine(Engine):
         if spec.image:
             config.command = self._containerize(spec.image, config, workdir / "work")
         config.write(workdir)
-        proc = self._take_spare(workdir)
-        if proc is None:
+        pid = self._fork_launcher(workdir)
+        if pid is None:  # no zygote: start a launcher the slow way
             with open(workdir / "launcher.log", "ab") as log:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "trainyard.launch", str(workdir)],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True, close_fds=True,
                 )
-        self._start_spare()
-        handle = {"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(), "dir": str(workdir)}
+            self._children[(attempt.id, replica)] = proc
+            pid = proc.pid
+        handle = {"pid": pid, "create_time": psutil.Process(pid).create_time(), "dir": str(workdir)}
         tmp = workdir / (HANDLE_NAME + ".tmp")
         tmp.write_text(json.dumps(handle))
         tmp.replace(workdir / HANDLE_NAME)
-        self._children[(attempt.id, replica)] = proc
         return handle
 
-    def _take_spare(self, workdir: Path) -> subprocess.Popen | None:
-        """Hand ``workdir`` to the waiting spare launcher, if one is alive."""
-        with self._spare_lock:
-            spare, self._spare = self._spare, None
-        if spare is None or spare.poll() is not None:
-            return None
-        try:
-            spare.stdin.write(f"{workdir}\n".encode())
-            spare.stdin.close()
-        except OSError:
-            return None
-        return spare
-
-    def _start_spare(self) -> None:
-        with self._spare_lock:
-            if self._spare is None and not self._closed:
-                self._spare = self._popen_spare()
-
-    def _popen_spare(self) -> subprocess.Popen:
-        return subprocess.Popen(
-            [sys.executable, "-m", "trainyard.launch", "--standby"],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
-        )
+    def _fork_launcher(self, workdir: Path) -> int | None:
+        """A launcher forked by the zygote for ``workdir``; None if the zygote is not there."""
+        with self._zygote_lock:
+            if self._closed:
+                return None
+            if self._zygote is None or self._zygote.poll() is not None:
+                self._zygote = subprocess.Popen(
+                    [sys.executable, "-m", "trainyard.launch.zygote"], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                )
+            try:
+                self._zygote.stdin.write(f"{workdir}\n".encode())
+                self._zygote.stdin.flush()
+                return int(self._zygote.stdout.readline())
+            except (OSError, ValueError):
+                self._zygote.kill()
+                self._zygote = None
+                return None
 
     def _containerize(self, image: str, config: LaunchConfig, cwd: Path) -> list[str]:
         """The command inside ``image``, with the attempt's files mounted at the same paths."""
@@ -182,12 +175,12 @@ class LocalEngine(Engine):
                 del self._children[key]
 
     def close(self) -> None:
-        with self._spare_lock:
+        with self._zygote_lock:
             self._closed = True
-            spare, self._spare = self._spare, None
-        if spare is not None and spare.poll() is None:
-            spare.stdin.close()  # EOF: the spare exits without running anything
-            spare.wait(5)
+            zygote, self._zygote = self._zygote, None
+        if zygote is not None and zygote.poll() is None:
+            zygote.stdin.close()  # EOF: the zygote exits; launchers it forked go on
+            zygote.wait(5)
         self._reap()
 
 

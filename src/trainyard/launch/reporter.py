@@ -34,6 +34,7 @@ from trainyard.launch.transport import post_json
 
 TICK = 0.15        # how often new log bytes and metric lines are looked for
 HEARTBEAT = 3.0    # a report at least this often, even with nothing new
+FIRST_DELAY = 0.1  # the first report waits this long for a short command to end (logs still arrive in < 0.5 s)
 REQUEST_TIMEOUT = 30.0
 BACKOFF_MIN, BACKOFF_MAX = 0.1, 2.0
 
@@ -59,12 +60,15 @@ class Reporter:
         self._thread = threading.Thread(target=self._run, name="trainyard-reporter", daemon=True)
         self._delivered = False
         self._last_sent: float | None = None
+        self._first_at = 0.0
 
     def start(self) -> None:
         self._thread.start()
 
     def started(self, pid: int) -> None:
-        """The command runs: the first report goes out now."""
+        """The command runs: the first report goes out after ``FIRST_DELAY``, or with the result
+        if the command is over by then (a short job then costs the server one report, not two)."""
+        self._first_at = time.monotonic() + FIRST_DELAY
         self._pid = pid
         self._wake.set()
 
@@ -95,6 +99,10 @@ class Reporter:
                 self._wake.wait()
                 continue
             final = self._result is not None
+            if not final and self._last_sent is None and time.monotonic() < self._first_at:
+                self._wake.wait(self._first_at - time.monotonic())
+                self._wake.clear()
+                continue
             if final and time.monotonic() > self._deadline:
                 return
             try:

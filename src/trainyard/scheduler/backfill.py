@@ -53,8 +53,9 @@ def _count(v: list, c: float, m: int, g: int, spread: bool) -> int:
 
 
 def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Releases,
-            now: float) -> Reservation | None:
-    """Hold the nodes where ``job`` can start soonest; None if it could never fit them."""
+            now: float) -> tuple[Reservation, str | None] | None:
+    """Hold the nodes where ``job`` can start soonest, and say on which GPU type; None if it
+    could never fit them."""
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
     spread = n > 1 and job.placement == "spread"
     best = None
@@ -97,4 +98,4 @@ def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Rel
         v = free[s]
         s.resv = [inner, v[0] - use * c, v[1] - use * m, v[2] - use * g]
         held.append(s.name)
-    return Reservation(job.id, held, start)
+    return Reservation(job.id, held, start), t

@@ -298,6 +298,11 @@ class Cluster:
             sc[0] -= uc
             sc[1] -= um
             sc[2] -= ug
+        r = s.resv
+        if r is not None and end > r[0]:  # the held share counted that room too (take charges the rest)
+            r[1] -= uc
+            r[2] -= um
+            r[3] -= ug
         rest = (max(0.0, c - uc), max(0, m - um), max(0, g - ug))
         if any(rest):
             self.take(s, *rest, end)

@@ -28,46 +28,52 @@ ZERO: Cost = (0, -(10**18), 0.0)
 
 
 class Victims:
-    """Running attempts on each node that some job might preempt, cheapest first."""
+    """Attempts on each node that some job might preempt, cheapest first, built per node on first use.
 
-    def __init__(self, cl: Cluster, running: list[RunningJob], borrowed: set[str], totals: dict[str, tuple],
-                 now: float) -> None:
-        self.cl = cl
-        # slot -> [(cost, attempt, cpu, mem, gpus held on this slot, borrowed)], cheapest first
-        self.on: dict[Slot, list[tuple]] = {}
+    An entry is ``(cost, attempt, cpu, mem, gpus held on this node, borrowed)``.
+    """
+
+    def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
+                 totals: dict[str, tuple], now: float) -> None:
+        self.cl, self.raw, self.borrowed, self.totals, self.now = cl, on, borrowed, totals, now
         self.taken: set[str] = set()  # chosen this cycle
         self.cost: dict[str, Cost] = {}
-        inv_c = 1 / cl.cpu_total if cl.cpu_total else 0.0
-        inv_g = 1 / cl.gpu_total if cl.gpu_total else 0.0
-        by_name, on = cl.by_name, self.on
-        for r in running:
-            b = r.attempt_id in borrowed
-            if r.stopping or not (r.preemptible or b):
-                continue
-            cpu, _, _, gpus = totals[r.attempt_id]
-            cost = self.cost[r.attempt_id] = (0 if b else 1, r.priority,
-                                              max(now - r.started_at, 1.0) * max(cpu * inv_c, gpus * inv_g))
-            if len(r.replicas) == 1:
-                p = r.replicas[0]
-                ps = by_name.get(p.node)
-                if ps is not None:
-                    on.setdefault(ps, []).append((cost, r, p.cpu, p.memory, len(p.gpu_ids), b))
-                continue
-            here: dict[Slot, list] = {}
-            for p in r.replicas:
-                ps = by_name.get(p.node)
-                if ps is not None:
-                    h = here.setdefault(ps, [0.0, 0, 0])
-                    h[0] += p.cpu
-                    h[1] += p.memory
-                    h[2] += len(p.gpu_ids)
-            for ps, h in here.items():
-                on.setdefault(ps, []).append((cost, r, h[0], h[1], h[2], b))
-        self.most: dict[Slot, tuple] = {}  # slot -> all its victims' room together: a quick upper bound
-        for ps, lst in on.items():
-            if len(lst) > 1:
-                lst.sort(key=_cost)
-            self.most[ps] = (sum(e[2] for e in lst), sum(e[3] for e in lst), sum(e[4] for e in lst))
+        self._on: dict[Slot, list] = {}
+        self._most: dict[Slot, tuple] = {}
+        self.inv_c = 1 / cl.cpu_total if cl.cpu_total else 0.0
+        self.inv_g = 1 / cl.gpu_total if cl.gpu_total else 0.0
+
+    def cost_of(self, r: RunningJob) -> Cost:
+        c = self.cost.get(r.attempt_id)
+        if c is None:
+            cpu, _, _, gpus = self.totals[r.attempt_id]
+            size = max(cpu * self.inv_c, gpus * self.inv_g)
+            c = self.cost[r.attempt_id] = (0 if r.attempt_id in self.borrowed else 1, r.priority,
+                                           max(self.now - r.started_at, 1.0) * size)
+        return c
+
+    def on(self, s: Slot) -> list:
+        lst = self._on.get(s)
+        if lst is None:
+            lst = []
+            for r in self.raw.get(s.name, ()):
+                c = m = g = 0
+                for p in r.replicas:
+                    if p.node == s.name:
+                        c += p.cpu
+                        m += p.memory
+                        g += len(p.gpu_ids)
+                lst.append((self.cost_of(r), r, c, m, g, r.attempt_id in self.borrowed))
+            lst.sort(key=_cost)
+            self._on[s] = lst
+            self._most[s] = (sum(e[2] for e in lst), sum(e[3] for e in lst), sum(e[4] for e in lst))
+        return lst
+
+    def most(self, s: Slot) -> tuple | None:
+        """All this node's victims' room together: a quick upper bound."""
+        if s not in self._most:
+            self.on(s)
+        return self._most[s] if self._on[s] else None
 
 
 def _cost(e: tuple) -> tuple:
@@ -75,23 +81,22 @@ def _cost(e: tuple) -> tuple:
 
 
 class Releasable:
-    """How much preemptible work below a priority holds, per GPU type (None: cores anywhere).
+    """How much preemptible work below a priority holds, per key (a GPU type, None for cores, …).
 
     A necessary condition checked in O(log n) before an O(nodes) search: if all
     the lower-priority work together cannot make room, no search can.
     """
 
-    def __init__(self) -> None:
-        self.items: dict[str | None, list] = {}
-        self.ready: dict[str | None, tuple] = {}
+    def __init__(self, amounts: dict[tuple, float]) -> None:  # (key, priority) -> amount
+        self.by: dict = {}
+        for (key, prio), v in amounts.items():
+            self.by.setdefault(key, []).append((prio, v))
+        self.ready: dict = {}
 
-    def add(self, key: str | None, priority: int, amount: float) -> None:
-        self.items.setdefault(key, []).append((priority, amount))
-
-    def below(self, key: str | None, priority: int) -> float:
+    def below(self, key, priority: int) -> float:
         r = self.ready.get(key)
         if r is None:
-            items = sorted(self.items.get(key, ()))
+            items = sorted(self.by.get(key, ()))
             sums, acc = [], 0.0
             for _, a in items:
                 acc += a
@@ -101,24 +106,52 @@ class Releasable:
         return r[1][i - 1] if i else 0.0
 
 
+class Failures:
+    """Room searches that failed this cycle. Room only shrinks within a cycle, so a job that asks
+    at least as much, on no more GPU types, with no fewer labels, at no higher priority and under
+    the same reservations, fails too, without an O(nodes) search of its own."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple] = []
+
+    @staticmethod
+    def _key(job: PendingJob, types: tuple, sel: tuple, sig: tuple, context: tuple) -> tuple:
+        return (frozenset(types), job.cpu, job.memory, job.gpu, job.replicas, job.placement == "spread",
+                frozenset(sel), context, job.priority, sig)
+
+    def covers(self, job: PendingJob, types: tuple, sel: tuple, sig: tuple, context: tuple) -> bool:
+        k = self._key(job, types, sel, sig, context)
+        for f in self.items:
+            if (f[7] == k[7] and f[8] >= k[8] and f[1] <= k[1] + EPS and f[2] <= k[2] and f[3] <= k[3]
+                    and f[4] <= k[4] and f[5] <= k[5] and f[0] >= k[0] and f[6] <= k[6]
+                    and all(a <= b for a, b in zip(f[9], k[9]))):  # more reservations in force: no easier
+                return True
+        return False
+
+    def add(self, job: PendingJob, types: tuple, sel: tuple, sig: tuple, context: tuple) -> None:
+        self.items.append(self._key(job, types, sel, sig, context))
+
+
 def _fits(v: list, c: float, m: int, g: int) -> bool:
     return v[0] + EPS >= c and v[1] >= m and v[2] >= g
 
 
 def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
-           victims: Victims | None = None, reclaim: bool = False, pre: tuple = ()):
+           victims: Victims | None = None, reclaim: bool = False, pre: tuple = (), spare_job: str | None = None):
     """``(gpu type, [slot per replica], [victims])`` letting ``job`` start, or None.
 
     Room counts free room, room of stopping attempts not yet claimed, and
     room of the chosen victims (``pre`` are chosen already, for the queue's
-    quota). Reserved nodes are left to their reservation.
+    quota). On a node held for a reservation, work that may run past its
+    start only gets what the reservation leaves over, and preempts nothing.
+    Attempts of job ``spare_job`` are never chosen.
     """
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
     spread = n > 1 and job.placement == "spread"
-    most = victims.most if victims is not None else {}
     for t in types:
-        cands = [s for s in cl.holders(job, t, sel) if s.resv is None or end <= s.resv[0]]
+        cands = cl.holders(job, t, sel)
         virt: dict[Slot, list] = {}
+        spare: dict[Slot, list] = {}  # what held nodes leave over, as this search uses it
         chosen: dict[str, RunningJob] = {}
         picks: list[Slot] = []
 
@@ -138,15 +171,23 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
                 if spread and s in picks:
                     continue
                 v = room(s)
+                if s.resv is not None and end > s.resv[0]:
+                    left = spare.get(s)
+                    if left is None:
+                        left = spare[s] = list(s.resv[1:])
+                    if _fits(v, c, m, g) and _fits(left, c, m, g):
+                        best, best_cost, best_set = s, ZERO, []
+                        break
+                    continue
                 if _fits(v, c, m, g):
                     best, best_cost, best_set = s, ZERO, []
                     break
                 if victims is None:
                     continue
-                top = most.get(s)
+                top = victims.most(s)
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
                     continue
-                need = _victims_on(victims.on.get(s), v, c, m, g, job, reclaim, victims.taken, chosen)
+                need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job)
                 if need is None:
                     continue
                 cost = (sum(e[0][0] for e in need), max(e[0][1] for e in need), sum(e[0][2] for e in need))
@@ -157,10 +198,11 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
             for e in best_set:
                 chosen[e[1].attempt_id] = e[1]
                 _free(cl, e[1], room)
-            v = room(best)
-            v[0] -= c
-            v[1] -= m
-            v[2] -= g
+            for v in (room(best), spare.get(best)):
+                if v is not None:
+                    v[0] -= c
+                    v[1] -= m
+                    v[2] -= g
             picks.append(best)
         else:
             return t, picks, list(chosen.values())
@@ -178,11 +220,11 @@ def _free(cl: Cluster, r: RunningJob, room) -> None:
 
 
 def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: PendingJob, reclaim: bool,
-                taken: set, chosen: dict) -> list | None:
+                taken: set, chosen: dict, last: str | None) -> list | None:
     """The cheapest set of victims on one node that makes room, pruned to those needed."""
     if not on:
         return None
-    prio, queue, last = job.priority, job.queue, job.last_preempted_by
+    prio, queue = job.priority, job.queue
     ac, am, ag = v[0] + EPS, v[1], v[2]
     need = []
     for e in on:

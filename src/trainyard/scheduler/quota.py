@@ -111,32 +111,50 @@ class Quotas:
         self._allowed[(q.name, shape)] = (u.running, out)
         return out
 
-    def victims_for(self, q: Queue, job: PendingJob, t: str | None, mine: list[RunningJob],
-                    totals: dict[str, tuple]) -> list[RunningJob] | None:
-        """The cheapest attempts of ``q`` (``mine``, cheapest first) whose share, once handed back,
-        lets ``job`` fit the quota on type ``t``; None if even all of them would not."""
+    def over(self, q: Queue, job: PendingJob, t: str | None) -> dict:
+        """How far past each of its queue's limits the whole gang would go on type ``t``."""
         u, n = self.usage(q.name), job.replicas
-        need = (job.cpu * n, job.memory * n, t, job.gpu * n)
-        left, chosen = Usage(), []
-        left.cpu, left.mem, left.gpus, left.running = u.cpu, u.mem, dict(u.gpus), u.running
+        out = {}
+        if q.cpu is not None and u.cpu + job.cpu * n > q.cpu + EPS:
+            out["cpu"] = u.cpu + job.cpu * n - q.cpu
+        if q.memory is not None and u.mem + job.memory * n > q.memory:
+            out["mem"] = u.mem + job.memory * n - q.memory
+        if job.gpu and q.gpus:
+            if t in q.gpus and u.gpus.get(t, 0) + job.gpu * n > q.gpus[t]:
+                out[t] = u.gpus.get(t, 0) + job.gpu * n - q.gpus[t]
+            if "*" in q.gpus and sum(u.gpus.values()) + job.gpu * n > q.gpus["*"]:
+                out["*"] = sum(u.gpus.values()) + job.gpu * n - q.gpus["*"]
+        return out
 
-        def give_back(r: RunningJob, sign: int) -> None:
+    def victims_for(self, q: Queue, job: PendingJob, t: str | None, mine, totals: dict[str, tuple]):
+        """The cheapest attempts of ``q`` (``mine``: eligible ones, cheapest first) whose share, once
+        handed back, lets ``job`` fit the quota on type ``t``; None if even all of them would not."""
+        deficit = self.over(q, job, t)
+        if not deficit:
+            return []
+        chosen = []
+
+        def back(r: RunningJob) -> dict:
             cpu, mem, gtype, gpus = totals[r.attempt_id]
-            left.add(-sign * cpu, -sign * mem, gtype, -sign * gpus, -sign)
+            return {"cpu": cpu, "mem": mem, gtype: gpus, "*": gpus} if gpus else {"cpu": cpu, "mem": mem}
 
         for r in mine:
-            if _within(q, left, *need):
-                break
+            got = back(r)
+            if not any(got.get(k, 0) > 0 for k, v in deficit.items() if v > EPS):
+                continue  # frees nothing that binds
             chosen.append(r)
-            give_back(r, 1)
-        if not chosen or not _within(q, left, *need):
+            for k in deficit:
+                deficit[k] -= got.get(k, 0)
+            if all(v <= EPS for v in deficit.values()):
+                break
+        else:
             return None
         for r in list(reversed(chosen[:-1])):  # drop any that was not needed
-            give_back(r, -1)
-            if _within(q, left, *need):
+            got = back(r)
+            if all(v + got.get(k, 0) <= EPS for k, v in deficit.items()):
                 chosen.remove(r)
-            else:
-                give_back(r, 1)
+                for k in deficit:
+                    deficit[k] += got.get(k, 0)
         return chosen
 
     def admit(self, q: Queue, job: PendingJob, gtype: str | None) -> None:

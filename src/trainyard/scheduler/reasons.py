@@ -9,7 +9,8 @@ shape; thousands of pending jobs cost one f-string each.
 from __future__ import annotations
 
 from trainyard.scheduler.cluster import Cluster
-from trainyard.scheduler.model import INF, PendingJob, Reservation
+from trainyard.scheduler.model import INF, PendingJob, Plan, Queue, Reservation
+from trainyard.scheduler.quota import Quotas
 from trainyard.spec.units import format_memory
 
 
@@ -80,6 +81,19 @@ class Shortfalls:
             t = self.cache[shape] = self._build(job, types)
         return t
 
+    def lacks(self, job: PendingJob, types: list) -> bool:
+        """No node has the GPUs (or the cores, or the memory) for one replica now."""
+        cl = self.cl
+        if job.gpu:
+            return max((cl.max_free(t) for t in types), default=0) < job.gpu
+        self._maxima()
+        return job.cpu > self._cpu + 1e-9 or job.memory > self._mem
+
+    def _maxima(self) -> None:
+        if self._cpu is None:
+            self._cpu = max((s.cpu for s in self.cl.slots), default=0.0)
+            self._mem = max((s.mem for s in self.cl.slots), default=0)
+
     def _build(self, job: PendingJob, types: list) -> str:
         cl, n = self.cl, job.replicas
         gang = f"{n} replicas at once ({job.placement}), each " if n > 1 else ""
@@ -91,9 +105,7 @@ class Shortfalls:
                         f"{format_memory(job.memory)}; nodes with free GPUs lack the cores or memory")
             tail = f", {total} in all" if n > 1 else ""
             return f"{gang}needs {job.gpu} × {_gpu_kind(job)}, {best} free on any node{tail}"
-        if self._cpu is None:
-            self._cpu = max((s.cpu for s in cl.slots), default=0.0)
-            self._mem = max((s.mem for s in cl.slots), default=0)
+        self._maxima()
         want = []
         if job.cpu > self._cpu + 1e-9:
             want.append(f"{job.cpu:g} cores ({max(self._cpu, 0):g} free on any node)")
@@ -118,3 +130,52 @@ def behind(res: Reservation, job: PendingJob, now: float) -> str:
     if job.timeout is None or now + job.timeout > res.start:
         return f"job {res.job_id} is next to start in ≤ {wait}; a timeout ≤ {wait} would let this one backfill"
     return f"job {res.job_id} is next to start in ≤ {wait}"
+
+
+def explain(out: Plan, left: list[tuple], cl: Cluster, quotas: Quotas, now: float) -> None:
+    """Fill ``out.positions`` and ``out.reasons`` for every job left pending, in line order.
+
+    ``left`` holds ``(job, queue, kind, detail)``; kind is one of backoff, impossible, head,
+    claim, preempting, quota (its queue's limit binds) and room (no room now)."""
+    reasons, positions = out.reasons, out.positions
+    short = Shortfalls(cl)
+    first = out.reservations[0] if out.reservations else None
+    held = [cl.by_name[n] for n in first.nodes] if first else []
+    parts: dict[tuple, tuple[str, str]] = {}  # all but the position depends on (queue, shape, kind)
+    ahead_in: dict[str, int] = {}
+    for job, q, kind, d in left:
+        qn = q.name
+        k = ahead_in.get(qn, 0)
+        ahead_in[qn] = k + 1
+        positions[job.id] = k
+        if kind == "room" or kind == "quota":
+            late = first is not None and (job.timeout is None or now + job.timeout > first.start)
+            pk = (qn, d[0], kind, late)
+            pair = parts.get(pk)
+            if pair is None:
+                pair = parts[pk] = _parts(cl, quotas, short, job, q, kind, d, first, held, now)
+            reasons[job.id] = f"{pair[0]}; {ahead(k, qn)}{pair[1]}"
+        elif kind == "backoff":
+            reasons[job.id] = f"{backoff(job, now)}; {ahead(k, qn)}"
+        elif kind == "impossible":
+            reasons[job.id] = impossible(cl, job, d[1])
+        elif kind == "head":
+            reasons[job.id] = f"{head(d, now)}; {ahead(k, qn)}"
+        elif kind == "claim":
+            reasons[job.id] = f"starting: waiting for stopping jobs to hand back their room; {ahead(k, qn)}"
+        else:  # preempting
+            names = ", ".join(d[:3]) + (", …" if len(d) > 3 else "")
+            reasons[job.id] = f"starting: preempting {plural(len(d), 'job')} ({names}); {ahead(k, qn)}"
+
+
+def _parts(cl: Cluster, quotas: Quotas, short: Shortfalls, job: PendingJob, q: Queue, kind: str, d: tuple,
+           first: Reservation | None, held: list, now: float) -> tuple[str, str]:
+    shape, types = d
+    limit = quotas.describe(q, job, types)
+    if limit and not (q.borrowing and job.preemptible):
+        limit += " (borrowing off)"
+    lead = limit if kind == "quota" and limit and not short.lacks(job, types) else short.text(shape, job, types)
+    tail = [limit] if limit and lead != limit else []
+    if first is not None and any(cl.holds(s, job, t, shape[4]) for s in held for t in types):
+        tail.append(behind(first, job, now))
+    return lead, "".join("; " + p for p in tail)

@@ -18,7 +18,8 @@ from trainyard.services.notify import Notifier
 from trainyard.services.retry import decide
 from trainyard.spec.records import AttemptInfo, ReplicaInfo
 from trainyard.status import AttemptStatus, JobStatus, Reason
-from trainyard.store import Store
+from trainyard.spec.job import JobSpec
+from trainyard.store import Ending, Store
 
 log = logging.getLogger("trainyard.attempts")
 STOPPED = (Reason.CANCELLED, Reason.PREEMPTED)
@@ -57,33 +58,21 @@ class AttemptService:
             base = self.artifacts.outputs_url(attempt.job_id, attempt.number, replica)
             prefix = f"replica-{replica}/" if replica else ""
             self.store.add_artifacts(attempt.job_id, attempt.number, base, result["outputs"], prefix)
-        updated = self.store.finish_replica(attempt.id, replica, status, exit_code=result.get("exit_code"),
-                                            reason=reason, message=result.get("message") or None)
-        if updated is None:
+        done = self.store.finish_replica(attempt.id, replica, status, exit_code=result.get("exit_code"),
+                                         reason=reason, message=result.get("message") or None, conclude=_conclude)
+        if done is None:
             return None
+        updated, ended = done
         self.notifier.notify(attempt.job_id)
-        live = [r for r in updated.replicas if not r.status.is_terminal()]
-        if status != AttemptStatus.SUCCEEDED and live:
+        if ended:
+            log.info("attempt %s ended: %s; job %s", attempt.id, updated.reason, updated.status.value)
+            self.wake()
+        elif status != AttemptStatus.SUCCEEDED:
             if self.store.request_stop(attempt.id, f"replica {replica} ended: {reason}"):
                 log.info("attempt %s: replica %d ended (%s); stopping the other replicas", attempt.id, replica, reason)
                 self.stop(updated)
             return self.store.get_attempt(attempt.id)
-        if not live:
-            self._finish_attempt(updated)
         return updated
-
-    def _finish_attempt(self, attempt: AttemptInfo) -> None:
-        exit_code, reason, message = _outcome(attempt)
-        job = self.store.get_job(attempt.job_id)  # its status now: a cancel may have come meanwhile
-        outcome = decide(job.spec.retry, attempt_number=attempt.number, exit_code=exit_code, reason=reason,
-                         cancel_requested=job.status == JobStatus.CANCELLING, now=time.time())
-        if self.store.finish_attempt(
-            attempt.id, outcome.attempt_status, exit_code=exit_code, reason=reason, message=message,
-            job_status=outcome.job_status, job_reason=outcome.job_reason, not_before=outcome.not_before,
-        ):
-            log.info("attempt %s ended: %s; job %s", attempt.id, reason, outcome.job_status.value)
-            self.notifier.notify(attempt.job_id)
-            self.wake()
 
     def fail(self, attempt: AttemptInfo, reason: str, message: str) -> None:
         """End every live replica of an attempt that could not run (e.g. its launch failed)."""
@@ -104,6 +93,15 @@ class AttemptService:
             elif obs.state == "not_launched":
                 relaunch[attempt.id] = attempt
         return list(relaunch.values())
+
+
+def _conclude(attempt: AttemptInfo, job_status: JobStatus, spec: JobSpec) -> Ending:
+    """How a gang whose replicas have all ended ends, and what becomes of its job."""
+    exit_code, reason, message = _outcome(attempt)
+    outcome = decide(spec.retry, attempt_number=attempt.number, exit_code=exit_code, reason=reason,
+                     cancel_requested=job_status == JobStatus.CANCELLING, now=time.time())
+    return Ending(outcome.attempt_status, exit_code, reason, message, outcome.job_status, outcome.job_reason,
+                  outcome.not_before)
 
 
 def _outcome(attempt: AttemptInfo) -> tuple[int | None, str, str | None]:

@@ -21,6 +21,7 @@ class JobService:
         stop: Callable[[AttemptInfo], None],
     ) -> None:
         self.stop = stop
+        self._specs: dict[str, JobSpec] = {}  # job id -> spec; specs never change once stored
         self.store = store
         self.engine = engine
         self.artifacts = artifacts
@@ -54,11 +55,15 @@ class JobService:
     def nodes(self) -> list[NodeInfo]:
         """The engine's nodes with what running attempts hold on each."""
         nodes = {n.name: n.model_copy(deep=True) for n in self.engine.nodes()}
-        specs: dict[str, JobSpec] = {}
-        for a in self.store.active_attempts():
-            if a.job_id not in specs:
-                specs[a.job_id] = self.store.get_job(a.job_id).spec
-            r = specs[a.job_id].resources
+        active = self.store.active_attempts()
+        for a in active:
+            if a.job_id not in self._specs:
+                self._specs[a.job_id] = self.store.get_job(a.job_id).spec
+        if len(self._specs) > 4 * len(active) + 1000:  # forget finished jobs now and then
+            keep = {a.job_id for a in active}
+            self._specs = {k: v for k, v in self._specs.items() if k in keep}
+        for a in active:
+            r = self._specs[a.job_id].resources
             for rep in a.replicas:
                 node = nodes.get(rep.node)
                 if node is None or rep.status.is_terminal():

@@ -1,5 +1,6 @@
 """The store: SQLAlchemy over SQLite (default) or PostgreSQL; the only place with SQL."""
 
+from trainyard.store.store import Ending
 from trainyard.store.store import Store as _CoreStore
 from trainyard.store.telemetry import TelemetryMixin
 
@@ -8,4 +9,4 @@ class Store(TelemetryMixin, _CoreStore):
     """Jobs, attempts, logs, metrics and artifacts."""
 
 
-__all__ = ["Store"]
+__all__ = ["Ending", "Store"]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -24,6 +25,19 @@ from trainyard.store import tables as t
 from trainyard.store.db import make_engine, migrate
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
+
+
+@dataclass
+class Ending:
+    """How an attempt ended, and what becomes of its job."""
+
+    status: AttemptStatus
+    exit_code: int | None
+    reason: str
+    message: str | None
+    job_status: JobStatus
+    job_reason: str | None = None
+    not_before: float | None = None
 
 
 def _key_filter(model: type, key: Any) -> list:
@@ -214,14 +228,26 @@ class Store:
 
     def finish_replica(
         self, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None, reason: str,
-        message: str | None,
-    ) -> AttemptInfo | None:
-        """End one replica; None (and no change) when it had already ended."""
+        message: str | None, conclude: Callable[[AttemptInfo, JobStatus, JobSpec], Ending] | None = None,
+    ) -> tuple[AttemptInfo, bool] | None:
+        """End one replica; None (and no change) when it had already ended.
+
+        When it was the last one running and ``conclude`` is given, the attempt
+        and its job are ended in the same transaction, as ``conclude`` says from
+        the gang's replicas and the job's status and spec. Returns the attempt
+        and whether it ended.
+        """
         with self.write() as s:
             if not self._cas(s, t.Replica, (attempt_id, replica), status, exit_code=exit_code, reason=reason,
                              message=message, ended_at=time.time()):
                 return None
-            return self._attempt(s, attempt_id)
+            attempt = self._attempt(s, attempt_id)
+            if conclude is None or not all(r.status.is_terminal() for r in attempt.replicas):
+                return attempt, False
+            job = s.get(t.Job, attempt.job_id)
+            ended = self._end_attempt(s, attempt_id, conclude(attempt, JobStatus(job.status),
+                                                              JobSpec.model_validate(job.spec)))
+            return (self._attempt(s, attempt_id) if ended else attempt), ended
 
     def request_stop(self, attempt_id: str, why: str) -> bool:
         """Mark an attempt as one that must stop; the first reason given is kept."""
@@ -230,29 +256,26 @@ class Store:
                                                     t.Attempt.status.in_(ACTIVE_ATTEMPT)).values(stop_reason=why))
             return res.rowcount == 1
 
-    def finish_attempt(
-        self, attempt_id: str, status: AttemptStatus, *, exit_code: int | None, reason: str,
-        message: str | None, job_status: JobStatus, job_reason: str | None = None,
-        not_before: float | None = None,
-    ) -> bool:
+    def finish_attempt(self, attempt_id: str, ending: Ending) -> bool:
         """End an attempt and move its job on, in one transaction.
 
         Returns False (and changes nothing) when the attempt had already
         ended: a result reported twice is applied once.
         """
-        now = time.time()
         with self.write() as s:
-            row = s.get(t.Attempt, attempt_id)
-            if row is None:
-                raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
-            ok = self._cas(s, t.Attempt, attempt_id, status, exit_code=exit_code, reason=reason,
-                           message=message, ended_at=now)
-            if not ok:
-                return False
-            if not self._cas(s, t.Job, row.job_id, job_status, reason=job_reason, not_before=not_before):
-                job = s.get(t.Job, row.job_id, populate_existing=True)
-                raise InvalidTransition(f"job {row.job_id}: {job.status} → {job_status.value} is not allowed")
-            return True
+            return self._end_attempt(s, attempt_id, ending)
+
+    def _end_attempt(self, s: Session, attempt_id: str, e: Ending) -> bool:
+        row = s.get(t.Attempt, attempt_id)
+        if row is None:
+            raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
+        if not self._cas(s, t.Attempt, attempt_id, e.status, exit_code=e.exit_code, reason=e.reason,
+                         message=e.message, ended_at=time.time()):
+            return False
+        if not self._cas(s, t.Job, row.job_id, e.job_status, reason=e.job_reason, not_before=e.not_before):
+            job = s.get(t.Job, row.job_id, populate_existing=True)
+            raise InvalidTransition(f"job {row.job_id}: {job.status} → {e.job_status.value} is not allowed")
+        return True
 
     def request_cancel(self, job_id: str) -> JobStatus:
         """pending → cancelled at once; starting/running → cancelling (the engine stops it)."""

@@ -1,0 +1,78 @@
+"""``python -m trainyard.launch.zygote``: fork a launcher per attempt, with imports done once.
+
+Starting Python and importing the launcher costs ~40 ms of CPU per attempt;
+forking a process that already did it costs ~1 ms. The engine writes one
+attempt dir per line on stdin and reads back the new launcher's pid, one per
+line. Each launcher runs in its own session with its output in its
+``launcher.log``, so it outlives the zygote and the server alike. EOF on stdin
+(the server stopped or died) ends the zygote; its launchers go on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def _reap(*_: object) -> None:
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _child(attempt_dir: str) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the launcher waits for its own command
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(os.path.join(attempt_dir, "launcher.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(null, 0)  # let go of the zygote's pipes, or the engine would never see EOF
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    code = 1
+    try:
+        from pathlib import Path
+
+        from trainyard.launch.launcher import Launcher
+
+        Launcher(Path(attempt_dir)).run()
+        code = 0
+    except BaseException:  # noqa: BLE001  (a child must never return into the zygote's loop)
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def main() -> int:
+    import socket  # noqa: F401  (the reporter's first connection would import it)
+
+    from trainyard.launch import launcher, reporter, transport  # noqa: F401
+
+    signal.signal(signal.SIGCHLD, _reap)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return 0
+        attempt_dir = line.strip()
+        if not attempt_dir:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            _child(attempt_dir)
+        sys.stdout.write(f"{pid}\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
