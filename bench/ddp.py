@@ -34,7 +34,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -43,10 +42,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import torch
 
-from trainyard import Client
+from benchserver import BenchServer
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ddp"
 THROUGHPUT = re.compile(r"throughput samples_per_sec=([0-9.]+)")
@@ -90,33 +88,8 @@ def run_direct(args: argparse.Namespace, nproc: int, tmp: Path) -> tuple[float, 
     return throughput(proc.stdout), wall
 
 
-class Server:
+class Server(BenchServer):
     """``python -m trainyard server`` in its own process group, for one TRAINYARD_HOME."""
-
-    def __init__(self, home: Path) -> None:
-        home.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "TRAINYARD_HOME": str(home)}
-        env.pop("TRAINYARD_SERVER", None)
-        self.home, self.log = home, open(home / "server.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "trainyard", "server"], env=env,
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        self.url = self._wait_ready(home / "server.json", 60.0)
-        self.client = Client(self.url)
-
-    def _wait_ready(self, address: Path, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}; see {self.home / 'server.log'}")
-            try:
-                info = json.loads(address.read_text())
-                if info.get("pid") == self.proc.pid and httpx.get(f"{info['url']}/healthz", timeout=1).is_success:
-                    return info["url"]
-            except (OSError, ValueError, httpx.HTTPError):
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"server did not answer within {timeout:.0f}s; see {self.home / 'server.log'}")
 
     def run(self, args: argparse.Namespace, replicas: int, gpu: int) -> tuple[float, float]:
         """(samples/s, wall s from submit to the end) of one job."""
@@ -134,17 +107,6 @@ class Server:
         if info.status.value != "succeeded":
             raise RuntimeError(f"job {job.id} {info.status.value}: {info.reason}\n{logs[-2000:]}")
         return throughput(logs), wall
-
-    def close(self) -> None:
-        self.client.close()
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
 
 
 # -- one comparison ------------------------------------------------------------------

@@ -27,10 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 
-from trainyard import Client
+from benchserver import BenchServer
 
 COMMAND = [sys.executable, "-c", "pass"]
 TARGET_BARE_RATIO, TARGET_RAY_RATIO, TARGET_RSS_MB = 3.0, 20.0, 150.0
@@ -120,34 +119,11 @@ def run_bare() -> float:
     return time.perf_counter() - t0
 
 
-class Trainyard:
+class Trainyard(BenchServer):
     def __init__(self, home: Path, argv: list[str], job_timeout: float):
-        env = {**os.environ, "TRAINYARD_HOME": str(home)}
-        env.pop("TRAINYARD_SERVER", None)
-        self.home = home
-        self.log = open(home / "server.log", "ab")
-        self.proc = subprocess.Popen(argv, env=env,
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        self.url = self._wait_ready(home / "server.json", 60.0)
-        self.client = Client(self.url)
+        super().__init__(home, argv)
         self.job_timeout = job_timeout
         self.spec = {"name": "bench", "command": COMMAND}
-
-    def _wait_ready(self, address: Path, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                tail = (self.home / "server.log").read_text(errors="replace").strip().splitlines()[-5:]
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n    " + "\n    ".join(tail))
-            try:
-                info = json.loads(address.read_text())
-                if info.get("pid") == self.proc.pid and httpx.get(f"{info['url']}/healthz", timeout=1).is_success:
-                    return info["url"]
-            except (OSError, ValueError, httpx.HTTPError):
-                pass
-            time.sleep(0.02)
-        raise RuntimeError(f"server did not answer within {timeout:.0f}s")
 
     def run(self) -> tuple[float, dict[str, float]]:
         """One job, submit → wait() returned; and the timestamps of its phases (epoch seconds)."""
@@ -175,10 +151,6 @@ class Trainyard:
         time.sleep(idle)
         return tree_rss(self.proc.pid)
 
-    def close(self) -> None:
-        self.client.close()
-        stop(self.proc)
-        self.log.close()
 
 
 def ray_cli() -> str:
