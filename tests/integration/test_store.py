@@ -37,7 +37,7 @@ def test_a_gang_attempt_has_one_row_per_replica(store):
     job = store.create_job(parse_job("command: x\nreplicas: 2\ndistributed: torch"))
     attempt = store.admit(job.id, [("a", ["0"]), ("b", ["1"])])
     assert [(r.index, r.node, r.gpus) for r in attempt.replicas] == [(0, "a", ["0"]), (1, "b", ["1"])]
-    assert store.report(attempt.id, 1, running=True) == (job.id, None)
+    assert store.report(attempt.id, 1, running=True) == (job.id, None, None)
     assert store.get_job(job.id).status == JobStatus.RUNNING
     after, ended = store.finish_replica(attempt.id, 1, AttemptStatus.FAILED, exit_code=1, reason="Error(exit 1)",
                                         message=None)

@@ -42,7 +42,7 @@ def pending_job(job: JobInfo, queues: dict[str, Queue]) -> PendingJob:
     r = spec.resources
     return PendingJob(
         id=job.id, queue=job.queue, team=_queue_of(job.queue, queues).team, priority=job.priority,
-        seq=job.created_at, replicas=spec.replicas, cpu=r.cpu, memory=r.memory or 0, gpu=r.gpu,
+        seq=job.created_at, submitted_at=job.created_at, replicas=spec.replicas, cpu=r.cpu, memory=r.memory or 0, gpu=r.gpu,
         gpu_types=tuple(r.gpu_types), node_selector=dict(r.node_selector),
         placement=getattr(spec, "placement", "pack"), timeout=spec.timeout,
         preemptible=getattr(spec, "preemptible", True), not_before=job.not_before,

@@ -22,13 +22,13 @@ from trainyard.scheduler.model import INF, PendingJob, Reservation, RunningJob
 class Releases:
     """When room comes back: (time, node, cpu, memory, gpus), from running and just-admitted work."""
 
-    def __init__(self, cl: Cluster, running: list[RunningJob]) -> None:
+    def __init__(self, cl: Cluster, running: list[RunningJob], now: float) -> None:
         self.items: list[tuple] = []
-        self._sorted = True
         for r in running:
             if r.stopping:
                 continue  # already counted as room coming back now (Slot.soon)
-            end = r.expected_end if r.expected_end is not None else INF
+            # past its timeout but not gone yet (a grace period): it ends any moment
+            end = max(r.expected_end, now) if r.expected_end is not None else INF
             for p in r.replicas:
                 s = cl.by_name.get(p.node)
                 if s is not None:

@@ -30,7 +30,7 @@ class Slot:
         self.name, self.type, self.labels = n.name, n.gpu_type if n.gpus else None, n.labels
         self.cap_cpu, self.cap_mem, self.cap_g = n.cpu, n.memory, n.gpus
         self.cpu, self.mem = float(n.cpu_free), int(n.memory_free)
-        self.gids = list(n.free_gpu_ids)
+        self.gids = list(n.free_gpu_ids)[: n.gpus]  # never more than the node has, whatever we are told
         self.g = len(self.gids)
         self.soon: list | None = None  # [cpu, mem, gpus] held by stopping attempts
         self.resv: list | None = None  # [start, cpu, mem, gpus] left beyond a reservation
@@ -64,8 +64,8 @@ class Cluster:
         self.mem_top = max((s.mem for s in self.slots), default=0)  # upper bound, never tightened
         self.soon_any = False
         self._holders: dict[tuple, list] = {}
-        self.soon_g: dict[str, int] = {}
-        self.soon_cpu = 0.0  # GPUs of stopping attempts, per type (a gate, not exact)
+        self.soon_g: dict[str, int] = {}  # GPUs of stopping attempts per type, and their cores: gates only
+        self.soon_cpu = 0.0
         self.cpu_total = sum(s.cap_cpu for s in self.slots)
         self.mem_total = sum(s.cap_mem for s in self.slots)
         self.gpu_cap = {t: sum(s.cap_g for s in ss) for t, ss in self.typed.items()}

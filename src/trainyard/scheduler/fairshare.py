@@ -46,34 +46,61 @@ class Shares:
         return self.share.get(team, 0.0)
 
 
-def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares,
-               deferred: list[tuple[PendingJob, Queue]]) -> Iterator[tuple[PendingJob, Queue, bool]]:
-    """Yield ``(job, queue, borrowing)`` in admission order.
+def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: list[tuple[PendingJob, Queue]],
+               overdue_before: float = -float("inf")) -> Iterator[tuple[PendingJob, Queue] | None]:
+    """Yield ``(job, queue)`` in admission order, then None, then the borrowing jobs.
+
+    Jobs submitted before ``overdue_before`` go first within their priority, in
+    submit order: fair share decides who goes next, but it never makes one job
+    wait for ever while lighter teams keep submitting (the aging of Slurm's
+    multifactor priority, as a hard bound).
 
     The caller appends to ``deferred`` the jobs that would have to borrow
-    beyond their queue's quota; they come back, in order, after every job that
-    fits inside a quota, whatever its priority (``borrowing`` True), as Kueue
+    beyond their queue's quota; after the None they come back, in order,
+    after every job that fits inside a quota whatever its priority, as Kueue
     orders them. So borrowed work never takes room that a queue within its
     quota could use, and a lender that reclaims its room keeps it.
     """
-    levels: dict[tuple[int, int], dict[str, list]] = {}
-    for job, q in jobs:
-        levels.setdefault((job.priority, q.priority), {}).setdefault(job.team, []).append((job, q))
-    for key in sorted(levels, reverse=True):
-        teams = levels[key]
+    groups: dict[tuple, list] = {}
+    late: dict[tuple, list] = {}
+    for item in jobs:
+        job = item[0]
+        key = (job.priority, item[1].priority)
+        if job.submitted_at is not None and job.submitted_at < overdue_before:
+            late.setdefault(key, []).append(item)
+            groups.setdefault(key, {})
+            continue
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {}
+        lst = g.get(job.team)
+        if lst is None:
+            g[job.team] = [item]
+        else:
+            lst.append(item)
+    share = shares.share
+    for key in sorted(groups, reverse=True):
+        if key in late:
+            yield from sorted(late[key], key=_seq)
+        teams = groups[key]
+        if not teams:
+            continue
+        if len(teams) == 1:  # one team at this priority: plain submit order
+            lst = next(iter(teams.values()))
+            lst.sort(key=_seq)
+            yield from lst
+            continue
         heap = []
         for i, (team, lst) in enumerate(teams.items()):
             lst.sort(key=_seq)
             heap.append((shares.of(team), lst[0][0].seq, i, team, 0))
         heapq.heapify(heap)
-        share = shares.share
         while heap:
             _, _, i, team, pos = heapq.heappop(heap)
             lst = teams[team]
             end = len(lst)
             while True:
-                job, q = lst[pos]
-                yield job, q, False
+                yield lst[pos]
                 pos += 1
                 if pos == end:
                     break
@@ -82,11 +109,11 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares,
                     if sh > top[0] or (sh == top[0] and (nseq > top[1] or (nseq == top[1] and i > top[2]))):
                         heapq.heappush(heap, (sh, nseq, i, team, pos))
                         break
+    yield None
     while deferred:
-            batch = list(deferred)
-            deferred.clear()
-            for job, q in batch:
-                yield job, q, True
+        batch = list(deferred)
+        deferred.clear()
+        yield from batch
 
 
 def _seq(item: tuple[PendingJob, Queue]) -> float:

@@ -75,6 +75,7 @@ class PendingJob:
     team: str = "default"
     priority: int = 100
     seq: float = 0.0  # submit order; ties keep input order
+    submitted_at: float | None = None  # for the fair-share wait bound; None: never overdue
     replicas: int = 1
     cpu: float = 1.0
     memory: int = 0
@@ -109,8 +110,9 @@ class ReplicaUse:
 class RunningJob:
     """One live attempt. ``stopping`` attempts were told to stop and are exiting.
 
-    ``borrowed`` None lets the planner decide from the queue's quota, oldest
-    attempts counted inside it first.
+    ``borrowed`` None (what the loop should pass) lets the planner decide each
+    cycle from the queue's quota: work that cannot be preempted counts inside
+    it first, then the highest priority, then the oldest; the rest is borrowed.
     """
 
     attempt_id: str

@@ -1,10 +1,12 @@
 """Preemption: which running attempts to stop so a blocked job fits, freeing the least work.
 
 A job may take room from (a) preemptible attempts of strictly lower priority
-and (b) attempts running on borrowed quota when the job itself is inside its
-queue's quota (the lender takes its room back). Never from the job that last
-preempted it, so two jobs cannot preempt each other in turn; and strict
-priority plus "only inside-quota jobs reclaim" means no other loop exists.
+and (b) preemptible attempts running on borrowed quota of another queue when
+the job itself is inside its queue's quota (the lender takes its room back).
+Never from non-preemptible work, nor from the job that last preempted it.
+No loop can form: priority is strict, borrowing jobs never preempt, and a
+preempted job waits until the job that preempted it has started (the
+planner holds it back), so it never competes for the room it handed over.
 
 Victims are ranked borrowed first, then lowest priority, then least work lost
 (elapsed time × dominant share of the cluster). Per replica, the search picks
@@ -231,7 +233,7 @@ def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: Pending
         r = e[1]
         if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last:
             continue
-        if not ((r.preemptible and r.priority < prio) or (reclaim and e[5] and r.queue != queue)):
+        if not r.preemptible or not (r.priority < prio or (reclaim and e[5] and r.queue != queue)):
             continue
         ac += e[2]
         am += e[3]

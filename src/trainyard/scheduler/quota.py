@@ -2,7 +2,10 @@
 
 A quota bounds what a queue is entitled to. Work beyond it is *borrowed*: it
 may run on room nobody else wants now, and it is the first to go when a queue
-within its quota needs the room back. ``max_running`` is a hard cap.
+within its quota needs the room back. ``max_running`` is a hard cap. Inside a
+queue, priority decides who holds the share: a higher-priority job may stop
+lower-priority work of its own queue (:mod:`room`), and the job at the head of
+the line holds its share together with its reserved nodes.
 """
 
 from __future__ import annotations
@@ -75,7 +78,9 @@ class Quotas:
             # still held, and the planner waits for it), so the job they were stopped for is inside the quota
             if (has_quota(q) or q.max_running is not None) and not r.stopping:
                 limited.append(r)
-        limited.sort(key=lambda r: r.started_at)  # the oldest work counts inside the quota
+        # what counts inside the quota: work that cannot be preempted, then the highest priority, then
+        # the oldest; the rest is borrowed, so a lender reclaims the least important work first
+        limited.sort(key=lambda r: (r.preemptible, -r.priority, r.started_at))
         for r in limited:
             u = self.usage(r.queue)
             cpu, mem, gtype, gpus = totals[r.attempt_id]

@@ -72,13 +72,13 @@ class Shortfalls:
 
     def __init__(self, cl: Cluster) -> None:
         self.cl = cl
-        self.cache: dict[tuple, str] = {}
+        self.cache: dict[int, str] = {}
         self._cpu = self._mem = None
 
-    def text(self, shape: tuple, job: PendingJob, types: list) -> str:
-        t = self.cache.get(shape)
+    def text(self, sid: int, job: PendingJob, types: list) -> str:
+        t = self.cache.get(sid)
         if t is None:
-            t = self.cache[shape] = self._build(job, types)
+            t = self.cache[sid] = self._build(job, types)
         return t
 
     def lacks(self, job: PendingJob, types: list) -> bool:
@@ -135,8 +135,9 @@ def behind(res: Reservation, job: PendingJob, now: float) -> str:
 def explain(out: Plan, left: list[tuple], cl: Cluster, quotas: Quotas, now: float) -> None:
     """Fill ``out.positions`` and ``out.reasons`` for every job left pending, in line order.
 
-    ``left`` holds ``(job, queue, kind, detail)``; kind is one of backoff, impossible, head,
-    claim, preempting, quota (its queue's limit binds) and room (no room now)."""
+    ``left`` holds ``(job, queue, kind, detail)``; kind is one of backoff, yield, impossible, head,
+    claim, preempting, quota (its queue's limit binds) and room (no room now). For the last three,
+    detail is ``(shape id, GPU types, shape)``."""
     reasons, positions = out.reasons, out.positions
     short = Shortfalls(cl)
     first = out.reservations[0] if out.reservations else None
@@ -154,11 +155,16 @@ def explain(out: Plan, left: list[tuple], cl: Cluster, quotas: Quotas, now: floa
             pair = parts.get(pk)
             if pair is None:
                 pair = parts[pk] = _parts(cl, quotas, short, job, q, kind, d, first, held, now)
-            reasons[job.id] = f"{pair[0]}; {ahead(k, qn)}{pair[1]}"
+            if k > 1:
+                reasons[job.id] = f"{pair[0]}; {k} jobs ahead in queue {qn}{pair[1]}"
+            else:
+                reasons[job.id] = f"{pair[0]}; {ahead(k, qn)}{pair[1]}"
         elif kind == "backoff":
             reasons[job.id] = f"{backoff(job, now)}; {ahead(k, qn)}"
+        elif kind == "yield":
+            reasons[job.id] = f"preempted for job {d}: waits until it has started; {ahead(k, qn)}"
         elif kind == "impossible":
-            reasons[job.id] = impossible(cl, job, d[1])
+            reasons[job.id] = impossible(cl, job, d[2][4])
         elif kind == "head":
             reasons[job.id] = f"{head(d, now)}; {ahead(k, qn)}"
         elif kind == "claim":
@@ -170,11 +176,11 @@ def explain(out: Plan, left: list[tuple], cl: Cluster, quotas: Quotas, now: floa
 
 def _parts(cl: Cluster, quotas: Quotas, short: Shortfalls, job: PendingJob, q: Queue, kind: str, d: tuple,
            first: Reservation | None, held: list, now: float) -> tuple[str, str]:
-    shape, types = d
+    sid, types, shape = d
     limit = quotas.describe(q, job, types)
     if limit and not (q.borrowing and job.preemptible):
         limit += " (borrowing off)"
-    lead = limit if kind == "quota" and limit and not short.lacks(job, types) else short.text(shape, job, types)
+    lead = limit if kind == "quota" and limit and not short.lacks(job, types) else short.text(sid, job, types)
     tail = [limit] if limit and lead != limit else []
     if first is not None and any(cl.holds(s, job, t, shape[4]) for s in held for t in types):
         tail.append(behind(first, job, now))

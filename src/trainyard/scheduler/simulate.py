@@ -33,6 +33,7 @@ class Outcome:
     preempted: int = 0
     cycles: int = 0
     busy: dict[str, float] = field(default_factory=dict)  # "cpu", "gpu" -> resource-seconds allocated
+    lost: dict[str, float] = field(default_factory=dict)  # of which thrown away by preemption
     horizon: float = 0.0
 
 
@@ -46,22 +47,28 @@ class Simulator:
         self.running: dict[str, RunningJob] = {}
         self.jobs: dict[str, SimJob] = {}
         self.ends: list[tuple[float, str]] = []
-        self.out = Outcome(busy={"cpu": 0.0, "gpu": 0.0})
+        self.out = Outcome(busy={"cpu": 0.0, "gpu": 0.0}, lost={"cpu": 0.0, "gpu": 0.0})
         self.now = 0.0
         self._attempts = 0
         self._alloc = [0.0, 0.0]  # cpu, gpus held right now
         self.on_cycle: Callable[["Simulator", Plan], None] | None = None
 
-    def run(self, jobs: list[SimJob], until: float, max_cycles: int = 10**9) -> Outcome:
+    def run(self, jobs: list[SimJob], until: float, max_cycles: int = 10**9, tick: float = 0.0) -> Outcome:
+        """Run to ``until``. With ``tick``, events closer than that to the last cycle wait for the next
+        (a loop whose cycle takes time batches what happened meanwhile)."""
         arrivals = sorted(jobs, key=lambda j: (j.submit, j.job.seq))
         for sj in arrivals:
             self.jobs[sj.job.id] = sj
-        i = 0
+            if sj.job.submitted_at is None:
+                sj.job.submitted_at = sj.submit
+        i, last = 0, -float("inf")
         while self.out.cycles < max_cycles:
             t = min(arrivals[i].submit if i < len(arrivals) else float("inf"),
                     self.ends[0][0] if self.ends else float("inf"))
+            t = max(t, last + tick)
             if t > until:
                 break
+            last = t
             self._advance(t)
             while self.ends and self.ends[0][0] <= t:
                 _, aid = heapq.heappop(self.ends)
@@ -85,17 +92,20 @@ class Simulator:
             if r is None:
                 continue
             self.out.preempted += 1
+            ran = self.now - r.started_at
+            self.out.lost["cpu"] += ran * sum(u.cpu for u in r.replicas)
+            self.out.lost["gpu"] += ran * sum(len(u.gpu_ids) for u in r.replicas)
             self._release(pre.attempt_id)
             job = self.jobs[r.job_id].job
             job.last_preempted_by = pre.by
             self.pending[job.id] = job
         for job_id, places in p.admissions.items():
-            self._start(self.pending.pop(job_id), places, job_id in p.borrowed)
+            self._start(self.pending.pop(job_id), places)
         if self.on_cycle:
             self.on_cycle(self, p)
         return p
 
-    def _start(self, job: PendingJob, places, borrowed: bool) -> None:
+    def _start(self, job: PendingJob, places) -> None:
         assert len(places) == job.replicas, f"{job.id}: {len(places)} of {job.replicas} replicas placed"
         uses = []
         for a in places:
@@ -118,7 +128,7 @@ class Simulator:
         sj = self.jobs[job.id]
         self.running[aid] = RunningJob(
             aid, job.id, job.queue, job.team, job.priority, uses, self.now,
-            self.now + job.timeout if job.timeout is not None else None, job.preemptible, borrowed)
+            self.now + job.timeout if job.timeout is not None else None, job.preemptible)
         self.out.started.setdefault(job.id, self.now)
         heapq.heappush(self.ends, (self.now + sj.duration, aid))
 

@@ -35,44 +35,63 @@ class AttemptService:
         self.stop = stop  # asks the engine to stop every replica of an attempt
 
     def report(self, attempt_id: str, replica: int, body: dict[str, Any]) -> dict[str, Any]:
-        """One launcher report (see :mod:`trainyard.launch`); answers whether to stop."""
+        """One launcher report (see :mod:`trainyard.launch`); answers whether to stop.
+
+        The last report of a replica (with its result) is applied in the same
+        transaction as its log bytes, and ends the attempt if it was the last.
+        """
         log_part, metrics = body.get("log"), body.get("metrics")
-        job_id, stop_reason = self.store.report(
+        result = body.get("result") if body.get("phase") == "exited" else None
+        end = None
+        if result is not None:
+            self._record_outputs(attempt_id, replica, result)
+            end = self._end_args(result)
+        job_id, stop_reason, done = self.store.report(
             attempt_id, replica, running=body.get("phase") in ("running", "exited"),
             log=(int(log_part["offset"]), str(log_part["data"])) if log_part else None,
             metrics=(int(metrics["offset"]), list(metrics["lines"])) if metrics else None,
+            end=end,
         )
-        if body.get("phase") == "exited" and body.get("result") is not None:
-            attempt = self.finish_replica(self.store.get_attempt(attempt_id), replica, body["result"])
-            stop_reason = attempt.stop_reason if attempt else stop_reason
+        if done is not None:
+            stop_reason = self._after_replica(done, replica, end["reason"]).stop_reason
         else:
             self.notifier.notify(job_id)
         return {"cancel": stop_reason is not None}
 
     def finish_replica(self, attempt: AttemptInfo, replica: int, result: dict[str, Any]) -> AttemptInfo | None:
         """Apply one replica's final result once; ends the attempt when it was the last."""
+        self._record_outputs(attempt.id, replica, result)
+        end = self._end_args(result)
+        done = self.store.finish_replica(attempt.id, replica, **end)
+        return None if done is None else self._after_replica(done, replica, end["reason"])
+
+    def _end_args(self, result: dict[str, Any]) -> dict[str, Any]:
         reason = str(result.get("reason") or Reason.LOST)
         status = (AttemptStatus.SUCCEEDED if reason == Reason.SUCCEEDED
                   else AttemptStatus.CANCELLED if reason in STOPPED else AttemptStatus.FAILED)
+        return {"status": status, "exit_code": result.get("exit_code"), "reason": reason,
+                "message": result.get("message") or None, "conclude": _conclude}
+
+    def _record_outputs(self, attempt_id: str, replica: int, result: dict[str, Any]) -> None:
         if result.get("outputs"):
-            base = self.artifacts.outputs_url(attempt.job_id, attempt.number, replica)
-            prefix = f"replica-{replica}/" if replica else ""
-            self.store.add_artifacts(attempt.job_id, attempt.number, base, result["outputs"], prefix)
-        done = self.store.finish_replica(attempt.id, replica, status, exit_code=result.get("exit_code"),
-                                         reason=reason, message=result.get("message") or None, conclude=_conclude)
-        if done is None:
-            return None
-        updated, ended = done
+            job_id, number = attempt_id.rsplit("-", 1)  # attempt ids are "<job id>-<number>" (Store.admit)
+            base = self.artifacts.outputs_url(job_id, int(number), replica)
+            self.store.add_artifacts(job_id, int(number), base, result["outputs"],
+                                     f"replica-{replica}/" if replica else "")
+
+    def _after_replica(self, done: tuple[AttemptInfo, bool], replica: int, reason: str) -> AttemptInfo:
+        """Wake who waits; when a replica failed and others still run, stop them."""
+        attempt, ended = done
         self.notifier.notify(attempt.job_id)
         if ended:
-            log.info("attempt %s ended: %s; job %s", attempt.id, updated.reason, updated.status.value)
+            log.info("attempt %s ended: %s; job %s", attempt.id, attempt.reason, attempt.status.value)
             self.wake()
-        elif status != AttemptStatus.SUCCEEDED:
+        elif reason != Reason.SUCCEEDED:
             if self.store.request_stop(attempt.id, f"replica {replica} ended: {reason}"):
                 log.info("attempt %s: replica %d ended (%s); stopping the other replicas", attempt.id, replica, reason)
-                self.stop(updated)
-            return self.store.get_attempt(attempt.id)
-        return updated
+                attempt = self.store.get_attempt(attempt.id)
+                self.stop(attempt)
+        return attempt
 
     def fail(self, attempt: AttemptInfo, reason: str, message: str) -> None:
         """End every live replica of an attempt that could not run (e.g. its launch failed)."""

@@ -238,16 +238,23 @@ class Store:
         and whether it ended.
         """
         with self.write() as s:
-            if not self._cas(s, t.Replica, (attempt_id, replica), status, exit_code=exit_code, reason=reason,
-                             message=message, ended_at=time.time()):
-                return None
-            attempt = self._attempt(s, attempt_id)
-            if conclude is None or not all(r.status.is_terminal() for r in attempt.replicas):
-                return attempt, False
-            job = s.get(t.Job, attempt.job_id)
-            ended = self._end_attempt(s, attempt_id, conclude(attempt, JobStatus(job.status),
-                                                              JobSpec.model_validate(job.spec)))
-            return (self._attempt(s, attempt_id) if ended else attempt), ended
+            return self._finish_replica(s, attempt_id, replica, status, exit_code=exit_code, reason=reason,
+                                        message=message, conclude=conclude)
+
+    def _finish_replica(
+        self, s: Session, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None,
+        reason: str, message: str | None, conclude: Callable[[AttemptInfo, JobStatus, JobSpec], Ending] | None,
+    ) -> tuple[AttemptInfo, bool] | None:
+        if not self._cas(s, t.Replica, (attempt_id, replica), status, exit_code=exit_code, reason=reason,
+                         message=message, ended_at=time.time()):
+            return None
+        attempt = self._attempt(s, attempt_id)
+        if conclude is None or not all(r.status.is_terminal() for r in attempt.replicas):
+            return attempt, False
+        job = s.get(t.Job, attempt.job_id)
+        ended = self._end_attempt(s, attempt_id, conclude(attempt, JobStatus(job.status),
+                                                          JobSpec.model_validate(job.spec)))
+        return (self._attempt(s, attempt_id) if ended else attempt), ended
 
     def request_stop(self, attempt_id: str, why: str) -> bool:
         """Mark an attempt as one that must stop; the first reason given is kept."""

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 
 from trainyard.errors import AttemptNotFound
-from trainyard.spec.records import ArtifactInfo, LogChunk, MetricPoint
+from trainyard.spec.records import ArtifactInfo, AttemptInfo, LogChunk, MetricPoint
 from trainyard.status import AttemptStatus, JobStatus
 from trainyard.store import tables as t
 
@@ -35,10 +35,12 @@ class TelemetryMixin:
 
     def report(
         self, attempt_id: str, replica: int, *, running: bool, log: tuple[int, str] | None = None,
-        metrics: tuple[int, list[str]] | None = None,
-    ) -> tuple[str, str | None]:
+        metrics: tuple[int, list[str]] | None = None, end: dict[str, Any] | None = None,
+    ) -> tuple[str, str | None, tuple[AttemptInfo, bool] | None]:
         """One launcher report in one transaction: contact (its first moves replica, attempt
-        and job to running), log bytes, metric lines. Returns ``(job id, stop reason)``."""
+        and job to running), log bytes, metric lines, and with ``end`` (the keyword arguments
+        of ``finish_replica``) the replica's end. Returns ``(job id, stop reason, what
+        finish_replica returns)``."""
         now = time.time()
         with self.write() as s:  # type: ignore[attr-defined]
             attempt, rep = self._replica_row(s, attempt_id, replica)
@@ -55,7 +57,9 @@ class TelemetryMixin:
                 self._append_log(s, attempt, rep, *log)
             if metrics:
                 self._add_metrics(s, attempt, rep, *metrics)
-            return attempt.job_id, attempt.stop_reason
+            job_id, stop_reason = attempt.job_id, attempt.stop_reason
+            ended = self._finish_replica(s, attempt_id, replica, **end) if end else None  # type: ignore[attr-defined]
+            return job_id, stop_reason, ended
 
     def append_log(self, attempt_id: str, replica: int, offset: int, data: str) -> int:
         """Store ``data`` (bytes ``offset…`` of the replica's log); returns the new size."""

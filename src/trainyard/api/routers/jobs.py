@@ -7,7 +7,7 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
@@ -50,8 +50,8 @@ def get_job(job_id: str, p: PlatformDep) -> JobInfo:
     return p.store.get_job(job_id)
 
 
-@router.get("/{job_id}/wait")
-async def wait_job(job_id: str, p: PlatformDep, timeout: Annotated[float, Query(ge=0, le=300)] = 30) -> JobInfo:
+@router.get("/{job_id}/wait", response_model=JobInfo)
+async def wait_job(job_id: str, p: PlatformDep, timeout: Annotated[float, Query(ge=0, le=300)] = 30) -> Response:
     """The job once it has ended, or as it is after ``timeout`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -60,7 +60,8 @@ async def wait_job(job_id: str, p: PlatformDep, timeout: Annotated[float, Query(
         job = await run_in_threadpool(p.store.get_job, job_id)
         left = deadline - loop.time()
         if p.jobs.is_done(job) or left <= 0:
-            return job
+            # serialized here: FastAPI would validate the model again on the way out
+            return Response(job.model_dump_json(), media_type="application/json")
         await p.notifier.wait(job_id, seen, left)
 
 

@@ -1,0 +1,237 @@
+"""Making room for a job that does not fit: stopping room, preemption, a queue's own quota.
+
+In order: room that stopping attempts hand back goes to the first job in
+line that fits in it (a claim), so a job waiting for its victims to exit does
+not preempt more; then lower-priority preemptible work and borrowed work of
+other queues (:func:`preemption.search`); then, for a job over its queue's
+quota, lower-priority work of that same queue.
+
+Each search is O(nodes), so it is rationed per cycle and guarded by cheap
+necessary conditions: totals per priority (:class:`Releasable`), then room
+node by node, both built once a cycle, and the searches that already failed
+(:class:`Failures`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trainyard.scheduler.cluster import end_of
+from trainyard.scheduler.model import INF, PendingJob, Preemption, Queue, RunningJob
+from trainyard.scheduler.preemption import Failures, Releasable, Victims, search
+from trainyard.scheduler.quota import has_quota
+
+if TYPE_CHECKING:
+    from trainyard.scheduler.plan import _Cycle
+
+
+class Rooms:
+    """The room-making half of one planning cycle; works on the cycle's state."""
+
+    def __init__(self, cycle: "_Cycle", borrowing_queues: set[str], lent: dict) -> None:
+        self.c = cycle
+        self.borrowing_queues = borrowing_queues  # queues running work beyond their quota
+        self.lent = lent  # that work's room by (queue, GPU type or None for cores), and by type alone
+        self.failed_claim = Failures()
+        self.failed_preempt = Failures()
+        self.failed_quota: dict[tuple, int] = {}
+        self.quota_reach: dict[tuple, tuple] = {}
+        self.queue_work: dict[str, list] = {}
+        self.pots: dict[tuple, list] = {}  # (GPU type, priority, reservations, queue) -> room per node
+        self._index = None
+        self._victims = None
+
+    def make_room(self, job: PendingJob, q: Queue, allowed: tuple, sel: tuple, end: float, sig: tuple) -> bool:
+        """Room stopping attempts hand back goes to the first job in line that needs it;
+        failing that, the job preempts. Each search is O(nodes), so they are rationed."""
+        c, cl = self.c, self.c.cl
+        if cl.soon_any and (not job.gpu or any(cl.soon_g.get(t) for t in allowed)) and not \
+                self.failed_claim.covers(job, allowed, sel, sig, (c.epoch,)):
+            c.searches -= 1
+            found = search(cl, job, allowed, sel, end)
+            if found is not None:
+                t, picks, _ = found
+                for s in picks:
+                    cl.claim(s, job.cpu, job.memory, job.gpu, end)
+                c.charge(job, q, t)
+                c.left.append((job, q, "claim", None))
+                return True
+            self.failed_claim.add(job, allowed, sel, sig, (c.epoch,))
+        reclaim = bool(self.borrowing_queues - {q.name})
+        if c.searches <= 0 or not self._could_free(job, q, allowed):
+            return False
+        # the victims a job may pick depend on its queue only through the borrowed work of that queue
+        context = (q.name if q.name in self.borrowing_queues else "",)
+        if self.failed_preempt.covers(job, allowed, sel, sig, context):
+            return False
+        if not self._nodes_could_free(job, q, allowed, sig):
+            self.failed_preempt.add(job, allowed, sel, sig, context)
+            return False
+        c.searches -= 1
+        victims = self.victims()
+        # search as if the job had never been preempted, so a failure holds for every job like it
+        found = search(cl, job, allowed, sel, end, victims, reclaim)
+        last = job.last_preempted_by
+        if found is not None and last is not None and any(v.job_id == last for v in found[2]):
+            found = search(cl, job, allowed, sel, end, victims, reclaim, spare_job=last)  # never preempt it back
+            if found is None:
+                return False
+        if found is None or not found[2]:
+            self.failed_preempt.add(job, allowed, sel, sig, context)
+            return False
+        self.stop(job, q, found, victims)
+        return True
+
+    def quota_preempt(self, job: PendingJob, q: Queue, types: tuple, sel: tuple, end: float,
+                      sid: int) -> tuple[bool, tuple]:
+        """Inside one queue, priority wins: stop lower-priority work of the queue until the job fits
+        its quota (and, if need be, other lower-priority work until it fits on nodes).
+
+        Returns (preempted, types on which the quota could be freed but room is lacking)."""
+        pkey = (sid, types, q.name, "quota", job.last_preempted_by)
+        c = self.c
+        if c.searches <= 0 or self.failed_quota.get(pkey, -INF) >= job.priority:
+            return False, self.quota_reach.get(pkey, ())
+        reach = []
+        below = self._preemptible()[1].below
+        for t in types:
+            over = c.quotas.over(q, job, t)
+            if not over or any(below((q.name, k), job.priority) + 1e-9 < v for k, v in over.items()):
+                continue  # all its lower-priority work together would not hand back enough
+            victims = self.victims()
+            taken, last = victims.taken, job.last_preempted_by
+            mine = (r for r in self._queue_work(q.name) if r.priority < job.priority
+                    and r.attempt_id not in taken and r.job_id != last)
+            c.searches -= 1
+            pre = c.quotas.victims_for(q, job, t, mine, c.totals)
+            if pre is None:
+                continue
+            reach.append(t)
+            found = search(c.cl, job, (t,), sel, end, victims, False, tuple(pre), spare_job=last)
+            if found is not None:
+                self.stop(job, q, found, victims)
+                return True, ()
+            if c.searches <= 0:
+                break
+        self.failed_quota[pkey] = max(job.priority, self.failed_quota.get(pkey, -INF))
+        self.quota_reach[pkey] = tuple(reach)
+        return False, tuple(reach)
+
+    def stop(self, job: PendingJob, q: Queue, found: tuple, victims: Victims) -> None:
+        """Record the preemptions, hold the room they free for ``job``, and say so."""
+        c, cl = self.c, self.c.cl
+        t, picks, chosen = found
+        for v in chosen:
+            victims.taken.add(v.attempt_id)
+            if v.preemptible and v.priority < job.priority:
+                why = f"preempted by job {job.id} (priority {job.priority} > {v.priority})"
+            else:
+                why = f"queue {job.queue} needs its quota back from borrowed work (job {job.id})"
+            c.out.preemptions.append(Preemption(v.attempt_id, v.job_id, job.id, why))
+            c.epoch += 1
+            for p in v.replicas:
+                if p.node in cl.by_name:
+                    cl.add_soon(cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
+        for s in picks:
+            cl.claim(s, job.cpu, job.memory, job.gpu, end_of(job, c.now))
+        c.charge(job, q, t)
+        c.left.append((job, q, "preempting", [v.job_id for v in chosen]))
+
+    def _could_free(self, job: PendingJob, q: Queue, allowed: tuple) -> bool:
+        """Could all lower-priority work, and all borrowed work of other queues, make room together?"""
+        cl, n, below, lent = self.c.cl, job.replicas, self._preemptible()[0].below, self.lent
+        if job.gpu:
+            return any(cl.gfree.get(t, 0) + cl.soon_g.get(t, 0) + below(t, job.priority)
+                       + lent.get(t, 0) - lent.get((q.name, t), 0) >= job.gpu * n for t in allowed)
+        return (cl.cpu_free + cl.soon_cpu + below(None, job.priority) + lent.get(None, 0)
+                - lent.get((q.name, None), 0) + 1e-9 >= job.cpu * n)
+
+    def _nodes_could_free(self, job: PendingJob, q: Queue, allowed: tuple, sig: tuple) -> bool:
+        """Node by node: could free room, stopping room and all the work this job may preempt there
+        hold its replicas? An upper bound per (GPU type, priority, reservations), built once a cycle,
+        so most futile O(nodes) searches are skipped for O(nodes) arithmetic."""
+        c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
+        spread = n > 1 and job.placement == "spread"
+        for t in allowed:
+            key = (t, job.priority, sig, q.name if q.name in self.borrowing_queues else "")
+            pots = self.pots.get(key)
+            if pots is None:
+                pots = self.pots[key] = self._potentials(t, job.priority, sig, key[3] or None)
+            fit = 0
+            for pc, pm, pg in pots:
+                k = min(int((pc + 1e-9) / c) if c > 0 else n, pm // m if m > 0 else n, pg // g if g > 0 else n)
+                if k > 0:
+                    fit += 1 if spread else k
+                    if fit >= n:
+                        return True
+        return False
+
+    def _potentials(self, t: str | None, prio: int, sig: tuple, own: str | None) -> list[tuple]:
+        c = self.c
+        out, starts, borrowed, others = [], c.starts, c.quotas.borrowed, bool(self.borrowing_queues - {own})
+        for s in (c.cl.typed.get(t, []) if t else c.cl.slots):
+            sn = s.soon or (0.0, 0, 0)
+            pc, pm, pg = s.cpu + sn[0], s.mem + sn[1], s.g + sn[2]
+            r = s.resv
+            if r is not None and any(sig[i] for i, st in enumerate(starts) if st == r[0]):
+                out.append((min(pc, r[1]), min(pm, r[2]), min(pg, r[3])))  # held: what is left over, no victims
+                continue
+            for v in self._preemptible()[2].get(s.name, ()):
+                if (v.preemptible and v.priority < prio) or (others and v.queue != own and v.attempt_id in borrowed):
+                    for p in v.replicas:
+                        if p.node == s.name:
+                            pc += p.cpu
+                            pm += p.memory
+                            pg += len(p.gpu_ids)
+            out.append((pc, pm, pg))
+        return out
+
+    def _preemptible(self) -> tuple:
+        """Built on first need: what preemptible work each priority holds, per GPU type (None: cores)
+        and per queue and limit, and which attempts each node holds that might be preempted."""
+        if self._index is None:
+            c = self.c
+            limited = {name for name, q in c.quotas.queues.items() if has_quota(q)}
+            rel: dict[tuple, float] = {}
+            qrel: dict[tuple, float] = {}
+            on: dict[str, list] = {}
+            tot = c.totals
+            for r in c.running:
+                if r.stopping:
+                    continue
+                if not r.preemptible:  # never a victim, whatever it borrowed
+                    continue
+                cpu, mem, gtype, gpus = tot[r.attempt_id]
+                k = (None, r.priority)
+                rel[k] = rel.get(k, 0.0) + cpu
+                if gtype is not None:
+                    k = (gtype, r.priority)
+                    rel[k] = rel.get(k, 0.0) + gpus
+                if r.queue in limited:
+                    for k, v in (("cpu", cpu), ("mem", mem), (gtype, gpus), ("*", gpus)):
+                        if v:
+                            qk = ((r.queue, k), r.priority)
+                            qrel[qk] = qrel.get(qk, 0.0) + v
+                for p in r.replicas:
+                    lst = on.get(p.node)
+                    if lst is None:
+                        on[p.node] = [r]
+                    elif lst[-1] is not r:
+                        lst.append(r)
+            self._index = (Releasable(rel), Releasable(qrel), on)
+        return self._index
+
+    def _queue_work(self, queue: str) -> list[RunningJob]:
+        """Preemptible live attempts of one queue, cheapest to stop first."""
+        out = self.queue_work.get(queue)
+        if out is None:
+            v = self.victims()
+            out = self.queue_work[queue] = sorted(
+                (r for r in self.c.running if r.queue == queue and r.preemptible and not r.stopping), key=v.cost_of)
+        return out
+
+    def victims(self) -> Victims:
+        if self._victims is None:
+            c = self.c
+            self._victims = Victims(c.cl, self._preemptible()[2], c.quotas.borrowed, c.totals, c.now)
+        return self._victims
