@@ -63,6 +63,18 @@ def allowed(old: enum.Enum, new: enum.Enum) -> bool:
     return new in table[old]  # type: ignore[index]
 
 
+def sources(new: JobStatus | AttemptStatus) -> list[str]:
+    """Every status the table allows to move to ``new`` (what a compare-and-set may find)."""
+    return _SOURCES[(type(new), new.value)]
+
+
+# keyed by (enum, value): the two enums are str enums, so JobStatus.RUNNING == AttemptStatus.RUNNING
+_SOURCES: dict = {
+    (type(new), new.value): [old.value for old, targets in table.items() if new in targets]
+    for table in (JOB_TRANSITIONS, ATTEMPT_TRANSITIONS) for new in table
+}
+
+
 class Reason:
     """Why an attempt ended. Strings, because they are shown to people as they are."""
 

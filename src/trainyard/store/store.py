@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo, JobPage, ReplicaInfo
-from trainyard.status import AttemptStatus, JobStatus, allowed
+from trainyard.status import AttemptStatus, JobStatus, sources
 from trainyard.store import tables as t
 from trainyard.store.db import make_engine, migrate
 
@@ -76,24 +76,16 @@ class Store:
     def _cas(self, s: Session, model: type, key: Any, new: JobStatus | AttemptStatus, **values: Any) -> bool:
         """Move ``key`` to ``new`` if the table allows it from the status it has now.
 
-        Returns False when the row is already terminal or the move is not
-        allowed; raises nothing for a lost race (the caller re-reads).
+        One ``UPDATE … WHERE key AND status IN (the statuses the table lets move
+        to new)``, checked on its row count: whatever another loop did first,
+        this either applies to what it found or changes nothing. False when
+        the row is gone, terminal, or in a status that may not move to ``new``.
         """
-        enum = type(new)
-        row = s.get(model, key, populate_existing=True)
-        if row is None:
-            raise (JobNotFound if model is t.Job else AttemptNotFound)(f"no such {model.__tablename__[:-1]}: {key}")
-        where = _key_filter(model, key)
-        old = enum(row.status)
-        if not allowed(old, new):
-            return False
         if model is t.Job:
             values.setdefault("updated_at", time.time())
-        res = s.execute(update(model).where(*where, model.status == old.value).values(status=new.value, **values))
-        if res.rowcount != 1:
-            return False
-        s.expire(row)
-        return True
+        stmt = (update(model).where(*_key_filter(model, key), model.status.in_(sources(new)))
+                .values(status=new.value, **values).execution_options(synchronize_session=False))
+        return s.execute(stmt).rowcount == 1  # readers use populate_existing: no session objects to sync
 
     def move_job(self, job_id: str, new: JobStatus, **values: Any) -> bool:
         with self.write() as s:
@@ -146,7 +138,8 @@ class Store:
     def _attempts_of(self, s: Session, job_ids: list[str]) -> dict[str, list[t.Attempt]]:
         out: dict[str, list[t.Attempt]] = {}
         if job_ids:
-            q = select(t.Attempt).where(t.Attempt.job_id.in_(job_ids)).order_by(t.Attempt.number)
+            q = (select(t.Attempt).where(t.Attempt.job_id.in_(job_ids)).order_by(t.Attempt.number)
+                 .execution_options(populate_existing=True))
             for a in s.scalars(q):
                 out.setdefault(a.job_id, []).append(a)
         return out
@@ -200,7 +193,8 @@ class Store:
     def _replicas_of(self, s: Session, attempt_ids: list[str]) -> dict[str, list[t.Replica]]:
         out: dict[str, list[t.Replica]] = {}
         if attempt_ids:
-            q = select(t.Replica).where(t.Replica.attempt_id.in_(attempt_ids)).order_by(t.Replica.index)
+            q = (select(t.Replica).where(t.Replica.attempt_id.in_(attempt_ids)).order_by(t.Replica.index)
+                 .execution_options(populate_existing=True))
             for r in s.scalars(q):
                 out.setdefault(r.attempt_id, []).append(r)
         return out
@@ -251,10 +245,12 @@ class Store:
         attempt = self._attempt(s, attempt_id)
         if conclude is None or not all(r.status.is_terminal() for r in attempt.replicas):
             return attempt, False
-        job = s.get(t.Job, attempt.job_id)
-        ended = self._end_attempt(s, attempt_id, conclude(attempt, JobStatus(job.status),
-                                                          JobSpec.model_validate(job.spec)))
-        return (self._attempt(s, attempt_id) if ended else attempt), ended
+        job = s.get(t.Job, attempt.job_id, populate_existing=True)
+        ending = conclude(attempt, JobStatus(job.status), JobSpec.model_validate(job.spec))
+        if not self._end_attempt(s, attempt_id, attempt.job_id, ending):
+            return attempt, False
+        return attempt.model_copy(update={"status": ending.status, "exit_code": ending.exit_code,
+                                          "reason": ending.reason, "message": ending.message}), True
 
     def request_stop(self, attempt_id: str, why: str) -> bool:
         """Mark an attempt as one that must stop; the first reason given is kept."""
@@ -270,18 +266,18 @@ class Store:
         ended: a result reported twice is applied once.
         """
         with self.write() as s:
-            return self._end_attempt(s, attempt_id, ending)
+            row = s.get(t.Attempt, attempt_id)
+            if row is None:
+                raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
+            return self._end_attempt(s, attempt_id, row.job_id, ending)
 
-    def _end_attempt(self, s: Session, attempt_id: str, e: Ending) -> bool:
-        row = s.get(t.Attempt, attempt_id)
-        if row is None:
-            raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
+    def _end_attempt(self, s: Session, attempt_id: str, job_id: str, e: Ending) -> bool:
         if not self._cas(s, t.Attempt, attempt_id, e.status, exit_code=e.exit_code, reason=e.reason,
                          message=e.message, ended_at=time.time()):
             return False
-        if not self._cas(s, t.Job, row.job_id, e.job_status, reason=e.job_reason, not_before=e.not_before):
-            job = s.get(t.Job, row.job_id, populate_existing=True)
-            raise InvalidTransition(f"job {row.job_id}: {job.status} → {e.job_status.value} is not allowed")
+        if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before):
+            job = s.get(t.Job, job_id, populate_existing=True)
+            raise InvalidTransition(f"job {job_id}: {job.status} → {e.job_status.value} is not allowed")
         return True
 
     def request_cancel(self, job_id: str) -> JobStatus:
