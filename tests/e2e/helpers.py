@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
+
+from tests.support.waiting import until
+
+__all__ = ["PY", "py_job", "until"]
 
 PY = sys.executable
 
@@ -12,13 +15,3 @@ PY = sys.executable
 def py_job(code: str, **spec: Any) -> dict[str, Any]:
     """A job spec that runs ``code`` with this interpreter."""
     return {"name": spec.pop("name", "t"), "command": [PY, "-c", code], **spec}
-
-
-def until(check, timeout: float = 30.0, every: float = 0.05):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"condition not met within {timeout}s")

@@ -10,12 +10,12 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import until
 from trainyard.launch.config import RESULT_NAME, LaunchConfig
 
 PYTHON = sys.executable
@@ -130,13 +130,7 @@ def read_result(attempt_dir: Path) -> dict:
 
 
 def wait_for(predicate, timeout: float = 10.0, every: float = 0.02):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("timed out waiting")
+    return until(predicate, timeout, every)
 
 
 def script(tmp_path: Path, name: str, text: str) -> list[str]:

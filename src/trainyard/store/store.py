@@ -40,6 +40,17 @@ class Ending:
     not_before: float | None = None
 
 
+def _grouped(s: Session, parent: Any, ids: list[str], order: Any) -> dict[str, list]:
+    """Child rows of each parent id (e.g. attempts of jobs), fresh from the database, in ``order``."""
+    out: dict[str, list] = {}
+    if ids:
+        model = parent.class_
+        q = select(model).where(parent.in_(ids)).order_by(order).execution_options(populate_existing=True)
+        for row in s.scalars(q):
+            out.setdefault(getattr(row, parent.key), []).append(row)
+    return out
+
+
 def _key_filter(model: type, key: Any) -> list:
     if model is t.Replica:
         return [t.Replica.attempt_id == key[0], t.Replica.index == key[1]]
@@ -136,13 +147,7 @@ class Store:
         return JobPage(items=items, next_cursor=str(rows[-1].seq) if more else None)
 
     def _attempts_of(self, s: Session, job_ids: list[str]) -> dict[str, list[t.Attempt]]:
-        out: dict[str, list[t.Attempt]] = {}
-        if job_ids:
-            q = (select(t.Attempt).where(t.Attempt.job_id.in_(job_ids)).order_by(t.Attempt.number)
-                 .execution_options(populate_existing=True))
-            for a in s.scalars(q):
-                out.setdefault(a.job_id, []).append(a)
-        return out
+        return _grouped(s, t.Attempt.job_id, job_ids, t.Attempt.number)
 
     def _job_info(self, s: Session, row: t.Job, attempts: list[t.Attempt]) -> JobInfo:
         replicas = self._replicas_of(s, [a.id for a in attempts])
@@ -191,13 +196,7 @@ class Store:
             return _attempt_info(row, replicas)
 
     def _replicas_of(self, s: Session, attempt_ids: list[str]) -> dict[str, list[t.Replica]]:
-        out: dict[str, list[t.Replica]] = {}
-        if attempt_ids:
-            q = (select(t.Replica).where(t.Replica.attempt_id.in_(attempt_ids)).order_by(t.Replica.index)
-                 .execution_options(populate_existing=True))
-            for r in s.scalars(q):
-                out.setdefault(r.attempt_id, []).append(r)
-        return out
+        return _grouped(s, t.Replica.attempt_id, attempt_ids, t.Replica.index)
 
     def get_attempt(self, attempt_id: str) -> AttemptInfo:
         with self.read() as s:
