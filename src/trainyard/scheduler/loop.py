@@ -81,6 +81,7 @@ class SchedulerLoop:
     def reconcile(self) -> None:
         active = self.store.active_attempts()
         by_id = {a.id: a for a in active}
+        self._signalled &= by_id.keys()  # forget attempts that have ended
         for a in active:
             if a.stop_reason:
                 self.stop_attempt(a)
@@ -95,6 +96,9 @@ class SchedulerLoop:
 
     def admit(self, now: float) -> None:
         pending = self.store.pending_jobs()
+        if not pending:  # most wake-ups after an attempt ends: no need to add up node usage
+            self._next_due = None
+            return
         plan = self.admission.plan(pending, self.nodes(), now)
         jobs = {j.id: j for j in pending}
         for p in plan.placements:

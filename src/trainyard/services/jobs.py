@@ -11,7 +11,7 @@ from trainyard.scheduler.admission import check_fits_some_node
 from trainyard.services.notify import Notifier
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import ArtifactInfo, AttemptInfo, JobInfo, NodeInfo
-from trainyard.status import AttemptStatus, JobStatus
+from trainyard.status import JobStatus
 from trainyard.store import Store
 
 
@@ -79,7 +79,3 @@ class JobService:
                 return info, url
         self.store.get_job(job_id)  # raises JobNotFound for an unknown job
         raise NotFound(f"job {job_id} has no output {path!r}", job_id=job_id, path=path)
-
-    def is_done(self, job: JobInfo) -> bool:
-        last = job.last_attempt
-        return job.status.is_terminal() and (last is None or last.status != AttemptStatus.RUNNING)

@@ -59,7 +59,7 @@ async def wait_job(job_id: str, p: PlatformDep, timeout: Annotated[float, Query(
         seen = p.notifier.version(job_id)
         job = await run_in_threadpool(p.store.get_job, job_id)
         left = deadline - loop.time()
-        if p.jobs.is_done(job) or left <= 0:
+        if job.status.is_terminal() or left <= 0:
             # serialized here: FastAPI would validate the model again on the way out
             return Response(job.model_dump_json(), media_type="application/json")
         await p.notifier.wait(job_id, seen, left)
@@ -95,7 +95,7 @@ async def _follow(p: Any, job_id: str, after: int, attempt: int | None, replica:
         if chunks:
             continue
         job = await run_in_threadpool(p.store.get_job, job_id)
-        if p.jobs.is_done(job):
+        if job.status.is_terminal():
             yield f"event: end\ndata: {json.dumps({'status': job.status.value})}\n\n"
             return
         await p.notifier.wait(job_id, seen, 5.0)
