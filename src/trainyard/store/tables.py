@@ -3,7 +3,7 @@ these declarations must match them (a test compares the two)."""
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -25,6 +25,23 @@ class Job(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     not_before: Mapped[float | None] = mapped_column(Float)
     reason: Mapped[str | None] = mapped_column(Text)
+    position: Mapped[int | None] = mapped_column(Integer)  # jobs ahead in its queue, while pending
+
+
+class Queue(Base):
+    """A queue created through the API or loaded from the server's queue file."""
+
+    __tablename__ = "queues"
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    team: Mapped[str] = mapped_column(String(63))
+    priority: Mapped[int] = mapped_column(Integer)
+    cpu: Mapped[float | None] = mapped_column(Float)
+    memory: Mapped[int | None] = mapped_column(BigInteger)
+    gpus: Mapped[dict | None] = mapped_column(JSON)
+    max_running: Mapped[int | None] = mapped_column(Integer)
+    borrowing: Mapped[bool] = mapped_column(Boolean)
+    source: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
 
 
 class Attempt(Base):
@@ -45,6 +62,8 @@ class Attempt(Base):
     ended_at: Mapped[float | None] = mapped_column(Float)
     last_contact_at: Mapped[float | None] = mapped_column(Float)
     stop_reason: Mapped[str | None] = mapped_column(String(255))  # set once the attempt must stop, and why
+    preempted_by: Mapped[str | None] = mapped_column(String(40))  # the job this attempt made room for
+    borrowed: Mapped[bool | None] = mapped_column(Boolean)  # admitted beyond its queue's quota
 
 
 class Replica(Base):
