@@ -27,6 +27,7 @@ class ServerSettings(BaseModel):
     gpus: int | None = None
     gpu_type: str | None = None
     token: str | None = Field(None, description="bearer token clients must send; none on loopback")
+    queues_file: Path | None = Field(None, description="YAML file of queues, loaded at start (replaces earlier file queues)")
     lost_contact_after: float = 60.0  # seconds without a report from a launcher the engine cannot see
 
     @property

@@ -71,11 +71,23 @@ class AttemptNotFound(NotFound):
     code = "attempt_not_found"
 
 
+class QueueNotFound(NotFound):
+    """No such queue."""
+
+    code = "queue_not_found"
+
+
 class Conflict(TrainyardError):
     """The object changed under us; its status is not what the caller expected."""
 
     code = "conflict"
     http_status = 409
+
+
+class AlreadyExists(Conflict):
+    """An object with that name exists already."""
+
+    code = "already_exists"
 
 
 class InvalidTransition(Conflict):

@@ -50,4 +50,5 @@ def test_inputs_build_a_plan_end_to_end():
     pending = [job_info("a", "resources: {gpu: 1}\n", 1.0), job_info("b", "resources: {gpu: 1}\n", 2.0)]
     p = plan(*adapter.inputs(pending, [], nodes), now=3.0)
     assert [(j, [(a.node, a.gpu_ids) for a in r]) for j, r in p.admissions.items()] == [("a", [("n", ["0"])])]
-    assert p.reasons["b"] == "next to start: 1 node held for it, starts when their work (no timeout) ends; first in queue default"
+    assert p.reasons["b"] == ("needs 1 × GPU, 0 free on any node; next to start: 1 node held for it until running work ends "
+                           "(no timeout says when); first in queue default")

@@ -35,7 +35,7 @@ def test_small_jobs_backfill_only_when_their_timeout_ends_before_the_reservation
     # then the gang holds both nodes from t=2000; the short job fits before that, the long one does not
     assert [(r.job_id, sorted(r.nodes), r.start) for r in p.reservations] == [("big", ["n0", "n1"], 2000.0)]
     assert "short" in p.admissions and "long" not in p.admissions
-    assert p.reasons["big"].startswith("next to start: 2 nodes held for it, starts in ≤ 33m")
+    assert "next to start in ≤ 33m: 2 nodes held for it" in p.reasons["big"]
     assert "a timeout ≤ 33m would let this one backfill" in p.reasons["long"]
 
 

@@ -66,6 +66,8 @@ def job_detail(job: JobInfo) -> Group:
     head.add_row("status", status_text(job.status.value))
     if job.reason:
         head.add_row("pending because" if job.status.value == "pending" else "reason", job.reason)
+    if job.status.value == "pending" and job.position is not None:
+        head.add_row("position", f"{job.position} job{'s' if job.position != 1 else ''} ahead in queue {job.queue}")
     head.add_row("queue", f"{job.queue}, priority {job.priority}")
     head.add_row("resources", resources(job))
     head.add_row("command", " ".join(job.spec.argv()[2:] if isinstance(job.spec.command, str) else job.spec.argv()))
@@ -76,9 +78,14 @@ def job_detail(job: JobInfo) -> Group:
         for col in ("#", "STATUS", "NODE", "GPUS", "EXIT", "REASON", "DURATION", "MESSAGE"):
             table.add_column(col)
         for a in job.attempts:
+            note = a.message or ""
+            if a.preempted_by:
+                note = f"preempted for job {a.preempted_by}" + (f"; {note}" if note else "")
+            if a.borrowed:
+                note = "on borrowed capacity" + (f"; {note}" if note else "")
             table.add_row(str(a.number), status_text(a.status.value), a.node or "-", ",".join(a.gpus) or "-",
                           "-" if a.exit_code is None else str(a.exit_code), a.reason or "-",
-                          duration(a.started_at, a.ended_at), (a.message or "")[:120])
+                          duration(a.started_at, a.ended_at), note[:120])
             if len(a.replicas) > 1:
                 for r in a.replicas:
                     table.add_row(f"  r{r.index}", status_text(r.status.value), r.node, ",".join(r.gpus) or "-",

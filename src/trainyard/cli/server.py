@@ -29,6 +29,7 @@ def server(
     gpus: Annotated[Optional[int], typer.Option(help="declare this many GPUs")] = None,
     gpu_type: Annotated[Optional[str], typer.Option("--gpu-type", help="type of the declared GPUs, e.g. A100")] = None,
     token: Annotated[Optional[str], typer.Option(envvar="TRAINYARD_SERVER_TOKEN", help="require this bearer token")] = None,
+    queues: Annotated[Optional[Path], typer.Option(help="YAML file of queues to load (see `trainyard queue create -f`)")] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -40,6 +41,7 @@ def server(
         settings = ServerSettings(
             home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
             cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type, token=token,
+            queues_file=queues,
         )
         serve(settings)
 

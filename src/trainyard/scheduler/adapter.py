@@ -2,10 +2,9 @@
 
 The loop calls :func:`inputs` once per cycle with what the store and the
 engine report, hands the result to :func:`trainyard.scheduler.plan.plan`,
-and applies the plan. Fields the spec does not have yet (``placement``,
-``preemptible``) and attempt fields the store does not record yet
-(``preempted_by``, ``borrowed``) are read with defaults, so this works
-before and after they land.
+and applies the plan. An attempt's stored ``borrowed`` flag says how it was
+admitted; the planner is given None and re-decides each cycle from the
+queue's quota, so work that fits the quota again stops counting as borrowed.
 """
 
 from __future__ import annotations
@@ -44,9 +43,9 @@ def pending_job(job: JobInfo, queues: dict[str, Queue]) -> PendingJob:
         id=job.id, queue=job.queue, team=_queue_of(job.queue, queues).team, priority=job.priority,
         seq=job.created_at, submitted_at=job.created_at, replicas=spec.replicas, cpu=r.cpu, memory=r.memory or 0, gpu=r.gpu,
         gpu_types=tuple(r.gpu_types), node_selector=dict(r.node_selector),
-        placement=getattr(spec, "placement", "pack"), timeout=spec.timeout,
-        preemptible=getattr(spec, "preemptible", True), not_before=job.not_before,
-        last_preempted_by=getattr(last, "preempted_by", None) if last else None,
+        placement=spec.placement, timeout=spec.timeout,
+        preemptible=spec.preemptible, not_before=job.not_before,
+        last_preempted_by=last.preempted_by if last else None,
         last_reason=last.reason if last else None,
     )
 
@@ -61,8 +60,8 @@ def running_job(attempt: AttemptInfo, spec: JobSpec, queue: str, priority: int,
         attempt_id=attempt.id, job_id=attempt.job_id, queue=queue, team=_queue_of(queue, queues).team,
         priority=priority, replicas=[ReplicaUse(n, r.cpu, r.memory or 0, g) for n, g in placed if n],
         started_at=started, expected_end=started + spec.timeout if spec.timeout is not None else None,
-        preemptible=getattr(spec, "preemptible", True), borrowed=getattr(attempt, "borrowed", None),
-        stopping=bool(getattr(attempt, "stop_reason", None) or getattr(attempt, "cancel_requested", False)),
+        preemptible=spec.preemptible, borrowed=None,  # the planner re-decides borrowing each cycle
+        stopping=attempt.stop_reason is not None,
     )
 
 

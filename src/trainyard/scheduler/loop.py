@@ -1,9 +1,10 @@
-"""The scheduler loop: observe attempts, admit what fits, launch, record reasons.
+"""The scheduler loop: observe attempts, plan, admit, preempt, launch, record reasons.
 
-Thin on purpose: decisions come from :class:`~trainyard.scheduler.admission.Admission`;
-this applies them through the store (compare-and-set) and the engine. It runs
-on a submission, a finished attempt or a cancel (``wake``), and at least once
-a second to notice lost launchers and retries whose backoff has passed.
+Thin on purpose: decisions come from :func:`trainyard.scheduler.plan.plan`, a
+pure function; this applies them through the store (compare-and-set) and the
+engine. It runs on a submission, a finished attempt or a cancel (``wake``),
+and at least once a second to notice lost launchers and retries whose backoff
+has passed.
 """
 
 from __future__ import annotations
@@ -15,26 +16,32 @@ from typing import Callable
 
 from trainyard.engines.base import Engine
 from trainyard.launch.config import LaunchConfig
-from trainyard.scheduler.admission import Admission
+from trainyard.scheduler import adapter
+from trainyard.scheduler.model import Queue
+from trainyard.scheduler.plan import Options, plan
 from trainyard.services.attempts import AttemptService
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
 from trainyard.store import Store
 
 log = logging.getLogger("trainyard.scheduler")
 ConfigFor = Callable[[JobInfo, AttemptInfo], list[LaunchConfig]]
+Live = list[tuple[JobInfo, AttemptInfo]]
 
 
 class SchedulerLoop:
     def __init__(
-        self, store: Store, engine: Engine, admission: Admission, attempts: AttemptService,
-        config_for: ConfigFor, nodes: Callable[[], list[NodeInfo]], *, reconcile_every: float = 1.0,
+        self, store: Store, engine: Engine, attempts: AttemptService, config_for: ConfigFor,
+        live: Callable[[], Live], nodes: Callable[[Live], list[NodeInfo]], queues: Callable[[], list[Queue]],
+        *, reconcile_every: float = 1.0, options: Options | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
-        self.admission = admission
         self.attempts = attempts
         self.config_for = config_for
+        self.live = live
         self.nodes = nodes
+        self.queues = queues
+        self.options = options or Options()
         self.reconcile_every = reconcile_every
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -96,16 +103,24 @@ class SchedulerLoop:
 
     def admit(self, now: float) -> None:
         pending = self.store.pending_jobs()
-        if not pending:  # most wake-ups after an attempt ends: no need to add up node usage
+        if not pending:  # most wake-ups after an attempt ends: no need to look at the cluster
             self._next_due = None
             return
-        plan = self.admission.plan(pending, self.nodes(), now)
+        live = self.live()
+        nodes, waiting, running, queues = adapter.inputs(pending, live, self.nodes(live), self.queues())
+        decided = plan(nodes, waiting, running, queues, now, self.options)
         jobs = {j.id: j for j in pending}
-        for p in plan.placements:
-            attempt = self.store.admit(p.job_id, p.replicas)
+        for job_id, places in decided.admissions.items():
+            attempt = self.store.admit(job_id, [(p.node, list(p.gpu_ids)) for p in places],
+                                       borrowed=job_id in decided.borrowed)
             if attempt is not None:
-                self._launch(jobs[p.job_id], attempt)
-        self.store.set_reasons(plan.reasons)
+                self._launch(jobs[job_id], attempt)
+        attempts = {a.id: a for _, a in live}
+        for p in decided.preemptions:
+            if self.store.preempt(p.attempt_id, p.by):
+                log.info("preempting %s for %s: %s", p.attempt_id, p.by, p.reason)
+                self.stop_attempt(attempts[p.attempt_id])
+        self.store.set_reasons(decided.reasons, decided.positions)
         due = [j.not_before for j in pending if j.not_before and j.not_before > now]
         self._next_due = min(due) if due else None
 

@@ -210,7 +210,7 @@ class _Cycle:
                 self.out.reservations.append(res)
                 starts.append(res.start if res.start < INF else -INF)
                 quotas.admit(q, job, t)  # its queue's share is held with the nodes: later jobs may not take it
-                return self.left.append((job, q, "head", res))
+                return self.left.append((job, q, "head", (res, (sid, types, shape))))
             self.no_reservation.add((sid, hold))  # it would not fit even once everything running has ended
         if len(allowed) < len(types) and q.borrowing and job.preemptible:
             return deferred.append((job, q))  # no room on the types inside its quota: borrow the others

@@ -119,8 +119,8 @@ class Shortfalls:
 def head(res: Reservation, now: float) -> str:
     held = plural(len(res.nodes), "node")
     if res.start == INF:
-        return f"next to start: {held} held for it, starts when their work (no timeout) ends"
-    return f"next to start: {held} held for it, starts in ≤ {duration(res.start - now)}"
+        return f"next to start: {held} held for it until running work ends (no timeout says when)"
+    return f"next to start in ≤ {duration(res.start - now)}: {held} held for it"
 
 
 def behind(res: Reservation, job: PendingJob, now: float) -> str:
@@ -166,7 +166,8 @@ def explain(out: Plan, left: list[tuple], cl: Cluster, quotas: Quotas, now: floa
         elif kind == "impossible":
             reasons[job.id] = impossible(cl, job, d[2][4])
         elif kind == "head":
-            reasons[job.id] = f"{head(d, now)}; {ahead(k, qn)}"
+            res, (sid, types, _) = d
+            reasons[job.id] = f"{short.text(sid, job, types)}; {head(res, now)}; {ahead(k, qn)}"
         elif kind == "claim":
             reasons[job.id] = f"starting: waiting for stopping jobs to hand back their room; {ahead(k, qn)}"
         else:  # preempting

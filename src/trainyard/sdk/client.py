@@ -16,7 +16,8 @@ from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.prepare import prepare
 from trainyard.spec.job import JobSpec
 from trainyard.spec.loader import load_job, validation_errors
-from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo
+from trainyard.spec.queue import QueueSpec
+from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo, QueueInfo
 
 
 class Client:
@@ -183,6 +184,24 @@ class Client:
 
     def nodes(self) -> list[NodeInfo]:
         return [NodeInfo.model_validate(n) for n in self._request("GET", "/api/v1/nodes").json()]
+
+    def queues(self) -> list[QueueInfo]:
+        """Every queue with what its running jobs hold and how many wait."""
+        return [QueueInfo.model_validate(q) for q in self._request("GET", "/api/v1/queues").json()]
+
+    def queue(self, name: str) -> QueueInfo:
+        return QueueInfo.model_validate(self._request("GET", f"/api/v1/queues/{name}").json())
+
+    def create_queue(self, queue: QueueSpec | dict[str, Any], *, replace: bool = False) -> QueueInfo:
+        try:
+            spec = queue if isinstance(queue, QueueSpec) else QueueSpec.model_validate(queue)
+        except ValidationError as e:
+            raise errors.InvalidSpec(errors=validation_errors(e, {}, "<queue>")) from None
+        body = {"queue": spec.model_dump(mode="json"), "replace": replace}
+        return QueueInfo.model_validate(self._request("POST", "/api/v1/queues", json=body).json())
+
+    def delete_queue(self, name: str) -> None:
+        self._request("DELETE", f"/api/v1/queues/{name}")
 
 
 class Job:

@@ -7,7 +7,7 @@ from typing import Callable
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
 from trainyard.errors import InvalidSpec, NotFound, Unschedulable
-from trainyard.scheduler.admission import check_fits_some_node
+from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services.notify import Notifier
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import ArtifactInfo, AttemptInfo, JobInfo, NodeInfo
@@ -21,16 +21,18 @@ class JobService:
         stop: Callable[[AttemptInfo], None],
     ) -> None:
         self.stop = stop
-        self._specs: dict[str, JobSpec] = {}  # job id -> spec; specs never change once stored
+        self._jobs: dict[str, JobInfo] = {}  # live jobs as submitted; spec, queue and priority never change
         self.store = store
         self.engine = engine
         self.artifacts = artifacts
         self.notifier = notifier
         self.wake = wake
+        self.check_queue: Callable[[str], None] = lambda name: None  # set by the platform: refuses unknown queues
 
     def submit(self, spec: JobSpec, snapshot: str | None = None) -> JobInfo:
         """Validate against this platform, store, and wake the scheduler. Nothing is stored on error."""
         self.engine.validate(spec)
+        self.check_queue(spec.queue)
         if (problem := check_fits_some_node(spec, self.engine.nodes())) is not None:
             field, message = problem
             raise Unschedulable(f"{field}: {message}", field=field)
@@ -52,18 +54,22 @@ class JobService:
         self.wake()
         return job
 
-    def nodes(self) -> list[NodeInfo]:
-        """The engine's nodes with what running attempts hold on each."""
-        nodes = {n.name: n.model_copy(deep=True) for n in self.engine.nodes()}
+    def live(self) -> list[tuple[JobInfo, AttemptInfo]]:
+        """Every starting or running attempt with its job (as submitted: spec, queue, priority)."""
         active = self.store.active_attempts()
-        for a in active:
-            if a.job_id not in self._specs:
-                self._specs[a.job_id] = self.store.get_job(a.job_id).spec
-        if len(self._specs) > 4 * len(active) + 1000:  # forget finished jobs now and then
+        missing = [a.job_id for a in active if a.job_id not in self._jobs]
+        if missing:
+            self._jobs.update((j.id, j) for j in self.store.get_jobs(missing))
+        if len(self._jobs) > 4 * len(active) + 1000:  # forget finished jobs now and then
             keep = {a.job_id for a in active}
-            self._specs = {k: v for k, v in self._specs.items() if k in keep}
-        for a in active:
-            r = self._specs[a.job_id].resources
+            self._jobs = {k: v for k, v in self._jobs.items() if k in keep}
+        return [(self._jobs[a.job_id], a) for a in active]
+
+    def nodes(self, live: list[tuple[JobInfo, AttemptInfo]] | None = None) -> list[NodeInfo]:
+        """The engine's nodes with what live attempts (default: :meth:`live`) hold on each."""
+        nodes = {n.name: n.model_copy(deep=True) for n in self.engine.nodes()}
+        for job, a in self.live() if live is None else live:
+            r = job.spec.resources
             for rep in a.replicas:
                 node = nodes.get(rep.node)
                 if node is None or rep.status.is_terminal():

@@ -5,12 +5,12 @@ from __future__ import annotations
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.config import ServerSettings
 from trainyard.engines.base import Engine
-from trainyard.scheduler.admission import Admission, FifoAdmission
 from trainyard.scheduler.loop import SchedulerLoop
 from trainyard.services.attempts import AttemptService
 from trainyard.services.jobs import JobService
 from trainyard.services.launching import launch_configs
 from trainyard.services.notify import Notifier
+from trainyard.services.queues import QueueService
 from trainyard.store import Store
 
 
@@ -25,8 +25,7 @@ def make_engine(settings: ServerSettings) -> Engine:
 
 
 class Platform:
-    def __init__(self, settings: ServerSettings, engine: Engine | None = None,
-                 admission: Admission | None = None) -> None:
+    def __init__(self, settings: ServerSettings, engine: Engine | None = None) -> None:
         settings.home.mkdir(parents=True, exist_ok=True)
         self.settings = settings
         self.server_url = ""
@@ -38,10 +37,13 @@ class Platform:
                                        stop=lambda attempt: self.loop.stop_attempt(attempt))
         self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, wake=self._wake,
                                stop=lambda attempt: self.loop.stop_attempt(attempt))
+        self.queues = QueueService(self.store, self.jobs)
+        self.jobs.check_queue = self.queues.check
+        if settings.queues_file is not None:
+            self.queues.load_file(settings.queues_file)
         self.loop = SchedulerLoop(
-            self.store, self.engine, admission or FifoAdmission(), self.attempts,
-            config_for=self._configs,
-            nodes=self.jobs.nodes,
+            self.store, self.engine, self.attempts, config_for=self._configs,
+            live=self.jobs.live, nodes=self.jobs.nodes, queues=self.queues.models,
         )
 
     def _configs(self, job, attempt):  # noqa: ANN001, ANN202

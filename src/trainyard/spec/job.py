@@ -94,6 +94,9 @@ class JobSpec(Strict):
     replicas: int = Field(1, ge=1)
     procs_per_replica: int = Field(1, ge=1)
     distributed: Literal["torch"] | None = None
+    placement: Literal["pack", "spread"] = Field(
+        "pack", description="pack: replicas best-fit onto as few nodes as possible; spread: one replica per node")
+    preemptible: bool = Field(True, description="whether higher-priority work may stop this job (it is requeued)")
 
     @field_validator("name", "queue")
     @classmethod

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from trainyard.spec.job import JobSpec
+from trainyard.spec.queue import QueueSpec
 from trainyard.status import AttemptStatus, JobStatus
 
 
@@ -43,6 +44,8 @@ class AttemptInfo(BaseModel):
     last_contact_at: float | None = None
     stop_reason: str | None = Field(None, description="set once the attempt must stop (cancel, preemption, a failed replica)")
     handle: dict[str, Any] = Field(default_factory=dict)
+    preempted_by: str | None = Field(None, description="the job this attempt was stopped to make room for")
+    borrowed: bool | None = Field(None, description="admitted beyond its queue's quota, on idle capacity")
     replicas: list[ReplicaInfo] = Field(default_factory=list)
 
 
@@ -58,6 +61,7 @@ class JobInfo(BaseModel):
     updated_at: float
     not_before: float | None = None
     reason: str | None = Field(None, description="why it is pending, or how it ended")
+    position: int | None = Field(None, description="while pending: jobs ahead of it in its queue")
     attempts: list[AttemptInfo] = Field(default_factory=list)
 
     @property
@@ -105,3 +109,17 @@ class LogChunk(BaseModel):
     replica: int = 0
     offset: int
     data: str
+
+
+class QueueUsage(BaseModel):
+    running: int = 0
+    borrowed: int = Field(0, description="running jobs admitted beyond the quota")
+    cpu: float = 0.0
+    memory: int = 0
+    gpu: dict[str, int] = Field(default_factory=dict, description="GPUs held, by type")
+
+
+class QueueInfo(BaseModel):
+    queue: QueueSpec
+    usage: QueueUsage = Field(default_factory=QueueUsage)
+    pending: int = 0

@@ -2,11 +2,12 @@
 
 from trainyard.store.store import Ending
 from trainyard.store.store import Store as _CoreStore
+from trainyard.store.queues import QueuesMixin
 from trainyard.store.telemetry import TelemetryMixin
 
 
-class Store(TelemetryMixin, _CoreStore):
-    """Jobs, attempts, logs, metrics and artifacts."""
+class Store(TelemetryMixin, QueuesMixin, _CoreStore):
+    """Jobs, attempts, logs, metrics, artifacts and queues."""
 
 
 __all__ = ["Ending", "Store"]

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo, JobPage, ReplicaInfo
-from trainyard.status import AttemptStatus, JobStatus, sources
+from trainyard.status import AttemptStatus, JobStatus, Reason, sources
 from trainyard.store import tables as t
 from trainyard.store.db import make_engine, migrate
 
@@ -124,6 +124,11 @@ class Store:
                 raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
             return self._job_info(s, row, self._attempts_of(s, [job_id]).get(job_id, []))
 
+    def get_jobs(self, job_ids: list[str]) -> list[JobInfo]:
+        """Jobs by id, without their attempts (for what never changes: spec, queue, priority)."""
+        with self.read() as s:
+            return [_job_info(r, []) for r in s.scalars(select(t.Job).where(t.Job.id.in_(list(job_ids))))]
+
     def list_jobs(
         self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
         limit: int = 50, cursor: str | None = None,
@@ -160,31 +165,34 @@ class Store:
             attempts = self._attempts_of(s, [r.id for r in rows])
             return [self._job_info(s, r, attempts.get(r.id, [])) for r in rows]
 
-    def set_reasons(self, reasons: dict[str, str]) -> None:
-        """Record why pending jobs wait; only pending rows are touched."""
+    def set_reasons(self, reasons: dict[str, str], positions: dict[str, int] | None = None) -> None:
+        """Record why pending jobs wait and how many jobs are ahead of each; only pending rows are touched."""
         if not reasons:
             return
+        positions = positions or {}
         with self.write() as s:
-            current = dict(s.execute(select(t.Job.id, t.Job.reason).where(t.Job.id.in_(list(reasons)))).all())
+            current = {r.id: (r.reason, r.position) for r in
+                       s.execute(select(t.Job.id, t.Job.reason, t.Job.position).where(t.Job.id.in_(list(reasons))))}
             for job_id, reason in reasons.items():
-                if current.get(job_id, reason) != reason:
+                new = (reason, positions.get(job_id))
+                if current.get(job_id, new) != new:
                     s.execute(update(t.Job).where(t.Job.id == job_id, t.Job.status == JobStatus.PENDING.value)
-                              .values(reason=reason))
+                              .values(reason=new[0], position=new[1]))
 
     # -- attempts ---------------------------------------------------------
 
-    def admit(self, job_id: str, placements: list[tuple[str, list[str]]]) -> AttemptInfo | None:
+    def admit(self, job_id: str, placements: list[tuple[str, list[str]]], *, borrowed: bool = False) -> AttemptInfo | None:
         """pending → starting plus a new attempt with one replica per placement ``(node, gpus)``,
-        in one transaction; None if the job moved meanwhile."""
+        in one transaction; None if the job moved meanwhile. ``borrowed``: beyond its queue's quota."""
         now = time.time()
         with self.write() as s:
-            if not self._cas(s, t.Job, job_id, JobStatus.STARTING, reason=None, not_before=None):
+            if not self._cas(s, t.Job, job_id, JobStatus.STARTING, reason=None, not_before=None, position=None):
                 return None
             number = (s.scalar(select(func.max(t.Attempt.number)).where(t.Attempt.job_id == job_id)) or 0) + 1
             node, gpus = placements[0]
             row = t.Attempt(
                 id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
-                node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
+                node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now, borrowed=borrowed,
             )
             s.add(row)
             s.flush()  # the attempt row first: replicas reference it
@@ -258,6 +266,14 @@ class Store:
                                                     t.Attempt.status.in_(ACTIVE_ATTEMPT)).values(stop_reason=why))
             return res.rowcount == 1
 
+    def preempt(self, attempt_id: str, by_job: str) -> bool:
+        """Mark a live attempt to stop as ``Preempted`` for ``by_job``; False if it is already stopping or gone."""
+        with self.write() as s:
+            res = s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id, t.Attempt.stop_reason.is_(None),
+                                                    t.Attempt.status.in_(ACTIVE_ATTEMPT))
+                            .values(stop_reason=Reason.PREEMPTED, preempted_by=by_job))
+            return res.rowcount == 1
+
     def finish_attempt(self, attempt_id: str, ending: Ending) -> bool:
         """End an attempt and move its job on, in one transaction.
 
@@ -312,6 +328,7 @@ def _attempt_info(a: t.Attempt, replicas: list[t.Replica]) -> AttemptInfo:
         gpus=list(a.gpus or []), exit_code=a.exit_code, reason=a.reason, message=a.message,
         created_at=a.created_at, started_at=a.started_at, ended_at=a.ended_at,
         last_contact_at=a.last_contact_at, stop_reason=a.stop_reason, handle=dict(a.handle or {}),
+        preempted_by=a.preempted_by, borrowed=a.borrowed,
         replicas=[_replica_info(r) for r in replicas],
     )
 
@@ -320,6 +337,6 @@ def _job_info(j: t.Job, attempts: list[AttemptInfo]) -> JobInfo:
     return JobInfo(
         id=j.id, name=j.name, status=JobStatus(j.status), queue=j.queue, priority=j.priority,
         spec=JobSpec.model_validate(j.spec), snapshot=j.snapshot, created_at=j.created_at,
-        updated_at=j.updated_at, not_before=j.not_before, reason=j.reason,
+        updated_at=j.updated_at, not_before=j.not_before, reason=j.reason, position=j.position,
         attempts=attempts,
     )

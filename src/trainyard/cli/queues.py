@@ -1,0 +1,141 @@
+"""`trainyard queue …`: define queues with quotas, list them with what they use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.errors import InvalidSpec
+from trainyard.spec.queue import QueueSpec, load_queues
+from trainyard.spec.records import QueueInfo
+from trainyard.spec.units import format_memory
+
+app = typer.Typer(no_args_is_help=True, help="Queues: a team's line of jobs, with a priority and quotas.")
+OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
+
+
+@app.command()
+def create(
+    name: Annotated[Optional[str], typer.Argument(help="queue name (or give -f FILE)")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="YAML with one queue or `queues: [...]`")] = None,
+    team: Annotated[Optional[str], typer.Option(help="owning team, for fair share (default: the name)")] = None,
+    priority: Annotated[str, typer.Option(help="an integer or low/normal/high/urgent")] = "0",
+    cpu: Annotated[Optional[str], typer.Option(help="quota: cores, e.g. 64 or 500m")] = None,
+    memory: Annotated[Optional[str], typer.Option(help="quota: memory, e.g. 256Gi")] = None,
+    gpu: Annotated[Optional[list[str]], typer.Option(help="quota: GPUs as TYPE=N (repeatable) or N for all types")] = None,
+    jobs: Annotated[Optional[int], typer.Option(help="quota: running jobs")] = None,
+    no_borrowing: Annotated[bool, typer.Option("--no-borrowing", help="never use idle capacity beyond the quota")] = False,
+    replace: Annotated[bool, typer.Option("--replace", help="change the queue if it exists")] = False,
+) -> None:
+    """Create a queue (or several, from a file)."""
+    with handled():
+        if file is not None:
+            specs = load_queues(file)
+        elif name is not None:
+            specs = [_from_options(name, team, priority, cpu, memory, gpu or [], jobs, not no_borrowing)]
+        else:
+            raise InvalidSpec(errors=[{"field": "name", "line": None, "where": "name", "message": "give a NAME or -f FILE"}])
+        c = client()
+        for spec in specs:
+            info = c.create_queue(spec, replace=replace)
+            console.print(f"queue [bold]{info.queue.name}[/bold] created ({quota_text(info.queue)})", highlight=False)
+
+
+def _from_options(name: str, team: str | None, priority: str, cpu: str | None, memory: str | None,
+                  gpu: list[str], jobs: int | None, borrowing: bool) -> QueueSpec:
+    gpus: dict[str, int] | None = None
+    for item in gpu:
+        kind, _, n = item.rpartition("=")
+        if not n.isdigit():
+            raise InvalidSpec(errors=[{"field": "quota.gpu", "line": None, "where": "--gpu",
+                                       "message": f"{item!r}: write TYPE=N (e.g. A100=4) or N"}])
+        gpus = (gpus or {}) | {kind or "*": int(n)}
+    quota = {k: v for k, v in {"cpu": cpu, "memory": memory, "gpu": gpus, "jobs": jobs}.items() if v is not None}
+    raw = {"name": name, "priority": int(priority) if priority.lstrip("-").isdigit() else priority,
+           "quota": quota, "borrowing": borrowing}
+    if team:
+        raw["team"] = team
+    from pydantic import ValidationError
+
+    from trainyard.spec.loader import validation_errors
+
+    try:
+        return QueueSpec.model_validate(raw)
+    except ValidationError as e:
+        raise InvalidSpec(errors=validation_errors(e, {}, "<options>")) from None
+
+
+@app.command("ls")
+def ls(output: OutputOpt = Output.table) -> None:
+    """Queues with their quotas, what their running jobs hold, and how many jobs wait."""
+    with handled():
+        infos = client().queues()
+        if output == Output.json:
+            write(json.dumps([q.model_dump(mode="json") for q in infos], indent=2) + "\n")
+            return
+        table = Table(box=None, header_style="bold")
+        for col in ("QUEUE", "TEAM", "PRIORITY", "RUNNING", "PENDING", "IN USE / QUOTA", "BORROWING"):
+            table.add_column(col)
+        for q in infos:
+            table.add_row(q.queue.name, q.queue.team or "-", str(q.queue.priority), str(q.usage.running),
+                          str(q.pending), usage_text(q), "yes" if q.queue.borrowing else "no")
+        console.print(table)
+
+
+@app.command()
+def show(name: str, output: OutputOpt = Output.table) -> None:
+    """One queue: quota, usage, waiting jobs."""
+    with handled():
+        c = client()
+        q = c.queue(name)
+        if output == Output.json:
+            write(q.model_dump_json(indent=2) + "\n")
+            return
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        grid.add_row("queue", f"{q.queue.name}  (team {q.queue.team}, priority {q.queue.priority})")
+        grid.add_row("quota", quota_text(q.queue))
+        grid.add_row("in use", usage_text(q))
+        grid.add_row("jobs", f"{q.usage.running} running ({q.usage.borrowed} on borrowed capacity), {q.pending} pending")
+        grid.add_row("borrowing", "allowed" if q.queue.borrowing else "off")
+        console.print(grid)
+
+
+@app.command()
+def delete(name: str) -> None:
+    """Delete a queue; its jobs keep running, new jobs naming it are refused."""
+    with handled():
+        client().delete_queue(name)
+        console.print(f"queue {name} deleted")
+
+
+def quota_text(q: QueueSpec) -> str:
+    parts = []
+    if q.quota.cpu is not None:
+        parts.append(f"{q.quota.cpu:g} cpu")
+    if q.quota.memory is not None:
+        parts.append(format_memory(q.quota.memory))
+    for kind, n in (q.quota.gpu or {}).items():
+        parts.append(f"{n} × {'GPU' if kind == '*' else kind}")
+    if q.quota.jobs is not None:
+        parts.append(f"{q.quota.jobs} jobs")
+    return ", ".join(parts) or "unlimited"
+
+
+def usage_text(info: QueueInfo) -> str:
+    u, quota = info.usage, info.queue.quota
+    parts = [f"{u.cpu:g}/{'∞' if quota.cpu is None else f'{quota.cpu:g}'} cpu"]
+    if u.memory or quota.memory is not None:
+        parts.append(f"{format_memory(u.memory)}/{'∞' if quota.memory is None else format_memory(quota.memory)}")
+    kinds = dict.fromkeys([*u.gpu, *(quota.gpu or {})])
+    for kind in kinds:
+        used = sum(u.gpu.values()) if kind == "*" else u.gpu.get(kind, 0)
+        cap = (quota.gpu or {}).get(kind)
+        parts.append(f"{used}/{'∞' if cap is None else cap} {'GPU' if kind == '*' else kind}")
+    return ", ".join(parts)

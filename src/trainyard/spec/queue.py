@@ -1,0 +1,112 @@
+"""Queues: a named line of jobs owned by a team, with a priority and quotas.
+
+Written in YAML (the server's queue file, ``trainyard queue create -f``) or
+built by the CLI and API; one schema for all of them. The planner works on
+:class:`trainyard.scheduler.model.Queue`, built by :meth:`QueueSpec.model`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, field_validator, model_validator
+
+from trainyard.spec.job import _NAME, PRIORITY_CLASSES, Strict
+from trainyard.spec.units import parse_cpu, parse_memory
+
+ALL_GPU_TYPES = "*"
+
+
+class Quota(Strict):
+    """What a queue's running jobs may hold together; a field left out is unlimited."""
+
+    cpu: float | None = Field(None, description="cores")
+    memory: int | None = Field(None, description="bytes; write 64Gi…")
+    gpu: dict[str, int] | None = Field(None, description="GPUs per type, e.g. {A100: 4}; '*' counts all types; an int means '*'")
+    jobs: int | None = Field(None, ge=0, description="running jobs; never borrowed past")
+
+    @field_validator("cpu", mode="before")
+    @classmethod
+    def _cpu(cls, v: Any) -> float | None:
+        return None if v is None else parse_cpu(v)
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, v: Any) -> int | None:
+        return None if v is None else parse_memory(v)
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("give a number of GPUs, or a number per GPU type")
+        if isinstance(v, int):
+            v = {ALL_GPU_TYPES: v}
+        if isinstance(v, dict):
+            for kind, n in v.items():
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise ValueError(f"gpu.{kind}: must be a whole number ≥ 0, got {n!r}")
+        return v
+
+
+class QueueSpec(Strict):
+    name: str
+    team: str | None = Field(None, description="the team that owns it, for fair share; default: the queue's name")
+    priority: int = Field(0, description="ties between jobs of equal priority go to the higher queue")
+    quota: Quota = Field(default_factory=Quota)
+    borrowing: bool = Field(True, description="may use idle capacity beyond the quota (preempted first)")
+
+    @field_validator("name", "team")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _NAME.match(v):
+            raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
+        return v
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _priority(cls, v: Any) -> Any:
+        if isinstance(v, str) and v in PRIORITY_CLASSES:
+            return PRIORITY_CLASSES[v]
+        return v
+
+    @model_validator(mode="after")
+    def _team(self) -> "QueueSpec":
+        if self.team is None:
+            self.team = self.name
+        return self
+
+    def model(self):  # noqa: ANN201 (the planner's dataclass; imported here to keep spec import-light)
+        from trainyard.scheduler.model import Queue
+
+        q = self.quota
+        return Queue(name=self.name, team=self.team or self.name, priority=self.priority, cpu=q.cpu,
+                     memory=q.memory, gpus=dict(q.gpu) if q.gpu is not None else None, max_running=q.jobs,
+                     borrowing=self.borrowing)
+
+
+class QueueFile(Strict):
+    queues: list[QueueSpec]
+
+    @model_validator(mode="after")
+    def _unique(self) -> "QueueFile":
+        seen: set[str] = set()
+        for q in self.queues:
+            if q.name in seen:
+                raise ValueError(f"queue {q.name!r} is defined twice")
+            seen.add(q.name)
+        return self
+
+
+def load_queues(path: str | Path) -> list[QueueSpec]:
+    """Read a queue file (``queues: [...]``, or a single queue); errors name the field and the line."""
+    from trainyard.spec.loader import parse_model
+
+    path = Path(path)
+    text = path.read_text()
+    data = yaml.safe_load(text)
+    if isinstance(data, dict) and "queues" not in data:
+        return [parse_model(QueueSpec, text, str(path))]
+    return parse_model(QueueFile, text, str(path)).queues

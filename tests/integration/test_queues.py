@@ -1,0 +1,115 @@
+"""Queues, quotas and preemption through the API, with the fake engine, on SQLite and PostgreSQL."""
+
+import pytest
+from fastapi.testclient import TestClient
+
+from trainyard import errors
+from trainyard.api.app import create_app
+from trainyard.config import ServerSettings
+from trainyard.engines.fake import FakeEngine
+from trainyard.sdk.client import Client
+from trainyard.services.platform import Platform
+from trainyard.spec.records import NodeInfo
+from tests.support.waiting import until
+
+pytestmark = pytest.mark.postgres
+
+NODE = NodeInfo(name="a", cpu=4, memory=16 * 2**30, gpu=2, gpu_type="A100", gpu_ids=["0", "1"])
+
+
+@pytest.fixture
+def make_env(db_url, tmp_path):
+    made = []
+
+    def make(**settings):
+        engine = FakeEngine([NODE])
+        platform = Platform(ServerSettings(home=tmp_path / "home", db=db_url, **settings), engine=engine)
+        tc = TestClient(create_app(platform, "http://testserver")).__enter__()
+        made.append(tc)
+        return Client("http://testserver", transport=tc._transport), engine
+
+    yield make
+    for tc in made:
+        tc.__exit__(None, None, None)
+
+
+def test_queues_are_created_listed_replaced_and_deleted(make_env):
+    sdk, _ = make_env()
+    info = sdk.create_queue({"name": "team-a", "priority": "high", "quota": {"cpu": 8, "memory": "32Gi", "gpu": {"A100": 1}}})
+    assert (info.queue.team, info.queue.priority, info.queue.quota.gpu) == ("team-a", 200, {"A100": 1})
+    with pytest.raises(errors.AlreadyExists):
+        sdk.create_queue({"name": "team-a"})
+    sdk.create_queue({"name": "team-a", "quota": {"gpu": 2}}, replace=True)
+    assert sdk.queue("team-a").queue.quota.gpu == {"*": 2}
+    with pytest.raises(errors.InvalidSpec) as exc:
+        sdk.create_queue({"name": "x", "quota": {"memory": "lots"}})
+    assert exc.value.errors[0]["field"] == "quota.memory"
+    sdk.delete_queue("team-a")
+    with pytest.raises(errors.QueueNotFound):
+        sdk.queue("team-a")
+
+
+def test_once_queues_exist_a_job_naming_an_unknown_one_is_refused_and_nothing_is_stored(make_env):
+    sdk, _ = make_env()
+    sdk.submit({"command": "x", "queue": "anything"})  # no queues defined: any name is its own line
+    sdk.create_queue({"name": "team-a"})
+    with pytest.raises(errors.InvalidSpec) as exc:
+        sdk.submit({"command": "x", "queue": "team-b"})
+    assert exc.value.errors[0]["field"] == "queue" and "team-a" in exc.value.errors[0]["message"]
+    assert len(sdk.jobs().items) == 1
+    sdk.submit({"command": "x", "queue": "default"})  # jobs that name no queue are always accepted
+
+
+def test_a_queue_at_its_gpu_quota_holds_jobs_back_and_says_so(make_env):
+    sdk, engine = make_env()
+    sdk.create_queue({"name": "team-a", "quota": {"gpu": {"A100": 1}}, "borrowing": False})
+    first = sdk.submit({"command": "x", "queue": "team-a", "resources": {"gpu": 1}})
+    second = sdk.submit({"command": "x", "queue": "team-a", "resources": {"gpu": 1}})
+    third = sdk.submit({"command": "x", "queue": "team-a", "resources": {"gpu": 1}})
+    until(lambda: len(engine.launched) == 1 and third.refresh().position == 1)
+    assert first.refresh().status.value == "starting"
+    reason = second.refresh().reason
+    assert "quota" in reason and "1/1" in reason and "first in queue team-a" in reason, reason
+    assert "1 job ahead in queue team-a" in third.refresh().reason
+    usage = sdk.queue("team-a")
+    assert (usage.usage.running, usage.usage.gpu, usage.pending) == (1, {"A100": 1}, 2)
+    engine.finish(next(iter(engine.launched)))
+    until(lambda: len(engine.launched) == 2)
+    assert second.refresh().status.value == "starting" and third.refresh().position == 0
+
+
+def test_a_high_priority_job_preempts_low_priority_work_which_is_requeued_and_not_preempted_back(make_env):
+    sdk, engine = make_env()
+    low = sdk.submit({"name": "low", "command": "x", "priority": "low", "resources": {"cpu": 4}})
+    low_attempt = until(lambda: next(iter(engine.launched), None))
+    high = sdk.submit({"name": "high", "command": "x", "priority": "high", "resources": {"cpu": 4}})
+    until(lambda: low_attempt in engine.cancelled)
+    assert low.refresh().attempts[0].preempted_by == high.id
+    high_attempt = until(lambda: next((a for a in engine.launched if a.startswith(high.id)), None))
+    info = until(lambda: (i := low.refresh()).status.value == "pending" and i)
+    assert (info.attempts[0].reason, info.attempts[0].status.value) == ("Preempted", "cancelled")
+    assert not high.refresh().attempts[0].stop_reason  # the requeued job does not preempt it back
+    engine.finish(high_attempt)
+    until(lambda: len([a for a in engine.launched if a.startswith(low.id)]) == 2)
+
+
+def test_work_that_is_not_preemptible_keeps_running(make_env):
+    sdk, engine = make_env()
+    sdk.submit({"command": "x", "priority": "low", "preemptible": False, "resources": {"cpu": 4}})
+    until(lambda: engine.launched)
+    high = sdk.submit({"command": "x", "priority": "urgent", "resources": {"cpu": 4}})
+    until(lambda: (high.refresh().reason or "").startswith("needs 4 cores"))
+    assert engine.cancelled == []
+
+
+def test_the_server_loads_its_queue_file_and_a_bad_one_names_the_line(make_env, tmp_path):
+    good = tmp_path / "queues.yaml"
+    good.write_text("queues:\n  - name: research\n    quota: {gpu: {A100: 2}, jobs: 5}\n  - name: prod\n    priority: 10\n")
+    sdk, _ = make_env(queues_file=good)
+    assert [q.queue.name for q in sdk.queues()] == ["prod", "research"]
+    assert sdk.queue("research").queue.quota.jobs == 5
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("queues:\n  - name: research\n    quota:\n      gpu: {A100: -1}\n")
+    with pytest.raises(errors.InvalidSpec) as exc:
+        make_env(queues_file=bad)
+    assert "bad.yaml:4" in str(exc.value) and "quota.gpu" in str(exc.value)
