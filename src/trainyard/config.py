@@ -27,6 +27,8 @@ class ServerSettings(BaseModel):
     gpus: int | None = None
     gpu_type: str | None = None
     token: str | None = Field(None, description="bearer token clients must send; none on loopback")
+    component_catalog: list[str] = Field(
+        default_factory=list, description="folders and URLs where pipeline steps find Kubeflow components by name")
     lost_contact_after: float = 60.0  # seconds without a report from a launcher the engine cannot see
 
     @property

@@ -29,6 +29,8 @@ def server(
     gpus: Annotated[Optional[int], typer.Option(help="declare this many GPUs")] = None,
     gpu_type: Annotated[Optional[str], typer.Option("--gpu-type", help="type of the declared GPUs, e.g. A100")] = None,
     token: Annotated[Optional[str], typer.Option(envvar="TRAINYARD_SERVER_TOKEN", help="require this bearer token")] = None,
+    component_catalog: Annotated[Optional[list[str]], typer.Option(
+        "--component-catalog", help="a folder or URL of Kubeflow components (repeatable)")] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -40,6 +42,7 @@ def server(
         settings = ServerSettings(
             home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
             cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type, token=token,
+            component_catalog=[c if "://" in c else str(Path(c).resolve()) for c in component_catalog or []],
         )
         serve(settings)
 
