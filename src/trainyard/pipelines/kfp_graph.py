@@ -70,7 +70,7 @@ def _argument(comp: Component, value: Any, path: tuple, bound: dict[str, Binding
         b = bound[name]
         if not b.present:
             return None
-        return b.value if b.kind == "ref" else {"value": b.value}
+        return {"path": b.value} if b.kind == "ref" else {"value": b.value}
     if isinstance(value, dict) and "taskOutput" in value:
         sub, output = _task_output(comp, value, path, done).split(".", 1)
         return f"{{{{steps.{sub}.outputs.{output}}}}}"

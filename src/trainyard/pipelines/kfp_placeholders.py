@@ -33,7 +33,8 @@ TOKEN = "@@kfp:{}@@"
 
 @dataclass
 class Binding:
-    """How one input is given: ``literal`` text (may hold ``{{params.x}}``), a step ``ref``, or ``absent``."""
+    """How one input is given: ``literal`` text (may hold ``{{params.x}}``), ``ref`` (a step output
+    ``{{steps.S.outputs.O}}``, or ``{path: p}``: a file or URL, as a plain step's inputs take it), or ``absent``."""
 
     kind: str
     value: str = ""
@@ -55,6 +56,8 @@ def render(value: Any) -> str:
 def bind(value: Any) -> Binding:
     if isinstance(value, dict) and set(value) == {"value"}:
         return Binding("literal", render(value["value"]))
+    if isinstance(value, dict) and set(value) == {"path"}:
+        return Binding("ref", str(value["path"]))
     if isinstance(value, str) and STEP_REF.match(value):
         return Binding("ref", value)
     return Binding("literal", render(value))
@@ -152,7 +155,9 @@ class Resolver:
         if isinstance(cond, dict) and "isPresent" in cond:
             return self.bindings[cond["isPresent"]].present
         if isinstance(cond, dict):
-            b = self.binding(cond["inputValue"], path)
+            if not self.bindings[cond["inputValue"]].present:
+                return False  # an optional input not given reads as false
+            b = self.bindings[cond["inputValue"]]
             if b.kind != "literal":
                 raise self.comp.error(path, f"step {self.step!r}: a condition needs a value known before the run, "
                                             f"not a step output")
