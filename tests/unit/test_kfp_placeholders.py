@@ -63,7 +63,7 @@ def test_every_placeholder_kind_is_translated(catalog):
     assert step["outputs"] == ["result", "total"]
     assert step["resources"] == {"cpu": 2}
     assert exp.outputs == {"result": "s.result", "total": "s.total"}
-    assert exp.warnings == ["step 's': component image 'alpine:3' not runnable here: runs on the host in the step's env"]
+    assert exp.warnings == ["component image 'alpine:3' not runnable here: runs on the host in the step's env"]
 
 
 def test_optional_inputs_take_the_other_branch_and_params_stay_for_the_runner(catalog):
@@ -85,14 +85,15 @@ def test_a_step_output_used_as_a_value_is_read_at_run_time(catalog):
 
 
 @pytest.mark.parametrize("arguments, field, words", [
-    ({"data_file": "x"}, "steps.s.arguments.text", "field required: component 'Echo' (echo.yaml) needs input 'text'"),
-    ({"text": "a", "data_file": "x", "colour": 1}, "steps.s.arguments.colour", "unknown argument"),
+    ({"data_file": "x"}, "arguments.text", "field required: component 'Echo' (echo.yaml) needs input 'text'"),
+    ({"text": "a", "data_file": "x", "colour": 1}, "arguments.colour", "unknown argument"),
 ])
 def test_missing_and_unknown_arguments_name_the_step_and_field(catalog, arguments, field, words):
     with pytest.raises(InvalidSpec) as e:
         expand(catalog, arguments)
     [err] = e.value.errors
-    assert err["field"] == field and words in err["message"]
+    assert err["field"] == field and words in err["message"]  # relative: the pipeline puts it under steps.s
+    assert err["where"] == f"steps.s.{field}"
 
 
 def test_an_optional_input_used_outside_an_if_names_the_step_and_line(catalog, tmp_path):
@@ -100,9 +101,10 @@ def test_an_optional_input_used_outside_an_if_names_the_step_and_line(catalog, t
     with pytest.raises(InvalidSpec) as e:
         expand_step("s", {"component": {"inline": text, "source": "echo.yaml"}, "arguments": {"text": "a", "data_file": "x"}},
                     catalog, {})
-    msg = str(e.value)
-    assert "echo.yaml:16 implementation.container.args[0].inputValue" in msg
-    assert "step 's': optional input 'flag' is not given" in msg
+    [err] = e.value.errors  # on the step's `component`, the message naming the component file's line
+    assert err["field"] == "component"
+    assert err["message"].startswith("echo.yaml:16 implementation.container.args[0].inputValue: ")
+    assert "step 's': optional input 'flag' is not given" in err["message"]
 
 
 def test_a_component_step_may_not_set_command_or_outputs(catalog):

@@ -41,10 +41,10 @@ def test_a_step_with_its_own_env_gets_papermill_and_a_kernel():
 
 
 @pytest.mark.parametrize("raw, field, words", [
-    ({"notebook": "a.py"}, "steps.s.notebook", "expected the path of a .ipynb file"),
-    ({"notebook": "a.ipynb", "params": {"lr": "{{params.nope}}"}}, "steps.s.params.lr", "unknown param 'nope'"),
-    ({"notebook": "a.ipynb", "command": "x"}, "steps.s.command", "the notebook is the command"),
-    ({"notebook": "a.ipynb", "component": "c.yaml"}, "steps.s", "not both"),
+    ({"notebook": "a.py"}, "notebook", "expected the path of a .ipynb file"),
+    ({"notebook": "a.ipynb", "params": {"lr": "{{params.nope}}"}}, "params.lr", "unknown param 'nope'"),
+    ({"notebook": "a.ipynb", "command": "x"}, "command", "the notebook is the command"),
+    ({"notebook": "a.ipynb", "component": "c.yaml"}, "", "not both"),
 ])
 def test_bad_notebook_steps_name_the_field(raw, field, words):
     with pytest.raises(InvalidSpec) as e:

@@ -137,10 +137,9 @@ def expand_component(step: str, comp: Component, arguments: dict[str, Any], extr
     plain = {**extras, "command": t.command(), "inputs": t.inputs, "outputs": t.outputs}
     if container.env:
         plain["env_vars"] = {**container.env, **(extras.get("env_vars") or {})}
-    warnings = [f"step {step!r}: component image {container.image!r} not runnable here: "
-                f"runs on the host in the step's env"]
+    warnings = [f"component image {container.image!r} not runnable here: runs on the host in the step's env"]
     for name in comp.outputs:
         if safe_name(name) not in t.outputs:
-            warnings.append(f"step {step!r}: output {name!r} of component {comp.spec.name!r} has no outputPath "
+            warnings.append(f"output {name!r} of component {comp.spec.name!r} has no outputPath "
                             f"in the command, so nothing writes it")
     return Expansion({step: plain}, {o: f"{step}.{o}" for o in t.outputs}, warnings)

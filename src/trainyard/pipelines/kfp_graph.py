@@ -45,7 +45,7 @@ def expand_graph(step: str, comp: Component, bound: dict[str, Binding], extras: 
         exp = expand_component(sub, child, args, extras, sub_ctx, f"{where}.arguments")
         done[task] = exp
         out.steps.update(exp.steps)
-        out.warnings += exp.warnings
+        out.warnings += [w for w in exp.warnings if w not in out.warnings]
     for name, value in graph.outputValues.items():
         path = base + ("outputValues", name)
         if name not in comp.outputs:
@@ -54,7 +54,7 @@ def expand_graph(step: str, comp: Component, bound: dict[str, Binding], extras: 
         out.outputs[safe_name(name)] = ref
     for name in comp.outputs:
         if safe_name(name) not in out.outputs:
-            out.warnings.append(f"step {step!r}: graph output {name!r} has no outputValues entry, so nothing makes it")
+            out.warnings.append(f"graph output {name!r} has no outputValues entry, so nothing makes it")
     return out
 
 

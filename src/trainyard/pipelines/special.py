@@ -32,7 +32,20 @@ def is_special(raw: dict) -> bool:
 
 
 def expand_step(name: str, raw: dict, catalog: "Catalog", params: dict) -> Expansion:
-    """Plain steps for a notebook or component step. Errors are :class:`InvalidSpec` naming the field."""
+    """Plain steps for a notebook or component step.
+
+    Errors are :class:`InvalidSpec`; each ``field`` is relative to the step (``arguments.lr``), as the
+    pipeline loader puts it under ``steps.<name>`` itself. A mistake inside a component file is
+    reported on ``component``, its message starting with the file, line and field
+    (``c.yaml:14 implementation.container.args[1].inputValue: unknown input 'rate'``).
+    """
+    try:
+        return _expand(name, raw, catalog, params)
+    except InvalidSpec as e:
+        raise InvalidSpec(errors=[_relative(name, err) for err in e.errors]) from None
+
+
+def _expand(name: str, raw: dict, catalog: "Catalog", params: dict) -> Expansion:
     if "notebook" in raw and "component" in raw:
         raise InvalidSpec(errors=[_entry(f"steps.{name}", "a step is a notebook or a component, not both")])
     if "notebook" in raw:
@@ -44,6 +57,15 @@ def expand_step(name: str, raw: dict, catalog: "Catalog", params: dict) -> Expan
 
         return expand_component_step(name, raw, catalog, params)
     raise InvalidSpec(errors=[_entry(f"steps.{name}", "not a notebook or component step")])
+
+
+def _relative(name: str, err: dict[str, Any]) -> dict[str, Any]:
+    prefix = f"steps.{name}"
+    field_ = str(err.get("field") or "")
+    if field_ == prefix or field_.startswith(prefix + "."):
+        return {**err, "field": field_[len(prefix) + 1:], "where": field_}
+    return {"field": "component", "line": None, "where": f"{prefix}.component",
+            "message": f"{err.get('where') or field_}: {err.get('message')}"}
 
 
 def inline_local(raw_steps: dict[str, dict], base_dir: pathlib.Path) -> dict[str, dict]:
