@@ -103,7 +103,9 @@ def test_the_example_graph_component_reads_its_task_by_relative_url(catalog):
     assert len(raw["s"]["component"]["files"]) == 1  # the client shipped scale/component.yaml along
     exp = expand_step("s", raw["s"], catalog, {})
     assert list(exp.steps) == ["s-first", "s-second"]
-    assert exp.steps["s-first"]["inputs"] == {"numbers": "numbers.txt"}
+    assert exp.steps["s-first"]["inputs"] == {"numbers": str(EXAMPLES / "numbers.txt")}  # made absolute
+    with pytest.raises(InvalidSpec, match=r"steps.s.arguments.numbers: 'nope.txt' does not exist"):
+        inline_local({"s": {"component": "scale_twice.yaml", "arguments": {"numbers": {"path": "nope.txt"}}}}, EXAMPLES)
     assert "--factor=3" in exp.steps["s-second"]["command"]
     assert exp.outputs == {"scaled": "s-second.scaled", "total": "s-second.total"}
 

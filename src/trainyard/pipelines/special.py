@@ -75,6 +75,8 @@ def inline_local(raw_steps: dict[str, dict], base_dir: pathlib.Path) -> dict[str
     out = {}
     for name, raw in raw_steps.items():
         comp = raw.get("component") if isinstance(raw, dict) else None
+        if comp is not None and isinstance(raw.get("arguments"), dict):
+            raw = {**raw, "arguments": _local_arguments(name, raw["arguments"], base_dir)}
         local = _local_path(comp, base_dir)
         if local is None:
             out[name] = raw
@@ -85,6 +87,21 @@ def inline_local(raw_steps: dict[str, dict], base_dir: pathlib.Path) -> dict[str
         files: dict[str, str] = {}
         _collect_refs(local, files, where)
         out[name] = {**raw, "component": {"inline": local.read_text(), "source": str(local), "files": files}}
+    return out
+
+
+def _local_arguments(name: str, arguments: dict, base_dir: pathlib.Path) -> dict:
+    """``{path: p}`` arguments made absolute: the server cannot tell what they were relative to."""
+    out = {}
+    for key, value in arguments.items():
+        if isinstance(value, dict) and set(value) == {"path"} and isinstance(value["path"], str) \
+                and "://" not in value["path"] and "{{" not in value["path"]:
+            path = (base_dir / value["path"]).resolve()
+            if not path.exists():
+                raise InvalidSpec(errors=[_entry(f"steps.{name}.arguments.{key}",
+                                                 f"{value['path']!r} does not exist (looked in {path})")])
+            value = {"path": str(path)}
+        out[key] = value
     return out
 
 
