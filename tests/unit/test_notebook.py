@@ -26,7 +26,7 @@ def test_a_notebook_step_becomes_a_plain_step_that_keeps_the_executed_notebook()
     exp = expand_step("fit", raw, None, {"lr": 0.1, "other": 1})
     step = exp.steps["fit"]
     assert step["command"][:6] == ["python", "-m", "trainyard.pipelines.notebook_run", "nb/fit.ipynb", "--out",
-                                   "{{outputs.notebook}}"]
+                                   "{{outputs.notebook}}/fit.ipynb"]
     # types survive the command line: a whole reference keeps the param's type, text stays text
     assert params_of(step["command"]) == {"lr": 0.1, "name": "run-0.1", "n": 3, "tag": "007"}
     assert step["outputs"] == ["m", "notebook"] and step["inputs"] == {"d": "{{steps.prep.outputs.d}}"}

@@ -2,12 +2,13 @@
 
 Parameters go on the command line as JSON (``-p lr=0.1``), so the notebook gets them with their types;
 papermill injects them after the cell tagged ``parameters``. The executed notebook, with its outputs
-and any error, is the output ``notebook`` of a step, or ``<name>.ipynb`` in a job's outputs.
+and any error, is ``<name>.ipynb`` in the output folder ``notebook`` of a step, or in a job's outputs.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,8 @@ def expand_notebook(name: str, raw: dict[str, Any], params: dict[str, Any]) -> E
         raise _problem(f"steps.{name}.outputs", "expected a list of output names")
     values = resolve_params(step_params, params, f"steps.{name}.params")
     plain = {k: v for k, v in raw.items() if k not in ("notebook", "params")}
-    plain["command"] = notebook_command(nb, values, f"{{{{outputs.{OUTPUT}}}}}")
+    # a folder holding <name>.ipynb, so a download is a file Jupyter opens
+    plain["command"] = notebook_command(nb, values, f"{{{{outputs.{OUTPUT}}}}}/{posixpath.basename(nb)}")
     plain["outputs"] = [*outputs, *([] if OUTPUT in outputs else [OUTPUT])]
     if "env" in plain:
         plain["env"] = with_notebook_env(plain["env"])
