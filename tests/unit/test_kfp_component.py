@@ -72,7 +72,8 @@ def test_unsupported_v2_forms_say_what_to_use():
 
 
 def test_unknown_fields_and_a_missing_implementation_name_their_line():
-    assert errors_of(GOOD.replace("name: Train\n", "name: Train\nowner: me\n")) == ["c.yaml:2 owner: unknown field 'owner'"]
+    extra = GOOD.replace("name: Train\n", "name: Train\nowner: me\n")
+    assert errors_of(extra) == ["c.yaml:2 owner: unknown field 'owner'"]
     assert errors_of("name: x\ninputs: []\n") == ["c.yaml:1 implementation: field required"]
     msg = errors_of(GOOD.replace("    image: python:3.11\n", "    image: python:3.11\n    fileOutputs: {}\n"))[0]
     assert "c.yaml:11 implementation.container.fileOutputs: unknown field" in msg

@@ -24,7 +24,8 @@ implementation:
 """
 
 
-def graph(tasks: dict, outputs: dict | None = None, inputs: str = "[{name: start}, {name: opt, optional: true}]") -> str:
+def graph(tasks: dict, outputs: dict | None = None,
+          inputs: str = "[{name: start}, {name: opt, optional: true}]") -> str:
     body = {"tasks": tasks, **({"outputValues": outputs} if outputs else {})}
     out = "outputs: [{name: result}]\n" if outputs else ""
     return f"name: g\ninputs: {inputs}\n{out}implementation:\n" + textwrap.indent(yaml.safe_dump({"graph": body}), "  ")
@@ -112,7 +113,8 @@ def test_the_example_graph_component_reads_its_task_by_relative_url(catalog):
 
 @pytest.mark.parametrize("tasks, outputs, words", [
     ({"a": {"componentRef": {"name": "add-one"}, "arguments": {"x": out("b")}},
-      "b": {"componentRef": {"name": "add-one"}, "arguments": {"x": out("a")}}}, None, "tasks form a cycle: a -> b -> a"),
+      "b": {"componentRef": {"name": "add-one"}, "arguments": {"x": out("a")}}},
+     None, "tasks form a cycle: a -> b -> a"),
     ({"a": {"componentRef": {"name": "add-one"}, "arguments": {"x": out("nope")}}}, None, "unknown task 'nope'"),
     ({"a": {"componentRef": {"name": "add-one"}, "arguments": {"x": out("a2", "zz")}},
       "a2": {"componentRef": {"name": "add-one"}, "arguments": {"x": "1"}}}, None, "task 'a2' has no output 'zz'"),

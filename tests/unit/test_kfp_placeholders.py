@@ -99,8 +99,8 @@ def test_missing_and_unknown_arguments_name_the_step_and_field(catalog, argument
 def test_an_optional_input_used_outside_an_if_names_the_step_and_line(catalog, tmp_path):
     text = ECHO.replace("- {inputValue: text}", "- {inputValue: flag}")
     with pytest.raises(InvalidSpec) as e:
-        expand_step("s", {"component": {"inline": text, "source": "echo.yaml"}, "arguments": {"text": "a", "data_file": "x"}},
-                    catalog, {})
+        expand_step("s", {"component": {"inline": text, "source": "echo.yaml"},
+                          "arguments": {"text": "a", "data_file": "x"}}, catalog, {})
     [err] = e.value.errors  # on the step's `component`, the message naming the component file's line
     assert err["field"] == "component"
     assert err["message"].startswith("echo.yaml:16 implementation.container.args[0].inputValue: ")

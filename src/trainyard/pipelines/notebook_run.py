@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("JUPYTER_RUNTIME_DIR", str(Path(tmp) / "runtime"))
         print(f"executing {args.notebook} with parameters {json.dumps(params)}", flush=True)
         try:
-            papermill.execute_notebook(str(args.notebook), str(out), parameters=params, kernel_name=KERNEL, language="python",
+            papermill.execute_notebook(str(args.notebook), str(out), parameters=params, kernel_name=KERNEL,
+                                       language="python",
                                        log_output=True, progress_bar=False)
         except papermill.PapermillExecutionError as e:
             print(f"\nnotebook {args.notebook}: {describe_failure(out, e)}", file=sys.stderr, flush=True)

@@ -124,7 +124,9 @@ def _collect_refs(path: pathlib.Path, files: dict[str, str], where: str, depth: 
         data = yaml.safe_load(path.read_text())
     except (yaml.YAMLError, OSError):
         return  # the server reports it, with the line
-    tasks = (((data or {}).get("implementation") or {}).get("graph") or {}).get("tasks") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return
+    tasks = ((data.get("implementation") or {}).get("graph") or {}).get("tasks")
     if not isinstance(tasks, dict) or depth > 8:
         return
     for task in tasks.values():
