@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 _DIGEST = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 
 
-def _problem(field: str, message: str) -> InvalidSpec:
+def invalid(field: str, message: str) -> InvalidSpec:
     return InvalidSpec(errors=[{"field": field, "line": None, "where": field, "message": message}])
 
 
@@ -82,7 +82,7 @@ class Catalog:
     def by_digest(self, digest: str, field: str = "digest") -> tuple[str, str]:
         m = _DIGEST.match(digest.strip().lower())
         if not m:
-            raise _problem(field, f"{digest!r}: expected a sha256 digest (64 hex digits, optionally 'sha256:')")
+            raise invalid(field, f"{digest!r}: expected a sha256 digest (64 hex digits, optionally 'sha256:')")
         hexd = m.group(1)
         if (text := self.cached(hexd)) is not None:
             return text, f"sha256:{hexd}"
@@ -91,7 +91,7 @@ class Catalog:
                 if digest_of(text) == hexd:
                     self.remember(text)
                     return text, path
-        raise _problem(field, f"no component with digest {hexd[:12]}… in the cache or the catalog folders")
+        raise invalid(field, f"no component with digest {hexd[:12]}… in the cache or the catalog folders")
 
     def by_url(self, url: str, field: str = "url", digest: str | None = None) -> tuple[str, str]:
         """Fetch ``url``; when that fails, the copy it served last time (or the one with ``digest``)."""
@@ -106,10 +106,10 @@ class Catalog:
             if memo.exists() and (text := self.cached(memo.read_text().strip())) is not None:
                 log.warning("cannot fetch %s (%s): using the cached copy", url, e)
                 return text, url
-            raise _problem(field, f"cannot fetch {url}: {e}; it is not in the component cache either") from None
+            raise invalid(field, f"cannot fetch {url}: {e}; it is not in the component cache either") from None
         got = self.remember(text)
         if want and got != want:
-            raise _problem(field, f"{url} has digest {got[:12]}…, not the {want[:12]}… the reference asks for")
+            raise invalid(field, f"{url} has digest {got[:12]}…, not the {want[:12]}… the reference asks for")
         _write_atomic(self._url_file(url), got)
         return text, url
 
@@ -117,7 +117,7 @@ class Catalog:
         key = catalog_key(name)
         found = self._folders().get(key, [])
         if len(found) > 1:
-            raise _problem(field, f"{name!r} is ambiguous in the catalog: {', '.join(p for p, _ in found)}")
+            raise invalid(field, f"{name!r} is ambiguous in the catalog: {', '.join(p for p, _ in found)}")
         if found:
             path, text = found[0]
             self.remember(text)
@@ -140,7 +140,7 @@ class Catalog:
                 except InvalidSpec:
                     pass
         where = ", ".join(self.sources) or "none configured (server setting component_catalog)"
-        raise _problem(field, f"no component named {name!r} in the catalog ({where})")
+        raise invalid(field, f"no component named {name!r} in the catalog ({where})")
 
     # -- sources ---------------------------------------------------------------------------------------
 

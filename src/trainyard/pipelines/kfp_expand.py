@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from trainyard.pipelines.catalog import Catalog, _problem, is_url
+from trainyard.pipelines.catalog import Catalog, invalid, is_url
 from trainyard.pipelines.kfp_component import Component, ComponentRef, component_from_data, parse_component, safe_name
 from trainyard.pipelines.kfp_placeholders import Binding, Resolver, bind, render
 from trainyard.pipelines.special import Expansion
@@ -36,11 +36,11 @@ def expand_component_step(name: str, raw: dict[str, Any], catalog: Catalog, para
     comp = load(raw["component"], ctx, f"steps.{name}.component")
     arguments = raw.get("arguments") or {}
     if not isinstance(arguments, dict):
-        raise _problem(f"steps.{name}.arguments", "expected a mapping of input name to value")
+        raise invalid(f"steps.{name}.arguments", "expected a mapping of input name to value")
     extras = {k: v for k, v in raw.items() if k not in ("component", "arguments")}
     for key, why in NOT_ON_COMPONENT.items():
         if key in extras and why:
-            raise _problem(f"steps.{name}.{key}", f"not allowed on a component step: {why}")
+            raise invalid(f"steps.{name}.{key}", f"not allowed on a component step: {why}")
     return expand_component(name, comp, arguments, extras, ctx, f"steps.{name}.arguments")
 
 
@@ -55,10 +55,10 @@ def load(value: Any, ctx: Context, where: str) -> Component:
         try:
             ref = ComponentRef.model_validate(value)
         except ValidationError as e:
-            raise _problem(where, "; ".join(err["msg"] for err in e.errors())) from None
+            raise invalid(where, "; ".join(err["msg"] for err in e.errors())) from None
         return load_ref(ref, None, ctx, where)
     if not isinstance(value, str) or not value.strip():
-        raise _problem(where, "expected a path, a URL, a digest or a catalog name")
+        raise invalid(where, "expected a path, a URL, a digest or a catalog name")
     if is_url(value):
         return parse_component(*ctx.catalog.by_url(value, where))
     if _DIGEST_REF.match(value.lower()):
@@ -82,7 +82,7 @@ def load_ref(ref: ComponentRef, parent: str | None, ctx: Context, where: str) ->
             return parse_component(ctx.files[url], url)
         if Path(url).is_file():
             return parse_component(Path(url).read_text(), url)
-        raise _problem(f"{where}.url", f"component file {ref.url!r} not found (looked for {url})")
+        raise invalid(f"{where}.url", f"component file {ref.url!r} not found (looked for {url})")
     if ref.digest:
         return parse_component(*ctx.catalog.by_digest(ref.digest, f"{where}.digest"))
     return parse_component(*ctx.catalog.by_name(str(ref.name), f"{where}.name"))
@@ -104,7 +104,7 @@ def bindings(comp: Component, arguments: dict[str, Any], where: str) -> dict[str
         name = key if key in comp.inputs else by_key.get(safe_name(str(key)))
         if name is None:
             known = ", ".join(comp.inputs) or "none"
-            raise _problem(f"{where}.{key}", f"unknown argument: component {comp.spec.name!r} ({comp.source}) "
+            raise invalid(f"{where}.{key}", f"unknown argument: component {comp.spec.name!r} ({comp.source}) "
                                              f"has inputs: {known}")
         given[name] = value
     out: dict[str, Binding] = {}
@@ -116,7 +116,7 @@ def bindings(comp: Component, arguments: dict[str, Any], where: str) -> dict[str
         elif spec.optional:
             out[name] = Binding("absent")
         else:
-            raise _problem(f"{where}.{name}", f"field required: component {comp.spec.name!r} ({comp.source}) "
+            raise invalid(f"{where}.{name}", f"field required: component {comp.spec.name!r} ({comp.source}) "
                                               f"needs input {name!r}")
     return out
 
