@@ -28,6 +28,8 @@ class ServerSettings(BaseModel):
     gpu_type: str | None = None
     token: str | None = Field(None, description="bearer token clients must send; none on loopback")
     queues_file: Path | None = Field(None, description="YAML file of queues, loaded at start (replaces earlier file queues)")
+    component_catalog: list[str] = Field(
+        default_factory=list, description="folders and URLs where pipeline steps find Kubeflow components by name")
     lost_contact_after: float = 60.0  # seconds without a report from a launcher the engine cannot see
 
     @property

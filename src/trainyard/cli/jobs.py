@@ -17,21 +17,55 @@ OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json
 
 
 def run(
-    spec: Annotated[Path, typer.Argument(help="job spec (YAML)", exists=True, dir_okay=False)],
+    spec: Annotated[Path, typer.Argument(help="job spec (YAML), or a notebook (.ipynb) run with papermill",
+                                         exists=True, dir_okay=False)],
     param: ParamOpt = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")] = False,
+    gpu: Annotated[Optional[int], typer.Option("--gpu", help="GPUs per replica (overrides the spec)")] = None,
+    cpu: Annotated[Optional[str], typer.Option("--cpu", help="cores, e.g. 2 or 500m (overrides the spec)")] = None,
+    memory: Annotated[Optional[str], typer.Option("--memory", help="e.g. 4Gi (overrides the spec)")] = None,
 ) -> None:
-    """Submit a job. Prints its id and returns at once, or with --follow streams its logs."""
+    """Submit a job. Prints its id and returns at once, or with --follow streams its logs.
+
+    A notebook runs with papermill: -p values go into its cell tagged `parameters`, and the executed
+    notebook (outputs and any error) is in the job's outputs (`trainyard download JOB`)."""
     from trainyard.spec.loader import parse_param_overrides
 
     with handled():
         c = client()
-        job = c.submit(spec, params=parse_param_overrides(param or []))
+        params = parse_param_overrides(param or [])
+        resources = {k: v for k, v in (("gpu", gpu), ("cpu", cpu), ("memory", memory)) if v is not None}
+        args, kwargs = _spec_for(spec, params, resources)
+        job = c.submit(*args, **kwargs)
         if not follow:
             write(job.id + "\n")
             return
         err_console.print(f"submitted [bold]{job.id}[/bold] ({job.info.name})", highlight=False)
         raise typer.Exit(_follow(c, job.id))
+
+
+def _spec_for(path: Path, params: dict, resources: dict) -> tuple:
+    """``Client.submit`` arguments for a spec file or a notebook, with resources overridden."""
+    from pydantic import ValidationError
+
+    from trainyard.errors import InvalidSpec
+    from trainyard.spec.job import JobSpec
+    from trainyard.spec.loader import load_job, validation_errors
+
+    if path.suffix == ".ipynb":
+        from trainyard.pipelines.notebook import job_from_notebook
+
+        data = job_from_notebook(path, params)
+    elif not resources:
+        return (path,), {"params": params}
+    else:
+        data = load_job(path, params).model_dump()
+    data["resources"] = {**data.get("resources", {}), **resources}
+    try:
+        spec = JobSpec.model_validate(data)
+    except ValidationError as e:
+        raise InvalidSpec(errors=validation_errors(e, {}, f"{path} (with --gpu/--cpu/--memory)")) from None
+    return (spec,), {"base_dir": path.resolve().parent}
 
 
 def _follow(c, job_id: str) -> int:  # noqa: ANN001

@@ -30,6 +30,8 @@ def server(
     gpu_type: Annotated[Optional[str], typer.Option("--gpu-type", help="type of the declared GPUs, e.g. A100")] = None,
     token: Annotated[Optional[str], typer.Option(envvar="TRAINYARD_SERVER_TOKEN", help="require this bearer token")] = None,
     queues: Annotated[Optional[Path], typer.Option(help="YAML file of queues to load (see `trainyard queue create -f`)")] = None,
+    component_catalog: Annotated[Optional[list[str]], typer.Option(
+        "--component-catalog", help="a folder or URL of Kubeflow components (repeatable)")] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -42,6 +44,7 @@ def server(
             home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
             cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type, token=token,
             queues_file=queues,
+            component_catalog=[c if "://" in c else str(Path(c).resolve()) for c in component_catalog or []],
         )
         serve(settings)
 
