@@ -70,3 +70,12 @@ def test_resource_options_override_a_yaml_spec_too(server, tmp_path):
     assert job["spec"]["resources"]["gpu"] == 2 and job["spec"]["resources"]["cpu"] == 0.5
     r = server.cli("run", str(spec), "--memory", "lots")
     assert r.returncode == 2 and "resources.memory" in r.stderr
+
+
+def test_the_sdk_submits_a_notebook_like_the_cli(server, notebook, tmp_path):
+    job = server.client().submit(notebook, params={"lr": 0.1, "epochs": 50})
+    info = job.wait(timeout=180)
+    assert info.status.value == "succeeded", job.logs()
+    assert info.spec.params == {"lr": 0.1, "epochs": 50} and "lr=0.1 epochs=50: w=2.839" in job.logs()
+    executed = cells(job.download(tmp_path / "dl") / "fit.ipynb")
+    assert any("epochs = 50" in source(c) for c in executed if "injected-parameters" in c["metadata"].get("tags", []))

@@ -58,7 +58,13 @@ class Client:
 
     def submit(self, spec: JobSpec | dict[str, Any] | str | Path, *, params: dict[str, Any] | None = None,
                base_dir: str | Path | None = None) -> "Job":
-        """Submit a job from a spec, a dict or a YAML file; paths are relative to the file's folder."""
+        """Submit a job from a spec, a dict, a YAML file or a notebook (``.ipynb``, run with papermill,
+        ``params`` injected into its ``parameters`` cell); paths are relative to the file's folder."""
+        if isinstance(spec, (str, Path)) and Path(spec).suffix == ".ipynb":  # runs with papermill
+            from trainyard.pipelines.notebook import job_from_notebook
+
+            base_dir = base_dir or Path(spec).resolve().parent
+            spec, params = job_from_notebook(Path(spec), params or {}), None
         if isinstance(spec, (str, Path)):
             base_dir = base_dir or Path(spec).resolve().parent
             spec = load_job(spec, params)
