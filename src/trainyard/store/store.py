@@ -51,10 +51,11 @@ def _grouped(s: Session, parent: Any, ids: list[str], order: Any) -> dict[str, l
     return out
 
 
-def _key_filter(model: type, key: Any) -> list:
-    if model is t.Replica:
-        return [t.Replica.attempt_id == key[0], t.Replica.index == key[1]]
-    return [model.id == key]
+def _key_filter(c: Any, key: Any) -> list:
+    """The primary-key condition on a table's columns ``c``: replicas are keyed (attempt id, index)."""
+    if isinstance(key, tuple):
+        return [c.attempt_id == key[0], c.index == key[1]]
+    return [c.id == key]
 
 
 def new_job_id() -> str:
@@ -94,9 +95,12 @@ class Store:
         """
         if model is t.Job:
             values.setdefault("updated_at", time.time())
-        stmt = (update(model).where(*_key_filter(model, key), model.status.in_(sources(new)))
-                .values(status=new.value, **values).execution_options(synchronize_session=False))
-        return s.execute(stmt).rowcount == 1  # readers use populate_existing: no session objects to sync
+        table = model.__table__
+        stmt = update(table).where(*_key_filter(table.c, key), table.c.status.in_(sources(new))).values(
+            status=new.value, **values)
+        # a Core UPDATE on the session's connection: the ORM's bulk-update path costs more than the
+        # statement itself, and readers use populate_existing, so there are no session objects to sync
+        return s.connection().execute(stmt).rowcount == 1
 
     def move_job(self, job_id: str, new: JobStatus, **values: Any) -> bool:
         with self.write() as s:

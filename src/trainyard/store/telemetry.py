@@ -28,10 +28,10 @@ class TelemetryMixin:
         return s.get(t.Attempt, attempt_id), rep
 
     def _moved(self, s, rep: t.Replica, column: str, have: int, new: int) -> bool:  # noqa: ANN001
-        col = getattr(t.Replica, column)
-        res = s.execute(update(t.Replica).where(t.Replica.attempt_id == rep.attempt_id, t.Replica.index == rep.index,
-                                                col == have).values({column: new}))
-        return res.rowcount == 1
+        c = t.Replica.__table__.c
+        stmt = update(t.Replica.__table__).where(c.attempt_id == rep.attempt_id, c.index == rep.index,
+                                                 c[column] == have).values({column: new})
+        return s.connection().execute(stmt).rowcount == 1  # Core, like Store._cas
 
     def report(
         self, attempt_id: str, replica: int, *, running: bool, log: tuple[int, str] | None = None,
@@ -51,8 +51,9 @@ class TelemetryMixin:
                              started_at=now, last_contact_at=now):
                     self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)  # type: ignore[attr-defined]
             else:
-                s.execute(update(t.Replica).where(t.Replica.attempt_id == attempt_id, t.Replica.index == replica)
-                          .values(last_contact_at=now))
+                c = t.Replica.__table__.c
+                s.connection().execute(update(t.Replica.__table__).where(c.attempt_id == attempt_id, c.index == replica)
+                                       .values(last_contact_at=now))
             if log:
                 self._append_log(s, attempt, rep, *log)
             if metrics:
