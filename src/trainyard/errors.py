@@ -71,6 +71,18 @@ class AttemptNotFound(NotFound):
     code = "attempt_not_found"
 
 
+class PipelineRunNotFound(NotFound):
+    """No such pipeline run."""
+
+    code = "pipeline_run_not_found"
+
+
+class ArtifactNotFound(NotFound):
+    """No such artifact."""
+
+    code = "artifact_not_found"
+
+
 class Conflict(TrainyardError):
     """The object changed under us; its status is not what the caller expected."""
 
