@@ -84,7 +84,6 @@ class _Builder:
         self._expand_special()
         for name, raw in self.plain.items():
             self._validate_step(name, raw)
-        self.errs.raise_if_any()
         for name in self.jobs:
             self._check_references(name)
         self._check_cycles()
@@ -140,8 +139,7 @@ class _Builder:
         try:
             JobSpec.model_validate({**rest, "name": name, "params": {**self.params, **step_params}})
         except ValidationError as e:
-            self.errs.add_validation(self.loc(name), e)
-            return
+            self.errs.add_validation(self.loc(name), e)  # its references are still checked below
         self.jobs[name] = rest
 
     def _known(self, name: str) -> bool:
@@ -181,7 +179,7 @@ class _Builder:
             else:
                 deps.update(self.groups.get(dep, [dep]))
         for loc, text in self._strings(name):
-            for p in _PARAM_REF.findall(text):
+            for p in _PARAM_REF.findall(text) if loc[2] != "command" else []:  # the job spec checks its command
                 if p not in known_params:
                     self.errs.add(loc, f"unknown param {p!r} (declared: {', '.join(known_params) or 'none'})")
             if opts.foreach is None and _ITEM_REF.search(text) and loc[-1] != "foreach":
