@@ -136,6 +136,11 @@ def test_a_second_run_is_all_cached_and_a_changed_param_reruns_only_what_depends
     spec = {**PIPELINE, "steps": {**PIPELINE["steps"], "merge": {**PIPELINE["steps"]["merge"], "cache": False}}}
     fourth = sdk.pipelines.run(spec)
     assert step_job(fourth, "merge") and fourth.step("train-1").status == "cached"
+    # one more worker: split runs again, but shards 0 and 1 hold what they held, so their trainers stay cached
+    fifth = sdk.pipelines.run(PIPELINE, {"workers": 3})
+    finish(tc, engine, step_job(fifth, "split"), {f"shards/{i}": f"s{i}".encode() for i in range(3)})
+    assert step_job(fifth, "train-2")
+    assert [fifth.step(f"train-{i}").status for i in range(2)] == ["cached", "cached"]
 
 
 def test_retry_after_a_failed_trainer_reruns_only_it_and_what_follows(env):

@@ -16,8 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.launch.files import local_path
@@ -40,10 +39,12 @@ def sha(text: str) -> str:
 
 
 def resolve_input(store: ArtifactStore, run_id: str, step: str, name: str, ref: dict[str, Any],
-                  produced: dict[str, dict[str, str]], arts: dict[str, PipelineArtifact]) -> dict[str, Any]:
+                  produced: dict[str, dict[str, str]], arts: dict[str, PipelineArtifact],
+                  files_of: Callable[[str], list[tuple[ArtifactInfo, str]]]) -> dict[str, Any]:
     """``ref`` with ``url`` (what the job gets) and ``digest`` (what the cache key sees) filled in.
 
-    ``produced`` is step name -> output -> artifact id; ``arts`` the artifacts by id.
+    ``produced`` is step name -> output -> artifact id; ``arts`` the artifacts by id;
+    ``files_of`` a job's uploaded files, for the digest of a path inside an output.
     """
     kind = ref["kind"]
     if kind == "value":
@@ -57,13 +58,20 @@ def resolve_input(store: ArtifactStore, run_id: str, step: str, name: str, ref: 
             raise MissingInput(f"input {name!r}: step {inst} has no output {ref['output']!r}")
         sources.append(arts[art_id])
     sub = ref.get("subpath") or ""
+
+    def digest_of(art: PipelineArtifact) -> str:
+        if not sub:
+            return art.digest
+        # what is at the path, not the whole output: another shard changing must not re-run this one
+        found, _ = output_artifacts(files_of(art.job_id), [art.output + sub])
+        return found[art.output + sub]["digest"] if found else sha(art.digest + sub)
+
     if not ref.get("fan_in"):
         art = sources[0]
-        return {**ref, "url": art.url + sub, "digest": art.digest if not sub else sha(art.digest + sub),
-                "artifacts": [art.id]}
+        return {**ref, "url": art.url + sub, "digest": digest_of(art), "artifacts": [art.id]}
     entries = {str(i): a.url + sub for i, a in enumerate(sources)}
     url = assemble(store, f"pipelines/{run_id}/{step}/inputs/{name}", entries)
-    digest = sha(json.dumps([[i, a.digest, sub] for i, a in enumerate(sources)]))
+    digest = sha(json.dumps([[i, digest_of(a)] for i, a in enumerate(sources)]))
     return {**ref, "url": url, "digest": digest, "artifacts": [a.id for a in sources]}
 
 
@@ -133,13 +141,3 @@ def output_artifacts(files: list[tuple[ArtifactInfo, str]], names: list[str]) ->
         found[name] = {"digest": digest, "size": sum(a.size for a, _ in mine), "files": len(mine),
                        "attempt": mine[0][0].attempt}
     return found, missing
-
-
-def describe(url: str) -> str:
-    """A short form of an artifact URL for messages."""
-    path = local_path(url)
-    return str(path) if path is not None else url
-
-
-__all__ = ["MissingInput", "Path", "assemble", "cache_key", "fingerprint", "output_artifacts", "put_value",
-           "resolve_input", "sha"]

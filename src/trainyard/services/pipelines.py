@@ -29,6 +29,7 @@ from trainyard.store.pipelines import PipelineStore
 
 log = logging.getLogger("trainyard.pipelines")
 BAD = (StepStatus.FAILED, StepStatus.CANCELLED, StepStatus.SKIPPED)
+_VERB = {StepStatus.FAILED: "failed", StepStatus.CANCELLED: "was cancelled", StepStatus.SKIPPED: "was skipped"}
 
 
 class PipelineService:
@@ -206,7 +207,7 @@ class PipelineService:
                 bad = [n for n in s.needs if state.get(n) in BAD]
                 if bad:
                     if self.runs.move_step(run.id, s.name, StepStatus.SKIPPED,
-                                           reason=f"needs {bad[0]}, which {state[bad[0]].value}"):
+                                           reason=f"needs {bad[0]}, which {_VERB[state[bad[0]]]}"):
                         state[s.name] = StepStatus.SKIPPED
                         progress = True
                 elif all(state.get(n, StepStatus.WAITING).is_done() for n in s.needs):
@@ -220,7 +221,7 @@ class PipelineService:
         now = time.time()
         try:
             arts = self.runs.artifacts([a for n in s.needs for a in produced.get(n, {}).values()])
-            inputs = {n: io.resolve_input(self.artifacts, run.id, s.name, n, ref, produced, arts)
+            inputs = {n: io.resolve_input(self.artifacts, run.id, s.name, n, ref, produced, arts, self.store.artifacts)
                       for n, ref in s.inputs.items()}
             code = run.workdirs.get(s.workdir)
             key = io.cache_key(s.job, code, inputs, s.outputs)
