@@ -140,3 +140,15 @@ def test_the_launcher_substitutes_named_inputs_and_outputs_and_finds_missing_one
     out.mkdir()
     (out / "model").write_text("w")
     assert missing_outputs({"TRAINYARD_OUTPUT_NAMES": "model,metrics"}, out) == ["metrics"]
+
+
+def test_a_step_can_be_a_job_spec_file_with_its_own_keys_on_top(tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "train.yaml").write_text("name: t\ncommand: python train.py\nresources: {cpu: 2}\n"
+                                                  "env_vars: {A: '1'}\n")
+    g = graph(tmp_path, "steps:\n  train:\n    job: jobs/train.yaml\n    env_vars: {B: '2'}\n")
+    job = g["train"].job
+    assert job["command"] == "python train.py" and job["resources"] == {"cpu": 2}
+    assert job["workdir"] == "jobs" and job["env_vars"]["B"] == "2" and "A" not in job["env_vars"]
+    errs = errors_of(tmp_path, "steps:\n  train:\n    job: nope.yaml\n")
+    assert errs[0]["field"] == "steps.train.job" and errs[0]["line"] == 3 and "cannot read" in errs[0]["message"]
