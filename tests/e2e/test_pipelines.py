@@ -102,3 +102,30 @@ def test_fan_out_fan_in_then_retry_only_what_failed_then_all_cached(server, tmp_
     assert len(c.jobs(limit=100).items) == jobs_before
     listed = json.loads(server.cli("pipeline", "ls", "-o", "json").stdout)
     assert [x["id"] for x in listed] == [info.id, run_id]
+
+
+def test_cancel_stops_every_running_step_and_starts_nothing_more(server, tmp_path):
+    import psutil
+
+    from tests.e2e.helpers import until
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    slow = f"import os, time; open(os.path.join({str(pids)!r}, os.environ['TRAINYARD_ITEM']), 'w').write(str(os.getpid())); time.sleep(60)"
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(
+        "steps:\n"
+        f"  slow:\n    foreach: 2\n    command: [{sys.executable}, -c, {json.dumps(slow)}]\n"
+        "    resources: {cpu: 1}\n    grace_period: 2\n"
+        "  after:\n    needs: [slow]\n    command: echo never\n")
+    run_id = server.cli("pipeline", "run", str(pipeline)).stdout.strip()
+    written = lambda: [p.read_text() for p in pids.iterdir()]  # noqa: E731
+    procs = [int(t) for t in until(lambda: len(written()) == 2 and all(written()) and written(), timeout=30)]
+    r = server.cli("pipeline", "cancel", run_id)
+    assert r.returncode == 0, r.stderr
+    info = server.client().pipelines.wait(run_id, timeout=30)
+    assert info.status.value == "cancelled"
+    assert [s.status for s in info.steps] == ["cancelled", "cancelled", "cancelled"]
+    until(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                          for p in procs), timeout=10)
+    assert info.step("after").job_id is None
