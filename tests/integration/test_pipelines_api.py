@@ -219,3 +219,18 @@ def test_component_steps_without_the_special_module_get_a_clear_error(env, monke
     with pytest.raises(errors.InvalidSpec) as exc:
         sdk.pipelines.run({"steps": {"c": {"component": "comp.yaml", "arguments": {}}}})
     assert exc.value.errors[0]["field"] == "steps.c" and "trainyard.pipelines.special" in exc.value.errors[0]["message"]
+
+
+def test_a_restarted_server_picks_up_its_runs_where_they_were(db_url, tmp_path):
+    settings = ServerSettings(home=tmp_path / "home", db=db_url)
+    engine = FakeEngine(NODES)
+    with TestClient(create_app(Platform(settings, engine=engine), "http://testserver")) as tc:
+        run = Client("http://testserver", transport=tc._transport).pipelines.run(PIPELINE)
+        split_job = step_job(run, "split")
+        attempt_of(engine, split_job)
+    engine = FakeEngine(NODES)  # the new server's engine launches the attempt it finds again
+    with TestClient(create_app(Platform(settings, engine=engine), "http://testserver")) as tc:
+        sdk = Client("http://testserver", transport=tc._transport)
+        run = sdk.pipelines.run_handle(run.id)
+        finish(tc, engine, split_job, {"shards/0": b"a", "shards/1": b"b"})
+        assert step_job(run, "train-0") and step_job(run, "train-1")
