@@ -234,3 +234,19 @@ def test_a_restarted_server_picks_up_its_runs_where_they_were(db_url, tmp_path):
         run = sdk.pipelines.run_handle(run.id)
         finish(tc, engine, split_job, {"shards/0": b"a", "shards/1": b"b"})
         assert step_job(run, "train-0") and step_job(run, "train-1")
+
+
+def test_input_paths_are_taken_from_the_pipeline_folder_with_params_put_in(env, tmp_path):
+    tc, sdk, engine = env
+    proj = tmp_path / "proj"
+    (proj / "data").mkdir(parents=True)
+    (proj / "data" / "en.txt").write_text("hello")
+    p = proj / "p.yaml"
+    p.write_text("params: {lang: en}\nsteps:\n  a:\n    inputs: {text: 'data/{{params.lang}}.txt'}\n"
+                 "    command: cat {{inputs.text}}\n")
+    run = sdk.pipelines.run(p)
+    cfg = engine.launched[attempt_of(engine, step_job(run, "a"))][0]
+    assert cfg.inputs["text"] == str(proj / "data" / "en.txt") and cfg.snapshot  # the folder is the workdir
+    with pytest.raises(errors.InvalidSpec) as exc:
+        sdk.pipelines.run(p, {"lang": "fr"})
+    assert exc.value.errors[0]["field"] == "steps.a.inputs.text" and "does not exist" in exc.value.errors[0]["message"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainyard import errors
 from trainyard.sdk.snapshot import pack
+from trainyard.spec.job import _PARAM_REF, _render
 from trainyard.spec.pipeline import PipelineSpec, is_special, load_pipeline, merge_params, parse_pipeline, special_module
 from trainyard.spec.pipeline_graph import build, workdirs
 from trainyard.spec.pipeline_records import PipelineArtifact, PipelineRunInfo, PipelineRunPage, StepInfo
@@ -49,7 +50,7 @@ class Pipelines:
             raw = parsed.model_dump(mode="json")
             base = Path(base_dir or Path.cwd())
             snap_default = base_dir is not None
-        raw["steps"] = self._localize(raw["steps"], base)
+        raw["steps"] = self._localize(raw["steps"], base, params or {})
         digests = {}
         for w in workdirs(PipelineSpec.model_validate(raw)):
             if w == "." and not snap_default:
@@ -64,8 +65,9 @@ class Pipelines:
         info = PipelineRunInfo.model_validate(self.client._request("POST", "/api/v1/pipelines", json=body).json())
         return PipelineRun(self.client, info)
 
-    def _localize(self, steps: dict[str, dict[str, Any]], base: Path) -> dict[str, dict[str, Any]]:
-        """Local component files inlined; relative input paths made absolute (checked where they are plain)."""
+    def _localize(self, steps: dict[str, dict[str, Any]], base: Path,
+                  params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Local component files inlined; relative input paths (params put in) made absolute and checked."""
         special = special_module()
         if special is not None and any(is_special(s) for s in steps.values()):
             steps = special.inline_local(steps, base)
@@ -76,6 +78,9 @@ class Pipelines:
             if isinstance(inputs, dict):
                 fixed = {}
                 for key, value in inputs.items():
+                    if isinstance(value, str) and not value.lstrip().startswith("{{steps."):
+                        value = _PARAM_REF.sub(lambda m: _render(params[m.group(1)]) if m.group(1) in params
+                                               else m.group(0), value)
                     if isinstance(value, str) and "://" not in value and not value.lstrip().startswith("{{"):
                         path = base / value
                         if "{{" not in value and not path.exists():
