@@ -87,7 +87,7 @@ def play(tc, engine, run, models=(b"m0", b"m1"), fail=()):
             finish(tc, engine, step_job(run, name), {"model": m})
 
 
-def test_fan_out_and_fan_in_with_workers_from_a_param(env):
+def test_fan_out_and_fan_in_with_workers_from_a_param(env, tmp_path):
     tc, sdk, engine = env
     run = sdk.pipelines.run(PIPELINE, {"workers": 3})
     assert [s.name for s in run.info.steps] == ["split", "train-0", "train-1", "train-2", "merge"]
@@ -111,6 +111,10 @@ def test_fan_out_and_fan_in_with_workers_from_a_param(env):
     assert art.files == 2 and art.job_id == merge_job and art.output == "model"
     assert art.inputs["models"]["artifacts"] == [info.step(f"train-{i}").artifacts["model"] for i in range(3)]
     assert sdk.pipelines.artifact(art.digest.removeprefix("sha256:")[:12]).id == art.id
+    dest = sdk.pipelines.download(art.id, tmp_path / "got")
+    assert (dest / "w.bin").read_bytes() == b"avg" and (dest / "meta.json").read_bytes() == b"{}"
+    shard = sdk.pipelines.artifact(info.step("train-2").artifacts["model"])
+    assert sdk.pipelines.download(shard.id, tmp_path / "m2").read_bytes() == b"m2"
 
 
 def test_a_second_run_is_all_cached_and_a_changed_param_reruns_only_what_depends_on_it(env):

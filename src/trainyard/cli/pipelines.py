@@ -161,6 +161,17 @@ def artifact_show(
         console.print(Group(head, inputs) if art.inputs else head)
 
 
+@artifact_app.command("download")
+def artifact_download(
+    key: Annotated[str, typer.Argument(help="artifact id or digest (a unique prefix will do)")],
+    to: Annotated[Optional[Path], typer.Option("--to", help="file or folder to write (default ./<output name>)")] = None,
+) -> None:
+    """Download a step artifact (a file or a folder)."""
+    with handled():
+        dest = client().pipelines.download(key, to)
+        console.print(f"→ {dest}", highlight=False)
+
+
 def run_tree(info) -> Tree:  # noqa: ANN001
     """The run as a tree: one branch per step, a foreach step's items under it."""
     title = Text.assemble((info.id, "bold"), f"  {info.name}  ", status_text(info.status.value),

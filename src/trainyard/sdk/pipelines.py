@@ -10,17 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trainyard import errors
+from trainyard.sdk.client import Client, _raise_for
 from trainyard.sdk.snapshot import pack
 from trainyard.spec.job import _PARAM_REF, _render
 from trainyard.spec.pipeline import PipelineSpec, is_special, load_pipeline, merge_params, parse_pipeline, special_module
 from trainyard.spec.pipeline_graph import build, workdirs
 from trainyard.spec.pipeline_records import PipelineArtifact, PipelineRunInfo, PipelineRunPage, StepInfo
-
-if TYPE_CHECKING:
-    from trainyard.sdk.client import Client
 
 
 def _error(field: str, message: str) -> errors.InvalidSpec:
@@ -28,7 +26,7 @@ def _error(field: str, message: str) -> errors.InvalidSpec:
 
 
 class Pipelines:
-    def __init__(self, client: "Client") -> None:
+    def __init__(self, client: Client) -> None:
         self.client = client
 
     def run(self, spec: str | Path | dict[str, Any] | PipelineSpec, params: dict[str, Any] | None = None, *,
@@ -130,10 +128,34 @@ class Pipelines:
         return PipelineArtifact.model_validate(self.client._request("GET", f"/api/v1/artifacts/{key}").json())
 
 
+    def download(self, key: str, to: str | Path | None = None) -> Path:
+        """Fetch an artifact (a file or a folder) into ``to`` (default ``./<output name>``); returns its path."""
+        art = self.artifact(key)
+        dest = Path(to or art.output)
+        files = [a for a in self.client.outputs(art.job_id)
+                 if a.attempt == art.attempt and (a.path == art.output or a.path.startswith(art.output + "/"))]
+        if not files:
+            raise errors.NotFound(f"artifact {art.id}: its files are gone from job {art.job_id}", key=key)
+        for a in files:
+            rel = a.path[len(art.output):].lstrip("/")
+            target = (dest / rel).resolve() if rel else dest.resolve()
+            if rel and dest.resolve() not in target.parents:
+                raise errors.TrainyardError(f"refusing to write outside {dest}: {a.path}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with self.client._http.stream("GET", f"/api/v1/jobs/{art.job_id}/outputs/{a.path}") as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    _raise_for(resp)
+                with open(target, "wb") as f:
+                    for chunk in resp.iter_bytes():
+                        f.write(chunk)
+        return dest
+
+
 class PipelineRun:
     """A handle on one run. ``status`` and ``steps`` ask the server each time they are read."""
 
-    def __init__(self, client: "Client", info: PipelineRunInfo) -> None:
+    def __init__(self, client: Client, info: PipelineRunInfo) -> None:
         self.client = client
         self.id = info.id
         self.info = info
