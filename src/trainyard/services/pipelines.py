@@ -125,6 +125,10 @@ class PipelineService:
             changed = self._advance(run_id)
         if changed:
             self.notifier.notify(run_id)
+            # once more from the runner: a job submitted here may have ended before it was known as a step's
+            with self._dirty_lock:
+                self._dirty_runs.add(run_id)
+            self._event.set()
 
     def _advance(self, run_id: str) -> bool:
         run = self.runs.get_run(run_id)
