@@ -12,7 +12,7 @@ import re
 import shlex
 from pathlib import Path
 
-_REF = re.compile(r"\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_REF = re.compile(r"\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
 OUTPUT_NAMES = "TRAINYARD_OUTPUT_NAMES"
 MISSING_OUTPUT = "MissingOutput"
 

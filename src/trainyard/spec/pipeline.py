@@ -23,6 +23,7 @@ from trainyard.spec.loader import Path_, _compose, _err, _line_for, validation_e
 
 STEP_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 IO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+OUTPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")  # a file or folder name; inputs also name env vars
 STEP_KEYS = ("needs", "foreach", "cache", "inputs", "outputs")
 SPECIAL_KEYS = ("notebook", "component")
 
@@ -59,8 +60,8 @@ class StepOptions(Strict):
     @classmethod
     def _outputs(cls, v: list[str]) -> list[str]:
         for name in v:
-            if not IO_NAME.match(name):
-                raise ValueError(f"output name {name!r}: use letters, digits and '_' (it is a file or folder name)")
+            if not OUTPUT_NAME.match(name):
+                raise ValueError(f"output name {name!r}: use letters, digits, '_' and '-' (it is a file or folder name)")
         if len(set(v)) != len(v):
             raise ValueError("an output is named twice")
         return v
