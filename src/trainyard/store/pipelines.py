@@ -169,8 +169,8 @@ class PipelineStore:
         with self.store.read() as s:
             row = s.get(t.PipelineArtifact, key)
             if row is None:
-                q = select(t.PipelineArtifact).where(or_(t.PipelineArtifact.digest.startswith(digest),
-                                                         t.PipelineArtifact.id.startswith(key)))
+                q = select(t.PipelineArtifact).where(or_(t.PipelineArtifact.digest.startswith(digest, autoescape=True),
+                                                         t.PipelineArtifact.id.startswith(key, autoescape=True)))
                 rows = list(s.scalars(q.order_by(t.PipelineArtifact.created_at).limit(50)))
                 if len({r.digest for r in rows}) > 1:
                     raise ArtifactNotFound(f"{key!r} matches several artifacts; give more of it", key=key)
