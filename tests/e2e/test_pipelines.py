@@ -129,3 +129,12 @@ def test_cancel_stops_every_running_step_and_starts_nothing_more(server, tmp_pat
     until(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
                           for p in procs), timeout=10)
     assert info.step("after").job_id is None
+
+
+def test_a_bad_pipeline_is_refused_with_its_line_and_nothing_runs(server, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps:\n  a:\n    command: echo a\n    needs: [b]\n  b:\n    command: echo b\n    needs: [a]\n")
+    r = server.cli("pipeline", "run", str(bad))
+    assert r.returncode == 2 and f"{bad}:4 steps.a.needs: cycle: a → b → a" in r.stderr, r.stderr
+    assert json.loads(server.cli("pipeline", "ls", "-o", "json").stdout) == []
+    assert json.loads(server.cli("ls", "-o", "json").stdout) == []

@@ -202,6 +202,8 @@ def _step_line(s) -> Text:  # noqa: ANN001
         parts.append(f"  {s.job_id or ''}{' from ' + s.cached_from if s.cached_from else ''}")
     if s.started_at:
         parts.append(f"  {duration(s.started_at, s.ended_at)}")
+    if s.artifacts:  # ids for `trainyard artifact show`
+        parts.append(("  → " + " ".join(f"{k}={v}" for k, v in s.artifacts.items()), "cyan"))
     if s.reason and s.status not in ("succeeded",):
         parts.append((f"  {s.reason}"[:160], "dim"))
     return Text.assemble(*parts)

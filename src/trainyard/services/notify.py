@@ -1,7 +1,8 @@
 """Wake-ups for long polls and log streams, from any thread to asyncio waiters.
 
-Keys are job ids. ``notify`` bumps a version; ``wait`` returns as soon as the
-version moves past the one the waiter saw, or at the timeout.
+Keys are job ids (and pipeline run ids). ``notify`` bumps a version; ``wait``
+returns as soon as the version moves past the one the waiter saw, or at the
+timeout. Listeners (the pipeline runner) hear every key as it is notified.
 """
 
 from __future__ import annotations
