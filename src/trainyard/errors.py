@@ -77,6 +77,18 @@ class QueueNotFound(NotFound):
     code = "queue_not_found"
 
 
+class PipelineRunNotFound(NotFound):
+    """No such pipeline run."""
+
+    code = "pipeline_run_not_found"
+
+
+class ArtifactNotFound(NotFound):
+    """No such artifact."""
+
+    code = "artifact_not_found"
+
+
 class Conflict(TrainyardError):
     """The object changed under us; its status is not what the caller expected."""
 

@@ -35,6 +35,7 @@ class Launcher:
         self.cancelled: str | None = None  # why, once a cancel was asked
         self.proc = None
         self.reporter = None  # started once the command runs (or setup failed)
+        self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -109,8 +110,13 @@ class Launcher:
                 return _result(None, Reason.CANCELLED, f"cancelled during setup: {self.cancelled}")
             append_log(self.log, f"setup failed: {e}")
             return _result(None, Reason.SETUP, str(e))
+        command = cfg.command
+        if self.inputs or any("{{" in part for part in command):
+            from trainyard.launch.named import substitute
+
+            command = substitute(command, self.inputs, self.dir / "outputs")
         try:
-            self.proc = procs.spawn(cfg.command, str(work), env, str(self.log))
+            self.proc = procs.spawn(command, str(work), env, str(self.log))
         except OSError as e:
             message = f"cannot start {cfg.command[0]!r}: {e.strerror or e}"
             append_log(self.log, message)
@@ -119,6 +125,8 @@ class Launcher:
         reporter.started(self.proc.pid)
         exit_code, reason, message = self._supervise(self.proc)
         reporter.exited()
+        if reason == Reason.SUCCEEDED and cfg.env.get("TRAINYARD_OUTPUT_NAMES"):
+            reason, message = self._check_named_outputs(reason, message)
         result = _result(exit_code, reason, message)
         try:
             return self._finish_outputs(work, result)
@@ -141,9 +149,22 @@ class Launcher:
         self._check_cancel()
         cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
         inputs = resolve_inputs(cfg.inputs, cache, work)
+        self.inputs = inputs
         env = build_env(cfg, self.dir, inputs, venv)
         self._check_cancel()
         return env, work
+
+    def _check_named_outputs(self, reason: str, message: str) -> tuple[str, str]:
+        """A pipeline step that exited 0 without writing a declared output has failed."""
+        from trainyard.launch.named import MISSING_OUTPUT, missing_outputs
+
+        missing = missing_outputs(self.config.env, self.dir / "outputs")
+        if not missing:
+            return reason, message
+        text = "; ".join(f"output {n!r} was not written (at {{{{outputs.{n}}}}} = $TRAINYARD_OUTPUT_DIR/{n})"
+                         for n in missing)
+        append_log(self.log, text)
+        return MISSING_OUTPUT, text
 
     def _check_cancel(self) -> None:
         if self.cancelled:

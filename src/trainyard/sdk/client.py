@@ -38,6 +38,13 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
+    @property
+    def pipelines(self):  # noqa: ANN201
+        """Pipeline runs: ``client.pipelines.run("p.yaml", {"workers": 5})`` (see :mod:`trainyard.sdk.pipelines`)."""
+        from trainyard.sdk.pipelines import Pipelines
+
+        return Pipelines(self)
+
     def __enter__(self) -> "Client":
         return self
 

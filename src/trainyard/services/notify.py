@@ -1,7 +1,8 @@
 """Wake-ups for long polls and log streams, from any thread to asyncio waiters.
 
-Keys are job ids. ``notify`` bumps a version; ``wait`` returns as soon as the
-version moves past the one the waiter saw, or at the timeout.
+Keys are job ids (and pipeline run ids). ``notify`` bumps a version; ``wait``
+returns as soon as the version moves past the one the waiter saw, or at the
+timeout. Listeners (the pipeline runner) hear every key as it is notified.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import defaultdict
+from typing import Callable
 
 
 class Notifier:
@@ -16,6 +18,11 @@ class Notifier:
         self._lock = threading.Lock()
         self._versions: dict[str, int] = defaultdict(int)
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future]]] = defaultdict(list)
+        self._listeners: list[Callable[[str], None]] = []
+
+    def listen(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(key)`` on every notify, in the notifying thread: it must be quick and never block."""
+        self._listeners.append(fn)
 
     def version(self, key: str) -> int:
         with self._lock:
@@ -27,6 +34,8 @@ class Notifier:
             waiters = self._waiters.pop(key, [])
         for loop, fut in waiters:
             loop.call_soon_threadsafe(_set, fut)
+        for fn in self._listeners:
+            fn(key)
 
     async def wait(self, key: str, seen: int, timeout: float) -> int:
         loop = asyncio.get_running_loop()

@@ -11,6 +11,7 @@ from trainyard.services.jobs import JobService
 from trainyard.services.launching import launch_configs
 from trainyard.services.notify import Notifier
 from trainyard.services.queues import QueueService
+from trainyard.services.pipelines import PipelineService
 from trainyard.store import Store
 
 
@@ -41,6 +42,8 @@ class Platform:
         self.jobs.check_queue = self.queues.check
         if settings.queues_file is not None:
             self.queues.load_file(settings.queues_file)
+        self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,
+                                         catalog=self._catalog)
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.jobs.live, nodes=self.jobs.nodes, queues=self.queues.models,
@@ -51,6 +54,12 @@ class Platform:
         return launch_configs(job, attempt, settings=self.settings, artifacts=self.artifacts,
                               server_url=self.server_url, master=master)
 
+    def _catalog(self):  # noqa: ANN202
+        from trainyard.spec.pipeline import special_module
+
+        special = special_module()
+        return special.Catalog.from_settings(self.settings) if special else None
+
     def _wake(self) -> None:
         self.loop.wake()
 
@@ -58,8 +67,10 @@ class Platform:
         self.server_url = server_url
         self.loop.start()
         self.loop.wake()
+        self.pipelines.start()
 
     def stop(self) -> None:
+        self.pipelines.stop()
         self.loop.stop()
         self.engine.close()
         self.store.close()

@@ -118,3 +118,70 @@ class Artifact(Base):
     size: Mapped[int] = mapped_column(BigInteger)
     digest: Mapped[str] = mapped_column(String(80))
     url: Mapped[str] = mapped_column(Text)
+
+
+class PipelineRun(Base):
+    """One run of a pipeline file with its params; its steps are rows of ``pipeline_steps``."""
+
+    __tablename__ = "pipeline_runs"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, unique=True)  # creation order, also the listing cursor
+    name: Mapped[str] = mapped_column(String(63), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    spec: Mapped[dict] = mapped_column(JSON)       # the pipeline as submitted
+    params: Mapped[dict] = mapped_column(JSON)     # in effect, overrides applied
+    workdirs: Mapped[dict] = mapped_column(JSON)   # workdir as written -> code snapshot digest
+    source: Mapped[str | None] = mapped_column(Text)
+    warnings: Mapped[list] = mapped_column(JSON, default=list)
+    retries: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+
+
+class PipelineStep(Base):
+    """One step instance of a run (a foreach step has one per item); runs as one job at a time."""
+
+    __tablename__ = "pipeline_steps"
+    run_id: Mapped[str] = mapped_column(ForeignKey("pipeline_runs.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(127), primary_key=True)
+    step: Mapped[str] = mapped_column(String(127))
+    position: Mapped[int] = mapped_column(Integer)  # needs come first
+    index: Mapped[int | None] = mapped_column(Integer)
+    item: Mapped[dict | None] = mapped_column(JSON)  # {"value": item} of a foreach step
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    job: Mapped[dict] = mapped_column(JSON)        # job spec fields, inputs filled in at submit time
+    needs: Mapped[list] = mapped_column(JSON)
+    inputs: Mapped[dict] = mapped_column(JSON)
+    outputs: Mapped[list] = mapped_column(JSON)
+    cache: Mapped[bool] = mapped_column(Boolean)
+    workdir: Mapped[str] = mapped_column(String(255))
+    job_id: Mapped[str | None] = mapped_column(String(40), index=True)
+    jobs: Mapped[list] = mapped_column(JSON, default=list)  # earlier jobs of this step (before a retry)
+    cache_key: Mapped[str | None] = mapped_column(String(80), index=True)
+    cached_from: Mapped[str | None] = mapped_column(String(40))  # the job whose outputs a cached step reuses
+    artifacts: Mapped[dict] = mapped_column(JSON, default=dict)  # output name -> artifact id
+    reason: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+
+
+class PipelineArtifact(Base):
+    """A named output of a step, by content hash, with its lineage (job, inputs, code)."""
+
+    __tablename__ = "pipeline_artifacts"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(80), index=True)
+    run_id: Mapped[str] = mapped_column(String(40), index=True)
+    step: Mapped[str] = mapped_column(String(127))
+    job_id: Mapped[str] = mapped_column(String(40), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    output: Mapped[str] = mapped_column(String(63))
+    url: Mapped[str] = mapped_column(Text)
+    size: Mapped[int] = mapped_column(BigInteger)
+    files: Mapped[int] = mapped_column(Integer)
+    inputs: Mapped[dict] = mapped_column(JSON)  # input name -> {"digest", "artifacts", "url"}
+    code: Mapped[str | None] = mapped_column(String(100))  # snapshot digest of the step's workdir
+    cache_key: Mapped[str | None] = mapped_column(String(80))
+    created_at: Mapped[float] = mapped_column(Float)

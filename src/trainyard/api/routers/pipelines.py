@@ -1,0 +1,76 @@
+"""/api/v1/pipelines and /api/v1/artifacts: thin; the rules live in services/pipelines."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from trainyard.api.deps import PlatformDep
+from trainyard.spec.pipeline_records import PipelineArtifact, PipelineRunInfo, PipelineRunPage
+
+router = APIRouter(prefix="/api/v1", tags=["pipelines"])
+
+
+class RunRequest(BaseModel):
+    spec: dict[str, Any] = Field(description="the pipeline (YAML as JSON), component files inlined")
+    params: dict[str, Any] = Field(default_factory=dict, description="overrides of the pipeline's params")
+    workdirs: dict[str, str] = Field(default_factory=dict, description="step workdir as written -> snapshot digest")
+    source: str | None = Field(None, description="where the pipeline came from, for messages")
+
+
+@router.post("/pipelines", status_code=201)
+def run_pipeline(body: RunRequest, p: PlatformDep) -> PipelineRunInfo:
+    return p.pipelines.create(body.spec, body.params, body.workdirs, body.source)
+
+
+@router.get("/pipelines")
+def list_runs(
+    p: PlatformDep,
+    status: Annotated[list[str] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: str | None = None,
+) -> PipelineRunPage:
+    return p.pipelines.runs.list_runs(status=status, limit=limit, cursor=cursor)
+
+
+@router.get("/pipelines/{run_id}")
+def get_run(run_id: str, p: PlatformDep) -> PipelineRunInfo:
+    return p.pipelines.runs.get_run(run_id)
+
+
+@router.get("/pipelines/{run_id}/wait", response_model=PipelineRunInfo)
+async def wait_run(run_id: str, p: PlatformDep, timeout: Annotated[float, Query(ge=0, le=300)] = 30,
+                   changed_after: Annotated[float | None, Query(description="return once updated_at passes this")] = None,
+                   ) -> Response:
+    """The run once it has ended (or, with ``changed_after``, once it changed), or as it is after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        seen = p.notifier.version(run_id)
+        run = await run_in_threadpool(p.pipelines.runs.get_run, run_id)
+        left = deadline - loop.time()
+        moved = changed_after is not None and run.updated_at > changed_after
+        if run.status.is_terminal() or moved or left <= 0:
+            return Response(run.model_dump_json(), media_type="application/json")
+        await p.notifier.wait(run_id, seen, left)
+
+
+@router.post("/pipelines/{run_id}/cancel")
+def cancel_run(run_id: str, p: PlatformDep) -> PipelineRunInfo:
+    return p.pipelines.cancel(run_id)
+
+
+@router.post("/pipelines/{run_id}/retry")
+def retry_run(run_id: str, p: PlatformDep) -> PipelineRunInfo:
+    return p.pipelines.retry(run_id)
+
+
+@router.get("/artifacts/{key:path}", tags=["artifacts"])
+def get_artifact(key: str, p: PlatformDep) -> PipelineArtifact:
+    """A step artifact by id or digest (or a unique prefix), with its lineage."""
+    return p.pipelines.runs.find_artifact(key)

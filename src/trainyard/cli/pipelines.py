@@ -1,0 +1,209 @@
+"""Pipeline and artifact commands: run, show, retry, cancel, ls; artifact show. Through the SDK only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from trainyard.cli.common import Output, client, console, err_console, handled, write
+from trainyard.cli.render import ago, duration, status_text
+
+app = typer.Typer(no_args_is_help=True, help="Pipelines: steps that pass artifacts, each run as a job.")
+artifact_app = typer.Typer(no_args_is_help=True, help="Step artifacts, by content hash, with their lineage.")
+
+ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="override a param: key=value")]
+RunArg = Annotated[str, typer.Argument(help="pipeline run id")]
+OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
+FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="show progress until the run ends")]
+
+STEP_STYLE = {"waiting": "dim", "cached": "green", "skipped": "dim"}
+
+
+@app.command("run")
+def run(
+    spec: Annotated[Path, typer.Argument(help="pipeline file (YAML)", exists=True, dir_okay=False)],
+    param: ParamOpt = None,
+    follow: FollowOpt = False,
+) -> None:
+    """Start a run. Prints its id and returns at once, or with --follow shows progress; exit 0 only on success."""
+    from trainyard.spec.loader import parse_param_overrides
+
+    with handled():
+        c = client()
+        handle = c.pipelines.run(spec, parse_param_overrides(param or []))
+        for w in handle.info.warnings:
+            err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        if not follow:
+            write(handle.id + "\n")
+            return
+        err_console.print(f"started [bold]{handle.id}[/bold] ({handle.info.name})", highlight=False)
+        raise typer.Exit(_follow(handle))
+
+
+def _follow(handle) -> int:  # noqa: ANN001
+    info = handle.info
+    if console.is_terminal:
+        with Live(run_tree(info), console=console, refresh_per_second=4) as live:
+            for info in handle.watch():
+                live.update(run_tree(info))
+    else:  # a log, not a screen: one line per step change
+        seen: dict[str, str] = {}
+        for info in handle.watch():
+            for s in info.steps:
+                if seen.get(s.name) != s.status:
+                    seen[s.name] = s.status
+                    write(f"{s.name}: {s.status}" + (f" ({s.reason})" if s.reason and s.status != "succeeded" else "")
+                          + "\n")
+        console.print(run_tree(info))
+    err_console.print(f"{info.id} ", status_text(info.status.value), f" {info.reason or ''}".rstrip())
+    return 0 if info.status.value == "succeeded" else 1
+
+
+@app.command("show")
+def show(
+    run_id: RunArg,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="keep the tree up to date until the run ends")] = False,
+    output: OutputOpt = Output.table,
+) -> None:
+    """The run's steps as a tree with their state (a foreach step's items under it)."""
+    with handled():
+        c = client()
+        if output == Output.json:
+            write(c.pipelines.get(run_id).model_dump_json(indent=2) + "\n")
+            return
+        if watch:
+            handle = c.pipelines.run_handle(run_id)
+            with Live(run_tree(handle.info), console=console, refresh_per_second=4) as live:
+                for info in handle.watch():
+                    live.update(run_tree(info))
+            return
+        console.print(run_tree(c.pipelines.get(run_id)))
+
+
+@app.command("retry")
+def retry(run_id: RunArg, follow: FollowOpt = False) -> None:
+    """Run the failed steps and what follows them again, reusing the steps that succeeded."""
+    with handled():
+        c = client()
+        info = c.pipelines.retry(run_id)
+        again = [s.name for s in info.steps if s.state.value in ("waiting", "submitted")]
+        err_console.print(f"{run_id}: running again: {', '.join(again) or 'nothing'}", highlight=False)
+        if follow:
+            raise typer.Exit(_follow(c.pipelines.run_handle(run_id)))
+
+
+@app.command("cancel")
+def cancel(run_id: RunArg) -> None:
+    """Cancel a run: every running step's job is cancelled and nothing more starts."""
+    with handled():
+        info = client().pipelines.cancel(run_id)
+        console.print(run_id, status_text(info.status.value))
+
+
+@app.command("ls")
+def ls(
+    status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only runs in this status")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
+    output: OutputOpt = Output.table,
+) -> None:
+    """Pipeline runs, newest first."""
+    with handled():
+        page = client().pipelines.list(status=status, limit=limit)
+        if output == Output.json:
+            write(json.dumps([r.model_dump(mode="json") for r in page.items], indent=2) + "\n")
+            return
+        table = Table(box=None, header_style="bold")
+        for col in ("ID", "NAME", "STATUS", "STEPS", "STARTED", "REASON"):
+            table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis")
+        for r in page.items:
+            steps = ", ".join(f"{n} {k}" for k, n in sorted(r.counts().items()))
+            table.add_row(r.id, r.name, status_text(r.status.value), steps, ago(r.created_at), r.reason or "")
+        console.print(table)
+
+
+@artifact_app.command("show")
+def artifact_show(
+    key: Annotated[str, typer.Argument(help="artifact id or digest (a unique prefix will do)")],
+    output: OutputOpt = Output.table,
+) -> None:
+    """What produced an artifact: its step, job, inputs (with their digests) and code snapshot."""
+    with handled():
+        art = client().pipelines.artifact(key)
+        if output == Output.json:
+            write(art.model_dump_json(indent=2) + "\n")
+            return
+        head = Table.grid(padding=(0, 2))
+        head.add_column(style="bold")
+        head.add_column()
+        for label, value in (("artifact", art.id), ("digest", art.digest), ("output", f"{art.step}.{art.output}"),
+                             ("run", art.run_id), ("job", f"{art.job_id} (attempt {art.attempt})"),
+                             ("size", f"{art.size:,} bytes in {art.files} file(s)"), ("url", art.url),
+                             ("code", art.code or "-"), ("created", ago(art.created_at))):
+            head.add_row(label, Text(value))
+        if art.used_by:
+            head.add_row("reused by", Text(", ".join(art.used_by)))
+        inputs = Table(title="inputs", box=None, header_style="bold", title_justify="left")
+        for col in ("NAME", "FROM", "DIGEST"):
+            inputs.add_column(col)
+        for name, ref in art.inputs.items():
+            origin = (f"{ref.get('step')}.{ref.get('output')}{ref.get('subpath') or ''} "
+                      f"({', '.join(ref.get('artifacts') or [])})" if ref.get("kind") == "step"
+                      else ref.get("url", "value") if ref.get("kind") == "path" else "value")
+            inputs.add_row(name, Text(origin), Text(ref.get("digest", "-")))
+        console.print(Group(head, inputs) if art.inputs else head)
+
+
+@artifact_app.command("download")
+def artifact_download(
+    key: Annotated[str, typer.Argument(help="artifact id or digest (a unique prefix will do)")],
+    to: Annotated[Optional[Path], typer.Option("--to", help="file or folder to write (default ./<output name>)")] = None,
+) -> None:
+    """Download a step artifact (a file or a folder)."""
+    with handled():
+        dest = client().pipelines.download(key, to)
+        console.print(f"→ {dest}", highlight=False)
+
+
+def run_tree(info) -> Tree:  # noqa: ANN001
+    """The run as a tree: one branch per step, a foreach step's items under it."""
+    title = Text.assemble((info.id, "bold"), f"  {info.name}  ", status_text(info.status.value),
+                          f"  {info.reason}" if info.reason else "",
+                          f"  (retried {info.retries}×)" if info.retries else "")
+    tree = Tree(title)
+    groups: dict[str, list] = {}
+    for s in info.steps:
+        groups.setdefault(s.step, []).append(s)
+    for step, items in groups.items():
+        needs = sorted({n.rsplit("-", 1)[0] if n not in groups else n for s in items for n in s.needs})
+        after = Text(f"  ← {', '.join(needs)}", style="dim") if needs else Text("")
+        if len(items) == 1 and items[0].index is None:
+            tree.add(Text.assemble(_step_line(items[0]), after))
+            continue
+        done = sum(s.status in ("succeeded", "cached") for s in items)
+        branch = tree.add(Text.assemble((step, "bold"), f"  {done}/{len(items)} done", after))
+        for s in items:
+            branch.add(_step_line(s))
+    return tree
+
+
+def _step_line(s) -> Text:  # noqa: ANN001
+    style = STEP_STYLE.get(s.status)
+    state = Text(s.status, style=style) if style else status_text(s.status)
+    parts: list = [(s.name, "bold"), "  ", state]
+    if s.job_id or s.cached_from:
+        parts.append(f"  {s.job_id or ''}{' from ' + s.cached_from if s.cached_from else ''}")
+    if s.started_at:
+        parts.append(f"  {duration(s.started_at, s.ended_at)}")
+    if s.artifacts:  # ids for `trainyard artifact show`
+        parts.append(("  → " + " ".join(f"{k}={v}" for k, v in s.artifacts.items()), "cyan"))
+    if s.reason and s.status not in ("succeeded",):
+        parts.append((f"  {s.reason}"[:160], "dim"))
+    return Text.assemble(*parts)

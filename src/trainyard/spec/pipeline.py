@@ -1,0 +1,234 @@
+"""The pipeline spec: params and steps, read from YAML with errors that name the field and the line.
+
+A pipeline file has ``params`` (overridable with ``-p``) and ``steps``, a mapping
+from step name to step. A plain step is any job spec field plus the keys in
+:class:`StepOptions` (``needs``, ``foreach``, ``cache``, ``inputs``, ``outputs``);
+a notebook or component step is translated by :mod:`trainyard.pipelines.special`.
+:func:`trainyard.spec.pipeline_graph.build` turns a spec into step instances.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+from pydantic import BaseModel, ValidationError, field_validator
+
+from trainyard.errors import InvalidSpec
+from trainyard.spec.job import Strict
+from trainyard.spec.loader import Path_, _compose, _err, _line_for, validation_errors
+
+STEP_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+IO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+OUTPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")  # a file or folder name; inputs also name env vars
+STEP_KEYS = ("needs", "foreach", "cache", "inputs", "outputs")
+SPECIAL_KEYS = ("notebook", "component")
+
+
+class ValueInput(Strict):
+    """``{value: "text"}``: the text is written to a file, whose path the step gets."""
+
+    value: str
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, (int, float, bool)) else v
+
+
+class StepOptions(Strict):
+    """What a step has besides its job: order, fan-out, caching and named artifacts."""
+
+    needs: list[str] = []
+    foreach: Union[int, list[Any], str, None] = None
+    cache: bool = True
+    inputs: dict[str, Union[str, ValueInput]] = {}
+    outputs: list[str] = []
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name in v:
+            if not IO_NAME.match(name):
+                raise ValueError(f"input name {name!r}: use letters, digits and '_'")
+        return v
+
+    @field_validator("outputs")
+    @classmethod
+    def _outputs(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not OUTPUT_NAME.match(name):
+                raise ValueError(f"output name {name!r}: use letters, digits, '_' and '-' (it is a file or folder name)")
+        if len(set(v)) != len(v):
+            raise ValueError("an output is named twice")
+        return v
+
+    @field_validator("foreach")
+    @classmethod
+    def _foreach(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("give a number, a list, or \"{{params.NAME}}\"")
+        return v
+
+
+class PipelineSpec(Strict):
+    name: str = "pipeline"
+    params: dict[str, Any] = {}
+    steps: dict[str, dict[str, Any]]
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not STEP_NAME.match(v):
+            raise ValueError("use lower-case letters, digits and '-' (at most 63, starting with a letter or digit)")
+        return v
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            if not v:
+                raise ValueError("a pipeline needs at least one step")
+            for name, step in v.items():
+                if not isinstance(name, str) or not STEP_NAME.match(name):
+                    raise ValueError(f"step name {name!r}: use lower-case letters, digits and '-', "
+                                     "starting with a letter or digit")
+                if not isinstance(step, dict):
+                    raise ValueError(f"step {name!r} must be a mapping of fields")
+        return v
+
+
+class Loaded(BaseModel):
+    """A pipeline file as the client read it: the spec, the params in effect, its folder."""
+
+    spec: PipelineSpec
+    params: dict[str, Any]
+    base_dir: str
+    source: str
+
+
+def merge_params(spec: PipelineSpec, overrides: dict[str, Any] | None, source: str) -> dict[str, Any]:
+    """The pipeline's params with ``-p`` overrides; an override of an undeclared param is an error."""
+    overrides = overrides or {}
+    unknown = sorted(set(overrides) - set(spec.params))
+    if unknown:
+        declared = ", ".join(spec.params) or "none"
+        raise InvalidSpec(errors=[_err(f"{source} (with -p overrides)", None, f"params.{k}",
+                                       f"unknown param (declared: {declared})") for k in unknown])
+    return {**spec.params, **overrides}
+
+
+def parse_pipeline(data: Any, source: str = "<pipeline>",
+                   lines: dict[Path_, int] | None = None) -> PipelineSpec:
+    if not isinstance(data, dict):
+        raise InvalidSpec(errors=[_err(source, 1, "", "expected a mapping of fields at the top level")])
+    try:
+        return PipelineSpec.model_validate(data)
+    except ValidationError as e:
+        raise InvalidSpec(errors=validation_errors(e, lines or {}, source)) from None
+
+
+def load_pipeline(path: str | Path, overrides: dict[str, Any] | None = None) -> Loaded:
+    """Read and check a pipeline file (graph included) before anything is uploaded or run.
+
+    Notebook and component steps are checked as far as the client can see them;
+    the server expands and checks them again against its catalog.
+    """
+    from trainyard.spec.pipeline_graph import build
+
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InvalidSpec(errors=[_err(str(path), None, "", f"cannot read: {e.strerror}")]) from None
+    data, lines = _compose(text, str(path))
+    if isinstance(data, dict) and isinstance(data.get("steps"), dict):
+        errs = Errors(str(path), lines)
+        data["steps"] = {n: _with_job_file(n, s, path.resolve().parent, errs) if isinstance(s, dict) else s
+                         for n, s in data["steps"].items()}
+        errs.raise_if_any()
+    spec = parse_pipeline(data, str(path), lines)
+    params = merge_params(spec, overrides, str(path))
+    build(spec, params, lines=lines, source=str(path), expand=None)
+    return Loaded(spec=spec, params=params, base_dir=str(path.resolve().parent), source=str(path))
+
+
+def _with_job_file(name: str, raw: dict[str, Any], base: Path, errs: "Errors") -> dict[str, Any]:
+    """A step ``job: train.yaml`` takes that job spec's fields; the step's own keys win.
+
+    The job file's ``workdir`` stays relative to the job file. Its ``inputs`` and
+    ``outputs`` are job-style (paths, globs), so a step says its own instead.
+    """
+    ref = raw.get("job")
+    if ref is None:
+        return raw
+    loc = ("steps", name, "job")
+    if not isinstance(ref, str):
+        errs.add(loc, "give the path of a job spec file, relative to the pipeline file")
+        return raw
+    job_path = base / ref
+    try:
+        job = yaml.safe_load(job_path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        errs.add(loc, f"cannot read {job_path}: {getattr(e, 'strerror', None) or e}")
+        return raw
+    if not isinstance(job, dict):
+        errs.add(loc, f"{job_path} is not a job spec (a mapping of fields)")
+        return raw
+    extra = sorted(k for k in ("inputs", "outputs") if k in job)
+    if extra:
+        errs.add(loc, f"{job_path} has {' and '.join(extra)}: give them in the step instead")
+    job = {k: v for k, v in job.items() if k not in ("name", "inputs", "outputs")}
+    folder = job_path.parent
+    job["workdir"] = os.path.relpath(folder / str(job.get("workdir") or "."), base)
+    return {**job, **{k: v for k, v in raw.items() if k != "job"}}
+
+
+def split_step(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(step options, the rest)``: the rest is a job spec (or a notebook/component step)."""
+    return {k: raw[k] for k in STEP_KEYS if k in raw}, {k: v for k, v in raw.items() if k not in STEP_KEYS}
+
+
+def is_special(raw: dict[str, Any]) -> bool:
+    special = special_module()
+    if special is not None:
+        return bool(special.is_special(raw))
+    return any(k in raw for k in SPECIAL_KEYS)
+
+
+def special_module():  # noqa: ANN201
+    """:mod:`trainyard.pipelines.special` (notebook and component steps), or None where it is not installed."""
+    try:
+        from trainyard.pipelines import special
+    except ImportError:
+        return None
+    return special
+
+
+class Errors:
+    """Collects errors naming the field and, where the YAML is known, its line."""
+
+    def __init__(self, source: str, lines: dict[Path_, int] | None) -> None:
+        self.source = source
+        self.lines = lines or {}
+        self.items: list[dict[str, Any]] = []
+
+    def add(self, loc: Path_, message: str) -> None:
+        field = ".".join(str(p) for p in loc)
+        if not any(e["field"] == field and e["message"] == message for e in self.items):
+            self.items.append(_err(self.source, _line_for(loc, self.lines), field, message))
+
+    def add_validation(self, prefix: Path_, e: ValidationError) -> None:
+        sub = {k[len(prefix):]: v for k, v in self.lines.items() if k[:len(prefix)] == prefix}
+        for item in validation_errors(e, sub, self.source):
+            loc = prefix + tuple(p for p in item["field"].split(".") if p)
+            line = item["line"] if item["line"] is not None else _line_for(prefix, self.lines)
+            field = ".".join(str(p) for p in loc)
+            self.items.append(_err(self.source, line, field, item["message"]))
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise InvalidSpec(errors=self.items)

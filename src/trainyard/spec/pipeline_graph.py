@@ -1,0 +1,340 @@
+"""From a pipeline spec to its step instances: references, needs, cycles, foreach fan-out.
+
+Everything is checked before anything runs, and every error names the field
+(and the YAML line where the spec came from a file). A ``foreach`` step
+``train`` with N items becomes instances ``train-0`` … ``train-<N-1>``; a
+reference to its output from another step is a fan-in folder with one entry
+per item (``0``, ``1``, …).
+"""
+
+from __future__ import annotations
+
+import graphlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from trainyard.errors import InvalidSpec
+from trainyard.spec.job import JobSpec, _render
+from trainyard.spec.loader import Path_
+from trainyard.spec.pipeline import Errors, PipelineSpec, StepOptions, ValueInput, is_special, split_step
+
+_STEP_REF = re.compile(r"\{\{\s*steps\.([^.\s{}]+)\.outputs\.([^.\s{}]+)\s*\}\}")
+_LEADING_REF = re.compile(r"^\s*\{\{\s*steps\.([^.\s{}]+)\.outputs\.([^.\s{}]+)\s*\}\}(.*)$", re.S)
+_PARAM_REF = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_WHOLE_PARAM = re.compile(r"^\s*\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\s*$")
+_ITEM_REF = re.compile(r"\{\{\s*(item|index)((?:\.[A-Za-z0-9_]+)*)\s*\}\}")
+_IO_REF = re.compile(r"\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
+
+Expand = Callable[[str, dict, dict], Any]  # (name, raw step, params) -> special.Expansion
+
+
+@dataclass
+class StepInstance:
+    """One job of a run: a step, or one item of a foreach step."""
+
+    name: str                      # job name: "train-3", or the step's name
+    step: str                      # the step it comes from
+    index: int | None              # the item's index in a foreach step
+    item: Any                      # the item itself
+    job: dict[str, Any]            # job spec fields, with {{item}} and {{params.x}} of inputs resolved
+    needs: list[str]               # instances that must succeed first
+    inputs: dict[str, dict[str, Any]]  # NAME -> {"kind": "step"|"path"|"value", ...}
+    outputs: list[str]             # named outputs the step must write
+    cache: bool
+    workdir: str                   # the workdir as written (its snapshot is keyed by it)
+
+
+@dataclass
+class Graph:
+    instances: list[StepInstance] = field(default_factory=list)  # in an order where needs come first
+    warnings: list[str] = field(default_factory=list)
+
+
+def build(spec: PipelineSpec, params: dict[str, Any], *, lines: dict[Path_, int] | None = None,
+          source: str = "<pipeline>", expand: Expand | None = None) -> Graph:
+    """Check a pipeline and expand it into step instances; raises InvalidSpec with every error.
+
+    With no ``expand`` (the client, which has no catalog), notebook and
+    component steps are opaque: references to them are checked by step name
+    only, and no instances are returned.
+    """
+    return _Builder(spec, params, Errors(source, lines), expand).run()
+
+
+class _Builder:
+    def __init__(self, spec: PipelineSpec, params: dict[str, Any], errs: Errors, expand: Expand | None) -> None:
+        self.spec, self.params, self.errs, self.expand = spec, params, errs, expand
+        self.plain: dict[str, dict[str, Any]] = {}        # plain step -> raw
+        self.origin: dict[str, str] = {}                  # plain step -> the step of the file it comes from
+        self.groups: dict[str, list[str]] = {}            # special step -> its plain steps
+        self.aliases: dict[tuple[str, str], tuple[str, str]] = {}  # (special, output) -> (plain, output)
+        self.opaque: set[str] = set()
+        self.opts: dict[str, StepOptions] = {}
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.deps: dict[str, set[str]] = {}
+        self.warnings: list[str] = []
+
+    def loc(self, name: str, *rest: Any) -> Path_:
+        return ("steps", self.origin.get(name, name), *rest)
+
+    def run(self) -> Graph:
+        self._expand_special()
+        for name, raw in self.plain.items():
+            self._validate_step(name, raw)
+        for name in self.jobs:
+            self._check_references(name)
+        self._check_cycles()
+        self.errs.raise_if_any()
+        if self.opaque:
+            return Graph(warnings=self.warnings)
+        items = {name: self._items(name) for name in self.jobs}
+        self.errs.raise_if_any()
+        instances = self._instances(items)
+        self.errs.raise_if_any()
+        return Graph(instances=instances, warnings=self.warnings)
+
+    # -- special steps -------------------------------------------------------
+
+    def _expand_special(self) -> None:
+        for name, raw in self.spec.steps.items():
+            if not is_special(raw):
+                self.plain[name], self.origin[name] = raw, name
+                continue
+            if self.expand is None:
+                self.opaque.add(name)
+                continue
+            try:
+                exp = self.expand(name, raw, self.params)
+            except InvalidSpec as e:
+                for item in e.errors:
+                    sub = tuple(p for p in str(item.get("field") or "").split(".") if p)
+                    self.errs.add(("steps", name, *sub), item.get("message", str(e)))
+                continue
+            except Exception as e:  # a component that cannot be read or translated
+                self.errs.add(("steps", name), str(e))
+                continue
+            for sub, sub_raw in exp.steps.items():
+                if sub in self.plain or (sub != name and sub in self.spec.steps):
+                    self.errs.add(("steps", name), f"expands to a step named {sub!r}, which already exists")
+                self.plain[sub], self.origin[sub] = sub_raw, name
+            self.groups[name] = list(exp.steps)
+            for out, ref in exp.outputs.items():
+                sub, _, sub_out = ref.partition(".")
+                self.aliases[(name, out)] = (sub, sub_out)
+            self.warnings += [f"step {name}: {w}" for w in exp.warnings]
+
+    # -- one step ------------------------------------------------------------
+
+    def _validate_step(self, name: str, raw: dict[str, Any]) -> None:
+        options, rest = split_step(raw)
+        try:
+            self.opts[name] = StepOptions.model_validate(options)
+        except ValidationError as e:
+            self.errs.add_validation(self.loc(name), e)
+            return
+        step_params = rest.get("params") if isinstance(rest.get("params"), dict) else {}
+        try:
+            JobSpec.model_validate({**rest, "name": name, "params": {**self.params, **step_params}})
+        except ValidationError as e:
+            self.errs.add_validation(self.loc(name), e)  # its references are still checked below
+        self.jobs[name] = rest
+
+    def _known(self, name: str) -> bool:
+        return name in self.plain or name in self.groups or name in self.opaque
+
+    def _resolve(self, loc: Path_, step: str, output: str) -> tuple[str, str] | None:
+        """The plain step and output behind ``{{steps.step.outputs.output}}``; None (and an error) if none."""
+        if step in self.groups:
+            if (step, output) in self.aliases:
+                return self.aliases[(step, output)]
+            has = sorted(o for s, o in self.aliases if s == step)
+        elif step in self.opaque:
+            return step, output
+        elif step in self.plain:
+            if step not in self.opts:
+                return None  # its own errors are already reported
+            if output in self.opts[step].outputs:
+                return step, output
+            has = self.opts[step].outputs
+        else:
+            self.errs.add(loc, f"unknown step {step!r} in {{{{steps.{step}.outputs.{output}}}}}")
+            return None
+        self.errs.add(loc, f"step {step!r} has no output {output!r} "
+                           f"(it has: {', '.join(has) if has else 'no outputs'})")
+        return None
+
+    def _check_references(self, name: str) -> None:
+        opts, rest = self.opts[name], self.jobs[name]
+        deps: set[str] = set()
+        step_params = rest.get("params") if isinstance(rest.get("params"), dict) else {}
+        known_params = {**self.params, **step_params}
+        for dep in opts.needs:
+            if dep == self.origin[name] or dep == name:
+                self.errs.add(self.loc(name, "needs"), f"a step cannot need itself ({dep!r})")
+            elif not self._known(dep):
+                self.errs.add(self.loc(name, "needs"), f"unknown step {dep!r}")
+            else:
+                deps.update(self.groups.get(dep, [dep]))
+        for loc, text in self._strings(name):
+            for p in _PARAM_REF.findall(text) if loc[2] != "command" else []:  # the job spec checks its command
+                if p not in known_params:
+                    self.errs.add(loc, f"unknown param {p!r} (declared: {', '.join(known_params) or 'none'})")
+            if opts.foreach is None and _ITEM_REF.search(text) and loc[-1] != "foreach":
+                self.errs.add(loc, "{{item}} and {{index}} are only set in a foreach step")
+            for s, o in _STEP_REF.findall(text):
+                target = self._resolve(loc, s, o)
+                if target is not None:
+                    deps.add(target[0])
+            if loc[2] == "command":
+                for kind, io in _IO_REF.findall(text):
+                    declared = opts.inputs if kind == "inputs" else opts.outputs
+                    if io not in declared:
+                        self.errs.add(loc, f"{{{{{kind}.{io}}}}}: the step declares no {kind[:-1]} {io!r}")
+        for in_name, value in opts.inputs.items():
+            if isinstance(value, str) and _STEP_REF.search(value) and not _LEADING_REF.match(value):
+                self.errs.add(self.loc(name, "inputs", in_name),
+                              "a step reference must start the value: \"{{steps.S.outputs.O}}/sub/path\"")
+        self.deps[name] = deps - {name}
+
+    def _strings(self, name: str) -> list[tuple[Path_, str]]:
+        """Every text of a step where references may appear, with where it is."""
+        opts, rest = self.opts[name], self.jobs[name]
+        out: list[tuple[Path_, str]] = []
+        command = rest.get("command")
+        for i, part in enumerate([command] if isinstance(command, str) else list(command or [])):
+            out.append((self.loc(name, "command") if isinstance(command, str) else self.loc(name, "command", i), part))
+        for k, v in opts.inputs.items():
+            out.append((self.loc(name, "inputs", k), v if isinstance(v, str) else v.value))
+        for k, v in (rest.get("env_vars") or {}).items():
+            out.append((self.loc(name, "env_vars", k), str(v)))
+        if isinstance(opts.foreach, str):
+            out.append((self.loc(name, "foreach"), opts.foreach))
+        return out
+
+    def _check_cycles(self) -> None:
+        graph = {name: self.deps.get(name, set()) for name in [*self.plain, *self.opaque]}
+        try:
+            graphlib.TopologicalSorter(graph).prepare()
+        except graphlib.CycleError as e:
+            cycle = list(reversed(e.args[1]))
+            names = [self.origin.get(c, c) for c in cycle]
+            first = cycle[0]
+            where = "needs" if self.opts.get(first) and self.opts[first].needs else None
+            self.errs.add(self.loc(first, *([where] if where else [])), "cycle: " + " → ".join(names))
+
+    # -- fan-out and instances -----------------------------------------------
+
+    def _items(self, name: str) -> list[Any] | None:
+        value = self.opts[name].foreach
+        if value is None:
+            return None
+        loc = self.loc(name, "foreach")
+        shown = value
+        if isinstance(value, str):
+            m = _WHOLE_PARAM.match(value)
+            if not m:
+                self.errs.add(loc, "give a number, a list, or \"{{params.NAME}}\"")
+                return None
+            if m.group(1) not in self.params:
+                return None  # reported as an unknown param
+            shown, value = f"params.{m.group(1)} = {self.params[m.group(1)]!r}", self.params[m.group(1)]
+        if isinstance(value, bool) or not isinstance(value, (int, list)):
+            self.errs.add(loc, f"{shown}: not a number or a list")
+            return None
+        items = list(range(value)) if isinstance(value, int) else value
+        if not items:
+            self.errs.add(loc, f"{shown}: no items to run")
+            return None
+        return items
+
+    def _instances(self, items: dict[str, list[Any] | None]) -> list[StepInstance]:
+        names = {n: ([n] if items[n] is None else [f"{n}-{i}" for i in range(len(items[n]))]) for n in self.jobs}
+        seen: dict[str, str] = {}
+        for step, insts in names.items():
+            for inst in insts:
+                if inst in seen and seen[inst] != step:
+                    self.errs.add(self.loc(step), f"its job {inst!r} has the name of another step's job")
+                seen[inst] = step
+        order = list(graphlib.TopologicalSorter({n: self.deps[n] for n in self.jobs}).static_order())
+        out = []
+        for step in order:
+            for i, inst in enumerate(names[step]):
+                item = None if items[step] is None else items[step][i]
+                out.append(self._instance(step, inst, None if items[step] is None else i, item, names, items))
+        return out
+
+    def _instance(self, step: str, inst: str, index: int | None, item: Any, names: dict[str, list[str]],
+                  items: dict[str, list[Any] | None]) -> StepInstance:
+        opts, rest = self.opts[step], dict(self.jobs[step])
+        step_params = rest.get("params") if isinstance(rest.get("params"), dict) else {}
+        all_params = {**self.params, **step_params}
+
+        def sub(text: str, params: bool = True) -> str:
+            text = _ITEM_REF.sub(lambda m: _item_text(m, item, index, self.errs, self.loc(step)), text)
+            return _PARAM_REF.sub(lambda m: _render(all_params[m.group(1)]), text) if params else text
+
+        inputs: dict[str, dict[str, Any]] = {}
+
+        def source(s: str, o: str, subpath: str) -> dict[str, Any]:
+            target = self._resolve(self.loc(step), s, o) or (s, o)
+            return {"kind": "step", "step": target[0], "output": target[1], "subpath": subpath,
+                    "from": names.get(target[0], []), "fan_in": items.get(target[0]) is not None}
+
+        def implicit(m: re.Match) -> str:
+            in_name = f"step_{m.group(1)}_{m.group(2)}".replace("-", "_")
+            inputs[in_name] = source(m.group(1), m.group(2), "")
+            return "{{inputs.%s}}" % in_name
+
+        command = rest["command"]
+        if isinstance(command, str):
+            command = _STEP_REF.sub(implicit, sub(command, params=False))
+        else:
+            command = [_STEP_REF.sub(implicit, sub(p, params=False)) for p in command]
+        for in_name, value in opts.inputs.items():
+            if isinstance(value, ValueInput):
+                inputs[in_name] = {"kind": "value", "value": sub(value.value)}
+                continue
+            text = sub(value)
+            m = _LEADING_REF.match(text)
+            if m is None:
+                inputs[in_name] = {"kind": "path", "url": text}
+                continue
+            subpath = m.group(3).strip()
+            if subpath and not subpath.startswith("/"):
+                self.errs.add(self.loc(step, "inputs", in_name),
+                              f"after the reference comes a path inside it, starting with '/': {subpath!r}")
+            inputs[in_name] = source(m.group(1), m.group(2), subpath.rstrip("/"))
+        used = set(_PARAM_REF.findall(" ".join([command] if isinstance(command, str) else command)))
+        env_vars = {k: sub(str(v)) for k, v in (rest.get("env_vars") or {}).items()}
+        env_vars["TRAINYARD_STEP"] = step
+        if opts.outputs:
+            env_vars["TRAINYARD_OUTPUT_NAMES"] = ",".join(opts.outputs)
+        if index is not None:
+            env_vars.update(TRAINYARD_INDEX=str(index), TRAINYARD_ITEM=_render(item))
+        workdir = str(rest.get("workdir") or ".")
+        job = {**rest, "name": inst, "command": command, "env_vars": env_vars, "workdir": workdir,
+               "params": {**{p: self.params[p] for p in sorted(used) if p in self.params}, **step_params}}
+        needs = sorted({n for d in self.deps[step] for n in names.get(d, [])})
+        return StepInstance(name=inst, step=step, index=index, item=item, job=job, needs=needs, inputs=inputs,
+                            outputs=list(opts.outputs), cache=opts.cache, workdir=workdir)
+
+
+def _item_text(m: re.Match, item: Any, index: int | None, errs: Errors, loc: Path_) -> str:
+    if m.group(1) == "index":
+        return str(index)
+    value = item
+    for key in [k for k in m.group(2).split(".") if k]:
+        if isinstance(value, dict) and key in value:
+            value = value[key]
+        else:
+            errs.add(loc, f"{{{{item{m.group(2)}}}}}: the item {item!r} has no {key!r}")
+            return ""
+    return _render(value)
+
+
+def workdirs(spec: PipelineSpec) -> list[str]:
+    """The distinct step workdirs as written (default: the pipeline file's folder, "."); one snapshot each."""
+    return sorted({str(raw.get("workdir") or ".") for raw in spec.steps.values()})

@@ -1,0 +1,154 @@
+"""The pipeline spec: foreach expansion, references, needs, cycles, and errors that name the line."""
+
+import pytest
+
+from trainyard.errors import InvalidSpec
+from trainyard.launch.named import missing_outputs, substitute
+from trainyard.spec.pipeline import load_pipeline, parse_pipeline
+from trainyard.spec.pipeline_graph import build
+
+GOOD = """\
+name: imdb
+params: {workers: 3, epochs: 2, langs: [en, fr]}
+steps:
+  copier:
+    command: python copier.py --workers {{params.workers}} --out {{outputs.shards}}
+    outputs: [shards]
+  train:
+    foreach: "{{params.workers}}"
+    inputs: {shard: "{{steps.copier.outputs.shards}}/{{item}}"}
+    command: [python, trainer.py, --data, "{{inputs.shard}}", --epochs, "{{params.epochs}}", --out, "{{outputs.model}}"]
+    outputs: [model]
+  aggregate:
+    inputs: {models: "{{steps.train.outputs.model}}"}
+    command: python aggregator.py --models {{inputs.models}} --out {{outputs.model}}
+    outputs: [model]
+  report:
+    foreach: "{{params.langs}}"
+    needs: [aggregate]
+    cache: false
+    command: python report.py --lang {{item}} --n {{index}} --model {{steps.aggregate.outputs.model}}
+"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    return path
+
+
+def errors_of(tmp_path, text, params=None):
+    with pytest.raises(InvalidSpec) as exc:
+        load_pipeline(write(tmp_path, text), params)
+    return exc.value.errors
+
+
+def graph(tmp_path, text, params=None):
+    loaded = load_pipeline(write(tmp_path, text), params)
+    return {i.name: i for i in build(loaded.spec, loaded.params).instances}
+
+
+def test_foreach_fans_out_from_a_param_and_a_fan_in_gets_every_item(tmp_path):
+    g = graph(tmp_path, GOOD, {"workers": 4})
+    assert list(g) == ["copier", *(f"train-{i}" for i in range(4)), "aggregate", "report-0", "report-1"]
+    t2 = g["train-2"]
+    assert t2.needs == ["copier"] and t2.index == 2 and t2.job["name"] == "train-2"
+    assert t2.inputs["shard"] == {"kind": "step", "step": "copier", "output": "shards", "subpath": "/2",
+                                  "from": ["copier"], "fan_in": False}
+    assert t2.job["params"] == {"epochs": 2}  # only the params it uses: a change elsewhere keeps its cache
+    agg = g["aggregate"]
+    assert agg.needs == [f"train-{i}" for i in range(4)]
+    assert agg.inputs["models"]["fan_in"] and agg.inputs["models"]["from"] == [f"train-{i}" for i in range(4)]
+    assert g["copier"].job["params"] == {"workers": 4}
+
+
+def test_items_from_a_list_param_and_a_reference_in_the_command_becomes_an_input(tmp_path):
+    g = graph(tmp_path, GOOD)
+    r1 = g["report-1"]
+    assert r1.job["command"] == "python report.py --lang fr --n 1 --model {{inputs.step_aggregate_model}}"
+    assert r1.inputs["step_aggregate_model"]["from"] == ["aggregate"] and r1.needs == ["aggregate"]
+    assert r1.cache is False and r1.job["env_vars"]["TRAINYARD_ITEM"] == "fr"
+    assert g["aggregate"].job["env_vars"]["TRAINYARD_OUTPUT_NAMES"] == "model"
+
+
+def test_a_cycle_is_named_with_its_steps_and_line(tmp_path):
+    errs = errors_of(tmp_path, "steps:\n  a:\n    command: x\n    needs: [c]\n  b:\n    command: y\n    needs: [a]\n"
+                               "  c:\n    command: z\n    inputs: {m: '{{steps.b.outputs.m}}'}\n")
+    # b has no output m, reported first; fix that and the cycle is what is left
+    assert errs[0]["field"] == "steps.c.inputs.m" and errs[0]["line"] == 10
+    errs = errors_of(tmp_path, "steps:\n  a:\n    command: x\n    needs: [c]\n  b:\n    command: y\n    needs: [a]\n"
+                               "  c:\n    command: z\n    needs: [b]\n")
+    assert len(errs) == 1 and "cycle:" in errs[0]["message"]
+    assert set(errs[0]["message"].removeprefix("cycle: ").split(" → ")) == {"a", "b", "c"}
+    assert errs[0]["where"].startswith(f"{tmp_path / 'p.yaml'}:")
+
+
+def test_unknown_steps_outputs_and_params_are_named_with_the_line(tmp_path):
+    errs = errors_of(tmp_path, """\
+steps:
+  a:
+    command: x {{params.nope}}
+    outputs: [m]
+  b:
+    needs: [ghost]
+    command: y {{inputs.data}} {{item}}
+    inputs:
+      w: "{{steps.a.outputs.w}}"
+      z: "{{steps.zz.outputs.m}}"
+""")
+    by_field = {e["field"]: e for e in errs}
+    assert by_field["steps.a"]["message"] == "command uses params not given: nope"
+    assert (by_field["steps.b.needs"]["line"], by_field["steps.b.needs"]["message"]) == (6, "unknown step 'ghost'")
+    assert by_field["steps.b.inputs.w"]["line"] == 9
+    assert by_field["steps.b.inputs.w"]["message"] == "step 'a' has no output 'w' (it has: m)"
+    assert "unknown step 'zz'" in by_field["steps.b.inputs.z"]["message"]
+    assert "the step declares no input 'data'" in by_field["steps.b.command"]["message"]
+    assert any("only set in a foreach step" in e["message"] for e in errs)
+
+
+def test_job_fields_of_a_step_are_checked_with_their_line(tmp_path):
+    errs = errors_of(tmp_path, "steps:\n  a:\n    command: x\n    resources:\n      memory: 4Qi\n    bogus: 1\n")
+    by_field = {e["field"]: e for e in errs}
+    assert by_field["steps.a.resources.memory"]["line"] == 5
+    assert by_field["steps.a.bogus"]["message"] == "unknown field 'bogus'"
+
+
+def test_bad_foreach_names_and_overrides(tmp_path):
+    text = "params: {n: 0, s: abc}\nsteps:\n  a:\n    foreach: '{{params.n}}'\n    command: x\n"
+    assert "no items" in errors_of(tmp_path, text)[0]["message"]
+    errs = errors_of(tmp_path, text.replace("params.n", "params.s"))
+    assert errs[0]["field"] == "steps.a.foreach" and "not a number or a list" in errs[0]["message"]
+    errs = errors_of(tmp_path, GOOD, {"wokers": 5})
+    assert errs[0]["field"] == "params.wokers" and "unknown param" in errs[0]["message"]
+    errs = errors_of(tmp_path, "steps:\n  Bad_Name:\n    command: x\n")
+    assert errs[0]["field"] == "steps" and "step name 'Bad_Name'" in errs[0]["message"]
+
+
+def test_a_dict_pipeline_without_lines_still_names_fields():
+    spec = parse_pipeline({"steps": {"a": {"command": "x", "needs": ["a"]}}})
+    with pytest.raises(InvalidSpec) as exc:
+        build(spec, {})
+    assert exc.value.errors[0]["field"] == "steps.a.needs" and "cannot need itself" in exc.value.errors[0]["message"]
+
+
+def test_the_launcher_substitutes_named_inputs_and_outputs_and_finds_missing_ones(tmp_path):
+    out = tmp_path / "out dir"
+    argv = substitute(["bash", "-c", "cat {{inputs.data}} > {{outputs.model}}"], {"data": "/d/x"}, out)
+    assert argv[2] == f"cat /d/x > '{out}/model'"
+    assert substitute(["python", "t.py", "{{outputs.m}}", "{{inputs.other}}"], {}, out) == \
+        ["python", "t.py", str(out / "m"), "{{inputs.other}}"]
+    out.mkdir()
+    (out / "model").write_text("w")
+    assert missing_outputs({"TRAINYARD_OUTPUT_NAMES": "model,metrics"}, out) == ["metrics"]
+
+
+def test_a_step_can_be_a_job_spec_file_with_its_own_keys_on_top(tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "train.yaml").write_text("name: t\ncommand: python train.py\nresources: {cpu: 2}\n"
+                                                  "env_vars: {A: '1'}\n")
+    g = graph(tmp_path, "steps:\n  train:\n    job: jobs/train.yaml\n    env_vars: {B: '2'}\n")
+    job = g["train"].job
+    assert job["command"] == "python train.py" and job["resources"] == {"cpu": 2}
+    assert job["workdir"] == "jobs" and job["env_vars"]["B"] == "2" and "A" not in job["env_vars"]
+    errs = errors_of(tmp_path, "steps:\n  train:\n    job: nope.yaml\n")
+    assert errs[0]["field"] == "steps.train.job" and errs[0]["line"] == 3 and "cannot read" in errs[0]["message"]
