@@ -107,3 +107,22 @@ def test_listing_is_paginated_and_filtered(store):
     assert [j.id for j in rest.items] == ids[2::-1]
     assert [j.id for j in store.list_jobs(status=["cancelled"]).items] == [ids[0]]
     assert [j.id for j in store.list_jobs(name="n3").items] == [ids[3]]
+
+
+def test_the_waiting_line_carries_how_each_jobs_last_attempt_ended_and_active_attempts_their_replicas(store):
+    again = store.create_job(parse_job("command: x\nretry: {max: 3}"))
+    fresh = store.create_job(parse_job("command: y"))
+    for number, (reason, by) in enumerate([(Reason.LOST, None), (Reason.PREEMPTED, fresh.id)], start=1):
+        attempt = store.admit(again.id, [("a", ["0"]), ("b", [])])
+        if by:
+            assert store.preempt(attempt.id, by) and not store.preempt(attempt.id, "j-other")
+        store.finish_attempt(attempt.id, Ending(AttemptStatus.FAILED, None, reason, None, JobStatus.PENDING, reason))
+    running = store.admit(store.create_job(parse_job("command: z\nreplicas: 2\ndistributed: torch")).id,
+                          [("a", ["1"]), ("b", ["2"])])
+    line = store.waiting()
+    assert [(w.id, w.last_reason, w.last_preempted_by) for w in line] == [
+        (again.id, Reason.PREEMPTED, fresh.id), (fresh.id, None, None)]
+    assert store.specs([fresh.id])[fresh.id][0].command == "y"
+    [active] = store.active_attempts()
+    assert active == store.get_attempt(running.id)
+    assert [(r.node, r.gpus, r.status) for r in active.replicas] == [("a", ["1"], "starting"), ("b", ["2"], "starting")]

@@ -5,6 +5,7 @@ from trainyard.scheduler.model import Queue
 from trainyard.scheduler.plan import plan
 from trainyard.spec import parse_job
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo, ReplicaInfo
+from trainyard.store import Waiting
 
 
 def job_info(id: str, yaml: str, created_at: float = 0.0, **kw) -> JobInfo:
@@ -13,11 +14,15 @@ def job_info(id: str, yaml: str, created_at: float = 0.0, **kw) -> JobInfo:
                    created_at=created_at, updated_at=created_at, **kw)
 
 
+def waiting(info: JobInfo, last_reason=None, last_preempted_by=None) -> Waiting:
+    return Waiting(info.id, info.queue, info.priority, info.created_at, info.not_before, last_reason, last_preempted_by)
+
+
 def test_a_pending_job_carries_its_resources_gang_and_queue_team():
     info = job_info("g", "queue: vision\npriority: high\nreplicas: 2\ndistributed: torch\ntimeout: 1h\n"
                          "resources: {cpu: 4, memory: 8Gi, gpu: 2, gpu_type: [A100, H100], node_selector: {ib: 'true'}}\n",
                     created_at=5.0)
-    job = adapter.pending_job(info, adapter.queue_map([Queue("vision", team="cv")]))
+    job = adapter.pending_job(waiting(info), info.spec, adapter.queue_map([Queue("vision", team="cv")]))
     assert (job.queue, job.team, job.priority, job.seq, job.replicas) == ("vision", "cv", 200, 5.0, 2)
     assert (job.cpu, job.memory, job.gpu, job.gpu_types) == (4, 8 * 2**30, 2, ("A100", "H100"))
     assert job.node_selector == {"ib": "true"} and job.timeout == 3600 and job.placement == "pack" and job.preemptible
@@ -48,7 +53,7 @@ def test_a_live_attempt_holds_its_resources_on_every_replica_node():
 def test_inputs_build_a_plan_end_to_end():
     nodes = [NodeInfo(name="n", cpu=4, memory=2**34, gpu=1, gpu_type="T4", gpu_ids=["0"])]
     pending = [job_info("a", "resources: {gpu: 1}\n", 1.0), job_info("b", "resources: {gpu: 1}\n", 2.0)]
-    p = plan(*adapter.inputs(pending, [], nodes), now=3.0)
+    p = plan(*adapter.inputs([(waiting(j), j.spec) for j in pending], [], nodes), now=3.0)
     assert [(j, [(a.node, a.gpu_ids) for a in r]) for j, r in p.admissions.items()] == [("a", [("n", ["0"])])]
     assert p.reasons["b"] == ("needs 1 × GPU, 0 free on any node; next to start: 1 node held for it until running work ends "
                            "(no timeout says when); first in queue default")

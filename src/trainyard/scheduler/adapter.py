@@ -14,6 +14,7 @@ from typing import Iterable
 from trainyard.scheduler.model import Node, PendingJob, Queue, ReplicaUse, RunningJob, default_queue
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
+from trainyard.store.store import Waiting
 
 
 def queue_map(queues: Iterable[Queue] | None) -> dict[str, Queue]:
@@ -36,17 +37,14 @@ def _queue_of(name: str, queues: dict[str, Queue]) -> Queue:
     return queues.get(name) or default_queue(name)
 
 
-def pending_job(job: JobInfo, queues: dict[str, Queue]) -> PendingJob:
-    spec, last = job.spec, job.last_attempt
+def pending_job(job: Waiting, spec: JobSpec, queues: dict[str, Queue]) -> PendingJob:
     r = spec.resources
     return PendingJob(
         id=job.id, queue=job.queue, team=_queue_of(job.queue, queues).team, priority=job.priority,
-        seq=job.created_at, submitted_at=job.created_at, replicas=spec.replicas, cpu=r.cpu, memory=r.memory or 0, gpu=r.gpu,
-        gpu_types=tuple(r.gpu_types), node_selector=dict(r.node_selector),
-        placement=spec.placement, timeout=spec.timeout,
-        preemptible=spec.preemptible, not_before=job.not_before,
-        last_preempted_by=last.preempted_by if last else None,
-        last_reason=last.reason if last else None,
+        seq=job.created_at, submitted_at=job.created_at, replicas=spec.replicas, cpu=r.cpu, memory=r.memory or 0,
+        gpu=r.gpu, gpu_types=tuple(r.gpu_types), node_selector=dict(r.node_selector), placement=spec.placement,
+        timeout=spec.timeout, preemptible=spec.preemptible, not_before=job.not_before,
+        last_preempted_by=job.last_preempted_by, last_reason=job.last_reason,
     )
 
 
@@ -65,10 +63,10 @@ def running_job(attempt: AttemptInfo, spec: JobSpec, queue: str, priority: int,
     )
 
 
-def inputs(pending: list[JobInfo], live: list[tuple[JobInfo, AttemptInfo]], nodes: list[NodeInfo],
+def inputs(pending: list[tuple[Waiting, JobSpec]], live: list[tuple[JobInfo, AttemptInfo]], nodes: list[NodeInfo],
            queues: Iterable[Queue] | None = None) -> tuple[list[Node], list[PendingJob], list[RunningJob], list[Queue]]:
-    """Everything :func:`plan` takes, from the store's pending jobs, live attempts (with their jobs),
-    and the engine's nodes."""
+    """Everything :func:`plan` takes, from the store's pending jobs (with their specs), live
+    attempts (with their jobs), and the engine's nodes."""
     qs = queue_map(queues)
     running = [running_job(a, j.spec, j.queue, j.priority, qs) for j, a in live]
-    return [node(n) for n in nodes], [pending_job(j, qs) for j in pending], running, list(qs.values())
+    return [node(n) for n in nodes], [pending_job(w, spec, qs) for w, spec in pending], running, list(qs.values())

@@ -21,7 +21,9 @@ from trainyard.scheduler.model import Queue
 from trainyard.scheduler.plan import Options, plan
 from trainyard.services.attempts import AttemptService
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
-from trainyard.store import Store
+from trainyard.spec.job import JobSpec
+from trainyard.status import JobStatus
+from trainyard.store import Store, Waiting
 
 log = logging.getLogger("trainyard.scheduler")
 ConfigFor = Callable[[JobInfo, AttemptInfo], list[LaunchConfig]]
@@ -49,6 +51,7 @@ class SchedulerLoop:
         self._signalled: set[str] = set()  # attempts already told to stop by this process
         self._last_reconcile = 0.0
         self._next_due: float | None = None
+        self._specs: dict[str, tuple[JobSpec, str | None]] = {}  # pending job id -> (spec, snapshot)
 
     def wake(self) -> None:
         self._wake.set()
@@ -102,27 +105,38 @@ class SchedulerLoop:
             self.engine.cancel(attempt)
 
     def admit(self, now: float) -> None:
-        pending = self.store.pending_jobs()
+        pending = self.store.waiting()
         if not pending:  # most wake-ups after an attempt ends: no need to look at the cluster
             self._next_due = None
             return
+        specs = self._specs_of(pending)
         live = self.live()
-        nodes, waiting, running, queues = adapter.inputs(pending, live, self.nodes(live), self.queues())
+        nodes, waiting, running, queues = adapter.inputs([(w, specs[w.id][0]) for w in pending], live,
+                                                         self.nodes(live), self.queues())
         decided = plan(nodes, waiting, running, queues, now, self.options)
-        jobs = {j.id: j for j in pending}
+        jobs = {w.id: w for w in pending}
         for job_id, places in decided.admissions.items():
             attempt = self.store.admit(job_id, [(p.node, list(p.gpu_ids)) for p in places],
                                        borrowed=job_id in decided.borrowed)
             if attempt is not None:
-                self._launch(jobs[job_id], attempt)
+                self._launch(_admitted(jobs[job_id], *specs[job_id], now), attempt)
         attempts = {a.id: a for _, a in live}
         for p in decided.preemptions:
             if self.store.preempt(p.attempt_id, p.by):
                 log.info("preempting %s for %s: %s", p.attempt_id, p.by, p.reason)
                 self.stop_attempt(attempts[p.attempt_id])
         self.store.set_reasons(decided.reasons, decided.positions)
-        due = [j.not_before for j in pending if j.not_before and j.not_before > now]
+        due = [w.not_before for w in pending if w.not_before and w.not_before > now]
         self._next_due = min(due) if due else None
+
+    def _specs_of(self, pending: list[Waiting]) -> dict[str, tuple[JobSpec, str | None]]:
+        """Spec and snapshot of each pending job, read once per job: a long line costs one query per cycle."""
+        missing = [w.id for w in pending if w.id not in self._specs]
+        if missing:
+            self._specs.update(self.store.specs(missing))
+        if len(self._specs) > 2 * len(pending) + 1000:  # forget jobs that left the line
+            self._specs = {w.id: self._specs[w.id] for w in pending}
+        return self._specs
 
     def _launch(self, job: JobInfo, attempt: AttemptInfo) -> None:
         try:
@@ -132,3 +146,10 @@ class SchedulerLoop:
             self.attempts.fail(attempt, "SetupFailed", f"launch failed: {e}")
             return
         self.store.set_handle(attempt.id, handle)
+
+
+def _admitted(w: Waiting, spec: JobSpec, snapshot: str | None, now: float) -> JobInfo:
+    """The job just admitted, as the engine and launch configs need it, without reading it back."""
+    return JobInfo.model_construct(id=w.id, name=spec.name, status=JobStatus.STARTING, queue=w.queue,
+                                   priority=w.priority, spec=spec, snapshot=snapshot, created_at=w.created_at,
+                                   updated_at=now, not_before=None, reason=None, position=None, attempts=[])

@@ -1,6 +1,6 @@
 """The store: SQLAlchemy over SQLite (default) or PostgreSQL; the only place with SQL."""
 
-from trainyard.store.store import Ending
+from trainyard.store.store import Ending, Waiting
 from trainyard.store.store import Store as _CoreStore
 from trainyard.store.queues import QueuesMixin
 from trainyard.store.telemetry import TelemetryMixin
@@ -10,4 +10,4 @@ class Store(TelemetryMixin, QueuesMixin, _CoreStore):
     """Jobs, attempts, logs, metrics, artifacts and queues."""
 
 
-__all__ = ["Ending", "Store"]
+__all__ = ["Ending", "Store", "Waiting"]

@@ -27,6 +27,19 @@ from trainyard.store.db import make_engine, migrate
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
 
 
+@dataclass(slots=True)
+class Waiting:
+    """A pending job as the scheduler needs it each cycle: what may change while it waits."""
+
+    id: str
+    queue: str
+    priority: int
+    created_at: float
+    not_before: float | None
+    last_reason: str | None  # how its last attempt ended, if it had one
+    last_preempted_by: str | None  # the job its last attempt made room for
+
+
 @dataclass
 class Ending:
     """How an attempt ended, and what becomes of its job."""
@@ -162,12 +175,25 @@ class Store:
         replicas = self._replicas_of(s, [a.id for a in attempts])
         return _job_info(row, [_attempt_info(a, replicas.get(a.id, [])) for a in attempts])
 
-    def pending_jobs(self) -> list[JobInfo]:
-        """Pending jobs in submit order, with their past attempts."""
+    def waiting(self) -> list[Waiting]:
+        """Pending jobs in submit order, with what changes while they wait and how their last
+        attempt ended; specs come separately (:meth:`specs`), as they never change."""
+        j, a = t.Job.__table__.c, t.Attempt.__table__.c
+        pending = j.status == JobStatus.PENDING.value
         with self.read() as s:
-            rows = list(s.scalars(select(t.Job).where(t.Job.status == JobStatus.PENDING.value).order_by(t.Job.seq)))
-            attempts = self._attempts_of(s, [r.id for r in rows])
-            return [self._job_info(s, r, attempts.get(r.id, [])) for r in rows]
+            last = {job_id: (reason, by) for job_id, reason, by in s.connection().execute(
+                select(a.job_id, a.reason, a.preempted_by).join(t.Job.__table__, a.job_id == j.id)
+                .where(pending).order_by(a.number))}  # the newest attempt's row is the last one kept
+            rows = s.connection().execute(
+                select(j.id, j.queue, j.priority, j.created_at, j.not_before).where(pending).order_by(j.seq))
+            return [Waiting(i, q, p, c, nb, *last.get(i, (None, None))) for i, q, p, c, nb in rows]
+
+    def specs(self, job_ids: list[str]) -> dict[str, tuple[JobSpec, str | None]]:
+        """``(spec, snapshot)`` of each job."""
+        c = t.Job.__table__.c
+        with self.read() as s:
+            rows = s.connection().execute(select(c.id, c.spec, c.snapshot).where(c.id.in_(list(job_ids))))
+            return {i: (JobSpec.model_validate(spec), snap) for i, spec, snap in rows}
 
     def set_reasons(self, reasons: dict[str, str], positions: dict[str, int] | None = None) -> None:
         """Record why pending jobs wait and how many jobs are ahead of each; only pending rows are touched."""
@@ -221,11 +247,18 @@ class Store:
         return _attempt_info(row, self._replicas_of(s, [attempt_id]).get(attempt_id, []))
 
     def active_attempts(self) -> list[AttemptInfo]:
+        """Starting and running attempts, oldest first: read every cycle, so rows are built without
+        the ORM (identity map, per-row events) and records without validation (they come from us)."""
+        a, r = t.Attempt.__table__.c, t.Replica.__table__.c
+        active = a.status.in_(ACTIVE_ATTEMPT)
         with self.read() as s:
-            q = select(t.Attempt).where(t.Attempt.status.in_(ACTIVE_ATTEMPT)).order_by(t.Attempt.created_at)
-            rows = list(s.scalars(q))
-            replicas = self._replicas_of(s, [a.id for a in rows])
-            return [_attempt_info(a, replicas.get(a.id, [])) for a in rows]
+            conn = s.connection()
+            reps: dict[str, list[ReplicaInfo]] = {}
+            for row in conn.execute(select(t.Replica.__table__).join(t.Attempt.__table__, r.attempt_id == a.id)
+                                    .where(active).order_by(r.attempt_id, r.index)).mappings():
+                reps.setdefault(row["attempt_id"], []).append(_replica_record(row))
+            return [_attempt_record(row, reps.get(row["id"], []))
+                    for row in conn.execute(select(t.Attempt.__table__).where(active).order_by(a.created_at)).mappings()]
 
     def set_handle(self, attempt_id: str, handle: dict[str, Any]) -> None:
         with self.write() as s:
@@ -316,6 +349,22 @@ class Store:
                     return JobStatus.CANCELLING
             s.refresh(row)
             return JobStatus(row.status)
+
+
+def _replica_record(m: Any) -> ReplicaInfo:
+    return ReplicaInfo.model_construct(
+        index=m["index"], node=m["node"], gpus=list(m["gpus"] or []), status=AttemptStatus(m["status"]),
+        exit_code=m["exit_code"], reason=m["reason"], message=m["message"], started_at=m["started_at"],
+        ended_at=m["ended_at"], last_contact_at=m["last_contact_at"])
+
+
+def _attempt_record(m: Any, replicas: list[ReplicaInfo]) -> AttemptInfo:
+    return AttemptInfo.model_construct(
+        id=m["id"], job_id=m["job_id"], number=m["number"], status=AttemptStatus(m["status"]), node=m["node"],
+        gpus=list(m["gpus"] or []), exit_code=m["exit_code"], reason=m["reason"], message=m["message"],
+        created_at=m["created_at"], started_at=m["started_at"], ended_at=m["ended_at"],
+        last_contact_at=m["last_contact_at"], stop_reason=m["stop_reason"], handle=dict(m["handle"] or {}),
+        preempted_by=m["preempted_by"], borrowed=m["borrowed"], replicas=replicas)
 
 
 def _replica_info(r: t.Replica) -> ReplicaInfo:
