@@ -132,7 +132,10 @@ def test_no_job_waits_behind_lower_priority_work_it_could_preempt(nodes, first, 
         if not victims:
             continue
         alt = _without(sim, victims, options)
-        assert job.id not in alt.admissions or job.id in alt.borrowed, (job, p.reasons.get(job.id))
+        # nodes held for the job at the head of the line stay held for it: with fewer running jobs,
+        # fair share may order the line differently, but that does not make preempting for it right
+        places = {a.node for a in alt.admissions.get(job.id, ())}
+        assert not places or places & held or job.id in alt.borrowed, (job, p.reasons.get(job.id))
 
 
 def _without(sim: Simulator, victims: list[RunningJob], options):
