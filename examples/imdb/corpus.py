@@ -120,7 +120,7 @@ class _Writer:
         ])
 
 
-def generate(n: int, seed: int = 0, skew: float = 1.3, noise: float = 0.03) -> list[Review]:
+def generate(n: int, seed: int = 0, skew: float = 1.5, noise: float = 0.03) -> list[Review]:
     """``n`` reviews, about half positive; the same ``seed`` gives the same reviews."""
     rng = random.Random(seed)
     writer = _Writer(rng, skew)
