@@ -1,9 +1,11 @@
 """Tokens, the shared vocabulary, and the on-disk form of an encoded split. numpy only.
 
-A split (one shard, or the held-out set) is a folder holding ``data.npz``:
-``ids`` (every review's token ids, concatenated, int32), ``offsets`` (where
-each review starts in ``ids``, int64), ``labels`` (1 positive, 0 negative,
-int64) and ``vocab_size``, so a trainer needs nothing but its shard.
+A split (one shard, or the held-out set) is a folder: ``ids.npy`` (every
+review's token ids, concatenated, int32), ``offsets.npy`` (where each review
+starts in ``ids``, int64), ``labels.npy`` (1 positive, 0 negative, int64) and
+``meta.json`` (``vocab_size``, ``reviews``), so a trainer needs nothing but its
+shard. Plain ``.npy`` files rather than an ``.npz``: a zip stamps the time in,
+and the same split should be the same bytes, for content-addressed caching.
 """
 
 from __future__ import annotations
@@ -88,19 +90,20 @@ class Encoded:
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / "data.npz", "wb") as f:  # a file object: np.savez would otherwise add a suffix
-            np.savez(f, ids=self.ids, offsets=self.offsets, labels=self.labels,
-                     vocab_size=np.int64(self.vocab_size))
+        for name in ("ids", "offsets", "labels"):
+            np.save(folder / f"{name}.npy", getattr(self, name))
+        meta = {"vocab_size": self.vocab_size, "reviews": len(self)}
+        (folder / "meta.json").write_text(json.dumps(meta) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, path: Path) -> Encoded:
-        """``path`` is a split folder or its ``data.npz``."""
-        path = Path(path)
-        file = path / "data.npz" if path.is_dir() else path
-        if not file.is_file():
-            raise FileNotFoundError(f"no encoded split at {path} (expected a folder with data.npz)")
-        with np.load(file) as z:
-            return cls(z["ids"], z["offsets"], z["labels"], int(z["vocab_size"]))
+    def load(cls, folder: Path) -> Encoded:
+        folder = Path(folder)
+        if not (folder / "meta.json").is_file():
+            raise FileNotFoundError(f"no encoded split at {folder} (expected meta.json, ids.npy, offsets.npy, "
+                                    "labels.npy: a folder written by copier.py)")
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        arrays = [np.load(folder / f"{name}.npy") for name in ("ids", "offsets", "labels")]
+        return cls(*arrays, vocab_size=int(meta["vocab_size"]))
 
 
 def save_vocab(path: Path, vocab: list[str]) -> None:

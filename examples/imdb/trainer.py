@@ -86,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"epoch {epoch}/{args.epochs}  loss {total / seen:.4f}  train accuracy {correct / seen:.4f}"
               f"  ({time.perf_counter() - t0:.1f}s)", flush=True)
 
-    bag.save(net, args.out, init_digest, shard=str(args.data), reviews=len(shard),
-             args={k: str(v) for k, v in vars(args).items()})
+    # no paths in the file: the same training gives the same bytes, wherever it ran (caching is by content)
+    bag.save(net, args.out, init_digest, reviews=len(shard),
+             hyper={k: getattr(args, k) for k in ("epochs", "batch", "lr", "dim", "seed")})
     print(f"saved -> {args.out}")
     return 0
 

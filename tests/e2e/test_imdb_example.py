@@ -131,14 +131,14 @@ def test_the_outputs_have_the_expected_shape(local_run):
     shard_dirs = sorted((out / "copier" / "shards").iterdir())
     assert [d.name for d in shard_dirs] == ["0", "1", "2", "3", "4"]
     sizes = []
-    for d in shard_dirs:
-        with np.load(d / "data.npz") as z:
-            assert int(z["vocab_size"]) == len(vocab)
-            assert len(z["offsets"]) == len(z["labels"]) and z["ids"].max() < len(vocab)
-            sizes.append(len(z["labels"]))
-    assert sizes == [1000] * 5
-    with np.load(out / "copier" / "heldout" / "data.npz") as z:
-        assert len(z["labels"]) == 2000
+    for d in [*shard_dirs, out / "copier" / "heldout"]:
+        assert sorted(p.name for p in d.iterdir()) == ["ids.npy", "labels.npy", "meta.json", "offsets.npy"]
+        meta = json.loads((d / "meta.json").read_text())
+        ids, offsets, labels = (np.load(d / f"{n}.npy") for n in ("ids", "offsets", "labels"))
+        assert meta["vocab_size"] == len(vocab) and meta["reviews"] == len(labels) == len(offsets)
+        assert ids.max() < len(vocab) and set(labels.tolist()) == {0, 1}
+        sizes.append(len(labels))
+    assert sizes == [1000] * 5 + [2000]
     assert sorted(p.name for p in (out / "train" / "model").iterdir()) == ["0", "1", "2", "3", "4"]
     assert (out / "aggregator" / "model").is_file()
 

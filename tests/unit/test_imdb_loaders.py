@@ -165,6 +165,18 @@ def test_copier_shards_real_data_with_one_shared_vocabulary(imdb, tmp_path):
     assert "not_good" in vocab and all(s.ids.max() < len(vocab) for s in shards)
 
 
+def test_copier_writes_the_same_bytes_twice(imdb, tmp_path):
+    """The pipeline caches by content: an unchanged copier run must not look like new data downstream."""
+    root = write_aclimdb(tmp_path / "acl")
+    runs = []
+    for n in (1, 2):
+        out = tmp_path / f"out{n}"
+        imdb.copier.main(["--data", str(root), "--workers", "2", "--shards", str(out / "shards"),
+                          "--heldout", str(out / "heldout"), "--vocab", str(out / "vocab.json")])
+        runs.append({p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()})
+    assert runs[0] == runs[1] and len(runs[0]) == 2 * 4 + 4 + 1
+
+
 def test_copier_refuses_more_workers_than_reviews(imdb, tmp_path):
     root = write_aclimdb(tmp_path / "acl")
     with pytest.raises(SystemExit, match="--workers 7: only 6 training reviews"):
