@@ -28,16 +28,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def entries(folder: Path) -> list[Path]:
-    """Entries in item order: 0, 1, …, 10 (not 0, 1, 10, 2)."""
-    if not folder.is_dir():
-        raise SystemExit(f"--models: {folder} is not a folder")
-    found = [p for p in folder.iterdir() if not p.name.startswith(".")]
-    if not found:
-        raise SystemExit(f"--models: {folder} is empty")
-    return sorted(found, key=lambda p: (0, int(p.name), "") if p.name.isdigit() else (1, 0, p.name))
-
-
 def average(saved: list[dict], names: list[str]) -> dict[str, torch.Tensor]:
     first = saved[0]
     for name, s in zip(names[1:], saved[1:]):
@@ -55,7 +45,7 @@ def average(saved: list[dict], names: list[str]) -> dict[str, torch.Tensor]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    paths = entries(args.models)
+    paths = bag.entries(args.models)
     saved = [bag.load_file(p) for p in paths]
     names = [p.name for p in paths]
     state = average(saved, names)
@@ -69,4 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (FileNotFoundError, ValueError) as e:
+        sys.exit(f"error: {e}")

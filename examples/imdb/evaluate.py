@@ -1,10 +1,14 @@
-"""Step 4: held-out accuracy of the averaged model and, for comparison, of one shard's model.
+"""Step 4: held-out accuracy of the averaged model, next to that of each shard's own model.
 
-    python evaluate.py --averaged out/averaged.pt --single out/models/0 --heldout out/heldout \
+    python evaluate.py --averaged out/averaged.pt --models out/models --heldout out/heldout \
         --vocab out/vocab.json --out out/report.json
 
-Prints both accuracies, logs them as metrics (``averaged_accuracy``,
-``single_accuracy``), and writes a JSON report to ``--out``. With
+``--models`` is the same fan-in folder the aggregator read (one model per
+trainer); ``--baseline`` (default ``0``) names the one whose accuracy is
+reported as "the single shard's model". The others are scored too, so the
+report shows the average against the best single shard as well. Prints the
+accuracies, logs them as metrics (``averaged_accuracy``, ``single_accuracy``,
+``best_single_accuracy``) and writes a JSON report to ``--out``. With
 ``--vocab`` it also lists the words that push the averaged model hardest
 either way, a quick check that it learned sentiment and not noise.
 """
@@ -31,7 +35,8 @@ except ImportError:  # run by hand where trainyard is not installed
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--averaged", type=Path, required=True, help="the aggregator's model")
-    p.add_argument("--single", type=Path, required=True, help="one trainer's model, to compare with")
+    p.add_argument("--models", type=Path, required=True, help="folder with one trainer's model per entry")
+    p.add_argument("--baseline", default="0", help="entry of --models to report as the single shard's model")
     p.add_argument("--heldout", type=Path, required=True, help="the held-out split written by copier.py")
     p.add_argument("--vocab", type=Path, help="the vocabulary, to show the most telling words")
     p.add_argument("--out", type=Path, required=True, help="where to write the JSON report")
@@ -46,32 +51,39 @@ def telling_words(net: bag.BagOfEmbeddings, vocab: list[str], n: int = 8) -> dic
     return {"positive": [vocab[i] for i in order[:n]], "negative": [vocab[i] for i in order[::-1][:n]]}
 
 
+def score(path: Path, what: str, heldout: Encoded) -> tuple[dict, float]:
+    saved = bag.load_file(path)
+    if saved["config"]["vocab_size"] != heldout.vocab_size:
+        raise ValueError(f"{what} {path}: a vocabulary of {saved['config']['vocab_size']}, the held-out set "
+                         f"{heldout.vocab_size}: they come from different copier runs")
+    return saved, bag.accuracy(bag.build(saved), heldout.ids, heldout.offsets, heldout.labels)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(1)
     heldout = Encoded.load(args.heldout)
-    averaged, single = bag.load_file(args.averaged), bag.load_file(args.single)
-    for name, saved in (("--averaged", averaged), ("--single", single)):
-        if saved["config"]["vocab_size"] != heldout.vocab_size:
-            raise SystemExit(f"{name}: model has a vocabulary of {saved['config']['vocab_size']}, the held-out "
-                             f"set {heldout.vocab_size}: they come from different copier runs")
-    avg_net, single_net = bag.build(averaged), bag.build(single)
-    acc_avg = bag.accuracy(avg_net, heldout.ids, heldout.offsets, heldout.labels)
-    acc_single = bag.accuracy(single_net, heldout.ids, heldout.offsets, heldout.labels)
+    averaged, acc_avg = score(args.averaged, "--averaged", heldout)
+    singles = {p.name: score(p, "--models", heldout)[1] for p in bag.entries(args.models)}
+    if args.baseline not in singles:
+        raise ValueError(f"--baseline {args.baseline}: no such entry in {args.models} ({', '.join(singles)})")
+    acc_single, best = singles[args.baseline], max(singles.values())
 
     print(f"held-out reviews: {len(heldout)}")
-    print(f"averaged model ({len(averaged.get('averaged_from', []))} shards): accuracy {acc_avg:.4f}")
-    print(f"single shard model ({args.single.name}):       accuracy {acc_single:.4f}")
+    print(f"averaged model ({len(singles)} shards): accuracy {acc_avg:.4f}")
+    print(f"single shard model ({args.baseline}):       accuracy {acc_single:.4f}")
+    print("every shard's own model: " + "  ".join(f"{k}: {v:.4f}" for k, v in singles.items()))
     verdict = "beats" if acc_avg > acc_single else "does NOT beat"
-    print(f"the averaged model {verdict} the single shard's model by {100 * (acc_avg - acc_single):+.1f} points")
-    log_metrics(step=0, averaged_accuracy=acc_avg, single_accuracy=acc_single)
+    print(f"the averaged model {verdict} the single shard's model by {100 * (acc_avg - acc_single):+.1f} points "
+          f"(the best shard's by {100 * (acc_avg - best):+.1f})")
+    log_metrics(step=0, averaged_accuracy=acc_avg, single_accuracy=acc_single, best_single_accuracy=best)
 
     report = {"heldout_reviews": len(heldout), "averaged_accuracy": acc_avg, "single_accuracy": acc_single,
-              "gain": acc_avg - acc_single, "averaged_beats_single": acc_avg > acc_single,
-              "averaged_from": averaged.get("averaged_from", []), "single_model": str(args.single),
-              "single_reviews": single.get("reviews"), "averaged_reviews": averaged.get("reviews")}
+              "baseline": args.baseline, "gain": acc_avg - acc_single, "averaged_beats_single": acc_avg > acc_single,
+              "single_accuracies": singles, "best_single_accuracy": best,
+              "averaged_from": averaged.get("averaged_from", []), "averaged_reviews": averaged.get("reviews")}
     if args.vocab:
-        report["telling_words"] = telling_words(avg_net, load_vocab(args.vocab))
+        report["telling_words"] = telling_words(bag.build(averaged), load_vocab(args.vocab))
         print("most positive words:", " ".join(report["telling_words"]["positive"]))
         print("most negative words:", " ".join(report["telling_words"]["negative"]))
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -81,4 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (FileNotFoundError, ValueError) as e:
+        sys.exit(f"error: {e}")

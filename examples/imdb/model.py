@@ -53,6 +53,17 @@ def save(model: BagOfEmbeddings, path: Path, init_digest: str, **extra) -> None:
                 **extra}, path)
 
 
+def entries(folder: Path) -> list[Path]:
+    """The models in a fan-in folder (one entry per trainer), in item order: 0, 1, …, 10, not 0, 1, 10, 2."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--models: {folder} is not a folder")
+    found = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    if not found:
+        raise FileNotFoundError(f"--models: {folder} is empty")
+    return sorted(found, key=lambda p: (0, int(p.name), "") if p.name.isdigit() else (1, 0, p.name))
+
+
 def load_file(path: Path) -> dict:
     """The saved dict; ``path`` is a model file or a folder holding ``model.pt``."""
     path = Path(path)

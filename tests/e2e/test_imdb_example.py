@@ -116,7 +116,9 @@ def test_the_averaged_model_beats_shard_zeros_model(local_run):
     assert report["averaged_accuracy"] > report["single_accuracy"], log
     assert report["averaged_accuracy"] > 0.85 and report["heldout_reviews"] == 2000
     assert report["averaged_from"] == ["0", "1", "2", "3", "4"]
-    assert report["single_model"].endswith("/train/model/0")
+    assert report["baseline"] == "0" and list(report["single_accuracies"]) == ["0", "1", "2", "3", "4"]
+    assert report["single_accuracies"]["0"] == report["single_accuracy"]
+    assert report["best_single_accuracy"] == max(report["single_accuracies"].values())
     assert "averaged model (5 shards): accuracy" in log and "single shard model (0):" in log
     assert "SYNTHETIC stand-in, not IMDB" in log
     assert "averaged_accuracy=" in log and "step=3 loss=" in log  # metrics, printed outside trainyard
