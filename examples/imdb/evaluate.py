@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     log_metrics(step=0, averaged_accuracy=acc_avg, single_accuracy=acc_single, best_single_accuracy=best)
 
     report = {"heldout_reviews": len(heldout), "averaged_accuracy": acc_avg, "single_accuracy": acc_single,
-              "baseline": args.baseline, "gain": acc_avg - acc_single, "averaged_beats_single": acc_avg > acc_single,
+              "baseline": args.baseline, "gain": acc_avg - acc_single,
+              "averaged_beats_single": acc_avg > acc_single,
               "single_accuracies": singles, "best_single_accuracy": best,
               "averaged_from": averaged.get("averaged_from", []), "averaged_reviews": averaged.get("reviews")}
     if args.vocab:

@@ -19,7 +19,8 @@ import pytest
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "imdb"
 MODULES = ("corpus", "textdata", "loaders", "copier", "model")
 
-REVIEWS = {  # split -> label -> texts; every negation runs its full 3 words, as it must in the Keras form (no punctuation)
+# split -> label -> texts. Every negation runs its full 3 words: the Keras form has no punctuation to end it sooner.
+REVIEWS = {
     "train": {1: ["A wonderful film. The acting is superb!", "I loved it <br /><br />Great fun for everyone",
                   "Not bad at all, and the score is lovely"],
               0: ["This movie was not good at all. Boring!", "The plot isn't clever and the ending drags",
