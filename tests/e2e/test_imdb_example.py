@@ -173,3 +173,22 @@ def test_the_aggregator_refuses_models_from_other_initial_weights(local_run, tmp
     assert refused.returncode != 0
     assert "model 1 started from other initial weights" in refused.stderr
     assert not (tmp_path / "avg").exists()
+
+
+@pytest.mark.slow
+def test_the_pipeline_runs_through_trainyard(server, tmp_path):
+    r = server.cli("pipeline", "run", str(EXAMPLE / "pipeline.yaml"), "-p", "workers=5", "-p", "epochs=3",
+                   "-p", "batch=100", "--follow", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_id = r.stderr.split("started ", 1)[1].split()[0]
+    client = server.client()
+    steps = {s.name: s for s in client.pipelines.get(run_id).steps}
+    assert sorted(steps) == ["aggregator", "copier", "evaluate", *(f"train-{i}" for i in range(5))]
+    assert {s.status for s in steps.values()} == {"succeeded"}
+    report = json.loads(client.pipelines.download(steps["evaluate"].artifacts["report"], tmp_path / "report")
+                        .read_text())
+    assert report["averaged_accuracy"] > report["single_accuracy"]
+    metrics = {m.name: m.value for m in client.metrics(steps["evaluate"].job_id)}
+    assert metrics["averaged_accuracy"] == pytest.approx(report["averaged_accuracy"])
+    assert "SYNTHETIC stand-in, not IMDB" in client.job(steps["copier"].job_id).logs()
+    assert [m.step for m in client.metrics(steps["train-0"].job_id) if m.name == "loss"] == [1, 2, 3]
