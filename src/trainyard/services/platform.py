@@ -21,7 +21,16 @@ def make_engine(settings: ServerSettings) -> Engine:
 
         node = local_node(cpus=settings.cpus, memory=settings.memory, gpus=settings.gpus, gpu_type=settings.gpu_type)
         return LocalEngine(settings.home, node)
-    raise ValueError(f"unknown engine {settings.engine!r}; this version has: local")
+    if settings.engine == "ray":
+        import os
+
+        from trainyard.engines.ray import RayEngine
+
+        address = settings.ray_address or os.environ.get("RAY_ADDRESS")
+        if not address:
+            raise ValueError("engine ray needs the cluster's address: --ray-address HOST:PORT (or RAY_ADDRESS)")
+        return RayEngine(address, settings.home, namespace=settings.ray_namespace)
+    raise ValueError(f"unknown engine {settings.engine!r}; this version has: local, ray")
 
 
 class Platform:
