@@ -109,7 +109,7 @@ def test_a_ddp_gang_spreads_over_two_nodes_and_trains(server):
     replicas = info.attempts[0].replicas
     assert len({r.node for r in replicas}) == 2
     assert [m.name for m in job.metrics()].count("test_accuracy") == 2
-    assert "[r1]" in job.logs() or job.logs(replica=1)
+    assert "world size 2" in job.logs()  # both replicas met at replica 0's node address
 
 
 def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server, cluster):
