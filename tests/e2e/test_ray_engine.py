@@ -127,16 +127,17 @@ def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server
 
 def test_the_control_plane_restarts_while_ray_keeps_the_job_running(server, cluster):
     c = server.client()
-    job = c.submit(py_job("import time\nfor i in range(40):\n    print(f'line {i}', flush=True); time.sleep(0.1)"))
+    job = c.submit(py_job("import time\nfor i in range(60):\n    print(f'line {i}', flush=True); time.sleep(0.25)"))
     until(lambda: "line 3" in job.logs(), timeout=60)
 
     server.kill()  # SIGKILL: the Ray driver goes with it; the detached actors stay
     server.start(timeout=90)
 
     c = server.client()
+    assert c.get(job.id).status.value == "running"  # found again through its named actor, still at work
     info = c.wait(job.id, timeout=60)
     assert info.status.value == "succeeded" and len(info.attempts) == 1
-    assert c.job(job.id).logs().splitlines() == [f"line {i}" for i in range(40)]
+    assert c.job(job.id).logs().splitlines() == [f"line {i}" for i in range(60)]
     until(lambda: released(cluster, f"{job.id}-1"), timeout=20)
 
 
@@ -168,3 +169,8 @@ def test_a_lost_node_ends_the_attempt_as_node_lost_and_the_retry_resumes_elsewhe
     assert resumed >= 5
     until(lambda: released(cluster, first.id), timeout=20)
     until(lambda: zone not in nodes_by_zone(server), timeout=10)  # a node that left is gone from `nodes`
+
+    cluster.add_worker("late-worker", cpus=2, labels={"zone": "c"})  # and one that joins shows up
+    until(lambda: "c" in nodes_by_zone(server), timeout=10)
+    late = c.submit(py_job("print('late')", resources={"cpu": 1, "node_selector": {"zone": "c"}}))
+    assert late.wait(timeout=60).status.value == "succeeded"

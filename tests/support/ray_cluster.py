@@ -40,6 +40,7 @@ class RayNode:
     proc: subprocess.Popen | None = None
     pgid: int | None = None
     tags: dict = field(default_factory=dict)
+    killed: bool = False
 
     def processes(self) -> list[psutil.Process]:
         """Every process of this node: its session and all descendants (actors, launchers, commands)."""
@@ -56,6 +57,7 @@ class RayNode:
 
     def kill(self) -> None:
         """SIGKILL everything of the node at once, as a machine that loses power."""
+        self.killed = True
         for p in self.processes():
             try:
                 p.kill()
@@ -103,7 +105,7 @@ class RayCluster:
         if labels:
             args.append("--labels=" + ",".join(f"{k}={v}" for k, v in labels.items()))
         node = self._start(RayNode(name, args, tags={"gpus": gpus, **(labels or {})}))
-        self.wait_nodes(len(self.nodes))
+        self.wait_nodes(sum(not n.killed for n in self.nodes))
         return node
 
     def alive_nodes(self) -> list[dict]:
