@@ -8,7 +8,8 @@ so it runs last.
 from __future__ import annotations
 
 import json
-import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,44 @@ def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server
     assert job.wait(timeout=30).status.value == "cancelled"
     until(lambda: released(cluster, attempt_id), timeout=20)
     assert c.get(job.id).attempts[0].reason == "Cancelled"
+
+
+HOLD_ZONE_A = """
+import sys, ray
+from ray.util.placement_group import placement_group
+ray.init(address=sys.argv[1], namespace="someone-else")
+pg = placement_group([{"CPU": 2}], name="hold-zone-a", lifetime="detached", bundle_label_selector=[{"zone": "a"}])
+ray.get(pg.ready(), timeout=60)
+"""
+RELEASE_ZONE_A = """
+import sys, ray
+ray.init(address=sys.argv[1], namespace="someone-else")
+ray.util.remove_placement_group(ray.util.get_placement_group("hold-zone-a"))
+"""
+
+
+def ray_script(cluster, code: str) -> None:
+    subprocess.run([sys.executable, "-c", code, cluster.address], check=True, timeout=120, capture_output=True)
+
+
+def test_cancel_of_a_gang_ray_has_not_placed_yet_removes_its_placement_group(server, cluster):
+    ray_script(cluster, HOLD_ZONE_A)  # another Ray user holds zone a: trainyard's plan cannot know
+    try:
+        c = server.client()
+        job = c.submit(py_job("print('ran')", resources={"cpu": 2, "node_selector": {"zone": "a"}}))
+        attempt_id = f"{job.id}-1"
+        until(lambda: [p.state for p in placement_groups(cluster, attempt_id)] == ["PENDING"], timeout=30)
+        assert c.get(job.id).status.value == "starting"
+
+        job.cancel()
+        assert job.wait(timeout=30).status.value == "cancelled"
+        try:
+            until(lambda: released(cluster, attempt_id), timeout=20)
+        except AssertionError:
+            raise AssertionError(f"{placement_groups(cluster, attempt_id)} {live_actors(cluster, attempt_id)}")
+        assert "ran" not in job.logs()
+    finally:
+        ray_script(cluster, RELEASE_ZONE_A)
 
 
 def test_the_control_plane_restarts_while_ray_keeps_the_job_running(server, cluster):

@@ -162,7 +162,7 @@ class RayEngine(Engine):
         self._cancelled.setdefault(attempt.id, time.monotonic())
         pg = self._placement_group(attempt.id)
         if pg is not None and self._pg_state(pg) == "PENDING":
-            self._release(attempt.id)  # never placed: nothing runs yet, nothing to wait for
+            self._release(attempt.id, len(attempt.replicas))  # never placed: nothing runs yet, nothing to wait for
             return
         for r in attempt.replicas:
             try:
@@ -205,8 +205,12 @@ class RayEngine(Engine):
         if done and result is not None:
             self._release(attempt_id)
 
-    def _release(self, attempt_id: str) -> None:
-        """Remove the attempt's placement group (its actors go with it). Idempotent."""
+    def _release(self, attempt_id: str, replicas: int = 1) -> None:
+        """Remove the attempt's placement group and its actors. Idempotent.
+
+        Actors are killed too: one that was still waiting for its bundle stays
+        ``PENDING_CREATION`` forever once its placement group is gone.
+        """
         with self._lock:
             self._gangs.pop(attempt_id, None)
             for ref, (a, _) in list(self._runs.items()):
@@ -218,6 +222,16 @@ class RayEngine(Engine):
                 self._ray.util.remove_placement_group(pg)
             except Exception:  # already gone
                 pass
+        i = 0
+        while True:  # replicas are numbered from 0; the count may be unknown (an orphan)
+            try:
+                actor = self._ray.get_actor(actor_name(attempt_id, i), namespace=self.namespace)
+            except ValueError:
+                if i >= replicas:
+                    return
+            else:
+                self._ray.kill(actor, no_restart=True)
+            i += 1
 
     def _placement_group(self, attempt_id: str) -> Any:
         try:
@@ -244,7 +258,7 @@ class RayEngine(Engine):
                     lost_node = True
                 out.append(obs)
             if lost_node:
-                self._release(a.id)
+                self._release(a.id, len(a.replicas))
         self._forget({a.id for a in attempts})
         return out
 
@@ -273,7 +287,7 @@ class RayEngine(Engine):
                                                       "outputs": [], "message": "cancelled before it ran"})
         if not a.handle and self._placement_group(a.id) is None:
             return Observation(a.id, index, "not_launched")
-        self._release(a.id)
+        self._release(a.id, len(a.replicas))
         return Observation(a.id, index, "lost", detail="the replica's Ray actor is gone and left no result")
 
     def _overdue_cancel(self, a: AttemptInfo, index: int) -> Observation | None:
@@ -281,7 +295,7 @@ class RayEngine(Engine):
         asked = self._cancelled.get(a.id)
         if asked is None or time.monotonic() - asked < CANCEL_SLACK:
             return None
-        self._release(a.id)
+        self._release(a.id, len(a.replicas))
         return Observation(a.id, index, "exited", {"exit_code": None, "reason": Reason.CANCELLED, "outputs": [],
                                                   "message": "the launcher did not stop in time; its actor was killed"})
 
