@@ -39,12 +39,13 @@ from trainyard.status import Reason
 
 log = logging.getLogger("trainyard.engines.ray")
 NODES_TTL = 0.5          # seconds a ray.nodes() answer is reused (the planner asks on every cycle)
-ORPHAN_SWEEP_EVERY = 10.0
+ORPHAN_SWEEP_EVERY = 10.0  # seconds between looks for placement groups no live attempt owns
 CANCEL_SLACK = 15.0      # after cancel + grace period, actors that still run are killed
 
 
-def pg_name(attempt_id: str) -> str:
-    return f"trainyard-{attempt_id}"
+def pg_name(attempt_id: str, namespace: str = "trainyard") -> str:
+    """Placement group names are cluster-wide: prefixed with the namespace, so two servers never meet."""
+    return f"{namespace}-{attempt_id}"
 
 
 def actor_name(attempt_id: str, replica: int) -> str:
@@ -121,14 +122,16 @@ class RayEngine(Engine):
             strategy = "STRICT_SPREAD" if getattr(spec, "placement", "pack") == "spread" else "PACK"
             pg = placement_group(
                 [raynodes.bundle(r.cpu, r.memory, r.gpu) for _ in configs], strategy=strategy,
-                name=pg_name(attempt.id), lifetime="detached",
+                name=pg_name(attempt.id, self.namespace), lifetime="detached",
                 bundle_label_selector=[{raynodes.NODE_ID_LABEL: nid} for nid in node_ids],
             )
-        handle = {"placement_group": pg_name(attempt.id), "replicas": []}
+        handle = {"placement_group": pg_name(attempt.id, self.namespace), "replicas": []}
         for i, config in enumerate(configs):
             name = actor_name(attempt.id, i)
             handle["replicas"].append({"actor": name, "node_id": node_ids[i]})
-            if (attempt.id, i) in self._results or any(v == (attempt.id, i) for v in self._runs.values()):
+            with self._lock:
+                known = (attempt.id, i) in self._results or (attempt.id, i) in self._runs.values()
+            if known:
                 continue  # launched by this process already
             try:
                 actor = ray.get_actor(name, namespace=self.namespace)
@@ -235,7 +238,7 @@ class RayEngine(Engine):
 
     def _placement_group(self, attempt_id: str) -> Any:
         try:
-            return self._ray.util.get_placement_group(pg_name(attempt_id))
+            return self._ray.util.get_placement_group(pg_name(attempt_id, self.namespace))
         except ValueError:
             return None
 
@@ -311,12 +314,13 @@ class RayEngine(Engine):
         if now - self._swept < ORPHAN_SWEEP_EVERY:
             return
         self._swept = now
+        prefix = pg_name("", self.namespace)
         for info in self._ray.util.placement_group_table().values():
             name = info.get("name") or ""
-            if (name.startswith("trainyard-") and info.get("state") != "REMOVED"
-                    and name[len("trainyard-"):] not in active | in_flight):
+            attempt_id = name[len(prefix):]
+            if name.startswith(prefix) and info.get("state") != "REMOVED" and attempt_id not in active | in_flight:
                 log.info("removing orphaned placement group %s", name)
-                self._release(name[len("trainyard-"):])
+                self._release(attempt_id)
 
     def close(self) -> None:
         """Disconnect; the detached actors and their launchers keep running."""
