@@ -8,6 +8,7 @@ so it runs last.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -213,3 +214,17 @@ def test_a_lost_node_ends_the_attempt_as_node_lost_and_the_retry_resumes_elsewhe
     until(lambda: "c" in nodes_by_zone(server), timeout=10)
     late = c.submit(py_job("print('late')", resources={"cpu": 1, "node_selector": {"zone": "c"}}))
     assert late.wait(timeout=60).status.value == "succeeded"
+
+
+def test_an_unreachable_cluster_is_named_at_once(tmp_path):
+    from tests.support.ray_cluster import free_port
+
+    env = {**os.environ, "TRAINYARD_HOME": str(tmp_path)}
+    env.pop("RAY_ADDRESS", None)
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    out = subprocess.run([sys.executable, "-m", "trainyard", "server", "--engine", "ray", "--ray-address", address],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and f"cannot reach the Ray cluster at '{address}'" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "trainyard", "server", "--engine", "ray"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "--ray-address" in out.stderr

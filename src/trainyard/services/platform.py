@@ -28,7 +28,9 @@ def make_engine(settings: ServerSettings) -> Engine:
 
         address = settings.ray_address or os.environ.get("RAY_ADDRESS")
         if not address:
-            raise ValueError("engine ray needs the cluster's address: --ray-address HOST:PORT (or RAY_ADDRESS)")
+            from trainyard.errors import TrainyardError
+
+            raise TrainyardError("engine ray needs the cluster's address: --ray-address HOST:PORT (or RAY_ADDRESS)")
         return RayEngine(address, settings.home, namespace=settings.ray_namespace)
     raise ValueError(f"unknown engine {settings.engine!r}; this version has: local, ray")
 

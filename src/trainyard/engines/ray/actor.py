@@ -47,6 +47,7 @@ class ReplicaActor:
         self._pid: int | None = None
         self._dir: Path | None = None
         self._exited = threading.Event()
+        self._stopped = False
 
     def run(self, config: dict[str, Any] | None, workdir: str) -> dict[str, Any] | None:
         """Start the launcher (once) and wait for it; the launcher's result, or None if it left none.
@@ -56,6 +57,9 @@ class ReplicaActor:
         """
         with self._lock:
             if self._pid is None and config is not None:
+                if self._stopped:  # cancelled before it could start: the launcher never runs
+                    return {"exit_code": None, "reason": "Cancelled", "message": "cancelled before it started",
+                            "outputs": []}
                 self._start(config, Path(workdir))
             started = self._pid is not None
         if not started:
@@ -103,6 +107,8 @@ class ReplicaActor:
 
     def stop(self) -> bool:
         """SIGTERM to the launcher (it passes it on, waits the grace period, kills the tree)."""
+        with self._lock:
+            self._stopped = True
         if self._pid is None or self._pid < 0 or self._exited.is_set():
             return False
         try:

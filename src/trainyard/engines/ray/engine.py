@@ -31,7 +31,7 @@ import psutil
 from trainyard.engines.base import Engine, Observation
 from trainyard.engines.ray import nodes as raynodes
 from trainyard.engines.ray.actor import ReplicaActor
-from trainyard.errors import Unsupported
+from trainyard.errors import TrainyardError, Unsupported
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
@@ -62,7 +62,11 @@ class RayEngine(Engine):
         every node: the same path everywhere, shared (NFS) when checkpoints
         must follow a retry to another node.
         """
-        import ray
+        _check_reachable(address)
+        try:
+            import ray
+        except ImportError:
+            raise TrainyardError("the ray engine needs Ray: pip install 'trainyard[ray]'") from None
 
         self._ray = ray
         self.root = Path(root)
@@ -199,6 +203,8 @@ class RayEngine(Engine):
             log.info("replica actor ended without a result: %s", str(e).splitlines()[0] if str(e) else e)
             result = None
         with self._lock:
+            if ref not in self._runs:  # released meanwhile
+                return
             attempt_id, replica = self._runs.pop(ref)
             if result is not None:
                 self._results[(attempt_id, replica)] = result
@@ -340,3 +346,14 @@ def _free_port(address: str) -> int:
             s.bind((address, 0))
             return s.getsockname()[1]
     return random.randint(20000, 40000)
+
+
+def _check_reachable(address: str) -> None:
+    """Fail at once, naming the address, where ``ray.init`` would retry for minutes."""
+    if address.startswith("ray://") or address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except (OSError, ValueError) as e:
+        raise TrainyardError(f"cannot reach the Ray cluster at {address!r} (--ray-address): {e}") from None
