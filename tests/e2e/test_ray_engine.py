@@ -127,6 +127,22 @@ def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server
     assert c.get(job.id).attempts[0].reason == "Cancelled"
 
 
+def test_env_pip_is_the_launchers_cached_virtualenv_on_the_node(server, tmp_path):
+    from tests.integration.test_launcher_pyenv import BACKEND, PYPROJECT
+
+    code = tmp_path / "code"
+    (code / "tinypkg" / "tinypkg").mkdir(parents=True)  # a local package: builds offline
+    (code / "tinypkg" / "pyproject.toml").write_text(PYPROJECT)
+    (code / "tinypkg" / "tinybackend.py").write_text(BACKEND)
+    (code / "tinypkg" / "tinypkg" / "__init__.py").write_text("ANSWER = 42\n")
+    job = server.client().submit({"name": "venv", "workdir": ".", "env": {"pip": ["./tinypkg"]},
+                                  "command": ["python", "-c", "import sys, tinypkg; print(tinypkg.ANSWER, sys.prefix)"]},
+                                 base_dir=code)
+    assert job.wait(timeout=120).status.value == "succeeded", job.logs()
+    answer, prefix = job.logs().splitlines()[-1].split()
+    assert answer == "42" and Path(prefix).parent == server.home / "venvs"
+
+
 HOLD_ZONE_A = """
 import sys, ray
 from ray.util.placement_group import placement_group
