@@ -40,7 +40,7 @@ from trainyard.status import Reason
 log = logging.getLogger("trainyard.engines.ray")
 NODES_TTL = 0.5          # seconds a ray.nodes() answer is reused (the planner asks on every cycle)
 ORPHAN_SWEEP_EVERY = 10.0  # seconds between looks for placement groups no live attempt owns
-CANCEL_SLACK = 15.0      # after cancel + grace period, actors that still run are killed
+CANCEL_SLACK = 15.0      # seconds past a cancel's grace period after which actors that still run are killed
 
 
 def pg_name(attempt_id: str, namespace: str = "trainyard") -> str:
@@ -81,6 +81,7 @@ class RayEngine(Engine):
         self._gangs: dict[str, set[int]] = {}          # attempt -> replicas whose run call is in flight
         self._results: dict[tuple[str, int], dict[str, Any]] = {}
         self._cancelled: dict[str, float] = {}         # attempt -> when cancel was asked
+        self._grace: dict[str, float] = {}             # attempt -> its spec's grace period
         self._swept = 0.0
         self._closed = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="trainyard-ray-watcher", daemon=True)
@@ -120,6 +121,7 @@ class RayEngine(Engine):
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         r = spec.resources
+        self._grace[attempt.id] = spec.grace_period
         node_ids = [self._node(rep.node)["NodeID"] for rep in attempt.replicas]
         pg = self._placement_group(attempt.id)
         if pg is None:
@@ -302,7 +304,7 @@ class RayEngine(Engine):
     def _overdue_cancel(self, a: AttemptInfo, index: int) -> Observation | None:
         """A cancelled replica whose launcher outlived its grace period by far: remove it by force."""
         asked = self._cancelled.get(a.id)
-        if asked is None or time.monotonic() - asked < CANCEL_SLACK:
+        if asked is None or time.monotonic() - asked < self._grace.get(a.id, 10.0) + CANCEL_SLACK:
             return None
         self._release(a.id, len(a.replicas))
         return Observation(a.id, index, "exited", {"exit_code": None, "reason": Reason.CANCELLED, "outputs": [],
@@ -313,8 +315,9 @@ class RayEngine(Engine):
         with self._lock:
             for key in [k for k in self._results if k[0] not in active]:
                 del self._results[key]
-            for aid in [a for a in self._cancelled if a not in active]:
-                del self._cancelled[aid]
+            for table in (self._cancelled, self._grace):
+                for aid in [a for a in table if a not in active]:
+                    del table[aid]
             in_flight = set(self._gangs)
         now = time.monotonic()
         if now - self._swept < ORPHAN_SWEEP_EVERY:
