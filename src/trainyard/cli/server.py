@@ -40,8 +40,9 @@ def server(
 
     with handled():
         settings = ServerSettings(
-            home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine, ray_address=ray_address,
+            home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
             cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type, token=token,
+            ray_address=ray_address,
         )
         serve(settings)
 
