@@ -21,7 +21,9 @@ class ServerSettings(BaseModel):
     artifacts: str | None = Field(None, description="fsspec URL; default file:// in the home folder")
     host: str = "127.0.0.1"
     port: int = 0  # 0: the port used last time if free, else any free port
-    engine: str = "local"
+    engine: str = "local"  # local or ray
+    ray_address: str | None = Field(None, description="the Ray cluster (engine ray): host:port of its head, or ray://…")
+    ray_namespace: str = "trainyard"
     cpus: float | None = None
     memory: int | None = None
     gpus: int | None = None

@@ -83,6 +83,7 @@ class Reason:
     TIMEOUT = "Timeout"
     CANCELLED = "Cancelled"
     LOST = "LostContact"
+    NODE_LOST = "NodeLost"  # the engine saw the replica's node leave the cluster (retried like LostContact)
     PREEMPTED = "Preempted"
     SETUP = "SetupFailed"
 

@@ -27,3 +27,12 @@ def test_success_and_cancel():
     assert (ok.attempt_status, ok.job_status) == (AttemptStatus.SUCCEEDED, JobStatus.SUCCEEDED)
     cancelled = decide(policy, attempt_number=1, exit_code=-15, reason=Reason.error(-15), cancel_requested=True, now=0)
     assert (cancelled.attempt_status, cancelled.job_status) == (AttemptStatus.CANCELLED, JobStatus.CANCELLED)
+
+
+def test_a_lost_node_is_retried_like_lost_contact():
+    retried = decide(Retry(max=1, backoff=0), attempt_number=1, exit_code=None, reason=Reason.NODE_LOST,
+                     cancel_requested=False, now=0)
+    assert retried.job_status == JobStatus.PENDING
+    not_asked = decide(Retry(max=1, on=["error"]), attempt_number=1, exit_code=None, reason=Reason.NODE_LOST,
+                       cancel_requested=False, now=0)
+    assert not_asked.job_status == JobStatus.FAILED

@@ -23,7 +23,9 @@ def server(
     home: Annotated[Optional[Path], typer.Option(help="state folder (default $TRAINYARD_HOME)")] = None,
     db: Annotated[Optional[str], typer.Option(help="database URL, e.g. postgresql://user@host/db")] = None,
     artifacts: Annotated[Optional[str], typer.Option(help="artifact store URL (fsspec), e.g. s3://bucket/x")] = None,
-    engine: Annotated[str, typer.Option(help="where jobs run")] = "local",
+    engine: Annotated[str, typer.Option(help="where jobs run: local or ray")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", envvar="RAY_ADDRESS",
+                                                       help="Ray cluster for --engine ray: HOST:PORT of its head")] = None,
     cpus: Annotated[Optional[float], typer.Option(help="declare CPU capacity instead of detecting it")] = None,
     memory: Annotated[Optional[str], typer.Option(help="declare memory, e.g. 8Gi")] = None,
     gpus: Annotated[Optional[int], typer.Option(help="declare this many GPUs")] = None,
@@ -45,6 +47,7 @@ def server(
             cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type, token=token,
             queues_file=queues,
             component_catalog=[c if "://" in c else str(Path(c).resolve()) for c in component_catalog or []],
+            ray_address=ray_address,
         )
         serve(settings)
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.config import ServerSettings
 from trainyard.engines.base import Engine
+from trainyard.errors import TrainyardError
 from trainyard.scheduler.loop import SchedulerLoop
 from trainyard.services.attempts import AttemptService
 from trainyard.services.jobs import JobService
@@ -22,7 +25,14 @@ def make_engine(settings: ServerSettings) -> Engine:
 
         node = local_node(cpus=settings.cpus, memory=settings.memory, gpus=settings.gpus, gpu_type=settings.gpu_type)
         return LocalEngine(settings.home, node)
-    raise ValueError(f"unknown engine {settings.engine!r}; this version has: local")
+    if settings.engine == "ray":
+        from trainyard.engines.ray import RayEngine  # needs trainyard[ray]: imported only when asked for
+
+        address = settings.ray_address or os.environ.get("RAY_ADDRESS")
+        if not address:
+            raise TrainyardError("engine ray needs the cluster's address: --ray-address HOST:PORT (or RAY_ADDRESS)")
+        return RayEngine(address, settings.home, namespace=settings.ray_namespace)
+    raise ValueError(f"unknown engine {settings.engine!r}; this version has: local, ray")
 
 
 class Platform:

@@ -19,7 +19,8 @@ class Outcome:
 def _kind(reason: str) -> str | None:
     if reason.startswith("Error("):
         return "error"
-    return {Reason.OOM: "oom", Reason.LOST: "lost_contact", Reason.TIMEOUT: "timeout"}.get(reason)
+    return {Reason.OOM: "oom", Reason.LOST: "lost_contact", Reason.NODE_LOST: "lost_contact",
+            Reason.TIMEOUT: "timeout"}.get(reason)
 
 
 def decide(

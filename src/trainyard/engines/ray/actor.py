@@ -1,0 +1,124 @@
+"""The Ray actor that runs one replica: it starts the trainyard launcher on its node and waits for it.
+
+The actor holds its placement-group bundle (so Ray accounts for the replica's
+CPUs, memory and GPUs) and does nothing else: the launcher it starts is the one
+the local engine starts, so logs, metrics, memory limit, outputs, checkpoints
+and cancel behave the same. The actor is named and detached, so a restarted
+control plane finds it again and re-attaches with :meth:`ReplicaActor.run`
+(``config=None``).
+
+Imports no Ray at module level: it is loaded by Ray workers, which have Ray,
+and by the engine, which wraps it with ``ray.remote`` itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from trainyard.launch.config import RESULT_NAME, LaunchConfig
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the launcher, before exec: SIGTERM when the thread that started it dies.
+
+    The actor's process goes when its placement group is removed or its node
+    dies; a SIGTERM makes the launcher stop the command and reap its tree
+    instead of leaving it running with nobody to report to.
+    """
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class ReplicaActor:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._dir: Path | None = None
+        self._exited = threading.Event()
+        self._stopped = False
+
+    def run(self, config: dict[str, Any] | None, workdir: str) -> dict[str, Any] | None:
+        """Start the launcher (once) and wait for it; the launcher's result, or None if it left none.
+
+        ``config=None`` only attaches: a restarted control plane waits on a
+        launcher that an earlier one started.
+        """
+        with self._lock:
+            if self._pid is None and config is not None:
+                if self._stopped:  # cancelled before it could start: the launcher never runs
+                    return {"exit_code": None, "reason": "Cancelled", "message": "cancelled before it started",
+                            "outputs": []}
+                self._start(config, Path(workdir))
+            started = self._pid is not None
+        if not started:
+            return None
+        self._exited.wait()
+        try:
+            return json.loads((self._dir / RESULT_NAME).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _start(self, values: dict[str, Any], workdir: Path) -> None:
+        import ray
+
+        config = LaunchConfig(**values)
+        # the GPUs Ray gave this actor's bundle, whatever the planner thought they would be
+        config.gpus = [str(g) for g in ray.get_gpu_ids()]
+        workdir.mkdir(parents=True, exist_ok=True)
+        config.write(workdir)
+        self._dir = workdir
+        started = threading.Event()
+
+        def launch_and_wait() -> None:
+            # a thread of its own that lives as long as the launcher: PDEATHSIG follows the thread
+            try:
+                with open(workdir / "launcher.log", "ab") as log:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "trainyard.launch", str(workdir)], stdin=subprocess.DEVNULL,
+                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                        preexec_fn=_die_with_parent,
+                    )
+            except OSError as e:
+                (workdir / RESULT_NAME).write_text(json.dumps(
+                    {"exit_code": None, "reason": "SetupFailed", "message": f"cannot start the launcher: {e}"}))
+                self._pid = -1
+                self._exited.set()
+                started.set()
+                return
+            self._pid = proc.pid
+            started.set()
+            proc.wait()
+            self._exited.set()
+
+        threading.Thread(target=launch_and_wait, name="launcher", daemon=True).start()
+        started.wait()
+
+    def stop(self) -> bool:
+        """SIGTERM to the launcher (it passes it on, waits the grace period, kills the tree)."""
+        with self._lock:
+            self._stopped = True
+        if self._pid is None or self._pid < 0 or self._exited.is_set():
+            return False
+        try:
+            os.kill(self._pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def where(self) -> dict[str, Any]:
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return {"node_id": ctx.get_node_id(), "pid": self._pid, "gpus": [str(g) for g in ray.get_gpu_ids()]}

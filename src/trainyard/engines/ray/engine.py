@@ -1,0 +1,362 @@
+"""The Ray engine: each attempt is a placement group, each replica a detached actor running the launcher.
+
+Ray places and accounts; trainyard keeps the queue, the history, logs and
+metrics. The planner picks the node of every replica from :meth:`nodes`; each
+bundle is pinned to that node with a label selector on ``ray.io/node-id``, so
+Ray and the planner agree on where things run. The placement strategy is
+``STRICT_SPREAD`` when the spec asks ``placement: spread``, ``PACK`` otherwise.
+
+Names, not memory, are the source of truth, so a restarted control plane finds
+everything again: placement group ``trainyard-<attempt id>`` and actors
+``<attempt id>-r<replica>`` in the ``trainyard`` namespace, all detached (they
+outlive the driver, i.e. the trainyard server).
+
+A watcher thread waits on every replica's ``run`` call; once every replica of
+an attempt has exited, the placement group is removed, which also ends the
+actors: nothing is left holding resources.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from trainyard.engines.base import Engine, Observation
+from trainyard.engines.ray import nodes as raynodes
+from trainyard.engines.ray.actor import ReplicaActor
+from trainyard.errors import TrainyardError, Unsupported
+from trainyard.launch.config import LaunchConfig
+from trainyard.spec.job import JobSpec
+from trainyard.spec.records import AttemptInfo, NodeInfo
+from trainyard.status import Reason
+
+log = logging.getLogger("trainyard.engines.ray")
+NODES_TTL = 0.5          # seconds a ray.nodes() answer is reused (the planner asks on every cycle)
+ORPHAN_SWEEP_EVERY = 10.0  # seconds between looks for placement groups no live attempt owns
+CANCEL_SLACK = 15.0      # seconds past a cancel's grace period after which actors that still run are killed
+
+
+def pg_name(attempt_id: str, namespace: str = "trainyard") -> str:
+    """Placement group names are cluster-wide: prefixed with the namespace, so two servers never meet."""
+    return f"{namespace}-{attempt_id}"
+
+
+def actor_name(attempt_id: str, replica: int) -> str:
+    return f"{attempt_id}-r{replica}"
+
+
+class RayEngine(Engine):
+    name = "ray"
+
+    def __init__(self, address: str, root: Path, namespace: str = "trainyard") -> None:
+        """Connect to the cluster at ``address`` (``host:port`` of the head's GCS, or ``ray://host:10001``).
+
+        ``root`` is where replica folders, virtualenvs and checkpoints go on
+        every node: the same path everywhere, shared (NFS) when checkpoints
+        must follow a retry to another node.
+        """
+        _check_reachable(address)
+        try:
+            import ray
+        except ImportError:
+            raise TrainyardError("the ray engine needs Ray: pip install 'trainyard[ray]'") from None
+
+        self._ray = ray
+        self.root = Path(root)
+        self.namespace = namespace
+        ray.init(address=address, namespace=namespace, logging_level=logging.WARNING, log_to_driver=False,
+                 configure_logging=False)
+        self._remote = ray.remote(ReplicaActor)
+        self._lock = threading.Lock()
+        self._raw: list[dict[str, Any]] = []
+        self._raw_at = 0.0
+        self._runs: dict[Any, tuple[str, int]] = {}   # ObjectRef of a replica's run call -> (attempt, replica)
+        self._gangs: dict[str, set[int]] = {}          # attempt -> replicas whose run call is in flight
+        self._results: dict[tuple[str, int], dict[str, Any]] = {}
+        self._cancelled: dict[str, float] = {}         # attempt -> when cancel was asked
+        self._grace: dict[str, float] = {}             # attempt -> its spec's grace period
+        self._swept = 0.0
+        self._closed = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="trainyard-ray-watcher", daemon=True)
+        self._watcher.start()
+
+    # -- nodes -----------------------------------------------------------------
+
+    def _nodes_raw(self, fresh: bool = False) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        if fresh or now - self._raw_at > NODES_TTL:
+            self._raw, self._raw_at = self._ray.nodes(), now
+        return self._raw
+
+    def nodes(self) -> list[NodeInfo]:
+        return [raynodes.node_info(n) for n in raynodes.alive(self._nodes_raw())]
+
+    def _node(self, name: str) -> dict[str, Any]:
+        found = raynodes.find(self._nodes_raw(), name) or raynodes.find(self._nodes_raw(fresh=True), name)
+        if found is None:
+            raise RuntimeError(f"no Ray node {name!r} in the cluster")
+        return found
+
+    def validate(self, spec: JobSpec) -> None:
+        if spec.image:
+            raise Unsupported("the ray engine runs jobs in the node's Python environment; `image` is not "
+                              "supported there (use `env.pip`)", field="image")
+
+    def rendezvous(self, attempt: AttemptInfo) -> tuple[str, int]:
+        address = self._node(attempt.replicas[0].node)["NodeManagerAddress"]
+        return address, _free_port(address)
+
+    # -- launch / cancel ---------------------------------------------------------
+
+    def launch(self, attempt: AttemptInfo, spec: JobSpec, configs: list[LaunchConfig]) -> dict[str, Any]:
+        ray = self._ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        r = spec.resources
+        self._grace[attempt.id] = spec.grace_period
+        node_ids = [self._node(rep.node)["NodeID"] for rep in attempt.replicas]
+        pg = self._placement_group(attempt.id)
+        if pg is None:
+            strategy = "STRICT_SPREAD" if getattr(spec, "placement", "pack") == "spread" else "PACK"
+            pg = placement_group(
+                [raynodes.bundle(r.cpu, r.memory, r.gpu) for _ in configs], strategy=strategy,
+                name=pg_name(attempt.id, self.namespace), lifetime="detached",
+                bundle_label_selector=[{raynodes.NODE_ID_LABEL: nid} for nid in node_ids],
+            )
+        handle = {"placement_group": pg_name(attempt.id, self.namespace), "replicas": []}
+        for i, config in enumerate(configs):
+            name = actor_name(attempt.id, i)
+            handle["replicas"].append({"actor": name, "node_id": node_ids[i]})
+            with self._lock:
+                known = (attempt.id, i) in self._results or (attempt.id, i) in self._runs.values()
+            if known:
+                continue  # launched by this process already
+            try:
+                actor = ray.get_actor(name, namespace=self.namespace)
+                config_values = None  # launched before a restart: attach
+            except ValueError:
+                config_values = self._node_config(config, attempt).to_dict()
+                actor = self._remote.options(
+                    name=name, namespace=self.namespace, lifetime="detached", max_restarts=0, max_concurrency=4,
+                    num_cpus=r.cpu, num_gpus=r.gpu, memory=r.memory or None,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
+                ).remote()
+            self._follow(attempt.id, i, actor, config_values)
+        return handle
+
+    def _node_config(self, config: LaunchConfig, attempt: AttemptInfo) -> LaunchConfig:
+        config.venv_cache = config.venv_cache or str(self.root / "venvs")
+        config.input_cache = config.input_cache or str(self.root / "cache" / "inputs")
+        config.checkpoint_dir = config.checkpoint_dir or str(self.root / "checkpoints" / attempt.job_id)
+        return config
+
+    def replica_dir(self, attempt_id: str, replica: int) -> Path:
+        return self.root / "attempts" / attempt_id / f"r{replica}"
+
+    def _follow(self, attempt_id: str, replica: int, actor: Any, config: dict[str, Any] | None) -> None:
+        ref = actor.run.remote(config, str(self.replica_dir(attempt_id, replica)))
+        with self._lock:
+            self._runs[ref] = (attempt_id, replica)
+            self._gangs.setdefault(attempt_id, set()).add(replica)
+
+    def cancel(self, attempt: AttemptInfo) -> None:
+        self._cancelled.setdefault(attempt.id, time.monotonic())
+        pg = self._placement_group(attempt.id)
+        if pg is not None and self._pg_state(pg) == "PENDING":
+            self._release(attempt.id, len(attempt.replicas))  # never placed: nothing runs yet, nothing to wait for
+            return
+        for r in attempt.replicas:
+            try:
+                self._ray.get_actor(actor_name(attempt.id, r.index), namespace=self.namespace).stop.remote()
+            except ValueError:
+                pass
+
+    # -- watching ------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Collect each replica's result as its launcher exits; release a gang once all of it has."""
+        while not self._closed.is_set():
+            with self._lock:
+                refs = list(self._runs)
+            if not refs:
+                self._closed.wait(0.05)
+                continue
+            try:
+                ready, _ = self._ray.wait(refs, num_returns=1, timeout=0.2)
+            except Exception:  # a broken connection: the loop outlives it, reconcile reports what is lost
+                log.exception("waiting on Ray actors failed")
+                self._closed.wait(1.0)
+                continue
+            for ref in ready:
+                self._collect(ref)
+
+    def _collect(self, ref: Any) -> None:
+        try:
+            result = self._ray.get(ref)
+        except Exception as e:  # the actor died: its node, or a kill; reconcile decides which
+            log.info("replica actor ended without a result: %s", str(e).splitlines()[0] if str(e) else e)
+            result = None
+        with self._lock:
+            if ref not in self._runs:  # released meanwhile
+                return
+            attempt_id, replica = self._runs.pop(ref)
+            if result is not None:
+                self._results[(attempt_id, replica)] = result
+            gang = self._gangs.get(attempt_id, set())
+            gang.discard(replica)
+            done = not gang
+        if done and result is not None:
+            self._release(attempt_id)
+
+    def _release(self, attempt_id: str, replicas: int = 1) -> None:
+        """Remove the attempt's placement group and its actors. Idempotent.
+
+        Actors are killed too: one that was still waiting for its bundle stays
+        ``PENDING_CREATION`` forever once its placement group is gone.
+        """
+        with self._lock:
+            self._gangs.pop(attempt_id, None)
+            for ref, (a, _) in list(self._runs.items()):
+                if a == attempt_id:
+                    del self._runs[ref]
+        pg = self._placement_group(attempt_id)
+        if pg is not None:
+            try:
+                self._ray.util.remove_placement_group(pg)
+            except Exception:  # already gone
+                pass
+        i = 0
+        while True:  # replicas are numbered from 0; the count may be unknown (an orphan)
+            try:
+                actor = self._ray.get_actor(actor_name(attempt_id, i), namespace=self.namespace)
+            except ValueError:
+                if i >= replicas:
+                    return
+            else:
+                self._ray.kill(actor, no_restart=True)
+            i += 1
+
+    def _placement_group(self, attempt_id: str) -> Any:
+        try:
+            return self._ray.util.get_placement_group(pg_name(attempt_id, self.namespace))
+        except ValueError:
+            return None
+
+    def _pg_state(self, pg: Any) -> str:
+        return self._ray.util.placement_group_table(pg).get("state", "")
+
+    # -- reconcile -------------------------------------------------------------------
+
+    def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
+        raw = self._nodes_raw(fresh=True)
+        alive = {n["NodeID"] for n in raynodes.alive(raw)}
+        out: list[Observation] = []
+        for a in attempts:
+            lost_node = None
+            for r in a.replicas:
+                if r.status.is_terminal():
+                    continue
+                obs = self._observe(a, r.index, alive, raw)
+                if obs.result.get("reason") == Reason.NODE_LOST:
+                    lost_node = True
+                out.append(obs)
+            if lost_node:
+                self._release(a.id, len(a.replicas))
+        self._forget({a.id for a in attempts})
+        return out
+
+    def _observe(self, a: AttemptInfo, index: int, alive: set[str], raw: list[dict[str, Any]]) -> Observation:
+        key = (a.id, index)
+        if key in self._results:
+            return Observation(a.id, index, "exited", self._results[key])
+        node = raynodes.find(raw, a.replicas[index].node)
+        if node is None or node["NodeID"] not in alive:
+            return Observation(a.id, index, "exited", {
+                "exit_code": None, "reason": Reason.NODE_LOST, "outputs": [],
+                "message": f"Ray node {a.replicas[index].node} left the cluster"})
+        with self._lock:
+            followed = any(v == key for v in self._runs.values())
+        if followed:
+            return self._overdue_cancel(a, index) or Observation(a.id, index, "alive")
+        try:
+            actor = self._ray.get_actor(actor_name(a.id, index), namespace=self.namespace)
+        except ValueError:
+            actor = None
+        if actor is not None:  # launched before this process started: attach
+            self._follow(a.id, index, actor, None)
+            return Observation(a.id, index, "alive")
+        if a.id in self._cancelled:
+            return Observation(a.id, index, "exited", {"exit_code": None, "reason": Reason.CANCELLED,
+                                                      "outputs": [], "message": "cancelled before it ran"})
+        if not a.handle and self._placement_group(a.id) is None:
+            return Observation(a.id, index, "not_launched")
+        self._release(a.id, len(a.replicas))
+        return Observation(a.id, index, "lost", detail="the replica's Ray actor is gone and left no result")
+
+    def _overdue_cancel(self, a: AttemptInfo, index: int) -> Observation | None:
+        """A cancelled replica whose launcher outlived its grace period by far: remove it by force."""
+        asked = self._cancelled.get(a.id)
+        if asked is None or time.monotonic() - asked < self._grace.get(a.id, 10.0) + CANCEL_SLACK:
+            return None
+        self._release(a.id, len(a.replicas))
+        return Observation(a.id, index, "exited", {"exit_code": None, "reason": Reason.CANCELLED, "outputs": [],
+                                                  "message": "the launcher did not stop in time; its actor was killed"})
+
+    def _forget(self, active: set[str]) -> None:
+        """Drop what ended attempts left in memory; now and then, remove orphaned placement groups."""
+        with self._lock:
+            for key in [k for k in self._results if k[0] not in active]:
+                del self._results[key]
+            for table in (self._cancelled, self._grace):
+                for aid in [a for a in table if a not in active]:
+                    del table[aid]
+            in_flight = set(self._gangs)
+        now = time.monotonic()
+        if now - self._swept < ORPHAN_SWEEP_EVERY:
+            return
+        self._swept = now
+        prefix = pg_name("", self.namespace)
+        for info in self._ray.util.placement_group_table().values():
+            name = info.get("name") or ""
+            attempt_id = name[len(prefix):]
+            if name.startswith(prefix) and info.get("state") != "REMOVED" and attempt_id not in active | in_flight:
+                log.info("removing orphaned placement group %s", name)
+                self._release(attempt_id)
+
+    def close(self) -> None:
+        """Disconnect; the detached actors and their launchers keep running."""
+        self._closed.set()
+        self._watcher.join(timeout=2)
+        try:
+            self._ray.shutdown()
+        except Exception:
+            pass
+
+
+def _free_port(address: str) -> int:
+    """A port free on ``address``: checked when that is this machine, else a random high one."""
+    local = {a.address for addrs in psutil.net_if_addrs().values() for a in addrs}
+    if address in local:
+        with socket.socket() as s:
+            s.bind((address, 0))
+            return s.getsockname()[1]
+    return random.randint(20000, 40000)
+
+
+def _check_reachable(address: str) -> None:
+    """Fail at once, naming the address, where ``ray.init`` would retry for minutes."""
+    if address.startswith("ray://") or address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except (OSError, ValueError) as e:
+        raise TrainyardError(f"cannot reach the Ray cluster at {address!r} (--ray-address): {e}") from None

@@ -1,0 +1,246 @@
+"""The Ray engine against a real three-node Ray cluster on loopback.
+
+Head: 1 CPU. cpu-worker: 2 CPUs, zone=a. gpu-worker: 2 CPUs, 2 declared GPUs
+of type A100 (``gpu_type:A100``), zone=b. The node-loss test kills a worker,
+so it runs last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import need
+from tests.e2e.helpers import py_job, until
+from tests.support.servers import ServerProcess
+
+pytestmark = pytest.mark.slow
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        ray = None
+    need(ray is not None, "ray is not installed (pip install 'trainyard[ray]')")
+    from tests.support.ray_cluster import start_test_cluster
+
+    c = start_test_cluster(tmp_path_factory.mktemp("ray"))
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def server(cluster, tmp_path):
+    srv = ServerProcess(tmp_path / "home", ["--engine", "ray", "--ray-address", cluster.address])
+    srv.start(timeout=90)
+    yield srv
+    srv.stop()
+
+
+def nodes_by_zone(server) -> dict[str | None, dict]:
+    out = server.cli("nodes", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    return {n["labels"].get("zone"): n for n in json.loads(out.stdout)}
+
+
+def placement_groups(cluster, attempt_id: str) -> list:
+    from ray.util.state import list_placement_groups
+
+    return [p for p in list_placement_groups(address=cluster.address, limit=10_000)
+            if p.name == f"trainyard-{attempt_id}"]
+
+
+def live_actors(cluster, attempt_id: str) -> list:
+    from ray.util.state import list_actors
+
+    return [a for a in list_actors(address=cluster.address, limit=10_000)
+            if (a.name or "").startswith(f"{attempt_id}-r") and a.state != "DEAD"]
+
+
+def released(cluster, attempt_id: str) -> bool:
+    pgs = placement_groups(cluster, attempt_id)
+    return bool(pgs) and all(p.state == "REMOVED" for p in pgs) and not live_actors(cluster, attempt_id)
+
+
+SHOW_PLACE = "import os; print('CUDA', repr(os.environ.get('CUDA_VISIBLE_DEVICES')), flush=True)"
+
+
+def test_nodes_come_from_the_cluster_and_jobs_land_where_they_fit(server, cluster):
+    nodes = nodes_by_zone(server)
+    assert set(nodes) == {None, "a", "b"}
+    assert (nodes[None]["cpu"], nodes[None]["gpu"]) == (1, 0)
+    assert (nodes["a"]["cpu"], nodes["a"]["gpu"], nodes["a"]["gpu_type"]) == (2, 0, None)
+    assert (nodes["b"]["cpu"], nodes["b"]["gpu"], nodes["b"]["gpu_type"]) == (2, 2, "A100")
+
+    c = server.client()
+    gpu = c.submit(py_job(SHOW_PLACE, resources={"cpu": 1, "gpu": 1, "gpu_type": "A100"}))
+    zoned = c.submit(py_job(SHOW_PLACE, resources={"cpu": 1, "node_selector": {"zone": "a"}}))
+    big = c.submit(py_job(SHOW_PLACE, resources={"cpu": 2, "memory": "1Gi"}))  # not on the 1-CPU head
+    for job in (gpu, zoned, big):
+        assert job.wait(timeout=90).status.value == "succeeded", job.logs()
+
+    gpu_attempt = c.get(gpu.id).attempts[0]
+    assert gpu_attempt.node == nodes["b"]["name"]
+    assert gpu.logs().strip() in ("CUDA '0'", "CUDA '1'")  # exactly the one GPU Ray gave the bundle
+    assert c.get(zoned.id).attempts[0].node == nodes["a"]["name"]
+    assert zoned.logs().strip() == "CUDA ''"
+    assert c.get(big.id).attempts[0].node in (nodes["a"]["name"], nodes["b"]["name"])
+    until(lambda: all(released(cluster, f"{j.id}-1") for j in (gpu, zoned, big)), timeout=20)
+
+
+def test_a_ddp_gang_spreads_over_two_nodes_and_trains(server):
+    torch = pytest.importorskip("torch")  # noqa: F841
+    from trainyard.spec.loader import load_job
+
+    spec = load_job(EXAMPLE / "job.yaml", {"epochs": 2})
+    # 2 CPUs per replica: only the two workers fit one each, whatever the placement policy
+    update = {"resources": spec.resources.model_copy(update={"cpu": 2.0, "memory": 2**30})}
+    if "placement" in type(spec).model_fields:
+        update["placement"] = "spread"
+    job = server.client().submit(spec.model_copy(update=update), base_dir=EXAMPLE)
+    info = job.wait(timeout=240)
+    assert info.status.value == "succeeded", job.logs()
+    replicas = info.attempts[0].replicas
+    assert len({r.node for r in replicas}) == 2
+    assert [m.name for m in job.metrics()].count("test_accuracy") == 2
+    assert "world size 2" in job.logs()  # both replicas met at replica 0's node address
+
+
+def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server, cluster):
+    c = server.client()
+    job = c.submit(py_job("import time\nprint('started', flush=True)\ntime.sleep(300)", grace_period=2))
+    until(lambda: "started" in job.logs(), timeout=60)
+    attempt_id = f"{job.id}-1"
+    assert placement_groups(cluster, attempt_id)[0].state == "CREATED" and live_actors(cluster, attempt_id)
+
+    job.cancel()
+    assert job.wait(timeout=30).status.value == "cancelled"
+    until(lambda: released(cluster, attempt_id), timeout=20)
+    assert c.get(job.id).attempts[0].reason == "Cancelled"
+
+
+def test_env_pip_is_the_launchers_cached_virtualenv_on_the_node(server, tmp_path):
+    from tests.integration.test_launcher_pyenv import BACKEND, PYPROJECT
+
+    code = tmp_path / "code"
+    (code / "tinypkg" / "tinypkg").mkdir(parents=True)  # a local package: builds offline
+    (code / "tinypkg" / "pyproject.toml").write_text(PYPROJECT)
+    (code / "tinypkg" / "tinybackend.py").write_text(BACKEND)
+    (code / "tinypkg" / "tinypkg" / "__init__.py").write_text("ANSWER = 42\n")
+    job = server.client().submit({"name": "venv", "workdir": ".", "env": {"pip": ["./tinypkg"]},
+                                  "command": ["python", "-c", "import sys, tinypkg; print(tinypkg.ANSWER, sys.prefix)"]},
+                                 base_dir=code)
+    assert job.wait(timeout=120).status.value == "succeeded", job.logs()
+    answer, prefix = job.logs().splitlines()[-1].split()
+    assert answer == "42" and Path(prefix).parent == server.home / "venvs"
+
+
+HOLD_ZONE_A = """
+import sys, ray
+from ray.util.placement_group import placement_group
+ray.init(address=sys.argv[1], namespace="someone-else")
+pg = placement_group([{"CPU": 2}], name="hold-zone-a", lifetime="detached", bundle_label_selector=[{"zone": "a"}])
+ray.get(pg.ready(), timeout=60)
+"""
+RELEASE_ZONE_A = """
+import sys, ray
+ray.init(address=sys.argv[1], namespace="someone-else")
+ray.util.remove_placement_group(ray.util.get_placement_group("hold-zone-a"))
+"""
+
+
+def ray_script(cluster, code: str) -> None:
+    subprocess.run([sys.executable, "-c", code, cluster.address], check=True, timeout=120, capture_output=True)
+
+
+def test_cancel_of_a_gang_ray_has_not_placed_yet_removes_its_placement_group(server, cluster):
+    ray_script(cluster, HOLD_ZONE_A)  # another Ray user holds zone a: trainyard's plan cannot know
+    try:
+        c = server.client()
+        job = c.submit(py_job("print('ran')", resources={"cpu": 2, "node_selector": {"zone": "a"}}))
+        attempt_id = f"{job.id}-1"
+        until(lambda: [p.state for p in placement_groups(cluster, attempt_id)] == ["PENDING"], timeout=30)
+        assert c.get(job.id).status.value == "starting"
+
+        job.cancel()
+        assert job.wait(timeout=30).status.value == "cancelled"
+        try:
+            until(lambda: released(cluster, attempt_id), timeout=20)
+        except AssertionError:
+            raise AssertionError(f"{placement_groups(cluster, attempt_id)} {live_actors(cluster, attempt_id)}")
+        assert "ran" not in job.logs()
+    finally:
+        ray_script(cluster, RELEASE_ZONE_A)
+
+
+def test_the_control_plane_restarts_while_ray_keeps_the_job_running(server, cluster):
+    c = server.client()
+    job = c.submit(py_job("import time\nfor i in range(60):\n    print(f'line {i}', flush=True); time.sleep(0.25)"))
+    until(lambda: "line 3" in job.logs(), timeout=60)
+
+    server.kill()  # SIGKILL: the Ray driver goes with it; the detached actors stay
+    server.start(timeout=90)
+
+    c = server.client()
+    assert c.get(job.id).status.value == "running"  # found again through its named actor, still at work
+    info = c.wait(job.id, timeout=60)
+    assert info.status.value == "succeeded" and len(info.attempts) == 1
+    assert c.job(job.id).logs().splitlines() == [f"line {i}" for i in range(60)]
+    until(lambda: released(cluster, f"{job.id}-1"), timeout=20)
+
+
+RESUMABLE = """
+import os, pathlib, time
+ck = pathlib.Path(os.environ["TRAINYARD_CHECKPOINT_DIR"]) / "step"
+start = int(ck.read_text()) + 1 if ck.exists() else 0
+print(f"resuming from {start}", flush=True)
+for i in range(start, 30):
+    ck.write_text(str(i)); print(f"step {i}", flush=True); time.sleep(0.2)
+"""
+
+
+def test_a_lost_node_ends_the_attempt_as_node_lost_and_the_retry_resumes_elsewhere(server, cluster):
+    c = server.client()
+    job = c.submit(py_job(RESUMABLE, resources={"cpu": 2}, retry={"max": 2, "backoff": 0}))
+    until(lambda: "step 5" in job.logs(), timeout=60)
+    nodes = nodes_by_zone(server)
+    first = c.get(job.id).attempts[0]
+    zone = next(z for z, n in nodes.items() if n["name"] == first.node)
+    victim = next(n for n in cluster.nodes if n.tags.get("zone") == zone)
+
+    victim.kill()
+    until(lambda: c.get(job.id).attempts[0].reason == "NodeLost", timeout=20)
+    info = c.wait(job.id, timeout=90)
+    assert info.status.value == "succeeded", job.logs()
+    assert len(info.attempts) == 2 and info.attempts[1].node not in (first.node, None)
+    resumed = int(job.logs(attempt=2).split("resuming from ")[1].split()[0])
+    assert resumed >= 5
+    until(lambda: released(cluster, first.id), timeout=20)
+    until(lambda: zone not in nodes_by_zone(server), timeout=10)  # a node that left is gone from `nodes`
+
+    cluster.add_worker("late-worker", cpus=2, labels={"zone": "c"})  # and one that joins shows up
+    until(lambda: "c" in nodes_by_zone(server), timeout=10)
+    late = c.submit(py_job("print('late')", resources={"cpu": 1, "node_selector": {"zone": "c"}}))
+    assert late.wait(timeout=60).status.value == "succeeded"
+
+
+def test_an_unreachable_cluster_is_named_at_once(tmp_path):
+    from tests.support.ray_cluster import free_port
+
+    env = {**os.environ, "TRAINYARD_HOME": str(tmp_path)}
+    env.pop("RAY_ADDRESS", None)
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    out = subprocess.run([sys.executable, "-m", "trainyard", "server", "--engine", "ray", "--ray-address", address],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and f"cannot reach the Ray cluster at '{address}'" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "trainyard", "server", "--engine", "ray"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "--ray-address" in out.stderr

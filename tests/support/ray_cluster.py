@@ -1,0 +1,159 @@
+"""A real Ray cluster on this machine: a head and worker nodes, each started with ``ray start``.
+
+Every node is started in a session of its own, so a test can kill one node
+(its raylet and everything under it, as a machine that dies) and the fixture
+can kill them all at the end, without touching any other Ray on the machine.
+Resources are declared, not detected: two cores can host three nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+GIB = 2**30
+# GCS notices a dead node after period × threshold: about 1.5 s instead of Ray's default ~30 s
+FAST_HEALTH_CHECKS = {"RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "3",
+                      "RAY_health_check_timeout_ms": "500", "RAY_health_check_initial_delay_ms": "500"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RayNode:
+    name: str
+    args: list[str]
+    proc: subprocess.Popen | None = None
+    pgid: int | None = None
+    tags: dict = field(default_factory=dict)
+    killed: bool = False
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process of this node: its session and all descendants (actors, launchers, commands)."""
+        found: dict[int, psutil.Process] = {}
+        for p in psutil.process_iter():
+            try:
+                if os.getpgid(p.pid) == self.pgid:
+                    found[p.pid] = p
+                    for c in p.children(recursive=True):
+                        found[c.pid] = c
+            except (psutil.Error, ProcessLookupError):
+                pass
+        return list(found.values())
+
+    def kill(self) -> None:
+        """SIGKILL everything of the node at once, as a machine that loses power."""
+        self.killed = True
+        for p in self.processes():
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+
+
+class RayCluster:
+    def __init__(self, base: Path, ray_bin: str) -> None:
+        self.base = Path(base)
+        self.ray = ray_bin
+        self.port = free_port()
+        self.dashboard_port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.dashboard_url = f"http://127.0.0.1:{self.dashboard_port}"
+        self.nodes: list[RayNode] = []
+
+    def _start(self, node: RayNode, timeout: float = 90) -> RayNode:
+        env = {**os.environ, **FAST_HEALTH_CHECKS, "RAY_USAGE_STATS_ENABLED": "0"}
+        log = open(self.base / f"{node.name}.log", "ab")
+        node.proc = subprocess.Popen([self.ray, "start", *node.args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        node.pgid = node.proc.pid
+        if node.proc.wait(timeout) != 0:
+            raise RuntimeError(f"ray start failed: {(self.base / f'{node.name}.log').read_text()[-3000:]}")
+        self.nodes.append(node)
+        return node
+
+    def start_head(self, cpus: float = 1, memory: int = 2 * GIB) -> RayNode:
+        self.base.mkdir(parents=True, exist_ok=True)
+        return self._start(RayNode("head", [
+            "--head", "--node-ip-address=127.0.0.1", f"--port={self.port}", f"--num-cpus={cpus}", "--num-gpus=0",
+            f"--memory={memory}", "--object-store-memory=80000000", "--disable-usage-stats",
+            f"--temp-dir={self.base / 'tmp'}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={self.dashboard_port}", f"--ray-client-server-port={free_port()}",
+        ]))
+
+    def add_worker(self, name: str, cpus: float = 2, memory: int = 4 * GIB, gpus: int = 0,
+                   resources: dict | None = None, labels: dict | None = None) -> RayNode:
+        args = [f"--address={self.address}", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
+                f"--num-gpus={gpus}", f"--memory={memory}", "--object-store-memory=80000000",
+                "--disable-usage-stats"]
+        if resources:
+            args.append(f"--resources={json.dumps(resources)}")
+        if labels:
+            args.append("--labels=" + ",".join(f"{k}={v}" for k, v in labels.items()))
+        node = self._start(RayNode(name, args, tags={"gpus": gpus, **(labels or {})}))
+        self.wait_nodes(sum(not n.killed for n in self.nodes))
+        return node
+
+    def alive_nodes(self) -> list[dict]:
+        from ray.util.state import list_nodes
+
+        return [n for n in list_nodes(address=self.address) if n.state == "ALIVE"]
+
+    def wait_nodes(self, count: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if len(self.alive_nodes()) == count:
+                    return
+            except Exception:  # the dashboard is still starting
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"the cluster did not reach {count} alive nodes")
+
+    def stop(self) -> None:
+        procs = [p for n in self.nodes for p in n.processes()]
+        for p in procs:
+            try:
+                p.terminate()
+            except psutil.Error:
+                pass
+        _, alive = psutil.wait_procs(procs, timeout=5)
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        shutil.rmtree(self.base / "tmp", ignore_errors=True)
+
+
+def ray_bin() -> str | None:
+    """The ``ray`` of this interpreter's environment (the one the server's workers must share)."""
+    path = Path(sys.executable).parent / "ray"
+    return str(path) if path.exists() else shutil.which("ray")
+
+
+def start_test_cluster(base: Path) -> RayCluster:
+    """Head (1 CPU) + a CPU worker (2 CPUs, zone=a) + a GPU worker (2 CPUs, 2 × A100 declared, zone=b)."""
+    cluster = RayCluster(base, ray_bin())
+    try:
+        cluster.start_head()
+        cluster.add_worker("cpu-worker", cpus=2, labels={"zone": "a"})
+        cluster.add_worker("gpu-worker", cpus=2, gpus=2, resources={"gpu_type:A100": 2}, labels={"zone": "b"})
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
