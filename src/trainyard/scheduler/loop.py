@@ -129,6 +129,10 @@ class SchedulerLoop:
         due = [w.not_before for w in pending if w.not_before and w.not_before > now]
         self._next_due = min(due) if due else None
 
+    def remember(self, job: JobInfo) -> None:
+        """A job just submitted: its spec need not be read back when it is planned."""
+        self._specs[job.id] = (job.spec, job.snapshot)
+
     def _specs_of(self, pending: list[Waiting]) -> dict[str, tuple[JobSpec, str | None]]:
         """Spec and snapshot of each pending job, read once per job: a long line costs one query per cycle."""
         missing = [w.id for w in pending if w.id not in self._specs]

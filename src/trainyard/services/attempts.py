@@ -82,11 +82,15 @@ class AttemptService:
     def _after_replica(self, done: tuple[AttemptInfo, bool], replica: int, reason: str) -> AttemptInfo:
         """Wake who waits; when a replica failed and others still run, stop them."""
         attempt, ended = done
-        self.notifier.notify(attempt.job_id)
         if ended:
+            job = self.store.get_job(attempt.job_id)
+            # a job that has ended stays as it is: its long polls answer with this, without a read
+            self.notifier.notify(attempt.job_id, job.model_dump_json() if job.status.is_terminal() else None)
+            self.wake()  # after: the scheduler's cycle would hold the GIL while the waiters are answered
             log.info("attempt %s ended: %s; job %s", attempt.id, attempt.reason, attempt.status.value)
-            self.wake()
-        elif reason != Reason.SUCCEEDED:
+            return attempt
+        self.notifier.notify(attempt.job_id)
+        if reason != Reason.SUCCEEDED:
             if self.store.request_stop(attempt.id, f"replica {replica} ended: {reason}"):
                 log.info("attempt %s: replica %d ended (%s); stopping the other replicas", attempt.id, replica, reason)
                 attempt = self.store.get_attempt(attempt.id)

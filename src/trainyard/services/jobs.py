@@ -28,6 +28,7 @@ class JobService:
         self.notifier = notifier
         self.wake = wake
         self.check_queue: Callable[[str], None] = lambda name: None  # set by the platform: refuses unknown queues
+        self.created: Callable[[JobInfo], None] = lambda job: None  # set by the platform: the scheduler learns the spec
 
     def submit(self, spec: JobSpec, snapshot: str | None = None) -> JobInfo:
         """Validate against this platform, store, and wake the scheduler. Nothing is stored on error."""
@@ -40,6 +41,7 @@ class JobService:
             raise InvalidSpec(errors=[{"field": "workdir", "line": None, "where": "workdir",
                                        "message": f"snapshot {snapshot} was not uploaded"}])
         job = self.store.create_job(spec, snapshot)
+        self.created(job)
         self.wake()
         return job
 

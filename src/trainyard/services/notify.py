@@ -3,13 +3,15 @@
 Keys are job ids (and pipeline run ids). ``notify`` bumps a version; ``wait``
 returns as soon as the version moves past the one the waiter saw, or at the
 timeout. Listeners (the pipeline runner) hear every key as it is notified.
+A notify may carry the key's final state (a finished job as JSON), so the
+long polls it wakes answer without reading it back: see :meth:`final`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from typing import Callable
 
 
@@ -19,6 +21,7 @@ class Notifier:
         self._versions: dict[str, int] = defaultdict(int)
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future]]] = defaultdict(list)
         self._listeners: list[Callable[[str], None]] = []
+        self._final: OrderedDict[str, tuple[int, str]] = OrderedDict()  # key -> (version, state), newest last
 
     def listen(self, fn: Callable[[str], None]) -> None:
         """Call ``fn(key)`` on every notify, in the notifying thread: it must be quick and never block."""
@@ -28,14 +31,25 @@ class Notifier:
         with self._lock:
             return self._versions[key]
 
-    def notify(self, key: str) -> None:
+    def notify(self, key: str, final: str | None = None) -> None:
+        """Wake whoever waits on ``key``; ``final``: its state now, which no later change will alter."""
         with self._lock:
             self._versions[key] += 1
+            if final is not None:
+                self._final[key] = (self._versions[key], final)
+                if len(self._final) > 1000:  # only recent ends matter: their waiters are about to ask
+                    self._final.popitem(last=False)
             waiters = self._waiters.pop(key, [])
         for loop, fut in waiters:
             loop.call_soon_threadsafe(_set, fut)
         for fn in self._listeners:
             fn(key)
+
+    def final(self, key: str, seen: int) -> str | None:
+        """The final state ``key`` was notified with, if it came after version ``seen``."""
+        with self._lock:
+            found = self._final.get(key)
+            return found[1] if found is not None and found[0] > seen else None
 
     async def wait(self, key: str, seen: int, timeout: float) -> int:
         loop = asyncio.get_running_loop()

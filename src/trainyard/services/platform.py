@@ -58,6 +58,7 @@ class Platform:
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.jobs.live, nodes=self.jobs.nodes, queues=self.queues.models,
         )
+        self.jobs.created = self.loop.remember
 
     def _configs(self, job, attempt):  # noqa: ANN001, ANN202
         master = self.engine.rendezvous(attempt) if job.spec.distributed else None

@@ -55,14 +55,17 @@ async def wait_job(job_id: str, p: PlatformDep, timeout: Annotated[float, Query(
     """The job once it has ended, or as it is after ``timeout`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    seen = p.notifier.version(job_id)
     while True:
-        seen = p.notifier.version(job_id)
         job = await run_in_threadpool(p.store.get_job, job_id)
         left = deadline - loop.time()
         if job.status.is_terminal() or left <= 0:
             # serialized here: FastAPI would validate the model again on the way out
             return Response(job.model_dump_json(), media_type="application/json")
         await p.notifier.wait(job_id, seen, left)
+        if (final := p.notifier.final(job_id, seen)) is not None:  # it ended: no need to read it back
+            return Response(final, media_type="application/json")
+        seen = p.notifier.version(job_id)
 
 
 @router.post("/{job_id}/cancel")
