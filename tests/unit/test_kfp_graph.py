@@ -131,3 +131,12 @@ def test_bad_graphs_are_refused_naming_the_file_line_and_field(catalog, tasks, o
     msg = str(e.value)
     assert words in msg
     assert "/p/g.yaml:" in msg and "implementation.graph." in msg
+
+
+def test_a_graph_component_step_may_not_fan_out(catalog):
+    text = graph({"first": {"componentRef": {"name": "Add one"}, "arguments": {"x": {"graphInput": {"inputName": "start"}}}}},
+                 {"result": out("first")})
+    with pytest.raises(InvalidSpec) as exc:
+        expand(catalog, text, foreach=3)
+    assert exc.value.errors[0]["field"].endswith("foreach") and "graph component" in exc.value.errors[0]["message"]
+    assert list(expand(catalog, text).steps) == ["calc-first"]

@@ -128,6 +128,10 @@ def expand_component(step: str, comp: Component, arguments: dict[str, Any], extr
     if impl.graph is not None:
         from trainyard.pipelines.kfp_graph import expand_graph
 
+        if "foreach" in extras:  # each task would fan out on its own, and their wiring would not follow
+            raise invalid(f"{where.rsplit('.', 1)[0]}.foreach",
+                          "not allowed on a graph component: fan out a container component, or a step that uses the graph's output")
+
         if ctx.depth >= MAX_DEPTH:
             raise comp.error(("implementation", "graph"), f"graph components nest deeper than {MAX_DEPTH}: a cycle?")
         return expand_graph(step, comp, bound, extras, ctx)
