@@ -42,6 +42,7 @@ class Victims:
         self.cost: dict[str, Cost] = {}
         self._on: dict[Slot, list] = {}
         self._most: dict[Slot, tuple] = {}
+        self._floor: dict[Slot, tuple] = {}
         self.inv_c = 1 / cl.cpu_total if cl.cpu_total else 0.0
         self.inv_g = 1 / cl.gpu_total if cl.gpu_total else 0.0
 
@@ -70,6 +71,17 @@ class Victims:
             self._on[s] = lst
             self._most[s] = (sum(e[2] for e in lst), sum(e[3] for e in lst), sum(e[4] for e in lst))
         return lst
+
+    def may_free(self, s: Slot, prio: int, reclaim: bool, queue: str) -> bool:
+        """Could any attempt on ``s`` be a victim of a job of priority ``prio`` in ``queue``? A busy
+        cluster is mostly nodes full of work at the job's own priority: this skips them without
+        costing and sorting their attempts (:meth:`on`)."""
+        f = self._floor.get(s)
+        if f is None:
+            raw = self.raw.get(s.name, ())
+            f = self._floor[s] = (min((r.priority for r in raw), default=None),
+                                  {r.queue for r in raw if r.attempt_id in self.borrowed})
+        return (f[0] is not None and f[0] < prio) or (reclaim and bool(f[1]) and not f[1] <= {queue})
 
     def most(self, s: Slot) -> tuple | None:
         """All this node's victims' room together: a quick upper bound."""
@@ -149,6 +161,7 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
     Attempts of job ``spare_job`` are never chosen.
     """
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
+    prio, queue = job.priority, job.queue
     spread = n > 1 and job.placement == "spread"
     for t in types:
         cands = cl.holders(job, t, sel)
@@ -184,7 +197,7 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
                 if _fits(v, c, m, g):
                     best, best_cost, best_set = s, ZERO, []
                     break
-                if victims is None:
+                if victims is None or not victims.may_free(s, prio, reclaim, queue):
                     continue
                 top = victims.most(s)
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:

@@ -169,6 +169,7 @@ class Rooms:
     def _potentials(self, t: str | None, prio: int, sig: tuple, own: str | None) -> list[tuple]:
         c = self.c
         out, starts, borrowed, others = [], c.starts, c.quotas.borrowed, bool(self.borrowing_queues - {own})
+        on = self._preemptible()[2]
         for s in (c.cl.typed.get(t, []) if t else c.cl.slots):
             sn = s.soon or (0.0, 0, 0)
             pc, pm, pg = s.cpu + sn[0], s.mem + sn[1], s.g + sn[2]
@@ -176,10 +177,11 @@ class Rooms:
             if r is not None and any(sig[i] for i, st in enumerate(starts) if st == r[0]):
                 out.append((min(pc, r[1]), min(pm, r[2]), min(pg, r[3])))  # held: what is left over, no victims
                 continue
-            for v in self._preemptible()[2].get(s.name, ()):
+            name = s.name
+            for v in on.get(name, ()):
                 if (v.preemptible and v.priority < prio) or (others and v.queue != own and v.attempt_id in borrowed):
                     for p in v.replicas:
-                        if p.node == s.name:
+                        if p.node == name:
                             pc += p.cpu
                             pm += p.memory
                             pg += len(p.gpu_ids)
