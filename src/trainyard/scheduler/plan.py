@@ -111,6 +111,7 @@ class _Cycle:
         self.failed: dict[tuple, tuple] = {}  # (shape, types) -> reservation signature it failed under
         self.no_reservation: set[tuple] = set()
         self.turned_away: dict[tuple, tuple] = {}  # job class -> (kind, detail) of the first one turned away
+        self.deferrable: dict[tuple, int] = {}  # job class -> quota searches run when one was deferred
         self.epoch = 0  # bumped by each preemption: room coming back may change an earlier answer
         self.searches = options.max_searches
         self.starts: list[float] = []  # reservation starts as backfill compares them (-INF: unknown)
@@ -170,6 +171,10 @@ class _Cycle:
             return self._turn_away(cls, job, q, "quota", (sid, types, shape))
         allowed, reach = types, ()
         if not borrowing:
+            # a job like one deferred below meets the same fate while no other job's quota search has
+            # changed what those searches reach: its quota stays full and room only shrinks
+            if self.deferrable.get(cls) == self.rooms.quota_runs:
+                return deferred.append((job, q))
             allowed = quotas.allowed_types(q, job, types, sid)
             if not allowed:
                 if q.borrowing and job.preemptible and self._fits_now(job, sid, types, sel, end, sig):
@@ -180,6 +185,8 @@ class _Cycle:
                     return None
                 if not reach:
                     if q.borrowing and job.preemptible:  # borrowed work must be reclaimable
+                        if job.last_preempted_by is None:  # its quota search differs from its class's
+                            self.deferrable[cls] = self.rooms.quota_runs
                         return deferred.append((job, q))
                     return self._turn_away(cls, job, q, "quota", (sid, types, shape))
         key = (sid, allowed)

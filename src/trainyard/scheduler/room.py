@@ -36,6 +36,7 @@ class Rooms:
         self.failed_preempt = Failures()
         self.failed_quota: dict[tuple, int] = {}
         self.quota_reach: dict[tuple, tuple] = {}
+        self.quota_runs = 0  # quota searches run to the end: each may change what the next one answers
         self.queue_work: dict[str, list] = {}
         self.pots: dict[tuple, list] = {}  # (GPU type, priority, reservations, queue) -> room per node
         self._index = None
@@ -115,6 +116,7 @@ class Rooms:
                 break
         self.failed_quota[pkey] = max(job.priority, self.failed_quota.get(pkey, -INF))
         self.quota_reach[pkey] = tuple(reach)
+        self.quota_runs += 1
         return False, tuple(reach)
 
     def stop(self, job: PendingJob, q: Queue, found: tuple, victims: Victims) -> None:
