@@ -21,6 +21,7 @@ back (:meth:`Cluster.claim`), so a job waiting on them does not preempt more.
 from __future__ import annotations
 
 from bisect import bisect_left
+from operator import itemgetter
 
 from trainyard.scheduler.cluster import EPS, Cluster, Slot
 from trainyard.scheduler.model import PendingJob, RunningJob
@@ -58,18 +59,29 @@ class Victims:
     def on(self, s: Slot) -> list:
         lst = self._on.get(s)
         if lst is None:
-            lst = []
-            for r in self.raw.get(s.name, ()):
-                c = m = g = 0
-                for p in r.replicas:
-                    if p.node == s.name:
-                        c += p.cpu
-                        m += p.memory
-                        g += len(p.gpu_ids)
-                lst.append((self.cost_of(r), r, c, m, g, r.attempt_id in self.borrowed))
+            lst, name, costs, borrowed = [], s.name, self.cost, self.borrowed
+            for r in self.raw.get(name, ()):
+                reps = r.replicas
+                if len(reps) == 1:  # most attempts: one replica, and it is on this node
+                    p = reps[0]
+                    c, m, g = p.cpu, p.memory, len(p.gpu_ids)
+                else:
+                    c = m = g = 0
+                    for p in reps:
+                        if p.node == name:
+                            c += p.cpu
+                            m += p.memory
+                            g += len(p.gpu_ids)
+                aid = r.attempt_id
+                lst.append((costs.get(aid) or self.cost_of(r), r, c, m, g, aid in borrowed))
             lst.sort(key=_cost)
             self._on[s] = lst
-            self._most[s] = (sum(e[2] for e in lst), sum(e[3] for e in lst), sum(e[4] for e in lst))
+            c = m = g = 0
+            for e in lst:  # summed in the order the victims are tried, so the bound is exactly their room
+                c += e[2]
+                m += e[3]
+                g += e[4]
+            self._most[s] = (c, m, g)
         return lst
 
     def may_free(self, s: Slot, prio: int, reclaim: bool, queue: str) -> bool:
@@ -90,8 +102,7 @@ class Victims:
         return self._most[s] if self._on[s] else None
 
 
-def _cost(e: tuple) -> tuple:
-    return e[0]
+_cost = itemgetter(0)  # sort key of a victim entry: its cost
 
 
 class Releasable:
@@ -185,16 +196,20 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
             for s in cands:
                 if spread and s in picks:
                     continue
-                v = room(s)
-                if s.resv is not None and end > s.resv[0]:
+                v = virt.get(s)
+                if v is None:  # untouched by this search: read the node, build nothing (most nodes)
+                    sn = s.soon
+                    v = (s.cpu, s.mem, s.g) if sn is None else (s.cpu + sn[0], s.mem + sn[1], s.g + sn[2])
+                r = s.resv
+                if r is not None and end > r[0]:
                     left = spare.get(s)
                     if left is None:
-                        left = spare[s] = list(s.resv[1:])
+                        left = spare[s] = r[1:]
                     if _fits(v, c, m, g) and _fits(left, c, m, g):
                         best, best_cost, best_set = s, ZERO, []
                         break
                     continue
-                if _fits(v, c, m, g):
+                if v[0] + EPS >= c and v[1] >= m and v[2] >= g:
                     best, best_cost, best_set = s, ZERO, []
                     break
                 if victims is None or not victims.may_free(s, prio, reclaim, queue):
@@ -205,7 +220,10 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
                 need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job)
                 if need is None:
                     continue
-                cost = (sum(e[0][0] for e in need), max(e[0][1] for e in need), sum(e[0][2] for e in need))
+                if len(need) == 1:  # one victim (the usual case): the set costs what it costs
+                    cost = need[0][0]
+                else:
+                    cost = (sum(e[0][0] for e in need), max(e[0][1] for e in need), sum(e[0][2] for e in need))
                 if best_cost is None or cost < best_cost:
                     best, best_cost, best_set = s, cost, need
             if best is None:

@@ -196,32 +196,47 @@ class Rooms:
         if self._index is None:
             c = self.c
             limited = {name for name, q in c.quotas.queues.items() if has_quota(q)}
-            rel: dict[tuple, float] = {}
-            qrel: dict[tuple, float] = {}
-            on: dict[str, list] = {}
             tot = c.totals
+            # Summed per priority (and per queue and priority for limited queues) in running order, the
+            # order the totals were always summed in, so each bound is the same float whatever it meets.
+            by_prio: dict[int, list] = {}  # priority -> [cores, {GPU type: GPUs}]
+            by_queue: dict[tuple, list] = {}  # (queue, priority) -> [cores, memory, {GPU type: GPUs}, GPUs]
+            on: dict[str, list] = {}
             for r in c.running:
-                if r.stopping:
-                    continue
-                if not r.preemptible:  # never a victim, whatever it borrowed
+                if r.stopping or not r.preemptible:  # gone already, or never a victim whatever it borrowed
                     continue
                 cpu, mem, gtype, gpus = tot[r.attempt_id]
-                k = (None, r.priority)
-                rel[k] = rel.get(k, 0.0) + cpu
+                prio = r.priority
+                a = by_prio.get(prio)
+                if a is None:
+                    a = by_prio[prio] = [0.0, {}]
+                a[0] += cpu
                 if gtype is not None:
-                    k = (gtype, r.priority)
-                    rel[k] = rel.get(k, 0.0) + gpus
+                    a[1][gtype] = a[1].get(gtype, 0.0) + gpus
                 if r.queue in limited:
-                    for k, v in (("cpu", cpu), ("mem", mem), (gtype, gpus), ("*", gpus)):
-                        if v:
-                            qk = ((r.queue, k), r.priority)
-                            qrel[qk] = qrel.get(qk, 0.0) + v
+                    qa = by_queue.get((r.queue, prio))
+                    if qa is None:
+                        qa = by_queue[(r.queue, prio)] = [0.0, 0.0, {}, 0.0]
+                    qa[0] += cpu
+                    qa[1] += mem
+                    if gpus:
+                        qa[2][gtype] = qa[2].get(gtype, 0.0) + gpus
+                        qa[3] += gpus
                 for p in r.replicas:
                     lst = on.get(p.node)
                     if lst is None:
                         on[p.node] = [r]
                     elif lst[-1] is not r:
                         lst.append(r)
+            rel: dict[tuple, float] = {}
+            for prio, (cpu, gpus) in by_prio.items():
+                rel[(None, prio)] = cpu
+                for gtype, v in gpus.items():
+                    rel[(gtype, prio)] = v
+            qrel: dict[tuple, float] = {}
+            for (queue, prio), (cpu, mem, gpus, every) in by_queue.items():
+                for k, v in (("cpu", cpu), ("mem", mem), ("*", every), *gpus.items()):
+                    qrel[((queue, k), prio)] = v
             self._index = (Releasable(rel), Releasable(qrel), on)
         return self._index
 
