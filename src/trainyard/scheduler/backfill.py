@@ -15,8 +15,13 @@ left-over room is usable: the nodes drain as their work finishes.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from trainyard.scheduler.cluster import EPS, Cluster, Slot
 from trainyard.scheduler.model import INF, PendingJob, Reservation, RunningJob
+
+
+_end_then_start = itemgetter(0, 1)
 
 
 class Releases:
@@ -24,15 +29,16 @@ class Releases:
 
     def __init__(self, cl: Cluster, running: list[RunningJob], now: float) -> None:
         self.items: list[tuple] = []
+        add, slot = self.items.append, cl.by_name.get  # once per replica of every attempt: keep the loop lean
         for r in running:
             if r.stopping:
                 continue  # already counted as room coming back now (Slot.soon)
             # past its timeout but not gone yet (a grace period): it ends any moment
             end = max(r.expected_end, now) if r.expected_end is not None else INF
             for p in r.replicas:
-                s = cl.by_name.get(p.node)
+                s = slot(p.node)
                 if s is not None:
-                    self.items.append((end, r.started_at, s, p.cpu, p.memory, len(p.gpu_ids)))
+                    add((end, r.started_at, s, p.cpu, p.memory, len(p.gpu_ids)))
         self._sorted = False
 
     def add(self, end: float, s: Slot, c: float, m: int, g: int, now: float) -> None:
@@ -41,7 +47,7 @@ class Releases:
 
     def ordered(self) -> list[tuple]:
         if not self._sorted:
-            self.items.sort(key=lambda x: (x[0], x[1]))  # same end: the oldest first, deterministically
+            self.items.sort(key=_end_then_start)  # same end: the oldest first, deterministically
             self._sorted = True
         return self.items
 

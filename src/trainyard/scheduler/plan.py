@@ -66,44 +66,44 @@ class _Cycle:
     def __init__(self, nodes, running, queues, now, options) -> None:
         self.now, self.opt, self.running = now, options, list(running)
         self.cl = cl = Cluster(nodes)
-        for r in self.running:
-            if r.stopping:
-                for p in r.replicas:
-                    if p.node in cl.by_name:
-                        cl.add_soon(cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
         qmap = {q.name: q for q in queues} or {"default": default_queue()}
         type_of = {s.name: s.type for s in cl.slots}
         self.totals = tot = {}
-        for r in self.running:
+        by_team: dict[tuple, list] = {}
+        for r in self.running:  # one pass: every attempt's totals, its team's share, stopping room
             reps = r.replicas
             if len(reps) == 1:
                 p = reps[0]
                 g = len(p.gpu_ids)
-                tot[r.attempt_id] = (p.cpu, p.memory, type_of.get(p.node) if g else None, g)
+                t = (p.cpu, p.memory, type_of.get(p.node) if g else None, g)
             else:
-                tot[r.attempt_id] = totals(r, type_of)
+                t = totals(r, type_of)
+            tot[r.attempt_id] = t
+            acc = by_team.get((r.team, t[2]))
+            if acc is None:
+                acc = by_team[(r.team, t[2])] = [0.0, 0, 0]
+            acc[0] += t[0]
+            acc[1] += t[1]
+            acc[2] += t[3]
+            if r.stopping:
+                for p in reps:
+                    if p.node in cl.by_name:
+                        cl.add_soon(cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
         self.quotas = Quotas(qmap, self.running, tot)
         self.shares = Shares(cl.cpu_total, cl.mem_total, cl.gpu_cap)
+        for (team, gtype), (cpu, mem, gpus) in by_team.items():
+            self.shares.add(team, cpu, mem, gtype, gpus)
         borrowing_queues: set[str] = set()
         lent: dict = {}
         borrowed = self.quotas.borrowed
-        by_team: dict[tuple, list] = {}
-        for r in self.running:
-            cpu, mem, gtype, gpus = tot[r.attempt_id]
-            acc = by_team.get((r.team, gtype))
-            if acc is None:
-                acc = by_team[(r.team, gtype)] = [0.0, 0, 0]
-            acc[0] += cpu
-            acc[1] += mem
-            acc[2] += gpus
+        for r in self.running if borrowed else ():
             if r.attempt_id in borrowed and r.preemptible and not r.stopping:
+                cpu, mem, gtype, gpus = tot[r.attempt_id]
                 borrowing_queues.add(r.queue)
                 for k, v in ((None, cpu), (gtype, gpus)):
                     if v:
                         lent[(r.queue, k)] = lent.get((r.queue, k), 0) + v
                         lent[k] = lent.get(k, 0) + v
-        for (team, gtype), (cpu, mem, gpus) in by_team.items():
-            self.shares.add(team, cpu, mem, gtype, gpus)
         self.rooms = Rooms(self, borrowing_queues, lent)
         self.out = Plan()
         self.left: list[tuple] = []  # (job, queue, kind, detail) for jobs left pending, in line order

@@ -69,14 +69,17 @@ class Quotas:
         self.use: dict[str, Usage] = {}
         self.borrowed: set[str] = set()  # attempt ids running beyond their queue's quota
         self._allowed: dict[tuple, tuple] = {}  # (queue, shape) -> (jobs running then, answer)
-        limited = []
+        limited, limits = [], {}  # queue name -> whether it has a quota or a cap on running jobs
         for r in running:
             if r.borrowed:
                 self.borrowed.add(r.attempt_id)
-            q = self.queue(r.queue)
+            lim = limits.get(r.queue)
+            if lim is None:
+                q = self.queue(r.queue)
+                lim = limits[r.queue] = has_quota(q) or q.max_running is not None
             # only limited queues need their usage; stopping attempts hand their share back (their room is
             # still held, and the planner waits for it), so the job they were stopped for is inside the quota
-            if (has_quota(q) or q.max_running is not None) and not r.stopping:
+            if lim and not r.stopping:
                 limited.append(r)
         # what counts inside the quota: work that cannot be preempted, then the highest priority, then
         # the oldest; the rest is borrowed, so a lender reclaims the least important work first

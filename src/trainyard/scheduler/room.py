@@ -182,7 +182,14 @@ class Rooms:
             name = s.name
             for v in on.get(name, ()):
                 if (v.preemptible and v.priority < prio) or (others and v.queue != own and v.attempt_id in borrowed):
-                    for p in v.replicas:
+                    reps = v.replicas
+                    if len(reps) == 1:  # most attempts: one replica, and it is on this node
+                        p = reps[0]
+                        pc += p.cpu
+                        pm += p.memory
+                        pg += len(p.gpu_ids)
+                        continue
+                    for p in reps:
                         if p.node == name:
                             pc += p.cpu
                             pm += p.memory
