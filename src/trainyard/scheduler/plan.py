@@ -156,7 +156,8 @@ class _Cycle:
         sid, types = info
         starts = self.starts
         end = self.now + job.timeout if job.timeout is not None else INF
-        sig = tuple([end > s for s in starts]) if starts else ()
+        # which reservations it would outlast; one reservation is the usual case, and a cycle asks this per job
+        sig = ((end > starts[0],) if len(starts) == 1 else tuple([end > s for s in starts])) if starts else ()
         # A job like one already turned away this cycle meets the same fate: room only shrinks, except
         # when a preemption frees some (the epoch), so skip straight to the same answer. One that may not
         # preempt the job that preempted it has fewer choices: it reads these answers but never writes them.
