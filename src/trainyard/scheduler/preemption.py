@@ -48,18 +48,21 @@ class Victims:
         self.inv_g = 1 / cl.gpu_total if cl.gpu_total else 0.0
 
     def cost_of(self, r: RunningJob) -> Cost:
-        c = self.cost.get(r.attempt_id)
-        if c is None:
-            cpu, _, _, gpus = self.totals[r.attempt_id]
-            size = max(cpu * self.inv_c, gpus * self.inv_g)
-            c = self.cost[r.attempt_id] = (0 if r.attempt_id in self.borrowed else 1, r.priority,
-                                           max(self.now - r.started_at, 1.0) * size)
+        aid = r.attempt_id
+        c = self.cost.get(aid)
+        if c is None:  # once per attempt on every node a search visits: conditionals, not max() calls
+            cpu, _, _, gpus = self.totals[aid]
+            size, gsize = cpu * self.inv_c, gpus * self.inv_g
+            age = self.now - r.started_at
+            c = self.cost[aid] = (0 if aid in self.borrowed else 1, r.priority,
+                                  (age if age > 1.0 else 1.0) * (gsize if gsize > size else size))
         return c
 
     def on(self, s: Slot) -> list:
         lst = self._on.get(s)
         if lst is None:
             lst, name, costs, borrowed = [], s.name, self.cost, self.borrowed
+            cost_of = self.cost_of
             for r in self.raw.get(name, ()):
                 reps = r.replicas
                 if len(reps) == 1:  # most attempts: one replica, and it is on this node
@@ -73,7 +76,7 @@ class Victims:
                             m += p.memory
                             g += len(p.gpu_ids)
                 aid = r.attempt_id
-                lst.append((costs.get(aid) or self.cost_of(r), r, c, m, g, aid in borrowed))
+                lst.append((costs.get(aid) or cost_of(r), r, c, m, g, aid in borrowed))
             lst.sort(key=_cost)
             self._on[s] = lst
             c = m = g = 0

@@ -39,6 +39,7 @@ class Rooms:
         self.quota_runs = 0  # quota searches run to the end: each may change what the next one answers
         self.queue_work: dict[str, list] = {}
         self.pots: dict[tuple, list] = {}  # (GPU type, priority, reservations, queue) -> room per node
+        self._vroom: dict[tuple, list] = {}  # (GPU type, priority, queue) -> victims' room per node
         self._index = None
         self._victims = None
 
@@ -170,15 +171,31 @@ class Rooms:
 
     def _potentials(self, t: str | None, prio: int, sig: tuple, own: str | None) -> list[tuple]:
         c = self.c
-        out, starts, borrowed, others = [], c.starts, c.quotas.borrowed, bool(self.borrowing_queues - {own})
-        on = self._preemptible()[2]
-        for s in (c.cl.typed.get(t, []) if t else c.cl.slots):
+        out, starts = [], c.starts
+        slots = c.cl.typed.get(t, []) if t else c.cl.slots
+        for s, (vc, vm, vg) in zip(slots, self._victim_room(t, prio, own)):
             sn = s.soon or (0.0, 0, 0)
             pc, pm, pg = s.cpu + sn[0], s.mem + sn[1], s.g + sn[2]
             r = s.resv
             if r is not None and any(sig[i] for i, st in enumerate(starts) if st == r[0]):
                 out.append((min(pc, r[1]), min(pm, r[2]), min(pg, r[3])))  # held: what is left over, no victims
                 continue
+            out.append((pc + vc, pm + vm, pg + vg))
+        return out
+
+    def _victim_room(self, t: str | None, prio: int, own: str | None) -> list[tuple]:
+        """Per node of type ``t`` (all nodes for None), the room of all the work a job of priority ``prio``
+        in queue ``own`` may preempt there. The index does not change in a cycle, so this is built once
+        per (type, priority, queue); the potentials add each search's free room to it."""
+        key = (t, prio, own)
+        out = self._vroom.get(key)
+        if out is not None:
+            return out
+        c = self.c
+        out, borrowed, others = [], c.quotas.borrowed, bool(self.borrowing_queues - {own})
+        on = self._preemptible()[2]
+        for s in (c.cl.typed.get(t, []) if t else c.cl.slots):
+            pc = pm = pg = 0
             name = s.name
             for v in on.get(name, ()):
                 if (v.preemptible and v.priority < prio) or (others and v.queue != own and v.attempt_id in borrowed):
@@ -195,6 +212,7 @@ class Rooms:
                             pm += p.memory
                             pg += len(p.gpu_ids)
             out.append((pc, pm, pg))
+        self._vroom[key] = out
         return out
 
     def _preemptible(self) -> tuple:
