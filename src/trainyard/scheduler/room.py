@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from trainyard.scheduler.cluster import end_of
 from trainyard.scheduler.model import INF, PendingJob, Preemption, Queue, RunningJob
 from trainyard.scheduler.preemption import Failures, Releasable, Victims, search
-from trainyard.scheduler.quota import has_quota
 
 if TYPE_CHECKING:
     from trainyard.scheduler.plan import _Cycle
@@ -28,7 +27,8 @@ if TYPE_CHECKING:
 class Rooms:
     """The room-making half of one planning cycle; works on the cycle's state."""
 
-    def __init__(self, cycle: "_Cycle", borrowing_queues: set[str], lent: dict) -> None:
+    def __init__(self, cycle: "_Cycle", borrowing_queues: set[str], lent: dict, by_prio: dict, by_queue: dict,
+                 on: dict) -> None:
         self.c = cycle
         self.borrowing_queues = borrowing_queues  # queues running work beyond their quota
         self.lent = lent  # that work's room by (queue, GPU type or None for cores), and by type alone
@@ -40,7 +40,18 @@ class Rooms:
         self.queue_work: dict[str, list] = {}
         self.pots: dict[tuple, list] = {}  # (GPU type, priority, reservations, queue) -> room per node
         self._vroom: dict[tuple, list] = {}  # (GPU type, priority, queue) -> victims' room per node
-        self._index = None
+        # what preemptible work each priority holds, per GPU type (None: cores), per limited queue and
+        # limit, and which attempts each node holds that might be preempted (see _Cycle._survey)
+        rel: dict[tuple, float] = {}
+        for prio, (cpu, gpus) in by_prio.items():
+            rel[(None, prio)] = cpu
+            for gtype, v in gpus.items():
+                rel[(gtype, prio)] = v
+        qrel: dict[tuple, float] = {}
+        for (queue, prio), (cpu, mem, gpus, every) in by_queue.items():
+            for k, v in (("cpu", cpu), ("mem", mem), ("*", every), *gpus.items()):
+                qrel[((queue, k), prio)] = v
+        self.releasable, self.releasable_in_queue, self.on = Releasable(rel), Releasable(qrel), on
         self._victims = None
 
     def make_room(self, job: PendingJob, q: Queue, allowed: tuple, sel: tuple, end: float, sig: tuple) -> bool:
@@ -95,7 +106,7 @@ class Rooms:
         if c.searches <= 0 or self.failed_quota.get(pkey, -INF) >= job.priority:
             return False, self.quota_reach.get(pkey, ())
         reach = []
-        below = self._preemptible()[1].below
+        below = self.releasable_in_queue.below
         for t in types:
             over = c.quotas.over(q, job, t)
             if not over or any(below((q.name, k), job.priority) + 1e-9 < v for k, v in over.items()):
@@ -142,7 +153,7 @@ class Rooms:
 
     def _could_free(self, job: PendingJob, q: Queue, allowed: tuple) -> bool:
         """Could all lower-priority work, and all borrowed work of other queues, make room together?"""
-        cl, n, below, lent = self.c.cl, job.replicas, self._preemptible()[0].below, self.lent
+        cl, n, below, lent = self.c.cl, job.replicas, self.releasable.below, self.lent
         if job.gpu:
             return any(cl.gfree.get(t, 0) + cl.soon_g.get(t, 0) + below(t, job.priority)
                        + lent.get(t, 0) - lent.get((q.name, t), 0) >= job.gpu * n for t in allowed)
@@ -193,7 +204,7 @@ class Rooms:
             return out
         c = self.c
         out, borrowed, others = [], c.quotas.borrowed, bool(self.borrowing_queues - {own})
-        on = self._preemptible()[2]
+        on = self.on
         for s in (c.cl.typed.get(t, []) if t else c.cl.slots):
             pc = pm = pg = 0
             name = s.name
@@ -215,56 +226,6 @@ class Rooms:
         self._vroom[key] = out
         return out
 
-    def _preemptible(self) -> tuple:
-        """Built on first need: what preemptible work each priority holds, per GPU type (None: cores)
-        and per queue and limit, and which attempts each node holds that might be preempted."""
-        if self._index is None:
-            c = self.c
-            limited = {name for name, q in c.quotas.queues.items() if has_quota(q)}
-            tot = c.totals
-            # Summed per priority (and per queue and priority for limited queues) in running order, the
-            # order the totals were always summed in, so each bound is the same float whatever it meets.
-            by_prio: dict[int, list] = {}  # priority -> [cores, {GPU type: GPUs}]
-            by_queue: dict[tuple, list] = {}  # (queue, priority) -> [cores, memory, {GPU type: GPUs}, GPUs]
-            on: dict[str, list] = {}
-            for r in c.running:
-                if r.stopping or not r.preemptible:  # gone already, or never a victim whatever it borrowed
-                    continue
-                cpu, mem, gtype, gpus = tot[r.attempt_id]
-                prio = r.priority
-                a = by_prio.get(prio)
-                if a is None:
-                    a = by_prio[prio] = [0.0, {}]
-                a[0] += cpu
-                if gtype is not None:
-                    a[1][gtype] = a[1].get(gtype, 0.0) + gpus
-                if r.queue in limited:
-                    qa = by_queue.get((r.queue, prio))
-                    if qa is None:
-                        qa = by_queue[(r.queue, prio)] = [0.0, 0.0, {}, 0.0]
-                    qa[0] += cpu
-                    qa[1] += mem
-                    if gpus:
-                        qa[2][gtype] = qa[2].get(gtype, 0.0) + gpus
-                        qa[3] += gpus
-                for p in r.replicas:
-                    lst = on.get(p.node)
-                    if lst is None:
-                        on[p.node] = [r]
-                    elif lst[-1] is not r:
-                        lst.append(r)
-            rel: dict[tuple, float] = {}
-            for prio, (cpu, gpus) in by_prio.items():
-                rel[(None, prio)] = cpu
-                for gtype, v in gpus.items():
-                    rel[(gtype, prio)] = v
-            qrel: dict[tuple, float] = {}
-            for (queue, prio), (cpu, mem, gpus, every) in by_queue.items():
-                for k, v in (("cpu", cpu), ("mem", mem), ("*", every), *gpus.items()):
-                    qrel[((queue, k), prio)] = v
-            self._index = (Releasable(rel), Releasable(qrel), on)
-        return self._index
-
     def _queue_work(self, queue: str) -> list[RunningJob]:
         """Preemptible live attempts of one queue, cheapest to stop first."""
         out = self.queue_work.get(queue)
@@ -277,5 +238,5 @@ class Rooms:
     def victims(self) -> Victims:
         if self._victims is None:
             c = self.c
-            self._victims = Victims(c.cl, self._preemptible()[2], c.quotas.borrowed, c.totals, c.now)
+            self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.totals, c.now)
         return self._victims
