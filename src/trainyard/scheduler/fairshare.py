@@ -105,8 +105,11 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
                 if pos == end:
                     break
                 if heap:  # stay with this team while it is still the furthest behind
-                    sh, top, nseq = share.get(team, 0.0), heap[0], lst[pos][0].seq
-                    if sh > top[0] or (sh == top[0] and (nseq > top[1] or (nseq == top[1] and i > top[2]))):
+                    sh, top = share.get(team, 0.0), heap[0]
+                    if sh < top[0]:
+                        continue  # the usual case, decided without the next job's submit order
+                    nseq = lst[pos][0].seq
+                    if sh > top[0] or nseq > top[1] or (nseq == top[1] and i > top[2]):
                         heapq.heappush(heap, (sh, nseq, i, team, pos))
                         break
     yield None

@@ -170,18 +170,24 @@ class _Cycle:
 
     def run(self, pending: list[PendingJob]) -> Plan:
         eligible, waiting = [], []
-        queue_of = self.quotas.queue
-        ids = {job.id for job in pending}
+        queue_of, queues = self.quotas.queue, {}  # a local map: this loop runs once per pending job
+        ids = None  # pending job ids, built when some job was preempted
         for job in pending:
-            q = queue_of(job.queue)
+            q = queues.get(job.queue)
+            if q is None:
+                q = queues[job.queue] = queue_of(job.queue)
             if job.not_before is not None and job.not_before > self.now:
                 waiting.append((job, q, "backoff", None))
-            elif job.last_preempted_by is not None and job.last_preempted_by in ids:
-                # the room and quota it handed back are for the job that preempted it: competing for them
-                # again before that job starts is how preemption loops begin
-                waiting.append((job, q, "yield", job.last_preempted_by))
-            else:
-                eligible.append((job, q))
+                continue
+            if job.last_preempted_by is not None:
+                if ids is None:
+                    ids = {j.id for j in pending}
+                if job.last_preempted_by in ids:
+                    # the room and quota it handed back are for the job that preempted it: competing for
+                    # them again before that job starts is how preemption loops begin
+                    waiting.append((job, q, "yield", job.last_preempted_by))
+                    continue
+            eligible.append((job, q))
         deferred: list = []
         consider, borrowing = self._consider, False
         limit = self.opt.fair_share_wait
