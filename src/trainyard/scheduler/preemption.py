@@ -164,21 +164,23 @@ def _fits(v: list, c: float, m: int, g: int) -> bool:
     return v[0] + EPS >= c and v[1] >= m and v[2] >= g
 
 
-def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
-           victims: Victims | None = None, reclaim: bool = False, pre: tuple = (), spare_job: str | None = None):
+def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, victims: Victims | None = None,
+           reclaim: bool = False, pre: tuple = (), spare_job: str | None = None, bound=None):
     """``(gpu type, [slot per replica], [victims])`` letting ``job`` start, or None.
 
     Room counts free room, room of stopping attempts not yet claimed, and
     room of the chosen victims (``pre`` are chosen already, for the queue's
     quota). On a node held for a reservation, work that may run past its
     start only gets what the reservation leaves over, and preempts nothing.
-    Attempts of job ``spare_job`` are never chosen.
+    Attempts of job ``spare_job`` are never chosen. ``bound(t)``, if given, maps each
+    node of type ``t`` to at least the room of all the victims this job may choose there.
     """
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
     prio, queue = job.priority, job.queue
     spread = n > 1 and job.placement == "spread"
     for t in types:
         cands = cl.holders(job, t, sel)
+        upper = bound(t) if bound is not None else None
         virt: dict[Slot, list] = {}
         spare: dict[Slot, list] = {}  # what held nodes leave over, as this search uses it
         chosen: dict[str, RunningJob] = {}
@@ -217,6 +219,10 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
                     break
                 if victims is None or not victims.may_free(s, prio, reclaim, queue):
                     continue
+                if upper is not None:  # even every victim it may choose here is too little (2 EPS: the
+                    b = upper[s]  # bound adds the same room in another order, so allow for rounding)
+                    if v[0] + b[0] + 2 * EPS < c or v[1] + b[1] < m or v[2] + b[2] < g:
+                        continue
                 top = victims.most(s)
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
                     continue

@@ -40,6 +40,7 @@ class Rooms:
         self.queue_work: dict[str, list] = {}
         self.pots: dict[tuple, list] = {}  # (GPU type, priority, reservations, queue) -> room per node
         self._vroom: dict[tuple, list] = {}  # (GPU type, priority, queue) -> victims' room per node
+        self._vbound: dict[tuple, dict] = {}  # the same, by node
         # what preemptible work each priority holds, per GPU type (None: cores), per limited queue and
         # limit, and which attempts each node holds that might be preempted (see _Cycle._survey)
         rel: dict[tuple, float] = {}
@@ -82,11 +83,17 @@ class Rooms:
             return False
         c.searches -= 1
         victims = self.victims()
+        own = q.name if q.name in self.borrowing_queues else None
+
+        def bound(t: str | None) -> dict:
+            return self._victim_bound(t, job.priority, own)
+
         # search as if the job had never been preempted, so a failure holds for every job like it
-        found = search(cl, job, allowed, sel, end, victims, reclaim)
+        found = search(cl, job, allowed, sel, end, victims, reclaim, bound=bound)
         last = job.last_preempted_by
         if found is not None and last is not None and any(v.job_id == last for v in found[2]):
-            found = search(cl, job, allowed, sel, end, victims, reclaim, spare_job=last)  # never preempt it back
+            # never preempt it back
+            found = search(cl, job, allowed, sel, end, victims, reclaim, spare_job=last, bound=bound)
             if found is None:
                 return False
         if found is None or not found[2]:
@@ -192,6 +199,15 @@ class Rooms:
                 out.append((min(pc, r[1]), min(pm, r[2]), min(pg, r[3])))  # held: what is left over, no victims
                 continue
             out.append((pc + vc, pm + vm, pg + vg))
+        return out
+
+    def _victim_bound(self, t: str | None, prio: int, own: str | None) -> dict:
+        """:meth:`_victim_room` by node, for searches to skip the nodes where even all of it is too little."""
+        key = (t, prio, own)
+        out = self._vbound.get(key)
+        if out is None:
+            slots = self.c.cl.typed.get(t, []) if t else self.c.cl.slots
+            out = self._vbound[key] = dict(zip(slots, self._victim_room(t, prio, own)))
         return out
 
     def _victim_room(self, t: str | None, prio: int, own: str | None) -> list[tuple]:
