@@ -188,6 +188,9 @@ class Rooms:
         return False
 
     def _potentials(self, t: str | None, prio: int, sig: tuple, own: str | None) -> list[tuple]:
+        """Per node of type ``t``: free and stopping room now, plus all the work the job may preempt there.
+        (Victims' room is added as one sum: for fractional cores the float may differ in the last bit from
+        adding them one by one, far inside the 1e-9 every comparison of room allows.)"""
         c = self.c
         out, starts = [], c.starts
         slots = c.cl.typed.get(t, []) if t else c.cl.slots
