@@ -15,35 +15,43 @@ left-over room is usable: the nodes drain as their work finishes.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from trainyard.scheduler.cluster import EPS, Cluster, Slot
 from trainyard.scheduler.model import INF, PendingJob, Reservation, RunningJob
+
+
+_end_then_start = itemgetter(0, 1)
 
 
 class Releases:
     """When room comes back: (time, node, cpu, memory, gpus), from running and just-admitted work."""
 
     def __init__(self, cl: Cluster, running: list[RunningJob], now: float) -> None:
-        self.items: list[tuple] = []
-        for r in running:
-            if r.stopping:
-                continue  # already counted as room coming back now (Slot.soon)
-            # past its timeout but not gone yet (a grace period): it ends any moment
-            end = max(r.expected_end, now) if r.expected_end is not None else INF
-            for p in r.replicas:
-                s = cl.by_name.get(p.node)
-                if s is not None:
-                    self.items.append((end, r.started_at, s, p.cpu, p.memory, len(p.gpu_ids)))
-        self._sorted = False
+        self.cl, self.running, self.now = cl, running, now
+        self.added: list[tuple] = []  # work admitted this cycle, in order
 
     def add(self, end: float, s: Slot, c: float, m: int, g: int, now: float) -> None:
-        self.items.append((end, now, s, c, m, g))
-        self._sorted = False
+        self.added.append((end, now, s, c, m, g))
 
-    def ordered(self) -> list[tuple]:
-        if not self._sorted:
-            self.items.sort(key=lambda x: (x[0], x[1]))  # same end: the oldest first, deterministically
-            self._sorted = True
-        return self.items
+    def ordered(self, nodes: dict) -> list[tuple]:
+        """What comes back on ``nodes``, soonest first; the same end: the oldest first, then in input
+        order. Only the nodes a reservation could use: the head of the line is usually a gang of one
+        GPU type, and every replica of every attempt costs a tuple and a place in the sort."""
+        out, slot, now = [], self.cl.by_name.get, self.now
+        names = {s.name for s in nodes}
+        for r in self.running:
+            if r.stopping:
+                continue  # already counted as room coming back now (Slot.soon)
+            end = None
+            for p in r.replicas:
+                if p.node in names:
+                    if end is None:  # past its timeout but not gone yet (a grace period): it ends any moment
+                        end = max(r.expected_end, now) if r.expected_end is not None else INF
+                    out.append((end, r.started_at, slot(p.node), p.cpu, p.memory, len(p.gpu_ids)))
+        out.extend(x for x in self.added if x[2] in nodes)
+        out.sort(key=_end_then_start)
+        return out
 
 
 def _count(v: list, c: float, m: int, g: int, spread: bool) -> int:
@@ -70,7 +78,7 @@ def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Rel
             total += _count(v, c, m, g, spread)
         start = now if total >= n else None
         if start is None:
-            for end, _, s, rc, rm, rg in releases.ordered():
+            for end, _, s, rc, rm, rg in releases.ordered(free):
                 v = free.get(s)
                 if v is None:
                     continue

@@ -63,8 +63,14 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
     """
     groups: dict[tuple, list] = {}
     late: dict[tuple, list] = {}
+    # jobs usually come in submit order; then every group is too, and sorting them (a key call per
+    # job) can be skipped: a stable sort of an ordered list leaves it as it is
+    in_order, last = True, -float("inf")
     for item in jobs:
         job = item[0]
+        if job.seq < last:
+            in_order = False
+        last = job.seq
         key = (job.priority, item[1].priority)
         if job.submitted_at is not None and job.submitted_at < overdue_before:
             late.setdefault(key, []).append(item)
@@ -81,18 +87,20 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
     share = shares.share
     for key in sorted(groups, reverse=True):
         if key in late:
-            yield from sorted(late[key], key=_seq)
+            yield from (late[key] if in_order else sorted(late[key], key=_seq))
         teams = groups[key]
         if not teams:
             continue
         if len(teams) == 1:  # one team at this priority: plain submit order
             lst = next(iter(teams.values()))
-            lst.sort(key=_seq)
+            if not in_order:
+                lst.sort(key=_seq)
             yield from lst
             continue
         heap = []
         for i, (team, lst) in enumerate(teams.items()):
-            lst.sort(key=_seq)
+            if not in_order:
+                lst.sort(key=_seq)
             heap.append((shares.of(team), lst[0][0].seq, i, team, 0))
         heapq.heapify(heap)
         while heap:
@@ -105,8 +113,11 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
                 if pos == end:
                     break
                 if heap:  # stay with this team while it is still the furthest behind
-                    sh, top, nseq = share.get(team, 0.0), heap[0], lst[pos][0].seq
-                    if sh > top[0] or (sh == top[0] and (nseq > top[1] or (nseq == top[1] and i > top[2]))):
+                    sh, top = share.get(team, 0.0), heap[0]
+                    if sh < top[0]:
+                        continue  # the usual case, decided without the next job's submit order
+                    nseq = lst[pos][0].seq
+                    if sh > top[0] or nseq > top[1] or (nseq == top[1] and i > top[2]):
                         heapq.heappush(heap, (sh, nseq, i, team, pos))
                         break
     yield None

@@ -36,7 +36,7 @@ from trainyard.scheduler.backfill import Releases, reserve
 from trainyard.scheduler.cluster import Cluster
 from trainyard.scheduler.fairshare import Shares, fair_order
 from trainyard.scheduler.model import INF, Assignment, Node, PendingJob, Plan, Queue, RunningJob, default_queue
-from trainyard.scheduler.quota import Quotas, totals
+from trainyard.scheduler.quota import Quotas, has_quota, totals
 from trainyard.scheduler.room import Rooms
 
 
@@ -66,71 +66,128 @@ class _Cycle:
     def __init__(self, nodes, running, queues, now, options) -> None:
         self.now, self.opt, self.running = now, options, list(running)
         self.cl = cl = Cluster(nodes)
-        for r in self.running:
-            if r.stopping:
-                for p in r.replicas:
-                    if p.node in cl.by_name:
-                        cl.add_soon(cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
-        qmap = {q.name: q for q in queues} or {"default": default_queue()}
-        type_of = {s.name: s.type for s in cl.slots}
-        self.totals = tot = {}
-        for r in self.running:
-            reps = r.replicas
-            if len(reps) == 1:
-                p = reps[0]
-                g = len(p.gpu_ids)
-                tot[r.attempt_id] = (p.cpu, p.memory, type_of.get(p.node) if g else None, g)
-            else:
-                tot[r.attempt_id] = totals(r, type_of)
-        self.quotas = Quotas(qmap, self.running, tot)
+        self.quotas = Quotas({q.name: q for q in queues} or {"default": default_queue()})
         self.shares = Shares(cl.cpu_total, cl.mem_total, cl.gpu_cap)
+        victims = self._survey()
         borrowing_queues: set[str] = set()
         lent: dict = {}
-        borrowed = self.quotas.borrowed
-        by_team: dict[tuple, list] = {}
-        for r in self.running:
-            cpu, mem, gtype, gpus = tot[r.attempt_id]
-            acc = by_team.get((r.team, gtype))
-            if acc is None:
-                acc = by_team[(r.team, gtype)] = [0.0, 0, 0]
-            acc[0] += cpu
-            acc[1] += mem
-            acc[2] += gpus
+        borrowed, tot = self.quotas.borrowed, self.totals
+        for r in self.running if borrowed else ():
             if r.attempt_id in borrowed and r.preemptible and not r.stopping:
+                cpu, mem, gtype, gpus = tot[r.attempt_id]
                 borrowing_queues.add(r.queue)
                 for k, v in ((None, cpu), (gtype, gpus)):
                     if v:
                         lent[(r.queue, k)] = lent.get((r.queue, k), 0) + v
                         lent[k] = lent.get(k, 0) + v
-        for (team, gtype), (cpu, mem, gpus) in by_team.items():
-            self.shares.add(team, cpu, mem, gtype, gpus)
-        self.rooms = Rooms(self, borrowing_queues, lent)
+        self.rooms = Rooms(self, borrowing_queues, lent, *victims)
         self.out = Plan()
         self.left: list[tuple] = []  # (job, queue, kind, detail) for jobs left pending, in line order
         self.shapes: dict[tuple, tuple] = {}  # shape -> (id, GPU types some node could ever hold it on)
         self.failed: dict[tuple, tuple] = {}  # (shape, types) -> reservation signature it failed under
         self.no_reservation: set[tuple] = set()
         self.turned_away: dict[tuple, tuple] = {}  # job class -> (kind, detail) of the first one turned away
+        self.deferrable: dict[tuple, int] = {}  # job class -> quota searches run when one was deferred
         self.epoch = 0  # bumped by each preemption: room coming back may change an earlier answer
         self.searches = options.max_searches
         self.starts: list[float] = []  # reservation starts as backfill compares them (-INF: unknown)
         self._releases = None
         self.admitted: list[tuple] = []  # releases of jobs admitted this cycle
 
+    def _survey(self) -> tuple[dict, dict, dict]:
+        """One pass over the running attempts for all the cycle needs of them: their totals, their
+        teams' shares, the room of stopping ones, what counts against quotas, and what each priority
+        (and each limited queue) could hand back if preempted, and where. There are thousands, their
+        objects spread over memory, so every extra pass costs; this is the only full one."""
+        cl, quotas, borrowed = self.cl, self.quotas, self.quotas.borrowed
+        type_of = {s.name: s.type for s in cl.slots}
+        self.totals = tot = {}
+        by_team: dict[tuple, list] = {}
+        limits: dict[str, tuple] = {}  # queue -> (has a quota, has a quota or a cap on running jobs)
+        limited: list[RunningJob] = []
+        # Victims' room is summed per priority (and per queue and priority in limited queues), in running
+        # order, so each bound is the same float whichever way it is asked for.
+        by_prio: dict[int, list] = {}  # priority -> [cores, {GPU type: GPUs}]
+        by_queue: dict[tuple, list] = {}  # (queue, priority) -> [cores, memory, {GPU type: GPUs}, GPUs]
+        on: dict[str, list] = {}  # node -> attempts there that might be preempted, in running order
+        for r in self.running:
+            reps, aid = r.replicas, r.attempt_id
+            if len(reps) == 1:
+                p = reps[0]
+                g = len(p.gpu_ids)
+                t = (p.cpu, p.memory, type_of.get(p.node) if g else None, g)
+            else:
+                t = totals(r, type_of)
+            tot[aid] = t
+            cpu, mem, gtype, gpus = t
+            acc = by_team.get((r.team, gtype))
+            if acc is None:
+                acc = by_team[(r.team, gtype)] = [0.0, 0, 0]
+            acc[0] += cpu
+            acc[1] += mem
+            acc[2] += gpus
+            if r.borrowed:
+                borrowed.add(aid)
+            if r.stopping:  # its room comes back soon; its share is handed back, and it is no victim
+                for p in reps:
+                    if p.node in cl.by_name:
+                        cl.add_soon(cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
+                continue
+            lim = limits.get(r.queue)
+            if lim is None:
+                q = quotas.queue(r.queue)
+                lim = limits[r.queue] = (has_quota(q), has_quota(q) or q.max_running is not None)
+            if lim[1]:
+                limited.append(r)
+            if not r.preemptible:  # never a victim, whatever it borrowed
+                continue
+            prio = r.priority
+            a = by_prio.get(prio)
+            if a is None:
+                a = by_prio[prio] = [0.0, {}]
+            a[0] += cpu
+            if gtype is not None:
+                a[1][gtype] = a[1].get(gtype, 0.0) + gpus
+            if lim[0]:
+                qa = by_queue.get((r.queue, prio))
+                if qa is None:
+                    qa = by_queue[(r.queue, prio)] = [0.0, 0.0, {}, 0.0]
+                qa[0] += cpu
+                qa[1] += mem
+                if gpus:
+                    qa[2][gtype] = qa[2].get(gtype, 0.0) + gpus
+                    qa[3] += gpus
+            for p in reps:
+                lst = on.get(p.node)
+                if lst is None:
+                    on[p.node] = [r]
+                elif lst[-1] is not r:
+                    lst.append(r)
+        quotas.count(limited, tot)
+        for (team, gtype), (cpu, mem, gpus) in by_team.items():
+            self.shares.add(team, cpu, mem, gtype, gpus)
+        return by_prio, by_queue, on
+
     def run(self, pending: list[PendingJob]) -> Plan:
         eligible, waiting = [], []
-        queue_of = self.quotas.queue
-        ids = {job.id for job in pending}
+        queue_of, queues = self.quotas.queue, {}  # a local map: this loop runs once per pending job
+        ids = None  # pending job ids, built when some job was preempted
         for job in pending:
-            q = queue_of(job.queue)
+            q = queues.get(job.queue)
+            if q is None:
+                q = queues[job.queue] = queue_of(job.queue)
             if job.not_before is not None and job.not_before > self.now:
                 waiting.append((job, q, "backoff", None))
-            elif job.last_preempted_by is not None and job.last_preempted_by in ids:
-                # the room and quota it handed back are for the job that preempted it: competing for them
-                # again before that job starts is how preemption loops begin
-                waiting.append((job, q, "yield", job.last_preempted_by))
-            else:
-                eligible.append((job, q))
+                continue
+            if job.last_preempted_by is not None:
+                if ids is None:
+                    ids = {j.id for j in pending}
+                if job.last_preempted_by in ids:
+                    # the room and quota it handed back are for the job that preempted it: competing for
+                    # them again before that job starts is how preemption loops begin
+                    waiting.append((job, q, "yield", job.last_preempted_by))
+                    continue
+            eligible.append((job, q))
         deferred: list = []
         consider, borrowing = self._consider, False
         limit = self.opt.fair_share_wait
@@ -155,7 +212,8 @@ class _Cycle:
         sid, types = info
         starts = self.starts
         end = self.now + job.timeout if job.timeout is not None else INF
-        sig = tuple([end > s for s in starts]) if starts else ()
+        # which reservations it would outlast; one reservation is the usual case, and a cycle asks this per job
+        sig = ((end > starts[0],) if len(starts) == 1 else tuple([end > s for s in starts])) if starts else ()
         # A job like one already turned away this cycle meets the same fate: room only shrinks, except
         # when a preemption frees some (the epoch), so skip straight to the same answer. One that may not
         # preempt the job that preempted it has fewer choices: it reads these answers but never writes them.
@@ -170,6 +228,10 @@ class _Cycle:
             return self._turn_away(cls, job, q, "quota", (sid, types, shape))
         allowed, reach = types, ()
         if not borrowing:
+            # a job like one deferred below meets the same fate while no other job's quota search has
+            # changed what those searches reach: its quota stays full and room only shrinks
+            if self.deferrable.get(cls) == self.rooms.quota_runs:
+                return deferred.append((job, q))
             allowed = quotas.allowed_types(q, job, types, sid)
             if not allowed:
                 if q.borrowing and job.preemptible and self._fits_now(job, sid, types, sel, end, sig):
@@ -180,6 +242,8 @@ class _Cycle:
                     return None
                 if not reach:
                     if q.borrowing and job.preemptible:  # borrowed work must be reclaimable
+                        if job.last_preempted_by is None:  # its quota search differs from its class's
+                            self.deferrable[cls] = self.rooms.quota_runs
                         return deferred.append((job, q))
                     return self._turn_away(cls, job, q, "quota", (sid, types, shape))
         key = (sid, allowed)

@@ -21,6 +21,7 @@ back (:meth:`Cluster.claim`), so a job waiting on them does not preempt more.
 from __future__ import annotations
 
 from bisect import bisect_left
+from operator import itemgetter
 
 from trainyard.scheduler.cluster import EPS, Cluster, Slot
 from trainyard.scheduler.model import PendingJob, RunningJob
@@ -42,34 +43,60 @@ class Victims:
         self.cost: dict[str, Cost] = {}
         self._on: dict[Slot, list] = {}
         self._most: dict[Slot, tuple] = {}
+        self._floor: dict[Slot, tuple] = {}
         self.inv_c = 1 / cl.cpu_total if cl.cpu_total else 0.0
         self.inv_g = 1 / cl.gpu_total if cl.gpu_total else 0.0
 
     def cost_of(self, r: RunningJob) -> Cost:
-        c = self.cost.get(r.attempt_id)
-        if c is None:
-            cpu, _, _, gpus = self.totals[r.attempt_id]
-            size = max(cpu * self.inv_c, gpus * self.inv_g)
-            c = self.cost[r.attempt_id] = (0 if r.attempt_id in self.borrowed else 1, r.priority,
-                                           max(self.now - r.started_at, 1.0) * size)
+        aid = r.attempt_id
+        c = self.cost.get(aid)
+        if c is None:  # once per attempt on every node a search visits: conditionals, not max() calls
+            cpu, _, _, gpus = self.totals[aid]
+            size, gsize = cpu * self.inv_c, gpus * self.inv_g
+            age = self.now - r.started_at
+            c = self.cost[aid] = (0 if aid in self.borrowed else 1, r.priority,
+                                  (age if age > 1.0 else 1.0) * (gsize if gsize > size else size))
         return c
 
     def on(self, s: Slot) -> list:
         lst = self._on.get(s)
         if lst is None:
-            lst = []
-            for r in self.raw.get(s.name, ()):
-                c = m = g = 0
-                for p in r.replicas:
-                    if p.node == s.name:
-                        c += p.cpu
-                        m += p.memory
-                        g += len(p.gpu_ids)
-                lst.append((self.cost_of(r), r, c, m, g, r.attempt_id in self.borrowed))
+            lst, name, costs, borrowed = [], s.name, self.cost, self.borrowed
+            cost_of = self.cost_of
+            for r in self.raw.get(name, ()):
+                reps = r.replicas
+                if len(reps) == 1:  # most attempts: one replica, and it is on this node
+                    p = reps[0]
+                    c, m, g = p.cpu, p.memory, len(p.gpu_ids)
+                else:
+                    c = m = g = 0
+                    for p in reps:
+                        if p.node == name:
+                            c += p.cpu
+                            m += p.memory
+                            g += len(p.gpu_ids)
+                aid = r.attempt_id
+                lst.append((costs.get(aid) or cost_of(r), r, c, m, g, aid in borrowed))
             lst.sort(key=_cost)
             self._on[s] = lst
-            self._most[s] = (sum(e[2] for e in lst), sum(e[3] for e in lst), sum(e[4] for e in lst))
+            c = m = g = 0
+            for e in lst:  # summed in the order the victims are tried, so the bound is exactly their room
+                c += e[2]
+                m += e[3]
+                g += e[4]
+            self._most[s] = (c, m, g)
         return lst
+
+    def may_free(self, s: Slot, prio: int, reclaim: bool, queue: str) -> bool:
+        """Could any attempt on ``s`` be a victim of a job of priority ``prio`` in ``queue``? A busy
+        cluster is mostly nodes full of work at the job's own priority: this skips them without
+        costing and sorting their attempts (:meth:`on`)."""
+        f = self._floor.get(s)
+        if f is None:
+            raw = self.raw.get(s.name, ())
+            f = self._floor[s] = (min((r.priority for r in raw), default=None),
+                                  {r.queue for r in raw if r.attempt_id in self.borrowed})
+        return (f[0] is not None and f[0] < prio) or (reclaim and bool(f[1]) and not f[1] <= {queue})
 
     def most(self, s: Slot) -> tuple | None:
         """All this node's victims' room together: a quick upper bound."""
@@ -78,8 +105,7 @@ class Victims:
         return self._most[s] if self._on[s] else None
 
 
-def _cost(e: tuple) -> tuple:
-    return e[0]
+_cost = itemgetter(0)  # sort key of a victim entry: its cost
 
 
 class Releasable:
@@ -138,20 +164,23 @@ def _fits(v: list, c: float, m: int, g: int) -> bool:
     return v[0] + EPS >= c and v[1] >= m and v[2] >= g
 
 
-def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
-           victims: Victims | None = None, reclaim: bool = False, pre: tuple = (), spare_job: str | None = None):
+def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, victims: Victims | None = None,
+           reclaim: bool = False, pre: tuple = (), spare_job: str | None = None, bound=None):
     """``(gpu type, [slot per replica], [victims])`` letting ``job`` start, or None.
 
     Room counts free room, room of stopping attempts not yet claimed, and
     room of the chosen victims (``pre`` are chosen already, for the queue's
     quota). On a node held for a reservation, work that may run past its
     start only gets what the reservation leaves over, and preempts nothing.
-    Attempts of job ``spare_job`` are never chosen.
+    Attempts of job ``spare_job`` are never chosen. ``bound(t)``, if given, maps each
+    node of type ``t`` to at least the room of all the victims this job may choose there.
     """
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
+    prio, queue = job.priority, job.queue
     spread = n > 1 and job.placement == "spread"
     for t in types:
         cands = cl.holders(job, t, sel)
+        upper = bound(t) if bound is not None else None
         virt: dict[Slot, list] = {}
         spare: dict[Slot, list] = {}  # what held nodes leave over, as this search uses it
         chosen: dict[str, RunningJob] = {}
@@ -172,27 +201,38 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float,
             for s in cands:
                 if spread and s in picks:
                     continue
-                v = room(s)
-                if s.resv is not None and end > s.resv[0]:
+                v = virt.get(s)
+                if v is None:  # untouched by this search: read the node, build nothing (most nodes)
+                    sn = s.soon
+                    v = (s.cpu, s.mem, s.g) if sn is None else (s.cpu + sn[0], s.mem + sn[1], s.g + sn[2])
+                r = s.resv
+                if r is not None and end > r[0]:
                     left = spare.get(s)
                     if left is None:
-                        left = spare[s] = list(s.resv[1:])
+                        left = spare[s] = r[1:]
                     if _fits(v, c, m, g) and _fits(left, c, m, g):
                         best, best_cost, best_set = s, ZERO, []
                         break
                     continue
-                if _fits(v, c, m, g):
+                if v[0] + EPS >= c and v[1] >= m and v[2] >= g:
                     best, best_cost, best_set = s, ZERO, []
                     break
-                if victims is None:
+                if victims is None or not victims.may_free(s, prio, reclaim, queue):
                     continue
+                if upper is not None:  # even every victim it may choose here is too little (2 EPS: the
+                    b = upper[s]  # bound adds the same room in another order, so allow for rounding)
+                    if v[0] + b[0] + 2 * EPS < c or v[1] + b[1] < m or v[2] + b[2] < g:
+                        continue
                 top = victims.most(s)
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
                     continue
                 need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job)
                 if need is None:
                     continue
-                cost = (sum(e[0][0] for e in need), max(e[0][1] for e in need), sum(e[0][2] for e in need))
+                if len(need) == 1:  # one victim (the usual case): the set costs what it costs
+                    cost = need[0][0]
+                else:
+                    cost = (sum(e[0][0] for e in need), max(e[0][1] for e in need), sum(e[0][2] for e in need))
                 if best_cost is None or cost < best_cost:
                     best, best_cost, best_set = s, cost, need
             if best is None:

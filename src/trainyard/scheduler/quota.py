@@ -64,28 +64,28 @@ def has_quota(q: Queue) -> bool:
 class Quotas:
     """Per-queue usage for one cycle, from running attempts, updated as jobs are admitted."""
 
-    def __init__(self, queues: dict[str, Queue], running: list[RunningJob], totals: dict[str, tuple]) -> None:
+    def __init__(self, queues: dict[str, Queue]) -> None:
         self.queues = queues
         self.use: dict[str, Usage] = {}
         self.borrowed: set[str] = set()  # attempt ids running beyond their queue's quota
         self._allowed: dict[tuple, tuple] = {}  # (queue, shape) -> (jobs running then, answer)
-        limited = []
-        for r in running:
-            if r.borrowed:
-                self.borrowed.add(r.attempt_id)
-            q = self.queue(r.queue)
-            # only limited queues need their usage; stopping attempts hand their share back (their room is
-            # still held, and the planner waits for it), so the job they were stopped for is inside the quota
-            if (has_quota(q) or q.max_running is not None) and not r.stopping:
-                limited.append(r)
+
+    def count(self, limited: list[RunningJob], totals: dict[str, tuple]) -> None:
+        """Count running attempts against their queues: ``limited`` holds the live attempts of queues
+        with a quota or a cap on running jobs (only those need their usage; stopping attempts hand
+        their share back: their room is still held, and the planner waits for it, so the job they were
+        stopped for is inside the quota). The caller has put the ones marked borrowed in ``borrowed``."""
         # what counts inside the quota: work that cannot be preempted, then the highest priority, then
         # the oldest; the rest is borrowed, so a lender reclaims the least important work first
         limited.sort(key=lambda r: (r.preemptible, -r.priority, r.started_at))
+        use, queues, borrowed = self.use, self.queues, self.borrowed
         for r in limited:
-            u = self.usage(r.queue)
+            u = use.get(r.queue)
+            if u is None:
+                u = use[r.queue] = Usage()
             cpu, mem, gtype, gpus = totals[r.attempt_id]
-            if r.borrowed is None and not _within(self.queues[r.queue], u, cpu, mem, gtype, gpus):
-                self.borrowed.add(r.attempt_id)
+            if r.borrowed is None and not _within(queues[r.queue], u, cpu, mem, gtype, gpus):
+                borrowed.add(r.attempt_id)
             u.add(cpu, mem, gtype, gpus)
 
     def queue(self, name: str) -> Queue:

@@ -142,23 +142,26 @@ def explain(out: Plan, left: list[tuple], cl: Cluster, quotas: Quotas, now: floa
     short = Shortfalls(cl)
     first = out.reservations[0] if out.reservations else None
     held = [cl.by_name[n] for n in first.nodes] if first else []
-    parts: dict[tuple, tuple[str, str]] = {}  # all but the position depends on (queue, shape, kind)
+    parts: dict[tuple, tuple] = {}  # all but the position depends on (queue, shape, kind)
     ahead_in: dict[str, int] = {}
-    for job, q, kind, d in left:
-        qn = q.name
+    start = first.start if first is not None else None
+    for job, q, kind, d in left:  # once per pending job: keep the common case (room, quota) lean
+        qn, jid = q.name, job.id
         k = ahead_in.get(qn, 0)
         ahead_in[qn] = k + 1
-        positions[job.id] = k
+        positions[jid] = k
         if kind == "room" or kind == "quota":
-            late = first is not None and (job.timeout is None or now + job.timeout > first.start)
+            late = start is not None and (job.timeout is None or now + job.timeout > start)
             pk = (qn, d[0], kind, late)
             pair = parts.get(pk)
             if pair is None:
-                pair = parts[pk] = _parts(cl, quotas, short, job, q, kind, d, first, held, now)
+                lead, tail = _parts(cl, quotas, short, job, q, kind, d, first, held, now)
+                # the text around the count, joined once: thousands of jobs share it
+                pair = parts[pk] = (lead, tail, lead + "; ", f" jobs ahead in queue {qn}{tail}")
             if k > 1:
-                reasons[job.id] = f"{pair[0]}; {k} jobs ahead in queue {qn}{pair[1]}"
+                reasons[jid] = f"{pair[2]}{k}{pair[3]}"
             else:
-                reasons[job.id] = f"{pair[0]}; {ahead(k, qn)}{pair[1]}"
+                reasons[jid] = f"{pair[0]}; {ahead(k, qn)}{pair[1]}"
         elif kind == "backoff":
             reasons[job.id] = f"{backoff(job, now)}; {ahead(k, qn)}"
         elif kind == "yield":

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from trainyard.scheduler.cluster import end_of
 from trainyard.scheduler.model import INF, PendingJob, Preemption, Queue, RunningJob
 from trainyard.scheduler.preemption import Failures, Releasable, Victims, search
-from trainyard.scheduler.quota import has_quota
 
 if TYPE_CHECKING:
     from trainyard.scheduler.plan import _Cycle
@@ -28,7 +27,8 @@ if TYPE_CHECKING:
 class Rooms:
     """The room-making half of one planning cycle; works on the cycle's state."""
 
-    def __init__(self, cycle: "_Cycle", borrowing_queues: set[str], lent: dict) -> None:
+    def __init__(self, cycle: "_Cycle", borrowing_queues: set[str], lent: dict, by_prio: dict, by_queue: dict,
+                 on: dict) -> None:
         self.c = cycle
         self.borrowing_queues = borrowing_queues  # queues running work beyond their quota
         self.lent = lent  # that work's room by (queue, GPU type or None for cores), and by type alone
@@ -36,9 +36,23 @@ class Rooms:
         self.failed_preempt = Failures()
         self.failed_quota: dict[tuple, int] = {}
         self.quota_reach: dict[tuple, tuple] = {}
+        self.quota_runs = 0  # quota searches run to the end: each may change what the next one answers
         self.queue_work: dict[str, list] = {}
         self.pots: dict[tuple, list] = {}  # (GPU type, priority, reservations, queue) -> room per node
-        self._index = None
+        self._vroom: dict[tuple, list] = {}  # (GPU type, priority, queue) -> victims' room per node
+        self._vbound: dict[tuple, dict] = {}  # the same, by node
+        # what preemptible work each priority holds, per GPU type (None: cores), per limited queue and
+        # limit, and which attempts each node holds that might be preempted (see _Cycle._survey)
+        rel: dict[tuple, float] = {}
+        for prio, (cpu, gpus) in by_prio.items():
+            rel[(None, prio)] = cpu
+            for gtype, v in gpus.items():
+                rel[(gtype, prio)] = v
+        qrel: dict[tuple, float] = {}
+        for (queue, prio), (cpu, mem, gpus, every) in by_queue.items():
+            for k, v in (("cpu", cpu), ("mem", mem), ("*", every), *gpus.items()):
+                qrel[((queue, k), prio)] = v
+        self.releasable, self.releasable_in_queue, self.on = Releasable(rel), Releasable(qrel), on
         self._victims = None
 
     def make_room(self, job: PendingJob, q: Queue, allowed: tuple, sel: tuple, end: float, sig: tuple) -> bool:
@@ -69,11 +83,17 @@ class Rooms:
             return False
         c.searches -= 1
         victims = self.victims()
+        own = q.name if q.name in self.borrowing_queues else None
+
+        def bound(t: str | None) -> dict:
+            return self._victim_bound(t, job.priority, own)
+
         # search as if the job had never been preempted, so a failure holds for every job like it
-        found = search(cl, job, allowed, sel, end, victims, reclaim)
+        found = search(cl, job, allowed, sel, end, victims, reclaim, bound=bound)
         last = job.last_preempted_by
         if found is not None and last is not None and any(v.job_id == last for v in found[2]):
-            found = search(cl, job, allowed, sel, end, victims, reclaim, spare_job=last)  # never preempt it back
+            # never preempt it back
+            found = search(cl, job, allowed, sel, end, victims, reclaim, spare_job=last, bound=bound)
             if found is None:
                 return False
         if found is None or not found[2]:
@@ -93,7 +113,7 @@ class Rooms:
         if c.searches <= 0 or self.failed_quota.get(pkey, -INF) >= job.priority:
             return False, self.quota_reach.get(pkey, ())
         reach = []
-        below = self._preemptible()[1].below
+        below = self.releasable_in_queue.below
         for t in types:
             over = c.quotas.over(q, job, t)
             if not over or any(below((q.name, k), job.priority) + 1e-9 < v for k, v in over.items()):
@@ -115,6 +135,7 @@ class Rooms:
                 break
         self.failed_quota[pkey] = max(job.priority, self.failed_quota.get(pkey, -INF))
         self.quota_reach[pkey] = tuple(reach)
+        self.quota_runs += 1
         return False, tuple(reach)
 
     def stop(self, job: PendingJob, q: Queue, found: tuple, victims: Victims) -> None:
@@ -139,7 +160,7 @@ class Rooms:
 
     def _could_free(self, job: PendingJob, q: Queue, allowed: tuple) -> bool:
         """Could all lower-priority work, and all borrowed work of other queues, make room together?"""
-        cl, n, below, lent = self.c.cl, job.replicas, self._preemptible()[0].below, self.lent
+        cl, n, below, lent = self.c.cl, job.replicas, self.releasable.below, self.lent
         if job.gpu:
             return any(cl.gfree.get(t, 0) + cl.soon_g.get(t, 0) + below(t, job.priority)
                        + lent.get(t, 0) - lent.get((q.name, t), 0) >= job.gpu * n for t in allowed)
@@ -167,59 +188,62 @@ class Rooms:
         return False
 
     def _potentials(self, t: str | None, prio: int, sig: tuple, own: str | None) -> list[tuple]:
+        """Per node of type ``t``: free and stopping room now, plus all the work the job may preempt there.
+        (Victims' room is added as one sum: for fractional cores the float may differ in the last bit from
+        adding them one by one, far inside the 1e-9 every comparison of room allows.)"""
         c = self.c
-        out, starts, borrowed, others = [], c.starts, c.quotas.borrowed, bool(self.borrowing_queues - {own})
-        for s in (c.cl.typed.get(t, []) if t else c.cl.slots):
+        out, starts = [], c.starts
+        slots = c.cl.typed.get(t, []) if t else c.cl.slots
+        for s, (vc, vm, vg) in zip(slots, self._victim_room(t, prio, own)):
             sn = s.soon or (0.0, 0, 0)
             pc, pm, pg = s.cpu + sn[0], s.mem + sn[1], s.g + sn[2]
             r = s.resv
             if r is not None and any(sig[i] for i, st in enumerate(starts) if st == r[0]):
                 out.append((min(pc, r[1]), min(pm, r[2]), min(pg, r[3])))  # held: what is left over, no victims
                 continue
-            for v in self._preemptible()[2].get(s.name, ()):
+            out.append((pc + vc, pm + vm, pg + vg))
+        return out
+
+    def _victim_bound(self, t: str | None, prio: int, own: str | None) -> dict:
+        """:meth:`_victim_room` by node, for searches to skip the nodes where even all of it is too little."""
+        key = (t, prio, own)
+        out = self._vbound.get(key)
+        if out is None:
+            slots = self.c.cl.typed.get(t, []) if t else self.c.cl.slots
+            out = self._vbound[key] = dict(zip(slots, self._victim_room(t, prio, own)))
+        return out
+
+    def _victim_room(self, t: str | None, prio: int, own: str | None) -> list[tuple]:
+        """Per node of type ``t`` (all nodes for None), the room of all the work a job of priority ``prio``
+        in queue ``own`` may preempt there. The index does not change in a cycle, so this is built once
+        per (type, priority, queue); the potentials add each search's free room to it."""
+        key = (t, prio, own)
+        out = self._vroom.get(key)
+        if out is not None:
+            return out
+        c = self.c
+        out, borrowed, others = [], c.quotas.borrowed, bool(self.borrowing_queues - {own})
+        on = self.on
+        for s in (c.cl.typed.get(t, []) if t else c.cl.slots):
+            pc = pm = pg = 0
+            name = s.name
+            for v in on.get(name, ()):
                 if (v.preemptible and v.priority < prio) or (others and v.queue != own and v.attempt_id in borrowed):
-                    for p in v.replicas:
-                        if p.node == s.name:
+                    reps = v.replicas
+                    if len(reps) == 1:  # most attempts: one replica, and it is on this node
+                        p = reps[0]
+                        pc += p.cpu
+                        pm += p.memory
+                        pg += len(p.gpu_ids)
+                        continue
+                    for p in reps:
+                        if p.node == name:
                             pc += p.cpu
                             pm += p.memory
                             pg += len(p.gpu_ids)
             out.append((pc, pm, pg))
+        self._vroom[key] = out
         return out
-
-    def _preemptible(self) -> tuple:
-        """Built on first need: what preemptible work each priority holds, per GPU type (None: cores)
-        and per queue and limit, and which attempts each node holds that might be preempted."""
-        if self._index is None:
-            c = self.c
-            limited = {name for name, q in c.quotas.queues.items() if has_quota(q)}
-            rel: dict[tuple, float] = {}
-            qrel: dict[tuple, float] = {}
-            on: dict[str, list] = {}
-            tot = c.totals
-            for r in c.running:
-                if r.stopping:
-                    continue
-                if not r.preemptible:  # never a victim, whatever it borrowed
-                    continue
-                cpu, mem, gtype, gpus = tot[r.attempt_id]
-                k = (None, r.priority)
-                rel[k] = rel.get(k, 0.0) + cpu
-                if gtype is not None:
-                    k = (gtype, r.priority)
-                    rel[k] = rel.get(k, 0.0) + gpus
-                if r.queue in limited:
-                    for k, v in (("cpu", cpu), ("mem", mem), (gtype, gpus), ("*", gpus)):
-                        if v:
-                            qk = ((r.queue, k), r.priority)
-                            qrel[qk] = qrel.get(qk, 0.0) + v
-                for p in r.replicas:
-                    lst = on.get(p.node)
-                    if lst is None:
-                        on[p.node] = [r]
-                    elif lst[-1] is not r:
-                        lst.append(r)
-            self._index = (Releasable(rel), Releasable(qrel), on)
-        return self._index
 
     def _queue_work(self, queue: str) -> list[RunningJob]:
         """Preemptible live attempts of one queue, cheapest to stop first."""
@@ -233,5 +257,5 @@ class Rooms:
     def victims(self) -> Victims:
         if self._victims is None:
             c = self.c
-            self._victims = Victims(c.cl, self._preemptible()[2], c.quotas.borrowed, c.totals, c.now)
+            self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.totals, c.now)
         return self._victims
