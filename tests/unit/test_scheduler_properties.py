@@ -175,3 +175,24 @@ def test_admissions_only_use_free_room_never_room_still_held_by_stopping_work(no
             assert f[0] >= -1e-9 and f[1] >= 0 and set(a.gpu_ids) <= f[2] and len(a.gpu_ids) == j.gpu
             f[2] -= set(a.gpu_ids)
     assert not {x.attempt_id for x in p.preemptions} & {r.attempt_id for r in sim.running.values() if r.stopping}
+
+
+@RUNS
+@given(clusters(), streams(), streams(), st.randoms(use_true_random=False))
+def test_decisions_do_not_depend_on_the_order_pending_jobs_are_given_in(nodes, first, later, rnd):
+    # given a cluster running whatever fitted first, and a line of jobs with distinct submit times
+    sim, _, _ = _to_fixpoint(nodes, first, Options())
+    line = [s.job for s in later]
+    for i, job in enumerate(line):
+        job.id, job.seq = f"L{i}", 1000.0 + i
+    shuffled = list(line)
+    rnd.shuffle(shuffled)
+    running, state = list(sim.running.values()), list(sim.nodes.values())
+    # when the same line is planned in submit order and shuffled
+    a = plan(state, line, running, QUEUES, sim.now)
+    b = plan(state, shuffled, running, QUEUES, sim.now)
+    # then the decisions are the same
+    assert ({k: [(x.node, x.gpu_ids) for x in v] for k, v in a.admissions.items()}
+            == {k: [(x.node, x.gpu_ids) for x in v] for k, v in b.admissions.items()})
+    assert [(p.attempt_id, p.by) for p in a.preemptions] == [(p.attempt_id, p.by) for p in b.preemptions]
+    assert (a.reasons, a.positions, a.borrowed) == (b.reasons, b.positions, b.borrowed)
