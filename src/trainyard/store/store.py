@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
@@ -125,14 +125,11 @@ class Store:
         now = time.time()
         with self.write() as s:
             seq = (s.scalar(select(func.max(t.Job.seq))) or 0) + 1
-            row = t.Job(
-                id=new_job_id(), seq=seq, name=spec.name, status=JobStatus.PENDING.value,
-                queue=spec.queue, priority=spec.priority, spec=spec.model_dump(mode="json"),
-                snapshot=snapshot, created_at=now, updated_at=now, reason="waiting for the scheduler",
-            )
-            s.add(row)
-            s.flush()
-            return self._job_info(s, row, [])
+            row = dict(id=new_job_id(), seq=seq, name=spec.name, status=JobStatus.PENDING.value, queue=spec.queue,
+                       priority=spec.priority, spec=spec.model_dump(mode="json"), snapshot=snapshot, created_at=now,
+                       updated_at=now, not_before=None, reason="waiting for the scheduler", position=None)
+            s.connection().execute(insert(t.Job.__table__), [row])  # Core, like Store.admit
+            return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 
     def get_job(self, job_id: str) -> JobInfo:
         with self.read() as s:
@@ -220,18 +217,19 @@ class Store:
                 return None
             number = (s.scalar(select(func.max(t.Attempt.number)).where(t.Attempt.job_id == job_id)) or 0) + 1
             node, gpus = placements[0]
-            row = t.Attempt(
-                id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
-                node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now, borrowed=borrowed,
-            )
-            s.add(row)
-            s.flush()  # the attempt row first: replicas reference it
-            replicas = [t.Replica(attempt_id=row.id, index=i, node=n, gpus=list(g), status=AttemptStatus.STARTING.value,
-                                  last_contact_at=now, log_size=0, metrics_offset=0)
+            attempt = dict(id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
+                           node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
+                           borrowed=borrowed, exit_code=None, reason=None, message=None, started_at=None,
+                           ended_at=None, stop_reason=None, preempted_by=None)
+            replicas = [dict(attempt_id=attempt["id"], index=i, node=n, gpus=list(g), status=AttemptStatus.STARTING.value,
+                             last_contact_at=now, log_size=0, metrics_offset=0, exit_code=None, reason=None,
+                             message=None, started_at=None, ended_at=None)
                         for i, (n, g) in enumerate(placements)]
-            s.add_all(replicas)
-            s.flush()
-            return _attempt_info(row, replicas)
+            # Core INSERTs: on the path from submit to a running job, the ORM's unit of work costs more than they do
+            conn = s.connection()
+            conn.execute(insert(t.Attempt.__table__), [attempt])  # first: replicas reference it
+            conn.execute(insert(t.Replica.__table__), replicas)
+            return _attempt_record(attempt, [_replica_record(r) for r in replicas])
 
     def _replicas_of(self, s: Session, attempt_ids: list[str]) -> dict[str, list[t.Replica]]:
         return _grouped(s, t.Replica.attempt_id, attempt_ids, t.Replica.index)
