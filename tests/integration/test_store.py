@@ -126,3 +126,26 @@ def test_the_waiting_line_carries_how_each_jobs_last_attempt_ended_and_active_at
     [active] = store.active_attempts()
     assert active == store.get_attempt(running.id)
     assert [(r.node, r.gpus, r.status) for r in active.replicas] == [("a", ["1"], "starting"), ("b", ["2"], "starting")]
+
+
+def test_a_first_report_that_is_also_the_last_starts_and_ends_in_one_go(store):
+    from trainyard.services.attempts import _conclude
+
+    done = {"status": AttemptStatus.SUCCEEDED, "exit_code": 0, "reason": Reason.SUCCEEDED, "message": None,
+            "conclude": _conclude}
+    job = store.create_job(parse_job("command: x"))
+    attempt = store.admit(job.id, [("a", [])])
+    _, _, (ended, over) = store.report(attempt.id, 0, running=True, log=(0, "hi\n"), end=done)
+    info = store.get_job(job.id)
+    assert over and info.status == JobStatus.SUCCEEDED and info.attempts[0].status == AttemptStatus.SUCCEEDED
+    a = info.attempts[0]
+    assert a.started_at is not None and a.started_at <= a.ended_at and a.replicas[0].started_at == a.started_at
+    # in a gang, the others still to come: the attempt and its job are running meanwhile
+    gang = store.create_job(parse_job("command: x\nreplicas: 2\ndistributed: torch"))
+    attempt = store.admit(gang.id, [("a", []), ("b", [])])
+    store.report(attempt.id, 0, running=True, end=done)
+    info = store.get_job(gang.id)
+    assert info.status == JobStatus.RUNNING and info.attempts[0].status == AttemptStatus.RUNNING
+    assert info.attempts[0].started_at is not None
+    store.report(attempt.id, 1, running=True, end=done)
+    assert store.get_job(gang.id).status == JobStatus.SUCCEEDED

@@ -280,16 +280,22 @@ class Store:
     def _finish_replica(
         self, s: Session, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None,
         reason: str, message: str | None, conclude: Callable[[AttemptInfo, JobStatus, JobSpec], Ending] | None,
+        started_at: float | None = None,
     ) -> tuple[AttemptInfo, bool] | None:
+        """``started_at``: the replica's first report is also its last (a command that ended at once)."""
+        first = {"started_at": started_at, "last_contact_at": started_at} if started_at else {}
         if not self._cas(s, t.Replica, (attempt_id, replica), status, exit_code=exit_code, reason=reason,
-                         message=message, ended_at=time.time()):
+                         message=message, ended_at=time.time(), **first):
             return None
         attempt = self._attempt(s, attempt_id)
         if conclude is None or not all(r.status.is_terminal() for r in attempt.replicas):
+            if started_at and attempt.status == AttemptStatus.STARTING:  # a gang runs once one replica has run
+                if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, **first):
+                    self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)
             return attempt, False
         job = s.get(t.Job, attempt.job_id, populate_existing=True)
         ending = conclude(attempt, JobStatus(job.status), JobSpec.model_validate(job.spec))
-        if not self._end_attempt(s, attempt_id, attempt.job_id, ending):
+        if not self._end_attempt(s, attempt_id, attempt.job_id, ending, started_at):
             return attempt, False
         return attempt.model_copy(update={"status": ending.status, "exit_code": ending.exit_code,
                                           "reason": ending.reason, "message": ending.message}), True
@@ -321,9 +327,10 @@ class Store:
                 raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
             return self._end_attempt(s, attempt_id, row.job_id, ending)
 
-    def _end_attempt(self, s: Session, attempt_id: str, job_id: str, e: Ending) -> bool:
+    def _end_attempt(self, s: Session, attempt_id: str, job_id: str, e: Ending, started_at: float | None = None) -> bool:
+        first = {"started_at": func.coalesce(t.Attempt.__table__.c.started_at, started_at)} if started_at else {}
         if not self._cas(s, t.Attempt, attempt_id, e.status, exit_code=e.exit_code, reason=e.reason,
-                         message=e.message, ended_at=time.time()):
+                         message=e.message, ended_at=time.time(), **first):
             return False
         if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before):
             job = s.get(t.Job, job_id, populate_existing=True)

@@ -44,13 +44,16 @@ class TelemetryMixin:
         now = time.time()
         with self.write() as s:  # type: ignore[attr-defined]
             attempt, rep = self._replica_row(s, attempt_id, replica)
-            if running and rep.status == AttemptStatus.STARTING.value:
+            first = running and rep.status == AttemptStatus.STARTING.value
+            # a first report that is also the last (a command that ended at once) starts the replica
+            # in finish_replica's own update, below
+            if first and not end:
                 self._cas(s, t.Replica, (attempt_id, replica), AttemptStatus.RUNNING,  # type: ignore[attr-defined]
                           started_at=now, last_contact_at=now)
                 if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING,  # type: ignore[attr-defined]
                              started_at=now, last_contact_at=now):
                     self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)  # type: ignore[attr-defined]
-            else:
+            elif not first:
                 c = t.Replica.__table__.c
                 s.connection().execute(update(t.Replica.__table__).where(c.attempt_id == attempt_id, c.index == replica)
                                        .values(last_contact_at=now))
@@ -59,7 +62,8 @@ class TelemetryMixin:
             if metrics:
                 self._add_metrics(s, attempt, rep, *metrics)
             job_id, stop_reason = attempt.job_id, attempt.stop_reason
-            ended = self._finish_replica(s, attempt_id, replica, **end) if end else None  # type: ignore[attr-defined]
+            ended = (self._finish_replica(s, attempt_id, replica, **end,  # type: ignore[attr-defined]
+                                          started_at=now if first else None) if end else None)
             return job_id, stop_reason, ended
 
     def append_log(self, attempt_id: str, replica: int, offset: int, data: str) -> int:
