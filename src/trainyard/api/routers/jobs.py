@@ -28,9 +28,12 @@ class LogPage(BaseModel):
     cursor: int
 
 
-@router.post("", status_code=201)
-def submit(body: SubmitRequest, p: PlatformDep) -> JobInfo:
-    return p.jobs.submit(body.spec, body.snapshot)
+@router.post("", status_code=201, response_model=JobInfo)
+def submit(body: SubmitRequest, p: PlatformDep) -> Response:
+    job = p.jobs.submit(body.spec, body.snapshot)
+    # serialized here: FastAPI would validate the model (and its spec) again, holding the GIL while
+    # the scheduler admits this very job
+    return Response(job.model_dump_json(), status_code=201, media_type="application/json")
 
 
 @router.get("")
