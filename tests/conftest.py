@@ -71,4 +71,4 @@ def server(tmp_path):
     srv = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--gpus", "4", "--gpu-type", "A100"])
     srv.start()
     yield srv
-    srv.stop()
+    srv.stop_all()

@@ -47,7 +47,7 @@ def server(tmp_path):
                                             "--component-catalog", str(ROOT / "examples" / "components")])
     srv.start()
     yield srv
-    srv.stop()
+    srv.stop_all()
 
 
 @pytest.fixture

@@ -67,6 +67,19 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait(5)
 
+    def stop_all(self) -> None:
+        """Stop the server, then whatever it started that outlived it: jobs keep running when a server
+        stops, and a launcher keeps offering its result for an hour; after a test nobody will take it."""
+        self.stop()
+        import psutil
+
+        for p in psutil.process_iter():
+            try:
+                if p.environ().get("TRAINYARD_HOME") == str(self.home):
+                    p.kill()
+            except psutil.Error:
+                pass
+
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         env = {**self.env, "TRAINYARD_SERVER": self.url}
         return subprocess.run([sys.executable, "-m", "trainyard", *args], env=env, capture_output=True,
