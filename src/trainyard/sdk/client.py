@@ -87,7 +87,7 @@ class Client:
         if digest is not None:
             self._upload_snapshot(blob, digest)
         body = {"spec": spec.model_dump(mode="json"), "snapshot": digest}
-        return Job(self, JobInfo.model_validate(self._request("POST", "/api/v1/jobs", json=body).json()))
+        return Job(self, JobInfo.model_validate_json(self._request("POST", "/api/v1/jobs", json=body).content))
 
     def _upload_snapshot(self, blob: bytes | None, digest: str) -> None:
         if self._http.head(f"/api/v1/snapshots/{digest}").status_code == 200:
@@ -117,7 +117,7 @@ class Client:
             left = 60.0 if deadline is None else max(0.0, min(60.0, deadline - time.monotonic()))
             resp = self._request("GET", f"/api/v1/jobs/{job_id}/wait", params={"timeout": left},
                                  timeout=left + 10)
-            info = JobInfo.model_validate(resp.json())
+            info = JobInfo.model_validate_json(resp.content)
             if info.status.is_terminal():
                 return info
             if deadline is not None and time.monotonic() >= deadline:

@@ -53,17 +53,6 @@ class Ending:
     not_before: float | None = None
 
 
-def _grouped(s: Session, parent: Any, ids: list[str], order: Any) -> dict[str, list]:
-    """Child rows of each parent id (e.g. attempts of jobs), fresh from the database, in ``order``."""
-    out: dict[str, list] = {}
-    if ids:
-        model = parent.class_
-        q = select(model).where(parent.in_(ids)).order_by(order).execution_options(populate_existing=True)
-        for row in s.scalars(q):
-            out.setdefault(getattr(row, parent.key), []).append(row)
-    return out
-
-
 def _key_filter(c: Any, key: Any) -> list:
     """The primary-key condition on a table's columns ``c``: replicas are keyed (attempt id, index)."""
     if isinstance(key, tuple):
@@ -132,45 +121,35 @@ class Store:
             return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 
     def get_job(self, job_id: str) -> JobInfo:
+        """A job with its attempts (read on every long poll and every ended attempt)."""
         with self.read() as s:
-            row = s.get(t.Job, job_id)
-            if row is None:
+            found = _job_records(s.connection(), t.Job.__table__.c.id == job_id)
+            if not found:
                 raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
-            return self._job_info(s, row, self._attempts_of(s, [job_id]).get(job_id, []))
+            return found[0]
 
     def get_jobs(self, job_ids: list[str]) -> list[JobInfo]:
         """Jobs by id, without their attempts (for what never changes: spec, queue, priority)."""
         with self.read() as s:
-            return [_job_info(r, []) for r in s.scalars(select(t.Job).where(t.Job.id.in_(list(job_ids))))]
+            return _job_records(s.connection(), t.Job.__table__.c.id.in_(list(job_ids)), attempts=False)
 
     def list_jobs(
         self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
         limit: int = 50, cursor: str | None = None,
     ) -> JobPage:
         """Newest first. ``cursor`` is the opaque ``next_cursor`` of the previous page."""
-        q = select(t.Job).order_by(t.Job.seq.desc()).limit(limit + 1)
-        if status:
-            q = q.where(t.Job.status.in_(status))
-        if name:
-            q = q.where(t.Job.name == name)
-        if queue:
-            q = q.where(t.Job.queue == queue)
-        if cursor:
-            q = q.where(t.Job.seq < int(cursor))
+        c = t.Job.__table__.c
+        where = [c.status.in_(status)] if status else []
+        where += [c.name == name] if name else []
+        where += [c.queue == queue] if queue else []
+        where += [c.seq < int(cursor)] if cursor else []
         with self.read() as s:
-            rows = list(s.scalars(q))
-            more = len(rows) > limit
-            rows = rows[:limit]
-            attempts = self._attempts_of(s, [r.id for r in rows])
-            items = [self._job_info(s, r, attempts.get(r.id, [])) for r in rows]
-        return JobPage(items=items, next_cursor=str(rows[-1].seq) if more else None)
-
-    def _attempts_of(self, s: Session, job_ids: list[str]) -> dict[str, list[t.Attempt]]:
-        return _grouped(s, t.Attempt.job_id, job_ids, t.Attempt.number)
-
-    def _job_info(self, s: Session, row: t.Job, attempts: list[t.Attempt]) -> JobInfo:
-        replicas = self._replicas_of(s, [a.id for a in attempts])
-        return _job_info(row, [_attempt_info(a, replicas.get(a.id, [])) for a in attempts])
+            conn = s.connection()
+            page = conn.execute(select(c.id, c.seq).where(*where).order_by(c.seq.desc()).limit(limit + 1)).all()
+            more = len(page) > limit
+            page = page[:limit]
+            found = {j.id: j for j in _job_records(conn, c.id.in_([i for i, _ in page]))}
+        return JobPage(items=[found[i] for i, _ in page], next_cursor=str(page[-1][1]) if more else None)
 
     def waiting(self) -> list[Waiting]:
         """Pending jobs in submit order, with what changes while they wait and how their last
@@ -231,32 +210,22 @@ class Store:
             conn.execute(insert(t.Replica.__table__), replicas)
             return _attempt_record(attempt, [_replica_record(r) for r in replicas])
 
-    def _replicas_of(self, s: Session, attempt_ids: list[str]) -> dict[str, list[t.Replica]]:
-        return _grouped(s, t.Replica.attempt_id, attempt_ids, t.Replica.index)
-
     def get_attempt(self, attempt_id: str) -> AttemptInfo:
         with self.read() as s:
             return self._attempt(s, attempt_id)
 
     def _attempt(self, s: Session, attempt_id: str) -> AttemptInfo:
-        row = s.get(t.Attempt, attempt_id, populate_existing=True)
-        if row is None:
+        a = t.Attempt.__table__.c
+        found = _attempt_records(s.connection(), a.id == attempt_id, a.number)
+        if not found:
             raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
-        return _attempt_info(row, self._replicas_of(s, [attempt_id]).get(attempt_id, []))
+        return found[0]
 
     def active_attempts(self) -> list[AttemptInfo]:
-        """Starting and running attempts, oldest first: read every cycle, so rows are built without
-        the ORM (identity map, per-row events) and records without validation (they come from us)."""
-        a, r = t.Attempt.__table__.c, t.Replica.__table__.c
-        active = a.status.in_(ACTIVE_ATTEMPT)
+        """Starting and running attempts, oldest first (read every cycle)."""
+        a = t.Attempt.__table__.c
         with self.read() as s:
-            conn = s.connection()
-            reps: dict[str, list[ReplicaInfo]] = {}
-            for row in conn.execute(select(t.Replica.__table__).join(t.Attempt.__table__, r.attempt_id == a.id)
-                                    .where(active).order_by(r.attempt_id, r.index)).mappings():
-                reps.setdefault(row["attempt_id"], []).append(_replica_record(row))
-            return [_attempt_record(row, reps.get(row["id"], []))
-                    for row in conn.execute(select(t.Attempt.__table__).where(active).order_by(a.created_at)).mappings()]
+            return _attempt_records(s.connection(), a.status.in_(ACTIVE_ATTEMPT), a.created_at)
 
     def set_handle(self, attempt_id: str, handle: dict[str, Any]) -> None:
         with self.write() as s:
@@ -356,6 +325,35 @@ class Store:
             return JobStatus(row.status)
 
 
+_JOB_FIELDS = ("id", "name", "queue", "priority", "snapshot", "created_at", "updated_at", "not_before", "reason",
+               "position")
+
+
+def _job_records(conn: Any, where: Any, attempts: bool = True) -> list[JobInfo]:
+    """Jobs matching ``where``, in submit order, each with its attempts unless ``attempts`` is False."""
+    j, a = t.Job.__table__, t.Attempt.__table__
+    rows = conn.execute(select(j).where(where).order_by(j.c.seq)).mappings().all()
+    of: dict[str, list[AttemptInfo]] = {}
+    if attempts and rows:
+        for att in _attempt_records(conn, a.c.job_id.in_([r["id"] for r in rows]), a.c.number):
+            of.setdefault(att.job_id, []).append(att)
+    return [JobInfo.model_construct(**{k: r[k] for k in _JOB_FIELDS}, status=JobStatus(r["status"]),
+                                    spec=JobSpec.model_validate(r["spec"]), attempts=of.get(r["id"], []))
+            for r in rows]
+
+
+def _attempt_records(conn: Any, where: Any, order: Any) -> list[AttemptInfo]:
+    """Attempts matching ``where`` with their replicas, in ``order``: rows built without the ORM
+    (identity map, per-row events) and records without validation (they come from us)."""
+    a, r = t.Attempt.__table__, t.Replica.__table__
+    reps: dict[str, list[ReplicaInfo]] = {}
+    for row in conn.execute(select(r).join(a, r.c.attempt_id == a.c.id).where(where)
+                            .order_by(r.c.attempt_id, r.c.index)).mappings():
+        reps.setdefault(row["attempt_id"], []).append(_replica_record(row))
+    return [_attempt_record(row, reps.get(row["id"], []))
+            for row in conn.execute(select(a).where(where).order_by(order)).mappings()]
+
+
 def _replica_record(m: Any) -> ReplicaInfo:
     return ReplicaInfo.model_construct(
         index=m["index"], node=m["node"], gpus=list(m["gpus"] or []), status=AttemptStatus(m["status"]),
@@ -372,29 +370,3 @@ def _attempt_record(m: Any, replicas: list[ReplicaInfo]) -> AttemptInfo:
         preempted_by=m["preempted_by"], borrowed=m["borrowed"], replicas=replicas)
 
 
-def _replica_info(r: t.Replica) -> ReplicaInfo:
-    return ReplicaInfo(
-        index=r.index, node=r.node, gpus=list(r.gpus or []), status=AttemptStatus(r.status), exit_code=r.exit_code,
-        reason=r.reason, message=r.message, started_at=r.started_at, ended_at=r.ended_at,
-        last_contact_at=r.last_contact_at,
-    )
-
-
-def _attempt_info(a: t.Attempt, replicas: list[t.Replica]) -> AttemptInfo:
-    return AttemptInfo(
-        id=a.id, job_id=a.job_id, number=a.number, status=AttemptStatus(a.status), node=a.node,
-        gpus=list(a.gpus or []), exit_code=a.exit_code, reason=a.reason, message=a.message,
-        created_at=a.created_at, started_at=a.started_at, ended_at=a.ended_at,
-        last_contact_at=a.last_contact_at, stop_reason=a.stop_reason, handle=dict(a.handle or {}),
-        preempted_by=a.preempted_by, borrowed=a.borrowed,
-        replicas=[_replica_info(r) for r in replicas],
-    )
-
-
-def _job_info(j: t.Job, attempts: list[AttemptInfo]) -> JobInfo:
-    return JobInfo(
-        id=j.id, name=j.name, status=JobStatus(j.status), queue=j.queue, priority=j.priority,
-        spec=JobSpec.model_validate(j.spec), snapshot=j.snapshot, created_at=j.created_at,
-        updated_at=j.updated_at, not_before=j.not_before, reason=j.reason, position=j.position,
-        attempts=attempts,
-    )
