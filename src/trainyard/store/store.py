@@ -157,11 +157,14 @@ class Store:
         j, a = t.Job.__table__.c, t.Attempt.__table__.c
         pending = j.status == JobStatus.PENDING.value
         with self.read() as s:
-            last = {job_id: (reason, by) for job_id, reason, by in s.connection().execute(
+            conn = s.connection()
+            rows = conn.execute(
+                select(j.id, j.queue, j.priority, j.created_at, j.not_before).where(pending).order_by(j.seq)).all()
+            if not rows:  # most wake-ups after an attempt ends
+                return []
+            last = {job_id: (reason, by) for job_id, reason, by in conn.execute(
                 select(a.job_id, a.reason, a.preempted_by).join(t.Job.__table__, a.job_id == j.id)
                 .where(pending).order_by(a.number))}  # the newest attempt's row is the last one kept
-            rows = s.connection().execute(
-                select(j.id, j.queue, j.priority, j.created_at, j.not_before).where(pending).order_by(j.seq))
             return [Waiting(i, q, p, c, nb, *last.get(i, (None, None))) for i, q, p, c, nb in rows]
 
     def specs(self, job_ids: list[str]) -> dict[str, tuple[JobSpec, str | None]]:
