@@ -76,8 +76,6 @@ class Launcher:
     def run(self) -> dict:
         self._install_signals()
         procs.become_subreaper()
-        for path in (self.log, self.metrics):
-            open(path, "ab").close()
         try:
             result = self._attempt()
         finally:
