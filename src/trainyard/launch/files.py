@@ -41,12 +41,14 @@ def file_lock(path: Path) -> Iterator[None]:
 
 
 def atomic_write_json(path: Path, data: object) -> None:
-    """Write-then-rename, so a reader sees the old file or the whole new one."""
+    """Write-then-rename, so a reader sees the old file or the whole new one.
+
+    No fsync: like the store (SQLite WAL with synchronous=NORMAL) this survives any
+    process crash, not a power cut, and it sits on the path from a command's exit
+    to its result reaching the server."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
