@@ -37,7 +37,7 @@ PHASES = [  # consecutive (label, from, to) over the per-job timestamps of Train
     ("submit: SDK call → HTTP → job row written", "submit_start", "job_created"),
     ("admission: job row → attempt row (scheduler wake)", "job_created", "attempt_created"),
     ("engine: attempt row → launch.json written", "attempt_created", "launch_json"),
-    ("launcher: Popen → Python up, trainyard.launch imported", "launch_json", "launcher_up"),
+    ("launcher: forked (zygote) → its work dir made", "launch_json", "launcher_up"),
     ("launcher: setup, spawn, 1st report → 'running' in DB *", "launcher_up", "started"),
     ("command runs and exits, reaped → result.json", "started", "result_json"),
     ("exit report: result.json → attempt ended in DB", "result_json", "ended"),
@@ -141,7 +141,7 @@ class Trainyard(BenchServer):
         stamps = {
             "submit_start": wall0, "submit_end": wall1, "job_created": info.created_at,
             "attempt_created": a.created_at, "launch_json": mtime(adir / "launch.json"),
-            "launcher_up": mtime(adir / "metrics.jsonl"),  # created first thing in Launcher.run
+            "launcher_up": mtime(adir / "work"),  # made first thing in Launcher._prepare (the command writes nothing)
             "started": a.started_at, "result_json": mtime(adir / "result.json"), "ended": a.ended_at,
             "wait_end": wall2,
         }
@@ -227,7 +227,8 @@ def breakdown(stamps: list[dict[str, float]]) -> None:
 
     total = sum(row(*phase) for phase in PHASES)
     print(f"  {'sum of phase medians':<60} {ms(total)}")
-    print("  * the command is already running by then: its start overlaps this phase")
+    print("  * the command is already running by then: its start overlaps this phase (and a command that")
+    print("    ends before its first report is recorded as started by that report, with its end)")
     for aside in ASIDES:
         row(*aside)
 
