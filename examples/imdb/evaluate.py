@@ -23,13 +23,9 @@ from pathlib import Path
 import torch
 
 import model as bag
+from metrics import log_metrics
 from textdata import Encoded, load_vocab
 
-try:
-    from trainyard import log_metrics
-except ImportError:  # run by hand where trainyard is not installed
-    def log_metrics(step: int | None = None, **values: float) -> None:
-        print(f"[metrics] step={step} " + " ".join(f"{k}={v}" for k, v in values.items()), flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

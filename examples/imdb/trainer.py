@@ -25,13 +25,9 @@ import torch
 from torch import nn
 
 import model as bag
+from metrics import log_metrics
 from textdata import Encoded
 
-try:
-    from trainyard import log_metrics
-except ImportError:  # run by hand where trainyard is not installed
-    def log_metrics(step: int | None = None, **values: float) -> None:
-        print(f"[metrics] step={step} " + " ".join(f"{k}={v}" for k, v in values.items()), flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
