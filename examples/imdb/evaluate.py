@@ -27,7 +27,6 @@ from metrics import log_metrics
 from textdata import Encoded, load_vocab
 
 
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--averaged", type=Path, required=True, help="the aggregator's model")

@@ -29,7 +29,6 @@ from metrics import log_metrics
 from textdata import Encoded
 
 
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, required=True, help="one shard folder written by copier.py")
