@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.errors import InvalidSpec
+from trainyard.spec.loader import validation_errors
 from trainyard.spec.queue import QueueSpec, load_queues
 from trainyard.spec.records import QueueInfo
 from trainyard.spec.units import format_memory
@@ -60,10 +62,6 @@ def _from_options(name: str, team: str | None, priority: str, cpu: str | None, m
            "quota": quota, "borrowing": borrowing}
     if team:
         raw["team"] = team
-    from pydantic import ValidationError
-
-    from trainyard.spec.loader import validation_errors
-
     try:
         return QueueSpec.model_validate(raw)
     except ValidationError as e:
@@ -82,7 +80,7 @@ def ls(output: OutputOpt = Output.table) -> None:
         for col in ("QUEUE", "TEAM", "PRIORITY", "RUNNING", "PENDING", "IN USE / QUOTA", "BORROWING"):
             table.add_column(col)
         for q in infos:
-            table.add_row(q.queue.name, q.queue.team or "-", str(q.queue.priority), str(q.usage.running),
+            table.add_row(q.queue.name, q.queue.team, str(q.queue.priority), str(q.usage.running),
                           str(q.pending), usage_text(q), "yes" if q.queue.borrowing else "no")
         console.print(table)
 

@@ -17,6 +17,15 @@ _PARAM_REF = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 Scalar = Union[str, int, float, bool, None]
 
 
+def parse_priority(v: Any) -> Any:
+    """A named priority class as its integer; anything else is left for the int field to check."""
+    if isinstance(v, str):
+        if v not in PRIORITY_CLASSES:
+            raise ValueError(f"unknown priority class {v!r}; use an integer or one of {', '.join(PRIORITY_CLASSES)}")
+        return PRIORITY_CLASSES[v]
+    return v
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -137,12 +146,8 @@ class JobSpec(Strict):
 
     @field_validator("priority", mode="before")
     @classmethod
-    def _priority(cls, v: Any) -> int:
-        if isinstance(v, str):
-            if v not in PRIORITY_CLASSES:
-                raise ValueError(f"unknown priority class {v!r}; use an integer or one of {', '.join(PRIORITY_CLASSES)}")
-            return PRIORITY_CLASSES[v]
-        return v
+    def _priority(cls, v: Any) -> Any:
+        return parse_priority(v)
 
     @model_validator(mode="after")
     def _check(self) -> "JobSpec":

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from trainyard.spec.job import _NAME, PRIORITY_CLASSES, Strict
+from trainyard.spec.job import _NAME, Strict, parse_priority
 from trainyard.spec.units import parse_cpu, parse_memory
 
 ALL_GPU_TYPES = "*"
@@ -68,9 +68,7 @@ class QueueSpec(Strict):
     @field_validator("priority", mode="before")
     @classmethod
     def _priority(cls, v: Any) -> Any:
-        if isinstance(v, str) and v in PRIORITY_CLASSES:
-            return PRIORITY_CLASSES[v]
-        return v
+        return parse_priority(v)
 
     @model_validator(mode="after")
     def _team(self) -> "QueueSpec":
@@ -82,7 +80,7 @@ class QueueSpec(Strict):
         from trainyard.scheduler.model import Queue
 
         q = self.quota
-        return Queue(name=self.name, team=self.team or self.name, priority=self.priority, cpu=q.cpu,
+        return Queue(name=self.name, team=self.team, priority=self.priority, cpu=q.cpu,
                      memory=q.memory, gpus=dict(q.gpu) if q.gpu is not None else None, max_running=q.jobs,
                      borrowing=self.borrowing)
 

@@ -59,7 +59,7 @@ class QueuesMixin:
 
 
 def _row(q: QueueSpec, source: str) -> t.Queue:
-    return t.Queue(name=q.name, team=q.team or q.name, priority=q.priority, cpu=q.quota.cpu, memory=q.quota.memory,
+    return t.Queue(name=q.name, team=q.team, priority=q.priority, cpu=q.quota.cpu, memory=q.quota.memory,
                    gpus=q.quota.gpu, max_running=q.quota.jobs, borrowing=q.borrowing, source=source,
                    created_at=time.time())
 
