@@ -47,6 +47,11 @@ class ServerProcess:
             time.sleep(0.05)
         raise RuntimeError("server did not start")
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """What a raw HTTP request to this server needs to be let in (for tests using httpx directly)."""
+        return {}
+
     def client(self):  # noqa: ANN201
         from trainyard.sdk.client import Client
 
