@@ -27,7 +27,7 @@ class BenchServer:
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         self.url = self._wait_ready(home / "server.json", ready_timeout)
-        self.client = Client(self.url)
+        self.client = Client(self.url, token=(home / "token").read_text().strip())  # the home's own token
 
     def _wait_ready(self, address: Path, timeout: float) -> str:
         deadline = time.monotonic() + timeout

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 ADDRESS_FILE = "server.json"
 
@@ -28,11 +28,22 @@ class ServerSettings(BaseModel):
     memory: int | None = None
     gpus: int | None = None
     gpu_type: str | None = None
-    token: str | None = Field(None, description="bearer token clients must send; none on loopback")
+    token: str | None = Field(None, description="bearer token clients must send (kept only as its hash)",
+                              exclude=True, repr=False)
+    token_sha256: str | None = Field(None, description="SHA-256 of the token clients must send; "
+                                     "`trainyard server` uses the home's own token when none is given")
     queues_file: Path | None = Field(None, description="YAML file of queues, loaded at start (replaces earlier file queues)")
     component_catalog: list[str] = Field(
         default_factory=list, description="folders and URLs where pipeline steps find Kubeflow components by name")
     lost_contact_after: float = 60.0  # seconds without a report from a launcher the engine cannot see
+
+    @model_validator(mode="after")
+    def _hash_token(self) -> "ServerSettings":
+        if self.token is not None:
+            from trainyard.auth.tokens import token_hash
+
+            self.token_sha256, self.token = token_hash(self.token), None
+        return self
 
     @property
     def db_url(self) -> str:

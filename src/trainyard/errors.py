@@ -108,6 +108,19 @@ class InvalidTransition(Conflict):
     code = "invalid_transition"
 
 
+class HomeTaken(Conflict):
+    """Another trainyard server holds this home."""
+
+    code = "home_taken"
+
+
+class Unauthorized(TrainyardError):
+    """A valid bearer token is required: ``Authorization: Bearer <token>``."""
+
+    code = "unauthorized"
+    http_status = 401
+
+
 class ServerUnavailable(TrainyardError):
     """The trainyard server cannot be reached."""
 

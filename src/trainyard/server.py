@@ -1,4 +1,4 @@
-"""Running the API server: bind, write the address file, serve, clean up."""
+"""Running the API server: hold the home, bind, announce the address, serve, clean up."""
 
 from __future__ import annotations
 
@@ -6,18 +6,14 @@ import json
 import logging
 import os
 import socket
-from pathlib import Path
 
 from trainyard.config import ServerSettings
+from trainyard.home import HomeLock, local_token, read_address, secure, write_private
+from trainyard.store.db import normalize_url
+from trainyard.auth.tokens import token_hash
 
 log = logging.getLogger("trainyard.server")
-
-
-def read_address(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def _bind(host: str, port: int, previous: int | None) -> socket.socket:
@@ -49,7 +45,13 @@ def serve(settings: ServerSettings) -> None:
     from trainyard.services.platform import Platform
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings.home.mkdir(parents=True, exist_ok=True)
+    secure(settings.home)
+    # SQLite: this server alone. PostgreSQL: servers sharing the database may share the home, and a
+    # lease in the database picks the one that schedules; either way no auto-started server joins them
+    sqlite = normalize_url(settings.db_url).startswith("sqlite")
+    HomeLock(settings.home).acquire(shared=not sqlite)  # held until this process ends
+    if settings.token_sha256 is None:  # no token given: the home's own, which only this Unix user can read
+        settings = settings.model_copy(update={"token_sha256": token_hash(local_token(settings.home, create=True))})
     previous = (read_address(settings.address_file) or {}).get("port")
     sock = _bind(settings.host, settings.port, previous)
     host, port = sock.getsockname()[:2]
@@ -58,17 +60,23 @@ def serve(settings: ServerSettings) -> None:
     me = {"url": url, "port": port, "pid": os.getpid(), "home": str(settings.home)}
 
     def announce() -> None:
-        tmp = settings.address_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(me))
-        tmp.replace(settings.address_file)
-        log.info("trainyard server on %s (engine %s, home %s)", url, platform.engine.name, settings.home)
+        # the leader's address, where the CLI and every launcher look (a follower only logs its own)
+        write_private(settings.address_file, json.dumps(me))
+        log.info("trainyard server on %s (engine %s, home %s): scheduling", url, platform.engine.name, settings.home)
+
+    def ready() -> None:
+        if not platform.leader:
+            log.info("trainyard server on %s (engine %s, home %s): another server schedules; this one "
+                     "serves the API and takes over if that one stops", url, platform.engine.name, settings.home)
 
     def withdraw() -> None:
         # here, not after run(): uvicorn re-raises SIGTERM once it has shut down
         if (read_address(settings.address_file) or {}).get("pid") == os.getpid():
             settings.address_file.unlink(missing_ok=True)
 
-    app = create_app(platform, server_url=url, on_ready=announce, on_stop=withdraw)
+    platform.on_lead = announce
+    hosts = LOOPBACK if settings.host in LOOPBACK else None  # a loopback server answers no other name
+    app = create_app(platform, server_url=url, on_ready=ready, on_stop=withdraw, allowed_hosts=hosts)
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     uvicorn.Server(config).run(sockets=[sock])

@@ -21,6 +21,7 @@ class ServerProcess:
             self.args += ["--db", db]
         self.proc: subprocess.Popen | None = None
         self.url = ""
+        self.log_path = self.home / "server-test-main.log"
 
     @property
     def env(self) -> dict[str, str]:
@@ -28,34 +29,50 @@ class ServerProcess:
         env.pop("TRAINYARD_SERVER", None)
         return env
 
-    def start(self, timeout: float = 30) -> None:
+    def start(self, timeout: float = 30, *, port: int | None = None) -> None:
+        """Start and wait until it answers: as the home's announced server, or (``port`` given, for a
+        server that may not lead) on that port."""
         self.home.mkdir(parents=True, exist_ok=True)
-        log = open(self.home / "server-test.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "trainyard", "server", *self.args], env=self.env,
+        log = open(self.home / f"server-test-{port or 'main'}.log", "ab")
+        self.log_path = Path(log.name)
+        args = [*self.args, *(["--port", str(port)] if port else [])]
+        self.proc = subprocess.Popen([sys.executable, "-m", "trainyard", "server", *args], env=self.env,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                info = json.loads((self.home / "server.json").read_text())
-                if info["pid"] == self.proc.pid and httpx.get(info["url"] + "/healthz", timeout=1).status_code == 200:
-                    self.url = info["url"]
+                if port:
+                    url = f"http://127.0.0.1:{port}"
+                else:
+                    info = json.loads((self.home / "server.json").read_text())
+                    url = info["url"] if info["pid"] == self.proc.pid else ""
+                if url and httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    self.url = url
                     return
             except (OSError, ValueError, KeyError, httpx.HTTPError):
                 pass
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {(self.home / 'server-test.log').read_text()[-3000:]}")
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
             time.sleep(0.05)
         raise RuntimeError("server did not start")
 
     @property
+    def token(self) -> str:
+        """The token this server requires: the home's own, made at its first start."""
+        return (self.home / "token").read_text().strip()
+
+    @property
     def headers(self) -> dict[str, str]:
         """What a raw HTTP request to this server needs to be let in (for tests using httpx directly)."""
-        return {}
+        return {"Authorization": f"Bearer {self.token}"}
 
     def client(self):  # noqa: ANN201
         from trainyard.sdk.client import Client
 
-        return Client(self.url)
+        return Client(self.url, token=self.token)
+
+    def role(self) -> str:
+        return httpx.get(self.url + "/healthz", timeout=5).json()["role"]
 
     def kill(self) -> None:
         """SIGKILL: no clean-up at all, as a crash would."""

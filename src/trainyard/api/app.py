@@ -5,19 +5,22 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import Callable
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 import trainyard
-from trainyard.api.deps import check_token
+from trainyard.api.guard import Guard
 from trainyard.api.routers import jobs, pipelines, queues, system
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
 
 
 def create_app(platform: Platform, server_url: str | None = None,
-               on_ready: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None) -> FastAPI:
+               on_ready: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None,
+               allowed_hosts: tuple[str, ...] | None = None) -> FastAPI:
+    """The API over ``platform``. With ``allowed_hosts``, requests naming any other Host are refused;
+    with a token in the platform's settings, every request but ``/healthz`` must carry it."""
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         platform.start(server_url or platform.server_url)
@@ -30,8 +33,8 @@ def create_app(platform: Platform, server_url: str | None = None,
                 on_stop()
             platform.stop()
 
-    app = FastAPI(title="trainyard", version=trainyard.__version__, lifespan=lifespan,
-                  dependencies=[Depends(check_token)])
+    app = FastAPI(title="trainyard", version=trainyard.__version__, lifespan=lifespan)
+    app.add_middleware(Guard, token_sha256=platform.settings.token_sha256, allowed_hosts=allowed_hosts)
     app.state.platform = platform
     app.include_router(system.router)
     app.include_router(jobs.router)

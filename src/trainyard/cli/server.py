@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from trainyard.cli.common import console, err_console, handled
+from trainyard.errors import TrainyardError
 
 app = typer.Typer(help="Run the trainyard server (foreground), or manage the local background one.")
 
@@ -30,7 +31,10 @@ def server(
     memory: Annotated[Optional[str], typer.Option(help="declare memory, e.g. 8Gi")] = None,
     gpus: Annotated[Optional[int], typer.Option(help="declare this many GPUs")] = None,
     gpu_type: Annotated[Optional[str], typer.Option("--gpu-type", help="type of the declared GPUs, e.g. A100")] = None,
-    token: Annotated[Optional[str], typer.Option(envvar="TRAINYARD_SERVER_TOKEN", help="require this bearer token")] = None,
+    token_file: Annotated[Optional[Path], typer.Option(
+        "--token-file", help="require the bearer token in this file (or $TRAINYARD_SERVER_TOKEN); "
+                             "default: the home's own token, readable only by you")] = None,
+    token: Annotated[Optional[str], typer.Option(hidden=True)] = None,
     queues: Annotated[Optional[Path], typer.Option(help="YAML file of queues to load (see `trainyard queue create -f`)")] = None,
     component_catalog: Annotated[Optional[list[str]], typer.Option(
         "--component-catalog", help="a folder or URL of Kubeflow components (repeatable)")] = None,
@@ -42,9 +46,13 @@ def server(
     from trainyard.spec.units import parse_memory
 
     with handled():
+        if token is not None:
+            raise TrainyardError("--token would show in `ps` to every user of this machine; "
+                                 "use --token-file FILE or $TRAINYARD_SERVER_TOKEN")
         settings = ServerSettings(
             home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
-            cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type, token=token,
+            cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type,
+            token=_server_token(token_file),
             queues_file=queues,
             component_catalog=[c if "://" in c else str(Path(c).resolve()) for c in component_catalog or []],
             ray_address=ray_address,
@@ -52,11 +60,26 @@ def server(
         serve(settings)
 
 
+def _server_token(path: Path | None) -> str | None:
+    """The token from ``--token-file`` or ``$TRAINYARD_SERVER_TOKEN``; the variable is removed at once,
+    so nothing this server starts (launchers, jobs) inherits it."""
+    from_env = os.environ.pop("TRAINYARD_SERVER_TOKEN", None)
+    if path is None:
+        return from_env or None
+    try:
+        token = path.read_text().strip()
+    except OSError as e:
+        raise TrainyardError(f"--token-file {path}: {e.strerror}") from None
+    if not token:
+        raise TrainyardError(f"--token-file {path}: the file is empty")
+    return token
+
+
 @app.command()
 def stop(timeout: Annotated[float, typer.Option(help="seconds to wait")] = 20.0) -> None:
     """Stop the local background server. Running jobs keep running and are found again on restart."""
     from trainyard.config import ADDRESS_FILE, home
-    from trainyard.server import read_address
+    from trainyard.home import read_address
 
     info = read_address(home() / ADDRESS_FILE)
     if not info:

@@ -57,6 +57,7 @@ class SchedulerLoop:
         self._wake.set()
 
     def start(self) -> None:
+        self._stop.clear()  # a server that regains the lease starts its loop again
         self._thread = threading.Thread(target=self._run, name="trainyard-scheduler", daemon=True)
         self._thread.start()
 

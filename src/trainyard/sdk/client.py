@@ -12,6 +12,7 @@ import httpx
 from pydantic import ValidationError
 
 from trainyard import errors
+from trainyard.home import token_for
 from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.prepare import prepare
 from trainyard.spec.job import JobSpec
@@ -24,14 +25,15 @@ class Client:
     """Talks to a trainyard server.
 
     With no ``server``, uses ``TRAINYARD_SERVER``, else the local server of
-    ``$TRAINYARD_HOME``, starting one in the background if none runs. Pass an
-    httpx ``transport`` to talk to an app in-process (tests).
+    ``$TRAINYARD_HOME``, starting one in the background if none runs. The token
+    is ``token``, else ``TRAINYARD_TOKEN``, else (for the local server only) the
+    home's own. Pass an httpx ``transport`` to talk to an app in-process (tests).
     """
 
     def __init__(self, server: str | None = None, *, token: str | None = None,
                  transport: httpx.BaseTransport | None = None, timeout: float = 30.0) -> None:
         self.server = (server or "http://trainyard").rstrip("/") if transport else resolve_server(server)
-        token = token or os.environ.get("TRAINYARD_TOKEN")
+        token = token or os.environ.get("TRAINYARD_TOKEN") or (None if transport else token_for(self.server))
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.server, transport=transport, headers=headers, timeout=timeout)
 

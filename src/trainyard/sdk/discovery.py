@@ -1,5 +1,10 @@
 """Finding the server: ``TRAINYARD_SERVER``, else the local server's address file,
-else a local server started in the background (the embedded default)."""
+else a local server started in the background (the embedded default).
+
+A home holds one server. When one holds it but has not announced its address
+yet (it is still starting), the client waits for it rather than starting a
+rival that would refuse to start anyway.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,9 @@ import httpx
 
 from trainyard.config import ADDRESS_FILE, home
 from trainyard.errors import ServerUnavailable
-from trainyard.server import read_address
+from trainyard.home import held, read_address, secure
+
+START_LOCK = "start.lock"  # serialises clients that start a server; the server itself holds server.lock
 
 
 def healthy(url: str, timeout: float = 2.0) -> bool:
@@ -39,19 +46,37 @@ def resolve_server(explicit: str | None = None, *, autostart: bool = True) -> st
     found = local_server_url()
     if found:
         return found
+    if held(home()):  # a server is starting (or stopping): wait for its address
+        found = wait_for_holder(home())
+        if found:
+            return found
     if not autostart:
         raise ServerUnavailable("no trainyard server is running; start one with `trainyard server`")
     return start_local_server()
+
+
+def wait_for_holder(home_dir: Path, wait: float = 60.0) -> str | None:
+    """The address of the server holding ``home_dir`` once it answers; None if the home is let go."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        found = local_server_url(home_dir)
+        if found:
+            return found
+        if not held(home_dir):
+            return None
+        time.sleep(0.05)
+    raise ServerUnavailable(f"a trainyard server holds {home_dir} but did not answer within {wait:.0f}s; "
+                            f"see {home_dir / 'server.log'}")
 
 
 def start_local_server(home_dir: Path | None = None, extra_args: list[str] | None = None,
                        wait: float = 60.0) -> str:
     """Start ``trainyard server`` in the background for ``home_dir`` (once, under a lock)."""
     home_dir = home_dir or home()
-    home_dir.mkdir(parents=True, exist_ok=True)
-    with open(home_dir / "server.lock", "w") as lock:
+    secure(home_dir)
+    with open(home_dir / START_LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        found = local_server_url(home_dir)
+        found = local_server_url(home_dir) or (wait_for_holder(home_dir, wait) if held(home_dir) else None)
         if found:
             return found
         log_path = home_dir / "server.log"
@@ -68,6 +93,10 @@ def start_local_server(home_dir: Path | None = None, extra_args: list[str] | Non
             if info and info.get("pid") == proc.pid and healthy(info["url"], timeout=1):
                 return info["url"]
             if proc.poll() is not None:
+                # lost a race with a server started by hand: that one is as good
+                found = wait_for_holder(home_dir, wait) if held(home_dir) else None
+                if found:
+                    return found
                 tail = log_path.read_text(errors="replace")[-2000:]
                 raise ServerUnavailable(f"the local trainyard server did not start (exit {proc.returncode}):\n{tail}")
             time.sleep(0.05)

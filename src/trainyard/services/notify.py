@@ -22,6 +22,9 @@ class Notifier:
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future]]] = defaultdict(list)
         self._listeners: list[Callable[[str], None]] = []
         self._final: OrderedDict[str, tuple[int, str]] = OrderedDict()  # key -> (version, state), newest last
+        # longest one wait may sleep; set on a server that does not schedule, which hears no notify
+        # for what the leader changes and must look at the database again
+        self.max_wait: float | None = None
 
     def listen(self, fn: Callable[[str], None]) -> None:
         """Call ``fn(key)`` on every notify, in the notifying thread: it must be quick and never block."""
@@ -52,6 +55,8 @@ class Notifier:
             return found[1] if found is not None and found[0] > seen else None
 
     async def wait(self, key: str, seen: int, timeout: float) -> int:
+        if self.max_wait is not None:
+            timeout = min(timeout, self.max_wait)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         with self._lock:

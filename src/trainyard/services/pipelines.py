@@ -50,6 +50,7 @@ class PipelineService:
         self._dirty_lock = threading.Lock()
         self._event = threading.Event()
         self._stop = threading.Event()
+        self._listening = False
         self._thread: threading.Thread | None = None
 
     # -- requests -------------------------------------------------------------
@@ -257,7 +258,10 @@ class PipelineService:
     def start(self) -> None:
         self._job_runs.update(self.runs.live_jobs())
         self._dirty_runs.update(self.runs.active_runs())
-        self.notifier.listen(self._on_notify)
+        if not self._listening:
+            self.notifier.listen(self._on_notify)
+            self._listening = True
+        self._stop.clear()  # a server that regains the lease starts its runner again
         self._thread = threading.Thread(target=self._run, name="trainyard-pipelines", daemon=True)
         self._thread.start()
         self._event.set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.config import ServerSettings
@@ -16,6 +17,9 @@ from trainyard.services.notify import Notifier
 from trainyard.services.queues import QueueService
 from trainyard.services.pipelines import PipelineService
 from trainyard.store import Store
+from trainyard.store.lease import Lease, make_lease
+
+FOLLOWER_POLL = 1.0  # seconds: how often a follower's long polls look at the database again
 
 
 def make_engine(settings: ServerSettings) -> Engine:
@@ -36,11 +40,13 @@ def make_engine(settings: ServerSettings) -> Engine:
 
 
 class Platform:
-    def __init__(self, settings: ServerSettings, engine: Engine | None = None) -> None:
+    def __init__(self, settings: ServerSettings, engine: Engine | None = None, lease: Lease | None = None) -> None:
         settings.home.mkdir(parents=True, exist_ok=True)
         self.settings = settings
         self.server_url = ""
+        self.on_lead: Callable[[], None] = lambda: None  # the server announces itself where launchers look
         self.store = Store(settings.db_url)
+        self.lease = lease or make_lease(settings.db_url)
         self.artifacts = ArtifactStore(settings.artifacts_url)
         self.notifier = Notifier()
         self.engine = engine or make_engine(settings)
@@ -74,14 +80,31 @@ class Platform:
     def _wake(self) -> None:
         self.loop.wake()
 
+    @property
+    def leader(self) -> bool:
+        """Whether this server schedules; the others sharing its database serve the API only."""
+        return self.lease.leader
+
     def start(self, server_url: str) -> None:
         self.server_url = server_url
+        self.lease.start(on_gain=self._lead, on_loss=self._follow)
+
+    def _lead(self) -> None:
+        self.notifier.max_wait = None
         self.loop.start()
         self.loop.wake()
         self.pipelines.start()
+        self.on_lead()
 
-    def stop(self) -> None:
+    def _follow(self) -> None:
+        # the leader's changes reach this server's waiters only through the database
+        self.notifier.max_wait = FOLLOWER_POLL
         self.pipelines.stop()
         self.loop.stop()
+
+    def stop(self) -> None:
+        if self.lease.leader:
+            self._follow()
+        self.lease.stop()
         self.engine.close()
         self.store.close()

@@ -16,7 +16,8 @@ router = APIRouter()
 
 @router.get("/healthz", tags=["system"])
 def healthz(p: PlatformDep) -> dict[str, Any]:
-    return {"status": "ok", "version": trainyard.__version__, "engine": p.engine.name}
+    return {"status": "ok", "version": trainyard.__version__, "engine": p.engine.name,
+            "role": "leader" if p.leader else "follower"}
 
 
 @router.get("/api/v1/nodes", tags=["nodes"])

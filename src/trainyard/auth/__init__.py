@@ -1,0 +1,1 @@
+"""Who may use the API: tokens, kept only as hashes."""

@@ -1,0 +1,90 @@
+"""Who gets in: only requests with the token (the home's own by default), naming a Host the server
+answers to; another Unix user on the same machine gets nothing, not even on loopback."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.conftest import need
+from tests.e2e.helpers import py_job
+from tests.support.servers import ServerProcess
+
+pytestmark = pytest.mark.slow
+JOB = {"name": "x", "command": ["true"]}
+
+
+def test_every_route_but_health_needs_the_bearer_token(server):
+    for path in ("/api/v1/jobs", "/api/v1/nodes", "/docs", "/redoc", "/openapi.json"):
+        assert httpx.get(server.url + path).status_code == 401, path
+        assert httpx.get(server.url + path, headers={"Authorization": server.token}).status_code == 401, path
+        assert httpx.get(server.url + path, headers={"Authorization": f"Basic {server.token}"}).status_code == 401
+        assert httpx.get(server.url + path, headers={"Authorization": "Bearer nope"}).status_code == 401, path
+        assert httpx.get(server.url + path, headers=server.headers).status_code == 200, path
+    assert httpx.post(server.url + "/api/v1/jobs", json={"spec": JOB}).status_code == 401
+    assert httpx.get(server.url + "/healthz").status_code == 200
+
+
+def test_a_loopback_server_refuses_other_host_names(server):
+    # a page whose name was re-pointed at 127.0.0.1 (DNS rebinding) sends its own name as Host
+    r = httpx.post(server.url + "/api/v1/jobs", json={"spec": JOB}, headers={**server.headers, "Host": "evil.example"})
+    assert r.status_code == 421 and r.json()["code"] == "misdirected_host"
+    assert server.client().jobs().items == []
+    for host in ("localhost", f"127.0.0.1:{server.url.rsplit(':', 1)[1]}"):
+        assert httpx.get(server.url + "/api/v1/nodes", headers={**server.headers, "Host": host}).status_code == 200
+
+
+def test_another_unix_user_can_neither_read_the_token_nor_submit(server, tmp_path):
+    need(os.geteuid() == 0 and shutil.which("setpriv") and shutil.which("curl"),
+         "needs root, setpriv and curl to act as another user")
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    read = subprocess.run([*nobody, "cat", str(server.home / "token")], capture_output=True, text=True)
+    assert read.returncode != 0 and "Permission denied" in read.stderr
+    post = subprocess.run([*nobody, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                           "-H", "Content-Type: application/json", "-d", '{"spec": {"name": "x", "command": ["id"]}}',
+                           server.url + "/api/v1/jobs"], capture_output=True, text=True)
+    assert post.stdout == "401"
+    assert server.client().jobs().items == []
+
+
+def test_token_on_the_command_line_is_refused_and_a_token_file_works(tmp_path):
+    home = tmp_path / "home"
+    env = {**os.environ, "TRAINYARD_HOME": str(home)}
+    refused = subprocess.run([sys.executable, "-m", "trainyard", "server", "--token", "s3cret"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "--token-file" in refused.stderr and not home.joinpath("server.json").exists()
+
+    (tmp_path / "tok").write_text("s3cret-from-file\n")
+    srv = ServerProcess(home, ["--token-file", str(tmp_path / "tok")])
+    srv.start()
+    try:
+        assert httpx.get(srv.url + "/api/v1/jobs", headers={"Authorization": "Bearer s3cret-from-file"}).status_code == 200
+        assert httpx.get(srv.url + "/api/v1/jobs", headers={"Authorization": "Bearer s3cret"}).status_code == 401
+        assert not (home / "token").exists()  # the token given is the only one
+    finally:
+        srv.stop_all()
+
+
+def test_the_server_token_never_reaches_a_job(tmp_path):
+    home = tmp_path / "home"
+    srv = ServerProcess(home)
+    srv.args = []
+    os.environ["TRAINYARD_SERVER_TOKEN"] = "env-s3cret"
+    try:
+        srv.start()
+    finally:
+        del os.environ["TRAINYARD_SERVER_TOKEN"]
+    try:
+        from trainyard.sdk.client import Client
+
+        c = Client(srv.url, token="env-s3cret")
+        job = c.submit(py_job("import os, pathlib\n"
+                              "print(sorted(k for k in os.environ if 'TOKEN' in k))\n"
+                              "print(pathlib.Path('../launch.json').read_text().count('env-' + 's3cret'))"))
+        assert c.wait(job.id, timeout=60).status.value == "succeeded"
+        assert job.logs().splitlines() == ["[]", "0"]
+    finally:
+        srv.stop_all()
