@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import time
 
 import pytest
 
 from tests.conftest import need
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    make_config, report_server, run_launcher, script, start_launcher, wait_for,
+    log_of, make_config, report_server, run_launcher, script, start_launcher, wait_for,
 )
 from trainyard.engines.detect import local_node
 from trainyard.launch import cgroup
@@ -24,7 +25,7 @@ LIMIT = 100 << 20
 # held 0.2 s, then exit 0. It prints how far it got, so a test sees whether the
 # job ever held more than its limit, not only whether it was stopped at some point.
 SPIKE = """
-import sys, time
+import time
 held = []
 for i in range(50):
     held.append(bytearray(10 << 20))
@@ -68,7 +69,6 @@ def test_a_fast_spike_past_the_limit_is_stopped_at_the_limit(tmp_path, report_se
 def test_a_job_under_its_limit_succeeds_inside_its_group_and_the_group_is_removed(tmp_path, report_server, cgroups):
     attempt = tmp_path / "attempt"
     job = script(tmp_path, "job.py", """
-import sys
 held = bytearray(30 << 20)
 print(open("/proc/self/cgroup").read(), flush=True)
 """)
@@ -90,9 +90,8 @@ time.sleep(30)
     make_config(attempt, report_server.url, job, memory_limit=LIMIT)
     launcher = start_launcher(attempt)
     try:
-        wait_for(lambda: b"child" in (attempt / "output.log").read_bytes() if (attempt / "output.log").exists()
-                 else False)
-        child = int((attempt / "output.log").read_text().split()[1])
+        wait_for(lambda: b"child" in log_of(attempt))
+        child = int(log_of(attempt).split()[1])
         procs_file = os.path.join(group_path(cgroups), "cgroup.procs")
         members = {int(p) for p in open(procs_file).read().split()}
         assert child in members and launcher.pid not in members
@@ -147,8 +146,6 @@ def test_empty_groups_of_dead_launchers_are_swept_and_busy_ones_kept(cgroups):
     os.makedirs(os.path.join(parent, "dead-r0"))
     busy = cgroup.MemoryGroup(os.path.join(parent, "busy-r0"), cgroups, LIMIT)
     os.mkdir(busy.path)
-    import subprocess
-
     sleeper = subprocess.Popen(busy.wrap(["sleep", "30"]))
     try:
         wait_for(lambda: busy.pids() == [sleeper.pid])

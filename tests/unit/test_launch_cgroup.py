@@ -41,6 +41,27 @@ def test_detect_reads_the_mount_layout(tmp_path, files, expected):
     assert cgroup.detect(layout(tmp_path, files)) == expected
 
 
+def test_a_v2_group_gets_its_limit_no_swap_and_dies_whole(tmp_path):
+    root = layout(tmp_path, V2_ROOT)
+    group = cgroup.MemoryGroup.make(root, cgroup.V2, "att-1-r0", 100 << 20)
+    assert group.path == str(tmp_path / "trainyard" / "att-1-r0")
+    assert (tmp_path / "trainyard" / "cgroup.subtree_control").read_text() == "+memory"
+    written = {n: (tmp_path / "trainyard" / "att-1-r0" / n).read_text()
+               for n in ("memory.max", "memory.swap.max", "memory.oom.group")}
+    assert written == {"memory.max": str(100 << 20), "memory.swap.max": "0", "memory.oom.group": "1"}
+
+
+def test_a_v1_group_limits_memory_and_swap_and_a_second_make_gets_its_own_folder(tmp_path):
+    root = layout(tmp_path, V1_MEMORY)
+    made = tmp_path / "memory" / "trainyard" / "att-1-r0"
+    made.mkdir(parents=True)
+    (made / "memory.memsw.limit_in_bytes").write_text("")  # a leftover that still holds a process
+    group = cgroup.MemoryGroup.make(root, cgroup.V1, "att-1-r0", 100 << 20)
+    assert group.path == f"{made}-{os.getpid()}"
+    assert Path(group.path, "memory.limit_in_bytes").read_text() == str(100 << 20)
+    assert Path(group.path, "memory.swappiness").read_text() == "0"  # no memsw file here: no swapping at all
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
 def test_detect_is_sampled_where_groups_cannot_be_made(tmp_path):
     root = layout(tmp_path, V1_MEMORY)

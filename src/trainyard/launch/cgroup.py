@@ -80,7 +80,8 @@ def _v2_usable(root: str) -> bool:
     # Our groups get the memory controller only if their parent enables it for
     # its children, which it can only if its own parent enables it: the root
     # (systemd does) or, for a delegated ``trainyard`` subtree, the admin did.
-    enabled = _read(os.path.join(parent if os.path.isdir(parent) else root, "cgroup.subtree_control")).split()
+    enabled = (_read(os.path.join(parent, "cgroup.subtree_control"))
+               + _read(os.path.join(root, "cgroup.subtree_control"))).split()
     if "memory" not in enabled or not _may_create(parent):
         return False
     # Moving a process between groups needs write access to cgroup.procs of the
