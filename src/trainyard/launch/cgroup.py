@@ -54,7 +54,10 @@ JOIN_FAILED = 125   # the shim's exit code when the command could not join its g
 # forces subprocess onto fork instead of vfork and is unsafe with threads;
 # ``clone3(CLONE_INTO_CGROUP)`` is not reachable from Python; moving the launcher
 # into the group around the spawn would put it, for a moment, where the OOM
-# killer looks. The shell (dash) costs about a millisecond.
+# killer looks. The shell (dash) costs about a millisecond. Should the join fail
+# (it cannot once detect() and make() succeeded, short of an admin removing the
+# group), the shell says so in the log and exits 125 rather than run the command
+# without its limit.
 _SHIM = ('echo 0 > "$0" && exec "$@"; '
          f'echo "trainyard: cannot join the memory cgroup $0" >&2; exit {JOIN_FAILED}')
 

@@ -244,6 +244,8 @@ class Launcher:
         procs.reap_all(proc.pid)
         rc = proc.returncode
         if self.group is not None:
+            # any OOM kill in the group fails the replica, even one the command survived,
+            # as the sampled limit kills the whole tree once it is passed
             if reason is None and self.group.oom_killed(rc):
                 reason, message = Reason.OOM, self._oom_message()
             self._remove_group()
