@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from trainyard.launch import cgroup
+
 pytestmark = pytest.mark.slow
 
 
@@ -40,6 +42,8 @@ def test_run_returns_the_id_at_once_and_show_ls_nodes_speak_json(server, tmp_pat
     assert [j["id"] for j in listed] == [job_id]
     nodes = json.loads(server.cli("nodes", "-o", "json").stdout)
     assert nodes[0]["gpu"] == 4 and nodes[0]["gpu_type"] == "A100"
+    assert nodes[0]["memory_enforcement"] == cgroup.detect()  # cgroup-v1 on CI
+    assert cgroup.detect() in server.cli("nodes").stdout
     table = server.cli("show", job_id).stdout
     assert "sleepy" in table and "attempts" in table
     assert server.cli("cancel", job_id).returncode == 0

@@ -22,6 +22,10 @@ def test_labels_come_from_ray_labels_and_label_resources_but_not_rays_own():
     assert (info.cpu, info.memory, info.name) == (8.0, 4 * 2**30, "ab" * 6)
 
 
+def test_ray_nodes_claim_only_sampled_memory_enforcement():
+    assert nodes.node_info(raw()).memory_enforcement == "sampled"  # ray.nodes() cannot say more
+
+
 def test_dead_nodes_are_left_out_but_still_found_by_name():
     a, b = raw("aa" * 28), raw("bb" * 28, alive=False)
     assert [n["NodeID"] for n in nodes.alive([a, b])] == [a["NodeID"]]

@@ -97,12 +97,13 @@ def job_detail(job: JobInfo) -> Group:
 
 def nodes_table(nodes: list[NodeInfo]) -> Table:
     table = Table(box=None, header_style="bold")
-    for col in ("NODE", "CPU (used/total)", "MEMORY (used/total)", "GPUS (used/total)", "GPU TYPE", "LABELS"):
+    for col in ("NODE", "CPU (used/total)", "MEMORY (used/total)", "MEMORY LIMIT", "GPUS (used/total)", "GPU TYPE",
+                "LABELS"):
         table.add_column(col)
     for n in nodes:
         labels = ",".join(f"{k}={v}" for k, v in n.labels.items()) or "-"
         table.add_row(n.name, f"{n.cpu_used:g}/{n.cpu:g}", f"{format_memory(n.memory_used)}/{format_memory(n.memory)}",
-                      f"{len(n.gpus_used)}/{n.gpu}", n.gpu_type or "-", labels)
+                      n.memory_enforcement, f"{len(n.gpus_used)}/{n.gpu}", n.gpu_type or "-", labels)
     return table
 
 

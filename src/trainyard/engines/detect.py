@@ -1,4 +1,4 @@
-"""What this machine has: CPUs, memory and NVIDIA GPUs (NVML; none is fine)."""
+"""What this machine has: CPUs, memory, NVIDIA GPUs (NVML; none is fine), memory cgroups."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import socket
 
 import psutil
 
+from trainyard.launch import cgroup
 from trainyard.spec.records import NodeInfo
 
 
@@ -30,9 +31,13 @@ def detect_gpus() -> tuple[list[str], str | None]:
 
 def local_node(
     *, cpus: float | None = None, memory: int | None = None, gpus: int | None = None,
-    gpu_type: str | None = None, labels: dict[str, str] | None = None,
+    gpu_type: str | None = None, labels: dict[str, str] | None = None, cgroup_root: str = cgroup.MOUNT,
 ) -> NodeInfo:
-    """This machine as one node; declared values replace detected ones."""
+    """This machine as one node; declared values replace detected ones.
+
+    ``memory_enforcement`` is what the launcher will do here with a memory limit
+    (see :mod:`trainyard.launch.cgroup`), found the same way it finds it.
+    """
     if cpus is None:
         cpus = float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     if memory is None:
@@ -45,4 +50,5 @@ def local_node(
     return NodeInfo(
         name=socket.gethostname() or "local", cpu=cpus, memory=memory, gpu=len(ids),
         gpu_type=gpu_type if ids else None, gpu_ids=ids, labels=labels or {},
+        memory_enforcement=cgroup.detect(cgroup_root),
     )

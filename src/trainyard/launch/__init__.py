@@ -34,7 +34,9 @@ Signals: on SIGTERM it sends SIGTERM to the command's process group, waits
 subreaper, so grandchildren that daemonized are still its descendants), reaps
 them all, and ends with reason ``Cancelled``.
 
-Reasons: ``Succeeded``, ``Error(exit N)``, ``OOMKilled`` (the whole tree's RSS
-passed ``memory_limit``), ``Timeout``, ``Cancelled``, ``SetupFailed`` (the
-environment, snapshot or an input could not be prepared).
+Reasons: ``Succeeded``, ``Error(exit N)``, ``OOMKilled`` (the kernel's OOM
+killer acted in the replica's memory cgroup, or, where the host offers none, the
+whole tree's sampled RSS passed ``memory_limit``; see
+:mod:`trainyard.launch.cgroup`), ``Timeout``, ``Cancelled``, ``SetupFailed``
+(the environment, snapshot or an input could not be prepared).
 """

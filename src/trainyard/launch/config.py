@@ -21,6 +21,7 @@ _DEFAULTS: dict = {
     "venv_cache": None, "inputs": dict, "input_cache": None, "outputs": list, "output_url": None,
     "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
     "exit_report_deadline": 3600.0,
+    "cgroup_root": "/sys/fs/cgroup",
 }
 
 
@@ -47,6 +48,7 @@ class LaunchConfig:
     grace_period: float              # seconds between SIGTERM and SIGKILL
     gpus: list[str]                  # -> CUDA_VISIBLE_DEVICES (set, possibly empty, when the spec asked none)
     exit_report_deadline: float
+    cgroup_root: str | None          # where cgroups are mounted; None: sample the memory limit (launch.cgroup)
 
     def __init__(self, **values) -> None:  # noqa: ANN003
         missing = [k for k in _REQUIRED if k not in values]

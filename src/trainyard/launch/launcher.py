@@ -15,14 +15,15 @@ import signal
 import time
 from pathlib import Path
 
-from trainyard.launch import procs
+from trainyard.launch import cgroup, procs
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.files import append_log, atomic_write_json
 from trainyard.launch.prepare import SetupError, build_env, prepare_workdir, resolve_inputs
 from trainyard.status import Reason
 
 MEMORY_TICK = 0.1  # how often the tree's memory is sampled when it is near its limit
-CALM_TICK = 0.5    # ... and when it is under half of it: walking the tree costs CPU the job wants
+CALM_TICK = 0.5    # ... and when it is under half of it: walking the tree costs CPU the job wants;
+                   # with a cgroup (the kernel enforces), how often its OOM kills are read
 IDLE_TICK = 1.0    # with no limit, how often orphaned zombies are reaped
 
 
@@ -34,6 +35,7 @@ class Launcher:
         self.metrics = self.dir / METRICS_NAME
         self.cancelled: str | None = None  # why, once a cancel was asked
         self.proc = None
+        self.group: cgroup.MemoryGroup | None = None  # the replica's memory cgroup, if the host offers one
         self.reporter = None  # started once the command runs (or setup failed)
         self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
         self._wake_r, self._wake_w = os.pipe()
@@ -82,6 +84,7 @@ class Launcher:
             if self.proc is not None and self.proc.returncode is None:  # crashed mid-run
                 procs.kill_tree(self.proc.pid)
         procs.reap_all(None)  # whatever setup (a killed venv build) may have left
+        self._remove_group()  # normally gone already, right after the tree was reaped
         atomic_write_json(self.dir / RESULT_NAME, result)
         self._start_reporter().finish(result)
         return result
@@ -113,9 +116,15 @@ class Launcher:
             from trainyard.launch.named import substitute
 
             command = substitute(command, self.inputs, self.dir / "outputs")
+        self.group = self._memory_group()
         try:
-            self.proc = procs.spawn(command, str(work), env, str(self.log))
+            argv = command
+            if self.group is not None:
+                procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
+                argv = self.group.wrap(command)
+            self.proc = procs.spawn(argv, str(work), env, str(self.log))
         except OSError as e:
+            self._remove_group()
             message = f"cannot start {cfg.command[0]!r}: {e.strerror or e}"
             append_log(self.log, message)
             return _result(None, Reason.SETUP, message)
@@ -151,6 +160,30 @@ class Launcher:
         env = build_env(cfg, self.dir, inputs, venv)
         self._check_cancel()
         return env, work
+
+    def _memory_group(self) -> cgroup.MemoryGroup | None:
+        """The replica's own memory cgroup, or None to sample the tree's RSS instead.
+
+        Made right before the spawn, so a group is empty only for the moment
+        between the two (see :func:`trainyard.launch.cgroup.sweep`).
+        """
+        cfg = self.config
+        if not cfg.memory_limit or not cfg.cgroup_root:
+            return None
+        mode = cgroup.detect(cfg.cgroup_root)
+        if mode == cgroup.SAMPLED:
+            return None
+        try:
+            return cgroup.MemoryGroup.make(cfg.cgroup_root, mode, f"{cfg.attempt_id}-r{cfg.replica}",
+                                           cfg.memory_limit)
+        except OSError as e:  # the host looked able but refused: the limit still holds, sampled
+            append_log(self.log, f"cannot make a memory cgroup ({mode}): {e}; sampling the memory use instead")
+            return None
+
+    def _remove_group(self) -> None:
+        if self.group is not None:
+            self.group.remove()
+            self.group = None
 
     def _check_named_outputs(self, reason: str, message: str) -> tuple[str, str]:
         """A pipeline step that exited 0 without writing a declared output has failed."""
@@ -188,7 +221,15 @@ class Launcher:
                 reason, message = Reason.TIMEOUT, f"timed out after {cfg.timeout:g} s"
                 self._stop(waiter, message)
                 break
-            if cfg.memory_limit:
+            if self.group is not None:
+                # The kernel enforces the limit; a kill of some process other than
+                # the command (v1 kills one process, v2 the whole group) ends the replica.
+                tick = CALM_TICK
+                if self.group.oom_kills():
+                    procs.kill_tree(proc.pid)
+                    reason, message = Reason.OOM, self._oom_message()
+                    break
+            elif cfg.memory_limit:
                 rss = procs.tree_rss()
                 tick = MEMORY_TICK if rss > cfg.memory_limit / 2 else CALM_TICK
                 if rss > cfg.memory_limit:
@@ -202,9 +243,23 @@ class Launcher:
         waiter.join()
         procs.reap_all(proc.pid)
         rc = proc.returncode
+        if self.group is not None:
+            # any OOM kill in the group fails the replica, even one the command survived,
+            # as the sampled limit kills the whole tree once it is passed
+            if reason is None and self.group.oom_killed(rc):
+                reason, message = Reason.OOM, self._oom_message()
+            self._remove_group()
         if reason is None:
             reason = Reason.SUCCEEDED if rc == 0 else Reason.error(rc)
         return rc, reason, message or ""
+
+    def _oom_message(self) -> str:
+        group = self.group
+        peak = group.peak()
+        message = (f"the kernel's OOM killer stopped it at the memory limit of {_mib(group.limit)}"
+                   f" ({group.version}{f', peak {_mib(peak)}' if peak else ''})")
+        append_log(self.log, message)
+        return message
 
     def _stop(self, waiter: procs.Waiter, why: str) -> None:
         """SIGTERM the group, give it the grace period, then SIGKILL the whole tree."""

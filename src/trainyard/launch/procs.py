@@ -12,6 +12,7 @@ a command that exits cleanly never pays for the import.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -46,6 +47,29 @@ def spawn(argv: list[str], cwd: str, env: dict[str, str], log_path: str) -> subp
             argv, cwd=cwd, env=env, stdin=devnull, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True,
         )
+
+
+def check_executable(program: str, cwd: str, env: dict[str, str]) -> None:
+    """Raise the ``OSError`` that exec'ing ``program`` would, as :func:`spawn` itself does.
+
+    For a command started through a shim (``launch.cgroup``): there the exec
+    happens in the shim, too late for the launcher to tell "cannot start" from
+    the command's own failure. Same lookup as subprocess: relative to ``cwd``
+    when the name has a slash, else along the command's own PATH.
+    """
+    if "/" in program:
+        candidates = [os.path.join(cwd, program)]
+    else:
+        candidates = [os.path.join(d or ".", program) for d in os.get_exec_path(env)]
+    denied = None  # like execvp: a file we may not run is reported only if no later one will do
+    for path in candidates:
+        if os.path.isfile(path):
+            if os.access(path, os.X_OK):
+                return
+            denied = denied or path
+    if denied:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), denied)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
 
 class Waiter:

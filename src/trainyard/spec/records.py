@@ -6,7 +6,7 @@ and the SDK (parsed responses), so the shape is written once.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -74,6 +74,11 @@ class JobPage(BaseModel):
     next_cursor: str | None = None
 
 
+# How a node holds a job to its memory limit; the values are trainyard.launch.cgroup's
+# V1, V2 and SAMPLED (the launcher stays free of pydantic, so they are spelled twice).
+MemoryEnforcement = Literal["cgroup-v1", "cgroup-v2", "sampled"]
+
+
 class NodeInfo(BaseModel):
     name: str
     cpu: float
@@ -82,6 +87,8 @@ class NodeInfo(BaseModel):
     gpu_type: str | None = None
     gpu_ids: list[str] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
+    # how a job's memory limit holds there: a hard limit in its own cgroup, or the launcher's RSS sampling
+    memory_enforcement: MemoryEnforcement = "sampled"
     # filled by the server from running attempts
     cpu_used: float = 0.0
     memory_used: int = 0

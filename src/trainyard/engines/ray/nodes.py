@@ -47,13 +47,20 @@ def labels(raw: dict[str, Any]) -> dict[str, str]:
 
 
 def node_info(raw: dict[str, Any]) -> NodeInfo:
-    """One alive node of ``ray.nodes()`` as a trainyard node (its totals; usage is added by the server)."""
+    """One alive node of ``ray.nodes()`` as a trainyard node (its totals; usage is added by the server).
+
+    Its memory enforcement is reported as ``sampled``, the floor: ``ray.nodes()``
+    does not say whether the node's launchers may make cgroups, and asking each
+    node would cost a task per node per scheduling cycle. A launcher there still
+    uses a cgroup where it finds one.
+    """
     res = raw.get("Resources") or {}
     gpus = int(res.get("GPU", 0))
     return NodeInfo(
         name=node_name(raw["NodeID"]), cpu=float(res.get("CPU", 0.0)), memory=int(res.get("memory", 0)),
         gpu=gpus, gpu_type=gpu_type(res) if gpus else None, gpu_ids=[str(i) for i in range(gpus)],
         labels={**labels(raw), "ray.address": str(raw.get("NodeManagerAddress", ""))},
+        memory_enforcement="sampled",
     )
 
 

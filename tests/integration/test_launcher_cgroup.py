@@ -1,0 +1,162 @@
+"""The memory limit as a hard limit: each replica in its own memory cgroup (real processes, real cgroups).
+
+Needs a writable memory cgroup (root on cgroup v1, or a delegated v2 tree):
+skipped on a laptop without one, required on CI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import need
+from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
+    log_of, make_config, report_server, run_launcher, script, start_launcher, wait_for,
+)
+from trainyard.engines.detect import local_node
+from trainyard.launch import cgroup
+
+LIMIT = 100 << 20
+# About 500 MB in a fast burst of 10 MiB pieces, each touched (bytearray zero-fills),
+# held 0.2 s, then exit 0. It prints how far it got, so a test sees whether the
+# job ever held more than its limit, not only whether it was stopped at some point.
+SPIKE = """
+import time
+held = []
+for i in range(50):
+    held.append(bytearray(10 << 20))
+    print("held", len(held) * 10, flush=True)
+time.sleep(0.2)
+"""
+
+
+@pytest.fixture
+def cgroups() -> str:
+    mode = cgroup.detect()
+    need(mode != cgroup.SAMPLED, "no writable memory cgroup here (root on cgroup v1, or a delegated cgroup v2 tree)")
+    return mode
+
+
+def group_path(mode: str) -> str:
+    """Where the launcher makes the group of make_config's attempt (att-1, replica 0)."""
+    base = os.path.join(cgroup.MOUNT, "memory") if mode == cgroup.V1 else cgroup.MOUNT
+    return os.path.join(base, cgroup.PARENT, "att-1-r0")
+
+
+def most_held(log: str) -> int:
+    return max((int(n) for n in re.findall(r"^held (\d+)$", log, re.M)), default=0)
+
+
+@pytest.mark.parametrize("run", range(5))
+def test_a_fast_spike_past_the_limit_is_stopped_at_the_limit(tmp_path, report_server, cgroups, run):
+    # given a job that bursts to ~500 MB under a 100 MiB limit
+    attempt = tmp_path / "attempt"
+    make_config(attempt, report_server.url, script(tmp_path, "spike.py", SPIKE), memory_limit=LIMIT)
+    # when it runs
+    result = run_launcher(attempt)
+    # then the kernel stopped it before it ever held more than its limit, and the launcher says so
+    log = (attempt / "output.log").read_text()
+    assert result["reason"] == "OOMKilled" and result["exit_code"] == -9, result
+    assert 0 < most_held(log) < LIMIT >> 20, f"held {most_held(log)} MiB under a limit of {LIMIT >> 20} MiB"
+    assert "limit" in result["message"] and cgroups in result["message"]
+    assert not os.path.exists(group_path(cgroups))
+
+
+def test_a_job_under_its_limit_succeeds_inside_its_group_and_the_group_is_removed(tmp_path, report_server, cgroups):
+    attempt = tmp_path / "attempt"
+    job = script(tmp_path, "job.py", """
+held = bytearray(30 << 20)
+print(open("/proc/self/cgroup").read(), flush=True)
+""")
+    make_config(attempt, report_server.url, job, memory_limit=LIMIT)
+    result = run_launcher(attempt)
+    assert result["reason"] == "Succeeded", (attempt / "output.log").read_text()
+    assert f"/{cgroup.PARENT}/att-1-r0\n" in (attempt / "output.log").read_text()
+    assert not os.path.exists(group_path(cgroups))
+
+
+def test_the_launcher_stays_outside_the_group_its_command_and_children_are_inside(tmp_path, report_server, cgroups):
+    attempt = tmp_path / "attempt"
+    job = script(tmp_path, "job.py", """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+print("child", child.pid, flush=True)
+time.sleep(30)
+""")
+    make_config(attempt, report_server.url, job, memory_limit=LIMIT)
+    launcher = start_launcher(attempt)
+    try:
+        wait_for(lambda: b"child" in log_of(attempt))
+        child = int(log_of(attempt).split()[1])
+        procs_file = os.path.join(group_path(cgroups), "cgroup.procs")
+        members = {int(p) for p in open(procs_file).read().split()}
+        assert child in members and launcher.pid not in members
+        assert f"/{cgroup.PARENT}/" not in open(f"/proc/{launcher.pid}/cgroup").read()
+    finally:
+        launcher.terminate()
+        launcher.communicate(timeout=30)
+    assert not os.path.exists(group_path(cgroups))
+
+
+def test_an_oom_kill_of_a_child_ends_the_whole_tree(tmp_path, report_server, cgroups):
+    # cgroup v1 kills one process (the biggest); the replica still ends, whole, as OOMKilled
+    attempt = tmp_path / "attempt"
+    job = script(tmp_path, "job.py", """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "b = bytearray(300 << 20)"])
+time.sleep(30)
+""")
+    make_config(attempt, report_server.url, job, memory_limit=LIMIT)
+    start = time.monotonic()
+    result = run_launcher(attempt)
+    assert result["reason"] == "OOMKilled" and result["exit_code"] == -9
+    assert time.monotonic() - start < 10
+    assert not os.path.exists(group_path(cgroups))
+
+
+def test_a_missing_command_is_still_setup_failed_behind_the_shim(tmp_path, report_server, cgroups):
+    attempt = tmp_path / "attempt"
+    make_config(attempt, report_server.url, ["no-such-command-xyz"], memory_limit=LIMIT)
+    result = run_launcher(attempt)
+    assert result["reason"] == "SetupFailed" and result["exit_code"] is None
+    assert "no-such-command-xyz" in result["message"]
+    assert not os.path.exists(group_path(cgroups))
+
+
+def test_without_cgroups_the_limit_is_sampled(tmp_path, report_server):
+    # given a host with no cgroups (a folder that has none stands for its mount point)
+    attempt = tmp_path / "attempt"
+    (tmp_path / "no-cgroups").mkdir()
+    make_config(attempt, report_server.url, script(tmp_path, "spike.py", SPIKE), memory_limit=LIMIT,
+                cgroup_root=str(tmp_path / "no-cgroups"))
+    # then the launcher's sampling still stops the job, after the fact
+    result = run_launcher(attempt)
+    assert result["reason"] == "OOMKilled" and result["exit_code"] == -9
+    assert "passed the limit" in result["message"]
+
+
+def test_empty_groups_of_dead_launchers_are_swept_and_busy_ones_kept(cgroups):
+    # a private parent, so that no running launcher's group is in reach
+    base = os.path.join(cgroup.MOUNT, "memory") if cgroups == cgroup.V1 else cgroup.MOUNT
+    parent = os.path.join(base, f"{cgroup.PARENT}-test-{os.getpid()}")
+    os.makedirs(os.path.join(parent, "dead-r0"))
+    busy = cgroup.MemoryGroup(os.path.join(parent, "busy-r0"), cgroups, LIMIT)
+    os.mkdir(busy.path)
+    sleeper = subprocess.Popen(busy.wrap(["sleep", "30"]))
+    try:
+        wait_for(lambda: busy.pids() == [sleeper.pid])
+        assert cgroup.sweep(parent, stale_after=0) == 1
+        assert sorted(e.name for e in os.scandir(parent) if e.is_dir()) == ["busy-r0"]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        assert busy.remove()
+        os.rmdir(parent)
+
+
+def test_this_node_reports_how_it_enforces_memory(cgroups):
+    assert local_node(cpus=1, memory=1 << 30, gpus=0).memory_enforcement == cgroups
