@@ -43,8 +43,8 @@ def cgroups() -> str:
 
 def group_path(mode: str) -> str:
     """Where the launcher makes the group of make_config's attempt (att-1, replica 0)."""
-    base = os.path.join(cgroup.MOUNT, "memory") if mode == cgroup.V1 else cgroup.MOUNT
-    return os.path.join(base, cgroup.PARENT, "att-1-r0")
+    parent = cgroup.v1_parent(cgroup.MOUNT) if mode == cgroup.V1 else os.path.join(cgroup.MOUNT, cgroup.PARENT)
+    return os.path.join(parent, "att-1-r0")
 
 
 def most_held(log: str) -> int:

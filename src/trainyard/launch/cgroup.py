@@ -7,7 +7,7 @@ own instead, with a hard limit: the kernel's OOM killer acts inside the group at
 the first page past the limit, and the group's own counters say that it did.
 
 - ``cgroup-v1``: ``<root>/memory`` is the v1 memory controller and we may create
-  groups in it (root). The group is ``<root>/memory/trainyard/<attempt>-r<replica>``
+  groups in it (root). The group is ``<root>/memory/<our group>/trainyard/<attempt>-r<replica>``
   with ``memory.limit_in_bytes`` and ``memory.memsw.limit_in_bytes`` (memory plus
   swap, so swapping does not dodge the limit); OOM kills are the ``oom_kill``
   counter of ``memory.oom_control`` (kernels before 4.13 lack it: then a SIGKILL
@@ -73,7 +73,7 @@ def detect(root: str = MOUNT) -> str:
     if "memory" in _read(os.path.join(root, "cgroup.controllers")).split():
         return V2 if _v2_usable(root) else SAMPLED
     mem = os.path.join(root, "memory")  # v1, or the v1 half of a hybrid host
-    if os.path.isfile(os.path.join(mem, "memory.limit_in_bytes")) and _may_create(os.path.join(mem, PARENT)):
+    if os.path.isfile(os.path.join(mem, "memory.limit_in_bytes")) and _may_create(v1_parent(root)):
         return V1
     return SAMPLED
 
@@ -99,6 +99,18 @@ def _may_create(parent: str) -> bool:
     return os.access(parent if os.path.isdir(parent) else os.path.dirname(parent), os.W_OK)
 
 
+def v1_parent(root: str) -> str:
+    """Where our v1 groups go: under the group this process is in (a container's or a service's), so
+    the limits above it still hold; under the controller's root when that group is not visible here."""
+    own = ""
+    for line in _read("/proc/self/cgroup").splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            own = path.strip("/")
+    base = os.path.join(root, "memory", own) if own else os.path.join(root, "memory")
+    return os.path.join(base if os.path.isdir(base) else os.path.join(root, "memory"), PARENT)
+
+
 def _own_v2_path() -> str:
     for line in _read("/proc/self/cgroup").splitlines():
         if line.startswith("0::"):
@@ -118,7 +130,7 @@ class MemoryGroup:
     @classmethod
     def make(cls, root: str, version: str, name: str, limit: int) -> "MemoryGroup":
         """Create the group with its limit; raises ``OSError`` when the host refuses."""
-        parent = os.path.join(root, "memory", PARENT) if version == V1 else os.path.join(root, PARENT)
+        parent = v1_parent(root) if version == V1 else os.path.join(root, PARENT)
         os.makedirs(parent, exist_ok=True)
         if version == V2 and "memory" not in _read(os.path.join(parent, "cgroup.subtree_control")).split():
             _write(os.path.join(parent, "cgroup.subtree_control"), "+memory")
