@@ -227,6 +227,8 @@ class Launcher:
         files, problems = outputs.collect(self.dir / "outputs", work, self.config.outputs)
         if not files and not problems:
             return result
+        for problem in problems:  # in the attempt's log too, where the user looks for why a file is missing
+            append_log(self.log, problem)
         records, errors = outputs.upload(files, self.config.output_url)
         result["outputs"] = records
         notes = [m for m in [result["message"], *problems, *errors] if m]
