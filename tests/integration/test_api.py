@@ -142,3 +142,34 @@ def test_one_failed_replica_stops_the_gang_and_the_gang_is_retried_whole(env):
     info = job.refresh()
     assert info.attempts[0].reason == "Error(exit 1)" and "replica 1" in info.attempts[0].message
     assert info.status.value in ("starting", "running")
+
+
+def test_reports_need_the_attempts_own_credential_and_a_valid_body(env):
+    tc, sdk, engine, _ = env
+    job = sdk.submit({"command": "x"})
+    attempt_id = until(lambda: next(iter(engine.launched), None))
+    url = f"/internal/attempts/{attempt_id}/replicas/0/report"
+
+    as_user = tc.post(url, json={"phase": "running", "pid": 1, "log": {"offset": 0, "data": "forged\n"}})
+    malformed = tc.post(url, json={"phase": "running", "log": {"offset": "x", "data": "a"}, "metrics": []},
+                        headers=engine.launcher_headers(attempt_id))
+
+    assert as_user.status_code == 401 and as_user.json()["code"] == "attempt_unauthorized"  # a user's token is not a launcher's
+    assert malformed.status_code == 422
+    assert [e["field"] for e in malformed.json()["details"]["errors"]] == ["log.offset", "metrics"]
+    assert job.logs() == "" and job.refresh().status.value == "starting"
+
+
+def test_an_attempt_launched_again_gets_a_new_credential_and_the_old_one_stops_working(env):
+    tc, sdk, engine, _ = env
+    sdk.submit({"command": "x"})
+    attempt_id = until(lambda: next(iter(engine.launched), None))
+    first = engine.launcher_headers(attempt_id)
+
+    engine.launched.pop(attempt_id)  # never launched, as after a restart between admitting and launching
+    until(lambda: attempt_id in engine.launched)
+
+    assert engine.launcher_headers(attempt_id) != first
+    url = f"/internal/attempts/{attempt_id}/replicas/0/report"
+    assert tc.post(url, json={"phase": "running", "pid": 1}, headers=first).status_code == 401
+    assert report(tc, engine, attempt_id, phase="running", pid=1) == {"cancel": False}
