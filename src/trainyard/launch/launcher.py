@@ -18,7 +18,7 @@ from pathlib import Path
 from trainyard.launch import procs
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.files import append_log, atomic_write_json
-from trainyard.launch.prepare import SetupError, build_env, prepare_workdir, resolve_inputs
+from trainyard.launch.prepare import INHERITED_SECRETS, SetupError, build_env, prepare_workdir, resolve_inputs
 from trainyard.status import Reason
 
 MEMORY_TICK = 0.1  # how often the tree's memory is sampled when it is near its limit
@@ -74,6 +74,8 @@ class Launcher:
     # -- the attempt -------------------------------------------------------------
 
     def run(self) -> dict:
+        for name in INHERITED_SECRETS:  # not for the command, nor for a venv build (pip runs packages' code)
+            os.environ.pop(name, None)
         self._install_signals()
         procs.become_subreaper()
         try:

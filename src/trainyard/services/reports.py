@@ -13,7 +13,7 @@ from typing import Any
 from trainyard.artifacts.paths import output_record_problem
 from trainyard.errors import InvalidSpec
 
-PHASES = ("starting", "running", "exited")
+PHASES = ("running", "exited")
 
 
 @dataclass(slots=True)
