@@ -39,7 +39,8 @@ def until(check, timeout=10.0):
 
 
 def report(tc, engine, attempt_id, **body):
-    r = tc.post(f"/internal/attempts/{attempt_id}/replicas/0/report", json=body, headers=engine.launcher_headers(attempt_id))
+    r = tc.post(f"/internal/attempts/{attempt_id}/replicas/0/report", json=body,
+                headers=engine.launcher_headers(attempt_id))
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -154,7 +155,8 @@ def test_reports_need_the_attempts_own_credential_and_a_valid_body(env):
     malformed = tc.post(url, json={"phase": "running", "log": {"offset": "x", "data": "a"}, "metrics": []},
                         headers=engine.launcher_headers(attempt_id))
 
-    assert as_user.status_code == 401 and as_user.json()["code"] == "attempt_unauthorized"  # a user's token is not a launcher's
+    # the users' token (the client's default header) is not a launcher's
+    assert as_user.status_code == 401 and as_user.json()["code"] == "attempt_unauthorized"
     assert malformed.status_code == 422
     assert [e["field"] for e in malformed.json()["details"]["errors"]] == ["log.offset", "metrics"]
     assert job.logs() == "" and job.refresh().status.value == "starting"
