@@ -71,6 +71,19 @@ class AttemptNotFound(NotFound):
     code = "attempt_not_found"
 
 
+class AttemptEnded(AttemptNotFound):
+    """The attempt (or this replica of it) has ended: its launcher's reports change nothing now."""
+
+    code = "attempt_ended"
+
+
+class AttemptUnauthorized(TrainyardError):
+    """A launcher report needs its attempt's own credential (Authorization: Bearer <attempt token>)."""
+
+    code = "attempt_unauthorized"
+    http_status = 401
+
+
 class QueueNotFound(NotFound):
     """No such queue."""
 

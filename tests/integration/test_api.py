@@ -38,8 +38,9 @@ def until(check, timeout=10.0):
     raise AssertionError("condition not met in time")
 
 
-def report(tc, attempt_id, **body):
-    r = tc.post(f"/internal/attempts/{attempt_id}/replicas/0/report", json=body)
+def report(tc, engine, attempt_id, **body):
+    r = tc.post(f"/internal/attempts/{attempt_id}/replicas/0/report", json=body,
+                headers=engine.launcher_headers(attempt_id))
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -49,10 +50,10 @@ def test_a_job_goes_from_submit_to_succeeded_with_logs_and_metrics(env):
     job = sdk.submit({"name": "t", "command": "echo hi", "resources": {"gpu": 1}})
     attempt_id = until(lambda: next(iter(engine.launched), None))
     assert [c.gpus for c in engine.launched[attempt_id]] == [["0"]]
-    report(tc, attempt_id, phase="running", pid=1, log={"offset": 0, "data": "hi\n"},
+    report(tc, engine, attempt_id, phase="running", pid=1, log={"offset": 0, "data": "hi\n"},
            metrics={"offset": 0, "lines": ['{"step": 1, "ts": 1, "values": {"loss": 0.5}}']})
     assert job.status == "running"
-    report(tc, attempt_id, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
+    report(tc, engine, attempt_id, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
     info = job.wait(timeout=5)
     assert info.status.value == "succeeded" and info.attempts[0].gpus == ["0"]
     assert job.logs() == "hi\n"
@@ -89,9 +90,9 @@ def test_cancel_pending_and_running(env):
     running_attempt = until(lambda: next(iter(engine.launched), None))
     until(lambda: "needs 1 cores (0 free on any node)" in (waiting.refresh().reason or ""))
     assert waiting.cancel().status.value == "cancelled"
-    report(tc, running_attempt, phase="running", pid=1)
+    report(tc, engine, running_attempt, phase="running", pid=1)
     assert big.cancel().status.value == "cancelling"
-    assert report(tc, running_attempt, phase="running", pid=1) == {"cancel": True}
+    assert report(tc, engine, running_attempt, phase="running", pid=1) == {"cancel": True}
     assert engine.cancelled == [running_attempt]
     assert big.wait(timeout=5).status.value == "cancelled"
     assert big.info.attempts[0].reason == "Cancelled"
@@ -128,18 +129,49 @@ def test_one_failed_replica_stops_the_gang_and_the_gang_is_retried_whole(env):
     assert [c.env["RANK"] for c in configs] == ["0", "1"]
     assert {c.env["WORLD_SIZE"] for c in configs} == {"2"} and configs[0].env["TORCHELASTIC_RUN_ID"] == first
     assert [c.gpus for c in configs] == [["0"], ["1"]]
+    url, headers = f"/internal/attempts/{first}/replicas/{{}}/report", engine.launcher_headers(first)
     for i in (0, 1):
-        assert tc.post(f"/internal/attempts/{first}/replicas/{i}/report", json={"phase": "running", "pid": 1}).json() \
-            == {"cancel": False}
-    tc.post(f"/internal/attempts/{first}/replicas/1/report",
+        assert tc.post(url.format(i), json={"phase": "running", "pid": 1}, headers=headers).json() == {"cancel": False}
+    tc.post(url.format(1), headers=headers,
             json={"phase": "exited", "pid": 1, "result": {"exit_code": 1, "reason": "Error(exit 1)"}})
     assert engine.cancelled == [first]  # the healthy replica is told to stop at once
-    assert tc.post(f"/internal/attempts/{first}/replicas/0/report", json={"phase": "running", "pid": 1}).json() \
-        == {"cancel": True}
-    tc.post(f"/internal/attempts/{first}/replicas/0/report",
+    assert tc.post(url.format(0), json={"phase": "running", "pid": 1}, headers=headers).json() == {"cancel": True}
+    tc.post(url.format(0), headers=headers,
             json={"phase": "exited", "pid": 1, "result": {"exit_code": -15, "reason": "Cancelled"}})
     second = until(lambda: next((a for a in engine.launched if a != first), None))
     assert len(engine.launched[second]) == 2
     info = job.refresh()
     assert info.attempts[0].reason == "Error(exit 1)" and "replica 1" in info.attempts[0].message
     assert info.status.value in ("starting", "running")
+
+
+def test_reports_need_the_attempts_own_credential_and_a_valid_body(env):
+    tc, sdk, engine, _ = env
+    job = sdk.submit({"command": "x"})
+    attempt_id = until(lambda: next(iter(engine.launched), None))
+    url = f"/internal/attempts/{attempt_id}/replicas/0/report"
+
+    as_user = tc.post(url, json={"phase": "running", "pid": 1, "log": {"offset": 0, "data": "forged\n"}})
+    malformed = tc.post(url, json={"phase": "running", "log": {"offset": "x", "data": "a"}, "metrics": []},
+                        headers=engine.launcher_headers(attempt_id))
+
+    # the users' token (the client's default header) is not a launcher's
+    assert as_user.status_code == 401 and as_user.json()["code"] == "attempt_unauthorized"
+    assert malformed.status_code == 422
+    assert [e["field"] for e in malformed.json()["details"]["errors"]] == ["log.offset", "metrics"]
+    assert job.logs() == "" and job.refresh().status.value == "starting"
+
+
+def test_an_attempt_launched_again_gets_a_new_credential_and_the_old_one_stops_working(env):
+    tc, sdk, engine, _ = env
+    sdk.submit({"command": "x"})
+    attempt_id = until(lambda: next(iter(engine.launched), None))
+    first = engine.launcher_headers(attempt_id)
+
+    engine.launched.pop(attempt_id)  # never launched, as after a restart between admitting and launching
+    until(lambda: attempt_id in engine.launched)
+
+    assert engine.launcher_headers(attempt_id) != first
+    url = f"/internal/attempts/{attempt_id}/replicas/0/report"
+    assert tc.post(url, json={"phase": "running", "pid": 1}, headers=first).status_code == 401
+    assert report(tc, engine, attempt_id, phase="running", pid=1) == {"cancel": False}

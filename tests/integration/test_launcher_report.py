@@ -154,3 +154,21 @@ def test_cancel_answer_reaches_the_callback(tmp_path, report_server):
     rep.started(1)
     wait_for(lambda: cancelled)
     rep.finish({"exit_code": None, "reason": "Cancelled", "message": "", "outputs": []})
+
+
+def test_a_refused_credential_is_read_again_from_launch_json(tmp_path, report_server):
+    report_server.token = "renewed"
+    attempt = tmp_path / "attempt"
+    config = make_config(attempt, report_server.url, script(tmp_path, "job.py", TALKER) + ["20", "0.05"],
+                         token="old")
+    proc = start_launcher(attempt)
+    wait_for(lambda: report_server.requests >= 1)  # refused: the launcher read "old"
+
+    # as the engine does for a replica already running when its gang is launched again after a restart
+    config.token = "renewed"
+    config.write(attempt)
+
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert report_server.final() is not None
+    assert {h["Authorization"] for h in report_server.headers} == {"Bearer renewed"}

@@ -210,3 +210,15 @@ time.sleep(2.5)
     assert [c for c in children if c.status() == psutil.STATUS_ZOMBIE] == []
     proc.communicate(timeout=20)
     assert read_result(attempt)["reason"] == "Succeeded"
+
+
+def test_the_command_inherits_no_token(tmp_path, report_server, monkeypatch):
+    monkeypatch.setenv("TRAINYARD_SERVER_TOKEN", "server-secret")
+    monkeypatch.setenv("TRAINYARD_TOKEN", "user-secret")
+    show = [PYTHON, "-c", "import os; print(sorted(k for k, v in os.environ.items() if 'secret' in v))"]
+    make_config(tmp_path / "a", report_server.url, show, token="attempt-secret")
+
+    run_launcher(tmp_path / "a")
+
+    assert (tmp_path / "a" / "output.log").read_text() == "[]\n"
+    assert {h["Authorization"] for h in report_server.headers} == {"Bearer attempt-secret"}

@@ -25,6 +25,7 @@ class ReportServer:
     """Records ``POST /internal/attempts/<id>/report`` bodies; ``answer`` picks the reply.
 
     ``reports`` holds the acknowledged (2xx) bodies, in order; ``requests`` counts all.
+    With ``token`` set, a report without ``Authorization: Bearer <token>`` is answered 401, as the API does.
     """
 
     def __init__(self, port: int = 0):
@@ -33,6 +34,7 @@ class ReportServer:
         self.paths: list[str] = []
         self.headers: list[dict] = []
         self.answer = lambda body: (200, {"cancel": False})
+        self.token: str | None = None
         self._lock = threading.Lock()
         outer = self
 
@@ -40,6 +42,8 @@ class ReportServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 status, reply = outer.answer(body)
+                if outer.token is not None and self.headers.get("Authorization") != f"Bearer {outer.token}":
+                    status, reply = 401, {"code": "attempt_unauthorized"}
                 with outer._lock:
                     outer.requests += 1
                     if 200 <= status < 300:  # only what the launcher was told was received

@@ -66,10 +66,11 @@ def finish(tc, engine, job_id, files=None, exit_code=0):
         (out / rel).write_bytes(data)
         records.append({"path": rel, "size": len(data), "digest": "sha256:" + hashlib.sha256(data).hexdigest()})
     url = f"/internal/attempts/{attempt_id}/replicas/0/report"
-    assert tc.post(url, json={"phase": "running", "pid": 1}).status_code == 200
+    headers = engine.launcher_headers(attempt_id)
+    assert tc.post(url, json={"phase": "running", "pid": 1}, headers=headers).status_code == 200
     reason = "Succeeded" if exit_code == 0 else f"Error(exit {exit_code})"
-    r = tc.post(url, json={"phase": "exited", "pid": 1,
-                           "result": {"exit_code": exit_code, "reason": reason, "outputs": records}})
+    r = tc.post(url, headers=headers, json={"phase": "exited", "pid": 1,
+                                            "result": {"exit_code": exit_code, "reason": reason, "outputs": records}})
     assert r.status_code == 200, r.text
 
 
@@ -176,11 +177,13 @@ def test_cancel_cascades_to_running_steps_and_stops_the_rest(env):
     trains = [step_job(run, f"train-{i}") for i in range(2)]
     for j in trains:
         attempt = attempt_of(engine, j)
-        tc.post(f"/internal/attempts/{attempt}/replicas/0/report", json={"phase": "running", "pid": 1})
+        tc.post(f"/internal/attempts/{attempt}/replicas/0/report", json={"phase": "running", "pid": 1},
+                headers=engine.launcher_headers(attempt))
     run.cancel()
     assert sorted(engine.cancelled) == sorted(attempt_of(engine, j) for j in trains)
     for j in trains:
-        tc.post(f"/internal/attempts/{attempt_of(engine, j)}/replicas/0/report",
+        attempt = attempt_of(engine, j)
+        tc.post(f"/internal/attempts/{attempt}/replicas/0/report", headers=engine.launcher_headers(attempt),
                 json={"phase": "exited", "pid": 1, "result": {"exit_code": -15, "reason": "Cancelled"}})
     info = run.wait(timeout=10)
     assert info.status.value == "cancelled"

@@ -5,12 +5,14 @@ import threading
 import pytest
 from sqlalchemy import inspect
 
+from trainyard.auth.tokens import token_hash
 from trainyard.spec import parse_job
 from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import Ending, Store
 from trainyard.store.tables import Base
 
 pytestmark = pytest.mark.postgres
+H = token_hash("launcher-token")  # an attempt's credential, as the store keeps it
 
 
 @pytest.fixture
@@ -22,8 +24,8 @@ def store(db_url):
 
 def running_attempt(store: Store):
     job = store.create_job(parse_job("command: echo hi"))
-    attempt = store.admit(job.id, [("node-a", ["0"])])
-    store.report(attempt.id, 0, running=True)
+    attempt = store.admit(job.id, [("node-a", ["0"])], token_hash=H)
+    store.report(attempt.id, 0, token_hash=H, running=True)
     return job, attempt
 
 
@@ -35,9 +37,9 @@ def test_migrations_create_exactly_the_declared_tables(store):
 
 def test_a_gang_attempt_has_one_row_per_replica(store):
     job = store.create_job(parse_job("command: x\nreplicas: 2\ndistributed: torch"))
-    attempt = store.admit(job.id, [("a", ["0"]), ("b", ["1"])])
+    attempt = store.admit(job.id, [("a", ["0"]), ("b", ["1"])], token_hash=H)
     assert [(r.index, r.node, r.gpus) for r in attempt.replicas] == [(0, "a", ["0"]), (1, "b", ["1"])]
-    assert store.report(attempt.id, 1, running=True) == (job.id, None, None)
+    assert store.report(attempt.id, 1, token_hash=H, running=True) == (job.id, None, None)
     assert store.get_job(job.id).status == JobStatus.RUNNING
     after, ended = store.finish_replica(attempt.id, 1, AttemptStatus.FAILED, exit_code=1, reason="Error(exit 1)",
                                         message=None)
@@ -134,18 +136,18 @@ def test_a_first_report_that_is_also_the_last_starts_and_ends_in_one_go(store):
     done = {"status": AttemptStatus.SUCCEEDED, "exit_code": 0, "reason": Reason.SUCCEEDED, "message": None,
             "conclude": _conclude}
     job = store.create_job(parse_job("command: x"))
-    attempt = store.admit(job.id, [("a", [])])
-    _, _, (ended, over) = store.report(attempt.id, 0, running=True, log=(0, "hi\n"), end=done)
+    attempt = store.admit(job.id, [("a", [])], token_hash=H)
+    _, _, (ended, over) = store.report(attempt.id, 0, token_hash=H, running=True, log=(0, "hi\n"), end=done)
     info = store.get_job(job.id)
     assert over and info.status == JobStatus.SUCCEEDED and info.attempts[0].status == AttemptStatus.SUCCEEDED
     a = info.attempts[0]
     assert a.started_at is not None and a.started_at <= a.ended_at and a.replicas[0].started_at == a.started_at
     # in a gang, the others still to come: the attempt and its job are running meanwhile
     gang = store.create_job(parse_job("command: x\nreplicas: 2\ndistributed: torch"))
-    attempt = store.admit(gang.id, [("a", []), ("b", [])])
-    store.report(attempt.id, 0, running=True, end=done)
+    attempt = store.admit(gang.id, [("a", []), ("b", [])], token_hash=H)
+    store.report(attempt.id, 0, token_hash=H, running=True, end=done)
     info = store.get_job(gang.id)
     assert info.status == JobStatus.RUNNING and info.attempts[0].status == AttemptStatus.RUNNING
     assert info.attempts[0].started_at is not None
-    store.report(attempt.id, 1, running=True, end=done)
+    store.report(attempt.id, 1, token_hash=H, running=True, end=done)
     assert store.get_job(gang.id).status == JobStatus.SUCCEEDED

@@ -65,3 +65,10 @@ def test_config_round_trip(tmp_path):
     cfg = config(gpus=["0"], memory_limit=123, inputs={"a": "/x"})
     cfg.write(tmp_path)
     assert LaunchConfig.read(Path(tmp_path)) == cfg
+
+
+def test_server_tokens_are_not_passed_on_to_the_command(tmp_path):
+    base = {"TRAINYARD_SERVER_TOKEN": "server-secret", "TRAINYARD_TOKEN": "user-secret", "HOME": "/home/me"}
+    env = build_env(config(token="attempt-secret"), tmp_path, {}, base=base)
+    assert "TRAINYARD_SERVER_TOKEN" not in env and "TRAINYARD_TOKEN" not in env
+    assert not any("secret" in v for v in env.values()) and env["HOME"] == "/home/me"

@@ -47,3 +47,35 @@ def test_upload_through_fsspec(tmp_path):
     records, errors = upload({"a/x.bin": src}, "memory://ty-out/run1")
     assert errors == [] and records[0]["size"] == 4
     assert fsspec.filesystem("memory").cat("/ty-out/run1/a/x.bin") == b"data"
+
+
+def test_links_out_of_the_job_are_skipped_and_said_so(tmp_path):
+    out, work, host = tmp_path / "outputs", tmp_path / "work", tmp_path / "host"
+    for d in (out, work, host):
+        d.mkdir()
+    (host / "hostname").write_text("the host's")
+    (out / "model.bin").write_bytes(b"m")
+    (out / "hostname").symlink_to(host / "hostname")
+    (out / "etc").symlink_to(host, target_is_directory=True)
+    (out / "alias").symlink_to("model.bin")  # a link inside the outputs: kept
+    (work / "logs").symlink_to(host, target_is_directory=True)
+    (work / "notes.txt").write_text("n")
+    (work / "secret").symlink_to(host / "hostname")
+
+    files, problems = collect(out, work, ["logs/*", "logs", "*.txt", "secret"])
+
+    assert sorted(files) == ["alias", "model.bin", "notes.txt"]
+    for name in ("hostname", "etc", "logs/hostname", "logs", "secret"):
+        assert any(f"output {name!r} skipped" in p for p in problems), (name, problems)
+
+
+def test_a_linked_outputs_folder_is_not_walked(tmp_path):
+    host, work = tmp_path / "host", tmp_path / "work"
+    host.mkdir()
+    work.mkdir()
+    (host / "hostname").write_text("the host's")
+    (tmp_path / "outputs").symlink_to(host, target_is_directory=True)
+
+    files, problems = collect(tmp_path / "outputs", work, [])
+
+    assert files == {} and "is a link" in problems[0]

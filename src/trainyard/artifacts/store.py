@@ -14,6 +14,8 @@ from typing import IO, Iterator
 
 import fsspec
 
+from trainyard.artifacts.paths import check_artifact_path
+
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -59,8 +61,19 @@ class ArtifactStore:
         suffix = f"/replica-{replica}" if replica else ""
         return self._url(f"jobs/{job_id}/{attempt}/outputs{suffix}")
 
+    def confined(self, url: str) -> str:
+        """``url`` itself when it names a file inside this store; ``ValueError`` otherwise.
+
+        Output URLs are built from paths that launchers report; one recorded
+        before paths were checked could still climb out (``../``) to any file."""
+        rest = url.removeprefix(self.url + "/")
+        if rest == url:
+            raise ValueError(f"not in the artifact store: {url!r}")
+        check_artifact_path(rest)
+        return url
+
     def open(self, url: str) -> IO[bytes]:
-        return fsspec.open(url, "rb").open()
+        return fsspec.open(self.confined(url), "rb").open()
 
     def iter_bytes(self, url: str, chunk: int = 1 << 20) -> Iterator[bytes]:
         with self.open(url) as f:

@@ -36,6 +36,10 @@ class FakeEngine(Engine):
         self.launched.setdefault(attempt.id, configs)
         return {"fake": attempt.id}
 
+    def launcher_headers(self, attempt_id: str) -> dict[str, str]:
+        """What the launchers of a launched attempt send with their reports: its own credential."""
+        return {"Authorization": f"Bearer {self.launched[attempt_id][0].token}"}
+
     def cancel(self, attempt: AttemptInfo) -> None:
         if attempt.id not in self.cancelled:
             self.cancelled.append(attempt.id)

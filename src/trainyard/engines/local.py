@@ -77,8 +77,10 @@ class LocalEngine(Engine):
         workdir = self.replica_dir(attempt.id, replica)
         existing = _read_json(workdir / HANDLE_NAME)
         if existing:
+            _renew_token(workdir, config.token)
             return existing
-        workdir.mkdir(parents=True, exist_ok=True)
+        workdir.mkdir(parents=True, exist_ok=True, mode=0o700)  # launch.json in it holds the attempt's credential
+        workdir.chmod(0o700)  # mkdir's mode is masked by the umask, and not applied to a folder already there
         config.venv_cache = config.venv_cache or str(self.home / "venvs")
         config.input_cache = config.input_cache or str(self.home / "cache" / "inputs")
         config.checkpoint_dir = config.checkpoint_dir or str(self.home / "checkpoints" / attempt.job_id)
@@ -182,6 +184,18 @@ class LocalEngine(Engine):
             zygote.stdin.close()  # EOF: the zygote exits; launchers it forked go on
             zygote.wait(5)
         self._reap()
+
+
+def _renew_token(workdir: Path, token: str | None) -> None:
+    """A gang launched again after a restart (some replicas had started, some not) has a new
+    credential: the running launchers read it from here when the old one is refused."""
+    try:
+        config = LaunchConfig.read(workdir)
+    except (OSError, ValueError, TypeError):
+        return
+    if token and config.token != token:
+        config.token = token
+        config.write(workdir)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

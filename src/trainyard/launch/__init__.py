@@ -22,6 +22,10 @@ JSON, one request carries whatever is new; see :mod:`trainyard.launch.reporter`)
      "log": {"offset": int, "data": str}?,       # bytes of output.log from offset
      "metrics": {"offset": int, "lines": [str]}?, # lines of metrics.jsonl from offset
      "result": {...}?}``                          # only with phase "exited", after all logs
+  Each carries ``Authorization: Bearer <token>``, the attempt's own credential
+  from launch.json (401 without it; 410 once the attempt has ended, and the
+  report changes nothing). Output paths are relative posix paths with no
+  ``..``; links that lead out of the job are not uploaded.
   The server answers ``{"cancel": bool}``; ``cancel`` true stops the attempt as
   SIGTERM would. Offsets make every report idempotent, so the reporter resends
   after any failure. When the server cannot be reached it re-reads

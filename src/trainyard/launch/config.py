@@ -7,6 +7,7 @@ the launcher reads it on every attempt and must start fast.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 CONFIG_NAME = "launch.json"
@@ -33,7 +34,7 @@ class LaunchConfig:
     command: list[str]               # argv, params already substituted
     replica: int                     # index of this replica in the attempt's gang (0 is the master)
     address_file: str | None         # JSON {"url": ...}; re-read when the server is unreachable
-    token: str | None                # sent as "Authorization: Bearer <token>"
+    token: str | None                # this attempt's own credential, sent as "Authorization: Bearer <token>"
     env: dict[str, str]              # extra variables for the command (on top of os.environ)
     snapshot: str | None             # fsspec URL of the code snapshot (.tar.gz); extracted as the work dir
     python_env: dict | None          # {"pip": [...], "requirements": "text"} -> cached virtualenv
@@ -70,10 +71,14 @@ class LaunchConfig:
         return f"LaunchConfig({self.attempt_id!r})"
 
     def write(self, attempt_dir: Path) -> Path:
+        """Write ``launch.json``, readable by its owner only: it holds the attempt's credential."""
         path = Path(attempt_dir) / CONFIG_NAME
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1))
-        tmp.replace(path)
+        tmp.unlink(missing_ok=True)  # a leftover would keep its own mode
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(self.to_dict(), indent=1))
+        os.replace(tmp, path)
         return path
 
     @classmethod

@@ -18,7 +18,7 @@ from pathlib import Path
 from trainyard.launch import cgroup, procs
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.files import append_log, atomic_write_json
-from trainyard.launch.prepare import SetupError, build_env, prepare_workdir, resolve_inputs
+from trainyard.launch.prepare import INHERITED_SECRETS, SetupError, build_env, prepare_workdir, resolve_inputs
 from trainyard.status import Reason
 
 MEMORY_TICK = 0.1  # how often the tree's memory is sampled when it is near its limit
@@ -76,6 +76,8 @@ class Launcher:
     # -- the attempt -------------------------------------------------------------
 
     def run(self) -> dict:
+        for name in INHERITED_SECRETS:  # not for the command, nor for a venv build (pip runs packages' code)
+            os.environ.pop(name, None)
         self._install_signals()
         procs.become_subreaper()
         try:
@@ -282,6 +284,8 @@ class Launcher:
         files, problems = outputs.collect(self.dir / "outputs", work, self.config.outputs)
         if not files and not problems:
             return result
+        for problem in problems:  # in the attempt's log too, where the user looks for why a file is missing
+            append_log(self.log, problem)
         records, errors = outputs.upload(files, self.config.output_url)
         result["outputs"] = records
         notes = [m for m in [result["message"], *problems, *errors] if m]

@@ -15,22 +15,31 @@ import hashlib
 import os
 from pathlib import Path
 
+from trainyard.artifacts.paths import is_artifact_path
 from trainyard.launch.files import local_path
 
 BLOCK = 1 << 20
 
 
 def collect(outputs_dir: Path, work: Path, globs: list[str]) -> tuple[dict[str, Path], list[str]]:
-    """Relative posix path -> local file, and complaints about bad globs.
+    """Relative posix path -> local file, and complaints (bad globs, links left out).
 
     The outputs folder wins when both places have a file at the same path.
+    Links are never followed out of the job: folder links are not walked into,
+    and a file link is taken only when its target is a file inside the folder
+    it was found in (the outputs folder, or the work dir for globs). A job in a
+    container could otherwise point one at a file of the host, which the
+    launcher (outside) would upload.
     """
     files: dict[str, Path] = {}
     problems: list[str] = []
-    if outputs_dir.is_dir():
-        for p in sorted(outputs_dir.rglob("*")):
-            if p.is_file():
-                files[p.relative_to(outputs_dir).as_posix()] = p
+    if outputs_dir.is_symlink():
+        problems.append(f"output folder {outputs_dir.name!r} is a link: not followed, nothing uploaded from it")
+    elif outputs_dir.is_dir():
+        for p in _walk(outputs_dir, outputs_dir.resolve(), problems, outputs_dir):
+            files[p.relative_to(outputs_dir).as_posix()] = p
+    if work.is_symlink():
+        return files, [*problems, f"work dir {work.name!r} is a link: not followed, output globs skipped"]
     root = work.resolve()
     for pattern in globs:
         if os.path.isabs(pattern) or ".." in Path(pattern).parts:
@@ -42,11 +51,60 @@ def collect(outputs_dir: Path, work: Path, globs: list[str]) -> tuple[dict[str, 
             problems.append(f"output glob {pattern!r}: {e}")
             continue
         for match in matches:
-            for p in ([match] if match.is_file() else sorted(match.rglob("*"))):
-                if not p.is_file() or not p.resolve().is_relative_to(root):
+            if _through_link(match, work):
+                problems.append(f"output {match.relative_to(work).as_posix()!r} skipped: it is reached "
+                                "through a link")
+                continue
+            found = _walk(match, root, problems, work) if _real_dir(match) else [match]
+            for p in found:
+                if p is match and not _safe_file(p, root, problems, work):
                     continue
                 files.setdefault(p.relative_to(work).as_posix(), p)
+    for rel in [r for r in files if not is_artifact_path(r)]:  # the server would refuse the whole report
+        problems.append(f"output {rel!r} skipped: a path with a backslash cannot be an output")
+        del files[rel]
     return files, problems
+
+
+def _real_dir(p: Path) -> bool:
+    return p.is_dir() and not p.is_symlink()
+
+
+def _through_link(p: Path, top: Path) -> bool:
+    """Whether a folder between ``top`` and ``p`` is a link (glob patterns walk through them)."""
+    for parent in p.relative_to(top).parents:
+        if parent != Path(".") and (top / parent).is_symlink():
+            return True
+    return False
+
+
+def _walk(folder: Path, root: Path, problems: list[str], shown_from: Path) -> list[Path]:
+    """Files under ``folder`` (which is no link), without following folder links."""
+    found = []
+    for here, dirs, names in os.walk(folder, followlinks=False):
+        base = Path(here)
+        for d in sorted(dirs):
+            if (base / d).is_symlink():  # os.walk lists links to folders among the folders
+                rel = (base / d).relative_to(shown_from).as_posix()
+                problems.append(f"output {rel!r} skipped: a link to a folder is not followed")
+        dirs[:] = sorted(d for d in dirs if not (base / d).is_symlink())
+        for name in sorted(names):
+            p = base / name
+            if _safe_file(p, root, problems, shown_from):
+                found.append(p)
+    return found
+
+
+def _safe_file(p: Path, root: Path, problems: list[str], shown_from: Path) -> bool:
+    """A regular file, or a link to one inside ``root``; a link elsewhere is noted and refused."""
+    if not p.is_symlink():
+        return p.is_file()
+    target = p.resolve()
+    if target.is_relative_to(root) and target.is_file():
+        return True
+    problems.append(f"output {p.relative_to(shown_from).as_posix()!r} skipped: a link to {target} "
+                    "(outside the job's folder, or not a file)")
+    return False
 
 
 def _copy_hashing(src: Path, dst) -> str:

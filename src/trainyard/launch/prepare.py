@@ -135,6 +135,10 @@ def fetch_input(url: str, cache: Path) -> Path:
 # -- environment ---------------------------------------------------------------
 
 
+# the server's bearer token (`trainyard server`) and the CLI/SDK's: launchers forked by a server inherit them
+INHERITED_SECRETS = ("TRAINYARD_SERVER_TOKEN", "TRAINYARD_TOKEN")
+
+
 def env_name(name: str) -> str:
     """``TRAINYARD_INPUT_<NAME>``: upper case, anything not a letter or digit becomes ``_``."""
     return "".join(c if c.isascii() and c.isalnum() else "_" for c in name.upper())
@@ -148,8 +152,12 @@ def build_env(
 
     Precedence, lowest first: the launcher's own environment, ``config.env``,
     then what the launcher sets itself (``TRAINYARD_*``, ``CUDA_VISIBLE_DEVICES``).
+    Tokens the launcher inherited from the server are not passed on: the job
+    runs user code, which must not act as the server or as its users.
     """
     env = dict(os.environ if base is None else base)
+    for name in INHERITED_SECRETS:
+        env.pop(name, None)
     env.update({str(k): str(v) for k, v in config.env.items()})
     outputs = attempt_dir / "outputs"
     checkpoints = Path(config.checkpoint_dir) if config.checkpoint_dir else attempt_dir / "checkpoints"

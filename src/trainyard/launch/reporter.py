@@ -13,6 +13,10 @@ JSON ``{"phase", "pid", "log"?, "metrics"?, "result"?}``; the answer is
   been acknowledged.
 - 404/410: the server forgot this attempt; stop reporting (the launcher still
   finishes and writes result.json).
+- Each report carries ``Authorization: Bearer <token>``, the attempt's own
+  credential from launch.json. On 401/403 the token is read again from
+  launch.json: an attempt launched again after a server restart gets a new
+  one, and the engine rewrites launch.json for replicas already running.
 - Connection errors and any other answer (5xx, but also 401/422: a server
   being redeployed may say those for a moment): re-read ``address_file`` (the
   server may be back on another port) and retry with backoff (0.1 s doubling
@@ -30,6 +34,7 @@ import time
 from typing import Callable
 
 from trainyard.launch import tail
+from trainyard.launch.config import CONFIG_NAME
 from trainyard.launch.transport import post_json
 
 TICK = 0.15        # how often new log bytes and metric lines are looked for
@@ -49,6 +54,7 @@ class Reporter:
         self.server = config.server.rstrip("/")
         self.log_path, self.metrics_path = log_path, metrics_path
         self.on_cancel = on_cancel
+        self.token = config.token
         self.log_offset = 0      # bytes of output.log the server has acknowledged
         self.metrics_offset = 0  # bytes of metrics.jsonl the server has acknowledged
         self.gone = False
@@ -165,8 +171,8 @@ class Reporter:
 
     def _post(self, body: dict) -> bool:
         headers = {"Content-Type": "application/json"}
-        if self.config.token:
-            headers["Authorization"] = f"Bearer {self.config.token}"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         path = f"/internal/attempts/{self.config.attempt_id}/replicas/{self.config.replica}/report"
         payload = json.dumps(body).encode()
         timeout = REQUEST_TIMEOUT
@@ -175,6 +181,8 @@ class Reporter:
         status, data = post_json(self.server, path, payload, headers, timeout)
         if status in (404, 410):
             raise Gone()
+        if status in (401, 403):
+            self._reread_token()
         if not 200 <= status < 300:
             raise ConnectionError(f"HTTP {status}")
         try:
@@ -188,6 +196,16 @@ class Reporter:
         if self._result is not None:
             end = min(end, self._deadline)
         time.sleep(max(0.0, end - time.monotonic()))
+
+    def _reread_token(self) -> None:
+        """The token in launch.json (next to the log), which the engine may have renewed."""
+        try:
+            with open(os.path.join(os.path.dirname(self.log_path), CONFIG_NAME), encoding="utf-8") as f:
+                token = json.load(f).get("token")
+        except (OSError, ValueError, AttributeError):
+            return
+        if isinstance(token, str) and token:
+            self.token = token
 
     def _reread_address(self) -> None:
         if not self.config.address_file:

@@ -20,13 +20,14 @@ from trainyard.scheduler import adapter
 from trainyard.scheduler.model import Queue
 from trainyard.scheduler.plan import Options, plan
 from trainyard.services.attempts import AttemptService
+from trainyard.auth.tokens import new_attempt_token
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
 from trainyard.spec.job import JobSpec
 from trainyard.status import JobStatus
 from trainyard.store import Store, Waiting
 
 log = logging.getLogger("trainyard.scheduler")
-ConfigFor = Callable[[JobInfo, AttemptInfo], list[LaunchConfig]]
+ConfigFor = Callable[[JobInfo, AttemptInfo, str], list[LaunchConfig]]  # job, attempt, its launchers' token
 Live = list[tuple[JobInfo, AttemptInfo]]
 
 
@@ -97,7 +98,10 @@ class SchedulerLoop:
             if a.stop_reason:
                 self.stop_attempt(a)
         for a in self.attempts.observe(self.engine.reconcile(active), by_id):
-            self._launch(self.store.get_job(a.job_id), a)
+            # launched again after a restart: the first token's plaintext is gone, so a new one replaces it
+            token = new_attempt_token()
+            self.store.set_token_hash(a.id, token.hash)
+            self._launch(self.store.get_job(a.job_id), a, token.secret)
 
     def stop_attempt(self, attempt: AttemptInfo) -> None:
         """Tell the engine to stop every replica of ``attempt`` (once per attempt from this process)."""
@@ -117,10 +121,11 @@ class SchedulerLoop:
         decided = plan(nodes, waiting, running, queues, now, self.options)
         jobs = {w.id: w for w in pending}
         for job_id, places in decided.admissions.items():
+            token = new_attempt_token()  # its hash is stored with the attempt: no report can come before it
             attempt = self.store.admit(job_id, [(p.node, list(p.gpu_ids)) for p in places],
-                                       borrowed=job_id in decided.borrowed)
+                                       borrowed=job_id in decided.borrowed, token_hash=token.hash)
             if attempt is not None:
-                self._launch(_admitted(jobs[job_id], *specs[job_id], now), attempt)
+                self._launch(_admitted(jobs[job_id], *specs[job_id], now), attempt, token.secret)
         attempts = {a.id: a for _, a in live}
         for p in decided.preemptions:
             if self.store.preempt(p.attempt_id, p.by):
@@ -143,9 +148,9 @@ class SchedulerLoop:
             self._specs = {w.id: self._specs[w.id] for w in pending}
         return self._specs
 
-    def _launch(self, job: JobInfo, attempt: AttemptInfo) -> None:
+    def _launch(self, job: JobInfo, attempt: AttemptInfo, token: str) -> None:
         try:
-            handle = self.engine.launch(attempt, job.spec, self.config_for(job, attempt))
+            handle = self.engine.launch(attempt, job.spec, self.config_for(job, attempt, token))
         except Exception as e:  # a launch that cannot start ends the attempt, with why
             log.exception("launch of %s failed", attempt.id)
             self.attempts.fail(attempt, "SetupFailed", f"launch failed: {e}")

@@ -14,12 +14,15 @@ from typing import Any, Callable
 
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Observation
+from trainyard.errors import AttemptNotFound
+from trainyard.auth.tokens import token_hash
 from trainyard.services.notify import Notifier
+from trainyard.services.reports import parse_report
 from trainyard.services.retry import decide
 from trainyard.spec.records import AttemptInfo, ReplicaInfo
 from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.spec.job import JobSpec
-from trainyard.store import Ending, Store
+from trainyard.store import Ending, Outputs, Store
 
 log = logging.getLogger("trainyard.attempts")
 STOPPED = (Reason.CANCELLED, Reason.PREEMPTED)
@@ -34,23 +37,20 @@ class AttemptService:
         self.wake = wake
         self.stop = stop  # asks the engine to stop every replica of an attempt
 
-    def report(self, attempt_id: str, replica: int, body: dict[str, Any]) -> dict[str, Any]:
+    def report(self, attempt_id: str, replica: int, body: dict[str, Any], token: str | None) -> dict[str, Any]:
         """One launcher report (see :mod:`trainyard.launch`); answers whether to stop.
 
-        The last report of a replica (with its result) is applied in the same
-        transaction as its log bytes, and ends the attempt if it was the last.
+        ``token`` is the attempt's credential as the launcher sent it; without the
+        right one, or once the attempt has ended, nothing at all is changed (the
+        store checks both in the report's own transaction). The last report of a
+        replica (with its result and outputs) is applied in the same transaction
+        as its log bytes, and ends the attempt if it was the last.
         """
-        log_part, metrics = body.get("log"), body.get("metrics")
-        result = body.get("result") if body.get("phase") == "exited" else None
-        end = None
-        if result is not None:
-            self._record_outputs(attempt_id, replica, result)
-            end = self._end_args(result)
+        report = parse_report(body)
+        end = self._end_args(attempt_id, replica, report.result) if report.result is not None else None
         job_id, stop_reason, done = self.store.report(
-            attempt_id, replica, running=body.get("phase") in ("running", "exited"),
-            log=(int(log_part["offset"]), str(log_part["data"])) if log_part else None,
-            metrics=(int(metrics["offset"]), list(metrics["lines"])) if metrics else None,
-            end=end,
+            attempt_id, replica, token_hash=token_hash(token) if token else None, running=report.running,
+            log=report.log, metrics=report.metrics, end=end,
         )
         if done is not None:
             stop_reason = self._after_replica(done, replica, end["reason"]).stop_reason
@@ -60,24 +60,28 @@ class AttemptService:
 
     def finish_replica(self, attempt: AttemptInfo, replica: int, result: dict[str, Any]) -> AttemptInfo | None:
         """Apply one replica's final result once; ends the attempt when it was the last."""
-        self._record_outputs(attempt.id, replica, result)
-        end = self._end_args(result)
+        end = self._end_args(attempt.id, replica, result)
         done = self.store.finish_replica(attempt.id, replica, **end)
         return None if done is None else self._after_replica(done, replica, end["reason"])
 
-    def _end_args(self, result: dict[str, Any]) -> dict[str, Any]:
+    def _end_args(self, attempt_id: str, replica: int, result: dict[str, Any]) -> dict[str, Any]:
+        """``finish_replica``'s keyword arguments for a replica's result (outputs recorded with its end)."""
         reason = str(result.get("reason") or Reason.LOST)
         status = (AttemptStatus.SUCCEEDED if reason == Reason.SUCCEEDED
                   else AttemptStatus.CANCELLED if reason in STOPPED else AttemptStatus.FAILED)
         return {"status": status, "exit_code": result.get("exit_code"), "reason": reason,
-                "message": result.get("message") or None, "conclude": _conclude}
+                "message": result.get("message") or None, "conclude": _conclude,
+                "outputs": self._outputs(attempt_id, replica, result)}
 
-    def _record_outputs(self, attempt_id: str, replica: int, result: dict[str, Any]) -> None:
-        if result.get("outputs"):
-            job_id, number = attempt_id.rsplit("-", 1)  # attempt ids are "<job id>-<number>" (Store.admit)
-            base = self.artifacts.outputs_url(job_id, int(number), replica)
-            self.store.add_artifacts(job_id, int(number), base, result["outputs"],
-                                     f"replica-{replica}/" if replica else "")
+    def _outputs(self, attempt_id: str, replica: int, result: dict[str, Any]) -> Outputs | None:
+        items = result.get("outputs")
+        if not items or not isinstance(items, list):
+            return None
+        job_id, _, number = attempt_id.rpartition("-")  # attempt ids are "<job id>-<number>" (Store.admit)
+        if not (job_id and number.isascii() and number.isdigit()):
+            raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
+        return Outputs(self.artifacts.outputs_url(job_id, int(number), replica), items,
+                       f"replica-{replica}/" if replica else "")
 
     def _after_replica(self, done: tuple[AttemptInfo, bool], replica: int, reason: str) -> AttemptInfo:
         """Wake who waits; when a replica failed and others still run, stop them."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from trainyard.artifacts.paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
 from trainyard.errors import InvalidSpec, NotFound, Unschedulable
@@ -82,8 +83,16 @@ class JobService:
         return list(nodes.values())
 
     def output(self, job_id: str, path: str) -> tuple[ArtifactInfo, str]:
+        """One output file's record and its URL, which is checked to lie inside the artifact store."""
+        try:
+            check_artifact_path(path)
+        except ValueError as e:
+            raise InvalidSpec(errors=[{"field": "path", "line": None, "where": "path", "message": str(e)}]) from None
         for info, url in self.store.artifacts(job_id):
             if info.path == path:
-                return info, url
+                try:
+                    return info, self.artifacts.confined(url)
+                except ValueError:
+                    break  # recorded before paths were checked: never served
         self.store.get_job(job_id)  # raises JobNotFound for an unknown job
         raise NotFound(f"job {job_id} has no output {path!r}", job_id=job_id, path=path)

@@ -33,9 +33,11 @@ def distributed_env(job: JobInfo, attempt: AttemptInfo, replica: int, master: tu
 
 
 def launch_configs(
-    job: JobInfo, attempt: AttemptInfo, *, settings: ServerSettings, artifacts: ArtifactStore, server_url: str,
-    master: tuple[str, int] | None = None,
+    job: JobInfo, attempt: AttemptInfo, *, token: str, settings: ServerSettings, artifacts: ArtifactStore,
+    server_url: str, master: tuple[str, int] | None = None,
 ) -> list[LaunchConfig]:
+    """What each replica's launcher is told. ``token`` is the attempt's own credential
+    (see :mod:`trainyard.auth.tokens`), never the server's token."""
     spec = job.spec
     base_env = {**spec.env_vars, "TRAINYARD_PARAMS": json.dumps(spec.params)}
     if not (spec.env and spec.env.pip):
@@ -56,7 +58,7 @@ def launch_configs(
             replica=r.index,
             server=server_url,
             address_file=str(settings.address_file),
-            token=settings.token,
+            token=token,
             command=list(command),
             env=env,
             snapshot=artifacts.snapshot_url(job.snapshot) if job.snapshot else None,

@@ -66,9 +66,9 @@ class Platform:
         )
         self.jobs.created = self.loop.remember
 
-    def _configs(self, job, attempt):  # noqa: ANN001, ANN202
+    def _configs(self, job, attempt, token):  # noqa: ANN001, ANN202
         master = self.engine.rendezvous(attempt) if job.spec.distributed else None
-        return launch_configs(job, attempt, settings=self.settings, artifacts=self.artifacts,
+        return launch_configs(job, attempt, token=token, settings=self.settings, artifacts=self.artifacts,
                               server_url=self.server_url, master=master)
 
     def _catalog(self):  # noqa: ANN202

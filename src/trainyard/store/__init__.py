@@ -3,11 +3,11 @@
 from trainyard.store.store import Ending, Waiting
 from trainyard.store.store import Store as _CoreStore
 from trainyard.store.queues import QueuesMixin
-from trainyard.store.telemetry import TelemetryMixin
+from trainyard.store.telemetry import Outputs, TelemetryMixin
 
 
 class Store(TelemetryMixin, QueuesMixin, _CoreStore):
     """Jobs, attempts, logs, metrics, artifacts and queues."""
 
 
-__all__ = ["Ending", "Store", "Waiting"]
+__all__ = ["Ending", "Outputs", "Store", "Waiting"]

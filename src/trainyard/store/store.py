@@ -23,6 +23,7 @@ from trainyard.spec.records import AttemptInfo, JobInfo, JobPage, ReplicaInfo
 from trainyard.status import AttemptStatus, JobStatus, Reason, sources
 from trainyard.store import tables as t
 from trainyard.store.db import make_engine, migrate
+from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
 
@@ -190,9 +191,11 @@ class Store:
 
     # -- attempts ---------------------------------------------------------
 
-    def admit(self, job_id: str, placements: list[tuple[str, list[str]]], *, borrowed: bool = False) -> AttemptInfo | None:
+    def admit(self, job_id: str, placements: list[tuple[str, list[str]]], *, borrowed: bool = False,
+              token_hash: str | None = None) -> AttemptInfo | None:
         """pending → starting plus a new attempt with one replica per placement ``(node, gpus)``,
-        in one transaction; None if the job moved meanwhile. ``borrowed``: beyond its queue's quota."""
+        in one transaction; None if the job moved meanwhile. ``borrowed``: beyond its queue's quota.
+        ``token_hash``: of the launchers' credential, stored here so no report can come before it."""
         now = time.time()
         with self.write() as s:
             if not self._cas(s, t.Job, job_id, JobStatus.STARTING, reason=None, not_before=None, position=None):
@@ -202,7 +205,7 @@ class Store:
             attempt = dict(id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
                            node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
                            borrowed=borrowed, exit_code=None, reason=None, message=None, started_at=None,
-                           ended_at=None, stop_reason=None, preempted_by=None)
+                           ended_at=None, stop_reason=None, preempted_by=None, token_hash=token_hash)
             replicas = [dict(attempt_id=attempt["id"], index=i, node=n, gpus=list(g), status=AttemptStatus.STARTING.value,
                              last_contact_at=now, log_size=0, metrics_offset=0, exit_code=None, reason=None,
                              message=None, started_at=None, ended_at=None)
@@ -230,6 +233,11 @@ class Store:
         with self.read() as s:
             return _attempt_records(s.connection(), a.status.in_(ACTIVE_ATTEMPT), a.created_at)
 
+    def set_token_hash(self, attempt_id: str, token_hash: str) -> None:
+        """A new launcher credential for an attempt launched again: the old token stops working."""
+        with self.write() as s:
+            s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id).values(token_hash=token_hash))
+
     def set_handle(self, attempt_id: str, handle: dict[str, Any]) -> None:
         with self.write() as s:
             s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id).values(handle=handle))
@@ -237,8 +245,9 @@ class Store:
     def finish_replica(
         self, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None, reason: str,
         message: str | None, conclude: Callable[[AttemptInfo, JobStatus, JobSpec], Ending] | None = None,
+        outputs: Outputs | None = None,
     ) -> tuple[AttemptInfo, bool] | None:
-        """End one replica; None (and no change) when it had already ended.
+        """End one replica, recording its ``outputs``; None (and no change) when it had already ended.
 
         When it was the last one running and ``conclude`` is given, the attempt
         and its job are ended in the same transaction, as ``conclude`` says from
@@ -247,12 +256,12 @@ class Store:
         """
         with self.write() as s:
             return self._finish_replica(s, attempt_id, replica, status, exit_code=exit_code, reason=reason,
-                                        message=message, conclude=conclude)
+                                        message=message, conclude=conclude, outputs=outputs)
 
     def _finish_replica(
         self, s: Session, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None,
         reason: str, message: str | None, conclude: Callable[[AttemptInfo, JobStatus, JobSpec], Ending] | None,
-        started_at: float | None = None,
+        started_at: float | None = None, outputs: Outputs | None = None,
     ) -> tuple[AttemptInfo, bool] | None:
         """``started_at``: the replica's first report is also its last (a command that ended at once)."""
         first = {"started_at": started_at, "last_contact_at": started_at} if started_at else {}
@@ -260,6 +269,8 @@ class Store:
                          message=message, ended_at=time.time(), **first):
             return None
         attempt = self._attempt(s, attempt_id)
+        if outputs and outputs.items:  # only with the end it came with: a resent or stale result adds nothing
+            self._add_artifacts(s, attempt.job_id, attempt.number, outputs)  # type: ignore[attr-defined]
         if conclude is None or not all(r.status.is_terminal() for r in attempt.replicas):
             if started_at and attempt.status == AttemptStatus.STARTING:  # a gang runs once one replica has run
                 if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, **first):

@@ -64,6 +64,8 @@ class Attempt(Base):
     stop_reason: Mapped[str | None] = mapped_column(String(255))  # set once the attempt must stop, and why
     preempted_by: Mapped[str | None] = mapped_column(String(40))  # the job this attempt made room for
     borrowed: Mapped[bool | None] = mapped_column(Boolean)  # admitted beyond its queue's quota
+    # sha256 hex of the attempt's launcher credential (see services.credentials); never the token itself
+    token_hash: Mapped[str | None] = mapped_column(String(64))
 
 
 class Replica(Base):

@@ -7,17 +7,31 @@ dropped, and the received size moves with a compare-and-set.
 
 from __future__ import annotations
 
+import hmac
 import json
+import logging
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import func, select, update
 
-from trainyard.errors import AttemptNotFound
+from trainyard.artifacts.paths import is_artifact_path, output_record_problem
+from trainyard.errors import AttemptEnded, AttemptNotFound, AttemptUnauthorized
 from trainyard.spec.records import ArtifactInfo, AttemptInfo, LogChunk, MetricPoint
 from trainyard.status import AttemptStatus, JobStatus
 from trainyard.store import tables as t
+
+logger = logging.getLogger("trainyard.store")
+
+
+class Outputs(NamedTuple):
+    """Files a replica uploaded: ``items`` ({"path", "size", "digest"}) relative to ``base_url``,
+    listed under ``prefix`` (``replica-N/`` for replicas other than 0)."""
+
+    base_url: str
+    items: list[dict[str, Any]]
+    prefix: str = ""
 
 
 class TelemetryMixin:
@@ -34,16 +48,27 @@ class TelemetryMixin:
         return s.connection().execute(stmt).rowcount == 1  # Core, like Store._cas
 
     def report(
-        self, attempt_id: str, replica: int, *, running: bool, log: tuple[int, str] | None = None,
-        metrics: tuple[int, list[str]] | None = None, end: dict[str, Any] | None = None,
+        self, attempt_id: str, replica: int, *, token_hash: str | None, running: bool,
+        log: tuple[int, str] | None = None, metrics: tuple[int, list[str]] | None = None,
+        end: dict[str, Any] | None = None,
     ) -> tuple[str, str | None, tuple[AttemptInfo, bool] | None]:
         """One launcher report in one transaction: contact (its first moves replica, attempt
         and job to running), log bytes, metric lines, and with ``end`` (the keyword arguments
         of ``finish_replica``) the replica's end. Returns ``(job id, stop reason, what
-        finish_replica returns)``."""
+        finish_replica returns)``.
+
+        Checked first, on the rows read anyway: ``token_hash`` (of the credential the
+        launcher sent) must be the attempt's (else :class:`AttemptUnauthorized`), and
+        the attempt and replica must not have ended (else :class:`AttemptEnded`).
+        Either way nothing is changed."""
         now = time.time()
         with self.write() as s:  # type: ignore[attr-defined]
             attempt, rep = self._replica_row(s, attempt_id, replica)
+            # an attempt admitted before credentials existed has no hash: refused, like a wrong token
+            if not (attempt.token_hash and token_hash and hmac.compare_digest(attempt.token_hash, token_hash)):
+                raise AttemptUnauthorized(attempt_id=attempt_id)
+            if AttemptStatus(attempt.status).is_terminal() or AttemptStatus(rep.status).is_terminal():
+                raise AttemptEnded(f"attempt {attempt_id} replica {replica} has ended", attempt_id=attempt_id)
             first = running and rep.status == AttemptStatus.STARTING.value
             # a first report that is also the last (a command that ended at once) starts the replica
             # in finish_replica's own update, below
@@ -122,15 +147,27 @@ class TelemetryMixin:
             return [MetricPoint(attempt=m.attempt, replica=m.replica, step=m.step, name=m.name, value=m.value, ts=m.ts)
                     for m in s.scalars(q)]
 
-    def add_artifacts(self, job_id: str, attempt: int, base_url: str, items: list[dict[str, Any]],
-                      prefix: str = "") -> None:
-        """Record uploaded outputs (``path`` relative to ``base_url``, shown under ``prefix``); repeats are ignored."""
+    def add_artifacts(self, job_id: str, attempt: int, outputs: Outputs) -> None:
+        """Record uploaded outputs; repeats are ignored (see :meth:`_add_artifacts`)."""
         with self.write() as s:  # type: ignore[attr-defined]
-            have = set(s.scalars(select(t.Artifact.path).where(t.Artifact.job_id == job_id,
-                                                               t.Artifact.attempt == attempt)))
-            s.add_all(t.Artifact(job_id=job_id, attempt=attempt, path=prefix + i["path"], size=int(i["size"]),
-                                 digest=i["digest"], url=base_url.rstrip("/") + "/" + i["path"])
-                      for i in items if prefix + i["path"] not in have)
+            self._add_artifacts(s, job_id, attempt, outputs)
+
+    def _add_artifacts(self, s, job_id: str, attempt: int, outputs: Outputs) -> None:  # noqa: ANN001
+        """Record outputs whose records are sound and paths safe (see :mod:`trainyard.artifacts.paths`).
+        The service refuses a report with any other, so one here came from a result file: left out."""
+        items = []
+        for i in outputs.items:
+            if output_record_problem(i) is None and is_artifact_path(outputs.prefix + i["path"]):
+                items.append(i)
+            else:
+                logger.warning("job %s attempt %d: output %r left out: not a safe relative path with a size "
+                               "and digest", job_id, attempt, i)
+        have = set(s.scalars(select(t.Artifact.path).where(t.Artifact.job_id == job_id,
+                                                           t.Artifact.attempt == attempt)))
+        base = outputs.base_url.rstrip("/")
+        s.add_all(t.Artifact(job_id=job_id, attempt=attempt, path=outputs.prefix + i["path"], size=int(i["size"]),
+                             digest=str(i["digest"]), url=f"{base}/{i['path']}")
+                  for i in items if outputs.prefix + i["path"] not in have)
 
     def artifacts(self, job_id: str) -> list[tuple[ArtifactInfo, str]]:
         """Outputs of the newest attempt that uploaded any, with their URLs."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Header, Request, Response
 
 import trainyard
 from trainyard.api.deps import PlatformDep
 from trainyard.errors import InvalidSpec
+from trainyard.auth.tokens import bearer
 from trainyard.spec.records import NodeInfo
 
 router = APIRouter()
@@ -50,6 +51,10 @@ def _valid(digest: str) -> bool:
 
 
 @router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"])
-def report(attempt_id: str, replica: int, body: dict[str, Any], p: PlatformDep) -> dict[str, Any]:
-    """A launcher's report: log bytes and metric lines by offset, and its result (see ``trainyard.launch``)."""
-    return p.attempts.report(attempt_id, replica, body)
+def report(attempt_id: str, replica: int, body: dict[str, Any], p: PlatformDep,
+           authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+    """A launcher's report: log bytes and metric lines by offset, and its result (see ``trainyard.launch``).
+
+    Not behind the users' token: a launcher shows its own attempt's credential
+    (``Authorization: Bearer <attempt token>``), checked by the store with the report."""
+    return p.attempts.report(attempt_id, replica, body, bearer(authorization))

@@ -76,7 +76,8 @@ class ReplicaActor:
         config = LaunchConfig(**values)
         # the GPUs Ray gave this actor's bundle, whatever the planner thought they would be
         config.gpus = [str(g) for g in ray.get_gpu_ids()]
-        workdir.mkdir(parents=True, exist_ok=True)
+        workdir.mkdir(parents=True, exist_ok=True, mode=0o700)  # launch.json in it holds the attempt's credential
+        workdir.chmod(0o700)  # mkdir's mode is masked by the umask, and not applied to a folder already there
         config.write(workdir)
         self._dir = workdir
         started = threading.Event()

@@ -1,0 +1,52 @@
+"""What an artifact path may be: a relative posix path that stays inside its folder.
+
+Paths come from launchers (and so, indirectly, from jobs) and from URLs of
+users asking for a file; both are joined to a base URL, where ``..`` or an
+absolute path would reach any file the server can read. So a path is refused,
+not repaired, unless it is already in its one normal form.
+"""
+
+from __future__ import annotations
+
+MAX_LENGTH = 4096
+
+
+def check_artifact_path(path: object) -> str:
+    """``path`` itself when it is a safe relative path; ``ValueError`` saying why otherwise."""
+    if not isinstance(path, str) or not path:
+        raise ValueError("must be a non-empty string")
+    if len(path) > MAX_LENGTH:
+        raise ValueError(f"is longer than {MAX_LENGTH} characters")
+    if "\x00" in path or "\\" in path:
+        raise ValueError("must not contain NUL or backslashes")
+    if path.startswith("/"):
+        raise ValueError("must be relative, not absolute")
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ValueError("must not have empty, '.' or '..' parts")
+    return path
+
+
+def is_artifact_path(path: object) -> bool:
+    try:
+        check_artifact_path(path)
+    except ValueError:
+        return False
+    return True
+
+
+def output_record_problem(item: object) -> tuple[str, str] | None:
+    """``(field, why)`` when an uploaded file's record ``{"path", "size", "digest"}`` is not usable."""
+    if not isinstance(item, dict):
+        return "", "must be an object with path, size and digest"
+    try:
+        check_artifact_path(item.get("path"))
+    except ValueError as e:
+        return "path", str(e)
+    size = item.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return "size", "must be a non-negative integer"
+    digest = item.get("digest")
+    if not isinstance(digest, str) or not digest or len(digest) > 80:
+        return "digest", "must be a string of at most 80 characters"
+    return None
