@@ -1,3 +1,6 @@
+import shlex
+import subprocess
+
 import pytest
 
 from trainyard.errors import InvalidSpec
@@ -68,3 +71,21 @@ def test_overrides_are_typed_and_revalidated(tmp_path):
 def test_replicas_need_a_distributed_kind():
     assert "distributed" in errors_of("command: x\nreplicas: 2\n")[0]["message"]
     assert parse_job("command: x\nreplicas: 2\ndistributed: torch\n").replicas == 2
+
+
+def test_a_param_is_one_word_of_a_string_command_and_one_element_of_a_list(tmp_path):
+    # given a value that would be a second shell command if it were pasted in as text
+    hostile = f"a; touch {tmp_path / 'PWNED'}"
+    f = tmp_path / "job.yaml"
+    f.write_text("command: echo {{params.x}}\nparams: {x: ''}\n")
+    # when it comes in with -p and the job's command runs
+    spec = load_job(f, parse_param_overrides([f"x={hostile}"]))
+    done = subprocess.run(spec.argv(), capture_output=True, text=True, check=True)
+    # then the shell saw one word: echo printed it, and nothing else ran
+    assert done.stdout == hostile + "\n" and not (tmp_path / "PWNED").exists()
+    assert spec.argv()[-1] == f"echo {shlex.quote(hostile)}"
+    assert parse_job("command: python t.py --lr {{params.lr}}\nparams: {lr: 0.1}\n").argv()[-1] == \
+        "python t.py --lr 0.1"  # a plain value needs no quotes and gets none
+    # a list command is argv already: the value is one element, as it is
+    listed = parse_job("command: [echo, 'v={{params.x}}']\nparams: {x: 'a b; c'}\n")
+    assert listed.argv() == ["echo", "v=a b; c"]

@@ -8,11 +8,11 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from trainyard.spec.params import refs, render, substitute
 from trainyard.spec.units import parse_cpu, parse_duration, parse_memory
 
 PRIORITY_CLASSES = {"low": 0, "normal": 100, "high": 200, "urgent": 300}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-_PARAM_REF = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 Scalar = Union[str, int, float, bool, None]
 
@@ -136,7 +136,7 @@ class JobSpec(Strict):
             for name in v:
                 if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(name)):
                     raise ValueError(f"environment variable name {name!r}: use letters, digits and '_'")
-            return {str(k): _render(x) for k, x in v.items()}
+            return {str(k): render(x) for k, x in v.items()}
         return v
 
     @field_validator("timeout", "grace_period", mode="before")
@@ -160,26 +160,21 @@ class JobSpec(Strict):
 
     def param_refs(self) -> list[str]:
         parts = [self.command] if isinstance(self.command, str) else self.command
-        return [m for p in parts for m in _PARAM_REF.findall(p)]
+        return [m for p in parts for m in refs(p)]
 
     def argv(self) -> list[str]:
-        """The command with ``{{params.x}}`` substituted; a string runs in a shell."""
+        """The command with ``{{params.x}}`` substituted; a string runs in a shell.
 
-        def sub(s: str) -> str:
-            return _PARAM_REF.sub(lambda m: _render(self.params[m.group(1)]), s)
-
+        A param is one word either way: shell-quoted in a string command, one
+        element of a list command.
+        """
         if isinstance(self.command, str):
             shell = shutil.which("bash") or "/bin/sh"
-            return [shell, "-c", sub(self.command)]
-        return [sub(p) for p in self.command]
+            return [shell, "-c", substitute(self.command, self.params, shell=True)]
+        return [substitute(p, self.params) for p in self.command]
 
     def with_params(self, overrides: dict[str, Any]) -> "JobSpec":
         data = self.model_dump()
         data["params"] = {**self.params, **overrides}
         return JobSpec.model_validate(data)
 
-
-def _render(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
