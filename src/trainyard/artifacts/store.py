@@ -14,7 +14,9 @@ from typing import IO, Iterator
 
 import fsspec
 
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+from trainyard.spec.records import DIGEST_PATTERN
+
+_DIGEST = re.compile(DIGEST_PATTERN)
 
 
 class ArtifactStore:

@@ -8,6 +8,7 @@ steps, notebook steps and the SDK all substitute through here.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from typing import Any, Mapping
@@ -48,3 +49,24 @@ def substitute(text: str, params: Mapping[str, Any], *, shell: bool = False, kee
         return word(params[name], shell)
 
     return PARAM_REF.sub(one, text)
+
+
+def check_finite(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as they are, or ValueError naming the first NaN or infinity in them (at any depth).
+
+    JSON has neither: PostgreSQL refuses them, and they would come back as null.
+    """
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{where}: {value} is not a number JSON can hold; give a finite number or a string")
+        if isinstance(value, dict):
+            for k, x in value.items():
+                walk(x, f"{where}.{k}")
+        elif isinstance(value, (list, tuple)):
+            for i, x in enumerate(value):
+                walk(x, f"{where}[{i}]")
+
+    for name, value in params.items():
+        walk(value, str(name))
+    return params

@@ -20,7 +20,7 @@ from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
 from trainyard.spec.loader import Path_
 from trainyard.spec.params import PARAM_REF, WHOLE_PARAM_REF, render, substitute, word
-from trainyard.spec.pipeline import Errors, PipelineSpec, StepOptions, ValueInput, is_special, split_step
+from trainyard.spec.pipeline import MAX_ITEMS, Errors, PipelineSpec, StepOptions, ValueInput, is_special, split_step
 
 _STEP_REF = re.compile(r"\{\{\s*steps\.([^.\s{}]+)\.outputs\.([^.\s{}]+)\s*\}\}")
 _LEADING_REF = re.compile(r"^\s*\{\{\s*steps\.([^.\s{}]+)\.outputs\.([^.\s{}]+)\s*\}\}(.*)$", re.S)
@@ -242,6 +242,9 @@ class _Builder:
             shown, value = f"params.{m.group(1)} = {self.params[m.group(1)]!r}", self.params[m.group(1)]
         if isinstance(value, bool) or not isinstance(value, (int, list)):
             self.errs.add(loc, f"{shown}: not a number or a list")
+            return None
+        if (value if isinstance(value, int) else len(value)) > MAX_ITEMS:
+            self.errs.add(loc, f"{str(shown)[:80]}: more than {MAX_ITEMS} items")
             return None
         items = list(range(value)) if isinstance(value, int) else value
         if not items:
