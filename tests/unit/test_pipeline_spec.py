@@ -162,3 +162,17 @@ def test_params_and_items_are_one_shell_word_in_a_string_command_of_a_step(tmp_p
     job = JobSpec.model_validate(g["a-0"].job)
     assert job.argv()[-1] == "echo 'x; rm -rf ~' 'en fr; reboot'"
     assert JobSpec.model_validate(g["b"].job).argv() == ["echo", "x; rm -rf ~"]
+
+
+def test_fan_out_and_param_values_are_bounded_and_named(tmp_path):
+    errs = errors_of(tmp_path, "params: {n: 2}\nsteps:\n  a:\n    foreach: 10001\n    command: x\n"
+                               "  b:\n    foreach: '{{params.n}}'\n    command: y\n", {"n": 20_000})
+    assert sorted((e["field"], e["line"]) for e in errs) == [("steps.a.foreach", 4), ("steps.b.foreach", 7)]
+    assert "more than 10000 items" in errs[0]["message"]
+    errs = errors_of(tmp_path, "steps:\n  a:\n    command: x\n    priority: 1000000000000\n")
+    assert [(e["field"], e["line"]) for e in errs] == [("steps.a.priority", 4)]
+    assert errors_of(tmp_path, "params: {x: .nan}\nsteps:\n  a:\n    command: x\n")[0]["field"] == "params"
+    overridden = errors_of(tmp_path, "params: {x: 1}\nsteps:\n  a:\n    command: x\n", {"x": float("inf")})
+    assert overridden[0]["field"] == "params" and "inf" in overridden[0]["message"]
+    top = errors_of(tmp_path, "int: 1\nsteps:\n  a:\n    command: x\n")
+    assert [(e["field"], e["line"], e["message"]) for e in top] == [("int", 1, "unknown field 'int'")]
