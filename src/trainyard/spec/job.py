@@ -187,4 +187,3 @@ class JobSpec(Strict):
         data = self.model_dump()
         data["params"] = {**self.params, **overrides}
         return JobSpec.model_validate(data)
-
