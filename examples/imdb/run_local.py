@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -32,11 +33,12 @@ PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}")
 STEP_REF = re.compile(r"^steps\.([a-z0-9][a-z0-9-]*)\.outputs\.([A-Za-z0-9_-]+)$")
 
 
-def substitute(text: str, values: dict[str, Any], where: str) -> str:
+def substitute(text: str, values: dict[str, Any], where: str, shell: bool = False) -> str:
+    """In a command (``shell``) each value is one shell word, quoted as trainyard quotes it."""
     def one(m: re.Match) -> str:
         key = m.group(1)
         if key in values:
-            return str(values[key])
+            return shlex.quote(str(values[key])) if shell else str(values[key])
         raise SystemExit(f"{where}: unknown placeholder {{{{{key}}}}}")
     return PLACEHOLDER.sub(one, text)
 
@@ -93,7 +95,7 @@ def run(pipeline: Path, out: Path, overrides: dict[str, Any]) -> dict[str, dict[
             for o, p in outputs.items():
                 p.parent.mkdir(parents=True, exist_ok=True)
                 values[f"outputs.{o}"] = p
-            command = substitute(str(step["command"]), values, f"{where}.command")
+            command = substitute(str(step["command"]), values, f"{where}.command", shell=True)
             label = f"{name}-{index}" if fanned else name
             print(f"==> {label}: {command}", flush=True)
             t0 = time.perf_counter()

@@ -57,6 +57,12 @@ def test_an_invalid_spec_names_the_line_and_stores_nothing(server, tmp_path):
     too_big = write_spec(tmp_path, "command: echo\nresources: {gpu: 9}\n", "big.yaml")
     r = server.cli("run", str(too_big))
     assert r.returncode == 1 and "resources.gpu" in r.stderr
+    typed = write_spec(tmp_path, "command: echo\nint: 1\n", "typed.yaml")  # a key spelled like a type
+    r = server.cli("run", str(typed))
+    assert r.returncode == 2 and f"{typed}:2 int: unknown field 'int'" in r.stderr and "Traceback" not in r.stderr
+    nan = write_spec(tmp_path, "command: echo\nresources: {cpu: nan}\n", "nan.yaml")
+    r = server.cli("run", str(nan))
+    assert r.returncode == 2 and f"{nan}:2 resources.cpu" in r.stderr
     assert json.loads(server.cli("ls", "-o", "json").stdout) == []
 
 

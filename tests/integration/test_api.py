@@ -175,3 +175,34 @@ def test_an_attempt_launched_again_gets_a_new_credential_and_the_old_one_stops_w
     url = f"/internal/attempts/{attempt_id}/replicas/0/report"
     assert tc.post(url, json={"phase": "running", "pid": 1}, headers=first).status_code == 401
     assert report(tc, engine, attempt_id, phase="running", pid=1) == {"cancel": False}
+
+
+BAD_REQUESTS = [  # (method, url, json body, the field the 422 names): each was a 201 or a 500 once
+    ("POST", "/api/v1/jobs", {"spec": {"command": "x", "resources": {"cpu": "nan"}}}, "resources.cpu"),
+    ("POST", "/api/v1/jobs", {"spec": {"command": "x", "priority": 1e23}}, "priority"),
+    ("POST", "/api/v1/jobs", {"spec": {"command": "x", "priority": 10**20}}, "priority"),
+    ("POST", "/api/v1/jobs", {"spec": {"command": "x"}, "snapshot": "abc"}, "snapshot"),
+    ("POST", "/api/v1/queues", {"queue": {"name": "q", "priority": -4 * 10**19}}, "queue.priority"),
+    ("POST", "/api/v1/queues", {"queue": {"name": "q", "quota": {"memory": [1]}}}, "queue.quota.memory"),
+    ("POST", "/api/v1/pipelines", {"spec": {"steps": {"a": {"command": "x"}}, "int": 1}}, "int"),
+    ("POST", "/api/v1/pipelines", {"spec": {"steps": {"a": {"command": "x"}}}, "workdirs": {".": "abc"}},
+     "workdirs.."),
+    ("GET", "/api/v1/jobs?cursor=null", None, "query.cursor"),
+    ("GET", "/api/v1/pipelines?cursor=null", None, "query.cursor"),
+    ("GET", "/api/v1/jobs/{job}/logs?after=-38000000000000000000000000000000", None, "query.after"),
+    ("GET", "/api/v1/jobs/{job}/logs?after=38000000000000000000000000000000&follow=true", None, "query.after"),
+    ("GET", "/api/v1/jobs/{job}/logs?attempt=99999999999", None, "query.attempt"),
+    ("GET", "/api/v1/jobs/{job}/logs?replica=-1", None, "query.replica"),
+]
+
+
+def test_bad_input_is_a_422_naming_the_field_and_one_bad_job_cannot_break_listing(env):
+    tc, sdk, _, _ = env
+    job = sdk.submit({"command": "x", "resources": {"cpu": 2}})
+    for method, url, body, field in BAD_REQUESTS:
+        # TestClient re-raises a server error, so a 500 fails here with its traceback
+        r = tc.request(method, url.format(job=job.id), json=body)
+        assert r.status_code == 422, (url, body, r.text)
+        assert [e["field"] for e in r.json()["details"]["errors"]][:1] == [field], (url, body, r.text)
+    assert [j.id for j in sdk.jobs().items] == [job.id]
+    assert sdk.get(job.id).spec.resources.cpu == 2

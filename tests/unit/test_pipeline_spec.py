@@ -4,6 +4,7 @@ import pytest
 
 from trainyard.errors import InvalidSpec
 from trainyard.launch.named import missing_outputs, substitute
+from trainyard.spec.job import JobSpec
 from trainyard.spec.pipeline import load_pipeline, parse_pipeline
 from trainyard.spec.pipeline_graph import build
 
@@ -152,3 +153,26 @@ def test_a_step_can_be_a_job_spec_file_with_its_own_keys_on_top(tmp_path):
     assert job["workdir"] == "jobs" and job["env_vars"]["B"] == "2" and "A" not in job["env_vars"]
     errs = errors_of(tmp_path, "steps:\n  train:\n    job: nope.yaml\n")
     assert errs[0]["field"] == "steps.train.job" and errs[0]["line"] == 3 and "cannot read" in errs[0]["message"]
+
+
+def test_params_and_items_are_one_shell_word_in_a_string_command_of_a_step(tmp_path):
+    text = ("params: {msg: hi, langs: [en]}\nsteps:\n  a:\n    foreach: '{{params.langs}}'\n"
+            "    command: echo {{params.msg}} {{item}}\n  b:\n    command: [echo, '{{params.msg}}']\n")
+    g = graph(tmp_path, text, {"msg": "x; rm -rf ~", "langs": ["en fr; reboot"]})
+    job = JobSpec.model_validate(g["a-0"].job)
+    assert job.argv()[-1] == "echo 'x; rm -rf ~' 'en fr; reboot'"
+    assert JobSpec.model_validate(g["b"].job).argv() == ["echo", "x; rm -rf ~"]
+
+
+def test_fan_out_and_param_values_are_bounded_and_named(tmp_path):
+    errs = errors_of(tmp_path, "params: {n: 2}\nsteps:\n  a:\n    foreach: 10001\n    command: x\n"
+                               "  b:\n    foreach: '{{params.n}}'\n    command: y\n", {"n": 20_000})
+    assert sorted((e["field"], e["line"]) for e in errs) == [("steps.a.foreach", 4), ("steps.b.foreach", 7)]
+    assert "more than 10000 items" in errs[0]["message"]
+    errs = errors_of(tmp_path, "steps:\n  a:\n    command: x\n    priority: 1000000000000\n")
+    assert [(e["field"], e["line"]) for e in errs] == [("steps.a.priority", 4)]
+    assert errors_of(tmp_path, "params: {x: .nan}\nsteps:\n  a:\n    command: x\n")[0]["field"] == "params"
+    overridden = errors_of(tmp_path, "params: {x: 1}\nsteps:\n  a:\n    command: x\n", {"x": float("inf")})
+    assert overridden[0]["field"] == "params" and "inf" in overridden[0]["message"]
+    top = errors_of(tmp_path, "int: 1\nsteps:\n  a:\n    command: x\n")
+    assert [(e["field"], e["line"], e["message"]) for e in top] == [("int", 1, "unknown field 'int'")]

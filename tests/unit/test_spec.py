@@ -1,7 +1,11 @@
+import shlex
+import subprocess
+
 import pytest
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec import load_job, parse_job, parse_param_overrides
+from trainyard.spec.queue import load_queues
 
 
 def errors_of(text: str) -> list[dict]:
@@ -68,3 +72,63 @@ def test_overrides_are_typed_and_revalidated(tmp_path):
 def test_replicas_need_a_distributed_kind():
     assert "distributed" in errors_of("command: x\nreplicas: 2\n")[0]["message"]
     assert parse_job("command: x\nreplicas: 2\ndistributed: torch\n").replicas == 2
+
+
+def test_a_param_is_one_word_of_a_string_command_and_one_element_of_a_list(tmp_path):
+    # given a value that would be a second shell command if it were pasted in as text
+    hostile = f"a; touch {tmp_path / 'PWNED'}"
+    f = tmp_path / "job.yaml"
+    f.write_text("command: echo {{params.x}}\nparams: {x: ''}\n")
+    # when it comes in with -p and the job's command runs
+    spec = load_job(f, parse_param_overrides([f"x={hostile}"]))
+    done = subprocess.run(spec.argv(), capture_output=True, text=True, check=True)
+    # then the shell saw one word: echo printed it, and nothing else ran
+    assert done.stdout == hostile + "\n" and not (tmp_path / "PWNED").exists()
+    assert spec.argv()[-1] == f"echo {shlex.quote(hostile)}"
+    assert parse_job("command: python t.py --lr {{params.lr}}\nparams: {lr: 0.1}\n").argv()[-1] == \
+        "python t.py --lr 0.1"  # a plain value needs no quotes and gets none
+    # a list command is argv already: the value is one element, as it is
+    listed = parse_job("command: [echo, 'v={{params.x}}']\nparams: {x: 'a b; c'}\n")
+    assert listed.argv() == ["echo", "v=a b; c"]
+
+
+@pytest.mark.parametrize("text, field, line", [
+    ("resources: {cpu: nan}\n", "resources.cpu", 2),
+    ("resources:\n  cpu: .inf\n", "resources.cpu", 3),
+    ("resources: {cpu: 10000000}\n", "resources.cpu", 2),
+    ("resources: {memory: 99999999999999999999Gi}\n", "resources.memory", 2),
+    ("resources: {memory: [1]}\n", "resources.memory", 2),
+    ("resources: {memory: {a: 1}}\n", "resources.memory", 2),
+    ("resources: {gpu: 10000000}\n", "resources.gpu", 2),
+    ("priority: 100000000000000000000000\n", "priority", 2),
+    ("priority: -4000000000\n", "priority", 2),
+    ("timeout: .nan\n", "timeout", 2),
+    ("timeout: 99999d\n", "timeout", 2),
+    ("grace_period: .inf\n", "grace_period", 2),
+    ("retry: {backoff: .inf}\n", "retry.backoff", 2),
+    ("retry: {max: 1000000}\n", "retry.max", 2),
+    ("retry: {permanent_exit_codes: [1, 99999999999]}\n", "retry.permanent_exit_codes.1", 2),
+    ("replicas: 100000\ndistributed: torch\n", "replicas", 2),
+    ("params: {x: {y: [.nan]}}\n", "params", 2),
+])
+def test_every_number_is_finite_and_in_range_or_its_field_is_named(text, field, line):
+    errs = errors_of("command: x\n" + text)
+    assert [(e["field"], e["line"]) for e in errs] == [(field, line)], errs
+
+
+@pytest.mark.parametrize("key", ["int", "str", "float", "list"])
+def test_a_top_level_key_spelled_like_a_type_is_an_unknown_field(key):
+    # pydantic names union branches "str", "int"…: a key spelled so must not be taken for one
+    assert errors_of(f"command: x\n{key}: 1\n") == [
+        {"field": key, "line": 2, "message": f"unknown field {key!r}", "where": f"job.yaml:2 {key}"}]
+
+
+def test_queue_numbers_are_bounded_and_named(tmp_path):
+    f = tmp_path / "queues.yaml"
+    f.write_text("queues:\n- name: a\n  priority: -40000000000000000000\n- name: b\n  quota:\n    memory: [1]\n"
+                 "    cpu: .nan\n    gpu: {A100: 99999999}\n    jobs: 99999999999\n")
+    with pytest.raises(InvalidSpec) as exc:
+        load_queues(f)
+    assert sorted((e["field"], e["line"]) for e in exc.value.errors) == [
+        ("queues.0.priority", 3), ("queues.1.quota.cpu", 7), ("queues.1.quota.gpu.A100", 8),
+        ("queues.1.quota.jobs", 9), ("queues.1.quota.memory", 6)]

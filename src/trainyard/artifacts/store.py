@@ -15,8 +15,9 @@ from typing import IO, Iterator
 import fsspec
 
 from trainyard.artifacts.paths import check_artifact_path
+from trainyard.spec.records import DIGEST_PATTERN
 
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_DIGEST = re.compile(DIGEST_PATTERN)
 
 
 class ArtifactStore:

@@ -25,9 +25,9 @@ from typing import Any
 
 from trainyard.pipelines.kfp_component import V2, Component, safe_name
 from trainyard.spec.loader import Path_
+from trainyard.spec.params import PARAM_REF
 
 STEP_REF = re.compile(r"^\{\{\s*steps\.[^}]+\}\}")
-PARAM_REF = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 TOKEN = "@@kfp:{}@@"
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from trainyard.errors import InvalidSpec
 from trainyard.pipelines.special import Expansion
+from trainyard.spec.params import PARAM_REF, refs, substitute
 
 NOTEBOOK_PIP = ["papermill>=2.5", "ipykernel>=6"]
 OUTPUT = "notebook"
-_PARAM_REF = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 def _problem(field: str, message: str) -> InvalidSpec:
@@ -48,12 +48,12 @@ def resolve_params(values: dict[str, Any], params: dict[str, Any], where: str) -
     """``{{params.x}}`` in a notebook step's params, from the pipeline's; a whole reference keeps its type."""
     out = {}
     for key, value in values.items():
-        if isinstance(value, str) and _PARAM_REF.search(value):
-            for ref in _PARAM_REF.findall(value):
+        if isinstance(value, str) and refs(value):
+            for ref in refs(value):
                 if ref not in params:
                     raise _problem(f"{where}.{key}", f"unknown param {ref!r} (params: {', '.join(params) or 'none'})")
-            whole = _PARAM_REF.fullmatch(value.strip())
-            value = params[whole.group(1)] if whole else _PARAM_REF.sub(lambda m: str(params[m.group(1)]), value)
+            whole = PARAM_REF.fullmatch(value.strip())
+            value = params[whole.group(1)] if whole else substitute(value, params)
         out[key] = value
     return out
 

@@ -15,7 +15,7 @@ from typing import Any
 from trainyard import errors
 from trainyard.sdk.client import Client, _raise_for
 from trainyard.sdk.snapshot import pack
-from trainyard.spec.job import _PARAM_REF, _render
+from trainyard.spec.params import substitute
 from trainyard.spec.pipeline import PipelineSpec, is_special, load_pipeline, merge_params, parse_pipeline, special_module
 from trainyard.spec.pipeline_graph import build, workdirs
 from trainyard.spec.pipeline_records import PipelineArtifact, PipelineRunInfo, PipelineRunPage, StepInfo
@@ -77,8 +77,7 @@ class Pipelines:
                 fixed = {}
                 for key, value in inputs.items():
                     if isinstance(value, str) and not value.lstrip().startswith("{{steps."):
-                        value = _PARAM_REF.sub(lambda m: _render(params[m.group(1)]) if m.group(1) in params
-                                               else m.group(0), value)
+                        value = substitute(value, params, keep_unknown=True)
                     if isinstance(value, str) and "://" not in value and not value.lstrip().startswith("{{"):
                         path = base / value
                         if "{{" not in value and not path.exists():

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import re
 import shutil
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from trainyard.spec.units import parse_cpu, parse_duration, parse_memory
+from trainyard.spec.params import check_finite, refs, render, substitute
+from trainyard.spec.units import (INT32_MAX, Bytes, Cores, Count, Priority, Seconds, parse_cpu, parse_duration,
+                                  parse_memory)
 
 PRIORITY_CLASSES = {"low": 0, "normal": 100, "high": 200, "urgent": 300}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-_PARAM_REF = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 Scalar = Union[str, int, float, bool, None]
+MAX_RETRIES = 1000
+MAX_REPLICAS = 10_000  # a gang's replicas are rows and placements, planned every cycle
+MAX_PROCS = 1024  # processes of one replica, on one node
+ExitCode = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]  # a C int, as a process's status is
 
 
 def parse_priority(v: Any) -> Any:
@@ -31,9 +36,9 @@ class Strict(BaseModel):
 
 
 class Resources(Strict):
-    cpu: float = Field(1.0, description="cores, e.g. 2, 0.5 or 500m")
-    memory: int | None = Field(None, description="bytes; write 512Mi, 4Gi… Enforced on the whole process tree.")
-    gpu: int = Field(0, ge=0)
+    cpu: Cores = Field(1.0, description="cores, e.g. 2, 0.5 or 500m")
+    memory: Bytes | None = Field(None, description="bytes; write 512Mi, 4Gi… Enforced on the whole process tree.")
+    gpu: Count = 0
     gpu_type: str | list[str] | None = Field(None, description="one type, or acceptable types in order of preference")
     node_selector: dict[str, str] = Field(default_factory=dict)
 
@@ -70,10 +75,10 @@ RetryOn = Literal["error", "oom", "lost_contact", "timeout"]
 
 
 class Retry(Strict):
-    max: int = Field(0, ge=0, description="retries after the first attempt")
-    backoff: float = Field(5.0, description="seconds before the first retry; doubles each time")
+    max: int = Field(0, ge=0, le=MAX_RETRIES, description="retries after the first attempt")
+    backoff: Seconds = Field(5.0, description="seconds before the first retry; doubles each time")
     on: list[RetryOn] = Field(default_factory=lambda: ["error", "oom", "lost_contact"])
-    permanent_exit_codes: list[int] = Field(
+    permanent_exit_codes: list[ExitCode] = Field(
         default_factory=lambda: [2, 126, 127],
         description="exit codes never retried: usage errors, not executable, command not found",
     )
@@ -96,12 +101,12 @@ class JobSpec(Strict):
     inputs: dict[str, str] = Field(default_factory=dict)
     outputs: list[str] = Field(default_factory=list, description="globs in the work dir uploaded besides TRAINYARD_OUTPUT_DIR")
     retry: Retry = Field(default_factory=Retry)
-    timeout: float | None = None
-    grace_period: float = 10.0
-    priority: int = 100
+    timeout: Seconds | None = None
+    grace_period: Seconds = 10.0
+    priority: Priority = 100
     queue: str = "default"
-    replicas: int = Field(1, ge=1)
-    procs_per_replica: int = Field(1, ge=1)
+    replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
+    procs_per_replica: int = Field(1, ge=1, le=MAX_PROCS)
     distributed: Literal["torch"] | None = None
     placement: Literal["pack", "spread"] = Field(
         "pack", description="pack: replicas best-fit onto as few nodes as possible; spread: one replica per node")
@@ -136,8 +141,13 @@ class JobSpec(Strict):
             for name in v:
                 if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(name)):
                     raise ValueError(f"environment variable name {name!r}: use letters, digits and '_'")
-            return {str(k): _render(x) for k, x in v.items()}
+            return {str(k): render(x) for k, x in v.items()}
         return v
+
+    @field_validator("params")
+    @classmethod
+    def _params(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return check_finite(v)
 
     @field_validator("timeout", "grace_period", mode="before")
     @classmethod
@@ -160,26 +170,20 @@ class JobSpec(Strict):
 
     def param_refs(self) -> list[str]:
         parts = [self.command] if isinstance(self.command, str) else self.command
-        return [m for p in parts for m in _PARAM_REF.findall(p)]
+        return [m for p in parts for m in refs(p)]
 
     def argv(self) -> list[str]:
-        """The command with ``{{params.x}}`` substituted; a string runs in a shell."""
+        """The command with ``{{params.x}}`` substituted; a string runs in a shell.
 
-        def sub(s: str) -> str:
-            return _PARAM_REF.sub(lambda m: _render(self.params[m.group(1)]), s)
-
+        A param is one word either way: shell-quoted in a string command, one
+        element of a list command.
+        """
         if isinstance(self.command, str):
             shell = shutil.which("bash") or "/bin/sh"
-            return [shell, "-c", sub(self.command)]
-        return [sub(p) for p in self.command]
+            return [shell, "-c", substitute(self.command, self.params, shell=True)]
+        return [substitute(p, self.params) for p in self.command]
 
     def with_params(self, overrides: dict[str, Any]) -> "JobSpec":
         data = self.model_dump()
         data["params"] = {**self.params, **overrides}
         return JobSpec.model_validate(data)
-
-
-def _render(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

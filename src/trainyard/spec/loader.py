@@ -59,11 +59,29 @@ def _line_for(loc: Path_, lines: dict[Path_, int]) -> int | None:
     return None
 
 
+_UNION_TAGS = {"str", "int", "float", "bool", "none", "list", "dict"}
+
+
+def field_loc(err: dict[str, Any], lines: dict[Path_, int]) -> Path_:
+    """Where in the data an error is: its ``loc`` less the union branches pydantic adds ("str", "list[str]").
+
+    A key of the data that happens to be spelled like a branch stays: the key an
+    ``extra_forbidden`` or ``missing`` error names (``int: 1`` at the top level), or
+    one the YAML has at that place.
+    """
+    raw, out = err["loc"], ()
+    for i, p in enumerate(raw):
+        tag = isinstance(p, str) and ("[" in p or p in _UNION_TAGS)
+        named = i == len(raw) - 1 and err["type"] in ("extra_forbidden", "missing")
+        if not tag or named or out + (p,) in lines:
+            out += (p,)
+    return out
+
+
 def validation_errors(e: ValidationError, lines: dict[Path_, int], source: str) -> list[dict[str, Any]]:
     out = []
     for err in e.errors():
-        # pydantic puts the union branch name in loc (e.g. "str", "list[str]"); drop it
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("str", "int", "float"))))
+        loc = field_loc(err, lines)
         field = ".".join(str(p) for p in loc)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":

@@ -20,12 +20,14 @@ from pydantic import BaseModel, ValidationError, field_validator
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import Strict
 from trainyard.spec.loader import Path_, _compose, _err, _line_for, validation_errors
+from trainyard.spec.params import check_finite
 
 STEP_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 IO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 OUTPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")  # a file or folder name; inputs also name env vars
 STEP_KEYS = ("needs", "foreach", "cache", "inputs", "outputs")
 SPECIAL_KEYS = ("notebook", "component")
+MAX_ITEMS = 10_000  # jobs one foreach step may fan out to: each is a row, a job and a folder
 
 
 class ValueInput(Strict):
@@ -71,6 +73,8 @@ class StepOptions(Strict):
     def _foreach(cls, v: Any) -> Any:
         if isinstance(v, bool):
             raise ValueError("give a number, a list, or \"{{params.NAME}}\"")
+        if isinstance(v, list):
+            check_finite({"foreach": v})
         return v
 
 
@@ -85,6 +89,11 @@ class PipelineSpec(Strict):
         if not STEP_NAME.match(v):
             raise ValueError("use lower-case letters, digits and '-' (at most 63, starting with a letter or digit)")
         return v
+
+    @field_validator("params")
+    @classmethod
+    def _params(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return check_finite(v)
 
     @field_validator("steps", mode="before")
     @classmethod
@@ -118,6 +127,10 @@ def merge_params(spec: PipelineSpec, overrides: dict[str, Any] | None, source: s
         declared = ", ".join(spec.params) or "none"
         raise InvalidSpec(errors=[_err(f"{source} (with -p overrides)", None, f"params.{k}",
                                        f"unknown param (declared: {declared})") for k in unknown])
+    try:
+        check_finite(overrides)
+    except ValueError as e:
+        raise InvalidSpec(errors=[_err(f"{source} (with -p overrides)", None, "params", str(e))]) from None
     return {**spec.params, **overrides}
 
 

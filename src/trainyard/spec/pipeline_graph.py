@@ -17,14 +17,13 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from trainyard.errors import InvalidSpec
-from trainyard.spec.job import JobSpec, _render
+from trainyard.spec.job import JobSpec
 from trainyard.spec.loader import Path_
-from trainyard.spec.pipeline import Errors, PipelineSpec, StepOptions, ValueInput, is_special, split_step
+from trainyard.spec.params import PARAM_REF, WHOLE_PARAM_REF, render, substitute, word
+from trainyard.spec.pipeline import MAX_ITEMS, Errors, PipelineSpec, StepOptions, ValueInput, is_special, split_step
 
 _STEP_REF = re.compile(r"\{\{\s*steps\.([^.\s{}]+)\.outputs\.([^.\s{}]+)\s*\}\}")
 _LEADING_REF = re.compile(r"^\s*\{\{\s*steps\.([^.\s{}]+)\.outputs\.([^.\s{}]+)\s*\}\}(.*)$", re.S)
-_PARAM_REF = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-_WHOLE_PARAM = re.compile(r"^\s*\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\s*$")
 _ITEM_REF = re.compile(r"\{\{\s*(item|index)((?:\.[A-Za-z0-9_]+)*)\s*\}\}")
 _IO_REF = re.compile(r"\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
 
@@ -179,7 +178,7 @@ class _Builder:
             else:
                 deps.update(self.groups.get(dep, [dep]))
         for loc, text in self._strings(name):
-            for p in _PARAM_REF.findall(text) if loc[2] != "command" else []:  # the job spec checks its command
+            for p in PARAM_REF.findall(text) if loc[2] != "command" else []:  # the job spec checks its command
                 if p not in known_params:
                     self.errs.add(loc, f"unknown param {p!r} (declared: {', '.join(known_params) or 'none'})")
             if opts.foreach is None and _ITEM_REF.search(text) and loc[-1] != "foreach":
@@ -234,7 +233,7 @@ class _Builder:
         loc = self.loc(name, "foreach")
         shown = value
         if isinstance(value, str):
-            m = _WHOLE_PARAM.match(value)
+            m = WHOLE_PARAM_REF.match(value)
             if not m:
                 self.errs.add(loc, "give a number, a list, or \"{{params.NAME}}\"")
                 return None
@@ -243,6 +242,9 @@ class _Builder:
             shown, value = f"params.{m.group(1)} = {self.params[m.group(1)]!r}", self.params[m.group(1)]
         if isinstance(value, bool) or not isinstance(value, (int, list)):
             self.errs.add(loc, f"{shown}: not a number or a list")
+            return None
+        if (value if isinstance(value, int) else len(value)) > MAX_ITEMS:
+            self.errs.add(loc, f"{str(shown)[:80]}: more than {MAX_ITEMS} items")
             return None
         items = list(range(value)) if isinstance(value, int) else value
         if not items:
@@ -272,9 +274,10 @@ class _Builder:
         step_params = rest.get("params") if isinstance(rest.get("params"), dict) else {}
         all_params = {**self.params, **step_params}
 
-        def sub(text: str, params: bool = True) -> str:
-            text = _ITEM_REF.sub(lambda m: _item_text(m, item, index, self.errs, self.loc(step)), text)
-            return _PARAM_REF.sub(lambda m: _render(all_params[m.group(1)]), text) if params else text
+        def sub(text: str, params: bool = True, shell: bool = False) -> str:
+            # in a string command {{item}} is one shell word, as a param is (items may come from -p)
+            text = _ITEM_REF.sub(lambda m: word(_item_text(m, item, index, self.errs, self.loc(step)), shell), text)
+            return substitute(text, all_params) if params else text
 
         inputs: dict[str, dict[str, Any]] = {}
 
@@ -290,7 +293,7 @@ class _Builder:
 
         command = rest["command"]
         if isinstance(command, str):
-            command = _STEP_REF.sub(implicit, sub(command, params=False))
+            command = _STEP_REF.sub(implicit, sub(command, params=False, shell=True))
         else:
             command = [_STEP_REF.sub(implicit, sub(p, params=False)) for p in command]
         for in_name, value in opts.inputs.items():
@@ -307,13 +310,13 @@ class _Builder:
                 self.errs.add(self.loc(step, "inputs", in_name),
                               f"after the reference comes a path inside it, starting with '/': {subpath!r}")
             inputs[in_name] = source(m.group(1), m.group(2), subpath.rstrip("/"))
-        used = set(_PARAM_REF.findall(" ".join([command] if isinstance(command, str) else command)))
+        used = set(PARAM_REF.findall(" ".join([command] if isinstance(command, str) else command)))
         env_vars = {k: sub(str(v)) for k, v in (rest.get("env_vars") or {}).items()}
         env_vars["TRAINYARD_STEP"] = step
         if opts.outputs:
             env_vars["TRAINYARD_OUTPUT_NAMES"] = ",".join(opts.outputs)
         if index is not None:
-            env_vars.update(TRAINYARD_INDEX=str(index), TRAINYARD_ITEM=_render(item))
+            env_vars.update(TRAINYARD_INDEX=str(index), TRAINYARD_ITEM=render(item))
         workdir = str(rest.get("workdir") or ".")
         job = {**rest, "name": inst, "command": command, "env_vars": env_vars, "workdir": workdir,
                "params": {**{p: self.params[p] for p in sorted(used) if p in self.params}, **step_params}}
@@ -332,7 +335,7 @@ def _item_text(m: re.Match, item: Any, index: int | None, errs: Errors, loc: Pat
         else:
             errs.add(loc, f"{{{{item{m.group(2)}}}}}: the item {item!r} has no {key!r}")
             return ""
-    return _render(value)
+    return render(value)
 
 
 def workdirs(spec: PipelineSpec) -> list[str]:

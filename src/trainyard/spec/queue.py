@@ -14,7 +14,7 @@ import yaml
 from pydantic import Field, field_validator, model_validator
 
 from trainyard.spec.job import _NAME, Strict, parse_priority
-from trainyard.spec.units import parse_cpu, parse_memory
+from trainyard.spec.units import Bytes, Cores, Count, Priority, parse_cpu, parse_memory
 
 ALL_GPU_TYPES = "*"
 
@@ -22,10 +22,10 @@ ALL_GPU_TYPES = "*"
 class Quota(Strict):
     """What a queue's running jobs may hold together; a field left out is unlimited."""
 
-    cpu: float | None = Field(None, description="cores")
-    memory: int | None = Field(None, description="bytes; write 64Gi…")
-    gpu: dict[str, int] | None = Field(None, description="GPUs per type, e.g. {A100: 4}; '*' counts all types; an int means '*'")
-    jobs: int | None = Field(None, ge=0, description="running jobs; never borrowed past")
+    cpu: Cores | None = Field(None, description="cores")
+    memory: Bytes | None = Field(None, description="bytes; write 64Gi…")
+    gpu: dict[str, Count] | None = Field(None, description="GPUs per type, e.g. {A100: 4}; '*' counts all types; an int means '*'")
+    jobs: Count | None = Field(None, description="running jobs; never borrowed past")
 
     @field_validator("cpu", mode="before")
     @classmethod
@@ -54,7 +54,7 @@ class Quota(Strict):
 class QueueSpec(Strict):
     name: str
     team: str | None = Field(None, description="the team that owns it, for fair share; default: the queue's name")
-    priority: int = Field(0, description="ties between jobs of equal priority go to the higher queue")
+    priority: Priority = Field(0, description="ties between jobs of equal priority go to the higher queue")
     quota: Quota = Field(default_factory=Quota)
     borrowing: bool = Field(True, description="may use idle capacity beyond the quota (preempted first)")
 

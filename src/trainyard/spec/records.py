@@ -6,13 +6,19 @@ and the SDK (parsed responses), so the shape is written once.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from trainyard.spec.job import JobSpec
 from trainyard.spec.queue import QueueSpec
 from trainyard.status import AttemptStatus, JobStatus
+
+# a code snapshot's content address, as the artifact store names it
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+Digest = Annotated[str, Field(pattern=DIGEST_PATTERN, description="sha256: and 64 lower-case hex digits")]
+# a listing's next_cursor: a row's seq, which a BIGINT column holds (at most 19 digits)
+CURSOR_PATTERN = r"^[0-9]{1,18}$"
 
 
 class ReplicaInfo(BaseModel):

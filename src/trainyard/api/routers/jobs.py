@@ -13,14 +13,17 @@ from starlette.concurrency import run_in_threadpool
 
 from trainyard.api.deps import PlatformDep
 from trainyard.spec.job import JobSpec
-from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint
+from trainyard.spec.records import CURSOR_PATTERN, ArtifactInfo, Digest, JobInfo, JobPage, LogChunk, MetricPoint
+from trainyard.spec.units import INT32_MAX
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+
+INT64_MAX = 2**63 - 1  # log chunk ids are BIGINT
 
 
 class SubmitRequest(BaseModel):
     spec: JobSpec
-    snapshot: str | None = None
+    snapshot: Digest | None = None
 
 
 class LogPage(BaseModel):
@@ -43,7 +46,7 @@ def list_jobs(
     name: str | None = None,
     queue: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: str | None = None,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
 ) -> JobPage:
     return p.store.list_jobs(status=status, name=name, queue=queue, limit=limit, cursor=cursor)
 
@@ -78,7 +81,10 @@ def cancel(job_id: str, p: PlatformDep) -> JobInfo:
 
 @router.get("/{job_id}/logs", response_model=None)
 def logs(
-    job_id: str, p: PlatformDep, after: int = 0, attempt: int | None = None, replica: int | None = None,
+    job_id: str, p: PlatformDep,
+    after: Annotated[int, Query(ge=0, le=INT64_MAX, description="cursor of the page before")] = 0,
+    attempt: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
+    replica: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None,
     follow: bool = False,
 ) -> LogPage | StreamingResponse:
     """Log chunks after cursor ``after``; with ``follow``, a server-sent event stream until the job ends."""

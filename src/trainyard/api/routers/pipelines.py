@@ -7,11 +7,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from trainyard.api.deps import PlatformDep
+from trainyard.spec.params import check_finite
 from trainyard.spec.pipeline_records import PipelineArtifact, PipelineRunInfo, PipelineRunPage
+from trainyard.spec.records import CURSOR_PATTERN, Digest
 
 router = APIRouter(prefix="/api/v1", tags=["pipelines"])
 
@@ -19,8 +21,13 @@ router = APIRouter(prefix="/api/v1", tags=["pipelines"])
 class RunRequest(BaseModel):
     spec: dict[str, Any] = Field(description="the pipeline (YAML as JSON), component files inlined")
     params: dict[str, Any] = Field(default_factory=dict, description="overrides of the pipeline's params")
-    workdirs: dict[str, str] = Field(default_factory=dict, description="step workdir as written -> snapshot digest")
+    workdirs: dict[str, Digest] = Field(default_factory=dict, description="step workdir as written -> snapshot digest")
     source: str | None = Field(None, description="where the pipeline came from, for messages")
+
+    @field_validator("spec", "params")
+    @classmethod
+    def _finite(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return check_finite(v)  # the run keeps them as JSON, which has no NaN (PostgreSQL refuses it)
 
 
 @router.post("/pipelines", status_code=201)
@@ -33,7 +40,7 @@ def list_runs(
     p: PlatformDep,
     status: Annotated[list[str] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: str | None = None,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
 ) -> PipelineRunPage:
     return p.pipelines.runs.list_runs(status=status, limit=limit, cursor=cursor)
 
@@ -45,7 +52,8 @@ def get_run(run_id: str, p: PlatformDep) -> PipelineRunInfo:
 
 @router.get("/pipelines/{run_id}/wait", response_model=PipelineRunInfo)
 async def wait_run(run_id: str, p: PlatformDep, timeout: Annotated[float, Query(ge=0, le=300)] = 30,
-                   changed_after: Annotated[float | None, Query(description="return once updated_at passes this")] = None,
+                   changed_after: Annotated[float | None, Query(allow_inf_nan=False,
+                                                               description="return once updated_at passes this")] = None,
                    ) -> Response:
     """The run once it has ended (or, with ``changed_after``, once it changed), or as it is after ``timeout``."""
     loop = asyncio.get_running_loop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Header, Path, Request, Response
 
 import trainyard
 from trainyard.api.deps import PlatformDep
@@ -51,7 +51,7 @@ def _valid(digest: str) -> bool:
 
 
 @router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"])
-def report(attempt_id: str, replica: int, body: dict[str, Any], p: PlatformDep,
+def report(attempt_id: str, replica: Annotated[int, Path(ge=0, le=2**31 - 1)], body: dict[str, Any], p: PlatformDep,
            authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
     """A launcher's report: log bytes and metric lines by offset, and its result (see ``trainyard.launch``).
 

@@ -1,0 +1,72 @@
+"""``{{params.x}}`` references: the one place that finds them and puts values in.
+
+A value is one word of a command whatever it holds: in a string command (run by
+a shell) it is shell-quoted, so ``-p 'x=a; touch f'`` cannot add a second
+command; in a list (argv) command it is one element, as it is. Jobs, pipeline
+steps, notebook steps and the SDK all substitute through here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from typing import Any, Mapping
+
+PARAM_REF = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+WHOLE_PARAM_REF = re.compile(r"^\s*\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\s*$")
+
+
+def render(value: Any) -> str:
+    """A param value as command-line text: booleans as ``true``/``false`` (YAML's spelling)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def word(value: Any, shell: bool) -> str:
+    """``value`` as one word of a command: quoted for a shell, as it is in an argv element."""
+    text = render(value)
+    return shlex.quote(text) if shell else text
+
+
+def refs(text: str) -> list[str]:
+    """The names of the params ``text`` refers to, in order."""
+    return PARAM_REF.findall(text)
+
+
+def substitute(text: str, params: Mapping[str, Any], *, shell: bool = False, keep_unknown: bool = False) -> str:
+    """``text`` with each ``{{params.x}}`` replaced by ``params["x"]`` (see :func:`word`).
+
+    An unknown name raises KeyError, or stays as written with ``keep_unknown``
+    (for a later pass that knows more params).
+    """
+
+    def one(m: re.Match) -> str:
+        name = m.group(1)
+        if name not in params and keep_unknown:
+            return m.group(0)
+        return word(params[name], shell)
+
+    return PARAM_REF.sub(one, text)
+
+
+def check_finite(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as they are, or ValueError naming the first NaN or infinity in them (at any depth).
+
+    JSON has neither: PostgreSQL refuses them, and they would come back as null.
+    """
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{where}: {value} is not a number JSON can hold; give a finite number or a string")
+        if isinstance(value, dict):
+            for k, x in value.items():
+                walk(x, f"{where}.{k}")
+        elif isinstance(value, (list, tuple)):
+            for i, x in enumerate(value):
+                walk(x, f"{where}[{i}]")
+
+    for name, value in params.items():
+        walk(value, str(name))
+    return params
