@@ -187,12 +187,12 @@ BAD_REQUESTS = [  # (method, url, json body, the field the 422 names): each was 
     ("POST", "/api/v1/pipelines", {"spec": {"steps": {"a": {"command": "x"}}, "int": 1}}, "int"),
     ("POST", "/api/v1/pipelines", {"spec": {"steps": {"a": {"command": "x"}}}, "workdirs": {".": "abc"}},
      "workdirs.."),
-    ("GET", "/api/v1/jobs?cursor=null", None, "query.cursor"),
-    ("GET", "/api/v1/pipelines?cursor=null", None, "query.cursor"),
-    ("GET", "/api/v1/jobs/{job}/logs?after=-38000000000000000000000000000000", None, "query.after"),
-    ("GET", "/api/v1/jobs/{job}/logs?after=38000000000000000000000000000000&follow=true", None, "query.after"),
-    ("GET", "/api/v1/jobs/{job}/logs?attempt=99999999999", None, "query.attempt"),
-    ("GET", "/api/v1/jobs/{job}/logs?replica=-1", None, "query.replica"),
+    ("GET", "/api/v1/jobs?cursor=null", None, "cursor"),
+    ("GET", "/api/v1/pipelines?cursor=null", None, "cursor"),
+    ("GET", "/api/v1/jobs/{job}/logs?after=-38000000000000000000000000000000", None, "after"),
+    ("GET", "/api/v1/jobs/{job}/logs?after=38000000000000000000000000000000&follow=true", None, "after"),
+    ("GET", "/api/v1/jobs/{job}/logs?attempt=99999999999", None, "attempt"),
+    ("GET", "/api/v1/jobs/{job}/logs?replica=-1", None, "replica"),
 ]
 
 

@@ -14,6 +14,7 @@ from trainyard.api.guard import Guard
 from trainyard.api.routers import jobs, pipelines, queues, system
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
+from trainyard.spec.loader import field_loc
 
 
 def create_app(platform: Platform, server_url: str | None = None,
@@ -50,16 +51,16 @@ def create_app(platform: Platform, server_url: str | None = None,
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = []
+        errors: dict[str, dict] = {}  # unions report one error per branch: the first per field
         for e in exc.errors():
-            loc = [str(p) for p in e["loc"] if p not in ("body",)]
-            if loc and loc[0] == "spec":
-                loc = loc[1:]
-            field = ".".join(loc)
+            loc = tuple(e["loc"])
+            loc = loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc
+            loc = field_loc({**e, "loc": loc[1:] if loc[:1] == ("spec",) else loc}, {})
+            field = ".".join(str(p) for p in loc)
             msg = e["msg"].removeprefix("Value error, ")
             if e["type"] == "extra_forbidden":
                 msg = f"unknown field {loc[-1]!r}"
-            errors.append({"field": field, "line": None, "where": field, "message": msg})
-        return JSONResponse(InvalidSpec(errors=errors).to_dict(), status_code=422)
+            errors.setdefault(field, {"field": field, "line": None, "where": field, "message": msg})
+        return JSONResponse(InvalidSpec(errors=list(errors.values())).to_dict(), status_code=422)
 
     return app
