@@ -100,8 +100,6 @@ def test_a_url_whose_text_changed_is_refused_when_the_digest_is_pinned(served, t
 
 def test_the_catalog_comes_from_the_server_settings(tmp_path):
     settings = ServerSettings(home=tmp_path, component_catalog=[str(EXAMPLES)])
-    from trainyard.pipelines import special
-
-    catalog = special.Catalog.from_settings(settings)  # where the pipeline service finds it
+    catalog = Catalog.from_settings(settings)  # as the server's platform makes it
     assert catalog.sources == [str(EXAMPLES)] and catalog.cache_dir == tmp_path / "components"
     assert expand_step("s", {"component": "scale", "arguments": {"numbers": "1"}}, catalog, {}).steps

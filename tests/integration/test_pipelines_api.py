@@ -215,17 +215,6 @@ def test_bad_pipelines_are_rejected_before_anything_runs(env, steps, field, mess
     assert sdk.pipelines.list().items == [] and sdk.jobs().items == [] and engine.launched == {}
 
 
-def test_component_steps_without_the_special_module_get_a_clear_error(env, monkeypatch):
-    import sys
-
-    for name in ("trainyard.pipelines", "trainyard.pipelines.special"):  # None in sys.modules: ImportError
-        monkeypatch.setitem(sys.modules, name, None)
-    _, sdk, _ = env
-    with pytest.raises(errors.InvalidSpec) as exc:
-        sdk.pipelines.run({"steps": {"c": {"component": "comp.yaml", "arguments": {}}}})
-    assert exc.value.errors[0]["field"] == "steps.c" and "trainyard.pipelines.special" in exc.value.errors[0]["message"]
-
-
 def test_a_restarted_server_picks_up_its_runs_where_they_were(db_url, tmp_path):
     settings = ServerSettings(home=tmp_path / "home", db=db_url)
     engine = FakeEngine(NODES)
@@ -255,60 +244,3 @@ def test_input_paths_are_taken_from_the_pipeline_folder_with_params_put_in(env, 
     with pytest.raises(errors.InvalidSpec) as exc:
         sdk.pipelines.run(p, {"lang": "fr"})
     assert exc.value.errors[0]["field"] == "steps.a.inputs.text" and "does not exist" in exc.value.errors[0]["message"]
-
-
-def test_special_steps_are_expanded_as_the_step_contract_says(env, tmp_path, monkeypatch):
-    """The runner's side of the contract with trainyard.pipelines.special, against a stand-in module
-    that expands a component into two steps (as a graph component would)."""
-    import sys
-    import types
-    from dataclasses import dataclass, field
-
-    @dataclass
-    class Expansion:
-        steps: dict
-        outputs: dict
-        warnings: list = field(default_factory=list)
-
-    seen = {}
-
-    def expand_step(name, raw, catalog, params):
-        seen["expand"] = (name, raw["component"]["inline"], catalog, params)
-        return Expansion(
-            steps={f"{name}-prep": {"command": "prep {{outputs.data}}", "outputs": ["data"]},
-                   f"{name}-fit": {"inputs": {"d": "{{steps.%s-prep.outputs.data}}" % name},
-                                   "command": "fit {{inputs.d}} {{outputs.model}}", "outputs": ["model"]}},
-            outputs={"model": f"{name}-fit.model"}, warnings=["component image 'python:3.10' runs on the host"])
-
-    special = types.SimpleNamespace(
-        is_special=lambda raw: "component" in raw or "notebook" in raw,
-        inline_local=lambda steps, base: {n: ({**s, "component": {"inline": (base / s["component"]).read_text(),
-                                                                  "source": s["component"]}}
-                                              if "component" in s else s) for n, s in steps.items()},
-        expand_step=expand_step, Expansion=Expansion,
-        Catalog=types.SimpleNamespace(from_settings=lambda settings: "the catalog"))
-    package = types.ModuleType("trainyard.pipelines")
-    package.special = special
-    monkeypatch.setitem(sys.modules, "trainyard.pipelines", package)
-    monkeypatch.setitem(sys.modules, "trainyard.pipelines.special", special)
-    tc, sdk, engine = env
-    (tmp_path / "proj").mkdir()
-    (tmp_path / "proj" / "comp.yaml").write_text("name: two-step\n")
-    p = tmp_path / "proj" / "p.yaml"
-    p.write_text("params: {lr: 0.1}\nsteps:\n  c:\n    component: comp.yaml\n    arguments: {lr: '{{params.lr}}'}\n"
-                 "  use:\n    needs: [c]\n    command: use {{steps.c.outputs.model}}\n")
-    run = sdk.pipelines.run(p)
-    assert seen["expand"] == ("c", "name: two-step\n", "the catalog", {"lr": 0.1})
-    assert [s.name for s in run.info.steps] == ["c-prep", "c-fit", "use"]
-    assert run.info.warnings == ["step c: component image 'python:3.10' runs on the host"]
-    use = run.info.step("use")
-    assert set(use.needs) == {"c-prep", "c-fit"} and use.inputs["step_c_model"]["step"] == "c-fit"
-    finish(tc, engine, step_job(run, "c-prep"), {"data": b"d"})
-    finish(tc, engine, step_job(run, "c-fit"), {"model": b"m"})
-    use_cfg = engine.launched[attempt_of(engine, step_job(run, "use"))][0]
-    assert local_path(use_cfg.inputs["step_c_model"]).read_bytes() == b"m"
-    bad = p.read_text().replace("{{steps.c.outputs.model}}", "{{steps.c.outputs.nope}}")
-    p.write_text(bad)
-    with pytest.raises(errors.InvalidSpec) as exc:
-        sdk.pipelines.run(p)
-    assert exc.value.errors[0]["message"] == "step 'c' has no output 'nope' (it has: model)"

@@ -5,7 +5,8 @@ import pytest
 from trainyard.errors import InvalidSpec
 from trainyard.launch.named import missing_outputs, substitute
 from trainyard.spec.job import JobSpec
-from trainyard.spec.pipeline import load_pipeline, parse_pipeline
+from trainyard.spec.pipeline import parse_pipeline
+from trainyard.spec.pipeline_file import load_pipeline
 from trainyard.spec.pipeline_graph import build
 
 GOOD = """\

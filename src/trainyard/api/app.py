@@ -14,7 +14,7 @@ from trainyard.api.guard import Guard
 from trainyard.api.routers import jobs, pipelines, queues, system
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
-from trainyard.spec.loader import field_loc
+from trainyard.spec.lines import field_loc
 
 
 def create_app(platform: Platform, server_url: str | None = None,

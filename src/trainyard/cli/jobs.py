@@ -50,7 +50,8 @@ def _spec_for(path: Path, params: dict, resources: dict) -> tuple:
 
     from trainyard.errors import InvalidSpec
     from trainyard.spec.job import JobSpec
-    from trainyard.spec.loader import load_job, validation_errors
+    from trainyard.spec.lines import validation_errors
+    from trainyard.spec.loader import load_job
 
     if path.suffix == ".ipynb":
         from trainyard.pipelines.notebook import job_from_notebook

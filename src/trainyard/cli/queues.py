@@ -12,7 +12,7 @@ from rich.table import Table
 
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.errors import InvalidSpec
-from trainyard.spec.loader import validation_errors
+from trainyard.spec.lines import validation_errors
 from trainyard.spec.queue import QueueSpec, load_queues
 from trainyard.spec.records import QueueInfo
 from trainyard.spec.units import format_memory

@@ -22,7 +22,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainyard.errors import InvalidSpec
-from trainyard.spec.loader import Path_, _compose, _err, _line_for, validation_errors
+from trainyard.spec.lines import Path_, compose, error_entry, line_for, validation_errors
 
 V2 = re.compile(r"\{\{\$\.(inputs|outputs)\.(parameters|artifacts)\['([^']+)'\](?:\.([A-Za-z_]+))?\}\}")
 V2_ANY = re.compile(r"\{\{\$[^}]*\}\}")
@@ -143,7 +143,7 @@ class Component:
         return InvalidSpec(errors=[self.entry(path, message)])
 
     def entry(self, path: Path_, message: str) -> dict[str, Any]:
-        return _err(self.source, _line_for(path, self.lines), dotted(path), message)
+        return error_entry(self.source, line_for(path, self.lines), dotted(path), message)
 
 
 def digest_of(text: str) -> str:
@@ -158,9 +158,9 @@ def dotted(path: Path_) -> str:
 
 
 def parse_component(text: str, source: str = "<component>") -> Component:
-    data, lines = _compose(text, source)
+    data, lines = compose(text, source)
     if not isinstance(data, dict):
-        raise InvalidSpec(errors=[_err(source, 1, "", "expected a KFP component (a mapping with implementation)")])
+        raise InvalidSpec(errors=[error_entry(source, 1, "", "expected a KFP component (a mapping with implementation)")])
     return component_from_data(data, source, text, lines)
 
 

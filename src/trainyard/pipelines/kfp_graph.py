@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
+from trainyard.pipelines.expansion import Expansion
 from trainyard.pipelines.kfp_component import Component, safe_name
-from trainyard.pipelines.kfp_expand import Context, expand_component, load_ref
+from trainyard.pipelines.kfp_load import Context, load_ref
 from trainyard.pipelines.kfp_placeholders import Binding
-from trainyard.pipelines.special import Expansion
+
+# expands one task's component: kfp_expand.expand_component, passed in because a task may itself be a graph
+ExpandComponent = Callable[[str, Component, dict[str, Any], dict[str, Any], Context, str], Expansion]
 
 
 def task_step(step: str, task: str) -> str:
@@ -23,7 +26,7 @@ def task_step(step: str, task: str) -> str:
 
 
 def expand_graph(step: str, comp: Component, bound: dict[str, Binding], extras: dict[str, Any],
-                 ctx: Context) -> Expansion:
+                 ctx: Context, expand_component: ExpandComponent) -> Expansion:
     graph = comp.spec.implementation.graph
     assert graph is not None
     base = ("implementation", "graph")

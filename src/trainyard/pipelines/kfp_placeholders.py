@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainyard.pipelines.kfp_component import V2, Component, safe_name
-from trainyard.spec.loader import Path_
+from trainyard.spec.lines import Path_
 from trainyard.spec.params import PARAM_REF
 
 STEP_REF = re.compile(r"^\{\{\s*steps\.[^}]+\}\}")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainyard.errors import InvalidSpec
-from trainyard.pipelines.special import Expansion
+from trainyard.pipelines.expansion import Expansion
 from trainyard.spec.params import PARAM_REF, refs, substitute
 
 NOTEBOOK_PIP = ["papermill>=2.5", "ipykernel>=6"]

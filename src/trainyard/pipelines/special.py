@@ -9,29 +9,19 @@ from __future__ import annotations
 
 import pathlib
 import posixpath
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trainyard.errors import InvalidSpec
-
-if TYPE_CHECKING:
-    from trainyard.pipelines.catalog import Catalog
+from trainyard.pipelines.catalog import Catalog
+from trainyard.pipelines.expansion import Expansion
+from trainyard.pipelines.kfp_expand import expand_component_step
+from trainyard.pipelines.notebook import expand_notebook
+from trainyard.spec.pipeline import is_special
 
 __all__ = ["Catalog", "Expansion", "expand_step", "inline_local", "is_special"]
 
 
-@dataclass
-class Expansion:
-    steps: dict[str, dict]  # plain steps (one for a notebook or a container component; one per graph task)
-    outputs: dict[str, str]  # each output of the original step -> "SUBSTEP.OUTPUT" that provides it
-    warnings: list[str] = field(default_factory=list)  # e.g. the component image that runs on the host
-
-
-def is_special(raw: dict) -> bool:
-    return isinstance(raw, dict) and ("notebook" in raw or "component" in raw)
-
-
-def expand_step(name: str, raw: dict, catalog: "Catalog", params: dict) -> Expansion:
+def expand_step(name: str, raw: dict, catalog: Catalog, params: dict) -> Expansion:
     """Plain steps for a notebook or component step.
 
     Errors are :class:`InvalidSpec`; each ``field`` is relative to the step (``arguments.lr``), as the
@@ -45,16 +35,12 @@ def expand_step(name: str, raw: dict, catalog: "Catalog", params: dict) -> Expan
         raise InvalidSpec(errors=[_relative(name, err) for err in e.errors]) from None
 
 
-def _expand(name: str, raw: dict, catalog: "Catalog", params: dict) -> Expansion:
+def _expand(name: str, raw: dict, catalog: Catalog, params: dict) -> Expansion:
     if "notebook" in raw and "component" in raw:
         raise InvalidSpec(errors=[_entry(f"steps.{name}", "a step is a notebook or a component, not both")])
     if "notebook" in raw:
-        from trainyard.pipelines.notebook import expand_notebook
-
         return expand_notebook(name, raw, params)
     if "component" in raw:
-        from trainyard.pipelines.kfp_expand import expand_component_step
-
         return expand_component_step(name, raw, catalog, params)
     raise InvalidSpec(errors=[_entry(f"steps.{name}", "not a notebook or component step")])
 
@@ -134,7 +120,7 @@ def _collect_refs(path: pathlib.Path, files: dict[str, str], where: str, depth: 
         url = ref.get("url") if isinstance(ref, dict) else None
         if not isinstance(url, str) or "://" in url:
             continue
-        # keyed as the server joins it (kfp_expand._join), so it finds the file without reading disks
+        # keyed as the server joins it (kfp_load._join), so it finds the file without reading disks
         key = posixpath.normpath(posixpath.join(posixpath.dirname(str(path)), url))
         target = pathlib.Path(key)
         if key not in files and target.is_file():
@@ -145,10 +131,3 @@ def _collect_refs(path: pathlib.Path, files: dict[str, str], where: str, depth: 
 def _entry(field_: str, message: str) -> dict[str, Any]:
     return {"field": field_, "line": None, "where": field_, "message": message}
 
-
-def __getattr__(name: str) -> Any:  # Catalog lives in its own module; importable from here, as the contract says
-    if name == "Catalog":
-        from trainyard.pipelines.catalog import Catalog
-
-        return Catalog
-    raise AttributeError(name)

@@ -14,9 +14,11 @@ from pydantic import ValidationError
 from trainyard import errors
 from trainyard.home import token_for
 from trainyard.sdk.discovery import resolve_server
+from trainyard.sdk.http import Http
 from trainyard.sdk.prepare import prepare
 from trainyard.spec.job import JobSpec
-from trainyard.spec.loader import load_job, validation_errors
+from trainyard.spec.lines import validation_errors
+from trainyard.spec.loader import load_job
 from trainyard.spec.queue import QueueSpec
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo, QueueInfo
 
@@ -32,36 +34,29 @@ class Client:
 
     def __init__(self, server: str | None = None, *, token: str | None = None,
                  transport: httpx.BaseTransport | None = None, timeout: float = 30.0) -> None:
-        self.server = (server or "http://trainyard").rstrip("/") if transport else resolve_server(server)
-        token = token or os.environ.get("TRAINYARD_TOKEN") or (None if transport else token_for(self.server))
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.server, transport=transport, headers=headers, timeout=timeout)
+        server = (server or "http://trainyard").rstrip("/") if transport else resolve_server(server)
+        token = token or os.environ.get("TRAINYARD_TOKEN") or (None if transport else token_for(server))
+        self.http = Http(server, token, transport=transport, timeout=timeout)
+
+    @property
+    def server(self) -> str:
+        return self.http.server
 
     def close(self) -> None:
-        self._http.close()
+        self.http.close()
 
     @property
     def pipelines(self):  # noqa: ANN201
         """Pipeline runs: ``client.pipelines.run("p.yaml", {"workers": 5})`` (see :mod:`trainyard.sdk.pipelines`)."""
         from trainyard.sdk.pipelines import Pipelines
 
-        return Pipelines(self)
+        return Pipelines(self.http)
 
     def __enter__(self) -> "Client":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- transport --------------------------------------------------------
-
-    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        try:
-            resp = self._http.request(method, path, **kw)
-        except httpx.TransportError as e:
-            raise errors.ServerUnavailable(f"cannot reach the trainyard server at {self.server}: {e}") from None
-        _raise_for(resp)
-        return resp
 
     # -- jobs -------------------------------------------------------------
 
@@ -87,37 +82,31 @@ class Client:
                 spec = spec.with_params(params)
         spec, blob, digest = prepare(spec, Path(base_dir or Path.cwd()))
         if digest is not None:
-            self._upload_snapshot(blob, digest)
+            self.http.upload_snapshot(blob, digest)
         body = {"spec": spec.model_dump(mode="json"), "snapshot": digest}
-        return Job(self, JobInfo.model_validate_json(self._request("POST", "/api/v1/jobs", json=body).content))
-
-    def _upload_snapshot(self, blob: bytes | None, digest: str) -> None:
-        if self._http.head(f"/api/v1/snapshots/{digest}").status_code == 200:
-            return
-        self._request("PUT", f"/api/v1/snapshots/{digest}", content=blob,
-                      headers={"Content-Type": "application/gzip"})
+        return Job(self, JobInfo.model_validate_json(self.http.request("POST", "/api/v1/jobs", json=body).content))
 
     def job(self, job_id: str) -> "Job":
         return Job(self, self.get(job_id))
 
     def get(self, job_id: str) -> JobInfo:
-        return JobInfo.model_validate(self._request("GET", f"/api/v1/jobs/{job_id}").json())
+        return JobInfo.model_validate(self.http.request("GET", f"/api/v1/jobs/{job_id}").json())
 
     def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
              limit: int = 50, cursor: str | None = None) -> JobPage:
         params = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor}
         params = {k: v for k, v in params.items() if v not in (None, [])}
-        return JobPage.model_validate(self._request("GET", "/api/v1/jobs", params=params).json())
+        return JobPage.model_validate(self.http.request("GET", "/api/v1/jobs", params=params).json())
 
     def cancel(self, job_id: str) -> JobInfo:
-        return JobInfo.model_validate(self._request("POST", f"/api/v1/jobs/{job_id}/cancel").json())
+        return JobInfo.model_validate(self.http.request("POST", f"/api/v1/jobs/{job_id}/cancel").json())
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
         """Block until the job ends; raises :class:`~trainyard.errors.WaitTimeout` after ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = 60.0 if deadline is None else max(0.0, min(60.0, deadline - time.monotonic()))
-            resp = self._request("GET", f"/api/v1/jobs/{job_id}/wait", params={"timeout": left},
+            resp = self.http.request("GET", f"/api/v1/jobs/{job_id}/wait", params={"timeout": left},
                                  timeout=left + 10)
             info = JobInfo.model_validate_json(resp.content)
             if info.status.is_terminal():
@@ -132,7 +121,7 @@ class Client:
         if not follow:
             after = 0
             while True:
-                page = self._request("GET", f"/api/v1/jobs/{job_id}/logs", params={**params, "after": after}).json()
+                page = self.http.request("GET", f"/api/v1/jobs/{job_id}/logs", params={**params, "after": after}).json()
                 for c in page["chunks"]:
                     yield LogChunk.model_validate(c)
                 if not page["chunks"]:
@@ -145,11 +134,8 @@ class Client:
         down_since: float | None = None
         while True:  # reconnect after a dropped stream (a server restart), from the last event id
             try:
-                with self._http.stream("GET", f"/api/v1/jobs/{job_id}/logs",
-                                       params={**params, "after": after, "follow": True}, timeout=None) as resp:
-                    if resp.status_code >= 400:
-                        resp.read()
-                        _raise_for(resp)
+                with self.http.stream("GET", f"/api/v1/jobs/{job_id}/logs",
+                                      params={**params, "after": after, "follow": True}, timeout=None) as resp:
                     event, down_since = None, None
                     for line in resp.iter_lines():
                         if line.startswith("id: "):
@@ -168,16 +154,15 @@ class Client:
                 if "TRAINYARD_SERVER" not in os.environ:
                     # a restarted local server may listen elsewhere; never start one from here
                     try:
-                        self.server = resolve_server(None, autostart=False)
-                        self._http.base_url = httpx.URL(self.server)
+                        self.http.move(resolve_server(None, autostart=False))
                     except errors.ServerUnavailable:
                         pass
 
     def metrics(self, job_id: str) -> list[MetricPoint]:
-        return [MetricPoint.model_validate(m) for m in self._request("GET", f"/api/v1/jobs/{job_id}/metrics").json()]
+        return [MetricPoint.model_validate(m) for m in self.http.request("GET", f"/api/v1/jobs/{job_id}/metrics").json()]
 
     def outputs(self, job_id: str) -> list[ArtifactInfo]:
-        return [ArtifactInfo.model_validate(a) for a in self._request("GET", f"/api/v1/jobs/{job_id}/outputs").json()]
+        return [ArtifactInfo.model_validate(a) for a in self.http.request("GET", f"/api/v1/jobs/{job_id}/outputs").json()]
 
     def download(self, job_id: str, to: str | Path | None = None) -> Path:
         """Fetch the job's outputs into ``to`` (default ``./<job id>``); returns that folder."""
@@ -188,24 +173,18 @@ class Client:
             if dest.resolve() not in target.parents:
                 raise errors.TrainyardError(f"refusing to write outside {dest}: {art.path}")
             target.parent.mkdir(parents=True, exist_ok=True)
-            with self._http.stream("GET", f"/api/v1/jobs/{job_id}/outputs/{art.path}") as resp:
-                if resp.status_code >= 400:
-                    resp.read()
-                    _raise_for(resp)
-                with open(target, "wb") as f:
-                    for chunk in resp.iter_bytes():
-                        f.write(chunk)
+            self.http.download(f"/api/v1/jobs/{job_id}/outputs/{art.path}", target)
         return dest
 
     def nodes(self) -> list[NodeInfo]:
-        return [NodeInfo.model_validate(n) for n in self._request("GET", "/api/v1/nodes").json()]
+        return [NodeInfo.model_validate(n) for n in self.http.request("GET", "/api/v1/nodes").json()]
 
     def queues(self) -> list[QueueInfo]:
         """Every queue with what its running jobs hold and how many wait."""
-        return [QueueInfo.model_validate(q) for q in self._request("GET", "/api/v1/queues").json()]
+        return [QueueInfo.model_validate(q) for q in self.http.request("GET", "/api/v1/queues").json()]
 
     def queue(self, name: str) -> QueueInfo:
-        return QueueInfo.model_validate(self._request("GET", f"/api/v1/queues/{name}").json())
+        return QueueInfo.model_validate(self.http.request("GET", f"/api/v1/queues/{name}").json())
 
     def create_queue(self, queue: QueueSpec | dict[str, Any], *, replace: bool = False) -> QueueInfo:
         try:
@@ -213,10 +192,10 @@ class Client:
         except ValidationError as e:
             raise errors.InvalidSpec(errors=validation_errors(e, {}, "<queue>")) from None
         body = {"queue": spec.model_dump(mode="json"), "replace": replace}
-        return QueueInfo.model_validate(self._request("POST", "/api/v1/queues", json=body).json())
+        return QueueInfo.model_validate(self.http.request("POST", "/api/v1/queues", json=body).json())
 
     def delete_queue(self, name: str) -> None:
-        self._request("DELETE", f"/api/v1/queues/{name}")
+        self.http.request("DELETE", f"/api/v1/queues/{name}")
 
 
 class Job:
@@ -268,14 +247,3 @@ class Job:
         self.info = self.client.cancel(self.id)
         return self.info
 
-
-def _raise_for(resp: httpx.Response) -> None:
-    if resp.status_code < 400:
-        return
-    try:
-        body = resp.json()
-    except ValueError:
-        body = {}
-    if isinstance(body, dict) and "code" in body:
-        raise errors.from_dict(body)
-    raise errors.TrainyardError(f"HTTP {resp.status_code} from {resp.request.url}: {resp.text[:500]}")

@@ -13,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from trainyard import errors
-from trainyard.sdk.client import Client, _raise_for
+from trainyard.pipelines.special import inline_local
+from trainyard.sdk.http import Http
 from trainyard.sdk.snapshot import pack
 from trainyard.spec.params import substitute
-from trainyard.spec.pipeline import PipelineSpec, is_special, load_pipeline, merge_params, parse_pipeline, special_module
+from trainyard.spec.pipeline import PipelineSpec, is_special, merge_params, parse_pipeline
+from trainyard.spec.pipeline_file import load_pipeline
 from trainyard.spec.pipeline_graph import build, workdirs
 from trainyard.spec.pipeline_records import PipelineArtifact, PipelineRunInfo, PipelineRunPage, StepInfo
+from trainyard.spec.records import ArtifactInfo
 
 
 def _error(field: str, message: str) -> errors.InvalidSpec:
@@ -26,8 +29,10 @@ def _error(field: str, message: str) -> errors.InvalidSpec:
 
 
 class Pipelines:
-    def __init__(self, client: Client) -> None:
-        self.client = client
+    """Pipeline runs on one server (``Client.pipelines``)."""
+
+    def __init__(self, http: Http) -> None:
+        self.http = http
 
     def run(self, spec: str | Path | dict[str, Any] | PipelineSpec, params: dict[str, Any] | None = None, *,
             base_dir: str | Path | None = None) -> "PipelineRun":
@@ -57,18 +62,17 @@ class Pipelines:
                 blob, digest = pack(base / w)
             except ValueError as e:
                 raise _error("workdir", str(e)) from None
-            self.client._upload_snapshot(blob, digest)
+            self.http.upload_snapshot(blob, digest)
             digests[w] = digest
         body = {"spec": raw, "params": params or {}, "workdirs": digests, "source": source}
-        info = PipelineRunInfo.model_validate(self.client._request("POST", "/api/v1/pipelines", json=body).json())
-        return PipelineRun(self.client, info)
+        info = PipelineRunInfo.model_validate(self.http.request("POST", "/api/v1/pipelines", json=body).json())
+        return PipelineRun(self, info)
 
     def _localize(self, steps: dict[str, dict[str, Any]], base: Path,
                   params: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """Local component files inlined; relative input paths (params put in) made absolute and checked."""
-        special = special_module()
-        if special is not None and any(is_special(s) for s in steps.values()):
-            steps = special.inline_local(steps, base)
+        if any(is_special(s) for s in steps.values()):
+            steps = inline_local(steps, base)
         out = {}
         for name, raw in steps.items():
             raw = dict(raw)
@@ -89,14 +93,14 @@ class Pipelines:
         return out
 
     def get(self, run_id: str) -> PipelineRunInfo:
-        return PipelineRunInfo.model_validate(self.client._request("GET", f"/api/v1/pipelines/{run_id}").json())
+        return PipelineRunInfo.model_validate(self.http.request("GET", f"/api/v1/pipelines/{run_id}").json())
 
     def run_handle(self, run_id: str) -> "PipelineRun":
-        return PipelineRun(self.client, self.get(run_id))
+        return PipelineRun(self, self.get(run_id))
 
     def list(self, *, status: list[str] | None = None, limit: int = 50, cursor: str | None = None) -> PipelineRunPage:
         params = {k: v for k, v in (("status", status), ("limit", limit), ("cursor", cursor)) if v not in (None, [])}
-        return PipelineRunPage.model_validate(self.client._request("GET", "/api/v1/pipelines", params=params).json())
+        return PipelineRunPage.model_validate(self.http.request("GET", "/api/v1/pipelines", params=params).json())
 
     def wait(self, run_id: str, timeout: float | None = None, *, changed_after: float | None = None) -> PipelineRunInfo:
         """The run once it ends (or, with ``changed_after``, once it changes); WaitTimeout after ``timeout``."""
@@ -106,7 +110,7 @@ class Pipelines:
             params: dict[str, Any] = {"timeout": left}
             if changed_after is not None:
                 params["changed_after"] = changed_after
-            info = PipelineRunInfo.model_validate(self.client._request(
+            info = PipelineRunInfo.model_validate(self.http.request(
                 "GET", f"/api/v1/pipelines/{run_id}/wait", params=params, timeout=left + 10).json())
             if info.status.is_terminal() or (changed_after is not None and info.updated_at > changed_after):
                 return info
@@ -117,21 +121,22 @@ class Pipelines:
                                          run_id=run_id)
 
     def cancel(self, run_id: str) -> PipelineRunInfo:
-        return PipelineRunInfo.model_validate(self.client._request("POST", f"/api/v1/pipelines/{run_id}/cancel").json())
+        return PipelineRunInfo.model_validate(self.http.request("POST", f"/api/v1/pipelines/{run_id}/cancel").json())
 
     def retry(self, run_id: str) -> PipelineRunInfo:
-        return PipelineRunInfo.model_validate(self.client._request("POST", f"/api/v1/pipelines/{run_id}/retry").json())
+        return PipelineRunInfo.model_validate(self.http.request("POST", f"/api/v1/pipelines/{run_id}/retry").json())
 
     def artifact(self, key: str) -> PipelineArtifact:
         """A step artifact by id or digest, with its lineage (step, job, inputs, code)."""
-        return PipelineArtifact.model_validate(self.client._request("GET", f"/api/v1/artifacts/{key}").json())
+        return PipelineArtifact.model_validate(self.http.request("GET", f"/api/v1/artifacts/{key}").json())
 
 
     def download(self, key: str, to: str | Path | None = None) -> Path:
         """Fetch an artifact (a file or a folder) into ``to`` (default ``./<output name>``); returns its path."""
         art = self.artifact(key)
         dest = Path(to or art.output)
-        files = [a for a in self.client.outputs(art.job_id)
+        outputs = self.http.request("GET", f"/api/v1/jobs/{art.job_id}/outputs").json()
+        files = [a for a in map(ArtifactInfo.model_validate, outputs)
                  if a.attempt == art.attempt and (a.path == art.output or a.path.startswith(art.output + "/"))]
         if not files:
             raise errors.NotFound(f"artifact {art.id}: its files are gone from job {art.job_id}", key=key)
@@ -141,21 +146,15 @@ class Pipelines:
             if rel and dest.resolve() not in target.parents:
                 raise errors.TrainyardError(f"refusing to write outside {dest}: {a.path}")
             target.parent.mkdir(parents=True, exist_ok=True)
-            with self.client._http.stream("GET", f"/api/v1/jobs/{art.job_id}/outputs/{a.path}") as resp:
-                if resp.status_code >= 400:
-                    resp.read()
-                    _raise_for(resp)
-                with open(target, "wb") as f:
-                    for chunk in resp.iter_bytes():
-                        f.write(chunk)
+            self.http.download(f"/api/v1/jobs/{art.job_id}/outputs/{a.path}", target)
         return dest
 
 
 class PipelineRun:
     """A handle on one run. ``status`` and ``steps`` ask the server each time they are read."""
 
-    def __init__(self, client: Client, info: PipelineRunInfo) -> None:
-        self.client = client
+    def __init__(self, pipelines: Pipelines, info: PipelineRunInfo) -> None:
+        self.pipelines = pipelines
         self.id = info.id
         self.info = info
 
@@ -163,7 +162,7 @@ class PipelineRun:
         return f"<PipelineRun {self.id} {self.info.name} {self.info.status.value}>"
 
     def refresh(self) -> PipelineRunInfo:
-        self.info = self.client.pipelines.get(self.id)
+        self.info = self.pipelines.get(self.id)
         return self.info
 
     @property
@@ -179,7 +178,7 @@ class PipelineRun:
 
     def wait(self, timeout: float | None = None, *, check: bool = False) -> PipelineRunInfo:
         """Block until the run ends; with ``check``, raise JobFailed unless it succeeded."""
-        self.info = self.client.pipelines.wait(self.id, timeout)
+        self.info = self.pipelines.wait(self.id, timeout)
         if check and self.info.status.value != "succeeded":
             raise errors.JobFailed(f"pipeline run {self.id} {self.info.status.value}: {self.info.reason}",
                                    run_id=self.id)
@@ -192,14 +191,14 @@ class PipelineRun:
             yield info
             if info.status.is_terminal():
                 return
-            info = self.client.pipelines.wait(self.id, every, changed_after=info.updated_at)
+            info = self.pipelines.wait(self.id, every, changed_after=info.updated_at)
             self.info = info
 
     def cancel(self) -> PipelineRunInfo:
-        self.info = self.client.pipelines.cancel(self.id)
+        self.info = self.pipelines.cancel(self.id)
         return self.info
 
     def retry(self) -> PipelineRunInfo:
         """Run the failed and downstream steps again, reusing what succeeded."""
-        self.info = self.client.pipelines.retry(self.id)
+        self.info = self.pipelines.retry(self.id)
         return self.info

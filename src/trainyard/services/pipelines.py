@@ -15,13 +15,14 @@ import time
 from typing import Any, Callable
 
 from trainyard.artifacts.store import ArtifactStore
-from trainyard.errors import Conflict, InvalidSpec, TrainyardError
+from trainyard.errors import Conflict, TrainyardError
+from trainyard.pipelines.special import expand_step
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import pipeline_io as io
 from trainyard.services.jobs import JobService
 from trainyard.services.notify import Notifier
 from trainyard.spec.job import JobSpec
-from trainyard.spec.pipeline import Errors, is_special, merge_params, parse_pipeline, special_module
+from trainyard.spec.pipeline import Errors, is_special, merge_params, parse_pipeline
 from trainyard.spec.pipeline_graph import Graph, build
 from trainyard.spec.pipeline_records import PipelineRunInfo, RunStatus, StepInfo, StepStatus
 from trainyard.store import Store
@@ -64,8 +65,8 @@ class PipelineService:
         src = source or "<pipeline>"
         spec = parse_pipeline(raw, src)
         merged = merge_params(spec, params, src)
-        specials = [n for n, s in spec.steps.items() if is_special(s)]
-        graph: Graph = build(spec, merged, source=src, expand=self._expander(specials, src) if specials else None)
+        specials = any(is_special(s) for s in spec.steps.values())
+        graph: Graph = build(spec, merged, source=src, expand=self._expander() if specials else None)
         workdirs = dict(workdirs or {})
         errs = Errors(src, None)
         for inst in graph.instances:
@@ -91,15 +92,10 @@ class PipelineService:
         self.advance(run_id)
         return self.runs.get_run(run_id)
 
-    def _expander(self, specials: list[str], src: str) -> Callable[[str, dict, dict], Any]:
-        special = special_module()
-        if special is None:
-            raise InvalidSpec(errors=[{"field": f"steps.{n}", "line": None, "where": f"{src} steps.{n}",
-                                       "message": "notebook and component steps need trainyard.pipelines.special, "
-                                                  "which this server does not have"} for n in specials])
+    def _expander(self) -> Callable[[str, dict, dict], Any]:
         if self._catalog is None:
             self._catalog = self._catalog_factory() if self._catalog_factory else None
-        return lambda name, raw, params: special.expand_step(name, raw, self._catalog, params)
+        return lambda name, raw, params: expand_step(name, raw, self._catalog, params)
 
     def cancel(self, run_id: str) -> PipelineRunInfo:
         """Stop every running step (their jobs are cancelled) and start nothing more."""

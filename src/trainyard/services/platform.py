@@ -9,6 +9,7 @@ from trainyard.artifacts.store import ArtifactStore
 from trainyard.config import ServerSettings
 from trainyard.engines.base import Engine
 from trainyard.errors import TrainyardError
+from trainyard.pipelines.catalog import Catalog
 from trainyard.scheduler.loop import SchedulerLoop
 from trainyard.services.attempts import AttemptService
 from trainyard.services.jobs import JobService
@@ -72,10 +73,7 @@ class Platform:
                               server_url=self.server_url, master=master)
 
     def _catalog(self):  # noqa: ANN202
-        from trainyard.spec.pipeline import special_module
-
-        special = special_module()
-        return special.Catalog.from_settings(self.settings) if special else None
+        return Catalog.from_settings(self.settings)
 
     def _wake(self) -> None:
         self.loop.wake()

@@ -18,6 +18,14 @@ from trainyard.store import Store
 DEFAULT = "default"  # always accepted: jobs that name no queue land here, unlimited unless defined
 
 
+def planner_queue(spec: QueueSpec) -> Queue:
+    """The planner's view of a queue (spec sits below the scheduler, so the conversion lives here)."""
+    q = spec.quota
+    return Queue(name=spec.name, team=spec.team, priority=spec.priority, cpu=q.cpu,
+                 memory=q.memory, gpus=dict(q.gpu) if q.gpu is not None else None, max_running=q.jobs,
+                 borrowing=spec.borrowing)
+
+
 class QueueService:
     def __init__(self, store: Store, jobs: JobService) -> None:
         self.store = store
@@ -26,7 +34,7 @@ class QueueService:
 
     def models(self) -> list[Queue]:
         if self._models is None:
-            self._models = [q.model() for q in self.store.queues()]
+            self._models = [planner_queue(q) for q in self.store.queues()]
         return self._models
 
     def load_file(self, path: Path) -> list[QueueSpec]:

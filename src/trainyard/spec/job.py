@@ -13,7 +13,7 @@ from trainyard.spec.units import (INT32_MAX, Bytes, Cores, Count, Priority, Seco
                                   parse_memory)
 
 PRIORITY_CLASSES = {"low": 0, "normal": 100, "high": 200, "urgent": 300}
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")  # a job or queue name: safe in paths, URLs and labels
 
 Scalar = Union[str, int, float, bool, None]
 MAX_RETRIES = 1000
@@ -115,7 +115,7 @@ class JobSpec(Strict):
     @field_validator("name", "queue")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
+        if not NAME.match(v):
             raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
         return v
 

@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
-from trainyard.spec.loader import Path_, _compose, _err, _line_for
+from trainyard.spec.lines import Path_, compose, error_entry, line_for
 
 API_VERSION = "kubeflow.org/v1"
 KIND = "PyTorchJob"
@@ -85,12 +85,12 @@ def is_pytorchjob_text(text: str) -> bool:
 
 
 def parse_pytorchjob(text: str, source: str = "<manifest>") -> Converted:
-    data, lines = _compose(text, source)
+    data, lines = compose(text, source)
     return convert(data, lines, source)
 
 
 def convert(data: Any, lines: dict[Path_, int] | None = None, source: str = "<manifest>") -> Converted:
-    """Convert a loaded manifest; ``lines`` (from the loader's ``_compose``) puts lines in messages."""
+    """Convert a loaded manifest; ``lines`` (from :func:`trainyard.spec.lines.compose`) puts lines in messages."""
     return _Converter(data, lines or {}, source).run()
 
 
@@ -122,7 +122,7 @@ class _Converter:
     # -- reporting -------------------------------------------------------------
 
     def _entry(self, path: Path_, message: str) -> dict[str, Any]:
-        return _err(self.source, _line_for(path, self.lines), _path(path), message)
+        return error_entry(self.source, line_for(path, self.lines), _path(path), message)
 
     def error(self, path: Path_, message: str) -> None:
         self.errors.append(self._entry(path, message))

@@ -4,22 +4,20 @@ A pipeline file has ``params`` (overridable with ``-p``) and ``steps``, a mappin
 from step name to step. A plain step is any job spec field plus the keys in
 :class:`StepOptions` (``needs``, ``foreach``, ``cache``, ``inputs``, ``outputs``);
 a notebook or component step is translated by :mod:`trainyard.pipelines.special`.
-:func:`trainyard.spec.pipeline_graph.build` turns a spec into step instances.
+:func:`trainyard.spec.pipeline_graph.build` turns a spec into step instances, and
+:func:`trainyard.spec.pipeline_file.load_pipeline` reads and checks a pipeline file.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 from typing import Any, Union
 
-import yaml
-from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import ValidationError, field_validator
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import Strict
-from trainyard.spec.loader import Path_, _compose, _err, _line_for, validation_errors
+from trainyard.spec.lines import Path_, error_entry, line_for, validation_errors
 from trainyard.spec.params import check_finite
 
 STEP_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -110,94 +108,29 @@ class PipelineSpec(Strict):
         return v
 
 
-class Loaded(BaseModel):
-    """A pipeline file as the client read it: the spec, the params in effect, its folder."""
-
-    spec: PipelineSpec
-    params: dict[str, Any]
-    base_dir: str
-    source: str
-
-
 def merge_params(spec: PipelineSpec, overrides: dict[str, Any] | None, source: str) -> dict[str, Any]:
     """The pipeline's params with ``-p`` overrides; an override of an undeclared param is an error."""
     overrides = overrides or {}
     unknown = sorted(set(overrides) - set(spec.params))
     if unknown:
         declared = ", ".join(spec.params) or "none"
-        raise InvalidSpec(errors=[_err(f"{source} (with -p overrides)", None, f"params.{k}",
+        raise InvalidSpec(errors=[error_entry(f"{source} (with -p overrides)", None, f"params.{k}",
                                        f"unknown param (declared: {declared})") for k in unknown])
     try:
         check_finite(overrides)
     except ValueError as e:
-        raise InvalidSpec(errors=[_err(f"{source} (with -p overrides)", None, "params", str(e))]) from None
+        raise InvalidSpec(errors=[error_entry(f"{source} (with -p overrides)", None, "params", str(e))]) from None
     return {**spec.params, **overrides}
 
 
 def parse_pipeline(data: Any, source: str = "<pipeline>",
                    lines: dict[Path_, int] | None = None) -> PipelineSpec:
     if not isinstance(data, dict):
-        raise InvalidSpec(errors=[_err(source, 1, "", "expected a mapping of fields at the top level")])
+        raise InvalidSpec(errors=[error_entry(source, 1, "", "expected a mapping of fields at the top level")])
     try:
         return PipelineSpec.model_validate(data)
     except ValidationError as e:
         raise InvalidSpec(errors=validation_errors(e, lines or {}, source)) from None
-
-
-def load_pipeline(path: str | Path, overrides: dict[str, Any] | None = None) -> Loaded:
-    """Read and check a pipeline file (graph included) before anything is uploaded or run.
-
-    Notebook and component steps are checked as far as the client can see them;
-    the server expands and checks them again against its catalog.
-    """
-    from trainyard.spec.pipeline_graph import build
-
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise InvalidSpec(errors=[_err(str(path), None, "", f"cannot read: {e.strerror}")]) from None
-    data, lines = _compose(text, str(path))
-    if isinstance(data, dict) and isinstance(data.get("steps"), dict):
-        errs = Errors(str(path), lines)
-        data["steps"] = {n: _with_job_file(n, s, path.resolve().parent, errs) if isinstance(s, dict) else s
-                         for n, s in data["steps"].items()}
-        errs.raise_if_any()
-    spec = parse_pipeline(data, str(path), lines)
-    params = merge_params(spec, overrides, str(path))
-    build(spec, params, lines=lines, source=str(path), expand=None)
-    return Loaded(spec=spec, params=params, base_dir=str(path.resolve().parent), source=str(path))
-
-
-def _with_job_file(name: str, raw: dict[str, Any], base: Path, errs: "Errors") -> dict[str, Any]:
-    """A step ``job: train.yaml`` takes that job spec's fields; the step's own keys win.
-
-    The job file's ``workdir`` stays relative to the job file. Its ``inputs`` and
-    ``outputs`` are job-style (paths, globs), so a step says its own instead.
-    """
-    ref = raw.get("job")
-    if ref is None:
-        return raw
-    loc = ("steps", name, "job")
-    if not isinstance(ref, str):
-        errs.add(loc, "give the path of a job spec file, relative to the pipeline file")
-        return raw
-    job_path = base / ref
-    try:
-        job = yaml.safe_load(job_path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        errs.add(loc, f"cannot read {job_path}: {getattr(e, 'strerror', None) or e}")
-        return raw
-    if not isinstance(job, dict):
-        errs.add(loc, f"{job_path} is not a job spec (a mapping of fields)")
-        return raw
-    extra = sorted(k for k in ("inputs", "outputs") if k in job)
-    if extra:
-        errs.add(loc, f"{job_path} has {' and '.join(extra)}: give them in the step instead")
-    job = {k: v for k, v in job.items() if k not in ("name", "inputs", "outputs")}
-    folder = job_path.parent
-    job["workdir"] = os.path.relpath(folder / str(job.get("workdir") or "."), base)
-    return {**job, **{k: v for k, v in raw.items() if k != "job"}}
 
 
 def split_step(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -206,19 +139,8 @@ def split_step(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def is_special(raw: dict[str, Any]) -> bool:
-    special = special_module()
-    if special is not None:
-        return bool(special.is_special(raw))
-    return any(k in raw for k in SPECIAL_KEYS)
-
-
-def special_module():  # noqa: ANN201
-    """:mod:`trainyard.pipelines.special` (notebook and component steps), or None where it is not installed."""
-    try:
-        from trainyard.pipelines import special
-    except ImportError:
-        return None
-    return special
+    """A notebook or component step, which :mod:`trainyard.pipelines.special` turns into plain steps."""
+    return isinstance(raw, dict) and any(k in raw for k in SPECIAL_KEYS)
 
 
 class Errors:
@@ -232,15 +154,15 @@ class Errors:
     def add(self, loc: Path_, message: str) -> None:
         field = ".".join(str(p) for p in loc)
         if not any(e["field"] == field and e["message"] == message for e in self.items):
-            self.items.append(_err(self.source, _line_for(loc, self.lines), field, message))
+            self.items.append(error_entry(self.source, line_for(loc, self.lines), field, message))
 
     def add_validation(self, prefix: Path_, e: ValidationError) -> None:
         sub = {k[len(prefix):]: v for k, v in self.lines.items() if k[:len(prefix)] == prefix}
         for item in validation_errors(e, sub, self.source):
             loc = prefix + tuple(p for p in item["field"].split(".") if p)
-            line = item["line"] if item["line"] is not None else _line_for(prefix, self.lines)
+            line = item["line"] if item["line"] is not None else line_for(prefix, self.lines)
             field = ".".join(str(p) for p in loc)
-            self.items.append(_err(self.source, line, field, item["message"]))
+            self.items.append(error_entry(self.source, line, field, item["message"]))
 
     def raise_if_any(self) -> None:
         if self.items:

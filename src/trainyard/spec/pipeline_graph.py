@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
-from trainyard.spec.loader import Path_
+from trainyard.spec.lines import Path_
 from trainyard.spec.params import PARAM_REF, WHOLE_PARAM_REF, render, substitute, word
 from trainyard.spec.pipeline import MAX_ITEMS, Errors, PipelineSpec, StepOptions, ValueInput, is_special, split_step
 

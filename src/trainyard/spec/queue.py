@@ -13,7 +13,8 @@ from typing import Any
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from trainyard.spec.job import _NAME, Strict, parse_priority
+from trainyard.spec.job import NAME, Strict, parse_priority
+from trainyard.spec.loader import parse_model
 from trainyard.spec.units import Bytes, Cores, Count, Priority, parse_cpu, parse_memory
 
 ALL_GPU_TYPES = "*"
@@ -61,7 +62,7 @@ class QueueSpec(Strict):
     @field_validator("name", "team")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
-        if v is not None and not _NAME.match(v):
+        if v is not None and not NAME.match(v):
             raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
         return v
 
@@ -75,14 +76,6 @@ class QueueSpec(Strict):
         if self.team is None:
             self.team = self.name
         return self
-
-    def model(self):  # noqa: ANN201 (the planner's dataclass; imported here to keep spec import-light)
-        from trainyard.scheduler.model import Queue
-
-        q = self.quota
-        return Queue(name=self.name, team=self.team, priority=self.priority, cpu=q.cpu,
-                     memory=q.memory, gpus=dict(q.gpu) if q.gpu is not None else None, max_running=q.jobs,
-                     borrowing=self.borrowing)
 
 
 class QueueFile(Strict):
@@ -100,8 +93,6 @@ class QueueFile(Strict):
 
 def load_queues(path: str | Path) -> list[QueueSpec]:
     """Read a queue file (``queues: [...]``, or a single queue); errors name the field and the line."""
-    from trainyard.spec.loader import parse_model
-
     path = Path(path)
     text = path.read_text()
     data = yaml.safe_load(text)

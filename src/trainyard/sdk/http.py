@@ -1,0 +1,78 @@
+"""The SDK's one connection to a server: an httpx client, and the server's errors mapped back to typed ones.
+
+A leaf that :mod:`trainyard.sdk.client` (jobs, queues) and :mod:`trainyard.sdk.pipelines`
+both build on, so neither reaches into the other. An error body with a ``code`` becomes the
+same :mod:`trainyard.errors` exception the server raised; a server that cannot be reached is
+:class:`~trainyard.errors.ServerUnavailable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from trainyard import errors
+
+
+def raise_for(resp: httpx.Response) -> None:
+    """Raise the typed error a failed response carries; nothing for a success."""
+    if resp.status_code < 400:
+        return
+    try:
+        body = resp.json()
+    except ValueError:
+        body = {}
+    if isinstance(body, dict) and "code" in body:
+        raise errors.from_dict(body)
+    raise errors.TrainyardError(f"HTTP {resp.status_code} from {resp.request.url}: {resp.text[:500]}")
+
+
+class Http:
+    """Requests to one server, with its bearer token; ``transport`` talks to an app in-process (tests)."""
+
+    def __init__(self, server: str, token: str | None, *, transport: httpx.BaseTransport | None = None,
+                 timeout: float = 30.0) -> None:
+        self.server = server
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.Client(base_url=server, transport=transport, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def move(self, server: str) -> None:
+        """Talk to ``server`` from now on (a restarted local server may listen on another port)."""
+        self.server = server
+        self._client.base_url = httpx.URL(server)
+
+    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            resp = self._client.request(method, path, **kw)
+        except httpx.TransportError as e:
+            raise errors.ServerUnavailable(f"cannot reach the trainyard server at {self.server}: {e}") from None
+        raise_for(resp)
+        return resp
+
+    @contextmanager
+    def stream(self, method: str, path: str, **kw: Any) -> Iterator[httpx.Response]:
+        """A streamed response, its error raised typed; transport errors pass through, for the caller to retry."""
+        with self._client.stream(method, path, **kw) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                raise_for(resp)
+            yield resp
+
+    def upload_snapshot(self, blob: bytes | None, digest: str) -> None:
+        """Upload a code snapshot unless the server has it already (snapshots are keyed by content)."""
+        if self._client.head(f"/api/v1/snapshots/{digest}").status_code == 200:
+            return
+        self.request("PUT", f"/api/v1/snapshots/{digest}", content=blob, headers={"Content-Type": "application/gzip"})
+
+    def download(self, path: str, target: Path) -> None:
+        """Stream the file at ``path`` into ``target``."""
+        with self.stream("GET", path) as resp, open(target, "wb") as f:
+            for chunk in resp.iter_bytes():
+                f.write(chunk)

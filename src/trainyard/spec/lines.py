@@ -1,0 +1,100 @@
+"""YAML read with the line of every key and item, and errors that name the field and that line.
+
+A leaf of :mod:`trainyard.spec`: the job loader, the Kubeflow converters and the
+pipeline spec all report errors in one shape, ``{field, line, message, where}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from trainyard.errors import InvalidSpec
+
+Path_ = tuple[Any, ...]  # where in the data: the keys and list indexes from the top
+
+
+def compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
+    """Plain Python data plus the 1-based line of every mapping key and item."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        problem = getattr(e, "problem", None) or str(e)
+        raise InvalidSpec(errors=[error_entry(source, line, "", f"not valid YAML: {problem}")]) from None
+    lines: dict[Path_, int] = {}
+    if node is None:
+        return None, lines
+    loader = yaml.SafeLoader("")
+
+    def walk(n: yaml.Node, path: Path_) -> Any:
+        lines.setdefault(path, n.start_mark.line + 1)
+        if isinstance(n, yaml.MappingNode):
+            out = {}
+            for k, v in n.value:
+                key = loader.construct_object(k, deep=True)
+                lines[path + (key,)] = k.start_mark.line + 1
+                out[key] = walk(v, path + (key,))
+            return out
+        if isinstance(n, yaml.SequenceNode):
+            return [walk(v, path + (i,)) for i, v in enumerate(n.value)]
+        return loader.construct_object(n, deep=True)
+
+    return walk(node, ()), lines
+
+
+def error_entry(source: str, line: int | None, field: str, message: str) -> dict[str, Any]:
+    """One error in the shape every spec error has: ``where`` reads ``source:line field``."""
+    where = f"{source}:{line}" if line else source
+    if field:
+        where += f" {field}"
+    return {"field": field, "line": line, "message": message, "where": where}
+
+
+def line_for(loc: Path_, lines: dict[Path_, int]) -> int | None:
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None
+
+
+_UNION_TAGS = {"str", "int", "float", "bool", "none", "list", "dict"}
+
+
+def field_loc(err: dict[str, Any], lines: dict[Path_, int]) -> Path_:
+    """Where in the data an error is: its ``loc`` less the union branches pydantic adds ("str", "list[str]").
+
+    A key of the data that happens to be spelled like a branch stays: the key an
+    ``extra_forbidden`` or ``missing`` error names (``int: 1`` at the top level), or
+    one the YAML has at that place.
+    """
+    raw, out = err["loc"], ()
+    for i, p in enumerate(raw):
+        tag = isinstance(p, str) and ("[" in p or p in _UNION_TAGS)
+        named = i == len(raw) - 1 and err["type"] in ("extra_forbidden", "missing")
+        if not tag or named or out + (p,) in lines:
+            out += (p,)
+    return out
+
+
+def validation_errors(e: ValidationError, lines: dict[Path_, int], source: str) -> list[dict[str, Any]]:
+    out = []
+    for err in e.errors():
+        loc = field_loc(err, lines)
+        field = ".".join(str(p) for p in loc)
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown field {loc[-1]!r}"
+        elif err["type"] == "missing":
+            msg = "field required"
+        out.append(error_entry(source, line_for(loc, lines), field, msg))
+    # unions report one error per branch; keep the first for each field
+    seen, uniq = set(), []
+    for e2 in out:
+        if e2["field"] not in seen:
+            seen.add(e2["field"])
+            uniq.append(e2)
+    return uniq
