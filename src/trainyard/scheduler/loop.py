@@ -12,15 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Callable, Protocol
 
-from trainyard.engines.base import Engine
+from trainyard.auth.tokens import new_attempt_token
+from trainyard.engines.base import Engine, Observation
 from trainyard.launch.config import LaunchConfig
 from trainyard.scheduler import adapter
 from trainyard.scheduler.model import Queue
 from trainyard.scheduler.plan import Options, plan
-from trainyard.services.attempts import AttemptService
-from trainyard.auth.tokens import new_attempt_token
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
 from trainyard.spec.job import JobSpec
 from trainyard.status import JobStatus
@@ -31,9 +30,18 @@ ConfigFor = Callable[[JobInfo, AttemptInfo, str], list[LaunchConfig]]  # job, at
 Live = list[tuple[JobInfo, AttemptInfo]]
 
 
+class Attempts(Protocol):
+    """What the loop needs of :class:`trainyard.services.attempts.AttemptService`, which sits above the
+    scheduler and is handed in: recording what the engine saw, and failing an attempt that never started."""
+
+    def observe(self, observations: list[Observation], attempts: dict[str, AttemptInfo]) -> list[AttemptInfo]: ...
+
+    def fail(self, attempt: AttemptInfo, reason: str, message: str) -> None: ...
+
+
 class SchedulerLoop:
     def __init__(
-        self, store: Store, engine: Engine, attempts: AttemptService, config_for: ConfigFor,
+        self, store: Store, engine: Engine, attempts: Attempts, config_for: ConfigFor,
         live: Callable[[], Live], nodes: Callable[[Live], list[NodeInfo]], queues: Callable[[], list[Queue]],
         *, reconcile_every: float = 1.0, options: Options | None = None,
     ) -> None:
