@@ -1,4 +1,41 @@
-"""Where things live: the home folder, the database, the artifact store, the server."""
+"""Settings: where things live (home, database, artifacts, server), and every environment variable
+trainyard itself reads. The variables' names are in :mod:`trainyard.envvars`; code that runs inside
+jobs (the launcher, :mod:`trainyard.sdk.injob`) reads the job's variables there, without this module.
+
+Timing, in one table. Each value lives next to the code it paces, and is listed here with why
+(``tests/unit/test_settings.py`` checks that the named constants still have these values):
+
+=================================================  =========  =================================================
+where                                              seconds    what it paces, and why that value
+=================================================  =========  =================================================
+``SchedulerLoop(reconcile_every=…)``               1.0        scheduler cycles without a wake-up: notices lost
+                                                              launchers and passed retry backoffs
+``trainyard.store.lease.LEASE_PERIOD``             1.0        a follower's tries for the leader lease, and the
+                                                              leader's checks that it still holds it
+``trainyard.services.platform.FOLLOWER_POLL``      1.0        a follower's long polls re-read the database (the
+                                                              leader's notifications do not reach it)
+``PipelineService(sweep_every=…)``                 5.0        the pipeline runner's sweep for what a restart missed
+``wait`` routes, ``timeout`` query                 30 (≤300)  long polls of jobs and pipeline runs; the SDK asks
+                                                              in chunks of 60 and retries
+``Client(timeout=…)``                              30.0       one SDK request
+``trainyard.launch.reporter.TICK``                 0.15       launcher: new log bytes and metric lines
+``trainyard.launch.reporter.HEARTBEAT``            3.0        launcher: a report at least this often
+``trainyard.launch.reporter.FIRST_DELAY``          0.1        launcher: a short command's logs come with its first report
+``trainyard.launch.reporter.BACKOFF_MIN``          0.1        launcher: retry after a failed report, doubling ...
+``trainyard.launch.reporter.BACKOFF_MAX``          2.0        ... up to this: the server's restart is noticed fast
+``trainyard.launch.reporter.REQUEST_TIMEOUT``      30.0       launcher: one report
+``trainyard.launch.launcher.MEMORY_TICK``          0.1        launcher: memory sampling near the limit ...
+``trainyard.launch.launcher.CALM_TICK``            0.5        ... and under half of it (walking the tree costs CPU)
+``trainyard.launch.launcher.IDLE_TICK``            1.0        launcher: reaping orphans when there is no limit
+``trainyard.launch.group.KILL_AFTER``              5.0        a process group's grace after SIGTERM
+``trainyard.launch.cgroup.STALE_AFTER``            60.0       an empty cgroup this old lost its launcher
+``trainyard.engines.ray.engine.NODES_TTL``         0.5        a ``ray.nodes()`` answer is reused (asked every cycle)
+``trainyard.engines.ray.engine.ORPHAN_SWEEP_EVERY`` 10.0      looks for placement groups no live attempt owns
+``trainyard.engines.ray.engine.CANCEL_SLACK``      15.0       past a cancel's grace period, actors still running die
+=================================================  =========  =================================================
+
+The launcher's values stay in the launcher: it must start fast and import nothing of the server side.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +44,35 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, model_validator
 
+from trainyard import envvars
+
 ADDRESS_FILE = "server.json"
 
 
 def home() -> Path:
     """``$TRAINYARD_HOME``, default ``~/.trainyard``."""
-    return Path(os.environ.get("TRAINYARD_HOME") or Path.home() / ".trainyard").expanduser()
+    return Path(os.environ.get(envvars.HOME) or Path.home() / ".trainyard").expanduser()
+
+
+def server_url() -> str | None:
+    """``$TRAINYARD_SERVER``: the server the SDK and CLI talk to; None for the home's local server."""
+    return os.environ.get(envvars.SERVER) or None
+
+
+def client_token() -> str | None:
+    """``$TRAINYARD_TOKEN``: the bearer token the SDK and CLI send."""
+    return os.environ.get(envvars.TOKEN) or None
+
+
+def take_server_token() -> str | None:
+    """``$TRAINYARD_SERVER_TOKEN``, removed from the environment as it is read, so nothing the
+    server starts (launchers, jobs) inherits it."""
+    return os.environ.pop(envvars.SERVER_TOKEN, None) or None
+
+
+def ray_address() -> str | None:
+    """``$RAY_ADDRESS``, Ray's own variable: the cluster when the settings name none."""
+    return os.environ.get(envvars.RAY_ADDRESS) or None
 
 
 class ServerSettings(BaseModel):
@@ -35,7 +95,6 @@ class ServerSettings(BaseModel):
     queues_file: Path | None = Field(None, description="YAML file of queues, loaded at start (replaces earlier file queues)")
     component_catalog: list[str] = Field(
         default_factory=list, description="folders and URLs where pipeline steps find Kubeflow components by name")
-    lost_contact_after: float = 60.0  # seconds without a report from a launcher the engine cannot see
 
     @model_validator(mode="after")
     def _hash_token(self) -> "ServerSettings":

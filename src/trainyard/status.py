@@ -1,8 +1,8 @@
 """Job and attempt statuses, and the one table of allowed transitions.
 
-The store applies every change as a compare-and-set guarded by the old status
-(``UPDATE … WHERE id=? AND status=?``), and asks :func:`check` first, so a
-transition missing from these tables can never happen, whoever asks.
+The store applies every change as one compare-and-set guarded by the statuses
+these tables allow to move to the new one (``UPDATE … WHERE id=? AND status IN
+(:func:`sources`)``), so a transition missing from them can never happen, whoever asks.
 """
 
 from __future__ import annotations

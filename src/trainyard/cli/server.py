@@ -63,7 +63,9 @@ def server(
 def _server_token(path: Path | None) -> str | None:
     """The token from ``--token-file`` or ``$TRAINYARD_SERVER_TOKEN``; the variable is removed at once,
     so nothing this server starts (launchers, jobs) inherits it."""
-    from_env = os.environ.pop("TRAINYARD_SERVER_TOKEN", None)
+    from trainyard.config import take_server_token
+
+    from_env = take_server_token()
     if path is None:
         return from_env or None
     try:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from trainyard.launch import cgroup, procs
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
+from trainyard import envvars
 from trainyard.launch.files import append_log, atomic_write_json
 from trainyard.launch.prepare import INHERITED_SECRETS, SetupError, build_env, prepare_workdir, resolve_inputs
 from trainyard.status import Reason
@@ -134,7 +135,7 @@ class Launcher:
         reporter.started(self.proc.pid)
         exit_code, reason, message = self._supervise(self.proc)
         reporter.exited()
-        if reason == Reason.SUCCEEDED and cfg.env.get("TRAINYARD_OUTPUT_NAMES"):
+        if reason == Reason.SUCCEEDED and cfg.env.get(envvars.OUTPUT_NAMES):
             reason, message = self._check_named_outputs(reason, message)
         result = _result(exit_code, reason, message)
         try:

@@ -12,8 +12,9 @@ import re
 import shlex
 from pathlib import Path
 
+from trainyard import envvars
+
 _REF = re.compile(r"\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
-OUTPUT_NAMES = "TRAINYARD_OUTPUT_NAMES"
 MISSING_OUTPUT = "MissingOutput"
 
 
@@ -40,5 +41,5 @@ def substitute(command: list[str], inputs: dict[str, str], outputs_dir: Path) ->
 
 
 def missing_outputs(env: dict[str, str], outputs_dir: Path) -> list[str]:
-    names = [n for n in env.get(OUTPUT_NAMES, "").split(",") if n]
+    names = [n for n in env.get(envvars.OUTPUT_NAMES, "").split(",") if n]
     return [n for n in names if not (outputs_dir / n).exists()]

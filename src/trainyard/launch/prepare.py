@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from trainyard import envvars
 from trainyard.launch.files import file_lock, local_path
 
 
@@ -136,7 +137,7 @@ def fetch_input(url: str, cache: Path) -> Path:
 
 
 # the server's bearer token (`trainyard server`) and the CLI/SDK's: launchers forked by a server inherit them
-INHERITED_SECRETS = ("TRAINYARD_SERVER_TOKEN", "TRAINYARD_TOKEN")
+INHERITED_SECRETS = (envvars.SERVER_TOKEN, envvars.TOKEN)
 
 
 def env_name(name: str) -> str:
@@ -164,17 +165,17 @@ def build_env(
     for d in (outputs, checkpoints):
         d.mkdir(parents=True, exist_ok=True)
     env.update({
-        "TRAINYARD_JOB_ID": str(config.job_id),
-        "TRAINYARD_ATTEMPT": str(config.attempt),
-        "TRAINYARD_OUTPUT_DIR": str(outputs),
-        "TRAINYARD_CHECKPOINT_DIR": str(checkpoints),
-        "TRAINYARD_METRICS_FILE": str(attempt_dir / "metrics.jsonl"),
+        envvars.JOB_ID: str(config.job_id),
+        envvars.ATTEMPT: str(config.attempt),
+        envvars.OUTPUT_DIR: str(outputs),
+        envvars.CHECKPOINT_DIR: str(checkpoints),
+        envvars.METRICS_FILE: str(attempt_dir / "metrics.jsonl"),
         # Always set, so a job that asked for no GPU sees none, not all of them.
         "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus),
         "PYTHONUNBUFFERED": "1",
     })
     for name, path in inputs.items():
-        env[f"TRAINYARD_INPUT_{env_name(name)}"] = path
+        env[envvars.INPUT_PREFIX + env_name(name)] = path
     if venv is not None:
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = os.pathsep.join(p for p in (str(venv / "bin"), env.get("PATH")) if p)

@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from trainyard import envvars
+
 KERNEL = "trainyard-python"
 
 
@@ -48,7 +50,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def default_out(notebook: Path) -> Path:
-    folder = os.environ.get("TRAINYARD_OUTPUT_DIR")
+    folder = os.environ.get(envvars.OUTPUT_DIR)
     return Path(folder) / notebook.name if folder else notebook.with_name(f"{notebook.stem}.out.ipynb")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ import httpx
 from pydantic import ValidationError
 
 from trainyard import errors
+from trainyard.config import client_token, server_url
 from trainyard.home import token_for
 from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.http import Http
@@ -35,7 +35,7 @@ class Client:
     def __init__(self, server: str | None = None, *, token: str | None = None,
                  transport: httpx.BaseTransport | None = None, timeout: float = 30.0) -> None:
         server = (server or "http://trainyard").rstrip("/") if transport else resolve_server(server)
-        token = token or os.environ.get("TRAINYARD_TOKEN") or (None if transport else token_for(server))
+        token = token or client_token() or (None if transport else token_for(server))
         self.http = Http(server, token, transport=transport, timeout=timeout)
 
     @property
@@ -151,7 +151,7 @@ class Client:
                 if time.monotonic() - down_since > give_up:
                     raise errors.ServerUnavailable(f"lost the trainyard server at {self.server}") from None
                 time.sleep(0.5)
-                if "TRAINYARD_SERVER" not in os.environ:
+                if server_url() is None:
                     # a restarted local server may listen elsewhere; never start one from here
                     try:
                         self.http.move(resolve_server(None, autostart=False))

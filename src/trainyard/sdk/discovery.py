@@ -17,7 +17,8 @@ from pathlib import Path
 
 import httpx
 
-from trainyard.config import ADDRESS_FILE, home
+from trainyard import envvars
+from trainyard.config import ADDRESS_FILE, home, server_url
 from trainyard.errors import ServerUnavailable
 from trainyard.home import held, read_address, secure
 
@@ -40,7 +41,7 @@ def local_server_url(home_dir: Path | None = None) -> str | None:
 
 
 def resolve_server(explicit: str | None = None, *, autostart: bool = True) -> str:
-    url = explicit or os.environ.get("TRAINYARD_SERVER")
+    url = explicit or server_url()
     if url:
         return url.rstrip("/")
     found = local_server_url()
@@ -80,7 +81,7 @@ def start_local_server(home_dir: Path | None = None, extra_args: list[str] | Non
         if found:
             return found
         log_path = home_dir / "server.log"
-        env = {**os.environ, "TRAINYARD_HOME": str(home_dir)}
+        env = {**os.environ, envvars.HOME: str(home_dir)}
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "trainyard", "server", *(extra_args or [])],

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-METRICS_FILE_ENV = "TRAINYARD_METRICS_FILE"
+from trainyard import envvars
 
 
 def params() -> dict[str, Any]:
     """The job's params (``TRAINYARD_PARAMS``), or ``{}`` outside trainyard."""
-    return json.loads(os.environ.get("TRAINYARD_PARAMS") or "{}")
+    return json.loads(os.environ.get(envvars.PARAMS) or "{}")
 
 
 def _dir(var: str, fallback: str) -> Path:
@@ -28,12 +28,12 @@ def _dir(var: str, fallback: str) -> Path:
 
 def output_dir() -> Path:
     """Where to write outputs; uploaded when the attempt ends."""
-    return _dir("TRAINYARD_OUTPUT_DIR", "outputs")
+    return _dir(envvars.OUTPUT_DIR, "outputs")
 
 
 def checkpoint_dir() -> Path:
     """Kept across attempts of one job: save here, and resume from here."""
-    return _dir("TRAINYARD_CHECKPOINT_DIR", "checkpoints")
+    return _dir(envvars.CHECKPOINT_DIR, "checkpoints")
 
 
 def log_metrics(step: int | None = None, **values: float) -> None:
@@ -46,7 +46,7 @@ def log_metrics(step: int | None = None, **values: float) -> None:
     if bad:
         raise TypeError(f"log_metrics: values must be numbers; not {', '.join(bad)}")
     line = json.dumps({"step": step, "ts": time.time(), "values": values}) + "\n"
-    path = os.environ.get(METRICS_FILE_ENV)
+    path = os.environ.get(envvars.METRICS_FILE)
     if path is None:
         print(f"[metrics] step={step} " + " ".join(f"{k}={v}" for k, v in values.items()), flush=True)
         return

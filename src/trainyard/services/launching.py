@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from trainyard.artifacts.store import ArtifactStore
+from trainyard import envvars
 from trainyard.config import ServerSettings
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.records import AttemptInfo, JobInfo
@@ -26,8 +27,8 @@ def distributed_env(job: JobInfo, attempt: AttemptInfo, replica: int, master: tu
         "WORLD_SIZE": str(spec.replicas * procs), "NODE_RANK": str(replica), "GROUP_RANK": str(replica),
         "LOCAL_WORLD_SIZE": str(procs), "RANK": str(replica * procs), "LOCAL_RANK": "0",
         # unique per attempt, so two jobs (or two attempts of one) never meet at a rendezvous
-        "TORCHELASTIC_RUN_ID": attempt.id, "TRAINYARD_RENDEZVOUS_ID": attempt.id,
-        "TRAINYARD_REPLICA": str(replica),
+        "TORCHELASTIC_RUN_ID": attempt.id, envvars.RENDEZVOUS_ID: attempt.id,
+        envvars.REPLICA: str(replica),
     }
     return env
 
@@ -39,7 +40,7 @@ def launch_configs(
     """What each replica's launcher is told. ``token`` is the attempt's own credential
     (see :mod:`trainyard.auth.tokens`), never the server's token."""
     spec = job.spec
-    base_env = {**spec.env_vars, "TRAINYARD_PARAMS": json.dumps(spec.params)}
+    base_env = {**spec.env_vars, envvars.PARAMS: json.dumps(spec.params)}
     if not (spec.env and spec.env.pip):
         # no env asked: `python` in the command is the server's interpreter, as documented
         base_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])

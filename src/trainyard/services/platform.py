@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from typing import Callable
 
 from trainyard.artifacts.store import ArtifactStore
-from trainyard.config import ServerSettings
+from trainyard.config import ServerSettings, ray_address
 from trainyard.engines.base import Engine
 from trainyard.errors import TrainyardError
 from trainyard.pipelines.catalog import Catalog
@@ -33,7 +32,7 @@ def make_engine(settings: ServerSettings) -> Engine:
     if settings.engine == "ray":
         from trainyard.engines.ray import RayEngine  # needs trainyard[ray]: imported only when asked for
 
-        address = settings.ray_address or os.environ.get("RAY_ADDRESS")
+        address = settings.ray_address or ray_address()
         if not address:
             raise TrainyardError("engine ray needs the cluster's address: --ray-address HOST:PORT (or RAY_ADDRESS)")
         return RayEngine(address, settings.home, namespace=settings.ray_namespace)

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from trainyard import envvars
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
 from trainyard.spec.lines import Path_
@@ -312,11 +313,11 @@ class _Builder:
             inputs[in_name] = source(m.group(1), m.group(2), subpath.rstrip("/"))
         used = set(PARAM_REF.findall(" ".join([command] if isinstance(command, str) else command)))
         env_vars = {k: sub(str(v)) for k, v in (rest.get("env_vars") or {}).items()}
-        env_vars["TRAINYARD_STEP"] = step
+        env_vars[envvars.STEP] = step
         if opts.outputs:
-            env_vars["TRAINYARD_OUTPUT_NAMES"] = ",".join(opts.outputs)
+            env_vars[envvars.OUTPUT_NAMES] = ",".join(opts.outputs)
         if index is not None:
-            env_vars.update(TRAINYARD_INDEX=str(index), TRAINYARD_ITEM=render(item))
+            env_vars.update({envvars.INDEX: str(index), envvars.ITEM: render(item)})
         workdir = str(rest.get("workdir") or ".")
         job = {**rest, "name": inst, "command": command, "env_vars": env_vars, "workdir": workdir,
                "params": {**{p: self.params[p] for p in sorted(used) if p in self.params}, **step_params}}

@@ -1,8 +1,8 @@
 """The store: the only place with SQL.
 
-Every status change is a compare-and-set: read the current status, check the
-transition table, then ``UPDATE … WHERE id=? AND status=<what we read>`` and
-look at the row count. Two loops can never move one job twice.
+Every status change is one compare-and-set, with no read first:
+``UPDATE … WHERE id=? AND status IN (the statuses the transition table lets move
+to the new one)``, checked on its row count. Two loops can never move one job twice.
 """
 
 from __future__ import annotations

@@ -1,0 +1,29 @@
+"""The names of the environment variables trainyard reads and sets: one place for them.
+
+Standard library only and no imports at all, so the launcher and the in-job helpers
+(:mod:`trainyard.sdk.injob`, :mod:`trainyard.pipelines.notebook_run`), which run inside
+jobs, can share the names without loading the server side. Where the settings of
+trainyard itself are *read* is :mod:`trainyard.config`; this module only names them.
+"""
+
+# -- trainyard's own settings (read in trainyard.config) --------------------------
+HOME = "TRAINYARD_HOME"                  # the state folder; default ~/.trainyard
+SERVER = "TRAINYARD_SERVER"              # the server the SDK and CLI talk to; default the home's local one
+TOKEN = "TRAINYARD_TOKEN"                # the bearer token the SDK and CLI send
+SERVER_TOKEN = "TRAINYARD_SERVER_TOKEN"  # the token `trainyard server` requires; removed from the env once read
+RAY_ADDRESS = "RAY_ADDRESS"              # Ray's own variable: the cluster of engine `ray` when settings name none
+
+# -- what a job sees (set by the launcher and the server, read by the in-job helpers) --
+JOB_ID = "TRAINYARD_JOB_ID"
+ATTEMPT = "TRAINYARD_ATTEMPT"
+REPLICA = "TRAINYARD_REPLICA"
+RENDEZVOUS_ID = "TRAINYARD_RENDEZVOUS_ID"
+PARAMS = "TRAINYARD_PARAMS"              # the job's params as JSON
+OUTPUT_DIR = "TRAINYARD_OUTPUT_DIR"
+CHECKPOINT_DIR = "TRAINYARD_CHECKPOINT_DIR"
+METRICS_FILE = "TRAINYARD_METRICS_FILE"
+INPUT_PREFIX = "TRAINYARD_INPUT_"        # + the input's name, upper case: its local path
+STEP = "TRAINYARD_STEP"                  # a pipeline step's name
+OUTPUT_NAMES = "TRAINYARD_OUTPUT_NAMES"  # the named outputs a step must write, comma-separated
+INDEX = "TRAINYARD_INDEX"                # a foreach item's index ...
+ITEM = "TRAINYARD_ITEM"                  # ... and the item itself
