@@ -13,8 +13,8 @@ import shlex
 from pathlib import Path
 
 from trainyard import envvars
+from trainyard.templates import IO_REF
 
-_REF = re.compile(r"\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
 MISSING_OUTPUT = "MissingOutput"
 
 
@@ -37,7 +37,7 @@ def substitute(command: list[str], inputs: dict[str, str], outputs_dir: Path) ->
 
     if not any("{{" in part for part in command):
         return command
-    return [_REF.sub(path, part) for part in command]
+    return [IO_REF.sub(path, part) for part in command]
 
 
 def missing_outputs(env: dict[str, str], outputs_dir: Path) -> list[str]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from trainyard.pipelines.kfp_component import V2, Component, safe_name
 from trainyard.spec.lines import Path_
-from trainyard.spec.params import PARAM_REF
+from trainyard.templates import PARAM_REF
 
 STEP_REF = re.compile(r"^\{\{\s*steps\.[^}]+\}\}")
 TOKEN = "@@kfp:{}@@"

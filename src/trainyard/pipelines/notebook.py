@@ -15,7 +15,8 @@ from typing import Any
 
 from trainyard.errors import InvalidSpec
 from trainyard.pipelines.expansion import Expansion
-from trainyard.spec.params import PARAM_REF, refs, substitute
+from trainyard.spec.params import refs, substitute
+from trainyard.templates import PARAM_REF
 
 NOTEBOOK_PIP = ["papermill>=2.5", "ipykernel>=6"]
 OUTPUT = "notebook"

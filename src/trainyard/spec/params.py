@@ -13,8 +13,8 @@ import re
 import shlex
 from typing import Any, Mapping
 
-PARAM_REF = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-WHOLE_PARAM_REF = re.compile(r"^\s*\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\s*$")
+from trainyard.templates import PARAM_REF
+
 
 
 def render(value: Any) -> str:

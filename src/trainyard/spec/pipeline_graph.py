@@ -20,13 +20,10 @@ from trainyard import envvars
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
 from trainyard.spec.lines import Path_
-from trainyard.spec.params import PARAM_REF, WHOLE_PARAM_REF, render, substitute, word
+from trainyard.spec.params import render, substitute, word
+from trainyard.templates import IO_REF, ITEM_REF, LEADING_STEP_REF, PARAM_REF, STEP_REF, WHOLE_PARAM_REF
 from trainyard.spec.pipeline import MAX_ITEMS, Errors, PipelineSpec, StepOptions, ValueInput, is_special, split_step
 
-_STEP_REF = re.compile(r"\{\{\s*steps\.([^.\s{}]+)\.outputs\.([^.\s{}]+)\s*\}\}")
-_LEADING_REF = re.compile(r"^\s*\{\{\s*steps\.([^.\s{}]+)\.outputs\.([^.\s{}]+)\s*\}\}(.*)$", re.S)
-_ITEM_REF = re.compile(r"\{\{\s*(item|index)((?:\.[A-Za-z0-9_]+)*)\s*\}\}")
-_IO_REF = re.compile(r"\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
 
 Expand = Callable[[str, dict, dict], Any]  # (name, raw step, params) -> special.Expansion
 
@@ -182,19 +179,19 @@ class _Builder:
             for p in PARAM_REF.findall(text) if loc[2] != "command" else []:  # the job spec checks its command
                 if p not in known_params:
                     self.errs.add(loc, f"unknown param {p!r} (declared: {', '.join(known_params) or 'none'})")
-            if opts.foreach is None and _ITEM_REF.search(text) and loc[-1] != "foreach":
+            if opts.foreach is None and ITEM_REF.search(text) and loc[-1] != "foreach":
                 self.errs.add(loc, "{{item}} and {{index}} are only set in a foreach step")
-            for s, o in _STEP_REF.findall(text):
+            for s, o in STEP_REF.findall(text):
                 target = self._resolve(loc, s, o)
                 if target is not None:
                     deps.add(target[0])
             if loc[2] == "command":
-                for kind, io in _IO_REF.findall(text):
+                for kind, io in IO_REF.findall(text):
                     declared = opts.inputs if kind == "inputs" else opts.outputs
                     if io not in declared:
                         self.errs.add(loc, f"{{{{{kind}.{io}}}}}: the step declares no {kind[:-1]} {io!r}")
         for in_name, value in opts.inputs.items():
-            if isinstance(value, str) and _STEP_REF.search(value) and not _LEADING_REF.match(value):
+            if isinstance(value, str) and STEP_REF.search(value) and not LEADING_STEP_REF.match(value):
                 self.errs.add(self.loc(name, "inputs", in_name),
                               "a step reference must start the value: \"{{steps.S.outputs.O}}/sub/path\"")
         self.deps[name] = deps - {name}
@@ -277,7 +274,7 @@ class _Builder:
 
         def sub(text: str, params: bool = True, shell: bool = False) -> str:
             # in a string command {{item}} is one shell word, as a param is (items may come from -p)
-            text = _ITEM_REF.sub(lambda m: word(_item_text(m, item, index, self.errs, self.loc(step)), shell), text)
+            text = ITEM_REF.sub(lambda m: word(_item_text(m, item, index, self.errs, self.loc(step)), shell), text)
             return substitute(text, all_params) if params else text
 
         inputs: dict[str, dict[str, Any]] = {}
@@ -294,15 +291,15 @@ class _Builder:
 
         command = rest["command"]
         if isinstance(command, str):
-            command = _STEP_REF.sub(implicit, sub(command, params=False, shell=True))
+            command = STEP_REF.sub(implicit, sub(command, params=False, shell=True))
         else:
-            command = [_STEP_REF.sub(implicit, sub(p, params=False)) for p in command]
+            command = [STEP_REF.sub(implicit, sub(p, params=False)) for p in command]
         for in_name, value in opts.inputs.items():
             if isinstance(value, ValueInput):
                 inputs[in_name] = {"kind": "value", "value": sub(value.value)}
                 continue
             text = sub(value)
-            m = _LEADING_REF.match(text)
+            m = LEADING_STEP_REF.match(text)
             if m is None:
                 inputs[in_name] = {"kind": "path", "url": text}
                 continue
