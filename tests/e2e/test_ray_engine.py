@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import need
+from tests.conftest import need, need_module
 from tests.e2e.helpers import py_job, until
 from tests.support.servers import ServerProcess
 
@@ -97,7 +97,7 @@ def test_nodes_come_from_the_cluster_and_jobs_land_where_they_fit(server, cluste
 
 
 def test_a_ddp_gang_spreads_over_two_nodes_and_trains(server):
-    torch = pytest.importorskip("torch")  # noqa: F841
+    need_module("torch", "pip install 'trainyard[torch]'")
     from trainyard.spec.loader import load_job
 
     spec = load_job(EXAMPLE / "job.yaml", {"epochs": 2})
