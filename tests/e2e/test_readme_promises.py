@@ -205,3 +205,35 @@ def test_the_demo_job_trains_through_a_server_and_its_model_downloads(srv, tmp_p
     model = pickle.loads((out / "model.pkl").read_bytes())
     X, y = load_digits(return_X_y=True)
     assert (model.predict(X[:200]) == y[:200]).mean() > 0.5
+
+
+# -- a real server on PostgreSQL with a token of its own --------------------------------------------------
+
+@pytest.mark.postgres
+def test_a_server_on_postgresql_with_a_token_file_runs_a_job_end_to_end(tmp_path, pg_url):
+    import httpx
+    import psycopg
+
+    from trainyard.errors import Unauthorized
+    from trainyard.sdk.client import Client
+
+    token = tmp_path / "token"
+    token.write_text("a-token-of-our-own-0123456789abcdef\n")
+    token.chmod(0o600)
+    s = ServerProcess(tmp_path / "home", ["--cpus", "1", "--memory", "1Gi", "--token-file", str(token)], db=pg_url)
+    s.start()
+    try:
+        assert httpx.get(s.url + "/api/v1/jobs", timeout=5).status_code == 401
+        with pytest.raises(Unauthorized):
+            Client(s.url, token="wrong").jobs()
+        c = Client(s.url, token="a-token-of-our-own-0123456789abcdef")
+        job = c.submit(py_job("import trainyard; print('on pg'); trainyard.log_metrics(step=1, acc=0.5)"))
+        info = job.wait(timeout=60)
+        assert info.status.value == "succeeded", job.logs()
+        assert job.logs() == "on pg\n" and [(m.name, m.value) for m in job.metrics()] == [("acc", 0.5)]
+        cli = s.cli("show", job.id, "-o", "json")  # the CLI with the home's token only: refused
+        assert cli.returncode != 0 and "token" in cli.stderr.lower(), cli.stderr
+        with psycopg.connect(pg_url) as conn:  # it is PostgreSQL that holds the job
+            assert conn.execute("SELECT status FROM jobs WHERE id = %s", (job.id,)).fetchone() == ("succeeded",)
+    finally:
+        s.stop_all()
