@@ -127,12 +127,13 @@ def test_a_ddp_gang_spreads_over_two_nodes_and_trains(server, cluster):
 
 
 def test_a_packed_gang_shares_a_node_and_its_placement_group_packs(server, cluster):
-    # the same shape as the spread gang: 1 CPU per replica, room for one replica on each of three nodes
-    job = server.client().submit(py_job("print('packed')", replicas=2, resources={"cpu": 1, "memory": "256Mi"}))
+    # half a CPU per replica: they fit together on any node, or apart on any two
+    job = server.client().submit(py_job("print('packed')", replicas=2, distributed="torch",
+                                        resources={"cpu": 0.5, "memory": "256Mi"}))
     info = job.wait(timeout=120)
     assert info.status.value == "succeeded", job.logs()
-    assert len({r.node for r in info.attempts[0].replicas}) == 1
     assert strategy(cluster, info.attempts[0].id) == "PACK"
+    assert len({r.node for r in info.attempts[0].replicas}) == 1  # the planner packs them best-fit too
 
 
 def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server, cluster):
