@@ -6,6 +6,7 @@ CI (``CI=true``), so CI never passes by skipping.
 
 from __future__ import annotations
 
+import importlib
 import os
 import secrets
 import shutil
@@ -21,10 +22,19 @@ CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def need(condition: bool, why: str) -> None:
+    """Skip on a laptop, fail on CI, when ``condition`` is false (also at module level)."""
     if not condition:
         if CI:
             pytest.fail(f"required on CI: {why}")
-        pytest.skip(why)
+        pytest.skip(why, allow_module_level=True)
+
+
+def need_module(name: str, install: str):  # noqa: ANN201
+    """``name`` imported, by the ``need`` rule: an optional dependency (torch, ray) that CI always has."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        need(False, f"{name} is not installed ({install})")
 
 
 @pytest.fixture(scope="session")

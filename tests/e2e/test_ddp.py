@@ -5,9 +5,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.conftest import need_module
 from tests.e2e.helpers import until
 
-pytest.importorskip("torch")
+need_module("torch", "pip install 'trainyard[torch]'")
 pytestmark = pytest.mark.slow
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp"

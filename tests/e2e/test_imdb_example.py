@@ -1,8 +1,10 @@
-"""examples/imdb: pipeline.yaml is well formed, and its steps, run in order, make an averaged model that wins.
+"""examples/imdb: trainyard loads and runs pipeline.yaml, and its scripts make an averaged model that wins.
 
-The pipeline runner is tested on its own; here the four scripts run as real
-processes through ``run_local.py``, which takes each step's command from
-pipeline.yaml and fills in paths the way the runner does.
+Named for what they go through: ``test_trainyard*`` and ``test_the_pipeline_runs_through_trainyard``
+use trainyard (its loader; a real server); ``test_yaml_alone_*`` read the file only;
+``test_scripts_without_trainyard_*`` run the four scripts as plain processes through
+``run_local.py`` (each step's command from pipeline.yaml, paths filled in as the runner does),
+to check the model code quickly and in detail.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.conftest import need_module
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "imdb"
 PLACEHOLDER = re.compile(r"\{\{\s*([^}]*?)\s*\}\}")
@@ -39,19 +43,19 @@ def pipeline() -> dict:
     return yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text(encoding="utf-8"))
 
 
-def test_pipeline_params_and_step_order(pipeline):
-    assert pipeline["name"] == "imdb"
-    assert {k: pipeline["params"][k] for k in ("workers", "epochs", "batch", "data")} == \
-        {"workers": 5, "epochs": 3, "batch": 100, "data": ""}
-    assert "seed" in pipeline["params"]
-    assert list(pipeline["steps"]) == ["copier", "train", "aggregator", "evaluate"]
-    assert pipeline["steps"]["train"]["foreach"] == "{{params.workers}}"
-    for name, step in pipeline["steps"].items():
-        assert re.fullmatch(r"[a-z0-9][a-z0-9-]*", name)
-        assert step["resources"] == {"cpu": 1, "memory": "1Gi"}, name
+def test_trainyards_loader_accepts_the_pipeline_and_expands_it_as_the_readme_runs_it():
+    from trainyard.spec.pipeline import load_pipeline
+    from trainyard.spec.pipeline_graph import build
+
+    loaded = load_pipeline(EXAMPLE / "pipeline.yaml", {"workers": 3, "epochs": 1, "batch": 50})
+    graph = {i.name: i for i in build(loaded.spec, loaded.params).instances}
+    assert sorted(graph) == ["aggregator", "copier", "evaluate", "train-0", "train-1", "train-2"]
+    assert all(graph[f"train-{i}"].needs == ["copier"] for i in range(3))  # -p workers=3 makes 3 trainers
+    assert sorted(graph["aggregator"].needs) == ["train-0", "train-1", "train-2"]
+    assert "aggregator" in graph["evaluate"].needs
 
 
-def test_every_reference_names_something_declared(pipeline):
+def test_yaml_alone_every_reference_names_something_declared(pipeline):
     steps, params = pipeline["steps"], pipeline["params"]
     done: set[str] = set()
     for name, step in steps.items():
@@ -82,7 +86,7 @@ def test_every_reference_names_something_declared(pipeline):
         done.add(name)
 
 
-def test_every_command_runs_a_script_here_with_flags_it_accepts(pipeline):
+def test_yaml_alone_every_command_runs_a_script_here_with_flags_it_accepts(pipeline):
     for name, step in pipeline["steps"].items():
         words = step["command"].split()
         assert words[0] == "python", name
@@ -102,7 +106,7 @@ def run(*args: str | Path, timeout: int = 300) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory) -> tuple[Path, str]:
-    pytest.importorskip("torch")
+    need_module("torch", "pip install 'trainyard[torch]'")
     out = tmp_path_factory.mktemp("imdb")
     done = run("run_local.py", "--out", out, "-p", "workers=5", "-p", "epochs=3", "-p", "batch=100")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -110,7 +114,7 @@ def local_run(tmp_path_factory) -> tuple[Path, str]:
 
 
 @pytest.mark.slow
-def test_the_averaged_model_beats_shard_zeros_model(local_run):
+def test_scripts_without_trainyard_the_averaged_model_beats_shard_zeros_model(local_run):
     out, log = local_run
     report = json.loads((out / "evaluate" / "report").read_text())
     assert report["averaged_accuracy"] > report["single_accuracy"], log
@@ -125,7 +129,7 @@ def test_the_averaged_model_beats_shard_zeros_model(local_run):
 
 
 @pytest.mark.slow
-def test_the_outputs_have_the_expected_shape(local_run):
+def test_scripts_without_trainyard_the_outputs_have_the_expected_shape(local_run):
     import numpy as np
 
     out, _ = local_run
@@ -146,7 +150,7 @@ def test_the_outputs_have_the_expected_shape(local_run):
 
 
 @pytest.mark.slow
-def test_the_aggregate_is_the_mean_of_models_that_share_their_initial_weights(local_run):
+def test_scripts_without_trainyard_the_aggregate_is_the_mean_of_models_sharing_initial_weights(local_run):
     import torch
 
     out, _ = local_run
@@ -161,7 +165,7 @@ def test_the_aggregate_is_the_mean_of_models_that_share_their_initial_weights(lo
 
 
 @pytest.mark.slow
-def test_the_aggregator_refuses_models_from_other_initial_weights(local_run, tmp_path):
+def test_scripts_without_trainyard_the_aggregator_refuses_models_from_other_initial_weights(local_run, tmp_path):
     out, _ = local_run
     models = tmp_path / "models"
     models.mkdir()

@@ -1,7 +1,4 @@
-"""Notebook and Kubeflow component steps in a real pipeline run: real server, local engine, real processes.
-
-Needs the pipeline runner (``trainyard.sdk.pipelines``); skipped where it is not merged yet.
-"""
+"""Notebook and Kubeflow component steps in a real pipeline run: real server, local engine, real processes."""
 
 import json
 import shutil
@@ -9,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+import trainyard.sdk.pipelines  # noqa: F401  (our own pipeline runner: a missing one fails, never skips)
 from tests.support.servers import ServerProcess
 
-pytest.importorskip("trainyard.sdk.pipelines")
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]

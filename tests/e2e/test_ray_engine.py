@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import need
+from tests.conftest import need, need_module
 from tests.e2e.helpers import py_job, until
 from tests.support.servers import ServerProcess
 
@@ -96,22 +96,44 @@ def test_nodes_come_from_the_cluster_and_jobs_land_where_they_fit(server, cluste
     until(lambda: all(released(cluster, f"{j.id}-1") for j in (gpu, zoned, big)), timeout=20)
 
 
-def test_a_ddp_gang_spreads_over_two_nodes_and_trains(server):
-    torch = pytest.importorskip("torch")  # noqa: F841
+PG_STRATEGIES = """
+import json, sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR")
+print(json.dumps({p["name"]: p["strategy"] for p in ray.util.placement_group_table().values()}))
+"""
+
+
+def strategy(cluster, attempt_id: str) -> str:
+    out = subprocess.run([sys.executable, "-c", PG_STRATEGIES, cluster.address], check=True, timeout=120,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])[f"trainyard-{attempt_id}"]
+
+
+def test_a_ddp_gang_spreads_over_two_nodes_and_trains(server, cluster):
+    need_module("torch", "pip install 'trainyard[torch]'")
     from trainyard.spec.loader import load_job
 
     spec = load_job(EXAMPLE / "job.yaml", {"epochs": 2})
-    # 2 CPUs per replica: only the two workers fit one each, whatever the placement policy
-    update = {"resources": spec.resources.model_copy(update={"cpu": 2.0, "memory": 2**30})}
-    if "placement" in type(spec).model_fields:
-        update["placement"] = "spread"
+    # 1 CPU per replica: both would fit on one 2-CPU worker; only `placement: spread` parts them
+    update = {"resources": spec.resources.model_copy(update={"cpu": 1.0, "memory": 2**30}), "placement": "spread"}
     job = server.client().submit(spec.model_copy(update=update), base_dir=EXAMPLE)
     info = job.wait(timeout=240)
     assert info.status.value == "succeeded", job.logs()
     replicas = info.attempts[0].replicas
     assert len({r.node for r in replicas}) == 2
+    assert strategy(cluster, info.attempts[0].id) == "STRICT_SPREAD"
     assert [m.name for m in job.metrics()].count("test_accuracy") == 2
     assert "world size 2" in job.logs()  # both replicas met at replica 0's node address
+
+
+def test_a_packed_gang_shares_a_node_and_its_placement_group_packs(server, cluster):
+    # half a CPU per replica: they fit together on any node, or apart on any two
+    job = server.client().submit(py_job("print('packed')", replicas=2, distributed="torch",
+                                        resources={"cpu": 0.5, "memory": "256Mi"}))
+    info = job.wait(timeout=120)
+    assert info.status.value == "succeeded", job.logs()
+    assert strategy(cluster, info.attempts[0].id) == "PACK"
+    assert len({r.node for r in info.attempts[0].replicas}) == 1  # the planner packs them best-fit too
 
 
 def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server, cluster):

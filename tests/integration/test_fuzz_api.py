@@ -26,7 +26,9 @@ from typing import Any
 import httpx
 import pytest
 
-schemathesis = pytest.importorskip("schemathesis")  # the dev extra has it; CI installs it
+from tests.conftest import need_module
+
+schemathesis = need_module("schemathesis", "pip install -e '.[dev]'")  # the dev extra has it
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import signal
 import tarfile
-import time
 
+import psutil
 import pytest
 
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    log_of, make_config, read_result, report_server, run_launcher, start_launcher, wait_for,
+    make_config, pid_alive, read_result, report_server, run_launcher, start_launcher, wait_for,
 )
 from trainyard.launch.pyenv import READY
 
@@ -64,11 +64,16 @@ CHECK = ("import importlib.util, sys, tinypkg, trainyard; "
          "print(tinypkg.ANSWER, sys.prefix, trainyard.log_metrics.__name__, importlib.util.find_spec('fastapi'))")
 
 
-def snapshot_with_tinypkg(tmp_path, build_delay: float = 0):
+def snapshot_with_tinypkg(tmp_path, build_delay: float = 0, building_mark=None):
+    """The tiny package as a code snapshot; its build takes ``build_delay`` s, and first touches
+    ``building_mark`` when given (so a test knows the build is under way)."""
     pkg = tmp_path / "code" / "tinypkg"
     (pkg / "tinypkg").mkdir(parents=True)
     (pkg / "pyproject.toml").write_text(PYPROJECT)
-    (pkg / "tinybackend.py").write_text(BACKEND.replace("DELAY = 0", f"DELAY = {build_delay}"))
+    backend = BACKEND.replace("DELAY = 0", f"DELAY = {build_delay}")
+    if building_mark is not None:
+        backend = backend.replace("    time.sleep(DELAY)\n", f"    open({str(building_mark)!r}, 'w').close()\n    time.sleep(DELAY)\n")
+    (pkg / "tinybackend.py").write_text(backend)
     (pkg / "tinypkg" / "__init__.py").write_text("ANSWER = 42\n")
     snap = tmp_path / "code.tar.gz"
     with tarfile.open(snap, "w:gz") as tar:
@@ -126,19 +131,22 @@ def test_concurrent_attempts_build_the_venv_once(tmp_path, report_server):
 
 
 def test_sigterm_during_the_build_cancels(tmp_path, report_server):
-    snap = snapshot_with_tinypkg(tmp_path, build_delay=30)
+    building = tmp_path / "building"
+    snap = snapshot_with_tinypkg(tmp_path, build_delay=30, building_mark=building)
     attempt = tmp_path / "attempt"
     make_config(attempt, report_server.url, ["python", "-c", "pass"], snapshot=str(snap),
                 python_env={"pip": ["./tinypkg"]}, venv_cache=str(tmp_path / "venvs"))
     proc = start_launcher(attempt)
-    wait_for(lambda: b"building python environment" in log_of(attempt))
-    time.sleep(0.3)
-    start = time.monotonic()
+    wait_for(lambda: building.exists(), timeout=60)  # the backend is in its 30 s build
+    builders = psutil.Process(proc.pid).children(recursive=True)
+    assert builders
+
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=20)
-    assert time.monotonic() - start < 3
+    proc.communicate(timeout=20)  # well before the build would have ended
+
     result = read_result(attempt)
     assert result["reason"] == "Cancelled" and result["exit_code"] is None
+    assert not [p for p in builders if pid_alive(p.pid)]
     assert not [p for p in (tmp_path / "venvs").iterdir() if p.is_dir() and not p.name.startswith(".")]
 
 

@@ -41,16 +41,18 @@ def contiguous(reports: list[dict], key: str) -> bool:
 
 
 def test_logs_reach_the_server_while_the_command_runs(tmp_path, report_server):
-    cmd = script(tmp_path, "job.py", "import time\nprint('hello early', flush=True)\ntime.sleep(1.5)\n")
+    # the command waits for a flag the test sets only once the server has its line (latency: bench/timings.py)
+    flag = tmp_path / "flag"
+    cmd = script(tmp_path, "job.py", f"import pathlib, time\nprint('hello early', flush=True)\n"
+                                     f"while not pathlib.Path({str(flag)!r}).exists(): time.sleep(0.02)\n")
     attempt = tmp_path / "attempt"
     make_config(attempt, report_server.url, cmd)
     proc = start_launcher(attempt)
-    wait_for(lambda: b"hello early" in log_of(attempt), every=0.005)
-    seen_at = time.monotonic()
-    wait_for(lambda: b"hello early" in report_server.log_bytes(), timeout=0.5, every=0.01)
-    assert time.monotonic() - seen_at < 0.5
-    assert report_server.final() is None  # still running
+    wait_for(lambda: b"hello early" in report_server.log_bytes(), timeout=30)
+    assert report_server.final() is None and proc.poll() is None  # still running
+    flag.touch()
     proc.communicate(timeout=20)
+    assert report_server.final()["result"]["reason"] == "Succeeded"
 
 
 def test_split_utf8_character_arrives_whole(tmp_path, report_server):
@@ -69,28 +71,39 @@ os.write(1, snow[1:] + b"b\\n")
 
 
 def test_server_restart_on_another_port_loses_nothing(tmp_path):
+    # the first server answers 503 to everything (going down); the launcher must retry there, then follow
+    # the address file to the new one
+    old = ReportServer()
+    old.answer = lambda body: (503, {"detail": "shutting down"})
     address = tmp_path / "address.json"
-    address.write_text(json.dumps({"url": dead_url()}))
+    address.write_text(json.dumps({"url": old.url}))
     attempt = tmp_path / "attempt"
-    make_config(attempt, dead_url(), script(tmp_path, "job.py", TALKER) + ["20", "0.1"],
+    make_config(attempt, old.url, script(tmp_path, "job.py", TALKER) + ["20", "0.1"],
                 address_file=str(address))
     proc = start_launcher(attempt)
-    time.sleep(1.0)
-    server = ReportServer()
+    server = None
     try:
+        wait_for(lambda: old.requests >= 2, timeout=30)  # reports hit the old address, and were retried there
+        old.close()  # now nothing listens there at all
+        server = ReportServer()
         address.write_text(json.dumps({"url": server.url}))
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, out
         result = read_result(attempt)
         assert result["reason"] == "Succeeded"
+        assert old.snapshot() == []  # none acknowledged there: everything went to the new server
         reports = server.snapshot()
+        assert reports[0]["log"]["offset"] == 0  # offsets did not move on a refused report
         assert server.log_bytes() == (attempt / "output.log").read_bytes()
         assert contiguous(reports, "log") and contiguous(reports, "metrics")
         assert [json.loads(x)["step"] for x in server.metric_lines()] == list(range(20))
         assert reports[-1]["result"] == result
         assert sum("result" in r for r in reports) == 1
     finally:
-        server.close()
+        if proc.poll() is None:
+            proc.kill()
+        if server:
+            server.close()
 
 
 def test_server_errors_are_retried_and_offsets_only_move_on_success(tmp_path, report_server):
@@ -127,7 +140,7 @@ def test_gives_up_after_the_exit_report_deadline(tmp_path):
     start = time.monotonic()
     result = run_launcher(attempt)
     assert result["reason"] == "Succeeded"
-    assert 0.9 < time.monotonic() - start < 5
+    assert time.monotonic() - start >= 1.0  # it kept trying until the deadline, then gave up (not forever)
 
 
 def test_heartbeat_when_nothing_is_new(tmp_path, report_server, monkeypatch):

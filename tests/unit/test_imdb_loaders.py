@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import need_module
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "imdb"
 MODULES = ("corpus", "textdata", "loaders", "copier", "model")
 
@@ -187,7 +189,7 @@ def test_copier_refuses_more_workers_than_reviews(imdb, tmp_path):
 
 @pytest.mark.slow  # torch.optim takes seconds to import; the trainer avoids it, this test cannot
 def test_the_written_out_adam_matches_torch_optim_adam(imdb):
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch", "pip install 'trainyard[torch]'")
     torch.manual_seed(0)
     ours, theirs = imdb.model.BagOfEmbeddings(50, 4), imdb.model.BagOfEmbeddings(50, 4)
     theirs.load_state_dict(ours.state_dict())
