@@ -14,7 +14,6 @@ from pathlib import Path
 
 _REF = re.compile(r"\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
 OUTPUT_NAMES = "TRAINYARD_OUTPUT_NAMES"
-MISSING_OUTPUT = "MissingOutput"
 
 
 def substitute(command: list[str], inputs: dict[str, str], outputs_dir: Path) -> list[str]:

@@ -23,7 +23,7 @@ from trainyard.services.attempts import AttemptService
 from trainyard.auth.tokens import new_attempt_token
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
 from trainyard.spec.job import JobSpec
-from trainyard.status import JobStatus
+from trainyard.status import JobStatus, Reason
 from trainyard.store import Store, Waiting
 
 log = logging.getLogger("trainyard.scheduler")
@@ -153,7 +153,7 @@ class SchedulerLoop:
             handle = self.engine.launch(attempt, job.spec, self.config_for(job, attempt, token))
         except Exception as e:  # a launch that cannot start ends the attempt, with why
             log.exception("launch of %s failed", attempt.id)
-            self.attempts.fail(attempt, "SetupFailed", f"launch failed: {e}")
+            self.attempts.fail(attempt, Reason.SETUP, f"launch failed: {e}")
             return
         self.store.set_handle(attempt.id, handle)
 
