@@ -333,7 +333,8 @@ class Store:
             elif status in (JobStatus.STARTING, JobStatus.RUNNING):
                 if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason="cancel requested"):
                     s.execute(update(t.Attempt).where(t.Attempt.job_id == job_id, t.Attempt.status.in_(ACTIVE_ATTEMPT),
-                                                      t.Attempt.stop_reason.is_(None)).values(stop_reason=Reason.CANCELLED.value))
+                                                      t.Attempt.stop_reason.is_(None))
+                              .values(stop_reason=Reason.CANCELLED.value))
                     return JobStatus.CANCELLING
             s.refresh(row)
             return JobStatus(row.status)
