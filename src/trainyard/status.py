@@ -8,6 +8,8 @@ these tables allow to move to the new one (``UPDATE … WHERE id=? AND status IN
 from __future__ import annotations
 
 import enum
+import re
+from typing import NamedTuple
 
 
 class JobStatus(str, enum.Enum):
@@ -75,18 +77,84 @@ _SOURCES: dict = {
 }
 
 
-class Reason:
-    """Why an attempt ended. Strings, because they are shown to people as they are."""
+class Reason(str, enum.Enum):
+    """Why an attempt (or one replica of it) ended; what that leads to is in ``CONSEQUENCES``.
+
+    The values are the strings stored and reported, shown to people as they
+    are. ``ERROR`` is the one written with a parameter, ``Error(exit N)``
+    (:meth:`error`); :meth:`of` reads any stored or reported text back. The
+    launcher writes the same strings from :mod:`trainyard.launch.reasons`.
+    """
 
     SUCCEEDED = "Succeeded"
-    OOM = "OOMKilled"
-    TIMEOUT = "Timeout"
-    CANCELLED = "Cancelled"
-    LOST = "LostContact"
-    NODE_LOST = "NodeLost"  # the engine saw the replica's node leave the cluster (retried like LostContact)
-    PREEMPTED = "Preempted"
-    SETUP = "SetupFailed"
+    ERROR = "Error"                   # the command exited non-zero on its own; written "Error(exit N)"
+    OOM = "OOMKilled"                 # it passed its memory limit
+    TIMEOUT = "Timeout"               # it ran past the spec's timeout
+    LOST = "LostContact"              # its launcher vanished without a result
+    NODE_LOST = "NodeLost"            # the engine saw the replica's node leave the cluster
+    SETUP = "SetupFailed"             # its environment, code or inputs could not be prepared
+    MISSING_OUTPUT = "MissingOutput"  # a pipeline step exited 0 without writing a declared output
+    CANCELLED = "Cancelled"           # a user cancelled it
+    PREEMPTED = "Preempted"           # the scheduler stopped it to make room for higher-priority work
+
+    def __str__(self) -> str:  # the value in f-strings too (Python 3.11 formats a mixed-in Enum as "Reason.X")
+        return self.value
+
+    def to_status(self) -> AttemptStatus:
+        """The status a replica or attempt that ended for this reason gets."""
+        return CONSEQUENCES[self].status
+
+    @property
+    def retry_on(self) -> str:
+        """How a retry policy treats it: the ``retry.on`` category that must be named for
+        it to be retried, or ``NEVER`` / ``ALWAYS``."""
+        return CONSEQUENCES[self].retry_on
 
     @staticmethod
     def error(exit_code: int) -> str:
         return f"Error(exit {exit_code})"
+
+    @classmethod
+    def of(cls, text: str | None) -> Reason | None:
+        """The reason a stored or reported text stands for; None for one no part of trainyard writes."""
+        if not isinstance(text, str):
+            return None
+        try:
+            return cls(text)
+        except ValueError:
+            return None
+
+    @classmethod
+    def _missing_(cls, value: object) -> Reason | None:
+        if isinstance(value, str) and _ERROR_TEXT.fullmatch(value):
+            return cls.ERROR
+        return None
+
+
+_ERROR_TEXT = re.compile(r"Error\(exit -?[0-9]+\)")
+
+NEVER = "never"    # ends the job whatever its retry policy says
+ALWAYS = "always"  # the job goes back to pending, and it does not count as a retry
+
+
+class Consequence(NamedTuple):
+    status: AttemptStatus  # of the replica, and of an attempt that ended for this reason
+    retry_on: str          # a ``retry.on`` category (``RetryOn`` in the spec), NEVER or ALWAYS
+
+
+# Every reason's consequences, in one table (checked complete by tests/unit/test_reasons.py).
+# Besides this: a cancel asked for ends the job cancelled whatever the reason but success,
+# and an exit code the policy lists as permanent is never retried (see services/retry.py).
+R = Reason
+CONSEQUENCES: dict[Reason, Consequence] = {
+    R.SUCCEEDED: Consequence(A.SUCCEEDED, NEVER),
+    R.ERROR: Consequence(A.FAILED, "error"),
+    R.OOM: Consequence(A.FAILED, "oom"),
+    R.TIMEOUT: Consequence(A.FAILED, "timeout"),
+    R.LOST: Consequence(A.FAILED, "lost_contact"),
+    R.NODE_LOST: Consequence(A.FAILED, "lost_contact"),  # as lost contact: the launcher went with its node
+    R.SETUP: Consequence(A.FAILED, NEVER),  # the same setup would fail again
+    R.MISSING_OUTPUT: Consequence(A.FAILED, NEVER),  # the same command would write the same outputs
+    R.CANCELLED: Consequence(A.CANCELLED, NEVER),
+    R.PREEMPTED: Consequence(A.CANCELLED, ALWAYS),  # its job did nothing wrong
+}

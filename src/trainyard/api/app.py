@@ -56,7 +56,8 @@ def create_app(platform: Platform, server_url: str | None = None,
             loc = tuple(e["loc"])
             loc = loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc
             loc = field_loc({**e, "loc": loc[1:] if loc[:1] == ("spec",) else loc}, {})
-            field = ".".join(str(p) for p in loc)
+            # list items as [i] (outputs[0].path), as the launcher's report errors always read
+            field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" if i else str(p) for i, p in enumerate(loc))
             msg = e["msg"].removeprefix("Value error, ")
             if e["type"] == "extra_forbidden":
                 msg = f"unknown field {loc[-1]!r}"

@@ -7,10 +7,11 @@ so the scheduler and services never learn where a process actually runs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from trainyard.launch.config import LaunchConfig
+from trainyard.spec.reports import LaunchResult
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
 
@@ -22,7 +23,7 @@ class Observation:
     attempt_id: str
     replica: int
     state: Literal["alive", "exited", "lost", "not_launched"]
-    result: dict[str, Any] = field(default_factory=dict)  # the launcher's result.json when "exited"
+    result: LaunchResult | None = None  # when "exited": the launcher's result.json, or the engine's word for it
     detail: str = ""
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from trainyard.engines.base import Engine, Observation
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.job import JobSpec
+from trainyard.spec.reports import LaunchResult
 from trainyard.spec.records import AttemptInfo, NodeInfo
 from trainyard.status import Reason
 
@@ -23,7 +24,7 @@ class FakeEngine(Engine):
         self._nodes = list(nodes)
         self.launched: dict[str, list[LaunchConfig]] = {}  # attempt id -> one config per replica
         self.cancelled: list[str] = []
-        self._results: dict[tuple[str, int], dict[str, Any]] = {}
+        self._results: dict[tuple[str, int], LaunchResult] = {}
         self._lost: set[tuple[str, int]] = set()
 
     def nodes(self) -> list[NodeInfo]:
@@ -44,13 +45,12 @@ class FakeEngine(Engine):
         if attempt.id not in self.cancelled:
             self.cancelled.append(attempt.id)
         for r in attempt.replicas:
-            self._results.setdefault((attempt.id, r.index), {"exit_code": -15, "reason": Reason.CANCELLED,
-                                                             "outputs": []})
+            self._results.setdefault((attempt.id, r.index), LaunchResult(exit_code=-15, reason=Reason.CANCELLED))
 
     def finish(self, attempt_id: str, exit_code: int = 0, reason: str | None = None, replica: int = 0) -> None:
         """Make a replica exit; the next reconcile reports it."""
         reason = reason or (Reason.SUCCEEDED if exit_code == 0 else Reason.error(exit_code))
-        self._results[(attempt_id, replica)] = {"exit_code": exit_code, "reason": reason, "outputs": []}
+        self._results[(attempt_id, replica)] = LaunchResult(exit_code=exit_code, reason=reason)
 
     def lose(self, attempt_id: str, replica: int = 0) -> None:
         """Make a replica vanish without a result, as a dead node would."""

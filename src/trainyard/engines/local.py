@@ -24,6 +24,7 @@ from trainyard.errors import Unsupported
 from trainyard.launch.config import RESULT_NAME, LaunchConfig
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
+from trainyard.spec.reports import LaunchResult
 
 HANDLE_NAME = "launcher.json"
 
@@ -149,7 +150,7 @@ class LocalEngine(Engine):
                 if self._process(a.id, r.index) is not None:
                     # even with result.json written: the launcher is still delivering its logs
                     out.append(Observation(a.id, r.index, "alive"))
-                elif (result := _read_json(workdir / RESULT_NAME)) is not None:
+                elif (result := _read_result(workdir / RESULT_NAME)) is not None:
                     out.append(Observation(a.id, r.index, "exited", result))
                 elif not (workdir / HANDLE_NAME).exists():
                     out.append(Observation(a.id, r.index, "not_launched"))
@@ -196,6 +197,14 @@ def _renew_token(workdir: Path, token: str | None) -> None:
     if token and config.token != token:
         config.token = token
         config.write(workdir)
+
+
+def _read_result(path: Path) -> LaunchResult | None:
+    try:
+        text = path.read_bytes()
+    except OSError:
+        return None
+    return LaunchResult.read(text, path)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -12,7 +12,8 @@ Files it writes in ATTEMPT_DIR:
   ``metrics.jsonl``  the in-job SDK appends here (``TRAINYARD_METRICS_FILE``)
   ``result.json``    written once, last, when the attempt is over:
                      ``{"exit_code": int|null, "reason": str, "message": str,
-                     "outputs": [{"path", "size", "digest"}]}``; its presence
+                     "outputs": [{"path", "size", "digest"}]}`` (the server reads it as
+                     :class:`trainyard.spec.reports.LaunchResult`); its presence
                      means the launcher is done, so an engine that finds it
                      after a control-plane restart knows the true final state.
 
@@ -22,6 +23,7 @@ JSON, one request carries whatever is new; see :mod:`trainyard.launch.reporter`)
      "log": {"offset": int, "data": str}?,       # bytes of output.log from offset
      "metrics": {"offset": int, "lines": [str]}?, # lines of metrics.jsonl from offset
      "result": {...}?}``                          # only with phase "exited", after all logs
+  (the server reads it as :class:`trainyard.spec.reports.LauncherReport`)
   Each carries ``Authorization: Bearer <token>``, the attempt's own credential
   from launch.json (401 without it; 410 once the attempt has ended, and the
   report changes nothing). Output paths are relative posix paths with no
@@ -42,5 +44,7 @@ Reasons: ``Succeeded``, ``Error(exit N)``, ``OOMKilled`` (the kernel's OOM
 killer acted in the replica's memory cgroup, or, where the host offers none, the
 whole tree's sampled RSS passed ``memory_limit``; see
 :mod:`trainyard.launch.cgroup`), ``Timeout``, ``Cancelled``, ``SetupFailed``
-(the environment, snapshot or an input could not be prepared).
+(the environment, snapshot or an input could not be prepared), ``MissingOutput``
+(a pipeline step exited 0 without writing a declared output); the strings are in
+:mod:`trainyard.launch.reasons`, what each leads to in :class:`trainyard.status.Reason`.
 """

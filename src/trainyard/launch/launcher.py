@@ -15,12 +15,11 @@ import signal
 import time
 from pathlib import Path
 
-from trainyard.launch import cgroup, procs
-from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard import envvars
+from trainyard.launch import cgroup, procs, reasons
+from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.files import append_log, atomic_write_json
 from trainyard.launch.prepare import INHERITED_SECRETS, SetupError, build_env, prepare_workdir, resolve_inputs
-from trainyard.status import Reason
 
 MEMORY_TICK = 0.1  # how often the tree's memory is sampled when it is near its limit
 CALM_TICK = 0.5    # ... and when it is under half of it: walking the tree costs CPU the job wants;
@@ -111,9 +110,9 @@ class Launcher:
             env, work = self._prepare()
         except (SetupError, OSError) as e:
             if self.cancelled:
-                return _result(None, Reason.CANCELLED, f"cancelled during setup: {self.cancelled}")
+                return _result(None, reasons.CANCELLED, f"cancelled during setup: {self.cancelled}")
             append_log(self.log, f"setup failed: {e}")
-            return _result(None, Reason.SETUP, str(e))
+            return _result(None, reasons.SETUP, str(e))
         command = cfg.command
         if self.inputs or any("{{" in part for part in command):
             from trainyard.launch.named import substitute
@@ -130,12 +129,12 @@ class Launcher:
             self._remove_group()
             message = f"cannot start {cfg.command[0]!r}: {e.strerror or e}"
             append_log(self.log, message)
-            return _result(None, Reason.SETUP, message)
+            return _result(None, reasons.SETUP, message)
         reporter = self._start_reporter()
         reporter.started(self.proc.pid)
         exit_code, reason, message = self._supervise(self.proc)
         reporter.exited()
-        if reason == Reason.SUCCEEDED and cfg.env.get(envvars.OUTPUT_NAMES):
+        if reason == reasons.SUCCEEDED and cfg.env.get(envvars.OUTPUT_NAMES):
             reason, message = self._check_named_outputs(reason, message)
         result = _result(exit_code, reason, message)
         try:
@@ -190,7 +189,7 @@ class Launcher:
 
     def _check_named_outputs(self, reason: str, message: str) -> tuple[str, str]:
         """A pipeline step that exited 0 without writing a declared output has failed."""
-        from trainyard.launch.named import MISSING_OUTPUT, missing_outputs
+        from trainyard.launch.named import missing_outputs
 
         missing = missing_outputs(self.config.env, self.dir / "outputs")
         if not missing:
@@ -198,7 +197,7 @@ class Launcher:
         text = "; ".join(f"output {n!r} was not written (at {{{{outputs.{n}}}}} = $TRAINYARD_OUTPUT_DIR/{n})"
                          for n in missing)
         append_log(self.log, text)
-        return MISSING_OUTPUT, text
+        return reasons.MISSING_OUTPUT, text
 
     def _check_cancel(self) -> None:
         if self.cancelled:
@@ -217,11 +216,11 @@ class Launcher:
             if (self.cancelled or timed_out) and procs.has_exited(proc.pid):
                 break  # exited on its own a moment ago; the waiter has yet to notice
             if self.cancelled:
-                reason, message = Reason.CANCELLED, f"cancelled: {self.cancelled}"
+                reason, message = reasons.CANCELLED, f"cancelled: {self.cancelled}"
                 self._stop(waiter, message)
                 break
             if timed_out:
-                reason, message = Reason.TIMEOUT, f"timed out after {cfg.timeout:g} s"
+                reason, message = reasons.TIMEOUT, f"timed out after {cfg.timeout:g} s"
                 self._stop(waiter, message)
                 break
             if self.group is not None:
@@ -230,14 +229,14 @@ class Launcher:
                 tick = CALM_TICK
                 if self.group.oom_kills():
                     procs.kill_tree(proc.pid)
-                    reason, message = Reason.OOM, self._oom_message()
+                    reason, message = reasons.OOM, self._oom_message()
                     break
             elif cfg.memory_limit:
                 rss = procs.tree_rss()
                 tick = MEMORY_TICK if rss > cfg.memory_limit / 2 else CALM_TICK
                 if rss > cfg.memory_limit:
                     procs.kill_tree(proc.pid)
-                    reason = Reason.OOM
+                    reason = reasons.OOM
                     message = f"memory use {_mib(rss)} passed the limit of {_mib(cfg.memory_limit)}"
                     append_log(self.log, f"{message}: killed")
                     break
@@ -250,10 +249,10 @@ class Launcher:
             # any OOM kill in the group fails the replica, even one the command survived,
             # as the sampled limit kills the whole tree once it is passed
             if reason is None and self.group.oom_killed(rc):
-                reason, message = Reason.OOM, self._oom_message()
+                reason, message = reasons.OOM, self._oom_message()
             self._remove_group()
         if reason is None:
-            reason = Reason.SUCCEEDED if rc == 0 else Reason.error(rc)
+            reason = reasons.SUCCEEDED if rc == 0 else reasons.error(rc)
         return rc, reason, message or ""
 
     def _oom_message(self) -> str:
@@ -295,6 +294,7 @@ class Launcher:
 
 
 def _result(exit_code: int | None, reason: str, message: str) -> dict:
+    """A plain dict in the shape of :class:`trainyard.spec.reports.LaunchResult` (no pydantic here: start-up time)."""
     return {"exit_code": exit_code, "reason": reason, "message": message, "outputs": []}
 
 

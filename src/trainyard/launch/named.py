@@ -15,8 +15,6 @@ from pathlib import Path
 from trainyard import envvars
 from trainyard.templates import IO_REF
 
-MISSING_OUTPUT = "MissingOutput"
-
 
 def substitute(command: list[str], inputs: dict[str, str], outputs_dir: Path) -> list[str]:
     """The command with declared inputs and any output names replaced by paths.

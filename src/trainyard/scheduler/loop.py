@@ -22,7 +22,7 @@ from trainyard.scheduler.model import Queue
 from trainyard.scheduler.plan import Options, plan
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
 from trainyard.spec.job import JobSpec
-from trainyard.status import JobStatus
+from trainyard.status import JobStatus, Reason
 from trainyard.store import Store, Waiting
 
 log = logging.getLogger("trainyard.scheduler")
@@ -161,7 +161,7 @@ class SchedulerLoop:
             handle = self.engine.launch(attempt, job.spec, self.config_for(job, attempt, token))
         except Exception as e:  # a launch that cannot start ends the attempt, with why
             log.exception("launch of %s failed", attempt.id)
-            self.attempts.fail(attempt, "SetupFailed", f"launch failed: {e}")
+            self.attempts.fail(attempt, Reason.SETUP, f"launch failed: {e}")
             return
         self.store.set_handle(attempt.id, handle)
 

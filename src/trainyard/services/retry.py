@@ -1,11 +1,19 @@
-"""What happens to a job when an attempt ends: retry, or a final status."""
+"""What happens to a job when an attempt ends: retry, or a final status.
+
+What each reason leads to is :data:`trainyard.status.CONSEQUENCES`; this
+applies it with the job's retry policy (categories, attempts, backoff,
+permanent exit codes) and words the job's reason.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from trainyard.spec.job import Retry
-from trainyard.status import AttemptStatus, JobStatus, Reason
+from trainyard.status import ALWAYS, AttemptStatus, JobStatus, Reason
+
+_JOB_STATUS = {AttemptStatus.SUCCEEDED: JobStatus.SUCCEEDED, AttemptStatus.CANCELLED: JobStatus.CANCELLED,
+               AttemptStatus.FAILED: JobStatus.FAILED}  # of a job whose attempt is not retried
 
 
 @dataclass
@@ -16,31 +24,28 @@ class Outcome:
     not_before: float | None = None
 
 
-def _kind(reason: str) -> str | None:
-    if reason.startswith("Error("):
-        return "error"
-    return {Reason.OOM: "oom", Reason.LOST: "lost_contact", Reason.NODE_LOST: "lost_contact",
-            Reason.TIMEOUT: "timeout"}.get(reason)
-
-
 def decide(
     policy: Retry, *, attempt_number: int, exit_code: int | None, reason: str, cancel_requested: bool, now: float,
 ) -> Outcome:
-    """The attempt's final status and the job's next status for an attempt that ended."""
-    if reason == Reason.SUCCEEDED:
+    """The attempt's final status and the job's next status for an attempt that ended.
+
+    ``reason`` is the attempt's reason as stored (a :class:`Reason`, or ``Error(exit N)``).
+    """
+    kind = Reason.of(reason)  # None only for a text no part of trainyard writes: a failure, not retried
+    if kind is Reason.SUCCEEDED:
         return Outcome(AttemptStatus.SUCCEEDED, JobStatus.SUCCEEDED, "succeeded")
-    if cancel_requested or reason == Reason.CANCELLED:  # after success: a job that finished first keeps it
+    if cancel_requested or kind is Reason.CANCELLED:  # after success: a job that finished first keeps it
         return Outcome(AttemptStatus.CANCELLED, JobStatus.CANCELLED, "cancelled")
-    if reason == Reason.PREEMPTED:
-        return Outcome(AttemptStatus.CANCELLED, JobStatus.PENDING, "requeued after preemption")
-    kind = _kind(reason)
+    status = kind.to_status() if kind is not None else AttemptStatus.FAILED
+    if kind is not None and kind.retry_on == ALWAYS:  # preemption, the only such reason
+        return Outcome(status, JobStatus.PENDING, "requeued after preemption")
     if exit_code is not None and exit_code in policy.permanent_exit_codes:
-        return Outcome(AttemptStatus.FAILED, JobStatus.FAILED, f"{reason}: exit code {exit_code} is permanent")
-    if kind is None or kind not in policy.on:
-        return Outcome(AttemptStatus.FAILED, JobStatus.FAILED, f"{reason} (not retried)")
+        return Outcome(status, _JOB_STATUS[status], f"{reason}: exit code {exit_code} is permanent")
+    if kind is None or kind.retry_on not in policy.on:
+        return Outcome(status, _JOB_STATUS[status], f"{reason} (not retried)")
     if attempt_number > policy.max:
         tries = f"{attempt_number} attempt{'s' if attempt_number > 1 else ''}"
-        return Outcome(AttemptStatus.FAILED, JobStatus.FAILED, f"{reason} after {tries}")
+        return Outcome(status, _JOB_STATUS[status], f"{reason} after {tries}")
     delay = policy.backoff * (2 ** (attempt_number - 1))
-    return Outcome(AttemptStatus.FAILED, JobStatus.PENDING,
+    return Outcome(status, JobStatus.PENDING,
                    f"retrying after {reason} (attempt {attempt_number} of {policy.max + 1})", now + delay)

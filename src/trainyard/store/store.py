@@ -295,7 +295,7 @@ class Store:
         with self.write() as s:
             res = s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id, t.Attempt.stop_reason.is_(None),
                                                     t.Attempt.status.in_(ACTIVE_ATTEMPT))
-                            .values(stop_reason=Reason.PREEMPTED, preempted_by=by_job))
+                            .values(stop_reason=Reason.PREEMPTED.value, preempted_by=by_job))
             return res.rowcount == 1
 
     def finish_attempt(self, attempt_id: str, ending: Ending) -> bool:
@@ -333,7 +333,8 @@ class Store:
             elif status in (JobStatus.STARTING, JobStatus.RUNNING):
                 if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason="cancel requested"):
                     s.execute(update(t.Attempt).where(t.Attempt.job_id == job_id, t.Attempt.status.in_(ACTIVE_ATTEMPT),
-                                                      t.Attempt.stop_reason.is_(None)).values(stop_reason="Cancelled"))
+                                                      t.Attempt.stop_reason.is_(None))
+                              .values(stop_reason=Reason.CANCELLED.value))
                     return JobStatus.CANCELLING
             s.refresh(row)
             return JobStatus(row.status)

@@ -11,6 +11,7 @@ from trainyard.api.deps import PlatformDep
 from trainyard.errors import InvalidSpec
 from trainyard.auth.tokens import bearer
 from trainyard.spec.records import NodeInfo
+from trainyard.spec.reports import LauncherReport, ReportAnswer
 
 router = APIRouter()
 
@@ -51,8 +52,8 @@ def _valid(digest: str) -> bool:
 
 
 @router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"])
-def report(attempt_id: str, replica: Annotated[int, Path(ge=0, le=2**31 - 1)], body: dict[str, Any], p: PlatformDep,
-           authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+def report(attempt_id: str, replica: Annotated[int, Path(ge=0, le=2**31 - 1)], body: LauncherReport, p: PlatformDep,
+           authorization: Annotated[str | None, Header()] = None) -> ReportAnswer:
     """A launcher's report: log bytes and metric lines by offset, and its result (see ``trainyard.launch``).
 
     Not behind the users' token: a launcher shows its own attempt's credential

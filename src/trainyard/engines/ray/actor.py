@@ -14,7 +14,6 @@ and by the engine, which wraps it with ``ray.remote`` itself.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import subprocess
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from trainyard.launch.config import RESULT_NAME, LaunchConfig
+from trainyard.spec.reports import LaunchResult
+from trainyard.status import Reason
 
 PR_SET_PDEATHSIG = 1
 
@@ -49,7 +50,7 @@ class ReplicaActor:
         self._exited = threading.Event()
         self._stopped = False
 
-    def run(self, config: dict[str, Any] | None, workdir: str) -> dict[str, Any] | None:
+    def run(self, config: dict[str, Any] | None, workdir: str) -> LaunchResult | None:
         """Start the launcher (once) and wait for it; the launcher's result, or None if it left none.
 
         ``config=None`` only attaches: a restarted control plane waits on a
@@ -58,17 +59,17 @@ class ReplicaActor:
         with self._lock:
             if self._pid is None and config is not None:
                 if self._stopped:  # cancelled before it could start: the launcher never runs
-                    return {"exit_code": None, "reason": "Cancelled", "message": "cancelled before it started",
-                            "outputs": []}
+                    return LaunchResult(reason=Reason.CANCELLED, message="cancelled before it started")
                 self._start(config, Path(workdir))
             started = self._pid is not None
         if not started:
             return None
         self._exited.wait()
         try:
-            return json.loads((self._dir / RESULT_NAME).read_text())
-        except (OSError, ValueError):
+            text = (self._dir / RESULT_NAME).read_bytes()
+        except OSError:
             return None
+        return LaunchResult.read(text, self._dir / RESULT_NAME)
 
     def _start(self, values: dict[str, Any], workdir: Path) -> None:
         import ray
@@ -92,8 +93,8 @@ class ReplicaActor:
                         preexec_fn=_die_with_parent,
                     )
             except OSError as e:
-                (workdir / RESULT_NAME).write_text(json.dumps(
-                    {"exit_code": None, "reason": "SetupFailed", "message": f"cannot start the launcher: {e}"}))
+                result = LaunchResult(reason=Reason.SETUP, message=f"cannot start the launcher: {e}")
+                (workdir / RESULT_NAME).write_text(result.model_dump_json())
                 self._pid = -1
                 self._exited.set()
                 started.set()

@@ -35,6 +35,7 @@ from trainyard.errors import TrainyardError, Unsupported
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
+from trainyard.spec.reports import LaunchResult
 from trainyard.status import Reason
 
 log = logging.getLogger("trainyard.engines.ray")
@@ -79,7 +80,7 @@ class RayEngine(Engine):
         self._raw_at = 0.0
         self._runs: dict[Any, tuple[str, int]] = {}   # ObjectRef of a replica's run call -> (attempt, replica)
         self._gangs: dict[str, set[int]] = {}          # attempt -> replicas whose run call is in flight
-        self._results: dict[tuple[str, int], dict[str, Any]] = {}
+        self._results: dict[tuple[str, int], LaunchResult] = {}
         self._cancelled: dict[str, float] = {}         # attempt -> when cancel was asked
         self._grace: dict[str, float] = {}             # attempt -> its spec's grace period
         self._swept = 0.0
@@ -200,7 +201,8 @@ class RayEngine(Engine):
 
     def _collect(self, ref: Any) -> None:
         try:
-            result = self._ray.get(ref)
+            # an actor started by an older server may answer a dict: read either way
+            result = _as_result(self._ray.get(ref))
         except Exception as e:  # the actor died: its node, or a kill; reconcile decides which
             log.info("replica actor ended without a result: %s", str(e).splitlines()[0] if str(e) else e)
             result = None
@@ -265,7 +267,7 @@ class RayEngine(Engine):
                 if r.status.is_terminal():
                     continue
                 obs = self._observe(a, r.index, alive, raw)
-                if obs.result.get("reason") == Reason.NODE_LOST:
+                if obs.result is not None and obs.result.kind is Reason.NODE_LOST:
                     lost_node = True
                 out.append(obs)
             if lost_node:
@@ -279,9 +281,8 @@ class RayEngine(Engine):
             return Observation(a.id, index, "exited", self._results[key])
         node = raynodes.find(raw, a.replicas[index].node)
         if node is None or node["NodeID"] not in alive:
-            return Observation(a.id, index, "exited", {
-                "exit_code": None, "reason": Reason.NODE_LOST, "outputs": [],
-                "message": f"Ray node {a.replicas[index].node} left the cluster"})
+            return Observation(a.id, index, "exited", LaunchResult(
+                reason=Reason.NODE_LOST, message=f"Ray node {a.replicas[index].node} left the cluster"))
         with self._lock:
             followed = any(v == key for v in self._runs.values())
         if followed:
@@ -294,8 +295,8 @@ class RayEngine(Engine):
             self._follow(a.id, index, actor, None)
             return Observation(a.id, index, "alive")
         if a.id in self._cancelled:
-            return Observation(a.id, index, "exited", {"exit_code": None, "reason": Reason.CANCELLED,
-                                                      "outputs": [], "message": "cancelled before it ran"})
+            return Observation(a.id, index, "exited", LaunchResult(reason=Reason.CANCELLED,
+                                                                  message="cancelled before it ran"))
         if not a.handle and self._placement_group(a.id) is None:
             return Observation(a.id, index, "not_launched")
         self._release(a.id, len(a.replicas))
@@ -307,8 +308,8 @@ class RayEngine(Engine):
         if asked is None or time.monotonic() - asked < self._grace.get(a.id, 10.0) + CANCEL_SLACK:
             return None
         self._release(a.id, len(a.replicas))
-        return Observation(a.id, index, "exited", {"exit_code": None, "reason": Reason.CANCELLED, "outputs": [],
-                                                  "message": "the launcher did not stop in time; its actor was killed"})
+        return Observation(a.id, index, "exited", LaunchResult(
+            reason=Reason.CANCELLED, message="the launcher did not stop in time; its actor was killed"))
 
     def _forget(self, active: set[str]) -> None:
         """Drop what ended attempts left in memory; now and then, remove orphaned placement groups."""
@@ -339,6 +340,10 @@ class RayEngine(Engine):
             self._ray.shutdown()
         except Exception:
             pass
+
+
+def _as_result(value: Any) -> LaunchResult | None:
+    return None if value is None else LaunchResult.model_validate(value)
 
 
 def _free_port(address: str) -> int:
