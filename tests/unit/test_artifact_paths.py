@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.artifacts.paths import check_artifact_path, output_record_problem
+from trainyard.artifact_paths import check_artifact_path, output_record_problem
 from trainyard.artifacts.store import ArtifactStore
 
 

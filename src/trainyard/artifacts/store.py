@@ -14,7 +14,7 @@ from typing import IO, Iterator
 
 import fsspec
 
-from trainyard.artifacts.paths import check_artifact_path
+from trainyard.artifact_paths import check_artifact_path
 from trainyard.spec.records import DIGEST_PATTERN
 
 _DIGEST = re.compile(DIGEST_PATTERN)

@@ -15,7 +15,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from trainyard.artifacts.paths import is_artifact_path
+from trainyard.artifact_paths import is_artifact_path
 from trainyard.launch.files import local_path
 
 BLOCK = 1 << 20

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from trainyard.artifacts.paths import check_artifact_path
+from trainyard.artifact_paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
 from trainyard.errors import InvalidSpec, NotFound, Unschedulable

@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from trainyard.artifacts.paths import check_artifact_path
+from trainyard.artifact_paths import check_artifact_path
 from trainyard.status import Reason
 
 log = logging.getLogger("trainyard.reports")

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import func, select, update
 
-from trainyard.artifacts.paths import is_artifact_path, output_record_problem
+from trainyard.artifact_paths import is_artifact_path, output_record_problem
 from trainyard.errors import AttemptEnded, AttemptNotFound, AttemptUnauthorized
 from trainyard.spec.records import ArtifactInfo, AttemptInfo, LogChunk, MetricPoint
 from trainyard.status import AttemptStatus, JobStatus
@@ -153,7 +153,7 @@ class TelemetryMixin:
             self._add_artifacts(s, job_id, attempt, outputs)
 
     def _add_artifacts(self, s, job_id: str, attempt: int, outputs: Outputs) -> None:  # noqa: ANN001
-        """Record outputs whose records are sound and paths safe (see :mod:`trainyard.artifacts.paths`).
+        """Record outputs whose records are sound and paths safe (see :mod:`trainyard.artifact_paths`).
         The service refuses a report with any other, so one here came from a result file: left out."""
         items = []
         for i in outputs.items:
