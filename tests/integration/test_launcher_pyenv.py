@@ -13,8 +13,9 @@ import time
 import pytest
 
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    log_of, make_config, read_result, report_server, run_launcher, start_launcher, wait_for,
+    log_of, make_config, read_result, report_server, run_launcher, start_launcher,
 )
+from tests.support.waiting import until
 from trainyard.launch.pyenv import READY
 
 BACKEND = '''
@@ -131,7 +132,7 @@ def test_sigterm_during_the_build_cancels(tmp_path, report_server):
     make_config(attempt, report_server.url, ["python", "-c", "pass"], snapshot=str(snap),
                 python_env={"pip": ["./tinypkg"]}, venv_cache=str(tmp_path / "venvs"))
     proc = start_launcher(attempt)
-    wait_for(lambda: b"building python environment" in log_of(attempt))
+    until(lambda: b"building python environment" in log_of(attempt))
     time.sleep(0.3)
     start = time.monotonic()
     proc.send_signal(signal.SIGTERM)

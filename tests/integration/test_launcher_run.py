@@ -9,8 +9,8 @@ import time
 
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
     PYTHON, log_of, make_config, pid_alive, read_result, report_server, run_launcher, script, start_launcher,
-    wait_for,
 )
+from tests.support.waiting import until
 
 
 def test_success_delivers_logs_metrics_and_result(tmp_path, report_server):
@@ -179,7 +179,7 @@ time.sleep(0.8)
     attempt = tmp_path / "attempt"
     make_config(attempt, report_server.url, cmd)
     proc = start_launcher(attempt)
-    wait_for(lambda: report_server.snapshot())
+    until(lambda: report_server.snapshot())
     for sig in (2, 1):  # SIGINT, SIGHUP
         os.kill(proc.pid, sig)
     proc.communicate(timeout=20)
@@ -204,7 +204,7 @@ time.sleep(2.5)
     attempt = tmp_path / "attempt"
     make_config(attempt, report_server.url, cmd)
     proc = start_launcher(attempt)
-    wait_for(lambda: b"forked" in log_of(attempt))
+    until(lambda: b"forked" in log_of(attempt))
     time.sleep(1.5)  # more than a reaping tick
     children = psutil.Process(proc.pid).children()
     assert [c for c in children if c.status() == psutil.STATUS_ZOMBIE] == []
