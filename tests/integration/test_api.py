@@ -92,8 +92,10 @@ def test_a_lost_attempt_is_retried_then_fails(env):
     job = sdk.submit({"command": "x", "retry": {"max": 1, "backoff": 0}})
     first = until(lambda: next(iter(engine.launched), None))
     engine.lose(first)
-    second = until(lambda: next((a for a in engine.launched if a != first), None))
+    engine.join(first)  # the platform saw it lost, and launched the retry
+    second = next(a for a in engine.launched if a != first)
     engine.lose(second)
+    engine.join(second)
     info = job.wait(timeout=10)
     assert info.status.value == "failed"
     assert [a.reason for a in info.attempts] == ["LostContact", "LostContact"]
