@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import need
 from tests.contract.rigs import EXIT_CODE, FakeRig, LocalRig, RayRig, Rig
+from tests.support.waiting import until
 from trainyard.status import Reason
 
 ENGINES = ["fake", "local", pytest.param("ray", marks=pytest.mark.slow)]
@@ -88,9 +89,9 @@ def test_cancel_stops_the_attempt_and_a_second_cancel_changes_nothing(rig):
 
 
 def test_a_new_engine_over_the_same_place_follows_an_attempt_to_its_end(rig):
-    # given an attempt launched before the server restarted
+    # given an attempt whose command was running when the server restarted
     attempt, handle = rig.launch(rig.attempt("restart"))
-    rig.wait_for(attempt, "alive")
+    until(lambda: rig.starts(attempt), timeout=rig.timeout)
 
     # when a new engine object takes over
     rig.restart()
@@ -101,6 +102,26 @@ def test_a_new_engine_over_the_same_place_follows_an_attempt_to_its_end(rig):
     rig.end(attempt)
     assert rig.wait_for(attempt, "exited").result["exit_code"] == EXIT_CODE
     assert rig.starts(attempt) == 1
+
+
+def test_a_restart_right_after_launch_loses_nothing_and_starts_nothing_twice(rig):
+    # given an attempt launched a moment before the server restarted (its command may not have started)
+    attempt, _ = rig.launch(rig.attempt("early"))
+
+    # when a new engine object takes over, and launches again what it reports not_launched, as the platform does
+    rig.restart()
+
+    def ended():
+        obs = rig.observe(attempt)
+        if obs.state == "not_launched":
+            rig.engine.launch(attempt, *rig.launch_args(attempt))
+        if rig.starts(attempt):
+            rig.end(attempt)
+        return obs.state not in ("alive", "not_launched") and obs
+
+    # then the command runs once, to its end
+    obs = until(ended, timeout=rig.timeout)
+    assert (obs.state, obs.result["exit_code"], rig.starts(attempt)) == ("exited", EXIT_CODE, 1)
 
 
 def test_an_attempt_never_launched_reads_as_not_launched(rig):

@@ -26,6 +26,7 @@ from typing import Any
 from trainyard.launch.config import RESULT_NAME, LaunchConfig
 
 PR_SET_PDEATHSIG = 1
+NOT_STARTED = "not-started"  # what attaching to an actor that never started a launcher returns
 
 
 def _die_with_parent() -> None:
@@ -55,7 +56,9 @@ class ReplicaActor:
         """Start the launcher (once) and wait for it; the launcher's result, or None if it left none.
 
         ``config=None`` only attaches: a restarted control plane waits on a
-        launcher that an earlier one started.
+        launcher that an earlier one started. If none was ever started (the
+        earlier one died between creating this actor and its ``run`` call), it
+        returns :data:`NOT_STARTED` at once, and the engine launches again.
         """
         with self._lock:
             if self._pid is None and config is not None:
@@ -65,7 +68,7 @@ class ReplicaActor:
                 self._start(config, Path(workdir))
             started = self._pid is not None
         if not started:
-            return None
+            return NOT_STARTED
         self._exited.wait()
         try:
             return json.loads((self._dir / RESULT_NAME).read_text())
