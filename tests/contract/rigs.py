@@ -25,13 +25,13 @@ from trainyard.status import AttemptStatus
 EXIT_CODE = 3  # what a command ended on cue exits with
 SPEC = JobSpec(command="unused: the launch configs carry the command", resources={"cpu": 0.25}, grace_period=1.0)
 
-# Waits for its flag file, then exits 3; appends a line to "starts" first, so a test can count its runs.
-COMMAND = """import os, sys, time
+# Waits for its flag file, then exits with EXIT_CODE; appends a line to "starts" first, so a test can count its runs.
+COMMAND = f"""import os, sys, time
 with open(sys.argv[1] + ".starts", "a") as f:
     f.write("started\\n")
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.05)
-sys.exit(3)
+sys.exit({EXIT_CODE})
 """
 
 
