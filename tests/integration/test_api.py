@@ -1,10 +1,9 @@
 """The REST API in-process, with the fake engine, on SQLite and PostgreSQL."""
 
-import time
-
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.support.waiting import until
 from trainyard import errors
 from trainyard.api.app import create_app
 from trainyard.config import ServerSettings
@@ -26,16 +25,6 @@ def env(db_url, tmp_path):
     with TestClient(create_app(platform, "http://testserver"), headers={"Authorization": "Bearer s3cret"}) as tc:
         sdk = Client("http://testserver", token="s3cret", transport=tc._transport)
         yield tc, sdk, engine, platform
-
-
-def until(check, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 def report(tc, engine, attempt_id, **body):
@@ -103,8 +92,10 @@ def test_a_lost_attempt_is_retried_then_fails(env):
     job = sdk.submit({"command": "x", "retry": {"max": 1, "backoff": 0}})
     first = until(lambda: next(iter(engine.launched), None))
     engine.lose(first)
-    second = until(lambda: next((a for a in engine.launched if a != first), None))
+    engine.join(first)  # the platform saw it lost, and launched the retry
+    second = next(a for a in engine.launched if a != first)
     engine.lose(second)
+    engine.join(second)
     info = job.wait(timeout=10)
     assert info.status.value == "failed"
     assert [a.reason for a in info.attempts] == ["LostContact", "LostContact"]

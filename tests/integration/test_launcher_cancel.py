@@ -7,8 +7,9 @@ import signal
 import time
 
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    log_of, make_config, pid_alive, read_result, report_server, script, start_launcher, wait_for,
+    log_of, make_config, pid_alive, read_result, report_server, script, start_launcher,
 )
+from tests.support.waiting import until
 
 TREE = """
 import os, signal, subprocess, sys, time
@@ -39,7 +40,7 @@ def start_tree(tmp_path, report_server, **kw):
     attempt = tmp_path / "attempt"
     make_config(attempt, report_server.url, script(tmp_path, "tree.py", TREE) + [str(pids)], grace_period=0.5, **kw)
     proc = start_launcher(attempt)
-    wait_for(lambda: b"ready" in log_of(attempt))
+    until(lambda: b"ready" in log_of(attempt))
     tree = [int(x) for x in pids.read_text().split()]
     assert len(tree) == 3 and all(pid_alive(p) for p in tree)
     return proc, attempt, tree
@@ -82,7 +83,7 @@ time.sleep(60)
     attempt = tmp_path / "attempt"
     make_config(attempt, report_server.url, cmd, grace_period=30)
     proc = start_launcher(attempt)
-    wait_for(lambda: b"ready" in log_of(attempt))
+    until(lambda: b"ready" in log_of(attempt))
     os.kill(proc.pid, signal.SIGTERM)
     proc.communicate(timeout=20)  # less than the 30 s grace period: it did not sit it out
     result = read_result(attempt)

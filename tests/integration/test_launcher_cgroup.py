@@ -15,8 +15,9 @@ import pytest
 
 from tests.conftest import need
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    log_of, make_config, report_server, run_launcher, script, start_launcher, wait_for,
+    log_of, make_config, report_server, run_launcher, script, start_launcher,
 )
+from tests.support.waiting import until
 from trainyard.engines.detect import local_node
 from trainyard.launch import cgroup
 
@@ -90,7 +91,7 @@ time.sleep(30)
     make_config(attempt, report_server.url, job, memory_limit=LIMIT)
     launcher = start_launcher(attempt)
     try:
-        wait_for(lambda: b"child" in log_of(attempt))
+        until(lambda: b"child" in log_of(attempt))
         child = int(log_of(attempt).split()[1])
         procs_file = os.path.join(group_path(cgroups), "cgroup.procs")
         members = {int(p) for p in open(procs_file).read().split()}
@@ -148,7 +149,7 @@ def test_empty_groups_of_dead_launchers_are_swept_and_busy_ones_kept(cgroups):
     os.mkdir(busy.path)
     sleeper = subprocess.Popen(busy.wrap(["sleep", "30"]))
     try:
-        wait_for(lambda: busy.pids() == [sleeper.pid])
+        until(lambda: busy.pids() == [sleeper.pid])
         assert cgroup.sweep(parent, stale_after=0) == 1
         assert sorted(e.name for e in os.scandir(parent) if e.is_dir()) == ["busy-r0"]
     finally:

@@ -13,8 +13,9 @@ import psutil
 import pytest
 
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    make_config, pid_alive, read_result, report_server, run_launcher, start_launcher, wait_for,
+    make_config, pid_alive, read_result, report_server, run_launcher, start_launcher,
 )
+from tests.support.waiting import until
 from trainyard.launch.pyenv import READY
 
 BACKEND = '''
@@ -137,7 +138,7 @@ def test_sigterm_during_the_build_cancels(tmp_path, report_server):
     make_config(attempt, report_server.url, ["python", "-c", "pass"], snapshot=str(snap),
                 python_env={"pip": ["./tinypkg"]}, venv_cache=str(tmp_path / "venvs"))
     proc = start_launcher(attempt)
-    wait_for(lambda: building.exists(), timeout=60)  # the backend is in its 30 s build
+    until(lambda: building.exists(), timeout=60)  # the backend is in its 30 s build
     builders = psutil.Process(proc.pid).children(recursive=True)
     assert builders
 

@@ -8,8 +8,9 @@ import time
 
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
     PYTHON, ReportServer, log_of, make_config, read_result, report_server, run_launcher, script,
-    start_launcher, wait_for,
+    start_launcher,
 )
+from tests.support.waiting import until
 from trainyard.launch import reporter as reporter_mod
 from trainyard.launch.config import LaunchConfig
 
@@ -48,7 +49,7 @@ def test_logs_reach_the_server_while_the_command_runs(tmp_path, report_server):
     attempt = tmp_path / "attempt"
     make_config(attempt, report_server.url, cmd)
     proc = start_launcher(attempt)
-    wait_for(lambda: b"hello early" in report_server.log_bytes(), timeout=30)
+    until(lambda: b"hello early" in report_server.log_bytes(), timeout=30)
     assert report_server.final() is None and proc.poll() is None  # still running
     flag.touch()
     proc.communicate(timeout=20)
@@ -83,7 +84,7 @@ def test_server_restart_on_another_port_loses_nothing(tmp_path):
     proc = start_launcher(attempt)
     server = None
     try:
-        wait_for(lambda: old.requests >= 2, timeout=30)  # reports hit the old address, and were retried there
+        until(lambda: old.requests >= 2, timeout=30)  # reports hit the old address, and were retried there
         old.close()  # now nothing listens there at all
         server = ReportServer()
         address.write_text(json.dumps({"url": server.url}))
@@ -151,7 +152,7 @@ def test_heartbeat_when_nothing_is_new(tmp_path, report_server, monkeypatch):
     time.sleep(0.3)
     assert report_server.snapshot() == []  # nothing before the command starts
     rep.started(12345)
-    wait_for(lambda: len(report_server.snapshot()) >= 3, timeout=3)
+    until(lambda: len(report_server.snapshot()) >= 3, timeout=3)
     assert rep.finish({"exit_code": 0, "reason": "Succeeded", "message": "", "outputs": []})
     reports = report_server.snapshot()
     assert all(r["pid"] == 12345 for r in reports)
@@ -165,7 +166,7 @@ def test_cancel_answer_reaches_the_callback(tmp_path, report_server):
     rep = reporter_mod.Reporter(config, str(tmp_path / "log"), str(tmp_path / "metrics"), lambda: cancelled.append(1))
     rep.start()
     rep.started(1)
-    wait_for(lambda: cancelled)
+    until(lambda: cancelled)
     rep.finish({"exit_code": None, "reason": "Cancelled", "message": "", "outputs": []})
 
 
@@ -175,7 +176,7 @@ def test_a_refused_credential_is_read_again_from_launch_json(tmp_path, report_se
     config = make_config(attempt, report_server.url, script(tmp_path, "job.py", TALKER) + ["20", "0.05"],
                          token="old")
     proc = start_launcher(attempt)
-    wait_for(lambda: report_server.requests >= 1)  # refused: the launcher read "old"
+    until(lambda: report_server.requests >= 1)  # refused: the launcher read "old"
 
     # as the engine does for a replica already running when its gang is launched again after a restart
     config.token = "renewed"

@@ -10,8 +10,8 @@ from psutil import pid_exists
 
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
     PYTHON, log_of, make_config, pid_alive, read_result, report_server, run_launcher, script, start_launcher,
-    wait_for,
 )
+from tests.support.waiting import until
 
 
 def test_success_delivers_logs_metrics_and_result(tmp_path, report_server):
@@ -180,7 +180,7 @@ while not os.path.exists({str(flag)!r}):
     attempt = tmp_path / "attempt"
     make_config(attempt, report_server.url, cmd)
     proc = start_launcher(attempt)
-    wait_for(lambda: report_server.snapshot())
+    until(lambda: report_server.snapshot())
     for sig in (2, 1):  # SIGINT, SIGHUP, while the command waits for the flag
         os.kill(proc.pid, sig)
     flag.touch()
@@ -210,10 +210,10 @@ while not os.path.exists({str(flag)!r}):
     attempt = tmp_path / "attempt"
     make_config(attempt, report_server.url, cmd)
     proc = start_launcher(attempt)
-    wait_for(lambda: orphans.exists() and len(orphans.read_text().splitlines()) == 3)
+    until(lambda: orphans.exists() and len(orphans.read_text().splitlines()) == 3)
     adopted = [tuple(map(int, line.split())) for line in orphans.read_text().splitlines()]
     assert {ppid for _, ppid in adopted} == {proc.pid}  # the launcher adopted them (a subreaper)
-    wait_for(lambda: not any(pid_alive(pid) or pid_exists(pid) for pid, _ in adopted))  # and reaped them
+    until(lambda: not any(pid_alive(pid) or pid_exists(pid) for pid, _ in adopted))  # and reaped them
     assert proc.poll() is None  # while the command still runs
     flag.touch()
     proc.communicate(timeout=20)

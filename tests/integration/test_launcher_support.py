@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.waiting import until
 from trainyard.launch.config import RESULT_NAME, LaunchConfig
 
 PYTHON = sys.executable
@@ -131,10 +130,6 @@ def run_launcher(attempt_dir: Path, timeout: float = 60) -> dict:
 
 def read_result(attempt_dir: Path) -> dict:
     return json.loads((attempt_dir / RESULT_NAME).read_text())
-
-
-def wait_for(predicate, timeout: float = 10.0, every: float = 0.02):
-    return until(predicate, timeout, every)
 
 
 def script(tmp_path: Path, name: str, text: str) -> list[str]:

@@ -73,8 +73,10 @@ def test_a_queue_at_its_gpu_quota_holds_jobs_back_and_says_so(make_env):
     assert "1 job ahead in queue team-a" in third.refresh().reason
     usage = sdk.queue("team-a")
     assert (usage.usage.running, usage.usage.gpu, usage.pending) == (1, {"A100": 1}, 2)
-    engine.finish(next(iter(engine.launched)))
-    until(lambda: len(engine.launched) == 2)
+    first_attempt = next(iter(engine.launched))
+    engine.finish(first_attempt)
+    engine.join(first_attempt)  # the platform saw it end, and gave its room to the next in line
+    assert len(engine.launched) == 2
     assert second.refresh().status.value == "starting" and third.refresh().position == 0
 
 
@@ -83,14 +85,17 @@ def test_a_high_priority_job_preempts_low_priority_work_which_is_requeued_and_no
     low = sdk.submit({"name": "low", "command": "x", "priority": "low", "resources": {"cpu": 4}})
     low_attempt = until(lambda: next(iter(engine.launched), None))
     high = sdk.submit({"name": "high", "command": "x", "priority": "high", "resources": {"cpu": 4}})
-    until(lambda: low_attempt in engine.cancelled)
+    engine.join(low_attempt)  # stopped by the platform, and its end recorded
+    assert low_attempt in engine.cancelled
     assert low.refresh().attempts[0].preempted_by == high.id
-    high_attempt = until(lambda: next((a for a in engine.launched if a.startswith(high.id)), None))
-    info = until(lambda: (i := low.refresh()).status.value == "pending" and i)
+    high_attempt = next(a for a in engine.launched if a.startswith(high.id))
+    info = low.refresh()
+    assert info.status.value == "pending"
     assert (info.attempts[0].reason, info.attempts[0].status.value) == ("Preempted", "cancelled")
     assert not high.refresh().attempts[0].stop_reason  # the requeued job does not preempt it back
     engine.finish(high_attempt)
-    until(lambda: len([a for a in engine.launched if a.startswith(low.id)]) == 2)
+    engine.join(high_attempt)
+    assert len([a for a in engine.launched if a.startswith(low.id)]) == 2
 
 
 def test_work_that_is_not_preemptible_keeps_running(make_env):

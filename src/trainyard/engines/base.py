@@ -2,6 +2,12 @@
 
 An engine is narrow on purpose — nodes, validate, launch, cancel, reconcile —
 so the scheduler and services never learn where a process actually runs.
+
+The contract below is checked for every engine by
+``tests/contract/test_engine_contract.py``; an engine that cannot keep a
+promise says so in its own docstring. Names, not memory, are the source of
+truth: an engine object made anew over the same home or cluster (a restarted
+server) must find every attempt an earlier one launched.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ class Observation:
 
     attempt_id: str
     replica: int
+    # alive: running (or still delivering its logs); exited: ended, ``result`` says how;
+    # lost: launched, gone, and nobody knows how it ended; not_launched: no trace of a launch
     state: Literal["alive", "exited", "lost", "not_launched"]
     result: LaunchResult | None = None  # when "exited": the launcher's result.json, or the engine's word for it
-    detail: str = ""
+    detail: str = ""  # when "lost": why the engine thinks so, for people
 
 
 class Engine(ABC):
@@ -49,21 +57,52 @@ class Engine(ABC):
     def launch(self, attempt: AttemptInfo, spec: JobSpec, configs: list[LaunchConfig]) -> dict[str, Any]:
         """Start one launcher per replica (``configs[i]`` on ``attempt.replicas[i].node``); return a handle.
 
-        Launching an attempt that was already launched is a no-op that returns
-        the existing handle, so a control plane that died between launching and
-        recording the handle can simply call it again.
+        The handle is JSON the store keeps with the attempt; it is for people
+        and for the engine, never read by the scheduler.
+
+        Launching an attempt that was already launched — by this object or by
+        an earlier one over the same home or cluster — is a no-op: nothing new
+        starts, and the same handle comes back. So a control plane that died
+        between launching and recording the handle simply calls it again.
+        Replicas of a gang that had not started yet are started then.
+
+        Raise when the attempt cannot start at all (no such node, no container
+        engine): the caller ends the attempt as ``SetupFailed`` with the message.
         """
 
     @abstractmethod
     def cancel(self, attempt: AttemptInfo) -> None:
         """Ask every replica of the attempt to stop (each launcher gets SIGTERM, then its grace period).
 
-        Idempotent; must not raise when the attempt is already gone.
+        Returns at once; the end shows in a later :meth:`reconcile`, as
+        ``exited`` with reason ``Cancelled`` (the launcher's own report), or as
+        whatever the replica ended with if it ended first.
+
+        Idempotent: a second cancel changes nothing. Never raises for an
+        attempt that has ended, was never launched, or that this engine has
+        never heard of.
         """
 
     @abstractmethod
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
-        """Observe each live replica of the attempts the store believes active. Must not raise for unknown ones."""
+        """One observation per replica the store believes live, in order; replicas already terminal are skipped.
+
+        - ``alive``: its launcher still runs (even after writing its result:
+          it may still be delivering logs).
+        - ``exited``: it ended; ``result`` is the launcher's ``result.json``
+          (``exit_code``, ``reason``, ``message``, ``outputs``) or one the
+          engine wrote for it (``Cancelled`` before it ran, ``NodeLost``).
+        - ``lost``: it was launched but is gone without a result.
+        - ``not_launched``: the engine has no trace of it — the answer for an
+          attempt it has never heard of, so the caller launches it (again).
+          One cancelled before it was ever launched may read either way:
+          ``not_launched`` (local) or ``exited`` with ``Cancelled`` (fake;
+          Ray while the same engine object lives).
+
+        Works the same on an engine object made after a restart: it finds
+        replicas an earlier one launched, running or ended. Never raises for
+        unknown attempts; it is called every second and must stay cheap.
+        """
 
     def close(self) -> None:
         """Release engine resources; running attempts keep running."""

@@ -2,12 +2,17 @@
 
 Like dramatiq's ``StubBroker``, it ships with the package. Declare any number
 of nodes; launched attempts stay "alive" until a test calls :meth:`finish`
-(or :meth:`lose`), and the next reconcile reports what happened.
+(or :meth:`lose`, or the platform cancels them), and the next reconcile
+reports what happened. :meth:`join` waits until the platform has taken that
+in, so tests never poll.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from trainyard.engines.base import Engine, Observation
 from trainyard.launch.config import LaunchConfig
@@ -17,6 +22,10 @@ from trainyard.spec.records import AttemptInfo, NodeInfo
 from trainyard.status import Reason
 
 
+class EngineMisuse(AssertionError):
+    """The platform asked the fake engine for something no real engine could do."""
+
+
 class FakeEngine(Engine):
     name = "fake"
 
@@ -24,8 +33,15 @@ class FakeEngine(Engine):
         self._nodes = list(nodes)
         self.launched: dict[str, list[LaunchConfig]] = {}  # attempt id -> one config per replica
         self.cancelled: list[str] = []
+        self.failures: list[BaseException] = []  # raised inside calls from the platform; join re-raises them
         self._results: dict[tuple[str, int], LaunchResult] = {}
         self._lost: set[tuple[str, int]] = set()
+        # join's bookkeeping: every reconcile call is numbered; an attempt has ended "as far as the platform
+        # knows" once a reconcile that began after its launch no longer lists it as live
+        self._changed = threading.Condition()
+        self._reconciles = 0
+        self._running: dict[str, int] = {}  # launched, end not yet known -> number of reconciles before launch
+        self._ended: set[str] = set()
 
     def nodes(self) -> list[NodeInfo]:
         return [n.model_copy(deep=True) for n in self._nodes]
@@ -34,41 +50,105 @@ class FakeEngine(Engine):
         return "127.0.0.1", 29500
 
     def launch(self, attempt: AttemptInfo, spec: JobSpec, configs: list[LaunchConfig]) -> dict[str, Any]:
-        self.launched.setdefault(attempt.id, configs)
+        with self._recorded():
+            self._check_launch(attempt, configs)
+        with self._changed:
+            if attempt.id not in self.launched:
+                self._running[attempt.id] = self._reconciles
+                self._ended.discard(attempt.id)
+            self.launched.setdefault(attempt.id, configs)
         return {"fake": attempt.id}
+
+    def _check_launch(self, attempt: AttemptInfo, configs: list[LaunchConfig]) -> None:
+        if len(configs) != len(attempt.replicas):
+            raise EngineMisuse(f"{attempt.id}: {len(configs)} launch configs for {len(attempt.replicas)} replicas")
+        names = {n.name for n in self._nodes}
+        if unknown := sorted({r.node for r in attempt.replicas} - names):
+            raise EngineMisuse(f"{attempt.id}: placed on {unknown}, which the fake engine does not have")
 
     def launcher_headers(self, attempt_id: str) -> dict[str, str]:
         """What the launchers of a launched attempt send with their reports: its own credential."""
         return {"Authorization": f"Bearer {self.launched[attempt_id][0].token}"}
 
     def cancel(self, attempt: AttemptInfo) -> None:
-        if attempt.id not in self.cancelled:
-            self.cancelled.append(attempt.id)
-        for r in attempt.replicas:
-            self._results.setdefault((attempt.id, r.index), LaunchResult(exit_code=-15, reason=Reason.CANCELLED))
+        with self._changed:
+            if attempt.id not in self.cancelled:
+                self.cancelled.append(attempt.id)
+            for r in attempt.replicas:
+                self._results.setdefault((attempt.id, r.index), LaunchResult(exit_code=-15, reason=Reason.CANCELLED))
 
     def finish(self, attempt_id: str, exit_code: int = 0, reason: str | None = None, replica: int = 0) -> None:
         """Make a replica exit; the next reconcile reports it."""
         reason = reason or (Reason.SUCCEEDED if exit_code == 0 else Reason.error(exit_code))
-        self._results[(attempt_id, replica)] = LaunchResult(exit_code=exit_code, reason=reason)
+        with self._changed:
+            self._results[(attempt_id, replica)] = LaunchResult(exit_code=exit_code, reason=reason)
 
     def lose(self, attempt_id: str, replica: int = 0) -> None:
         """Make a replica vanish without a result, as a dead node would."""
-        self._lost.add((attempt_id, replica))
+        with self._changed:
+            self._lost.add((attempt_id, replica))
 
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
-        out = []
-        for a in attempts:
-            for r in a.replicas:
-                key = (a.id, r.index)
-                if r.status.is_terminal():
-                    continue
-                if key in self._results:
-                    out.append(Observation(a.id, r.index, "exited", self._results[key]))
-                elif key in self._lost:
-                    out.append(Observation(a.id, r.index, "lost", detail="lost by the fake engine"))
-                elif a.id in self.launched:
-                    out.append(Observation(a.id, r.index, "alive"))
-                else:
-                    out.append(Observation(a.id, r.index, "not_launched"))
+        with self._changed:
+            self._reconciles += 1
+            out = [self._observe(a.id, r.index) for a in attempts for r in a.replicas if not r.status.is_terminal()]
+            live = {o.attempt_id for o in out}
+            for attempt_id in [a for a, at in self._running.items() if at < self._reconciles and a not in live]:
+                del self._running[attempt_id]
+                self._ended.add(attempt_id)
+            self._changed.notify_all()
         return out
+
+    def _observe(self, attempt_id: str, replica: int) -> Observation:
+        key = (attempt_id, replica)
+        if key in self._results:
+            return Observation(attempt_id, replica, "exited", self._results[key])
+        if key in self._lost:
+            return Observation(attempt_id, replica, "lost", detail="lost by the fake engine")
+        if attempt_id in self.launched:
+            return Observation(attempt_id, replica, "alive")
+        return Observation(attempt_id, replica, "not_launched")
+
+    def join(self, attempt_id: str | None = None, timeout: float = 10.0) -> None:
+        """Wait until the platform knows that ``attempt_id`` has ended; re-raise what went wrong meanwhile.
+
+        "Knows" means a reconcile that began after the attempt's launch no
+        longer lists it as live: the platform has recorded its end, whether it
+        came from :meth:`finish`, :meth:`lose`, a cancel, or a launcher's exit
+        report through the API. Without ``attempt_id``: every launched attempt
+        that was given an outcome here (finished, lost or cancelled), as
+        dramatiq's ``StubBroker.join`` waits for a queue to drain.
+
+        Raises the first of :attr:`failures` (an error inside a call from the
+        platform, which its loop would only log), and ``TimeoutError`` naming
+        the attempts still waited for after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                if self.failures:
+                    raise self.failures[0]
+                waiting = self._waited_for(attempt_id)
+                if not waiting:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"the platform did not see {sorted(waiting)} end within {timeout}s")
+                self._changed.wait(left)
+
+    def _waited_for(self, attempt_id: str | None) -> set[str]:
+        if attempt_id is not None:
+            return set() if attempt_id in self._ended else {attempt_id}
+        given = {a for a, _ in self._results} | {a for a, _ in self._lost}
+        return {a for a in given if a in self.launched and a not in self._ended}
+
+    @contextmanager
+    def _recorded(self) -> Iterator[None]:
+        """Keep an error raised inside a call from the platform for :meth:`join`, and let it go on."""
+        try:
+            yield
+        except BaseException as e:
+            with self._changed:
+                self.failures.append(e)
+                self._changed.notify_all()
+            raise

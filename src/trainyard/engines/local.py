@@ -90,12 +90,17 @@ class LocalEngine(Engine):
         config.write(workdir)
         pid = self._fork_launcher(workdir)
         if pid is None:  # no zygote: start a launcher the slow way
-            with open(workdir / "launcher.log", "ab") as log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "trainyard.launch", str(workdir)],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True, close_fds=True,
-                )
+            # born with SIGTERM blocked (the mask survives exec): an early cancel waits for the launcher's handler
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            try:
+                with open(workdir / "launcher.log", "ab") as log:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "trainyard.launch", str(workdir)],
+                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                        start_new_session=True, close_fds=True,
+                    )
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             self._children[(attempt.id, replica)] = proc
             pid = proc.pid
         handle = {"pid": pid, "create_time": psutil.Process(pid).create_time(), "dir": str(workdir)}

@@ -54,6 +54,9 @@ class Launcher:
         for sig in (signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, frame: None)
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        # engines start launchers with SIGTERM blocked: a cancel sent before this point waited
+        # for the handler instead of killing the launcher before it could write a result
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
     def _cancel_from_server(self) -> None:
         if self.cancelled is None:

@@ -68,9 +68,12 @@ def main() -> int:
         attempt_dir = line.strip()
         if not attempt_dir:
             continue
+        # the launcher is born with SIGTERM blocked, and unblocks it once its handler is in place
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         pid = os.fork()
         if pid == 0:
             _child(attempt_dir)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         sys.stdout.write(f"{pid}\n")
         sys.stdout.flush()
 

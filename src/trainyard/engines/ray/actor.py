@@ -27,6 +27,7 @@ from trainyard.spec.reports import LaunchResult
 from trainyard.status import Reason
 
 PR_SET_PDEATHSIG = 1
+NOT_STARTED = "not-started"  # what attaching to an actor that never started a launcher returns
 
 
 def _die_with_parent() -> None:
@@ -40,6 +41,8 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
         pass
+    # and SIGTERM blocked until the launcher's handler is in place: an early stop() is then a cancel
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
 
 class ReplicaActor:
@@ -54,7 +57,9 @@ class ReplicaActor:
         """Start the launcher (once) and wait for it; the launcher's result, or None if it left none.
 
         ``config=None`` only attaches: a restarted control plane waits on a
-        launcher that an earlier one started.
+        launcher that an earlier one started. If none was ever started (the
+        earlier one died between creating this actor and its ``run`` call), it
+        returns :data:`NOT_STARTED` at once, and the engine launches again.
         """
         with self._lock:
             if self._pid is None and config is not None:
@@ -63,7 +68,7 @@ class ReplicaActor:
                 self._start(config, Path(workdir))
             started = self._pid is not None
         if not started:
-            return None
+            return NOT_STARTED
         self._exited.wait()
         try:
             text = (self._dir / RESULT_NAME).read_bytes()

@@ -30,7 +30,7 @@ import psutil
 
 from trainyard.engines.base import Engine, Observation
 from trainyard.engines.ray import nodes as raynodes
-from trainyard.engines.ray.actor import ReplicaActor
+from trainyard.engines.ray.actor import NOT_STARTED, ReplicaActor
 from trainyard.errors import TrainyardError, Unsupported
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.job import JobSpec
@@ -81,6 +81,7 @@ class RayEngine(Engine):
         self._runs: dict[Any, tuple[str, int]] = {}   # ObjectRef of a replica's run call -> (attempt, replica)
         self._gangs: dict[str, set[int]] = {}          # attempt -> replicas whose run call is in flight
         self._results: dict[tuple[str, int], LaunchResult] = {}
+        self._unstarted: set[tuple[str, int]] = set()  # replicas whose actor never started a launcher
         self._cancelled: dict[str, float] = {}         # attempt -> when cancel was asked
         self._grace: dict[str, float] = {}             # attempt -> its spec's grace period
         self._swept = 0.0
@@ -141,16 +142,16 @@ class RayEngine(Engine):
             if known:
                 continue  # launched by this process already
             try:
-                actor = ray.get_actor(name, namespace=self.namespace)
-                config_values = None  # launched before a restart: attach
+                actor = ray.get_actor(name, namespace=self.namespace)  # launched before a restart: attach
             except ValueError:
-                config_values = self._node_config(config, attempt).to_dict()
                 actor = self._remote.options(
                     name=name, namespace=self.namespace, lifetime="detached", max_restarts=0, max_concurrency=4,
                     num_cpus=r.cpu, num_gpus=r.gpu, memory=r.memory or None,
                     scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
                 ).remote()
-            self._follow(attempt.id, i, actor, config_values)
+            # the config goes with an attach too: the actor starts a launcher at most once, and one made
+            # just before a restart may never have been asked to
+            self._follow(attempt.id, i, actor, self._node_config(config, attempt).to_dict())
         return handle
 
     def _node_config(self, config: LaunchConfig, attempt: AttemptInfo) -> LaunchConfig:
@@ -210,6 +211,10 @@ class RayEngine(Engine):
             if ref not in self._runs:  # released meanwhile
                 return
             attempt_id, replica = self._runs.pop(ref)
+            if result == NOT_STARTED:  # reconcile says not_launched, and the caller launches it again
+                self._unstarted.add((attempt_id, replica))
+                self._gangs.get(attempt_id, set()).discard(replica)
+                return
             if result is not None:
                 self._results[(attempt_id, replica)] = result
             gang = self._gangs.get(attempt_id, set())
@@ -285,8 +290,12 @@ class RayEngine(Engine):
                 reason=Reason.NODE_LOST, message=f"Ray node {a.replicas[index].node} left the cluster"))
         with self._lock:
             followed = any(v == key for v in self._runs.values())
+            unstarted = key in self._unstarted
+            self._unstarted.discard(key)
         if followed:
             return self._overdue_cancel(a, index) or Observation(a.id, index, "alive")
+        if unstarted:
+            return Observation(a.id, index, "not_launched")
         try:
             actor = self._ray.get_actor(actor_name(a.id, index), namespace=self.namespace)
         except ValueError:
@@ -316,6 +325,7 @@ class RayEngine(Engine):
         with self._lock:
             for key in [k for k in self._results if k[0] not in active]:
                 del self._results[key]
+            self._unstarted = {k for k in self._unstarted if k[0] in active}
             for table in (self._cancelled, self._grace):
                 for aid in [a for a in table if a not in active]:
                     del table[aid]
