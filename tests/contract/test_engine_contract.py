@@ -56,7 +56,7 @@ def test_a_launched_attempt_is_alive_then_exited_with_its_result(rig):
     # then reconcile reports the exit code and reason
     obs = rig.wait_for(attempt, "exited")
     assert (obs.attempt_id, obs.replica) == (attempt.id, 0)
-    assert (obs.result["exit_code"], obs.result["reason"]) == (EXIT_CODE, Reason.error(EXIT_CODE))
+    assert (obs.result.exit_code, obs.result.reason) == (EXIT_CODE, Reason.error(EXIT_CODE))
 
 
 def test_launching_a_launched_attempt_again_is_a_no_op(rig):
@@ -70,7 +70,7 @@ def test_launching_a_launched_attempt_again_is_a_no_op(rig):
     # then the same handle comes back and the command ran once
     assert again == handle
     rig.end(attempt)
-    assert rig.wait_for(attempt, "exited").result["exit_code"] == EXIT_CODE
+    assert rig.wait_for(attempt, "exited").result.exit_code == EXIT_CODE
     assert rig.starts(attempt) == 1
 
 
@@ -84,7 +84,7 @@ def test_cancel_stops_the_attempt_and_a_second_cancel_changes_nothing(rig):
     rig.engine.cancel(attempt)
 
     # then it ends as cancelled, and cancelling what has ended does not raise
-    assert rig.wait_for(attempt, "exited").result["reason"] == Reason.CANCELLED
+    assert rig.wait_for(attempt, "exited").result.reason == Reason.CANCELLED
     rig.engine.cancel(attempt)
 
 
@@ -100,7 +100,7 @@ def test_a_new_engine_over_the_same_place_follows_an_attempt_to_its_end(rig):
     assert rig.observe(attempt).state == "alive"
     assert rig.engine.launch(attempt, *rig.launch_args(attempt)) == handle
     rig.end(attempt)
-    assert rig.wait_for(attempt, "exited").result["exit_code"] == EXIT_CODE
+    assert rig.wait_for(attempt, "exited").result.exit_code == EXIT_CODE
     assert rig.starts(attempt) == 1
 
 
@@ -121,7 +121,7 @@ def test_a_restart_right_after_launch_loses_nothing_and_starts_nothing_twice(rig
 
     # then the command runs once, to its end
     obs = until(ended, timeout=rig.timeout)
-    assert (obs.state, obs.result["exit_code"], rig.starts(attempt)) == ("exited", EXIT_CODE, 1)
+    assert (obs.state, obs.result.exit_code, rig.starts(attempt)) == ("exited", EXIT_CODE, 1)
 
 
 def test_an_attempt_never_launched_reads_as_not_launched(rig):
@@ -144,5 +144,5 @@ def test_cancelling_an_unknown_attempt_does_not_raise(rig):
 
     # then nothing ran, and nothing will: it reads as never launched, or as cancelled before it ran
     obs = rig.observe(attempt)
-    assert obs.state == "not_launched" or (obs.state, obs.result["reason"]) == ("exited", Reason.CANCELLED)
+    assert obs.state == "not_launched" or (obs.state, obs.result.reason) == ("exited", Reason.CANCELLED)
     assert rig.starts(attempt) == 0
