@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from httpx_sse import connect_sse
 from pydantic import ValidationError
 
 from trainyard import errors
@@ -145,21 +146,17 @@ class Client:
         down_since: float | None = None
         while True:  # reconnect after a dropped stream (a server restart), from the last event id
             try:
-                with self._http.stream("GET", f"/api/v1/jobs/{job_id}/logs",
-                                       params={**params, "after": after, "follow": True}, timeout=None) as resp:
-                    if resp.status_code >= 400:
-                        resp.read()
-                        _raise_for(resp)
-                    event, down_since = None, None
-                    for line in resp.iter_lines():
-                        if line.startswith("id: "):
-                            after = int(line[4:])
-                        elif line.startswith("event: "):
-                            event = line[7:]
-                        elif line.startswith("data: "):
-                            if event == "end":
-                                return
-                            yield LogChunk.model_validate_json(line[6:])
+                with connect_sse(self._http, "GET", f"/api/v1/jobs/{job_id}/logs",
+                                 params={**params, "after": after, "follow": True}, timeout=None) as source:
+                    if source.response.status_code >= 400:
+                        source.response.read()
+                        _raise_for(source.response)
+                    down_since = None
+                    for event in source.iter_sse():  # keep-alive comments never come out of here
+                        if event.event == "end":
+                            return
+                        after = int(event.id)
+                        yield LogChunk.model_validate_json(event.data)
             except httpx.TransportError:
                 down_since = down_since or time.monotonic()
                 if time.monotonic() - down_since > give_up:
