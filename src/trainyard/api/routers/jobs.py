@@ -88,12 +88,14 @@ def logs(job_id: str, p: PlatformDep, after: After = 0, attempt: AttemptNo = Non
                                ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"))
 
 
-async def _sse(events: AsyncIterator[LogEvent | LogEnd]) -> AsyncIterator[ServerSentEvent]:
+async def _sse(events: AsyncIterator[LogEvent | LogEnd]) -> AsyncIterator[ServerSentEvent | bytes]:
     async for e in events:
         if isinstance(e, LogEnd):
             yield ServerSentEvent(json.dumps({"status": e.status.value}), event="end", sep="\n")
         else:
-            yield ServerSentEvent(e.chunk, id=str(e.cursor), sep="\n")
+            # framed here, not by ServerSentEvent (its encode is ~20x slower): a chunk is one line of
+            # JSON, so this is the same frame, and a fast log stream stays as fast as before
+            yield f"id: {e.cursor}\ndata: {e.chunk}\n\n".encode()
 
 
 @router.get("/{job_id}/metrics")
