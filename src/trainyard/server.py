@@ -74,9 +74,9 @@ def serve(settings: ServerSettings) -> None:
         if (read_address(settings.address_file) or {}).get("pid") == os.getpid():
             settings.address_file.unlink(missing_ok=True)
 
-    platform.on_lead = announce
     hosts = LOOPBACK if settings.host in LOOPBACK else None  # a loopback server answers no other name
-    app = create_app(platform, server_url=url, on_ready=ready, on_stop=withdraw, allowed_hosts=hosts)
+    app = create_app(platform, server_url=url, on_ready=ready, on_stop=withdraw, on_lead=announce,
+                     allowed_hosts=hosts)
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     uvicorn.Server(config).run(sockets=[sock])

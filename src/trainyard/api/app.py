@@ -19,12 +19,13 @@ from trainyard.spec.lines import field_loc
 
 def create_app(platform: Platform, server_url: str | None = None,
                on_ready: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None,
-               allowed_hosts: tuple[str, ...] | None = None) -> FastAPI:
+               on_lead: Callable[[], None] | None = None, allowed_hosts: tuple[str, ...] | None = None) -> FastAPI:
     """The API over ``platform``. With ``allowed_hosts``, requests naming any other Host are refused;
-    with a token in the platform's settings, every request but ``/healthz`` must carry it."""
+    with a token in the platform's settings, every request but ``/healthz`` must carry it; ``on_lead``
+    runs each time this server takes over scheduling."""
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        platform.start(server_url or platform.server_url)
+        platform.start(server_url or platform.server_url, on_lead=on_lead)
         if on_ready:
             on_ready()
         try:

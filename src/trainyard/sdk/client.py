@@ -134,18 +134,14 @@ class Client:
         down_since: float | None = None
         while True:  # reconnect after a dropped stream (a server restart), from the last event id
             try:
-                with self.http.stream("GET", f"/api/v1/jobs/{job_id}/logs",
-                                      params={**params, "after": after, "follow": True}, timeout=None) as resp:
-                    event, down_since = None, None
-                    for line in resp.iter_lines():
-                        if line.startswith("id: "):
-                            after = int(line[4:])
-                        elif line.startswith("event: "):
-                            event = line[7:]
-                        elif line.startswith("data: "):
-                            if event == "end":
-                                return
-                            yield LogChunk.model_validate_json(line[6:])
+                with self.http.events(f"/api/v1/jobs/{job_id}/logs",
+                                      params={**params, "after": after, "follow": True}, timeout=None) as source:
+                    down_since = None
+                    for event in source.iter_sse():  # keep-alive comments never come out of here
+                        if event.event == "end":
+                            return
+                        after = int(event.id)
+                        yield LogChunk.model_validate_json(event.data)
             except httpx.TransportError:
                 down_since = down_since or time.monotonic()
                 if time.monotonic() - down_since > give_up:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource, connect_sse
 
 from trainyard import errors
 
@@ -64,6 +65,15 @@ class Http:
                 resp.read()
                 raise_for(resp)
             yield resp
+
+    @contextmanager
+    def events(self, path: str, **kw: Any) -> Iterator[EventSource]:
+        """A server-sent event stream (GET), its error raised typed; transport errors pass through."""
+        with connect_sse(self._client, "GET", path, **kw) as source:
+            if source.response.status_code >= 400:
+                source.response.read()
+                raise_for(source.response)
+            yield source
 
     def upload_snapshot(self, blob: bytes | None, digest: str) -> None:
         """Upload a code snapshot unless the server has it already (snapshots are keyed by content)."""

@@ -1,35 +1,46 @@
-"""Job rules shared by the API and the scheduler: submit, cancel, look up."""
+"""Job rules shared by the API and the scheduler: submit, cancel, look up, wait, follow logs."""
 
 from __future__ import annotations
 
-from typing import Callable
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import NamedTuple
 
 from trainyard.artifact_paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
 from trainyard.errors import InvalidSpec, NotFound, Unschedulable
 from trainyard.scheduler.fit import check_fits_some_node
-from trainyard.services.notify import Notifier
+from trainyard.services.notify import Notifier, off_loop
+from trainyard.services.scheduling import Scheduler
 from trainyard.spec.job import JobSpec
-from trainyard.spec.records import ArtifactInfo, AttemptInfo, JobInfo, NodeInfo
+from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint
 from trainyard.status import JobStatus
 from trainyard.store import Store
+
+KEEP_ALIVE = 5.0  # seconds a log stream waits for news before it looks at the job again
+
+
+class LogEvent(NamedTuple):
+    cursor: int  # where a reader that reconnects resumes
+    chunk: str  # one LogChunk, already JSON
+
+
+class LogEnd(NamedTuple):
+    status: JobStatus  # the job ended: nothing more will come
 
 
 class JobService:
     def __init__(
-        self, store: Store, engine: Engine, artifacts: ArtifactStore, notifier: Notifier, wake: Callable[[], None],
-        stop: Callable[[AttemptInfo], None],
+        self, store: Store, engine: Engine, artifacts: ArtifactStore, notifier: Notifier, scheduler: Scheduler,
+        check_queue: Callable[[str], None],
     ) -> None:
-        self.stop = stop
-        self._jobs: dict[str, JobInfo] = {}  # live jobs as submitted; spec, queue and priority never change
         self.store = store
         self.engine = engine
         self.artifacts = artifacts
         self.notifier = notifier
-        self.wake = wake
-        self.check_queue: Callable[[str], None] = lambda name: None  # set by the platform: refuses unknown queues
-        self.created: Callable[[JobInfo], None] = lambda job: None  # set by the platform: the scheduler learns the spec
+        self.scheduler = scheduler
+        self.check_queue = check_queue  # refuses unknown queues (the queue service's rule)
 
     def submit(self, spec: JobSpec, snapshot: str | None = None) -> JobInfo:
         """Validate against this platform, store, and wake the scheduler. Nothing is stored on error."""
@@ -42,8 +53,8 @@ class JobService:
             raise InvalidSpec(errors=[{"field": "workdir", "line": None, "where": "workdir",
                                        "message": f"snapshot {snapshot} was not uploaded"}])
         job = self.store.create_job(spec, snapshot)
-        self.created(job)
-        self.wake()
+        self.scheduler.remember(job)
+        self.scheduler.wake()
         return job
 
     def cancel(self, job_id: str) -> JobInfo:
@@ -52,35 +63,33 @@ class JobService:
         if status == JobStatus.CANCELLING:
             for a in job.attempts:
                 if not a.status.is_terminal():
-                    self.stop(a)
+                    self.scheduler.stop_attempt(a)
         self.notifier.notify(job_id)
-        self.wake()
+        self.scheduler.wake()
         return job
 
-    def live(self) -> list[tuple[JobInfo, AttemptInfo]]:
-        """Every starting or running attempt with its job (as submitted: spec, queue, priority)."""
-        active = self.store.active_attempts()
-        missing = [a.job_id for a in active if a.job_id not in self._jobs]
-        if missing:
-            self._jobs.update((j.id, j) for j in self.store.get_jobs(missing))
-        if len(self._jobs) > 4 * len(active) + 1000:  # forget finished jobs now and then
-            keep = {a.job_id for a in active}
-            self._jobs = {k: v for k, v in self._jobs.items() if k in keep}
-        return [(self._jobs[a.job_id], a) for a in active]
+    # -- looking up -----------------------------------------------------------
 
-    def nodes(self, live: list[tuple[JobInfo, AttemptInfo]] | None = None) -> list[NodeInfo]:
-        """The engine's nodes with what live attempts (default: :meth:`live`) hold on each."""
-        nodes = {n.name: n.model_copy(deep=True) for n in self.engine.nodes()}
-        for job, a in self.live() if live is None else live:
-            r = job.spec.resources
-            for rep in a.replicas:
-                node = nodes.get(rep.node)
-                if node is None or rep.status.is_terminal():
-                    continue
-                node.cpu_used += r.cpu
-                node.memory_used += r.memory or 0
-                node.gpus_used += rep.gpus
-        return list(nodes.values())
+    def list(self, *, status: list[str] | None, name: str | None, queue: str | None, limit: int,
+             cursor: str | None) -> JobPage:
+        return self.store.list_jobs(status=status, name=name, queue=queue, limit=limit, cursor=cursor)
+
+    def get(self, job_id: str) -> JobInfo:
+        return self.store.get_job(job_id)
+
+    def logs(self, job_id: str, *, after: int, attempt: int | None, replica: int | None,
+             ) -> tuple[list[LogChunk], int]:
+        """Log chunks after cursor ``after``, and the cursor of the last one."""
+        self.store.get_job(job_id)  # raises JobNotFound for an unknown job
+        return self.store.read_logs(job_id, after=after, attempt=attempt, replica=replica)
+
+    def metrics(self, job_id: str) -> list[MetricPoint]:
+        self.store.get_job(job_id)
+        return self.store.metrics(job_id)
+
+    def outputs(self, job_id: str) -> list[ArtifactInfo]:
+        self.store.get_job(job_id)
+        return [info for info, _ in self.store.artifacts(job_id)]
 
     def output(self, job_id: str, path: str) -> tuple[ArtifactInfo, str]:
         """One output file's record and its URL, which is checked to lie inside the artifact store."""
@@ -96,3 +105,53 @@ class JobService:
                     break  # recorded before paths were checked: never served
         self.store.get_job(job_id)  # raises JobNotFound for an unknown job
         raise NotFound(f"job {job_id} has no output {path!r}", job_id=job_id, path=path)
+
+    def open_output(self, job_id: str, path: str) -> tuple[ArtifactInfo, Iterator[bytes]]:
+        """One output file's record and its bytes, read as they are sent."""
+        info, url = self.output(job_id, path)
+        return info, self.artifacts.iter_bytes(url)
+
+    # -- watching (async: one waiter costs a future, not a thread) ----------------
+
+    async def wait(self, job_id: str, timeout: float) -> str:
+        """The job as JSON once it has ended, or as it is after ``timeout`` seconds.
+
+        JSON, not a JobInfo: the caller sends it as it is, and validating the model again
+        on the way out would hold the GIL while the scheduler works."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        seen = self.notifier.version(job_id)
+        while True:
+            job = await off_loop(self.store.get_job, job_id)
+            left = deadline - loop.time()
+            if job.status.is_terminal() or left <= 0:
+                return job.model_dump_json()
+            await self.notifier.wait(job_id, seen, left)
+            if (final := self.notifier.final(job_id, seen)) is not None:  # it ended: no need to read it back
+                return final
+            seen = self.notifier.version(job_id)
+
+    def follow(self, job_id: str, *, after: int, attempt: int | None, replica: int | None,
+               ) -> AsyncIterator[LogEvent | LogEnd]:
+        """Log chunks after cursor ``after`` as they come, then the job's final status.
+
+        Raises JobNotFound here, before the caller starts a stream it could no longer turn into a 404."""
+        self.store.get_job(job_id)
+        return self._follow(job_id, after, attempt, replica)
+
+    async def _follow(self, job_id: str, after: int, attempt: int | None, replica: int | None,
+                      ) -> AsyncIterator[LogEvent | LogEnd]:
+        cursor = after
+        while True:
+            seen = self.notifier.version(job_id)
+            chunks, cursor = await off_loop(self.store.read_logs, job_id, after=cursor, attempt=attempt,
+                                         replica=replica)
+            for c in chunks:
+                yield LogEvent(cursor, c.model_dump_json())
+            if chunks:
+                continue
+            job = await off_loop(self.store.get_job, job_id)
+            if job.status.is_terminal():
+                yield LogEnd(job.status)
+                return
+            await self.notifier.wait(job_id, seen, KEEP_ALIVE)

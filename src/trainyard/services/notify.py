@@ -10,9 +10,14 @@ long polls it wakes answer without reading it back: see :meth:`final`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections import OrderedDict, defaultdict
-from typing import Callable
+from typing import Any, Callable, TypeVar
+
+from anyio.to_thread import run_sync
+
+T = TypeVar("T")
 
 
 class Notifier:
@@ -73,6 +78,12 @@ class Notifier:
                 if not entries:
                     self._waiters.pop(key, None)
         return self.version(key)
+
+
+async def off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` in a worker thread: a waiter's store reads block, and on the event loop
+    they would stall every other long poll and stream."""
+    return await run_sync(functools.partial(fn, *args, **kwargs))
 
 
 def _set(fut: asyncio.Future) -> None:

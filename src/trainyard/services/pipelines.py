@@ -9,6 +9,7 @@ not on a poll; a slow sweep only catches what a restart may have missed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -20,11 +21,12 @@ from trainyard.pipelines.special import expand_step
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import pipeline_io as io
 from trainyard.services.jobs import JobService
-from trainyard.services.notify import Notifier
+from trainyard.services.notify import Notifier, off_loop
 from trainyard.spec.job import JobSpec
 from trainyard.spec.pipeline import Errors, is_special, merge_params, parse_pipeline
 from trainyard.spec.pipeline_graph import Graph, build
-from trainyard.spec.pipeline_records import PipelineRunInfo, RunStatus, StepInfo, StepStatus
+from trainyard.spec.pipeline_records import (PipelineArtifact, PipelineRunInfo, PipelineRunPage, RunStatus, StepInfo,
+                                             StepStatus)
 from trainyard.store import Store
 from trainyard.store.pipelines import PipelineStore
 
@@ -113,6 +115,32 @@ class PipelineService:
             raise Conflict(f"run {run_id} changed meanwhile; look again", run_id=run_id)
         self.advance(run_id)
         return self.runs.get_run(run_id)
+
+    # -- looking up -------------------------------------------------------------
+
+    def list_runs(self, *, status: list[str] | None, limit: int, cursor: str | None) -> PipelineRunPage:
+        return self.runs.list_runs(status=status, limit=limit, cursor=cursor)
+
+    def get(self, run_id: str) -> PipelineRunInfo:
+        return self.runs.get_run(run_id)
+
+    def find_artifact(self, key: str) -> PipelineArtifact:
+        """A step artifact by id or digest (or a unique prefix), with its lineage."""
+        return self.runs.find_artifact(key)
+
+    async def wait(self, run_id: str, timeout: float, changed_after: float | None = None) -> str:
+        """The run as JSON once it has ended (or, with ``changed_after``, once its ``updated_at`` passed
+        that), or as it is after ``timeout``. JSON: the caller sends it as it is, without validating again."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            seen = self.notifier.version(run_id)
+            run = await off_loop(self.runs.get_run, run_id)
+            left = deadline - loop.time()
+            moved = changed_after is not None and run.updated_at > changed_after
+            if run.status.is_terminal() or moved or left <= 0:
+                return run.model_dump_json()
+            await self.notifier.wait(run_id, seen, left)
 
     # -- advancing --------------------------------------------------------------
 

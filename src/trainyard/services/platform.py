@@ -1,21 +1,34 @@
-"""Everything a server process holds, wired once: store, engine, services, scheduler."""
+"""Everything a server process holds, wired once: store, engine, services, scheduler.
+
+Built in dependency order by passing each part what it needs. The one cycle (the
+scheduler loop needs the services; services wake the loop and stop attempts
+through it) goes through :class:`~trainyard.services.scheduling.Scheduler`, a
+handle made first and bound to the loop once the loop exists.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from typing import Any, Callable
 
+import trainyard
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.config import ServerSettings, ray_address
 from trainyard.engines.base import Engine
 from trainyard.errors import TrainyardError
+from trainyard.launch.config import LaunchConfig
 from trainyard.pipelines.catalog import Catalog
 from trainyard.scheduler.loop import SchedulerLoop
 from trainyard.services.attempts import AttemptService
+from trainyard.services.cluster import Cluster
 from trainyard.services.jobs import JobService
 from trainyard.services.launching import launch_configs
 from trainyard.services.notify import Notifier
-from trainyard.services.queues import QueueService
 from trainyard.services.pipelines import PipelineService
+from trainyard.services.queues import QueueService
+from trainyard.services.scheduling import Scheduler
+from trainyard.services.snapshots import SnapshotService
+from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.store import Store
 from trainyard.store.lease import Lease, make_lease
 
@@ -39,51 +52,59 @@ def make_engine(settings: ServerSettings) -> Engine:
     raise ValueError(f"unknown engine {settings.engine!r}; this version has: local, ray")
 
 
+def make_catalog(settings: ServerSettings) -> Catalog:
+    """The catalog where Kubeflow component steps find components by name."""
+    return Catalog.from_settings(settings)
+
+
 class Platform:
     def __init__(self, settings: ServerSettings, engine: Engine | None = None, lease: Lease | None = None) -> None:
         settings.home.mkdir(parents=True, exist_ok=True)
         self.settings = settings
-        self.server_url = ""
-        self.on_lead: Callable[[], None] = lambda: None  # the server announces itself where launchers look
+        self.server_url = ""  # known at start(), before the loop can launch anything that needs it
+        self._on_lead: Callable[[], None] = lambda: None
         self.store = Store(settings.db_url)
         self.lease = lease or make_lease(settings.db_url)
         self.artifacts = ArtifactStore(settings.artifacts_url)
         self.notifier = Notifier()
         self.engine = engine or make_engine(settings)
-        self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self._wake,
-                                       stop=lambda attempt: self.loop.stop_attempt(attempt))
-        self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, wake=self._wake,
-                               stop=lambda attempt: self.loop.stop_attempt(attempt))
-        self.queues = QueueService(self.store, self.jobs)
-        self.jobs.check_queue = self.queues.check
+        self.scheduler = Scheduler()
+        self.cluster = Cluster(self.store, self.engine)
+        self.snapshots = SnapshotService(self.artifacts)
+        self.queues = QueueService(self.store, self.cluster, self.scheduler)
         if settings.queues_file is not None:
             self.queues.load_file(settings.queues_file)
+        self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, self.scheduler,
+                               check_queue=self.queues.check)
+        self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self.scheduler.wake,
+                                       stop=self.scheduler.stop_attempt)
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,
-                                         catalog=self._catalog)
+                                         catalog=functools.partial(make_catalog, settings))
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
-            live=self.jobs.live, nodes=self.jobs.nodes, queues=self.queues.models,
+            live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
         )
-        self.jobs.created = self.loop.remember
+        self.scheduler.bind(self.loop)
 
-    def _configs(self, job, attempt, token):  # noqa: ANN001, ANN202
+    def _configs(self, job: JobInfo, attempt: AttemptInfo, token: str) -> list[LaunchConfig]:
         master = self.engine.rendezvous(attempt) if job.spec.distributed else None
         return launch_configs(job, attempt, token=token, settings=self.settings, artifacts=self.artifacts,
                               server_url=self.server_url, master=master)
-
-    def _catalog(self):  # noqa: ANN202
-        return Catalog.from_settings(self.settings)
-
-    def _wake(self) -> None:
-        self.loop.wake()
 
     @property
     def leader(self) -> bool:
         """Whether this server schedules; the others sharing its database serve the API only."""
         return self.lease.leader
 
-    def start(self, server_url: str) -> None:
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "version": trainyard.__version__, "engine": self.engine.name,
+                "role": "leader" if self.leader else "follower"}
+
+    def start(self, server_url: str, on_lead: Callable[[], None] | None = None) -> None:
+        """Serve at ``server_url``; schedule whenever this server holds the lease, then call ``on_lead``
+        (the server announces itself where launchers look)."""
         self.server_url = server_url
+        self._on_lead = on_lead or (lambda: None)
         self.lease.start(on_gain=self._lead, on_loss=self._follow)
 
     def _lead(self) -> None:
@@ -91,7 +112,7 @@ class Platform:
         self.loop.start()
         self.loop.wake()
         self.pipelines.start()
-        self.on_lead()
+        self._on_lead()
 
     def _follow(self) -> None:
         # the leader's changes reach this server's waiters only through the database

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from trainyard.errors import InvalidSpec
 from trainyard.scheduler.model import Queue
-from trainyard.services.jobs import JobService
+from trainyard.services.cluster import Cluster
+from trainyard.services.scheduling import Scheduler
 from trainyard.spec.queue import QueueSpec, load_queues
 from trainyard.spec.records import QueueInfo, QueueUsage
 from trainyard.store import Store
@@ -27,9 +28,10 @@ def planner_queue(spec: QueueSpec) -> Queue:
 
 
 class QueueService:
-    def __init__(self, store: Store, jobs: JobService) -> None:
+    def __init__(self, store: Store, cluster: Cluster, scheduler: Scheduler) -> None:
         self.store = store
-        self.jobs = jobs
+        self.cluster = cluster
+        self.scheduler = scheduler
         self._models: list[Queue] | None = None
 
     def models(self) -> list[Queue]:
@@ -46,13 +48,13 @@ class QueueService:
     def create(self, spec: QueueSpec, *, replace: bool = False) -> QueueInfo:
         self.store.create_queue(spec, replace=replace)
         self._models = None
-        self.jobs.wake()  # a new quota may let jobs start, or hold them back
+        self.scheduler.wake()  # a new quota may let jobs start, or hold them back
         return self.get(spec.name)
 
     def delete(self, name: str) -> None:
         self.store.delete_queue(name)
         self._models = None
-        self.jobs.wake()
+        self.scheduler.wake()
 
     def check(self, name: str) -> None:
         """Refuse a job for a queue nobody defined, once any queue is defined."""
@@ -77,8 +79,8 @@ class QueueService:
         return found
 
     def _usage(self) -> dict[str, QueueUsage]:
-        live = self.jobs.live()
-        gpu_type = {n.name: n.gpu_type or "gpu" for n in self.jobs.nodes(live)}
+        live = self.cluster.live()
+        gpu_type = {n.name: n.gpu_type or "gpu" for n in self.cluster.nodes(live)}
         out: dict[str, QueueUsage] = {}
         for job, a in live:
             u = out.setdefault(job.queue, QueueUsage())

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, field_validator
-from starlette.concurrency import run_in_threadpool
 
 from trainyard.api.deps import PlatformDep
 from trainyard.spec.params import check_finite
@@ -42,12 +40,12 @@ def list_runs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
 ) -> PipelineRunPage:
-    return p.pipelines.runs.list_runs(status=status, limit=limit, cursor=cursor)
+    return p.pipelines.list_runs(status=status, limit=limit, cursor=cursor)
 
 
 @router.get("/pipelines/{run_id}")
 def get_run(run_id: str, p: PlatformDep) -> PipelineRunInfo:
-    return p.pipelines.runs.get_run(run_id)
+    return p.pipelines.get(run_id)
 
 
 @router.get("/pipelines/{run_id}/wait", response_model=PipelineRunInfo)
@@ -56,16 +54,8 @@ async def wait_run(run_id: str, p: PlatformDep, timeout: Annotated[float, Query(
                                                                description="return once updated_at passes this")] = None,
                    ) -> Response:
     """The run once it has ended (or, with ``changed_after``, once it changed), or as it is after ``timeout``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        seen = p.notifier.version(run_id)
-        run = await run_in_threadpool(p.pipelines.runs.get_run, run_id)
-        left = deadline - loop.time()
-        moved = changed_after is not None and run.updated_at > changed_after
-        if run.status.is_terminal() or moved or left <= 0:
-            return Response(run.model_dump_json(), media_type="application/json")
-        await p.notifier.wait(run_id, seen, left)
+    # JSON from the service, sent as it is: FastAPI would validate the model again on the way out
+    return Response(await p.pipelines.wait(run_id, timeout, changed_after), media_type="application/json")
 
 
 @router.post("/pipelines/{run_id}/cancel")
@@ -81,4 +71,4 @@ def retry_run(run_id: str, p: PlatformDep) -> PipelineRunInfo:
 @router.get("/artifacts/{key:path}", tags=["artifacts"])
 def get_artifact(key: str, p: PlatformDep) -> PipelineArtifact:
     """A step artifact by id or digest (or a unique prefix), with its lineage."""
-    return p.pipelines.runs.find_artifact(key)
+    return p.pipelines.find_artifact(key)

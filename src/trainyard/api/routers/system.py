@@ -6,9 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Request, Response
 
-import trainyard
 from trainyard.api.deps import PlatformDep
-from trainyard.errors import InvalidSpec
 from trainyard.auth.tokens import bearer
 from trainyard.spec.records import NodeInfo
 from trainyard.spec.reports import LauncherReport, ReportAnswer
@@ -18,37 +16,23 @@ router = APIRouter()
 
 @router.get("/healthz", tags=["system"])
 def healthz(p: PlatformDep) -> dict[str, Any]:
-    return {"status": "ok", "version": trainyard.__version__, "engine": p.engine.name,
-            "role": "leader" if p.leader else "follower"}
+    return p.health()
 
 
 @router.get("/api/v1/nodes", tags=["nodes"])
 def nodes(p: PlatformDep) -> list[NodeInfo]:
-    return p.jobs.nodes()
+    return p.cluster.nodes()
 
 
 @router.head("/api/v1/snapshots/{digest}", tags=["snapshots"])
 def has_snapshot(digest: str, p: PlatformDep) -> Response:
-    return Response(status_code=200 if _valid(digest) and p.artifacts.has_snapshot(digest) else 404)
+    return Response(status_code=200 if p.snapshots.has(digest) else 404)
 
 
 @router.put("/api/v1/snapshots/{digest}", status_code=201, tags=["snapshots"])
 async def put_snapshot(digest: str, request: Request, p: PlatformDep) -> dict[str, str]:
     """Upload a code snapshot (tar.gz) under its sha256; identical code is stored once."""
-    import io
-
-    if not _valid(digest):
-        raise InvalidSpec(errors=[{"field": "workdir", "line": None, "where": "workdir", "message": "bad digest"}])
-    body = await request.body()
-    try:
-        url = p.artifacts.put_snapshot(io.BytesIO(body), digest)
-    except ValueError as e:
-        raise InvalidSpec(errors=[{"field": "workdir", "line": None, "where": "workdir", "message": str(e)}]) from None
-    return {"digest": digest, "url": url}
-
-
-def _valid(digest: str) -> bool:
-    return digest.startswith("sha256:") and len(digest) == 71
+    return {"digest": digest, "url": p.snapshots.put(digest, await request.body())}
 
 
 @router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"])

@@ -1,0 +1,45 @@
+"""What runs where: live attempts with their jobs, and the engine's nodes with what they hold.
+
+Shared by the scheduler loop (every cycle), the queues (usage) and the API (nodes),
+so it sits below all of them and needs none of them.
+"""
+
+from __future__ import annotations
+
+from trainyard.engines.base import Engine
+from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
+from trainyard.store import Store
+
+Live = list[tuple[JobInfo, AttemptInfo]]
+
+
+class Cluster:
+    def __init__(self, store: Store, engine: Engine) -> None:
+        self.store = store
+        self.engine = engine
+        self._jobs: dict[str, JobInfo] = {}  # live jobs as submitted; spec, queue and priority never change
+
+    def live(self) -> Live:
+        """Every starting or running attempt with its job (as submitted: spec, queue, priority)."""
+        active = self.store.active_attempts()
+        missing = [a.job_id for a in active if a.job_id not in self._jobs]
+        if missing:
+            self._jobs.update((j.id, j) for j in self.store.get_jobs(missing))
+        if len(self._jobs) > 4 * len(active) + 1000:  # forget finished jobs now and then
+            keep = {a.job_id for a in active}
+            self._jobs = {k: v for k, v in self._jobs.items() if k in keep}
+        return [(self._jobs[a.job_id], a) for a in active]
+
+    def nodes(self, live: Live | None = None) -> list[NodeInfo]:
+        """The engine's nodes with what live attempts (default: :meth:`live`) hold on each."""
+        nodes = {n.name: n.model_copy(deep=True) for n in self.engine.nodes()}
+        for job, a in self.live() if live is None else live:
+            r = job.spec.resources
+            for rep in a.replicas:
+                node = nodes.get(rep.node)
+                if node is None or rep.status.is_terminal():
+                    continue
+                node.cpu_used += r.cpu
+                node.memory_used += r.memory or 0
+                node.gpus_used += rep.gpus
+        return list(nodes.values())
