@@ -14,10 +14,11 @@ instead of being scanned again by every job.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from trainyard.scheduler.model import INF, Node, PendingJob
 
 EPS = 1e-9
-Take = tuple  # (slot, cpu, memory, gpus, gpu ids, charged to a reservation)
 
 
 class Slot:
@@ -34,6 +35,20 @@ class Slot:
         self.g = len(self.gids)
         self.soon: list | None = None  # [cpu, mem, gpus] held by stopping attempts
         self.resv: list | None = None  # [start, cpu, mem, gpus] left beyond a reservation
+
+
+class Take(NamedTuple):
+    """Room one replica took on one node: :meth:`Cluster.give` hands exactly this back."""
+
+    slot: Slot
+    cpu: float
+    memory: int
+    gpus: int
+    gpu_ids: list[str]
+    charged: bool  # also taken from what the node's reservation leaves over
+
+
+_new = tuple.__new__  # builds a NamedTuple without the Python-level call its constructor costs
 
 
 def selector_ok(labels: dict[str, str], sel: tuple) -> bool:
@@ -239,7 +254,7 @@ class Cluster:
             r[2] -= m
             r[3] -= g
         self._rebucket(s)
-        return (s, c, m, g, ids, charged)
+        return _new(Take, (s, c, m, g, ids, charged))
 
     def give(self, s: Slot, c: float, m: int, g: int, ids: list, charged: bool) -> None:
         """Undo a :meth:`take` (gangs roll back in reverse order)."""
