@@ -18,8 +18,6 @@ from trainyard.scheduler.model import Entry, Node, PendingJob, Plan, Queue, Runn
     default_queue
 from trainyard.scheduler.quota import Held, Quotas, has_quota, totals
 
-_new = tuple.__new__  # builds a NamedTuple without the Python-level call its constructor costs
-
 
 @dataclass(slots=True)
 class Options:
@@ -59,6 +57,10 @@ class Memo:
     failed: dict[tuple[int, tuple], tuple[bool, ...]] = field(default_factory=dict)
     # (shape id, GPU types) that could not get a reservation even once all running work had ended
     no_reservation: set[tuple[int, tuple]] = field(default_factory=set)
+
+    def new_shape(self, shape: Shape, types: tuple) -> ShapeFit:
+        fit = self.shapes[shape] = ShapeFit(len(self.shapes), types, shape)
+        return fit
 
 
 @dataclass(slots=True)
@@ -132,16 +134,22 @@ def _survey(c: Cycle) -> Survey:
     by_prio: dict[int, list] = {}
     by_queue: dict[tuple, list] = {}
     on: dict[str, list] = {}
+    # Thousands of attempts come in a few sizes: each size's Held is made once and shared, since making
+    # a NamedTuple per attempt would cost as much as the rest of this loop's bookkeeping for it.
+    sizes: dict[tuple, Held] = {}
     for r in c.running:
         reps, aid = r.replicas, r.attempt_id
         if len(reps) == 1:
             p = reps[0]
             g = len(p.gpu_ids)
-            t = _new(Held, (p.cpu, p.memory, type_of.get(p.node) if g else None, g))
+            size = (p.cpu, p.memory, type_of.get(p.node) if g else None, g)
+            t = sizes.get(size)
+            if t is None:
+                t = sizes[size] = Held._make(size)
         else:
-            t = totals(r, type_of)
+            t = size = totals(r, type_of)
         tot[aid] = t
-        cpu, mem, gtype, gpus = t
+        cpu, mem, gtype, gpus = size  # unpacked from the plain tuple: only exact tuples unpack fast
         acc = by_team.get((r.team, gtype))
         if acc is None:
             acc = by_team[(r.team, gtype)] = [0.0, 0, 0]

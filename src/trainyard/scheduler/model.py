@@ -204,7 +204,7 @@ class Status(str, Enum):
 _PLACED = frozenset({Status.ADMITTED, Status.BACKFILLED, Status.BORROWED})
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Entry:
     """What one cycle did with one pending job, as Kueue's scheduler ``entry``: a status and, for a job
     left pending, its message (the reason, also in :attr:`Plan.reasons`). The other fields are what
@@ -213,10 +213,17 @@ class Entry:
     job: PendingJob
     queue: Queue
     status: Status
-    shape: ShapeFit | None = None  # NO_ROOM, OVER_QUOTA, IMPOSSIBLE, RESERVED
-    reservation: Reservation | None = None  # RESERVED: the nodes held for it
-    victims: list[str] | None = None  # PREEMPTING: the jobs whose attempts it stops
-    message: str = ""  # why it waits; "" for a job placed now
+    shape: ShapeFit | None  # NO_ROOM, OVER_QUOTA, IMPOSSIBLE, RESERVED: the job's shape as the cycle saw it
+    reservation: Reservation | None  # RESERVED: the nodes held for it
+    victims: list[str] | None  # PREEMPTING: the jobs whose attempts it stops
+    message: str  # why it waits; "" for a job placed now
+
+    # Written out rather than generated: a cycle makes one per pending job, and a generated __init__
+    # whose defaults fill the last fields costs half as much again.
+    def __init__(self, job: PendingJob, queue: Queue, status: Status, shape: ShapeFit | None = None) -> None:
+        self.job, self.queue, self.status, self.shape = job, queue, status, shape
+        self.reservation = self.victims = None
+        self.message = ""
 
 
 @dataclass(slots=True)

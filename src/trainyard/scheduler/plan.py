@@ -48,7 +48,8 @@ from trainyard.scheduler.room import Rooms
 
 __all__ = ["Options", "plan"]
 
-_new = tuple.__new__  # builds a NamedTuple without the Python-level call its constructor costs
+# module constants: an Enum member read off its class costs ~5× a global in this loop
+ADMITTED, BACKFILLED, BORROWED = Status.ADMITTED, Status.BACKFILLED, Status.BORROWED
 NO_ROOM, OVER_QUOTA, IMPOSSIBLE = Status.NO_ROOM, Status.OVER_QUOTA, Status.IMPOSSIBLE
 
 
@@ -124,17 +125,18 @@ class _Planner:
         """Steps 3a–f (module docstring) for one job: the first that decides its fate ends it. A job
         deferred to phase 4 gets its entry there."""
         c, memo = self.c, self.memo
-        # 3a. its class
+        # 3a. its class. Its Shape and JobClass are looked up as plain tuples of their fields, which hash
+        # and compare alike: making a NamedTuple costs 3× a tuple, and this runs for every job in line.
         sel = tuple(sorted(job.node_selector.items())) if job.node_selector else ()
-        shape = _new(Shape, (job.cpu, job.memory, job.gpu, job.gpu_types, sel, job.replicas, job.placement))
+        shape = (job.cpu, job.memory, job.gpu, job.gpu_types, sel, job.replicas, job.placement)
         fit = memo.shapes.get(shape)  # hashed once; later keys use the small id
         if fit is None:
-            fit = memo.shapes[shape] = ShapeFit(len(memo.shapes), c.cl.static_types(job, sel), shape)
+            fit = memo.new_shape(Shape._make(shape), c.cl.static_types(job, sel))
         starts = c.starts
         end = c.now + job.timeout if job.timeout is not None else INF
         # which reservations it would outlast; one reservation is the usual case, and a cycle asks this per job
         sig = ((end > starts[0],) if len(starts) == 1 else tuple([end > s for s in starts])) if starts else ()
-        cls = _new(JobClass, (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch))
+        cls = (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
         seen = memo.turned_away.get(cls)
         if seen is not None:
             return c.left.append(Entry(job, q, seen[0], seen[1]))
@@ -145,13 +147,20 @@ class _Planner:
             return self._turn_away(cls, job, q, OVER_QUOTA, fit)
         allowed, reach = fit.types, ()
         if not borrowing:
-            inside = self._quota(job, q, fit, sel, end, sig, cls, deferred)
-            if inside is None:
-                return None
-            allowed, reach = inside
+            # a job like one deferred below meets the same fate while no other job's quota search has
+            # changed what those searches reach: its quota stays full and room only shrinks
+            if memo.deferrable.get(cls) == self.rooms.quota_runs:
+                return deferred.append((job, q))
+            allowed = c.quotas.allowed_types(q, job, fit.types, fit.id)
+            if not allowed:
+                reach = self._over_quota(job, q, fit, sel, end, sig, cls, deferred)
+                if reach is None:
+                    return None
         if allowed:
-            # 3c. place it now
-            if self._place(job, q, fit, allowed, sel, end, sig, borrowing):
+            # 3c. place it now, unless a job of its shape failed under no more reservations than it outlasts
+            f = memo.failed.get((fit.id, allowed))
+            if (f is None or (f and not all(a <= b for a, b in zip(f, sig)))) and \
+                    self._place(job, q, fit, allowed, sel, end, sig, borrowing):
                 return None
             if borrowing:
                 return self._turn_away(cls, job, q, NO_ROOM, fit)
@@ -167,16 +176,12 @@ class _Planner:
             return deferred.append((job, q))
         return self._turn_away(cls, job, q, NO_ROOM if allowed else OVER_QUOTA, fit)
 
-    def _quota(self, job: PendingJob, q: Queue, fit: ShapeFit, sel: tuple, end: float, sig: tuple,
-               cls: JobClass, deferred: list) -> tuple[tuple, tuple] | None:
-        """Step 3b: ``(types inside its queue's quota, types where the quota could be freed but room is
-        lacking)``, or None when this step decided: deferred, preempting within its queue, or waiting."""
+    def _over_quota(self, job: PendingJob, q: Queue, fit: ShapeFit, sel: tuple, end: float, sig: tuple,
+                    cls: tuple, deferred: list) -> tuple | None:
+        """Step 3b for a job its queue's quota leaves no GPU type: the types on which lower-priority
+        work of its queue could hand the quota back but room is lacking, or None when this step
+        decided (deferred to phase 4, preempting within its queue, or waiting)."""
         rooms = self.rooms
-        if self.memo.deferrable.get(cls) == rooms.quota_runs:
-            return deferred.append((job, q))
-        allowed = self.c.quotas.allowed_types(q, job, fit.types, fit.id)
-        if allowed:
-            return allowed, ()
         if q.borrowing and job.preemptible and self._fits_now(job, fit, sel, end, sig):
             return deferred.append((job, q))  # idle room: borrow it rather than stop work of its queue
         # inside its queue, priority wins: lower-priority work of the queue may hand its share back
@@ -184,28 +189,23 @@ class _Planner:
         if entry is not None:
             return self.c.left.append(entry)
         if reach:
-            return (), reach
+            return reach
         if q.borrowing and job.preemptible:  # borrowed work must be reclaimable
             if job.last_preempted_by is None:  # its quota search differs from its class's
-                self.memo.deferrable[cls] = rooms.quota_runs
+                self.memo.deferrable[JobClass._make(cls)] = rooms.quota_runs
             return deferred.append((job, q))
         return self._turn_away(cls, job, q, OVER_QUOTA, fit)
 
     def _place(self, job: PendingJob, q: Queue, fit: ShapeFit, allowed: tuple, sel: tuple, end: float,
                sig: tuple, borrowing: bool) -> bool:
         """Step 3c: admit the whole gang on the first allowed type with room now."""
-        key = (fit.id, allowed)
-        f = self.memo.failed.get(key)
-        # constraints only tighten during a cycle: a failure under fewer or looser reservations still holds
-        if f is not None and (not f or all(a <= b for a, b in zip(f, sig))):
-            return False
         cl = self.c.cl
         for t in allowed if job.gpu_types or len(allowed) < 2 else self._least_busy(allowed):
             taken = cl.place(job, t, sel, end)
             if taken:
                 self._admit(job, q, t, taken, end, borrowing)
                 return True
-        self.memo.failed[key] = sig
+        self.memo.failed[(fit.id, allowed)] = sig
         return False
 
     def _make_room(self, job: PendingJob, q: Queue, fit: ShapeFit, allowed: tuple, sel: tuple, end: float,
@@ -237,7 +237,9 @@ class _Planner:
         c.out.reservations.append(res)
         c.starts.append(res.start if res.start < INF else -INF)
         c.quotas.admit(q, job, t)  # its queue's share is held with the nodes: later jobs may not take it
-        c.left.append(Entry(job, q, Status.RESERVED, fit, res))
+        entry = Entry(job, q, Status.RESERVED, fit)
+        entry.reservation = res
+        c.left.append(entry)
         return True
 
     def _fits_now(self, job: PendingJob, fit: ShapeFit, sel: tuple, end: float, sig: tuple) -> bool:
@@ -262,9 +264,9 @@ class _Planner:
         free, cap = self.c.cl.gfree, self.c.cl.gpu_cap
         return sorted(types, key=lambda t: -free.get(t, 0) / cap[t] if cap.get(t) else 0.0)
 
-    def _turn_away(self, cls: JobClass, job: PendingJob, q: Queue, status: Status, fit: ShapeFit) -> None:
+    def _turn_away(self, cls: tuple, job: PendingJob, q: Queue, status: Status, fit: ShapeFit) -> None:
         if job.last_preempted_by is None:
-            self.memo.turned_away[cls] = (status, fit)
+            self.memo.turned_away[JobClass._make(cls)] = (status, fit)
         self.c.left.append(Entry(job, q, status, fit))
 
     def _admit(self, job: PendingJob, q: Queue, t: str | None, taken: list[Take], end: float,
@@ -274,8 +276,8 @@ class _Planner:
         if borrowing:
             c.out.borrowed.add(job.id)
         # a job placed while one ahead of it holds a reservation runs in a gap around it
-        status = Status.BORROWED if borrowing else Status.BACKFILLED if c.starts else Status.ADMITTED
-        c.out.entries[job.id] = Entry(job, q, status)
+        status = BORROWED if borrowing else BACKFILLED if c.starts else ADMITTED
+        c.out.entries[job.id] = Entry(job, q, status, None)
         c.charge(job, q, t)
         if self._releases is not None:
             for x in taken:

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from operator import itemgetter
+from typing import NamedTuple
 
 from trainyard.scheduler.cluster import EPS, Cluster, Slot
 from trainyard.scheduler.model import PendingJob, RunningJob
+from trainyard.scheduler.quota import Held
 
 Cost = tuple  # (victims not borrowed, highest victim priority, work lost)
 ZERO: Cost = (0, -(10**18), 0.0)
@@ -37,7 +39,7 @@ class Victims:
     """
 
     def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
-                 totals: dict[str, tuple], now: float) -> None:
+                 totals: dict[str, Held], now: float) -> None:
         self.cl, self.raw, self.borrowed, self.totals, self.now = cl, on, borrowed, totals, now
         self.taken: set[str] = set()  # chosen this cycle
         self.cost: dict[str, Cost] = {}
@@ -51,8 +53,8 @@ class Victims:
         aid = r.attempt_id
         c = self.cost.get(aid)
         if c is None:  # once per attempt on every node a search visits: conditionals, not max() calls
-            cpu, _, _, gpus = self.totals[aid]
-            size, gsize = cpu * self.inv_c, gpus * self.inv_g
+            held = self.totals[aid]
+            size, gsize = held.cpu * self.inv_c, held.gpus * self.inv_g
             age = self.now - r.started_at
             c = self.cost[aid] = (0 if aid in self.borrowed else 1, r.priority,
                                   (age if age > 1.0 else 1.0) * (gsize if gsize > size else size))
@@ -134,25 +136,42 @@ class Releasable:
         return r[1][i - 1] if i else 0.0
 
 
+class Failure(NamedTuple):
+    """One room search that failed, as :class:`Failures` compares them."""
+
+    types: frozenset  # GPU types searched
+    cpu: float  # per replica
+    memory: int
+    gpu: int
+    replicas: int
+    spread: bool
+    labels: frozenset  # node selector pairs
+    context: tuple  # what else the search depended on (the epoch, the queue's borrowed work)
+    priority: int
+    outlasts: tuple[bool, ...]  # the reservations it would have run past
+
+
 class Failures:
     """Room searches that failed this cycle. Room only shrinks within a cycle, so a job that asks
     at least as much, on no more GPU types, with no fewer labels, at no higher priority and under
     the same reservations, fails too, without an O(nodes) search of its own."""
 
     def __init__(self) -> None:
-        self.items: list[tuple] = []
+        self.items: list[Failure] = []
 
     @staticmethod
-    def _key(job: PendingJob, types: tuple, sel: tuple, sig: tuple, context: tuple) -> tuple:
-        return (frozenset(types), job.cpu, job.memory, job.gpu, job.replicas, job.placement == "spread",
-                frozenset(sel), context, job.priority, sig)
+    def _key(job: PendingJob, types: tuple, sel: tuple, sig: tuple, context: tuple) -> Failure:
+        return Failure(frozenset(types), job.cpu, job.memory, job.gpu, job.replicas, job.placement == "spread",
+                       frozenset(sel), context, job.priority, sig)
 
     def covers(self, job: PendingJob, types: tuple, sel: tuple, sig: tuple, context: tuple) -> bool:
         k = self._key(job, types, sel, sig, context)
         for f in self.items:
-            if (f[7] == k[7] and f[8] >= k[8] and f[1] <= k[1] + EPS and f[2] <= k[2] and f[3] <= k[3]
-                    and f[4] <= k[4] and f[5] <= k[5] and f[0] >= k[0] and f[6] <= k[6]
-                    and all(a <= b for a, b in zip(f[9], k[9]))):  # more reservations in force: no easier
+            if (f.context == k.context and f.priority >= k.priority and f.cpu <= k.cpu + EPS
+                    and f.memory <= k.memory and f.gpu <= k.gpu and f.replicas <= k.replicas
+                    and f.spread <= k.spread and f.types >= k.types and f.labels <= k.labels
+                    # more reservations in force: no easier
+                    and all(a <= b for a, b in zip(f.outlasts, k.outlasts))):
                 return True
         return False
 

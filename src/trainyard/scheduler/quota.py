@@ -94,10 +94,10 @@ class Quotas:
             u = use.get(r.queue)
             if u is None:
                 u = use[r.queue] = Usage()
-            cpu, mem, gtype, gpus = totals[r.attempt_id]
-            if r.borrowed is None and not _within(queues[r.queue], u, cpu, mem, gtype, gpus):
+            h = totals[r.attempt_id]
+            if r.borrowed is None and not _within(queues[r.queue], u, h.cpu, h.memory, h.gpu_type, h.gpus):
                 borrowed.add(r.attempt_id)
-            u.add(cpu, mem, gtype, gpus)
+            u.add(h.cpu, h.memory, h.gpu_type, h.gpus)
 
     def queue(self, name: str) -> Queue:
         q = self.queues.get(name)

@@ -155,7 +155,9 @@ class Rooms:
         for s in picks:
             cl.claim(s, job.cpu, job.memory, job.gpu, end_of(job, c.now))
         c.charge(job, q, t)
-        return Entry(job, q, Status.PREEMPTING, victims=[v.job_id for v in chosen])
+        entry = Entry(job, q, Status.PREEMPTING)
+        entry.victims = [v.job_id for v in chosen]
+        return entry
 
     def _could_free(self, job: PendingJob, q: Queue, allowed: tuple) -> bool:
         """Could all lower-priority work, and all borrowed work of other queues, make room together?"""
