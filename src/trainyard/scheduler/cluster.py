@@ -14,7 +14,7 @@ instead of being scanned again by every job.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from trainyard.scheduler.model import INF, Node, PendingJob
 
@@ -37,7 +37,8 @@ class Slot:
         self.resv: list | None = None  # [start, cpu, mem, gpus] left beyond a reservation
 
 
-class Take(NamedTuple):
+@dataclass(slots=True)
+class Take:
     """Room one replica took on one node: :meth:`Cluster.give` hands exactly this back."""
 
     slot: Slot
@@ -46,9 +47,6 @@ class Take(NamedTuple):
     gpus: int
     gpu_ids: list[str]
     charged: bool  # also taken from what the node's reservation leaves over
-
-
-_new = tuple.__new__  # builds a NamedTuple without the Python-level call its constructor costs
 
 
 def selector_ok(labels: dict[str, str], sel: tuple) -> bool:
@@ -254,10 +252,11 @@ class Cluster:
             r[2] -= m
             r[3] -= g
         self._rebucket(s)
-        return _new(Take, (s, c, m, g, ids, charged))
+        return Take(s, c, m, g, ids, charged)
 
-    def give(self, s: Slot, c: float, m: int, g: int, ids: list, charged: bool) -> None:
+    def give(self, t: Take) -> None:
         """Undo a :meth:`take` (gangs roll back in reverse order)."""
+        s, c, m, g, ids = t.slot, t.cpu, t.memory, t.gpus, t.gpu_ids
         s.cpu += c
         s.mem += m
         s.gids[0:0] = ids
@@ -266,7 +265,7 @@ class Cluster:
         self.mem_free += m
         if g:
             self.gfree[s.type] += g
-        if charged:
+        if t.charged:
             r = s.resv
             r[1] += c
             r[2] += m
@@ -285,7 +284,7 @@ class Cluster:
             s = self.find(c, m, g, t, sel, end, exclude)
             if s is None:
                 for rec in reversed(taken):
-                    self.give(*rec)
+                    self.give(rec)
                 return None
             taken.append(self.take(s, c, m, g, end))
             if exclude is not None:

@@ -109,7 +109,8 @@ def snapshot(nodes: list[Node], running: list[RunningJob], queues: list[Queue], 
     borrowed, held = c.quotas.borrowed, c.held
     for r in c.running if borrowed else ():
         if r.attempt_id in borrowed and r.preemptible and not r.stopping:
-            cpu, mem, gtype, gpus = held[r.attempt_id]
+            h = held[r.attempt_id]
+            cpu, gtype, gpus = h.cpu, h.gpu_type, h.gpus
             sv.borrowing_queues.add(r.queue)
             for k, v in ((None, cpu), (gtype, gpus)):
                 if v:
@@ -135,7 +136,7 @@ def _survey(c: Cycle) -> Survey:
     by_queue: dict[tuple, list] = {}
     on: dict[str, list] = {}
     # Thousands of attempts come in a few sizes: each size's Held is made once and shared, since making
-    # a NamedTuple per attempt would cost as much as the rest of this loop's bookkeeping for it.
+    # an object per attempt would cost as much as the rest of this loop's bookkeeping for it.
     sizes: dict[tuple, Held] = {}
     for r in c.running:
         reps, aid = r.replicas, r.attempt_id
@@ -145,11 +146,12 @@ def _survey(c: Cycle) -> Survey:
             size = (p.cpu, p.memory, type_of.get(p.node) if g else None, g)
             t = sizes.get(size)
             if t is None:
-                t = sizes[size] = Held._make(size)
+                t = sizes[size] = Held(*size)
         else:
-            t = size = totals(r, type_of)
+            t = totals(r, type_of)
+            size = (t.cpu, t.memory, t.gpu_type, t.gpus)
         tot[aid] = t
-        cpu, mem, gtype, gpus = size  # unpacked from the plain tuple: only exact tuples unpack fast
+        cpu, mem, gtype, gpus = size
         acc = by_team.get((r.team, gtype))
         if acc is None:
             acc = by_team[(r.team, gtype)] = [0.0, 0, 0]

@@ -169,9 +169,11 @@ class Shape(NamedTuple):
     placement: str
 
 
-class ShapeFit(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class ShapeFit:
     """A shape as one cycle sees it: a small id for cache keys, and the GPU types (``(None,)`` for a
-    CPU job) some node could hold it on even if the cluster were empty; none: it can never run."""
+    CPU job) some node could hold it on even if the cluster were empty; none: it can never run.
+    (A class, not a NamedTuple: it is read field by field for every job, never unpacked or hashed.)"""
 
     id: int
     types: tuple

@@ -253,7 +253,7 @@ class _Planner:
             taken = cl.place(job, t, sel, end)
             if taken:
                 for rec in reversed(taken):
-                    cl.give(*rec)
+                    cl.give(rec)
                 return True
         self.memo.failed[key] = sig
         return False

@@ -21,7 +21,8 @@ back (:meth:`Cluster.claim`), so a job waiting on them does not preempt more.
 from __future__ import annotations
 
 from bisect import bisect_left
-from operator import itemgetter
+from dataclasses import dataclass
+from operator import attrgetter
 from typing import NamedTuple
 
 from trainyard.scheduler.cluster import EPS, Cluster, Slot
@@ -32,11 +33,20 @@ Cost = tuple  # (victims not borrowed, highest victim priority, work lost)
 ZERO: Cost = (0, -(10**18), 0.0)
 
 
-class Victims:
-    """Attempts on each node that some job might preempt, cheapest first, built per node on first use.
+@dataclass(slots=True)
+class Victim:
+    """One attempt a job might preempt, and what it holds on one node."""
 
-    An entry is ``(cost, attempt, cpu, mem, gpus held on this node, borrowed)``.
-    """
+    cost: Cost
+    attempt: RunningJob
+    cpu: float  # on this node
+    memory: int
+    gpus: int
+    borrowed: bool  # runs beyond its queue's quota
+
+
+class Victims:
+    """Attempts on each node that some job might preempt, cheapest first, built per node on first use."""
 
     def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
                  totals: dict[str, Held], now: float) -> None:
@@ -60,7 +70,7 @@ class Victims:
                                   (age if age > 1.0 else 1.0) * (gsize if gsize > size else size))
         return c
 
-    def on(self, s: Slot) -> list:
+    def on(self, s: Slot) -> list[Victim]:
         lst = self._on.get(s)
         if lst is None:
             lst, name, costs, borrowed = [], s.name, self.cost, self.borrowed
@@ -78,14 +88,14 @@ class Victims:
                             m += p.memory
                             g += len(p.gpu_ids)
                 aid = r.attempt_id
-                lst.append((costs.get(aid) or cost_of(r), r, c, m, g, aid in borrowed))
+                lst.append(Victim(costs.get(aid) or cost_of(r), r, c, m, g, aid in borrowed))
             lst.sort(key=_cost)
             self._on[s] = lst
             c = m = g = 0
             for e in lst:  # summed in the order the victims are tried, so the bound is exactly their room
-                c += e[2]
-                m += e[3]
-                g += e[4]
+                c += e.cpu
+                m += e.memory
+                g += e.gpus
             self._most[s] = (c, m, g)
         return lst
 
@@ -107,7 +117,7 @@ class Victims:
         return self._most[s] if self._on[s] else None
 
 
-_cost = itemgetter(0)  # sort key of a victim entry: its cost
+_cost = attrgetter("cost")  # sort key of a victim
 
 
 class Releasable:
@@ -249,16 +259,16 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
                 if need is None:
                     continue
                 if len(need) == 1:  # one victim (the usual case): the set costs what it costs
-                    cost = need[0][0]
+                    cost = need[0].cost
                 else:
-                    cost = (sum(e[0][0] for e in need), max(e[0][1] for e in need), sum(e[0][2] for e in need))
+                    cost = (sum(e.cost[0] for e in need), max(e.cost[1] for e in need), sum(e.cost[2] for e in need))
                 if best_cost is None or cost < best_cost:
                     best, best_cost, best_set = s, cost, need
             if best is None:
                 break
             for e in best_set:
-                chosen[e[1].attempt_id] = e[1]
-                _free(cl, e[1], room)
+                chosen[e.attempt.attempt_id] = e.attempt
+                _free(cl, e.attempt, room)
             for v in (room(best), spare.get(best)):
                 if v is not None:
                     v[0] -= c
@@ -289,21 +299,21 @@ def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: Pending
     ac, am, ag = v[0] + EPS, v[1], v[2]
     need = []
     for e in on:
-        r = e[1]
+        r = e.attempt
         if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last:
             continue
-        if not r.preemptible or not (r.priority < prio or (reclaim and e[5] and r.queue != queue)):
+        if not r.preemptible or not (r.priority < prio or (reclaim and e.borrowed and r.queue != queue)):
             continue
-        ac += e[2]
-        am += e[3]
-        ag += e[4]
+        ac += e.cpu
+        am += e.memory
+        ag += e.gpus
         need.append(e)
         if ac >= c and am >= m and ag >= g:
             break
     else:
         return None
     for e in reversed(need[:-1]):  # the last one was needed; drop any earlier one that was not
-        if ac - e[2] >= c and am - e[3] >= m and ag - e[4] >= g:
-            ac, am, ag = ac - e[2], am - e[3], ag - e[4]
+        if ac - e.cpu >= c and am - e.memory >= m and ag - e.gpus >= g:
+            ac, am, ag = ac - e.cpu, am - e.memory, ag - e.gpus
             need.remove(e)
     return need

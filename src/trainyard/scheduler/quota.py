@@ -10,7 +10,7 @@ the line holds its share together with its reserved nodes.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from trainyard.scheduler.model import PendingJob, Queue, RunningJob
 from trainyard.spec.units import format_memory
@@ -18,7 +18,8 @@ from trainyard.spec.units import format_memory
 EPS = 1e-9
 
 
-class Held(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Held:
     """What one running attempt holds over all its replicas (a gang runs on one GPU type)."""
 
     cpu: float
@@ -151,7 +152,8 @@ class Quotas:
         chosen = []
 
         def back(r: RunningJob) -> dict:
-            cpu, mem, gtype, gpus = totals[r.attempt_id]
+            h = totals[r.attempt_id]
+            cpu, mem, gtype, gpus = h.cpu, h.memory, h.gpu_type, h.gpus
             return {"cpu": cpu, "mem": mem, gtype: gpus, "*": gpus} if gpus else {"cpu": cpu, "mem": mem}
 
         for r in mine:
