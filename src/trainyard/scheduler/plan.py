@@ -36,6 +36,7 @@ searches for preemption are rationed per cycle and guarded by cheap bounds.
 from __future__ import annotations
 
 import gc
+from typing import Iterator
 
 from trainyard.scheduler import reasons as say
 from trainyard.scheduler.backfill import Releases, reserve
@@ -79,10 +80,8 @@ class _Planner:
 
     def run(self, pending: list[PendingJob]) -> Plan:
         c = self.c
-        eligible, held_back = self.line_up(pending)  # 2. line up
-        deferred: list[tuple[PendingJob, Queue]] = []
-        limit = c.opt.fair_share_wait
-        line = fair_order(eligible, c.shares, deferred, c.now - limit if limit is not None else -INF)
+        deferred: list[tuple[PendingJob, Queue]] = []  # jobs phase 3 leaves to phase 4, in order
+        line, held_back = self.line_up(pending, deferred)  # 2. line up
         consider = self.consider
         for item in line:  # 3. admit, inside quotas; a None ends that part of the line
             if item is None:
@@ -94,9 +93,10 @@ class _Planner:
         say.explain(c.out, c.left, c.cl, c.quotas, c.now)  # 5. explain
         return c.out
 
-    def line_up(self, pending: list[PendingJob]) -> tuple[list[tuple[PendingJob, Queue]], list[Entry]]:
-        """Phase 2: the jobs that may compete for room this cycle, each with its queue, and the entries
-        of those held back."""
+    def line_up(self, pending: list[PendingJob], deferred: list) -> tuple[Iterator, list[Entry]]:
+        """Phase 2: the jobs that may compete for room this cycle, each with its queue, in admission
+        order, then None, then ``deferred`` as phase 3 fills it (:func:`fair_order`); and the entries
+        of the jobs held back."""
         eligible, held_back = [], []
         queue_of, queues = self.c.quotas.queue, {}  # a local map: this loop runs once per pending job
         now = self.c.now
@@ -117,7 +117,8 @@ class _Planner:
                     held_back.append(Entry(job, q, Status.YIELDING))
                     continue
             eligible.append((job, q))
-        return eligible, held_back
+        limit = self.c.opt.fair_share_wait
+        return fair_order(eligible, self.c.shares, deferred, now - limit if limit is not None else -INF), held_back
 
     # -- phases 3 and 4, one job ---------------------------------------------------
 

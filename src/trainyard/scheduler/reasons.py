@@ -186,7 +186,8 @@ def _parts(cl: Cluster, quotas: Quotas, short: Shortfalls, job: PendingJob, q: Q
     limit = quotas.describe(q, job, fit.types)
     if limit and not (q.borrowing and job.preemptible):
         limit += " (borrowing off)"
-    lead = limit if st is OVER_QUOTA and limit and not short.lacks(job, fit.types) else short.text(fit.id, job, fit.types)
+    quota_binds = st is OVER_QUOTA and limit and not short.lacks(job, fit.types)
+    lead = limit if quota_binds else short.text(fit.id, job, fit.types)
     tail = [limit] if limit and lead != limit else []
     if first is not None and any(cl.holds(s, job, t, fit.shape.selector) for s in held for t in fit.types):
         tail.append(behind(first, job, now))
