@@ -138,7 +138,7 @@ class _Planner:
         # which reservations it would outlast; one reservation is the usual case, and a cycle asks this per job
         sig = ((end > starts[0],) if len(starts) == 1 else tuple([end > s for s in starts])) if starts else ()
         cls = (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
-        seen = memo.turned_away.get(cls)
+        seen = memo.turned_away.get(cls)  # a job like one already turned away meets the same fate
         if seen is not None:
             return c.left.append(Entry(job, q, seen[0], seen[1]))
         if not fit.types:

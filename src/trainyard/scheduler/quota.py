@@ -11,13 +11,11 @@ the line holds its share together with its reserved nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import attrgetter
 
 from trainyard.scheduler.model import PendingJob, Queue, RunningJob
 from trainyard.spec.units import format_memory
 
 EPS = 1e-9
-_started, _priority, _preemptible = attrgetter("started_at"), attrgetter("priority"), attrgetter("preemptible")
 
 
 @dataclass(slots=True, frozen=True)
@@ -91,11 +89,7 @@ class Quotas:
         stopped for is inside the quota). The caller has put the ones marked borrowed in ``borrowed``."""
         # what counts inside the quota: work that cannot be preempted, then the highest priority, then
         # the oldest; the rest is borrowed, so a lender reclaims the least important work first
-        # (three stable sorts on C-level keys, last key first: the order of one sort on (preemptible,
-        # -priority, started_at), without a Python call and a tuple per attempt; thousands run)
-        limited.sort(key=_started)
-        limited.sort(key=_priority, reverse=True)  # reverse keeps equal keys in their order
-        limited.sort(key=_preemptible)
+        limited.sort(key=lambda r: (r.preemptible, -r.priority, r.started_at))
         use, queues, borrowed = self.use, self.queues, self.borrowed
         for r in limited:
             u = use.get(r.queue)
