@@ -44,8 +44,9 @@ class JobClass(NamedTuple):
 class Memo:
     """What the cycle learnt from one job that holds for every job like it, for the rest of the cycle.
 
-    Only jobs that may preempt anyone (``last_preempted_by`` None) write the class answers: one that
-    may not preempt the job that preempted it has fewer choices, so it reads them but never writes."""
+    Only jobs that may preempt anyone (``last_preempted_by`` None) write the class answers
+    (``turned_away``, ``deferrable``): one that may not preempt the job that preempted it has fewer
+    choices, so it reads them but never writes them."""
 
     shapes: dict[Shape, ShapeFit] = field(default_factory=dict)  # every shape seen, ids in order of first sight
     turned_away: dict[JobClass, tuple[Status, ShapeFit]] = field(default_factory=dict)  # the first one's fate
