@@ -15,26 +15,39 @@ left-over room is usable: the nodes drain as their work finishes.
 
 from __future__ import annotations
 
-from operator import itemgetter
+from operator import attrgetter
+from typing import NamedTuple
 
 from trainyard.scheduler.cluster import EPS, Cluster, Slot
 from trainyard.scheduler.model import INF, PendingJob, Reservation, RunningJob
 
 
-_end_then_start = itemgetter(0, 1)
+class Release(NamedTuple):
+    """Room that comes back on one node when one replica ends."""
+
+    end: float  # when (INF: no timeout says)
+    started: float  # ties on ``end``: the oldest first
+    slot: Slot
+    cpu: float
+    memory: int
+    gpus: int
+
+
+_new = tuple.__new__  # builds a NamedTuple without the Python-level call its constructor costs
+_end_then_start = attrgetter("end", "started")
 
 
 class Releases:
-    """When room comes back: (time, node, cpu, memory, gpus), from running and just-admitted work."""
+    """When room comes back, from running and just-admitted work."""
 
     def __init__(self, cl: Cluster, running: list[RunningJob], now: float) -> None:
         self.cl, self.running, self.now = cl, running, now
-        self.added: list[tuple] = []  # work admitted this cycle, in order
+        self.added: list[Release] = []  # work admitted this cycle, in order
 
     def add(self, end: float, s: Slot, c: float, m: int, g: int, now: float) -> None:
-        self.added.append((end, now, s, c, m, g))
+        self.added.append(Release(end, now, s, c, m, g))
 
-    def ordered(self, nodes: dict) -> list[tuple]:
+    def ordered(self, nodes: dict) -> list[Release]:
         """What comes back on ``nodes``, soonest first; the same end: the oldest first, then in input
         order. Only the nodes a reservation could use: the head of the line is usually a gang of one
         GPU type, and every replica of every attempt costs a tuple and a place in the sort."""
@@ -48,8 +61,8 @@ class Releases:
                 if p.node in names:
                     if end is None:  # past its timeout but not gone yet (a grace period): it ends any moment
                         end = max(r.expected_end, now) if r.expected_end is not None else INF
-                    out.append((end, r.started_at, slot(p.node), p.cpu, p.memory, len(p.gpu_ids)))
-        out.extend(x for x in self.added if x[2] in nodes)
+                    out.append(_new(Release, (end, r.started_at, slot(p.node), p.cpu, p.memory, len(p.gpu_ids))))
+        out.extend(x for x in self.added if x.slot in nodes)
         out.sort(key=_end_then_start)
         return out
 
@@ -78,17 +91,17 @@ def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Rel
             total += _count(v, c, m, g, spread)
         start = now if total >= n else None
         if start is None:
-            for end, _, s, rc, rm, rg in releases.ordered(free):
-                v = free.get(s)
+            for rel in releases.ordered(free):
+                v = free.get(rel.slot)
                 if v is None:
                     continue
                 before = _count(v, c, m, g, spread)
-                v[0] += rc
-                v[1] += rm
-                v[2] += rg
+                v[0] += rel.cpu
+                v[1] += rel.memory
+                v[2] += rel.gpus
                 total += _count(v, c, m, g, spread) - before
                 if total >= n:
-                    start = end
+                    start = rel.end
                     break
         if start is not None and (best is None or start < best[1]):
             best = (t, start, free)

@@ -14,10 +14,11 @@ instead of being scanned again by every job.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from trainyard.scheduler.model import INF, Node, PendingJob
 
 EPS = 1e-9
-Take = tuple  # (slot, cpu, memory, gpus, gpu ids, charged to a reservation)
 
 
 class Slot:
@@ -34,6 +35,18 @@ class Slot:
         self.g = len(self.gids)
         self.soon: list | None = None  # [cpu, mem, gpus] held by stopping attempts
         self.resv: list | None = None  # [start, cpu, mem, gpus] left beyond a reservation
+
+
+@dataclass(slots=True)
+class Take:
+    """Room one replica took on one node: :meth:`Cluster.give` hands exactly this back."""
+
+    slot: Slot
+    cpu: float
+    memory: int
+    gpus: int
+    gpu_ids: list[str]
+    charged: bool  # also taken from what the node's reservation leaves over
 
 
 def selector_ok(labels: dict[str, str], sel: tuple) -> bool:
@@ -239,10 +252,11 @@ class Cluster:
             r[2] -= m
             r[3] -= g
         self._rebucket(s)
-        return (s, c, m, g, ids, charged)
+        return Take(s, c, m, g, ids, charged)
 
-    def give(self, s: Slot, c: float, m: int, g: int, ids: list, charged: bool) -> None:
+    def give(self, t: Take) -> None:
         """Undo a :meth:`take` (gangs roll back in reverse order)."""
+        s, c, m, g, ids = t.slot, t.cpu, t.memory, t.gpus, t.gpu_ids
         s.cpu += c
         s.mem += m
         s.gids[0:0] = ids
@@ -251,7 +265,7 @@ class Cluster:
         self.mem_free += m
         if g:
             self.gfree[s.type] += g
-        if charged:
+        if t.charged:
             r = s.resv
             r[1] += c
             r[2] += m
@@ -270,7 +284,7 @@ class Cluster:
             s = self.find(c, m, g, t, sel, end, exclude)
             if s is None:
                 for rec in reversed(taken):
-                    self.give(*rec)
+                    self.give(rec)
                 return None
             taken.append(self.take(s, c, m, g, end))
             if exclude is not None:

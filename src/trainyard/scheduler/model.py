@@ -9,6 +9,8 @@ Memory is in bytes, CPU in cores, times in seconds since the epoch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import NamedTuple
 
 INF = float("inf")
 
@@ -153,6 +155,79 @@ class Reservation:
     start: float
 
 
+class Shape(NamedTuple):
+    """What every replica of a job asks for, and where: jobs of one shape fit the same nodes.
+
+    A cycle keys its caches on shapes, so a line of thousands of like jobs costs one search."""
+
+    cpu: float
+    memory: int
+    gpu: int
+    gpu_types: tuple[str, ...]
+    selector: tuple[tuple[str, str], ...]  # the node selector, sorted
+    replicas: int
+    placement: str
+
+
+@dataclass(slots=True, frozen=True)
+class ShapeFit:
+    """A shape as one cycle sees it: a small id for cache keys, and the GPU types (``(None,)`` for a
+    CPU job) some node could hold it on even if the cluster were empty; none: it can never run.
+    (A class, not a NamedTuple: it is read field by field for every job, never unpacked or hashed.)"""
+
+    id: int
+    types: tuple
+    shape: Shape
+
+
+class Status(str, Enum):
+    """What one cycle did with a pending job: the first three place it now; the next two hold room
+    for it that comes back as other attempts exit, and the sixth holds nodes for it; the rest leave
+    it waiting. :attr:`starting` says which are admissions in the plan."""
+
+    ADMITTED = "admitted"  # placed now, inside its queue's quota
+    BACKFILLED = "backfilled"  # placed now, in a gap around the reservation of a job ahead of it
+    BORROWED = "borrowed"  # placed now beyond its queue's quota, on room nobody else wanted
+    CLAIMED = "claimed"  # holds room that stopping attempts hand back; starts when they have exited
+    PREEMPTING = "preempting"  # holds room that the attempts it preempts hand back
+    RESERVED = "reserved"  # first in line and blocked: nodes are held for it, later jobs only backfill
+    NO_ROOM = "no-room"  # waits for room (a shortfall, a reservation ahead)
+    OVER_QUOTA = "over-quota"  # waits for its queue's quota or its cap on running jobs
+    IMPOSSIBLE = "impossible"  # no node could hold it even empty: labels, GPU type, size
+    BACKOFF = "backoff"  # not eligible yet: a retry waiting out its backoff
+    YIELDING = "yielding"  # preempted, and waits until the job that preempted it has started
+
+    @property
+    def starting(self) -> bool:
+        """Placed now (an admission in the plan), rather than left pending with a reason."""
+        return self in _PLACED
+
+
+_PLACED = frozenset({Status.ADMITTED, Status.BACKFILLED, Status.BORROWED})
+
+
+@dataclass(slots=True, init=False)
+class Entry:
+    """What one cycle did with one pending job, as Kueue's scheduler ``entry``: a status and, for a job
+    left pending, its message (the reason, also in :attr:`Plan.reasons`). The other fields are what
+    the message is built from, set for the statuses named."""
+
+    job: PendingJob
+    queue: Queue
+    status: Status
+    shape: ShapeFit | None  # NO_ROOM, OVER_QUOTA, IMPOSSIBLE, RESERVED: the job's shape as the cycle saw it
+    reservation: Reservation | None  # RESERVED: the nodes held for it
+    victims: list[str] | None  # PREEMPTING: the jobs whose attempts it stops
+    message: str  # why it waits; "" for a job placed now
+
+    # Written out rather than generated: a cycle makes one per pending job, and a generated __init__
+    # whose defaults fill the last fields costs half as much again.
+    def __init__(self, job: PendingJob, queue: Queue, status: Status, shape: ShapeFit | None = None) -> None:
+        self.job, self.queue, self.status, self.shape = job, queue, status, shape
+        self.reservation = self.victims = None
+        self.message = ""
+
+
 @dataclass(slots=True)
 class Plan:
     """What one planning cycle decided."""
@@ -163,6 +238,9 @@ class Plan:
     reasons: dict[str, str] = field(default_factory=dict)  # pending job id -> why it waits
     positions: dict[str, int] = field(default_factory=dict)  # pending job id -> jobs ahead in its queue
     reservations: list[Reservation] = field(default_factory=list)
+    # pending job id -> its entry, every eligible or held-back job: placed ones in admission order, then
+    # the rest in line order
+    entries: dict[str, Entry] = field(default_factory=dict)
 
 
 def default_queue(name: str = "default") -> Queue:

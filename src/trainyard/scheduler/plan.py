@@ -1,21 +1,28 @@
 """The planner: cluster state in, decisions out. Pure: no I/O, no clock, no store.
 
-One cycle, in admission order (:mod:`fairshare`: priority, then dominant
-share per team, then submit time; a job waiting past ``fair_share_wait`` goes
-first within its priority):
+A cycle runs in phases, as Kueue's ``schedule()`` does, and gives every pending
+job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
 
-1. a job whose gang fits now, inside its queue's quota, is admitted
-   (:mod:`cluster`: best fit, whole gang or nothing);
-2. a job over its quota may preempt lower-priority work of its own queue, or
-   else is deferred until every job inside a quota has been considered, and
-   may then borrow idle room (:mod:`quota`);
-3. a job that does not fit claims room that stopping attempts will hand back,
-   or else preempts lower-priority or borrowed work (:mod:`room`,
-   :mod:`preemption`);
-4. the first job still blocked gets a reservation, and everyone after it
-   only backfills around it (:mod:`backfill`);
-5. every job left pending gets a position in its queue and a reason
-   (:mod:`reasons`).
+1. **snapshot** (:mod:`cycle`): free room per node, each queue's usage, each
+   team's share, and what running work could hand back if preempted;
+2. **line up**: retries in backoff, and jobs preempted for a job that has not
+   started yet, are held back; the rest go in admission order (:mod:`fairshare`:
+   priority, then dominant share per team, then submit time; a job waiting
+   past ``fair_share_wait`` goes first within its priority);
+3. **admit**, each job in that order, inside its queue's quota
+   (:meth:`_Planner.consider`):
+   a. a job like one already turned away this cycle is turned away alike;
+   b. over its quota, it may preempt lower-priority work of its own queue,
+      or else is deferred to phase 4 (:mod:`quota`);
+   c. it is placed if its whole gang fits now (:mod:`cluster`: best fit);
+   d. else it claims room that stopping attempts hand back, or preempts
+      lower-priority or borrowed work (:mod:`room`, :mod:`preemption`);
+   e. else the first job blocked gets a reservation, and everyone after it
+      only backfills around it (:mod:`backfill`);
+   f. else it waits;
+4. **borrow**: deferred jobs may then borrow idle room beyond their quota;
+5. **explain**: every job left pending gets a position in its queue and a
+   reason (:mod:`reasons`).
 
 Gangs never hold half their room across cycles, so two big gangs cannot
 deadlock: one gets the reservation, drains its nodes and starts whole.
@@ -29,23 +36,22 @@ searches for preemption are rationed per cycle and guarded by cheap bounds.
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass
+from typing import Iterator
 
 from trainyard.scheduler import reasons as say
 from trainyard.scheduler.backfill import Releases, reserve
-from trainyard.scheduler.cluster import Cluster
-from trainyard.scheduler.fairshare import Shares, fair_order
-from trainyard.scheduler.model import INF, Assignment, Node, PendingJob, Plan, Queue, RunningJob, default_queue
-from trainyard.scheduler.quota import Quotas, has_quota, totals
+from trainyard.scheduler.cluster import Take
+from trainyard.scheduler.cycle import JobClass, Memo, Options, snapshot
+from trainyard.scheduler.fairshare import fair_order
+from trainyard.scheduler.model import INF, Assignment, Entry, Node, PendingJob, Plan, Queue, RunningJob, Shape, \
+    ShapeFit, Status
 from trainyard.scheduler.room import Rooms
 
+__all__ = ["Options", "plan"]
 
-@dataclass(slots=True)
-class Options:
-    max_reservations: int = 1  # jobs at the head of the line that hold nodes
-    max_searches: int = 16  # room searches (claims, preemptions) per cycle; each is O(nodes)
-    # a job waiting longer than this goes ahead of fair share within its priority (None: never)
-    fair_share_wait: float | None = 4 * 3600.0
+# module constants: an Enum member read off its class costs ~5× a global in this loop
+ADMITTED, BACKFILLED, BORROWED = Status.ADMITTED, Status.BACKFILLED, Status.BORROWED
+NO_ROOM, OVER_QUOTA, IMPOSSIBLE = Status.NO_ROOM, Status.OVER_QUOTA, Status.IMPOSSIBLE
 
 
 def plan(nodes: list[Node], pending: list[PendingJob], running: list[RunningJob] = (),
@@ -56,128 +62,51 @@ def plan(nodes: list[Node], pending: list[PendingJob], running: list[RunningJob]
     was = gc.isenabled()
     gc.disable()
     try:
-        return _Cycle(nodes, running, queues, now, options or Options()).run(pending)
+        return _Planner(nodes, running, queues, now, options or Options()).run(pending)
     finally:
         if was:
             gc.enable()
 
 
-class _Cycle:
-    def __init__(self, nodes, running, queues, now, options) -> None:
-        self.now, self.opt, self.running = now, options, list(running)
-        self.cl = cl = Cluster(nodes)
-        self.quotas = Quotas({q.name: q for q in queues} or {"default": default_queue()})
-        self.shares = Shares(cl.cpu_total, cl.mem_total, cl.gpu_cap)
-        victims = self._survey()
-        borrowing_queues: set[str] = set()
-        lent: dict = {}
-        borrowed, tot = self.quotas.borrowed, self.totals
-        for r in self.running if borrowed else ():
-            if r.attempt_id in borrowed and r.preemptible and not r.stopping:
-                cpu, mem, gtype, gpus = tot[r.attempt_id]
-                borrowing_queues.add(r.queue)
-                for k, v in ((None, cpu), (gtype, gpus)):
-                    if v:
-                        lent[(r.queue, k)] = lent.get((r.queue, k), 0) + v
-                        lent[k] = lent.get(k, 0) + v
-        self.rooms = Rooms(self, borrowing_queues, lent, *victims)
-        self.out = Plan()
-        self.left: list[tuple] = []  # (job, queue, kind, detail) for jobs left pending, in line order
-        self.shapes: dict[tuple, tuple] = {}  # shape -> (id, GPU types some node could ever hold it on)
-        self.failed: dict[tuple, tuple] = {}  # (shape, types) -> reservation signature it failed under
-        self.no_reservation: set[tuple] = set()
-        self.turned_away: dict[tuple, tuple] = {}  # job class -> (kind, detail) of the first one turned away
-        self.deferrable: dict[tuple, int] = {}  # job class -> quota searches run when one was deferred
-        self.epoch = 0  # bumped by each preemption: room coming back may change an earlier answer
-        self.searches = options.max_searches
-        self.starts: list[float] = []  # reservation starts as backfill compares them (-INF: unknown)
-        self._releases = None
-        self.admitted: list[tuple] = []  # releases of jobs admitted this cycle
+class _Planner:
+    """One cycle: :attr:`c` is the state it shares with :attr:`rooms`, :attr:`memo` what it learnt."""
 
-    def _survey(self) -> tuple[dict, dict, dict]:
-        """One pass over the running attempts for all the cycle needs of them: their totals, their
-        teams' shares, the room of stopping ones, what counts against quotas, and what each priority
-        (and each limited queue) could hand back if preempted, and where. There are thousands, their
-        objects spread over memory, so every extra pass costs; this is the only full one."""
-        cl, quotas, borrowed = self.cl, self.quotas, self.quotas.borrowed
-        type_of = {s.name: s.type for s in cl.slots}
-        self.totals = tot = {}
-        by_team: dict[tuple, list] = {}
-        limits: dict[str, tuple] = {}  # queue -> (has a quota, has a quota or a cap on running jobs)
-        limited: list[RunningJob] = []
-        # Victims' room is summed per priority (and per queue and priority in limited queues), in running
-        # order, so each bound is the same float whichever way it is asked for.
-        by_prio: dict[int, list] = {}  # priority -> [cores, {GPU type: GPUs}]
-        by_queue: dict[tuple, list] = {}  # (queue, priority) -> [cores, memory, {GPU type: GPUs}, GPUs]
-        on: dict[str, list] = {}  # node -> attempts there that might be preempted, in running order
-        for r in self.running:
-            reps, aid = r.replicas, r.attempt_id
-            if len(reps) == 1:
-                p = reps[0]
-                g = len(p.gpu_ids)
-                t = (p.cpu, p.memory, type_of.get(p.node) if g else None, g)
-            else:
-                t = totals(r, type_of)
-            tot[aid] = t
-            cpu, mem, gtype, gpus = t
-            acc = by_team.get((r.team, gtype))
-            if acc is None:
-                acc = by_team[(r.team, gtype)] = [0.0, 0, 0]
-            acc[0] += cpu
-            acc[1] += mem
-            acc[2] += gpus
-            if r.borrowed:
-                borrowed.add(aid)
-            if r.stopping:  # its room comes back soon; its share is handed back, and it is no victim
-                for p in reps:
-                    if p.node in cl.by_name:
-                        cl.add_soon(cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
-                continue
-            lim = limits.get(r.queue)
-            if lim is None:
-                q = quotas.queue(r.queue)
-                lim = limits[r.queue] = (has_quota(q), has_quota(q) or q.max_running is not None)
-            if lim[1]:
-                limited.append(r)
-            if not r.preemptible:  # never a victim, whatever it borrowed
-                continue
-            prio = r.priority
-            a = by_prio.get(prio)
-            if a is None:
-                a = by_prio[prio] = [0.0, {}]
-            a[0] += cpu
-            if gtype is not None:
-                a[1][gtype] = a[1].get(gtype, 0.0) + gpus
-            if lim[0]:
-                qa = by_queue.get((r.queue, prio))
-                if qa is None:
-                    qa = by_queue[(r.queue, prio)] = [0.0, 0.0, {}, 0.0]
-                qa[0] += cpu
-                qa[1] += mem
-                if gpus:
-                    qa[2][gtype] = qa[2].get(gtype, 0.0) + gpus
-                    qa[3] += gpus
-            for p in reps:
-                lst = on.get(p.node)
-                if lst is None:
-                    on[p.node] = [r]
-                elif lst[-1] is not r:
-                    lst.append(r)
-        quotas.count(limited, tot)
-        for (team, gtype), (cpu, mem, gpus) in by_team.items():
-            self.shares.add(team, cpu, mem, gtype, gpus)
-        return by_prio, by_queue, on
+    def __init__(self, nodes, running, queues, now, options) -> None:
+        self.c, survey = snapshot(nodes, running, queues, now, options)  # 1. snapshot
+        self.rooms = Rooms(self.c, survey)
+        self.memo = Memo()
+        self._releases: Releases | None = None  # built on the first reservation search
+        self.admitted: list[tuple[float, list[Take]]] = []  # (end, room taken) of jobs admitted before that
 
     def run(self, pending: list[PendingJob]) -> Plan:
-        eligible, waiting = [], []
-        queue_of, queues = self.quotas.queue, {}  # a local map: this loop runs once per pending job
+        c = self.c
+        deferred: list[tuple[PendingJob, Queue]] = []  # jobs phase 3 leaves to phase 4, in order
+        line, held_back = self.line_up(pending, deferred)  # 2. line up
+        consider = self.consider
+        for item in line:  # 3. admit, inside quotas; a None ends that part of the line
+            if item is None:
+                break
+            consider(item[0], item[1], False, deferred)
+        for job, q in line:  # 4. borrow: the deferred jobs, beyond their quotas
+            consider(job, q, True, deferred)
+        c.left.extend(held_back)
+        say.explain(c.out, c.left, c.cl, c.quotas, c.now)  # 5. explain
+        return c.out
+
+    def line_up(self, pending: list[PendingJob], deferred: list) -> tuple[Iterator, list[Entry]]:
+        """Phase 2: the jobs that may compete for room this cycle, each with its queue, in admission
+        order, then None, then ``deferred`` as phase 3 fills it (:func:`fair_order`); and the entries
+        of the jobs held back."""
+        eligible, held_back = [], []
+        queue_of, queues = self.c.quotas.queue, {}  # a local map: this loop runs once per pending job
+        now = self.c.now
         ids = None  # pending job ids, built when some job was preempted
         for job in pending:
             q = queues.get(job.queue)
             if q is None:
                 q = queues[job.queue] = queue_of(job.queue)
-            if job.not_before is not None and job.not_before > self.now:
-                waiting.append((job, q, "backoff", None))
+            if job.not_before is not None and job.not_before > now:
+                held_back.append(Entry(job, q, Status.BACKOFF))
                 continue
             if job.last_preempted_by is not None:
                 if ids is None:
@@ -185,147 +114,183 @@ class _Cycle:
                 if job.last_preempted_by in ids:
                     # the room and quota it handed back are for the job that preempted it: competing for
                     # them again before that job starts is how preemption loops begin
-                    waiting.append((job, q, "yield", job.last_preempted_by))
+                    held_back.append(Entry(job, q, Status.YIELDING))
                     continue
             eligible.append((job, q))
-        deferred: list = []
-        consider, borrowing = self._consider, False
-        limit = self.opt.fair_share_wait
-        overdue = self.now - limit if limit is not None else -INF
-        for item in fair_order(eligible, self.shares, deferred, overdue):
-            if item is None:
-                borrowing = True  # what comes now would run beyond its queue's quota
-            else:
-                consider(item[0], item[1], borrowing, deferred)
-        self.left.extend(waiting)
-        say.explain(self.out, self.left, self.cl, self.quotas, self.now)
-        return self.out
+        limit = self.c.opt.fair_share_wait
+        return fair_order(eligible, self.c.shares, deferred, now - limit if limit is not None else -INF), held_back
 
-    # -- one job ---------------------------------------------------------------
+    # -- phases 3 and 4, one job ---------------------------------------------------
 
-    def _consider(self, job: PendingJob, q: Queue, borrowing: bool, deferred: list) -> None:
+    def consider(self, job: PendingJob, q: Queue, borrowing: bool, deferred: list) -> None:
+        """Steps 3a–f (module docstring) for one job: the first that decides its fate ends it. A job
+        deferred to phase 4 gets its entry there."""
+        c, memo = self.c, self.memo
+        # 3a. its class. Its Shape and JobClass are looked up as plain tuples of their fields, which hash
+        # and compare alike: making a NamedTuple costs 3× a tuple, and this runs for every job in line.
         sel = tuple(sorted(job.node_selector.items())) if job.node_selector else ()
         shape = (job.cpu, job.memory, job.gpu, job.gpu_types, sel, job.replicas, job.placement)
-        info = self.shapes.get(shape)  # hashed once; later keys use the small id
-        if info is None:
-            info = self.shapes[shape] = (len(self.shapes), self.cl.static_types(job, sel))
-        sid, types = info
-        starts = self.starts
-        end = self.now + job.timeout if job.timeout is not None else INF
+        fit = memo.shapes.get(shape)  # hashed once; later keys use the small id
+        if fit is None:
+            fit = memo.new_shape(Shape._make(shape), c.cl.static_types(job, sel))
+        starts = c.starts
+        end = c.now + job.timeout if job.timeout is not None else INF
         # which reservations it would outlast; one reservation is the usual case, and a cycle asks this per job
         sig = ((end > starts[0],) if len(starts) == 1 else tuple([end > s for s in starts])) if starts else ()
-        # A job like one already turned away this cycle meets the same fate: room only shrinks, except
-        # when a preemption frees some (the epoch), so skip straight to the same answer. One that may not
-        # preempt the job that preempted it has fewer choices: it reads these answers but never writes them.
-        cls = (q.name, sid, job.priority, sig, borrowing, job.preemptible, self.epoch)
-        seen = self.turned_away.get(cls)
+        cls = (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
+        seen = memo.turned_away.get(cls)  # a job like one already turned away meets the same fate
         if seen is not None:
-            return self.left.append((job, q, seen[0], seen[1]))
-        if not types:
-            return self._turn_away(cls, job, q, "impossible", (sid, types, shape))
-        quotas = self.quotas
-        if q.max_running is not None and quotas.running_full(q):
-            return self._turn_away(cls, job, q, "quota", (sid, types, shape))
-        allowed, reach = types, ()
+            return c.left.append(Entry(job, q, seen[0], seen[1]))
+        if not fit.types:
+            return self._turn_away(cls, job, q, IMPOSSIBLE, fit)
+        # 3b. its queue's limits
+        if q.max_running is not None and c.quotas.running_full(q):
+            return self._turn_away(cls, job, q, OVER_QUOTA, fit)
+        allowed, reach = fit.types, ()
         if not borrowing:
             # a job like one deferred below meets the same fate while no other job's quota search has
             # changed what those searches reach: its quota stays full and room only shrinks
-            if self.deferrable.get(cls) == self.rooms.quota_runs:
+            if memo.deferrable.get(cls) == self.rooms.quota_runs:
                 return deferred.append((job, q))
-            allowed = quotas.allowed_types(q, job, types, sid)
+            allowed = c.quotas.allowed_types(q, job, fit.types, fit.id)
             if not allowed:
-                if q.borrowing and job.preemptible and self._fits_now(job, sid, types, sel, end, sig):
-                    return deferred.append((job, q))  # idle room: borrow it rather than stop work of its queue
-                # inside its queue, priority wins: lower-priority work of the queue may hand its share back
-                done, reach = self.rooms.quota_preempt(job, q, types, sel, end, sid)
-                if done:
+                reach = self._over_quota(job, q, fit, sel, end, sig, cls, deferred)
+                if reach is None:
                     return None
-                if not reach:
-                    if q.borrowing and job.preemptible:  # borrowed work must be reclaimable
-                        if job.last_preempted_by is None:  # its quota search differs from its class's
-                            self.deferrable[cls] = self.rooms.quota_runs
-                        return deferred.append((job, q))
-                    return self._turn_away(cls, job, q, "quota", (sid, types, shape))
-        key = (sid, allowed)
         if allowed:
-            f = self.failed.get(key)
-            # constraints only tighten during a cycle: a failure under fewer or looser reservations still holds
-            if f is None or (f and not all(a <= b for a, b in zip(f, sig))):
-                for t in allowed if job.gpu_types or len(allowed) < 2 else self._least_busy(allowed):
-                    taken = self.cl.place(job, t, sel, end)
-                    if taken:
-                        return self._admit(job, q, t, taken, end, borrowing)
-                self.failed[key] = sig
-            if borrowing:
-                return self._turn_away(cls, job, q, "room", (sid, types, shape))
-            if self.searches > 0 and self.rooms.make_room(job, q, allowed, sel, end, sig):
+            # 3c. place it now, unless a job of its shape failed under no more reservations than it outlasts
+            f = memo.failed.get((fit.id, allowed))
+            if (f is None or (f and not all(a <= b for a, b in zip(f, sig)))) and \
+                    self._place(job, q, fit, allowed, sel, end, sig, borrowing):
                 return None
-            others = tuple(t for t in types if t not in allowed)
-            if others:
-                done, reach = self.rooms.quota_preempt(job, q, others, sel, end, sid)
-                if done:
-                    return None
-        hold = allowed + reach  # types it could start on once room frees, quota allowing
-        if len(starts) < self.opt.max_reservations and self.searches > 0 and (sid, hold) not in self.no_reservation:
-            self.searches -= 1
-            found = reserve(self.cl, job, hold, sel, self._release_list(), self.now)
-            if found is not None:
-                res, t = found
-                self.out.reservations.append(res)
-                starts.append(res.start if res.start < INF else -INF)
-                quotas.admit(q, job, t)  # its queue's share is held with the nodes: later jobs may not take it
-                return self.left.append((job, q, "head", (res, (sid, types, shape))))
-            self.no_reservation.add((sid, hold))  # it would not fit even once everything running has ended
-        if len(allowed) < len(types) and q.borrowing and job.preemptible:
-            return deferred.append((job, q))  # no room on the types inside its quota: borrow the others
-        return self._turn_away(cls, job, q, "room" if allowed else "quota", (sid, types, shape))
+            if borrowing:
+                return self._turn_away(cls, job, q, NO_ROOM, fit)
+            # 3d. make room
+            entry, reach = self._make_room(job, q, fit, allowed, sel, end, sig)
+            if entry is not None:
+                return c.left.append(entry)
+        # 3e. hold nodes, on the types it could start on once room frees, quota allowing
+        if self._reserve(job, q, fit, allowed + reach, sel):
+            return None
+        # 3f. wait, or borrow the types beyond its quota in phase 4
+        if len(allowed) < len(fit.types) and q.borrowing and job.preemptible:
+            return deferred.append((job, q))
+        return self._turn_away(cls, job, q, NO_ROOM if allowed else OVER_QUOTA, fit)
 
-    def _fits_now(self, job: PendingJob, sid: int, types: tuple, sel: tuple, end: float, sig: tuple) -> bool:
-        key = (sid, types)
-        f = self.failed.get(key)
+    def _over_quota(self, job: PendingJob, q: Queue, fit: ShapeFit, sel: tuple, end: float, sig: tuple,
+                    cls: tuple, deferred: list) -> tuple | None:
+        """Step 3b for a job its queue's quota leaves no GPU type: the types on which lower-priority
+        work of its queue could hand the quota back but room is lacking, or None when this step
+        decided (deferred to phase 4, preempting within its queue, or waiting)."""
+        rooms = self.rooms
+        if q.borrowing and job.preemptible and self._fits_now(job, fit, sel, end, sig):
+            return deferred.append((job, q))  # idle room: borrow it rather than stop work of its queue
+        # inside its queue, priority wins: lower-priority work of the queue may hand its share back
+        entry, reach = rooms.quota_preempt(job, q, fit.types, sel, end, fit.id)
+        if entry is not None:
+            return self.c.left.append(entry)
+        if reach:
+            return reach
+        if q.borrowing and job.preemptible:  # borrowed work must be reclaimable
+            if job.last_preempted_by is None:  # its quota search differs from its class's
+                self.memo.deferrable[JobClass._make(cls)] = rooms.quota_runs
+            return deferred.append((job, q))
+        return self._turn_away(cls, job, q, OVER_QUOTA, fit)
+
+    def _place(self, job: PendingJob, q: Queue, fit: ShapeFit, allowed: tuple, sel: tuple, end: float,
+               sig: tuple, borrowing: bool) -> bool:
+        """Step 3c: admit the whole gang on the first allowed type with room now."""
+        cl = self.c.cl
+        for t in allowed if job.gpu_types or len(allowed) < 2 else self._least_busy(allowed):
+            taken = cl.place(job, t, sel, end)
+            if taken:
+                self._admit(job, q, t, taken, end, borrowing)
+                return True
+        self.memo.failed[(fit.id, allowed)] = sig
+        return False
+
+    def _make_room(self, job: PendingJob, q: Queue, fit: ShapeFit, allowed: tuple, sel: tuple, end: float,
+                   sig: tuple) -> tuple[Entry | None, tuple]:
+        """Step 3d: claim or preempt for room on the allowed types, else preempt within its queue for
+        its quota on the others. Returns its entry if one worked, and the types where the quota could
+        be freed but room is lacking."""
+        rooms = self.rooms
+        if self.c.searches > 0:
+            entry = rooms.make_room(job, q, allowed, sel, end, sig)
+            if entry is not None:
+                return entry, ()
+        others = tuple(t for t in fit.types if t not in allowed)
+        if others:
+            return rooms.quota_preempt(job, q, others, sel, end, fit.id)
+        return None, ()
+
+    def _reserve(self, job: PendingJob, q: Queue, fit: ShapeFit, hold: tuple, sel: tuple) -> bool:
+        """Step 3e: the first job blocked holds the nodes where it can start soonest."""
+        c, memo = self.c, self.memo
+        if len(c.starts) >= c.opt.max_reservations or c.searches <= 0 or (fit.id, hold) in memo.no_reservation:
+            return False
+        c.searches -= 1
+        found = reserve(c.cl, job, hold, sel, self._release_list(), c.now)
+        if found is None:
+            memo.no_reservation.add((fit.id, hold))  # it would not fit even once everything running has ended
+            return False
+        res, t = found
+        c.out.reservations.append(res)
+        c.starts.append(res.start if res.start < INF else -INF)
+        c.quotas.admit(q, job, t)  # its queue's share is held with the nodes: later jobs may not take it
+        entry = Entry(job, q, Status.RESERVED, fit)
+        entry.reservation = res
+        c.left.append(entry)
+        return True
+
+    def _fits_now(self, job: PendingJob, fit: ShapeFit, sel: tuple, end: float, sig: tuple) -> bool:
+        """Would the whole gang fit now on some type it accepts, quota aside? (Placed, then given back.)"""
+        key = (fit.id, fit.types)
+        f = self.memo.failed.get(key)
         if f is not None and (not f or all(a <= b for a, b in zip(f, sig))):
             return False
-        for t in types:
-            taken = self.cl.place(job, t, sel, end)
+        cl = self.c.cl
+        for t in fit.types:
+            taken = cl.place(job, t, sel, end)
             if taken:
                 for rec in reversed(taken):
-                    self.cl.give(*rec)
+                    cl.give(rec)
                 return True
-        self.failed[key] = sig
+        self.memo.failed[key] = sig
         return False
 
     def _least_busy(self, types: tuple) -> list:
         """For a job that takes any GPU: the types with the most room free first, so it does not
         take the last GPUs of a type that other jobs can only run on."""
-        free, cap = self.cl.gfree, self.cl.gpu_cap
+        free, cap = self.c.cl.gfree, self.c.cl.gpu_cap
         return sorted(types, key=lambda t: -free.get(t, 0) / cap[t] if cap.get(t) else 0.0)
 
-    def _turn_away(self, cls: tuple, job: PendingJob, q: Queue, kind: str, detail) -> None:
+    def _turn_away(self, cls: tuple, job: PendingJob, q: Queue, status: Status, fit: ShapeFit) -> None:
         if job.last_preempted_by is None:
-            self.turned_away[cls] = (kind, detail)
-        self.left.append((job, q, kind, detail))
+            self.memo.turned_away[JobClass._make(cls)] = (status, fit)
+        self.c.left.append(Entry(job, q, status, fit))
 
-    def _admit(self, job, q, t, taken, end, borrowing) -> None:
-        self.out.admissions[job.id] = [Assignment(s.name, ids) for s, _, _, _, ids, _ in taken]
+    def _admit(self, job: PendingJob, q: Queue, t: str | None, taken: list[Take], end: float,
+               borrowing: bool) -> None:
+        c = self.c
+        c.out.admissions[job.id] = [Assignment(x.slot.name, x.gpu_ids) for x in taken]
         if borrowing:
-            self.out.borrowed.add(job.id)
-        self.charge(job, q, t)
+            c.out.borrowed.add(job.id)
+        # a job placed while one ahead of it holds a reservation runs in a gap around it
+        status = BORROWED if borrowing else BACKFILLED if c.starts else ADMITTED
+        c.out.entries[job.id] = Entry(job, q, status, None)
+        c.charge(job, q, t)
         if self._releases is not None:
-            for s, c, m, g, _, _ in taken:
-                self._releases.add(end, s, c, m, g, self.now)
+            for x in taken:
+                self._releases.add(end, x.slot, x.cpu, x.memory, x.gpus, c.now)
         else:
             self.admitted.append((end, taken))
 
-    def charge(self, job: PendingJob, q: Queue, t: str | None) -> None:
-        """Count an admitted (or about to start) job against its queue's quota and its team's share."""
-        n = job.replicas
-        self.quotas.admit(q, job, t)
-        self.shares.add(job.team, job.cpu * n, job.memory * n, t, job.gpu * n)
-
     def _release_list(self) -> Releases:
         if self._releases is None:
-            self._releases = Releases(self.cl, self.running, self.now)
+            c = self.c
+            self._releases = Releases(c.cl, c.running, c.now)
             for end, taken in self.admitted:
-                for s, c, m, g, _, _ in taken:
-                    self._releases.add(end, s, c, m, g, self.now)
+                for x in taken:
+                    self._releases.add(end, x.slot, x.cpu, x.memory, x.gpus, c.now)
         return self._releases

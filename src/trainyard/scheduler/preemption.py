@@ -21,23 +21,35 @@ back (:meth:`Cluster.claim`), so a job waiting on them does not preempt more.
 from __future__ import annotations
 
 from bisect import bisect_left
-from operator import itemgetter
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
 
 from trainyard.scheduler.cluster import EPS, Cluster, Slot
 from trainyard.scheduler.model import PendingJob, RunningJob
+from trainyard.scheduler.quota import Held
 
 Cost = tuple  # (victims not borrowed, highest victim priority, work lost)
 ZERO: Cost = (0, -(10**18), 0.0)
 
 
-class Victims:
-    """Attempts on each node that some job might preempt, cheapest first, built per node on first use.
+@dataclass(slots=True)
+class Victim:
+    """One attempt a job might preempt, and what it holds on one node."""
 
-    An entry is ``(cost, attempt, cpu, mem, gpus held on this node, borrowed)``.
-    """
+    cost: Cost
+    attempt: RunningJob
+    cpu: float  # on this node
+    memory: int
+    gpus: int
+    borrowed: bool  # runs beyond its queue's quota
+
+
+class Victims:
+    """Attempts on each node that some job might preempt, cheapest first, built per node on first use."""
 
     def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
-                 totals: dict[str, tuple], now: float) -> None:
+                 totals: dict[str, Held], now: float) -> None:
         self.cl, self.raw, self.borrowed, self.totals, self.now = cl, on, borrowed, totals, now
         self.taken: set[str] = set()  # chosen this cycle
         self.cost: dict[str, Cost] = {}
@@ -51,14 +63,14 @@ class Victims:
         aid = r.attempt_id
         c = self.cost.get(aid)
         if c is None:  # once per attempt on every node a search visits: conditionals, not max() calls
-            cpu, _, _, gpus = self.totals[aid]
-            size, gsize = cpu * self.inv_c, gpus * self.inv_g
+            held = self.totals[aid]
+            size, gsize = held.cpu * self.inv_c, held.gpus * self.inv_g
             age = self.now - r.started_at
             c = self.cost[aid] = (0 if aid in self.borrowed else 1, r.priority,
                                   (age if age > 1.0 else 1.0) * (gsize if gsize > size else size))
         return c
 
-    def on(self, s: Slot) -> list:
+    def on(self, s: Slot) -> list[Victim]:
         lst = self._on.get(s)
         if lst is None:
             lst, name, costs, borrowed = [], s.name, self.cost, self.borrowed
@@ -76,14 +88,14 @@ class Victims:
                             m += p.memory
                             g += len(p.gpu_ids)
                 aid = r.attempt_id
-                lst.append((costs.get(aid) or cost_of(r), r, c, m, g, aid in borrowed))
+                lst.append(Victim(costs.get(aid) or cost_of(r), r, c, m, g, aid in borrowed))
             lst.sort(key=_cost)
             self._on[s] = lst
             c = m = g = 0
             for e in lst:  # summed in the order the victims are tried, so the bound is exactly their room
-                c += e[2]
-                m += e[3]
-                g += e[4]
+                c += e.cpu
+                m += e.memory
+                g += e.gpus
             self._most[s] = (c, m, g)
         return lst
 
@@ -105,7 +117,7 @@ class Victims:
         return self._most[s] if self._on[s] else None
 
 
-_cost = itemgetter(0)  # sort key of a victim entry: its cost
+_cost = attrgetter("cost")  # sort key of a victim
 
 
 class Releasable:
@@ -134,25 +146,42 @@ class Releasable:
         return r[1][i - 1] if i else 0.0
 
 
+class Failure(NamedTuple):
+    """One room search that failed, as :class:`Failures` compares them."""
+
+    types: frozenset  # GPU types searched
+    cpu: float  # per replica
+    memory: int
+    gpu: int
+    replicas: int
+    spread: bool
+    labels: frozenset  # node selector pairs
+    context: tuple  # what else the search depended on (the epoch, the queue's borrowed work)
+    priority: int
+    outlasts: tuple[bool, ...]  # the reservations it would have run past
+
+
 class Failures:
     """Room searches that failed this cycle. Room only shrinks within a cycle, so a job that asks
     at least as much, on no more GPU types, with no fewer labels, at no higher priority and under
     the same reservations, fails too, without an O(nodes) search of its own."""
 
     def __init__(self) -> None:
-        self.items: list[tuple] = []
+        self.items: list[Failure] = []
 
     @staticmethod
-    def _key(job: PendingJob, types: tuple, sel: tuple, sig: tuple, context: tuple) -> tuple:
-        return (frozenset(types), job.cpu, job.memory, job.gpu, job.replicas, job.placement == "spread",
-                frozenset(sel), context, job.priority, sig)
+    def _key(job: PendingJob, types: tuple, sel: tuple, sig: tuple, context: tuple) -> Failure:
+        return Failure(frozenset(types), job.cpu, job.memory, job.gpu, job.replicas, job.placement == "spread",
+                       frozenset(sel), context, job.priority, sig)
 
     def covers(self, job: PendingJob, types: tuple, sel: tuple, sig: tuple, context: tuple) -> bool:
         k = self._key(job, types, sel, sig, context)
         for f in self.items:
-            if (f[7] == k[7] and f[8] >= k[8] and f[1] <= k[1] + EPS and f[2] <= k[2] and f[3] <= k[3]
-                    and f[4] <= k[4] and f[5] <= k[5] and f[0] >= k[0] and f[6] <= k[6]
-                    and all(a <= b for a, b in zip(f[9], k[9]))):  # more reservations in force: no easier
+            if (f.context == k.context and f.priority >= k.priority and f.cpu <= k.cpu + EPS
+                    and f.memory <= k.memory and f.gpu <= k.gpu and f.replicas <= k.replicas
+                    and f.spread <= k.spread and f.types >= k.types and f.labels <= k.labels
+                    # more reservations in force: no easier
+                    and all(a <= b for a, b in zip(f.outlasts, k.outlasts))):
                 return True
         return False
 
@@ -230,16 +259,16 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
                 if need is None:
                     continue
                 if len(need) == 1:  # one victim (the usual case): the set costs what it costs
-                    cost = need[0][0]
+                    cost = need[0].cost
                 else:
-                    cost = (sum(e[0][0] for e in need), max(e[0][1] for e in need), sum(e[0][2] for e in need))
+                    cost = (sum(e.cost[0] for e in need), max(e.cost[1] for e in need), sum(e.cost[2] for e in need))
                 if best_cost is None or cost < best_cost:
                     best, best_cost, best_set = s, cost, need
             if best is None:
                 break
             for e in best_set:
-                chosen[e[1].attempt_id] = e[1]
-                _free(cl, e[1], room)
+                chosen[e.attempt.attempt_id] = e.attempt
+                _free(cl, e.attempt, room)
             for v in (room(best), spare.get(best)):
                 if v is not None:
                     v[0] -= c
@@ -270,21 +299,21 @@ def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: Pending
     ac, am, ag = v[0] + EPS, v[1], v[2]
     need = []
     for e in on:
-        r = e[1]
+        r = e.attempt
         if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last:
             continue
-        if not r.preemptible or not (r.priority < prio or (reclaim and e[5] and r.queue != queue)):
+        if not r.preemptible or not (r.priority < prio or (reclaim and e.borrowed and r.queue != queue)):
             continue
-        ac += e[2]
-        am += e[3]
-        ag += e[4]
+        ac += e.cpu
+        am += e.memory
+        ag += e.gpus
         need.append(e)
         if ac >= c and am >= m and ag >= g:
             break
     else:
         return None
     for e in reversed(need[:-1]):  # the last one was needed; drop any earlier one that was not
-        if ac - e[2] >= c and am - e[3] >= m and ag - e[4] >= g:
-            ac, am, ag = ac - e[2], am - e[3], ag - e[4]
+        if ac - e.cpu >= c and am - e.memory >= m and ag - e.gpus >= g:
+            ac, am, ag = ac - e.cpu, am - e.memory, ag - e.gpus
             need.remove(e)
     return need

@@ -10,10 +10,22 @@ the line holds its share together with its reserved nodes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from trainyard.scheduler.model import PendingJob, Queue, RunningJob
 from trainyard.spec.units import format_memory
 
 EPS = 1e-9
+
+
+@dataclass(slots=True, frozen=True)
+class Held:
+    """What one running attempt holds over all its replicas (a gang runs on one GPU type)."""
+
+    cpu: float
+    memory: int
+    gpu_type: str | None
+    gpus: int
 
 
 class Usage:
@@ -45,16 +57,16 @@ def _within(q: Queue, u: Usage, cpu: float, mem: int, gtype: str | None, gpus: i
     return True
 
 
-def totals(r: RunningJob, type_of: dict) -> tuple[float, int, str | None, int]:
-    """(cores, memory, GPU type, GPUs) one attempt holds over all its replicas."""
+def totals(r: RunningJob, type_of: dict) -> Held:
+    """What attempt ``r`` holds; ``type_of`` maps node names to their GPU types."""
     reps = r.replicas
     if len(reps) == 1:
         p = reps[0]
         g = len(p.gpu_ids)
-        return p.cpu, p.memory, type_of.get(p.node) if g else None, g
+        return Held(p.cpu, p.memory, type_of.get(p.node) if g else None, g)
     g = sum(len(p.gpu_ids) for p in reps)
-    return (sum(p.cpu for p in reps), sum(p.memory for p in reps),
-            type_of.get(reps[0].node) if g and reps else None, g)
+    return Held(sum(p.cpu for p in reps), sum(p.memory for p in reps),
+                type_of.get(reps[0].node) if g and reps else None, g)
 
 
 def has_quota(q: Queue) -> bool:
@@ -70,7 +82,7 @@ class Quotas:
         self.borrowed: set[str] = set()  # attempt ids running beyond their queue's quota
         self._allowed: dict[tuple, tuple] = {}  # (queue, shape) -> (jobs running then, answer)
 
-    def count(self, limited: list[RunningJob], totals: dict[str, tuple]) -> None:
+    def count(self, limited: list[RunningJob], totals: dict[str, Held]) -> None:
         """Count running attempts against their queues: ``limited`` holds the live attempts of queues
         with a quota or a cap on running jobs (only those need their usage; stopping attempts hand
         their share back: their room is still held, and the planner waits for it, so the job they were
@@ -83,10 +95,10 @@ class Quotas:
             u = use.get(r.queue)
             if u is None:
                 u = use[r.queue] = Usage()
-            cpu, mem, gtype, gpus = totals[r.attempt_id]
-            if r.borrowed is None and not _within(queues[r.queue], u, cpu, mem, gtype, gpus):
+            h = totals[r.attempt_id]
+            if r.borrowed is None and not _within(queues[r.queue], u, h.cpu, h.memory, h.gpu_type, h.gpus):
                 borrowed.add(r.attempt_id)
-            u.add(cpu, mem, gtype, gpus)
+            u.add(h.cpu, h.memory, h.gpu_type, h.gpus)
 
     def queue(self, name: str) -> Queue:
         q = self.queues.get(name)
@@ -131,7 +143,7 @@ class Quotas:
                 out["*"] = sum(u.gpus.values()) + job.gpu * n - q.gpus["*"]
         return out
 
-    def victims_for(self, q: Queue, job: PendingJob, t: str | None, mine, totals: dict[str, tuple]):
+    def victims_for(self, q: Queue, job: PendingJob, t: str | None, mine, totals: dict[str, Held]):
         """The cheapest attempts of ``q`` (``mine``: eligible ones, cheapest first) whose share, once
         handed back, lets ``job`` fit the quota on type ``t``; None if even all of them would not."""
         deficit = self.over(q, job, t)
@@ -140,7 +152,8 @@ class Quotas:
         chosen = []
 
         def back(r: RunningJob) -> dict:
-            cpu, mem, gtype, gpus = totals[r.attempt_id]
+            h = totals[r.attempt_id]
+            cpu, mem, gtype, gpus = h.cpu, h.memory, h.gpu_type, h.gpus
             return {"cpu": cpu, "mem": mem, gtype: gpus, "*": gpus} if gpus else {"cpu": cpu, "mem": mem}
 
         for r in mine:

@@ -9,9 +9,11 @@ shape; thousands of pending jobs cost one f-string each.
 from __future__ import annotations
 
 from trainyard.scheduler.cluster import Cluster
-from trainyard.scheduler.model import INF, PendingJob, Plan, Queue, Reservation
+from trainyard.scheduler.model import INF, Entry, PendingJob, Plan, Queue, Reservation, ShapeFit, Status
 from trainyard.scheduler.quota import Quotas
 from trainyard.spec.units import format_memory
+
+NO_ROOM, OVER_QUOTA = Status.NO_ROOM, Status.OVER_QUOTA
 
 
 def plural(n: int, word: str) -> str:
@@ -132,60 +134,61 @@ def behind(res: Reservation, job: PendingJob, now: float) -> str:
     return f"job {res.job_id} is next to start in ≤ {wait}"
 
 
-def explain(out: Plan, left: list[tuple], cl: Cluster, quotas: Quotas, now: float) -> None:
-    """Fill ``out.positions`` and ``out.reasons`` for every job left pending, in line order.
-
-    ``left`` holds ``(job, queue, kind, detail)``; kind is one of backoff, yield, impossible, head,
-    claim, preempting, quota (its queue's limit binds) and room (no room now). For the last three,
-    detail is ``(shape id, GPU types, shape)``."""
-    reasons, positions = out.reasons, out.positions
+def explain(out: Plan, left: list[Entry], cl: Cluster, quotas: Quotas, now: float) -> None:
+    """Phase 5: the message of every entry left pending, in line order, and its position in its queue;
+    both also go to ``out.reasons`` and ``out.positions``, and the entries to ``out.entries``."""
+    reasons, positions, entries = out.reasons, out.positions, out.entries
     short = Shortfalls(cl)
     first = out.reservations[0] if out.reservations else None
     held = [cl.by_name[n] for n in first.nodes] if first else []
-    parts: dict[tuple, tuple] = {}  # all but the position depends on (queue, shape, kind)
+    parts: dict[tuple, tuple] = {}  # (queue, shape id, status, outlasts the reservation) -> text around the count
     ahead_in: dict[str, int] = {}
     start = first.start if first is not None else None
-    for job, q, kind, d in left:  # once per pending job: keep the common case (room, quota) lean
-        qn, jid = q.name, job.id
+    for e in left:  # once per pending job: keep the common case (no room, over quota) lean
+        job, qn, st = e.job, e.queue.name, e.status
+        jid = job.id
         k = ahead_in.get(qn, 0)
         ahead_in[qn] = k + 1
         positions[jid] = k
-        if kind == "room" or kind == "quota":
+        if st is NO_ROOM or st is OVER_QUOTA:
             late = start is not None and (job.timeout is None or now + job.timeout > start)
-            pk = (qn, d[0], kind, late)
+            pk = (qn, e.shape.id, st, late)
             pair = parts.get(pk)
             if pair is None:
-                lead, tail = _parts(cl, quotas, short, job, q, kind, d, first, held, now)
+                lead, tail = _parts(cl, quotas, short, job, e.queue, st, e.shape, first, held, now)
                 # the text around the count, joined once: thousands of jobs share it
                 pair = parts[pk] = (lead, tail, lead + "; ", f" jobs ahead in queue {qn}{tail}")
             if k > 1:
-                reasons[jid] = f"{pair[2]}{k}{pair[3]}"
+                msg = f"{pair[2]}{k}{pair[3]}"
             else:
-                reasons[jid] = f"{pair[0]}; {ahead(k, qn)}{pair[1]}"
-        elif kind == "backoff":
-            reasons[job.id] = f"{backoff(job, now)}; {ahead(k, qn)}"
-        elif kind == "yield":
-            reasons[job.id] = f"preempted for job {d}: waits until it has started; {ahead(k, qn)}"
-        elif kind == "impossible":
-            reasons[job.id] = impossible(cl, job, d[2][4])
-        elif kind == "head":
-            res, (sid, types, _) = d
-            reasons[job.id] = f"{short.text(sid, job, types)}; {head(res, now)}; {ahead(k, qn)}"
-        elif kind == "claim":
-            reasons[job.id] = f"starting: waiting for stopping jobs to hand back their room; {ahead(k, qn)}"
-        else:  # preempting
+                msg = f"{pair[0]}; {ahead(k, qn)}{pair[1]}"
+        elif st is Status.BACKOFF:
+            msg = f"{backoff(job, now)}; {ahead(k, qn)}"
+        elif st is Status.YIELDING:
+            msg = f"preempted for job {job.last_preempted_by}: waits until it has started; {ahead(k, qn)}"
+        elif st is Status.IMPOSSIBLE:
+            msg = impossible(cl, job, e.shape.shape.selector)
+        elif st is Status.RESERVED:
+            msg = f"{short.text(e.shape.id, job, e.shape.types)}; {head(e.reservation, now)}; {ahead(k, qn)}"
+        elif st is Status.CLAIMED:
+            msg = f"starting: waiting for stopping jobs to hand back their room; {ahead(k, qn)}"
+        else:  # PREEMPTING
+            d = e.victims
             names = ", ".join(d[:3]) + (", …" if len(d) > 3 else "")
-            reasons[job.id] = f"starting: preempting {plural(len(d), 'job')} ({names}); {ahead(k, qn)}"
+            msg = f"starting: preempting {plural(len(d), 'job')} ({names}); {ahead(k, qn)}"
+        reasons[jid] = e.message = msg
+        entries[jid] = e
 
 
-def _parts(cl: Cluster, quotas: Quotas, short: Shortfalls, job: PendingJob, q: Queue, kind: str, d: tuple,
+def _parts(cl: Cluster, quotas: Quotas, short: Shortfalls, job: PendingJob, q: Queue, st: Status, fit: ShapeFit,
            first: Reservation | None, held: list, now: float) -> tuple[str, str]:
-    sid, types, shape = d
-    limit = quotas.describe(q, job, types)
+    """The text before and after "N jobs ahead" for a job with no room or over its quota."""
+    limit = quotas.describe(q, job, fit.types)
     if limit and not (q.borrowing and job.preemptible):
         limit += " (borrowing off)"
-    lead = limit if kind == "quota" and limit and not short.lacks(job, types) else short.text(sid, job, types)
+    quota_binds = st is OVER_QUOTA and limit and not short.lacks(job, fit.types)
+    lead = limit if quota_binds else short.text(fit.id, job, fit.types)
     tail = [limit] if limit and lead != limit else []
-    if first is not None and any(cl.holds(s, job, t, shape[4]) for s in held for t in types):
+    if first is not None and any(cl.holds(s, job, t, fit.shape.selector) for s in held for t in fit.types):
         tail.append(behind(first, job, now))
     return lead, "".join("; " + p for p in tail)

@@ -14,26 +14,26 @@ node by node, both built once a cycle, and the searches that already failed
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from trainyard.scheduler.cluster import end_of
-from trainyard.scheduler.model import INF, PendingJob, Preemption, Queue, RunningJob
+from trainyard.scheduler.cycle import Cycle, Survey
+from trainyard.scheduler.model import INF, Entry, PendingJob, Preemption, Queue, RunningJob, Status
 from trainyard.scheduler.preemption import Failures, Releasable, Victims, search
-
-if TYPE_CHECKING:
-    from trainyard.scheduler.plan import _Cycle
 
 
 class Rooms:
-    """The room-making half of one planning cycle; works on the cycle's state."""
+    """The room-making half of one planning cycle. It reads the cycle's state and changes only the
+    room it claims or frees, the usage it charges, the search budget, the epoch and the preemptions;
+    what it decides for a job comes back to the caller as that job's :class:`Entry`."""
 
-    def __init__(self, cycle: "_Cycle", borrowing_queues: set[str], lent: dict, by_prio: dict, by_queue: dict,
-                 on: dict) -> None:
+    def __init__(self, cycle: Cycle, survey: Survey) -> None:
         self.c = cycle
-        self.borrowing_queues = borrowing_queues  # queues running work beyond their quota
-        self.lent = lent  # that work's room by (queue, GPU type or None for cores), and by type alone
+        self.borrowing_queues = survey.borrowing_queues  # queues running work beyond their quota
+        self.lent = survey.lent  # that work's room by (queue, GPU type or None for cores), and by type alone
+        # Searches that failed this cycle: room only shrinks, so a job like one of them fails too.
         self.failed_claim = Failures()
         self.failed_preempt = Failures()
+        # (shape id, GPU types, queue, "quota", job it may not preempt) -> the highest priority whose
+        # quota search failed, and the types on which that search could free the quota but not the room
         self.failed_quota: dict[tuple, int] = {}
         self.quota_reach: dict[tuple, tuple] = {}
         self.quota_runs = 0  # quota searches run to the end: each may change what the next one answers
@@ -42,22 +42,24 @@ class Rooms:
         self._vroom: dict[tuple, list] = {}  # (GPU type, priority, queue) -> victims' room per node
         self._vbound: dict[tuple, dict] = {}  # the same, by node
         # what preemptible work each priority holds, per GPU type (None: cores), per limited queue and
-        # limit, and which attempts each node holds that might be preempted (see _Cycle._survey)
+        # limit, and which attempts each node holds that might be preempted
         rel: dict[tuple, float] = {}
-        for prio, (cpu, gpus) in by_prio.items():
+        for prio, (cpu, gpus) in survey.by_prio.items():
             rel[(None, prio)] = cpu
             for gtype, v in gpus.items():
                 rel[(gtype, prio)] = v
         qrel: dict[tuple, float] = {}
-        for (queue, prio), (cpu, mem, gpus, every) in by_queue.items():
+        for (queue, prio), (cpu, mem, gpus, every) in survey.by_queue.items():
             for k, v in (("cpu", cpu), ("mem", mem), ("*", every), *gpus.items()):
                 qrel[((queue, k), prio)] = v
-        self.releasable, self.releasable_in_queue, self.on = Releasable(rel), Releasable(qrel), on
+        self.releasable, self.releasable_in_queue, self.on = Releasable(rel), Releasable(qrel), survey.on
         self._victims = None
 
-    def make_room(self, job: PendingJob, q: Queue, allowed: tuple, sel: tuple, end: float, sig: tuple) -> bool:
-        """Room stopping attempts hand back goes to the first job in line that needs it;
-        failing that, the job preempts. Each search is O(nodes), so they are rationed."""
+    def make_room(self, job: PendingJob, q: Queue, allowed: tuple, sel: tuple, end: float,
+                  sig: tuple) -> Entry | None:
+        """Room stopping attempts hand back goes to the first job in line that needs it (CLAIMED);
+        failing that, the job preempts (PREEMPTING). None: neither. Each search is O(nodes), so they
+        are rationed."""
         c, cl = self.c, self.c.cl
         if cl.soon_any and (not job.gpu or any(cl.soon_g.get(t) for t in allowed)) and not \
                 self.failed_claim.covers(job, allowed, sel, sig, (c.epoch,)):
@@ -68,19 +70,18 @@ class Rooms:
                 for s in picks:
                     cl.claim(s, job.cpu, job.memory, job.gpu, end)
                 c.charge(job, q, t)
-                c.left.append((job, q, "claim", None))
-                return True
+                return Entry(job, q, Status.CLAIMED)
             self.failed_claim.add(job, allowed, sel, sig, (c.epoch,))
         reclaim = bool(self.borrowing_queues - {q.name})
         if c.searches <= 0 or not self._could_free(job, q, allowed):
-            return False
+            return None
         # the victims a job may pick depend on its queue only through the borrowed work of that queue
         context = (q.name if q.name in self.borrowing_queues else "",)
         if self.failed_preempt.covers(job, allowed, sel, sig, context):
-            return False
+            return None
         if not self._nodes_could_free(job, q, allowed, sig):
             self.failed_preempt.add(job, allowed, sel, sig, context)
-            return False
+            return None
         c.searches -= 1
         victims = self.victims()
         own = q.name if q.name in self.borrowing_queues else None
@@ -95,23 +96,22 @@ class Rooms:
             # never preempt it back
             found = search(cl, job, allowed, sel, end, victims, reclaim, spare_job=last, bound=bound)
             if found is None:
-                return False
+                return None
         if found is None or not found[2]:
             self.failed_preempt.add(job, allowed, sel, sig, context)
-            return False
-        self.stop(job, q, found, victims)
-        return True
+            return None
+        return self.stop(job, q, found, victims)
 
     def quota_preempt(self, job: PendingJob, q: Queue, types: tuple, sel: tuple, end: float,
-                      sid: int) -> tuple[bool, tuple]:
+                      sid: int) -> tuple[Entry | None, tuple]:
         """Inside one queue, priority wins: stop lower-priority work of the queue until the job fits
         its quota (and, if need be, other lower-priority work until it fits on nodes).
 
-        Returns (preempted, types on which the quota could be freed but room is lacking)."""
+        Returns (its PREEMPTING entry or None, types on which the quota could be freed but room is lacking)."""
         pkey = (sid, types, q.name, "quota", job.last_preempted_by)
         c = self.c
         if c.searches <= 0 or self.failed_quota.get(pkey, -INF) >= job.priority:
-            return False, self.quota_reach.get(pkey, ())
+            return None, self.quota_reach.get(pkey, ())
         reach = []
         below = self.releasable_in_queue.below
         for t in types:
@@ -123,23 +123,22 @@ class Rooms:
             mine = (r for r in self._queue_work(q.name) if r.priority < job.priority
                     and r.attempt_id not in taken and r.job_id != last)
             c.searches -= 1
-            pre = c.quotas.victims_for(q, job, t, mine, c.totals)
+            pre = c.quotas.victims_for(q, job, t, mine, c.held)
             if pre is None:
                 continue
             reach.append(t)
             found = search(c.cl, job, (t,), sel, end, victims, False, tuple(pre), spare_job=last)
             if found is not None:
-                self.stop(job, q, found, victims)
-                return True, ()
+                return self.stop(job, q, found, victims), ()
             if c.searches <= 0:
                 break
         self.failed_quota[pkey] = max(job.priority, self.failed_quota.get(pkey, -INF))
         self.quota_reach[pkey] = tuple(reach)
         self.quota_runs += 1
-        return False, tuple(reach)
+        return None, tuple(reach)
 
-    def stop(self, job: PendingJob, q: Queue, found: tuple, victims: Victims) -> None:
-        """Record the preemptions, hold the room they free for ``job``, and say so."""
+    def stop(self, job: PendingJob, q: Queue, found: tuple, victims: Victims) -> Entry:
+        """Record the preemptions and hold the room they free for ``job``."""
         c, cl = self.c, self.c.cl
         t, picks, chosen = found
         for v in chosen:
@@ -156,7 +155,9 @@ class Rooms:
         for s in picks:
             cl.claim(s, job.cpu, job.memory, job.gpu, end_of(job, c.now))
         c.charge(job, q, t)
-        c.left.append((job, q, "preempting", [v.job_id for v in chosen]))
+        entry = Entry(job, q, Status.PREEMPTING)
+        entry.victims = [v.job_id for v in chosen]
+        return entry
 
     def _could_free(self, job: PendingJob, q: Queue, allowed: tuple) -> bool:
         """Could all lower-priority work, and all borrowed work of other queues, make room together?"""
@@ -257,5 +258,5 @@ class Rooms:
     def victims(self) -> Victims:
         if self._victims is None:
             c = self.c
-            self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.totals, c.now)
+            self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now)
         return self._victims
