@@ -44,7 +44,7 @@ def pipeline() -> dict:
 
 
 def test_trainyards_loader_accepts_the_pipeline_and_expands_it_as_the_readme_runs_it():
-    from trainyard.spec.pipeline import load_pipeline
+    from trainyard.spec.pipeline_file import load_pipeline
     from trainyard.spec.pipeline_graph import build
 
     loaded = load_pipeline(EXAMPLE / "pipeline.yaml", {"workers": 3, "epochs": 1, "batch": 50})

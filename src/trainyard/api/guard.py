@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from trainyard.auth.tokens import bearer, matches
-from trainyard.errors import TrainyardError, Unauthorized
+from trainyard.errors import AttemptUnauthorized, TrainyardError, Unauthorized
 
 OPEN_PATHS = frozenset({"/healthz"})
 OWN_AUTH_PREFIX = "/internal/"
@@ -47,10 +47,10 @@ class Guard:
         if self.token_sha256 is not None and path not in OPEN_PATHS:
             sent = bearer(_text(headers.get(b"authorization")))
             # a launcher's credential is checked with its report; here only that it brought one
-            let_in = sent is not None if path.startswith(OWN_AUTH_PREFIX) else matches(sent, self.token_sha256)
-            if not let_in:
-                return await _refuse(send, Unauthorized(), [(b"www-authenticate", b"Bearer")],
-                                     websocket=scope["type"] == "websocket")
+            launcher = path.startswith(OWN_AUTH_PREFIX)
+            if not (sent is not None if launcher else matches(sent, self.token_sha256)):
+                return await _refuse(send, AttemptUnauthorized() if launcher else Unauthorized(),
+                                     [(b"www-authenticate", b"Bearer")], websocket=scope["type"] == "websocket")
         return await self.app(scope, receive, send)
 
 
