@@ -201,6 +201,7 @@ class RayEngine(Engine):
                 self._collect(ref)
 
     def _collect(self, ref: Any) -> None:
+        result: LaunchResult | str | None
         try:
             # an actor started by an older server may answer a dict: read either way
             result = _as_result(self._ray.get(ref))
@@ -352,8 +353,9 @@ class RayEngine(Engine):
             pass
 
 
-def _as_result(value: Any) -> LaunchResult | None:
-    return None if value is None else LaunchResult.model_validate(value)
+def _as_result(value: Any) -> LaunchResult | str | None:
+    """What a replica's run call answered: a result, ``NOT_STARTED``, or None (no result.json)."""
+    return value if value is None or value == NOT_STARTED else LaunchResult.model_validate(value)
 
 
 def _free_port(address: str) -> int:
