@@ -71,7 +71,6 @@ def test_token_on_the_command_line_is_refused_and_a_token_file_works(tmp_path):
 def test_the_server_token_never_reaches_a_job(tmp_path):
     home = tmp_path / "home"
     srv = ServerProcess(home)
-    srv.args = []
     os.environ["TRAINYARD_SERVER_TOKEN"] = "env-s3cret"
     try:
         srv.start()
