@@ -27,3 +27,10 @@ STEP = "TRAINYARD_STEP"                  # a pipeline step's name
 OUTPUT_NAMES = "TRAINYARD_OUTPUT_NAMES"  # the named outputs a step must write, comma-separated
 INDEX = "TRAINYARD_INDEX"                # a foreach item's index ...
 ITEM = "TRAINYARD_ITEM"                  # ... and the item itself
+
+# -- Dask clusters (services/clusters.py sets them on the cluster's jobs) ---------
+DASK_CLUSTER = "TRAINYARD_DASK_CLUSTER"  # the cluster a scheduler or worker job belongs to
+DASK_ROLE = "TRAINYARD_DASK_ROLE"        # scheduler | worker
+DASK_HOST = "TRAINYARD_DASK_HOST"        # where the scheduler listens: its node's address ...
+DASK_PORT = "TRAINYARD_DASK_PORT"        # ... a port free there, chosen at launch
+DASK_DASHBOARD_PORT = "TRAINYARD_DASK_DASHBOARD_PORT"

@@ -102,6 +102,19 @@ class ArtifactNotFound(NotFound):
     code = "artifact_not_found"
 
 
+class ClusterNotFound(NotFound):
+    """No such Dask cluster."""
+
+    code = "cluster_not_found"
+
+
+class DashboardUnavailable(TrainyardError):
+    """The cluster's Dask dashboard does not answer."""
+
+    code = "dashboard_unavailable"
+    http_status = 502
+
+
 class Conflict(TrainyardError):
     """The object changed under us; its status is not what the caller expected."""
 

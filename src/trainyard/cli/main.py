@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from trainyard.cli import clusters
 from trainyard.cli import jobs, pipelines, queues
 from trainyard.cli import server as server_cmd
 from trainyard.cli.common import Output, client, console, handled, write
@@ -26,6 +27,7 @@ app.add_typer(server_cmd.app, name="server")
 app.add_typer(queues.app, name="queue")
 app.add_typer(pipelines.app, name="pipeline")
 app.add_typer(pipelines.artifact_app, name="artifact")
+app.add_typer(clusters.app, name="cluster")
 
 
 @app.command()

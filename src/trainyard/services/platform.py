@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import trainyard
 from trainyard.artifacts.store import ArtifactStore
+from trainyard import envvars
 from trainyard.config import ServerSettings, ray_address
 from trainyard.engines.base import Engine
 from trainyard.errors import TrainyardError
@@ -21,6 +22,8 @@ from trainyard.pipelines.catalog import Catalog
 from trainyard.scheduler.loop import SchedulerLoop
 from trainyard.services.attempts import AttemptService
 from trainyard.services.cluster import Cluster
+from trainyard.services.dask_clusters import DaskClusterService
+from trainyard.services.dask_loop import DaskClusterLoop
 from trainyard.services.jobs import JobService
 from trainyard.services.launching import launch_configs
 from trainyard.services.notify import Notifier
@@ -80,6 +83,9 @@ class Platform:
                                        stop=self.scheduler.stop_attempt)
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,
                                          catalog=functools.partial(make_catalog, settings))
+        self.dask = DaskClusterService(self.store, self.jobs, self.engine)
+        self.dask_loop = DaskClusterLoop(self.dask, self.notifier)
+        self.dask.wake = self.dask_loop.wake
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
@@ -88,8 +94,13 @@ class Platform:
 
     def _configs(self, job: JobInfo, attempt: AttemptInfo, token: str) -> list[LaunchConfig]:
         master = self.engine.rendezvous(attempt) if job.spec.distributed else None
-        return launch_configs(job, attempt, token=token, settings=self.settings, artifacts=self.artifacts,
-                              server_url=self.server_url, master=master)
+        configs = launch_configs(job, attempt, token=token, settings=self.settings, artifacts=self.artifacts,
+                                 server_url=self.server_url, master=master)
+        # the in-job SDK (e.g. trainyard.dask.new_cluster) finds this server wherever the job runs
+        extra = {**({envvars.SERVER: self.server_url} if self.server_url else {}), **self.dask.launch_env(job, attempt)}
+        for c in configs:
+            c.env = {**extra, **c.env}
+        return configs
 
     @property
     def leader(self) -> bool:
@@ -112,12 +123,14 @@ class Platform:
         self.loop.start()
         self.loop.wake()
         self.pipelines.start()
+        self.dask_loop.start()
         self._on_lead()
 
     def _follow(self) -> None:
         # the leader's changes reach this server's waiters only through the database
         self.notifier.max_wait = FOLLOWER_POLL
         self.pipelines.stop()
+        self.dask_loop.stop()
         self.loop.stop()
 
     def stop(self) -> None:

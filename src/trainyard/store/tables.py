@@ -187,3 +187,27 @@ class PipelineArtifact(Base):
     code: Mapped[str | None] = mapped_column(String(100))  # snapshot digest of the step's workdir
     cache_key: Mapped[str | None] = mapped_column(String(80))
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class DaskCluster(Base):
+    """An on-demand Dask cluster: its scheduler and workers are ordinary jobs named here."""
+
+    __tablename__ = "dask_clusters"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, unique=True)  # creation order, also the listing order
+    name: Mapped[str] = mapped_column(String(63), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    queue: Mapped[str] = mapped_column(String(63))
+    spec: Mapped[dict] = mapped_column(JSON)           # the ClusterSpec as created
+    workers: Mapped[int] = mapped_column(Integer)      # wanted now: fixed, or the adaptive target
+    adapt_min: Mapped[int | None] = mapped_column(Integer)
+    adapt_max: Mapped[int | None] = mapped_column(Integer)  # set: adaptive within [adapt_min, adapt_max]
+    scheduler_job: Mapped[str | None] = mapped_column(String(40))
+    worker_jobs: Mapped[list] = mapped_column(JSON, default=list)  # live worker jobs (ended ones are dropped)
+    address: Mapped[str | None] = mapped_column(Text)    # tcp://HOST:PORT of the Dask scheduler
+    dashboard: Mapped[str | None] = mapped_column(Text)  # HOST:PORT of its dashboard, proxied by the server
+    owner_job: Mapped[str | None] = mapped_column(String(40), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)

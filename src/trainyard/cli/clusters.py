@@ -1,0 +1,151 @@
+"""`trainyard cluster …`: on-demand Dask clusters run as trainyard jobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.errors import InvalidSpec
+from trainyard.spec.cluster import ClusterInfo
+from trainyard.spec.units import format_memory
+
+app = typer.Typer(no_args_is_help=True, help="On-demand Dask clusters: a scheduler and workers run as jobs.")
+create_app = typer.Typer(no_args_is_help=True, help="Create a cluster.")
+app.add_typer(create_app, name="create")
+OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
+
+
+def _clusters():  # noqa: ANN202
+    from trainyard.sdk.clusters import Clusters
+
+    return Clusters(client().http)
+
+
+def pip_list(values: list[str]) -> list[str]:
+    """``--env`` values: a requirements file (its lines) or package requirements."""
+    out: list[str] = []
+    for v in values:
+        path = Path(v)
+        if path.is_file():
+            lines = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
+            out += [ln for ln in lines if ln]
+        elif v.endswith(".txt"):
+            raise InvalidSpec(errors=[{"field": "pip", "line": None, "where": "--env",
+                                       "message": f"no such requirements file: {v}"}])
+        else:
+            out += v.replace(",", " ").split()
+    return out
+
+
+@create_app.command("dask")
+def create_dask(
+    workers: Annotated[int, typer.Option(help="workers to start with")] = 2,
+    worker_cpu: Annotated[str, typer.Option(help="cores per worker, e.g. 1 or 500m")] = "1",
+    worker_memory: Annotated[Optional[str], typer.Option(help="memory per worker, e.g. 2Gi")] = None,
+    worker_gpu: Annotated[int, typer.Option(help="GPUs per worker")] = 0,
+    worker_gpu_type: Annotated[Optional[str], typer.Option(help="GPU type, e.g. A100")] = None,
+    env: Annotated[Optional[list[str]], typer.Option(help="requirements.txt, or packages (repeatable)")] = None,
+    queue: Annotated[str, typer.Option(help="the queue its jobs wait in")] = "default",
+    idle_timeout: Annotated[str, typer.Option(help="shut down after this long with no client and no task; 0: never")] = "30m",
+    name: Annotated[str, typer.Option(help="a name to find it by")] = "dask",
+    minimum: Annotated[Optional[int], typer.Option("--min", help="start adaptive, at least this many workers")] = None,
+    maximum: Annotated[Optional[int], typer.Option("--max", help="start adaptive, at most this many workers")] = None,
+    output: OutputOpt = Output.table,
+) -> None:
+    """Start a Dask scheduler and workers as jobs in QUEUE."""
+    with handled():
+        from trainyard.sdk.clusters import cluster_spec
+
+        spec = cluster_spec(workers=workers, worker_cpu=worker_cpu, worker_memory=worker_memory,
+                            worker_gpu=worker_gpu, worker_gpu_type=worker_gpu_type, pip=pip_list(env or []),
+                            queue=queue, idle_timeout=idle_timeout, name=name, adapt_min=minimum, adapt_max=maximum)
+        info = _clusters().create(spec)
+        if output == Output.json:
+            write(info.model_dump_json(indent=2) + "\n")
+            return
+        console.print(f"cluster [bold]{info.id}[/bold] ({info.name}) {info.status.value}: {info.reason}",
+                      highlight=False)
+
+
+@app.command("ls")
+def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped and failed ones")] = False,
+       output: OutputOpt = Output.table) -> None:
+    """Clusters with their status and workers."""
+    with handled():
+        infos = _clusters().list(include_ended=all)
+        if output == Output.json:
+            write(json.dumps([c.model_dump(mode="json") for c in infos], indent=2) + "\n")
+            return
+        table = Table(box=None, header_style="bold")
+        for col in ("ID", "NAME", "STATUS", "QUEUE", "WORKERS", "REASON"):
+            table.add_column(col)
+        for c in infos:
+            table.add_row(c.id, c.name, c.status.value, c.queue, _workers_text(c), c.reason or "")
+        console.print(table)
+
+
+@app.command()
+def show(cluster: str, output: OutputOpt = Output.table) -> None:
+    """One cluster: scheduler address, dashboard, and each worker with where it runs."""
+    with handled():
+        clusters = _clusters()
+        c = clusters.get(cluster)
+        if output == Output.json:
+            write(c.model_dump_json(indent=2) + "\n")
+            return
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        grid.add_row("cluster", f"{c.id}  ({c.name}, queue {c.queue})")
+        grid.add_row("status", f"{c.status.value}: {c.reason or ''}")
+        grid.add_row("scheduler", f"{c.address or '-'}  (job {c.scheduler_job}, node {c.scheduler_node or '-'})")
+        grid.add_row("dashboard", clusters.http.server + c.dashboard if c.dashboard else "-")
+        grid.add_row("workers", _workers_text(c))
+        s = c.spec
+        grid.add_row("each worker", f"{s.worker_cpu:g} cpu, {format_memory(s.worker_memory)}"
+                     + (f", {s.worker_gpu} GPU" if s.worker_gpu else ""))
+        if c.owner_job:
+            grid.add_row("ends with", f"job {c.owner_job}")
+        console.print(grid)
+        if c.worker_jobs:
+            table = Table(box=None, header_style="bold")
+            for col in ("JOB", "STATUS", "NODE", "DASK ADDRESS", "REASON"):
+                table.add_column(col)
+            for w in c.worker_jobs:
+                table.add_row(w.job_id, w.status, w.node or "-", w.address or "-", w.reason or "")
+            console.print(table)
+
+
+@app.command()
+def scale(cluster: str, workers: Annotated[int, typer.Argument(help="workers wanted")]) -> None:
+    """A fixed number of workers (turns adaptive scaling off)."""
+    with handled():
+        c = _clusters().scale(cluster, workers)
+        console.print(f"cluster {c.id}: {workers} workers wanted", highlight=False)
+
+
+@app.command()
+def adapt(cluster: str, minimum: Annotated[int, typer.Option("--min")] = 1,
+          maximum: Annotated[int, typer.Option("--max")] = 10) -> None:
+    """Let Dask's adaptive target decide the workers, within --min and --max."""
+    with handled():
+        c = _clusters().adapt(cluster, minimum, maximum)
+        console.print(f"cluster {c.id}: adaptive, {minimum} to {maximum} workers", highlight=False)
+
+
+@app.command()
+def delete(cluster: str) -> None:
+    """Stop the cluster: its workers and scheduler are cancelled."""
+    with handled():
+        c = _clusters().delete(cluster)
+        console.print(f"cluster {c.id} {c.status.value}", highlight=False)
+
+
+def _workers_text(c: ClusterInfo) -> str:
+    text = str(c.workers)
+    return text + (f" ({c.adapt_min}..{c.adapt_max})" if c.adapt_max is not None else "")

@@ -1,0 +1,140 @@
+"""Dask clusters on request: create, look up, scale, adapt, delete.
+
+A cluster is a thin layer over jobs (see :mod:`trainyard.services.dask_jobs`);
+what keeps its workers at the wanted number, asks Dask for its adaptive target
+and ends idle or orphaned clusters is the leader's loop in
+:mod:`trainyard.services.dask_loop`. Requests only write what is wanted and wake it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from trainyard import envvars
+from trainyard.engines.base import Engine
+from trainyard.errors import Conflict, Unschedulable, Unsupported
+from trainyard.scheduler.fit import check_fits_some_node
+from trainyard.services import dask_jobs
+from trainyard.services.jobs import JobService
+from trainyard.spec.cluster import AdaptRequest, ClusterInfo, ClusterSpec, ClusterStatus, ClusterWorker
+from trainyard.spec.records import AttemptInfo, JobInfo
+from trainyard.store import Store
+from trainyard.store.clusters import ClusterRow, ClusterStore
+
+
+class DaskClusterService:
+    def __init__(self, store: Store, jobs: JobService, engine: Engine, wake: Callable[[], None] = lambda: None,
+                 ) -> None:
+        self.clusters = ClusterStore(store)
+        self.store = store
+        self.jobs = jobs
+        self.engine = engine
+        self.wake = wake  # the cluster loop (bound by the platform)
+        self.worker_addresses: dict[str, dict[str, str]] = {}  # cluster -> worker job -> Dask address (last probe)
+
+    # -- requests -------------------------------------------------------------
+
+    def create(self, spec: ClusterSpec) -> ClusterInfo:
+        """Check everything first (Dask here, queue, room for one worker and the scheduler), then store
+        the cluster and submit its scheduler job; workers follow once the scheduler is placed."""
+        if dask_jobs.dask_version() is None:
+            raise Unsupported("this server has no Dask: install trainyard[dask] where the server runs")
+        self.jobs.check_queue(spec.queue)
+        if spec.owner_job is not None:
+            owner = self.store.get_job(spec.owner_job)  # raises JobNotFound: the field names the job
+            if owner.status.is_terminal():
+                raise Conflict(f"owner_job {spec.owner_job} has already ended", owner_job=spec.owner_job)
+        for what, job in (("scheduler", dask_jobs.scheduler_job("c-check", spec)),
+                          ("worker", dask_jobs.worker_job("c-check", spec, "tcp://check:1"))):
+            self.engine.validate(job)
+            if (problem := check_fits_some_node(job, self.engine.nodes())) is not None:
+                raise Unschedulable(f"{what}_{problem[0].removeprefix('resources.')}: {problem[1]}",
+                                    field=f"{what}_{problem[0].removeprefix('resources.')}")
+        cluster_id = self.clusters.create(spec)
+        job = self.jobs.submit(dask_jobs.scheduler_job(cluster_id, spec))
+        self.clusters.set(cluster_id, scheduler_job=job.id)
+        self.wake()
+        return self.get(cluster_id)
+
+    def scale(self, key: str, workers: int) -> ClusterInfo:
+        """A fixed number of workers (adaptive scaling, if on, is turned off)."""
+        row = self._live(key)
+        self.clusters.set(row["id"], workers=workers, adapt_min=None, adapt_max=None)
+        self.wake()
+        return self.get(row["id"])
+
+    def adapt(self, key: str, req: AdaptRequest) -> ClusterInfo:
+        """Let Dask's adaptive target decide, within ``[minimum, maximum]``."""
+        row = self._live(key)
+        workers = max(req.minimum, min(row["workers"], req.maximum))
+        self.clusters.set(row["id"], workers=workers, adapt_min=req.minimum, adapt_max=req.maximum)
+        self.wake()
+        return self.get(row["id"])
+
+    def delete(self, key: str, reason: str = "deleted") -> ClusterInfo:
+        """Stop every job of the cluster; it is ``stopped`` once none runs any more."""
+        row = self.clusters.find(key)
+        if not row["status"].is_terminal():
+            self.clusters.move(row["id"], ClusterStatus.STOPPING, reason=reason)
+            self.wake()
+        return self.get(row["id"])
+
+    def _live(self, key: str) -> ClusterRow:
+        row = self.clusters.find(key)
+        if row["status"] not in (ClusterStatus.PENDING, ClusterStatus.RUNNING):
+            raise Conflict(f"cluster {row['id']} is {row['status'].value}", cluster_id=row["id"])
+        return row
+
+    # -- looking up -------------------------------------------------------------
+
+    def get(self, key: str) -> ClusterInfo:
+        return self.info(self.clusters.find(key))
+
+    def list(self, include_ended: bool = False) -> list[ClusterInfo]:
+        return [self.info(r, workers=False) for r in self.clusters.list(include_ended)]
+
+    def info(self, row: ClusterRow, workers: bool = True) -> ClusterInfo:
+        seen = self.worker_addresses.get(row["id"], {})
+        scheduler_node = None
+        worker_jobs: list[ClusterWorker] = []
+        if workers:
+            if row["scheduler_job"]:
+                scheduler_node = _node(self.store.get_job(row["scheduler_job"]))
+            for job_id in row["worker_jobs"]:
+                j = self.store.get_job(job_id)
+                worker_jobs.append(ClusterWorker(job_id=j.id, status=j.status.value, node=_node(j),
+                                                 reason=j.reason, address=seen.get(j.id)))
+        fields: dict[str, Any] = {k: row[k] for k in ("id", "name", "status", "reason", "queue", "spec", "workers",
+                                                      "adapt_min", "adapt_max", "scheduler_job", "address",
+                                                      "owner_job", "created_at", "updated_at", "ended_at")}
+        dashboard = dask_jobs.DASHBOARD_PREFIX.format(id=row["id"]) + "/status" if row["dashboard"] else None
+        return ClusterInfo(**fields, scheduler_node=scheduler_node, dashboard=dashboard, worker_jobs=worker_jobs)
+
+    def dashboard_target(self, cluster_id: str) -> str:
+        """``http://HOST:PORT`` of a live cluster's Dask dashboard, for the server's proxy."""
+        row = self.clusters.get(cluster_id)
+        if row["status"].is_terminal() or not row["dashboard"]:
+            raise Conflict(f"cluster {cluster_id} has no dashboard now ({row['status'].value})", cluster_id=cluster_id)
+        return "http://" + row["dashboard"]
+
+    # -- launching its scheduler -------------------------------------------------
+
+    def launch_env(self, job: JobInfo, attempt: AttemptInfo) -> dict[str, str]:
+        """What a cluster's scheduler job is told when launched: where to listen (its node's address
+        and ports free there, chosen now). Recorded first, so workers know where to go; {} for other jobs."""
+        env = job.spec.env_vars
+        if env.get(envvars.DASK_ROLE) != "scheduler" or envvars.DASK_CLUSTER not in env:
+            return {}
+        host, port = self.engine.rendezvous(attempt)
+        _, dashboard = self.engine.rendezvous(attempt)
+        self.clusters.set(env[envvars.DASK_CLUSTER], address=f"tcp://{host}:{port}", dashboard=f"{host}:{dashboard}")
+        self.wake()
+        return {envvars.DASK_HOST: host, envvars.DASK_PORT: str(port), envvars.DASK_DASHBOARD_PORT: str(dashboard)}
+
+
+def _node(job: JobInfo) -> str | None:
+    live = [a for a in job.attempts if not a.status.is_terminal()] or job.attempts
+    if not live:
+        return None
+    nodes = dict.fromkeys(r.node for r in live[-1].replicas)
+    return ",".join(nodes) or live[-1].node

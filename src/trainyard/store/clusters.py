@@ -1,0 +1,95 @@
+"""Dask clusters: one row each, naming its scheduler job and its live worker jobs.
+
+Status changes are compare-and-sets against :data:`trainyard.spec.cluster.TRANSITIONS`;
+the other columns are written by the leader's cluster loop (jobs, address) or by a
+request (wanted workers, adaptive bounds), each with one ``UPDATE``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+
+from trainyard.errors import ClusterNotFound
+from trainyard.spec.cluster import ClusterSpec, ClusterStatus, cluster_sources
+from trainyard.store import Store
+from trainyard.store import tables as t
+
+LIVE = (ClusterStatus.PENDING.value, ClusterStatus.RUNNING.value, ClusterStatus.STOPPING.value)
+
+
+def new_cluster_id() -> str:
+    return "c-" + secrets.token_hex(5)
+
+
+class ClusterRow(dict):
+    """A row as a dict, with its spec parsed (``row["spec"]`` is a :class:`ClusterSpec`)."""
+
+
+class ClusterStore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def create(self, spec: ClusterSpec) -> str:
+        now = time.time()
+        workers = spec.workers if spec.adapt_min is None else max(spec.adapt_min, min(spec.workers, spec.adapt_max))
+        with self.store.write() as s:
+            seq = (s.scalar(select(func.max(t.DaskCluster.seq))) or 0) + 1
+            row = dict(id=new_cluster_id(), seq=seq, name=spec.name, status=ClusterStatus.PENDING.value,
+                       queue=spec.queue, spec=spec.model_dump(mode="json"), workers=workers,
+                       adapt_min=spec.adapt_min, adapt_max=spec.adapt_max, scheduler_job=None, worker_jobs=[],
+                       address=None, dashboard=None, owner_job=spec.owner_job,
+                       reason="starting its Dask scheduler", created_at=now, updated_at=now, ended_at=None)
+            s.connection().execute(insert(t.DaskCluster.__table__), [row])
+        return row["id"]
+
+    def get(self, cluster_id: str) -> ClusterRow:
+        found = self._rows(t.DaskCluster.__table__.c.id == cluster_id)
+        if not found:
+            raise ClusterNotFound(f"no such cluster: {cluster_id}", cluster_id=cluster_id)
+        return found[0]
+
+    def find(self, key: str) -> ClusterRow:
+        """A cluster by id, else by name (the newest one not ended, else the newest)."""
+        c = t.DaskCluster.__table__.c
+        found = self._rows(c.id == key) or self._rows(c.name == key)
+        if not found:
+            raise ClusterNotFound(f"no such cluster: {key}", cluster=key)
+        live = [r for r in found if r["status"] in LIVE]
+        return (live or found)[-1]
+
+    def list(self, include_ended: bool = True) -> list[ClusterRow]:
+        c = t.DaskCluster.__table__.c
+        return self._rows(True if include_ended else c.status.in_(LIVE))
+
+    def live(self) -> list[ClusterRow]:
+        return self.list(include_ended=False)
+
+    def _rows(self, where: Any) -> list[ClusterRow]:
+        table = t.DaskCluster.__table__
+        with self.store.read() as s:
+            rows = s.connection().execute(select(table).where(where).order_by(table.c.seq)).mappings().all()
+        return [ClusterRow({**r, "status": ClusterStatus(r["status"]), "spec": ClusterSpec.model_validate(r["spec"]),
+                            "worker_jobs": list(r["worker_jobs"] or [])}) for r in rows]
+
+    def move(self, cluster_id: str, new: ClusterStatus, **values: Any) -> bool:
+        """``new`` if the transition table lets the cluster's status now move there; False otherwise."""
+        now = time.time()
+        if new.is_terminal():
+            values.setdefault("ended_at", now)
+        c = t.DaskCluster.__table__.c
+        with self.store.write() as s:
+            stmt = (update(t.DaskCluster.__table__).where(c.id == cluster_id, c.status.in_(cluster_sources(new)))
+                    .values(status=new.value, updated_at=now, **values))
+            return s.connection().execute(stmt).rowcount == 1
+
+    def set(self, cluster_id: str, *, only_live: bool = True, **values: Any) -> bool:
+        """Write columns of a cluster that has not ended (``only_live``); False if it had."""
+        c = t.DaskCluster.__table__.c
+        where = [c.id == cluster_id] + ([c.status.in_(LIVE)] if only_live else [])
+        with self.store.write() as s:
+            stmt = update(t.DaskCluster.__table__).where(*where).values(updated_at=time.time(), **values)
+            return s.connection().execute(stmt).rowcount == 1
