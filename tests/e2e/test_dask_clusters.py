@@ -1,0 +1,173 @@
+"""On-demand Dask clusters on a real server and the local engine, with real dask.distributed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import httpx
+import psutil
+import pytest
+
+from tests.conftest import need_module
+from tests.e2e.helpers import py_job, until
+from tests.support.servers import ServerProcess
+
+pytestmark = pytest.mark.slow
+da = need_module("dask.array", "pip install 'trainyard[dask]'")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = ServerProcess(tmp_path_factory.mktemp("dask") / "home", ["--cpus", "4", "--memory", "8Gi"])
+    srv.start()
+    yield srv
+    srv.stop_all()
+
+
+def new(server, **kw):  # noqa: ANN001, ANN201
+    from trainyard.dask import new_cluster
+
+    return new_cluster(client=server.client(), worker_cpu=kw.pop("worker_cpu", "500m"),
+                       worker_memory=kw.pop("worker_memory", "1Gi"), **kw)
+
+
+def n_workers(client) -> int:  # noqa: ANN001
+    return len(client.scheduler_info()["workers"])
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_two_worker_cluster_computes_scales_shows_its_dashboard_and_leaves_no_process(server):
+    cluster = new(server, workers=2, name="etl")
+    client = cluster.get_client()
+    client.wait_for_workers(2, timeout=60)
+    x = da.arange(100_000, chunks=10_000)
+    assert int((x * 3).sum().compute()) == 3 * 99_999 * 100_000 // 2
+    assert n_workers(client) == 2
+
+    shown = json.loads(server.cli("cluster", "show", "etl", "-o", "json").stdout)
+    assert shown["status"] == "running" and shown["address"] == cluster.scheduler_address
+    [node] = [n.name for n in server.client().nodes()]
+    assert [w["node"] for w in shown["worker_jobs"]] == [node, node] and shown["scheduler_node"] == node
+    assert {w["address"] for w in shown["worker_jobs"]} == set(client.scheduler_info()["workers"])
+    page = httpx.get(server.url + shown["dashboard"], headers=server.headers, timeout=30)
+    assert page.status_code == 200 and "Dask" in page.text  # the dashboard, through the trainyard server
+    assert "etl" in server.cli("cluster", "ls").stdout
+
+    cluster.scale(3)
+    until(lambda: n_workers(client) == 3, timeout=60)
+    cluster.scale(1)
+    until(lambda: n_workers(client) == 1, timeout=60)
+
+    pids = [w["pid"] for w in client.scheduler_info()["workers"].values()]
+    pids.append(client.run_on_scheduler(os.getpid))
+    info = cluster.close()
+    assert info.status.value == "stopped"
+    until(lambda: not any(alive(p) for p in pids), timeout=30)
+    jobs = [server.client().get(j) for j in [info.scheduler_job]]
+    assert all(j.status.is_terminal() for j in jobs)
+
+
+def test_a_worker_killed_with_sigkill_is_replaced_and_the_computation_completes(server):
+    with new(server, workers=2) as cluster:
+        client = cluster.get_client()
+        client.wait_for_workers(2, timeout=60)
+        before = {w["name"]: w["pid"] for w in client.scheduler_info()["workers"].values()}
+        futures = client.map(lambda i: (time.sleep(0.3), i * i)[1], range(20), pure=False)
+        victim = sorted(before)[0]
+        os.kill(before[victim], signal.SIGKILL)
+        assert sum(client.gather(futures)) == sum(i * i for i in range(20))
+        until(lambda: n_workers(client) == 2 and victim not in
+              {w["name"] for w in client.scheduler_info()["workers"].values()}, timeout=60)
+        info = cluster.refresh()
+        assert victim not in [w.job_id for w in info.worker_jobs] and len(info.worker_jobs) == 2
+        assert server.client().get(victim).status.value == "failed"
+
+
+def test_adapt_grows_under_a_burst_of_tasks_and_shrinks_after(server):
+    with new(server, workers=1, worker_cpu="250m") as cluster:
+        client = cluster.get_client()
+        client.wait_for_workers(1, timeout=60)
+        cluster.adapt(minimum=1, maximum=3)
+        futures = client.map(lambda i: (time.sleep(1.0), i)[1], range(40), pure=False)
+        until(lambda: n_workers(client) >= 2, timeout=60)
+        assert sum(client.gather(futures)) == sum(range(40))
+        del futures
+        until(lambda: n_workers(client) == 1, timeout=60)
+        assert cluster.refresh().workers == 1
+
+
+def test_an_idle_cluster_is_shut_down_after_its_idle_timeout(server):
+    cluster = new(server, workers=1, idle_timeout="2s")
+    info = server.client()  # no Dask client ever connects
+    found = until(lambda: (c := cluster.refresh()).status.is_terminal() and c, timeout=60)
+    assert found.status.value == "stopped" and "idle for 2s" in found.reason
+    assert info.get(found.scheduler_job).status.is_terminal()
+
+
+def test_a_lost_scheduler_fails_the_cluster_with_the_reason(server):
+    cluster = new(server, workers=1, name="fragile")
+    pid = cluster.get_client().run_on_scheduler(os.getpid)
+    os.kill(pid, signal.SIGKILL)
+    found = until(lambda: (c := cluster.refresh()).status.is_terminal() and c, timeout=60)
+    assert found.status.value == "failed" and "Dask scheduler was lost" in found.reason
+    assert found.scheduler_job in found.reason
+
+
+def test_a_cluster_over_its_queues_quota_waits_with_a_reason(server):
+    assert server.cli("queue", "create", "small", "--cpu", "1500m", "--no-borrowing").returncode == 0
+    cluster = new(server, workers=2, queue="small", worker_cpu="1", wait=60)
+    try:
+        info = until(lambda: "1 waiting" in ((c := cluster.refresh()).reason or "") and c, timeout=60)
+        waiting = [w for w in info.worker_jobs if w.status == "pending"]
+        assert len(waiting) == 1 and "quota" in waiting[0].reason
+        shown = server.cli("cluster", "show", cluster.id).stdout
+        assert "quota" in shown and "pending" in shown
+    finally:
+        cluster.close()
+
+
+def test_a_cluster_made_inside_a_job_ends_with_that_job(server):
+    code = ("from trainyard.dask import new_cluster\n"
+            "c = new_cluster(workers=1, worker_cpu='250m', worker_memory='512Mi', name='orphan')\n"
+            "print('cluster', c.id, flush=True)\n")  # exits without closing it
+    c = server.client()
+    job = c.submit(py_job(code, name="maker"))
+    assert job.wait(timeout=120).status.value == "succeeded"
+    [cluster] = [x for x in json.loads(server.cli("cluster", "ls", "--all", "-o", "json").stdout)
+                 if x["name"] == "orphan"]
+    assert cluster["owner_job"] == job.id
+    from trainyard.sdk.clusters import Clusters
+
+    found = until(lambda: (x := Clusters(c.http).get(cluster["id"])).status.is_terminal() and x, timeout=60)
+    assert found.status.value == "stopped" and f"its job {job.id} ended" in found.reason
+
+
+def test_the_notebook_example_runs_as_a_job(server, tmp_path):
+    need_module("papermill", "pip install 'trainyard[notebooks]'")
+    import shutil
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "dask" / "cluster.ipynb"
+    shutil.copy(example, tmp_path / "cluster.ipynb")
+    r = server.cli("run", str(tmp_path / "cluster.ipynb"), "-p", "n=100000", "--follow", timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "workers=2 total=9999900000" in r.stdout
+
+
+def test_bad_requests_name_the_field(server):
+    r = server.cli("cluster", "create", "dask", "--worker-cpu", "lots")
+    assert r.returncode == 2 and "worker_cpu" in r.stderr
+    r = httpx.post(server.url + "/api/v1/clusters", json={"workers": -1, "bogus": 1}, headers=server.headers)
+    assert r.status_code == 422 and {e["field"] for e in r.json()["details"]["errors"]} == {"workers", "bogus"}
+    r = server.cli("cluster", "create", "dask", "--worker-cpu", "64")
+    assert r.returncode == 1 and "worker_cpu" in r.stderr
+    assert server.cli("cluster", "scale", "c-nope", "2").returncode == 1
