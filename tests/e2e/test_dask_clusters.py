@@ -67,8 +67,7 @@ def test_a_two_worker_cluster_computes_scales_shows_its_dashboard_and_leaves_no_
     cluster.scale(1)
     until(lambda: n_workers(client) == 1, timeout=60)
 
-    pids = [w["pid"] for w in client.scheduler_info()["workers"].values()]
-    pids.append(client.run_on_scheduler(os.getpid))
+    pids = [*client.run(os.getpid).values(), client.run_on_scheduler(os.getpid)]
     info = cluster.close()
     assert info.status.value == "stopped"
     until(lambda: not any(alive(p) for p in pids), timeout=30)
@@ -80,7 +79,8 @@ def test_a_worker_killed_with_sigkill_is_replaced_and_the_computation_completes(
     with new(server, workers=2) as cluster:
         client = cluster.get_client()
         client.wait_for_workers(2, timeout=60)
-        before = {w["name"]: w["pid"] for w in client.scheduler_info()["workers"].values()}
+        pids = client.run(os.getpid)
+        before = {w["name"]: pids[a] for a, w in client.scheduler_info()["workers"].items()}
         futures = client.map(lambda i: (time.sleep(0.3), i * i)[1], range(20), pure=False)
         victim = sorted(before)[0]
         os.kill(before[victim], signal.SIGKILL)
@@ -158,9 +158,10 @@ def test_the_notebook_example_runs_as_a_job(server, tmp_path):
 
     example = Path(__file__).resolve().parents[2] / "examples" / "dask" / "cluster.ipynb"
     shutil.copy(example, tmp_path / "cluster.ipynb")
-    r = server.cli("run", str(tmp_path / "cluster.ipynb"), "-p", "n=100000", "--follow", timeout=240)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "workers=2 total=9999900000" in r.stdout
+    c = server.client()
+    job = c.submit(tmp_path / "cluster.ipynb", params={"n": 100000})
+    assert job.wait(timeout=240).status.value == "succeeded", "".join(x.data for x in c.logs(job.id))
+    assert "workers=2 total=9999900000" in "".join(x.data for x in c.logs(job.id))
 
 
 def test_bad_requests_name_the_field(server):
