@@ -172,3 +172,28 @@ def test_bad_requests_name_the_field(server):
     r = server.cli("cluster", "create", "dask", "--worker-cpu", "64")
     assert r.returncode == 1 and "worker_cpu" in r.stderr
     assert server.cli("cluster", "scale", "c-nope", "2").returncode == 1
+
+
+@pytest.fixture(scope="module")
+def ray_server(tmp_path_factory):
+    need_module("ray", "pip install 'trainyard[ray]'")
+    from tests.support.ray_cluster import start_test_cluster
+
+    cluster = start_test_cluster(tmp_path_factory.mktemp("ray"))
+    srv = ServerProcess(tmp_path_factory.mktemp("dask-ray") / "home", ["--engine", "ray", "--ray-address", cluster.address])
+    try:
+        srv.start(timeout=90)
+        yield srv
+    finally:
+        srv.stop()
+        cluster.stop()
+
+
+def test_on_the_ray_engine_workers_land_on_two_nodes(ray_server):
+    # 1.5 cores each: the two 2-core worker nodes hold one worker each
+    with new(ray_server, workers=2, worker_cpu="1500m", worker_memory="512Mi", wait=120) as cluster:
+        client = cluster.get_client()
+        client.wait_for_workers(2, timeout=120)
+        assert int(da.ones(1000, chunks=100).sum().compute()) == 1000
+        nodes = [w.node for w in cluster.refresh().worker_jobs]
+        assert len(nodes) == 2 and len(set(nodes)) == 2
