@@ -135,9 +135,9 @@ class Client:
         while True:  # reconnect after a dropped stream (a server restart), from the last event id
             try:
                 with self.http.events(f"/api/v1/jobs/{job_id}/logs",
-                                      params={**params, "after": after, "follow": True}, timeout=None) as source:
+                                      params={**params, "after": after, "follow": True}, timeout=None) as events:
                     down_since = None
-                    for event in source.iter_sse():  # keep-alive comments never come out of here
+                    for event in events:
                         if event.event == "end":
                             return
                         after = int(event.id)

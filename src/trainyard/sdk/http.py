@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from httpx_sse import EventSource, connect_sse
+from httpx_sse import ServerSentEvent, connect_sse
 
 from trainyard import errors
 
@@ -67,13 +67,15 @@ class Http:
             yield resp
 
     @contextmanager
-    def events(self, path: str, **kw: Any) -> Iterator[EventSource]:
+    def events(self, path: str, **kw: Any) -> Iterator[Iterator[ServerSentEvent]]:
         """A server-sent event stream (GET), its error raised typed; transport errors pass through."""
         with connect_sse(self._client, "GET", path, **kw) as source:
             if source.response.status_code >= 400:
                 source.response.read()
                 raise_for(source.response)
-            yield source
+            # httpx-sse dispatches an empty event at the blank line after a keep-alive comment once an
+            # id has been seen; the SSE spec (and a browser) dispatches nothing when the data is empty
+            yield (e for e in source.iter_sse() if e.data)
 
     def upload_snapshot(self, blob: bytes | None, digest: str) -> None:
         """Upload a code snapshot unless the server has it already (snapshots are keyed by content)."""
