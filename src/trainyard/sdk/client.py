@@ -77,7 +77,7 @@ class Client:
                 try:
                     spec = JobSpec.model_validate(spec)
                 except ValidationError as e:
-                    raise errors.InvalidSpec(errors=validation_errors(e, {}, "<spec>")) from None
+                    raise errors.InvalidSpec(errors=validation_errors(e, {}, "<spec>", JobSpec)) from None
             if params:
                 spec = spec.with_params(params)
         spec, blob, digest = prepare(spec, Path(base_dir or Path.cwd()))
