@@ -172,6 +172,10 @@ class Client:
             self.http.download(f"/api/v1/jobs/{job_id}/outputs/{art.path}", target)
         return dest
 
+    def health(self) -> dict[str, Any]:
+        """The server's ``/healthz``: status, version, engine and role (needs no token)."""
+        return self.http.request("GET", "/healthz").json()
+
     def nodes(self) -> list[NodeInfo]:
         return [NodeInfo.model_validate(n) for n in self.http.request("GET", "/api/v1/nodes").json()]
 
