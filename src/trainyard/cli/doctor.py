@@ -47,9 +47,10 @@ def doctor(
     findings += [check() for check in checks]
     width = max(len(f.check) for f in findings)
     for f in findings:
-        console.print(f"[{STYLE[f.level]}]{f.level:<7}[/] {f.check:<{width}}  {escape(f.found)}", highlight=False, soft_wrap=True)
+        line = f"[{STYLE[f.level]}]{f.level:<7}[/] {f.check:<{width}}  {escape(f.found)}"
         if f.fix and f.level != "ok":
-            console.print(f"        {'':<{width}}  [dim]fix:[/] {escape(f.fix)}", highlight=False, soft_wrap=True)
+            line += f"\n        {'':<{width}}  [dim]fix:[/] {escape(f.fix)}"
+        console.print(line, highlight=False, soft_wrap=True)  # not wrapped: findings are grepped
     raise typer.Exit(1 if any(f.level == "error" for f in findings) else 0)
 
 

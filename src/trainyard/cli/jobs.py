@@ -8,11 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from trainyard.cli.completion import job_ids
 from trainyard.cli.common import Output, client, console, err_console, handled, write
 from trainyard.cli.render import job_detail, jobs_table, metrics_table, status_text
 
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="override a param: key=value")]
-JobArg = Annotated[str, typer.Argument(help="job id")]
+JobArg = Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)]
 RES, ENV = "Resources", "Environment"
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
 
@@ -98,17 +99,28 @@ def _follow(c, job_id: str) -> int:  # noqa: ANN001
 
 
 def ls(
-    status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only jobs in this status")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
+    status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only jobs in this status (repeat)")] = None,
+    queue: Annotated[Optional[str], typer.Option("--queue", "-q", help="only jobs of this queue")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="only jobs of this name")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="submitted within (2h, 3d) or since (2024-05-01)")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many jobs")] = 50,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="every matching job, page after page")] = False,
+    after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
     output: OutputOpt = Output.table,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first, filtered; long histories come in pages (--after, --all)."""
+    from trainyard.cli.listing import check_statuses, pages, parse_since
+
     with handled():
-        page = client().jobs(status=status, limit=limit)
+        check_statuses(status or [])
+        jobs, more = pages(client(), status=status, queue=queue, name=name, since=parse_since(since),
+                           limit=None if all_ else limit, cursor=after)
         if output == Output.json:
-            write(json.dumps([j.model_dump(mode="json") for j in page.items], indent=2) + "\n")
+            write(json.dumps([j.model_dump(mode="json") for j in jobs], indent=2) + "\n")
         else:
-            console.print(jobs_table(page.items))
+            console.print(jobs_table(jobs))
+        if more:
+            err_console.print(f"{len(jobs)} shown; more: add --after {more} (or --all)", highlight=False)
 
 
 def show(job_id: JobArg, output: OutputOpt = Output.table) -> None:

@@ -93,8 +93,11 @@ class Client:
         return JobInfo.model_validate(self.http.request("GET", f"/api/v1/jobs/{job_id}").json())
 
     def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
-             limit: int = 50, cursor: str | None = None) -> JobPage:
-        params = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor}
+             limit: int = 50, cursor: str | None = None, since: float | None = None) -> JobPage:
+        """One page of jobs, newest first; pass the page's ``next_cursor`` as ``cursor`` for the next.
+        ``since`` is a Unix time: only jobs submitted then or later."""
+        params = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor,
+                  "since": since}
         params = {k: v for k, v in params.items() if v not in (None, [])}
         return JobPage.model_validate(self.http.request("GET", "/api/v1/jobs", params=params).json())
 

@@ -106,10 +106,11 @@ def _models(tp: Any) -> list[type[BaseModel]]:
     return []
 
 
-def suggestion(word: str, known: list[str] | set[str]) -> str:
-    """``"; did you mean 'x'?"`` for the known word closest to ``word``, or "" when none is close."""
-    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.7)
-    return f"; did you mean {close[0]!r}?" if close else ""
+def suggestion(word: str, known: list[str] | set[str], cutoff: float = 0.7) -> str:
+    """``"; did you mean 'x'?"`` for the known word closest to ``word`` (ignoring case), or "" when none is close."""
+    folded = {k.lower(): k for k in sorted(known, reverse=True)}
+    close = difflib.get_close_matches(word.lower(), list(folded), n=1, cutoff=cutoff)
+    return f"; did you mean {folded[close[0]]!r}?" if close else ""
 
 
 def known_fields(model: type[BaseModel], loc: Path_) -> set[str]:
