@@ -39,8 +39,9 @@ class Ignore:
         return False
 
 
-def walk(root: Path) -> Iterator[tuple[str, Path]]:
-    """``(path relative to root, path)`` of every regular file kept, in sorted order; links are skipped."""
+def walk(root: Path, leave_out: tuple[Path, ...] = ()) -> Iterator[tuple[str, Path]]:
+    """``(path relative to root, path)`` of every regular file kept, in sorted order; links are skipped,
+    and so are the folders ``leave_out`` (resolved paths: trainyard's own home, when it is in the code)."""
     rules = Ignore(root)
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
@@ -48,7 +49,8 @@ def walk(root: Path) -> Iterator[tuple[str, Path]]:
         rules.enter(rel_dir)
         join = (lambda n: f"{rel_dir}/{n}") if rel_dir else (lambda n: n)
         dirnames[:] = sorted(d for d in dirnames
-                             if not os.path.islink(os.path.join(dirpath, d)) and not rules.ignored(join(d), True))
+                             if not os.path.islink(os.path.join(dirpath, d)) and not rules.ignored(join(d), True)
+                             and Path(dirpath, d).resolve() not in leave_out)
         for name in sorted(filenames):
             path = Path(dirpath) / name
             if path.is_symlink() or not path.is_file() or rules.ignored(join(name), False):

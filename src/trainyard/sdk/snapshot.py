@@ -3,7 +3,8 @@
 The tarball is deterministic (sorted names, zeroed times and owners), so the
 same code gives the same digest and is stored once. What ``.gitignore``,
 ``.trainyardignore`` and the built-in list leave out is not packed
-(:mod:`trainyard.sdk.ignore`); sizes are checked before anything is read.
+(:mod:`trainyard.sdk.ignore`), nor trainyard's home when it sits in the folder
+(a demo's state next to its code). Sizes are checked before anything is read.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import tarfile
 import warnings
 from pathlib import Path
 
-from trainyard.config import snapshot_limits
+from trainyard.config import home, snapshot_limits
 from trainyard.sdk.ignore import pattern_for, walk
 from trainyard.spec.units import format_memory, parse_memory
 
@@ -55,7 +56,7 @@ def pack(folder: str | Path) -> tuple[bytes, str]:
     if not root.is_dir():
         raise ValueError(f"workdir {str(folder)!r} is not a folder")
     warn_at, max_bytes = limits()
-    files = [(rel, path, path.stat().st_size) for rel, path in walk(root)]
+    files = [(rel, path, path.stat().st_size) for rel, path in walk(root, (home().resolve(),))]
     total = sum(size for _, _, size in files)
     if total > max_bytes:
         raise ValueError(f"workdir {str(folder)!r} is {format_memory(total)}, over the limit of "
