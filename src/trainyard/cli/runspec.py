@@ -149,7 +149,7 @@ def _validate(data: dict[str, Any], source: str) -> JobSpec:
         for err in errors:
             flag = FLAG_OF.get(err["field"]) or FLAG_OF.get(err["field"].rpartition(".")[0])
             if flag:
-                err["where"] = f"{source} {flag}"
+                err["where"] = f"{source} {flag} ({err['field']})"
         raise InvalidSpec(errors=errors) from None
 
 
