@@ -111,6 +111,9 @@ def test_doctor_reports_an_unreachable_server_as_an_error_with_the_fix(server, t
     assert line.startswith("error") and f"127.0.0.1:{port}" in line and "does not answer" in line
     assert "fix: start it with `trainyard server`" in r.stdout
     assert any(ln.startswith("ok      disk") or ln.startswith("warning disk") for ln in r.stdout.splitlines())
+    none = server.cli("doctor", env={"TRAINYARD_SERVER": "", "TRAINYARD_HOME": str(tmp_path / "fresh")})
+    assert none.returncode == 0, none.stdout  # nothing wrong: the first command starts a server
+    assert "warning server      no local server is running" in none.stdout and "fix: one starts by itself" in none.stdout
 
 
 def test_init_writes_a_spec_that_runs_as_it_is(server, tmp_path):

@@ -45,6 +45,11 @@ def test_top_renders_in_a_terminal_and_quits_on_q(server, tmp_path):
         assert "2/4" in screen  # the node's GPUs: two of four held by the job
         subprocess.run([*tmux, "send-keys", "-t", "top", "q"], check=True)
         wait_for(pane, "top-exited-0", timeout=15)
+        subprocess.run([*tmux, "respawn-pane", "-k", "-t", "top", command], check=True)
+        wait_for(pane, "sleeper")
+        subprocess.run([*tmux, "send-keys", "-t", "top", "C-c"], check=True)
+        screen = wait_for(pane, "top-exited-130", timeout=15)
+        assert "Traceback" not in screen
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
         server.cli("cancel", job_id)

@@ -55,3 +55,10 @@ def test_no_target_says_how_to_give_one(tmp_path):
     with pytest.raises(InvalidSpec) as e:
         build([], Flags(), tmp_path)
     assert "trainyard run -- python train.py" in e.value.errors[0]["message"]
+
+
+def test_a_missing_script_or_spec_names_the_file_it_may_have_meant(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    with pytest.raises(InvalidSpec) as e:
+        build([str(tmp_path / "trian.py")], Flags(), tmp_path)
+    assert e.value.errors[0]["message"] == "no such file; did you mean 'train.py'?"

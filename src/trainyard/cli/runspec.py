@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
-from trainyard.spec.lines import error_entry, validation_errors
+from trainyard.spec.lines import error_entry, suggestion, validation_errors
 from trainyard.spec.units import format_memory
 
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -75,6 +75,9 @@ def build(target: list[str], flags: Flags, cwd: Path) -> Submission:
         raise InvalidSpec(errors=[error_entry("trainyard run", None, "", "give a spec file, a script, or "
                                               "a command after --, e.g. `trainyard run -- python train.py`")])
     first = Path(target[0])
+    if first.suffix in (*SPEC_SUFFIXES, ".ipynb", ".py") and not first.is_file():
+        near = [p.name for p in first.parent.glob(f"*{first.suffix}")] if first.parent.is_dir() else []
+        raise InvalidSpec(errors=[error_entry(str(first), None, "", "no such file" + suggestion(first.name, near))])
     if first.suffix in (*SPEC_SUFFIXES, ".ipynb") and len(target) == 1:
         return _from_file(first, flags)
     if first.suffix == ".py" and first.is_file():
@@ -94,8 +97,6 @@ def build(target: list[str], flags: Flags, cwd: Path) -> Submission:
 def _from_file(path: Path, flags: Flags) -> Submission:
     from trainyard.spec.loader import load_job
 
-    if not path.is_file():
-        raise InvalidSpec(errors=[error_entry(str(path), None, "", "no such file")])
     base = path.resolve().parent
     rest = Flags(**{**flags.__dict__, "params": {}})  # params go in first: a notebook's cell, a spec's own check
     if path.suffix == ".ipynb":
