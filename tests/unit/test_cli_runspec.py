@@ -62,3 +62,11 @@ def test_a_missing_script_or_spec_names_the_file_it_may_have_meant(tmp_path):
     with pytest.raises(InvalidSpec) as e:
         build([str(tmp_path / "trian.py")], Flags(), tmp_path)
     assert e.value.errors[0]["message"] == "no such file; did you mean 'train.py'?"
+
+
+def test_a_spec_file_takes_no_command_arguments(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("command: echo\n")
+    with pytest.raises(InvalidSpec) as e:
+        build([str(spec), "--lr", "1"], Flags(), tmp_path)
+    assert "takes no arguments" in e.value.errors[0]["message"] and "-p k=v" in e.value.errors[0]["message"]

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
 from trainyard.spec.lines import error_entry, suggestion, validation_errors
-from trainyard.spec.units import format_memory
+from trainyard.spec.units import format_memory, parse_memory
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 # the flag that sets each spec field, so an error on a flag's value names the flag
@@ -78,8 +78,11 @@ def build(target: list[str], flags: Flags, cwd: Path) -> Submission:
     if first.suffix in (*SPEC_SUFFIXES, ".ipynb", ".py") and not first.is_file():
         near = [p.name for p in first.parent.glob(f"*{first.suffix}")] if first.parent.is_dir() else []
         raise InvalidSpec(errors=[error_entry(str(first), None, "", "no such file" + suggestion(first.name, near))])
-    if first.suffix in (*SPEC_SUFFIXES, ".ipynb") and len(target) == 1:
-        return _from_file(first, flags)
+    if first.suffix in (*SPEC_SUFFIXES, ".ipynb"):
+        if len(target) > 1:
+            raise InvalidSpec(errors=[error_entry(str(first), None, "", f"a spec or notebook takes no arguments "
+                                                  f"(got {' '.join(target[1:])!r}); pass params with -p k=v")])
+        return _from_file(first, flags, cwd)
     if first.suffix == ".py" and first.is_file():
         script = first.resolve()
         base = cwd if cwd in script.parents else script.parent
@@ -94,7 +97,7 @@ def build(target: list[str], flags: Flags, cwd: Path) -> Submission:
     return Submission(_validate(_overlay(data, flags, base, cwd), "command line"), base)
 
 
-def _from_file(path: Path, flags: Flags) -> Submission:
+def _from_file(path: Path, flags: Flags, cwd: Path) -> Submission:
     from trainyard.spec.loader import load_job
 
     base = path.resolve().parent
@@ -106,9 +109,9 @@ def _from_file(path: Path, flags: Flags) -> Submission:
     else:
         spec = load_job(path, flags.params)
         data = spec.model_dump()
-        if _overlay(data, rest, base, Path.cwd()) == data:
+        if _overlay(data, rest, base, cwd) == data:
             return Submission(spec, base, path)
-    return Submission(_validate(_overlay(data, rest, base, Path.cwd()), f"{path} (with flags)"), base)
+    return Submission(_validate(_overlay(data, rest, base, cwd), f"{path} (with flags)"), base)
 
 
 def _overlay(data: dict[str, Any], f: Flags, base: Path, cwd: Path) -> dict[str, Any]:
@@ -166,8 +169,6 @@ def to_yaml(spec: JobSpec) -> str:
     res = data.get("resources", {})
     if res.get("memory") is not None and format_memory(res["memory"]) != str(res["memory"]):
         text = format_memory(res["memory"])
-        from trainyard.spec.units import parse_memory
-
         if parse_memory(text) == res["memory"]:  # only when the short form is exact
             res["memory"] = text
     if isinstance(res.get("cpu"), float) and res["cpu"].is_integer():
