@@ -75,6 +75,12 @@ def ray_address() -> str | None:
     return os.environ.get(envvars.RAY_ADDRESS) or None
 
 
+def snapshot_limits() -> tuple[str, str]:
+    """``($TRAINYARD_SNAPSHOT_WARN, $TRAINYARD_SNAPSHOT_MAX)``: the size over which a code snapshot
+    lists its largest files, and the size over which it is refused (quantities such as ``50Mi``)."""
+    return os.environ.get(envvars.SNAPSHOT_WARN) or "50Mi", os.environ.get(envvars.SNAPSHOT_MAX) or "512Mi"
+
+
 class ServerSettings(BaseModel):
     home: Path = Field(default_factory=home)
     db: str | None = Field(None, description="database URL; default SQLite in the home folder")

@@ -12,6 +12,8 @@ SERVER = "TRAINYARD_SERVER"              # the server the SDK and CLI talk to; d
 TOKEN = "TRAINYARD_TOKEN"                # the bearer token the SDK and CLI send
 SERVER_TOKEN = "TRAINYARD_SERVER_TOKEN"  # the token `trainyard server` requires; removed from the env once read
 RAY_ADDRESS = "RAY_ADDRESS"              # Ray's own variable: the cluster of engine `ray` when settings name none
+SNAPSHOT_WARN = "TRAINYARD_SNAPSHOT_WARN"  # a code snapshot this big (e.g. 50Mi) lists its largest files
+SNAPSHOT_MAX = "TRAINYARD_SNAPSHOT_MAX"    # a code snapshot over this (e.g. 512Mi) is refused
 
 # -- what a job sees (set by the launcher and the server, read by the in-job helpers) --
 JOB_ID = "TRAINYARD_JOB_ID"

@@ -102,7 +102,9 @@ class ServerProcess:
             except psutil.Error:
                 pass
 
-    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        env = {**self.env, "TRAINYARD_SERVER": self.url}
+    def cli(self, *args: str, timeout: float = 120, cwd: Path | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """`trainyard ARGS` against this server, in ``cwd``, with ``env`` added to the environment."""
+        env = {**self.env, "TRAINYARD_SERVER": self.url, **(env or {})}
         return subprocess.run([sys.executable, "-m", "trainyard", *args], env=env, capture_output=True,
-                              text=True, timeout=timeout)
+                              text=True, timeout=timeout, cwd=cwd)

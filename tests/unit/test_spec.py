@@ -35,7 +35,7 @@ def test_a_full_spec_parses_with_units_and_defaults():
 
 def test_unknown_field_is_named_with_its_line():
     errs = errors_of("command: x\nresources:\n  cpu: 1\n  gpus: 2\n")
-    assert errs == [{"field": "resources.gpus", "line": 4, "message": "unknown field 'gpus'",
+    assert errs == [{"field": "resources.gpus", "line": 4, "message": "unknown field 'gpus'; did you mean 'gpu'?",
                      "where": "job.yaml:4 resources.gpus"}]
 
 

@@ -10,12 +10,13 @@ import typer
 from rich.table import Table
 
 from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.toplevel import SuggestingGroup
 from trainyard.errors import InvalidSpec
 from trainyard.spec.cluster import ClusterInfo
 from trainyard.spec.units import format_memory
 
-app = typer.Typer(no_args_is_help=True, help="On-demand Dask clusters: a scheduler and workers run as jobs.")
-create_app = typer.Typer(no_args_is_help=True, help="Create a cluster.")
+app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="On-demand Dask clusters: a scheduler and workers run as jobs.")
+create_app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Create a cluster.")
 app.add_typer(create_app, name="create")
 OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
 

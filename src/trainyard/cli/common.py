@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -23,9 +24,13 @@ class Output(str, Enum):
 
 @contextmanager
 def handled() -> Iterator[None]:
-    """Print trainyard errors plainly (no traceback) and exit non-zero."""
+    """Print trainyard errors plainly (no traceback) and exit non-zero; warnings (a large code
+    snapshot) as they happen, before the upload they precede."""
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", UserWarning)
+            warnings.showwarning = _show_warning
+            yield
     except InvalidSpec as e:
         err_console.print("[red]error:[/red] invalid spec")
         for item in e.errors:
@@ -37,6 +42,12 @@ def handled() -> Iterator[None]:
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+def _show_warning(message, category, *_args, **_kwargs) -> None:  # noqa: ANN001
+    from rich.markup import escape
+
+    err_console.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False)
 
 
 def client():  # noqa: ANN201

@@ -8,65 +8,73 @@ from typing import Annotated, Optional
 
 import typer
 
+from trainyard.cli.completion import job_ids
 from trainyard.cli.common import Output, client, console, err_console, handled, write
 from trainyard.cli.render import job_detail, jobs_table, metrics_table, status_text
 
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="override a param: key=value")]
-JobArg = Annotated[str, typer.Argument(help="job id")]
+JobArg = Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)]
+RES, ENV = "Resources", "Environment"
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
 
 
 def run(
-    spec: Annotated[Path, typer.Argument(help="job spec (YAML), or a notebook (.ipynb) run with papermill",
-                                         exists=True, dir_okay=False)],
+    target: Annotated[Optional[list[str]], typer.Argument(
+        help="a job spec (YAML), a notebook (.ipynb), a script (.py, run with python), "
+             "or after -- any command, run in this folder", show_default=False)] = None,
     param: ParamOpt = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")] = False,
-    gpu: Annotated[Optional[int], typer.Option("--gpu", help="GPUs per replica (overrides the spec)")] = None,
-    cpu: Annotated[Optional[str], typer.Option("--cpu", help="cores, e.g. 2 or 500m (overrides the spec)")] = None,
-    memory: Annotated[Optional[str], typer.Option("--memory", help="e.g. 4Gi (overrides the spec)")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the spec (YAML) instead of submitting it")] = False,
+    cpu: Annotated[Optional[str], typer.Option("--cpu", help="cores, e.g. 2 or 500m", rich_help_panel=RES)] = None,
+    memory: Annotated[Optional[str], typer.Option("--memory", help="e.g. 4Gi", rich_help_panel=RES)] = None,
+    gpu: Annotated[Optional[int], typer.Option("--gpu", help="GPUs per replica", rich_help_panel=RES)] = None,
+    gpu_type: Annotated[Optional[list[str]], typer.Option(
+        "--gpu-type", help="GPU type; repeat for acceptable types in order of preference", rich_help_panel=RES)] = None,
+    node_selector: Annotated[Optional[list[str]], typer.Option(
+        "--node-selector", help="node label: key=value", rich_help_panel=RES)] = None,
+    image: Annotated[Optional[str], typer.Option("--image", help="container image", rich_help_panel=ENV)] = None,
+    pip: Annotated[Optional[list[str]], typer.Option("--pip", help="a package for the job's virtualenv",
+                                                     rich_help_panel=ENV)] = None,
+    requirements: Annotated[Optional[Path], typer.Option("--requirements", help="a requirements file",
+                                                         rich_help_panel=ENV)] = None,
+    env: Annotated[Optional[list[str]], typer.Option("--env", "-e", help="environment variable: KEY=VALUE",
+                                                     rich_help_panel=ENV)] = None,
+    queue: Annotated[Optional[str], typer.Option("--queue", "-q", help="queue to submit to")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", "-n", help="job name")] = None,
+    timeout: Annotated[Optional[str], typer.Option("--timeout", help="e.g. 30m, 2h")] = None,
+    retries: Annotated[Optional[int], typer.Option("--retries", help="retries after the first attempt")] = None,
+    priority: Annotated[Optional[str], typer.Option("--priority", help="low, normal, high, urgent or an integer")] = None,
 ) -> None:
     """Submit a job. Prints its id and returns at once, or with --follow streams its logs.
 
-    A notebook runs with papermill: -p values go into its cell tagged `parameters`, and the executed
-    notebook (outputs and any error) is in the job's outputs (`trainyard download JOB`)."""
+    \b
+      trainyard run job.yaml -p lr=0.1
+      trainyard run train.py -- --lr 0.1          # python train.py --lr 0.1, this folder as work dir
+      trainyard run --gpu 1 --pip torch -- python train.py --lr 0.1
+      trainyard run --dry-run -- python train.py > job.yaml   # keep it as a spec
+
+    Flags override what a spec file says. A notebook runs with papermill: -p values go into its cell
+    tagged `parameters`, and the executed notebook is in the job's outputs (`trainyard download JOB`)."""
+    from trainyard.cli.runspec import Flags, build, key_values, to_yaml
     from trainyard.spec.loader import parse_param_overrides
 
     with handled():
+        flags = Flags(
+            params=parse_param_overrides(param or []), cpu=cpu, memory=memory, gpu=gpu, gpu_type=gpu_type or [],
+            node_selector=key_values(node_selector or [], "--node-selector"), image=image, pip=pip or [],
+            requirements=str(requirements) if requirements else None, queue=queue, name=name,
+            env_vars=key_values(env or [], "--env"), timeout=timeout, retries=retries, priority=priority)
+        sub = build(list(target or []), flags, Path.cwd())
+        if dry_run:
+            write(to_yaml(sub.spec))
+            return
         c = client()
-        params = parse_param_overrides(param or [])
-        resources = {k: v for k, v in (("gpu", gpu), ("cpu", cpu), ("memory", memory)) if v is not None}
-        args, kwargs = _spec_for(spec, params, resources)
-        job = c.submit(*args, **kwargs)
+        job = c.submit(sub.path, params=flags.params) if sub.path else c.submit(sub.spec, base_dir=sub.base_dir)
         if not follow:
             write(job.id + "\n")
             return
         err_console.print(f"submitted [bold]{job.id}[/bold] ({job.info.name})", highlight=False)
         raise typer.Exit(_follow(c, job.id))
-
-
-def _spec_for(path: Path, params: dict, resources: dict) -> tuple:
-    """``Client.submit`` arguments for a spec file or a notebook, with resources overridden."""
-    from pydantic import ValidationError
-
-    from trainyard.errors import InvalidSpec
-    from trainyard.spec.job import JobSpec
-    from trainyard.spec.lines import validation_errors
-    from trainyard.spec.loader import load_job
-
-    if path.suffix == ".ipynb":
-        from trainyard.pipelines.notebook import job_from_notebook
-
-        data = job_from_notebook(path, params)
-    elif not resources:
-        return (path,), {"params": params}
-    else:
-        data = load_job(path, params).model_dump()
-    data["resources"] = {**data.get("resources", {}), **resources}
-    try:
-        spec = JobSpec.model_validate(data)
-    except ValidationError as e:
-        raise InvalidSpec(errors=validation_errors(e, {}, f"{path} (with --gpu/--cpu/--memory)")) from None
-    return (spec,), {"base_dir": path.resolve().parent}
 
 
 def _follow(c, job_id: str) -> int:  # noqa: ANN001
@@ -91,17 +99,28 @@ def _follow(c, job_id: str) -> int:  # noqa: ANN001
 
 
 def ls(
-    status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only jobs in this status")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
+    status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only jobs in this status (repeat)")] = None,
+    queue: Annotated[Optional[str], typer.Option("--queue", "-q", help="only jobs of this queue")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="only jobs of this name")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="submitted within (2h, 3d) or since (2024-05-01)")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many jobs")] = 50,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="every matching job, page after page")] = False,
+    after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
     output: OutputOpt = Output.table,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first, filtered; long histories come in pages (--after, --all)."""
+    from trainyard.cli.listing import check_statuses, pages, parse_since
+
     with handled():
-        page = client().jobs(status=status, limit=limit)
+        check_statuses(status or [])
+        jobs, more = pages(client(), status=status, queue=queue, name=name, since=parse_since(since),
+                           limit=None if all_ else limit, cursor=after)
         if output == Output.json:
-            write(json.dumps([j.model_dump(mode="json") for j in page.items], indent=2) + "\n")
+            write(json.dumps([j.model_dump(mode="json") for j in jobs], indent=2) + "\n")
         else:
-            console.print(jobs_table(page.items))
+            console.print(jobs_table(jobs))
+        if more:
+            err_console.print(f"{len(jobs)} shown; more: add --after {more} (or --all)", highlight=False)
 
 
 def show(job_id: JobArg, output: OutputOpt = Output.table) -> None:

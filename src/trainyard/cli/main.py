@@ -7,22 +7,25 @@ from typing import Annotated
 
 import typer
 
-from trainyard.cli import clusters
-from trainyard.cli import jobs, pipelines, queues
+from trainyard.cli import clusters, doctor, init, jobs, pipelines, queues, top, toplevel
 from trainyard.cli import server as server_cmd
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.render import nodes_table
 
 app = typer.Typer(
-    name="trainyard", no_args_is_help=True, add_completion=False,
+    name="trainyard", no_args_is_help=True, cls=toplevel.SuggestingGroup,
     help="Run training jobs: say what a job needs, trainyard finds room for it and runs it.",
 )
+app.callback()(toplevel.main)
 app.command()(jobs.run)
 app.command("ls")(jobs.ls)
 app.command()(jobs.show)
 app.command()(jobs.logs)
 app.command()(jobs.cancel)
 app.command()(jobs.download)
+app.command()(doctor.doctor)
+app.command()(init.init)
+app.command()(top.top)
 app.add_typer(server_cmd.app, name="server")
 app.add_typer(queues.app, name="queue")
 app.add_typer(pipelines.app, name="pipeline")

@@ -15,9 +15,10 @@ from rich.tree import Tree
 
 from trainyard.cli.common import Output, client, console, err_console, handled, write
 from trainyard.cli.render import ago, duration, status_text
+from trainyard.cli.toplevel import SuggestingGroup
 
-app = typer.Typer(no_args_is_help=True, help="Pipelines: steps that pass artifacts, each run as a job.")
-artifact_app = typer.Typer(no_args_is_help=True, help="Step artifacts, by content hash, with their lineage.")
+app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Pipelines: steps that pass artifacts, each run as a job.")
+artifact_app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Step artifacts, by content hash, with their lineage.")
 
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="override a param: key=value")]
 RunArg = Annotated[str, typer.Argument(help="pipeline run id")]

@@ -11,13 +11,14 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.toplevel import SuggestingGroup
 from trainyard.errors import InvalidSpec
 from trainyard.spec.lines import validation_errors
 from trainyard.spec.queue import QueueSpec, load_queues
 from trainyard.spec.records import QueueInfo
 from trainyard.spec.units import format_memory
 
-app = typer.Typer(no_args_is_help=True, help="Queues: a team's line of jobs, with a priority and quotas.")
+app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Queues: a team's line of jobs, with a priority and quotas.")
 OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
 
 

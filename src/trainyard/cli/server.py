@@ -11,9 +11,10 @@ from typing import Annotated, Optional
 import typer
 
 from trainyard.cli.common import console, err_console, handled
+from trainyard.cli.toplevel import SuggestingGroup
 from trainyard.errors import TrainyardError
 
-app = typer.Typer(help="Run the trainyard server (foreground), or manage the local background one.")
+app = typer.Typer(cls=SuggestingGroup, help="Run the trainyard server (foreground), or manage the local background one.")
 
 
 @app.callback(invoke_without_command=True)

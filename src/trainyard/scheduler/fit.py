@@ -4,6 +4,7 @@ never could is refused with the field to fix instead of waiting forever."""
 from __future__ import annotations
 
 from trainyard.spec.job import JobSpec, Resources
+from trainyard.spec.lines import suggestion
 from trainyard.spec.records import NodeInfo
 from trainyard.spec.units import format_memory
 
@@ -40,7 +41,8 @@ def check_fits_some_node(spec: JobSpec, nodes: list[NodeInfo]) -> tuple[str, str
         return "resources.node_selector", f"no node has labels {r.node_selector}"
     if r.gpu and r.gpu_types and not any(n.gpu_type in r.gpu_types for n in nodes):
         have = sorted({n.gpu_type for n in nodes if n.gpu_type}) or ["none"]
-        return "resources.gpu_type", f"no node has GPU type {' or '.join(r.gpu_types)} (have: {', '.join(have)})"
+        hint = suggestion(r.gpu_types[0], have, cutoff=0.8)  # H100 is no typo of A100; a100 and A10 are
+        return "resources.gpu_type", f"no node has GPU type {' or '.join(r.gpu_types)} (have: {', '.join(have)}){hint}"
     if r.gpu > max(n.gpu for n in nodes):
         return "resources.gpu", f"asks for {r.gpu} GPUs; the largest node has {max(n.gpu for n in nodes)}"
     if r.cpu > max(n.cpu for n in nodes):

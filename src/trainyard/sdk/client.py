@@ -77,7 +77,7 @@ class Client:
                 try:
                     spec = JobSpec.model_validate(spec)
                 except ValidationError as e:
-                    raise errors.InvalidSpec(errors=validation_errors(e, {}, "<spec>")) from None
+                    raise errors.InvalidSpec(errors=validation_errors(e, {}, "<spec>", JobSpec)) from None
             if params:
                 spec = spec.with_params(params)
         spec, blob, digest = prepare(spec, Path(base_dir or Path.cwd()))
@@ -93,8 +93,11 @@ class Client:
         return JobInfo.model_validate(self.http.request("GET", f"/api/v1/jobs/{job_id}").json())
 
     def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
-             limit: int = 50, cursor: str | None = None) -> JobPage:
-        params = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor}
+             limit: int = 50, cursor: str | None = None, since: float | None = None) -> JobPage:
+        """One page of jobs, newest first; pass the page's ``next_cursor`` as ``cursor`` for the next.
+        ``since`` is a Unix time: only jobs submitted then or later."""
+        params = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor,
+                  "since": since}
         params = {k: v for k, v in params.items() if v not in (None, [])}
         return JobPage.model_validate(self.http.request("GET", "/api/v1/jobs", params=params).json())
 
@@ -171,6 +174,10 @@ class Client:
             target.parent.mkdir(parents=True, exist_ok=True)
             self.http.download(f"/api/v1/jobs/{job_id}/outputs/{art.path}", target)
         return dest
+
+    def health(self) -> dict[str, Any]:
+        """The server's ``/healthz``: status, version, engine and role (needs no token)."""
+        return self.http.request("GET", "/healthz").json()
 
     def nodes(self) -> list[NodeInfo]:
         return [NodeInfo.model_validate(n) for n in self.http.request("GET", "/api/v1/nodes").json()]

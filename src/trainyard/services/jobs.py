@@ -71,8 +71,8 @@ class JobService:
     # -- looking up -----------------------------------------------------------
 
     def list(self, *, status: list[str] | None, name: str | None, queue: str | None, limit: int,
-             cursor: str | None) -> JobPage:
-        return self.store.list_jobs(status=status, name=name, queue=queue, limit=limit, cursor=cursor)
+             cursor: str | None, since: float | None = None) -> JobPage:
+        return self.store.list_jobs(status=status, name=name, queue=queue, limit=limit, cursor=cursor, since=since)
 
     def get(self, job_id: str) -> JobInfo:
         return self.store.get_job(job_id)

@@ -12,6 +12,7 @@ from trainyard.errors import InvalidSpec
 from trainyard.scheduler.model import Queue
 from trainyard.services.cluster import Cluster
 from trainyard.services.scheduling import Scheduler
+from trainyard.spec.lines import suggestion
 from trainyard.spec.queue import QueueSpec, load_queues
 from trainyard.spec.records import QueueInfo, QueueUsage
 from trainyard.store import Store
@@ -61,7 +62,8 @@ class QueueService:
         names = {q.name for q in self.models()}
         if names and name != DEFAULT and name not in names:
             raise InvalidSpec(errors=[{"field": "queue", "line": None, "where": "queue",
-                                       "message": f"unknown queue {name!r}; defined: {', '.join(sorted(names | {DEFAULT}))}"}])
+                                       "message": f"unknown queue {name!r}{suggestion(name, names | {DEFAULT})} "
+                                                  f"(defined: {', '.join(sorted(names | {DEFAULT}))})"}])
 
     def list(self) -> list[QueueInfo]:
         specs = {q.name: q for q in self.store.queues()}

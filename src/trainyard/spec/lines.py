@@ -6,10 +6,13 @@ pipeline spec all report errors in one shape, ``{field, line, message, where}``.
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from trainyard.errors import InvalidSpec
 
@@ -80,7 +83,47 @@ def field_loc(err: dict[str, Any], lines: dict[Path_, int]) -> Path_:
     return out
 
 
-def validation_errors(e: ValidationError, lines: dict[Path_, int], source: str) -> list[dict[str, Any]]:
+def _inner(tp: Any, part: Any) -> list[Any]:
+    """The types that ``part`` (a field name, list index or dict key) leads to inside ``tp``."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        f = tp.model_fields.get(part) if isinstance(part, str) else None
+        return [f.annotation] if f else []
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        return [t for a in (args[:1] if origin is typing.Annotated else args) for t in _inner(a, part)]
+    if origin in (list, tuple, set) and isinstance(part, int):
+        return list(args[:1])
+    if origin is dict and len(args) == 2:
+        return [args[1]]
+    return []
+
+
+def _models(tp: Any) -> list[type[BaseModel]]:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [tp]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType, typing.Annotated):
+        return [m for a in typing.get_args(tp) for m in _models(a)]
+    return []
+
+
+def suggestion(word: str, known: list[str] | set[str], cutoff: float = 0.7) -> str:
+    """``"; did you mean 'x'?"`` for the known word closest to ``word`` (ignoring case), or "" when none is close."""
+    folded = {k.lower(): k for k in sorted(known, reverse=True)}
+    close = difflib.get_close_matches(word.lower(), list(folded), n=1, cutoff=cutoff)
+    return f"; did you mean {folded[close[0]]!r}?" if close else ""
+
+
+def known_fields(model: type[BaseModel], loc: Path_) -> set[str]:
+    """The field names a mapping at ``loc`` inside ``model`` may have."""
+    found: list[Any] = [model]
+    for part in loc:
+        found = [t for tp in found for t in _inner(tp, part)]
+    return {name for tp in found for m in _models(tp) for name in m.model_fields}
+
+
+def validation_errors(e: ValidationError, lines: dict[Path_, int], source: str,
+                      model: type[BaseModel] | None = None) -> list[dict[str, Any]]:
+    """One error entry per field; with ``model``, an unknown field names the closest known one."""
     out = []
     for err in e.errors():
         loc = field_loc(err, lines)
@@ -88,6 +131,8 @@ def validation_errors(e: ValidationError, lines: dict[Path_, int], source: str) 
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = f"unknown field {loc[-1]!r}"
+            if model is not None and isinstance(loc[-1], str):
+                msg += suggestion(loc[-1], known_fields(model, loc[:-1]))
         elif err["type"] == "missing":
             msg = "field required"
         out.append(error_entry(source, line_for(loc, lines), field, msg))

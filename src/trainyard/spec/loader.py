@@ -19,11 +19,13 @@ M = TypeVar("M", bound=BaseModel)
 def parse_model(model: type[M], text: str, source: str = "<spec>") -> M:
     data, lines = compose(text, source)
     if not isinstance(data, dict):
-        raise InvalidSpec(errors=[error_entry(source, 1, "", "expected a mapping of fields at the top level")])
+        hint = "" if source.endswith((".yaml", ".yml")) else (
+            "; to run a script or a command, write `trainyard run script.py` or `trainyard run -- CMD …`")
+        raise InvalidSpec(errors=[error_entry(source, 1, "", "expected a mapping of fields at the top level" + hint)])
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise InvalidSpec(errors=validation_errors(e, lines, source)) from None
+        raise InvalidSpec(errors=validation_errors(e, lines, source, model)) from None
 
 
 def parse_job(text: str, source: str = "<spec>") -> JobSpec:

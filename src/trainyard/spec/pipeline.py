@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Union
 
-from pydantic import ValidationError, field_validator
+from pydantic import BaseModel, ValidationError, field_validator
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import Strict
@@ -130,7 +130,7 @@ def parse_pipeline(data: Any, source: str = "<pipeline>",
     try:
         return PipelineSpec.model_validate(data)
     except ValidationError as e:
-        raise InvalidSpec(errors=validation_errors(e, lines or {}, source)) from None
+        raise InvalidSpec(errors=validation_errors(e, lines or {}, source, PipelineSpec)) from None
 
 
 def split_step(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -156,9 +156,9 @@ class Errors:
         if not any(e["field"] == field and e["message"] == message for e in self.items):
             self.items.append(error_entry(self.source, line_for(loc, self.lines), field, message))
 
-    def add_validation(self, prefix: Path_, e: ValidationError) -> None:
+    def add_validation(self, prefix: Path_, e: ValidationError, model: type[BaseModel] | None = None) -> None:
         sub = {k[len(prefix):]: v for k, v in self.lines.items() if k[:len(prefix)] == prefix}
-        for item in validation_errors(e, sub, self.source):
+        for item in validation_errors(e, sub, self.source, model):
             loc = prefix + tuple(p for p in item["field"].split(".") if p)
             line = item["line"] if item["line"] is not None else line_for(prefix, self.lines)
             field = ".".join(str(p) for p in loc)

@@ -136,7 +136,7 @@ class _Builder:
         try:
             JobSpec.model_validate({**rest, "name": name, "params": {**self.params, **step_params}})
         except ValidationError as e:
-            self.errs.add_validation(self.loc(name), e)  # its references are still checked below
+            self.errs.add_validation(self.loc(name), e, JobSpec)  # its references are still checked below
         self.jobs[name] = rest
 
     def _known(self, name: str) -> bool:

@@ -136,14 +136,16 @@ class Store:
 
     def list_jobs(
         self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
-        limit: int = 50, cursor: str | None = None,
+        limit: int = 50, cursor: str | None = None, since: float | None = None,
     ) -> JobPage:
-        """Newest first. ``cursor`` is the opaque ``next_cursor`` of the previous page."""
+        """Newest first. ``cursor`` is the opaque ``next_cursor`` of the previous page; ``since`` a Unix time
+        (jobs submitted then or later)."""
         c = t.Job.__table__.c
         where = [c.status.in_(status)] if status else []
         where += [c.name == name] if name else []
         where += [c.queue == queue] if queue else []
         where += [c.seq < int(cursor)] if cursor else []
+        where += [c.created_at >= since] if since is not None else []
         with self.read() as s:
             conn = s.connection()
             page = conn.execute(select(c.id, c.seq).where(*where).order_by(c.seq.desc()).limit(limit + 1)).all()

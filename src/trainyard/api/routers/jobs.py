@@ -55,8 +55,10 @@ def list_jobs(
     queue: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
+    since: Annotated[float | None, Query(ge=0, le=2**53, description="only jobs submitted at or after this Unix time")]
+    = None,
 ) -> JobPage:
-    return p.jobs.list(status=status, name=name, queue=queue, limit=limit, cursor=cursor)
+    return p.jobs.list(status=status, name=name, queue=queue, limit=limit, cursor=cursor, since=since)
 
 
 @router.get("/{job_id}")

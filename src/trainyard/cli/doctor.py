@@ -1,0 +1,190 @@
+"""`trainyard doctor`: what this machine and its server offer, each finding ok / warning / error with the fix."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Literal, Optional
+from urllib.parse import urlparse
+
+import typer
+from rich.markup import escape
+
+import trainyard
+from trainyard.cli.common import console
+
+Level = Literal["ok", "warning", "error"]
+STYLE = {"ok": "green", "warning": "yellow", "error": "red"}
+GiB = 2**30
+
+
+@dataclass
+class Finding:
+    check: str
+    level: Level
+    found: str
+    fix: str = ""
+
+
+def doctor(
+    db: Annotated[Optional[str], typer.Option("--db", help="also check this database URL (PostgreSQL)")] = None,
+    ray_address: Annotated[Optional[str], typer.Option(
+        "--ray-address", envvar="RAY_ADDRESS", help="also check this Ray cluster (default $RAY_ADDRESS)")] = None,
+) -> None:
+    """Check what jobs need here: server, engine, nodes, GPUs, containers, cgroups, disk.
+
+    Also PostgreSQL (--db) and Ray (--ray-address or $RAY_ADDRESS) when given. Each line is ok, warning
+    or error with the fix; exits 1 on any error."""
+    findings: list[Finding] = []
+    nodes = _server(findings)
+    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _disk]
+    if db:
+        checks.append(lambda: _database(db))
+    if ray_address:
+        checks.append(lambda: _ray(ray_address))
+    findings += [check() for check in checks]
+    width = max(len(f.check) for f in findings)
+    for f in findings:
+        line = f"[{STYLE[f.level]}]{f.level:<7}[/] {f.check:<{width}}  {escape(f.found)}"
+        if f.fix and f.level != "ok":
+            line += f"\n        {'':<{width}}  [dim]fix:[/] {escape(f.fix)}"
+        console.print(line, highlight=False, soft_wrap=True)  # not wrapped: findings are grepped
+    raise typer.Exit(1 if any(f.level == "error" for f in findings) else 0)
+
+
+def _server(out: list[Finding]) -> list | None:
+    """Server, engine and nodes; the nodes, or None when the server could not be asked."""
+    from trainyard.config import server_url
+    from trainyard.errors import ServerUnavailable, TrainyardError
+    from trainyard.sdk.client import Client
+    from trainyard.sdk.discovery import resolve_server
+
+    explicit = server_url()
+    try:
+        url = resolve_server(None, autostart=False)
+    except ServerUnavailable:
+        out.append(Finding("server", "warning", "no local server is running",
+                           "one starts by itself on the first `trainyard run`; or run `trainyard server`"))
+        return None
+    where = "TRAINYARD_SERVER" if explicit else "the home's server.json"
+    try:
+        with Client(url, timeout=5) as c:
+            health = c.health()
+            version = health.get("version", "?")
+            out.append(Finding("server", "ok", f"{url} (from {where}): trainyard {version}, {health.get('role')}"))
+            if version != trainyard.__version__:
+                out[-1] = Finding("server", "warning", f"{url}: trainyard {version}, this client is "
+                                  f"{trainyard.__version__}", "install the same version on both sides")
+            out.append(Finding("engine", "ok", str(health.get("engine"))))
+            nodes = c.nodes()
+    except ServerUnavailable as e:
+        out.append(Finding("server", "error", f"{url} (from {where}) does not answer: {e.message}",
+                           "start it with `trainyard server`, or set TRAINYARD_SERVER to a server that runs"
+                           if explicit else "run `trainyard server stop`, then any command starts a fresh one"))
+        return None
+    except TrainyardError as e:
+        out.append(Finding("access", "error", e.message, "set TRAINYARD_TOKEN to a token this server accepts"))
+        return None
+    if not nodes:
+        out.append(Finding("nodes", "error", "the engine reports no nodes: no job can run",
+                           "start the engine's workers (for Ray: `ray start --address …` on each machine)"))
+        return nodes
+    gpus = sum(n.gpu for n in nodes)
+    kinds = sorted({n.gpu_type for n in nodes if n.gpu_type})
+    out.append(Finding("nodes", "ok", f"{len(nodes)} node(s), {sum(n.cpu for n in nodes):g} cores, "
+                       f"{gpus} GPU(s)" + (f" ({', '.join(kinds)})" if kinds else "")))
+    return nodes
+
+
+def _nvml() -> Finding:
+    try:
+        import pynvml
+    except ImportError:
+        return Finding("gpus here", "warning", "nvidia-ml-py is not installed", "pip install nvidia-ml-py")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        if isinstance(e, pynvml.NVMLError_LibraryNotFound):
+            return Finding("gpus here", "ok", "no NVIDIA driver on this machine: CPU jobs only here")
+        return Finding("gpus here", "warning", f"NVML did not start: {e}",
+                       "check the NVIDIA driver (`nvidia-smi`); a driver/library mismatch needs a reboot")
+    try:
+        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+                 for i in range(pynvml.nvmlDeviceGetCount())]
+    finally:
+        pynvml.nvmlShutdown()
+    names = [n.decode() if isinstance(n, bytes) else n for n in names]
+    return Finding("gpus here", "ok", f"{len(names)} GPU(s) through NVML: {', '.join(sorted(set(names))) or 'none'}")
+
+
+def _containers() -> Finding:
+    found = [name for name in ("docker", "podman") if shutil.which(name)]
+    if found:
+        return Finding("containers", "ok", f"{', '.join(found)} on PATH: jobs may set `image`")
+    return Finding("containers", "warning", "neither docker nor podman is on PATH: jobs with `image` cannot run here",
+                   "install docker or podman, or leave `image` out and use `env.pip`")
+
+
+def _cgroups(nodes: list | None) -> Finding:
+    if nodes:
+        kinds = sorted({n.memory_enforcement for n in nodes})
+        where = "the nodes"
+    else:
+        from trainyard.launch import cgroup
+
+        kinds, where = [cgroup.detect()], "this machine"
+    if "sampled" in kinds:
+        return Finding("cgroups", "warning", f"{where}: memory limits are sampled ({', '.join(kinds)}), "
+                       "a fast allocation can pass them", "run the server as root or with a delegated cgroup "
+                       "(systemd `Delegate=yes`) so each job gets a hard limit")
+    return Finding("cgroups", "ok", f"{where}: memory limits are hard limits ({', '.join(kinds)})")
+
+
+def _disk() -> Finding:
+    from trainyard.config import home
+
+    path = home()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    free = shutil.disk_usage(path).free
+    text = f"{free / GiB:.1f} GiB free under {home()}"
+    if free < GiB:
+        return Finding("disk", "error", text, "free space there, or set TRAINYARD_HOME to a bigger disk")
+    if free < 5 * GiB:
+        return Finding("disk", "warning", text, "logs, snapshots and virtualenvs live there: free some space")
+    return Finding("disk", "ok", text)
+
+
+def _database(url: str) -> Finding:
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(url, connect_args={"connect_timeout": 5} if url.startswith("postgres") else {})
+        with engine.connect() as conn:
+            version = conn.execute(sqlalchemy.text("select version()" if url.startswith("postgres")
+                                                   else "select sqlite_version()")).scalar()
+        engine.dispose()
+    except Exception as e:  # noqa: BLE001 - any driver's failure is a finding, not a crash
+        return Finding("database", "error", f"cannot connect: {str(e).splitlines()[0]}",
+                       "check the URL, that the server runs and accepts this user (pg_hba.conf)")
+    return Finding("database", "ok", str(version).split(" on ")[0])
+
+
+def _ray(address: str) -> Finding:
+    if address == "auto":  # Ray's own shorthand: the cluster this machine last started or joined
+        try:
+            address = open("/tmp/ray/ray_current_cluster").read().strip()
+        except OSError:
+            return Finding("ray", "error", "RAY_ADDRESS=auto, but no Ray cluster runs on this machine",
+                           "start one with `ray start --head`, or set RAY_ADDRESS to the head's host:port")
+    parsed = urlparse(address if "://" in address else f"ray-gcs://{address}")
+    port = parsed.port or (10001 if parsed.scheme == "ray" else 6379)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", port), timeout=5):
+            pass
+    except OSError as e:
+        return Finding("ray", "error", f"{address}: {e.strerror or e}",
+                       "start the head (`ray start --head`) or fix RAY_ADDRESS / --ray-address")
+    return Finding("ray", "ok", f"{address} accepts connections")

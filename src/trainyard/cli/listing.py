@@ -1,0 +1,52 @@
+"""`trainyard ls`: its filters read from the command line, and the pages of a long history walked."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from trainyard.errors import InvalidSpec
+from trainyard.spec.lines import error_entry, suggestion
+from trainyard.spec.units import parse_duration
+from trainyard.status import JobStatus
+
+PAGE = 500  # the most the API gives in one page
+
+
+def _bad(flag: str, message: str) -> InvalidSpec:
+    return InvalidSpec(errors=[error_entry(flag, None, "", message)])
+
+
+def check_statuses(statuses: list[str]) -> None:
+    known = [s.value for s in JobStatus]
+    for s in statuses:
+        if s not in known:
+            raise _bad("--status", f"unknown status {s!r}{suggestion(s, known)} (one of {', '.join(known)})")
+
+
+def parse_since(text: str | None) -> float | None:
+    """A Unix time from ``2h`` / ``3d`` (that long ago) or an ISO date or time (local time unless it says)."""
+    if text is None:
+        return None
+    try:
+        return time.time() - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise _bad("--since", f"{text!r}: give a duration (30m, 2h, 3d) or a date (2024-05-01, "
+                   "2024-05-01T12:00)") from None
+
+
+def pages(c, *, limit: int | None, cursor: str | None, **filters) -> tuple[list, str | None]:  # noqa: ANN001
+    """Up to ``limit`` jobs (all with None), fetched page by page, and the cursor where more begin."""
+    jobs: list = []
+    while limit is None or len(jobs) < limit:
+        want = PAGE if limit is None else min(PAGE, limit - len(jobs))
+        page = c.jobs(limit=want, cursor=cursor, **filters)
+        jobs += page.items
+        cursor = page.next_cursor
+        if cursor is None:
+            return jobs, None
+    return jobs, cursor

@@ -1,0 +1,176 @@
+"""What `trainyard run` submits: a spec file, a notebook, a script or a bare command, with the
+flags laid over it. One place turns flags into spec fields, so `--dry-run` prints exactly the
+spec that would be submitted, as YAML that `trainyard run FILE` reads back unchanged."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from trainyard.errors import InvalidSpec
+from trainyard.spec.job import JobSpec
+from trainyard.spec.lines import error_entry, suggestion, validation_errors
+from trainyard.spec.units import format_memory, parse_memory
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+# the flag that sets each spec field, so an error on a flag's value names the flag
+FLAG_OF = {"resources.cpu": "--cpu", "resources.memory": "--memory", "resources.gpu": "--gpu",
+           "resources.gpu_type": "--gpu-type", "resources.node_selector": "--node-selector", "image": "--image",
+           "env.pip": "--pip", "env.requirements": "--requirements", "queue": "--queue", "name": "--name",
+           "env_vars": "--env", "params": "-p", "timeout": "--timeout", "retry.max": "--retries",
+           "priority": "--priority", "command": "command"}
+
+
+@dataclass
+class Flags:
+    """Everything `trainyard run` can say on the command line; None (or empty) means "not given"."""
+
+    params: dict[str, Any] = field(default_factory=dict)
+    cpu: str | None = None
+    memory: str | None = None
+    gpu: int | None = None
+    gpu_type: list[str] = field(default_factory=list)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    image: str | None = None
+    pip: list[str] = field(default_factory=list)
+    requirements: str | None = None
+    queue: str | None = None
+    name: str | None = None
+    env_vars: dict[str, str] = field(default_factory=dict)
+    timeout: str | None = None
+    retries: int | None = None
+    priority: str | None = None
+
+
+@dataclass
+class Submission:
+    """What to hand ``Client.submit``: a spec file as it is, or a spec with the folder it is relative to."""
+
+    spec: JobSpec
+    base_dir: Path
+    path: Path | None = None  # a spec file submitted unchanged (it keeps its own line numbers in errors)
+
+
+def key_values(items: list[str], flag: str) -> dict[str, str]:
+    """``["A=1", "B=x"]`` → ``{"A": "1", "B": "x"}``; an item without ``=`` is an error naming ``flag``."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidSpec(errors=[error_entry(flag, None, "", f"{item!r}: expected KEY=VALUE")])
+        out[key.strip()] = value
+    return out
+
+
+def build(target: list[str], flags: Flags, cwd: Path) -> Submission:
+    """The job for ``trainyard run TARGET…``: a YAML spec, a notebook, a ``.py`` script (run with
+    python, the rest of TARGET its arguments), or else a command run in ``cwd``."""
+    if not target:
+        raise InvalidSpec(errors=[error_entry("trainyard run", None, "", "give a spec file, a script, or "
+                                              "a command after --, e.g. `trainyard run -- python train.py`")])
+    first = Path(target[0])
+    if first.suffix in (*SPEC_SUFFIXES, ".ipynb", ".py") and not first.is_file():
+        near = [p.name for p in first.parent.glob(f"*{first.suffix}")] if first.parent.is_dir() else []
+        raise InvalidSpec(errors=[error_entry(str(first), None, "", "no such file" + suggestion(first.name, near))])
+    if first.suffix in (*SPEC_SUFFIXES, ".ipynb"):
+        if len(target) > 1:
+            raise InvalidSpec(errors=[error_entry(str(first), None, "", f"a spec or notebook takes no arguments "
+                                                  f"(got {' '.join(target[1:])!r}); pass params with -p k=v")])
+        return _from_file(first, flags, cwd)
+    if first.suffix == ".py" and first.is_file():
+        script = first.resolve()
+        base = cwd if cwd in script.parents else script.parent
+        data = {"name": _name(first.stem), "command": ["python", script.relative_to(base).as_posix(), *target[1:]]}
+    else:
+        base = cwd
+        words = [Path(w) for w in target[:2]]
+        script = words[1].stem if len(words) > 1 and words[0].name.startswith("python") and words[1].suffix == ".py" \
+            else words[0].name
+        data = {"name": _name(script), "command": list(target)}
+    data["workdir"] = "."
+    return Submission(_validate(_overlay(data, flags, base, cwd), "command line"), base)
+
+
+def _from_file(path: Path, flags: Flags, cwd: Path) -> Submission:
+    from trainyard.spec.loader import load_job
+
+    base = path.resolve().parent
+    rest = Flags(**{**flags.__dict__, "params": {}})  # params go in first: a notebook's cell, a spec's own check
+    if path.suffix == ".ipynb":
+        from trainyard.pipelines.notebook import job_from_notebook
+
+        data = job_from_notebook(path, flags.params)
+    else:
+        spec = load_job(path, flags.params)
+        data = spec.model_dump()
+        if _overlay(data, rest, base, cwd) == data:
+            return Submission(spec, base, path)
+    return Submission(_validate(_overlay(data, rest, base, cwd), f"{path} (with flags)"), base)
+
+
+def _overlay(data: dict[str, Any], f: Flags, base: Path, cwd: Path) -> dict[str, Any]:
+    """``data`` with every given flag laid over it (lists and maps merged, scalars replaced)."""
+    out = dict(data)
+    res = dict(out.get("resources") or {})
+    for key, value in (("cpu", f.cpu), ("memory", f.memory), ("gpu", f.gpu)):
+        if value is not None:
+            res[key] = value
+    if f.gpu_type:
+        res["gpu_type"] = f.gpu_type[0] if len(f.gpu_type) == 1 else list(f.gpu_type)
+    if f.node_selector:
+        res["node_selector"] = {**res.get("node_selector", {}), **f.node_selector}
+    if res:
+        out["resources"] = res
+    if f.pip or f.requirements:
+        env = dict(out.get("env") or {})
+        env["pip"] = [*env.get("pip", []), *f.pip]
+        if f.requirements:  # the spec reads it relative to its own folder
+            env["requirements"] = os.path.relpath((cwd / f.requirements).resolve(), base)
+        out["env"] = env
+    if f.params:
+        out["params"] = {**out.get("params", {}), **f.params}
+    if f.env_vars:
+        out["env_vars"] = {**out.get("env_vars", {}), **f.env_vars}
+    if f.retries is not None:
+        out["retry"] = {**(out.get("retry") or {}), "max": f.retries}
+    for key in ("image", "queue", "name", "timeout", "priority"):
+        if getattr(f, key) is not None:
+            out[key] = getattr(f, key)
+    return out
+
+
+def _validate(data: dict[str, Any], source: str) -> JobSpec:
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as e:
+        errors = validation_errors(e, {}, source, JobSpec)
+        for err in errors:
+            flag = FLAG_OF.get(err["field"]) or FLAG_OF.get(err["field"].rpartition(".")[0])
+            if flag:
+                err["where"] = f"{source} {flag} ({err['field']})"
+        raise InvalidSpec(errors=errors) from None
+
+
+def _name(text: str) -> str:
+    """A job name from a script or program name: the characters a name allows, starting with one."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:63]
+    return name or "job"
+
+
+def to_yaml(spec: JobSpec) -> str:
+    """The spec as YAML a person would write: only what differs from the defaults, memory in Mi/Gi."""
+    data = spec.model_dump(mode="json", exclude_defaults=True)
+    res = data.get("resources", {})
+    if res.get("memory") is not None and format_memory(res["memory"]) != str(res["memory"]):
+        text = format_memory(res["memory"])
+        if parse_memory(text) == res["memory"]:  # only when the short form is exact
+            res["memory"] = text
+    if isinstance(res.get("cpu"), float) and res["cpu"].is_integer():
+        res["cpu"] = int(res["cpu"])
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)

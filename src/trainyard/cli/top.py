@@ -1,0 +1,105 @@
+"""`trainyard top`: nodes and active jobs, redrawn every few seconds until q or Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+from contextlib import contextmanager
+from collections.abc import Iterator
+from typing import Annotated
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from trainyard.cli.common import client, console, handled
+from trainyard.cli.render import duration, status_text
+from trainyard.spec.records import JobInfo, NodeInfo
+from trainyard.spec.units import format_memory
+
+ACTIVE = ["starting", "running", "cancelling"]
+
+
+def top(
+    interval: Annotated[float, typer.Option("--interval", "-i", min=0.5, help="seconds between refreshes")] = 2.0,
+) -> None:
+    """A live view of nodes (what is allocated of each) and of running and pending jobs. Quit with q or Ctrl-C."""
+    with handled():
+        c = client()
+        with Live(_view(c), console=console, screen=False, auto_refresh=False) as live, _keys() as key:
+            while True:
+                deadline = time.monotonic() + interval
+                while (left := deadline - time.monotonic()) > 0:
+                    if key(left) in ("q", "Q"):
+                        return
+                live.update(_view(c), refresh=True)
+
+
+@contextmanager
+def _keys() -> Iterator:
+    """A function that waits up to N seconds for a key press and returns it (None if none came).
+    The terminal is in cbreak mode meanwhile, so a key needs no Enter; without a terminal it only sleeps."""
+    fd = sys.stdin.fileno() if sys.stdin and not sys.stdin.closed else -1
+    if fd < 0 or not os.isatty(fd):
+        yield lambda wait: time.sleep(wait)
+        return
+    import termios
+    import tty
+
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    try:
+        def key(wait: float) -> str | None:
+            ready, _, _ = select.select([fd], [], [], wait)
+            return os.read(fd, 1).decode(errors="replace") if ready else None
+
+        yield key
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _view(c) -> Group:  # noqa: ANN001
+    nodes = c.nodes()
+    active = c.jobs(status=ACTIVE, limit=100).items
+    pending = c.jobs(status=["pending"], limit=20)
+    title = Text.assemble(("trainyard top", "bold"), f"  {c.server}  {time.strftime('%H:%M:%S')}  ",
+                          f"{len(active)} active, {len(pending.items)}{'+' if pending.next_cursor else ''} pending"
+                          "   (q to quit)")
+    return Group(title, _nodes(nodes), _jobs(active, pending.items))
+
+
+def _nodes(nodes: list[NodeInfo]) -> Table:
+    t = Table(title="nodes", title_justify="left", expand=False)
+    for col in ("node", "cpu", "memory", "gpu", "gpu type"):
+        t.add_column(col)
+    for n in nodes:
+        t.add_row(n.name, _bar(n.cpu_used, n.cpu, f"{n.cpu_used:g}/{n.cpu:g}"),
+                  _bar(n.memory_used, n.memory, f"{format_memory(n.memory_used)}/{format_memory(n.memory)}"),
+                  _bar(len(n.gpus_used), n.gpu, f"{len(n.gpus_used)}/{n.gpu}"), n.gpu_type or "-")
+    return t
+
+
+def _bar(used: float, total: float, label: str, width: int = 10) -> Text:
+    filled = round(width * used / total) if total else 0
+    style = "red" if total and used >= total else "green"
+    return Text.assemble(("█" * filled, style), ("░" * (width - filled), "dim"), f" {label}")
+
+
+def _jobs(active: list[JobInfo], pending: list[JobInfo]) -> Table:
+    t = Table(title="jobs", title_justify="left")
+    for col in ("id", "name", "status", "queue", "node", "gpus", "cpu", "memory", "running for / why waiting"):
+        t.add_column(col, overflow="fold" if col.startswith("running") else "ellipsis")
+    for j in [*active, *pending]:
+        last = j.last_attempt
+        r = j.spec.resources
+        n = j.spec.replicas
+        when = duration(last.started_at, None) if last and j.status.value != "pending" else (j.reason or "")
+        t.add_row(j.id, j.name, status_text(j.status.value), j.queue,
+                  (last.node or "-") if last and j.status.value != "pending" else "-",
+                  ",".join(last.gpus) if last and last.gpus else str(r.gpu * n),
+                  f"{r.cpu * n:g}", format_memory(r.memory * n if r.memory else None), when)
+    return t
