@@ -40,7 +40,8 @@ steps:
 
 @pytest.fixture
 def server(tmp_path):
-    srv = ServerProcess(tmp_path / "home", ["--cpus", "4", "--memory", "4Gi",
+    # no container runtime: the components' public images cannot be pulled here, so they run on the host
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "4", "--memory", "4Gi", "--container-runtime", "none",
                                             "--component-catalog", str(ROOT / "examples" / "components")])
     srv.start()
     yield srv
