@@ -7,7 +7,7 @@ for a store that was wiped.
 
 - ``busybox``: the static busybox of Debian's ``busybox-static``, a few KiB of tar.
 - ``python``: a minimal Debian (``mmdebstrap --variant=minbase``) with python3 and
-  python3-venv, from Debian's packages (reachable through apt); a minute or two once.
+  python3-venv and python3-pip, from Debian's packages (reachable through apt); a minute or two once.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 CACHE = Path(os.environ.get("TRAINYARD_TEST_IMAGES", Path.home() / ".cache" / "trainyard-test-images"))
 BUSYBOX = "/bin/busybox"
 APPLETS = ("sh", "cat", "echo", "sleep", "ls", "head", "dd", "mkdir", "env", "true", "false", "touch", "tail")
-PYTHON_RECIPE = ["mmdebstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm"]
+PYTHON_RECIPE = ["mmdebstrap", "--variant=minbase", "--include=python3,python3-venv,python3-pip", "bookworm"]
 
 
 def _exists(tag: str) -> bool:
