@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import need, need_module
 from tests.e2e.helpers import until
 from tests.support import images
+from tests.support.wheels import make_wheel
 from tests.support.servers import ServerProcess
 
 need(not images.tools_missing(), f"container tests need {', '.join(images.tools_missing())} (.ci/run installs them)")
@@ -165,27 +166,6 @@ steps:
 """
 
 
-def make_wheel(folder: Path) -> Path:
-    """A pure-Python wheel written by hand: installing it needs no build backend and no index."""
-    import base64
-    import hashlib
-    import zipfile
-
-    path = folder / "tinypkg-0.1-py3-none-any.whl"
-    files = {"tinypkg/__init__.py": "VALUE = 42\n",
-             "tinypkg-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.1\n",
-             "tinypkg-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = []
-    with zipfile.ZipFile(path, "w") as z:
-        for name, text in files.items():
-            z.writestr(name, text)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-            record.append(f"{name},sha256={digest},{len(text)}")
-        record.append("tinypkg-0.1.dist-info/RECORD,,")
-        z.writestr("tinypkg-0.1.dist-info/RECORD", "\n".join(record) + "\n")
-    return path
-
-
 def pip_list() -> str:
     return subprocess.run([sys.executable, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
                           capture_output=True, text=True, check=True).stdout
@@ -218,3 +198,21 @@ def test_a_component_that_pip_installs_leaves_the_servers_environment_alone(runt
     assert component.endswith(" /usr") if runtime == "podman" else "/attempts/" in component
     assert "/attempts/" in plain
     assert pip_list() == before
+
+
+def test_a_runtime_that_cannot_set_rlimits_ends_setup_failed_saying_what_to_change(busybox, tmp_path, monkeypatch):
+    # an open-files limit above the kernel's nr_open: no host can set it, so the runtime fails as in a sandbox
+    conf = tmp_path / "containers.conf"
+    conf.write_text('[containers]\ndefault_ulimits = ["nofile=4294967296:4294967296"]\n'
+                    '[engine]\ncgroup_manager = "cgroupfs"\nruntime = "runc"\n')
+    monkeypatch.setenv("CONTAINERS_CONF", str(conf))
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "1", "--memory", "1Gi", "--container-runtime", "podman"])
+    srv.start()
+    try:
+        job = srv.client().submit({"name": "rl", "image": busybox, "command": "true"})
+        info, logs = job.wait(timeout=60), job.logs()
+    finally:
+        srv.stop_all()
+    assert info.status.value == "failed" and info.attempts[0].reason == "SetupFailed", logs
+    assert "default_ulimits = []" in info.attempts[0].message
+    assert containers_of(job.id) == []

@@ -133,17 +133,16 @@ class Container:
 
     # -- after the run -------------------------------------------------------------------
 
-    def oom_killed(self, exit_code: int | None, memory: int | None) -> bool:
-        """Whether the runtime stopped it at its memory limit.
+    def state(self) -> dict:
+        """The runtime's ``State`` of the container (``Status``, ``OOMKilled``, ``ExitCode``); {} if unknown."""
+        import json
 
-        The runtime's own flag where it knows (cgroup v2, docker); with cgroup v1
-        podman does not tell, so a SIGKILL (137) nobody here sent, under a limit, is taken as one.
-        """
-        out = subprocess.run([self.runtime, "inspect", "--format", "{{.State.OOMKilled}}", self.name],
-                             capture_output=True, text=True, timeout=60)
-        if out.stdout.strip() == "true":
-            return True
-        return bool(memory) and exit_code == 137
+        try:
+            out = subprocess.run([self.runtime, "inspect", "--format", "{{json .State}}", self.name],
+                                 capture_output=True, text=True, timeout=60)
+            return json.loads(out.stdout) if out.returncode == 0 else {}
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            return {}
 
     def remove(self) -> None:
         """Stop and remove the container now; nothing is left in ``podman ps -a``. Idempotent."""
@@ -170,19 +169,28 @@ def start(config, attempt_dir: Path, inputs: dict[str, str], command: list[str],
 
 def outcome(box: Container, exit_code: int | None, reason: str, message: str, memory: int | None,
             log: Path, stopped: bool) -> tuple[str, str]:
-    """The replica's reason once the runtime client has exited, read from the container; then it is removed."""
+    """The replica's reason once the runtime client has exited, read from the container; then it is removed.
+
+    - never started (``created``), or the runtime's own error (125): ``SetupFailed`` with the runtime's
+      words, as a command that cannot start on the host;
+    - stopped at its memory limit: ``OOMKilled``. The runtime's flag where it knows (cgroup v2, docker);
+      podman on cgroup v1 does not tell, so there a SIGKILL (137) nobody here sent, under a limit, is one.
+    """
     from trainyard.launch import reasons
 
     try:
-        if not stopped and reason.startswith("Error") and box.oom_killed(exit_code, memory):
-            text = f"the container runtime stopped it at its memory limit of {memory / (1 << 20):.0f} MiB"
-            _append(log, text)
-            return reasons.OOM, text
-        if reason.startswith("Error") and exit_code == 125:  # the runtime itself failed, not the command
+        if stopped or not reason.startswith("Error"):
+            return reason, message
+        state = box.state()
+        if state.get("Status") == "created" or exit_code == 125:
             hint = runtime_failure_hint(log)
-            text = f"{box.kind} could not run the container" + (f": {hint}" if hint else "")
+            text = f"{box.kind} could not start the container" + (f": {hint}" if hint else "")
             _append(log, text)
             return reasons.SETUP, text
+        if state.get("OOMKilled") is True or (memory and exit_code == 137):
+            text = f"the container runtime stopped it at its memory limit of {(memory or 0) / (1 << 20):.0f} MiB"
+            _append(log, text)
+            return reasons.OOM, text
         return reason, message
     finally:
         box.remove()
