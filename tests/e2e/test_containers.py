@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -215,4 +218,14 @@ def test_a_runtime_that_cannot_set_rlimits_ends_setup_failed_saying_what_to_chan
         srv.stop_all()
     assert info.status.value == "failed" and info.attempts[0].reason == "SetupFailed", logs
     assert "default_ulimits = []" in info.attempts[0].message
+    assert containers_of(job.id) == []
+
+
+def test_a_container_whose_launcher_died_is_removed_by_the_server(server, busybox):
+    job = server.client().submit({"name": "orphan", "image": busybox, "command": "echo up; sleep 300"})
+    until(lambda: "up" in job.logs(), timeout=60)
+    handle = json.loads((server.home / "attempts" / f"{job.id}-1" / "r0" / "launcher.json").read_text())
+    os.kill(handle["pid"], signal.SIGKILL)  # nobody left to stop its container but the server
+    info = job.wait(timeout=60)
+    assert info.status.value == "failed" and info.attempts[0].reason == "LostContact"
     assert containers_of(job.id) == []
