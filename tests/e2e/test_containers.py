@@ -32,9 +32,11 @@ def python_image():
     return images.python_image()
 
 
-@pytest.fixture
-def server(tmp_path):
-    srv = ServerProcess(tmp_path / "home", ["--cpus", "4", "--memory", "4Gi", "--container-runtime", "podman"])
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One podman server for the module (a start costs seconds on a busy machine); each test uses its own jobs."""
+    srv = ServerProcess(tmp_path_factory.mktemp("containers") / "home",
+                        ["--cpus", "4", "--memory", "4Gi", "--container-runtime", "podman"])
     srv.start()
     yield srv
     srv.stop_all()
