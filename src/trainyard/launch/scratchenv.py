@@ -7,7 +7,7 @@ runs from. Two kinds, made in the attempt's folder and gone with it:
 
 - ``overlay`` (plain and notebook jobs with no ``env``): the server's interpreter and,
   read-only, its packages (a ``.pth`` adds the server's site-packages after
-  the venv's own). Made by hand in about a millisecond, no pip run. ``pip`` and
+  the venv's own). Made by hand, a few files and links (milliseconds), no pip run. ``pip`` and
   ``python -m pip`` install into the overlay; pip leaves packages outside the
   environment alone (it says "Not uninstalling … outside environment").
 - ``fresh`` (a Kubeflow component or an ``image`` job run on the host because no container
