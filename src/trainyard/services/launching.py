@@ -51,7 +51,9 @@ def launch_configs(
         command = [python, "-m", "trainyard.launch.group", str(spec.procs_per_replica), "--", *command]
     # a job's own virtualenv where it has none from `env`: `pip install` in it stays there (launch.scratchenv);
     # "fresh" is for an image run on the host because no container runtime is here
-    venv = None if spec.env and spec.env.pip else ("fresh" if spec.image_fallback == "fresh-venv" else "overlay")
+    venv = None
+    if not (spec.env and spec.env.pip):
+        venv = "fresh" if spec.image and spec.image_fallback == "fresh-venv" else "overlay"
     configs = []
     for r in attempt.replicas:
         env = dict(base_env)
