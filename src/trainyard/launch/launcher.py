@@ -131,6 +131,8 @@ class Launcher:
                 self.container, command = container.start(cfg, self.dir, self.inputs, command, work, self.log,
                                                           lambda: self.cancelled is not None)
             except container.PullError as e:
+                if self.cancelled:
+                    return _result(None, reasons.CANCELLED, f"cancelled while pulling the image: {self.cancelled}")
                 append_log(self.log, str(e))
                 return _result(None, reasons.IMAGE_PULL, str(e))
             except OSError as e:
