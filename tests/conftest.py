@@ -77,8 +77,10 @@ def db_url(request, tmp_path):
 
 @pytest.fixture
 def server(tmp_path):
-    """A real `trainyard server` process with declared capacity (2 cpus, 4Gi, 4 × A100)."""
-    srv = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--gpus", "4", "--gpu-type", "A100"])
+    """A real `trainyard server` process with declared capacity (2 cpus, 4Gi, 4 × A100), running everything
+    on the host (tests/e2e/test_containers.py has its own with podman)."""
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--gpus", "4", "--gpu-type", "A100",
+                                            "--container-runtime", "none"])
     srv.start()
     yield srv
     srv.stop_all()

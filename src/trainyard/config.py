@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -88,6 +89,8 @@ class ServerSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = 0  # 0: the port used last time if free, else any free port
     engine: str = "local"  # local or ray
+    container_runtime: Literal["auto", "podman", "docker", "none"] = Field(
+        "auto", description="what runs `image:` jobs on the local engine; none: host execution only")
     ray_address: str | None = Field(None, description="the Ray cluster (engine ray): host:port of its head, or ray://…")
     ray_namespace: str = "trainyard"
     cpus: float | None = None

@@ -93,6 +93,7 @@ class Reason(str, enum.Enum):
     LOST = "LostContact"              # its launcher vanished without a result
     NODE_LOST = "NodeLost"            # the engine saw the replica's node leave the cluster
     SETUP = "SetupFailed"             # its environment, code or inputs could not be prepared
+    IMAGE_PULL = "ImagePullFailed"    # its image was not here and could not be pulled
     MISSING_OUTPUT = "MissingOutput"  # a pipeline step exited 0 without writing a declared output
     CANCELLED = "Cancelled"           # a user cancelled it
     PREEMPTED = "Preempted"           # the scheduler stopped it to make room for higher-priority work
@@ -154,6 +155,7 @@ CONSEQUENCES: dict[Reason, Consequence] = {
     R.LOST: Consequence(A.FAILED, "lost_contact"),
     R.NODE_LOST: Consequence(A.FAILED, "lost_contact"),  # as lost contact: the launcher went with its node
     R.SETUP: Consequence(A.FAILED, NEVER),  # the same setup would fail again
+    R.IMAGE_PULL: Consequence(A.FAILED, NEVER),  # a missing image or a refused pull stays so: no retry loop
     R.MISSING_OUTPUT: Consequence(A.FAILED, NEVER),  # the same command would write the same outputs
     R.CANCELLED: Consequence(A.CANCELLED, NEVER),
     R.PREEMPTED: Consequence(A.CANCELLED, ALWAYS),  # its job did nothing wrong

@@ -179,7 +179,7 @@ def test_an_image_without_a_container_engine_is_refused_and_not_stored(tmp_path,
     srv.start()
     try:
         c = srv.client()
-        with pytest.raises(Unsupported, match="needs a container engine"):
+        with pytest.raises(Unsupported, match="needs a container runtime and no container runtime"):
             c.submit(py_job("pass", image="python:3.11"))
         assert c.jobs().items == []
     finally:

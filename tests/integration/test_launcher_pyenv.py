@@ -157,7 +157,7 @@ def test_without_uv_falls_back_to_venv_and_pip(tmp_path, monkeypatch):
 
     from trainyard.launch import pyenv
 
-    monkeypatch.setattr(pyenv, "_find_uv", lambda: None)
+    monkeypatch.setattr(pyenv, "find_uv", lambda: None)
     work = tmp_path / "work"
     with tarfile.open(snapshot_with_tinypkg(tmp_path)) as tar:
         tar.extractall(work, filter="data")

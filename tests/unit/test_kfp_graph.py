@@ -63,7 +63,8 @@ def test_tasks_resolve_by_name_digest_and_inline_spec_and_chain_by_reference(cat
     assert third["inputs"] == {"x": "{{steps.calc-second-task.outputs.y}}"}
     assert all(s["needs"] == ["prep"] and s["resources"] == {"cpu": 2} for s in exp.steps.values())
     assert exp.outputs == {"result": "calc-third.y"}
-    assert exp.warnings == ["component image 'python:3.11' not runnable here: runs on the host in the step's env"]
+    assert exp.warnings == ["component image 'python:3.11': runs in it where a container runtime is (podman, "
+                            "docker), else on the host in a fresh virtualenv"]
 
 
 def test_tasks_run_in_dependency_order_whatever_order_they_are_written_in(catalog):

@@ -63,7 +63,9 @@ def test_every_placeholder_kind_is_translated(catalog):
     assert step["outputs"] == ["result", "total"]
     assert step["resources"] == {"cpu": 2}
     assert exp.outputs == {"result": "s.result", "total": "s.total"}
-    assert exp.warnings == ["component image 'alpine:3' not runnable here: runs on the host in the step's env"]
+    assert step["image"] == "alpine:3" and step["image_fallback"] == "fresh-venv"
+    assert exp.warnings == ["component image 'alpine:3': runs in it where a container runtime is (podman, docker), "
+                            "else on the host in a fresh virtualenv"]
 
 
 def test_optional_inputs_take_the_other_branch_and_params_stay_for_the_runner(catalog):

@@ -98,9 +98,9 @@ def test_the_mnist_example_converts_exactly():
         resources={"gpu": 1},
         retry={"max": 3},
         timeout=3600,
+        image="kubeflow/pytorch-dist-mnist:latest", image_pull_policy="always", image_fallback="host",
     )
     assert c.image == "kubeflow/pytorch-dist-mnist:latest"
-    assert c.spec.image is None  # the engine decides; see the warning
     assert c.env_vars == {}
 
 
@@ -150,7 +150,6 @@ def test_unsupported_fields_are_named_with_their_path_and_line():
         "spec.runPolicy.ttlSecondsAfterFinished": 11,
         f"{master}.restartPolicy": 15,
         f"{master}.template.metadata": 17,
-        f"{master}.template.spec.containers[0].imagePullPolicy": 24,
         f"{master}.template.spec.containers[0].volumeMounts": 30,
         f"{master}.template.spec.volumes": 32,
         f"{worker}.restartPolicy": 36,
@@ -159,7 +158,8 @@ def test_unsupported_fields_are_named_with_their_path_and_line():
     assert {f: by_field[f]["line"] for f in expected} == expected
     assert by_field[f"{master}.template.spec.volumes"]["where"] == f"job.yaml:32 {master}.template.spec.volumes"
     image = by_field[f"{master}.template.spec.containers[0].image"]
-    assert image["message"] == "image kubeflow/pytorch-dist-mnist:latest: runs on the host in the job's env"
+    assert image["message"] == ("image kubeflow/pytorch-dist-mnist:latest: runs in it where a container runtime "
+                                "is (podman, docker), else on the host in the job's env")
     assert set(by_field) == set(expected) | {image["field"]}  # nothing else,
     assert len(c.warnings) == len(by_field)  # nothing twice (the Worker's image is the Master's)
 

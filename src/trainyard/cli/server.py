@@ -26,6 +26,9 @@ def server(
     db: Annotated[Optional[str], typer.Option(help="database URL, e.g. postgresql://user@host/db")] = None,
     artifacts: Annotated[Optional[str], typer.Option(help="artifact store URL (fsspec), e.g. s3://bucket/x")] = None,
     engine: Annotated[str, typer.Option(help="where jobs run: local or ray")] = "local",
+    container_runtime: Annotated[str, typer.Option(
+        "--container-runtime", help="what runs `image:` jobs (engine local): auto, podman, docker, or none "
+                                    "(host only)")] = "auto",
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", envvar="RAY_ADDRESS",
                                                        help="Ray cluster for --engine ray: HOST:PORT of its head")] = None,
     cpus: Annotated[Optional[float], typer.Option(help="declare CPU capacity instead of detecting it")] = None,
@@ -47,11 +50,14 @@ def server(
     from trainyard.spec.units import parse_memory
 
     with handled():
+        if container_runtime not in ("auto", "podman", "docker", "none"):
+            raise TrainyardError(f"--container-runtime {container_runtime!r}: choose auto, podman, docker or none")
         if token is not None:
             raise TrainyardError("--token would show in `ps` to every user of this machine; "
                                  "use --token-file FILE or $TRAINYARD_SERVER_TOKEN")
         settings = ServerSettings(
             home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
+            container_runtime=container_runtime,
             cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type,
             token=_server_token(token_file),
             queues_file=queues,

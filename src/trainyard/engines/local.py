@@ -8,7 +8,6 @@ again through ``launcher.json`` in each replica's dir and their result files.
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,9 +18,10 @@ from typing import Any
 
 import psutil
 
+from trainyard.engines import runtime as runtimes
 from trainyard.engines.base import Engine, Observation
 from trainyard.errors import Unsupported
-from trainyard.launch.config import RESULT_NAME, LaunchConfig
+from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
 from trainyard.spec.reports import LaunchResult
@@ -29,23 +29,18 @@ from trainyard.spec.reports import LaunchResult
 HANDLE_NAME = "launcher.json"
 
 
-def container_runtime() -> str | None:
-    """docker or podman, only when its engine answers (the client alone is not enough)."""
-    for tool in ("podman", "docker"):
-        path = shutil.which(tool)
-        if path and subprocess.run([path, "info"], capture_output=True, timeout=10).returncode == 0:
-            return path
-    return None
-
-
 class LocalEngine(Engine):
     name = "local"
 
-    def __init__(self, home: Path, node: NodeInfo) -> None:
+    def __init__(self, home: Path, node: NodeInfo, container_runtime: str = "auto") -> None:
+        """``container_runtime``: podman, docker, auto (the first that answers) or none (host only)."""
         self.home = Path(home)
         self.node = node
         self._children: dict[tuple[str, int], subprocess.Popen] = {}
-        self._runtime: str | None | bool = False  # False: not looked up yet
+        if container_runtime not in runtimes.CHOICES:
+            raise ValueError(f"container runtime {container_runtime!r}: choose one of {', '.join(runtimes.CHOICES)}")
+        self._runtime_choice = container_runtime
+        self._runtime: runtimes.Runtime | None | bool = False  # False: not looked up yet (it takes a moment)
         self._zygote: subprocess.Popen | None = None  # forks launchers (see trainyard.launch.zygote)
         self._zygote_lock = threading.Lock()
         self._closed = False
@@ -56,14 +51,18 @@ class LocalEngine(Engine):
     def replica_dir(self, attempt_id: str, replica: int) -> Path:
         return self.home / "attempts" / attempt_id / f"r{replica}"
 
+    def runtime(self) -> runtimes.Runtime | None:
+        if self._runtime is False:
+            self._runtime = runtimes.find(self._runtime_choice)
+        return self._runtime or None
+
     def validate(self, spec: JobSpec) -> None:
-        if spec.image:
-            if self._runtime is False:
-                self._runtime = container_runtime()
-            if not self._runtime:
-                raise Unsupported(
-                    f"image {spec.image!r} needs a container engine (docker or podman) and none is "
-                    "running here; remove `image` to run on the host in `env`", field="image")
+        if spec.image and spec.image_fallback == "refuse" and self.runtime() is None:
+            why = ("the server runs with --container-runtime none" if self._runtime_choice == "none" else
+                   f"no container runtime ({'podman or docker' if self._runtime_choice == 'auto' else self._runtime_choice}) "
+                   "answers here")
+            raise Unsupported(f"image {spec.image!r} needs a container runtime and {why}; "
+                              "remove `image` to run on the host in `env`", field="image")
 
     def rendezvous(self, attempt: AttemptInfo) -> tuple[str, int]:
         with socket.socket() as s:
@@ -85,8 +84,9 @@ class LocalEngine(Engine):
         config.venv_cache = config.venv_cache or str(self.home / "venvs")
         config.input_cache = config.input_cache or str(self.home / "cache" / "inputs")
         config.checkpoint_dir = config.checkpoint_dir or str(self.home / "checkpoints" / attempt.job_id)
-        if spec.image:
-            config.command = self._containerize(spec.image, config, workdir / "work")
+        if spec.image and (found := self.runtime()) is not None:
+            config.container = {"runtime": found.path, "kind": found.kind, "image": spec.image,
+                                "pull_policy": spec.image_pull_policy, "cpus": spec.resources.cpu}
         config.write(workdir)
         pid = self._fork_launcher(workdir)
         if pid is None:  # no zygote: start a launcher the slow way
@@ -128,13 +128,6 @@ class LocalEngine(Engine):
                 self._zygote = None
                 return None
 
-    def _containerize(self, image: str, config: LaunchConfig, cwd: Path) -> list[str]:
-        """The command inside ``image``, with the attempt's files mounted at the same paths."""
-        self.validate(JobSpec(command="true", image=image))
-        envs = [a for k in config.env for a in ("-e", k)]
-        return [str(self._runtime), "run", "--rm", "--init", "--network=host", *envs,
-                "-v", f"{self.home}:{self.home}", "-w", str(cwd), image, *config.command]
-
     def cancel(self, attempt: AttemptInfo) -> None:
         for r in attempt.replicas:
             proc = self._process(attempt.id, r.index)
@@ -143,6 +136,8 @@ class LocalEngine(Engine):
                     proc.send_signal(signal.SIGTERM)
                 except psutil.Error:
                     pass
+            else:  # no launcher to stop it: its container, if one was left, goes now
+                self._remove_container(attempt.id, r.index)
 
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
         self._reap()
@@ -160,9 +155,18 @@ class LocalEngine(Engine):
                 elif not (workdir / HANDLE_NAME).exists():
                     out.append(Observation(a.id, r.index, "not_launched"))
                 else:
+                    self._remove_container(a.id, r.index)  # the launcher died: nobody else will
                     out.append(Observation(a.id, r.index, "lost",
                                            detail="the launcher process is gone and left no result"))
         return out
+
+    def _remove_container(self, attempt_id: str, replica: int) -> None:
+        config = _read_json(self.replica_dir(attempt_id, replica) / CONFIG_NAME)
+        section = (config or {}).get("container")
+        if section:
+            from trainyard.launch.container import container_name, remove
+
+            remove(section["runtime"], container_name(attempt_id, replica))
 
     def _process(self, attempt_id: str, replica: int) -> psutil.Process | None:
         """The live launcher of a replica, matched on pid and start time (pids get reused)."""

@@ -44,7 +44,9 @@ Reasons: ``Succeeded``, ``Error(exit N)``, ``OOMKilled`` (the kernel's OOM
 killer acted in the replica's memory cgroup, or, where the host offers none, the
 whole tree's sampled RSS passed ``memory_limit``; see
 :mod:`trainyard.launch.cgroup`), ``Timeout``, ``Cancelled``, ``SetupFailed``
-(the environment, snapshot or an input could not be prepared), ``MissingOutput``
+(the environment, snapshot or an input could not be prepared, or the container
+runtime could not start the container), ``ImagePullFailed`` (the job's image is
+not here and could not be pulled; :mod:`trainyard.launch.container`), ``MissingOutput``
 (a pipeline step exited 0 without writing a declared output); the strings are in
 :mod:`trainyard.launch.reasons`, what each leads to in :class:`trainyard.status.Reason`.
 """

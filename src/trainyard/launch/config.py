@@ -21,7 +21,7 @@ _DEFAULTS: dict = {
     "replica": 0, "address_file": None, "token": None, "env": dict, "snapshot": None, "python_env": None,
     "venv_cache": None, "inputs": dict, "input_cache": None, "outputs": list, "output_url": None,
     "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
-    "exit_report_deadline": 3600.0,
+    "exit_report_deadline": 3600.0, "container": None, "venv": None,
     "cgroup_root": "/sys/fs/cgroup",
 }
 
@@ -50,6 +50,8 @@ class LaunchConfig:
     gpus: list[str]                  # -> CUDA_VISIBLE_DEVICES (set, possibly empty, when the spec asked none)
     exit_report_deadline: float
     cgroup_root: str | None          # where cgroups are mounted; None: sample the memory limit (launch.cgroup)
+    container: dict | None           # run in an image: {"runtime", "kind", "image", "pull_policy", "cpus"} (launch.container)
+    venv: str | None                 # with no python_env: "overlay" or "fresh" per-attempt virtualenv (launch.scratchenv)
 
     def __init__(self, **values) -> None:  # noqa: ANN003
         missing = [k for k in _REQUIRED if k not in values]

@@ -36,6 +36,7 @@ class Launcher:
         self.cancelled: str | None = None  # why, once a cancel was asked
         self.proc = None
         self.group: cgroup.MemoryGroup | None = None  # the replica's memory cgroup, if the host offers one
+        self.container = None  # a launch.container.Container when the job runs in an image
         self.reporter = None  # started once the command runs (or setup failed)
         self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
         self._wake_r, self._wake_w = os.pipe()
@@ -88,6 +89,8 @@ class Launcher:
         finally:
             if self.proc is not None and self.proc.returncode is None:  # crashed mid-run
                 procs.kill_tree(self.proc.pid)
+            if self.container is not None:
+                self.container.remove()
         procs.reap_all(None)  # whatever setup (a killed venv build) may have left
         self._remove_group()  # normally gone already, right after the tree was reaped
         atomic_write_json(self.dir / RESULT_NAME, result)
@@ -121,6 +124,20 @@ class Launcher:
             from trainyard.launch.named import substitute
 
             command = substitute(command, self.inputs, self.dir / "outputs")
+        if cfg.container:
+            from trainyard.launch import container
+
+            try:
+                self.container, command = container.start(cfg, self.dir, self.inputs, command, work, self.log,
+                                                          lambda: self.cancelled is not None)
+            except container.PullError as e:
+                if self.cancelled:
+                    return _result(None, reasons.CANCELLED, f"cancelled while pulling the image: {self.cancelled}")
+                append_log(self.log, str(e))
+                return _result(None, reasons.IMAGE_PULL, str(e))
+            except OSError as e:
+                append_log(self.log, f"container runtime: {e}")
+                return _result(None, reasons.SETUP, f"container runtime: {e}")
         self.group = self._memory_group()
         try:
             argv = command
@@ -136,6 +153,11 @@ class Launcher:
         reporter = self._start_reporter()
         reporter.started(self.proc.pid)
         exit_code, reason, message = self._supervise(self.proc)
+        if self.container is not None:
+            from trainyard.launch import container
+
+            reason, message = container.outcome(self.container, exit_code, reason, message, cfg.memory_limit,
+                                                self.log, stopped=self.cancelled is not None or reason == reasons.TIMEOUT)
         reporter.exited()
         if reason == reasons.SUCCEEDED and cfg.env.get(envvars.OUTPUT_NAMES):
             reason, message = self._check_named_outputs(reason, message)
@@ -158,6 +180,10 @@ class Launcher:
             self._check_cancel()
             cache = Path(cfg.venv_cache) if cfg.venv_cache else self.dir / "venvs"
             venv = ensure_venv(cfg.python_env, cache, work, self.log, lambda: self.cancelled is not None)
+        elif cfg.venv and not cfg.container:  # pip installs in the job must not reach the server's env
+            from trainyard.launch.scratchenv import make
+
+            venv = make(cfg.venv, self.dir / "venv", work, self.log, lambda: self.cancelled is not None)
         self._check_cancel()
         cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
         inputs = resolve_inputs(cfg.inputs, cache, work)
@@ -173,8 +199,8 @@ class Launcher:
         between the two (see :func:`trainyard.launch.cgroup.sweep`).
         """
         cfg = self.config
-        if not cfg.memory_limit or not cfg.cgroup_root:
-            return None
+        if not cfg.memory_limit or not cfg.cgroup_root or self.container is not None:
+            return None  # in a container the runtime enforces the limit
         mode = cgroup.detect(cfg.cgroup_root)
         if mode == cgroup.SAMPLED:
             return None
@@ -234,7 +260,7 @@ class Launcher:
                     procs.kill_tree(proc.pid)
                     reason, message = reasons.OOM, self._oom_message()
                     break
-            elif cfg.memory_limit:
+            elif cfg.memory_limit and self.container is None:
                 rss = procs.tree_rss()
                 tick = MEMORY_TICK if rss > cfg.memory_limit / 2 else CALM_TICK
                 if rss > cfg.memory_limit:

@@ -77,7 +77,7 @@ def venv_key(python_env: dict, work: Path) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _find_uv() -> str | None:
+def find_uv() -> str | None:
     uv = shutil.which("uv")
     if uv:
         return uv
@@ -121,22 +121,22 @@ def _build(python_env: dict, venv: Path, cache: Path, work: Path, log: Path, can
     env.setdefault("UV_CACHE_DIR", str(cache / ".cache" / "uv"))
     env.setdefault("PIP_CACHE_DIR", str(cache / ".cache" / "pip"))
     python = venv / "bin" / "python"
-    uv = _find_uv()
+    uv = find_uv()
     if uv:
         create = [uv, "venv", "--python", sys.executable, str(venv)]
         install = [uv, "pip", "install", "--python", str(python)]
     else:
         create = [sys.executable, "-m", "venv", str(venv)]
         install = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
-    _run(create, work, env, log, cancelled)
-    _link_trainyard(venv)
+    run_logged(create, work, env, log, cancelled)
+    link_trainyard(venv)
     args = list(pip)
     if reqs:
         req_file = venv / "requirements.txt"
         req_file.write_text("\n".join(reqs) + "\n")
         args += ["-r", str(req_file)]
     if args:  # relative paths ("./tinypkg") are relative to the work dir, the cwd here
-        _run(install + args, work, env, log, cancelled)
+        run_logged(install + args, work, env, log, cancelled)
 
 
 def _trainyard_dir() -> Path:
@@ -145,7 +145,7 @@ def _trainyard_dir() -> Path:
     return Path(trainyard.__file__).resolve().parent
 
 
-def _link_trainyard(venv: Path) -> None:
+def link_trainyard(venv: Path) -> None:
     """Make ``import trainyard`` (the in-job helpers) work in the job.
 
     A .pth file names a folder holding only a link to the trainyard package:
@@ -160,7 +160,7 @@ def _link_trainyard(venv: Path) -> None:
         (site / "_trainyard_launcher.pth").write_text(f"{holder}\n")
 
 
-def _run(argv: list[str], cwd: Path, env: dict, log: Path, cancelled) -> None:
+def run_logged(argv: list[str], cwd: Path, env: dict, log: Path, cancelled) -> None:
     with open(log, "ab") as out:
         try:
             proc = subprocess.Popen(

@@ -10,6 +10,7 @@ OOM = "OOMKilled"
 TIMEOUT = "Timeout"
 CANCELLED = "Cancelled"
 SETUP = "SetupFailed"
+IMAGE_PULL = "ImagePullFailed"  # the job's image was not here and could not be pulled
 MISSING_OUTPUT = "MissingOutput"  # a pipeline step exited 0 without writing a declared output
 
 

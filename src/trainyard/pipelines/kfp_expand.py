@@ -73,7 +73,12 @@ def expand_component(step: str, comp: Component, arguments: dict[str, Any], extr
     plain = {**extras, "command": t.command(), "inputs": t.inputs, "outputs": t.outputs}
     if container.env:
         plain["env_vars"] = {**container.env, **(extras.get("env_vars") or {})}
-    warnings = [f"component image {container.image!r} not runnable here: runs on the host in the step's env"]
+    if "env" not in extras:  # a step that names its own env runs on the host in it, as before
+        plain["image"] = container.image
+        plain["image_fallback"] = "fresh-venv"
+    warnings = [f"component image {container.image!r}: runs in it where a container runtime is (podman, "
+                f"docker), else on the host in a fresh virtualenv"] if "env" not in extras else [
+        f"component image {container.image!r} not used: the step's env runs on the host"]
     for name in comp.outputs:
         if safe_name(name) not in t.outputs:
             warnings.append(f"output {name!r} of component {comp.spec.name!r} has no outputPath "

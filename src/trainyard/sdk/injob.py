@@ -41,6 +41,8 @@ def log_metrics(step: int | None = None, **values: float) -> None:
 
     Each call appends one JSON line to the metrics file, so a crash loses at
     most the line being written and the launcher can resend by byte offset.
+    The line is the whole protocol (``{"step", "ts", "values"}``, see the README's
+    "Inside a job"): a job without trainyard can append it to ``$TRAINYARD_METRICS_FILE`` itself.
     """
     bad = [k for k, v in values.items() if isinstance(v, bool) or not isinstance(v, (int, float))]
     if bad:

@@ -46,7 +46,14 @@ def launch_configs(
         base_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     command = spec.argv()
     if spec.distributed and spec.procs_per_replica > 1:
-        command = [sys.executable, "-m", "trainyard.launch.group", str(spec.procs_per_replica), "--", *command]
+        # in an image: the image's python3, with trainyard mounted read-only (launch.container)
+        python = "python3" if spec.image else sys.executable
+        command = [python, "-m", "trainyard.launch.group", str(spec.procs_per_replica), "--", *command]
+    # a job's own virtualenv where it has none from `env`: `pip install` in it stays there (launch.scratchenv);
+    # "fresh" is for an image run on the host because no container runtime is here
+    venv = None
+    if not (spec.env and spec.env.pip):
+        venv = "fresh" if spec.image and spec.image_fallback == "fresh-venv" else "overlay"
     configs = []
     for r in attempt.replicas:
         env = dict(base_env)
@@ -71,5 +78,6 @@ def launch_configs(
             timeout=spec.timeout,
             grace_period=spec.grace_period,
             gpus=list(r.gpus),
+            venv=venv,
         ))
     return configs

@@ -44,7 +44,7 @@ def make_engine(settings: ServerSettings) -> Engine:
         from trainyard.engines.local import LocalEngine
 
         node = local_node(cpus=settings.cpus, memory=settings.memory, gpus=settings.gpus, gpu_type=settings.gpu_type)
-        return LocalEngine(settings.home, node)
+        return LocalEngine(settings.home, node, container_runtime=settings.container_runtime)
     if settings.engine == "ray":
         from trainyard.engines.ray import RayEngine  # needs trainyard[ray]: imported only when asked for
 

@@ -94,7 +94,13 @@ class JobSpec(Strict):
     command: str | list[str]
     workdir: str | None = Field(None, description="folder snapshotted at submit time")
     env: Env | None = None
-    image: str | None = None
+    image: str | None = Field(None, description="container image the command runs in (podman or docker on the node)")
+    image_pull_policy: Literal["if-not-present", "always", "never"] = Field(
+        "if-not-present", description="pull the image when missing (if-not-present), on every attempt (always), or never")
+    image_fallback: Literal["refuse", "host", "fresh-venv"] = Field(
+        "refuse", description="where no container runtime is: refuse the job at submit; run it on the host as a "
+                              "job with no env would (PyTorchJob manifests); or on the host in a fresh, empty "
+                              "virtualenv with pip (Kubeflow component steps)")
     env_vars: dict[str, str] = Field(default_factory=dict, description="plain environment variables for the command")
     params: dict[str, Any] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)

@@ -16,13 +16,14 @@ pod ``nodeSelector``                                   ``resources.node_selector
 ``spec.nprocPerNode``                                  ``procs_per_replica``
 annotation ``trainyard.io/workdir``                    ``workdir`` (where the code is)
 container ``env`` (``name``/``value``)                 :attr:`Converted.env_vars`
-container ``image``                                    :attr:`Converted.image`
+container ``image``                                    ``image`` (and :attr:`Converted.image`)
+container ``imagePullPolicy``                          ``image_pull_policy``
 =====================================================  ==================================
 
 The container is the one named ``pytorch`` (as the training operator wants),
 else the first. Every replica runs like the Master; where a Worker differs, a
-warning says so. ``image`` stays out of the spec: the engine decides whether
-it can run one, and without a container engine the command runs on the host.
+warning says so. ``image`` is kept with ``image_fallback: host``: the command
+runs in the image where a container runtime is, else on the host as before.
 Kubernetes ignores ``trainyard.io/*`` annotations, so one manifest serves both.
 """
 
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 _REPLICAS = ("spec", "pytorchReplicaSpecs")
 _TORCHRUN = re.compile(r"(^|/)torchrun$|^torch\.distributed\.(run|launch)$")
+_PULL_POLICIES = {"IfNotPresent": "if-not-present", "Always": "always", "Never": "never"}  # Kubernetes -> ours
 _IGNORED = "not supported by trainyard; ignored"
 
 
@@ -176,8 +178,13 @@ class _Converter:
             out["procs_per_replica"] = self.nproc(spec["nprocPerNode"], master["resources"].get("gpu", 0))
             self.origin["procs_per_replica"] = ("spec", "nprocPerNode")
         self.fail()
-        if master["image"]:
-            self.warn(master["path"] + ("image",), f"image {master['image']}: runs on the host in the job's env")
+        if master["image"]:  # where no container runtime is, on the host as before (and warned so)
+            out["image"], self.origin["image"] = master["image"], master["path"] + ("image",)
+            out["image_fallback"] = "host"
+            self.warn(master["path"] + ("image",), f"image {master['image']}: runs in it where a container "
+                      "runtime is (podman, docker), else on the host in the job's env")
+        if master["pull_policy"]:
+            out["image_pull_policy"] = master["pull_policy"]
         env = master["env"]
         if env and "env_vars" in JobSpec.model_fields:  # once the spec carries them
             out["env_vars"], self.origin["env_vars"] = env, master["path"] + ("env",)
@@ -253,7 +260,7 @@ class _Converter:
         return out
 
     def container(self, c: dict, path: Path_) -> dict[str, Any] | None:
-        self.unmapped(c, path, {"name", "image", "command", "args", "env", "resources"})
+        self.unmapped(c, path, {"name", "image", "imagePullPolicy", "command", "args", "env", "resources"})
         argv: list[str] = []
         for key in ("command", "args"):
             v = c.get(key)
@@ -269,7 +276,10 @@ class _Converter:
             if "$(" in a:
                 self.warn(path + ("command",), f"{a!r}: Kubernetes $(VAR) expansion is not done; passed as written")
         image = c.get("image")
-        return {"path": path, "command": argv, "image": image, "env": self.env(c.get("env"), path + ("env",)),
+        policy = c.get("imagePullPolicy")
+        if policy is not None and policy not in _PULL_POLICIES:
+            self.error(path + ("imagePullPolicy",), f"expected one of {', '.join(_PULL_POLICIES)}, not {policy!r}")
+        return {"path": path, "command": argv, "image": image, "pull_policy": _PULL_POLICIES.get(policy), "env": self.env(c.get("env"), path + ("env",)),
                 "resources": self.resources(c.get("resources"), path + ("resources",))}
 
     def env(self, value: Any, path: Path_) -> dict[str, str]:

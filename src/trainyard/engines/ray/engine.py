@@ -107,9 +107,11 @@ class RayEngine(Engine):
         return found
 
     def validate(self, spec: JobSpec) -> None:
-        if spec.image:
+        # refused at submit rather than run in an image on the node: a Ray worker node has no
+        # runtime trainyard can count on (see the README, "Container images")
+        if spec.image and spec.image_fallback == "refuse":
             raise Unsupported("the ray engine runs jobs in the node's Python environment; `image` is not "
-                              "supported there (use `env.pip`)", field="image")
+                              "supported there (use `env.pip`, or the local engine)", field="image")
 
     def rendezvous(self, attempt: AttemptInfo) -> tuple[str, int]:
         address = self._node(attempt.replicas[0].node)["NodeManagerAddress"]

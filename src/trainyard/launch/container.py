@@ -1,0 +1,231 @@
+"""A replica's command run in a container image through podman or docker.
+
+The engine decides *whether* (a runtime answers here) and writes the
+``container`` section of ``launch.json``; this module does the rest from
+inside the launcher, which stays the one supervisor of the attempt:
+
+- the image is pulled first (``image_pull_policy``); a failed pull ends the
+  attempt with reason ``ImagePullFailed`` and the runtime's own words;
+- the runtime client (``podman run``, attached, in the foreground) is the
+  launcher's command, so logs, cancel (SIGTERM is proxied to the container),
+  timeout and the grace period work as on the host;
+- the container has a name made from the attempt, is never ``--rm`` (its
+  ``OOMKilled`` flag is read after it ends) and is removed by :meth:`remove`
+  whatever happened; the engine removes it too if the launcher itself died.
+
+Paths are mounted at the same place as on the host (work dir, inputs, outputs,
+checkpoints, the metrics file), so every ``TRAINYARD_*`` path means the same
+thing inside. The network is the host's, so replicas of a gang rendezvous at
+``MASTER_ADDR:MASTER_PORT`` as on the host. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import trainyard
+from trainyard import envvars
+
+PULL_FAILED = "ImagePullFailed"
+PULL_TIMEOUT = 1800.0  # seconds: a pull that hangs (a registry that never answers) ends the attempt
+TRAINYARD_MOUNT = "/opt/trainyard/python"  # `import trainyard` inside: the host's package, read-only
+NAME_PREFIX = "trainyard-"
+# the host's own interpreter and tools mean nothing inside the image
+_HOST_ONLY = {"PATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH", "HOME", "LD_LIBRARY_PATH"}  # PYTHONPATH: composed
+RLIMIT_HINT = ("the container runtime could not set rlimits here (a sandbox that cannot raise them): set "
+               "`[containers] default_ulimits = []` in /etc/containers/containers.conf (podman), "
+               "or start the server with --container-runtime none")
+
+
+class PullError(Exception):
+    """The image is not here and could not be pulled."""
+
+
+def container_name(attempt_id: str, replica: int) -> str:
+    return f"{NAME_PREFIX}{attempt_id}-r{replica}".lower()
+
+
+class Container:
+    """One replica's container: ``section`` is ``launch.json``'s ``container`` (see ``LocalEngine``)."""
+
+    def __init__(self, section: dict, name: str) -> None:
+        self.runtime: str = section["runtime"]
+        self.kind: str = section.get("kind") or Path(self.runtime).name
+        self.image: str = section["image"]
+        self.pull_policy: str = section.get("pull_policy") or "if-not-present"
+        self.cpus: float | None = section.get("cpus")
+        self.name = name
+
+    # -- before the run --------------------------------------------------------------
+
+    def pull(self, log: Path, cancelled) -> None:  # noqa: ANN001
+        """Make the image present as the policy says; raise :class:`PullError` with the runtime's message."""
+        present = self._present()
+        if self.pull_policy == "never":
+            if not present:
+                raise PullError(f"image {self.image!r} is not present here and image_pull_policy is never")
+            return
+        if present and self.pull_policy != "always":
+            return
+        _append(log, f"pulling image {self.image} ({self.kind})")
+        proc = subprocess.Popen([self.runtime, "pull", self.image], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        end = time.monotonic() + PULL_TIMEOUT
+        while proc.poll() is None:
+            if cancelled() or time.monotonic() > end:
+                proc.kill()
+                proc.wait()
+                raise PullError("cancelled while pulling" if cancelled() else
+                                f"pulling {self.image!r} took over {PULL_TIMEOUT:g} s")
+            time.sleep(0.1)
+        out = proc.stdout.read().decode(errors="replace")
+        proc.stdout.close()
+        if proc.returncode != 0:
+            lines = [x for x in out.splitlines() if x.strip()]
+            why = next((x for x in reversed(lines) if x.startswith("Error")), lines[-1] if lines else "")
+            _append(log, out.rstrip())
+            raise PullError(f"cannot pull image {self.image!r}: {why.strip() or f'exit {proc.returncode}'}")
+
+    def _present(self) -> bool:
+        check = ["image", "exists"] if self.kind == "podman" else ["image", "inspect"]
+        return subprocess.run([self.runtime, *check, self.image], capture_output=True, timeout=60).returncode == 0
+
+    # -- the run -----------------------------------------------------------------------
+
+    def argv(self, command: list[str], job_env: dict[str, str], work: Path, mounts: list[str],
+             memory: int | None, gpus: list[str]) -> list[str]:
+        """``podman run …`` for ``command``. The job's own variables (``job_env``) go in by name,
+        read from the client's environment, so their values never show in ``ps``."""
+        argv = [self.runtime, "run", "--name", self.name, "--init", "--network=host",
+                "--label", f"trainyard.attempt={self.name}", "-w", str(work)]
+        if self.kind == "podman":
+            argv.append("--sig-proxy=true")
+        for path in _distinct(mounts):
+            argv += ["-v", f"{path}:{path}"]
+        argv += ["-v", f"{Path(trainyard.__file__).parent}:{TRAINYARD_MOUNT}/trainyard:ro"]
+        if memory:
+            argv += [f"--memory={memory}", f"--memory-swap={memory}"]
+        if self.cpus:
+            argv.append(f"--cpus={self.cpus:g}")
+        if gpus:
+            if self.kind == "docker":
+                argv += ["--gpus", "device=" + ",".join(gpus)]
+            else:  # podman: CDI names (`nvidia-ctk cdi generate`)
+                for g in gpus:
+                    argv += ["--device", f"nvidia.com/gpu={g}"]
+        for key in sorted(set(job_env) - _HOST_ONLY - {"CUDA_VISIBLE_DEVICES"}):
+            argv += ["-e", key]
+        pythonpath = os.pathsep.join(p for p in (job_env.get("PYTHONPATH"), TRAINYARD_MOUNT) if p)
+        # the container sees only its own GPUs, numbered from 0
+        argv += ["-e", f"PYTHONPATH={pythonpath}",
+                 "-e", "CUDA_VISIBLE_DEVICES=" + ",".join(str(i) for i in range(len(gpus)))]
+        return [*argv, self.image, *self._inside(command)]
+
+    @staticmethod
+    def _inside(command: list[str]) -> list[str]:
+        # a string command was made `<host bash> -c …`: the image has its own shell, at /bin/sh
+        if len(command) >= 2 and command[1] == "-c" and os.path.basename(command[0]) in ("bash", "sh"):
+            return ["/bin/sh", *command[1:]]
+        return command
+
+    # -- after the run -------------------------------------------------------------------
+
+    def state(self) -> dict:
+        """The runtime's ``State`` of the container (``Status``, ``OOMKilled``, ``ExitCode``); {} if unknown."""
+        import json
+
+        try:
+            out = subprocess.run([self.runtime, "inspect", "--format", "{{json .State}}", self.name],
+                                 capture_output=True, text=True, timeout=60)
+            return json.loads(out.stdout) if out.returncode == 0 else {}
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            return {}
+
+    def remove(self) -> None:
+        """Stop and remove the container now; nothing is left in ``podman ps -a``. Idempotent."""
+        remove(self.runtime, self.name)
+
+
+def start(config, attempt_dir: Path, inputs: dict[str, str], command: list[str], work: Path, log: Path,
+          cancelled) -> tuple[Container, list[str]]:  # noqa: ANN001
+    """The replica's container, its image pulled, and the argv that runs ``command`` in it.
+
+    Raises :class:`PullError` when the image cannot be had.
+    """
+    from trainyard.launch.prepare import build_env
+
+    box = Container(config.container, container_name(config.attempt_id, config.replica))
+    box.pull(log, cancelled)
+    job_env = build_env(config, attempt_dir, inputs, None, base={})  # the job's own variables only
+    metrics = Path(job_env[envvars.METRICS_FILE])
+    metrics.touch()  # mounted as a file: it must exist first
+    mounts = [str(work), job_env[envvars.OUTPUT_DIR], job_env[envvars.CHECKPOINT_DIR], str(metrics),
+              *(p for p in inputs.values() if os.path.isabs(p))]
+    return box, box.argv(command, job_env, work, mounts, config.memory_limit, list(config.gpus))
+
+
+def outcome(box: Container, exit_code: int | None, reason: str, message: str, memory: int | None,
+            log: Path, stopped: bool) -> tuple[str, str]:
+    """The replica's reason once the runtime client has exited, read from the container; then it is removed.
+
+    - never started (``created``), or the runtime's own error (125): ``SetupFailed`` with the runtime's
+      words, as a command that cannot start on the host;
+    - stopped at its memory limit: ``OOMKilled``. The runtime's flag where it knows (cgroup v2, docker);
+      podman on cgroup v1 does not tell, so there a SIGKILL (137) nobody here sent, under a limit, is one.
+    """
+    from trainyard.launch import reasons
+
+    try:
+        if stopped or not reason.startswith("Error"):
+            return reason, message
+        state = box.state()
+        if state.get("Status") == "created" or exit_code == 125:
+            hint = runtime_failure_hint(log)
+            text = f"{box.kind} could not start the container" + (f": {hint}" if hint else "")
+            _append(log, text)
+            return reasons.SETUP, text
+        if state.get("OOMKilled") is True or (memory and exit_code == 137):
+            text = f"the container runtime stopped it at its memory limit of {(memory or 0) / (1 << 20):.0f} MiB"
+            _append(log, text)
+            return reasons.OOM, text
+        return reason, message
+    finally:
+        box.remove()
+
+
+def remove(runtime: str, name: str) -> None:
+    args = ["rm", "-f", "-t", "0", name] if Path(runtime).name == "podman" else ["rm", "-f", name]
+    try:
+        subprocess.run([runtime, *args], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
+def runtime_failure_hint(log: Path) -> str | None:
+    """What to do about a runtime that failed to start the container at all (exit 125-127), from its words."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.path.getsize(log) - 4096))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    if "rlimit" in tail:
+        return RLIMIT_HINT
+    lines = [x for x in tail.splitlines() if x.startswith("Error")]
+    return lines[-1] if lines else None
+
+
+def _distinct(paths: list[str]) -> list[str]:
+    seen: list[str] = []
+    for p in paths:
+        if p and p not in seen:
+            seen.append(p)
+    return seen
+
+
+def _append(log: Path, text: str) -> None:
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(text.rstrip("\n") + "\n")

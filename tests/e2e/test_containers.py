@@ -1,0 +1,233 @@
+"""`image:` jobs on the local engine through a real podman, with images built here (no registry)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import need, need_module
+from tests.e2e.helpers import until
+from tests.support import images
+from tests.support.wheels import make_wheel
+from tests.support.servers import ServerProcess
+
+need(not images.tools_missing(), f"container tests need {', '.join(images.tools_missing())} (.ci/run installs them)")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def busybox():
+    return images.busybox_image()
+
+
+@pytest.fixture(scope="module")
+def python_image():
+    return images.python_image()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One podman server for the module (a start costs seconds on a busy machine); each test uses its own jobs."""
+    srv = ServerProcess(tmp_path_factory.mktemp("containers") / "home",
+                        ["--cpus", "4", "--memory", "4Gi", "--container-runtime", "podman"])
+    srv.start()
+    yield srv
+    srv.stop_all()
+
+
+def containers_of(job_id: str) -> list[str]:
+    return [n for n in images.leftover_containers() if n.startswith(f"trainyard-{job_id}".lower())]
+
+
+def test_a_job_in_an_image_writes_an_output_that_download_returns(server, busybox, tmp_path):
+    c = server.client()
+    job = c.submit({"name": "bb", "image": busybox, "resources": {"cpu": 1},
+                    "command": "echo hello from $TRAINYARD_JOB_ID > $TRAINYARD_OUTPUT_DIR/greeting.txt; "
+                               "cat /etc/os-release 2>/dev/null || echo no-os-release; echo done"})
+    info = job.wait(timeout=60)
+    assert info.status.value == "succeeded", job.logs()
+    assert job.logs().splitlines() == ["no-os-release", "done"]  # busybox's files, not the host's
+    out = job.download(tmp_path / "dl")
+    assert (out / "greeting.txt").read_text() == f"hello from {job.id}\n"
+    assert containers_of(job.id) == []
+
+
+def test_the_memory_limit_in_a_container_gives_oomkilled(server, busybox):
+    job = server.client().submit({"name": "greedy", "image": busybox, "resources": {"memory": "64Mi", "cpu": 1},
+                                  "command": "dd if=/dev/zero of=/dev/null bs=300M count=1"})
+    info = job.wait(timeout=60)
+    assert info.status.value == "failed" and info.attempts[-1].reason == "OOMKilled", job.logs()
+    assert containers_of(job.id) == []
+
+
+def test_cancel_stops_and_removes_the_container(server, busybox):
+    job = server.client().submit({"name": "sleepy", "image": busybox, "grace_period": 1,
+                                  "command": "echo up; sleep 300"})
+    until(lambda: "up" in job.logs(), timeout=60)
+    assert containers_of(job.id)  # it runs in one
+    info = job.cancel()
+    info = job.wait(timeout=60)
+    assert info.status.value == "cancelled"
+    assert containers_of(job.id) == []
+
+
+def test_a_missing_image_fails_with_image_pull_failed(server):
+    c = server.client()
+    never = c.submit({"name": "never", "image": "localhost/trainyard-test/absent:1", "command": "true",
+                      "image_pull_policy": "never"})
+    pulled = c.submit({"name": "pull", "image": "localhost/trainyard-test/absent:1", "command": "true"})
+    for job, words in ((never, "not present here and image_pull_policy is never"), (pulled, "cannot pull image")):
+        info = job.wait(timeout=120)
+        assert info.status.value == "failed" and len(info.attempts) == 1
+        assert info.attempts[0].reason == "ImagePullFailed" and words in info.attempts[0].message
+
+
+def test_a_server_sigkill_and_restart_finds_the_running_container_again(server, busybox):
+    c = server.client()
+    job = c.submit({"name": "long", "image": busybox,
+                    "command": "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo line $i; sleep 0.2; done"})
+    until(lambda: "line 3" in job.logs(), timeout=60)
+    server.kill()
+    assert containers_of(job.id)  # still running without the server
+    server.start()
+    c = server.client()
+    info = c.wait(job.id, timeout=60)
+    assert info.status.value == "succeeded" and len(info.attempts) == 1
+    assert c.job(job.id).logs().splitlines() == [f"line {i}" for i in range(1, 16)]
+    assert containers_of(job.id) == []
+
+
+GLOO = textwrap.dedent("""\
+    import os, torch, torch.distributed as dist
+    import trainyard
+    dist.init_process_group("gloo")
+    t = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(t)
+    trainyard.log_metrics(step=dist.get_rank(), total=t.item())
+    print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", t.item(), "in", open("/etc/debian_version").read().strip())
+    dist.destroy_process_group()
+    """)
+
+
+def test_two_replicas_in_an_image_rendezvous_over_gloo(server, python_image):
+    """The image's Debian python3 imports this venv's torch, mounted read-only as an input.
+
+    Same minor version on both sides, checked first: torch's compiled parts are made for one.
+    """
+    torch = need_module("torch", "pip install 'trainyard[torch]'")
+    host = f"{sys.version_info.major}.{sys.version_info.minor}"
+    need(images.image_python_version(python_image) == host, f"the Debian image's python3 is not {host}")
+    site = str(Path(torch.__file__).parents[1])
+    job = server.client().submit({
+        "name": "gloo", "image": python_image, "replicas": 2, "distributed": "torch", "resources": {"cpu": 1},
+        "inputs": {"site": site}, "env_vars": {"PYTHONPATH": site},
+        "command": ["python3", "-c", GLOO]})
+    info = job.wait(timeout=180)
+    assert info.status.value == "succeeded", job.logs()
+    lines = sorted(line for line in job.logs().splitlines() if line.startswith("rank"))
+    assert [line.split(" in ")[0] for line in lines] == ["rank 0 of 2 sum 3.0", "rank 1 of 2 sum 3.0"]
+    assert all(not line.endswith(" in ") for line in lines)  # /etc/debian_version: the image's
+    assert sorted(m.value for m in job.metrics() if m.name == "total") == [3.0, 3.0]
+
+
+# -- Kubeflow components and pip ------------------------------------------------------------
+
+COMPONENT = """\
+name: Install and use
+inputs:
+- {name: wheel, type: Data}
+implementation:
+  container:
+    image: IMAGE
+    command:
+    - sh
+    - -c
+    - |
+      set -e
+      d=$(mktemp -d); cp "$0" "$d/tinypkg-0.1-py3-none-any.whl"
+      python3 -m pip install --no-index --break-system-packages --disable-pip-version-check -q "$d/tinypkg-0.1-py3-none-any.whl"
+      python3 -c "import tinypkg, sys; print('component', tinypkg.VALUE, sys.prefix)"
+    - {inputPath: wheel}
+"""
+
+PIPELINE = """\
+name: pip
+steps:
+  gen:
+    command: cp WHEEL {{outputs.wheel}}
+    outputs: [wheel]
+  use:
+    component: component.yaml
+    arguments: {wheel: "{{steps.gen.outputs.wheel}}"}
+  plain:
+    command: python -m pip install --no-index --disable-pip-version-check -q WHEEL && python -c "import tinypkg, sys; print('plain', tinypkg.VALUE, sys.prefix)"
+"""
+
+
+def pip_list() -> str:
+    return subprocess.run([sys.executable, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("runtime", ["podman", "none"])
+def test_a_component_that_pip_installs_leaves_the_servers_environment_alone(runtime, python_image, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    wheel = make_wheel(tmp_path)
+    (project / "component.yaml").write_text(COMPONENT.replace("IMAGE", python_image))
+    (project / "p.yaml").write_text(PIPELINE.replace("WHEEL", str(wheel)))
+    before = pip_list()
+    assert "tinypkg" not in before
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "4", "--memory", "4Gi", "--container-runtime", runtime])
+    srv.start()
+    try:
+        c = srv.client()
+        handle = c.pipelines.run(project / "p.yaml", {})
+        info = c.pipelines.wait(handle.id, timeout=180)
+        steps = {s.name: s for s in info.steps}
+        logs = {name: "".join(chunk.data for chunk in c.logs(s.job_id)) for name, s in steps.items()}
+        assert info.status.value == "succeeded", logs
+    finally:
+        srv.stop_all()
+    component = next(line for line in logs["use"].splitlines() if line.startswith("component"))
+    plain = next(line for line in logs["plain"].splitlines() if line.startswith("plain"))
+    assert component.startswith("component 42 ") and plain.startswith("plain 42 ")
+    # in the image: its own /usr; on the host: a virtualenv of the step's attempt, not the server's
+    assert component.endswith(" /usr") if runtime == "podman" else "/attempts/" in component
+    assert "/attempts/" in plain
+    assert pip_list() == before
+
+
+def test_a_runtime_that_cannot_set_rlimits_ends_setup_failed_saying_what_to_change(busybox, tmp_path, monkeypatch):
+    # an open-files limit above the kernel's nr_open: no host can set it, so the runtime fails as in a sandbox
+    conf = tmp_path / "containers.conf"
+    conf.write_text('[containers]\ndefault_ulimits = ["nofile=4294967296:4294967296"]\n'
+                    '[engine]\ncgroup_manager = "cgroupfs"\nruntime = "runc"\n')
+    monkeypatch.setenv("CONTAINERS_CONF", str(conf))
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "1", "--memory", "1Gi", "--container-runtime", "podman"])
+    srv.start()
+    try:
+        job = srv.client().submit({"name": "rl", "image": busybox, "command": "true"})
+        info, logs = job.wait(timeout=60), job.logs()
+    finally:
+        srv.stop_all()
+    assert info.status.value == "failed" and info.attempts[0].reason == "SetupFailed", logs
+    assert "default_ulimits = []" in info.attempts[0].message
+    assert containers_of(job.id) == []
+
+
+def test_a_container_whose_launcher_died_is_removed_by_the_server(server, busybox):
+    job = server.client().submit({"name": "orphan", "image": busybox, "command": "echo up; sleep 300"})
+    until(lambda: "up" in job.logs(), timeout=60)
+    handle = json.loads((server.home / "attempts" / f"{job.id}-1" / "r0" / "launcher.json").read_text())
+    os.kill(handle["pid"], signal.SIGKILL)  # nobody left to stop its container but the server
+    info = job.wait(timeout=60)
+    assert info.status.value == "failed" and info.attempts[0].reason == "LostContact"
+    assert containers_of(job.id) == []

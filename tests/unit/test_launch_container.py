@@ -1,0 +1,64 @@
+"""What the launcher asks podman or docker for, and which runtime the engine picks: argv and detection only
+(tests/e2e/test_containers.py runs real containers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainyard.engines import runtime
+from trainyard.launch.container import TRAINYARD_MOUNT, Container, container_name
+
+
+def box(kind: str, **extra) -> Container:
+    return Container({"runtime": f"/usr/bin/{kind}", "kind": kind, "image": "img:1", **extra},
+                     container_name("J-1", 0))
+
+
+def flags(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == flag]
+
+
+JOB_ENV = {"TRAINYARD_JOB_ID": "J", "MASTER_ADDR": "127.0.0.1", "RANK": "1", "PATH": "/host/venv/bin:/usr/bin",
+           "PYTHONPATH": "/mine", "CUDA_VISIBLE_DEVICES": "2,3", "SECRET": "s3cret"}
+
+
+def test_podman_gets_cdi_devices_limits_mounts_and_the_jobs_variables_by_name():
+    argv = box("podman", cpus=1.5).argv(["python3", "t.py"], JOB_ENV, Path("/h/a/work"),
+                                        ["/h/a/work", "/h/a/outputs", "/h/a/outputs"], 256 << 20, ["2", "3"])
+    assert argv[:2] == ["/usr/bin/podman", "run"] and argv[-3:] == ["img:1", "python3", "t.py"]
+    assert flags(argv, "--name") == ["trainyard-j-1-r0"] and "--network=host" in argv
+    assert flags(argv, "--device") == ["nvidia.com/gpu=2", "nvidia.com/gpu=3"]
+    assert f"--memory={256 << 20}" in argv and f"--memory-swap={256 << 20}" in argv and "--cpus=1.5" in argv
+    volumes = flags(argv, "-v")
+    assert volumes[:2] == ["/h/a/work:/h/a/work", "/h/a/outputs:/h/a/outputs"]  # each once
+    assert volumes[2].endswith(f":{TRAINYARD_MOUNT}/trainyard:ro")
+    envs = flags(argv, "-e")
+    assert {"TRAINYARD_JOB_ID", "MASTER_ADDR", "RANK", "SECRET"} <= set(envs)  # by name: no value in `ps`
+    assert "s3cret" not in " ".join(argv) and "PATH" not in envs  # the host's PATH means nothing inside
+    assert f"PYTHONPATH=/mine:{TRAINYARD_MOUNT}" in envs
+    assert "CUDA_VISIBLE_DEVICES=0,1" in envs  # its own GPUs, numbered from 0 inside
+
+
+def test_docker_gets_its_gpus_flag_and_a_string_command_the_images_shell():
+    argv = box("docker").argv(["/usr/bin/bash", "-c", "echo hi"], {}, Path("/w"), [], None, ["1"])
+    assert flags(argv, "--gpus") == ["device=1"] and "--device" not in argv
+    assert argv[-4:] == ["img:1", "/bin/sh", "-c", "echo hi"]
+    assert not any(a.startswith("--memory") for a in argv) and "CUDA_VISIBLE_DEVICES=0" in flags(argv, "-e")
+
+
+def fake_tool(folder: Path, name: str, code: int) -> None:
+    (folder / name).write_text(f"#!/bin/sh\nexit {code}\n")
+    (folder / name).chmod(0o755)
+
+
+def test_a_client_whose_daemon_does_not_answer_is_not_a_runtime(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    fake_tool(tmp_path, "docker", 1)
+    assert runtime.find("auto") is None and runtime.find("docker") is None
+    fake_tool(tmp_path, "podman", 0)
+    assert runtime.find("auto") == runtime.Runtime("podman", str(tmp_path / "podman"))
+    assert runtime.find("none") is None
+    with pytest.raises(ValueError, match="choose one of auto, podman, docker, none"):
+        runtime.find("lxc")
