@@ -75,6 +75,24 @@ def ray_address() -> str | None:
     return os.environ.get(envvars.RAY_ADDRESS) or None
 
 
+class Prices(BaseModel):
+    """What an hour of each resource costs, for ``trainyard usage`` in money."""
+
+    model_config = {"extra": "forbid"}
+    currency: str = "USD"
+    gpu_hour: dict[str, float] = Field(default_factory=dict,
+                                       description="per GPU type; '*' for types not named")
+    cpu_hour: float = Field(0.0, ge=0, description="per core-hour")
+    memory_gib_hour: float = Field(0.0, ge=0, description="per GiB-hour")
+
+    @model_validator(mode="after")
+    def _no_negative(self) -> "Prices":
+        bad = [k for k, v in self.gpu_hour.items() if v < 0]
+        if bad:
+            raise ValueError(f"prices.gpu_hour.{bad[0]}: must be ≥ 0")
+        return self
+
+
 class ServerSettings(BaseModel):
     home: Path = Field(default_factory=home)
     db: str | None = Field(None, description="database URL; default SQLite in the home folder")
@@ -93,6 +111,10 @@ class ServerSettings(BaseModel):
     token_sha256: str | None = Field(None, description="SHA-256 of the token clients must send; "
                                      "`trainyard server` uses the home's own token when none is given")
     queues_file: Path | None = Field(None, description="YAML file of queues, loaded at start (replaces earlier file queues)")
+    sample_every: float = Field(5.0, ge=0, description="seconds between a launcher's resource samples; 0: off")
+    idle_gpu_threshold: float = Field(5.0, ge=0, le=100, description="GPU utilisation (%) under which a GPU is idle")
+    idle_gpu_period: float = Field(1800.0, gt=0, description="seconds a job's GPUs stay idle before it is flagged")
+    prices: Prices = Field(default_factory=Prices, description="for `trainyard usage` in money")
     component_catalog: list[str] = Field(
         default_factory=list, description="folders and URLs where pipeline steps find Kubeflow components by name")
 

@@ -135,7 +135,14 @@ class Launcher:
             return _result(None, reasons.SETUP, message)
         reporter = self._start_reporter()
         reporter.started(self.proc.pid)
+        from trainyard.launch import sampling  # after the spawn: nothing on the path to the command's start
+
+        sampler = sampling.start(str(self.metrics), cfg.gpus, cfg.sample_every)
         exit_code, reason, message = self._supervise(self.proc)
+        if sampler is not None:
+            sampler.stop()
+            if summary := sampler.summary():
+                append_log(self.log, summary)
         reporter.exited()
         if reason == reasons.SUCCEEDED and cfg.env.get(envvars.OUTPUT_NAMES):
             reason, message = self._check_named_outputs(reason, message)

@@ -71,5 +71,6 @@ def launch_configs(
             timeout=spec.timeout,
             grace_period=spec.grace_period,
             gpus=list(r.gpus),
+            sample_every=settings.sample_every,
         ))
     return configs

@@ -26,6 +26,11 @@ from trainyard.store.db import make_engine, migrate
 from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
+# Who moves a job to each status unless the caller says otherwise (recorded with the event).
+ACTOR = {JobStatus.STARTING: "scheduler", JobStatus.PENDING: "scheduler", JobStatus.RUNNING: "launcher",
+         JobStatus.CANCELLING: "user", JobStatus.CANCELLED: "user", JobStatus.SUCCEEDED: "launcher",
+         JobStatus.FAILED: "launcher"}
+_SCHEDULER_ENDS = {Reason.LOST.value, Reason.NODE_LOST.value, Reason.PREEMPTED.value}
 
 
 @dataclass(slots=True)
@@ -98,6 +103,7 @@ class Store:
         """
         if model is t.Job:
             values.setdefault("updated_at", time.time())
+            values.setdefault("status_by", ACTOR.get(new, "system"))  # the events trigger reads it
         table = model.__table__
         stmt = update(table).where(*_key_filter(table.c, key), table.c.status.in_(sources(new))).values(
             status=new.value, **values)
@@ -315,23 +321,26 @@ class Store:
         if not self._cas(s, t.Attempt, attempt_id, e.status, exit_code=e.exit_code, reason=e.reason,
                          message=e.message, ended_at=time.time(), **first):
             return False
-        if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before):
+        by = "scheduler" if e.reason in _SCHEDULER_ENDS else ACTOR[e.job_status]
+        if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before, status_by=by):
             job = s.get(t.Job, job_id, populate_existing=True)
             raise InvalidTransition(f"job {job_id}: {job.status} → {e.job_status.value} is not allowed")
         return True
 
-    def request_cancel(self, job_id: str) -> JobStatus:
-        """pending → cancelled at once; starting/running → cancelling (the engine stops it)."""
+    def request_cancel(self, job_id: str, *, by: str = "user", why: str | None = None) -> JobStatus:
+        """pending → cancelled at once; starting/running → cancelling (the engine stops it).
+        ``by`` and ``why``: who asked and why, for the job's events (default: a user's request)."""
         with self.write() as s:
             row = s.get(t.Job, job_id)
             if row is None:
                 raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
             status = JobStatus(row.status)
             if status == JobStatus.PENDING:
-                if self._cas(s, t.Job, job_id, JobStatus.CANCELLED, reason="cancelled before it started"):
+                if self._cas(s, t.Job, job_id, JobStatus.CANCELLED, reason=why or "cancelled before it started",
+                             status_by=by):
                     return JobStatus.CANCELLED
             elif status in (JobStatus.STARTING, JobStatus.RUNNING):
-                if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason="cancel requested"):
+                if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason=why or "cancel requested", status_by=by):
                     s.execute(update(t.Attempt).where(t.Attempt.job_id == job_id, t.Attempt.status.in_(ACTIVE_ATTEMPT),
                                                       t.Attempt.stop_reason.is_(None))
                               .values(stop_reason=Reason.CANCELLED.value))

@@ -26,6 +26,7 @@ class Job(Base):
     not_before: Mapped[float | None] = mapped_column(Float)
     reason: Mapped[str | None] = mapped_column(Text)
     position: Mapped[int | None] = mapped_column(Integer)  # jobs ahead in its queue, while pending
+    status_by: Mapped[str | None] = mapped_column(String(32))  # who made the last status change (see Event)
 
 
 class Queue(Base):
@@ -42,6 +43,7 @@ class Queue(Base):
     borrowing: Mapped[bool] = mapped_column(Boolean)
     source: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[float] = mapped_column(Float)
+    idle_gpu_action: Mapped[str | None] = mapped_column(String(8))  # flag (None) or cancel
 
 
 class Attempt(Base):
@@ -140,6 +142,7 @@ class PipelineRun(Base):
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float | None] = mapped_column(Float)
+    status_by: Mapped[str | None] = mapped_column(String(32))
 
 
 class PipelineStep(Base):
@@ -187,3 +190,40 @@ class PipelineArtifact(Base):
     code: Mapped[str | None] = mapped_column(String(100))  # snapshot digest of the step's workdir
     cache_key: Mapped[str | None] = mapped_column(String(80))
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class Event(Base):
+    """One status change of a job or pipeline run. Written by database triggers (migration 0007)
+    on every change of ``status``, never by Python: no write path can forget one."""
+
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))  # job or pipeline_run
+    object_id: Mapped[str] = mapped_column(String(40))
+    ts: Mapped[float] = mapped_column(Float)
+    old_status: Mapped[str | None] = mapped_column(String(16))  # None: created
+    new_status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(32))  # user, scheduler, launcher, system
+    __table_args__ = (Index("ix_events_kind_object_id", "kind", "object_id", "id"),)
+
+
+class ReplicaUsage(Base):
+    """What a replica's process tree uses, from the launcher's samples: the latest, the peak, and
+    the sums a mean needs; one row per replica, updated as samples arrive."""
+
+    __tablename__ = "replica_usage"
+    attempt_id: Mapped[str] = mapped_column(String(48), primary_key=True)
+    replica: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    job_id: Mapped[str] = mapped_column(String(40), index=True)
+    samples: Mapped[int] = mapped_column(Integer)
+    cpu_percent: Mapped[float | None] = mapped_column(Float)  # of one core: 200 is two cores busy
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_util: Mapped[float | None] = mapped_column(Float)  # percent, mean over the replica's GPUs
+    gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_util_sum: Mapped[float] = mapped_column(Float)
+    gpu_samples: Mapped[int] = mapped_column(Integer)
+    gpu_low_since: Mapped[float | None] = mapped_column(Float)  # first sample of the current run under the threshold
+    idle_flagged_at: Mapped[float | None] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
