@@ -321,7 +321,9 @@ class Store:
         if not self._cas(s, t.Attempt, attempt_id, e.status, exit_code=e.exit_code, reason=e.reason,
                          message=e.message, ended_at=time.time(), **first):
             return False
-        by = "scheduler" if e.reason in _SCHEDULER_ENDS else ACTOR[e.job_status]
+        by: Any = "scheduler" if e.reason in _SCHEDULER_ENDS else ACTOR[e.job_status]
+        if e.job_status == JobStatus.CANCELLED:  # ended by whoever asked for the cancel: keep who that was
+            by = t.Job.__table__.c.status_by
         if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before, status_by=by):
             job = s.get(t.Job, job_id, populate_existing=True)
             raise InvalidTransition(f"job {job_id}: {job.status} → {e.job_status.value} is not allowed")
