@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainyard.cli import jobs, pipelines, queues
+from trainyard.cli import events, jobs, pipelines, queues, usage
 from trainyard.cli import server as server_cmd
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.render import nodes_table
@@ -22,6 +22,8 @@ app.command()(jobs.show)
 app.command()(jobs.logs)
 app.command()(jobs.cancel)
 app.command()(jobs.download)
+app.command()(events.events)
+app.command()(usage.usage)
 app.add_typer(server_cmd.app, name="server")
 app.add_typer(queues.app, name="queue")
 app.add_typer(pipelines.app, name="pipeline")
