@@ -46,7 +46,8 @@ class Sampler:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=5)
         if self._handles and self.nvml is not None:
             try:
                 self.nvml.nvmlShutdown()

@@ -8,6 +8,7 @@ count stays bounded by what is live.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Callable, Iterable
 
@@ -64,7 +65,12 @@ class TrainyardCollector(Collector):
                 pending.add_metric([queue, "unplanned"], left)
             admitted.add_metric([queue], sum(c.get(s, 0) for s in ADMITTED))
             running.add_metric([queue], c.get(JobStatus.RUNNING.value, 0))
-        yield from (by_status, pending, admitted, running)
+        oldest = GaugeMetricFamily("trainyard_pending_oldest_wait_seconds", "How long the longest-waiting "
+                                   "pending job of each queue has waited since it was submitted", labels=["queue"])
+        now = time.time()
+        for queue, since in sorted(self.store.oldest_pending().items()):
+            oldest.add_metric([queue], max(0.0, now - since))
+        yield from (by_status, pending, admitted, running, oldest)
 
     def _attempts(self) -> Iterable[Metric]:
         waits = HistogramMetricFamily("trainyard_admission_wait_time_seconds",

@@ -70,6 +70,13 @@ class MonitoringMixin:
         with self.read() as s:  # type: ignore[attr-defined]
             return {queue: int(n) for queue, n in s.connection().execute(q)}
 
+    def oldest_pending(self) -> dict[str, float]:
+        """Per queue, when its longest-waiting pending job was submitted."""
+        j = t.Job.__table__.c
+        q = select(j.queue, func.min(j.created_at)).where(j.status == "pending").group_by(j.queue)
+        with self.read() as s:  # type: ignore[attr-defined]
+            return {queue: float(ts) for queue, ts in s.connection().execute(q)}
+
     def running_usage(self) -> list[RunningUsage]:
         """The latest sample of each replica of each live attempt."""
         u, a, j = t.ReplicaUsage.__table__.c, t.Attempt.__table__.c, t.Job.__table__.c
