@@ -136,10 +136,12 @@ class SchedulerLoop:
         jobs = {w.id: w for w in pending}
         for job_id, places in decided.admissions.items():
             token = new_attempt_token()  # its hash is stored with the attempt: no report can come before it
+            w = jobs[job_id]
             attempt = self.store.admit(job_id, [(p.node, list(p.gpu_ids)) for p in places],
-                                       borrowed=job_id in decided.borrowed, token_hash=token.hash)
+                                       borrowed=job_id in decided.borrowed, token_hash=token.hash,
+                                       queue=w.queue, submitted_at=w.created_at)
             if attempt is not None:
-                self._launch(_admitted(jobs[job_id], *specs[job_id], now), attempt, token.secret)
+                self._launch(_admitted(w, *specs[job_id], now), attempt, token.secret)
         attempts = {a.id: a for _, a in live}
         for p in decided.preemptions:
             if self.store.preempt(p.attempt_id, p.by):

@@ -74,7 +74,7 @@ class TrainyardCollector(Collector):
 
     def _attempts(self) -> Iterable[Metric]:
         waits = HistogramMetricFamily("trainyard_admission_wait_time_seconds",
-                                      "Time from submission (or the previous attempt's end) to admission",
+                                      "Time from submission to first admission",
                                       labels=["queue"])
         for queue, w in sorted(self.store.admission_waits(WAIT_BUCKETS).items()):
             buckets = [(f"{b:g}", n) for b, n in zip(WAIT_BUCKETS, w.buckets)] + [("+Inf", w.count)]
@@ -83,7 +83,8 @@ class TrainyardCollector(Collector):
         ended = CounterMetricFamily("trainyard_attempts_ended", "Attempts ended, by queue and reason",
                                     labels=["queue", "reason"])
         totals: Counter[tuple[str, str]] = Counter()
-        for queue, reason, n in self.store.ended_attempts():
+        outcomes = self.store.attempt_outcomes()
+        for queue, reason, n in outcomes.ended:
             kind = Reason.of(reason)  # "Error(exit 3)" counts as Error: one series per reason, not per exit code
             totals[(queue, kind.value if kind else "Unknown")] += n
         for key, n in sorted(totals.items()):
@@ -91,7 +92,7 @@ class TrainyardCollector(Collector):
         yield ended
         preempted = CounterMetricFamily("trainyard_preemptions", "Attempts preempted to make room for other work",
                                         labels=["queue"])
-        for queue, n in sorted(self.store.preemptions().items()):
+        for queue, n in sorted(outcomes.preempted.items()):
             preempted.add_metric([queue], n)
         yield preempted
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sqlalchemy import and_, case, func, select
-from sqlalchemy.orm import aliased
+from sqlalchemy import case, func, select
 
 from trainyard.status import AttemptStatus
 from trainyard.store import tables as t
@@ -26,6 +25,11 @@ class Waits(NamedTuple):
     count: int
 
 
+class Outcomes(NamedTuple):
+    ended: list[tuple[str, str | None, int]]  # (queue, reason as stored, attempts)
+    preempted: dict[str, int]  # queue -> attempts
+
+
 class RunningUsage(NamedTuple):
     job_id: str
     name: str
@@ -40,35 +44,31 @@ class RunningUsage(NamedTuple):
 
 class MonitoringMixin:
     def admission_waits(self, bounds: tuple[float, ...]) -> dict[str, Waits]:
-        """Per queue, how long each attempt waited to be admitted: from the job's submission (first
-        attempt) or its previous attempt's end (a retry, a requeue after preemption)."""
-        a, j = t.Attempt.__table__, t.Job.__table__
-        prev = aliased(a)
-        wait = a.c.created_at - func.coalesce(prev.c.ended_at, j.c.created_at)
-        cols = [func.sum(case((wait <= b, 1), else_=0)) for b in bounds]
-        q = (select(j.c.queue, func.count(), func.coalesce(func.sum(wait), 0.0), *cols)
-             .select_from(a).join(j, j.c.id == a.c.job_id)
-             .outerjoin(prev, and_(prev.c.job_id == a.c.job_id, prev.c.number == a.c.number - 1))
-             .group_by(j.c.queue))
+        """Per queue, how long jobs waited from submission to their first admission (as Kueue's
+        admission wait time: a retry or requeue is not a new wait)."""
+        a = t.Attempt.__table__.c
+        cols = [func.sum(case((a.wait <= b, 1), else_=0)) for b in bounds]
+        q = (select(a.queue, func.count(), func.coalesce(func.sum(a.wait), 0.0), *cols)
+             .where(a.wait.is_not(None)).group_by(a.queue))
         with self.read() as s:  # type: ignore[attr-defined]
             return {queue: Waits([int(x or 0) for x in buckets], float(total), int(n))
                     for queue, n, total, *buckets in s.connection().execute(q)}
 
-    def ended_attempts(self) -> list[tuple[str, str | None, int]]:
-        """``(queue, reason as stored, attempts)`` of every ended attempt."""
-        a, j = t.Attempt.__table__.c, t.Job.__table__.c
-        q = (select(j.queue, a.reason, func.count()).join_from(t.Attempt.__table__, t.Job.__table__, j.id == a.job_id)
-             .where(a.status.in_(ENDED)).group_by(j.queue, a.reason))
+    def attempt_outcomes(self) -> Outcomes:
+        """Ended attempts per queue and reason as stored, and preempted attempts (told to stop to
+        make room, ended or not) per queue: one pass over the attempts, no join."""
+        a = t.Attempt.__table__.c
+        ended = a.status.in_(ENDED)
+        preempted = a.preempted_by.is_not(None)
+        q = select(a.queue, a.reason, ended, preempted, func.count()).group_by(a.queue, a.reason, ended, preempted)
+        out = Outcomes([], {})
         with self.read() as s:  # type: ignore[attr-defined]
-            return [(queue, reason, int(n)) for queue, reason, n in s.connection().execute(q)]
-
-    def preemptions(self) -> dict[str, int]:
-        """Attempts told to stop to make room, per queue (counted once told, ended or not)."""
-        a, j = t.Attempt.__table__.c, t.Job.__table__.c
-        q = (select(j.queue, func.count()).join_from(t.Attempt.__table__, t.Job.__table__, j.id == a.job_id)
-             .where(a.preempted_by.is_not(None)).group_by(j.queue))
-        with self.read() as s:  # type: ignore[attr-defined]
-            return {queue: int(n) for queue, n in s.connection().execute(q)}
+            for queue, reason, is_ended, is_preempted, n in s.connection().execute(q):
+                if is_ended:
+                    out.ended.append((queue, reason, int(n)))
+                if is_preempted:
+                    out.preempted[queue] = out.preempted.get(queue, 0) + int(n)
+        return out
 
     def oldest_pending(self) -> dict[str, float]:
         """Per queue, when its longest-waiting pending job was submitted."""

@@ -198,20 +198,28 @@ class Store:
     # -- attempts ---------------------------------------------------------
 
     def admit(self, job_id: str, placements: list[tuple[str, list[str]]], *, borrowed: bool = False,
-              token_hash: str | None = None) -> AttemptInfo | None:
+              token_hash: str | None = None, queue: str | None = None,
+              submitted_at: float | None = None) -> AttemptInfo | None:
         """pending → starting plus a new attempt with one replica per placement ``(node, gpus)``,
         in one transaction; None if the job moved meanwhile. ``borrowed``: beyond its queue's quota.
-        ``token_hash``: of the launchers' credential, stored here so no report can come before it."""
+        ``token_hash``: of the launchers' credential, stored here so no report can come before it.
+        ``queue`` and ``submitted_at``: the job's, when the caller has them (read here otherwise),
+        kept on the attempt so ``/metrics`` counts attempts without joining jobs."""
         now = time.time()
         with self.write() as s:
             if not self._cas(s, t.Job, job_id, JobStatus.STARTING, reason=None, not_before=None, position=None):
                 return None
+            if queue is None or submitted_at is None:
+                j = t.Job.__table__.c
+                queue, submitted_at = s.connection().execute(
+                    select(j.queue, j.created_at).where(j.id == job_id)).one()
             number = (s.scalar(select(func.max(t.Attempt.number)).where(t.Attempt.job_id == job_id)) or 0) + 1
             node, gpus = placements[0]
             attempt = dict(id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
                            node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
                            borrowed=borrowed, exit_code=None, reason=None, message=None, started_at=None,
-                           ended_at=None, stop_reason=None, preempted_by=None, token_hash=token_hash)
+                           ended_at=None, stop_reason=None, preempted_by=None, token_hash=token_hash, queue=queue,
+                           wait=now - submitted_at if number == 1 else None)
             replicas = [dict(attempt_id=attempt["id"], index=i, node=n, gpus=list(g), status=AttemptStatus.STARTING.value,
                              last_contact_at=now, log_size=0, metrics_offset=0, exit_code=None, reason=None,
                              message=None, started_at=None, ended_at=None)

@@ -27,6 +27,7 @@ class Job(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     position: Mapped[int | None] = mapped_column(Integer)  # jobs ahead in its queue, while pending
     status_by: Mapped[str | None] = mapped_column(String(32))  # who made the last status change (see Event)
+    __table_args__ = (Index("ix_jobs_queue_status", "queue", "status"),)
 
 
 class Queue(Base):
@@ -68,6 +69,8 @@ class Attempt(Base):
     borrowed: Mapped[bool | None] = mapped_column(Boolean)  # admitted beyond its queue's quota
     # sha256 hex of the attempt's launcher credential (see services.credentials); never the token itself
     token_hash: Mapped[str | None] = mapped_column(String(64))
+    queue: Mapped[str | None] = mapped_column(String(63))  # the job's, so /metrics groups attempts without a join
+    wait: Mapped[float | None] = mapped_column(Float)  # seconds from submission to admission; first attempts only
 
 
 class Replica(Base):

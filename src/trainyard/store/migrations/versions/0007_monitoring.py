@@ -1,4 +1,5 @@
-"""monitoring: status events (kept by triggers), replicas' resource use, idle-GPU action per queue
+"""monitoring: status events (kept by triggers), replicas' resource use, idle-GPU action per queue,
+attempts' queue and admission wait
 
 Revision ID: 0007
 Revises: 0004
@@ -76,6 +77,13 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("jobs") as b:
         b.add_column(sa.Column("status_by", sa.String(32)))
+    op.create_index("ix_jobs_queue_status", "jobs", ["queue", "status"])  # /metrics counts by both
+    with op.batch_alter_table("attempts") as b:
+        b.add_column(sa.Column("queue", sa.String(63)))
+        b.add_column(sa.Column("wait", sa.Float))
+    op.execute("UPDATE attempts SET queue = (SELECT jobs.queue FROM jobs WHERE jobs.id = attempts.job_id)")
+    op.execute("UPDATE attempts SET wait = created_at - (SELECT jobs.created_at FROM jobs WHERE jobs.id = attempts.job_id)"
+               " WHERE number = 1")
     with op.batch_alter_table("pipeline_runs") as b:
         b.add_column(sa.Column("status_by", sa.String(32)))
     with op.batch_alter_table("queues") as b:
@@ -105,6 +113,10 @@ def downgrade() -> None:
         b.drop_column("idle_gpu_action")
     with op.batch_alter_table("pipeline_runs") as b:
         b.drop_column("status_by")
+    with op.batch_alter_table("attempts") as b:
+        b.drop_column("wait")
+        b.drop_column("queue")
+    op.drop_index("ix_jobs_queue_status", "jobs")
     with op.batch_alter_table("jobs") as b:
         b.drop_column("status_by")
     op.drop_table("replica_usage")
