@@ -4,9 +4,13 @@ job's series go away."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import shutil
 import socket
 import subprocess
+import sys
 
 import httpx
 import pytest
@@ -107,3 +111,27 @@ def test_prometheus_sees_pending_and_running_jobs_and_a_jobs_memory(server, prom
     until(lambda: value(prometheus, 'sum(trainyard_attempts_ended_total{reason="Succeeded"})') == 3,
           timeout=30, every=0.5)
     assert value(prometheus, 'sum(trainyard_attempts_ended_total{reason="Cancelled"})') == 1
+
+    # and the CLI says the same: events, resource use in `show`, usage
+    events = json.loads(server.cli("events", hog.id, "-o", "json").stdout)
+    assert [e["new_status"] for e in events][:3] == ["pending", "starting", "running"]
+    assert events[-1]["new_status"] == "cancelled" and events[-1]["actor"] == "user"
+    shown = server.cli("show", hog.id).stdout
+    assert "resource use" in shown and "system/memory_bytes" not in shown
+    assert "resource use: peak memory" in hog.logs()  # the launcher's summary at the end
+    rows = list(csv.DictReader(io.StringIO(server.cli("usage", "--by", "queue", "-o", "csv").stdout)))
+    assert [(r["queue"], r["attempts"]) for r in rows] == [("default", "4")] and float(rows[0]["cpu_hours"]) > 0
+    bad = server.cli("usage", "--since", "lately")
+    assert bad.returncode == 2 and "since" in bad.stderr
+
+
+def test_a_bad_server_config_names_the_setting(tmp_path):
+    config = tmp_path / "server.yaml"
+    config.write_text("prices: {gpu_hour: {A100: -1}}\n")
+    r = subprocess.run([sys.executable, "-m", "trainyard", "server", "--home", str(tmp_path / "h"), "--config",
+                        str(config)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "prices" in r.stderr and "A100" in r.stderr
+    config.write_text("idle_gpu_treshold: 5\n")
+    r = subprocess.run([sys.executable, "-m", "trainyard", "server", "--home", str(tmp_path / "h"), "--config",
+                        str(config)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "idle_gpu_treshold" in r.stderr
