@@ -230,3 +230,20 @@ def test_usage_sums_match_hand_computed_hours_including_preempted_time(env):
     assert r.status_code == 422 and r.json()["details"]["errors"][0]["field"] == "by"
     r = tc.get("/api/v1/usage?since=yesterday")
     assert r.status_code == 422 and r.json()["details"]["errors"][0]["field"] == "since"
+
+
+def test_a_pipeline_runs_status_changes_are_events_too(env):
+    tc, sdk, engine, platform = env
+    from trainyard.spec.pipeline_records import RunStatus
+    from trainyard.store.pipelines import PipelineStore
+
+    runs = PipelineStore(platform.store)
+    run_id = runs.create_run(name="p", spec={"steps": {}}, params={}, workdirs={}, source=None, warnings=[],
+                             instances=[])
+    moved = runs.move_run(run_id, RunStatus.CANCELLING, by="user", reason="cancel requested")
+    events = [(e.old_status, e.new_status, e.actor, e.reason) for e in sdk.monitoring.run_events(run_id)]
+    assert events[0] == (None, "running", "user", None)
+    if moved:  # unless the runner ended the empty run first, as "pipeline-runner"
+        assert ("running", "cancelling", "user", "cancel requested") in events
+    assert all(actor in ("user", "pipeline-runner") for _, _, actor, _ in events)
+    assert tc.get("/api/v1/pipelines/p-nosuchrun/events").status_code == 404
