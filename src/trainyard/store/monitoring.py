@@ -45,14 +45,20 @@ class RunningUsage(NamedTuple):
 class MonitoringMixin:
     def admission_waits(self, bounds: tuple[float, ...]) -> dict[str, Waits]:
         """Per queue, how long jobs waited from submission to their first admission (as Kueue's
-        admission wait time: a retry or requeue is not a new wait)."""
+        admission wait time: a retry or requeue is not a new wait). One CASE per row picks its
+        bucket; the cumulative counts are summed here over the few (queue, bucket) groups."""
         a = t.Attempt.__table__.c
-        cols = [func.sum(case((a.wait <= b, 1), else_=0)) for b in bounds]
-        q = (select(a.queue, func.count(), func.coalesce(func.sum(a.wait), 0.0), *cols)
-             .where(a.wait.is_not(None)).group_by(a.queue))
+        bucket = case(*[(a.wait <= b, i) for i, b in enumerate(bounds)], else_=len(bounds))
+        q = (select(a.queue, bucket, func.count(), func.sum(a.wait))
+             .where(a.wait.is_not(None)).group_by(a.queue, bucket))
+        out: dict[str, Waits] = {}
         with self.read() as s:  # type: ignore[attr-defined]
-            return {queue: Waits([int(x or 0) for x in buckets], float(total), int(n))
-                    for queue, n, total, *buckets in s.connection().execute(q)}
+            for queue, i, n, total in s.connection().execute(q):
+                w = out.setdefault(queue, Waits([0] * len(bounds), 0.0, 0))
+                for k in range(int(i), len(bounds)):
+                    w.buckets[k] += int(n)
+                out[queue] = w._replace(total=w.total + float(total or 0.0), count=w.count + int(n))
+        return out
 
     def attempt_outcomes(self) -> Outcomes:
         """Ended attempts per queue and reason as stored, and preempted attempts (told to stop to

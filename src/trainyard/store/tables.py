@@ -27,7 +27,7 @@ class Job(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     position: Mapped[int | None] = mapped_column(Integer)  # jobs ahead in its queue, while pending
     status_by: Mapped[str | None] = mapped_column(String(32))  # who made the last status change (see Event)
-    __table_args__ = (Index("ix_jobs_queue_status", "queue", "status"),)
+    __table_args__ = (Index("ix_jobs_status_queue", "status", "queue", "created_at"),)
 
 
 class Queue(Base):
@@ -49,7 +49,6 @@ class Queue(Base):
 
 class Attempt(Base):
     __tablename__ = "attempts"
-    __table_args__ = (UniqueConstraint("job_id", "number", name="uq_attempts_job_number"),)
     id: Mapped[str] = mapped_column(String(48), primary_key=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
     number: Mapped[int] = mapped_column(Integer)
@@ -71,6 +70,9 @@ class Attempt(Base):
     token_hash: Mapped[str | None] = mapped_column(String(64))
     queue: Mapped[str | None] = mapped_column(String(63))  # the job's, so /metrics groups attempts without a join
     wait: Mapped[float | None] = mapped_column(Float)  # seconds from submission to admission; first attempts only
+    __table_args__ = (UniqueConstraint("job_id", "number", name="uq_attempts_job_number"),
+                      Index("ix_attempts_queue_wait", "queue", "wait"),
+                      Index("ix_attempts_queue_outcome", "queue", "reason", "status", "preempted_by"))
 
 
 class Replica(Base):

@@ -77,13 +77,17 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("jobs") as b:
         b.add_column(sa.Column("status_by", sa.String(32)))
-    op.create_index("ix_jobs_queue_status", "jobs", ["queue", "status"])  # /metrics counts by both
+    # what a /metrics scrape reads, each from an index alone: jobs by queue and status (and the oldest
+    # pending), attempts' admission waits and outcomes by queue
+    op.create_index("ix_jobs_status_queue", "jobs", ["status", "queue", "created_at"])
     with op.batch_alter_table("attempts") as b:
         b.add_column(sa.Column("queue", sa.String(63)))
         b.add_column(sa.Column("wait", sa.Float))
     op.execute("UPDATE attempts SET queue = (SELECT jobs.queue FROM jobs WHERE jobs.id = attempts.job_id)")
     op.execute("UPDATE attempts SET wait = created_at - (SELECT jobs.created_at FROM jobs WHERE jobs.id = attempts.job_id)"
                " WHERE number = 1")
+    op.create_index("ix_attempts_queue_wait", "attempts", ["queue", "wait"])
+    op.create_index("ix_attempts_queue_outcome", "attempts", ["queue", "reason", "status", "preempted_by"])
     with op.batch_alter_table("pipeline_runs") as b:
         b.add_column(sa.Column("status_by", sa.String(32)))
     with op.batch_alter_table("queues") as b:
@@ -113,10 +117,12 @@ def downgrade() -> None:
         b.drop_column("idle_gpu_action")
     with op.batch_alter_table("pipeline_runs") as b:
         b.drop_column("status_by")
+    op.drop_index("ix_attempts_queue_outcome", "attempts")
+    op.drop_index("ix_attempts_queue_wait", "attempts")
     with op.batch_alter_table("attempts") as b:
         b.drop_column("wait")
         b.drop_column("queue")
-    op.drop_index("ix_jobs_queue_status", "jobs")
+    op.drop_index("ix_jobs_status_queue", "jobs")
     with op.batch_alter_table("jobs") as b:
         b.drop_column("status_by")
     op.drop_table("replica_usage")
