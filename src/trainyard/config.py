@@ -28,6 +28,10 @@ where                                              seconds    what it paces, and
 ``trainyard.launch.launcher.CALM_TICK``            0.5        ... and under half of it (walking the tree costs CPU)
 ``trainyard.launch.launcher.IDLE_TICK``            1.0        launcher: reaping orphans when there is no limit
 ``trainyard.launch.group.KILL_AFTER``              5.0        a process group's grace after SIGTERM
+``ServerSettings.sample_every``                    5.0        launcher: a resource sample (CPU, memory, GPUs) of
+                                                              the job's tree; cheap enough to leave on
+``trainyard.launch.sampling.FIRST_AFTER``          1.0        ... the first one after the start, off its path
+``ServerSettings.idle_gpu_period``                 1800       GPUs under ``idle_gpu_threshold`` this long: flagged
 ``trainyard.launch.cgroup.STALE_AFTER``            60.0       an empty cgroup this old lost its launcher
 ``trainyard.engines.ray.engine.NODES_TTL``         0.5        a ``ray.nodes()`` answer is reused (asked every cycle)
 ``trainyard.engines.ray.engine.ORPHAN_SWEEP_EVERY`` 10.0      looks for placement groups no live attempt owns

@@ -23,7 +23,7 @@ _DEFAULTS: dict = {
     "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
     "exit_report_deadline": 3600.0,
     "cgroup_root": "/sys/fs/cgroup",
-    "sample_every": 5.0,
+    "sample_every": None,
 }
 
 
@@ -51,7 +51,7 @@ class LaunchConfig:
     gpus: list[str]                  # -> CUDA_VISIBLE_DEVICES (set, possibly empty, when the spec asked none)
     exit_report_deadline: float
     cgroup_root: str | None          # where cgroups are mounted; None: sample the memory limit (launch.cgroup)
-    sample_every: float | None       # seconds between resource samples (launch.sampling); 0 or None: off
+    sample_every: float | None       # seconds between resource samples (launch.sampling); 0 or None: off (the server says 5)
 
     def __init__(self, **values) -> None:  # noqa: ANN003
         missing = [k for k in _REQUIRED if k not in values]
