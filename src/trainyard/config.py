@@ -28,6 +28,10 @@ where                                              seconds    what it paces, and
 ``trainyard.launch.launcher.CALM_TICK``            0.5        ... and under half of it (walking the tree costs CPU)
 ``trainyard.launch.launcher.IDLE_TICK``            1.0        launcher: reaping orphans when there is no limit
 ``trainyard.launch.group.KILL_AFTER``              5.0        a process group's grace after SIGTERM
+``ServerSettings.sample_every``                    5.0        launcher: a resource sample (CPU, memory, GPUs) of
+                                                              the job's tree; cheap enough to leave on
+``trainyard.launch.sampling.FIRST_AFTER``          1.0        ... the first one after the start, off its path
+``ServerSettings.idle_gpu_period``                 1800       GPUs under ``idle_gpu_threshold`` this long: flagged
 ``trainyard.launch.cgroup.STALE_AFTER``            60.0       an empty cgroup this old lost its launcher
 ``trainyard.engines.ray.engine.NODES_TTL``         0.5        a ``ray.nodes()`` answer is reused (asked every cycle)
 ``trainyard.engines.ray.engine.ORPHAN_SWEEP_EVERY`` 10.0      looks for placement groups no live attempt owns
@@ -82,6 +86,24 @@ def snapshot_limits() -> tuple[str, str]:
     return os.environ.get(envvars.SNAPSHOT_WARN) or "50Mi", os.environ.get(envvars.SNAPSHOT_MAX) or "512Mi"
 
 
+class Prices(BaseModel):
+    """What an hour of each resource costs, for ``trainyard usage`` in money."""
+
+    model_config = {"extra": "forbid"}
+    currency: str = "USD"
+    gpu_hour: dict[str, float] = Field(default_factory=dict,
+                                       description="per GPU type; '*' for types not named")
+    cpu_hour: float = Field(0.0, ge=0, description="per core-hour")
+    memory_gib_hour: float = Field(0.0, ge=0, description="per GiB-hour")
+
+    @model_validator(mode="after")
+    def _no_negative(self) -> "Prices":
+        bad = [k for k, v in self.gpu_hour.items() if v < 0]
+        if bad:
+            raise ValueError(f"prices.gpu_hour.{bad[0]}: must be ≥ 0")
+        return self
+
+
 class ServerSettings(BaseModel):
     home: Path = Field(default_factory=home)
     db: str | None = Field(None, description="database URL; default SQLite in the home folder")
@@ -102,6 +124,10 @@ class ServerSettings(BaseModel):
     token_sha256: str | None = Field(None, description="SHA-256 of the token clients must send; "
                                      "`trainyard server` uses the home's own token when none is given")
     queues_file: Path | None = Field(None, description="YAML file of queues, loaded at start (replaces earlier file queues)")
+    sample_every: float = Field(5.0, ge=0, description="seconds between a launcher's resource samples; 0: off")
+    idle_gpu_threshold: float = Field(5.0, ge=0, le=100, description="GPU utilisation (%) under which a GPU is idle")
+    idle_gpu_period: float = Field(1800.0, gt=0, description="seconds a job's GPUs stay idle before it is flagged")
+    prices: Prices = Field(default_factory=Prices, description="for `trainyard usage` in money")
     component_catalog: list[str] = Field(
         default_factory=list, description="folders and URLs where pipeline steps find Kubeflow components by name")
 

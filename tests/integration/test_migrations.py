@@ -15,6 +15,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from trainyard.spec import parse_job
+from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store.db import MIGRATIONS, normalize_url
 
@@ -119,7 +120,7 @@ def fill(url: str) -> set[str]:
 
 
 def test_the_revisions_are_the_ones_this_test_knows():
-    assert revisions() == ["0001", "0002", "0003", "0004", "0006"]  # a new one: give rows() its columns
+    assert revisions() == ["0001", "0002", "0003", "0004", "0006", "0007"]  # a new one: give rows() its columns
 
 
 @pytest.mark.parametrize("start", EARLIER)
@@ -158,5 +159,13 @@ def test_upgrading_from_an_earlier_revision_keeps_the_data(db_url, start):
         # and the upgraded database takes new work
         new = store.create_job(parse_job("command: echo new"))
         assert store.get_job(new.id).status.value == "pending"
+        # from 0007 every status change is an event, old jobs' included (their past is not made up)
+        assert [(e.old_status, e.new_status, e.actor) for e in store.events("job", new.id)] == [
+            (None, "pending", "user")]
+        assert store.request_cancel("j-old1") == JobStatus.CANCELLING
+        assert [(e.old_status, e.new_status, e.actor) for e in store.events("job", "j-old1")] == [
+            ("running", "cancelling", "user")]
+        if start >= "0002":
+            assert store.get_queue("team-a").idle_gpus == "flag"
     finally:
         store.close()

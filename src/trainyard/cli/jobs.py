@@ -11,6 +11,7 @@ import typer
 from trainyard.cli.completion import job_ids
 from trainyard.cli.common import Output, client, console, err_console, handled, write
 from trainyard.cli.render import job_detail, jobs_table, metrics_table, status_text
+from trainyard.cli.resources import resource_table
 
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="override a param: key=value")]
 JobArg = Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)]
@@ -132,8 +133,11 @@ def show(job_id: JobArg, output: OutputOpt = Output.table) -> None:
             write(info.model_dump_json(indent=2) + "\n")
             return
         console.print(job_detail(info))
-        if points := c.metrics(job_id):
-            console.print(metrics_table(points))
+        points = c.metrics(job_id)
+        if own := [p for p in points if not p.name.startswith("system/")]:  # system/…: the resource table's
+            console.print(metrics_table(own))
+        if used := resource_table(c.monitoring.job_usage(job_id)):
+            console.print(used)
 
 
 def logs(

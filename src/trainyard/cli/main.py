@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainyard.cli import clusters, doctor, init, jobs, pipelines, queues, top, toplevel
+from trainyard.cli import clusters, doctor, events, init, jobs, pipelines, queues, top, toplevel, usage
 from trainyard.cli import server as server_cmd
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.render import nodes_table
@@ -26,6 +26,8 @@ app.command()(jobs.download)
 app.command()(doctor.doctor)
 app.command()(init.init)
 app.command()(top.top)
+app.command()(events.events)
+app.command()(usage.usage)
 app.add_typer(server_cmd.app, name="server")
 app.add_typer(queues.app, name="queue")
 app.add_typer(pipelines.app, name="pipeline")

@@ -42,6 +42,8 @@ def server(
     queues: Annotated[Optional[Path], typer.Option(help="YAML file of queues to load (see `trainyard queue create -f`)")] = None,
     component_catalog: Annotated[Optional[list[str]], typer.Option(
         "--component-catalog", help="a folder or URL of Kubeflow components (repeatable)")] = None,
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", help="YAML of further settings: sample_every, idle_gpu_threshold, idle_gpu_period, prices")] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -55,15 +57,18 @@ def server(
         if token is not None:
             raise TrainyardError("--token would show in `ps` to every user of this machine; "
                                  "use --token-file FILE or $TRAINYARD_SERVER_TOKEN")
-        settings = ServerSettings(
-            home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
+        from trainyard.cli import server_config
+
+        extra = server_config.load(config) if config else {}
+        settings = server_config.check(config or Path("--config"), lambda: ServerSettings(
+            **extra, home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
             container_runtime=container_runtime,
             cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type,
             token=_server_token(token_file),
             queues_file=queues,
             component_catalog=[c if "://" in c else str(Path(c).resolve()) for c in component_catalog or []],
             ray_address=ray_address,
-        )
+        ))
         serve(settings)
 
 

@@ -23,6 +23,7 @@ _DEFAULTS: dict = {
     "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
     "exit_report_deadline": 3600.0, "container": None, "venv": None,
     "cgroup_root": "/sys/fs/cgroup",
+    "sample_every": None,
 }
 
 
@@ -52,6 +53,7 @@ class LaunchConfig:
     cgroup_root: str | None          # where cgroups are mounted; None: sample the memory limit (launch.cgroup)
     container: dict | None           # run in an image: {"runtime", "kind", "image", "pull_policy", "cpus"} (launch.container)
     venv: str | None                 # with no python_env: "overlay" or "fresh" per-attempt virtualenv (launch.scratchenv)
+    sample_every: float | None       # seconds between resource samples (launch.sampling); 0 or None: off (the server says 5)
 
     def __init__(self, **values) -> None:  # noqa: ANN003
         missing = [k for k in _REQUIRED if k not in values]

@@ -152,12 +152,19 @@ class Launcher:
             return _result(None, reasons.SETUP, message)
         reporter = self._start_reporter()
         reporter.started(self.proc.pid)
+        from trainyard.launch import sampling  # after the spawn: nothing on the path to the command's start
+
+        sampler = sampling.start(str(self.metrics), cfg.gpus, cfg.sample_every)
         exit_code, reason, message = self._supervise(self.proc)
         if self.container is not None:
             from trainyard.launch import container
 
             reason, message = container.outcome(self.container, exit_code, reason, message, cfg.memory_limit,
                                                 self.log, stopped=self.cancelled is not None or reason == reasons.TIMEOUT)
+        if sampler is not None:
+            sampler.stop()
+            if summary := sampler.summary():
+                append_log(self.log, summary)
         reporter.exited()
         if reason == reasons.SUCCEEDED and cfg.env.get(envvars.OUTPUT_NAMES):
             reason, message = self._check_named_outputs(reason, message)

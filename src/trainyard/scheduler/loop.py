@@ -20,6 +20,7 @@ from trainyard.launch.config import LaunchConfig
 from trainyard.scheduler import adapter
 from trainyard.scheduler.model import Queue
 from trainyard.scheduler.plan import Options, plan
+from trainyard.scheduler.stats import CycleStats
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
 from trainyard.spec.job import JobSpec
 from trainyard.status import JobStatus, Reason
@@ -61,6 +62,7 @@ class SchedulerLoop:
         self._last_reconcile = 0.0
         self._next_due: float | None = None
         self._specs: dict[str, tuple[JobSpec, str | None]] = {}  # pending job id -> (spec, snapshot)
+        self.stats = CycleStats()  # for /metrics
 
     def wake(self) -> None:
         self._wake.set()
@@ -93,10 +95,12 @@ class SchedulerLoop:
 
     def tick(self) -> None:
         now = time.time()
+        began = time.perf_counter()
         if now - self._last_reconcile >= self.reconcile_every:
             self._last_reconcile = now
             self.reconcile()
         self.admit(now)
+        self.stats.cycle(time.perf_counter() - began)
 
     def reconcile(self) -> None:
         active = self.store.active_attempts()
@@ -121,19 +125,23 @@ class SchedulerLoop:
         pending = self.store.waiting()
         if not pending:  # most wake-ups after an attempt ends: no need to look at the cluster
             self._next_due = None
+            self.stats.planned({})
             return
         specs = self._specs_of(pending)
         live = self.live()
         nodes, waiting, running, queues = adapter.inputs([(w, specs[w.id][0]) for w in pending], live,
                                                          self.nodes(live), self.queues())
         decided = plan(nodes, waiting, running, queues, now, self.options)
+        self.stats.planned(decided.entries)
         jobs = {w.id: w for w in pending}
         for job_id, places in decided.admissions.items():
             token = new_attempt_token()  # its hash is stored with the attempt: no report can come before it
+            w = jobs[job_id]
             attempt = self.store.admit(job_id, [(p.node, list(p.gpu_ids)) for p in places],
-                                       borrowed=job_id in decided.borrowed, token_hash=token.hash)
+                                       borrowed=job_id in decided.borrowed, token_hash=token.hash,
+                                       queue=w.queue, submitted_at=w.created_at)
             if attempt is not None:
-                self._launch(_admitted(jobs[job_id], *specs[job_id], now), attempt, token.secret)
+                self._launch(_admitted(w, *specs[job_id], now), attempt, token.secret)
         attempts = {a.id: a for _, a in live}
         for p in decided.preemptions:
             if self.store.preempt(p.attempt_id, p.by):

@@ -52,6 +52,13 @@ class Client:
 
         return Pipelines(self.http)
 
+    @property
+    def monitoring(self):  # noqa: ANN201
+        """Events, resource use and usage reports (see :mod:`trainyard.sdk.monitoring`)."""
+        from trainyard.sdk.monitoring import Monitoring
+
+        return Monitoring(self.http)
+
     def __enter__(self) -> "Client":
         return self
 

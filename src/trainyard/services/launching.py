@@ -79,5 +79,6 @@ def launch_configs(
             grace_period=spec.grace_period,
             gpus=list(r.gpus),
             venv=venv,
+            sample_every=settings.sample_every,
         ))
     return configs

@@ -101,7 +101,7 @@ class PipelineService:
 
     def cancel(self, run_id: str) -> PipelineRunInfo:
         """Stop every running step (their jobs are cancelled) and start nothing more."""
-        if self.runs.move_run(run_id, RunStatus.CANCELLING, reason="cancel requested"):
+        if self.runs.move_run(run_id, RunStatus.CANCELLING, by="user", reason="cancel requested"):
             self.advance(run_id)
         return self.runs.get_run(run_id)
 

@@ -20,19 +20,23 @@ from trainyard.errors import TrainyardError
 from trainyard.launch.config import LaunchConfig
 from trainyard.pipelines.catalog import Catalog
 from trainyard.scheduler.loop import SchedulerLoop
+from trainyard.services.accounting import Accounting
 from trainyard.services.attempts import AttemptService
 from trainyard.services.cluster import Cluster
 from trainyard.services.dask_clusters import DaskClusterService
 from trainyard.services.dask_loop import DaskClusterLoop
 from trainyard.services.jobs import JobService
 from trainyard.services.launching import launch_configs
+from trainyard.services.metrics import TrainyardCollector
+from trainyard.services.metrics import registry as metrics_registry
+from trainyard.services.monitoring import MonitoringService
 from trainyard.services.notify import Notifier
 from trainyard.services.pipelines import PipelineService
 from trainyard.services.queues import QueueService
 from trainyard.services.scheduling import Scheduler
 from trainyard.services.snapshots import SnapshotService
 from trainyard.spec.records import AttemptInfo, JobInfo
-from trainyard.store import Store
+from trainyard.store import IdleRule, Store
 from trainyard.store.lease import Lease, make_lease
 
 FOLLOWER_POLL = 1.0  # seconds: how often a follower's long polls look at the database again
@@ -91,6 +95,12 @@ class Platform:
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
         )
         self.scheduler.bind(self.loop)
+        self.store.idle_rule = IdleRule(settings.idle_gpu_threshold, settings.idle_gpu_period)
+        accounting = Accounting(self.store, settings.prices,
+                                     gpu_types=lambda: {n.name: n.gpu_type for n in self.engine.nodes() if n.gpu_type})
+        self.monitoring = MonitoringService(
+            self.store, accounting, metrics_registry(TrainyardCollector(self.store, self.cluster.nodes, self.loop.stats)),
+            check_run=self.pipelines.get)
 
     def _configs(self, job: JobInfo, attempt: AttemptInfo, token: str) -> list[LaunchConfig]:
         master = self.engine.rendezvous(attempt) if job.spec.distributed else None

@@ -8,7 +8,7 @@ built by the CLI and API; one schema for all of them. The planner works on
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, field_validator, model_validator
@@ -58,6 +58,9 @@ class QueueSpec(Strict):
     priority: Priority = Field(0, description="ties between jobs of equal priority go to the higher queue")
     quota: Quota = Field(default_factory=Quota)
     borrowing: bool = Field(True, description="may use idle capacity beyond the quota (preempted first)")
+    idle_gpus: Literal["flag", "cancel"] = Field(
+        "flag", description="what happens to a job whose GPUs stay idle (server's idle_gpu_threshold and "
+        "idle_gpu_period): flag it, or cancel it")
 
     @field_validator("name", "team")
     @classmethod

@@ -2,12 +2,14 @@
 
 from trainyard.store.store import Ending, Waiting
 from trainyard.store.store import Store as _CoreStore
+from trainyard.store.monitoring import MonitoringMixin
 from trainyard.store.queues import QueuesMixin
 from trainyard.store.telemetry import Outputs, TelemetryMixin
+from trainyard.store.usage import IdleRule, SpansMixin, UsageMixin
 
 
-class Store(TelemetryMixin, QueuesMixin, _CoreStore):
-    """Jobs, attempts, logs, metrics, artifacts and queues."""
+class Store(UsageMixin, SpansMixin, MonitoringMixin, TelemetryMixin, QueuesMixin, _CoreStore):
+    """Jobs, attempts, logs, metrics, artifacts, queues, resource use and events."""
 
 
-__all__ = ["Ending", "Outputs", "Store", "Waiting"]
+__all__ = ["Ending", "IdleRule", "Outputs", "Store", "Waiting"]

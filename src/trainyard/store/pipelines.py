@@ -82,14 +82,16 @@ class PipelineStore:
                 t.PipelineStep.status == StepStatus.SUBMITTED.value)
             return {j: r for j, r in s.execute(q).all() if j}
 
-    def move_run(self, run_id: str, new: RunStatus, **values: Any) -> bool:
+    def move_run(self, run_id: str, new: RunStatus, *, by: str = "pipeline-runner", **values: Any) -> bool:
+        """``by``: who moved it, for the run's events."""
         now = time.time()
         if new.is_terminal():
             values.setdefault("ended_at", now)
         with self.store.write() as s:
             stmt = (update(t.PipelineRun).where(t.PipelineRun.id == run_id,
                                                 t.PipelineRun.status.in_([v.value for v in RUN_SOURCES[new]]))
-                    .values(status=new.value, updated_at=now, **values).execution_options(synchronize_session=False))
+                    .values(status=new.value, updated_at=now, status_by=by, **values)
+                    .execution_options(synchronize_session=False))
             return s.execute(stmt).rowcount == 1
 
     def move_step(self, run_id: str, name: str, new: StepStatus, **values: Any) -> bool:
@@ -115,7 +117,8 @@ class PipelineStore:
                 raise RunNotFound(f"no such pipeline run: {run_id}", run_id=run_id)
             stmt = (update(t.PipelineRun).where(t.PipelineRun.id == run_id,
                                                 t.PipelineRun.status.in_([v.value for v in RUN_SOURCES[RunStatus.RUNNING]]))
-                    .values(status=RunStatus.RUNNING.value, retries=run.retries + 1, reason=None, ended_at=None,
+                    .values(status=RunStatus.RUNNING.value, status_by="user", retries=run.retries + 1, reason=None,
+                            ended_at=None,
                             updated_at=time.time()).execution_options(synchronize_session=False))
             if s.execute(stmt).rowcount != 1:
                 return []

@@ -26,6 +26,11 @@ from trainyard.store.db import make_engine, migrate
 from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
+# Who moves a job to each status unless the caller says otherwise (recorded with the event).
+ACTOR = {JobStatus.STARTING: "scheduler", JobStatus.PENDING: "scheduler", JobStatus.RUNNING: "launcher",
+         JobStatus.CANCELLING: "user", JobStatus.CANCELLED: "user", JobStatus.SUCCEEDED: "launcher",
+         JobStatus.FAILED: "launcher"}
+_SCHEDULER_ENDS = {Reason.LOST.value, Reason.NODE_LOST.value, Reason.PREEMPTED.value}
 
 
 @dataclass(slots=True)
@@ -98,6 +103,7 @@ class Store:
         """
         if model is t.Job:
             values.setdefault("updated_at", time.time())
+            values.setdefault("status_by", ACTOR.get(new, "system"))  # the events trigger reads it
         table = model.__table__
         stmt = update(table).where(*_key_filter(table.c, key), table.c.status.in_(sources(new))).values(
             status=new.value, **values)
@@ -194,20 +200,28 @@ class Store:
     # -- attempts ---------------------------------------------------------
 
     def admit(self, job_id: str, placements: list[tuple[str, list[str]]], *, borrowed: bool = False,
-              token_hash: str | None = None) -> AttemptInfo | None:
+              token_hash: str | None = None, queue: str | None = None,
+              submitted_at: float | None = None) -> AttemptInfo | None:
         """pending → starting plus a new attempt with one replica per placement ``(node, gpus)``,
         in one transaction; None if the job moved meanwhile. ``borrowed``: beyond its queue's quota.
-        ``token_hash``: of the launchers' credential, stored here so no report can come before it."""
+        ``token_hash``: of the launchers' credential, stored here so no report can come before it.
+        ``queue`` and ``submitted_at``: the job's, when the caller has them (read here otherwise),
+        kept on the attempt so ``/metrics`` counts attempts without joining jobs."""
         now = time.time()
         with self.write() as s:
             if not self._cas(s, t.Job, job_id, JobStatus.STARTING, reason=None, not_before=None, position=None):
                 return None
+            if queue is None or submitted_at is None:
+                j = t.Job.__table__.c
+                queue, submitted_at = s.connection().execute(
+                    select(j.queue, j.created_at).where(j.id == job_id)).one()
             number = (s.scalar(select(func.max(t.Attempt.number)).where(t.Attempt.job_id == job_id)) or 0) + 1
             node, gpus = placements[0]
             attempt = dict(id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
                            node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
                            borrowed=borrowed, exit_code=None, reason=None, message=None, started_at=None,
-                           ended_at=None, stop_reason=None, preempted_by=None, token_hash=token_hash)
+                           ended_at=None, stop_reason=None, preempted_by=None, token_hash=token_hash, queue=queue,
+                           wait=now - submitted_at if number == 1 else None)
             replicas = [dict(attempt_id=attempt["id"], index=i, node=n, gpus=list(g), status=AttemptStatus.STARTING.value,
                              last_contact_at=now, log_size=0, metrics_offset=0, exit_code=None, reason=None,
                              message=None, started_at=None, ended_at=None)
@@ -317,23 +331,28 @@ class Store:
         if not self._cas(s, t.Attempt, attempt_id, e.status, exit_code=e.exit_code, reason=e.reason,
                          message=e.message, ended_at=time.time(), **first):
             return False
-        if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before):
+        by: Any = "scheduler" if e.reason in _SCHEDULER_ENDS else ACTOR[e.job_status]
+        if e.job_status == JobStatus.CANCELLED:  # ended by whoever asked for the cancel: keep who that was
+            by = t.Job.__table__.c.status_by
+        if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before, status_by=by):
             job = s.get(t.Job, job_id, populate_existing=True)
             raise InvalidTransition(f"job {job_id}: {job.status} → {e.job_status.value} is not allowed")
         return True
 
-    def request_cancel(self, job_id: str) -> JobStatus:
-        """pending → cancelled at once; starting/running → cancelling (the engine stops it)."""
+    def request_cancel(self, job_id: str, *, by: str = "user", why: str | None = None) -> JobStatus:
+        """pending → cancelled at once; starting/running → cancelling (the engine stops it).
+        ``by`` and ``why``: who asked and why, for the job's events (default: a user's request)."""
         with self.write() as s:
             row = s.get(t.Job, job_id)
             if row is None:
                 raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
             status = JobStatus(row.status)
             if status == JobStatus.PENDING:
-                if self._cas(s, t.Job, job_id, JobStatus.CANCELLED, reason="cancelled before it started"):
+                if self._cas(s, t.Job, job_id, JobStatus.CANCELLED, reason=why or "cancelled before it started",
+                             status_by=by):
                     return JobStatus.CANCELLED
             elif status in (JobStatus.STARTING, JobStatus.RUNNING):
-                if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason="cancel requested"):
+                if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason=why or "cancel requested", status_by=by):
                     s.execute(update(t.Attempt).where(t.Attempt.job_id == job_id, t.Attempt.status.in_(ACTIVE_ATTEMPT),
                                                       t.Attempt.stop_reason.is_(None))
                               .values(stop_reason=Reason.CANCELLED.value))

@@ -26,6 +26,8 @@ class Job(Base):
     not_before: Mapped[float | None] = mapped_column(Float)
     reason: Mapped[str | None] = mapped_column(Text)
     position: Mapped[int | None] = mapped_column(Integer)  # jobs ahead in its queue, while pending
+    status_by: Mapped[str | None] = mapped_column(String(32))  # who made the last status change (see Event)
+    __table_args__ = (Index("ix_jobs_status_queue", "status", "queue", "created_at"),)
 
 
 class Queue(Base):
@@ -42,11 +44,11 @@ class Queue(Base):
     borrowing: Mapped[bool] = mapped_column(Boolean)
     source: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[float] = mapped_column(Float)
+    idle_gpu_action: Mapped[str | None] = mapped_column(String(8))  # flag (None) or cancel
 
 
 class Attempt(Base):
     __tablename__ = "attempts"
-    __table_args__ = (UniqueConstraint("job_id", "number", name="uq_attempts_job_number"),)
     id: Mapped[str] = mapped_column(String(48), primary_key=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
     number: Mapped[int] = mapped_column(Integer)
@@ -66,6 +68,11 @@ class Attempt(Base):
     borrowed: Mapped[bool | None] = mapped_column(Boolean)  # admitted beyond its queue's quota
     # sha256 hex of the attempt's launcher credential (see services.credentials); never the token itself
     token_hash: Mapped[str | None] = mapped_column(String(64))
+    queue: Mapped[str | None] = mapped_column(String(63))  # the job's, so /metrics groups attempts without a join
+    wait: Mapped[float | None] = mapped_column(Float)  # seconds from submission to admission; first attempts only
+    __table_args__ = (UniqueConstraint("job_id", "number", name="uq_attempts_job_number"),
+                      Index("ix_attempts_queue_wait", "queue", "wait"),
+                      Index("ix_attempts_queue_outcome", "queue", "reason", "status", "preempted_by"))
 
 
 class Replica(Base):
@@ -140,6 +147,7 @@ class PipelineRun(Base):
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float | None] = mapped_column(Float)
+    status_by: Mapped[str | None] = mapped_column(String(32))
 
 
 class PipelineStep(Base):
@@ -211,3 +219,40 @@ class DaskCluster(Base):
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float | None] = mapped_column(Float)
+
+
+class Event(Base):
+    """One status change of a job or pipeline run. Written by database triggers (migration 0007)
+    on every change of ``status``, never by Python: no write path can forget one."""
+
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))  # job or pipeline_run
+    object_id: Mapped[str] = mapped_column(String(40))
+    ts: Mapped[float] = mapped_column(Float)
+    old_status: Mapped[str | None] = mapped_column(String(16))  # None: created
+    new_status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(32))  # user, scheduler, launcher, system
+    __table_args__ = (Index("ix_events_kind_object_id", "kind", "object_id", "id"),)
+
+
+class ReplicaUsage(Base):
+    """What a replica's process tree uses, from the launcher's samples: the latest, the peak, and
+    the sums a mean needs; one row per replica, updated as samples arrive."""
+
+    __tablename__ = "replica_usage"
+    attempt_id: Mapped[str] = mapped_column(String(48), primary_key=True)
+    replica: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    job_id: Mapped[str] = mapped_column(String(40), index=True)
+    samples: Mapped[int] = mapped_column(Integer)
+    cpu_percent: Mapped[float | None] = mapped_column(Float)  # of one core: 200 is two cores busy
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_util: Mapped[float | None] = mapped_column(Float)  # percent, mean over the replica's GPUs
+    gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_util_sum: Mapped[float] = mapped_column(Float)
+    gpu_samples: Mapped[int] = mapped_column(Integer)
+    gpu_low_since: Mapped[float | None] = mapped_column(Float)  # first sample of the current run under the threshold
+    idle_flagged_at: Mapped[float | None] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)

@@ -139,6 +139,7 @@ class TelemetryMixin:
             return have
         if self._moved(s, rep, "metrics_offset", have, pos):
             s.add_all(new_rows)
+            self._record_usage(s, attempt, rep.index, new_rows)  # type: ignore[attr-defined]
         return pos
 
     def metrics(self, job_id: str) -> list[MetricPoint]:

@@ -1,0 +1,37 @@
+"""Monitoring: ``/metrics`` for Prometheus, status events, resource use, and usage reports."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Response
+
+from trainyard.api.deps import PlatformDep
+from trainyard.services.monitoring import METRICS_CONTENT_TYPE
+from trainyard.spec.monitoring import EventInfo, ReplicaUsageInfo, UsageReport
+
+router = APIRouter(tags=["monitoring"])
+
+
+@router.get("/metrics", include_in_schema=False)
+def metrics(p: PlatformDep) -> Response:
+    return Response(p.monitoring.metrics_text(), media_type=METRICS_CONTENT_TYPE)
+
+
+@router.get("/api/v1/jobs/{job_id}/events")
+def job_events(job_id: str, p: PlatformDep) -> list[EventInfo]:
+    return p.monitoring.job_events(job_id)
+
+
+@router.get("/api/v1/jobs/{job_id}/usage")
+def job_usage(job_id: str, p: PlatformDep) -> list[ReplicaUsageInfo]:
+    return p.monitoring.job_usage(job_id)
+
+
+@router.get("/api/v1/pipelines/{run_id}/events")
+def run_events(run_id: str, p: PlatformDep) -> list[EventInfo]:
+    return p.monitoring.run_events(run_id)
+
+
+@router.get("/api/v1/usage")
+def usage(p: PlatformDep, by: str = Query("team", max_length=16),
+          since: str = Query("30d", max_length=32)) -> UsageReport:
+    return p.monitoring.usage(by, since)

@@ -1,0 +1,39 @@
+"""`trainyard events JOB`: every status change of a job (or, with --pipeline, a pipeline run)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.render import status_text
+from trainyard.spec.monitoring import EventInfo
+
+
+def events(
+    object_id: Annotated[str, typer.Argument(metavar="JOB", help="job id (or pipeline run id with --pipeline)")],
+    pipeline: Annotated[bool, typer.Option("--pipeline", help="the id is a pipeline run's")] = False,
+    output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+) -> None:
+    """Status changes, oldest first: when, from what to what, why, and who caused it."""
+    with handled():
+        m = client().monitoring
+        found = m.run_events(object_id) if pipeline else m.events(object_id)
+        if output == Output.json:
+            write(json.dumps([e.model_dump(mode="json") for e in found], indent=2) + "\n")
+        else:
+            console.print(events_table(found))
+
+
+def events_table(found: list[EventInfo]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for col in ("TIME", "FROM", "TO", "BY", "REASON"):
+        table.add_column(col)
+    for e in found:
+        table.add_row(datetime.fromtimestamp(e.ts).strftime("%Y-%m-%d %H:%M:%S"), e.old_status or "-",
+                      status_text(e.new_status), e.actor, e.reason or "")
+    return table

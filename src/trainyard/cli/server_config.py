@@ -1,0 +1,61 @@
+"""`trainyard server --config FILE`: the settings that have no flag of their own (monitoring, prices).
+
+```yaml
+sample_every: 5            # seconds between a launcher's resource samples; 0: off
+idle_gpu_threshold: 5      # % GPU utilisation under which a job's GPUs are idle ...
+idle_gpu_period: 30m       # ... for this long before the job is flagged
+prices:
+  currency: EUR
+  gpu_hour: {A100: 2.5, "*": 1.0}
+  cpu_hour: 0.04
+  memory_gib_hour: 0.005
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trainyard.errors import InvalidSpec
+from trainyard.spec.units import parse_duration
+
+KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "prices")
+
+
+def _error(path: Path, field: str, message: str) -> InvalidSpec:
+    return InvalidSpec(errors=[{"field": field, "line": None, "where": f"{path}: {field}", "message": message}])
+
+
+def load(path: Path) -> dict[str, Any]:
+    """The file's settings as ``ServerSettings`` keyword arguments; every bad key or value names its field."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise _error(path, "config", f"cannot read it: {e}") from None
+    if not isinstance(data, dict):
+        raise _error(path, "config", "must be a mapping of settings")
+    for key in data:
+        if key not in KEYS:
+            raise _error(path, str(key), f"unknown setting; this file takes {', '.join(KEYS)}")
+    for key in ("sample_every", "idle_gpu_period"):
+        if key in data:
+            try:
+                data[key] = parse_duration(data[key])
+            except ValueError as e:
+                raise _error(path, key, str(e)) from None
+    return data
+
+
+def check(path: Path, build: Any) -> Any:
+    """``build()`` (making the settings), with pydantic's errors turned into ones naming the file's field."""
+    from pydantic import ValidationError
+
+    from trainyard.spec.lines import validation_errors
+
+    try:
+        return build()
+    except ValidationError as e:
+        raise InvalidSpec(errors=validation_errors(e, {}, str(path))) from None

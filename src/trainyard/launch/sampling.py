@@ -1,0 +1,157 @@
+"""What the command uses: its process tree's CPU and memory and its GPUs, sampled every few seconds.
+
+A daemon thread started right after the command, so nothing here sits between
+the spawn and the command's first instruction: psutil (and NVML) are imported
+in the thread. Each sample is one line appended to ``metrics.jsonl`` in the
+in-job SDK's format, named ``system/…`` (as MLflow names its system metrics),
+so the reporter sends it with the job's own metrics and the server stores it
+next to them. One ``write`` per line on an ``O_APPEND`` file: the job's own
+lines and these never tear each other.
+
+GPUs are read through NVML (``pynvml`` from nvidia-ml-py) when the replica has
+any and the library loads; ``nvml`` is the seam tests pass a fake through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any
+
+FIRST_AFTER = 1.0  # seconds after the start: a job that ends sooner was not worth sampling
+PREFIX = "system/"
+
+
+class Sampler:
+    """Samples the launcher's descendants (the launcher is their subreaper: daemons included)."""
+
+    def __init__(self, metrics_path: str, gpus: list[str], every: float, nvml: Any = None) -> None:
+        self.metrics_path = metrics_path
+        self.gpus = [str(g) for g in gpus]
+        self.every = every
+        self.nvml = nvml
+        self.peak_memory = 0
+        self.gpu_util_sum = 0.0
+        self.gpu_samples = 0
+        self._procs: dict[int, Any] = {}  # pid -> psutil.Process: cpu_percent compares with its last call
+        self._handles: list[tuple[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="trainyard-sampler", daemon=True)
+
+    def start(self) -> "Sampler":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=5)
+        if self._handles and self.nvml is not None:
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001 - a broken driver must not fail the attempt
+                pass
+
+    def summary(self) -> str | None:
+        """One line for the log: peak memory and mean GPU utilisation, if anything was sampled."""
+        if not self.peak_memory and not self.gpu_samples:
+            return None
+        text = f"resource use: peak memory {self.peak_memory / (1 << 20):.0f} MiB"
+        if self.gpu_samples:
+            text += f", mean GPU utilisation {self.gpu_util_sum / self.gpu_samples:.0f} %"
+        return text
+
+    # -- the thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        if self._stop.wait(min(FIRST_AFTER, self.every)):
+            return
+        import psutil
+
+        self._open_gpus()
+        while True:
+            try:
+                self._write(self.sample(psutil))
+            except Exception:  # noqa: BLE001 - sampling is best effort; the attempt goes on
+                pass
+            if self._stop.wait(self.every):
+                return
+
+    def _open_gpus(self) -> None:
+        if not self.gpus:
+            return
+        if self.nvml is None:
+            try:
+                import pynvml
+            except ImportError:
+                return
+            self.nvml = pynvml
+        try:
+            self.nvml.nvmlInit()
+            for g in self.gpus:
+                get = self.nvml.nvmlDeviceGetHandleByUUID if g.startswith(("GPU-", "MIG-")) else \
+                    self.nvml.nvmlDeviceGetHandleByIndex
+                self._handles.append((g, get(g if g.startswith(("GPU-", "MIG-")) else int(g))))
+        except Exception:  # noqa: BLE001 - no driver, or a GPU id NVML does not know: no GPU samples
+            self._handles = []
+
+    def sample(self, psutil: Any) -> dict[str, float]:
+        """One sample of the tree and the GPUs, as ``system/…`` values."""
+        me = psutil.Process(os.getpid())
+        live: dict[int, Any] = {}
+        cpu = 0.0
+        memory = 0
+        for p in me.children(recursive=True):
+            proc = self._procs.get(p.pid, p)
+            try:
+                with proc.oneshot():
+                    cpu += proc.cpu_percent(None)
+                    memory += proc.memory_info().rss
+            except psutil.Error:
+                continue
+            live[p.pid] = proc
+        self._procs = live
+        self.peak_memory = max(self.peak_memory, memory)
+        values: dict[str, float] = {PREFIX + "cpu_percent": round(cpu, 1), PREFIX + "memory_bytes": memory}
+        values.update(self._gpu_values())
+        return values
+
+    def _gpu_values(self) -> dict[str, float]:
+        if not self._handles:
+            return {}
+        values: dict[str, float] = {}
+        utils, used = [], 0
+        for gpu, handle in self._handles:
+            try:
+                util = float(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+                mem = int(self.nvml.nvmlDeviceGetMemoryInfo(handle).used)
+            except Exception:  # noqa: BLE001 - one GPU unreadable for a moment
+                continue
+            utils.append(util)
+            used += mem
+            values[f"{PREFIX}gpu{gpu}_util"] = util
+            values[f"{PREFIX}gpu{gpu}_memory_bytes"] = mem
+        if utils:
+            mean = sum(utils) / len(utils)
+            values[PREFIX + "gpu_util"] = mean
+            values[PREFIX + "gpu_memory_bytes"] = used
+            self.gpu_util_sum += mean
+            self.gpu_samples += 1
+        return values
+
+    def _write(self, values: dict[str, float]) -> None:
+        line = json.dumps({"step": None, "ts": time.time(), "values": values}) + "\n"
+        fd = os.open(self.metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def start(metrics_path: str, gpus: list[str], every: float | None) -> Sampler | None:
+    """A running sampler, or None when sampling is off (``every`` 0 or None)."""
+    if not every or every <= 0:
+        return None
+    return Sampler(metrics_path, gpus, every).start()

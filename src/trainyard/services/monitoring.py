@@ -1,0 +1,59 @@
+"""Monitoring as the API serves it: status events, a job's resource use, usage reports, ``/metrics``."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import CollectorRegistry
+
+from trainyard.errors import InvalidSpec
+from trainyard.services.accounting import Accounting
+from trainyard.spec.monitoring import EventInfo, ReplicaUsageInfo, UsageBy, UsageReport
+from trainyard.spec.units import parse_duration
+from trainyard.store import Store
+
+METRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def _invalid(field: str, message: str) -> InvalidSpec:
+    return InvalidSpec(errors=[{"field": field, "line": None, "where": field, "message": message}])
+
+
+class MonitoringService:
+    def __init__(self, store: Store, accounting: Accounting, registry: CollectorRegistry,
+                 check_run: Callable[[str], object]) -> None:
+        """``check_run``: raises :class:`~trainyard.errors.PipelineRunNotFound` for an unknown run."""
+        self.store = store
+        self.accounting = accounting
+        self.registry = registry
+        self.check_run = check_run
+
+    def metrics_text(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def job_events(self, job_id: str) -> list[EventInfo]:
+        return self.store.events("job", job_id)
+
+    def run_events(self, run_id: str) -> list[EventInfo]:
+        self.check_run(run_id)
+        return self.store.events("pipeline_run", run_id)
+
+    def job_usage(self, job_id: str) -> list[ReplicaUsageInfo]:
+        return self.store.job_usage(job_id)
+
+    def usage(self, by: str, since: str) -> UsageReport:
+        """``by`` one of team, user, queue, gpu_type; ``since`` a duration back from now (``30d``, ``12h``)."""
+        try:
+            group = UsageBy(by)
+        except ValueError:
+            raise _invalid("by", f"{by!r}: use one of {', '.join(b.value for b in UsageBy)}") from None
+        try:
+            seconds = parse_duration(since)
+        except ValueError as e:
+            raise _invalid("since", f"{since!r}: {e}") from None
+        if seconds <= 0:
+            raise _invalid("since", f"{since!r}: must be more than 0")
+        now = time.time()
+        return self.accounting.report(group, now - seconds, now)
