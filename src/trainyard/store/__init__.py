@@ -2,12 +2,13 @@
 
 from trainyard.store.store import Ending, Waiting
 from trainyard.store.store import Store as _CoreStore
+from trainyard.store.identity import IdentityMixin
 from trainyard.store.queues import QueuesMixin
 from trainyard.store.telemetry import Outputs, TelemetryMixin
 
 
-class Store(TelemetryMixin, QueuesMixin, _CoreStore):
-    """Jobs, attempts, logs, metrics, artifacts and queues."""
+class Store(TelemetryMixin, QueuesMixin, IdentityMixin, _CoreStore):
+    """Jobs, attempts, logs, metrics, artifacts, queues, users, tokens and the audit log."""
 
 
 __all__ = ["Ending", "Outputs", "Store", "Waiting"]

@@ -14,9 +14,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from trainyard.auth.permissions import Visible
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo, JobPage, ReplicaInfo
@@ -111,13 +112,15 @@ class Store:
 
     # -- jobs -------------------------------------------------------------
 
-    def create_job(self, spec: JobSpec, snapshot: str | None = None) -> JobInfo:
+    def create_job(self, spec: JobSpec, snapshot: str | None = None, *, owner: str | None = None,
+                   team: str | None = None) -> JobInfo:
         now = time.time()
         with self.write() as s:
             seq = (s.scalar(select(func.max(t.Job.seq))) or 0) + 1
             row = dict(id=new_job_id(), seq=seq, name=spec.name, status=JobStatus.PENDING.value, queue=spec.queue,
                        priority=spec.priority, spec=spec.model_dump(mode="json"), snapshot=snapshot, created_at=now,
-                       updated_at=now, not_before=None, reason="waiting for the scheduler", position=None)
+                       updated_at=now, not_before=None, reason="waiting for the scheduler", position=None,
+                       owner=owner, team=team)
             s.connection().execute(insert(t.Job.__table__), [row])  # Core, like Store.admit
             return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 
@@ -136,11 +139,13 @@ class Store:
 
     def list_jobs(
         self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
-        limit: int = 50, cursor: str | None = None,
+        limit: int = 50, cursor: str | None = None, visible: Visible | None = None,
     ) -> JobPage:
-        """Newest first. ``cursor`` is the opaque ``next_cursor`` of the previous page."""
+        """Newest first, only what ``visible`` lets the caller see. ``cursor`` is the opaque
+        ``next_cursor`` of the previous page."""
         c = t.Job.__table__.c
-        where = [c.status.in_(status)] if status else []
+        where = [visible_where(c, visible)] if visible and visible.teams is not None else []
+        where += [c.status.in_(status)] if status else []
         where += [c.name == name] if name else []
         where += [c.queue == queue] if queue else []
         where += [c.seq < int(cursor)] if cursor else []
@@ -341,7 +346,12 @@ class Store:
 
 
 _JOB_FIELDS = ("id", "name", "queue", "priority", "snapshot", "created_at", "updated_at", "not_before", "reason",
-               "position")
+               "position", "owner", "team")
+
+
+def visible_where(c: Any, visible: Visible) -> Any:
+    """The rows of a table with ``owner`` and ``team`` columns ``c`` that ``visible`` shows."""
+    return or_(c.team.in_(sorted(visible.teams or ())), c.owner == visible.user)
 
 
 def _job_records(conn: Any, where: Any, attempts: bool = True) -> list[JobInfo]:
