@@ -92,6 +92,12 @@ class ServerSettings(BaseModel):
                               exclude=True, repr=False)
     token_sha256: str | None = Field(None, description="SHA-256 of the token clients must send; "
                                      "`trainyard server` uses the home's own token when none is given")
+    auth: bool = Field(False, description="users, teams and their API tokens (trainyard server --auth); without it "
+                       "only the server's own token gets in")
+    tls_cert: Path | None = Field(None, description="serve HTTPS with this certificate (PEM)")
+    tls_key: Path | None = Field(None, description="… and this private key (PEM)")
+    forwarded_allow_ips: str | None = Field(None, description="proxies whose X-Forwarded-For/-Proto are trusted "
+                                            "(comma-separated addresses, or *); none: no proxy header is read")
     queues_file: Path | None = Field(None, description="YAML file of queues, loaded at start (replaces earlier file queues)")
     component_catalog: list[str] = Field(
         default_factory=list, description="folders and URLs where pipeline steps find Kubeflow components by name")

@@ -20,7 +20,9 @@ from trainyard.launch.config import LaunchConfig
 from trainyard.pipelines.catalog import Catalog
 from trainyard.scheduler.loop import SchedulerLoop
 from trainyard.services.attempts import AttemptService
+from trainyard.services.audit import AuditLog
 from trainyard.services.cluster import Cluster
+from trainyard.services.identity import IdentityService
 from trainyard.services.jobs import JobService
 from trainyard.services.launching import launch_configs
 from trainyard.services.notify import Notifier
@@ -71,11 +73,14 @@ class Platform:
         self.scheduler = Scheduler()
         self.cluster = Cluster(self.store, self.engine)
         self.snapshots = SnapshotService(self.artifacts)
-        self.queues = QueueService(self.store, self.cluster, self.scheduler)
+        self.audit = AuditLog(self.store)
+        self.queues = QueueService(self.store, self.cluster, self.scheduler, self.audit)
         if settings.queues_file is not None:
             self.queues.load_file(settings.queues_file)
+        self.identity = IdentityService(self.store, self.audit, server_token_sha256=settings.token_sha256,
+                                        users=settings.auth)
         self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, self.scheduler,
-                               check_queue=self.queues.check)
+                               team_for=self.queues.team_for, audit=self.audit)
         self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self.scheduler.wake,
                                        stop=self.scheduler.stop_attempt)
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,

@@ -1,0 +1,165 @@
+"""Users, teams and API tokens: who a request comes from, and managing them.
+
+A token is random (32 bytes, URL-safe) and kept only as its sha256, so telling
+who sent a request is one indexed lookup by hash, its user and memberships
+joined in. ``last_used_at`` is written at most once a minute per token, so a
+busy client does not turn every read into a write.
+
+The server's own token (the home's ``token`` file or ``--token-file``) is the
+local admin and needs no lookup: the embedded default never touches these tables.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+import time
+
+from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller
+from trainyard.auth.tokens import token_hash
+from trainyard.errors import AlreadyExists, Forbidden, InvalidSpec
+from trainyard.services.audit import AuditLog
+from trainyard.spec.identity import (NewToken, NewUser, TeamCreate, TeamInfo, TokenCreate, TokenInfo, UserCreate,
+                                     UserInfo)
+from trainyard.store import Store
+
+TOUCH_EVERY = 60.0  # seconds between two writes of one token's last_used_at
+FIRST_ADMIN = "admin"
+
+
+def new_secret() -> str:
+    return "ty_" + secrets.token_urlsafe(32)
+
+
+def _admin_only(caller: Caller) -> None:
+    if not caller.may(Action.MANAGE_USERS, None):
+        raise Forbidden("only an admin manages users and teams")
+
+
+class IdentityService:
+    def __init__(self, store: Store, audit: AuditLog, *, server_token_sha256: str | None, users: bool) -> None:
+        """``users``: whether users' API tokens are accepted at all (``trainyard server --auth``)."""
+        self.store = store
+        self.audit = audit
+        self.server_token_sha256 = server_token_sha256
+        self.users = users
+        self._touched: dict[str, float] = {}  # token id -> when this process last wrote its last_used_at
+        self._lock = threading.Lock()
+
+    # -- who is calling --------------------------------------------------------------
+
+    def server_token(self, secret: str) -> bool:
+        """Whether ``secret`` is the server's own token (the local admin): no database involved."""
+        return self.server_token_sha256 is not None and hmac.compare_digest(token_hash(secret),
+                                                                            self.server_token_sha256)
+
+    def authenticate(self, secret: str) -> Caller | None:
+        """The caller a bearer token stands for; None for an unknown, revoked or expired token, or a
+        disabled user."""
+        return LOCAL_ADMIN if self.server_token(secret) else self.user_caller(secret)
+
+    def user_caller(self, secret: str) -> Caller | None:
+        """The user an API token belongs to (one indexed lookup); None unless ``--auth`` is on."""
+        if not self.users:
+            return None
+        now = time.time()
+        owner = self.store.token_owner(token_hash(secret), now)
+        if owner is None:
+            return None
+        last = max(owner.last_used_at or 0.0, self._touched.get(owner.token_id, 0.0))
+        if now - last >= TOUCH_EVERY:
+            with self._lock:
+                self._touched[owner.token_id] = now
+            self.store.touch_token(owner.token_id, now)
+        return owner.caller
+
+    # -- users and teams -------------------------------------------------------------
+
+    def bootstrap(self, caller: Caller = LOCAL_ADMIN, name: str = FIRST_ADMIN) -> NewUser | None:
+        """The first admin and its token, unless an admin exists (then None)."""
+        if self.store.admins():
+            return None
+        return self.create_user(caller, UserCreate(name=name, role="admin"), action="admin.bootstrap")
+
+    def create_user(self, caller: Caller, req: UserCreate, action: str = "user.create") -> NewUser:
+        """A user with its first token (named ``first``)."""
+        _admin_only(caller)
+        if req.name == LOCAL_ADMIN.user:
+            raise InvalidSpec(errors=[{"field": "name", "line": None, "where": "name",
+                                       "message": f"{req.name!r} is the server's own identity; pick another name"}])
+        if req.role != "admin" and req.team is None:
+            raise InvalidSpec(errors=[{"field": "team", "line": None, "where": "team",
+                                       "message": f"a {req.role} belongs to a team: give --team"}])
+        user = self.store.create_user(req.name, admin=req.role == "admin", team=req.team,
+                                      role=None if req.role == "admin" else req.role, os_user=req.os_user)
+        if req.role == "admin" and req.team is not None:  # an admin may also be counted in a team
+            user = self.store.set_membership(req.name, req.team, "maintainer")
+        token = self._new_token(req.name, "first", None)
+        self.audit.record(caller, action, req.name, role=req.role, team=req.team, os_user=req.os_user)
+        return NewUser(user=user, token=token)
+
+    def set_membership(self, caller: Caller, user: str, team: str, role: str | None) -> UserInfo:
+        _admin_only(caller)
+        info = self.store.set_membership(user, team, role)
+        self.audit.record(caller, "user.membership", user, team=team, role=role)
+        return info
+
+    def users(self, caller: Caller) -> list[UserInfo]:
+        _admin_only(caller)
+        return self.store.users()
+
+    def user(self, caller: Caller, name: str) -> UserInfo:
+        if name != caller.user:
+            _admin_only(caller)
+        return self.store.get_user(name)
+
+    def disable_user(self, caller: Caller, name: str) -> UserInfo:
+        _admin_only(caller)
+        info = self.store.disable_user(name)
+        self.audit.record(caller, "user.disable", name)
+        return info
+
+    def create_team(self, caller: Caller, req: TeamCreate) -> TeamInfo:
+        _admin_only(caller)
+        info = self.store.create_team(req.name)
+        self.audit.record(caller, "team.create", req.name)
+        return info
+
+    def teams(self, caller: Caller) -> list[TeamInfo]:
+        """Every team for an admin; the caller's own teams otherwise."""
+        return [t for t in self.store.teams() if caller.admin or t.name in caller.teams]
+
+    # -- tokens -----------------------------------------------------------------------
+
+    def create_token(self, caller: Caller, req: TokenCreate) -> NewToken:
+        user = req.user or caller.user
+        if user != caller.user:
+            _admin_only(caller)
+        if user == LOCAL_ADMIN.user:
+            raise Forbidden("the server's own token is not a user: create a user (trainyard admin user create) "
+                            "and tokens for it")
+        if any(t.name == req.name and t.revoked_at is None for t in self.store.tokens(user)):
+            raise AlreadyExists(f"{user} has a token named {req.name} already; revoke it or pick another name",
+                                field="name")
+        expires_at = time.time() + req.expires_in if req.expires_in else None
+        token = self._new_token(user, req.name, expires_at)
+        self.audit.record(caller, "token.create", token.info.id, user=user, name=req.name, expires_at=expires_at)
+        return token
+
+    def tokens(self, caller: Caller, user: str | None = None) -> list[TokenInfo]:
+        """The caller's tokens; an admin may ask for anyone's (``user``), or everyone's (``user="*"``)."""
+        if user is not None and user != caller.user:
+            _admin_only(caller)
+            return self.store.tokens(None if user == "*" else user)
+        return self.store.tokens(caller.user)
+
+    def revoke_token(self, caller: Caller, token_id: str) -> TokenInfo:
+        """Revoke one of the caller's tokens (an admin: anyone's); another user's is not found."""
+        info = self.store.revoke_token(token_id, None if caller.admin else caller.user)
+        self.audit.record(caller, "token.revoke", token_id, user=info.user, name=info.name)
+        return info
+
+    def _new_token(self, user: str, name: str, expires_at: float | None) -> NewToken:
+        secret = new_secret()
+        return NewToken(info=self.store.add_token(user, name, token_hash(secret), expires_at), secret=secret)
