@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainyard.cli import jobs, pipelines, queues
+from trainyard.cli import admin, jobs, pipelines, queues, tokens
 from trainyard.cli import server as server_cmd
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.render import nodes_table
@@ -26,6 +26,10 @@ app.add_typer(server_cmd.app, name="server")
 app.add_typer(queues.app, name="queue")
 app.add_typer(pipelines.app, name="pipeline")
 app.add_typer(pipelines.artifact_app, name="artifact")
+app.add_typer(admin.app, name="admin")
+app.add_typer(tokens.app, name="token")
+app.command()(tokens.login)
+app.command()(admin.audit)
 
 
 @app.command()

@@ -122,6 +122,7 @@ class JobService:
             check_artifact_path(path)
         except ValueError as e:
             raise InvalidSpec(errors=[{"field": "path", "line": None, "where": "path", "message": str(e)}]) from None
+        self.get(job_id, caller)  # raises JobNotFound for an unknown job, or one the caller may not see
         for info, url in self.store.artifacts(job_id):
             if info.path == path:
                 try:
