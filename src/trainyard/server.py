@@ -56,6 +56,7 @@ def bootstrap_admin(settings: ServerSettings) -> tuple[str, str] | None:
     from trainyard.services.identity import IdentityService
     from trainyard.store import Store
 
+    secure(settings.home)  # a fresh home: made private before the database lands in it
     store = Store(settings.db_url)
     try:
         made = IdentityService(store, AuditLog(store), server_token_sha256=None, users=True).bootstrap()
@@ -104,6 +105,7 @@ def serve(settings: ServerSettings) -> None:
     previous = (read_address(settings.address_file) or {}).get("port")
     sock = _bind(settings.host, settings.port, previous)
     host, port = sock.getsockname()[:2]
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # this machine's clients and launchers use loopback
     url = f"{'https' if settings.tls_cert else 'http'}://{'[' + host + ']' if ':' in host else host}:{port}"
     platform = Platform(settings)
     if settings.auth:

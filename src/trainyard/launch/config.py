@@ -21,7 +21,7 @@ _DEFAULTS: dict = {
     "replica": 0, "address_file": None, "token": None, "env": dict, "snapshot": None, "python_env": None,
     "venv_cache": None, "inputs": dict, "input_cache": None, "outputs": list, "output_url": None,
     "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
-    "exit_report_deadline": 3600.0,
+    "exit_report_deadline": 3600.0, "server_ca": None,
     "cgroup_root": "/sys/fs/cgroup",
 }
 
@@ -31,6 +31,7 @@ class LaunchConfig:
     attempt_id: str
     attempt: int                     # 1-based attempt number
     server: str                      # API base URL, e.g. http://127.0.0.1:8470
+    server_ca: str | None            # PEM file trusted for an https server besides the system's CAs
     command: list[str]               # argv, params already substituted
     replica: int                     # index of this replica in the attempt's gang (0 is the master)
     address_file: str | None         # JSON {"url": ...}; re-read when the server is unreachable

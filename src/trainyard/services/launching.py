@@ -58,6 +58,7 @@ def launch_configs(
             attempt=attempt.number,
             replica=r.index,
             server=server_url,
+            server_ca=str(settings.tls_cert) if settings.tls_cert else None,
             address_file=str(settings.address_file),
             token=token,
             command=list(command),
