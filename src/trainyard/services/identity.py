@@ -43,7 +43,7 @@ class IdentityService:
         self.store = store
         self.audit = audit
         self.server_token_sha256 = server_token_sha256
-        self.users = users
+        self.accept_users = users
         self._touched: dict[str, float] = {}  # token id -> when this process last wrote its last_used_at
         self._lock = threading.Lock()
 
@@ -61,7 +61,7 @@ class IdentityService:
 
     def user_caller(self, secret: str) -> Caller | None:
         """The user an API token belongs to (one indexed lookup); None unless ``--auth`` is on."""
-        if not self.users:
+        if not self.accept_users:
             return None
         now = time.time()
         owner = self.store.token_owner(token_hash(secret), now)
@@ -91,10 +91,9 @@ class IdentityService:
         if req.role != "admin" and req.team is None:
             raise InvalidSpec(errors=[{"field": "team", "line": None, "where": "team",
                                        "message": f"a {req.role} belongs to a team: give --team"}])
-        user = self.store.create_user(req.name, admin=req.role == "admin", team=req.team,
-                                      role=None if req.role == "admin" else req.role, os_user=req.os_user)
-        if req.role == "admin" and req.team is not None:  # an admin may also be counted in a team
-            user = self.store.set_membership(req.name, req.team, "maintainer")
+        admin = req.role == "admin"  # an admin given a team is also counted as its maintainer
+        user = self.store.create_user(req.name, admin=admin, team=req.team,
+                                      role="maintainer" if admin else req.role, os_user=req.os_user)
         token = self._new_token(req.name, "first", None)
         self.audit.record(caller, action, req.name, role=req.role, team=req.team, os_user=req.os_user)
         return NewUser(user=user, token=token)

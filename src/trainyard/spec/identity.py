@@ -22,7 +22,7 @@ MAX_EXPIRY_S = 5 * 365 * 86400
 
 
 def _check_name(v: str | None) -> str | None:
-    if v is not None and not NAME.match(v):
+    if v is not None and not NAME.fullmatch(v):
         raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
     return v
 
@@ -48,7 +48,7 @@ class UserCreate(Strict):
     @field_validator("os_user")
     @classmethod
     def _os_user(cls, v: str | None) -> str | None:
-        if v is not None and not OS_USER.match(v):
+        if v is not None and not OS_USER.fullmatch(v):
             raise ValueError("a Unix login name: lower-case letters, digits, '_' or '-', at most 32")
         return v
 

@@ -57,7 +57,7 @@ class IdentityMixin:
             if s.get(t.User, name) is not None:
                 raise AlreadyExists(f"user {name} exists already", user=name)
             s.add(t.User(name=name, admin=admin, os_user=os_user, disabled=False, created_at=now))
-            if team is not None:
+            if team is not None and role is not None:
                 if s.get(t.Team, team) is None:
                     s.add(t.Team(name=team, created_at=now))
                 s.flush()
