@@ -157,3 +157,19 @@ def read_login(home: Path | None = None) -> dict[str, str] | None:
         return None
     ok = isinstance(info, dict) and all(isinstance(info.get(k), str) and info[k] for k in ("server", "token"))
     return info if ok else None
+
+
+SHARED_WITH_JOBS = {"attempts": 0o711, "checkpoints": 0o711, "venvs": 0o755}  # entered by jobs run as other accounts
+
+
+def open_for_accounts(home: Path) -> None:
+    """A home whose jobs run as other Unix accounts: they may pass through it (0711) to their own
+    folders, never list it; everything else in it is closed to them, whatever it was made with."""
+    home = Path(home)
+    home.chmod(0o711)
+    for name, mode in SHARED_WITH_JOBS.items():
+        (home / name).mkdir(mode=mode, exist_ok=True)
+        (home / name).chmod(mode)
+    for entry in home.iterdir():
+        if entry.name not in SHARED_WITH_JOBS and not entry.is_symlink():
+            entry.chmod(entry.stat().st_mode & 0o700)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainyard.config import ServerSettings
-from trainyard.home import HomeLock, local_token, read_address, secure, write_private
+from trainyard.home import HomeLock, local_token, open_for_accounts, read_address, secure, write_private
 from trainyard.store.db import normalize_url
 from trainyard.auth.tokens import token_hash
 from trainyard.errors import TrainyardError
@@ -107,7 +107,12 @@ def serve(settings: ServerSettings) -> None:
     host, port = sock.getsockname()[:2]
     host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # this machine's clients and launchers use loopback
     url = f"{'https' if settings.tls_cert else 'http'}://{'[' + host + ']' if ':' in host else host}:{port}"
+    accounts = settings.auth and settings.engine == "local" and os.geteuid() == 0
+    if accounts:  # users' jobs may run as their own Unix accounts: what the server makes is private
+        os.umask(0o077)
     platform = Platform(settings)
+    if accounts:
+        open_for_accounts(settings.home)
     if settings.auth:
         first_admin(platform, settings.home)
     me = {"url": url, "port": port, "pid": os.getpid(), "home": str(settings.home)}

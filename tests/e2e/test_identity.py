@@ -164,3 +164,55 @@ def test_login_saves_a_private_file_the_cli_then_uses(srv, tmp_path):
     assert not (home / "server.json").exists()
     bad = run("login", "--server", srv.url, env=env, input="not-a-token\n")
     assert bad.returncode == 1 and "not-a-token" not in bad.stderr
+
+
+ISOLATED = """
+import os, pathlib
+out = pathlib.Path(os.environ['TRAINYARD_OUTPUT_DIR'])
+(out / 'who.txt').write_text(str(os.getuid()))
+pathlib.Path(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'ckpt').write_text('step 1')
+for what, path in [('credential', '../launch.json'), ('home', os.environ['HOME_UNDER_TEST']),
+                   ('database', os.environ['HOME_UNDER_TEST'] + '/trainyard.db'),
+                   ('artifacts', os.environ['HOME_UNDER_TEST'] + '/artifacts')]:
+    try:
+        pathlib.Path(path).read_text() if what != 'home' and what != 'artifacts' else os.listdir(path)
+        print(what, 'readable')
+    except PermissionError:
+        print(what, 'denied')
+"""
+
+
+def test_a_user_mapped_to_a_unix_account_runs_as_it_and_reads_nothing_else(tmp_path):
+    import shutil
+    import tempfile
+
+    from tests.conftest import need
+
+    need(os.geteuid() == 0 and shutil.which("setpriv") is not None, "needs root and setpriv to switch accounts")
+    # given a server run as root with --auth, in a home other accounts may pass through to their folders
+    root = tempfile.mkdtemp(prefix="trainyard-iso-")
+    os.chmod(root, 0o711)
+    srv = ServerProcess(__import__("pathlib").Path(root) / "home", ["--auth", "--cpus", "2", "--memory", "2Gi"])
+    srv.start()
+    try:
+        with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=60) as admin:
+            bad = admin.post("/api/v1/users", json={"name": "eve", "team": "vision", "os_user": "no-such-account"})
+            assert bad.status_code == 422 and bad.json()["details"]["errors"][0]["field"] == "os_user"
+            made = admin.post("/api/v1/users", json={"name": "alice", "team": "vision", "os_user": "nobody"}).json()
+        alice = As(srv, made["token"]["secret"])
+        # when alice's job runs
+        spec = py_job(ISOLATED, env_vars={"HOME_UNDER_TEST": str(srv.home)})
+        job = alice.submit(spec).json()["id"]
+        done = alice.get(f"/api/v1/jobs/{job}/wait", params={"timeout": 60}).json()
+        logs = "".join(c["data"] for c in alice.get(f"/api/v1/jobs/{job}/logs").json()["chunks"])
+        # then it ran as nobody, wrote its outputs and checkpoint, and could read neither the attempt's
+        # credential nor the server's home, database or artifacts
+        assert done["status"] == "succeeded", logs
+        assert alice.get(f"/api/v1/jobs/{job}/outputs/who.txt").text == "65534"
+        assert logs.split() == ["credential", "denied", "home", "denied", "database", "denied", "artifacts", "denied"]
+        ckpt = srv.home / "checkpoints" / job
+        assert (ckpt.stat().st_uid, oct(ckpt.stat().st_mode & 0o777)) == (65534, "0o700")
+        assert oct((srv.home / "trainyard.db").stat().st_mode & 0o777) == "0o600"
+    finally:
+        srv.stop_all()
+        shutil.rmtree(root, ignore_errors=True)

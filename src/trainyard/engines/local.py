@@ -22,6 +22,7 @@ import psutil
 from trainyard.engines.base import Engine, Observation
 from trainyard.errors import Unsupported
 from trainyard.launch.config import RESULT_NAME, LaunchConfig
+from trainyard.launch.runas import traversable
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
 from trainyard.spec.reports import LaunchResult
@@ -87,6 +88,8 @@ class LocalEngine(Engine):
         config.checkpoint_dir = config.checkpoint_dir or str(self.home / "checkpoints" / attempt.job_id)
         if spec.image:
             config.command = self._containerize(spec.image, config, workdir / "work")
+        if config.run_as:  # the job, as its own account, passes through to its folders (launch.runas)
+            traversable(workdir, self.home)
         config.write(workdir)
         pid = self._fork_launcher(workdir)
         if pid is None:  # no zygote: start a launcher the slow way

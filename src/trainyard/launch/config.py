@@ -21,7 +21,7 @@ _DEFAULTS: dict = {
     "replica": 0, "address_file": None, "token": None, "env": dict, "snapshot": None, "python_env": None,
     "venv_cache": None, "inputs": dict, "input_cache": None, "outputs": list, "output_url": None,
     "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
-    "exit_report_deadline": 3600.0, "server_ca": None,
+    "exit_report_deadline": 3600.0, "server_ca": None, "run_as": None,
     "cgroup_root": "/sys/fs/cgroup",
 }
 
@@ -50,6 +50,7 @@ class LaunchConfig:
     grace_period: float              # seconds between SIGTERM and SIGKILL
     gpus: list[str]                  # -> CUDA_VISIBLE_DEVICES (set, possibly empty, when the spec asked none)
     exit_report_deadline: float
+    run_as: dict | None              # {"uid", "gid", "name", "home"}: the OS account the command runs as (launch.runas)
     cgroup_root: str | None          # where cgroups are mounted; None: sample the memory limit (launch.cgroup)
 
     def __init__(self, **values) -> None:  # noqa: ANN003

@@ -12,13 +12,15 @@ local admin and needs no lookup: the embedded default never touches these tables
 from __future__ import annotations
 
 import hmac
+import os
+import pwd
 import secrets
 import threading
 import time
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller
 from trainyard.auth.tokens import token_hash
-from trainyard.errors import AlreadyExists, Forbidden, InvalidSpec
+from trainyard.errors import AlreadyExists, Forbidden, InvalidSpec, TrainyardError
 from trainyard.services.audit import AuditLog
 from trainyard.spec.identity import (NewToken, NewUser, TeamCreate, TeamInfo, TokenCreate, TokenInfo, UserCreate,
                                      UserInfo)
@@ -74,6 +76,21 @@ class IdentityService:
             self.store.touch_token(owner.token_id, now)
         return owner.caller
 
+    def run_as(self, owner: str | None) -> dict | None:
+        """The Unix account a job of ``owner`` runs as: where users are on, this server is root and the
+        user is mapped to one; None otherwise (the job runs as the server)."""
+        if not self.accept_users or owner is None or os.geteuid() != 0:
+            return None
+        found = self.store.users(owner)
+        if not found or not found[0].os_user:
+            return None
+        try:
+            pw = pwd.getpwnam(found[0].os_user)
+        except KeyError:  # never run as root instead
+            raise TrainyardError(f"user {owner} is mapped to Unix account {found[0].os_user!r}, which this machine "
+                                 "does not have") from None
+        return {"uid": pw.pw_uid, "gid": pw.pw_gid, "name": pw.pw_name, "home": pw.pw_dir}
+
     # -- users and teams -------------------------------------------------------------
 
     def bootstrap(self, caller: Caller = LOCAL_ADMIN, name: str = FIRST_ADMIN) -> NewUser | None:
@@ -88,6 +105,12 @@ class IdentityService:
         if req.name == LOCAL_ADMIN.user:
             raise InvalidSpec(errors=[{"field": "name", "line": None, "where": "name",
                                        "message": f"{req.name!r} is the server's own identity; pick another name"}])
+        if req.os_user is not None:
+            try:
+                pwd.getpwnam(req.os_user)
+            except KeyError:
+                raise InvalidSpec(errors=[{"field": "os_user", "line": None, "where": "os_user",
+                                           "message": f"the server's machine has no account {req.os_user!r}"}]) from None
         if req.role != "admin" and req.team is None:
             raise InvalidSpec(errors=[{"field": "team", "line": None, "where": "team",
                                        "message": f"a {req.role} belongs to a team: give --team"}])

@@ -93,8 +93,9 @@ class Platform:
 
     def _configs(self, job: JobInfo, attempt: AttemptInfo, token: str) -> list[LaunchConfig]:
         master = self.engine.rendezvous(attempt) if job.spec.distributed else None
+        run_as = self.identity.run_as(job.owner) if self.engine.name == "local" else None
         return launch_configs(job, attempt, token=token, settings=self.settings, artifacts=self.artifacts,
-                              server_url=self.server_url, master=master)
+                              server_url=self.server_url, master=master, run_as=run_as)
 
     @property
     def leader(self) -> bool:

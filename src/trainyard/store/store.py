@@ -40,6 +40,7 @@ class Waiting:
     not_before: float | None
     last_reason: str | None  # how its last attempt ended, if it had one
     last_preempted_by: str | None  # the job its last attempt made room for
+    owner: str | None = None  # who submitted it: its launchers may run as that user's Unix account
 
 
 @dataclass
@@ -164,14 +165,14 @@ class Store:
         pending = j.status == JobStatus.PENDING.value
         with self.read() as s:
             conn = s.connection()
-            rows = conn.execute(
-                select(j.id, j.queue, j.priority, j.created_at, j.not_before).where(pending).order_by(j.seq)).all()
+            rows = conn.execute(select(j.id, j.queue, j.priority, j.created_at, j.not_before, j.owner)
+                                .where(pending).order_by(j.seq)).all()
             if not rows:  # most wake-ups after an attempt ends
                 return []
             last = {job_id: (reason, by) for job_id, reason, by in conn.execute(
                 select(a.job_id, a.reason, a.preempted_by).join(t.Job.__table__, a.job_id == j.id)
                 .where(pending).order_by(a.number))}  # the newest attempt's row is the last one kept
-            return [Waiting(i, q, p, c, nb, *last.get(i, (None, None))) for i, q, p, c, nb in rows]
+            return [Waiting(i, q, p, c, nb, *last.get(i, (None, None)), o) for i, q, p, c, nb, o in rows]
 
     def specs(self, job_ids: list[str]) -> dict[str, tuple[JobSpec, str | None]]:
         """``(spec, snapshot)`` of each job."""
