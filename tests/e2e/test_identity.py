@@ -114,6 +114,8 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     engine = sa.create_engine(normalize_url(srv.db_url))
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE api_tokens SET expires_at = :t WHERE \"user\" = 'bob'"), {"t": time.time() - 1})
+    # (changed behind the server's back, as another server sharing the database would: seen within seconds)
+    until(lambda: bob.get("/api/v1/whoami").status_code == 401, timeout=30)
     for dead in (laptop, tokens["bob"]):
         for method, path in [("GET", "/api/v1/jobs"), ("GET", f"/api/v1/jobs/{b_out}/logs"),
                              ("GET", f"/api/v1/jobs/{b_out}/outputs/model.txt"), ("GET", "/openapi.json"),

@@ -10,7 +10,7 @@ covers what FastAPI serves outside the routers (``/docs``, ``/redoc``,
 - **Token.** Every path but ``/healthz`` needs ``Authorization: Bearer
   <token>``: the server's own token (the local admin, compared in memory)
   or, with ``--auth``, a user's API token (one indexed lookup, in a worker
-  thread). The caller found is left in the scope for the routes
+  thread, its answer reused for two seconds). The caller found is left in the scope for the routes
   (:data:`CALLER_KEY`). Launcher reports (``/internal/``) carry their
   attempt's own credential instead, checked where the report is applied.
 """
@@ -33,6 +33,7 @@ CALLER_KEY = "trainyard.caller"
 
 class Authenticator(Protocol):
     def server_token(self, secret: str) -> bool: ...
+    def remembered(self, secret: str) -> Caller | None: ...
     def user_caller(self, secret: str) -> Caller | None: ...
 
 
@@ -82,7 +83,8 @@ class Guard:
             return LOCAL_ADMIN
         if not self.users:
             return None
-        return await run_sync(self.identity.user_caller, sent)  # a database read: off the event loop
+        # a token seen in the last seconds needs no lookup; otherwise a database read, off the event loop
+        return self.identity.remembered(sent) or await run_sync(self.identity.user_caller, sent)
 
 
 _CHALLENGE = [(b"www-authenticate", b"Bearer")]

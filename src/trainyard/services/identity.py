@@ -2,8 +2,10 @@
 
 A token is random (32 bytes, URL-safe) and kept only as its sha256, so telling
 who sent a request is one indexed lookup by hash, its user and memberships
-joined in. ``last_used_at`` is written at most once a minute per token, so a
-busy client does not turn every read into a write.
+joined in, its answer reused for :data:`REMEMBER_FOR` seconds (forgotten at
+once when this server revokes a token, disables a user or changes a
+membership). ``last_used_at`` is written at most once a minute per token, so
+a busy client does not turn every read into a write.
 
 The server's own token (the home's ``token`` file or ``--token-file``) is the
 local admin and needs no lookup: the embedded default never touches these tables.
@@ -27,6 +29,7 @@ from trainyard.spec.identity import (NewToken, NewUser, TeamCreate, TeamInfo, To
 from trainyard.store import Store
 
 TOUCH_EVERY = 60.0  # seconds between two writes of one token's last_used_at
+REMEMBER_FOR = 2.0  # seconds a token's owner is reused without a lookup; a change made here forgets at once
 FIRST_ADMIN = "admin"
 
 
@@ -47,6 +50,7 @@ class IdentityService:
         self.server_token_sha256 = server_token_sha256
         self.accept_users = users
         self._touched: dict[str, float] = {}  # token id -> when this process last wrote its last_used_at
+        self._known: dict[str, tuple[Caller, float]] = {}  # token hash -> (its owner, good until)
         self._lock = threading.Lock()
 
     # -- who is calling --------------------------------------------------------------
@@ -61,14 +65,29 @@ class IdentityService:
         disabled user."""
         return LOCAL_ADMIN if self.server_token(secret) else self.user_caller(secret)
 
+    def remembered(self, secret: str) -> Caller | None:
+        """The owner of a user's token looked up within the last :data:`REMEMBER_FOR` seconds: no database."""
+        known = self._known.get(token_hash(secret)) if self.accept_users else None
+        return known[0] if known is not None and time.time() < known[1] else None
+
     def user_caller(self, secret: str) -> Caller | None:
         """The user an API token belongs to (one indexed lookup); None unless ``--auth`` is on."""
         if not self.accept_users:
             return None
         now = time.time()
-        owner = self.store.token_owner(token_hash(secret), now)
+        digest = token_hash(secret)
+        known = self._known.get(digest)
+        if known is not None and now < known[1]:
+            return known[0]
+        owner = self.store.token_owner(digest, now)
         if owner is None:
             return None
+        # another server sharing the database sees a revocation within REMEMBER_FOR; this one at once
+        until = min(now + REMEMBER_FOR, owner.expires_at or float("inf"))
+        with self._lock:
+            if len(self._known) > 10_000:
+                self._known.clear()
+            self._known[digest] = (owner.caller, until)
         last = max(owner.last_used_at or 0.0, self._touched.get(owner.token_id, 0.0))
         if now - last >= TOUCH_EVERY:
             with self._lock:
@@ -124,6 +143,7 @@ class IdentityService:
     def set_membership(self, caller: Caller, user: str, team: str, role: str | None) -> UserInfo:
         _admin_only(caller)
         info = self.store.set_membership(user, team, role)
+        self._forget()
         self.audit.record(caller, "user.membership", user, team=team, role=role)
         return info
 
@@ -139,6 +159,7 @@ class IdentityService:
     def disable_user(self, caller: Caller, name: str) -> UserInfo:
         _admin_only(caller)
         info = self.store.disable_user(name)
+        self._forget()
         self.audit.record(caller, "user.disable", name)
         return info
 
@@ -179,8 +200,13 @@ class IdentityService:
     def revoke_token(self, caller: Caller, token_id: str) -> TokenInfo:
         """Revoke one of the caller's tokens (an admin: anyone's); another user's is not found."""
         info = self.store.revoke_token(token_id, None if caller.admin else caller.user)
+        self._forget()
         self.audit.record(caller, "token.revoke", token_id, user=info.user, name=info.name)
         return info
+
+    def _forget(self) -> None:
+        with self._lock:
+            self._known.clear()
 
     def _new_token(self, user: str, name: str, expires_at: float | None) -> NewToken:
         secret = new_secret()

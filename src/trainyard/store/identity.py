@@ -23,6 +23,7 @@ class TokenOwner(NamedTuple):
     caller: Caller
     token_id: str
     last_used_at: float | None
+    expires_at: float | None
 
 
 class IdentityMixin:
@@ -140,7 +141,7 @@ class IdentityMixin:
         """The owner of a live token (not revoked, not expired, user not disabled): one indexed
         lookup by hash, its user and memberships joined in."""
         tok, u, m = t.ApiToken.__table__.c, t.User.__table__.c, t.Membership.__table__.c
-        q = (select(tok.id, tok.last_used_at, u.name, u.admin, u.os_user, m.team, m.role)
+        q = (select(tok.id, tok.last_used_at, tok.expires_at, u.name, u.admin, u.os_user, m.team, m.role)
              .join(t.User.__table__, u.name == tok.user)
              .outerjoin(t.Membership.__table__, m.user == u.name)
              .where(tok.hash == token_hash, tok.revoked_at.is_(None), u.disabled.is_(False),
@@ -152,7 +153,7 @@ class IdentityMixin:
         first = rows[0]
         teams = {r.team: Role(r.role) for r in rows if r.team is not None}
         return TokenOwner(Caller(user=first.name, admin=first.admin, teams=teams, os_user=first.os_user),
-                          first.id, first.last_used_at)
+                          first.id, first.last_used_at, first.expires_at)
 
     def touch_token(self, token_id: str, now: float) -> None:
         with self.write() as s:
