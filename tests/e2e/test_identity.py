@@ -102,6 +102,21 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     assert carol.submit({**SLEEP, "queue": "vision-q"}).status_code == 403
     refused = alice.submit({**SLEEP, "queue": "nlp-q"})
     assert refused.status_code == 422 and refused.json()["details"]["errors"][0]["field"] == "queue"
+    # a maintainer defines its team's queues, not another's; a member defines none
+    assert dave.post("/api/v1/queues", json={"queue": {"name": "vision-big", "team": "vision"}}).status_code == 201
+    other = dave.post("/api/v1/queues", json={"queue": {"name": "mine", "team": "nlp"}})
+    assert other.status_code == 403 and other.json()["details"]["field"] == "team"
+    assert alice.post("/api/v1/queues", json={"queue": {"name": "x", "team": "vision"}}).status_code == 403
+    assert alice.delete("/api/v1/queues/nlp-q").status_code == 404
+    # pipeline runs are the team's too
+    run = bob.post("/api/v1/pipelines", json={"spec": {"steps": {"a": {"command": ["true"], "queue": "nlp-q"}}}})
+    assert run.status_code == 201, run.text
+    run_id = run.json()["id"]
+    assert bob.get(f"/api/v1/pipelines/{run_id}/wait", params={"timeout": 60}).json()["status"] == "succeeded"
+    assert alice.get(f"/api/v1/pipelines/{run_id}").status_code == 404
+    assert alice.post(f"/api/v1/pipelines/{run_id}/retry").status_code == 404
+    assert alice.get("/api/v1/pipelines").json()["items"] == []
+    assert [r["owner"] for r in bob.get("/api/v1/pipelines").json()["items"]] == ["bob"]
 
     # tokens: a second one for alice, listed without its secret, then revoked: 401 on every route
     laptop = last_line(cli_as(srv, tokens["alice"], "token", "create", "--name", "laptop", "--expires", "90d"))
@@ -141,7 +156,8 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     assert {("admin", "user.create", "alice"), ("admin", "queue.create", "vision-q"),
             ("alice", "job.submit", a_job), ("bob", "job.submit", b_job), ("dave", "job.cancel", a_job),
             ("alice", "token.create", laptop_id), ("alice", "token.revoke", laptop_id),
-            ("admin", "user.disable", "carol")} <= seen
+            ("admin", "user.disable", "carol"), ("dave", "queue.create", "vision-big"),
+            ("bob", "pipeline.run", run_id)} <= seen
     assert ("local", "admin.bootstrap", "admin") in seen  # the server itself, at its first start
     assert {e["source"] for e in entries if e["action"] != "admin.bootstrap"} == {"127.0.0.1"}
     mine = json.loads(cli_as(srv, tokens["alice"], "audit", "--user", "bob", "-o", "json").stdout)
