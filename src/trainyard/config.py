@@ -123,6 +123,12 @@ class ServerSettings(BaseModel):
                               exclude=True, repr=False)
     token_sha256: str | None = Field(None, description="SHA-256 of the token clients must send; "
                                      "`trainyard server` uses the home's own token when none is given")
+    auth: bool = Field(False, description="users, teams and their API tokens (trainyard server --auth); without it "
+                       "only the server's own token gets in")
+    tls_cert: Path | None = Field(None, description="serve HTTPS with this certificate (PEM)")
+    tls_key: Path | None = Field(None, description="… and this private key (PEM)")
+    forwarded_allow_ips: str | None = Field(None, description="proxies whose X-Forwarded-For/-Proto are trusted "
+                                            "(comma-separated addresses, or *); none: no proxy header is read")
     queues_file: Path | None = Field(None, description="YAML file of queues, loaded at start (replaces earlier file queues)")
     sample_every: float = Field(5.0, ge=0, description="seconds between a launcher's resource samples; 0: off")
     idle_gpu_threshold: float = Field(5.0, ge=0, le=100, description="GPU utilisation (%) under which a GPU is idle")

@@ -147,6 +147,31 @@ class Unauthorized(TrainyardError):
     http_status = 401
 
 
+class Forbidden(TrainyardError):
+    """Your role does not allow that."""
+
+    code = "forbidden"
+    http_status = 403
+
+
+class UserNotFound(NotFound):
+    """No such user."""
+
+    code = "user_not_found"
+
+
+class TeamNotFound(NotFound):
+    """No such team."""
+
+    code = "team_not_found"
+
+
+class TokenNotFound(NotFound):
+    """No such token."""
+
+    code = "token_not_found"
+
+
 class ServerUnavailable(TrainyardError):
     """The trainyard server cannot be reached."""
 

@@ -27,6 +27,7 @@ from trainyard.errors import HomeTaken
 
 LOCK_FILE = "server.lock"
 TOKEN_FILE = "token"
+LOGIN_FILE = "login.json"  # `trainyard login`: {"server": URL, "token": TOKEN}, 0600
 PROBE_RETRIES = 10
 
 
@@ -128,9 +129,47 @@ def local_token(home: Path, *, create: bool = False) -> str | None:
 
 
 def token_for(url: str, home: Path | None = None) -> str | None:
-    """The local token, when ``url`` is the server of ``home`` (never sent to any other server)."""
+    """The token `trainyard login` saved for ``url``, else the local token when ``url`` is the server
+    of ``home``: a token is never sent to any other server."""
     home = home or default_home()
+    login = read_login(home)
+    if login is not None and login["server"] == url.rstrip("/"):
+        return login["token"]
     info = read_address(home / ADDRESS_FILE)
     if info is None or info["url"].rstrip("/") != url.rstrip("/"):
         return None
     return local_token(home)
+
+
+def save_login(home: Path, server: str, token: str) -> Path:
+    """Remember ``server`` and its token for the CLI and SDK (0600, in the 0700 home)."""
+    secure(home)
+    path = Path(home) / LOGIN_FILE
+    write_private(path, json.dumps({"server": server.rstrip("/"), "token": token}))
+    return path
+
+
+def read_login(home: Path | None = None) -> dict[str, str] | None:
+    """``{"server", "token"}`` saved by `trainyard login`, or None."""
+    try:
+        info = json.loads((Path(home or default_home()) / LOGIN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(info, dict) and all(isinstance(info.get(k), str) and info[k] for k in ("server", "token"))
+    return info if ok else None
+
+
+SHARED_WITH_JOBS = {"attempts": 0o711, "checkpoints": 0o711, "venvs": 0o755}  # entered by jobs run as other accounts
+
+
+def open_for_accounts(home: Path) -> None:
+    """A home whose jobs run as other Unix accounts: they may pass through it (0711) to their own
+    folders, never list it; everything else in it is closed to them, whatever it was made with."""
+    home = Path(home)
+    home.chmod(0o711)
+    for name, mode in SHARED_WITH_JOBS.items():
+        (home / name).mkdir(mode=mode, exist_ok=True)
+        (home / name).chmod(mode)
+    for entry in home.iterdir():
+        if entry.name not in SHARED_WITH_JOBS and not entry.is_symlink():
+            entry.chmod(entry.stat().st_mode & 0o700)

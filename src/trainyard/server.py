@@ -6,14 +6,63 @@ import json
 import logging
 import os
 import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainyard.config import ServerSettings
-from trainyard.home import HomeLock, local_token, read_address, secure, write_private
+from trainyard.home import HomeLock, local_token, open_for_accounts, read_address, secure, write_private
 from trainyard.store.db import normalize_url
 from trainyard.auth.tokens import token_hash
+from trainyard.errors import TrainyardError
+
+if TYPE_CHECKING:
+    from trainyard.services.platform import Platform
 
 log = logging.getLogger("trainyard.server")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+FIRST_ADMIN_FILE = "first-admin-token"
+
+
+def check_exposure(settings: ServerSettings) -> None:
+    """Refuse what would expose the server: beyond loopback without users and tokens, half a TLS pair."""
+    if settings.host not in LOOPBACK and not settings.auth:
+        raise TrainyardError(
+            f"refusing to listen on {settings.host} without authentication: anyone who can reach the port could "
+            f"run commands on this machine. Add --auth (users and their tokens; the first admin is made at the "
+            f"first start, or by `trainyard admin bootstrap`), and --tls-cert/--tls-key or a TLS proxy")
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise TrainyardError("--tls-cert and --tls-key go together: give both")
+
+
+def first_admin(platform: "Platform", home: Path) -> None:
+    """With --auth, make the first admin unless one exists; its token is shown once: on the terminal,
+    or (no terminal: a service manager would keep it in its logs) in a 0600 file of the home."""
+    made = platform.identity.bootstrap()
+    if made is None:
+        return
+    if sys.stdout.isatty():
+        print(f"first admin {made.user.name!r} created; its token, shown this once:\n{made.token.secret}", flush=True)
+        return
+    write_private(home / FIRST_ADMIN_FILE, made.token.secret + "\n")
+    log.warning("first admin %r created; its token is in %s (0600): keep it elsewhere, then delete the file",
+                made.user.name, home / FIRST_ADMIN_FILE)
+
+
+def bootstrap_admin(settings: ServerSettings) -> tuple[str, str] | None:
+    """`trainyard admin bootstrap`: the first admin's name and token, straight in the database; None if
+    an admin exists."""
+    from trainyard.services.audit import AuditLog
+    from trainyard.services.identity import IdentityService
+    from trainyard.store import Store
+
+    secure(settings.home)  # a fresh home: made private before the database lands in it
+    store = Store(settings.db_url)
+    try:
+        made = IdentityService(store, AuditLog(store), server_token_sha256=None, users=True).bootstrap()
+        return (made.user.name, made.token.secret) if made else None
+    finally:
+        store.close()
 
 
 def _bind(host: str, port: int, previous: int | None) -> socket.socket:
@@ -45,6 +94,7 @@ def serve(settings: ServerSettings) -> None:
     from trainyard.services.platform import Platform
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    check_exposure(settings)
     secure(settings.home)
     # SQLite: this server alone. PostgreSQL: servers sharing the database may share the home, and a
     # lease in the database picks the one that schedules; either way no auto-started server joins them
@@ -55,8 +105,16 @@ def serve(settings: ServerSettings) -> None:
     previous = (read_address(settings.address_file) or {}).get("port")
     sock = _bind(settings.host, settings.port, previous)
     host, port = sock.getsockname()[:2]
-    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # this machine's clients and launchers use loopback
+    url = f"{'https' if settings.tls_cert else 'http'}://{'[' + host + ']' if ':' in host else host}:{port}"
+    accounts = settings.auth and settings.engine == "local" and os.geteuid() == 0
+    if accounts:  # users' jobs may run as their own Unix accounts: what the server makes is private
+        os.umask(0o077)
     platform = Platform(settings)
+    if accounts:
+        open_for_accounts(settings.home)
+    if settings.auth:
+        first_admin(platform, settings.home)
     me = {"url": url, "port": port, "pid": os.getpid(), "home": str(settings.home)}
 
     def announce() -> None:
@@ -78,5 +136,13 @@ def serve(settings: ServerSettings) -> None:
     app = create_app(platform, server_url=url, on_ready=ready, on_stop=withdraw, on_lead=announce,
                      allowed_hosts=hosts)
 
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+    if settings.host not in LOOPBACK and settings.tls_cert is None:
+        log.warning("serving plain HTTP on %s: tokens cross the network in clear unless a TLS proxy is in front "
+                    "(--tls-cert/--tls-key serve HTTPS here)", settings.host)
+    # proxy headers (X-Forwarded-For/-Proto) are read only from the proxies named: uvicorn would
+    # otherwise trust them from 127.0.0.1, and the audit log would record whatever a local caller claims
+    proxied = settings.forwarded_allow_ips
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+                            proxy_headers=bool(proxied), forwarded_allow_ips=proxied or None,
+                            ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key)
     uvicorn.Server(config).run(sockets=[sock])

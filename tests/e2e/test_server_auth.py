@@ -3,6 +3,7 @@ answers to; another Unix user on the same machine gets nothing, not even on loop
 
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 
@@ -87,3 +88,81 @@ def test_the_server_token_never_reaches_a_job(tmp_path):
         assert job.logs().splitlines() == ["[]", "0"]
     finally:
         srv.stop_all()
+
+
+def test_binding_beyond_loopback_without_auth_is_refused_with_how_to_enable_it(tmp_path):
+    home = tmp_path / "home"
+    env = {**os.environ, "TRAINYARD_HOME": str(home)}
+    refused = subprocess.run([sys.executable, "-m", "trainyard", "server", "--host", "0.0.0.0"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "without authentication" in refused.stderr and "--auth" in refused.stderr
+    assert not (home / "server.json").exists()
+
+
+def test_admin_bootstrap_prints_the_first_admins_token_last_and_only_once(tmp_path):
+    # given a fresh home
+    home = tmp_path / "home"
+    env = {**os.environ, "TRAINYARD_HOME": str(home)}
+    bootstrap = [sys.executable, "-m", "trainyard", "admin", "bootstrap"]
+    # when the first admin is made before the server ever started
+    made = subprocess.run(bootstrap, env=env, capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip().splitlines()[-1]
+    again = subprocess.run(bootstrap, env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1 and "admin exists" in again.stderr and token not in again.stdout + again.stderr
+    # then a server with --auth lets that token in as the admin, and makes no other
+    srv = ServerProcess(home, ["--auth"])
+    srv.start()
+    try:
+        me = httpx.get(srv.url + "/api/v1/whoami", headers={"Authorization": f"Bearer {token}"}).json()
+        assert me == {"user": "admin", "admin": True, "teams": {}}
+        assert not (home / "first-admin-token").exists()
+        # and without --auth a user's token is nobody: only the server's own token gets in
+    finally:
+        srv.stop_all()
+    plain = ServerProcess(home)
+    plain.start()
+    try:
+        assert httpx.get(plain.url + "/api/v1/jobs", headers={"Authorization": f"Bearer {token}"}).status_code == 401
+        assert httpx.get(plain.url + "/api/v1/whoami", headers=plain.headers).json()["user"] == "local"
+    finally:
+        plain.stop_all()
+
+
+def test_tls_and_proxy_headers_only_from_the_proxies_named(tmp_path):
+    need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
+    # given a self-signed certificate for 127.0.0.1 and a server that trusts proxy headers from loopback
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    trust = ssl.create_default_context(cafile=str(cert))
+    srv = ServerProcess(tmp_path / "home", ["--auth", "--tls-cert", str(cert), "--tls-key", str(key),
+                                            "--forwarded-allow-ips", "127.0.0.1"], verify=trust)
+    srv.start()
+    try:
+        # then it speaks HTTPS only, and a job's launcher reports back over it (trusting the server's certificate)
+        assert srv.url.startswith("https://")
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(srv.url.replace("https", "http") + "/healthz")
+        from trainyard.sdk.client import Client
+
+        c = Client(srv.url, token=srv.token, transport=httpx.HTTPTransport(verify=trust))
+        job = c.submit(py_job("print('over tls')"))
+        assert c.wait(job.id, timeout=60).status.value == "succeeded" and "over tls" in job.logs()
+        # and the client address the proxy names is the one the audit log records
+        with httpx.Client(base_url=srv.url, verify=trust, headers=srv.headers) as http:
+            r = http.post("/api/v1/teams", json={"name": "vision"}, headers={"X-Forwarded-For": "203.0.113.7"})
+            assert r.status_code == 201
+            sources = {e["action"]: e["source"] for e in http.get("/api/v1/audit").json()}
+        assert sources["team.create"] == "203.0.113.7" and sources["job.submit"] == "127.0.0.1"
+    finally:
+        srv.stop_all()
+
+
+def test_proxy_headers_are_ignored_unless_configured(server):
+    r = httpx.post(server.url + "/api/v1/jobs", json={"spec": JOB}, headers={**server.headers,
+                                                                            "X-Forwarded-For": "203.0.113.7"})
+    assert r.status_code == 201
+    [entry] = httpx.get(server.url + "/api/v1/audit", headers=server.headers).json()
+    assert (entry["user"], entry["action"], entry["source"]) == ("local", "job.submit", "127.0.0.1")

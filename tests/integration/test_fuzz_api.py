@@ -128,9 +128,9 @@ def fuzz(schema: Any, base_url: str, headers: dict[str, str], known: dict[str, s
     return tally
 
 
-def finished_objects(srv: Any) -> dict[str, str]:
+def finished_objects(srv: Any, headers: dict[str, str] | None = None) -> dict[str, str]:
     """A job and a pipeline run that have ended, for reads to find (their waits and log streams end at once)."""
-    with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=60) as http:
+    with httpx.Client(base_url=srv.url, headers=headers or srv.headers, timeout=60) as http:
         job = http.post("/api/v1/jobs", json={"spec": {"name": "seen", "command": ["true"]}})
         assert job.status_code == 201, job.text
         run = http.post("/api/v1/pipelines", json={"spec": {"steps": {"a": {"command": ["true"]}}}})
@@ -173,3 +173,46 @@ def test_no_input_makes_the_server_answer_500(server, capsys):
     assert authed.server_errors == [] and anonymous.server_errors == [], \
         "\n".join((authed.server_errors + anonymous.server_errors)[:20])
     assert anonymous.unexpected == [], "\n".join(anonymous.unexpected[:20])
+
+
+def only_401(label: str, status: int) -> str | None:
+    """Nothing but a 401, except where no user token is asked for: /healthz, and launcher reports, which
+    take their attempt's own credential (checked with the report: a user's token never applies one)."""
+    if label in PUBLIC or status == 401 or (" /internal/" in label and status >= 400):
+        return None
+    return f"{label} answered {status}"
+
+
+def test_with_users_on_no_input_answers_500_and_no_route_opens_without_a_live_token(tmp_path, capsys):
+    # given a server with --auth, a member of one team, and a token of hers that was revoked
+    from tests.support.servers import ServerProcess
+
+    srv = ServerProcess(tmp_path / "home", ["--auth", "--cpus", "2", "--memory", "4Gi"])
+    srv.start()
+    try:
+        with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=60) as admin:
+            made = admin.post("/api/v1/users", json={"name": "alice", "team": "vision", "role": "member"})
+            alice = {"Authorization": f"Bearer {made.json()['token']['secret']}"}
+            spare = admin.post("/api/v1/tokens", json={"name": "spare", "user": "alice"}).json()
+            assert admin.post(f"/api/v1/tokens/{spare['info']['id']}/revoke").status_code == 200
+        revoked = {"Authorization": f"Bearer {spare['secret']}"}
+        known = finished_objects(srv, alice)
+        schema = schemathesis.openapi.from_url(srv.url + "/openapi.json", headers=srv.headers)
+        # when every operation is fuzzed as the member, then with the revoked token, then with none
+        as_member = fuzz(schema, srv.url, alice, known, BUDGET_S * 0.5, EXAMPLES)
+        as_revoked = fuzz(schema, srv.url, revoked, known, BUDGET_S * 0.2, max(EXAMPLES // 5, 2), only_401)
+        anonymous = fuzz(schema, srv.url, {}, known, BUDGET_S * 0.2, max(EXAMPLES // 5, 2), only_401)
+        with capsys.disabled():
+            print(f"\nfuzz with --auth: as a member {as_member.requests} requests, statuses "
+                  f"{dict(sorted(as_member.statuses.items()))}; revoked {dict(sorted(as_revoked.statuses.items()))}; "
+                  f"anonymous {dict(sorted(anonymous.statuses.items()))}")
+        # then no 5xx, and nothing but /healthz answers without a live token
+        operations = len(list(schema.get_all_operations()))
+        assert len(as_member.per_operation) == operations
+        errors = as_member.server_errors + as_revoked.server_errors + anonymous.server_errors
+        assert errors == [], "\n".join(errors[:20])
+        assert as_revoked.unexpected == [] and anonymous.unexpected == [], \
+            "\n".join((as_revoked.unexpected + anonymous.unexpected)[:20])
+        assert 403 in as_member.statuses  # the admin routes were reached, and refused
+    finally:
+        srv.stop_all()

@@ -120,7 +120,7 @@ def fill(url: str) -> set[str]:
 
 
 def test_the_revisions_are_the_ones_this_test_knows():
-    assert revisions() == ["0001", "0002", "0003", "0004", "0006", "0007"]  # a new one: give rows() its columns
+    assert revisions() == ["0001", "0002", "0003", "0004", "0005", "0006", "0007"]  # a new one: give rows() its columns
 
 
 @pytest.mark.parametrize("start", EARLIER)
@@ -156,9 +156,16 @@ def test_upgrading_from_an_earlier_revision_keeps_the_data(db_url, start):
             assert run.status.value == "succeeded" and run.params == {"workers": 1}
             assert [(s.name, s.status, s.job_id) for s in run.steps] == [("train", "succeeded", "j-old2")]
 
-        # and the upgraded database takes new work
-        new = store.create_job(parse_job("command: echo new"))
-        assert store.get_job(new.id).status.value == "pending"
+        # jobs from before 0005 belong to the server's own identity: no owner, no team
+        assert (running.owner, running.team) == (None, None)
+
+        # and the upgraded database takes new work, users and tokens included
+        new = store.create_job(parse_job("command: echo new"), owner="alice", team="vision")
+        assert (store.get_job(new.id).status.value, store.get_job(new.id).owner) == ("pending", "alice")
+        store.create_user("alice", admin=False, team="vision", role="member", os_user=None)
+        tok = store.add_token("alice", "laptop", "f" * 64, None)
+        assert store.token_owner("f" * 64, NOW).caller.teams == {"vision": "member"}
+        assert store.tokens("alice")[0].id == tok.id
         # from 0007 every status change is an event, old jobs' included (their past is not made up)
         assert [(e.old_status, e.new_status, e.actor) for e in store.events("job", new.id)] == [
             (None, "pending", "user")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -14,8 +15,11 @@ import httpx
 
 
 class ServerProcess:
-    def __init__(self, home: Path, args: list[str] | None = None, db: str | None = None) -> None:
+    def __init__(self, home: Path, args: list[str] | None = None, db: str | None = None,
+                 verify: ssl.SSLContext | bool = True) -> None:
+        """``verify``: what to trust of a server that serves HTTPS with its own certificate."""
         self.home = Path(home)
+        self.verify = verify
         self.args = list(args or [])
         if db:
             self.args += ["--db", db]
@@ -46,7 +50,7 @@ class ServerProcess:
                 else:
                     info = json.loads((self.home / "server.json").read_text())
                     url = info["url"] if info["pid"] == self.proc.pid else ""
-                if url and httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                if url and httpx.get(url + "/healthz", timeout=1, verify=self.verify).status_code == 200:
                     self.url = url
                     return
             except (OSError, ValueError, KeyError, httpx.HTTPError):

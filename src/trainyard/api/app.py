@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 import trainyard
 from trainyard.api.guard import Guard
-from trainyard.api.routers import clusters, jobs, monitoring, pipelines, queues, system
+from trainyard.api.routers import clusters, identity, jobs, monitoring, pipelines, queues, system
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
 from trainyard.spec.lines import field_loc
@@ -36,7 +36,9 @@ def create_app(platform: Platform, server_url: str | None = None,
             platform.stop()
 
     app = FastAPI(title="trainyard", version=trainyard.__version__, lifespan=lifespan)
-    app.add_middleware(Guard, token_sha256=platform.settings.token_sha256, allowed_hosts=allowed_hosts)
+    settings = platform.settings
+    app.add_middleware(Guard, identity=platform.identity, required=settings.token_sha256 is not None or settings.auth,
+                       users=settings.auth, allowed_hosts=allowed_hosts)
     app.state.platform = platform
     app.include_router(system.router)
     app.include_router(jobs.router)
@@ -44,6 +46,7 @@ def create_app(platform: Platform, server_url: str | None = None,
     app.include_router(pipelines.router)
     app.include_router(clusters.router)
     app.include_router(monitoring.router)
+    app.include_router(identity.router)
 
     @app.exception_handler(TrainyardError)
     async def _trainyard_error(request: Request, exc: TrainyardError) -> JSONResponse:

@@ -6,6 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from trainyard.api.guard import CALLER_KEY
+from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.services.platform import Platform
 
 
@@ -14,3 +16,11 @@ def get_platform(request: Request) -> Platform:
 
 
 PlatformDep = Annotated[Platform, Depends(get_platform)]
+
+
+def get_caller(request: Request) -> Caller:
+    """Who sent the request, as the guard found it (the local admin where no token is required)."""
+    return request.scope.get(CALLER_KEY, LOCAL_ADMIN)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -1,4 +1,4 @@
-"""The door every request passes: a Host this server answers to, and the bearer token.
+"""The door every request passes: a Host this server answers to, and who sent it.
 
 A pure ASGI middleware rather than a router dependency, so that it also
 covers what FastAPI serves outside the routers (``/docs``, ``/redoc``,
@@ -8,20 +8,33 @@ covers what FastAPI serves outside the routers (``/docs``, ``/redoc``,
   a web page on ``evil.example`` whose name a DNS server later points at
   127.0.0.1 (DNS rebinding) is refused before it reaches any route.
 - **Token.** Every path but ``/healthz`` needs ``Authorization: Bearer
-  <token>``. Launcher reports (``/internal/``) carry their attempt's own
-  credential instead, checked where the report is applied.
+  <token>``: the server's own token (the local admin, compared in memory)
+  or, with ``--auth``, a user's API token (one indexed lookup, in a worker
+  thread, its answer reused for two seconds). The caller found is left in the scope for the routes
+  (:data:`CALLER_KEY`). Launcher reports (``/internal/``) carry their
+  attempt's own credential instead, checked where the report is applied.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
-from trainyard.auth.tokens import bearer, matches
+from anyio.to_thread import run_sync
+
+from trainyard.auth.permissions import LOCAL_ADMIN, Caller
+from trainyard.auth.tokens import bearer
 from trainyard.errors import AttemptUnauthorized, TrainyardError, Unauthorized
 
 OPEN_PATHS = frozenset({"/healthz"})
 OWN_AUTH_PREFIX = "/internal/"
+CALLER_KEY = "trainyard.caller"
+
+
+class Authenticator(Protocol):
+    def server_token(self, secret: str) -> bool: ...
+    def remembered(self, secret: str) -> Caller | None: ...
+    def user_caller(self, secret: str) -> Caller | None: ...
 
 
 class MisdirectedHost(TrainyardError):
@@ -32,26 +45,49 @@ class MisdirectedHost(TrainyardError):
 
 
 class Guard:
-    def __init__(self, app: Any, *, token_sha256: str | None, allowed_hosts: tuple[str, ...] | None) -> None:
+    def __init__(self, app: Any, *, identity: Authenticator, required: bool, users: bool,
+                 allowed_hosts: tuple[str, ...] | None) -> None:
+        """``required``: a token is needed at all; ``users``: users' API tokens are looked up too."""
         self.app = app
-        self.token_sha256 = token_sha256
+        self.identity = identity
+        self.required = required
+        self.users = users
         self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts) if allowed_hosts else None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
         headers = dict(scope["headers"])
+        websocket = scope["type"] == "websocket"
         if self.allowed_hosts is not None and _hostname(headers.get(b"host")) not in self.allowed_hosts:
-            return await _refuse(send, MisdirectedHost(), websocket=scope["type"] == "websocket")
+            return await _refuse(send, MisdirectedHost(), websocket=websocket)
         path = scope["path"]
-        if self.token_sha256 is not None and path not in OPEN_PATHS:
+        caller: Caller | None = LOCAL_ADMIN
+        if self.required and path not in OPEN_PATHS:
             sent = bearer(_text(headers.get(b"authorization")))
-            # a launcher's credential is checked with its report; here only that it brought one
-            launcher = path.startswith(OWN_AUTH_PREFIX)
-            if not (sent is not None if launcher else matches(sent, self.token_sha256)):
-                return await _refuse(send, AttemptUnauthorized() if launcher else Unauthorized(),
-                                     [(b"www-authenticate", b"Bearer")], websocket=scope["type"] == "websocket")
+            if path.startswith(OWN_AUTH_PREFIX):  # a launcher's credential is checked with its report
+                if sent is None:
+                    return await _refuse(send, AttemptUnauthorized(), _CHALLENGE, websocket=websocket)
+            else:
+                caller = await self._caller(sent)
+                if caller is None:
+                    return await _refuse(send, Unauthorized(), _CHALLENGE, websocket=websocket)
+        client = scope.get("client")
+        scope[CALLER_KEY] = caller.at(client[0]) if client else caller
         return await self.app(scope, receive, send)
+
+    async def _caller(self, sent: str | None) -> Caller | None:
+        if sent is None:
+            return None
+        if self.identity.server_token(sent):
+            return LOCAL_ADMIN
+        if not self.users:
+            return None
+        # a token seen in the last seconds needs no lookup; otherwise a database read, off the event loop
+        return self.identity.remembered(sent) or await run_sync(self.identity.user_caller, sent)
+
+
+_CHALLENGE = [(b"www-authenticate", b"Bearer")]
 
 
 def _text(raw: bytes | None) -> str | None:

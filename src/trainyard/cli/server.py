@@ -39,6 +39,12 @@ def server(
         "--token-file", help="require the bearer token in this file (or $TRAINYARD_SERVER_TOKEN); "
                              "default: the home's own token, readable only by you")] = None,
     token: Annotated[Optional[str], typer.Option(hidden=True)] = None,
+    auth: Annotated[bool, typer.Option("--auth", help="users, teams and their tokens (needed beyond loopback)")] = False,
+    tls_cert: Annotated[Optional[Path], typer.Option("--tls-cert", help="serve HTTPS: certificate (PEM)")] = None,
+    tls_key: Annotated[Optional[Path], typer.Option("--tls-key", help="serve HTTPS: private key (PEM)")] = None,
+    forwarded_allow_ips: Annotated[Optional[str], typer.Option(
+        "--forwarded-allow-ips", help="proxies (comma-separated IPs, or *) whose X-Forwarded-For and "
+                                      "X-Forwarded-Proto headers are trusted; default: none")] = None,
     queues: Annotated[Optional[Path], typer.Option(help="YAML file of queues to load (see `trainyard queue create -f`)")] = None,
     component_catalog: Annotated[Optional[list[str]], typer.Option(
         "--component-catalog", help="a folder or URL of Kubeflow components (repeatable)")] = None,
@@ -64,7 +70,8 @@ def server(
             **extra, home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
             container_runtime=container_runtime,
             cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type,
-            token=_server_token(token_file),
+            token=_server_token(token_file), auth=auth, tls_cert=tls_cert, tls_key=tls_key,
+            forwarded_allow_ips=forwarded_allow_ips,
             queues_file=queues,
             component_catalog=[c if "://" in c else str(Path(c).resolve()) for c in component_catalog or []],
             ray_address=ray_address,

@@ -22,6 +22,7 @@ from trainyard.engines import runtime as runtimes
 from trainyard.engines.base import Engine, Observation
 from trainyard.errors import Unsupported
 from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig
+from trainyard.launch.runas import traversable
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
 from trainyard.spec.reports import LaunchResult
@@ -87,6 +88,8 @@ class LocalEngine(Engine):
         if spec.image and (found := self.runtime()) is not None:
             config.container = {"runtime": found.path, "kind": found.kind, "image": spec.image,
                                 "pull_policy": spec.image_pull_policy, "cpus": spec.resources.cpu}
+        if config.run_as:  # the job, as its own account, passes through to its folders (launch.runas)
+            traversable(workdir, self.home)
         config.write(workdir)
         pid = self._fork_launcher(workdir)
         if pid is None:  # no zygote: start a launcher the slow way

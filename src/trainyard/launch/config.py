@@ -21,7 +21,7 @@ _DEFAULTS: dict = {
     "replica": 0, "address_file": None, "token": None, "env": dict, "snapshot": None, "python_env": None,
     "venv_cache": None, "inputs": dict, "input_cache": None, "outputs": list, "output_url": None,
     "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
-    "exit_report_deadline": 3600.0, "container": None, "venv": None,
+    "exit_report_deadline": 3600.0, "container": None, "venv": None, "server_ca": None, "run_as": None,
     "cgroup_root": "/sys/fs/cgroup",
     "sample_every": None,
 }
@@ -32,6 +32,7 @@ class LaunchConfig:
     attempt_id: str
     attempt: int                     # 1-based attempt number
     server: str                      # API base URL, e.g. http://127.0.0.1:8470
+    server_ca: str | None            # PEM file trusted for an https server besides the system's CAs
     command: list[str]               # argv, params already substituted
     replica: int                     # index of this replica in the attempt's gang (0 is the master)
     address_file: str | None         # JSON {"url": ...}; re-read when the server is unreachable
@@ -50,6 +51,7 @@ class LaunchConfig:
     grace_period: float              # seconds between SIGTERM and SIGKILL
     gpus: list[str]                  # -> CUDA_VISIBLE_DEVICES (set, possibly empty, when the spec asked none)
     exit_report_deadline: float
+    run_as: dict | None              # {"uid", "gid", "name", "home"}: the OS account the command runs as (launch.runas)
     cgroup_root: str | None          # where cgroups are mounted; None: sample the memory limit (launch.cgroup)
     container: dict | None           # run in an image: {"runtime", "kind", "image", "pull_policy", "cpus"} (launch.container)
     venv: str | None                 # with no python_env: "overlay" or "fresh" per-attempt virtualenv (launch.scratchenv)

@@ -141,9 +141,16 @@ class Launcher:
         self.group = self._memory_group()
         try:
             argv = command
+            if cfg.run_as:  # hand the job its folders; the command drops to the account after the cgroup shim
+                from trainyard.launch.runas import RunAs
+
+                run_as = RunAs(cfg.run_as)
+                self.metrics.touch(exist_ok=True)
+                run_as.hand_over(work, self.dir / "outputs", Path(env[envvars.CHECKPOINT_DIR]), self.metrics)
+                argv, env = run_as.prefix() + argv, run_as.env(env)
             if self.group is not None:
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
-                argv = self.group.wrap(command)
+                argv = self.group.wrap(argv)
             self.proc = procs.spawn(argv, str(work), env, str(self.log))
         except OSError as e:
             self._remove_group()

@@ -17,12 +17,14 @@ class HTTPError(OSError):
     """The reply could not be read as HTTP."""
 
 
-def post_json(base_url: str, path: str, payload: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
-    """POST ``payload`` to ``base_url`` + ``path``; the status code and the body."""
+def post_json(base_url: str, path: str, payload: bytes, headers: dict[str, str], timeout: float,
+              ca_file: str | None = None) -> tuple[int, bytes]:
+    """POST ``payload`` to ``base_url`` + ``path``; the status code and the body. ``ca_file``: a PEM
+    certificate trusted besides the system's (the server's own, when it serves HTTPS itself)."""
     url = urlsplit(base_url)
     target = url.path.rstrip("/") + path
     if url.scheme == "https":
-        return _post_tls(url, target, payload, headers, timeout)
+        return _post_tls(url, target, payload, headers, timeout, ca_file)
     if url.scheme != "http" or not url.hostname:
         raise HTTPError(f"not an http URL: {base_url!r}")
     host = url.hostname.encode("idna") if not url.hostname.isascii() else url.hostname.encode()
@@ -85,10 +87,15 @@ def _dechunk(data: bytes) -> bytes:
         pos = eol + 2 + size + 2
 
 
-def _post_tls(url, target: str, payload: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
+def _post_tls(url, target: str, payload: bytes, headers: dict[str, str], timeout: float,
+              ca_file: str | None) -> tuple[int, bytes]:
     import http.client
+    import ssl
 
-    conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout)
+    context = ssl.create_default_context()
+    if ca_file:
+        context.load_verify_locations(ca_file)
+    conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout, context=context)
     try:
         conn.request("POST", target, body=payload, headers=headers)
         resp = conn.getresponse()

@@ -178,4 +178,5 @@ def _admitted(w: Waiting, spec: JobSpec, snapshot: str | None, now: float) -> Jo
     """The job just admitted, as the engine and launch configs need it, without reading it back."""
     return JobInfo.model_construct(id=w.id, name=spec.name, status=JobStatus.STARTING, queue=w.queue,
                                    priority=w.priority, spec=spec, snapshot=snapshot, created_at=w.created_at,
-                                   updated_at=now, not_before=None, reason=None, position=None, attempts=[])
+                                   updated_at=now, not_before=None, reason=None, position=None, owner=w.owner,
+                                   attempts=[])

@@ -28,8 +28,8 @@ class Client:
 
     With no ``server``, uses ``TRAINYARD_SERVER``, else the local server of
     ``$TRAINYARD_HOME``, starting one in the background if none runs. The token
-    is ``token``, else ``TRAINYARD_TOKEN``, else (for the local server only) the
-    home's own. Pass an httpx ``transport`` to talk to an app in-process (tests).
+    is ``token``, else ``TRAINYARD_TOKEN``, else the one ``trainyard login`` saved for
+    that server, else (for the local server only) the home's own. Pass an httpx ``transport`` to talk to an app in-process (tests).
     """
 
     def __init__(self, server: str | None = None, *, token: str | None = None,
@@ -44,6 +44,13 @@ class Client:
 
     def close(self) -> None:
         self.http.close()
+
+    @property
+    def identity(self):  # noqa: ANN201
+        """Users, teams, tokens and the audit log (see :mod:`trainyard.sdk.identity`)."""
+        from trainyard.sdk.identity import Identity
+
+        return Identity(self.http)
 
     @property
     def pipelines(self):  # noqa: ANN201

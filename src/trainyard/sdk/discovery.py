@@ -1,5 +1,5 @@
-"""Finding the server: ``TRAINYARD_SERVER``, else the local server's address file,
-else a local server started in the background (the embedded default).
+"""Finding the server: ``TRAINYARD_SERVER``, else the one `trainyard login` saved, else the local
+server's address file, else a local server started in the background (the embedded default).
 
 A home holds one server. When one holds it but has not announced its address
 yet (it is still starting), the client waits for it rather than starting a
@@ -20,7 +20,7 @@ import httpx
 from trainyard import envvars
 from trainyard.config import ADDRESS_FILE, home, server_url
 from trainyard.errors import ServerUnavailable
-from trainyard.home import held, read_address, secure
+from trainyard.home import held, read_address, read_login, secure
 
 START_LOCK = "start.lock"  # serialises clients that start a server; the server itself holds server.lock
 
@@ -41,7 +41,8 @@ def local_server_url(home_dir: Path | None = None) -> str | None:
 
 
 def resolve_server(explicit: str | None = None, *, autostart: bool = True) -> str:
-    url = explicit or server_url()
+    """``explicit``, else ``TRAINYARD_SERVER``, else the server `trainyard login` saved, else the local one."""
+    url = explicit or server_url() or (read_login() or {}).get("server")
     if url:
         return url.rstrip("/")
     found = local_server_url()

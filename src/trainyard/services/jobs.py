@@ -9,8 +9,10 @@ from typing import NamedTuple
 from trainyard.artifact_paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
-from trainyard.errors import InvalidSpec, NotFound, Unschedulable
+from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
+from trainyard.errors import Forbidden, InvalidSpec, JobNotFound, NotFound, Unschedulable
 from trainyard.scheduler.fit import check_fits_some_node
+from trainyard.services.audit import AuditLog
 from trainyard.services.notify import Notifier, off_loop
 from trainyard.services.scheduling import Scheduler
 from trainyard.spec.job import JobSpec
@@ -33,31 +35,49 @@ class LogEnd(NamedTuple):
 class JobService:
     def __init__(
         self, store: Store, engine: Engine, artifacts: ArtifactStore, notifier: Notifier, scheduler: Scheduler,
-        check_queue: Callable[[str], None],
+        team_for: Callable[[Caller, str], str | None], audit: AuditLog,
     ) -> None:
         self.store = store
         self.engine = engine
         self.artifacts = artifacts
         self.notifier = notifier
         self.scheduler = scheduler
-        self.check_queue = check_queue  # refuses unknown queues (the queue service's rule)
+        self.team_for = team_for  # who may use which queue, and the job's team (the queue service's rule)
+        self.audit = audit
 
-    def submit(self, spec: JobSpec, snapshot: str | None = None) -> JobInfo:
-        """Validate against this platform, store, and wake the scheduler. Nothing is stored on error."""
+    def submit(self, spec: JobSpec, snapshot: str | None = None, caller: Caller = LOCAL_ADMIN, *,
+               on_behalf: tuple[str | None, str | None] | None = None) -> JobInfo:
+        """Validate against this platform, store, and wake the scheduler. Nothing is stored on error.
+
+        ``on_behalf``: (owner, team) of a pipeline step, whose run was checked when it was created."""
         self.engine.validate(spec)
-        self.check_queue(spec.queue)
+        if on_behalf is None:
+            owner, team = caller.user, self.team_for(caller, spec.queue)
+        else:
+            owner, team = on_behalf
         if (problem := check_fits_some_node(spec, self.engine.nodes())) is not None:
             field, message = problem
             raise Unschedulable(f"{field}: {message}", field=field)
         if snapshot is not None and not self.artifacts.has_snapshot(snapshot):
             raise InvalidSpec(errors=[{"field": "workdir", "line": None, "where": "workdir",
                                        "message": f"snapshot {snapshot} was not uploaded"}])
-        job = self.store.create_job(spec, snapshot)
+        job = self.store.create_job(spec, snapshot, owner=owner, team=team)
         self.scheduler.remember(job)
         self.scheduler.wake()
+        if on_behalf is None:
+            self.audit.record(caller, "job.submit", job.id, name=spec.name, queue=spec.queue, team=team)
         return job
 
-    def cancel(self, job_id: str) -> JobInfo:
+    def cancel(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> JobInfo:
+        found = self.get(job_id, caller)
+        if not caller.may(Action.CANCEL_OWN, found.team, found.owner):
+            raise Forbidden(f"you may cancel only your own jobs; {job_id} is {found.owner}'s", job_id=job_id)
+        job = self.stop(job_id)
+        self.audit.record(caller, "job.cancel", job_id, status=job.status.value)
+        return job
+
+    def stop(self, job_id: str) -> JobInfo:
+        """Cancel without asking who (a pipeline run stopping its steps)."""
         status = self.store.request_cancel(job_id)
         job = self.store.get_job(job_id)
         if status == JobStatus.CANCELLING:
@@ -71,49 +91,54 @@ class JobService:
     # -- looking up -----------------------------------------------------------
 
     def list(self, *, status: list[str] | None, name: str | None, queue: str | None, limit: int,
-             cursor: str | None, since: float | None = None) -> JobPage:
-        return self.store.list_jobs(status=status, name=name, queue=queue, limit=limit, cursor=cursor, since=since)
+             cursor: str | None, since: float | None = None, caller: Caller = LOCAL_ADMIN) -> JobPage:
+        return self.store.list_jobs(status=status, name=name, queue=queue, limit=limit, cursor=cursor, since=since,
+                                    visible=visible(caller))
 
-    def get(self, job_id: str) -> JobInfo:
-        return self.store.get_job(job_id)
+    def get(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> JobInfo:
+        """The job, if the caller may see it: another team's job is not found, as if it did not exist."""
+        job = self.store.get_job(job_id)
+        if not caller.sees(job.team, job.owner):
+            raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
+        return job
 
     def logs(self, job_id: str, *, after: int, attempt: int | None, replica: int | None,
-             ) -> tuple[list[LogChunk], int]:
+             caller: Caller = LOCAL_ADMIN) -> tuple[list[LogChunk], int]:
         """Log chunks after cursor ``after``, and the cursor of the last one."""
-        self.store.get_job(job_id)  # raises JobNotFound for an unknown job
+        self.get(job_id, caller)  # raises JobNotFound for an unknown (or unseen) job
         return self.store.read_logs(job_id, after=after, attempt=attempt, replica=replica)
 
-    def metrics(self, job_id: str) -> list[MetricPoint]:
-        self.store.get_job(job_id)
+    def metrics(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> list[MetricPoint]:
+        self.get(job_id, caller)
         return self.store.metrics(job_id)
 
-    def outputs(self, job_id: str) -> list[ArtifactInfo]:
-        self.store.get_job(job_id)
+    def outputs(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> list[ArtifactInfo]:
+        self.get(job_id, caller)
         return [info for info, _ in self.store.artifacts(job_id)]
 
-    def output(self, job_id: str, path: str) -> tuple[ArtifactInfo, str]:
+    def output(self, job_id: str, path: str, caller: Caller = LOCAL_ADMIN) -> tuple[ArtifactInfo, str]:
         """One output file's record and its URL, which is checked to lie inside the artifact store."""
         try:
             check_artifact_path(path)
         except ValueError as e:
             raise InvalidSpec(errors=[{"field": "path", "line": None, "where": "path", "message": str(e)}]) from None
+        self.get(job_id, caller)  # raises JobNotFound for an unknown job, or one the caller may not see
         for info, url in self.store.artifacts(job_id):
             if info.path == path:
                 try:
                     return info, self.artifacts.confined(url)
                 except ValueError:
                     break  # recorded before paths were checked: never served
-        self.store.get_job(job_id)  # raises JobNotFound for an unknown job
         raise NotFound(f"job {job_id} has no output {path!r}", job_id=job_id, path=path)
 
-    def open_output(self, job_id: str, path: str) -> tuple[ArtifactInfo, Iterator[bytes]]:
+    def open_output(self, job_id: str, path: str, caller: Caller = LOCAL_ADMIN) -> tuple[ArtifactInfo, Iterator[bytes]]:
         """One output file's record and its bytes, read as they are sent."""
-        info, url = self.output(job_id, path)
+        info, url = self.output(job_id, path, caller)
         return info, self.artifacts.iter_bytes(url)
 
     # -- watching (async: one waiter costs a future, not a thread) ----------------
 
-    async def wait(self, job_id: str, timeout: float) -> str:
+    async def wait(self, job_id: str, timeout: float, caller: Caller = LOCAL_ADMIN) -> str:
         """The job as JSON once it has ended, or as it is after ``timeout`` seconds.
 
         JSON, not a JobInfo: the caller sends it as it is, and validating the model again
@@ -122,7 +147,7 @@ class JobService:
         deadline = loop.time() + timeout
         seen = self.notifier.version(job_id)
         while True:
-            job = await off_loop(self.store.get_job, job_id)
+            job = await off_loop(self.get, job_id, caller)
             left = deadline - loop.time()
             if job.status.is_terminal() or left <= 0:
                 return job.model_dump_json()
@@ -132,11 +157,11 @@ class JobService:
             seen = self.notifier.version(job_id)
 
     def follow(self, job_id: str, *, after: int, attempt: int | None, replica: int | None,
-               ) -> AsyncIterator[LogEvent | LogEnd]:
+               caller: Caller = LOCAL_ADMIN) -> AsyncIterator[LogEvent | LogEnd]:
         """Log chunks after cursor ``after`` as they come, then the job's final status.
 
         Raises JobNotFound here, before the caller starts a stream it could no longer turn into a 404."""
-        self.store.get_job(job_id)
+        self.get(job_id, caller)
         return self._follow(job_id, after, attempt, replica)
 
     async def _follow(self, job_id: str, after: int, attempt: int | None, replica: int | None,

@@ -35,7 +35,7 @@ def distributed_env(job: JobInfo, attempt: AttemptInfo, replica: int, master: tu
 
 def launch_configs(
     job: JobInfo, attempt: AttemptInfo, *, token: str, settings: ServerSettings, artifacts: ArtifactStore,
-    server_url: str, master: tuple[str, int] | None = None,
+    server_url: str, master: tuple[str, int] | None = None, run_as: dict | None = None,
 ) -> list[LaunchConfig]:
     """What each replica's launcher is told. ``token`` is the attempt's own credential
     (see :mod:`trainyard.auth.tokens`), never the server's token."""
@@ -65,6 +65,8 @@ def launch_configs(
             attempt=attempt.number,
             replica=r.index,
             server=server_url,
+            server_ca=str(settings.tls_cert) if settings.tls_cert else None,
+            run_as=run_as,
             address_file=str(settings.address_file),
             token=token,
             command=list(command),

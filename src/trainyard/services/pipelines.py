@@ -16,7 +16,8 @@ import time
 from typing import Any, Callable
 
 from trainyard.artifacts.store import ArtifactStore
-from trainyard.errors import Conflict, TrainyardError
+from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
+from trainyard.errors import ArtifactNotFound, Conflict, Forbidden, PipelineRunNotFound, TrainyardError
 from trainyard.pipelines.special import expand_step
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import pipeline_io as io
@@ -59,11 +60,12 @@ class PipelineService:
     # -- requests -------------------------------------------------------------
 
     def create(self, raw: dict[str, Any], params: dict[str, Any] | None = None,
-               workdirs: dict[str, str] | None = None, source: str | None = None) -> PipelineRunInfo:
-        """Check the whole pipeline (graph, every step's job, snapshots), store the run, start it.
+               workdirs: dict[str, str] | None = None, source: str | None = None,
+               caller: Caller = LOCAL_ADMIN) -> PipelineRunInfo:
+        """Check the whole pipeline (graph, every step's job and queue, snapshots), store the run, start it.
 
-        Nothing is stored or run when anything is wrong.
-        """
+        Nothing is stored or run when anything is wrong. The run and its steps' jobs belong to the
+        caller and the team its default queue gives it."""
         src = source or "<pipeline>"
         spec = parse_pipeline(raw, src)
         merged = merge_params(spec, params, src)
@@ -80,6 +82,7 @@ class PipelineService:
                 errs.add((*loc, "workdir"), f"snapshot {code} was not uploaded")
             job = JobSpec.model_validate({**inst.job, "inputs": {n: "/" for n in inst.inputs}})
             try:
+                self.jobs.team_for(caller, job.queue)
                 self.jobs.engine.validate(job)
             except TrainyardError as e:
                 errs.add((*loc, str(e.details.get("field") or "")), e.message)
@@ -87,8 +90,11 @@ class PipelineService:
             if problem is not None:
                 errs.add((*loc, problem[0]), problem[1])
         errs.raise_if_any()
+        team = self.jobs.team_for(caller, "default")
         run_id = self.runs.create_run(name=spec.name, spec=raw, params=merged, workdirs=workdirs, source=source,
-                                      warnings=graph.warnings, instances=graph.instances)
+                                      warnings=graph.warnings, instances=graph.instances, owner=caller.user,
+                                      team=team)
+        self.jobs.audit.record(caller, "pipeline.run", run_id, name=spec.name, team=team)
         for w in graph.warnings:
             log.warning("run %s: %s", run_id, w)
         self.advance(run_id)
@@ -99,43 +105,63 @@ class PipelineService:
             self._catalog = self._catalog_factory() if self._catalog_factory else None
         return lambda name, raw, params: expand_step(name, raw, self._catalog, params)
 
-    def cancel(self, run_id: str) -> PipelineRunInfo:
+    def _changeable(self, run_id: str, caller: Caller) -> PipelineRunInfo:
+        run = self.get(run_id, caller)
+        if not caller.may(Action.CANCEL_OWN, run.team, run.owner):
+            raise Forbidden(f"you may cancel or retry only your own runs; {run_id} is {run.owner}'s", run_id=run_id)
+        return run
+
+    def cancel(self, run_id: str, caller: Caller = LOCAL_ADMIN) -> PipelineRunInfo:
         """Stop every running step (their jobs are cancelled) and start nothing more."""
+        self._changeable(run_id, caller)
+        self.jobs.audit.record(caller, "pipeline.cancel", run_id)
         if self.runs.move_run(run_id, RunStatus.CANCELLING, by="user", reason="cancel requested"):
             self.advance(run_id)
         return self.runs.get_run(run_id)
 
-    def retry(self, run_id: str) -> PipelineRunInfo:
+    def retry(self, run_id: str, caller: Caller = LOCAL_ADMIN) -> PipelineRunInfo:
         """Run the failed, cancelled and skipped steps again; what succeeded is kept."""
-        run = self.runs.get_run(run_id)
+        run = self._changeable(run_id, caller)
         if not run.status.is_terminal() or run.status == RunStatus.SUCCEEDED:
             raise Conflict(f"run {run_id} is {run.status.value}: only a failed or cancelled run can be retried",
                            run_id=run_id)
         if not self.runs.reset_for_retry(run_id):
             raise Conflict(f"run {run_id} changed meanwhile; look again", run_id=run_id)
+        self.jobs.audit.record(caller, "pipeline.retry", run_id)
         self.advance(run_id)
         return self.runs.get_run(run_id)
 
     # -- looking up -------------------------------------------------------------
 
-    def list_runs(self, *, status: list[str] | None, limit: int, cursor: str | None) -> PipelineRunPage:
-        return self.runs.list_runs(status=status, limit=limit, cursor=cursor)
+    def list_runs(self, *, status: list[str] | None, limit: int, cursor: str | None,
+                  caller: Caller = LOCAL_ADMIN) -> PipelineRunPage:
+        return self.runs.list_runs(status=status, limit=limit, cursor=cursor, visible=visible(caller))
 
-    def get(self, run_id: str) -> PipelineRunInfo:
-        return self.runs.get_run(run_id)
+    def get(self, run_id: str, caller: Caller = LOCAL_ADMIN) -> PipelineRunInfo:
+        """The run, if the caller may see it: another team's run is not found."""
+        run = self.runs.get_run(run_id)
+        if not caller.sees(run.team, run.owner):
+            raise PipelineRunNotFound(f"no such pipeline run: {run_id}", run_id=run_id)
+        return run
 
-    def find_artifact(self, key: str) -> PipelineArtifact:
-        """A step artifact by id or digest (or a unique prefix), with its lineage."""
-        return self.runs.find_artifact(key)
+    def find_artifact(self, key: str, caller: Caller = LOCAL_ADMIN) -> PipelineArtifact:
+        """A step artifact by id or digest (or a unique prefix), with its lineage; only of runs the caller sees."""
+        found = self.runs.find_artifact(key)
+        try:
+            self.get(found.run_id, caller)
+        except PipelineRunNotFound:
+            raise ArtifactNotFound(f"no artifact matches {key!r}", key=key) from None
+        return found
 
-    async def wait(self, run_id: str, timeout: float, changed_after: float | None = None) -> str:
+    async def wait(self, run_id: str, timeout: float, changed_after: float | None = None,
+                   caller: Caller = LOCAL_ADMIN) -> str:
         """The run as JSON once it has ended (or, with ``changed_after``, once its ``updated_at`` passed
         that), or as it is after ``timeout``. JSON: the caller sends it as it is, without validating again."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             seen = self.notifier.version(run_id)
-            run = await off_loop(self.runs.get_run, run_id)
+            run = await off_loop(self.get, run_id, caller)
             left = deadline - loop.time()
             moved = changed_after is not None and run.updated_at > changed_after
             if run.status.is_terminal() or moved or left <= 0:
@@ -165,7 +191,7 @@ class PipelineService:
         if run.status == RunStatus.CANCELLING:
             for s in run.steps:
                 if state[s.name] == StepStatus.SUBMITTED and s.status not in ("cancelling", "cancelled"):
-                    self.jobs.cancel(s.job_id)
+                    self.jobs.stop(s.job_id)
                 elif state[s.name] == StepStatus.WAITING:
                     if self.runs.move_step(run_id, s.name, StepStatus.CANCELLED, reason="the run was cancelled"):
                         state[s.name] = StepStatus.CANCELLED
@@ -267,14 +293,14 @@ class PipelineService:
                 return StepStatus.CACHED, outputs
         try:
             spec = JobSpec.model_validate({**s.job, "inputs": {n: r["url"] for n, r in inputs.items()}})
-            job = self.jobs.submit(spec, code)
+            job = self.jobs.submit(spec, code, on_behalf=(run.owner, run.team))
         except TrainyardError as e:
             self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"submit: {e.message}", ended_at=now)
             return StepStatus.FAILED, {}
         self._job_runs[job.id] = run.id
         if not self.runs.move_step(run.id, s.name, StepStatus.SUBMITTED, job_id=job.id, inputs=inputs,
                                    cache_key=key, started_at=now):
-            self.jobs.cancel(job.id)  # another server moved the step first
+            self.jobs.stop(job.id)  # another server moved the step first
         return StepStatus.SUBMITTED, {}
 
     # -- the runner thread ------------------------------------------------------

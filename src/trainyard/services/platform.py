@@ -22,9 +22,11 @@ from trainyard.pipelines.catalog import Catalog
 from trainyard.scheduler.loop import SchedulerLoop
 from trainyard.services.accounting import Accounting
 from trainyard.services.attempts import AttemptService
+from trainyard.services.audit import AuditLog
 from trainyard.services.cluster import Cluster
 from trainyard.services.dask_clusters import DaskClusterService
 from trainyard.services.dask_loop import DaskClusterLoop
+from trainyard.services.identity import IdentityService
 from trainyard.services.jobs import JobService
 from trainyard.services.launching import launch_configs
 from trainyard.services.metrics import TrainyardCollector
@@ -78,11 +80,14 @@ class Platform:
         self.scheduler = Scheduler()
         self.cluster = Cluster(self.store, self.engine)
         self.snapshots = SnapshotService(self.artifacts)
-        self.queues = QueueService(self.store, self.cluster, self.scheduler)
+        self.audit = AuditLog(self.store)
+        self.queues = QueueService(self.store, self.cluster, self.scheduler, self.audit)
         if settings.queues_file is not None:
             self.queues.load_file(settings.queues_file)
+        self.identity = IdentityService(self.store, self.audit, server_token_sha256=settings.token_sha256,
+                                        users=settings.auth)
         self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, self.scheduler,
-                               check_queue=self.queues.check)
+                               team_for=self.queues.team_for, audit=self.audit)
         self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self.scheduler.wake,
                                        stop=self.scheduler.stop_attempt)
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,
@@ -104,8 +109,9 @@ class Platform:
 
     def _configs(self, job: JobInfo, attempt: AttemptInfo, token: str) -> list[LaunchConfig]:
         master = self.engine.rendezvous(attempt) if job.spec.distributed else None
+        run_as = self.identity.run_as(job.owner) if self.engine.name == "local" else None
         configs = launch_configs(job, attempt, token=token, settings=self.settings, artifacts=self.artifacts,
-                                 server_url=self.server_url, master=master)
+                                 server_url=self.server_url, master=master, run_as=run_as)
         # the in-job SDK (e.g. trainyard.dask.new_cluster) finds this server wherever the job runs
         extra = {**({envvars.SERVER: self.server_url} if self.server_url else {}), **self.dask.launch_env(job, attempt)}
         for c in configs:

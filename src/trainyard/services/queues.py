@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainyard.errors import InvalidSpec
+from trainyard.auth.permissions import Action, Caller, visible
+from trainyard.errors import Forbidden, InvalidSpec, QueueNotFound
 from trainyard.scheduler.model import Queue
+from trainyard.services.audit import AuditLog
 from trainyard.services.cluster import Cluster
 from trainyard.services.scheduling import Scheduler
 from trainyard.spec.lines import suggestion
@@ -29,8 +31,9 @@ def planner_queue(spec: QueueSpec) -> Queue:
 
 
 class QueueService:
-    def __init__(self, store: Store, cluster: Cluster, scheduler: Scheduler) -> None:
+    def __init__(self, store: Store, cluster: Cluster, scheduler: Scheduler, audit: AuditLog) -> None:
         self.store = store
+        self.audit = audit
         self.cluster = cluster
         self.scheduler = scheduler
         self._models: list[Queue] | None = None
@@ -46,16 +49,64 @@ class QueueService:
         self._models = None
         return specs
 
-    def create(self, spec: QueueSpec, *, replace: bool = False) -> QueueInfo:
+    def create(self, spec: QueueSpec, *, replace: bool = False, caller: Caller | None = None) -> QueueInfo:
+        if caller is not None:
+            if not caller.may(Action.MANAGE_QUEUES, spec.team):
+                raise Forbidden(f"team: you do not maintain team {spec.team!r}, so you may not define its queues",
+                                field="team")
+            if replace:
+                self._managed(caller, spec.name)
         self.store.create_queue(spec, replace=replace)
         self._models = None
         self.scheduler.wake()  # a new quota may let jobs start, or hold them back
+        if caller is not None:
+            self.audit.record(caller, "queue.replace" if replace else "queue.create", spec.name,
+                              **spec.model_dump(mode="json", exclude={"name"}))
         return self.get(spec.name)
 
-    def delete(self, name: str) -> None:
+    def delete(self, name: str, caller: Caller | None = None) -> None:
+        if caller is not None:
+            self._managed(caller, name)
         self.store.delete_queue(name)
         self._models = None
         self.scheduler.wake()
+        if caller is not None:
+            self.audit.record(caller, "queue.delete", name)
+
+    def _managed(self, caller: Caller, name: str) -> None:
+        """A queue the caller may change: another team's is not found, its own team's needs a maintainer."""
+        q = next((q for q in self.models() if q.name == name), None)
+        if q is None or not caller.sees(q.team, None):
+            raise QueueNotFound(f"no such queue: {name}", queue=name)
+        if not caller.may(Action.MANAGE_QUEUES, q.team):
+            raise Forbidden(f"only a maintainer of team {q.team} changes queue {name}", queue=name)
+
+    def team_for(self, caller: Caller, name: str) -> str | None:
+        """The team a job of ``caller`` on queue ``name`` belongs to, once the caller may submit there.
+
+        A defined queue gives its team. The implicit default queue (and any queue while none is
+        defined) takes the caller's own team: the first, by name, where it may submit."""
+        q = next((q for q in self.models() if q.name == name), None)
+        if q is None and name != DEFAULT and self.models():
+            mine = sorted({x.name for x in self.models() if caller.sees(x.team, None)} | {DEFAULT})
+            raise InvalidSpec(errors=[{"field": "queue", "line": None, "where": "queue",
+                                       "message": f"unknown queue {name!r}; defined: {', '.join(mine)}"}])
+        if q is not None:
+            if caller.may(Action.SUBMIT, q.team):
+                return q.team
+            if caller.sees(q.team, None):
+                raise Forbidden(f"queue: your role in team {q.team} does not allow submitting", field="queue")
+            mine = ", ".join(caller.submit_teams()) or "none"
+            raise InvalidSpec(errors=[{"field": "queue", "line": None, "where": "queue",
+                                       "message": f"queue {name!r} is not one of your teams' queues "
+                                                  f"(teams you submit to: {mine})"}])
+        teams = caller.submit_teams()
+        if teams:
+            return teams[0]
+        if caller.admin:
+            return None
+        raise Forbidden("your role does not allow submitting (a viewer reads only)" if caller.teams
+                        else "you belong to no team: an admin adds you to one", field="queue")
 
     def check(self, name: str) -> None:
         """Refuse a job for a queue nobody defined, once any queue is defined."""
@@ -65,17 +116,21 @@ class QueueService:
                                        "message": f"unknown queue {name!r}{suggestion(name, names | {DEFAULT})} "
                                                   f"(defined: {', '.join(sorted(names | {DEFAULT}))})"}])
 
-    def list(self) -> list[QueueInfo]:
+    def list(self, caller: Caller | None = None) -> list[QueueInfo]:
+        """Every queue, or those of the caller's teams (and the implicit default queue)."""
+        shown = visible(caller).teams if caller is not None else None
         specs = {q.name: q for q in self.store.queues()}
         counts = self.store.queue_counts()
         for name in counts:
             specs.setdefault(name, QueueSpec(name=name))  # jobs in the implicit default queue
+        if shown is not None:
+            specs = {n: q for n, q in specs.items() if q.team in shown or n == DEFAULT}
         usage = self._usage()
         return [QueueInfo(queue=q, usage=usage.get(n, QueueUsage()), pending=counts.get(n, {}).get("pending", 0))
                 for n, q in sorted(specs.items())]
 
-    def get(self, name: str) -> QueueInfo:
-        found = next((q for q in self.list() if q.queue.name == name), None)
+    def get(self, name: str, caller: Caller | None = None) -> QueueInfo:
+        found = next((q for q in self.list(caller) if q.queue.name == name), None)
         if found is None:
             self.store.get_queue(name)  # raises QueueNotFound
         return found

@@ -93,6 +93,8 @@ class PipelineRunInfo(BaseModel):
     created_at: float
     updated_at: float
     ended_at: float | None = None
+    owner: str | None = None
+    team: str | None = None
     steps: list[StepInfo] = Field(default_factory=list)
 
     def step(self, name: str) -> StepInfo:

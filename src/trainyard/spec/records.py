@@ -68,6 +68,8 @@ class JobInfo(BaseModel):
     not_before: float | None = None
     reason: str | None = Field(None, description="why it is pending, or how it ended")
     position: int | None = Field(None, description="while pending: jobs ahead of it in its queue")
+    owner: str | None = Field(None, description="the user who submitted it (none: the server's own identity)")
+    team: str | None = Field(None, description="the team it belongs to: who may see it")
     attempts: list[AttemptInfo] = Field(default_factory=list)
 
     @property

@@ -3,13 +3,14 @@
 from trainyard.store.store import Ending, Waiting
 from trainyard.store.store import Store as _CoreStore
 from trainyard.store.monitoring import MonitoringMixin
+from trainyard.store.identity import IdentityMixin
 from trainyard.store.queues import QueuesMixin
 from trainyard.store.telemetry import Outputs, TelemetryMixin
 from trainyard.store.usage import IdleRule, SpansMixin, UsageMixin
 
 
-class Store(UsageMixin, SpansMixin, MonitoringMixin, TelemetryMixin, QueuesMixin, _CoreStore):
-    """Jobs, attempts, logs, metrics, artifacts, queues, resource use and events."""
+class Store(UsageMixin, SpansMixin, MonitoringMixin, TelemetryMixin, QueuesMixin, IdentityMixin, _CoreStore):
+    """Jobs, attempts, logs, metrics, artifacts, queues, resource use, events, users, tokens and the audit log."""
 
 
 __all__ = ["Ending", "IdleRule", "Outputs", "Store", "Waiting"]

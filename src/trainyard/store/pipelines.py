@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import func, or_, select, update
 
+from trainyard.auth.permissions import Visible
 from trainyard.errors import ArtifactNotFound, PipelineRunNotFound as RunNotFound
 from trainyard.spec.pipeline_graph import StepInstance
 from trainyard.spec.pipeline_records import (
@@ -22,6 +23,7 @@ from trainyard.spec.pipeline_records import (
 )
 from trainyard.store import Store
 from trainyard.store import tables as t
+from trainyard.store.store import visible_where
 
 
 class PipelineStore:
@@ -31,14 +33,16 @@ class PipelineStore:
     # -- runs ---------------------------------------------------------------
 
     def create_run(self, *, name: str, spec: dict[str, Any], params: dict[str, Any], workdirs: dict[str, str],
-                   source: str | None, warnings: list[str], instances: list[StepInstance]) -> str:
+                   source: str | None, warnings: list[str], instances: list[StepInstance],
+                   owner: str | None = None, team: str | None = None) -> str:
         now = time.time()
         run_id = "p-" + secrets.token_hex(5)
         with self.store.write() as s:
             seq = (s.scalar(select(func.max(t.PipelineRun.seq))) or 0) + 1
             s.add(t.PipelineRun(id=run_id, seq=seq, name=name, status=RunStatus.RUNNING.value, spec=spec,
                                 params=params, workdirs=workdirs, source=source, warnings=list(warnings),
-                                retries=0, reason=None, created_at=now, updated_at=now))
+                                retries=0, reason=None, created_at=now, updated_at=now, owner=owner,
+                                team=team))
             s.flush()
             s.add_all(t.PipelineStep(
                 run_id=run_id, name=i.name, step=i.step, position=n, index=i.index,
@@ -56,8 +60,10 @@ class PipelineStore:
             return self._run_info(s, row, self._steps(s, [run_id]).get(run_id, []))
 
     def list_runs(self, *, status: list[str] | None = None, limit: int = 50,
-                  cursor: str | None = None) -> PipelineRunPage:
+                  cursor: str | None = None, visible: Visible | None = None) -> PipelineRunPage:
         q = select(t.PipelineRun).order_by(t.PipelineRun.seq.desc()).limit(limit + 1)
+        if visible is not None and visible.teams is not None:
+            q = q.where(visible_where(t.PipelineRun.__table__.c, visible))
         if status:
             q = q.where(t.PipelineRun.status.in_(status))
         if cursor:
@@ -212,7 +218,7 @@ class PipelineStore:
             id=row.id, name=row.name, status=RunStatus(row.status), params=dict(row.params or {}),
             spec=dict(row.spec or {}), workdirs=dict(row.workdirs or {}), source=row.source,
             warnings=list(row.warnings or []), retries=row.retries, reason=row.reason, created_at=row.created_at,
-            updated_at=row.updated_at, ended_at=row.ended_at, steps=steps)
+            updated_at=row.updated_at, ended_at=row.ended_at, owner=row.owner, team=row.team, steps=steps)
 
 
 def _artifact(r: t.PipelineArtifact) -> PipelineArtifact:

@@ -14,9 +14,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from trainyard.auth.permissions import Visible
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo, JobPage, ReplicaInfo
@@ -44,6 +45,7 @@ class Waiting:
     not_before: float | None
     last_reason: str | None  # how its last attempt ended, if it had one
     last_preempted_by: str | None  # the job its last attempt made room for
+    owner: str | None = None  # who submitted it: its launchers may run as that user's Unix account
 
 
 @dataclass
@@ -117,13 +119,15 @@ class Store:
 
     # -- jobs -------------------------------------------------------------
 
-    def create_job(self, spec: JobSpec, snapshot: str | None = None) -> JobInfo:
+    def create_job(self, spec: JobSpec, snapshot: str | None = None, *, owner: str | None = None,
+                   team: str | None = None) -> JobInfo:
         now = time.time()
         with self.write() as s:
             seq = (s.scalar(select(func.max(t.Job.seq))) or 0) + 1
             row = dict(id=new_job_id(), seq=seq, name=spec.name, status=JobStatus.PENDING.value, queue=spec.queue,
                        priority=spec.priority, spec=spec.model_dump(mode="json"), snapshot=snapshot, created_at=now,
-                       updated_at=now, not_before=None, reason="waiting for the scheduler", position=None)
+                       updated_at=now, not_before=None, reason="waiting for the scheduler", position=None,
+                       owner=owner, team=team)
             s.connection().execute(insert(t.Job.__table__), [row])  # Core, like Store.admit
             return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 
@@ -142,12 +146,13 @@ class Store:
 
     def list_jobs(
         self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
-        limit: int = 50, cursor: str | None = None, since: float | None = None,
+        limit: int = 50, cursor: str | None = None, since: float | None = None, visible: Visible | None = None,
     ) -> JobPage:
-        """Newest first. ``cursor`` is the opaque ``next_cursor`` of the previous page; ``since`` a Unix time
-        (jobs submitted then or later)."""
+        """Newest first, only what ``visible`` lets the caller see. ``cursor`` is the opaque ``next_cursor``
+        of the previous page; ``since`` a Unix time (jobs submitted then or later)."""
         c = t.Job.__table__.c
-        where = [c.status.in_(status)] if status else []
+        where = [visible_where(c, visible)] if visible and visible.teams is not None else []
+        where += [c.status.in_(status)] if status else []
         where += [c.name == name] if name else []
         where += [c.queue == queue] if queue else []
         where += [c.seq < int(cursor)] if cursor else []
@@ -167,14 +172,14 @@ class Store:
         pending = j.status == JobStatus.PENDING.value
         with self.read() as s:
             conn = s.connection()
-            rows = conn.execute(
-                select(j.id, j.queue, j.priority, j.created_at, j.not_before).where(pending).order_by(j.seq)).all()
+            rows = conn.execute(select(j.id, j.queue, j.priority, j.created_at, j.not_before, j.owner)
+                                .where(pending).order_by(j.seq)).all()
             if not rows:  # most wake-ups after an attempt ends
                 return []
             last = {job_id: (reason, by) for job_id, reason, by in conn.execute(
                 select(a.job_id, a.reason, a.preempted_by).join(t.Job.__table__, a.job_id == j.id)
                 .where(pending).order_by(a.number))}  # the newest attempt's row is the last one kept
-            return [Waiting(i, q, p, c, nb, *last.get(i, (None, None))) for i, q, p, c, nb in rows]
+            return [Waiting(i, q, p, c, nb, *last.get(i, (None, None)), o) for i, q, p, c, nb, o in rows]
 
     def specs(self, job_ids: list[str]) -> dict[str, tuple[JobSpec, str | None]]:
         """``(spec, snapshot)`` of each job."""
@@ -362,7 +367,12 @@ class Store:
 
 
 _JOB_FIELDS = ("id", "name", "queue", "priority", "snapshot", "created_at", "updated_at", "not_before", "reason",
-               "position")
+               "position", "owner", "team")
+
+
+def visible_where(c: Any, visible: Visible) -> Any:
+    """The rows of a table with ``owner`` and ``team`` columns ``c`` that ``visible`` shows."""
+    return or_(c.team.in_(sorted(visible.teams or ())), c.owner == visible.user)
 
 
 def _job_records(conn: Any, where: Any, attempts: bool = True) -> list[JobInfo]:

@@ -26,6 +26,8 @@ class Job(Base):
     not_before: Mapped[float | None] = mapped_column(Float)
     reason: Mapped[str | None] = mapped_column(Text)
     position: Mapped[int | None] = mapped_column(Integer)  # jobs ahead in its queue, while pending
+    owner: Mapped[str | None] = mapped_column(String(63), index=True)  # None: the server's own identity
+    team: Mapped[str | None] = mapped_column(String(63), index=True)
     status_by: Mapped[str | None] = mapped_column(String(32))  # who made the last status change (see Event)
     __table_args__ = (Index("ix_jobs_status_queue", "status", "queue", "created_at"),)
 
@@ -148,6 +150,8 @@ class PipelineRun(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float | None] = mapped_column(Float)
     status_by: Mapped[str | None] = mapped_column(String(32))
+    owner: Mapped[str | None] = mapped_column(String(63), index=True)
+    team: Mapped[str | None] = mapped_column(String(63), index=True)
 
 
 class PipelineStep(Base):
@@ -256,3 +260,52 @@ class ReplicaUsage(Base):
     gpu_low_since: Mapped[float | None] = mapped_column(Float)  # first sample of the current run under the threshold
     idle_flagged_at: Mapped[float | None] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class Team(Base):
+    __tablename__ = "teams"
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class User(Base):
+    __tablename__ = "users"
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    admin: Mapped[bool] = mapped_column(Boolean)
+    os_user: Mapped[str | None] = mapped_column(String(63))  # the Unix account its jobs run as (local engine, root server)
+    disabled: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Membership(Base):
+    __tablename__ = "memberships"
+    user: Mapped[str] = mapped_column(ForeignKey("users.name"), primary_key=True)
+    team: Mapped[str] = mapped_column(ForeignKey("teams.name"), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))  # maintainer, member or viewer (trainyard.auth.permissions)
+
+
+class ApiToken(Base):
+    """A user's API token, kept only as its sha256 (``hash``, unique: the one lookup of every request)."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    user: Mapped[str] = mapped_column(ForeignKey("users.name"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    last_used_at: Mapped[float | None] = mapped_column(Float)  # refreshed at most once a minute
+    expires_at: Mapped[float | None] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float)
+
+
+class AuditEntry(Base):
+    """One change: who, when, from where, what."""
+
+    __tablename__ = "audit"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    at: Mapped[float] = mapped_column(Float, index=True)
+    user: Mapped[str] = mapped_column(String(63), index=True)
+    source: Mapped[str | None] = mapped_column(String(255))
+    action: Mapped[str] = mapped_column(String(63))
+    target: Mapped[str | None] = mapped_column(String(255))
+    detail: Mapped[dict | None] = mapped_column(JSON)

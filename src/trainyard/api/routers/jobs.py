@@ -11,7 +11,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from trainyard.api.deps import PlatformDep
+from trainyard.api.deps import CallerDep, PlatformDep
 from trainyard.services.jobs import KEEP_ALIVE, LogEnd, LogEvent
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import CURSOR_PATTERN, ArtifactInfo, Digest, JobInfo, JobPage, LogChunk, MetricPoint
@@ -43,13 +43,14 @@ def _json(text: str, status_code: int = 200) -> Response:
 
 
 @router.post("", status_code=201, response_model=JobInfo)
-def submit(body: SubmitRequest, p: PlatformDep) -> Response:
-    return _json(p.jobs.submit(body.spec, body.snapshot).model_dump_json(), 201)
+def submit(body: SubmitRequest, p: PlatformDep, caller: CallerDep) -> Response:
+    return _json(p.jobs.submit(body.spec, body.snapshot, caller).model_dump_json(), 201)
 
 
 @router.get("")
 def list_jobs(
     p: PlatformDep,
+    caller: CallerDep,
     status: Annotated[list[str] | None, Query()] = None,
     name: str | None = None,
     queue: str | None = None,
@@ -58,33 +59,34 @@ def list_jobs(
     since: Annotated[float | None, Query(ge=0, le=2**53, description="only jobs submitted at or after this Unix time")]
     = None,
 ) -> JobPage:
-    return p.jobs.list(status=status, name=name, queue=queue, limit=limit, cursor=cursor, since=since)
+    return p.jobs.list(status=status, name=name, queue=queue, limit=limit, cursor=cursor, since=since,
+                       caller=caller)
 
 
 @router.get("/{job_id}")
-def get_job(job_id: str, p: PlatformDep) -> JobInfo:
-    return p.jobs.get(job_id)
+def get_job(job_id: str, p: PlatformDep, caller: CallerDep) -> JobInfo:
+    return p.jobs.get(job_id, caller)
 
 
 @router.get("/{job_id}/wait", response_model=JobInfo)
-async def wait_job(job_id: str, p: PlatformDep, timeout: Timeout = 30) -> Response:
+async def wait_job(job_id: str, p: PlatformDep, caller: CallerDep, timeout: Timeout = 30) -> Response:
     """The job once it has ended, or as it is after ``timeout`` seconds."""
-    return _json(await p.jobs.wait(job_id, timeout))
+    return _json(await p.jobs.wait(job_id, timeout, caller))
 
 
 @router.post("/{job_id}/cancel")
-def cancel(job_id: str, p: PlatformDep) -> JobInfo:
-    return p.jobs.cancel(job_id)
+def cancel(job_id: str, p: PlatformDep, caller: CallerDep) -> JobInfo:
+    return p.jobs.cancel(job_id, caller)
 
 
 @router.get("/{job_id}/logs", response_model=None)
-def logs(job_id: str, p: PlatformDep, after: After = 0, attempt: AttemptNo = None, replica: ReplicaNo = None,
+def logs(job_id: str, p: PlatformDep, caller: CallerDep, after: After = 0, attempt: AttemptNo = None, replica: ReplicaNo = None,
          follow: bool = False) -> LogPage | EventSourceResponse:
     """Log chunks after cursor ``after``; with ``follow``, a server-sent event stream until the job ends."""
     if not follow:
-        chunks, cursor = p.jobs.logs(job_id, after=after, attempt=attempt, replica=replica)
+        chunks, cursor = p.jobs.logs(job_id, after=after, attempt=attempt, replica=replica, caller=caller)
         return LogPage(chunks=chunks, cursor=cursor)
-    events = p.jobs.follow(job_id, after=after, attempt=attempt, replica=replica)
+    events = p.jobs.follow(job_id, after=after, attempt=attempt, replica=replica, caller=caller)
     # the framing is sse-starlette's; "\n" and a "keep-alive" comment as clients have always seen
     return EventSourceResponse(_sse(events), sep="\n", ping=KEEP_ALIVE, headers={"Cache-Control": "no-cache"},
                                ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"))
@@ -101,17 +103,17 @@ async def _sse(events: AsyncIterator[LogEvent | LogEnd]) -> AsyncIterator[Server
 
 
 @router.get("/{job_id}/metrics")
-def metrics(job_id: str, p: PlatformDep) -> list[MetricPoint]:
-    return p.jobs.metrics(job_id)
+def metrics(job_id: str, p: PlatformDep, caller: CallerDep) -> list[MetricPoint]:
+    return p.jobs.metrics(job_id, caller)
 
 
 @router.get("/{job_id}/outputs")
-def outputs(job_id: str, p: PlatformDep) -> list[ArtifactInfo]:
-    return p.jobs.outputs(job_id)
+def outputs(job_id: str, p: PlatformDep, caller: CallerDep) -> list[ArtifactInfo]:
+    return p.jobs.outputs(job_id, caller)
 
 
 @router.get("/{job_id}/outputs/{path:path}")
-def output_file(job_id: str, path: str, p: PlatformDep) -> StreamingResponse:
-    info, body = p.jobs.open_output(job_id, path)
+def output_file(job_id: str, path: str, p: PlatformDep, caller: CallerDep) -> StreamingResponse:
+    info, body = p.jobs.open_output(job_id, path, caller)
     return StreamingResponse(body, media_type="application/octet-stream",
                              headers={"Content-Length": str(info.size), "X-Digest": info.digest})

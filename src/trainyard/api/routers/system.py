@@ -6,8 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Request, Response
 
-from trainyard.api.deps import PlatformDep
+from trainyard.api.deps import CallerDep, PlatformDep
 from trainyard.auth.tokens import bearer
+from trainyard.errors import Forbidden
 from trainyard.spec.records import NodeInfo
 from trainyard.spec.reports import LauncherReport, ReportAnswer
 
@@ -30,8 +31,10 @@ def has_snapshot(digest: str, p: PlatformDep) -> Response:
 
 
 @router.put("/api/v1/snapshots/{digest}", status_code=201, tags=["snapshots"])
-async def put_snapshot(digest: str, request: Request, p: PlatformDep) -> dict[str, str]:
+async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: CallerDep) -> dict[str, str]:
     """Upload a code snapshot (tar.gz) under its sha256; identical code is stored once."""
+    if not (caller.admin or caller.submit_teams()):
+        raise Forbidden("only a user who may submit uploads code")
     return {"digest": digest, "url": p.snapshots.put(digest, await request.body())}
 
 

@@ -1,0 +1,82 @@
+"""/api/v1/whoami, users, teams, tokens and the audit log: thin; the rules live in services/identity."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.spec.identity import (AuditRecord, MembershipSet, NewToken, NewUser, TeamCreate, TeamInfo,
+                                     TokenCreate, TokenInfo, UserCreate, UserInfo, WhoAmI)
+
+router = APIRouter(prefix="/api/v1", tags=["identity"])
+
+
+@router.get("/whoami")
+def whoami(caller: CallerDep) -> WhoAmI:
+    return WhoAmI(user=caller.user, admin=caller.admin, teams={t: r.value for t, r in caller.teams.items()})
+
+
+@router.post("/users", status_code=201)
+def create_user(body: UserCreate, p: PlatformDep, caller: CallerDep) -> NewUser:
+    """A user and its first token (shown in this answer only)."""
+    return p.identity.create_user(caller, body)
+
+
+@router.get("/users")
+def list_users(p: PlatformDep, caller: CallerDep) -> list[UserInfo]:
+    return p.identity.users(caller)
+
+
+@router.get("/users/{name}")
+def get_user(name: str, p: PlatformDep, caller: CallerDep) -> UserInfo:
+    return p.identity.user(caller, name)
+
+
+@router.post("/users/{name}/disable")
+def disable_user(name: str, p: PlatformDep, caller: CallerDep) -> UserInfo:
+    """The user's tokens stop working at once; its jobs and history stay."""
+    return p.identity.disable_user(caller, name)
+
+
+@router.put("/users/{name}/teams")
+def set_membership(name: str, body: MembershipSet, p: PlatformDep, caller: CallerDep) -> UserInfo:
+    return p.identity.set_membership(caller, name, body.team, body.role)
+
+
+@router.post("/teams", status_code=201)
+def create_team(body: TeamCreate, p: PlatformDep, caller: CallerDep) -> TeamInfo:
+    return p.identity.create_team(caller, body)
+
+
+@router.get("/teams")
+def list_teams(p: PlatformDep, caller: CallerDep) -> list[TeamInfo]:
+    return p.identity.teams(caller)
+
+
+@router.post("/tokens", status_code=201)
+def create_token(body: TokenCreate, p: PlatformDep, caller: CallerDep) -> NewToken:
+    """A new API token, shown in this answer only: the server keeps its sha256."""
+    return p.identity.create_token(caller, body)
+
+
+@router.get("/tokens")
+def list_tokens(p: PlatformDep, caller: CallerDep,
+                user: Annotated[str | None, Query(max_length=63, description="an admin: anyone's, or * for all")]
+                = None) -> list[TokenInfo]:
+    return p.identity.tokens(caller, user)
+
+
+@router.post("/tokens/{token_id}/revoke")
+def revoke_token(token_id: str, p: PlatformDep, caller: CallerDep) -> TokenInfo:
+    return p.identity.revoke_token(caller, token_id)
+
+
+@router.get("/audit")
+def audit(p: PlatformDep, caller: CallerDep,
+          user: Annotated[str | None, Query(max_length=63)] = None,
+          since: Annotated[float | None, Query(ge=0, le=1e11, description="unix time")] = None,
+          limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> list[AuditRecord]:
+    """Changes, oldest first: everyone's for an admin, one's own otherwise."""
+    return p.audit.read(caller, user=user, since=since, limit=limit)

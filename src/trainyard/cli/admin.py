@@ -1,0 +1,155 @@
+"""`trainyard admin …` (users, teams, the first admin) and `trainyard audit`."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.tokens import print_new_token, when
+from trainyard.errors import InvalidSpec, TrainyardError
+from trainyard.spec.identity import ROLES, UserInfo, parse_duration
+
+app = typer.Typer(no_args_is_help=True, help="Users and teams (admins only), and the first admin.")
+user_app = typer.Typer(no_args_is_help=True, help="Users: create (with a first token), list, show, disable.")
+team_app = typer.Typer(no_args_is_help=True, help="Teams: create, list.")
+app.add_typer(user_app, name="user")
+app.add_typer(team_app, name="team")
+OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
+
+
+@app.command()
+def bootstrap(
+    home: Annotated[Optional[Path], typer.Option(help="the server's state folder (default $TRAINYARD_HOME)")] = None,
+    db: Annotated[Optional[str], typer.Option(help="the server's database URL (default: SQLite in the home)")] = None,
+) -> None:
+    """Create the first admin, straight in the server's database, unless one exists; prints its token last."""
+    from trainyard.config import ServerSettings, home as default_home
+    from trainyard.server import bootstrap_admin
+
+    with handled():
+        made = bootstrap_admin(ServerSettings(home=home or default_home(), db=db))
+        if made is None:
+            raise TrainyardError("an admin exists already: ask one for a user (trainyard admin user create)")
+        name, token = made
+        console.print(f"first admin {name!r} created; its token, shown this once:", highlight=False)
+        write(token + "\n")
+
+
+def users_table(users: list[UserInfo]) -> Table:
+    table = Table("NAME", "ROLE", "TEAMS", "OS USER", "STATUS", "CREATED", box=None)
+    for u in users:
+        teams = ", ".join(f"{t} ({r})" for t, r in sorted(u.teams.items())) or "-"
+        table.add_row(u.name, "admin" if u.admin else "-", teams, u.os_user or "-",
+                      "disabled" if u.disabled else "active", when(u.created_at))
+    return table
+
+
+@user_app.command("create")
+def user_create(
+    name: Annotated[str, typer.Argument(help="user name")],
+    team: Annotated[Optional[str], typer.Option("--team", help="its team (created if it does not exist)")] = None,
+    role: Annotated[str, typer.Option("--role", help=f"one of: {', '.join(ROLES)}")] = "member",
+    os_user: Annotated[Optional[str], typer.Option("--os-user", help="Unix account its jobs run as "
+                                                   "(local engine, server run as root)")] = None,
+) -> None:
+    """Create a user; prints its first token once, as the last line."""
+    with handled():
+        made = client().identity.create_user(name, team=team, role=role, os_user=os_user)
+        print_new_token(made.token)
+
+
+@user_app.command("ls")
+def user_ls(output: OutputOpt = Output.table) -> None:
+    """Every user, with its teams and roles."""
+    with handled():
+        users = client().identity.users()
+        if output == Output.json:
+            write(json.dumps([u.model_dump(mode="json") for u in users], indent=2) + "\n")
+        else:
+            console.print(users_table(users))
+
+
+@user_app.command("show")
+def user_show(name: Annotated[str, typer.Argument()], output: OutputOpt = Output.table) -> None:
+    """One user."""
+    with handled():
+        u = client().identity.user(name)
+        if output == Output.json:
+            write(u.model_dump_json(indent=2) + "\n")
+        else:
+            console.print(users_table([u]))
+
+
+@user_app.command("disable")
+def user_disable(name: Annotated[str, typer.Argument()]) -> None:
+    """Disable a user: its tokens stop working at once; its jobs and history stay."""
+    with handled():
+        client().identity.disable_user(name)
+        console.print(f"user {name} disabled", highlight=False)
+
+
+@team_app.command("create")
+def team_create(name: Annotated[str, typer.Argument()]) -> None:
+    """Create a team (users join it with `admin user create --team`)."""
+    with handled():
+        client().identity.create_team(name)
+        console.print(f"team {name} created", highlight=False)
+
+
+@team_app.command("ls")
+def team_ls(output: OutputOpt = Output.table) -> None:
+    """Teams with their members (yours only, unless you are an admin)."""
+    with handled():
+        teams = client().identity.teams()
+        if output == Output.json:
+            write(json.dumps([t.model_dump(mode="json") for t in teams], indent=2) + "\n")
+            return
+        table = Table("TEAM", "MEMBERS", "CREATED", box=None)
+        for t in teams:
+            table.add_row(t.name, ", ".join(f"{u} ({r})" for u, r in sorted(t.members.items())) or "-",
+                          when(t.created_at))
+        console.print(table)
+
+
+def parse_since(text: str) -> float:
+    """``1h`` (that long ago), an ISO date or time, or a Unix time."""
+    try:
+        return time.time() - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise InvalidSpec(errors=[{"field": "since", "line": None, "where": "--since",
+                                   "message": f"{text!r}: write 1h, 2d, 2026-01-31, 2026-01-31T12:00 or a Unix time"}]
+                          ) from None
+
+
+def audit(
+    user: Annotated[Optional[str], typer.Option("--user", help="only this user's changes")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="e.g. 1h, 7d, 2026-01-31")] = None,
+    limit: Annotated[int, typer.Option(help="at most this many, the newest")] = 1000,
+    output: OutputOpt = Output.table,
+) -> None:
+    """Who changed what, when and from where (an admin sees everyone's; others their own)."""
+    with handled():
+        entries = client().identity.audit(user=user, since=parse_since(since) if since else None, limit=limit)
+        if output == Output.json:
+            write(json.dumps([e.model_dump(mode="json") for e in entries], indent=2) + "\n")
+            return
+        table = Table("WHEN (UTC)", "USER", "FROM", "ACTION", "TARGET", "DETAIL", box=None)
+        for e in entries:
+            detail = ", ".join(f"{k}={v}" for k, v in (e.detail or {}).items() if v is not None)
+            table.add_row(when(e.at), e.user, e.source or "-", e.action, e.target or "-", detail)
+        console.print(table)

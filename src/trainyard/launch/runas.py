@@ -1,0 +1,60 @@
+"""Running a job as the OS account its user is mapped to (local engine, server run as root).
+
+The launcher stays root: it reads ``launch.json`` (0600, root's: the attempt's
+credential never reaches the job), manages the memory cgroup and uploads the
+outputs. Only the command drops to the account, through ``setpriv`` after the
+cgroup shim has joined the group. What the job writes to (its work dir, outputs,
+checkpoints, metrics file) is handed to the account and closed to everyone else
+(0700); the folders above them are only traversable (0711), never listable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+
+class RunAs:
+    def __init__(self, spec: dict) -> None:
+        self.uid = int(spec["uid"])
+        self.gid = int(spec["gid"])
+        self.name = str(spec.get("name") or self.uid)
+        self.home = spec.get("home")
+
+    def prefix(self) -> list[str]:
+        """What goes before the command: drop to the account, its groups only."""
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            raise OSError(f"running as {self.name} needs setpriv (util-linux) on this machine")
+        return [setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--"]
+
+    def hand_over(self, *paths: Path) -> None:
+        """Give the job's own folders and files (recursively) to the account, closed to others."""
+        for top in paths:
+            if not top.exists():
+                continue
+            for root, dirs, files in os.walk(top, followlinks=False):
+                for name in [*dirs, *files]:
+                    os.lchown(os.path.join(root, name), self.uid, self.gid)
+            os.lchown(top, self.uid, self.gid)
+            top.chmod(0o700 if top.is_dir() else 0o600)
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        """The account's own name and home, as a login would give them."""
+        out = {**env, "USER": self.name, "LOGNAME": self.name}
+        if self.home:
+            out["HOME"] = str(self.home)
+        return out
+
+
+def traversable(path: Path, up_to: Path) -> None:
+    """Let other accounts pass through ``path`` and its parents up to ``up_to`` (0711: no listing)."""
+    path, up_to = path.resolve(), up_to.resolve()
+    for p in [path, *path.parents]:
+        if up_to != p and up_to not in p.parents:
+            break
+        if p.stat().st_mode & 0o111 != 0o111:
+            p.chmod((p.stat().st_mode & 0o7777) | 0o711)
+        if p == up_to:
+            break

@@ -1,0 +1,213 @@
+"""Users, teams and API tokens: who a request comes from, and managing them.
+
+A token is random (32 bytes, URL-safe) and kept only as its sha256, so telling
+who sent a request is one indexed lookup by hash, its user and memberships
+joined in, its answer reused for :data:`REMEMBER_FOR` seconds (forgotten at
+once when this server revokes a token, disables a user or changes a
+membership). ``last_used_at`` is written at most once a minute per token, so
+a busy client does not turn every read into a write.
+
+The server's own token (the home's ``token`` file or ``--token-file``) is the
+local admin and needs no lookup: the embedded default never touches these tables.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import pwd
+import secrets
+import threading
+import time
+
+from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller
+from trainyard.auth.tokens import token_hash
+from trainyard.errors import AlreadyExists, Forbidden, InvalidSpec, TrainyardError
+from trainyard.services.audit import AuditLog
+from trainyard.spec.identity import (NewToken, NewUser, TeamCreate, TeamInfo, TokenCreate, TokenInfo, UserCreate,
+                                     UserInfo)
+from trainyard.store import Store
+
+TOUCH_EVERY = 60.0  # seconds between two writes of one token's last_used_at
+REMEMBER_FOR = 2.0  # seconds a token's owner is reused without a lookup; a change made here forgets at once
+FIRST_ADMIN = "admin"
+
+
+def new_secret() -> str:
+    return "ty_" + secrets.token_urlsafe(32)
+
+
+def _admin_only(caller: Caller) -> None:
+    if not caller.may(Action.MANAGE_USERS, None):
+        raise Forbidden("only an admin manages users and teams")
+
+
+class IdentityService:
+    def __init__(self, store: Store, audit: AuditLog, *, server_token_sha256: str | None, users: bool) -> None:
+        """``users``: whether users' API tokens are accepted at all (``trainyard server --auth``)."""
+        self.store = store
+        self.audit = audit
+        self.server_token_sha256 = server_token_sha256
+        self.accept_users = users
+        self._touched: dict[str, float] = {}  # token id -> when this process last wrote its last_used_at
+        self._known: dict[str, tuple[Caller, float]] = {}  # token hash -> (its owner, good until)
+        self._lock = threading.Lock()
+
+    # -- who is calling --------------------------------------------------------------
+
+    def server_token(self, secret: str) -> bool:
+        """Whether ``secret`` is the server's own token (the local admin): no database involved."""
+        return self.server_token_sha256 is not None and hmac.compare_digest(token_hash(secret),
+                                                                            self.server_token_sha256)
+
+    def authenticate(self, secret: str) -> Caller | None:
+        """The caller a bearer token stands for; None for an unknown, revoked or expired token, or a
+        disabled user."""
+        return LOCAL_ADMIN if self.server_token(secret) else self.user_caller(secret)
+
+    def remembered(self, secret: str) -> Caller | None:
+        """The owner of a user's token looked up within the last :data:`REMEMBER_FOR` seconds: no database."""
+        known = self._known.get(token_hash(secret)) if self.accept_users else None
+        return known[0] if known is not None and time.time() < known[1] else None
+
+    def user_caller(self, secret: str) -> Caller | None:
+        """The user an API token belongs to (one indexed lookup); None unless ``--auth`` is on."""
+        if not self.accept_users:
+            return None
+        now = time.time()
+        digest = token_hash(secret)
+        known = self._known.get(digest)
+        if known is not None and now < known[1]:
+            return known[0]
+        owner = self.store.token_owner(digest, now)
+        if owner is None:
+            return None
+        # another server sharing the database sees a revocation within REMEMBER_FOR; this one at once
+        until = min(now + REMEMBER_FOR, owner.expires_at or float("inf"))
+        with self._lock:
+            if len(self._known) > 10_000:
+                self._known.clear()
+            self._known[digest] = (owner.caller, until)
+        last = max(owner.last_used_at or 0.0, self._touched.get(owner.token_id, 0.0))
+        if now - last >= TOUCH_EVERY:
+            with self._lock:
+                self._touched[owner.token_id] = now
+            self.store.touch_token(owner.token_id, now)
+        return owner.caller
+
+    def run_as(self, owner: str | None) -> dict | None:
+        """The Unix account a job of ``owner`` runs as: where users are on, this server is root and the
+        user is mapped to one; None otherwise (the job runs as the server)."""
+        if not self.accept_users or owner is None or os.geteuid() != 0:
+            return None
+        found = self.store.users(owner)
+        if not found or not found[0].os_user:
+            return None
+        try:
+            pw = pwd.getpwnam(found[0].os_user)
+        except KeyError:  # never run as root instead
+            raise TrainyardError(f"user {owner} is mapped to Unix account {found[0].os_user!r}, which this machine "
+                                 "does not have") from None
+        return {"uid": pw.pw_uid, "gid": pw.pw_gid, "name": pw.pw_name, "home": pw.pw_dir}
+
+    # -- users and teams -------------------------------------------------------------
+
+    def bootstrap(self, caller: Caller = LOCAL_ADMIN, name: str = FIRST_ADMIN) -> NewUser | None:
+        """The first admin and its token, unless an admin exists (then None)."""
+        if self.store.admins():
+            return None
+        return self.create_user(caller, UserCreate(name=name, role="admin"), action="admin.bootstrap")
+
+    def create_user(self, caller: Caller, req: UserCreate, action: str = "user.create") -> NewUser:
+        """A user with its first token (named ``first``)."""
+        _admin_only(caller)
+        if req.name == LOCAL_ADMIN.user:
+            raise InvalidSpec(errors=[{"field": "name", "line": None, "where": "name",
+                                       "message": f"{req.name!r} is the server's own identity; pick another name"}])
+        if req.os_user is not None:
+            try:
+                pwd.getpwnam(req.os_user)
+            except KeyError:
+                raise InvalidSpec(errors=[{"field": "os_user", "line": None, "where": "os_user",
+                                           "message": f"the server's machine has no account {req.os_user!r}"}]) from None
+        if req.role != "admin" and req.team is None:
+            raise InvalidSpec(errors=[{"field": "team", "line": None, "where": "team",
+                                       "message": f"a {req.role} belongs to a team: give --team"}])
+        admin = req.role == "admin"  # an admin given a team is also counted as its maintainer
+        user = self.store.create_user(req.name, admin=admin, team=req.team,
+                                      role="maintainer" if admin else req.role, os_user=req.os_user)
+        token = self._new_token(req.name, "first", None)
+        self.audit.record(caller, action, req.name, role=req.role, team=req.team, os_user=req.os_user)
+        return NewUser(user=user, token=token)
+
+    def set_membership(self, caller: Caller, user: str, team: str, role: str | None) -> UserInfo:
+        _admin_only(caller)
+        info = self.store.set_membership(user, team, role)
+        self._forget()
+        self.audit.record(caller, "user.membership", user, team=team, role=role)
+        return info
+
+    def users(self, caller: Caller) -> list[UserInfo]:
+        _admin_only(caller)
+        return self.store.users()
+
+    def user(self, caller: Caller, name: str) -> UserInfo:
+        if name != caller.user:
+            _admin_only(caller)
+        return self.store.get_user(name)
+
+    def disable_user(self, caller: Caller, name: str) -> UserInfo:
+        _admin_only(caller)
+        info = self.store.disable_user(name)
+        self._forget()
+        self.audit.record(caller, "user.disable", name)
+        return info
+
+    def create_team(self, caller: Caller, req: TeamCreate) -> TeamInfo:
+        _admin_only(caller)
+        info = self.store.create_team(req.name)
+        self.audit.record(caller, "team.create", req.name)
+        return info
+
+    def teams(self, caller: Caller) -> list[TeamInfo]:
+        """Every team for an admin; the caller's own teams otherwise."""
+        return [t for t in self.store.teams() if caller.admin or t.name in caller.teams]
+
+    # -- tokens -----------------------------------------------------------------------
+
+    def create_token(self, caller: Caller, req: TokenCreate) -> NewToken:
+        user = req.user or caller.user
+        if user != caller.user:
+            _admin_only(caller)
+        if user == LOCAL_ADMIN.user:
+            raise Forbidden("the server's own token is not a user: create a user (trainyard admin user create) "
+                            "and tokens for it")
+        if any(t.name == req.name and t.revoked_at is None for t in self.store.tokens(user)):
+            raise AlreadyExists(f"{user} has a token named {req.name} already; revoke it or pick another name",
+                                field="name")
+        expires_at = time.time() + req.expires_in if req.expires_in else None
+        token = self._new_token(user, req.name, expires_at)
+        self.audit.record(caller, "token.create", token.info.id, user=user, name=req.name, expires_at=expires_at)
+        return token
+
+    def tokens(self, caller: Caller, user: str | None = None) -> list[TokenInfo]:
+        """The caller's tokens; an admin may ask for anyone's (``user``), or everyone's (``user="*"``)."""
+        if user is not None and user != caller.user:
+            _admin_only(caller)
+            return self.store.tokens(None if user == "*" else user)
+        return self.store.tokens(caller.user)
+
+    def revoke_token(self, caller: Caller, token_id: str) -> TokenInfo:
+        """Revoke one of the caller's tokens (an admin: anyone's); another user's is not found."""
+        info = self.store.revoke_token(token_id, None if caller.admin else caller.user)
+        self._forget()
+        self.audit.record(caller, "token.revoke", token_id, user=info.user, name=info.name)
+        return info
+
+    def _forget(self) -> None:
+        with self._lock:
+            self._known.clear()
+
+    def _new_token(self, user: str, name: str, expires_at: float | None) -> NewToken:
+        secret = new_secret()
+        return NewToken(info=self.store.add_token(user, name, token_hash(secret), expires_at), secret=secret)
