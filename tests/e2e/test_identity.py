@@ -117,6 +117,16 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     assert alice.post(f"/api/v1/pipelines/{run_id}/retry").status_code == 404
     assert alice.get("/api/v1/pipelines").json()["items"] == []
     assert [r["owner"] for r in bob.get("/api/v1/pipelines").json()["items"]] == ["bob"]
+    # and so are Dask clusters: another team's is not found, not listed, not deletable
+    made = bob.post("/api/v1/clusters", json={"workers": 0, "queue": "nlp-q", "name": "bobs"})
+    assert made.status_code == 201, made.text
+    cluster = made.json()["id"]
+    assert alice.get(f"/api/v1/clusters/{cluster}").status_code == 404
+    assert alice.delete(f"/api/v1/clusters/{cluster}").status_code == 404
+    assert alice.post(f"/api/v1/clusters/{cluster}/scale", json={"workers": 3}).status_code == 404
+    assert alice.get("/api/v1/clusters").json() == []
+    assert [(c["id"], c["owner"], c["team"]) for c in bob.get("/api/v1/clusters").json()] == [(cluster, "bob", "nlp")]
+    assert bob.delete(f"/api/v1/clusters/{cluster}").json()["status"] in ("stopping", "stopped")
 
     # tokens: a second one for alice, listed without its secret, then revoked: 401 on every route
     laptop = last_line(cli_as(srv, tokens["alice"], "token", "create", "--name", "laptop", "--expires", "90d"))
@@ -157,7 +167,7 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
             ("alice", "job.submit", a_job), ("bob", "job.submit", b_job), ("dave", "job.cancel", a_job),
             ("alice", "token.create", laptop_id), ("alice", "token.revoke", laptop_id),
             ("admin", "user.disable", "carol"), ("dave", "queue.create", "vision-big"),
-            ("bob", "pipeline.run", run_id)} <= seen
+            ("bob", "pipeline.run", run_id), ("bob", "cluster.create", cluster), ("bob", "cluster.delete", cluster)} <= seen
     assert ("local", "admin.bootstrap", "admin") in seen  # the server itself, at its first start
     assert {e["source"] for e in entries if e["action"] != "admin.bootstrap"} == {"127.0.0.1"}
     mine = json.loads(cli_as(srv, tokens["alice"], "audit", "--user", "bob", "-o", "json").stdout)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from trainyard import envvars
+from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.engines.base import Engine
-from trainyard.errors import Conflict, Unschedulable, Unsupported
+from trainyard.errors import Conflict, Forbidden, Unschedulable, Unsupported
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import dask_jobs
 from trainyard.services.jobs import JobService
@@ -34,14 +35,15 @@ class DaskClusterService:
 
     # -- requests -------------------------------------------------------------
 
-    def create(self, spec: ClusterSpec) -> ClusterInfo:
+    def create(self, spec: ClusterSpec, caller: Caller = LOCAL_ADMIN) -> ClusterInfo:
         """Check everything first (Dask here, queue, room for one worker and the scheduler), then store
-        the cluster and submit its scheduler job; workers follow once the scheduler is placed."""
+        the cluster and submit its scheduler job; workers follow once the scheduler is placed. The
+        cluster and its jobs belong to the caller, in the team its queue gives them."""
         if dask_jobs.dask_version() is None:
             raise Unsupported("this server has no Dask: install trainyard[dask] where the server runs")
-        self.jobs.check_queue(spec.queue)
+        team = self.jobs.team_for(caller, spec.queue)
         if spec.owner_job is not None:
-            owner = self.store.get_job(spec.owner_job)  # raises JobNotFound: the field names the job
+            owner = self.jobs.get(spec.owner_job, caller)  # raises JobNotFound: the field names the job
             if owner.status.is_terminal():
                 raise Conflict(f"owner_job {spec.owner_job} has already ended", owner_job=spec.owner_job)
         for what, job in (("scheduler", dask_jobs.scheduler_job("c-check", spec)),
@@ -50,48 +52,60 @@ class DaskClusterService:
             if (problem := check_fits_some_node(job, self.engine.nodes())) is not None:
                 raise Unschedulable(f"{what}_{problem[0].removeprefix('resources.')}: {problem[1]}",
                                     field=f"{what}_{problem[0].removeprefix('resources.')}")
-        cluster_id = self.clusters.create(spec)
-        job = self.jobs.submit(dask_jobs.scheduler_job(cluster_id, spec))
+        cluster_id = self.clusters.create(spec, owner=caller.user, team=team)
+        job = self.jobs.submit(dask_jobs.scheduler_job(cluster_id, spec), on_behalf=(caller.user, team))
+        self.jobs.audit.record(caller, "cluster.create", cluster_id, name=spec.name, queue=spec.queue, team=team)
         self.clusters.set(cluster_id, scheduler_job=job.id)
         self.wake()
         return self.get(cluster_id)
 
-    def scale(self, key: str, workers: int) -> ClusterInfo:
+    def scale(self, key: str, workers: int, caller: Caller = LOCAL_ADMIN) -> ClusterInfo:
         """A fixed number of workers (adaptive scaling, if on, is turned off)."""
-        row = self._live(key)
+        row = self._live(key, caller)
         self.clusters.set(row["id"], workers=workers, adapt_min=None, adapt_max=None)
+        self.jobs.audit.record(caller, "cluster.scale", row["id"], workers=workers)
         self.wake()
         return self.get(row["id"])
 
-    def adapt(self, key: str, req: AdaptRequest) -> ClusterInfo:
+    def adapt(self, key: str, req: AdaptRequest, caller: Caller = LOCAL_ADMIN) -> ClusterInfo:
         """Let Dask's adaptive target decide, within ``[minimum, maximum]``."""
-        row = self._live(key)
+        row = self._live(key, caller)
         workers = max(req.minimum, min(row["workers"], req.maximum))
         self.clusters.set(row["id"], workers=workers, adapt_min=req.minimum, adapt_max=req.maximum)
+        self.jobs.audit.record(caller, "cluster.adapt", row["id"], minimum=req.minimum, maximum=req.maximum)
         self.wake()
         return self.get(row["id"])
 
-    def delete(self, key: str, reason: str = "deleted") -> ClusterInfo:
+    def delete(self, key: str, caller: Caller = LOCAL_ADMIN, reason: str = "deleted") -> ClusterInfo:
         """Stop every job of the cluster; it is ``stopped`` once none runs any more."""
-        row = self.clusters.find(key)
+        row = self._changeable(key, caller)
+        self.jobs.audit.record(caller, "cluster.delete", row["id"])
         if not row["status"].is_terminal():
             self.clusters.move(row["id"], ClusterStatus.STOPPING, reason=reason)
             self.wake()
         return self.get(row["id"])
 
-    def _live(self, key: str) -> ClusterRow:
-        row = self.clusters.find(key)
+    def _changeable(self, key: str, caller: Caller) -> ClusterRow:
+        """The cluster, if the caller may change it (as they may cancel its jobs)."""
+        row = self.clusters.find(key, visible(caller))
+        if not caller.may(Action.CANCEL_OWN, row["team"], row["owner"]):
+            raise Forbidden(f"you may change only your own clusters; {row['id']} is {row['owner']}'s",
+                            cluster_id=row["id"])
+        return row
+
+    def _live(self, key: str, caller: Caller) -> ClusterRow:
+        row = self._changeable(key, caller)
         if row["status"] not in (ClusterStatus.PENDING, ClusterStatus.RUNNING):
             raise Conflict(f"cluster {row['id']} is {row['status'].value}", cluster_id=row["id"])
         return row
 
     # -- looking up -------------------------------------------------------------
 
-    def get(self, key: str) -> ClusterInfo:
-        return self.info(self.clusters.find(key))
+    def get(self, key: str, caller: Caller = LOCAL_ADMIN) -> ClusterInfo:
+        return self.info(self.clusters.find(key, visible(caller)))
 
-    def list(self, include_ended: bool = False) -> list[ClusterInfo]:
-        return [self.info(r, workers=False) for r in self.clusters.list(include_ended)]
+    def list(self, include_ended: bool = False, caller: Caller = LOCAL_ADMIN) -> list[ClusterInfo]:
+        return [self.info(r, workers=False) for r in self.clusters.list(include_ended, visible(caller))]
 
     def info(self, row: ClusterRow, workers: bool = True) -> ClusterInfo:
         seen = self.worker_addresses.get(row["id"], {})
@@ -106,13 +120,13 @@ class DaskClusterService:
                                                  reason=j.reason, address=seen.get(j.id)))
         fields: dict[str, Any] = {k: row[k] for k in ("id", "name", "status", "reason", "queue", "spec", "workers",
                                                       "adapt_min", "adapt_max", "scheduler_job", "address",
-                                                      "owner_job", "created_at", "updated_at", "ended_at")}
+                                                      "owner_job", "owner", "team", "created_at", "updated_at", "ended_at")}
         dashboard = dask_jobs.DASHBOARD_PREFIX.format(id=row["id"]) + "/status" if row["dashboard"] else None
         return ClusterInfo(**fields, scheduler_node=scheduler_node, dashboard=dashboard, worker_jobs=worker_jobs)
 
-    def dashboard_target(self, cluster_id: str) -> str:
+    def dashboard_target(self, cluster_id: str, caller: Caller = LOCAL_ADMIN) -> str:
         """``http://HOST:PORT`` of a live cluster's Dask dashboard, for the server's proxy."""
-        row = self.clusters.get(cluster_id)
+        row = self.clusters.find(cluster_id, visible(caller))
         if row["status"].is_terminal() or not row["dashboard"]:
             raise Conflict(f"cluster {cluster_id} has no dashboard now ({row['status'].value})", cluster_id=cluster_id)
         return "http://" + row["dashboard"]

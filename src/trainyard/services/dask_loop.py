@@ -160,11 +160,12 @@ class DaskClusterLoop:
         now = time.time()
         for w, asked in list(mem.retiring.items()):
             if now - asked > RETIRE_GRACE:  # Dask could not move its data off in time
-                self.service.jobs.cancel(w)
+                self.service.jobs.stop(w)
                 mem.retiring.pop(w)
         staying = [w for w in workers if w.id not in mem.retiring and w.status != JobStatus.CANCELLING]
         if len(staying) < wanted:
-            added = [self.service.jobs.submit(dask_jobs.worker_job(row["id"], row["spec"], row["address"])).id
+            added = [self.service.jobs.submit(dask_jobs.worker_job(row["id"], row["spec"], row["address"]),
+                                              on_behalf=(row["owner"], row["team"])).id
                      for _ in range(wanted - len(staying))]
             self.clusters.set(row["id"], worker_jobs=[w.id for w in workers] + added)
             self._jobs.update(added)
@@ -177,7 +178,7 @@ class DaskClusterLoop:
         for w in sorted(staying, key=lambda w: (w.status != JobStatus.PENDING, w.id in joined, -w.created_at)):
             if extra == 0 or w.id in joined:
                 break
-            self.service.jobs.cancel(w.id)
+            self.service.jobs.stop(w.id)
             extra -= 1
         if extra and seen is not None:
             by_address = {a: n for n, a in joined.items()}
@@ -197,7 +198,7 @@ class DaskClusterLoop:
     def _cancel(self, jobs: list[JobInfo]) -> None:
         for j in jobs:
             if not j.status.is_terminal() and j.status != JobStatus.CANCELLING:
-                self.service.jobs.cancel(j.id)
+                self.service.jobs.stop(j.id)
 
     def _set_reason(self, row: ClusterRow, status: ClusterStatus, reason: str) -> None:
         if row["status"] != status:

@@ -156,6 +156,8 @@ class ClusterInfo(BaseModel):
     status: ClusterStatus
     reason: str | None = None
     queue: str
+    owner: str | None = Field(None, description="who created it; its jobs are theirs (None: the server itself)")
+    team: str | None = None
     spec: ClusterSpec
     workers: int = Field(description="workers wanted now (fixed, or the adaptive target within min/max)")
     adapt_min: int | None = None

@@ -13,10 +13,12 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
+from trainyard.auth.permissions import Visible
 from trainyard.errors import ClusterNotFound
 from trainyard.spec.cluster import ClusterSpec, ClusterStatus, cluster_sources
 from trainyard.store import Store
 from trainyard.store import tables as t
+from trainyard.store.store import visible_where
 
 LIVE = (ClusterStatus.PENDING.value, ClusterStatus.RUNNING.value, ClusterStatus.STOPPING.value)
 
@@ -33,7 +35,7 @@ class ClusterStore:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def create(self, spec: ClusterSpec) -> str:
+    def create(self, spec: ClusterSpec, owner: str | None = None, team: str | None = None) -> str:
         now = time.time()
         workers = spec.workers if spec.adapt_min is None else max(spec.adapt_min, min(spec.workers, spec.adapt_max))
         with self.store.write() as s:
@@ -41,7 +43,7 @@ class ClusterStore:
             row = dict(id=new_cluster_id(), seq=seq, name=spec.name, status=ClusterStatus.PENDING.value,
                        queue=spec.queue, spec=spec.model_dump(mode="json"), workers=workers,
                        adapt_min=spec.adapt_min, adapt_max=spec.adapt_max, scheduler_job=None, worker_jobs=[],
-                       address=None, dashboard=None, owner_job=spec.owner_job,
+                       address=None, dashboard=None, owner_job=spec.owner_job, owner=owner, team=team,
                        reason="starting its Dask scheduler", created_at=now, updated_at=now, ended_at=None)
             s.connection().execute(insert(t.DaskCluster.__table__), [row])
         return row["id"]
@@ -52,18 +54,20 @@ class ClusterStore:
             raise ClusterNotFound(f"no such cluster: {cluster_id}", cluster_id=cluster_id)
         return found[0]
 
-    def find(self, key: str) -> ClusterRow:
-        """A cluster by id, else by name (the newest one not ended, else the newest)."""
+    def find(self, key: str, visible: Visible | None = None) -> ClusterRow:
+        """A cluster by id, else by name (the newest one not ended, else the newest), among those
+        ``visible`` lets the caller see: another team's cluster is not found."""
         c = t.DaskCluster.__table__.c
-        found = self._rows(c.id == key) or self._rows(c.name == key)
+        seen = _seen(visible)
+        found = self._rows((c.id == key) & seen) or self._rows((c.name == key) & seen)
         if not found:
             raise ClusterNotFound(f"no such cluster: {key}", cluster=key)
         live = [r for r in found if r["status"] in LIVE]
         return (live or found)[-1]
 
-    def list(self, include_ended: bool = True) -> list[ClusterRow]:
+    def list(self, include_ended: bool = True, visible: Visible | None = None) -> list[ClusterRow]:
         c = t.DaskCluster.__table__.c
-        return self._rows(True if include_ended else c.status.in_(LIVE))
+        return self._rows((True if include_ended else c.status.in_(LIVE)) & _seen(visible))
 
     def live(self) -> list[ClusterRow]:
         return self.list(include_ended=False)
@@ -93,3 +97,9 @@ class ClusterStore:
         with self.store.write() as s:
             stmt = update(t.DaskCluster.__table__).where(*where).values(updated_at=time.time(), **values)
             return s.connection().execute(stmt).rowcount == 1
+
+
+def _seen(visible: Visible | None) -> Any:
+    """The clusters a caller may see: all (``None`` or an admin), else their teams' and their own."""
+    c = t.DaskCluster.__table__.c
+    return c.id.isnot(None) if visible is None or visible.teams is None else visible_where(c, visible)

@@ -219,6 +219,8 @@ class DaskCluster(Base):
     address: Mapped[str | None] = mapped_column(Text)    # tcp://HOST:PORT of the Dask scheduler
     dashboard: Mapped[str | None] = mapped_column(Text)  # HOST:PORT of its dashboard, proxied by the server
     owner_job: Mapped[str | None] = mapped_column(String(40), index=True)
+    owner: Mapped[str | None] = mapped_column(String(63), index=True)  # who created it; its jobs are theirs
+    team: Mapped[str | None] = mapped_column(String(63), index=True)
     reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from trainyard.api.deps import PlatformDep
+from trainyard.api.deps import CallerDep, PlatformDep
 from trainyard.errors import DashboardUnavailable
 from trainyard.services.notify import off_loop
 from trainyard.spec.cluster import AdaptRequest, ClusterInfo, ClusterSpec, ScaleRequest
@@ -21,40 +21,41 @@ HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", 
 
 
 @router.get("")
-def list_clusters(p: PlatformDep, all: bool = Query(False, description="with stopped and failed ones")) -> list[ClusterInfo]:
-    return p.dask.list(include_ended=all)
+def list_clusters(p: PlatformDep, caller: CallerDep,
+                  all: bool = Query(False, description="with stopped and failed ones")) -> list[ClusterInfo]:
+    return p.dask.list(include_ended=all, caller=caller)
 
 
 @router.post("", status_code=201)
-def create_cluster(spec: ClusterSpec, p: PlatformDep) -> ClusterInfo:
-    return p.dask.create(spec)
+def create_cluster(spec: ClusterSpec, p: PlatformDep, caller: CallerDep) -> ClusterInfo:
+    return p.dask.create(spec, caller)
 
 
 @router.get("/{key}")
-def get_cluster(key: str, p: PlatformDep) -> ClusterInfo:
-    return p.dask.get(key)
+def get_cluster(key: str, p: PlatformDep, caller: CallerDep) -> ClusterInfo:
+    return p.dask.get(key, caller)
 
 
 @router.post("/{key}/scale")
-def scale_cluster(key: str, body: ScaleRequest, p: PlatformDep) -> ClusterInfo:
-    return p.dask.scale(key, body.workers)
+def scale_cluster(key: str, body: ScaleRequest, p: PlatformDep, caller: CallerDep) -> ClusterInfo:
+    return p.dask.scale(key, body.workers, caller)
 
 
 @router.post("/{key}/adapt")
-def adapt_cluster(key: str, body: AdaptRequest, p: PlatformDep) -> ClusterInfo:
-    return p.dask.adapt(key, body)
+def adapt_cluster(key: str, body: AdaptRequest, p: PlatformDep, caller: CallerDep) -> ClusterInfo:
+    return p.dask.adapt(key, body, caller)
 
 
 @router.delete("/{key}")
-def delete_cluster(key: str, p: PlatformDep) -> ClusterInfo:
-    return p.dask.delete(key)
+def delete_cluster(key: str, p: PlatformDep, caller: CallerDep) -> ClusterInfo:
+    return p.dask.delete(key, caller)
 
 
 @router.api_route("/{cluster_id}/dashboard/{path:path}", methods=["GET", "HEAD"], include_in_schema=False)
-async def dashboard(cluster_id: str, path: str, request: Request, p: PlatformDep) -> Response:
+async def dashboard(cluster_id: str, path: str, request: Request, p: PlatformDep, caller: CallerDep) -> Response:
     """The cluster's Dask dashboard, served under this same path (the scheduler was started with it as
     its ``--dashboard-prefix``, so its links come back here)."""
-    target = await off_loop(p.dask.dashboard_target, cluster_id)
+    target = await off_loop(p.dask.dashboard_target, cluster_id, caller)
     client = httpx.AsyncClient(base_url=target, timeout=30.0)
     url = httpx.URL(path=request.url.path, query=request.url.query.encode())
     headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP]

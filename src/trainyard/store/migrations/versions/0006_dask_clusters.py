@@ -30,6 +30,8 @@ def upgrade() -> None:
         sa.Column("address", sa.Text()),
         sa.Column("dashboard", sa.Text()),
         sa.Column("owner_job", sa.String(40), index=True),
+        sa.Column("owner", sa.String(63), index=True),  # who created it (None: the server's own identity)
+        sa.Column("team", sa.String(63), index=True),
         sa.Column("reason", sa.Text()),
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.Column("updated_at", sa.Float(), nullable=False),
