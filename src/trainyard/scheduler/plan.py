@@ -36,6 +36,7 @@ searches for preemption are rationed per cycle and guarded by cheap bounds.
 from __future__ import annotations
 
 import gc
+from itertools import chain
 from typing import Iterator
 
 from trainyard.scheduler import reasons as say
@@ -101,6 +102,7 @@ class _Planner:
         queue_of, queues = self.c.quotas.queue, {}  # a local map: this loop runs once per pending job
         now = self.c.now
         ids = None  # pending job ids, built when some job was preempted
+        owed: set[str] = set()  # pending jobs that preempted work which now waits for them to start
         for job in pending:
             q = queues.get(job.queue)
             if q is None:
@@ -115,10 +117,20 @@ class _Planner:
                     # the room and quota it handed back are for the job that preempted it: competing for
                     # them again before that job starts is how preemption loops begin
                     held_back.append(Entry(job, q, Status.YIELDING))
+                    owed.add(job.last_preempted_by)
                     continue
             eligible.append((job, q))
+        first = []
+        if owed:
+            # The room and quota a preemption freed are owed to the job it was for. No cycle remembers the
+            # last one, so unless that job goes first, jobs ahead of it in fair-share order, backfill and
+            # borrowers take the room as soon as it is free, and it preempts again, cycle after cycle.
+            first = sorted((x for x in eligible if x[0].id in owed), key=_owed_order)
+            if first:
+                eligible = [x for x in eligible if x[0].id not in owed]
         limit = self.c.opt.fair_share_wait
-        return fair_order(eligible, self.c.shares, deferred, now - limit if limit is not None else -INF), held_back
+        line = fair_order(eligible, self.c.shares, deferred, now - limit if limit is not None else -INF)
+        return (chain(first, line) if first else line), held_back
 
     # -- phases 3 and 4, one job ---------------------------------------------------
 
@@ -294,3 +306,8 @@ class _Planner:
                 for x in taken:
                     self._releases.add(end, x.slot, x.cpu, x.memory, x.gpus, c.now)
         return self._releases
+
+
+def _owed_order(item: tuple[PendingJob, Queue]) -> tuple:
+    job = item[0]
+    return (-job.priority, -item[1].priority, job.seq)

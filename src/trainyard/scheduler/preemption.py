@@ -194,14 +194,16 @@ def _fits(v: list, c: float, m: int, g: int) -> bool:
 
 
 def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, victims: Victims | None = None,
-           reclaim: bool = False, pre: tuple = (), spare_job: str | None = None, bound=None):
+           reclaim: bool = False, pre: tuple = (), spare_job: str | None = None, bound=None,
+           only_queue: str | None = None):
     """``(gpu type, [slot per replica], [victims])`` letting ``job`` start, or None.
 
     Room counts free room, room of stopping attempts not yet claimed, and
     room of the chosen victims (``pre`` are chosen already, for the queue's
     quota). On a node held for a reservation, work that may run past its
     start only gets what the reservation leaves over, and preempts nothing.
-    Attempts of job ``spare_job`` are never chosen. ``bound(t)``, if given, maps each
+    Attempts of job ``spare_job`` are never chosen, nor, with ``only_queue``, those of other
+    queues. ``bound(t)``, if given, maps each
     node of type ``t`` to at least the room of all the victims this job may choose there.
     """
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
@@ -255,7 +257,8 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
                 top = victims.most(s)
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
                     continue
-                need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job)
+                need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job,
+                                   only_queue)
                 if need is None:
                     continue
                 if len(need) == 1:  # one victim (the usual case): the set costs what it costs
@@ -291,7 +294,7 @@ def _free(cl: Cluster, r: RunningJob, room) -> None:
 
 
 def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: PendingJob, reclaim: bool,
-                taken: set, chosen: dict, last: str | None) -> list | None:
+                taken: set, chosen: dict, last: str | None, only: str | None = None) -> list | None:
     """The cheapest set of victims on one node that makes room, pruned to those needed."""
     if not on:
         return None
@@ -300,7 +303,7 @@ def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: Pending
     need = []
     for e in on:
         r = e.attempt
-        if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last:
+        if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last or (only and r.queue != only):
             continue
         if not r.preemptible or not (r.priority < prio or (reclaim and e.borrowed and r.queue != queue)):
             continue

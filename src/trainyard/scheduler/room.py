@@ -112,6 +112,8 @@ class Rooms:
         c = self.c
         if c.searches <= 0 or self.failed_quota.get(pkey, -INF) >= job.priority:
             return None, self.quota_reach.get(pkey, ())
+        if q.borrowing and job.preemptible:
+            return self._swap_in_queue(job, q, types, sel, end, pkey), ()
         reach = []
         below = self.releasable_in_queue.below
         for t in types:
@@ -136,6 +138,38 @@ class Rooms:
         self.quota_reach[pkey] = tuple(reach)
         self.quota_runs += 1
         return None, tuple(reach)
+
+    def _swap_in_queue(self, job: PendingJob, q: Queue, types: tuple, sel: tuple, end: float,
+                       pkey: tuple) -> Entry | None:
+        """A queue that may borrow needs no quota back: its quota only says which of its work is borrowed,
+        and that is its lowest-priority work. So a job of it that lacks room stops lower-priority work
+        of its own queue for the room alone, and runs in its place (the stopped work was borrowed, or
+        becomes so). Stopping enough to bring the whole queue back inside its quota instead stops dozens
+        of attempts for one gang, which borrow idle room again next cycle, to be stopped by the next job:
+        the churn this replaces."""
+        c, cl, below = self.c, self.c.cl, self.releasable_in_queue.below
+        n = job.replicas
+        if job.gpu:
+            types = tuple(t for t in types if cl.gfree.get(t, 0) + cl.soon_g.get(t, 0)
+                          + below((q.name, t), job.priority) >= job.gpu * n)
+        elif cl.cpu_free + cl.soon_cpu + below((q.name, "cpu"), job.priority) + 1e-9 < job.cpu * n:
+            types = ()
+        found = None
+        if types:
+            c.searches -= 1
+            victims = self.victims()
+            own = q.name if q.name in self.borrowing_queues else None
+
+            def bound(t: str | None) -> dict:
+                return self._victim_bound(t, job.priority, own)
+
+            found = search(cl, job, types, sel, end, victims, False, spare_job=job.last_preempted_by,
+                           bound=bound, only_queue=q.name)
+        if found is None or not found[2]:
+            self.failed_quota[pkey] = max(job.priority, self.failed_quota.get(pkey, -INF))
+            self.quota_runs += 1
+            return None
+        return self.stop(job, q, found, victims)
 
     def stop(self, job: PendingJob, q: Queue, found: tuple, victims: Victims) -> Entry:
         """Record the preemptions and hold the room they free for ``job``."""
