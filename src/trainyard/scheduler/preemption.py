@@ -8,6 +8,12 @@ No loop can form: priority is strict, borrowing jobs never preempt, and a
 preempted job waits until the job that preempted it has started (the
 planner holds it back), so it never competes for the room it handed over.
 
+Priority throws away at most ``Options.preempt_within`` of an attempt's run:
+older work is no victim of priority (only of a lender reclaiming its room), so
+the job that wanted its room waits for it to end. Without that cap, low-priority
+gangs that started in a gap were stopped hours in, and most of the work
+preemption lost was theirs.
+
 Victims are ranked borrowed first, then lowest priority, then least work lost
 (elapsed time × dominant share of the cluster). Per replica, the search picks
 the node needing the cheapest set of victims (greedy in rank order, then
@@ -49,8 +55,9 @@ class Victims:
     """Attempts on each node that some job might preempt, cheapest first, built per node on first use."""
 
     def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
-                 totals: dict[str, Held], now: float) -> None:
+                 totals: dict[str, Held], now: float, within: float | None = None) -> None:
         self.cl, self.raw, self.borrowed, self.totals, self.now = cl, on, borrowed, totals, now
+        self.since = now - within if within is not None else -float("inf")  # older: no victim of priority
         self.taken: set[str] = set()  # chosen this cycle
         self.cost: dict[str, Cost] = {}
         self._on: dict[Slot, list] = {}
@@ -258,7 +265,7 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
                     continue
                 need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job,
-                                   only_queue)
+                                   only_queue, victims.since)
                 if need is None:
                     continue
                 if len(need) == 1:  # one victim (the usual case): the set costs what it costs
@@ -294,7 +301,8 @@ def _free(cl: Cluster, r: RunningJob, room) -> None:
 
 
 def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: PendingJob, reclaim: bool,
-                taken: set, chosen: dict, last: str | None, only: str | None = None) -> list | None:
+                taken: set, chosen: dict, last: str | None, only: str | None = None,
+                since: float = -float("inf")) -> list | None:
     """The cheapest set of victims on one node that makes room, pruned to those needed."""
     if not on:
         return None
@@ -305,7 +313,8 @@ def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: Pending
         r = e.attempt
         if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last or (only and r.queue != only):
             continue
-        if not r.preemptible or not (r.priority < prio or (reclaim and e.borrowed and r.queue != queue)):
+        if not r.preemptible or not ((r.priority < prio and r.started_at >= since)
+                                     or (reclaim and e.borrowed and r.queue != queue)):
             continue
         ac += e.cpu
         am += e.memory

@@ -123,7 +123,7 @@ class Rooms:
             victims = self.victims()
             taken, last = victims.taken, job.last_preempted_by
             mine = (r for r in self._queue_work(q.name) if r.priority < job.priority
-                    and r.attempt_id not in taken and r.job_id != last)
+                    and r.attempt_id not in taken and r.job_id != last and r.started_at >= victims.since)
             c.searches -= 1
             pre = c.quotas.victims_for(q, job, t, mine, c.held)
             if pre is None:
@@ -292,5 +292,5 @@ class Rooms:
     def victims(self) -> Victims:
         if self._victims is None:
             c = self.c
-            self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now)
+            self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now, c.opt.preempt_within)
         return self._victims
