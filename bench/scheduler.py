@@ -5,8 +5,9 @@
 (a) one planning cycle with 10,000 pending jobs on 1,000 heterogeneous nodes
     (several GPU types, CPU-only nodes, labels), cold (empty cluster) and
     steady (cluster full, 10,000 still waiting, with preemption candidates):
-    median and spread of repeated runs, each run alternating with first-come
-    on the same inputs, so the ratio holds on a machine whose speed drifts.
+    median and range of the CPU time of repeated runs, each run alternating
+    with first-come on the same inputs, so the ratio holds on a machine whose
+    speed drifts.
 (b) a simulated day (discrete events: arrivals and ends; the policy runs at
     each, at most once a simulated minute), saturated (GPU demand 1.5 ×
     capacity) and busy (0.9 ×): *useful* GPU work (allocated GPU time less the
@@ -141,14 +142,17 @@ def steady_state(nodes: list[Node], rng: random.Random, pending: int, churn: int
 
 def side_by_side(fns: list, repeat: int) -> tuple[list[list[float]], list]:
     """Each of ``fns`` timed ``repeat`` times, taking turns (which goes first alternates), so drift in
-    the machine's speed hits all alike. Returns the times of each and the last result of each."""
+    the machine's speed hits all alike. Returns the CPU times of each and the last result of each.
+
+    CPU time, not wall time: a cycle is one thread of pure Python, and on a machine shared with other
+    work the wall clock mostly measures how long the scheduler of the OS kept it waiting."""
     times, outs = [[] for _ in fns], [None] * len(fns)
     for i in range(repeat):
         order = range(len(fns)) if i % 2 == 0 else reversed(range(len(fns)))
         for k in order:
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             outs[k] = fns[k]()
-            times[k].append(time.perf_counter() - t0)
+            times[k].append(time.process_time() - t0)
     return times, outs
 
 
@@ -158,8 +162,8 @@ def spread(xs: list[float]) -> str:
 
 def bench_cycle(args) -> None:
     rng = random.Random(args.seed)
-    print(f"(a) one planning cycle: {args.jobs:,} pending jobs × {args.nodes:,} nodes; {args.repeat} runs each, "
-          f"alternating with first-come (submit order, first fit) on the same inputs")
+    print(f"(a) one planning cycle: {args.jobs:,} pending jobs × {args.nodes:,} nodes; CPU time of {args.repeat} runs "
+          f"each, alternating with first-come (submit order, first fit) on the same inputs")
     nodes = make_nodes(args.nodes, rng)
     jobs = [make_job(i, rng, 60)[0] for i in range(args.jobs)]
     qs = queues()

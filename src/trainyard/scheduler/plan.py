@@ -6,14 +6,15 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
 1. **snapshot** (:mod:`cycle`): free room per node, each queue's usage, each
    team's share, and what running work could hand back if preempted;
 2. **line up**: retries in backoff, and jobs preempted for a job that has not
-   started yet, are held back; the rest go in admission order (:mod:`fairshare`:
+   started yet, are held back; that job goes first, the rest in admission order (:mod:`fairshare`:
    priority, then dominant share per team, then submit time; a job waiting
    past ``fair_share_wait`` goes first within its priority);
 3. **admit**, each job in that order, inside its queue's quota
    (:meth:`_Planner.consider`):
    a. a job like one already turned away this cycle is turned away alike;
-   b. over its quota, it may preempt lower-priority work of its own queue,
-      or else is deferred to phase 4 (:mod:`quota`);
+   b. over its quota, it may preempt lower-priority work of its own queue
+      (for the quota, or, where the queue may borrow, for room only), or else
+      is deferred to phase 4 (:mod:`quota`, :mod:`room`);
    c. it is placed if its whole gang fits now (:mod:`cluster`: best fit);
    d. else it claims room that stopping attempts hand back, or preempts
       lower-priority or borrowed work (:mod:`room`, :mod:`preemption`);
