@@ -181,7 +181,8 @@ def bench_cycle(args) -> None:
     print(f"    steady (after {cycles} cycles to a fixpoint with {len(running):,} running, 50 ended and 50 "
           f"arrived): planner {spread(steady)}, first-come {spread(base)}: × "
           f"{steady_s / statistics.median(base):.2f} first-come; {len(p.admissions):,} admitted, "
-          f"{len(p.preemptions)} preemptions, {len(p.reasons):,} reasons; {len(waiting) / steady_s:,.0f} jobs decided/s")
+          f"{len(p.preemptions)} preemptions, {len(p.reasons):,} reasons; "
+          f"{len(waiting) / steady_s:,.0f} jobs decided/s")
     for one in list(p.reasons.items())[:: max(1, len(p.reasons) // 3)][:3]:
         print(f"    e.g. {one[0]}: {one[1]}")
     print(f"    target cold ≤ {TARGET_CYCLE_S * 1000:.0f} ms: {'PASS' if cold_s <= TARGET_CYCLE_S else 'MISS'} "
