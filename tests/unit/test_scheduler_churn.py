@@ -52,7 +52,7 @@ def test_a_borrowing_queue_does_not_stop_its_work_when_that_would_not_give_the_r
 
 def test_priority_never_throws_away_more_than_the_cap_of_an_attempts_run():
     nodes = [gpu_node("n", 1, free=[])]
-    live = [running("low#1", "n", ["0"], priority=0, started_at=0)]
+    live = [running("low#1", "n", ["0"], priority=0, started_at=0, expected_end=7200)]
     # an hour in: past the default cap of a quarter of an hour, the urgent job waits for it to end
     late = plan(nodes, [job("urgent", priority=300)], live, now=3600)
     assert late.preemptions == [] and late.entries["urgent"].status is not Status.PREEMPTING
@@ -83,3 +83,14 @@ def test_the_job_owed_room_by_its_preemption_goes_first():
     assert list(p.admissions) == ["owed"]
     assert p.entries["victim"].status is Status.YIELDING
     assert "light-first" not in p.admissions
+
+
+def test_old_work_without_a_timeout_is_preempted_once_the_job_has_waited_out_the_cap():
+    # its end is unknown, so sparing it for good could keep the urgent job waiting for ever
+    nodes = [gpu_node("n", 1, free=[])]
+    live = [running("forever#1", "n", ["0"], priority=0, started_at=0, expected_end=None)]
+    now = 10 * 3600
+    fresh = plan(nodes, [job("urgent", priority=300, submitted_at=now - 60)], live, now=now)
+    assert fresh.preemptions == []
+    waited = plan(nodes, [job("urgent", priority=300, submitted_at=now - 901)], live, now=now)
+    assert [x.attempt_id for x in waited.preemptions] == ["forever#1"]

@@ -9,8 +9,10 @@ preempted job waits until the job that preempted it has started (the
 planner holds it back), so it never competes for the room it handed over.
 
 Priority throws away at most ``Options.preempt_within`` of an attempt's run:
-older work is no victim of priority (only of a lender reclaiming its room), so
-the job that wanted its room waits for it to end. Without that cap, low-priority
+older work with a timeout is no victim of priority (only of a lender reclaiming
+its room), so the job that wanted its room waits for it to end, which its
+timeout bounds. Work without a timeout could hold its room for ever, so it
+becomes a victim again of a job that has itself waited longer than the cap. Without that cap, low-priority
 gangs that started in a gap were stopped hours in, and most of the work
 preemption lost was theirs.
 
@@ -65,6 +67,11 @@ class Victims:
         self._floor: dict[Slot, tuple] = {}
         self.inv_c = 1 / cl.cpu_total if cl.cpu_total else 0.0
         self.inv_g = 1 / cl.gpu_total if cl.gpu_total else 0.0
+
+    def patient(self, job: PendingJob) -> bool:
+        """Has ``job`` waited longer than the cap? Then old work without a timeout, whose end nothing
+        bounds, is its victim too: its wait is bounded by the cap, not by work that may never end."""
+        return job.submitted_at is not None and self.now - job.submitted_at > self.now - self.since
 
     def cost_of(self, r: RunningJob) -> Cost:
         aid = r.attempt_id
@@ -216,6 +223,7 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
     prio, queue = job.priority, job.queue
     spread = n > 1 and job.placement == "spread"
+    patient = victims is not None and victims.patient(job)
     for t in types:
         cands = cl.holders(job, t, sel)
         upper = bound(t) if bound is not None else None
@@ -265,7 +273,7 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
                     continue
                 need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job,
-                                   only_queue, victims.since)
+                                   only_queue, victims.since, patient)
                 if need is None:
                     continue
                 if len(need) == 1:  # one victim (the usual case): the set costs what it costs
@@ -302,7 +310,7 @@ def _free(cl: Cluster, r: RunningJob, room) -> None:
 
 def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: PendingJob, reclaim: bool,
                 taken: set, chosen: dict, last: str | None, only: str | None = None,
-                since: float = -float("inf")) -> list | None:
+                since: float = -float("inf"), patient: bool = True) -> list | None:
     """The cheapest set of victims on one node that makes room, pruned to those needed."""
     if not on:
         return None
@@ -313,8 +321,8 @@ def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: Pending
         r = e.attempt
         if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last or (only and r.queue != only):
             continue
-        if not r.preemptible or not ((r.priority < prio and r.started_at >= since)
-                                     or (reclaim and e.borrowed and r.queue != queue)):
+        if not r.preemptible or not ((r.priority < prio and (r.started_at >= since or (
+                patient and r.expected_end is None))) or (reclaim and e.borrowed and r.queue != queue)):
             continue
         ac += e.cpu
         am += e.memory

@@ -75,8 +75,11 @@ class Rooms:
         reclaim = bool(self.borrowing_queues - {q.name})
         if c.searches <= 0 or not self._could_free(job, q, allowed):
             return None
-        # the victims a job may pick depend on its queue only through the borrowed work of that queue
-        context = (q.name if q.name in self.borrowing_queues else "",)
+        # the victims a job may pick depend on its queue only through the borrowed work of that queue, and
+        # on its own wait through old work without a timeout (Victims.patient)
+        within = c.opt.preempt_within
+        context = (q.name if q.name in self.borrowing_queues else "",
+                   within is not None and job.submitted_at is not None and c.now - job.submitted_at > within)
         if self.failed_preempt.covers(job, allowed, sel, sig, context):
             return None
         if not self._nodes_could_free(job, q, allowed, sig):
@@ -123,7 +126,8 @@ class Rooms:
             victims = self.victims()
             taken, last = victims.taken, job.last_preempted_by
             mine = (r for r in self._queue_work(q.name) if r.priority < job.priority
-                    and r.attempt_id not in taken and r.job_id != last and r.started_at >= victims.since)
+                    and r.attempt_id not in taken and r.job_id != last
+                    and (r.started_at >= victims.since or (r.expected_end is None and victims.patient(job))))
             c.searches -= 1
             pre = c.quotas.victims_for(q, job, t, mine, c.held)
             if pre is None:
