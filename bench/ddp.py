@@ -1,6 +1,7 @@
 """DDP training throughput: examples/ddp/train.py launched by trainyard against torchrun directly.
 
-    .venv/bin/python bench/ddp.py [--epochs 30] [--hidden 256] [--repeats 5] [--memory 2Gi|none] [--no-gpu] [--json out.json]
+    .venv/bin/python bench/ddp.py [--epochs 30] [--hidden 256] [--repeats 5] [--max-repeats 15] [--memory 2Gi|none]
+                                  [--no-gpu] [--json out.json]
 
 One run measures, on the same data, epochs and world size:
 
@@ -12,15 +13,25 @@ One run measures, on the same data, epochs and world size:
   ``distributed: torch`` (one process per replica), the number read from
   ``job.logs()``.
 
-The figure compared is the script's own ``throughput samples_per_sec=`` line:
-training samples of all ranks per second of training steps, so it measures
-what trainyard's way of running the processes costs the training itself
-(environment, CPU placement, log tee, the launcher next to it), not start-up.
-Wall time from start to exit is printed beside it for context. Runs alternate
-which goes first; the medians are compared. Target: trainyard ≥ 0.98 × direct.
-On a machine with as many cores as processes, whatever the launchers and the
-server use comes out of training; ``--memory none`` shows the share of the
-launchers' memory sampling.
+Two gates, both on medians of runs that alternate which goes first:
+
+- **training**: the script's own ``throughput samples_per_sec=`` line (training
+  samples of all ranks per second of training steps): what trainyard's way of
+  running the processes costs the training itself (environment, CPU placement,
+  log tee, the launcher next to it). Target: trainyard ≥ 0.98 × direct.
+- **wall**: start to exit (torchrun's process; submit to the job's end through
+  the SDK), so start-up, rendezvous, checkpoints and teardown show. Target:
+  direct wall / trainyard wall ≥ 0.95 (trainyard at most ~5 % slower end to end,
+  its submit, launch and status round trips included).
+
+Each pair of runs (one each way, back to back) gives a ratio; the spread is the
+standard error of the median ratio (1.25 σ / √n). Runs go on past ``--repeats``,
+up to ``--max-repeats``, until the spread of both gates is smaller than their
+margin (the target's distance from 1: 0.02 and 0.05). A gate prints MISS unless
+every run was measured and the spread came under the margin (then it says
+"undecided"), else PASS/MISS on the median. On a machine with as many cores as
+processes, whatever the launchers and the server use comes out of training;
+``--memory none`` shows the share of the launchers' memory sampling.
 
 When ``torch.cuda.is_available()``, the same again on the GPU (NCCL), with
 one process per GPU (at most 2) and the GPU named. It is a measurement: it
@@ -48,7 +59,8 @@ from benchserver import BenchServer
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ddp"
 THROUGHPUT = re.compile(r"throughput samples_per_sec=([0-9.]+)")
-TARGET_RATIO = 0.98
+TARGET_RATIO = 0.98  # training throughput, trainyard / direct
+TARGET_WALL = 0.95  # speed end to end: direct wall / trainyard wall
 
 
 def free_port() -> int:
@@ -114,11 +126,15 @@ class Server(BenchServer):
 
 def compare(label: str, args: argparse.Namespace, server: Server | None, nproc: int, gpu: int,
             tmp: Path) -> dict:
-    print(f"\n{label}: {nproc} process{'es' if nproc > 1 else ''}, {args.repeats} run(s) each way, alternating",
-          flush=True)
+    print(f"\n{label}: {nproc} process{'es' if nproc > 1 else ''}, {args.repeats}–{args.max_repeats} run(s) each "
+          f"way, alternating", flush=True)
     runs: dict[str, list[tuple[float, float]]] = {"direct": [], "trainyard": []}
     errors: dict[str, str] = {}
-    for i in range(args.warmup + args.repeats):
+    i = 0
+    while i < args.warmup + args.max_repeats:
+        measured = i - args.warmup
+        if len(errors) == 2 or (measured >= args.repeats and (errors or decided(runs))):
+            break
         order = ("direct", "trainyard") if i % 2 == 0 else ("trainyard", "direct")
         for which in order:
             if which in errors:
@@ -131,41 +147,63 @@ def compare(label: str, args: argparse.Namespace, server: Server | None, nproc: 
                 else:
                     result = server.run(args, nproc, gpu)
             except Exception as e:  # report what was measured, and why the rest was not
-                errors[which] = str(e)
+                errors[which] = f"run {measured + 1}: {e}"
                 print(f"  {which:<9} failed: {e}", flush=True)
                 continue
             if i < args.warmup:
                 print(f"  {which:<9} warm-up {result[0]:10.1f} samples/s", flush=True)
             else:
                 runs[which].append(result)
-                print(f"  {which:<9} run {i - args.warmup + 1}  {result[0]:10.1f} samples/s  "
-                      f"(wall {result[1]:5.1f} s)", flush=True)
-    out: dict = {"label": label, "nproc": nproc, "runs": runs, "errors": errors}
-    for which, rs in runs.items():
-        if rs:
-            out[which] = statistics.median(r[0] for r in rs)
-            out[f"{which}_wall"] = statistics.median(r[1] for r in rs)
-    if "direct" in out and "trainyard" in out:
-        out["ratio"] = out["trainyard"] / out["direct"]
-    return out
+                print(f"  {which:<9} run {measured + 1}  {result[0]:10.1f} samples/s  (wall {result[1]:5.1f} s)",
+                      flush=True)
+        i += 1
+    return {"label": label, "nproc": nproc, "runs": runs, "errors": errors}
 
 
-def report(results: list[dict]) -> None:
-    print("\nsummary (median samples/s of training steps; wall = start to exit, for context):")
+def pair_ratios(runs: dict) -> tuple[list[float], list[float]]:
+    """Per pair of runs: trainyard / direct samples/s, and direct / trainyard wall."""
+    pairs = list(zip(runs["direct"], runs["trainyard"]))
+    return [t[0] / d[0] for d, t in pairs], [d[1] / t[1] for d, t in pairs]
+
+
+def spread(xs: list[float]) -> float:
+    """Standard error of the median of ``xs`` (1.25 σ / √n); infinite below two samples."""
+    return 1.2533 * statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("inf")
+
+
+def decided(runs: dict) -> bool:
+    speed, wall = pair_ratios(runs)
+    return bool(speed) and spread(speed) < 1 - TARGET_RATIO and spread(wall) < 1 - TARGET_WALL
+
+
+def report(results: list[dict], args: argparse.Namespace) -> None:
+    print("\nsummary (medians; range in brackets; spread = standard error of the median ratio):")
     for r in results:
         print(f"  {r['label']}")
         for which in ("direct", "trainyard"):
-            if which in r:
-                xs = [x for x, _ in r["runs"][which]]
-                print(f"    {which:<10} {r[which]:10.1f} samples/s (runs {min(xs):.0f}–{max(xs):.0f})   "
-                      f"wall {r[which + '_wall']:5.1f} s")
+            rs = r["runs"][which]
+            if rs:
+                xs, ws = [x for x, _ in rs], [w for _, w in rs]
+                print(f"    {which:<10} {statistics.median(xs):10.1f} samples/s ({min(xs):.0f}–{max(xs):.0f})   "
+                      f"wall {statistics.median(ws):5.1f} s ({min(ws):.1f}–{max(ws):.1f}), {len(rs)} runs")
+            if which in r["errors"]:
+                print(f"    {which:<10} failed: {r['errors'][which][:300]}")
+        speed, wall = pair_ratios(r["runs"])
+        complete = not r["errors"] and len(speed) >= args.repeats
+        for name, xs, target in (("training trainyard/direct", speed, TARGET_RATIO),
+                                 ("wall direct/trainyard", wall, TARGET_WALL)):
+            if not xs:
+                print(f"    MISS  {name}: not measured (target ≥ {target})")
+                continue
+            m, sp, margin = statistics.median(xs), spread(xs), 1 - target
+            if not complete:
+                ok = f"MISS  (not every run was measured: {len(xs)} pairs of {args.repeats} or more)"
+            elif sp >= margin:
+                ok = f"MISS  (undecided: spread {sp:.3f} ≥ margin {margin:.2f} after {len(xs)} pairs)"
             else:
-                print(f"    {which:<10} not measured: {r['errors'].get(which, 'no run')[:300]}")
-        if "ratio" in r:
-            ok = "PASS" if r["ratio"] >= TARGET_RATIO else "MISS"
-            print(f"    {ok}  trainyard/direct = {r['ratio']:.3f}  (target ≥ {TARGET_RATIO})")
-        else:
-            print(f"    MISS  trainyard/direct: not measured (target ≥ {TARGET_RATIO})")
+                ok = "PASS" if m >= target else "MISS"
+            print(f"    {name} = {m:.3f} ({min(xs):.3f}–{max(xs):.3f}, spread {sp:.3f}, {len(xs)} pairs); "
+                  f"target ≥ {target}: {ok}")
 
 
 def main() -> int:
@@ -174,7 +212,9 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=32, help="per process")
     ap.add_argument("--lr", type=float, default=0.003)
-    ap.add_argument("--repeats", type=int, default=5, help="measured runs each way (default 5)")
+    ap.add_argument("--repeats", type=int, default=5, help="measured runs each way at least (default 5)")
+    ap.add_argument("--max-repeats", type=int, default=15,
+                    help="measured runs each way at most, while the spread is not under the margin (default 15)")
     ap.add_argument("--memory", default="2Gi",
                     help="memory per replica for the trainyard job, as in examples/ddp/job.yaml; 'none': no "
                          "limit, so the launcher does not sample memory (default %(default)s)")
@@ -183,8 +223,8 @@ def main() -> int:
     ap.add_argument("--job-timeout", type=float, default=600.0)
     ap.add_argument("--json", type=Path, help="also write the numbers here")
     args = ap.parse_args()
-    if args.repeats < 1 or args.warmup < 0 or args.epochs < 1:
-        ap.error("--repeats and --epochs must be at least 1, --warmup at least 0")
+    if args.repeats < 1 or args.warmup < 0 or args.epochs < 1 or args.max_repeats < args.repeats:
+        ap.error("--repeats and --epochs must be at least 1, --warmup at least 0, --max-repeats at least --repeats")
 
     tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-ddp-"))
     gpus = torch.cuda.device_count() if torch.cuda.is_available() and not args.no_gpu else 0
@@ -217,7 +257,7 @@ def main() -> int:
     finally:
         if server is not None:
             server.close()
-    report(results)
+    report(results, args)
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "results": results},
                                         indent=1, default=str))

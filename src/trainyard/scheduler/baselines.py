@@ -1,13 +1,16 @@
 """Reference policies the benchmark and tests measure :func:`plan` against. Not used by the server.
 
-Both take the planner's inputs and return a :class:`Plan`, ignore priorities,
+All take the planner's inputs and return a :class:`Plan`, ignore priorities,
 quotas and fair share, never preempt or reserve, and place gangs whole on one
 GPU type (the same rules the planner follows, so the comparison is fair).
 
 - :func:`first_come`: submit order, first fit; a job that does not fit waits
-  and later ones may pass it (the rule of ``admission.FifoAdmission``).
+  and later ones may pass it.
 - :func:`first_fit_decreasing`: largest jobs first, first fit: the classic
   bin-packing heuristic, a strong baseline for utilisation.
+- :func:`best_fit_decreasing`: largest jobs first, each replica on the node it
+  leaves the least room on (GPUs, then cores, then memory): packs tighter than
+  first fit in node order, so whole nodes stay free for the next large job.
 """
 
 from __future__ import annotations
@@ -21,9 +24,16 @@ def first_come(nodes: list[Node], pending: list[PendingJob], running=(), queues=
 
 def first_fit_decreasing(nodes: list[Node], pending: list[PendingJob], running=(), queues=(),
                          now: float = 0.0) -> Plan:
-    def size(j: PendingJob):
-        return (-j.gpu * j.replicas, -j.cpu * j.replicas, -j.memory * j.replicas, j.seq)
-    return _greedy(nodes, sorted(pending, key=size), now)
+    return _greedy(nodes, sorted(pending, key=_size), now)
+
+
+def best_fit_decreasing(nodes: list[Node], pending: list[PendingJob], running=(), queues=(),
+                        now: float = 0.0) -> Plan:
+    return _greedy(nodes, sorted(pending, key=_size), now, best=True)
+
+
+def _size(j: PendingJob) -> tuple:
+    return (-j.gpu * j.replicas, -j.cpu * j.replicas, -j.memory * j.replicas, j.seq)
 
 
 def _fits(f: list, job: PendingJob, t) -> bool:
@@ -33,7 +43,7 @@ def _fits(f: list, job: PendingJob, t) -> bool:
             and all(n.labels.get(k) == v for k, v in job.node_selector.items()))
 
 
-def _greedy(nodes: list[Node], order: list[PendingJob], now: float) -> Plan:
+def _greedy(nodes: list[Node], order: list[PendingJob], now: float, best: bool = False) -> Plan:
     free = [[n.cpu_free, n.memory_free, list(n.free_gpu_ids), n] for n in nodes]
     out = Plan()
     failed: set[tuple] = set()
@@ -48,8 +58,9 @@ def _greedy(nodes: list[Node], order: list[PendingJob], now: float) -> Plan:
             continue
         taken, t = [], None
         for _ in range(job.replicas):
-            spot = next((f for f in free if _fits(f, job, t) and not (
-                job.placement == "spread" and any(f is x for x, _ in taken))), None)
+            fits = (f for f in free if _fits(f, job, t) and not (
+                job.placement == "spread" and any(f is x for x, _ in taken)))
+            spot = min(fits, key=_left, default=None) if best else next(fits, None)
             if spot is None:
                 break
             t = spot[3].gpu_type if job.gpu else None
@@ -69,3 +80,8 @@ def _greedy(nodes: list[Node], order: list[PendingJob], now: float) -> Plan:
         room -= job.cpu * job.replicas
         out.admissions[job.id] = [Assignment(spot[3].name, ids) for spot, ids in taken]
     return out
+
+
+def _left(f: list) -> tuple:
+    """What a node has free (GPUs, cores, memory): the best fit is the node with the least."""
+    return (len(f[2]), f[0], f[1])

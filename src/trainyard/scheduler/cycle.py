@@ -25,6 +25,11 @@ class Options:
     max_searches: int = 16  # room searches (claims, preemptions) per cycle; each is O(nodes)
     # a job waiting longer than this goes ahead of fair share within its priority (None: never)
     fair_share_wait: float | None = 4 * 3600.0
+    # priority never throws away more than this much of the run of an attempt with a timeout (seconds; None:
+    # no limit): older work is left to end, and the job that wanted its room waits for it (a lender still
+    # reclaims it); work without a timeout could hold the room for ever, so it is a victim again of a job
+    # that has waited longer than this
+    preempt_within: float | None = 900.0
 
 
 class JobClass(NamedTuple):

@@ -6,14 +6,15 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
 1. **snapshot** (:mod:`cycle`): free room per node, each queue's usage, each
    team's share, and what running work could hand back if preempted;
 2. **line up**: retries in backoff, and jobs preempted for a job that has not
-   started yet, are held back; the rest go in admission order (:mod:`fairshare`:
+   started yet, are held back; that job goes first, the rest in admission order (:mod:`fairshare`:
    priority, then dominant share per team, then submit time; a job waiting
    past ``fair_share_wait`` goes first within its priority);
 3. **admit**, each job in that order, inside its queue's quota
    (:meth:`_Planner.consider`):
    a. a job like one already turned away this cycle is turned away alike;
-   b. over its quota, it may preempt lower-priority work of its own queue,
-      or else is deferred to phase 4 (:mod:`quota`);
+   b. over its quota, it may preempt lower-priority work of its own queue
+      (for the quota, or, where the queue may borrow, for room only), or else
+      is deferred to phase 4 (:mod:`quota`, :mod:`room`);
    c. it is placed if its whole gang fits now (:mod:`cluster`: best fit);
    d. else it claims room that stopping attempts hand back, or preempts
       lower-priority or borrowed work (:mod:`room`, :mod:`preemption`);
@@ -36,6 +37,7 @@ searches for preemption are rationed per cycle and guarded by cheap bounds.
 from __future__ import annotations
 
 import gc
+from itertools import chain
 from typing import Iterator
 
 from trainyard.scheduler import reasons as say
@@ -101,6 +103,7 @@ class _Planner:
         queue_of, queues = self.c.quotas.queue, {}  # a local map: this loop runs once per pending job
         now = self.c.now
         ids = None  # pending job ids, built when some job was preempted
+        owed: set[str] = set()  # pending jobs that preempted work which now waits for them to start
         for job in pending:
             q = queues.get(job.queue)
             if q is None:
@@ -115,10 +118,20 @@ class _Planner:
                     # the room and quota it handed back are for the job that preempted it: competing for
                     # them again before that job starts is how preemption loops begin
                     held_back.append(Entry(job, q, Status.YIELDING))
+                    owed.add(job.last_preempted_by)
                     continue
             eligible.append((job, q))
+        first = []
+        if owed:
+            # The room and quota a preemption freed are owed to the job it was for. No cycle remembers the
+            # last one, so unless that job goes first, jobs ahead of it in fair-share order, backfill and
+            # borrowers take the room as soon as it is free, and it preempts again, cycle after cycle.
+            first = sorted((x for x in eligible if x[0].id in owed), key=_owed_order)
+            if first:
+                eligible = [x for x in eligible if x[0].id not in owed]
         limit = self.c.opt.fair_share_wait
-        return fair_order(eligible, self.c.shares, deferred, now - limit if limit is not None else -INF), held_back
+        line = fair_order(eligible, self.c.shares, deferred, now - limit if limit is not None else -INF)
+        return (chain(first, line) if first else line), held_back
 
     # -- phases 3 and 4, one job ---------------------------------------------------
 
@@ -294,3 +307,8 @@ class _Planner:
                 for x in taken:
                     self._releases.add(end, x.slot, x.cpu, x.memory, x.gpus, c.now)
         return self._releases
+
+
+def _owed_order(item: tuple[PendingJob, Queue]) -> tuple:
+    job = item[0]
+    return (-job.priority, -item[1].priority, job.seq)

@@ -8,6 +8,14 @@ No loop can form: priority is strict, borrowing jobs never preempt, and a
 preempted job waits until the job that preempted it has started (the
 planner holds it back), so it never competes for the room it handed over.
 
+Priority throws away at most ``Options.preempt_within`` of an attempt's run:
+older work with a timeout is no victim of priority (only of a lender reclaiming
+its room), so the job that wanted its room waits for it to end, which its
+timeout bounds. Work without a timeout could hold its room for ever, so it
+becomes a victim again of a job that has itself waited longer than the cap. Without that cap, low-priority
+gangs that started in a gap were stopped hours in, and most of the work
+preemption lost was theirs.
+
 Victims are ranked borrowed first, then lowest priority, then least work lost
 (elapsed time × dominant share of the cluster). Per replica, the search picks
 the node needing the cheapest set of victims (greedy in rank order, then
@@ -49,8 +57,9 @@ class Victims:
     """Attempts on each node that some job might preempt, cheapest first, built per node on first use."""
 
     def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
-                 totals: dict[str, Held], now: float) -> None:
+                 totals: dict[str, Held], now: float, within: float | None = None) -> None:
         self.cl, self.raw, self.borrowed, self.totals, self.now = cl, on, borrowed, totals, now
+        self.since = now - within if within is not None else -float("inf")  # older: no victim of priority
         self.taken: set[str] = set()  # chosen this cycle
         self.cost: dict[str, Cost] = {}
         self._on: dict[Slot, list] = {}
@@ -58,6 +67,11 @@ class Victims:
         self._floor: dict[Slot, tuple] = {}
         self.inv_c = 1 / cl.cpu_total if cl.cpu_total else 0.0
         self.inv_g = 1 / cl.gpu_total if cl.gpu_total else 0.0
+
+    def patient(self, job: PendingJob) -> bool:
+        """Has ``job`` waited longer than the cap? Then old work without a timeout, whose end nothing
+        bounds, is its victim too: its wait is bounded by the cap, not by work that may never end."""
+        return job.submitted_at is not None and self.now - job.submitted_at > self.now - self.since
 
     def cost_of(self, r: RunningJob) -> Cost:
         aid = r.attempt_id
@@ -194,19 +208,22 @@ def _fits(v: list, c: float, m: int, g: int) -> bool:
 
 
 def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, victims: Victims | None = None,
-           reclaim: bool = False, pre: tuple = (), spare_job: str | None = None, bound=None):
+           reclaim: bool = False, pre: tuple = (), spare_job: str | None = None, bound=None,
+           only_queue: str | None = None):
     """``(gpu type, [slot per replica], [victims])`` letting ``job`` start, or None.
 
     Room counts free room, room of stopping attempts not yet claimed, and
     room of the chosen victims (``pre`` are chosen already, for the queue's
     quota). On a node held for a reservation, work that may run past its
     start only gets what the reservation leaves over, and preempts nothing.
-    Attempts of job ``spare_job`` are never chosen. ``bound(t)``, if given, maps each
+    Attempts of job ``spare_job`` are never chosen, nor, with ``only_queue``, those of other
+    queues. ``bound(t)``, if given, maps each
     node of type ``t`` to at least the room of all the victims this job may choose there.
     """
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
     prio, queue = job.priority, job.queue
     spread = n > 1 and job.placement == "spread"
+    patient = victims is not None and victims.patient(job)
     for t in types:
         cands = cl.holders(job, t, sel)
         upper = bound(t) if bound is not None else None
@@ -255,7 +272,8 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
                 top = victims.most(s)
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
                     continue
-                need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job)
+                need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job,
+                                   only_queue, victims.since, patient)
                 if need is None:
                     continue
                 if len(need) == 1:  # one victim (the usual case): the set costs what it costs
@@ -291,7 +309,8 @@ def _free(cl: Cluster, r: RunningJob, room) -> None:
 
 
 def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: PendingJob, reclaim: bool,
-                taken: set, chosen: dict, last: str | None) -> list | None:
+                taken: set, chosen: dict, last: str | None, only: str | None = None,
+                since: float = -float("inf"), patient: bool = True) -> list | None:
     """The cheapest set of victims on one node that makes room, pruned to those needed."""
     if not on:
         return None
@@ -300,9 +319,10 @@ def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: Pending
     need = []
     for e in on:
         r = e.attempt
-        if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last:
+        if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last or (only and r.queue != only):
             continue
-        if not r.preemptible or not (r.priority < prio or (reclaim and e.borrowed and r.queue != queue)):
+        if not r.preemptible or not ((r.priority < prio and (r.started_at >= since or (
+                patient and r.expected_end is None))) or (reclaim and e.borrowed and r.queue != queue)):
             continue
         ac += e.cpu
         am += e.memory

@@ -75,8 +75,11 @@ class Rooms:
         reclaim = bool(self.borrowing_queues - {q.name})
         if c.searches <= 0 or not self._could_free(job, q, allowed):
             return None
-        # the victims a job may pick depend on its queue only through the borrowed work of that queue
-        context = (q.name if q.name in self.borrowing_queues else "",)
+        # the victims a job may pick depend on its queue only through the borrowed work of that queue, and
+        # on its own wait through old work without a timeout (Victims.patient)
+        within = c.opt.preempt_within
+        context = (q.name if q.name in self.borrowing_queues else "",
+                   within is not None and job.submitted_at is not None and c.now - job.submitted_at > within)
         if self.failed_preempt.covers(job, allowed, sel, sig, context):
             return None
         if not self._nodes_could_free(job, q, allowed, sig):
@@ -112,6 +115,8 @@ class Rooms:
         c = self.c
         if c.searches <= 0 or self.failed_quota.get(pkey, -INF) >= job.priority:
             return None, self.quota_reach.get(pkey, ())
+        if q.borrowing and job.preemptible:
+            return self._swap_in_queue(job, q, types, sel, end, pkey), ()
         reach = []
         below = self.releasable_in_queue.below
         for t in types:
@@ -121,7 +126,8 @@ class Rooms:
             victims = self.victims()
             taken, last = victims.taken, job.last_preempted_by
             mine = (r for r in self._queue_work(q.name) if r.priority < job.priority
-                    and r.attempt_id not in taken and r.job_id != last)
+                    and r.attempt_id not in taken and r.job_id != last
+                    and (r.started_at >= victims.since or (r.expected_end is None and victims.patient(job))))
             c.searches -= 1
             pre = c.quotas.victims_for(q, job, t, mine, c.held)
             if pre is None:
@@ -136,6 +142,38 @@ class Rooms:
         self.quota_reach[pkey] = tuple(reach)
         self.quota_runs += 1
         return None, tuple(reach)
+
+    def _swap_in_queue(self, job: PendingJob, q: Queue, types: tuple, sel: tuple, end: float,
+                       pkey: tuple) -> Entry | None:
+        """A queue that may borrow needs no quota back: its quota only says which of its work is borrowed,
+        and that is its lowest-priority work. So a job of it that lacks room stops lower-priority work
+        of its own queue for the room alone, and runs in its place (the stopped work was borrowed, or
+        becomes so). Stopping enough to bring the whole queue back inside its quota instead stops dozens
+        of attempts for one gang, which borrow idle room again next cycle, to be stopped by the next job:
+        the churn this replaces."""
+        c, cl, below = self.c, self.c.cl, self.releasable_in_queue.below
+        n = job.replicas
+        if job.gpu:
+            types = tuple(t for t in types if cl.gfree.get(t, 0) + cl.soon_g.get(t, 0)
+                          + below((q.name, t), job.priority) >= job.gpu * n)
+        elif cl.cpu_free + cl.soon_cpu + below((q.name, "cpu"), job.priority) + 1e-9 < job.cpu * n:
+            types = ()
+        found = None
+        if types:
+            c.searches -= 1
+            victims = self.victims()
+            own = q.name if q.name in self.borrowing_queues else None
+
+            def bound(t: str | None) -> dict:
+                return self._victim_bound(t, job.priority, own)
+
+            found = search(cl, job, types, sel, end, victims, False, spare_job=job.last_preempted_by,
+                           bound=bound, only_queue=q.name)
+        if found is None or not found[2]:
+            self.failed_quota[pkey] = max(job.priority, self.failed_quota.get(pkey, -INF))
+            self.quota_runs += 1
+            return None
+        return self.stop(job, q, found, victims)
 
     def stop(self, job: PendingJob, q: Queue, found: tuple, victims: Victims) -> Entry:
         """Record the preemptions and hold the room they free for ``job``."""
@@ -258,5 +296,5 @@ class Rooms:
     def victims(self) -> Victims:
         if self._victims is None:
             c = self.c
-            self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now)
+            self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now, c.opt.preempt_within)
         return self._victims

@@ -1,0 +1,96 @@
+"""Preemption that does not churn: each stop is needed, bounded in the work it throws away, and pays off."""
+
+from trainyard.scheduler.cycle import Options
+from trainyard.scheduler.model import Node, PendingJob, Queue, ReplicaUse, RunningJob, Status
+from trainyard.scheduler.plan import plan
+
+GB = 10**9
+
+
+def gpu_node(name, gpus=4, free=None) -> Node:
+    return Node(name, 32, 256 * GB, gpus, "A100", free_gpu_ids=free)
+
+
+def job(id, seq=0, **kw) -> PendingJob:
+    kw.setdefault("gpu", 1)
+    kw.setdefault("memory", GB)
+    return PendingJob(id, seq=seq, **kw)
+
+
+def running(aid, node, gpus, priority=100, started_at=0.0, queue="default", **kw) -> RunningJob:
+    return RunningJob(aid, aid.split("#")[0], queue, kw.pop("team", queue), priority,
+                      [ReplicaUse(node, 1, GB, list(gpus))], started_at, **kw)
+
+
+def test_a_borrowing_queue_stops_only_its_own_lower_priority_work_and_only_for_room():
+    # given queue a (quota 1 GPU, may borrow) running two low-priority jobs, and queue b two younger ones,
+    # on a full node
+    nodes = [gpu_node("n", 4, free=[])]
+    queues = [Queue("a", team="a", gpus={"A100": 1}), Queue("b", team="b")]
+    live = [running("a-old#1", "n", ["0"], priority=0, started_at=100, queue="a"),
+            running("a-new#1", "n", ["1"], priority=0, started_at=200, queue="a"),
+            running("b-0#1", "n", ["2"], priority=0, started_at=300, queue="b"),
+            running("b-1#1", "n", ["3"], priority=0, started_at=300, queue="b")]
+    # when a normal-priority job of queue a needs one GPU
+    p = plan(nodes, [job("high", queue="a", team="a", priority=100)], live, queues, now=400)
+    # then it takes the room of one job of its own queue (the one that ran least), not queue b's cheaper work,
+    # and does not stop its queue's other job to get back inside the quota
+    assert [x.attempt_id for x in p.preemptions] == ["a-new#1"]
+    assert p.entries["high"].status is Status.PREEMPTING
+
+
+def test_a_borrowing_queue_does_not_stop_its_work_when_that_would_not_give_the_room():
+    # given queue a's low-priority job on a node too small for the waiting gang even once it is stopped
+    nodes = [gpu_node("n", 2, free=[])]
+    queues = [Queue("a", team="a", gpus={"A100": 1})]
+    live = [running("low#1", "n", ["0"], priority=0, queue="a"), running("other#1", "n", ["1"], priority=100)]
+    # when a normal-priority job of queue a needs both GPUs
+    p = plan(nodes, [job("big", queue="a", team="a", priority=100, gpu=2)], live, queues, now=10)
+    # then nothing is stopped: the room freed would not admit it
+    assert p.preemptions == [] and "big" not in p.admissions
+
+
+def test_priority_never_throws_away_more_than_the_cap_of_an_attempts_run():
+    nodes = [gpu_node("n", 1, free=[])]
+    live = [running("low#1", "n", ["0"], priority=0, started_at=0, expected_end=7200)]
+    # an hour in: past the default cap of a quarter of an hour, the urgent job waits for it to end
+    late = plan(nodes, [job("urgent", priority=300)], live, now=3600)
+    assert late.preemptions == [] and late.entries["urgent"].status is not Status.PREEMPTING
+    # ten minutes in, or with no cap, it is stopped
+    assert [x.attempt_id for x in plan(nodes, [job("urgent", priority=300)], live, now=600).preemptions] == ["low#1"]
+    uncapped = plan(nodes, [job("urgent", priority=300)], live, now=3600, options=Options(preempt_within=None))
+    assert [x.attempt_id for x in uncapped.preemptions] == ["low#1"]
+
+
+def test_a_lender_reclaims_borrowed_work_however_long_it_has_run():
+    nodes = [gpu_node("n", 1, free=[])]
+    queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b", gpus={"A100": 1})]
+    live = [running("borrower#1", "n", ["0"], priority=300, queue="a", started_at=0)]
+    p = plan(nodes, [job("mine", queue="b", team="b", priority=0)], live, queues, now=10 * 3600)
+    assert [x.attempt_id for x in p.preemptions] == ["borrower#1"]
+
+
+def test_the_job_owed_room_by_its_preemption_goes_first():
+    # given the job 'owed' stopped 'victim' last cycle, so one GPU is free, and team 'light' holding less
+    # than team 'heavy' has a job that came earlier: fair share alone would put it first
+    nodes = [gpu_node("n", 4, free=["3"])]
+    live = [running(f"h{i}#1", "n", [str(i)], team="heavy") for i in range(3)]
+    pending = [job("light-first", 0, team="light"), job("owed", 1, team="heavy"),
+               job("victim", 2, team="heavy", priority=0, last_preempted_by="owed")]
+    # when the cycle runs
+    p = plan(nodes, pending, live, now=10)
+    # then the room goes to the job it was freed for, and its victim still yields to it
+    assert list(p.admissions) == ["owed"]
+    assert p.entries["victim"].status is Status.YIELDING
+    assert "light-first" not in p.admissions
+
+
+def test_old_work_without_a_timeout_is_preempted_once_the_job_has_waited_out_the_cap():
+    # its end is unknown, so sparing it for good could keep the urgent job waiting for ever
+    nodes = [gpu_node("n", 1, free=[])]
+    live = [running("forever#1", "n", ["0"], priority=0, started_at=0, expected_end=None)]
+    now = 10 * 3600
+    fresh = plan(nodes, [job("urgent", priority=300, submitted_at=now - 60)], live, now=now)
+    assert fresh.preemptions == []
+    waited = plan(nodes, [job("urgent", priority=300, submitted_at=now - 901)], live, now=now)
+    assert [x.attempt_id for x in waited.preemptions] == ["forever#1"]
