@@ -22,7 +22,7 @@ from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo, JobPage, ReplicaInfo
 from trainyard.status import AttemptStatus, JobStatus, Reason, sources
 from trainyard.store import tables as t
-from trainyard.store.db import make_engine, migrate
+from trainyard.store.db import make_engine, migrate, writer_lock
 from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
@@ -72,6 +72,7 @@ class Store:
         self.engine = make_engine(url)
         self._reader = sessionmaker(self.engine, expire_on_commit=False)
         self._writer = sessionmaker(self.engine.execution_options(write=True), expire_on_commit=False)
+        self._write_lock = writer_lock(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -83,7 +84,7 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._writer() as s, s.begin():
+        with self._write_lock, self._writer() as s, s.begin():
             yield s
 
     # -- compare-and-set --------------------------------------------------
