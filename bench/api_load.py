@@ -153,9 +153,7 @@ def main() -> int:
         job_id = ids[len(ids) // 2]
         single(server.url, headers, job_id, 20)  # warm-up
         base = single(server.url, headers, job_id, args.single)
-        t0 = time.perf_counter()
         got = load(server.url, headers, job_id, args)
-        wall = time.perf_counter() - t0
         base += single(server.url, headers, job_id, args.single)  # after too: drift hits both
     except Exception as e:
         stopped = str(e)

@@ -47,7 +47,7 @@ def submit(body: SubmitRequest, p: PlatformDep) -> Response:
     return _json(p.jobs.submit(body.spec, body.snapshot).model_dump_json(), 201)
 
 
-@router.get("")
+@router.get("", response_model=JobPage)
 def list_jobs(
     p: PlatformDep,
     status: Annotated[list[str] | None, Query()] = None,
@@ -55,13 +55,13 @@ def list_jobs(
     queue: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
-) -> JobPage:
-    return p.jobs.list(status=status, name=name, queue=queue, limit=limit, cursor=cursor)
+) -> Response:
+    return _json(p.jobs.list(status=status, name=name, queue=queue, limit=limit, cursor=cursor).model_dump_json())
 
 
-@router.get("/{job_id}")
-def get_job(job_id: str, p: PlatformDep) -> JobInfo:
-    return p.jobs.get(job_id)
+@router.get("/{job_id}", response_model=JobInfo)
+def get_job(job_id: str, p: PlatformDep) -> Response:
+    return _json(p.jobs.get(job_id).model_dump_json())
 
 
 @router.get("/{job_id}/wait", response_model=JobInfo)
