@@ -136,6 +136,10 @@ class Store:
                 raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
             return found[0]
 
+    def ended_job(self, job_id: str) -> JobInfo | None:
+        """The job if it has ended and was read lately; from memory only, so it never blocks."""
+        return self._ended.get(job_id)
+
     def _job_records(self, conn: Any, where: Any, attempts: bool = True) -> list[JobInfo]:
         found = job_records(conn, where, self._specs, attempts)
         if attempts:

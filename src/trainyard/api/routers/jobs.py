@@ -56,12 +56,12 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
 ) -> Response:
-    return _json(p.jobs.list(status=status, name=name, queue=queue, limit=limit, cursor=cursor).model_dump_json())
+    return _json(p.jobs.list_json(status=status, name=name, queue=queue, limit=limit, cursor=cursor))
 
 
 @router.get("/{job_id}", response_model=JobInfo)
-def get_job(job_id: str, p: PlatformDep) -> Response:
-    return _json(p.jobs.get(job_id).model_dump_json())
+async def get_job(job_id: str, p: PlatformDep) -> Response:
+    return _json(await p.jobs.read(job_id))
 
 
 @router.get("/{job_id}/wait", response_model=JobInfo)
