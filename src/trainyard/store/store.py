@@ -124,7 +124,8 @@ class Store:
                        priority=spec.priority, spec=spec.model_dump(mode="json"), snapshot=snapshot, created_at=now,
                        updated_at=now, not_before=None, reason="waiting for the scheduler", position=None)
             s.connection().execute(insert(t.Job.__table__), [row])  # Core, like Store.admit
-            return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
+        self._specs.put(row["id"], spec)
+        return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 
     def get_job(self, job_id: str) -> JobInfo:
         """A job with its attempts (read on every long poll and every ended attempt)."""
@@ -297,8 +298,13 @@ class Store:
                 if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, **first):
                     self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)
             return attempt, False
-        job = s.get(t.Job, attempt.job_id, populate_existing=True)
-        ending = conclude(attempt, JobStatus(job.status), JobSpec.model_validate(job.spec))
+        j = t.Job.__table__.c
+        spec = self._specs.get(attempt.job_id)  # validating it again cost more than the rest of the end
+        row = s.connection().execute(select(j.status, *([] if spec else [j.spec])).where(j.id == attempt.job_id)).one()
+        if spec is None:
+            spec = JobSpec.model_validate(row[1])
+            self._specs.put(attempt.job_id, spec)
+        ending = conclude(attempt, JobStatus(row[0]), spec)
         if not self._end_attempt(s, attempt_id, attempt.job_id, ending, started_at):
             return attempt, False
         return attempt.model_copy(update={"status": ending.status, "exit_code": ending.exit_code,
