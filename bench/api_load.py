@@ -6,7 +6,8 @@ Starts its own trainyard server in a temporary TRAINYARD_HOME and fills it with
 ``--jobs`` finished jobs. Then, in one run:
 
 1. single client: ``--single`` reads of one job (``GET /api/v1/jobs/{id}``) one
-   after another, over one keep-alive connection: the baseline latency;
+   after another, over one keep-alive connection, before the load and again
+   after it: the baseline latency;
 2. load: ``--clients`` clients, each with its own connection, spread over
    ``--procs`` processes (asyncio + aiohttp in each), for ``--duration`` seconds.
    Each client lists jobs (``GET /api/v1/jobs``, the first page of 50) and
@@ -15,10 +16,11 @@ Starts its own trainyard server in a temporary TRAINYARD_HOME and fills it with
    set by Little's law: clients / the server's rate, not by the server's design).
 
 A probe, one more client in this process, reads the job every 50 ms during the
-load. Prints p50/p90/p99 of both request kinds under load and of the probe, the
-single-client latency, the server's CPU use (the share of a core: far below
-100 % means the machine, not the server, sets the pace), errors (any exception or non-2xx answer), and PASS/MISS: 0 errors, and
-p99 of reading one job under load ≤ 10 × the single-client median. It exits 0
+load. Prints p50/p90/p99 of both request kinds under load and of the probe,
+the single-client latency, the server's CPU use (the share of one core: far
+below 100 % means the machine, not the server, sets the pace), errors (any
+exception or non-2xx answer), and PASS/MISS: 0 errors, and p99 of reading one
+job under load ≤ 10 × the single-client median. It exits 0
 whatever the numbers (2 on bad usage).
 """
 
