@@ -197,3 +197,27 @@ def test_bad_input_is_a_422_naming_the_field_and_one_bad_job_cannot_break_listin
         assert [e["field"] for e in r.json()["details"]["errors"]][:1] == [field], (url, body, r.text)
     assert [j.id for j in sdk.jobs().items] == [job.id]
     assert sdk.get(job.id).spec.resources.cpu == 2
+
+
+def test_reads_answered_from_memory_match_the_database_and_follow_a_job_to_its_end(env):
+    # given a job read and listed while it runs, and another that has ended
+    tc, sdk, engine, platform = env
+    done = sdk.submit({"name": "done", "command": "true"})
+    first = until(lambda: next(iter(engine.launched), None))
+    report(tc, engine, first, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
+    done.wait(timeout=5)
+    job = sdk.submit({"name": "live", "command": "sleep 1"})
+    attempt_id = until(lambda: next((a for a in engine.launched if a != first), None))
+    report(tc, engine, attempt_id, phase="running", pid=1)
+    assert tc.get(f"/api/v1/jobs/{job.id}").json()["status"] == "running"
+    assert [j["status"] for j in tc.get("/api/v1/jobs").json()["items"]] == ["running", "succeeded"]
+    # when it ends
+    report(tc, engine, attempt_id, phase="exited", pid=1, result={"exit_code": 2, "reason": "Error(exit 2)",
+                                                                     "outputs": []})
+    # then reading and listing show its end, twice over (the second from memory), the same as the database says
+    for _ in range(2):
+        one = tc.get(f"/api/v1/jobs/{job.id}").json()
+        page = tc.get("/api/v1/jobs", params={"limit": 1}).json()
+        assert one["status"] == "failed" and one["attempts"][0]["exit_code"] == 2
+        assert page["items"] == [one] and page["next_cursor"] is not None
+        assert one == platform.store.get_job(job.id).model_dump(mode="json")

@@ -151,3 +151,22 @@ def test_a_first_report_that_is_also_the_last_starts_and_ends_in_one_go(store):
     assert info.attempts[0].started_at is not None
     store.report(attempt.id, 1, token_hash=H, running=True, end=done)
     assert store.get_job(gang.id).status == JobStatus.SUCCEEDED
+
+
+def test_reads_kept_in_memory_follow_the_job_until_it_has_ended(store, db_url):
+    # given a job read while it runs (the store keeps ended jobs and specs between reads)
+    job, attempt = running_attempt(store)
+    assert store.get_job(job.id).status == JobStatus.RUNNING
+    assert [j.status for j in store.list_jobs().items] == [JobStatus.RUNNING]
+    # when it ends
+    store.finish_attempt(attempt.id, Ending(AttemptStatus.FAILED, 3, "Error(exit 3)", "boom", JobStatus.FAILED))
+    # then a read, and a listing, show the end, not what was read before
+    for info in (store.get_job(job.id), store.list_jobs().items[0]):
+        assert info.status == JobStatus.FAILED and info.attempts[0].exit_code == 3
+        assert info.spec.command == "echo hi"
+    # and a second store on the same database (another server) reads the same job and spec
+    other = Store(db_url, run_migrations=False)
+    try:
+        assert other.get_job(job.id).model_dump() == store.get_job(job.id).model_dump()
+    finally:
+        other.close()

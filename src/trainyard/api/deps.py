@@ -11,7 +11,8 @@ from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.services.platform import Platform
 
 
-def get_platform(request: Request) -> Platform:
+async def get_platform(request: Request) -> Platform:
+    # async: FastAPI runs a plain function dependency in its thread pool, a hop per request for a lookup
     return request.app.state.platform
 
 

@@ -20,10 +20,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from trainyard.auth.permissions import Visible
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from trainyard.spec.job import JobSpec
-from trainyard.spec.records import AttemptInfo, JobInfo, JobPage, ReplicaInfo
+from trainyard.spec.records import AttemptInfo, JobInfo, JobPage
 from trainyard.status import AttemptStatus, JobStatus, Reason, sources
 from trainyard.store import tables as t
-from trainyard.store.db import make_engine, migrate
+from trainyard.store.db import make_engine, migrate, writer_lock
+from trainyard.store.cache import Recent
+from trainyard.store.rows import attempt_record, attempt_records, job_records, replica_record
 from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
@@ -79,6 +81,9 @@ class Store:
         self.engine = make_engine(url)
         self._reader = sessionmaker(self.engine, expire_on_commit=False)
         self._writer = sessionmaker(self.engine.execution_options(write=True), expire_on_commit=False)
+        self._write_lock = writer_lock(self.engine)
+        self._specs: Recent[JobSpec] = Recent(20_000)  # see trainyard.store.cache
+        self._ended: Recent[JobInfo] = Recent(5_000)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -90,7 +95,7 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._writer() as s, s.begin():
+        with self._write_lock, self._writer() as s, s.begin():
             yield s
 
     # -- compare-and-set --------------------------------------------------
@@ -129,20 +134,35 @@ class Store:
                        updated_at=now, not_before=None, reason="waiting for the scheduler", position=None,
                        owner=owner, team=team)
             s.connection().execute(insert(t.Job.__table__), [row])  # Core, like Store.admit
-            return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
+        self._specs.put(row["id"], spec)
+        return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 
     def get_job(self, job_id: str) -> JobInfo:
         """A job with its attempts (read on every long poll and every ended attempt)."""
+        if (ended := self._ended.get(job_id)) is not None:
+            return ended
         with self.read() as s:
-            found = _job_records(s.connection(), t.Job.__table__.c.id == job_id)
+            found = self._job_records(s.connection(), t.Job.__table__.c.id == job_id)
             if not found:
                 raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
             return found[0]
 
+    def ended_job(self, job_id: str) -> JobInfo | None:
+        """The job if it has ended and was read lately; from memory only, so it never blocks."""
+        return self._ended.get(job_id)
+
+    def _job_records(self, conn: Any, where: Any, attempts: bool = True) -> list[JobInfo]:
+        found = job_records(conn, where, self._specs, attempts)
+        if attempts:
+            for job in found:
+                if job.status.is_terminal():
+                    self._ended.put(job.id, job)
+        return found
+
     def get_jobs(self, job_ids: list[str]) -> list[JobInfo]:
         """Jobs by id, without their attempts (for what never changes: spec, queue, priority)."""
         with self.read() as s:
-            return _job_records(s.connection(), t.Job.__table__.c.id.in_(list(job_ids)), attempts=False)
+            return self._job_records(s.connection(), t.Job.__table__.c.id.in_(list(job_ids)), attempts=False)
 
     def list_jobs(
         self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
@@ -162,7 +182,9 @@ class Store:
             page = conn.execute(select(c.id, c.seq).where(*where).order_by(c.seq.desc()).limit(limit + 1)).all()
             more = len(page) > limit
             page = page[:limit]
-            found = {j.id: j for j in _job_records(conn, c.id.in_([i for i, _ in page]))}
+            found = {i: job for i, _ in page if (job := self._ended.get(i)) is not None}
+            if missing := [i for i, _ in page if i not in found]:
+                found.update((j.id, j) for j in self._job_records(conn, c.id.in_(missing)))
         return JobPage(items=[found[i] for i, _ in page], next_cursor=str(page[-1][1]) if more else None)
 
     def waiting(self) -> list[Waiting]:
@@ -235,7 +257,7 @@ class Store:
             conn = s.connection()
             conn.execute(insert(t.Attempt.__table__), [attempt])  # first: replicas reference it
             conn.execute(insert(t.Replica.__table__), replicas)
-            return _attempt_record(attempt, [_replica_record(r) for r in replicas])
+            return attempt_record(attempt, [replica_record(r) for r in replicas])
 
     def get_attempt(self, attempt_id: str) -> AttemptInfo:
         with self.read() as s:
@@ -243,7 +265,7 @@ class Store:
 
     def _attempt(self, s: Session, attempt_id: str) -> AttemptInfo:
         a = t.Attempt.__table__.c
-        found = _attempt_records(s.connection(), a.id == attempt_id, a.number)
+        found = attempt_records(s.connection(), a.id == attempt_id, a.number)
         if not found:
             raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
         return found[0]
@@ -252,7 +274,7 @@ class Store:
         """Starting and running attempts, oldest first (read every cycle)."""
         a = t.Attempt.__table__.c
         with self.read() as s:
-            return _attempt_records(s.connection(), a.status.in_(ACTIVE_ATTEMPT), a.created_at)
+            return attempt_records(s.connection(), a.status.in_(ACTIVE_ATTEMPT), a.created_at)
 
     def set_token_hash(self, attempt_id: str, token_hash: str) -> None:
         """A new launcher credential for an attempt launched again: the old token stops working."""
@@ -297,8 +319,13 @@ class Store:
                 if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, **first):
                     self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)
             return attempt, False
-        job = s.get(t.Job, attempt.job_id, populate_existing=True)
-        ending = conclude(attempt, JobStatus(job.status), JobSpec.model_validate(job.spec))
+        j = t.Job.__table__.c
+        spec = self._specs.get(attempt.job_id)  # validating it again cost more than the rest of the end
+        row = s.connection().execute(select(j.status, *([] if spec else [j.spec])).where(j.id == attempt.job_id)).one()
+        if spec is None:
+            spec = JobSpec.model_validate(row[1])
+            self._specs.put(attempt.job_id, spec)
+        ending = conclude(attempt, JobStatus(row[0]), spec)
         if not self._end_attempt(s, attempt_id, attempt.job_id, ending, started_at):
             return attempt, False
         return attempt.model_copy(update={"status": ending.status, "exit_code": ending.exit_code,
@@ -366,53 +393,8 @@ class Store:
             return JobStatus(row.status)
 
 
-_JOB_FIELDS = ("id", "name", "queue", "priority", "snapshot", "created_at", "updated_at", "not_before", "reason",
-               "position", "owner", "team")
-
-
 def visible_where(c: Any, visible: Visible) -> Any:
     """The rows of a table with ``owner`` and ``team`` columns ``c`` that ``visible`` shows."""
     return or_(c.team.in_(sorted(visible.teams or ())), c.owner == visible.user)
-
-
-def _job_records(conn: Any, where: Any, attempts: bool = True) -> list[JobInfo]:
-    """Jobs matching ``where``, in submit order, each with its attempts unless ``attempts`` is False."""
-    j, a = t.Job.__table__, t.Attempt.__table__
-    rows = conn.execute(select(j).where(where).order_by(j.c.seq)).mappings().all()
-    of: dict[str, list[AttemptInfo]] = {}
-    if attempts and rows:
-        for att in _attempt_records(conn, a.c.job_id.in_([r["id"] for r in rows]), a.c.number):
-            of.setdefault(att.job_id, []).append(att)
-    return [JobInfo.model_construct(**{k: r[k] for k in _JOB_FIELDS}, status=JobStatus(r["status"]),
-                                    spec=JobSpec.model_validate(r["spec"]), attempts=of.get(r["id"], []))
-            for r in rows]
-
-
-def _attempt_records(conn: Any, where: Any, order: Any) -> list[AttemptInfo]:
-    """Attempts matching ``where`` with their replicas, in ``order``: rows built without the ORM
-    (identity map, per-row events) and records without validation (they come from us)."""
-    a, r = t.Attempt.__table__, t.Replica.__table__
-    reps: dict[str, list[ReplicaInfo]] = {}
-    for row in conn.execute(select(r).join(a, r.c.attempt_id == a.c.id).where(where)
-                            .order_by(r.c.attempt_id, r.c.index)).mappings():
-        reps.setdefault(row["attempt_id"], []).append(_replica_record(row))
-    return [_attempt_record(row, reps.get(row["id"], []))
-            for row in conn.execute(select(a).where(where).order_by(order)).mappings()]
-
-
-def _replica_record(m: Any) -> ReplicaInfo:
-    return ReplicaInfo.model_construct(
-        index=m["index"], node=m["node"], gpus=list(m["gpus"] or []), status=AttemptStatus(m["status"]),
-        exit_code=m["exit_code"], reason=m["reason"], message=m["message"], started_at=m["started_at"],
-        ended_at=m["ended_at"], last_contact_at=m["last_contact_at"])
-
-
-def _attempt_record(m: Any, replicas: list[ReplicaInfo]) -> AttemptInfo:
-    return AttemptInfo.model_construct(
-        id=m["id"], job_id=m["job_id"], number=m["number"], status=AttemptStatus(m["status"]), node=m["node"],
-        gpus=list(m["gpus"] or []), exit_code=m["exit_code"], reason=m["reason"], message=m["message"],
-        created_at=m["created_at"], started_at=m["started_at"], ended_at=m["ended_at"],
-        last_contact_at=m["last_contact_at"], stop_reason=m["stop_reason"], handle=dict(m["handle"] or {}),
-        preempted_by=m["preempted_by"], borrowed=m["borrowed"], replicas=replicas)
 
 

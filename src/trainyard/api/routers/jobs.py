@@ -47,7 +47,7 @@ def submit(body: SubmitRequest, p: PlatformDep, caller: CallerDep) -> Response:
     return _json(p.jobs.submit(body.spec, body.snapshot, caller).model_dump_json(), 201)
 
 
-@router.get("")
+@router.get("", response_model=JobPage)
 def list_jobs(
     p: PlatformDep,
     caller: CallerDep,
@@ -58,14 +58,14 @@ def list_jobs(
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
     since: Annotated[float | None, Query(ge=0, le=2**53, description="only jobs submitted at or after this Unix time")]
     = None,
-) -> JobPage:
-    return p.jobs.list(status=status, name=name, queue=queue, limit=limit, cursor=cursor, since=since,
-                       caller=caller)
+) -> Response:
+    return _json(p.jobs.list_json(status=status, name=name, queue=queue, limit=limit, cursor=cursor, since=since,
+                                  caller=caller))
 
 
-@router.get("/{job_id}")
-def get_job(job_id: str, p: PlatformDep, caller: CallerDep) -> JobInfo:
-    return p.jobs.get(job_id, caller)
+@router.get("/{job_id}", response_model=JobInfo)
+async def get_job(job_id: str, p: PlatformDep, caller: CallerDep) -> Response:
+    return _json(await p.jobs.read(job_id, caller))
 
 
 @router.get("/{job_id}/wait", response_model=JobInfo)

@@ -1,0 +1,168 @@
+"""Throughput: a burst of trivial jobs from several client threads, end to end, against a bare subprocess loop.
+
+    .venv/bin/python bench/throughput.py [--jobs 1000] [--threads 4] [--repeats 3]
+
+Starts its own trainyard server in a temporary TRAINYARD_HOME. Each repeat
+runs, in alternating order (so drift hits both alike):
+
+- trainyard: ``--threads`` client threads, each with its own SDK client,
+  submit ``--jobs`` jobs between them (``true``, 10 millicores, so the local
+  node never runs out of room), then wait for each of their jobs; timed from
+  the first submit to the last job seen ended. Every job must succeed.
+- the physical floor: the same ``--jobs`` commands started one after another
+  by ``subprocess.run`` in this process.
+
+Prints every repeat, the median and spread of jobs/s end to end and submit
+alone, the ratio trainyard time / floor time, and PASS/MISS against the
+target (≥ 150 jobs/s end to end). A repeat that fails (a job not succeeded, an
+error) counts as a MISS: the verdict is PASS only if every repeat was measured
+and the median meets the target. It exits 0 whatever the numbers (2 on bad usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchserver import BenchServer
+
+from trainyard import Client
+
+COMMAND = ["true"]
+SPEC = {"name": "burst", "command": COMMAND, "resources": {"cpu": "10m"}}
+TARGET_JOBS_PER_S = 150.0
+
+
+def floor(n: int) -> float:
+    """Seconds to start and reap ``n`` commands one after another, nothing else."""
+    t0 = time.perf_counter()
+    for _ in range(n):
+        subprocess.run(COMMAND, check=True)
+    return time.perf_counter() - t0
+
+
+def burst(server: BenchServer, n: int, threads: int) -> tuple[float, float]:
+    """(seconds to submit all, seconds until all ended) for ``n`` jobs from ``threads`` clients."""
+    token = (server.home / "token").read_text().strip()
+    clients = [Client(server.url, token=token) for _ in range(threads)]
+    shares = [n // threads + (1 if i < n % threads else 0) for i in range(threads)]
+    ids: list[list[str]] = [[] for _ in range(threads)]
+    failures: list[str] = []
+    submitted = threading.Barrier(threads + 1)
+    start = threading.Barrier(threads + 1)
+
+    def client_thread(i: int) -> None:
+        c = clients[i]
+        start.wait()
+        try:
+            for _ in range(shares[i]):
+                ids[i].append(c.submit(SPEC).id)
+        finally:
+            submitted.wait()
+        for job_id in ids[i]:
+            info = c.wait(job_id, timeout=300)
+            if info.status.value != "succeeded":
+                failures.append(f"{job_id} {info.status.value}: {info.reason}")
+
+    workers = [threading.Thread(target=client_thread, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    start.wait()
+    t0 = time.perf_counter()
+    submitted.wait()
+    t_submit = time.perf_counter() - t0
+    for w in workers:
+        w.join()
+    t_all = time.perf_counter() - t0
+    for c in clients:
+        c.close()
+    done = sum(len(x) for x in ids)
+    if done != n or failures:
+        raise RuntimeError(f"{done}/{n} submitted, {len(failures)} not succeeded: {failures[:3]}")
+    return t_submit, t_all
+
+
+def spread(xs: list[float]) -> str:
+    return f"median {statistics.median(xs):7.1f}  (min {min(xs):.1f}, max {max(xs):.1f})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=1000, help="jobs per burst (default 1000)")
+    ap.add_argument("--threads", type=int, default=4, help="client threads (default 4)")
+    ap.add_argument("--repeats", type=int, default=3, help="bursts per side (default 3)")
+    ap.add_argument("--warmup", type=int, default=20, help="unmeasured jobs first (default 20)")
+    ap.add_argument("--server-cmd", default=f"{sys.executable} -m trainyard server",
+                    help="how to start the server (split on spaces; default: %(default)s)")
+    args = ap.parse_args()
+    if args.jobs < 1 or args.threads < 1 or args.repeats < 1 or args.warmup < 0:
+        ap.error("--jobs, --threads and --repeats must be at least 1, --warmup at least 0")
+
+    print(f"python {sys.version.split()[0]} on {os.cpu_count()} cpus; {args.jobs} jobs × {args.repeats} repeats "
+          f"from {args.threads} threads; load average {os.getloadavg()[0]:.2f}")
+    tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-tp-"))
+    floors: list[float] = []
+    ends: list[float] = []
+    submits: list[float] = []
+    errors: list[str] = []
+    server = None
+    try:
+        server = BenchServer(tmp / "home", args.server_cmd.split())
+        if args.warmup:
+            burst(server, args.warmup, min(args.threads, args.warmup))
+        for i in range(args.repeats):
+            for side in (("floor", "trainyard") if i % 2 == 0 else ("trainyard", "floor")):
+                if side == "floor":
+                    floors.append(floor(args.jobs))
+                    print(f"  repeat {i + 1}: floor      {args.jobs / floors[-1]:7.1f} jobs/s ({floors[-1]:.2f} s)")
+                    continue
+                try:
+                    t_submit, t_all = burst(server, args.jobs, args.threads)
+                except Exception as e:  # recorded, and the verdict becomes a MISS
+                    errors.append(f"repeat {i + 1}: {e}")
+                    print(f"  repeat {i + 1}: trainyard  FAILED: {e}")
+                    continue
+                submits.append(args.jobs / t_submit)
+                ends.append(args.jobs / t_all)
+                print(f"  repeat {i + 1}: trainyard  {ends[-1]:7.1f} jobs/s end to end ({t_all:.2f} s), "
+                      f"submit alone {submits[-1]:.1f} jobs/s ({t_submit:.2f} s)")
+    except Exception as e:
+        errors.append(str(e))
+        print(f"stopped: {e}")
+    finally:
+        if server is not None:
+            server.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"\n{args.jobs} × `{' '.join(COMMAND)}` (load average now {os.getloadavg()[0]:.2f}), jobs/s:")
+    if floors:
+        print(f"  floor (bare subprocess loop)  {spread([args.jobs / f for f in floors])}")
+    if ends:
+        print(f"  trainyard, end to end         {spread(ends)}")
+        print(f"  trainyard, submit alone       {spread(submits)}")
+    print("\ntargets:")
+    complete = not errors and len(ends) == args.repeats
+    if ends and floors:
+        rate = statistics.median(ends)
+        ratio = statistics.median(args.jobs / e for e in ends) / statistics.median(floors)
+        ok = complete and rate >= TARGET_JOBS_PER_S
+        note = "" if complete else f"  ({len(ends)}/{args.repeats} repeats measured: MISS)"
+        print(f"  {'PASS' if ok else 'MISS'}  median end to end = {rate:.1f} jobs/s  "
+              f"(target ≥ {TARGET_JOBS_PER_S:g}){note}")
+        print(f"  info  trainyard time / floor time = {ratio:.1f}x  (floor {statistics.median(floors):.2f} s "
+              f"for {args.jobs} commands)")
+    else:
+        print("  MISS  end to end: not measured")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Rows to records: jobs, attempts and replicas read with Core, built without validation (they come from us)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from trainyard.spec.job import JobSpec
+from trainyard.spec.records import AttemptInfo, JobInfo, ReplicaInfo
+from trainyard.status import AttemptStatus, JobStatus
+from trainyard.store import tables as t
+from trainyard.store.cache import Recent
+
+_JOB_FIELDS = ("id", "name", "queue", "priority", "snapshot", "created_at", "updated_at", "not_before", "reason",
+               "position", "owner", "team")
+
+
+def job_records(conn: Any, where: Any, specs: Recent[JobSpec], attempts: bool = True) -> list[JobInfo]:
+    """Jobs matching ``where``, in submit order, each with its attempts unless ``attempts`` is False;
+    specs from ``specs`` where it has them, else read and validated once."""
+    j, a = t.Job.__table__, t.Attempt.__table__
+    rows = conn.execute(select(*(j.c[k] for k in (*_JOB_FIELDS, "status"))).where(where).order_by(j.c.seq)
+                        ).mappings().all()
+    found = {r["id"]: specs.get(r["id"]) for r in rows}
+    if missing := [i for i, spec in found.items() if spec is None]:
+        for job_id, raw in conn.execute(select(j.c.id, j.c.spec).where(j.c.id.in_(missing))):
+            found[job_id] = JobSpec.model_validate(raw)
+            specs.put(job_id, found[job_id])
+    of: dict[str, list[AttemptInfo]] = {}
+    if attempts and rows:
+        for att in attempt_records(conn, a.c.job_id.in_([r["id"] for r in rows]), a.c.number):
+            of.setdefault(att.job_id, []).append(att)
+    return [JobInfo.model_construct(**{k: r[k] for k in _JOB_FIELDS}, status=JobStatus(r["status"]),
+                                    spec=found[r["id"]], attempts=of.get(r["id"], []))
+            for r in rows]
+
+
+def attempt_records(conn: Any, where: Any, order: Any) -> list[AttemptInfo]:
+    """Attempts matching ``where`` with their replicas, in ``order``: rows built without the ORM
+    (identity map, per-row events) and records without validation (they come from us)."""
+    a, r = t.Attempt.__table__, t.Replica.__table__
+    reps: dict[str, list[ReplicaInfo]] = {}
+    for row in conn.execute(select(r).join(a, r.c.attempt_id == a.c.id).where(where)
+                            .order_by(r.c.attempt_id, r.c.index)).mappings():
+        reps.setdefault(row["attempt_id"], []).append(replica_record(row))
+    return [attempt_record(row, reps.get(row["id"], []))
+            for row in conn.execute(select(a).where(where).order_by(order)).mappings()]
+
+
+def replica_record(m: Any) -> ReplicaInfo:
+    return ReplicaInfo.model_construct(
+        index=m["index"], node=m["node"], gpus=list(m["gpus"] or []), status=AttemptStatus(m["status"]),
+        exit_code=m["exit_code"], reason=m["reason"], message=m["message"], started_at=m["started_at"],
+        ended_at=m["ended_at"], last_contact_at=m["last_contact_at"])
+
+
+def attempt_record(m: Any, replicas: list[ReplicaInfo]) -> AttemptInfo:
+    return AttemptInfo.model_construct(
+        id=m["id"], job_id=m["job_id"], number=m["number"], status=AttemptStatus(m["status"]), node=m["node"],
+        gpus=list(m["gpus"] or []), exit_code=m["exit_code"], reason=m["reason"], message=m["message"],
+        created_at=m["created_at"], started_at=m["started_at"], ended_at=m["ended_at"],
+        last_contact_at=m["last_contact_at"], stop_reason=m["stop_reason"], handle=dict(m["handle"] or {}),
+        preempted_by=m["preempted_by"], borrowed=m["borrowed"], replicas=replicas)
+
+
