@@ -57,6 +57,7 @@ def serve(settings: ServerSettings) -> None:
     host, port = sock.getsockname()[:2]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     platform = Platform(settings)
+    platform.artifacts.probe()  # wrong credentials or an unreachable store: a plain error now, not at the first job
     me = {"url": url, "port": port, "pid": os.getpid(), "home": str(settings.home)}
 
     def announce() -> None:

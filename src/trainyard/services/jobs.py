@@ -107,9 +107,10 @@ class JobService:
         raise NotFound(f"job {job_id} has no output {path!r}", job_id=job_id, path=path)
 
     def open_output(self, job_id: str, path: str) -> tuple[ArtifactInfo, Iterator[bytes]]:
-        """One output file's record and its bytes, read as they are sent."""
+        """One output file's record and its bytes, read as they are sent and checked against the record
+        (a missing object or one of the wrong size raises here, naming its key)."""
         info, url = self.output(job_id, path)
-        return info, self.artifacts.iter_bytes(url)
+        return info, self.artifacts.read(url, info.size, info.digest)
 
     # -- watching (async: one waiter costs a future, not a thread) ----------------
 

@@ -79,5 +79,8 @@ def launch_configs(
             grace_period=spec.grace_period,
             gpus=list(r.gpus),
             venv=venv,
+            # a local store has the database's log chunks beside it; a remote one keeps the whole log too
+            log_url=artifacts.log_url(job.id, attempt.number, r.index) if artifacts.remote else None,
+            storage=settings.storage_options or None,
         ))
     return configs
