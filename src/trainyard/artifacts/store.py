@@ -13,7 +13,6 @@ credentials are never among them: each process finds its own the standard way
 
 from __future__ import annotations
 
-import logging
 import re
 import uuid
 from typing import IO, Iterator
@@ -24,7 +23,6 @@ from trainyard.errors import ObjectCorrupt, ObjectMissing, StorageError
 from trainyard.spec.records import DIGEST_PATTERN
 
 _DIGEST = re.compile(DIGEST_PATTERN)
-logger = logging.getLogger("trainyard.artifacts")
 
 
 class ArtifactStore:
@@ -53,7 +51,7 @@ class ArtifactStore:
     def probe(self) -> None:
         """Write, read back and delete a small object, so that wrong credentials, a missing bucket
         or an unreachable endpoint stop the server at start, with a plain message."""
-        key = f".trainyard-probe/{uuid.uuid4().hex}"
+        key = f".trainyard-probe-{uuid.uuid4().hex}"
         step = "write"
         try:
             with self.fs.open(self._path(key), "wb") as f:
@@ -138,22 +136,20 @@ class ArtifactStore:
         try:
             body = transfer.read_checked(self.fs, self._path(key), size, digest)
         except FileNotFoundError:
-            raise ObjectMissing(f"artifact store {self.url}: object {key} is missing", key=key) from None
+            raise ObjectMissing(f"object {url} is missing", key=key) from None
         except transfer.Corrupt as e:
-            raise ObjectCorrupt(f"artifact store {self.url}: object {key} is corrupt: {e}", key=key) from None
+            raise ObjectCorrupt(f"object {url} is corrupt: {e}", key=key) from None
         except OSError as e:
-            raise StorageError(f"artifact store {self.url}: cannot read {key}: {_plain(e)}", key=key) from None
-        return self._guarded(body, key)
+            raise StorageError(f"cannot read object {url}: {_plain(e)}", key=key) from None
+        return self._guarded(body, url, key)
 
-    def _guarded(self, body: Iterator[bytes], key: str) -> Iterator[bytes]:
+    def _guarded(self, body: Iterator[bytes], url: str, key: str) -> Iterator[bytes]:
         try:
             yield from body
         except FileNotFoundError:
-            logger.error("artifact store %s: object %s vanished while read", self.url, key)
-            raise ObjectMissing(f"artifact store {self.url}: object {key} is missing", key=key) from None
+            raise ObjectMissing(f"object {url} vanished while read", key=key) from None
         except transfer.Corrupt as e:
-            logger.error("artifact store %s: object %s is corrupt: %s", self.url, key, e)
-            raise ObjectCorrupt(f"artifact store {self.url}: object {key} is corrupt: {e}", key=key) from None
+            raise ObjectCorrupt(f"object {url} is corrupt: {e}", key=key) from None
 
 
 def _plain(e: BaseException) -> str:

@@ -137,7 +137,7 @@ def read_checked(fs, path: str, size: int | None, digest: str | None, block: int
     if size is not None:
         stored = fs.size(path)  # raises FileNotFoundError
         if stored != size:
-            raise Corrupt(f"{path}: stored {stored} bytes, recorded {size}")
+            raise Corrupt(f"stored {stored} bytes, recorded {size}")
     return _stream(fs, path, digest, block)
 
 
@@ -148,5 +148,5 @@ def _stream(fs, path: str, digest: str | None, block: int) -> Iterator[bytes]:  
             h.update(chunk)
             yield chunk
     if digest is not None and f"sha256:{h.hexdigest()}" != digest:
-        raise Corrupt(f"{path}: digest sha256:{h.hexdigest()}, recorded {digest}")
+        raise Corrupt(f"read sha256:{h.hexdigest()}, recorded {digest}")
 

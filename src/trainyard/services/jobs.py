@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import NamedTuple
 
 from trainyard.artifact_paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
-from trainyard.errors import InvalidSpec, NotFound, Unschedulable
+from trainyard.errors import InvalidSpec, NotFound, StorageError, Unschedulable
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services.notify import Notifier, off_loop
 from trainyard.services.scheduling import Scheduler
@@ -17,6 +18,8 @@ from trainyard.spec.job import JobSpec
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint
 from trainyard.status import JobStatus
 from trainyard.store import Store
+
+logger = logging.getLogger("trainyard.jobs")
 
 KEEP_ALIVE = 5.0  # seconds a log stream waits for news before it looks at the job again
 
@@ -110,7 +113,7 @@ class JobService:
         """One output file's record and its bytes, read as they are sent and checked against the record
         (a missing object or one of the wrong size raises here, naming its key)."""
         info, url = self.output(job_id, path)
-        return info, self.artifacts.read(url, info.size, info.digest)
+        return info, _ended_quietly(self.artifacts.read(url, info.size, info.digest))
 
     # -- watching (async: one waiter costs a future, not a thread) ----------------
 
@@ -156,3 +159,12 @@ class JobService:
                 yield LogEnd(job.status)
                 return
             await self.notifier.wait(job_id, seen, KEEP_ALIVE)
+
+
+def _ended_quietly(body: Iterator[bytes]) -> Iterator[bytes]:
+    """``body``, whose late failure (a wrong digest is known after the last byte) is logged with the
+    object's key, not raised: the response has started, and the client checks ``X-Digest`` itself."""
+    try:
+        yield from body
+    except StorageError as e:
+        logger.error("%s", e.message)
