@@ -117,3 +117,29 @@ def test_wrong_credentials_stop_the_server_at_start_with_a_plain_error(tmp_path)
     assert r.returncode == 1
     assert "error: artifact store s3://bucket/ty: cannot write .trainyard-probe-" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_second_job_with_the_same_input_finds_it_in_the_node_cache(s3, s3_server, tmp_path):
+    data = s3.bucket()
+    s3.put(data, "train/a.txt", b"alpha")
+    s3.put(data, "train/sub/b.txt", b"beta")
+    read = ("import os; d = os.environ['TRAINYARD_INPUT_DATA']; "
+            "print('got', open(d + '/a.txt').read(), open(d + '/sub/b.txt').read(), d)")
+    job = py_job(read, inputs={"data": f"s3://{data}/train/"})
+    c = s3_server.client()
+    first = c.submit(job)
+    assert first.wait(timeout=120).status.value == "succeeded", first.logs()
+    assert "got alpha beta" in first.logs()
+    cache = s3_server.home / "cache" / "inputs"
+    [entry] = [p for p in cache.iterdir() if p.is_dir()]
+    (entry / "train" / "a.txt").write_text("from the cache")  # what a second download would overwrite
+
+    second = c.submit(job)
+    assert second.wait(timeout=120).status.value == "succeeded", second.logs()
+    assert "got from the cache beta" in second.logs()
+
+    s3.put(data, "train/a.txt", b"changed")  # a new ETag: fetched again, into a new entry
+    third = c.submit(job)
+    assert third.wait(timeout=120).status.value == "succeeded", third.logs()
+    assert "got changed beta" in third.logs()
+    assert len([p for p in cache.iterdir() if p.is_dir()]) == 2

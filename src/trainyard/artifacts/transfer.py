@@ -150,3 +150,22 @@ def _stream(fs, path: str, digest: str | None, block: int) -> Iterator[bytes]:  
     if digest is not None and f"sha256:{h.hexdigest()}" != digest:
         raise Corrupt(f"read sha256:{h.hexdigest()}, recorded {digest}")
 
+
+
+def content_tag(fs, path: str) -> str:  # noqa: ANN001
+    """What changes when the object (or any object under the folder) at ``path`` changes: ETags
+    where the store has them (S3, MinIO, Ceph; GCS and Azure their own), else size and time.
+    One listing request, no download: the key of a node's input cache."""
+    import json
+
+    infos = fs.find(path, detail=True, withdirs=False) if fs.isdir(path) else {path: fs.info(path)}
+    tags = sorted((name.removeprefix(path), _tag(info)) for name, info in infos.items())
+    return hashlib.sha256(json.dumps(tags).encode()).hexdigest()
+
+
+def _tag(info: dict) -> str:
+    for field in ("ETag", "etag", "md5Hash", "content_md5"):
+        if info.get(field):
+            return f"{field}:{info[field]}"
+    when = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or info.get("created")
+    return f"size:{info.get('size')}:{when}"
