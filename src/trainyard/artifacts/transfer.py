@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 BLOCK = 1 << 20
+# reads: fewer, larger range requests (one per 8 MiB) are what make a streamed read keep up with
+# s3fs's own get_file; memory per stream stays about one block ahead plus one chunk
+READ_BLOCK, READ_CHUNK = 8 << 20, 2 << 20
 # protocols whose writes become visible whole, at the end, or not at all
 ATOMIC_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"}
 
@@ -69,6 +72,13 @@ def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0]
 
 
+def _folder_for(fs, path: str) -> None:  # noqa: ANN001
+    """The folder ``path`` goes in, where there are folders: an object store has none, and s3fs
+    would create a missing bucket, hiding a typo or a deleted bucket."""
+    if not atomic_puts(fs):
+        fs.makedirs(_parent(path), exist_ok=True)
+
+
 def _temporary(path: str) -> str:
     return f"{_parent(path)}/.{path.rsplit('/', 1)[-1]}.{uuid.uuid4().hex[:12]}.part"
 
@@ -91,7 +101,7 @@ def put_file(fs, src: Path, path: str) -> tuple[int, str]:  # noqa: ANN001
 
     Large files go up in parts (s3fs switches to a multipart upload by itself)."""
     size, digest = src.stat().st_size, file_digest(src)
-    fs.makedirs(_parent(path), exist_ok=True)
+    _folder_for(fs, path)
     target = path if atomic_puts(fs) else _temporary(path)
     try:
         fs.put_file(str(src), target)
@@ -108,7 +118,7 @@ def write_stream(fs, path: str, chunks: Iterable[bytes], expect: str | None = No
     """Write ``chunks`` to ``path`` through a temporary key; moved into place only when the
     size stored matches and the sha256 equals ``expect`` (when given), else ``Corrupt``."""
     h, size = hashlib.sha256(), 0
-    fs.makedirs(_parent(path), exist_ok=True)
+    _folder_for(fs, path)
     tmp = _temporary(path)
     try:
         with fs.open(tmp, "wb") as f:
@@ -131,7 +141,7 @@ def chunks_of(stream: IO[bytes], block: int = BLOCK) -> Iterator[bytes]:
     yield from iter(lambda: stream.read(block), b"")
 
 
-def read_checked(fs, path: str, size: int | None, digest: str | None, block: int = BLOCK) -> Iterator[bytes]:  # noqa: ANN001
+def read_checked(fs, path: str, size: int | None, digest: str | None, block: int = READ_CHUNK) -> Iterator[bytes]:  # noqa: ANN001
     """The bytes at ``path`` as they are read; ``FileNotFoundError`` before the first one when it
     is missing, ``Corrupt`` before the first (wrong size) or after the last (wrong digest)."""
     if size is not None:
@@ -143,7 +153,7 @@ def read_checked(fs, path: str, size: int | None, digest: str | None, block: int
 
 def _stream(fs, path: str, digest: str | None, block: int) -> Iterator[bytes]:  # noqa: ANN001
     h = hashlib.sha256()
-    with fs.open(path, "rb", block_size=max(block, 5 << 20)) as f:
+    with fs.open(path, "rb", block_size=max(block, READ_BLOCK)) as f:
         while chunk := f.read(block):
             h.update(chunk)
             yield chunk
