@@ -108,6 +108,8 @@ class ServerSettings(BaseModel):
     home: Path = Field(default_factory=home)
     db: str | None = Field(None, description="database URL; default SQLite in the home folder")
     artifacts: str | None = Field(None, description="fsspec URL; default file:// in the home folder")
+    s3_endpoint_url: str | None = Field(None, description="S3-compatible endpoint (MinIO, Ceph) for s3:// artifacts; "
+                                        "credentials come from the standard AWS variables and config")
     host: str = "127.0.0.1"
     port: int = 0  # 0: the port used last time if free, else any free port
     engine: str = "local"  # local or ray
@@ -152,6 +154,11 @@ class ServerSettings(BaseModel):
     @property
     def artifacts_url(self) -> str:
         return self.artifacts or (self.home / "artifacts").as_uri()
+
+    @property
+    def storage_options(self) -> dict[str, dict]:
+        """Filesystem options per protocol, handed to the artifact store and to every launcher."""
+        return {"s3": {"endpoint_url": self.s3_endpoint_url}} if self.s3_endpoint_url else {}
 
     @property
     def address_file(self) -> Path:

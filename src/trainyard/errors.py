@@ -115,6 +115,25 @@ class DashboardUnavailable(TrainyardError):
     http_status = 502
 
 
+class StorageError(TrainyardError):
+    """The artifact store failed: unreachable, refused the credentials, or holds something else than recorded."""
+
+    code = "storage_error"
+    http_status = 502
+
+
+class ObjectMissing(StorageError):
+    """An object the database refers to is not in the artifact store."""
+
+    code = "object_missing"
+
+
+class ObjectCorrupt(StorageError):
+    """An object in the artifact store does not match the size or digest recorded for it."""
+
+    code = "object_corrupt"
+
+
 class Conflict(TrainyardError):
     """The object changed under us; its status is not what the caller expected."""
 

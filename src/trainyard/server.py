@@ -111,6 +111,7 @@ def serve(settings: ServerSettings) -> None:
     if accounts:  # users' jobs may run as their own Unix accounts: what the server makes is private
         os.umask(0o077)
     platform = Platform(settings)
+    platform.artifacts.probe()  # wrong credentials or an unreachable store: a plain error now, not at the first job
     if accounts:
         open_for_accounts(settings.home)
     if settings.auth:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 import tarfile
 
 import pytest
@@ -85,7 +86,7 @@ def test_missing_input_names_it(tmp_path):
         resolve_inputs({"train": str(tmp_path / "nope")}, tmp_path / "cache", tmp_path)
 
 
-def test_url_inputs_fetched_once_into_cache(tmp_path):
+def test_url_inputs_fetched_once_per_content_into_cache(tmp_path):
     import fsspec
 
     fs = fsspec.filesystem("memory")
@@ -96,9 +97,12 @@ def test_url_inputs_fetched_once_into_cache(tmp_path):
     got = resolve_inputs({"f": "memory://ty-test/file.txt", "d": "memory://ty-test/folder"}, cache, tmp_path)
     assert got["f"].startswith(str(cache)) and open(got["f"]).read() == "hello"
     assert open(f"{got['d']}/sub/b.txt").read() == "B"
-    fs.pipe("/ty-test/file.txt", b"changed")  # cached by URL: not fetched again
+    (Path(got["f"])).write_text("from the cache")  # the same content again: taken from the cache
     again = resolve_inputs({"f": "memory://ty-test/file.txt"}, cache, tmp_path)
-    assert again["f"] == got["f"] and open(again["f"]).read() == "hello"
+    assert again["f"] == got["f"] and open(again["f"]).read() == "from the cache"
+    fs.pipe("/ty-test/file.txt", b"changed")  # another content: fetched again, beside the old one
+    changed = resolve_inputs({"f": "memory://ty-test/file.txt"}, cache, tmp_path)
+    assert changed["f"] != got["f"] and open(changed["f"]).read() == "changed"
     with pytest.raises(SetupError, match="'gone'"):
         resolve_inputs({"gone": "memory://ty-test/missing"}, cache, tmp_path)
     assert not [p for p in cache.iterdir() if p.name.endswith(".tmp")]

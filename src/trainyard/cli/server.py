@@ -25,6 +25,9 @@ def server(
     home: Annotated[Optional[Path], typer.Option(help="state folder (default $TRAINYARD_HOME)")] = None,
     db: Annotated[Optional[str], typer.Option(help="database URL, e.g. postgresql://user@host/db")] = None,
     artifacts: Annotated[Optional[str], typer.Option(help="artifact store URL (fsspec), e.g. s3://bucket/x")] = None,
+    s3_endpoint_url: Annotated[Optional[str], typer.Option(
+        "--s3-endpoint-url", help="endpoint of an S3-compatible store (MinIO, Ceph) for s3:// artifacts; "
+                                  "credentials from the AWS variables and config")] = None,
     engine: Annotated[str, typer.Option(help="where jobs run: local or ray")] = "local",
     container_runtime: Annotated[str, typer.Option(
         "--container-runtime", help="what runs `image:` jobs (engine local): auto, podman, docker, or none "
@@ -67,7 +70,8 @@ def server(
 
         extra = server_config.load(config) if config else {}
         settings = server_config.check(config or Path("--config"), lambda: ServerSettings(
-            **extra, home=home or default_home(), db=db, artifacts=artifacts, host=host, port=port, engine=engine,
+            **extra, home=home or default_home(), db=db, artifacts=artifacts, s3_endpoint_url=s3_endpoint_url,
+            host=host, port=port, engine=engine,
             container_runtime=container_runtime,
             cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type,
             token=_server_token(token_file), auth=auth, tls_cert=tls_cert, tls_key=tls_key,

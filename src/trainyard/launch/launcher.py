@@ -84,8 +84,17 @@ class Launcher:
             os.environ.pop(name, None)
         self._install_signals()
         procs.become_subreaper()
+        if self.config.storage:  # the server's endpoint for s3:// snapshots, inputs and outputs
+            from trainyard.artifacts.transfer import use_storage
+
+            use_storage(self.config.storage)
         try:
             result = self._attempt()
+            if self.config.log_url:
+                from trainyard.launch.outputs import keep_log
+
+                if problem := keep_log(self.log, self.config.log_url):
+                    result["message"] = "; ".join(m for m in (result["message"], problem) if m)
         finally:
             if self.proc is not None and self.proc.returncode is None:  # crashed mid-run
                 procs.kill_tree(self.proc.pid)

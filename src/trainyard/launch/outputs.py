@@ -4,7 +4,7 @@ What goes: everything under ``ATTEMPT_DIR/outputs`` (``TRAINYARD_OUTPUT_DIR``),
 plus files of the work dir matching the spec's ``outputs`` globs, each at its
 path relative to the folder it came from. Where it goes: ``output_url``
 (a local folder or ``file://`` is a plain copy; any other URL goes through
-fsspec). Each file is recorded as ``{"path", "size", "digest": "sha256:<hex>"}``.
+fsspec, verified and never half-visible: :mod:`trainyard.artifacts.transfer`). Each file is recorded as ``{"path", "size", "digest": "sha256:<hex>"}``.
 An upload error is reported in the message, never raised: the attempt's
 result matters more than any one file.
 """
@@ -143,14 +143,29 @@ def upload(files: dict[str, Path], output_url: str | None) -> tuple[list[dict], 
                 with open(tmp, "wb") as out:
                     digest = _copy_hashing(src, out)
                 os.replace(tmp, target)
+            elif fs is not None:
+                from trainyard.artifacts.transfer import put_file
+
+                size, digest = put_file(fs, src, f"{remote.rstrip('/')}/{rel}")
+                digest = digest.removeprefix("sha256:")
             else:
                 digest = _copy_hashing(src, None)
-                if fs is not None:
-                    path = f"{remote.rstrip('/')}/{rel}"
-                    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-                    fs.put_file(str(src), path)
         except Exception as e:
             errors.append(f"output {rel}: {e}")
             continue
         records.append({"path": rel, "size": size, "digest": f"sha256:{digest}"})
     return records, errors
+
+
+def keep_log(log: Path, url: str) -> str | None:
+    """Copy the attempt's full log to ``url`` (the artifact store); what went wrong, if anything."""
+    if not log.exists():
+        return None
+    try:
+        from trainyard.artifacts.transfer import open_fs, put_file
+
+        fs, path = open_fs(url)
+        put_file(fs, log, path)
+    except Exception as e:  # the attempt's result matters more than a copy of its log
+        return f"log not kept at {url}: {e}"
+    return None

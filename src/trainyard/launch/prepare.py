@@ -97,15 +97,25 @@ def resolve_inputs(inputs: dict[str, str], cache: Path, work: Path) -> dict[str,
 
 
 def fetch_input(url: str, cache: Path) -> Path:
-    """Download ``url`` (a file or a folder) to ``cache/<hash>/<basename>``, once.
+    """Download ``url`` (a file or a folder) to ``cache/<key>/<basename>``, once per content.
 
-    Concurrent attempts wait on one lock; the download lands in a temporary
-    folder that is renamed into place, so a half-fetched input is never seen.
+    The key hashes the URL and the content's tag (ETags on S3, else sizes and times; see
+    :func:`trainyard.artifacts.transfer.content_tag`): a second job on this node with the same
+    input finds it here after one listing request, and a changed object is fetched again.
+    Concurrent attempts wait on one lock; the download lands in a temporary folder that is
+    renamed into place, so a half-fetched input is never seen. Files stream to disk.
     """
     import hashlib
     import shutil
 
-    key = hashlib.sha256(url.encode()).hexdigest()[:16]
+    from trainyard.artifacts.transfer import content_tag
+
+    import fsspec
+
+    fs, remote = fsspec.core.url_to_fs(url)
+    if not fs.exists(remote):
+        raise SetupError("not found")
+    key = hashlib.sha256(f"{url}\0{content_tag(fs, remote)}".encode()).hexdigest()[:16]
     name = url.rstrip("/").rsplit("/", 1)[-1] or "input"
     final = cache / key
     if (final / name).exists():
@@ -113,11 +123,6 @@ def fetch_input(url: str, cache: Path) -> Path:
     with file_lock(cache / f"{key}.lock"):
         if (final / name).exists():
             return final / name
-        import fsspec
-
-        fs, remote = fsspec.core.url_to_fs(url)
-        if not fs.exists(remote):
-            raise SetupError("not found")
         tmp = cache / f".{key}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)

@@ -8,6 +8,8 @@ same :mod:`trainyard.errors` exception the server raised; a server that cannot b
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -84,7 +86,28 @@ class Http:
         self.request("PUT", f"/api/v1/snapshots/{digest}", content=blob, headers={"Content-Type": "application/gzip"})
 
     def download(self, path: str, target: Path) -> None:
-        """Stream the file at ``path`` into ``target``."""
-        with self.stream("GET", path) as resp, open(target, "wb") as f:
-            for chunk in resp.iter_bytes():
-                f.write(chunk)
+        """Stream the file at ``path`` into ``target``, checked against the server's ``X-Digest``.
+
+        Written beside ``target`` and renamed when whole and intact: a cut stream or a corrupt
+        object (the server only learns of a wrong digest after the last byte) leaves nothing."""
+        part = target.with_name(f".{target.name}.part")
+        h = hashlib.sha256()
+        try:
+            with self.stream("GET", path) as resp, open(part, "wb") as f:
+                expected = resp.headers.get("X-Digest")
+                for chunk in resp.iter_bytes():
+                    h.update(chunk)
+                    f.write(chunk)
+        except httpx.TransportError as e:
+            part.unlink(missing_ok=True)
+            raise errors.ObjectCorrupt(f"{path}: the download broke off ({e}); the server's log names the "
+                                       "object in the artifact store") from None
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
+        got = f"sha256:{h.hexdigest()}"
+        if expected and got != expected:
+            part.unlink(missing_ok=True)
+            raise errors.ObjectCorrupt(f"{path}: received {got}, recorded {expected}: the stored object is "
+                                       "corrupt")
+        os.replace(part, target)

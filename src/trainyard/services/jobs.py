@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -11,7 +12,7 @@ from trainyard.artifact_paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
-from trainyard.errors import Forbidden, InvalidSpec, JobNotFound, NotFound, Unschedulable
+from trainyard.errors import Forbidden, InvalidSpec, JobNotFound, NotFound, StorageError, Unschedulable
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services.audit import AuditLog
 from trainyard.services.notify import Notifier, off_loop
@@ -21,6 +22,8 @@ from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, Met
 from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store.cache import Recent
+
+logger = logging.getLogger("trainyard.jobs")
 
 KEEP_ALIVE = 5.0  # seconds a log stream waits for news before it looks at the job again
 
@@ -158,9 +161,10 @@ class JobService:
         raise NotFound(f"job {job_id} has no output {path!r}", job_id=job_id, path=path)
 
     def open_output(self, job_id: str, path: str, caller: Caller = LOCAL_ADMIN) -> tuple[ArtifactInfo, Iterator[bytes]]:
-        """One output file's record and its bytes, read as they are sent."""
+        """One output file's record and its bytes, read as they are sent and checked against the record
+        (a missing object or one of the wrong size raises here, naming its key)."""
         info, url = self.output(job_id, path, caller)
-        return info, self.artifacts.iter_bytes(url)
+        return info, _ended_quietly(self.artifacts.read(url, info.size, info.digest))
 
     # -- watching (async: one waiter costs a future, not a thread) ----------------
 
@@ -206,3 +210,12 @@ class JobService:
                 yield LogEnd(job.status)
                 return
             await self.notifier.wait(job_id, seen, KEEP_ALIVE)
+
+
+def _ended_quietly(body: Iterator[bytes]) -> Iterator[bytes]:
+    """``body``, whose late failure (a wrong digest is known after the last byte) is logged with the
+    object's key, not raised: the response has started, and the client checks ``X-Digest`` itself."""
+    try:
+        yield from body
+    except StorageError as e:
+        logger.error("%s", e.message)

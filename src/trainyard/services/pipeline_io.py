@@ -77,15 +77,7 @@ def resolve_input(store: ArtifactStore, run_id: str, step: str, name: str, ref: 
 
 def put_value(store: ArtifactStore, text: str) -> str:
     """Write ``text`` once under its hash; its URL."""
-    key = "values/" + sha(text).replace(":", "-")
-    path = f"{store.root}/{key}"
-    if not store.fs.exists(path):
-        store.fs.makedirs(f"{store.root}/values", exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with store.fs.open(tmp, "wb") as f:
-            f.write(text.encode())
-        store.fs.mv(tmp, path)
-    return f"{store.url}/{key}"
+    return store.put_bytes("values/" + sha(text).replace(":", "-"), text.encode())
 
 
 def assemble(store: ArtifactStore, key: str, entries: dict[str, str]) -> str:

@@ -74,7 +74,7 @@ class Platform:
         self._on_lead: Callable[[], None] = lambda: None
         self.store = Store(settings.db_url)
         self.lease = lease or make_lease(settings.db_url)
-        self.artifacts = ArtifactStore(settings.artifacts_url)
+        self.artifacts = ArtifactStore(settings.artifacts_url, settings.storage_options)
         self.notifier = Notifier()
         self.engine = engine or make_engine(settings)
         self.scheduler = Scheduler()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import io
+from typing import IO
 
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.errors import InvalidSpec
@@ -23,11 +23,12 @@ class SnapshotService:
     def has(self, digest: str) -> bool:
         return valid_digest(digest) and self.artifacts.has_snapshot(digest)
 
-    def put(self, digest: str, body: bytes) -> str:
-        """Store ``body`` under ``digest`` (checked against it); returns its URL. Identical code is stored once."""
+    def put(self, digest: str, body: IO[bytes]) -> str:
+        """Store ``body`` (read as it is stored) under ``digest``, checked against it; returns its URL.
+        Identical code is stored once."""
         if not valid_digest(digest):
             raise _invalid("bad digest")
         try:
-            return self.artifacts.put_snapshot(io.BytesIO(body), digest)
+            return self.artifacts.put_snapshot(body, digest)
         except ValueError as e:
             raise _invalid(str(e)) from None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from trainyard.api.deps import CallerDep, PlatformDep
 from trainyard.auth.tokens import bearer
@@ -13,6 +15,7 @@ from trainyard.spec.records import NodeInfo
 from trainyard.spec.reports import LauncherReport, ReportAnswer
 
 router = APIRouter()
+SPOOL_IN_MEMORY = 8 << 20
 
 
 @router.get("/healthz", tags=["system"])
@@ -32,10 +35,16 @@ def has_snapshot(digest: str, p: PlatformDep) -> Response:
 
 @router.put("/api/v1/snapshots/{digest}", status_code=201, tags=["snapshots"])
 async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: CallerDep) -> dict[str, str]:
-    """Upload a code snapshot (tar.gz) under its sha256; identical code is stored once."""
+    """Upload a code snapshot (tar.gz) under its sha256; identical code is stored once.
+
+    The body is spooled (to disk past a few MiB), then streamed to the store off the event loop."""
     if not (caller.admin or caller.submit_teams()):
         raise Forbidden("only a user who may submit uploads code")
-    return {"digest": digest, "url": p.snapshots.put(digest, await request.body())}
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as body:
+        async for chunk in request.stream():
+            body.write(chunk)
+        body.seek(0)
+        return {"digest": digest, "url": await run_in_threadpool(p.snapshots.put, digest, body)}
 
 
 @router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"])

@@ -1,0 +1,181 @@
+"""Moving bytes in and out of an fsspec store so that only complete, checked objects ever appear.
+
+Shared by the server's artifact store and the launcher (which uploads outputs
+and logs from the node), so it imports nothing of trainyard but fsspec.
+
+- Object stores (S3 and the S3-compatible, GCS, Azure) publish an object only
+  when its single PUT or its multipart upload completes, and s3fs aborts the
+  multipart upload on an error: a file whose digest is known before it is sent
+  goes straight to its key. Elsewhere (a local or network folder) it is written
+  beside its key and renamed, so a reader never sees half a file.
+- A stream whose digest is only known at its end (an uploaded snapshot) is
+  always written to a temporary key, checked, then moved into place.
+- After an upload the stored size is compared with the bytes sent; the sha256 is
+  recorded with the file and checked again by every download.
+- Transient errors are retried by the filesystem itself (s3fs: botocore's
+  retries with backoff, on top of its own retries of throttling and 5xx).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+BLOCK = 1 << 20
+# reads: fewer, larger range requests (one per 8 MiB) are what make a streamed read keep up with
+# s3fs's own get_file; memory per stream stays about one block ahead plus one chunk
+READ_BLOCK, READ_CHUNK = 8 << 20, 2 << 20
+# protocols whose writes become visible whole, at the end, or not at all
+ATOMIC_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"}
+
+
+class Corrupt(ValueError):
+    """The bytes are not those recorded: wrong size or wrong digest."""
+
+
+def open_fs(url: str, storage: dict[str, dict] | None = None):  # noqa: ANN201
+    """``(filesystem, path)`` for ``url``, with the options ``storage`` holds for its protocol
+    (``{"s3": {"endpoint_url": ...}}``, the shape of ``fsspec.config.conf``)."""
+    import fsspec
+
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    return fsspec.core.url_to_fs(url, **dict((storage or {}).get(protocol, {})))
+
+
+def use_storage(storage: dict[str, dict] | None) -> None:
+    """Make ``storage`` the default options of every filesystem this process opens by URL
+    (the launcher: snapshots, inputs and outputs all follow the server's endpoint)."""
+    if not storage:
+        return
+    import fsspec.config
+
+    for protocol, options in storage.items():
+        fsspec.config.conf.setdefault(protocol, {}).update(options)
+
+
+def atomic_puts(fs) -> bool:  # noqa: ANN001
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return bool(ATOMIC_PROTOCOLS.intersection(protocols))
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(BLOCK):
+            h.update(block)
+    return f"sha256:{h.hexdigest()}"
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0]
+
+
+def _folder_for(fs, path: str) -> None:  # noqa: ANN001
+    """The folder ``path`` goes in, where there are folders: an object store has none, and s3fs
+    would create a missing bucket, hiding a typo or a deleted bucket."""
+    if not atomic_puts(fs):
+        fs.makedirs(_parent(path), exist_ok=True)
+
+
+def _temporary(path: str) -> str:
+    return f"{_parent(path)}/.{path.rsplit('/', 1)[-1]}.{uuid.uuid4().hex[:12]}.part"
+
+
+def _drop(fs, path: str) -> None:  # noqa: ANN001
+    try:
+        fs.rm_file(path)
+    except (FileNotFoundError, OSError):
+        pass
+
+
+def _check_size(fs, path: str, size: int) -> None:  # noqa: ANN001
+    stored = fs.size(path)
+    if stored != size:
+        raise Corrupt(f"{path}: stored {stored} bytes of {size}")
+
+
+def put_file(fs, src: Path, path: str) -> tuple[int, str]:  # noqa: ANN001
+    """Upload the local file ``src`` to ``path``; its size and ``sha256:`` digest.
+
+    Large files go up in parts (s3fs switches to a multipart upload by itself)."""
+    size, digest = src.stat().st_size, file_digest(src)
+    _folder_for(fs, path)
+    target = path if atomic_puts(fs) else _temporary(path)
+    try:
+        fs.put_file(str(src), target)
+        _check_size(fs, target, size)
+        if target != path:
+            fs.mv(target, path)
+    except BaseException:
+        _drop(fs, target)
+        raise
+    return size, digest
+
+
+def write_stream(fs, path: str, chunks: Iterable[bytes], expect: str | None = None) -> tuple[int, str]:  # noqa: ANN001
+    """Write ``chunks`` to ``path`` through a temporary key; moved into place only when the
+    size stored matches and the sha256 equals ``expect`` (when given), else ``Corrupt``."""
+    h, size = hashlib.sha256(), 0
+    _folder_for(fs, path)
+    tmp = _temporary(path)
+    try:
+        with fs.open(tmp, "wb") as f:
+            for chunk in chunks:
+                h.update(chunk)
+                f.write(chunk)
+                size += len(chunk)
+        digest = f"sha256:{h.hexdigest()}"
+        if expect is not None and digest != expect:
+            raise Corrupt(f"content does not match its digest ({digest}, expected {expect})")
+        _check_size(fs, tmp, size)
+        fs.mv(tmp, path)
+    except BaseException:
+        _drop(fs, tmp)
+        raise
+    return size, digest
+
+
+def chunks_of(stream: IO[bytes], block: int = BLOCK) -> Iterator[bytes]:
+    yield from iter(lambda: stream.read(block), b"")
+
+
+def read_checked(fs, path: str, size: int | None, digest: str | None, block: int = READ_CHUNK) -> Iterator[bytes]:  # noqa: ANN001
+    """The bytes at ``path`` as they are read; ``FileNotFoundError`` before the first one when it
+    is missing, ``Corrupt`` before the first (wrong size) or after the last (wrong digest)."""
+    if size is not None:
+        stored = fs.size(path)  # raises FileNotFoundError
+        if stored != size:
+            raise Corrupt(f"stored {stored} bytes, recorded {size}")
+    return _stream(fs, path, digest, block)
+
+
+def _stream(fs, path: str, digest: str | None, block: int) -> Iterator[bytes]:  # noqa: ANN001
+    h = hashlib.sha256()
+    with fs.open(path, "rb", block_size=max(block, READ_BLOCK)) as f:
+        while chunk := f.read(block):
+            h.update(chunk)
+            yield chunk
+    if digest is not None and f"sha256:{h.hexdigest()}" != digest:
+        raise Corrupt(f"read sha256:{h.hexdigest()}, recorded {digest}")
+
+
+
+def content_tag(fs, path: str) -> str:  # noqa: ANN001
+    """What changes when the object (or any object under the folder) at ``path`` changes: ETags
+    where the store has them (S3, MinIO, Ceph; GCS and Azure their own), else size and time.
+    One listing request, no download: the key of a node's input cache."""
+    import json
+
+    infos = fs.find(path, detail=True, withdirs=False) if fs.isdir(path) else {path: fs.info(path)}
+    tags = sorted((name.removeprefix(path), _tag(info)) for name, info in infos.items())
+    return hashlib.sha256(json.dumps(tags).encode()).hexdigest()
+
+
+def _tag(info: dict) -> str:
+    for field in ("ETag", "etag", "md5Hash", "content_md5"):
+        if info.get(field):
+            return f"{field}:{info[field]}"
+    when = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or info.get("created")
+    return f"size:{info.get('size')}:{when}"

@@ -1,0 +1,99 @@
+"""The artifact store on a real S3-compatible server (moto on loopback): writes that are whole or
+absent, reads checked against their records, and a plain error for a store that cannot be used."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+
+import pytest
+
+from tests.support.s3 import moto_s3, strict_moto_s3
+from trainyard.errors import ObjectCorrupt, ObjectMissing, StorageError
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with moto_s3() as server:
+        yield server
+
+
+def store_on(s3, bucket: str):  # noqa: ANN201
+    from trainyard.artifacts.store import ArtifactStore
+
+    return ArtifactStore(f"s3://{bucket}/ty", {"s3": {"endpoint_url": s3.endpoint}})
+
+
+def digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def test_probe_passes_and_leaves_nothing(s3):
+    bucket = s3.bucket()
+    store_on(s3, bucket).probe()
+    assert s3.keys(bucket) == []
+
+
+def test_snapshot_lands_under_its_digest_and_a_wrong_one_leaves_nothing(s3):
+    bucket = s3.bucket()
+    store, blob = store_on(s3, bucket), b"tarball" * 100_000
+    url = store.put_snapshot(io.BytesIO(blob), digest(blob))
+    key = f"ty/snapshots/{digest(blob).replace(':', '-')}.tar.gz"
+    assert url == f"s3://{bucket}/{key}" and s3.get(bucket, key) == blob
+    with pytest.raises(ValueError, match="does not match"):
+        store.put_snapshot(io.BytesIO(b"other"), digest(b"different"))
+    assert s3.keys(bucket) == [key]  # no temporary key left behind
+
+
+def test_read_streams_a_checked_object_and_names_the_key_of_a_bad_one(s3):
+    bucket = s3.bucket()
+    store, data = store_on(s3, bucket), b"x" * (3 << 20)
+    key = "ty/jobs/j1/1/outputs/model.bin"
+    s3.put(bucket, key, data)
+    url = f"s3://{bucket}/{key}"
+    assert b"".join(store.read(url, len(data), digest(data))) == data
+
+    s3.put(bucket, key, data[:-1])  # another size: refused before the first byte
+    with pytest.raises(ObjectCorrupt, match=f"object {url} is corrupt"):
+        store.read(url, len(data), digest(data))
+    s3.put(bucket, key, b"y" * len(data))  # same size, other bytes: known after the last one
+    with pytest.raises(ObjectCorrupt, match=f"object {url} is corrupt"):
+        b"".join(store.read(url, len(data), digest(data)))
+    s3.delete(bucket, key)
+    with pytest.raises(ObjectMissing, match=f"object {url} is missing"):
+        store.read(url, len(data), digest(data))
+
+
+def test_put_file_checks_the_stored_size_and_returns_the_digest(s3, tmp_path):
+    from trainyard.artifacts.transfer import open_fs, put_file
+
+    bucket = s3.bucket()
+    src = tmp_path / "weights.bin"
+    src.write_bytes(b"w" * 1_000_000)
+    fs, path = open_fs(f"s3://{bucket}/out/weights.bin", {"s3": {"endpoint_url": s3.endpoint}})
+    assert put_file(fs, src, path) == (1_000_000, digest(src.read_bytes()))
+    assert s3.get(bucket, "out/weights.bin") == src.read_bytes()
+
+
+def test_a_missing_bucket_is_a_plain_error(s3):
+    with pytest.raises(StorageError, match=r"s3://no-such-bucket-x/ty: cannot write \.trainyard-probe-"):
+        store_on(s3, "no-such-bucket-x").probe()
+
+
+def test_wrong_credentials_are_a_plain_error():
+    from trainyard.artifacts.store import ArtifactStore
+
+    with strict_moto_s3() as endpoint:
+        store = ArtifactStore("s3://b/ty", {"s3": {"endpoint_url": endpoint}})
+        with pytest.raises(StorageError, match="s3://b/ty: cannot write") as e:
+            store.probe()
+    assert "Traceback" not in e.value.message
+
+
+def test_an_unreachable_endpoint_is_a_plain_error():
+    from trainyard.artifacts.store import ArtifactStore
+
+    store = ArtifactStore("s3://b/ty", {"s3": {"endpoint_url": "http://127.0.0.1:9", "config_kwargs": {
+        "retries": {"max_attempts": 1}, "connect_timeout": 2}}})
+    with pytest.raises(StorageError, match="s3://b/ty: cannot write"):
+        store.probe()
