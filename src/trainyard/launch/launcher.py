@@ -178,9 +178,9 @@ class Launcher:
             reason, message = container.outcome(self.container, exit_code, reason, message, cfg.memory_limit,
                                                 self.log, stopped=self.cancelled is not None or reason == reasons.TIMEOUT)
         if sampler is not None:
+            # its summary (peak memory, mean GPU use) is what `trainyard show` prints from the samples;
+            # not a line in the job's log, which is the job's own output
             sampler.stop()
-            if summary := sampler.summary():
-                append_log(self.log, summary)
         reporter.exited()
         if reason == reasons.SUCCEEDED and cfg.env.get(envvars.OUTPUT_NAMES):
             reason, message = self._check_named_outputs(reason, message)

@@ -54,15 +54,6 @@ class Sampler:
             except Exception:  # noqa: BLE001 - a broken driver must not fail the attempt
                 pass
 
-    def summary(self) -> str | None:
-        """One line for the log: peak memory and mean GPU utilisation, if anything was sampled."""
-        if not self.peak_memory and not self.gpu_samples:
-            return None
-        text = f"resource use: peak memory {self.peak_memory / (1 << 20):.0f} MiB"
-        if self.gpu_samples:
-            text += f", mean GPU utilisation {self.gpu_util_sum / self.gpu_samples:.0f} %"
-        return text
-
     # -- the thread ------------------------------------------------------------
 
     def _run(self) -> None:
