@@ -131,7 +131,7 @@ def test_samples_give_resource_use_and_idle_gpus_flag_the_job(env, tmp_path):
     assert list(series(samples, "trainyard_job_gpu_utilization_percent", job_id=job.id).values()) == [0]
     assert list(series(samples, "trainyard_job_gpu_memory_usage_bytes", job_id=job.id).values()) == [2**30]
     # the system metrics sit next to the job's own
-    assert {"system/gpu_util", "system/memory_bytes", "system/cpu_percent"} <= {m.name for m in job.metrics()}
+    assert {"system/gpu_util", "system/memory_bytes", "system/cpu_percent"} <= {m.name for m in job.metrics(system=True)}
     report(tc, engine, attempt_id, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
     job.wait(timeout=5)
     gone = scrape(tc)

@@ -133,9 +133,8 @@ def show(job_id: JobArg, output: OutputOpt = Output.table) -> None:
             write(info.model_dump_json(indent=2) + "\n")
             return
         console.print(job_detail(info))
-        points = c.metrics(job_id)
-        if own := [p for p in points if not p.name.startswith("system/")]:  # system/…: the resource table's
-            console.print(metrics_table(own))
+        if points := c.metrics(job_id):  # the job's own; its system/… samples make the resource table
+            console.print(metrics_table(points))
         if used := resource_table(c.monitoring.job_usage(job_id)):
             console.print(used)
 

@@ -171,8 +171,10 @@ class Client:
                     except errors.ServerUnavailable:
                         pass
 
-    def metrics(self, job_id: str) -> list[MetricPoint]:
-        return [MetricPoint.model_validate(m) for m in self.http.request("GET", f"/api/v1/jobs/{job_id}/metrics").json()]
+    def metrics(self, job_id: str, system: bool = False) -> list[MetricPoint]:
+        """What the job logged; with ``system``, also its resource samples (``system/memory_bytes``, …)."""
+        return [MetricPoint.model_validate(m) for m in self.http.request(
+            "GET", f"/api/v1/jobs/{job_id}/metrics", params={"system": system}).json()]
 
     def outputs(self, job_id: str) -> list[ArtifactInfo]:
         return [ArtifactInfo.model_validate(a) for a in self.http.request("GET", f"/api/v1/jobs/{job_id}/outputs").json()]
@@ -251,8 +253,8 @@ class Job:
         chunks = (c.data for c in self.client.logs(self.id, follow=follow, attempt=attempt, replica=replica))
         return chunks if follow else "".join(chunks)
 
-    def metrics(self) -> list[MetricPoint]:
-        return self.client.metrics(self.id)
+    def metrics(self, system: bool = False) -> list[MetricPoint]:
+        return self.client.metrics(self.id, system)
 
     def outputs(self) -> list[ArtifactInfo]:
         return self.client.outputs(self.id)

@@ -137,9 +137,9 @@ class JobService:
         self.get(job_id, caller)  # raises JobNotFound for an unknown (or unseen) job
         return self.store.read_logs(job_id, after=after, attempt=attempt, replica=replica)
 
-    def metrics(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> list[MetricPoint]:
+    def metrics(self, job_id: str, caller: Caller = LOCAL_ADMIN, system: bool = False) -> list[MetricPoint]:
         self.get(job_id, caller)
-        return self.store.metrics(job_id)
+        return self.store.metrics(job_id, system)
 
     def outputs(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> list[ArtifactInfo]:
         self.get(job_id, caller)

@@ -142,9 +142,12 @@ class TelemetryMixin:
             self._record_usage(s, attempt, rep.index, new_rows)  # type: ignore[attr-defined]
         return pos
 
-    def metrics(self, job_id: str) -> list[MetricPoint]:
+    def metrics(self, job_id: str, system: bool = False) -> list[MetricPoint]:
+        """What the job logged; with ``system``, also the launcher's ``system/…`` resource samples."""
         with self.read() as s:  # type: ignore[attr-defined]
             q = select(t.Metric).where(t.Metric.job_id == job_id).order_by(t.Metric.id)
+            if not system:
+                q = q.where(t.Metric.name.not_like("system/%"))
             return [MetricPoint(attempt=m.attempt, replica=m.replica, step=m.step, name=m.name, value=m.value, ts=m.ts)
                     for m in s.scalars(q)]
 

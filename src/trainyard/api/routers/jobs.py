@@ -103,8 +103,9 @@ async def _sse(events: AsyncIterator[LogEvent | LogEnd]) -> AsyncIterator[Server
 
 
 @router.get("/{job_id}/metrics")
-def metrics(job_id: str, p: PlatformDep, caller: CallerDep) -> list[MetricPoint]:
-    return p.jobs.metrics(job_id, caller)
+def metrics(job_id: str, p: PlatformDep, caller: CallerDep,
+            system: bool = Query(False, description="also the launcher's system/… resource samples")) -> list[MetricPoint]:
+    return p.jobs.metrics(job_id, caller, system)
 
 
 @router.get("/{job_id}/outputs")
