@@ -67,7 +67,7 @@ class ClusterStore:
 
     def list(self, include_ended: bool = True, visible: Visible | None = None) -> list[ClusterRow]:
         c = t.DaskCluster.__table__.c
-        return self._rows((True if include_ended else c.status.in_(LIVE)) & _seen(visible))
+        return self._rows(_seen(visible) if include_ended else c.status.in_(LIVE) & _seen(visible))
 
     def live(self) -> list[ClusterRow]:
         return self.list(include_ended=False)
