@@ -90,7 +90,8 @@ class QueueService:
         if q is None and name != DEFAULT and self.models():
             mine = sorted({x.name for x in self.models() if caller.sees(x.team, None)} | {DEFAULT})
             raise InvalidSpec(errors=[{"field": "queue", "line": None, "where": "queue",
-                                       "message": f"unknown queue {name!r}; defined: {', '.join(mine)}"}])
+                                       "message": f"unknown queue {name!r}{suggestion(name, mine)} "
+                                                  f"(defined: {', '.join(mine)})"}])
         if q is not None:
             if caller.may(Action.SUBMIT, q.team):
                 return q.team
@@ -107,14 +108,6 @@ class QueueService:
             return None
         raise Forbidden("your role does not allow submitting (a viewer reads only)" if caller.teams
                         else "you belong to no team: an admin adds you to one", field="queue")
-
-    def check(self, name: str) -> None:
-        """Refuse a job for a queue nobody defined, once any queue is defined."""
-        names = {q.name for q in self.models()}
-        if names and name != DEFAULT and name not in names:
-            raise InvalidSpec(errors=[{"field": "queue", "line": None, "where": "queue",
-                                       "message": f"unknown queue {name!r}{suggestion(name, names | {DEFAULT})} "
-                                                  f"(defined: {', '.join(sorted(names | {DEFAULT}))})"}])
 
     def list(self, caller: Caller | None = None) -> list[QueueInfo]:
         """Every queue, or those of the caller's teams (and the implicit default queue)."""
