@@ -106,11 +106,14 @@ def test_every_status_change_is_an_event_with_who_caused_it(env):
         (None, "pending", "user"), ("pending", "starting", "scheduler"), ("starting", "running", "launcher"),
         ("running", "succeeded", "launcher")]
     assert all(b["ts"] >= a["ts"] for a, b in zip(events, events[1:]))
-    blocked = sdk.submit({"name": "big", "command": "true", "resources": {"gpu": 2, "cpu": 100}}) \
-        if False else sdk.submit({"name": "later", "command": "true", "queue": "default", "resources": {"cpu": 8}})
-    sdk.cancel(blocked.id)
-    last = tc.get(f"/api/v1/jobs/{blocked.id}/events").json()[-1]
-    assert last["new_status"] in ("cancelled", "cancelling") and last["actor"] == "user"
+    # a job that waits for room (a holder has the whole node), cancelled: the cancel is the user's
+    sdk.submit({"name": "holder", "command": "sleep", "resources": {"cpu": 8}})
+    launched(engine, 2)
+    later = sdk.submit({"name": "later", "command": "true", "resources": {"cpu": 8}})
+    sdk.cancel(later.id)
+    assert later.wait(timeout=10).status.value == "cancelled"
+    changes = [(e["old_status"], e["new_status"], e["actor"]) for e in tc.get(f"/api/v1/jobs/{later.id}/events").json()]
+    assert changes == [(None, "pending", "user"), ("pending", "cancelled", "user")]
     assert tc.get("/api/v1/jobs/j-nosuchjob/events").status_code == 404
 
 
