@@ -225,7 +225,9 @@ ck = pathlib.Path(os.environ["TRAINYARD_CHECKPOINT_DIR"]) / "step"
 start = int(ck.read_text()) + 1 if ck.exists() else 0
 print(f"resuming from {start}", flush=True)
 for i in range(start, 30):
-    ck.write_text(str(i)); print(f"step {i}", flush=True); time.sleep(0.2)
+    # written aside, then renamed: a node killed mid-write must not leave a torn checkpoint
+    (ck.parent / "step.tmp").write_text(str(i)); os.replace(ck.parent / "step.tmp", ck)
+    print(f"step {i}", flush=True); time.sleep(0.2)
 """
 
 
