@@ -84,3 +84,30 @@ def server(tmp_path):
     srv.start()
     yield srv
     srv.stop_all()
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Chromium for the session (Debian's, through Playwright)."""
+    from tests.support.browser import chromium_path
+
+    sync_api = need_module("playwright.sync_api", "pip install playwright")
+    path = chromium_path()
+    need(path is not None, "Chromium is not installed (apt-get install chromium)")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium):
+    """A fresh browser page (its own storage: no token left from another test) 1400×900; fails the
+    test on any uncaught error in the page's scripts."""
+    context = chromium.new_context(viewport={"width": 1400, "height": 900})
+    p = context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    yield p
+    context.close()
+    assert not errors, f"uncaught errors in the page: {errors}"

@@ -15,6 +15,7 @@ from trainyard.api.routers import clusters, identity, jobs, monitoring, pipeline
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
 from trainyard.spec.lines import field_loc
+from trainyard.ui import mount as mount_ui
 
 
 def create_app(platform: Platform, server_url: str | None = None,
@@ -47,6 +48,7 @@ def create_app(platform: Platform, server_url: str | None = None,
     app.include_router(clusters.router)
     app.include_router(monitoring.router)
     app.include_router(identity.router)
+    mount_ui(app)  # last: its page shell answers every path no router owns
 
     @app.exception_handler(TrainyardError)
     async def _trainyard_error(request: Request, exc: TrainyardError) -> JSONResponse:

@@ -7,7 +7,7 @@ covers what FastAPI serves outside the routers (``/docs``, ``/redoc``,
 - **Host.** A server on loopback answers only requests that name loopback:
   a web page on ``evil.example`` whose name a DNS server later points at
   127.0.0.1 (DNS rebinding) is refused before it reaches any route.
-- **Token.** Every path but ``/healthz`` needs ``Authorization: Bearer
+- **Token.** Every path but ``/healthz`` and the web UI's shell and assets (no data) needs ``Authorization: Bearer
   <token>``: the server's own token (the local admin, compared in memory)
   or, with ``--auth``, a user's API token (one indexed lookup, in a worker
   thread, its answer reused for two seconds). The caller found is left in the scope for the routes
@@ -25,6 +25,7 @@ from anyio.to_thread import run_sync
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.auth.tokens import bearer
 from trainyard.errors import AttemptUnauthorized, TrainyardError, Unauthorized
+from trainyard.ui import is_page
 
 OPEN_PATHS = frozenset({"/healthz"})
 OWN_AUTH_PREFIX = "/internal/"
@@ -63,7 +64,7 @@ class Guard:
             return await _refuse(send, MisdirectedHost(), websocket=websocket)
         path = scope["path"]
         caller: Caller | None = LOCAL_ADMIN
-        if self.required and path not in OPEN_PATHS:
+        if self.required and path not in OPEN_PATHS and not is_page(path):
             sent = bearer(_text(headers.get(b"authorization")))
             if path.startswith(OWN_AUTH_PREFIX):  # a launcher's credential is checked with its report
                 if sent is None:

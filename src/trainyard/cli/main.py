@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainyard.cli import admin, clusters, doctor, events, init, jobs, pipelines, queues, tokens, top, toplevel, usage
+from trainyard.cli import admin, clusters, doctor, events, init, jobs, pipelines, queues, tokens, top, toplevel, ui, usage
 from trainyard.cli import server as server_cmd
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.render import nodes_table
@@ -28,6 +28,7 @@ app.command()(init.init)
 app.command()(top.top)
 app.command()(events.events)
 app.command()(usage.usage)
+app.command()(ui.ui)
 app.add_typer(server_cmd.app, name="server")
 app.add_typer(queues.app, name="queue")
 app.add_typer(pipelines.app, name="pipeline")

@@ -40,6 +40,7 @@ class Http:
     def __init__(self, server: str, token: str | None, *, transport: httpx.BaseTransport | None = None,
                  timeout: float = 30.0) -> None:
         self.server = server
+        self.token = token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.Client(base_url=server, transport=transport, headers=headers, timeout=timeout)
 

@@ -1,0 +1,93 @@
+// The router: a path picks a page module under pages/; each exports
+//   render(root, {params, query}) -> optional cleanup function
+// Links inside the app navigate without reloading; the query string is the page's state
+// (filters, sort, selection), so reload and shared links show the same view.
+import { api, takeTokenFromHash, toast, token } from "./api.js";
+
+const ROUTES = [
+  [/^\/$/, "jobs"],
+  [/^\/jobs\/?$/, "jobs"],
+  [/^\/jobs\/([^/]+)$/, "job", ["id"]],
+  [/^\/compare\/?$/, "compare"],
+  [/^\/pipelines\/?$/, "pipelines"],
+  [/^\/pipelines\/([^/]+)$/, "pipeline", ["id"]],
+  [/^\/queues\/?$/, "queues"],
+  [/^\/nodes\/?$/, "nodes"],
+  [/^\/submit\/?$/, "submit"],
+  [/^\/services\/?$/, "services"],
+  [/^\/services\/([^/]+)$/, "service", ["name"]],
+  [/^\/login\/?$/, "login"],
+];
+
+let cleanup = null;
+let seq = 0;
+
+function match(path) {
+  for (const [re, page, names = []] of ROUTES) {
+    const m = path.match(re);
+    if (m) return { page, params: Object.fromEntries(names.map((n, i) => [n, decodeURIComponent(m[i + 1])])) };
+  }
+  return null;
+}
+
+export async function show() {
+  const mine = ++seq;
+  if (cleanup) { try { cleanup(); } catch (e) { console.error(e); } cleanup = null; }
+  const root = document.getElementById("app");
+  const route = match(location.pathname);
+  document.querySelectorAll("#nav a").forEach((a) => {
+    a.classList.toggle("active", route && (a.dataset.nav === route.page || a.dataset.nav + "s" === route.page
+      || (a.dataset.nav === "jobs" && route.page === "job") || (a.dataset.nav === "pipelines" && route.page === "pipeline")));
+  });
+  if (!route) {
+    root.replaceChildren(Object.assign(document.createElement("p"), { className: "error", textContent: `No page at ${location.pathname}` }));
+    return;
+  }
+  try {
+    const mod = await import(`./pages/${route.page}.js`);
+    if (mine !== seq) return;  // the user went elsewhere while it loaded
+    root.replaceChildren();
+    const query = new URLSearchParams(location.search);
+    cleanup = (await mod.render(root, { params: route.params, query })) || null;
+  } catch (e) {
+    if (mine !== seq) return;
+    console.error(e);
+    const p = Object.assign(document.createElement("p"), { className: "error", textContent: `This page failed: ${e.message}` });
+    root.replaceChildren(p);
+  }
+}
+
+// Go to `url` inside the app (pushState), or replace the current entry (filters changing)
+export function navigate(url, { replace = false } = {}) {
+  history[replace ? "replaceState" : "pushState"](null, "", url);
+  show();
+}
+
+document.addEventListener("click", (e) => {
+  const a = e.target.closest("a");
+  if (!a || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || a.target || a.hasAttribute("download")) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin || url.pathname.startsWith("/api/") || url.pathname.startsWith("/serve/")) return;
+  e.preventDefault();
+  navigate(url.pathname + url.search);
+});
+window.addEventListener("popstate", show);
+
+window.addEventListener("trainyard:unauthorized", () => {
+  if (location.pathname !== "/login") navigate(`/login?next=${encodeURIComponent(location.pathname + location.search)}`);
+});
+
+async function whoami() {
+  const el = document.getElementById("who");
+  try {
+    const me = await api("whoami");
+    el.textContent = me.user || "";
+    el.title = "signed in";
+  } catch (e) {
+    if (e.status !== 401) toast(e, { once: true });
+  }
+}
+
+takeTokenFromHash();
+show();
+if (token() || location.pathname !== "/login") whoami();

@@ -1,0 +1,39 @@
+"""The web UI's shell: served by the server itself at every page path, without a token (it holds no
+data), signing in with a token, and the API's own paths never answered with the shell."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.support.browser import signed_in
+
+
+def test_pages_are_served_without_a_token_and_data_is_not(server):
+    for path in ("/", "/jobs/abc?status=running", "/pipelines", "/ui/app.js", "/ui/style.css"):
+        r = httpx.get(server.url + path)
+        assert r.status_code == 200, (path, r.status_code)
+    assert "text/html" in httpx.get(server.url + "/queues").headers["content-type"]
+    assert httpx.get(server.url + "/api/v1/jobs").status_code == 401
+    # the API's own paths keep their JSON errors: a typo is not answered with a page
+    r = httpx.get(server.url + "/api/v1/no-such-thing", headers=server.headers)
+    assert r.status_code == 404 and r.headers["content-type"].startswith("application/json")
+    assert httpx.get(server.url + "/ui/no-such-asset.js").status_code == 404
+
+
+def test_the_token_in_the_address_signs_in_and_leaves_the_address_bar(server, page):
+    page.goto(signed_in(server.url, server.token, "/login"))
+    page.wait_for_function("document.getElementById('who').textContent.length > 0")
+    assert "token" not in page.url
+    assert page.evaluate("localStorage.getItem('trainyard.token')") == server.token
+
+
+def test_a_page_without_a_token_asks_for_one_and_a_pasted_token_signs_in(server, page):
+    page.goto(server.url + "/login?next=/nodes")
+    page.fill("input[name=token]", "not-a-token")
+    page.click("button[type=submit]")
+    page.wait_for_selector(".toast")
+    assert "not valid" in page.inner_text("#toasts")
+    page.fill("input[name=token]", server.token)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/nodes")
+    assert page.inner_text("#who") == "local"
