@@ -120,3 +120,22 @@ def test_real_nvml_samples_the_gpus_where_there_are_some(tmp_path):
     s.stop()
     assert 0 <= values["system/gpu_util"] <= 100 and values["system/gpu_memory_bytes"] > 0
     assert os.path.exists(tmp_path) and all(f"system/gpu{i}_util" in values for i in range(count))
+
+
+def test_with_a_root_only_that_tree_is_sampled_and_nothing_before_it_is_known(tmp_path, child):
+    """As in a container: the job's processes under its first one, not the rest of the launcher's children."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # the runtime's client, say
+    try:
+        known: list[int | None] = [None]
+        s = Sampler(str(tmp_path / "m.jsonl"), [], every=1, root=lambda: known[0])
+        assert s.sample(psutil) == {}  # not up yet: no sample, rather than a zero
+        known[0] = child.pid
+        values = s.sample(psutil)
+        held = psutil.Process(child.pid).memory_info().rss
+        assert abs(values["system/memory_bytes"] - held) < 1 << 20  # the child's alone; `other` is not in it
+        child.kill()
+        child.wait()
+        assert s.sample(psutil)["system/memory_bytes"] == 0  # ended: an empty tree
+    finally:
+        other.kill()
+        other.wait()

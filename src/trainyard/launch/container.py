@@ -144,6 +144,19 @@ class Container:
         except (OSError, subprocess.TimeoutExpired, ValueError):
             return {}
 
+    def pid(self) -> int | None:
+        """The host pid of the container's first process (its init), once it runs; else None.
+
+        What the resource sampler samples (with its descendants): the job's own processes, not the
+        runtime's client in the launcher's tree."""
+        try:
+            out = subprocess.run([self.runtime, "inspect", "--format", "{{.State.Pid}}", self.name],
+                                 capture_output=True, text=True, timeout=30)
+            pid = int(out.stdout.strip()) if out.returncode == 0 else 0
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            return None
+        return pid if pid > 0 else None
+
     def remove(self) -> None:
         """Stop and remove the container now; nothing is left in ``podman ps -a``. Idempotent."""
         remove(self.runtime, self.name)

@@ -170,7 +170,9 @@ class Launcher:
         reporter.started(self.proc.pid)
         from trainyard.launch import sampling  # after the spawn: nothing on the path to the command's start
 
-        sampler = sampling.start(str(self.metrics), cfg.gpus, cfg.sample_every)
+        # in an image: the container's processes, not the runtime's client that is the launcher's child
+        sampler = sampling.start(str(self.metrics), cfg.gpus, cfg.sample_every,
+                                 root=self.container.pid if self.container is not None else None)
         exit_code, reason, message = self._supervise(self.proc)
         if self.container is not None:
             from trainyard.launch import container

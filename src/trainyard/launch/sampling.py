@@ -8,6 +8,13 @@ so the reporter sends it with the job's own metrics and the server stores it
 next to them. One ``write`` per line on an ``O_APPEND`` file: the job's own
 lines and these never tear each other.
 
+In a container (``launch.container``) the tree is the container's own: its
+first process (``State.Pid`` from the runtime) and its descendants, not the
+runtime's client or monitor (``podman``, ``conmon``), which the launcher's tree
+also holds and whose memory is not the job's; docker's containers are not in
+the launcher's tree at all. The runtime is asked for that pid once, when the
+container is up.
+
 GPUs are read through NVML (``pynvml`` from nvidia-ml-py) when the replica has
 any and the library loads; ``nvml`` is the seam tests pass a fake through.
 """
@@ -18,17 +25,24 @@ import json
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 FIRST_AFTER = 1.0  # seconds after the start: a job that ends sooner was not worth sampling
 PREFIX = "system/"
 
 
 class Sampler:
-    """Samples the launcher's descendants (the launcher is their subreaper: daemons included)."""
+    """Samples the launcher's descendants (the launcher is their subreaper: daemons included).
 
-    def __init__(self, metrics_path: str, gpus: list[str], every: float, nvml: Any = None) -> None:
+    ``root``, when given, says whose tree instead: a callable that returns the pid of the
+    container's first process, or None while it is not known yet (no sample then).
+    """
+
+    def __init__(self, metrics_path: str, gpus: list[str], every: float, nvml: Any = None,
+                 root: Callable[[], int | None] | None = None) -> None:
         self.metrics_path = metrics_path
+        self.root = root
+        self._root_pid: int | None = None
         self.gpus = [str(g) for g in gpus]
         self.every = every
         self.nvml = nvml
@@ -64,7 +78,9 @@ class Sampler:
         self._open_gpus()
         while True:
             try:
-                self._write(self.sample(psutil))
+                values = self.sample(psutil)
+                if values:
+                    self._write(values)
             except Exception:  # noqa: BLE001 - sampling is best effort; the attempt goes on
                 pass
             if self._stop.wait(self.every):
@@ -88,13 +104,29 @@ class Sampler:
         except Exception:  # noqa: BLE001 - no driver, or a GPU id NVML does not know: no GPU samples
             self._handles = []
 
+    def _tree(self, psutil: Any) -> list[Any] | None:
+        """The processes to sample; None while a container's first process is not known yet."""
+        if self.root is None:
+            return psutil.Process(os.getpid()).children(recursive=True)
+        if self._root_pid is None:
+            self._root_pid = self.root()
+            if self._root_pid is None:
+                return None
+        try:
+            top = self._procs.get(self._root_pid) or psutil.Process(self._root_pid)
+            return [top, *top.children(recursive=True)]
+        except psutil.Error:  # the container has ended
+            return []
+
     def sample(self, psutil: Any) -> dict[str, float]:
-        """One sample of the tree and the GPUs, as ``system/…`` values."""
-        me = psutil.Process(os.getpid())
+        """One sample of the tree and the GPUs, as ``system/…`` values ({} when there is nothing to sample yet)."""
+        tree = self._tree(psutil)
+        if tree is None:
+            return {}
         live: dict[int, Any] = {}
         cpu = 0.0
         memory = 0
-        for p in me.children(recursive=True):
+        for p in tree:
             proc = self._procs.get(p.pid, p)
             try:
                 with proc.oneshot():
@@ -141,8 +173,9 @@ class Sampler:
             os.close(fd)
 
 
-def start(metrics_path: str, gpus: list[str], every: float | None) -> Sampler | None:
-    """A running sampler, or None when sampling is off (``every`` 0 or None)."""
+def start(metrics_path: str, gpus: list[str], every: float | None,
+          root: Callable[[], int | None] | None = None) -> Sampler | None:
+    """A running sampler, or None when sampling is off (``every`` 0 or None); ``root``: see :class:`Sampler`."""
     if not every or every <= 0:
         return None
-    return Sampler(metrics_path, gpus, every).start()
+    return Sampler(metrics_path, gpus, every, root=root).start()
