@@ -35,8 +35,10 @@ def python_image():
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """One podman server for the module (a start costs seconds on a busy machine); each test uses its own jobs."""
-    srv = ServerProcess(tmp_path_factory.mktemp("containers") / "home",
-                        ["--cpus", "4", "--memory", "4Gi", "--container-runtime", "podman"])
+    base = tmp_path_factory.mktemp("containers")
+    (base / "server.yaml").write_text("sample_every: 1\n")  # resource samples soon enough for a short job
+    srv = ServerProcess(base / "home", ["--cpus", "4", "--memory", "4Gi", "--container-runtime", "podman",
+                                        "--config", str(base / "server.yaml")])
     srv.start()
     yield srv
     srv.stop_all()
@@ -102,6 +104,55 @@ def test_a_server_sigkill_and_restart_finds_the_running_container_again(server, 
     assert info.status.value == "succeeded" and len(info.attempts) == 1
     assert c.job(job.id).logs().splitlines() == [f"line {i}" for i in range(1, 16)]
     assert containers_of(job.id) == []
+
+
+PYTORCHJOB = """\
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: two-images}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: MASTER
+              command: [sh, -c, 'echo "rank $RANK in $(cat /image-name)"']
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: WORKER
+              command: [sh, -c, 'echo "rank $RANK in $(cat /image-name)"']
+"""
+
+
+def test_a_pytorchjob_runs_each_replica_in_its_own_image(server, tmp_path):
+    master, worker = images.busybox_image("master"), images.busybox_image("worker")
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(PYTORCHJOB.replace("MASTER", master).replace("WORKER", worker))
+    job = server.client().submit(manifest)
+    info = job.wait(timeout=90)
+    assert info.status.value == "succeeded", job.logs()
+    assert sorted(job.logs().splitlines()) == ["rank 0 in master", "rank 1 in worker"]
+    assert containers_of(job.id) == []
+
+
+def test_resource_samples_are_of_the_containers_processes(server, python_image):
+    """The job's memory shows in ``system/memory_bytes``; podman's own client (tens of MiB) does not."""
+    hold = 150 << 20
+    job = server.client().submit({
+        "name": "holder", "image": python_image, "resources": {"cpu": 1},
+        "command": ["python3", "-c", f"x = bytearray({hold}); x[::4096] = b'1' * len(x[::4096]); "
+                                     "print('holding', flush=True); import time; time.sleep(6)"]})
+    info = job.wait(timeout=90)
+    assert info.status.value == "succeeded", job.logs()
+    samples = [m.value for m in job.metrics(system=True) if m.name == "system/memory_bytes"]
+    assert samples and hold <= max(samples) < hold + (25 << 20), samples  # the bytes, python3 and its init
 
 
 GLOO = textwrap.dedent("""\

@@ -35,15 +35,17 @@ def _import(tar: Path, tag: str) -> str:
     return tag
 
 
-def busybox_image() -> str:
-    """``localhost/trainyard-test/busybox:<recipe hash>``, built if missing."""
+def busybox_image(marker: str | None = None) -> str:
+    """``localhost/trainyard-test/busybox:<recipe hash>``, built if missing.
+
+    With ``marker``, an image of its own whose ``/image-name`` holds it: tests tell images apart by it."""
     binary = Path(BUSYBOX).read_bytes()
-    key = hashlib.sha256(binary + ",".join(APPLETS).encode()).hexdigest()[:12]
-    tag = f"localhost/trainyard-test/busybox:{key}"
+    key = hashlib.sha256(binary + ",".join(APPLETS).encode() + (marker or "").encode()).hexdigest()[:12]
+    tag = f"localhost/trainyard-test/busybox{'-' + marker if marker else ''}:{key}"
     if _exists(tag):
         return tag
     CACHE.mkdir(parents=True, exist_ok=True)
-    tar_path = CACHE / f"busybox-{key}.tar"
+    tar_path = CACHE / f"busybox-{marker + '-' if marker else ''}{key}.tar"
     if not tar_path.exists():
         tmp = tar_path.with_suffix(".tmp")
         with tarfile.open(tmp, "w") as tar:
@@ -54,6 +56,10 @@ def busybox_image() -> str:
             info = tarfile.TarInfo("bin/busybox")
             info.size, info.mode = len(binary), 0o755
             tar.addfile(info, io.BytesIO(binary))
+            if marker:
+                info = tarfile.TarInfo("image-name")
+                info.size, info.mode = len(marker) + 1, 0o644
+                tar.addfile(info, io.BytesIO(marker.encode() + b"\n"))
             for applet in APPLETS:
                 link = tarfile.TarInfo(f"bin/{applet}")
                 link.type, link.linkname = tarfile.SYMTYPE, "busybox"

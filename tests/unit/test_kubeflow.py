@@ -263,3 +263,20 @@ def test_load_job_keeps_line_numbers_for_a_broken_manifest(tmp_path):
     with pytest.raises(InvalidSpec) as exc:
         load_job(path)
     assert exc.value.errors[0]["where"] == f"{path}:35 spec.pytorchReplicaSpecs.Worker.replicas"
+
+
+def test_each_replica_keeps_its_own_image():
+    c = convert(manifest("image: reg/master:1\n", worker="image: reg/worker:2\n"))
+    assert (c.spec.image, c.spec.worker_image) == ("reg/master:1", "reg/worker:2")
+    assert [c.spec.image_of(r) for r in range(c.spec.replicas)] == ["reg/master:1", "reg/worker:2"]
+    assert not any("Master's image" in w["message"] for w in c.warnings)
+    same = convert(manifest("image: reg/one:1\n", worker="image: reg/one:1\n"))
+    assert same.spec.worker_image is None and same.spec.image_of(1) == "reg/one:1"
+
+
+def test_a_worker_image_without_a_master_image_is_named():
+    errs = errors_of(manifest("", worker="image: reg/worker:2\n"))
+    assert errs[0]["field"] == "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].image"
+    assert "Master needs one too" in errs[0]["message"]
+    with pytest.raises(ValueError, match="worker_image needs an image"):
+        JobSpec(command="x", worker_image="reg/worker:2")

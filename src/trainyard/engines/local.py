@@ -85,8 +85,9 @@ class LocalEngine(Engine):
         config.venv_cache = config.venv_cache or str(self.home / "venvs")
         config.input_cache = config.input_cache or str(self.home / "cache" / "inputs")
         config.checkpoint_dir = config.checkpoint_dir or str(self.home / "checkpoints" / attempt.job_id)
-        if spec.image and (found := self.runtime()) is not None:
-            config.container = {"runtime": found.path, "kind": found.kind, "image": spec.image,
+        image = spec.image_of(replica)  # a PyTorchJob's Workers keep their own image
+        if image and (found := self.runtime()) is not None:
+            config.container = {"runtime": found.path, "kind": found.kind, "image": image,
                                 "pull_policy": spec.image_pull_policy, "cpus": spec.resources.cpu}
         if config.run_as:  # the job, as its own account, passes through to its folders (launch.runas)
             traversable(workdir, self.home)

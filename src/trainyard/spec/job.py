@@ -6,7 +6,7 @@ import re
 import shutil
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from trainyard.spec.params import check_finite, refs, render, substitute
 from trainyard.spec.units import (INT32_MAX, Bytes, Cores, Count, Priority, Seconds, parse_cpu, parse_duration,
@@ -101,6 +101,9 @@ class JobSpec(Strict):
         "refuse", description="where no container runtime is: refuse the job at submit; run it on the host as a "
                               "job with no env would (PyTorchJob manifests); or on the host in a fresh, empty "
                               "virtualenv with pip (Kubeflow component steps)")
+    worker_image: str | None = Field(
+        None, description="image of replicas 1, 2, … where it differs from `image` (a PyTorchJob's Worker); "
+                          "replica 0 runs in `image`")
     env_vars: dict[str, str] = Field(default_factory=dict, description="plain environment variables for the command")
     params: dict[str, Any] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
@@ -130,6 +133,13 @@ class JobSpec(Strict):
     def _command(cls, v: Any) -> Any:
         if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
             raise ValueError("command must not be empty")
+        return v
+
+    @field_validator("worker_image")
+    @classmethod
+    def _worker_image(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and not info.data.get("image"):
+            raise ValueError("a worker_image needs an image for replica 0 (the master)")
         return v
 
     @field_validator("inputs")
@@ -177,6 +187,10 @@ class JobSpec(Strict):
     def param_refs(self) -> list[str]:
         parts = [self.command] if isinstance(self.command, str) else self.command
         return [m for p in parts for m in refs(p)]
+
+    def image_of(self, replica: int) -> str | None:
+        """The image replica ``replica`` runs in (``worker_image`` for replicas 1, 2, … where given)."""
+        return self.worker_image if replica > 0 and self.worker_image else self.image
 
     def argv(self) -> list[str]:
         """The command with ``{{params.x}}`` substituted; a string runs in a shell.

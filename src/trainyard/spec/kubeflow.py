@@ -17,11 +17,13 @@ pod ``nodeSelector``                                   ``resources.node_selector
 annotation ``trainyard.io/workdir``                    ``workdir`` (where the code is)
 container ``env`` (``name``/``value``)                 :attr:`Converted.env_vars`
 container ``image``                                    ``image`` (and :attr:`Converted.image`)
+the Worker's ``image`` where it differs                ``worker_image``
 container ``imagePullPolicy``                          ``image_pull_policy``
 =====================================================  ==================================
 
 The container is the one named ``pytorch`` (as the training operator wants),
-else the first. Every replica runs like the Master; where a Worker differs, a
+else the first. Each replica keeps its own image; otherwise every replica runs
+like the Master, and where a Worker differs (command, env, resources), a
 warning says so. ``image`` is kept with ``image_fallback: host``: the command
 runs in the image where a container runtime is, else on the host as before.
 Kubernetes ignores ``trainyard.io/*`` annotations, so one manifest serves both.
@@ -183,6 +185,13 @@ class _Converter:
             out["image_fallback"] = "host"
             self.warn(master["path"] + ("image",), f"image {master['image']}: runs in it where a container "
                       "runtime is (podman, docker), else on the host in the job's env")
+        worker = replicas.get("Worker")
+        if worker and worker["count"] and worker["image"] and worker["image"] != master["image"]:
+            if not master["image"]:
+                self.error(master["path"] + ("image",), "field required: the Worker names an image, so the "
+                           "Master needs one too")
+                self.fail()
+            out["worker_image"], self.origin["worker_image"] = worker["image"], worker["path"] + ("image",)
         if master["pull_policy"]:
             out["image_pull_policy"] = master["pull_policy"]
         env = master["env"]
@@ -323,8 +332,7 @@ class _Converter:
         m_res, w_res = dict(master["resources"]), dict(worker["resources"])
         m_sel, w_sel = m_res.pop("node_selector"), w_res.pop("node_selector")
         path = worker["path"]  # ...template.spec.containers[i]
-        for key, a, b, where in (("image", master["image"], worker["image"], path + ("image",)),
-                                 ("command and args", master["command"], worker["command"], path + ("command",)),
+        for key, a, b, where in (("command and args", master["command"], worker["command"], path + ("command",)),
                                  ("env", master["env"], worker["env"], path + ("env",)),
                                  ("resources", m_res, w_res, path + ("resources",)),
                                  ("nodeSelector", m_sel, w_sel, path[:-2] + ("nodeSelector",))):
