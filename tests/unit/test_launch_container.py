@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainyard.engines import runtime
-from trainyard.launch.container import TRAINYARD_MOUNT, Container, container_name
+from trainyard.launch.container import TRAINYARD_MOUNT, Container, container_name, runtime_failure_hint
 
 
 def box(kind: str, **extra) -> Container:
@@ -62,3 +62,26 @@ def test_a_client_whose_daemon_does_not_answer_is_not_a_runtime(tmp_path, monkey
     assert runtime.find("none") is None
     with pytest.raises(ValueError, match="choose one of auto, podman, docker, none"):
         runtime.find("lxc")
+
+
+@pytest.mark.parametrize("said, change", [
+    # the first two as podman said them on this host (a sandbox without systemd); crun's, one of its kind
+    ("Error: OCI runtime error: runc: runc create failed: unable to start container process: error during "
+     "container init: error setting rlimits for ready process: error setting rlimit type 7: operation not permitted",
+     "default_ulimits = []"),
+    ("Error: OCI runtime error: runc: runc create failed: systemd not running on this host, cannot use systemd "
+     "cgroups manager", 'cgroup_manager = "cgroupfs"'),
+    ("Error: OCI runtime error: crun: opening file `memory.max` for writing: No such file or directory",
+     'runtime = "runc"'),
+])
+def test_a_runtime_that_cannot_start_containers_here_is_told_what_to_change(tmp_path, said, change):
+    log = tmp_path / "log"
+    log.write_text('time="2026" level=warning msg="Failed to add conmon to systemd sandbox cgroup"\n' + said + "\n")
+    hint = runtime_failure_hint(log)
+    assert change in hint and "containers.conf" in hint and hint.endswith(f"(it said: {said})")
+
+
+def test_any_other_runtime_error_is_passed_on_in_its_own_words(tmp_path):
+    log = tmp_path / "log"
+    log.write_text("Error: no such command\nError: executable file `nope` not found in $PATH\n")
+    assert runtime_failure_hint(log) == "Error: executable file `nope` not found in $PATH"

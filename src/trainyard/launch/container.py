@@ -35,9 +35,16 @@ TRAINYARD_MOUNT = "/opt/trainyard/python"  # `import trainyard` inside: the host
 NAME_PREFIX = "trainyard-"
 # the host's own interpreter and tools mean nothing inside the image
 _HOST_ONLY = {"PATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH", "HOME", "LD_LIBRARY_PATH"}  # PYTHONPATH: composed
-RLIMIT_HINT = ("the container runtime could not set rlimits here (a sandbox that cannot raise them): set "
-               "`[containers] default_ulimits = []` in /etc/containers/containers.conf (podman), "
-               "or start the server with --container-runtime none")
+_CONF = "in /etc/containers/containers.conf (podman), or start the server with --container-runtime none"
+# what the runtime says when this host cannot do what its defaults ask -> what to change
+HINTS = (
+    ("rlimit", "the container runtime could not set rlimits here (a sandbox that cannot raise them): set "
+               f"`[containers] default_ulimits = []` {_CONF}"),
+    ("cannot use systemd cgroups manager", "the runtime wants systemd for cgroups and systemd does not run "
+               f"here: set `[engine] cgroup_manager = \"cgroupfs\"` {_CONF}"),
+    ("crun", "crun failed to start the container (it fails on hosts with hybrid cgroups): install runc and set "
+             f"`[engine] runtime = \"runc\"` {_CONF}"),
+)
 
 
 class PullError(Exception):
@@ -225,10 +232,12 @@ def runtime_failure_hint(log: Path) -> str | None:
             tail = f.read().decode(errors="replace")
     except OSError:
         return None
-    if "rlimit" in tail:
-        return RLIMIT_HINT
     lines = [x for x in tail.splitlines() if x.startswith("Error")]
-    return lines[-1] if lines else None
+    said = lines[-1] if lines else None
+    for needle, hint in HINTS:
+        if needle in (said or tail):
+            return f"{hint} (it said: {said})" if said else hint
+    return said
 
 
 def _distinct(paths: list[str]) -> list[str]:
