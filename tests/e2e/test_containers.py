@@ -56,8 +56,9 @@ def test_a_job_in_an_image_writes_an_output_that_download_returns(server, busybo
     info = job.wait(timeout=60)
     assert info.status.value == "succeeded", job.logs()
     assert job.logs().splitlines() == ["no-os-release", "done"]  # busybox's files, not the host's
-    out = job.download(tmp_path / "dl")
-    assert (out / "greeting.txt").read_text() == f"hello from {job.id}\n"
+    r = server.cli("download", job.id, "--to", str(tmp_path / "dl"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "dl" / "greeting.txt").read_text() == f"hello from {job.id}\n"
     assert containers_of(job.id) == []
 
 

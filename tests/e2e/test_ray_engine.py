@@ -70,6 +70,18 @@ def released(cluster, attempt_id: str) -> bool:
     return bool(pgs) and all(p.state == "REMOVED" for p in pgs) and not live_actors(cluster, attempt_id)
 
 
+def test_an_image_is_refused_at_submit_naming_the_field_and_not_stored(server):
+    from trainyard.errors import Unsupported
+
+    c = server.client()
+    with pytest.raises(Unsupported, match="`image` is not supported there") as exc:
+        c.submit(py_job("pass", image="python:3.11"))
+    assert exc.value.details.get("field") == "image"
+    assert c.jobs().items == []
+    r = server.cli("run", "--image", "python:3.11", "--", "true")  # as a user meets it
+    assert r.returncode != 0 and "image" in r.stderr
+
+
 SHOW_PLACE = "import os; print('CUDA', repr(os.environ.get('CUDA_VISIBLE_DEVICES')), flush=True)"
 
 
