@@ -169,9 +169,13 @@ GLOO = textwrap.dedent("""\
 
 
 def test_two_replicas_in_an_image_rendezvous_over_gloo(server, python_image):
-    """The image's Debian python3 imports this venv's torch, mounted read-only as an input.
+    """The image's Debian python3 imports this venv's torch, and trainyard as the product mounts it.
 
-    Same minor version on both sides, checked first: torch's compiled parts are made for one.
+    Torch reaches the container as any user's host folder would: an input given as a local path is
+    mounted at its own path, and ``PYTHONPATH`` names it. The product mounts only trainyard itself
+    (standard library only, so any Python 3 imports it); it does not mount the host's site-packages,
+    which would shadow the packages an image exists to provide, and whose compiled parts work only
+    with the same Python minor version — checked first here.
     """
     torch = need_module("torch", "pip install 'trainyard[torch]'")
     host = f"{sys.version_info.major}.{sys.version_info.minor}"
