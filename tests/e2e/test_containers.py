@@ -81,6 +81,15 @@ def test_cancel_stops_and_removes_the_container(server, busybox):
     assert containers_of(job.id) == []
 
 
+def test_a_timeout_stops_and_removes_the_container(server, busybox):
+    job = server.client().submit({"name": "slow", "image": busybox, "grace_period": 1, "timeout": 3,
+                                  "retry": {"max": 0}, "command": "echo up; sleep 300"})
+    until(lambda: "up" in job.logs(), timeout=60)
+    info = job.wait(timeout=60)
+    assert info.status.value == "failed" and info.attempts[-1].reason == "Timeout", job.logs()
+    assert containers_of(job.id) == []
+
+
 def test_a_missing_image_fails_with_image_pull_failed(server):
     c = server.client()
     never = c.submit({"name": "never", "image": "localhost/trainyard-test/absent:1", "command": "true",
