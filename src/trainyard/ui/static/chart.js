@@ -3,6 +3,8 @@
 import { css, script } from "./assets.js";
 import { h } from "./ui.js";
 
+// steps are whole numbers: ticks never fall between two
+const STEP_INCRS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7, 1e8, 1e9];
 const COLORS = ["#2f6fde", "#c62828", "#1a7f37", "#9a6700", "#8250df", "#bc4c00", "#0a7ea4", "#bf3989", "#57606a", "#116329"];
 
 export async function loadUPlot() {
@@ -49,7 +51,7 @@ export async function lineChart(el, { title, series, time = false, width, height
       ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true,
         points: { show: s.xs.length < 60 } })),
     ],
-    axes: [{}, { size: 60 }],
+    axes: [time ? {} : { incrs: STEP_INCRS }, { size: 60 }],
     cursor: { drag: { x: true, y: false } },
   };
   return new uPlot(opts, align(series), el);

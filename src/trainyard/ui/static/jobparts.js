@@ -12,7 +12,7 @@ export function resources(spec) {
 export function facts(job) {
   const row = (k, v) => (v === null || v === undefined || v === "" ? [] : [h("dt", {}, k), h("dd", {}, v)]);
   const pending = ["pending", "queued"].includes(job.status);
-  return h("dl.kv.facts",
+  return h("dl.kv.facts", {},
     row("id", h("code", {}, job.id)), row("queue", job.queue), row("owner", [job.owner || "local", job.team ? ` (team ${job.team})` : ""]),
     row("resources", resources(job.spec)), row("priority", job.priority), row("submitted", when(job.created_at)),
     row(pending ? "waiting because" : "reason", h("span.reason", {}, job.reason || "")),

@@ -43,8 +43,8 @@ export class LogView {
     this.spacer = h("div.log-spacer");
     this.rows = h("div.log-rows");
     this.scroller = h("div.logview", { tabindex: 0, onscroll: () => this.onScroll() }, this.spacer, this.rows);
-    this.el = h("div.logbox",
-      h("div.row.log-tools",
+    this.el = h("div.logbox", {},
+      h("div.row.log-tools", {},
         h("label", {}, this.followBox, " follow"), this.attemptSel, this.replicaSel, this.searchBox,
         h("button", { type: "button", title: "previous match", onclick: () => this.search(this.searchBox.value, -1) }, "↑"),
         h("button", { type: "button", title: "next match", onclick: () => this.search(this.searchBox.value, 1) }, "↓"),
