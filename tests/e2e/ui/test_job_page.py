@@ -5,6 +5,7 @@ the download holds every line), and compare (params side by side, the differing 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import psutil
@@ -59,9 +60,15 @@ def test_a_running_job_streams_its_log_and_shows_its_metric_chart(server, page, 
 def test_cancel_from_the_job_page_stops_the_process(server, page, tmp_path):
     pid_file = tmp_path / "pid"
     code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); print('up', flush=True); time.sleep(120)"
-    job = server.client().submit(py_job(code, name="sleeper", grace_period=1))
+    job = server.client().submit(py_job(code, name="sleeper", grace_period=1, resources={"cpu": 1}))
     pid = int(until(lambda: pid_file.exists() and pid_file.read_text()))
     assert psutil.pid_exists(pid)
+    # a job that waits for it says why, and where it stands in line
+    waiter = server.client().submit(py_job("print('ran')", name="waiter", resources={"cpu": 2}))
+    open_job(page, server, waiter.id)
+    expect(page.locator(".facts")).to_contain_text("waiting because", timeout=30_000)
+    expect(page.locator(".facts")).to_contain_text("needs 2 cores")
+    expect(page.locator(".facts")).to_contain_text("position in line")
     open_job(page, server, job.id)
     expect(page.locator("h1 [data-status=running]")).to_be_visible(timeout=30_000)
     page.once("dialog", lambda d: d.accept())
@@ -95,7 +102,14 @@ def test_a_large_log_stays_responsive_and_downloads_whole(server, page):
     page.press("input[name=search]", "Enter")
     expect(page.locator(".log-line.current")).to_contain_text("line 123 of the log")
     expect(page.locator(".matches")).to_have_text("1 / 1")
+    expect(page.locator(".log-tools input[type=checkbox]")).not_to_be_checked()  # a jump stops following
     assert page.locator(".log-line").count() < 500
+    page.locator(".logview").evaluate("e => { e.scrollTop = 0; }")
+    expect(page.locator(".log-line[data-line='1']")).to_contain_text("line 0 of the log")
+    with page.expect_download() as dl:
+        page.click(".log-tools button:text('Download')")
+    lines = Path(dl.value.path()).read_text().splitlines()
+    assert len(lines) == n and lines[-1] == f"line {n - 1} of the log"
 
 
 @pytest.mark.slow
@@ -115,3 +129,21 @@ def test_compare_shows_params_side_by_side_and_marks_the_difference(server, page
     expect(chart.locator(".u-legend")).to_contain_text("run-a")
     expect(chart.locator(".u-legend")).to_contain_text("run-b")
     screenshot(page, "compare")
+
+
+@pytest.mark.slow
+def test_resubmit_with_other_params_submits_a_copy_with_the_new_values(server, page):
+    c = server.client()
+    job = c.submit(py_job("print('hi')", name="tune", params={"lr": 0.1, "tag": "base"}))
+    assert job.wait(timeout=60).status.value == "succeeded"
+    open_job(page, server, job.id)
+    page.click("button[name=resubmit-params]")
+    page.fill("input[name=param-lr]", "not a number")
+    page.click("form.params button[type=submit]")
+    expect(page.locator("form.params .error")).to_contain_text("params.lr")
+    page.fill("input[name=param-lr]", "0.5")
+    page.click("form.params button[type=submit]")
+    page.wait_for_url(re.compile(r"/jobs/(?!" + re.escape(job.id) + ")"))
+    copy = c.get(page.url.rsplit("/", 1)[-1])
+    assert copy.spec.params == {"lr": 0.5, "tag": "base"}
+    assert copy.spec.command == job.info.spec.command and copy.name == "tune"

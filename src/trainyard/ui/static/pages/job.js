@@ -65,7 +65,11 @@ export async function render(root, { params, query }) {
     } catch (e) { toast(e); }
   }
 
-  async function drawCharts() {
+  let metricsAt = 0;
+  async function drawCharts({ force = true } = {}) {
+    // a job that logs a lot is re-read less often: each read brings every point again
+    if (!force && Date.now() - metricsAt < (metricCount > 20000 ? 15000 : 0)) return;
+    metricsAt = Date.now();
     const points = await api(`${path}/metrics`);
     if (points.length === metricCount) return;
     metricCount = points.length;
@@ -96,7 +100,7 @@ export async function render(root, { params, query }) {
     job = await api(path);
     ended = TERMINAL.has(job.status);
     drawHead();
-    await drawCharts();
+    await drawCharts({ force: ended });
     if (ended) {
       api(`${path}/outputs`).then((items) => outputs.replaceChildren(artifactsTable(id, items)), toast);
       api(`${path}/events`).then((items) => events.replaceChildren(eventsList(items)), toast);
