@@ -147,3 +147,18 @@ def test_resubmit_with_other_params_submits_a_copy_with_the_new_values(server, p
     copy = c.get(page.url.rsplit("/", 1)[-1])
     assert copy.spec.params == {"lr": 0.5, "tag": "base"}
     assert copy.spec.command == job.info.spec.command and copy.name == "tune"
+
+
+@pytest.mark.slow
+def test_compare_takes_a_pipelines_step_jobs(server, page, tmp_path):
+    (tmp_path / "train.py").write_text("import sys, trainyard\nfor s in range(3): trainyard.log_metrics(step=s, acc=s * float(sys.argv[1]))\n")
+    (tmp_path / "p.yaml").write_text(
+        "name: sweep\nsteps:\n  train:\n    foreach: [1, 2]\n    command: python train.py {{item}}\n")
+    run = server.client().pipelines.run(tmp_path / "p.yaml")
+    info = server.client().pipelines.wait(run.id, timeout=120)
+    assert info.status.value == "succeeded", info.reason
+    page.goto(signed_in(server.url, server.token, f"/compare?pipeline={run.id}"))
+    legend = page.locator(".chart[data-metric=acc] .u-legend")
+    expect(legend).to_contain_text("train-0", timeout=30_000)
+    expect(legend).to_contain_text("train-1")
+    assert sorted(page.locator("textarea[name=jobs]").input_value().split(", ")) == sorted(s.job_id for s in info.steps)
