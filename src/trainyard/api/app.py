@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 import trainyard
 from trainyard.api.guard import Guard
-from trainyard.api.routers import clusters, identity, jobs, monitoring, pipelines, queues, system
+from trainyard.api.routers import clusters, identity, job_text, jobs, monitoring, pipelines, queues, system
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
 from trainyard.spec.lines import field_loc
@@ -43,6 +43,7 @@ def create_app(platform: Platform, server_url: str | None = None,
     app.state.platform = platform
     app.include_router(system.router)
     app.include_router(jobs.router)
+    app.include_router(job_text.router)
     app.include_router(queues.router)
     app.include_router(pipelines.router)
     app.include_router(clusters.router)

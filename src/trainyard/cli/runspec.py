@@ -10,13 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
 from trainyard.spec.lines import error_entry, suggestion, validation_errors
-from trainyard.spec.units import format_memory, parse_memory
+from trainyard.spec.dump import to_yaml  # noqa: F401  (re-exported: `--dry-run` prints it)
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 # the flag that sets each spec field, so an error on a flag's value names the flag
@@ -161,16 +160,3 @@ def _name(text: str) -> str:
     """A job name from a script or program name: the characters a name allows, starting with one."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:63]
     return name or "job"
-
-
-def to_yaml(spec: JobSpec) -> str:
-    """The spec as YAML a person would write: only what differs from the defaults, memory in Mi/Gi."""
-    data = spec.model_dump(mode="json", exclude_defaults=True)
-    res = data.get("resources", {})
-    if res.get("memory") is not None and format_memory(res["memory"]) != str(res["memory"]):
-        text = format_memory(res["memory"])
-        if parse_memory(text) == res["memory"]:  # only when the short form is exact
-            res["memory"] = text
-    if isinstance(res.get("cpu"), float) and res["cpu"].is_integer():
-        res["cpu"] = int(res["cpu"])
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)

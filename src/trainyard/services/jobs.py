@@ -17,6 +17,7 @@ from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services.audit import AuditLog
 from trainyard.services.notify import Notifier, off_loop
 from trainyard.services.scheduling import Scheduler
+from trainyard.spec.dump import to_yaml
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint
 from trainyard.status import JobStatus
@@ -26,6 +27,7 @@ from trainyard.store.cache import Recent
 logger = logging.getLogger("trainyard.jobs")
 
 KEEP_ALIVE = 5.0  # seconds a log stream waits for news before it looks at the job again
+LOG_PAGE = 2000  # log chunks read per query when the whole log is sent as text
 
 
 class LogEvent(NamedTuple):
@@ -136,6 +138,25 @@ class JobService:
         """Log chunks after cursor ``after``, and the cursor of the last one."""
         self.get(job_id, caller)  # raises JobNotFound for an unknown (or unseen) job
         return self.store.read_logs(job_id, after=after, attempt=attempt, replica=replica)
+
+    def log_text(self, job_id: str, *, attempt: int | None, replica: int | None,
+                 caller: Caller = LOCAL_ADMIN) -> Iterator[str]:
+        """The whole log as text, read from the store a page at a time as it is sent: never cut, and
+        a log of millions of lines costs one page of memory. Raises JobNotFound here, before a response starts."""
+        self.get(job_id, caller)
+        return self._log_pages(job_id, attempt, replica)
+
+    def _log_pages(self, job_id: str, attempt: int | None, replica: int | None) -> Iterator[str]:
+        cursor = 0
+        while True:
+            chunks, cursor = self.store.read_logs(job_id, after=cursor, attempt=attempt, replica=replica,
+                                                  limit=LOG_PAGE)
+            if not chunks:
+                return
+            yield "".join(c.data for c in chunks)
+
+    def spec_yaml(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> str:
+        return to_yaml(self.get(job_id, caller).spec)
 
     def metrics(self, job_id: str, caller: Caller = LOCAL_ADMIN, system: bool = False) -> list[MetricPoint]:
         self.get(job_id, caller)

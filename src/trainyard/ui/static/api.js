@@ -64,6 +64,20 @@ export async function api(path, { method = "GET", body, query, signal } = {}) {
   return res.status === 204 ? null : res.json();
 }
 
+// Text from the API (a spec as YAML, a log), with the browser's token
+export async function text(path) {
+  const url = new URL(path.startsWith("/") ? path : `/api/v1/${path}`, location.origin);
+  let res;
+  try {
+    res = await fetch(url, { headers: headers({ Accept: "text/plain, application/yaml" }) });
+  } catch (e) {
+    setConnected(false);
+    throw new ApiError(0, { message: `cannot reach the server (${e.message})`, code: "unreachable" });
+  }
+  setConnected(true);
+  return (await check(res)).text();
+}
+
 // A file from the API, fetched with the token and handed to the browser as a download
 export async function download(path, filename) {
   const res = await check(await fetch(new URL(path, location.origin), { headers: headers() }));

@@ -1,0 +1,95 @@
+// Parts of the job page: the header facts, the attempt timeline, artifacts, and the params form.
+import { download, toast } from "./api.js";
+import { badge, bytes, duration, h, when } from "./ui.js";
+
+export function resources(spec) {
+  const r = spec.resources || {};
+  const parts = [`${r.cpu ?? 1} cpu`, r.memory ? bytes(r.memory) : null,
+    r.gpu ? `${r.gpu} × ${r.gpu_type || "GPU"}` : null, spec.replicas > 1 ? `× ${spec.replicas} replicas` : null];
+  return parts.filter(Boolean).join(" · ");
+}
+
+export function facts(job) {
+  const row = (k, v) => (v === null || v === undefined || v === "" ? [] : [h("dt", {}, k), h("dd", {}, v)]);
+  const pending = ["pending", "queued"].includes(job.status);
+  return h("dl.kv.facts", {},
+    row("id", h("code", {}, job.id)), row("queue", job.queue), row("owner", [job.owner || "local", job.team ? ` (team ${job.team})` : ""]),
+    row("resources", resources(job.spec)), row("priority", job.priority), row("submitted", when(job.created_at)),
+    row(pending ? "waiting because" : "reason", h("span.reason", {}, job.reason || "")),
+    row("position in line", pending && job.position !== null && job.position !== undefined ? `${job.position} job(s) ahead` : null));
+}
+
+// One row per attempt, with a bar placing its queue wait and run time on the job's whole span
+export function attemptsTable(job, now = Date.now() / 1000) {
+  if (!job.attempts.length) return h("p.muted", {}, "No attempt yet.");
+  const t0 = job.created_at;
+  const t1 = Math.max(now, ...job.attempts.map((a) => a.ended_at || 0)) - t0 || 1;
+  const bar = (a) => {
+    const start = (a.started_at ?? a.created_at) - t0;
+    const end = (a.ended_at ?? now) - t0;
+    return h("div.span", { title: `${duration(start)} → ${duration(end)} after submit` },
+      h("span", { style: `left:${(100 * start) / t1}%;width:${Math.max(0.5, (100 * (end - start)) / t1)}%` }));
+  };
+  const replicas = (a) => (a.replicas.length > 1 ? h("div.muted", {}, a.replicas.map((r) =>
+    `r${r.index}: ${r.node}${r.gpus.length ? ` [${r.gpus.join(",")}]` : ""} ${r.status}${r.exit_code !== null && r.exit_code !== undefined ? ` (${r.exit_code})` : ""}`).join(" · ")) : null);
+  return h("table.list.attempts", {},
+    h("thead", {}, h("tr", {}, ["#", "status", "node", "GPUs", "exit", "reason", "started", "ended", "waited", "ran", "timeline"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, job.attempts.map((a) => h("tr", { dataset: { attempt: a.number } },
+      h("td", {}, String(a.number)), h("td", {}, badge(a.status)), h("td", {}, a.node || ""), h("td", {}, a.gpus.join(", ")),
+      h("td", {}, a.exit_code ?? ""),
+      h("td.reason", {}, [a.reason, a.message, a.stop_reason && `stop: ${a.stop_reason}`, a.preempted_by && `preempted by ${a.preempted_by}`]
+        .filter(Boolean).join(" · "), replicas(a)),
+      h("td", {}, when(a.started_at)), h("td", {}, when(a.ended_at)),
+      h("td", {}, a.started_at ? duration(a.started_at - a.created_at) : ""),
+      h("td", {}, a.started_at ? duration((a.ended_at ?? now) - a.started_at) : ""),
+      h("td", { style: "min-width:160px" }, h("div.timeline", {}, bar(a)))))));
+}
+
+export function eventsList(events) {
+  if (!events.length) return h("p.muted", {}, "No events.");
+  return h("table.list.events", {}, h("tbody", {}, events.map((e) => h("tr", {},
+    h("td", {}, when(e.ts)), h("td", {}, `${e.old_status || "—"} → ${e.new_status}`), h("td", {}, e.actor), h("td.reason", {}, e.reason || "")))));
+}
+
+export function artifactsTable(jobId, items) {
+  if (!items.length) return h("p.muted", {}, "No outputs.");
+  return h("table.list.artifacts", {},
+    h("thead", {}, h("tr", {}, ["path", "attempt", "size", "digest", ""].map((c) => h("th", {}, c)))),
+    h("tbody", {}, items.map((a) => h("tr", {},
+      h("td", {}, h("code", {}, a.path)), h("td", {}, String(a.attempt)), h("td", {}, bytes(a.size)),
+      h("td", { title: a.digest }, h("code", {}, a.digest.slice(0, 19))),
+      h("td", {}, h("button", { type: "button", onclick: () => download(
+        `/api/v1/jobs/${encodeURIComponent(jobId)}/outputs/${a.path.split("/").map(encodeURIComponent).join("/")}`,
+        a.path.split("/").pop()).catch((e) => toast(e)) }, "Download"))))));
+}
+
+// A form of the job's params, prefilled; onSubmit(newParams). A value is read as JSON (numbers, lists,
+// true/false), a param that was a string stays a string. An unreadable value is named next to its field.
+export function paramsForm(params, onSubmit) {
+  const keys = Object.keys(params || {});
+  const inputs = new Map();
+  const error = h("p.error");
+  const form = h("form.params", { onsubmit: (e) => {
+    e.preventDefault();
+    const out = {};
+    for (const [k, input] of inputs) {
+      if (typeof params[k] === "string") { out[k] = input.value; continue; }
+      try { out[k] = JSON.parse(input.value); } catch {
+        error.textContent = `params.${k}: not a number, list or JSON value: ${input.value}`;
+        input.focus();
+        return;
+      }
+    }
+    error.textContent = "";
+    onSubmit(out);
+  } });
+  for (const k of keys) {
+    const v = params[k];
+    const input = h("input", { name: `param-${k}`, value: typeof v === "string" ? v : JSON.stringify(v) });
+    inputs.set(k, input);
+    form.append(h("label", { for: `param-${k}` }, k), input);
+  }
+  if (!keys.length) form.append(h("p.muted", {}, "This job has no params."));
+  form.append(h("span"), h("div.row", {}, h("button.primary", { type: "submit", disabled: !keys.length }, "Submit a copy with these params")), error);
+  return form;
+}

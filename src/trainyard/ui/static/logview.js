@@ -1,0 +1,252 @@
+// A job's log, live: streamed over SSE, kept as arrays of lines, and drawn with virtual scrolling (only
+// the rows on screen are in the DOM), so a log of millions of lines stays usable. Follow, filter by
+// attempt and replica, search over everything loaded, and a download of the whole log from the server.
+import { css } from "./assets.js";
+import { download, stream, toast } from "./api.js";
+import { h } from "./ui.js";
+
+const LINE_H = 18;            // px; fixed, so a line's place is its index times this
+const MAX_LINES = 2_000_000;  // held in the browser; beyond it the oldest go, and the view says so
+const DROP = 200_000;         // dropped at once when over, so dropping stays rare
+const MAX_PX = 8_000_000;     // browsers cap an element's height: past it, scroll position maps to a line
+
+export class LogView {
+  constructor(jobId) {
+    css("/ui/views.css");
+    this.jobId = jobId;
+    this.lines = [];         // text of each line
+    this.src = [];           // attempt * 65536 + replica of each line
+    this.open = new Map();   // source -> index of its last line while it has no newline yet
+    this.seen = new Map();   // source -> last chunk offset taken (a reconnect may send a chunk again)
+    this.sources = new Set();
+    this.dropped = 0;
+    this.filter = { attempt: "", replica: "" };
+    this.shown = null;       // indices of lines passing the filter (null: all)
+    this.query = "";
+    this.matches = [];       // positions (in the shown lines) of search matches
+    this.current = -1;
+    this.follow = true;
+    this.dirty = false;
+    this.build();
+  }
+
+  build() {
+    this.followBox = h("input", { type: "checkbox", checked: true, onchange: () => { this.follow = this.followBox.checked; if (this.follow) this.toBottom(); } });
+    this.attemptSel = h("select", { name: "attempt", title: "attempt", onchange: () => this.setFilter() }, h("option", { value: "" }, "all attempts"));
+    this.replicaSel = h("select", { name: "replica", title: "replica", onchange: () => this.setFilter() }, h("option", { value: "" }, "all replicas"));
+    this.searchBox = h("input", { type: "search", name: "search", placeholder: "search the log", onkeydown: (e) => {
+      if (e.key === "Enter") { e.preventDefault(); this.search(this.searchBox.value, e.shiftKey ? -1 : 1); }
+    } });
+    this.matchInfo = h("span.muted.matches");
+    this.info = h("span.muted.count");
+    this.banner = h("div.log-banner", { hidden: true });
+    this.spacer = h("div.log-spacer");
+    this.rows = h("div.log-rows");
+    this.scroller = h("div.logview", { tabindex: 0, onscroll: () => this.onScroll() }, this.spacer, this.rows);
+    this.el = h("div.logbox", {},
+      h("div.row.log-tools", {},
+        h("label", {}, this.followBox, " follow"), this.attemptSel, this.replicaSel, this.searchBox,
+        h("button", { type: "button", title: "previous match", onclick: () => this.search(this.searchBox.value, -1) }, "↑"),
+        h("button", { type: "button", title: "next match", onclick: () => this.search(this.searchBox.value, 1) }, "↓"),
+        this.matchInfo, h("span.grow"), this.info,
+        h("button", { type: "button", onclick: () => this.download() }, "Download")),
+      this.banner, this.scroller);
+    this.pool = [];
+  }
+
+  // Follow the job's log from the start; returns the stop function
+  start() {
+    this.stop = stream(`jobs/${encodeURIComponent(this.jobId)}/logs`, {
+      query: { follow: true, after: 0 }, cursorParam: "after",
+      onEvent: (ev) => { if (ev.event !== "end") this.append(JSON.parse(ev.data)); },
+      onEnd: () => { this.ended = true; this.info.dataset.ended = "true"; this.schedule(); },
+    });
+    return () => this.stop && this.stop();
+  }
+
+  // One LogChunk {attempt, replica, offset, data}: its text split into lines, a line without its
+  // newline yet continued by the next chunk of the same source
+  append(chunk) {
+    const source = chunk.attempt * 65536 + chunk.replica;
+    if (this.seen.has(source) && chunk.offset <= this.seen.get(source)) return;
+    this.seen.set(source, chunk.offset);
+    if (!this.sources.has(source)) { this.sources.add(source); this.addOptions(chunk); }
+    const parts = chunk.data.split("\n");
+    let i = 0;
+    if (this.open.has(source)) {
+      const at = this.open.get(source) - this.dropped;
+      if (at >= 0) { this.lines[at] += parts[0]; this.recheck(at); i = 1; }
+      this.open.delete(source);
+    }
+    const last = parts.length - 1;
+    for (; i <= last; i++) {
+      if (i === last && parts[i] === "") break;  // the chunk ended with its newline
+      this.lines.push(parts[i]);
+      this.src.push(source);
+      this.take(this.lines.length - 1);
+    }
+    if (parts[last] !== "") this.open.set(source, this.dropped + this.lines.length - 1);
+    if (this.lines.length > MAX_LINES) this.dropOldest();
+    this.schedule();
+  }
+
+  addOptions({ attempt, replica }) {
+    const add = (sel, v, text) => {
+      if ([...sel.options].some((o) => o.value === String(v))) return;
+      sel.append(h("option", { value: String(v) }, text));
+    };
+    add(this.attemptSel, attempt, `attempt ${attempt}`);
+    add(this.replicaSel, replica, `replica ${replica}`);
+  }
+
+  passes(i) {
+    const s = this.src[i];
+    const { attempt, replica } = this.filter;
+    return (attempt === "" || Math.floor(s / 65536) === +attempt) && (replica === "" || s % 65536 === +replica);
+  }
+
+  // a new line at index i: into the filtered view and the search matches
+  take(i) {
+    if (this.shown) { if (!this.passes(i)) return; this.shown.push(i); }
+    if (this.query && this.lines[i].toLowerCase().includes(this.query)) this.matches.push(this.shownCount() - 1);
+  }
+
+  // a line that grew (its chunk continued it): a match it now has
+  recheck(i) {
+    if (!this.query || !this.lines[i].toLowerCase().includes(this.query)) return;
+    const pos = this.shown ? this.shown.lastIndexOf(i) : i;
+    if (pos >= 0 && this.matches[this.matches.length - 1] !== pos) this.matches.push(pos);
+  }
+
+  dropOldest() {
+    this.lines.splice(0, DROP);
+    this.src.splice(0, DROP);
+    this.dropped += DROP;
+    this.refilter();
+    this.banner.hidden = false;
+    this.banner.replaceChildren(`The first ${this.dropped.toLocaleString()} lines were dropped from this view to keep the browser responsive; `,
+      h("a", { href: "#", onclick: (e) => { e.preventDefault(); this.download(); } }, "download the whole log"), ".");
+  }
+
+  setFilter() {
+    this.filter = { attempt: this.attemptSel.value, replica: this.replicaSel.value };
+    this.refilter();
+    this.schedule();
+  }
+
+  refilter() {
+    const all = this.filter.attempt === "" && this.filter.replica === "";
+    this.shown = all ? null : [];
+    if (!all) for (let i = 0; i < this.lines.length; i++) if (this.passes(i)) this.shown.push(i);
+    this.findAll();
+  }
+
+  shownCount() { return this.shown ? this.shown.length : this.lines.length; }
+  lineAt(pos) { return this.lines[this.shown ? this.shown[pos] : pos]; }
+
+  findAll() {
+    this.matches = [];
+    if (!this.query) return;
+    const n = this.shownCount();
+    for (let pos = 0; pos < n; pos++) if (this.lineAt(pos).toLowerCase().includes(this.query)) this.matches.push(pos);
+    this.current = Math.min(this.current, this.matches.length - 1);
+  }
+
+  // Jump to the next (dir 1) or previous (-1) match of `text`, searching everything loaded
+  search(text, dir = 1) {
+    const q = text.toLowerCase();
+    if (q !== this.query) { this.query = q; this.current = -1; this.findAll(); }
+    if (this.matches.length) {
+      const n = this.matches.length;
+      this.current = this.current < 0 ? (dir > 0 ? 0 : n - 1) : (this.current + dir + n) % n;
+      this.setFollow(false);
+      this.scrollToLine(this.matches[this.current]);
+    }
+    this.schedule();
+  }
+
+  setFollow(on) { this.follow = on; this.followBox.checked = on; }
+
+  onScroll() {
+    const atBottom = this.scroller.scrollTop + this.scroller.clientHeight >= this.scroller.scrollHeight - LINE_H;
+    if (atBottom !== this.follow) this.setFollow(atBottom);  // scrolled up: stop following; back down: follow
+    this.render();
+  }
+
+  schedule() {
+    if (this.dirty) return;
+    this.dirty = true;
+    requestAnimationFrame(() => { this.dirty = false; this.render(); });
+  }
+
+  geometry() {
+    const n = this.shownCount();
+    const view = this.scroller.clientHeight || 400;
+    const total = n * LINE_H;
+    return { n, view, total, px: Math.min(total, MAX_PX), scaled: total > MAX_PX };
+  }
+
+  scrollToLine(pos) {
+    const g = this.geometry();
+    const target = Math.max(0, pos * LINE_H - g.view / 2);
+    this.scroller.scrollTop = g.scaled ? (target / (g.total - g.view)) * (g.px - g.view) : target;
+  }
+
+  toBottom() {
+    this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  render() {
+    const g = this.geometry();
+    this.spacer.style.height = `${g.px}px`;
+    if (this.follow && g.n) this.toBottom();
+    const top = this.scroller.scrollTop;
+    // the first line on screen: by pixels, or by the scroll fraction once the height is capped
+    const first = g.scaled ? Math.floor((top / Math.max(1, g.px - g.view)) * Math.max(0, g.n - g.view / LINE_H))
+      : Math.floor(top / LINE_H);
+    const count = Math.min(g.n - first, Math.ceil(g.view / LINE_H) + 1);
+    this.rows.style.transform = `translateY(${g.scaled ? top : first * LINE_H}px)`;
+    while (this.pool.length < count) this.pool.push(h("div.log-line"));
+    const multi = this.sources.size > 1;
+    const current = this.current >= 0 ? this.matches[this.current] : -1;
+    for (let k = 0; k < count; k++) this.fill(this.pool[k], first + k, multi, current);
+    this.rows.replaceChildren(...this.pool.slice(0, Math.max(0, count)));
+    this.info.textContent = `${(this.lines.length + this.dropped).toLocaleString()} lines${this.ended ? " · ended" : ""}`;
+    this.matchInfo.textContent = this.query ? `${this.current + 1} / ${this.matches.length}` : "";
+  }
+
+  fill(row, pos, multi, current) {
+    const i = this.shown ? this.shown[pos] : pos;
+    const text = this.lines[i];
+    const s = this.src[i];
+    const gutter = h("span.log-no", {}, String(i + 1 + this.dropped));
+    const tag = multi ? h("span.log-src", {}, `${Math.floor(s / 65536)}/${s % 65536}`) : null;
+    row.className = pos === current ? "log-line current" : "log-line";
+    row.dataset.line = String(i + 1 + this.dropped);
+    row.replaceChildren(gutter, tag || "", ...this.marked(text));
+  }
+
+  // the line's text with every match of the search in <mark> (as text nodes: never HTML)
+  marked(text) {
+    if (!this.query) return [text];
+    const low = text.toLowerCase();
+    const out = [];
+    let at = 0;
+    for (let j = low.indexOf(this.query); j >= 0; j = low.indexOf(this.query, j + this.query.length)) {
+      out.push(text.slice(at, j), h("mark", {}, text.slice(j, j + this.query.length)));
+      at = j + this.query.length;
+    }
+    out.push(text.slice(at));
+    return out;
+  }
+
+  download() {
+    const q = new URLSearchParams();
+    if (this.filter.attempt) q.set("attempt", this.filter.attempt);
+    if (this.filter.replica) q.set("replica", this.filter.replica);
+    const suffix = [this.filter.attempt && `attempt${this.filter.attempt}`, this.filter.replica && `replica${this.filter.replica}`].filter(Boolean);
+    const qs = q.toString();
+    download(`/api/v1/jobs/${encodeURIComponent(this.jobId)}/logs.txt${qs ? `?${qs}` : ""}`, `${[this.jobId, ...suffix].join("-")}.log`)
+      .catch((e) => toast(e));
+  }
+}

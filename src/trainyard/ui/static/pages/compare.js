@@ -1,0 +1,66 @@
+// /compare?jobs=ID1,ID2,… (or ?pipeline=RUN_ID: that run's step jobs) — metrics overlaid, one chart per
+// metric and one series per job, and params side by side with the values that differ marked.
+import { api, toast } from "../api.js";
+import { navigate } from "../app.js";
+import { metricCharts } from "../chart.js";
+import { css } from "../assets.js";
+import { badge, h } from "../ui.js";
+
+// ids from pasted text: ids, or links to job pages, separated by commas, spaces or lines
+export function parseIds(textIn) {
+  return [...new Set(textIn.split(/[\s,]+/).map((s) => s.replace(/^.*\/jobs\//, "").replace(/[?#].*$/, "")).filter(Boolean))];
+}
+
+export async function render(root, { query }) {
+  css("/ui/views.css");
+  let ids = parseIds(query.get("jobs") || "");
+  const run = query.get("pipeline");
+  if (run) {
+    const info = await api(`pipelines/${encodeURIComponent(run)}`);
+    ids = [...new Set([...ids, ...info.steps.map((s) => s.job_id).filter(Boolean)])];
+  }
+  const x = query.get("x") === "time" ? "time" : "step";
+  const input = h("textarea", { name: "jobs", rows: 2, cols: 70, placeholder: "job ids or links to jobs, separated by commas or spaces" }, ids.join(", "));
+  const go = (e) => {
+    e.preventDefault();
+    const picked = parseIds(input.value);
+    navigate(`/compare?jobs=${picked.map(encodeURIComponent).join(",")}${x === "time" ? "&x=time" : ""}`);
+  };
+  const xSel = h("select", { name: "x", onchange: () => navigate(`/compare?jobs=${ids.map(encodeURIComponent).join(",")}${xSel.value === "time" ? "&x=time" : ""}`, { replace: true }) },
+    h("option", { value: "step", selected: x === "step" }, "x: step"), h("option", { value: "time", selected: x === "time" }, "x: time"));
+  root.append(h("h1", {}, "Compare jobs"),
+    h("form.panel.row", { onsubmit: go }, input, h("button.primary", { type: "submit" }, "Compare")));
+  if (!ids.length) {
+    root.append(h("p.muted", {}, "Paste two or more job ids (or links to their pages), or open /compare?pipeline=RUN_ID for a pipeline's steps."));
+    return;
+  }
+  const jobs = (await Promise.all(ids.map((id) => api(`jobs/${encodeURIComponent(id)}`).catch((e) => { toast(e); return null; })))).filter(Boolean);
+  const names = label(jobs);
+  const chartBox = h("div.charts");
+  root.append(h("h2", {}, "Params"), paramsTable(jobs, names), h("div.row", {}, h("h2.grow", {}, "Metrics"), xSel), h("div.panel", {}, chartBox));
+  const points = (await Promise.all(jobs.map((j) => api(`jobs/${encodeURIComponent(j.id)}/metrics`)
+    .then((ps) => ps.map((p) => ({ ...p, job: j.id })), (e) => { toast(e); return []; })))).flat();
+  const charts = await metricCharts(chartBox, points, { x, key: (p) => p.job, label: (id) => names.get(id) });
+  return () => charts.forEach((c) => c.destroy());
+}
+
+// each job's name, with its id where two share a name
+function label(jobs) {
+  const count = new Map();
+  for (const j of jobs) count.set(j.name, (count.get(j.name) || 0) + 1);
+  return new Map(jobs.map((j) => [j.id, count.get(j.name) > 1 ? `${j.name} (${j.id})` : j.name]));
+}
+
+function paramsTable(jobs, names) {
+  const keys = [...new Set(jobs.flatMap((j) => Object.keys(j.spec.params || {})))].sort();
+  const show = (v) => (v === undefined ? "—" : typeof v === "string" ? v : JSON.stringify(v));
+  const rows = keys.map((k) => {
+    const values = jobs.map((j) => JSON.stringify((j.spec.params || {})[k]));
+    const differs = new Set(values).size > 1;
+    return h("tr", { dataset: { param: k } }, h("th", {}, k),
+      jobs.map((j) => h(differs ? "td.differs" : "td", {}, show((j.spec.params || {})[k]))));
+  });
+  return h("table.list.compare", {},
+    h("thead", {}, h("tr", {}, h("th", {}, "param"), jobs.map((j) => h("th", {}, h("a", { href: `/jobs/${encodeURIComponent(j.id)}` }, names.get(j.id)), " ", badge(j.status))))),
+    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td.muted", { colspan: jobs.length + 1 }, "These jobs have no params."))));
+}

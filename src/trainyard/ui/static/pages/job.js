@@ -1,0 +1,113 @@
+// /jobs/:id — a job's status and attempts, why it waits, its spec, live logs, metric charts, outputs,
+// and what one can do with it (cancel, submit again, submit again with other params).
+import { api, poll, text, toast } from "../api.js";
+import { navigate } from "../app.js";
+import { metricCharts } from "../chart.js";
+import { artifactsTable, attemptsTable, eventsList, facts, paramsForm } from "../jobparts.js";
+import { LogView } from "../logview.js";
+import { badge, h } from "../ui.js";
+
+const TERMINAL = new Set(["succeeded", "failed", "cancelled", "lost"]);
+
+export async function render(root, { params, query }) {
+  const id = params.id;
+  const path = `jobs/${encodeURIComponent(id)}`;
+  const stops = [];
+  let job = await api(path);
+  let charts = [];
+  let xMode = query.get("x") === "time" ? "time" : "step";
+  let metricCount = -1;
+
+  const title = h("h1", {}); const head = h("div"); const attempts = h("div"); const events = h("div");
+  const actions = h("div.row.actions"); const paramsBox = h("div", { hidden: true });
+  const chartBox = h("div.charts"); const outputs = h("div"); const specBox = h("pre.yaml", {}, "…");
+  const systemBox = h("div.charts");
+  const logs = new LogView(id);
+  const xSel = h("select", { name: "x", onchange: () => {
+    xMode = xSel.value;
+    history.replaceState(null, "", `/jobs/${encodeURIComponent(id)}${xMode === "time" ? "?x=time" : ""}`);
+    metricCount = -1;
+    drawCharts().catch(toast);
+  } },
+    h("option", { value: "step", selected: xMode === "step" }, "x: step"), h("option", { value: "time", selected: xMode === "time" }, "x: time"));
+  const system = h("details.panel.system", { ontoggle: () => system.open && drawSystem() },
+    h("summary", {}, "System samples (CPU, memory, GPU)"), systemBox);
+
+  root.append(title, h("div.panel", {}, head, actions, paramsBox),
+    h("h2", {}, "Attempts"), attempts,
+    h("h2", {}, "Logs"), h("div.panel", {}, logs.el),
+    h("div.row", {}, h("h2.grow", {}, "Metrics"), xSel), h("div.panel", {}, chartBox), system,
+    h("h2", {}, "Outputs"), outputs,
+    h("details.panel", {}, h("summary", {}, "Spec (YAML)"), specBox),
+    h("details.panel", {}, h("summary", {}, "Events"), events));
+
+  function drawHead() {
+    title.replaceChildren(job.name, " ", badge(job.status));
+    head.replaceChildren(facts(job));
+    attempts.replaceChildren(attemptsTable(job));
+    actions.replaceChildren(
+      h("button.danger", { type: "button", name: "cancel", disabled: TERMINAL.has(job.status) || job.status === "cancelling", onclick: cancel }, "Cancel"),
+      h("button", { type: "button", name: "resubmit", onclick: () => resubmit(job.spec.params) }, "Re-submit"),
+      h("button", { type: "button", name: "resubmit-params", onclick: () => { paramsBox.hidden = !paramsBox.hidden; } }, "Re-submit with other params…"),
+      h("a.button", { href: `/compare?jobs=${encodeURIComponent(id)}` }, "Compare…"));
+  }
+
+  async function cancel() {
+    if (!confirm(`Cancel job ${job.name} (${id})?`)) return;
+    try { job = await api(`${path}/cancel`, { method: "POST" }); drawHead(); } catch (e) { toast(e); }
+  }
+
+  async function resubmit(newParams) {
+    try {
+      const made = await api("jobs", { method: "POST", body: { spec: { ...job.spec, params: newParams }, snapshot: job.snapshot } });
+      toast(`submitted ${made.name} (${made.id})`, { kind: "info" });
+      navigate(`/jobs/${encodeURIComponent(made.id)}`);
+    } catch (e) { toast(e); }
+  }
+
+  let metricsAt = 0;
+  async function drawCharts({ force = true } = {}) {
+    // a job that logs a lot is re-read less often: each read brings every point again
+    if (!force && Date.now() - metricsAt < (metricCount > 20000 ? 15000 : 0)) return;
+    metricsAt = Date.now();
+    const points = await api(`${path}/metrics`);
+    if (points.length === metricCount) return;
+    metricCount = points.length;
+    charts.forEach((c) => c.destroy());
+    charts = await metricCharts(chartBox, points, { x: xMode, key: (p) => `attempt ${p.attempt} · replica ${p.replica}` });
+  }
+
+  let systemCharts = [];
+  async function drawSystem() {
+    try {
+      const points = (await api(`${path}/metrics`, { query: { system: true } })).filter((p) => p.name.startsWith("system/"));
+      systemCharts.forEach((c) => c.destroy());
+      systemCharts = await metricCharts(systemBox, points, { x: "time", key: (p) => `attempt ${p.attempt} · replica ${p.replica}` });
+    } catch (e) { toast(e); }
+  }
+
+  drawHead();
+  paramsBox.append(h("h2", {}, "Re-submit with other params"), paramsForm(job.spec.params, resubmit));
+  text(`${path}/spec.yaml`).then((y) => { specBox.textContent = y; }, (e) => { specBox.textContent = `could not load the spec: ${e.message}`; });
+  api(`${path}/outputs`).then((items) => outputs.replaceChildren(artifactsTable(id, items)), toast);
+  api(`${path}/events`).then((items) => events.replaceChildren(eventsList(items)), toast);
+  stops.push(logs.start());
+
+  // while the job is active its header, attempts and charts refresh; once it ends, one last time
+  let ended = TERMINAL.has(job.status);
+  const stopJob = poll(async () => {
+    if (ended) return;
+    job = await api(path);
+    ended = TERMINAL.has(job.status);
+    drawHead();
+    await drawCharts({ force: ended });
+    if (ended) {
+      api(`${path}/outputs`).then((items) => outputs.replaceChildren(artifactsTable(id, items)), toast);
+      api(`${path}/events`).then((items) => events.replaceChildren(eventsList(items)), toast);
+    }
+  }, 2000);
+  stops.push(stopJob);
+  if (ended) drawCharts().catch(toast);
+
+  return () => { stops.forEach((s) => s()); charts.forEach((c) => c.destroy()); systemCharts.forEach((c) => c.destroy()); };
+}

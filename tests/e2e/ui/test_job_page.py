@@ -1,0 +1,164 @@
+"""The job page in a real browser against a real server: live logs while the job runs, its metric
+chart, cancel from the page (the process is gone), a large log (the view holds only what is on screen,
+the download holds every line), and compare (params side by side, the differing one marked)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.helpers import py_job
+from tests.support.browser import screenshot, signed_in
+from tests.support.waiting import until
+
+LIVE = """
+import os, sys, time, trainyard
+print("first-marker", flush=True)
+for step in range(1, 6):
+    trainyard.log_metrics(step=step, loss=1.0 / step)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+print("second-marker", flush=True)
+"""
+
+
+def open_job(page, server, job_id: str) -> None:
+    page.goto(signed_in(server.url, server.token, f"/jobs/{job_id}"))
+    page.wait_for_selector(".logview")
+
+
+@pytest.mark.slow
+def test_a_running_job_streams_its_log_and_shows_its_metric_chart(server, page, tmp_path):
+    go = tmp_path / "go"
+    job = server.client().submit({**py_job(LIVE, name="live"), "command": py_job(LIVE)["command"] + [str(go)]})
+    open_job(page, server, job.id)
+    expect(page.locator(".log-line", has_text="first-marker")).to_be_visible(timeout=30_000)
+    expect(page.locator("h1 [data-status=running]")).to_be_visible()
+    # the chart: one per metric, its legend naming the metric's series
+    chart = page.locator(".chart[data-metric=loss]")
+    expect(chart.locator("canvas")).to_have_count(1, timeout=30_000)
+    expect(chart.locator(".u-title")).to_have_text("loss")
+    over = chart.locator(".u-over")
+    box = over.bounding_box()
+    over.hover(position={"x": box["width"] - 2, "y": box["height"] / 2})  # hover: the legend reads the value
+    expect(chart.locator(".u-legend .u-series").nth(1).locator(".u-value")).to_have_text(re.compile(r"\d"))
+    go.write_text("")
+    expect(page.locator(".log-line", has_text="second-marker")).to_be_visible(timeout=30_000)
+    expect(page.locator("h1 [data-status=succeeded]")).to_be_visible(timeout=30_000)
+    assert "first-marker" in page.inner_text(".logview")  # without a reload: the first line is still there
+    # the picture: the log and the chart, below the sticky top bar
+    page.evaluate("window.scrollTo(0, document.querySelector('.logbox').getBoundingClientRect().top + scrollY - 110)")
+    screenshot(page, "job")
+
+
+@pytest.mark.slow
+def test_cancel_from_the_job_page_stops_the_process(server, page, tmp_path):
+    pid_file = tmp_path / "pid"
+    code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); print('up', flush=True); time.sleep(120)"
+    job = server.client().submit(py_job(code, name="sleeper", grace_period=1, resources={"cpu": 1}))
+    pid = int(until(lambda: pid_file.exists() and pid_file.read_text()))
+    assert psutil.pid_exists(pid)
+    # a job that waits for it says why, and where it stands in line
+    waiter = server.client().submit(py_job("print('ran')", name="waiter", resources={"cpu": 2}))
+    open_job(page, server, waiter.id)
+    expect(page.locator(".facts")).to_contain_text("waiting because", timeout=30_000)
+    expect(page.locator(".facts")).to_contain_text("needs 2 cores")
+    expect(page.locator(".facts")).to_contain_text("position in line")
+    open_job(page, server, job.id)
+    expect(page.locator("h1 [data-status=running]")).to_be_visible(timeout=30_000)
+    page.once("dialog", lambda d: d.accept())
+    page.click("button[name=cancel]")
+    expect(page.locator("h1 [data-status=cancelled]")).to_be_visible(timeout=30_000)
+    until(lambda: not _alive(pid), timeout=30)
+    assert job.refresh().status.value == "cancelled"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.slow
+def test_a_large_log_stays_responsive_and_downloads_whole(server, page):
+    n = 50_000
+    job = server.client().submit(py_job(f"for i in range({n}): print(f'line {{i}} of the log')", name="chatty"))
+    assert job.wait(timeout=120).status.value == "succeeded"
+    r = httpx.get(f"{server.url}/api/v1/jobs/{job.id}/logs.txt", headers=server.headers, timeout=60)
+    assert r.status_code == 200 and "attachment" in r.headers["content-disposition"]
+    assert r.text.splitlines() == [f"line {i} of the log" for i in range(n)]
+    open_job(page, server, job.id)
+    expect(page.locator(".count")).to_have_text(f"{n:,} lines · ended", timeout=60_000)
+    assert page.locator(".log-line").count() < 500  # only the rows on screen are in the DOM
+    expect(page.locator(".log-line", has_text=f"line {n - 1} of the log")).to_be_visible()  # it follows
+    # search over everything loaded, not only what is on screen: jump to a line far above
+    page.fill("input[name=search]", "line 123 of")
+    page.press("input[name=search]", "Enter")
+    expect(page.locator(".log-line.current")).to_contain_text("line 123 of the log")
+    expect(page.locator(".matches")).to_have_text("1 / 1")
+    expect(page.locator(".log-tools input[type=checkbox]")).not_to_be_checked()  # a jump stops following
+    assert page.locator(".log-line").count() < 500
+    page.locator(".logview").evaluate("e => { e.scrollTop = 0; }")
+    expect(page.locator(".log-line[data-line='1']")).to_contain_text("line 0 of the log")
+    with page.expect_download() as dl:
+        page.click(".log-tools button:text('Download')")
+    lines = Path(dl.value.path()).read_text().splitlines()
+    assert len(lines) == n and lines[-1] == f"line {n - 1} of the log"
+
+
+@pytest.mark.slow
+def test_compare_shows_params_side_by_side_and_marks_the_difference(server, page):
+    c = server.client()
+    code = "import trainyard; [trainyard.log_metrics(step=s, acc=s * p) for s in range(3) for p in [trainyard.params()['lr']]]"
+    a = c.submit(py_job(code, name="run-a", params={"lr": 0.1, "epochs": 3}))
+    b = c.submit(py_job(code, name="run-b", params={"lr": 0.2, "epochs": 3}))
+    for j in (a, b):
+        assert j.wait(timeout=60).status.value == "succeeded"
+    page.goto(signed_in(server.url, server.token, f"/compare?jobs={a.id},{b.id}"))
+    expect(page.locator("tr[data-param=lr] td.differs")).to_have_count(2, timeout=30_000)
+    expect(page.locator("tr[data-param=epochs] td.differs")).to_have_count(0)
+    expect(page.locator("tr[data-param=lr]")).to_contain_text("0.2")
+    chart = page.locator(".chart[data-metric=acc]")
+    expect(chart.locator("canvas")).to_have_count(1)
+    expect(chart.locator(".u-legend")).to_contain_text("run-a")
+    expect(chart.locator(".u-legend")).to_contain_text("run-b")
+    screenshot(page, "compare")
+
+
+@pytest.mark.slow
+def test_resubmit_with_other_params_submits_a_copy_with_the_new_values(server, page):
+    c = server.client()
+    job = c.submit(py_job("print('hi')", name="tune", params={"lr": 0.1, "tag": "base"}))
+    assert job.wait(timeout=60).status.value == "succeeded"
+    open_job(page, server, job.id)
+    page.click("button[name=resubmit-params]")
+    page.fill("input[name=param-lr]", "not a number")
+    page.click("form.params button[type=submit]")
+    expect(page.locator("form.params .error")).to_contain_text("params.lr")
+    page.fill("input[name=param-lr]", "0.5")
+    page.click("form.params button[type=submit]")
+    page.wait_for_url(re.compile(r"/jobs/(?!" + re.escape(job.id) + ")"))
+    copy = c.get(page.url.rsplit("/", 1)[-1])
+    assert copy.spec.params == {"lr": 0.5, "tag": "base"}
+    assert copy.spec.command == job.info.spec.command and copy.name == "tune"
+
+
+@pytest.mark.slow
+def test_compare_takes_a_pipelines_step_jobs(server, page, tmp_path):
+    (tmp_path / "train.py").write_text("import sys, trainyard\nfor s in range(3): trainyard.log_metrics(step=s, acc=s * float(sys.argv[1]))\n")
+    (tmp_path / "p.yaml").write_text(
+        "name: sweep\nsteps:\n  train:\n    foreach: [1, 2]\n    command: python train.py {{item}}\n")
+    run = server.client().pipelines.run(tmp_path / "p.yaml")
+    info = server.client().pipelines.wait(run.id, timeout=120)
+    assert info.status.value == "succeeded", info.reason
+    page.goto(signed_in(server.url, server.token, f"/compare?pipeline={run.id}"))
+    legend = page.locator(".chart[data-metric=acc] .u-legend")
+    expect(legend).to_contain_text("train-0", timeout=30_000)
+    expect(legend).to_contain_text("train-1")
+    assert sorted(page.locator("textarea[name=jobs]").input_value().split(", ")) == sorted(s.job_id for s in info.steps)
