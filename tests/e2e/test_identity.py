@@ -84,9 +84,12 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     assert {j["id"] for j in alice.get("/api/v1/jobs").json()["items"]} == {a_job}
     assert {j["id"] for j in bob.get("/api/v1/jobs").json()["items"]} == {b_job, b_out}
     assert {j["id"] for j in carol.get("/api/v1/jobs").json()["items"]} == {a_job}  # a viewer reads its team's
-    for path in (f"/api/v1/jobs/{b_out}", f"/api/v1/jobs/{b_out}/logs", f"/api/v1/jobs/{b_out}/outputs",
-                 f"/api/v1/jobs/{b_out}/outputs/model.txt", f"/api/v1/jobs/{b_out}/metrics",
-                 f"/api/v1/jobs/{b_out}/wait?timeout=0", f"/api/v1/jobs/{b_out}/logs?follow=true"):
+    # every GET the API has under a job (read from its own schema, so a new endpoint is covered too)
+    schema = bob.get("/openapi.json").json()["paths"]
+    job_paths = [p.replace("{job_id}", b_out).replace("{path}", "model.txt")
+                 for p, ops in schema.items() if p.startswith("/api/v1/jobs/{job_id}") and "get" in ops]
+    assert len(job_paths) >= 8, job_paths
+    for path in (*job_paths, f"/api/v1/jobs/{b_out}/wait?timeout=0", f"/api/v1/jobs/{b_out}/logs?follow=true"):
         r = alice.get(path)
         assert r.status_code == 404 and "secret-log-line" not in r.text and "weights" not in r.text, path
     assert bob.get(f"/api/v1/jobs/{b_out}/outputs/model.txt").content == b"weights"
@@ -114,6 +117,7 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     run_id = run.json()["id"]
     assert bob.get(f"/api/v1/pipelines/{run_id}/wait", params={"timeout": 60}).json()["status"] == "succeeded"
     assert alice.get(f"/api/v1/pipelines/{run_id}").status_code == 404
+    assert alice.get(f"/api/v1/pipelines/{run_id}/events").status_code == 404
     assert alice.post(f"/api/v1/pipelines/{run_id}/retry").status_code == 404
     assert alice.get("/api/v1/pipelines").json()["items"] == []
     assert [r["owner"] for r in bob.get("/api/v1/pipelines").json()["items"]] == ["bob"]

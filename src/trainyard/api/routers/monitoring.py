@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query, Response
 
-from trainyard.api.deps import PlatformDep
+from trainyard.api.deps import CallerDep, PlatformDep
 from trainyard.services.monitoring import METRICS_CONTENT_TYPE
 from trainyard.spec.monitoring import EventInfo, ReplicaUsageInfo, UsageReport
 
@@ -17,17 +17,20 @@ def metrics(p: PlatformDep) -> Response:
 
 
 @router.get("/api/v1/jobs/{job_id}/events")
-def job_events(job_id: str, p: PlatformDep) -> list[EventInfo]:
+def job_events(job_id: str, p: PlatformDep, caller: CallerDep) -> list[EventInfo]:
+    p.jobs.get(job_id, caller)  # another team's job is not found, as everywhere else
     return p.monitoring.job_events(job_id)
 
 
 @router.get("/api/v1/jobs/{job_id}/usage")
-def job_usage(job_id: str, p: PlatformDep) -> list[ReplicaUsageInfo]:
+def job_usage(job_id: str, p: PlatformDep, caller: CallerDep) -> list[ReplicaUsageInfo]:
+    p.jobs.get(job_id, caller)
     return p.monitoring.job_usage(job_id)
 
 
 @router.get("/api/v1/pipelines/{run_id}/events")
-def run_events(run_id: str, p: PlatformDep) -> list[EventInfo]:
+def run_events(run_id: str, p: PlatformDep, caller: CallerDep) -> list[EventInfo]:
+    p.pipelines.get(run_id, caller)
     return p.monitoring.run_events(run_id)
 
 
