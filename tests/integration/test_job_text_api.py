@@ -65,3 +65,26 @@ def test_the_whole_log_downloads_across_many_pages_and_filters_by_replica(env, m
     assert f'filename="{job.id}-attempt1-replica1.log"' in r.headers["content-disposition"]
     assert tc.get(f"/api/v1/jobs/{job.id}/logs.txt", params={"replica": -1}).status_code == 422
     assert tc.get("/api/v1/jobs/j-nope/logs.txt").status_code == 404
+
+
+def test_a_follow_stream_gives_each_chunk_its_own_cursor_so_a_resume_mid_page_loses_nothing(env):
+    # given a job whose log is several chunks, all in one page of the store
+    tc, sdk, engine = env
+    job = sdk.submit({"name": "t", "command": "x"})
+    attempt_id = until(lambda: next(iter(engine.launched), None))
+    offset = 0
+    for i in range(5):
+        data = f"chunk {i}\n"
+        report(tc, engine, attempt_id, phase="running", pid=1, log={"offset": offset, "data": data})
+        offset += len(data)
+    report(tc, engine, attempt_id, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
+    # when it is followed from the start
+    with tc.stream("GET", f"/api/v1/jobs/{job.id}/logs", params={"follow": "true"}) as r:
+        frames = [f for f in "".join(r.iter_text()).split("\n\n") if f.startswith("id:")]
+    ids = [int(f.split("\n")[0].removeprefix("id: ")) for f in frames]
+    # then every chunk has its own, increasing cursor
+    assert len(ids) == 5 and ids == sorted(set(ids))
+    # and a client that got only two before the stream broke resumes with the other three
+    with tc.stream("GET", f"/api/v1/jobs/{job.id}/logs", params={"follow": "true", "after": ids[1]}) as r:
+        rest = "".join(r.iter_text())
+    assert [f"chunk {i}" in rest for i in range(5)] == [False, False, True, True, True]

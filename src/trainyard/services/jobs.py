@@ -220,9 +220,9 @@ class JobService:
         cursor = after
         while True:
             seen = self.notifier.version(job_id)
-            chunks, cursor = await off_loop(self.store.read_logs, job_id, after=cursor, attempt=attempt,
-                                         replica=replica)
-            for c in chunks:
+            chunks = await off_loop(self.store.read_log_cursors, job_id, after=cursor, attempt=attempt,
+                                    replica=replica)
+            for cursor, c in chunks:
                 yield LogEvent(cursor, c.model_dump_json())
             if chunks:
                 continue

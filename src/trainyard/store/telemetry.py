@@ -113,6 +113,15 @@ class TelemetryMixin:
         limit: int = 1000,
     ) -> tuple[list[LogChunk], int]:
         """Chunks after cursor ``after``, oldest first, and the cursor to pass next."""
+        rows = self.read_log_cursors(job_id, after=after, attempt=attempt, replica=replica, limit=limit)
+        return [c for _, c in rows], (rows[-1][0] if rows else after)
+
+    def read_log_cursors(
+        self, job_id: str, *, after: int = 0, attempt: int | None = None, replica: int | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[int, LogChunk]]:
+        """Chunks after cursor ``after``, oldest first, each with its own cursor: a stream that breaks
+        mid-page resumes after the last chunk the client got, not after the page."""
         q = select(t.LogChunk).where(t.LogChunk.job_id == job_id, t.LogChunk.id > after)
         if attempt is not None:
             q = q.where(t.LogChunk.attempt == attempt)
@@ -120,8 +129,7 @@ class TelemetryMixin:
             q = q.where(t.LogChunk.replica == replica)
         with self.read() as s:  # type: ignore[attr-defined]
             rows = list(s.scalars(q.order_by(t.LogChunk.id).limit(limit)))
-        cursor = rows[-1].id if rows else after
-        return [LogChunk(attempt=r.attempt, replica=r.replica, offset=r.offset, data=r.data) for r in rows], cursor
+        return [(r.id, LogChunk(attempt=r.attempt, replica=r.replica, offset=r.offset, data=r.data)) for r in rows]
 
     def add_metrics(self, attempt_id: str, replica: int, offset: int, lines: list[str]) -> int:
         """Store metric lines (JSON from the in-job SDK) starting at byte ``offset``."""
