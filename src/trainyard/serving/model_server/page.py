@@ -22,7 +22,7 @@ textarea{width:100%;box-sizing:border-box;font:inherit;padding:.5rem;border:1px 
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(110px,1fr));gap:.4rem}
 .grid label{font-size:.8rem;color:#556} .grid input{width:100%;box-sizing:border-box}
 button{font:inherit;background:#2457d6;color:#fff;border:0;border-radius:6px;padding:.45rem 1.1rem;cursor:pointer}
-#result .label{font-size:1.6rem;font-weight:600} .bar{height:8px;background:#2457d6;border-radius:4px}
+#result .label{font-size:1.6rem;font-weight:600} #result .label .sub{font-size:1rem;font-weight:400} .bar{height:8px;background:#2457d6;border-radius:4px}
 .row{display:grid;grid-template-columns:8rem 1fr 4rem;gap:.6rem;align-items:center;margin:.2rem 0}
 .error{color:#b3261e;white-space:pre-wrap} code{background:#eef0f4;padding:0 .25rem;border-radius:3px}
 </style></head>
