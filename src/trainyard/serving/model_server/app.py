@@ -130,25 +130,25 @@ def create_app(served: ServedModel, on_load_error: Callable[[str], None] = lambd
         with timed(metrics, served.name, "v2"):
             p = model(name, version)
             body = await read_body(request)
-            try:
-                req = parse_infer(body, request.headers.get("inference-header-content-length"))
-                arrays = p.check(req.inputs)
-                names = [o.name for o in p.outputs]
-                wanted = names if req.outputs is None else [o.name for o in req.outputs]
-                for i, o in enumerate(wanted):
-                    if o not in names:
-                        raise BadRequest(f"outputs[{i}].name: the model has no output {o!r} "
-                                         f"(its outputs: {', '.join(names)})")
-            except BadRequest as e:
-                raise Refused(400, str(e)) from None
-            results = await run_sync(p.predict, arrays, set(wanted))
-            binary = {o.name: o.binary for o in req.outputs or []}
-            content, header = encode_response(served.name, served.version, req.id,
-                                              [(o, results[o], binary.get(o, req.binary_default))
-                                               for o in wanted if o in results])
-            headers = {} if header is None else {"Inference-Header-Content-Length": str(header)}
-            media = "application/json" if header is None else "application/octet-stream"
+            header = request.headers.get("inference-header-content-length")
+            # parsing, the model and encoding all in a worker thread: a big body never stalls health checks
+            content, length = await run_sync(answer_v2, p, body, header)
+            headers = {} if length is None else {"Inference-Header-Content-Length": str(length)}
+            media = "application/json" if length is None else "application/octet-stream"
             return Response(content, media_type=media, headers=headers)
+
+    def answer_v2(p: Predictor, body: bytes, header: str | None) -> tuple[bytes, int | None]:
+        req = parse_infer(body, header)
+        arrays = p.check(req.inputs)
+        names = [o.name for o in p.outputs]
+        wanted = names if req.outputs is None else [o.name for o in req.outputs]
+        for i, o in enumerate(wanted):
+            if o not in names:
+                raise BadRequest(f"outputs[{i}].name: the model has no output {o!r} (its outputs: {', '.join(names)})")
+        results = p.predict(arrays, set(wanted))
+        binary = {o.name: o.binary for o in req.outputs or []}
+        return encode_response(served.name, served.version, req.id,
+                               [(o, results[o], binary.get(o, req.binary_default)) for o in wanted if o in results])
 
     @app.get("/v1/models")
     def v1_models() -> dict:
