@@ -63,7 +63,7 @@ def resolve(path: Path, fmt: str = "auto", module: str | None = None) -> Source:
 
 def _only_model_in(folder: Path) -> Path:
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
-    known = [p for p in files if p.suffix.lower() in _EXTENSIONS]
+    known = [p for p in files if _looks_like_a_model(p)]
     if len(files) == 1:
         return files[0]
     if len(known) == 1:
@@ -72,6 +72,14 @@ def _only_model_in(folder: Path) -> Path:
         raise ModelError(f"--model: the folder {folder} holds no file")
     raise ModelError(f"--model: the folder {folder} holds several files ({', '.join(p.name for p in files[:8])}): "
                      "name the model file itself")
+
+
+def _looks_like_a_model(path: Path) -> bool:
+    """By extension; a ``.json`` only if XGBoost wrote it (a job's outputs often hold ``metrics.json``)."""
+    if path.suffix.lower() != ".json":
+        return path.suffix.lower() in _EXTENSIONS
+    with open(path, "rb") as f:
+        return f.read(64).lstrip().startswith(b'{"learner"')
 
 
 def _sniff(path: Path) -> str:
