@@ -96,3 +96,35 @@ def test_the_page_works_behind_the_proxys_path_prefix(prefix_proxy, page):
     page.goto(prefix_proxy)
     label, _ = predict(page, "A classic. Fantastic and honest.")
     assert label == "positive"
+
+
+def test_a_tabular_model_gets_a_field_per_feature_and_a_json_box(tmp_path, page):
+    import joblib
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = load_digits(return_X_y=True)
+    model = LogisticRegression(max_iter=300).fit(x, y)
+    joblib.dump(model, tmp_path / "digits.joblib")
+    server = ModelServer(tmp_path / "digits.joblib", "digits").start()
+    try:
+        server.wait()
+        page.goto(server.url + "/")
+        page.wait_for_selector("[data-feature='63']")
+        assert page.locator("[data-feature]").count() == 64
+        for i, value in enumerate(x[7]):  # the form, one field per feature
+            page.fill(f"[data-feature='{i}']", str(value))
+        page.click("#predict")
+        row = page.wait_for_selector('#result [data-row="0"]')
+        assert row.evaluate("e => e.firstChild.textContent") == str(model.predict(x[7:8])[0])
+        page.fill("textarea#rows", str(x[20:22].tolist()))  # the JSON box: two rows at once
+        page.evaluate("document.getElementById('result').replaceChildren()")
+        page.click("#predict")
+        page.wait_for_selector('#result [data-row="1"]')
+        shown = page.eval_on_selector_all("#result [data-row]", "rows => rows.map(e => e.firstChild.textContent)")
+        assert shown == [str(v) for v in model.predict(x[20:22])]
+        page.fill("textarea#rows", "[[1, 2, 3]]")
+        page.click("#predict")
+        assert "64 features per row, got 3" in page.wait_for_selector("#error").inner_text()
+    finally:
+        server.stop()
