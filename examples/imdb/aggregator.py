@@ -8,6 +8,9 @@ over. Each weight is the mean over models, weighted by the number of reviews
 each trained on (the shards differ by one review at most). Models that did not
 start from the same initial weights, or do not share an architecture, are
 refused: their average would be noise.
+
+With ``--vocab`` (the copier's vocabulary) the saved model carries its vocabulary too, so
+it is all the model server needs to read raw reviews (``serving.py``).
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from pathlib import Path
 import torch
 
 import model as bag
+from textdata import load_vocab
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", type=Path, required=True, help="folder with one trained model per entry")
     p.add_argument("--out", type=Path, required=True, help="where to save the averaged model")
+    p.add_argument("--vocab", type=Path, help="the copier's vocabulary, saved into the model for serving")
     return p.parse_args(argv)
 
 
@@ -52,7 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     net = bag.BagOfEmbeddings(**saved[0]["config"])
     net.load_state_dict(state)
     reviews = sum(int(s.get("reviews", 0)) for s in saved)
-    bag.save(net, args.out, saved[0]["init_digest"], reviews=reviews, averaged_from=names)
+    extra = {}
+    if args.vocab:
+        extra["vocab"] = load_vocab(args.vocab)
+        if len(extra["vocab"]) != net.config["vocab_size"]:
+            raise SystemExit(f"--vocab {args.vocab}: {len(extra['vocab'])} tokens, the models "
+                             f"{net.config['vocab_size']}: they come from different copier runs")
+    bag.save(net, args.out, saved[0]["init_digest"], reviews=reviews, averaged_from=names, **extra)
     print(f"averaged {len(saved)} models ({', '.join(names)}; {reviews} reviews in all, "
           f"init {saved[0]['init_digest']}) -> {args.out}")
     return 0

@@ -51,7 +51,7 @@ def test_trainyards_loader_accepts_the_pipeline_and_expands_it_as_the_readme_run
     graph = {i.name: i for i in build(loaded.spec, loaded.params).instances}
     assert sorted(graph) == ["aggregator", "copier", "evaluate", "train-0", "train-1", "train-2"]
     assert all(graph[f"train-{i}"].needs == ["copier"] for i in range(3))  # -p workers=3 makes 3 trainers
-    assert sorted(graph["aggregator"].needs) == ["train-0", "train-1", "train-2"]
+    assert sorted(graph["aggregator"].needs) == ["copier", "train-0", "train-1", "train-2"]  # + the vocabulary
     assert "aggregator" in graph["evaluate"].needs
 
 

@@ -1,0 +1,130 @@
+"""The IMDB walkthrough's last step in a real browser: the averaged model served, a review typed into
+the try page, positive or negative shown with its probability, straight and behind a path prefix.
+
+The model is trained here by the example's own scripts (copier → one trainer → aggregator
+``--vocab``) on its synthetic stand-in, and served with ``--module serving:ReviewClassifier``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import need_module
+from tests.support.browser import screenshot
+from tests.support.model_server import ModelServer, free_port
+
+pytestmark = pytest.mark.slow
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "imdb"
+
+
+def step(*args: str | Path) -> None:
+    done = subprocess.run([sys.executable, *map(str, args)], cwd=EXAMPLE, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def imdb_server(tmp_path_factory):
+    need_module("torch", "pip install 'trainyard[torch]'")
+    out = tmp_path_factory.mktemp("imdb-serve")
+    step("copier.py", "--workers", "1", "--shards", out / "shards", "--heldout", out / "heldout",
+         "--vocab", out / "vocab")
+    step("trainer.py", "--data", out / "shards" / "0", "--epochs", "3", "--out", out / "models" / "0")
+    step("aggregator.py", "--models", out / "models", "--vocab", out / "vocab", "--out", out / "averaged")
+    server = ModelServer(out / "averaged", "imdb", "--module", "serving:ReviewClassifier", cwd=EXAMPLE)
+    server.start().wait()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def prefix_proxy(imdb_server):
+    """What the platform's /serve/NAME/ proxy does to the page: strip the prefix and forward."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def forward(request):  # noqa: ANN001, ANN202
+        async with httpx.AsyncClient() as client:
+            r = await client.request(request.method, imdb_server.url + "/" + request.path_params["rest"],
+                                     content=await request.body(), headers={"content-type": "application/json"})
+        return Response(r.content, r.status_code, media_type=r.headers.get("content-type"))
+
+    app = Starlette(routes=[Route("/serve/imdb/{rest:path}", forward, methods=["GET", "POST"])])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/serve/imdb/"
+    server.should_exit = True
+    thread.join(10)
+
+
+def predict(page, review: str) -> tuple[str, float]:  # noqa: ANN001
+    page.wait_for_selector("textarea#text")
+    page.fill("textarea#text", review)
+    page.evaluate("document.getElementById('result').replaceChildren()")
+    page.click("#predict")
+    row = page.wait_for_selector('#result [data-row="0"]')
+    return row.evaluate("e => e.firstChild.textContent"), float(row.query_selector("[data-probability]")
+                                                                 .get_attribute("data-probability"))
+
+
+def test_typing_a_review_shows_its_sentiment_and_probability(imdb_server, page):
+    page.goto(imdb_server.url + "/")
+    assert page.inner_text("#title") == "imdb"
+    label, p = predict(page, "What a luminous drama: honest, sincere and beguiling from start to end.")
+    assert label == "positive" and 0.5 < p <= 1
+    assert "probability" in page.inner_text("#result") and "negative" in page.inner_text("#result")
+    screenshot(page, "serve")
+    label, p = predict(page, "The pacing was tedious, the plot was dreary and the acting clumsy.")
+    assert label == "negative" and 0.5 < p <= 1
+
+
+def test_the_page_works_behind_the_proxys_path_prefix(prefix_proxy, page):
+    page.goto(prefix_proxy)
+    label, _ = predict(page, "A classic. Fantastic and honest.")
+    assert label == "positive"
+
+
+def test_a_tabular_model_gets_a_field_per_feature_and_a_json_box(tmp_path, page):
+    import joblib
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = load_digits(return_X_y=True)
+    model = LogisticRegression(max_iter=300).fit(x, y)
+    joblib.dump(model, tmp_path / "digits.joblib")
+    server = ModelServer(tmp_path / "digits.joblib", "digits").start()
+    try:
+        server.wait()
+        page.goto(server.url + "/")
+        page.wait_for_selector("[data-feature='63']")
+        assert page.locator("[data-feature]").count() == 64
+        for i, value in enumerate(x[7]):  # the form, one field per feature
+            page.fill(f"[data-feature='{i}']", str(value))
+        page.click("#predict")
+        row = page.wait_for_selector('#result [data-row="0"]')
+        assert row.evaluate("e => e.firstChild.textContent") == str(model.predict(x[7:8])[0])
+        page.fill("textarea#rows", str(x[20:22].tolist()))  # the JSON box: two rows at once
+        page.evaluate("document.getElementById('result').replaceChildren()")
+        page.click("#predict")
+        page.wait_for_selector('#result [data-row="1"]')
+        shown = page.eval_on_selector_all("#result [data-row]", "rows => rows.map(e => e.firstChild.textContent)")
+        assert shown == [str(v) for v in model.predict(x[20:22])]
+        page.fill("textarea#rows", "[[1, 2, 3]]")
+        page.click("#predict")
+        assert "64 features per row, got 3" in page.wait_for_selector("#error").inner_text()
+    finally:
+        server.stop()
