@@ -19,7 +19,7 @@ export class ApiError extends Error {
     super((body && (body.message || body.detail)) || `HTTP ${status}`);
     this.status = status;
     this.code = body && body.code;
-    this.errors = (body && body.errors) || [];
+    this.errors = (body && (body.errors || (body.details && body.details.errors))) || [];  // InvalidSpec's sit in details
     this.body = body;
   }
 }
