@@ -117,6 +117,12 @@ def test_a_yaml_pipeline_is_checked_at_its_lines_dry_run_and_run(env):
     r = tc.post("/api/v1/pipelines", content=PIPELINE, headers=YAML)
     assert r.status_code == 201, r.text
     assert [s["name"] for s in r.json()["steps"]] == ["prepare", "train"] and r.json()["source"] == "spec.yaml"
+    # the runs list finds it by a part of its name, in any case, and % is no wildcard
+    assert tc.post("/api/v1/pipelines", content=PIPELINE.replace("name: tiny", "name: big-50"),
+                   headers=YAML).status_code == 201
+    names = lambda q: [run["name"] for run in tc.get("/api/v1/pipelines", params={"name": q}).json()["items"]]  # noqa: E731
+    assert names("TIN") == ["tiny"] and names("G-5") == ["big-50"] and names("t%y") == [] and names("i_y") == []
+    assert names("") == ["big-50", "tiny"]
 
 
 def hold(tc, engine, name, queue, gpu):

@@ -69,10 +69,11 @@ def list_runs(
     p: PlatformDep,
     caller: CallerDep,
     status: Annotated[list[str] | None, Query()] = None,
+    name: Annotated[str | None, Query(max_length=200, description="runs whose name contains this, any case")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
 ) -> PipelineRunPage:
-    return p.pipelines.list_runs(status=status, limit=limit, cursor=cursor, caller=caller)
+    return p.pipelines.list_runs(status=status, limit=limit, cursor=cursor, caller=caller, name=name)
 
 
 @router.get("/pipelines/{run_id}")
