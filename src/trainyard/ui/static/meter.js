@@ -11,9 +11,9 @@ export function meter({ key, label, used, limit, total, fmt = String }) {
   if (over) note = `${fmt(used - limit)} borrowed past the quota`;
   else if (limit === null || limit === undefined) note = total ? `no quota · ${fmt(total)} in the cluster` : "no quota";
   return h("tr", { dataset: { resource: key, used, limit: limit ?? "" } },
-    h("td.label", label),
-    h("td.meter", h(`div.bar${limit === null || limit === undefined ? ".free" : ""}`,
+    h("td.label", null, label),
+    h("td.meter", null, h(`div.bar${limit === null || limit === undefined ? ".free" : ""}`, null,
       h(`span${over ? ".over" : ""}`, { style: `width:${pct}%` }))),
-    h("td.amount", text),
-    h("td.muted.note", note));
+    h("td.amount", null, text),
+    h("td.muted.note", null, note));
 }

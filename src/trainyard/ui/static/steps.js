@@ -23,8 +23,8 @@ function rank(s) { const i = ORDER.indexOf(s); return i < 0 ? ORDER.length : i; 
 // a bar of coloured parts, one per status, with the counts as text beside it
 export function statusMix(steps) {
   const parts = counts(steps);
-  return h("div.mix",
+  return h("div.mix", null,
     h("div.stack", { title: parts.map(([s, n]) => `${n} ${s}`).join(", ") },
       parts.map(([s, n]) => h(`span.st-${stepClass(s)}`, { style: `width:${(100 * n) / steps.length}%` }))),
-    h("span.mix-text", parts.map(([s, n]) => `${n} ${s}`).join(" · ")));
+    h("span.mix-text", null, parts.map(([s, n]) => `${n} ${s}`).join(" · ")));
 }

@@ -19,7 +19,7 @@ export function render(root, { params, query }) {
   let run = null;
   let drawn = "";
   const head = h("div");
-  const graph = h("div.panel.dag-scroll", h("p.muted", "Loading…"));
+  const graph = h("div.panel.dag-scroll", null, h("p.muted", null, "Loading…"));
   const problems = h("div");
   const arts = h("div");
   const lineage = h("div");
@@ -49,8 +49,8 @@ export function render(root, { params, query }) {
     head.replaceChildren(header(run, act));
     const groups = grouped(run.steps);
     drawDag(graph, groups.map((g) => ({ ...g, ...size(g, open) })), edges(groups), (g) => node(g, open, toggle));
-    problems.replaceChildren(troubles(run));
-    arts.replaceChildren(artifacts(run, pick));
+    problems.replaceChildren(...[troubles(run)].filter(Boolean));
+    arts.replaceChildren(...[artifacts(run, pick)].filter(Boolean));
   }
 
   async function showLineage() {
@@ -60,7 +60,7 @@ export function render(root, { params, query }) {
       lineage.replaceChildren(lineagePanel(art, run, pick));
       lineage.scrollIntoView({ block: "nearest" });
     } catch (e) {
-      lineage.replaceChildren(h("p.error", `Artifact ${artifact}: ${e.message}`));
+      lineage.replaceChildren(h("p.error", null, `Artifact ${artifact}: ${e.message}`));
     }
   }
 
@@ -68,7 +68,7 @@ export function render(root, { params, query }) {
     try {
       run = await api(`pipelines/${encodeURIComponent(id)}`);
     } catch (e) {
-      if (!run) graph.replaceChildren(h("p.error", e.status === 404 ? `No pipeline run ${id}` : e.message));
+      if (!run) graph.replaceChildren(h("p.error", null, e.status === 404 ? `No pipeline run ${id}` : e.message));
       throw e;
     }
     show();
@@ -85,31 +85,32 @@ function header(run, act) {
   const done = run.steps.filter((s) => DONE.has(s.status)).length;
   const live = run.status === "running";
   const retryable = run.status === "failed" || run.status === "cancelled";
-  return h("div",
-    h("div.row",
-      h("h1", run.name, " "), badge(run.status), h("span.grow"),
+  return h("div", null,
+    h("div.row", null,
+      h("h1", null, run.name), h("span.run-status", null, badge(run.status)), h("span.grow"),
       h("a.button", { href: `/compare?pipeline=${encodeURIComponent(run.id)}` }, "Compare trainers"),
       h("button", { disabled: !retryable, onclick: () => act("retry"), title: "run the failed, cancelled and skipped steps again" }, "Retry"),
       h("button.danger", { disabled: !live, onclick: () => act("cancel") }, "Cancel")),
-    h("p.muted.row",
-      h("span.mono", run.id), h("span", `${done}/${run.steps.length} steps done`),
+    h("p.muted.row", null,
+      h("span.mono", null, run.id), h("span", null, `${done}/${run.steps.length} steps done`),
       h("span", { title: when(run.created_at) }, `started ${ago(run.created_at)}`),
-      h("span", "took ", h("span.took", took(run))),
-      run.owner && h("span", `by ${run.owner}`), run.team && h("span", `team ${run.team}`),
-      run.retries ? h("span", `${run.retries} retries`) : null),
+      h("span", null, "took ", h("span.took", null, took(run))),
+      run.owner && h("span", null, `by ${run.owner}`), run.team && h("span", null, `team ${run.team}`),
+      run.retries ? h("span", null, `${run.retries} retries`) : null),
     run.reason && h("p", { class: run.status === "failed" ? "error" : "muted" }, run.reason),
-    run.warnings.map((w) => h("p.muted", `⚠ ${w}`)));
+    run.warnings.map((w) => h("p.muted", null, `⚠ ${w}`)));
 }
 
 // one box per step of the pipeline; a foreach step's items stay together
 function grouped(steps) {
+  const stepOf = new Map(steps.map((s) => [s.name, s.step]));
   const byStep = new Map();
   for (const s of steps) {
     if (!byStep.has(s.step)) byStep.set(s.step, { id: s.step, steps: [], needs: new Set(), foreach: false });
     const g = byStep.get(s.step);
     g.steps.push(s);
     g.foreach ||= s.index !== null && s.index !== undefined;
-    s.needs.forEach((n) => g.needs.add(n));
+    s.needs.forEach((n) => g.needs.add(stepOf.get(n) || n));  // an item of a fan-out (train-3) needs its box
   }
   return [...byStep.values()];
 }
@@ -135,13 +136,13 @@ function node(g, open, toggle) {
     return h(`${s.job_id ? "a" : "div"}.dag-node.st-${stepClass(s.status)}`,
       { href: s.job_id ? `/jobs/${encodeURIComponent(s.job_id)}` : undefined, title: s.reason || s.name,
         dataset: { step: s.name, status: s.status } },
-      h("div.dag-name", s.name),
-      h("div.row", stepBadge(s.status), h("span.muted", stepTime(s))));
+      h("div.dag-name", null, s.name),
+      h("div.row", null, stepBadge(s.status), h("span.muted", null, stepTime(s))));
   }
   const n = g.steps.length;
   const shown = isOpen(g, open);
   return h("div.dag-group", { dataset: { step: g.id, count: n } },
-    h("div.row", h("b", `${g.id} × ${n}`), h("span.grow"),
+    h("div.row", null, h("b", null, `${g.id} × ${n}`), h("span.grow"),
       n > FANOUT_OPEN && h("button.small", { onclick: () => toggle(g.id), "aria-expanded": String(shown) },
         shown ? "fold" : `show ${n}`)),
     statusMix(g.steps),
@@ -150,7 +151,7 @@ function node(g, open, toggle) {
         { href: s.job_id ? `/jobs/${encodeURIComponent(s.job_id)}` : undefined,
           title: `${s.name}: ${s.status}${s.item !== null && s.item !== undefined ? ` (item ${JSON.stringify(s.item)})` : ""}${s.reason ? ` — ${s.reason}` : ""}`,
           dataset: { step: s.name, status: s.status } },
-        h("span", `#${s.index}`), h("small", s.status)))));
+        h("span", null, `#${s.index}`), h("small", null, s.status)))));
 }
 
 function stepTime(s) {
@@ -161,21 +162,21 @@ function stepTime(s) {
 function troubles(run) {
   const bad = run.steps.filter((s) => ["failed", "cancelled", "skipped"].includes(s.status) && s.reason);
   if (!bad.length) return null;
-  return h("div.panel", h("h2", "Why steps did not run"),
-    h("ul", bad.slice(0, 50).map((s) => h("li", h("b", s.name), " ", stepBadge(s.status), " ", s.reason))),
-    bad.length > 50 ? h("p.muted", `and ${bad.length - 50} more`) : null);
+  return h("div.panel", null, h("h2", null, "Why steps did not run"),
+    h("ul", null, bad.slice(0, 50).map((s) => h("li", null, h("b", null, s.name), " ", stepBadge(s.status), " ", s.reason))),
+    bad.length > 50 ? h("p.muted", null, `and ${bad.length - 50} more`) : null);
 }
 
 function artifacts(run, pick) {
   const rows = run.steps.flatMap((s) => Object.entries(s.artifacts).map(([out, key]) => ({ s, out, key })));
   if (!rows.length) return null;
-  return h("div", h("h2", "Artifacts"),
-    h("table.list.artifacts",
-      h("thead", h("tr", ["output", "step", "artifact", ""].map((c) => h("th", c)))),
-      h("tbody", rows.map(({ s, out, key }) => h("tr", { dataset: { artifact: key } },
-        h("td", out), h("td", s.job_id ? h("a", { href: `/jobs/${encodeURIComponent(s.job_id)}` }, s.name) : s.name),
-        h("td.mono", key.slice(0, 16)),
-        h("td", h("button.small", { onclick: () => pick(key) }, "lineage")))))));
+  return h("div", null, h("h2", null, "Artifacts"),
+    h("table.list.artifacts", null,
+      h("thead", null, h("tr", null, ["output", "step", "artifact", ""].map((c) => h("th", null, c)))),
+      h("tbody", null, rows.map(({ s, out, key }) => h("tr", { dataset: { artifact: key } },
+        h("td", null, out), h("td", null, s.job_id ? h("a", { href: `/jobs/${encodeURIComponent(s.job_id)}` }, s.name) : s.name),
+        h("td.mono", null, key.slice(0, 16)),
+        h("td", null, h("button.small", { onclick: () => pick(key) }, "lineage")))))));
 }
 
 // where an artifact came from (its step's inputs, themselves artifacts) and where it went (the steps
@@ -186,19 +187,19 @@ function lineagePanel(art, run, pick) {
     Object.values(s.inputs || {}).some((i) => (i.artifacts || []).includes(art.id)));
   const inputs = Object.entries(art.inputs || {});
   return h("div.panel.lineage", { dataset: { artifact: art.id } },
-    h("h2", `Lineage of ${art.output} `, h("span.mono.muted", art.id.slice(0, 16))),
-    h("p", "Made by step ", h("b", stepLink(art.step, art.job_id)), ` (attempt ${art.attempt}) `,
-      h("span.muted", `${when(art.created_at)} · ${bytes(art.size)} in ${art.files} file${art.files === 1 ? "" : "s"}`)),
-    h("p.mono.muted", `sha256 ${art.digest}`),
-    h("h3", "From"),
-    inputs.length ? h("ul", inputs.map(([name, ref]) => h("li", h("b", name), " ",
+    h("h2", null, `Lineage of ${art.output} `, h("span.mono.muted", null, art.id.slice(0, 16))),
+    h("p", null, "Made by step ", h("b", null, stepLink(art.step, art.job_id)), ` (attempt ${art.attempt}) `,
+      h("span.muted", null, `${when(art.created_at)} · ${bytes(art.size)} in ${art.files} file${art.files === 1 ? "" : "s"}`)),
+    h("p.mono.muted", null, `sha256 ${art.digest}`),
+    h("h3", null, "From"),
+    inputs.length ? h("ul", null, inputs.map(([name, ref]) => h("li", null, h("b", null, name), " ",
       (ref.artifacts || []).length
         ? (ref.artifacts || []).map((k) => h("button.small.mono", { onclick: () => pick(k) }, k.slice(0, 12)))
-        : h("span.muted", ref.value !== undefined ? "a value" : "no artifact"))))
-      : h("p.muted", "no inputs"),
-    h("h3", "Used by"),
+        : h("span.muted", null, ref.value !== undefined ? "a value" : "no artifact"))))
+      : h("p.muted", null, "no inputs"),
+    h("h3", null, "Used by"),
     consumers.length || art.used_by.length
-      ? h("ul", consumers.map((s) => h("li", "step ", stepLink(s.name, s.job_id), " ", stepBadge(s.status))),
-        art.used_by.map((u) => h("li", "reused from the cache by ", u)))
-      : h("p.muted", "no step has read it yet"));
+      ? h("ul", null, consumers.map((s) => h("li", null, "step ", stepLink(s.name, s.job_id), " ", stepBadge(s.status))),
+        art.used_by.map((u) => h("li", null, "reused from the cache by ", u)))
+      : h("p.muted", null, "no step has read it yet"));
 }

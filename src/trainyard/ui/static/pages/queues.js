@@ -9,12 +9,12 @@ export function render(root) {
   css("meters.css");
   const teams = h("div");
   const list = h("div");
-  root.append(h("h1", "Queues"), teams, list);
+  root.append(h("h1", null, "Queues"), teams, list);
   return poll(async () => {
     const [queues, nodes] = await Promise.all([api("queues"), api("nodes")]);
     const cap = capacity(nodes);
-    list.replaceChildren(...(queues.length ? queues.map((q) => panel(q, cap)) : [h("p.muted", "No queue is defined and no job has run.")]));
-    teams.replaceChildren(standing(queues));
+    list.replaceChildren(...(queues.length ? queues.map((q) => panel(q, cap)) : [h("p.muted", null, "No queue is defined and no job has run.")]));
+    teams.replaceChildren(...[standing(queues)].filter(Boolean));
   }, 3000);
 }
 
@@ -41,15 +41,15 @@ function panel(info, cap) {
   if (quota.jobs !== null && quota.jobs !== undefined) rows.push(["jobs", "running jobs", u.running, quota.jobs, null, String]);
   const fs = info.fair_share;
   return h("div.panel.queue", { dataset: { queue: q.name } },
-    h("div.row",
-      h("h2", q.name), h("span.muted", `team ${q.team}`), h("span.muted", `priority ${q.priority}`),
-      h("span.muted", q.borrowing ? "may borrow idle room" : "never borrows"),
+    h("div.row", null,
+      h("h2", null, q.name), h("span.muted", null, `team ${q.team}`), h("span.muted", null, `priority ${q.priority}`),
+      h("span.muted", null, q.borrowing ? "may borrow idle room" : "never borrows"),
       h("span.grow"),
       h("span.count.running", { title: "running jobs" }, `${u.running} running`),
       u.borrowed ? h("span.count.borrowed", { title: "running past the quota on idle room; preempted first" }, `${u.borrowed} borrowing`) : null,
       h("span.count.waiting", { title: "jobs waiting in line" }, `${info.pending} waiting`)),
-    h("table.meters", rows.map(([key, label, used, limit, total, fmt]) => meter({ key, label, used, limit, total, fmt }))),
-    fs && h("p.muted.share", `Fair share: team ${fs.team} holds ${(100 * fs.share).toFixed(1)}% of the cluster's `
+    h("table.meters", null, rows.map(([key, label, used, limit, total, fmt]) => meter({ key, label, used, limit, total, fmt }))),
+    fs && h("p.muted.share", null, `Fair share: team ${fs.team} holds ${(100 * fs.share).toFixed(1)}% of the cluster's `
       + `${fs.dominant || "resources"}; ${fs.rank === 1 ? "first" : `#${fs.rank}`} of ${fs.teams} in line at equal priority.`));
 }
 
@@ -59,11 +59,11 @@ function standing(queues) {
   for (const q of queues) if (q.fair_share) byTeam.set(q.fair_share.team, q.fair_share);
   if (!byTeam.size) return null;
   const ranked = [...byTeam.values()].sort((a, b) => a.rank - b.rank);
-  return h("div.panel",
-    h("h2", "Fair share"),
-    h("p.muted", "Within one priority, the team holding the smallest share of its most-used resource goes next."),
-    h("table.meters", ranked.map((t) => h("tr", { dataset: { team: t.team } },
-      h("td", `#${t.rank}`), h("td", h("b", t.team)),
-      h("td.meter", h("div.bar", h("span", { style: `width:${Math.min(100, 100 * t.share)}%` }))),
-      h("td.amount", `${(100 * t.share).toFixed(1)}%`), h("td.muted", t.dominant || "holds nothing")))));
+  return h("div.panel", null,
+    h("h2", null, "Fair share"),
+    h("p.muted", null, "Within one priority, the team holding the smallest share of its most-used resource goes next."),
+    h("table.meters", null, ranked.map((t) => h("tr", { dataset: { team: t.team } },
+      h("td", null, `#${t.rank}`), h("td", null, h("b", null, t.team)),
+      h("td.meter", null, h("div.bar", null, h("span", { style: `width:${Math.min(100, 100 * t.share)}%` }))),
+      h("td.amount", null, `${(100 * t.share).toFixed(1)}%`), h("td.muted", null, t.dominant || "holds nothing")))));
 }

@@ -49,7 +49,7 @@ export function render(root) {
       style: `top:calc(${e.line - 1} * var(--lh) + 8px)` }, `${e.field ? `${e.field}: ` : ""}${e.message}`)));
     list.replaceChildren(...errors.map((e) => h("li.error", { dataset: { line: e.line ?? "", field: e.field || "" } },
       e.line ? h("a", { href: "#", onclick: (ev) => { ev.preventDefault(); goTo(e.line); } }, `line ${e.line}`) : "spec",
-      e.field ? [" · ", h("code", e.field)] : null, `: ${e.message}`)));
+      e.field ? [" · ", h("code", null, e.field)] : null, `: ${e.message}`)));
     kind.textContent = `as a ${isPipeline(text.value) ? "pipeline" : "job"}`;
     scrolled();
   };
@@ -81,7 +81,7 @@ export function render(root) {
       paint();
       if (dryRun) {
         toast(`Valid ${res.kind} ${res.name}${res.steps ? ` (${res.steps} steps)` : ""}: nothing was submitted`, { kind: "info" });
-        list.replaceChildren(h("li.ok", `✓ valid ${res.kind} “${res.name}”`), ...res.warnings.map((w) => h("li.muted", `⚠ ${w}`)));
+        list.replaceChildren(h("li.ok", null, `✓ valid ${res.kind} “${res.name}”`), ...res.warnings.map((w) => h("li.muted", null, `⚠ ${w}`)));
       } else {
         localStorage.removeItem(DRAFT);
         navigate(pipeline ? `/pipelines/${encodeURIComponent(res.id)}` : `/jobs/${encodeURIComponent(res.id)}`);
@@ -99,12 +99,12 @@ export function render(root) {
   const example = (spec) => () => { text.value = spec; errors = []; localStorage.setItem(DRAFT, spec); paint(); };
 
   root.append(
-    h("div.row", h("h1", "Submit"), h("span.grow"), h("span.muted", "Start from"),
+    h("div.row", null, h("h1", null, "Submit"), h("span.grow"), h("span.muted", null, "Start from"),
       h("button.small", { type: "button", onclick: example(JOB) }, "a job"),
       h("button.small", { type: "button", onclick: example(PIPELINE) }, "a pipeline")),
-    h("p.muted", "Paste or write a job spec or a pipeline, as for `trainyard run FILE`. Steps run in the server's folder: code from your machine goes with the CLI."),
-    h("div.editor", gutter, h("div.text", text, notes)),
-    h("div.row.actions", validate, submit, kind),
+    h("p.muted", null, "Paste or write a job spec or a pipeline, as for `trainyard run FILE`. Steps run in the server's folder: code from your machine goes with the CLI."),
+    h("div.editor", null, gutter, h("div.text", null, text, notes)),
+    h("div.row.actions", null, validate, submit, kind),
     list);
   paint();
 }
