@@ -44,7 +44,7 @@ export function render(root) {
     const n = text.value.split("\n").length;
     const bad = new Map(errors.filter((e) => e.line).map((e) => [e.line, e]));
     gutter.replaceChildren(...Array.from({ length: n }, (_, i) =>
-      h(`span${bad.has(i + 1) ? ".err" : ""}`, { dataset: { line: i + 1 }, title: bad.get(i + 1)?.message }, `${i + 1}\n`)));
+      h(`span${bad.has(i + 1) ? ".err" : ""}`, { dataset: { line: i + 1 }, title: bad.get(i + 1)?.message }, String(i + 1))));
     notes.replaceChildren(...[...bad.values()].map((e) => h("div.note", { dataset: { line: e.line },
       style: `top:calc(${e.line - 1} * var(--lh) + 8px)` }, `${e.field ? `${e.field}: ` : ""}${e.message}`)));
     list.replaceChildren(...errors.map((e) => h("li.error", { dataset: { line: e.line ?? "", field: e.field || "" } },
