@@ -12,17 +12,18 @@ from tests.support.browser import screenshot, signed_in
 
 pytestmark = pytest.mark.slow
 
-# prepare (quick) -> train × 10 (items 0 and 5 sleep: they stay running) -> report (waits)
+# prepare (quick, writes data) -> train × 10 (read it) (items 0 and 5 sleep: they stay running) -> report (waits)
 PIPELINE = """\
 name: ui-dag
 params: {n: 10}
 steps:
   prepare:
-    command: echo ready
+    command: python -c "open('{{outputs.data}}', 'w').write('ready')"
+    outputs: [data]
     resources: {cpu: 0.1, memory: 64Mi}
   train:
-    needs: [prepare]
     foreach: "{{params.n}}"
+    inputs: {data: "{{steps.prepare.outputs.data}}"}
     command: python -c "import time; time.sleep(300 if {{item}} % 5 == 0 else 0)"
     resources: {cpu: 0.1, memory: 64Mi}
   report:
@@ -63,6 +64,12 @@ def test_the_dag_shows_each_steps_state_live_and_a_step_opens_its_job(server, pa
     expect(group).to_contain_text("2 running")
     assert "open=train" in page.url  # the opened fan-out survives a reload
     screenshot(page, "pipeline")
+    # and the artifact prepare wrote has its lineage: made by prepare, read by every train item
+    page.locator("table.artifacts tr", has_text="data").get_by_role("button", name="lineage").click()
+    lineage = page.locator(".lineage")
+    expect(lineage).to_contain_text("Made by step prepare")
+    expect(lineage.locator("li", has_text="step train-")).to_have_count(10)
+    assert "artifact=" in page.url
     # when a step is clicked, its job's page opens
     job_id = next(s["job_id"] for s in httpx.get(f"{server.url}/api/v1/pipelines/{run['id']}",
                                                   headers=server.headers).json()["steps"] if s["name"] == "prepare")
@@ -97,3 +104,38 @@ def test_the_runs_list_filters_by_status_and_name_in_the_url(server, page):
     page.locator("tr[data-run] a").first.click()
     page.wait_for_url("**/pipelines/*")
     expect(page.locator(".dag-node[data-step=one]")).to_be_visible()
+
+
+def test_a_fan_out_of_sixty_stays_one_box_until_opened_then_wraps(server, page):
+    # given a fan-out of 60 waiting behind a step that runs (no process per item yet)
+    run = start(server, """\
+name: wide
+steps:
+  hold:
+    command: sleep 300
+    resources: {cpu: 0.1}
+  train:
+    needs: [hold]
+    foreach: 60
+    command: echo {{item}}
+  merge:
+    needs: [train]
+    command: echo merged
+""")
+    page.goto(signed_in(server.url, server.token, f"/pipelines/{run['id']}"))
+    group = page.locator(".dag-group[data-step=train]")
+    expect(group).to_contain_text("train × 60")
+    expect(group).to_contain_text("60 waiting")
+    box = group.bounding_box()
+    assert box["height"] < 120  # one box, as tall as a step or two
+    group.get_by_role("button", name="show 60").click()
+    tiles = group.locator(".dag-tile")
+    expect(tiles).to_have_count(60)
+    # the items wrap in rows of 8: the graph grows down, not off the screen sideways
+    first, ninth = tiles.nth(0).bounding_box(), tiles.nth(8).bounding_box()
+    assert ninth["x"] == first["x"] and ninth["y"] > first["y"]
+    assert group.bounding_box()["width"] < 900
+    merge, hold = page.locator(".dag-node[data-step=merge]"), page.locator(".dag-node[data-step=hold]")
+    assert hold.bounding_box()["x"] < group.bounding_box()["x"] < merge.bounding_box()["x"]  # layers, left to right
+    page.reload()
+    expect(page.locator(".dag-group[data-step=train] .dag-tile")).to_have_count(60)  # still open
