@@ -68,6 +68,12 @@ export function render(root) {
     paint();
   });
   text.addEventListener("scroll", scrolled);
+  text.addEventListener("keydown", (e) => {  // Tab indents (YAML is all indentation); Shift+Tab leaves
+    if (e.key !== "Tab" || e.shiftKey || e.ctrlKey || e.altKey || e.metaKey) return;
+    e.preventDefault();
+    text.setRangeText("  ", text.selectionStart, text.selectionEnd, "end");
+    text.dispatchEvent(new Event("input"));
+  });
 
   const send = async (dryRun, button) => {
     const pipeline = isPipeline(text.value);
