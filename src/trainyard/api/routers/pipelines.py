@@ -45,13 +45,16 @@ async def run_pipeline(request: Request, p: PlatformDep, caller: CallerDep,
     if not is_yaml(request):
         body = await read_json(request, RunRequest)
         return await run_in_threadpool(_run, p, caller, dry_run, body.spec, body.params, body.workdirs, body.source)
-    text = await read_text(request)
-    data, lines = read_yaml(text)
+    return await run_in_threadpool(_run_text, p, caller, dry_run, await read_text(request))
+
+
+def _run_text(p: Platform, caller: Caller, dry_run: bool, text: str) -> Response:
+    data, lines = read_yaml(text)  # off the event loop: a big text takes a while
     try:
         check_finite(data)
     except ValueError as e:
         raise InvalidSpec(errors=[error_entry(SOURCE, None, "", str(e))]) from None
-    return await run_in_threadpool(_run, p, caller, dry_run, data, {}, {}, SOURCE, lines)
+    return _run(p, caller, dry_run, data, {}, {}, SOURCE, lines)
 
 
 def _run(p: Platform, caller: Caller, dry_run: bool, spec: dict[str, Any], params: dict[str, Any],
