@@ -80,6 +80,12 @@ def test_the_dag_shows_each_steps_state_live_and_a_step_opens_its_job(server, pa
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator(".run-status .badge")).to_have_attribute("data-status", "cancelled", timeout=60_000)
     expect(page.locator(".dag-node[data-step=report]")).to_have_attribute("data-status", "cancelled")
+    expect(page.locator(".panel", has_text="Why steps did not run")).to_contain_text("report")
+    # and retry runs again what did not finish, keeping what succeeded
+    page.get_by_role("button", name="Retry").click()
+    expect(page.locator(".run-status .badge")).to_have_attribute("data-status", "running", timeout=30_000)
+    expect(page.locator(".dag-node[data-step=report]")).to_have_attribute("data-status", "waiting")
+    expect(prepare).to_have_attribute("data-status", "succeeded")
 
 
 def test_the_runs_list_filters_by_status_and_name_in_the_url(server, page):
