@@ -42,4 +42,5 @@ class Cluster:
                 node.cpu_used += r.cpu
                 node.memory_used += r.memory or 0
                 node.gpus_used += rep.gpus
+                node.gpu_holders.update(dict.fromkeys(rep.gpus, job.id))
         return list(nodes.values())

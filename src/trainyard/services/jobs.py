@@ -58,23 +58,35 @@ class JobService:
         """Validate against this platform, store, and wake the scheduler. Nothing is stored on error.
 
         ``on_behalf``: (owner, team) of a pipeline step, whose run was checked when it was created."""
-        self.engine.validate(spec)
         if on_behalf is None:
-            owner, team = caller.user, self.team_for(caller, spec.queue)
+            owner, team = self.check(spec, snapshot, caller)
         else:
+            self.engine.validate(spec)
+            self._check_room(spec, snapshot)
             owner, team = on_behalf
-        if (problem := check_fits_some_node(spec, self.engine.nodes())) is not None:
-            field, message = problem
-            raise Unschedulable(f"{field}: {message}", field=field)
-        if snapshot is not None and not self.artifacts.has_snapshot(snapshot):
-            raise InvalidSpec(errors=[{"field": "workdir", "line": None, "where": "workdir",
-                                       "message": f"snapshot {snapshot} was not uploaded"}])
         job = self.store.create_job(spec, snapshot, owner=owner, team=team)
         self.scheduler.remember(job)
         self.scheduler.wake()
         if on_behalf is None:
             self.audit.record(caller, "job.submit", job.id, name=spec.name, queue=spec.queue, team=team)
         return job
+
+    def check(self, spec: JobSpec, snapshot: str | None = None,
+              caller: Caller = LOCAL_ADMIN) -> tuple[str | None, str | None]:
+        """Everything :meth:`submit` checks, without storing: the job's (owner, team) if it would be accepted."""
+        self.engine.validate(spec)
+        owner, team = caller.user, self.team_for(caller, spec.queue)
+        self._check_room(spec, snapshot)
+        return owner, team
+
+    def _check_room(self, spec: JobSpec, snapshot: str | None) -> None:
+        """The job fits some node, and its code was uploaded."""
+        if (problem := check_fits_some_node(spec, self.engine.nodes())) is not None:
+            field, message = problem
+            raise Unschedulable(f"{field}: {message}", field=field)
+        if snapshot is not None and not self.artifacts.has_snapshot(snapshot):
+            raise InvalidSpec(errors=[{"field": "workdir", "line": None, "where": "workdir",
+                                       "message": f"snapshot {snapshot} was not uploaded"}])
 
     def cancel(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> JobInfo:
         found = self.get(job_id, caller)

@@ -24,7 +24,7 @@ from trainyard.services import pipeline_io as io
 from trainyard.services.jobs import JobService
 from trainyard.services.notify import Notifier, off_loop
 from trainyard.spec.job import JobSpec
-from trainyard.spec.pipeline import Errors, is_special, merge_params, parse_pipeline
+from trainyard.spec.pipeline import Errors, PipelineSpec, is_special, merge_params, parse_pipeline
 from trainyard.spec.pipeline_graph import Graph, build
 from trainyard.spec.pipeline_records import (PipelineArtifact, PipelineRunInfo, PipelineRunPage, RunStatus, StepInfo,
                                              StepStatus)
@@ -61,18 +61,35 @@ class PipelineService:
 
     def create(self, raw: dict[str, Any], params: dict[str, Any] | None = None,
                workdirs: dict[str, str] | None = None, source: str | None = None,
-               caller: Caller = LOCAL_ADMIN) -> PipelineRunInfo:
+               caller: Caller = LOCAL_ADMIN, lines: dict | None = None) -> PipelineRunInfo:
         """Check the whole pipeline (graph, every step's job and queue, snapshots), store the run, start it.
 
         Nothing is stored or run when anything is wrong. The run and its steps' jobs belong to the
-        caller and the team its default queue gives it."""
+        caller and the team its default queue gives it. ``lines``: where each key of ``raw`` was written
+        (:func:`trainyard.spec.lines.compose`), so errors name the user's lines."""
+        spec, merged, graph = self.check(raw, params, workdirs, source, caller, lines)
+        workdirs = dict(workdirs or {})
+        team = self.jobs.team_for(caller, "default")
+        run_id = self.runs.create_run(name=spec.name, spec=raw, params=merged, workdirs=workdirs, source=source,
+                                      warnings=graph.warnings, instances=graph.instances, owner=caller.user,
+                                      team=team)
+        self.jobs.audit.record(caller, "pipeline.run", run_id, name=spec.name, team=team)
+        for w in graph.warnings:
+            log.warning("run %s: %s", run_id, w)
+        self.advance(run_id)
+        return self.runs.get_run(run_id)
+
+    def check(self, raw: dict[str, Any], params: dict[str, Any] | None = None,
+              workdirs: dict[str, str] | None = None, source: str | None = None,
+              caller: Caller = LOCAL_ADMIN, lines: dict | None = None) -> tuple[PipelineSpec, dict[str, Any], Graph]:
+        """Everything :meth:`create` checks, without storing: the spec, its params in effect, its steps."""
         src = source or "<pipeline>"
-        spec = parse_pipeline(raw, src)
+        spec = parse_pipeline(raw, src, lines)
         merged = merge_params(spec, params, src)
         specials = any(is_special(s) for s in spec.steps.values())
-        graph: Graph = build(spec, merged, source=src, expand=self._expander() if specials else None)
+        graph: Graph = build(spec, merged, lines=lines, source=src, expand=self._expander() if specials else None)
         workdirs = dict(workdirs or {})
-        errs = Errors(src, None)
+        errs = Errors(src, lines)
         for inst in graph.instances:
             loc = ("steps", inst.step)
             code = workdirs.get(inst.workdir)
@@ -90,15 +107,7 @@ class PipelineService:
             if problem is not None:
                 errs.add((*loc, problem[0]), problem[1])
         errs.raise_if_any()
-        team = self.jobs.team_for(caller, "default")
-        run_id = self.runs.create_run(name=spec.name, spec=raw, params=merged, workdirs=workdirs, source=source,
-                                      warnings=graph.warnings, instances=graph.instances, owner=caller.user,
-                                      team=team)
-        self.jobs.audit.record(caller, "pipeline.run", run_id, name=spec.name, team=team)
-        for w in graph.warnings:
-            log.warning("run %s: %s", run_id, w)
-        self.advance(run_id)
-        return self.runs.get_run(run_id)
+        return spec, merged, graph
 
     def _expander(self) -> Callable[[str, dict, dict], Any]:
         if self._catalog is None:
@@ -134,8 +143,8 @@ class PipelineService:
     # -- looking up -------------------------------------------------------------
 
     def list_runs(self, *, status: list[str] | None, limit: int, cursor: str | None,
-                  caller: Caller = LOCAL_ADMIN) -> PipelineRunPage:
-        return self.runs.list_runs(status=status, limit=limit, cursor=cursor, visible=visible(caller))
+                  caller: Caller = LOCAL_ADMIN, name: str | None = None) -> PipelineRunPage:
+        return self.runs.list_runs(status=status, limit=limit, cursor=cursor, visible=visible(caller), name=name)
 
     def get(self, run_id: str, caller: Caller = LOCAL_ADMIN) -> PipelineRunInfo:
         """The run, if the caller may see it: another team's run is not found."""

@@ -16,7 +16,7 @@ from trainyard.services.cluster import Cluster
 from trainyard.services.scheduling import Scheduler
 from trainyard.spec.lines import suggestion
 from trainyard.spec.queue import QueueSpec, load_queues
-from trainyard.spec.records import QueueInfo, QueueUsage
+from trainyard.spec.records import NodeInfo, QueueInfo, QueueUsage, TeamShare
 from trainyard.store import Store
 
 DEFAULT = "default"  # always accepted: jobs that name no queue land here, unlimited unless defined
@@ -116,10 +116,13 @@ class QueueService:
         counts = self.store.queue_counts()
         for name in counts:
             specs.setdefault(name, QueueSpec(name=name))  # jobs in the implicit default queue
+        usage, nodes = self._usage()
+        # ranked among every team, whichever the caller sees
+        shares = team_shares(usage, {n: q.team for n, q in specs.items()}, nodes)
         if shown is not None:
             specs = {n: q for n, q in specs.items() if q.team in shown or n == DEFAULT}
-        usage = self._usage()
-        return [QueueInfo(queue=q, usage=usage.get(n, QueueUsage()), pending=counts.get(n, {}).get("pending", 0))
+        return [QueueInfo(queue=q, usage=usage.get(n, QueueUsage()), pending=counts.get(n, {}).get("pending", 0),
+                          fair_share=shares.get(q.team or n))
                 for n, q in sorted(specs.items())]
 
     def get(self, name: str, caller: Caller | None = None) -> QueueInfo:
@@ -128,9 +131,11 @@ class QueueService:
             self.store.get_queue(name)  # raises QueueNotFound
         return found
 
-    def _usage(self) -> dict[str, QueueUsage]:
+    def _usage(self) -> tuple[dict[str, QueueUsage], list[NodeInfo]]:
+        """What each queue's running jobs hold, and the nodes (the cluster's capacity)."""
         live = self.cluster.live()
-        gpu_type = {n.name: n.gpu_type or "gpu" for n in self.cluster.nodes(live)}
+        nodes = self.cluster.nodes(live)
+        gpu_type = {n.name: n.gpu_type or "gpu" for n in nodes}
         out: dict[str, QueueUsage] = {}
         for job, a in live:
             u = out.setdefault(job.queue, QueueUsage())
@@ -143,4 +148,30 @@ class QueueService:
                 if rep.gpus:
                     kind = gpu_type.get(rep.node, "gpu")
                     u.gpu[kind] = u.gpu.get(kind, 0) + len(rep.gpus)
-        return out
+        return out, nodes
+
+
+def team_shares(usage: dict[str, QueueUsage], team_of: dict[str, str | None],
+                nodes: list[NodeInfo]) -> dict[str, TeamShare]:
+    """Each team's dominant resource share of the cluster (DRF, as the scheduler orders teams), ranked.
+
+    A team holds what its queues' running jobs hold; the implicit default queue counts for a team of its name,
+    as the scheduler counts it."""
+    cap: dict[str, float] = {"cpu": sum(n.cpu for n in nodes), "memory": float(sum(n.memory for n in nodes))}
+    for n in nodes:
+        if n.gpu:
+            cap[f"gpu:{n.gpu_type or 'gpu'}"] = cap.get(f"gpu:{n.gpu_type or 'gpu'}", 0) + n.gpu
+    held: dict[str, dict[str, float]] = {team or name: {} for name, team in team_of.items()}
+    for name, u in usage.items():
+        h = held.setdefault(team_of.get(name) or name, {})
+        for kind, amount in (("cpu", u.cpu), ("memory", u.memory), *((f"gpu:{t}", g) for t, g in u.gpu.items())):
+            h[kind] = h.get(kind, 0) + amount
+    out: dict[str, TeamShare] = {}
+    for team, h in held.items():
+        share, dominant = max(((amount / cap[kind], kind) for kind, amount in h.items() if cap.get(kind) and amount),
+                              default=(0.0, None))
+        out[team] = TeamShare(team=team, share=round(min(share, 1.0), 4), dominant=dominant)
+    ranked = sorted(out.values(), key=lambda s: (s.share, s.team))
+    for i, s in enumerate(ranked, 1):
+        s.rank, s.teams = i, len(ranked)
+    return out

@@ -17,12 +17,15 @@ from pydantic import BaseModel, ValidationError
 from trainyard.errors import InvalidSpec
 
 Path_ = tuple[Any, ...]  # where in the data: the keys and list indexes from the top
+MAX_VALUES = 100_000  # keys, items and scalars of one spec: far past any real one
 
 
 def compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     """Plain Python data plus the 1-based line of every mapping key and item."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise InvalidSpec(errors=[error_entry(source, None, "", "not valid YAML: nested too deeply")]) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else None
@@ -32,8 +35,12 @@ def compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     if node is None:
         return None, lines
     loader = yaml.SafeLoader("")
+    left = [MAX_VALUES]
 
     def walk(n: yaml.Node, path: Path_) -> Any:
+        left[0] -= 1
+        if left[0] < 0:  # aliases can make a short text expand without end ("billion laughs")
+            raise InvalidSpec(errors=[error_entry(source, None, "", f"more than {MAX_VALUES} values: not a spec")])
         lines.setdefault(path, n.start_mark.line + 1)
         if isinstance(n, yaml.MappingNode):
             out = {}
@@ -46,7 +53,10 @@ def compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
             return [walk(v, path + (i,)) for i, v in enumerate(n.value)]
         return loader.construct_object(n, deep=True)
 
-    return walk(node, ()), lines
+    try:
+        return walk(node, ()), lines
+    except RecursionError:
+        raise InvalidSpec(errors=[error_entry(source, None, "", "not valid YAML: nested too deeply")]) from None
 
 
 def error_entry(source: str, line: int | None, field: str, message: str) -> dict[str, Any]:

@@ -32,6 +32,13 @@ def parse_job(text: str, source: str = "<spec>") -> JobSpec:
     return parse_model(JobSpec, text, source)
 
 
+def parse_job_text(text: str, source: str) -> JobSpec:
+    """A job spec as written in a file (or pasted in the web UI): ours, or a Kubeflow PyTorchJob."""
+    if kubeflow.is_pytorchjob_text(text):  # a Kubeflow PyTorchJob runs as the equivalent job
+        return kubeflow.load_pytorchjob(text, source)
+    return parse_job(text, source)
+
+
 def load_job(path: str | Path, overrides: dict[str, Any] | None = None) -> JobSpec:
     """Read a job spec file; ``overrides`` replace params (``-p key=value``)."""
     path = Path(path)
@@ -39,10 +46,7 @@ def load_job(path: str | Path, overrides: dict[str, Any] | None = None) -> JobSp
         text = path.read_text()
     except OSError as e:
         raise InvalidSpec(errors=[error_entry(str(path), None, "", f"cannot read: {e.strerror}")]) from None
-    if kubeflow.is_pytorchjob_text(text):  # a Kubeflow PyTorchJob runs as the equivalent job
-        spec = kubeflow.load_pytorchjob(text, str(path))
-    else:
-        spec = parse_job(text, str(path))
+    spec = parse_job_text(text, str(path))
     if overrides:
         try:
             spec = spec.with_params(overrides)

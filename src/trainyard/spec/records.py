@@ -101,6 +101,7 @@ class NodeInfo(BaseModel):
     cpu_used: float = 0.0
     memory_used: int = 0
     gpus_used: list[str] = Field(default_factory=list)
+    gpu_holders: dict[str, str] = Field(default_factory=dict, description="GPU id -> the job holding it")
 
 
 class MetricPoint(BaseModel):
@@ -134,7 +135,19 @@ class QueueUsage(BaseModel):
     gpu: dict[str, int] = Field(default_factory=dict, description="GPUs held, by type")
 
 
+class TeamShare(BaseModel):
+    """A team's standing in fair share: at equal priority, the team with the smallest dominant share goes next."""
+
+    team: str
+    share: float = Field(0.0, description="the largest share of any one resource (cores, memory, GPUs of a type) "
+                                          "that the team's running jobs hold of the whole cluster, 0 to 1")
+    dominant: str | None = Field(None, description="that resource: cpu, memory or gpu:TYPE; none while it holds nothing")
+    rank: int = Field(1, description="1 for the team furthest behind (its jobs go first), then up")
+    teams: int = Field(1, description="teams ranked")
+
+
 class QueueInfo(BaseModel):
     queue: QueueSpec
     usage: QueueUsage = Field(default_factory=QueueUsage)
     pending: int = 0
+    fair_share: TeamShare | None = Field(None, description="the standing of the team that owns the queue")

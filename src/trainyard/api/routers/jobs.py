@@ -6,14 +6,20 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.concurrency import run_in_threadpool
 
 from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.api.spec_text import SOURCE, SpecCheck, is_yaml, read_json, read_text, with_lines, yaml_body
+from trainyard.auth.permissions import Caller
+from trainyard.errors import TrainyardError
+from trainyard.services.platform import Platform
 from trainyard.services.jobs import KEEP_ALIVE, LogEnd, LogEvent
 from trainyard.spec.job import JobSpec
+from trainyard.spec.loader import parse_job_text
 from trainyard.spec.records import CURSOR_PATTERN, ArtifactInfo, Digest, JobInfo, JobPage, LogChunk, MetricPoint
 from trainyard.spec.units import INT32_MAX
 
@@ -42,9 +48,30 @@ def _json(text: str, status_code: int = 200) -> Response:
     return Response(text, status_code=status_code, media_type="application/json")
 
 
-@router.post("", status_code=201, response_model=JobInfo)
-def submit(body: SubmitRequest, p: PlatformDep, caller: CallerDep) -> Response:
-    return _json(p.jobs.submit(body.spec, body.snapshot, caller).model_dump_json(), 201)
+@router.post("", status_code=201, response_model=JobInfo, openapi_extra=yaml_body(SubmitRequest),
+             responses={200: {"model": SpecCheck, "description": "dry_run: the spec would be accepted"}})
+async def submit(request: Request, p: PlatformDep, caller: CallerDep,
+                 dry_run: Annotated[bool, Query(description="check everything, submit nothing")] = False) -> Response:
+    """A job as JSON (``{spec, snapshot}``), or its spec as YAML text (``Content-Type: application/yaml``),
+    whose errors name the text's lines."""
+    if not is_yaml(request):
+        body = await read_json(request, SubmitRequest)
+        return await run_in_threadpool(_submit, p, caller, body.spec, body.snapshot, dry_run)
+    text = await read_text(request)
+    try:
+        return await run_in_threadpool(_submit, p, caller, None, None, dry_run, text)
+    except TrainyardError as e:
+        raise with_lines(e, text) from None
+
+
+def _submit(p: Platform, caller: Caller, spec: JobSpec | None, snapshot: str | None, dry_run: bool,
+            text: str | None = None) -> Response:
+    if spec is None:
+        spec = parse_job_text(text or "", SOURCE)
+    if dry_run:
+        p.jobs.check(spec, snapshot, caller)
+        return _json(SpecCheck(kind="job", name=spec.name).model_dump_json())
+    return _json(p.jobs.submit(spec, snapshot, caller).model_dump_json(), 201)
 
 
 @router.get("", response_model=JobPage)

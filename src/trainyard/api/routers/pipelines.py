@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
-from fastapi.responses import Response
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, field_validator
 
+from starlette.concurrency import run_in_threadpool
+
 from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.api.spec_text import SOURCE, SpecCheck, is_yaml, read_json, read_text, read_yaml, yaml_body
+from trainyard.auth.permissions import Caller
+from trainyard.errors import InvalidSpec
+from trainyard.services.platform import Platform
+from trainyard.spec.lines import error_entry
 from trainyard.spec.params import check_finite
 from trainyard.spec.pipeline_records import PipelineArtifact, PipelineRunInfo, PipelineRunPage
 from trainyard.spec.records import CURSOR_PATTERN, Digest
@@ -28,9 +35,36 @@ class RunRequest(BaseModel):
         return check_finite(v)  # the run keeps them as JSON, which has no NaN (PostgreSQL refuses it)
 
 
-@router.post("/pipelines", status_code=201)
-def run_pipeline(body: RunRequest, p: PlatformDep, caller: CallerDep) -> PipelineRunInfo:
-    return p.pipelines.create(body.spec, body.params, body.workdirs, body.source, caller)
+@router.post("/pipelines", status_code=201, response_model=PipelineRunInfo, openapi_extra=yaml_body(RunRequest),
+             responses={200: {"model": SpecCheck, "description": "dry_run: the pipeline would be accepted"}})
+async def run_pipeline(request: Request, p: PlatformDep, caller: CallerDep,
+                       dry_run: Annotated[bool, Query(description="check everything, run nothing")] = False,
+                       ) -> Response:
+    """A run of a pipeline as JSON (``{spec, params, workdirs}``), or of a pipeline file's text as YAML
+    (``Content-Type: application/yaml``; its steps run in the server's folder), whose errors name its lines."""
+    if not is_yaml(request):
+        body = await read_json(request, RunRequest)
+        return await run_in_threadpool(_run, p, caller, dry_run, body.spec, body.params, body.workdirs, body.source)
+    return await run_in_threadpool(_run_text, p, caller, dry_run, await read_text(request))
+
+
+def _run_text(p: Platform, caller: Caller, dry_run: bool, text: str) -> Response:
+    data, lines = read_yaml(text)  # off the event loop: a big text takes a while
+    try:
+        check_finite(data)
+    except ValueError as e:
+        raise InvalidSpec(errors=[error_entry(SOURCE, None, "", str(e))]) from None
+    return _run(p, caller, dry_run, data, {}, {}, SOURCE, lines)
+
+
+def _run(p: Platform, caller: Caller, dry_run: bool, spec: dict[str, Any], params: dict[str, Any],
+         workdirs: dict[str, str], source: str | None, lines: dict | None = None) -> Response:
+    if dry_run:
+        checked, _, graph = p.pipelines.check(spec, params, workdirs, source, caller, lines)
+        found = SpecCheck(kind="pipeline", name=checked.name, steps=len(graph.instances), warnings=graph.warnings)
+        return JSONResponse(found.model_dump(mode="json"), status_code=200)
+    return JSONResponse(p.pipelines.create(spec, params, workdirs, source, caller, lines).model_dump(mode="json"),
+                        status_code=201)
 
 
 @router.get("/pipelines")
@@ -38,10 +72,11 @@ def list_runs(
     p: PlatformDep,
     caller: CallerDep,
     status: Annotated[list[str] | None, Query()] = None,
+    name: Annotated[str | None, Query(max_length=200, description="runs whose name contains this, any case")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
 ) -> PipelineRunPage:
-    return p.pipelines.list_runs(status=status, limit=limit, cursor=cursor, caller=caller)
+    return p.pipelines.list_runs(status=status, limit=limit, cursor=cursor, caller=caller, name=name)
 
 
 @router.get("/pipelines/{run_id}")

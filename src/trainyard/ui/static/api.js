@@ -19,7 +19,7 @@ export class ApiError extends Error {
     super((body && (body.message || body.detail)) || `HTTP ${status}`);
     this.status = status;
     this.code = body && body.code;
-    this.errors = (body && body.errors) || [];
+    this.errors = (body && (body.errors || (body.details && body.details.errors))) || [];  // InvalidSpec's sit in details
     this.body = body;
   }
 }
@@ -40,8 +40,10 @@ async function check(res) {
   throw err;
 }
 
-// JSON from `path` (relative to /api/v1 unless it starts with "/"); a body is sent as JSON
+// JSON from `path` (relative to /api/v1 unless it starts with "/"); a body is sent as JSON, a Blob as
+// it is with its own type (a spec as YAML text)
 export async function api(path, { method = "GET", body, query, signal } = {}) {
+  const raw = body instanceof Blob;
   const url = new URL(path.startsWith("/") ? path : `/api/v1/${path}`, location.origin);
   for (const [k, v] of Object.entries(query || {})) {
     if (v === undefined || v === null || v === "") continue;
@@ -51,8 +53,8 @@ export async function api(path, { method = "GET", body, query, signal } = {}) {
   try {
     res = await fetch(url, {
       method, signal,
-      headers: headers(body === undefined ? {} : { "Content-Type": "application/json" }),
-      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: headers(body === undefined ? {} : { "Content-Type": raw ? body.type : "application/json" }),
+      body: body === undefined || raw ? body : JSON.stringify(body),
     });
   } catch (e) {
     if (e.name === "AbortError") throw e;
