@@ -175,3 +175,14 @@ def test_a_page_costs_the_same_few_queries_whatever_its_size(quiet):
     with counting(store.engine) as seen:
         assert tc.get("/api/v1/jobs/counts").json()["running"] == 216
     assert len(seen) == 1
+
+
+def test_the_sdk_pages_sorts_and_counts_like_the_page(env):
+    tc, store = env
+    from trainyard.sdk.client import Client
+
+    sdk = Client("http://testserver", token="s3cret", transport=tc._transport)
+    made = [add(store, name, status=status) for name, status in (("b", "running"), ("a", None), ("c", "failed"))]
+    page = sdk.jobs(sort="name", limit=2, offset=1, count=True)
+    assert ([j.id for j in page.items], page.more, page.total) == ([made[0], made[2]], False, 3)
+    assert sdk.job_counts(queue="default")["running"] == 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import Text, cast, func, or_, select
 
 from trainyard.auth.permissions import Visible
 from trainyard.spec.job import JobSpec
@@ -61,7 +61,8 @@ def page(conn: Any, where: list, sort: str, limit: int, offset: int, specs: Rece
     ``ended``, the store's memory of jobs that can no longer change)."""
     order = job_order(sort)
     ids = select(_C.id).where(*where).order_by(*order).limit(limit + 1).offset(offset)
-    rows = conn.execute(select(*(_C[k] for k in JOB_FIELDS), _C.status, _C.seq, _C.spec)
+    # the spec as text: decoded only for jobs whose spec is not in memory (most are)
+    rows = conn.execute(select(*(_C[k] for k in JOB_FIELDS), _C.status, _C.seq, cast(_C.spec, Text).label("spec"))
                         .where(_C.id.in_(ids)).order_by(*order)).mappings().all()
     more = len(rows) > limit
     rows = rows[:limit]
@@ -74,7 +75,7 @@ def page(conn: Any, where: list, sort: str, limit: int, offset: int, specs: Rece
             of.setdefault(att.job_id, []).append(att)
     for r in fresh:
         if (spec := specs.get(r["id"])) is None:
-            spec = JobSpec.model_validate(r["spec"])
+            spec = JobSpec.model_validate_json(r["spec"])
             specs.put(r["id"], spec)
         job = JobInfo.model_construct(**{k: r[k] for k in JOB_FIELDS}, status=JobStatus(r["status"]), spec=spec,
                                       attempts=of.get(r["id"], []))
