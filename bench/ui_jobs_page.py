@@ -62,6 +62,7 @@ def fill(engine, n: int, now: float) -> str:  # noqa: ANN001
     """``n`` jobs with attempts and replicas, inserted in batches; a running job's id (the baseline reads
     it: a job that can still change is read from the database, not from memory)."""
     rng = random.Random(7)
+    salt = secrets.randbits(40)
     specs = {(q, r): JobSpec.model_validate({"name": "x", "queue": q, "command": "python train.py --lr {{params.lr}}",
                                              "params": {"lr": 0.01}, "resources": RESOURCES[r]}).model_dump(mode="json")
              for q, _ in QUEUES for r in range(len(RESOURCES))}
@@ -73,7 +74,7 @@ def fill(engine, n: int, now: float) -> str:  # noqa: ANN001
         r = rng.randrange(len(RESOURCES))
         status, _, reason = rng.choices(STATUSES, weights)[0]
         created = now - 30 * DAY * (1 - i / n)  # submit order is time order
-        job_id = "j-" + secrets.token_hex(5)
+        job_id = f"j-{(i * 0x9E3779B1 + salt) % 2**40:010x}"  # unique (an odd multiplier is a bijection), random-looking
         spec = dict(specs[(q, r)], name=f"{MODELS[i % len(MODELS)]}-{rng.randrange(1000)}")
         jobs.append(dict(id=job_id, seq=i + 1, name=spec["name"], status=status, queue=q, priority=0, spec=spec,
                          snapshot=None, created_at=created, updated_at=created + 600, not_before=None, reason=reason,

@@ -119,6 +119,7 @@ def test_pages_by_offset_or_cursor_with_a_total(env):
     by_name = tc.get("/api/v1/jobs?limit=3&sort=name&count=true").json()
     assert by_name["next_cursor"] is None and by_name["more"] and by_name["total"] == 7
     assert tc.get("/api/v1/jobs?count=true&status=failed").json()["total"] == 0
+    assert tc.get("/api/v1/jobs?count=true&limit=1&offset=2").json()["total"] == 7  # counted, unfiltered
 
 
 def test_counts_per_status_follow_the_filters(env):

@@ -31,7 +31,8 @@ class Job(Base):
     status_by: Mapped[str | None] = mapped_column(String(32))  # who made the last status change (see Event)
     # (column, seq): a listing filtered or sorted by that column is one index scan (migration 0008)
     __table_args__ = (Index("ix_jobs_status_queue", "status", "queue", "created_at"),
-                      *(Index(f"ix_jobs_{c}_seq", c, "seq") for c in ("name", "status", "queue", "team", "owner")))
+                      *(Index(f"ix_jobs_{c}_seq", c, "seq") for c in ("name", "status", "queue", "team", "owner")),
+                      Index("ix_jobs_created_at", "created_at"))
 
 
 class Queue(Base):

@@ -22,9 +22,11 @@ def upgrade() -> None:
         op.drop_index(f"ix_jobs_{column}", table_name="jobs")
     for column in (*_REPLACED, "queue"):
         op.create_index(f"ix_jobs_{column}_seq", "jobs", [column, "seq"])
+    op.create_index("ix_jobs_created_at", "jobs", ["created_at"])  # a date range: read that range only
 
 
 def downgrade() -> None:
+    op.drop_index("ix_jobs_created_at", table_name="jobs")
     for column in (*_REPLACED, "queue"):
         op.drop_index(f"ix_jobs_{column}_seq", table_name="jobs")
     for column in _REPLACED:
