@@ -63,7 +63,7 @@ def test_a_cli_job_is_listed_and_filters_survive_a_reload(server, page, tmp_path
     page.wait_for_function("document.querySelectorAll('tbody tr[data-id]').length === 3")
     page.click("th[data-sort=name] a")
     page.wait_for_function("location.search.includes('sort=name')")
-    page.wait_for_function(f"document.querySelector('tbody tr[data-id]').dataset.id === '{broken}'")
+    page.wait_for_function(f"document.querySelector('tbody tr[data-id]')?.dataset.id === '{broken}'")
     assert rows(page) == [broken, hello, other]
 
 
