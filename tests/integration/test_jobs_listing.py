@@ -146,7 +146,7 @@ def test_a_caller_sees_only_their_teams_jobs_and_their_own_in_lists_and_counts(e
 
 BAD = [("status=bogus", "status[0]"), ("sort=size", "sort"), ("limit=0", "limit"), ("offset=-1", "offset"),
        ("sort=name&cursor=5", "cursor"), ("since=10&until=5", "until"), ("q=", "q"), ("queue=" + "x" * 64, "queue"),
-       ("since=nan", "since")]
+       ("since=nan", "since"), ("q=a%00b", "q"), ("owner=%01", "owner"), ("name=a%0Ab", "name")]
 
 
 @pytest.mark.parametrize(("query", "field"), BAD)

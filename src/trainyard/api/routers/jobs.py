@@ -50,14 +50,15 @@ def submit(body: SubmitRequest, p: PlatformDep, caller: CallerDep) -> Response:
 
 
 Time = Annotated[float | None, Query(ge=0, le=2**53)]
-Word = Annotated[str | None, Query(min_length=1, max_length=63)]
+PRINTABLE = r"^[^\x00-\x1f\x7f]+$"  # no control characters: PostgreSQL refuses a NUL in any string
+Word = Annotated[str | None, Query(min_length=1, max_length=63, pattern=PRINTABLE)]
 
 
 def job_filter(
     status: Annotated[list[JobStatus] | None, Query(description="any of these statuses")] = None,
     queue: Word = None, team: Word = None, owner: Word = None, name: Annotated[Word, Query(description="exactly")] = None,
-    q: Annotated[str | None, Query(min_length=1, max_length=100, description="part of the name, or the id's start")]
-    = None,
+    q: Annotated[str | None, Query(min_length=1, max_length=100, pattern=PRINTABLE,
+                                   description="part of the name, or the id's start")] = None,
     since: Annotated[Time, Query(description="submitted at or after this Unix time")] = None,
     until: Annotated[Time, Query(description="submitted before this Unix time")] = None,
 ) -> JobFilter:
