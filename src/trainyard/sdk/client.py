@@ -107,13 +107,22 @@ class Client:
         return JobInfo.model_validate(self.http.request("GET", f"/api/v1/jobs/{job_id}").json())
 
     def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
-             limit: int = 50, cursor: str | None = None, since: float | None = None) -> JobPage:
-        """One page of jobs, newest first; pass the page's ``next_cursor`` as ``cursor`` for the next.
-        ``since`` is a Unix time: only jobs submitted then or later."""
+             limit: int = 50, cursor: str | None = None, since: float | None = None, until: float | None = None,
+             team: str | None = None, owner: str | None = None, q: str | None = None, sort: str | None = None,
+             offset: int | None = None, count: bool = False) -> JobPage:
+        """One page of jobs, newest first (or ``sort``: name, -name, status, queue, created…); pass the
+        page's ``next_cursor`` as ``cursor`` for the next, or an ``offset``. ``since``/``until`` are Unix
+        times (submitted at or after / before); ``q`` a part of the name or the start of the id;
+        ``count`` also fills ``total`` (up to a cap)."""
         params = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor,
-                  "since": since}
+                  "since": since, "until": until, "team": team, "owner": owner, "q": q, "sort": sort,
+                  "offset": offset, "count": count or None}
         params = {k: v for k, v in params.items() if v not in (None, [])}
         return JobPage.model_validate(self.http.request("GET", "/api/v1/jobs", params=params).json())
+
+    def job_counts(self, **filters: Any) -> dict[str, int]:
+        """How many jobs are in each status, under the filters of :meth:`jobs` (``queue=``, ``team=``…)."""
+        return self.http.request("GET", "/api/v1/jobs/counts", params=filters).json()
 
     def cancel(self, job_id: str) -> JobInfo:
         return JobInfo.model_validate(self.http.request("POST", f"/api/v1/jobs/{job_id}/cancel").json())

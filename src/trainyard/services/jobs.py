@@ -19,6 +19,7 @@ from trainyard.services.notify import Notifier, off_loop
 from trainyard.services.scheduling import Scheduler
 from trainyard.spec.dump import to_yaml
 from trainyard.spec.job import JobSpec
+from trainyard.spec.job_query import JobFilter
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint
 from trainyard.status import JobStatus
 from trainyard.store import Store
@@ -110,17 +111,29 @@ class JobService:
 
     # -- looking up -----------------------------------------------------------
 
-    def list(self, *, status: list[str] | None, name: str | None, queue: str | None, limit: int,
-             cursor: str | None, since: float | None = None, caller: Caller = LOCAL_ADMIN) -> JobPage:
-        return self.store.list_jobs(status=status, name=name, queue=queue, limit=limit, cursor=cursor, since=since,
+    def list(self, where: JobFilter = JobFilter(), *, sort: str = "-created", limit: int = 50,
+             cursor: str | None = None, offset: int = 0, count: bool = False,
+             caller: Caller = LOCAL_ADMIN) -> JobPage:
+        """A page of the jobs the caller may see. ``cursor`` pages in submit order (the CLI and SDK);
+        ``offset`` pages any sort (the web UI)."""
+        if cursor and sort not in ("-created", "created"):
+            raise InvalidSpec(errors=[{"field": "cursor", "line": None, "where": "cursor",
+                                       "message": f"a cursor pages only in submit order, not sort={sort}: use offset"}])
+        return self.store.list_jobs(where, sort=sort, limit=limit, cursor=cursor, offset=offset, count=count,
                                     visible=visible(caller))
 
-    def list_json(self, **query: Any) -> str:
+    def list_json(self, where: JobFilter = JobFilter(), **query: Any) -> str:
         """:meth:`list` as JSON (a JobPage's), each ended job's part made once: a page of 50 cost
         more to serialize than to read."""
-        page = self.list(**query)
+        page = self.list(_checked(where), **query)
         items = ",".join(self._json(job) for job in page.items)
-        return f'{{"items":[{items}],"next_cursor":{json.dumps(page.next_cursor)}}}'
+        rest = page.model_dump_json(exclude={"items"})[1:]
+        return f'{{"items":[{items}],{rest}'
+
+    def counts(self, where: JobFilter = JobFilter(), caller: Caller = LOCAL_ADMIN) -> dict[str, int]:
+        """How many jobs the caller may see are in each status, every status named (0 for none)."""
+        found = self.store.job_counts(_checked(where), visible(caller))
+        return {s.value: found.get(s.value, 0) for s in JobStatus}
 
     def _json(self, job: JobInfo) -> str:
         if not job.status.is_terminal():
@@ -243,6 +256,13 @@ class JobService:
                 yield LogEnd(job.status)
                 return
             await self.notifier.wait(job_id, seen, KEEP_ALIVE)
+
+
+def _checked(where: JobFilter) -> JobFilter:
+    if where.since is not None and where.until is not None and where.until <= where.since:
+        raise InvalidSpec(errors=[{"field": "until", "line": None, "where": "until",
+                                   "message": "until must come after since"}])
+    return where
 
 
 def _ended_quietly(body: Iterator[bytes]) -> Iterator[bytes]:

@@ -79,7 +79,10 @@ class JobInfo(BaseModel):
 
 class JobPage(BaseModel):
     items: list[JobInfo]
-    next_cursor: str | None = None
+    next_cursor: str | None = Field(None, description="pass as cursor for the next page (submit-order sorts)")
+    more: bool = Field(False, description="a page follows this one")
+    total: int | None = Field(None, description="with count=true: the jobs that match, counted up to a cap")
+    total_capped: bool = Field(False, description="more jobs match than total (the cap)")
 
 
 # How a node holds a job to its memory limit; the values are trainyard.launch.cgroup's

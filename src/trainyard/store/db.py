@@ -53,6 +53,9 @@ def _sqlite_pragmas(engine: Engine) -> None:
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
+        # reads through a memory map of the file (shared by every connection, paged in as touched): a
+        # listing that sorts thousands of jobs reads their rows at memory speed, not through 2 MiB of cache
+        cur.execute("PRAGMA mmap_size=268435456")
         cur.close()
 
     @event.listens_for(engine, "begin")

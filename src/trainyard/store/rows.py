@@ -12,15 +12,16 @@ from trainyard.status import AttemptStatus, JobStatus
 from trainyard.store import tables as t
 from trainyard.store.cache import Recent
 
-_JOB_FIELDS = ("id", "name", "queue", "priority", "snapshot", "created_at", "updated_at", "not_before", "reason",
+JOB_FIELDS = ("id", "name", "queue", "priority", "snapshot", "created_at", "updated_at", "not_before", "reason",
                "position", "owner", "team")
+_REPLICA = "replica_"  # the label prefix of replica columns joined to their attempt's
 
 
 def job_records(conn: Any, where: Any, specs: Recent[JobSpec], attempts: bool = True) -> list[JobInfo]:
     """Jobs matching ``where``, in submit order, each with its attempts unless ``attempts`` is False;
     specs from ``specs`` where it has them, else read and validated once."""
     j, a = t.Job.__table__, t.Attempt.__table__
-    rows = conn.execute(select(*(j.c[k] for k in (*_JOB_FIELDS, "status"))).where(where).order_by(j.c.seq)
+    rows = conn.execute(select(*(j.c[k] for k in (*JOB_FIELDS, "status"))).where(where).order_by(j.c.seq)
                         ).mappings().all()
     found = {r["id"]: specs.get(r["id"]) for r in rows}
     if missing := [i for i, spec in found.items() if spec is None]:
@@ -31,28 +32,35 @@ def job_records(conn: Any, where: Any, specs: Recent[JobSpec], attempts: bool = 
     if attempts and rows:
         for att in attempt_records(conn, a.c.job_id.in_([r["id"] for r in rows]), a.c.number):
             of.setdefault(att.job_id, []).append(att)
-    return [JobInfo.model_construct(**{k: r[k] for k in _JOB_FIELDS}, status=JobStatus(r["status"]),
+    return [JobInfo.model_construct(**{k: r[k] for k in JOB_FIELDS}, status=JobStatus(r["status"]),
                                     spec=found[r["id"]], attempts=of.get(r["id"], []))
             for r in rows]
 
 
 def attempt_records(conn: Any, where: Any, order: Any) -> list[AttemptInfo]:
-    """Attempts matching ``where`` with their replicas, in ``order``: rows built without the ORM
+    """Attempts matching ``where`` with their replicas, in ``order``: one query (attempts outer-joined
+    to replicas, so a page of jobs costs the same whatever its size), rows built without the ORM
     (identity map, per-row events) and records without validation (they come from us)."""
     a, r = t.Attempt.__table__, t.Replica.__table__
-    reps: dict[str, list[ReplicaInfo]] = {}
-    for row in conn.execute(select(r).join(a, r.c.attempt_id == a.c.id).where(where)
-                            .order_by(r.c.attempt_id, r.c.index)).mappings():
-        reps.setdefault(row["attempt_id"], []).append(replica_record(row))
-    return [attempt_record(row, reps.get(row["id"], []))
-            for row in conn.execute(select(a).where(where).order_by(order)).mappings()]
+    replica_cols = [c.label(_REPLICA + c.name) for c in r.c]
+    rows = conn.execute(select(a, *replica_cols).outerjoin(r, r.c.attempt_id == a.c.id).where(where)
+                        .order_by(order, a.c.id, r.c.index)).mappings()
+    found: list[AttemptInfo] = []
+    for row in rows:  # one attempt's rows are adjacent: the order ends with its id
+        if not found or found[-1].id != row["id"]:
+            found.append(attempt_record(row, []))
+        if row[_REPLICA + "index"] is not None:
+            found[-1].replicas.append(replica_record(row, _REPLICA))
+    return found
 
 
-def replica_record(m: Any) -> ReplicaInfo:
+def replica_record(m: Any, prefix: str = "") -> ReplicaInfo:
+    """A replica from row ``m``, whose columns are named ``prefix`` + the table's."""
     return ReplicaInfo.model_construct(
-        index=m["index"], node=m["node"], gpus=list(m["gpus"] or []), status=AttemptStatus(m["status"]),
-        exit_code=m["exit_code"], reason=m["reason"], message=m["message"], started_at=m["started_at"],
-        ended_at=m["ended_at"], last_contact_at=m["last_contact_at"])
+        index=m[prefix + "index"], node=m[prefix + "node"], gpus=list(m[prefix + "gpus"] or []),
+        status=AttemptStatus(m[prefix + "status"]), exit_code=m[prefix + "exit_code"], reason=m[prefix + "reason"],
+        message=m[prefix + "message"], started_at=m[prefix + "started_at"], ended_at=m[prefix + "ended_at"],
+        last_contact_at=m[prefix + "last_contact_at"])
 
 
 def attempt_record(m: Any, replicas: list[ReplicaInfo]) -> AttemptInfo:

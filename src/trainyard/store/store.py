@@ -14,17 +14,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.auth.permissions import Visible
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from trainyard.spec.job import JobSpec
+from trainyard.spec.job_query import JobFilter
 from trainyard.spec.records import AttemptInfo, JobInfo, JobPage
 from trainyard.status import AttemptStatus, JobStatus, Reason, sources
 from trainyard.store import tables as t
 from trainyard.store.db import make_engine, migrate, writer_lock
 from trainyard.store.cache import Recent
+from trainyard.store import job_list
+from trainyard.store.job_list import job_where, visible_where  # noqa: F401 (visible_where: the stores' shared rule)
 from trainyard.store.rows import attempt_record, attempt_records, job_records, replica_record
 from trainyard.store.telemetry import Outputs
 
@@ -164,28 +167,34 @@ class Store:
         with self.read() as s:
             return self._job_records(s.connection(), t.Job.__table__.c.id.in_(list(job_ids)), attempts=False)
 
-    def list_jobs(
-        self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
-        limit: int = 50, cursor: str | None = None, since: float | None = None, visible: Visible | None = None,
-    ) -> JobPage:
-        """Newest first, only what ``visible`` lets the caller see. ``cursor`` is the opaque ``next_cursor``
-        of the previous page; ``since`` a Unix time (jobs submitted then or later)."""
-        c = t.Job.__table__.c
-        where = [visible_where(c, visible)] if visible and visible.teams is not None else []
-        where += [c.status.in_(status)] if status else []
-        where += [c.name == name] if name else []
-        where += [c.queue == queue] if queue else []
-        where += [c.seq < int(cursor)] if cursor else []
-        where += [c.created_at >= since] if since is not None else []
+    def list_jobs(self, where: JobFilter | None = None, *, sort: str = "-created", limit: int = 50,
+                  cursor: str | None = None, offset: int = 0, count: bool = False, visible: Visible | None = None,
+                  **fields: Any) -> JobPage:
+        """A page of jobs matching ``where`` (or the JobFilter ``fields``), only what ``visible`` lets the
+        caller see, in ``sort`` order (newest first by default). ``cursor`` is the ``next_cursor`` of the
+        page before (submit-order sorts only); ``offset`` skips jobs. With ``count``, the number of matching
+        jobs up to TOTAL_CAP. Three queries at most, whatever ``limit`` (trainyard.store.job_list)."""
+        f = where or JobFilter(**{**fields, "status": tuple(fields.get("status") or ())})
+        conds = job_where(f, visible)
+        if cursor:
+            seq = t.Job.__table__.c.seq
+            conds.append(seq < int(cursor) if sort == "-created" else seq > int(cursor))
         with self.read() as s:
             conn = s.connection()
-            page = conn.execute(select(c.id, c.seq).where(*where).order_by(c.seq.desc()).limit(limit + 1)).all()
-            more = len(page) > limit
-            page = page[:limit]
-            found = {i: job for i, _ in page if (job := self._ended.get(i)) is not None}
-            if missing := [i for i, _ in page if i not in found]:
-                found.update((j.id, j) for j in self._job_records(conn, c.id.in_(missing)))
-        return JobPage(items=[found[i] for i, _ in page], next_cursor=str(page[-1][1]) if more else None)
+            found = job_list.page(conn, conds, sort, limit, offset, self._specs, self._ended)
+            total, capped = None, False
+            if count:
+                # a first page that is not full has counted itself
+                total, capped = (len(found.jobs), False) if not (offset or cursor or found.more) \
+                    else job_list.count_capped(conn, conds)
+        created = sort in ("-created", "created")
+        return JobPage(items=found.jobs, next_cursor=str(found.last_seq) if found.more and created else None,
+                       more=found.more, total=total, total_capped=capped)
+
+    def job_counts(self, where: JobFilter, visible: Visible | None = None) -> dict[str, int]:
+        """Matching jobs per status, in one query (cheap enough to poll)."""
+        with self.read() as s:
+            return job_list.counts(s.connection(), job_where(where, visible))
 
     def waiting(self) -> list[Waiting]:
         """Pending jobs in submit order, with what changes while they wait and how their last
@@ -393,8 +402,5 @@ class Store:
             return JobStatus(row.status)
 
 
-def visible_where(c: Any, visible: Visible) -> Any:
-    """The rows of a table with ``owner`` and ``team`` columns ``c`` that ``visible`` shows."""
-    return or_(c.team.in_(sorted(visible.teams or ())), c.owner == visible.user)
 
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -19,9 +19,11 @@ from trainyard.errors import TrainyardError
 from trainyard.services.platform import Platform
 from trainyard.services.jobs import KEEP_ALIVE, LogEnd, LogEvent
 from trainyard.spec.job import JobSpec
+from trainyard.spec.job_query import TOTAL_CAP, JobFilter, JobSort
 from trainyard.spec.loader import parse_job_text
 from trainyard.spec.records import CURSOR_PATTERN, ArtifactInfo, Digest, JobInfo, JobPage, LogChunk, MetricPoint
 from trainyard.spec.units import INT32_MAX
+from trainyard.status import JobStatus
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 
@@ -74,20 +76,45 @@ def _submit(p: Platform, caller: Caller, spec: JobSpec | None, snapshot: str | N
     return _json(p.jobs.submit(spec, snapshot, caller).model_dump_json(), 201)
 
 
+Time = Annotated[float | None, Query(ge=0, le=2**53)]
+PRINTABLE = r"^[^\x00-\x1f\x7f]+$"  # no control characters: PostgreSQL refuses a NUL in any string
+Word = Annotated[str | None, Query(min_length=1, max_length=63, pattern=PRINTABLE)]
+
+
+def job_filter(
+    status: Annotated[list[JobStatus] | None, Query(description="any of these statuses")] = None,
+    queue: Word = None, team: Word = None, owner: Word = None, name: Annotated[Word, Query(description="exactly")] = None,
+    q: Annotated[str | None, Query(min_length=1, max_length=100, pattern=PRINTABLE,
+                                   description="part of the name, or the id's start")] = None,
+    since: Annotated[Time, Query(description="submitted at or after this Unix time")] = None,
+    until: Annotated[Time, Query(description="submitted before this Unix time")] = None,
+) -> JobFilter:
+    return JobFilter(status=tuple(s.value for s in status or ()), queue=queue, team=team, owner=owner, name=name,
+                     q=q, since=since, until=until)
+
+
+FilterDep = Annotated[JobFilter, Depends(job_filter)]
+
+
 @router.get("", response_model=JobPage)
 def list_jobs(
     p: PlatformDep,
     caller: CallerDep,
-    status: Annotated[list[str] | None, Query()] = None,
-    name: str | None = None,
-    queue: str | None = None,
+    where: FilterDep,
+    sort: JobSort = "-created",
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
-    since: Annotated[float | None, Query(ge=0, le=2**53, description="only jobs submitted at or after this Unix time")]
-    = None,
+    offset: Annotated[int, Query(ge=0, le=1_000_000, description="jobs to skip (pages of any sort)")] = 0,
+    count: Annotated[bool, Query(description=f"also count the matching jobs (up to {TOTAL_CAP:,})")] = False,
 ) -> Response:
-    return _json(p.jobs.list_json(status=status, name=name, queue=queue, limit=limit, cursor=cursor, since=since,
+    return _json(p.jobs.list_json(where, sort=sort, limit=limit, cursor=cursor, offset=offset, count=count,
                                   caller=caller))
+
+
+@router.get("/counts")
+def job_counts(p: PlatformDep, caller: CallerDep, where: FilterDep) -> dict[str, int]:
+    """The jobs the caller may see in each status, under the listing's filters: cheap enough to poll."""
+    return p.jobs.counts(where, caller)
 
 
 @router.get("/{job_id}", response_model=JobInfo)
