@@ -108,6 +108,10 @@ class ArtifactStore:
         suffix = f"/replica-{replica}" if replica else ""
         return self._url(f"jobs/{job_id}/{attempt}/outputs{suffix}")
 
+    def checkpoint_url(self, job_id: str) -> str:
+        """Where the launchers of a job sync its checkpoint sets (see :mod:`trainyard.launch.checkpoints`)."""
+        return self._url(f"jobs/{job_id}/checkpoints")
+
     def log_url(self, job_id: str, attempt: int, replica: int = 0) -> str:
         """Where the launcher leaves the replica's full log when it ends."""
         return self._url(f"jobs/{job_id}/{attempt}/logs/replica-{replica}.log")
