@@ -4,12 +4,13 @@ missing or corrupt there is reported with its key; a store it cannot use stops i
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 
-from tests.e2e.helpers import py_job
+from tests.e2e.helpers import py_job, until
 from tests.support.s3 import moto_s3, strict_moto_s3
 from tests.support.servers import ServerProcess
 from trainyard.errors import ObjectCorrupt, ObjectMissing
@@ -143,3 +144,70 @@ def test_a_second_job_with_the_same_input_finds_it_in_the_node_cache(s3, s3_serv
     assert third.wait(timeout=120).status.value == "succeeded", third.logs()
     assert "got changed beta" in third.logs()
     assert len([p for p in cache.iterdir() if p.is_dir()]) == 2
+
+
+SAVES_THEN_FAILS = """
+import os, pathlib, sys, trainyard
+ck = trainyard.checkpoint_dir()
+attempt = int(os.environ["TRAINYARD_ATTEMPT"])
+print(f"attempt {attempt} resumes at", (ck / "step").read_text() if (ck / "step").exists() else None,
+      "scratch" if (ck / "scratch.tmp").exists() else "", flush=True)
+def save(n):
+    (ck / "step.tmp").write_text(str(n)); os.replace(ck / "step.tmp", ck / "step")
+if attempt == 1:
+    save(3)
+    assert trainyard.checkpoint_saved(wait=True)
+    save(4)  # not said: the end of the attempt syncs it
+    (ck / "scratch.tmp").write_text("being written")  # *.tmp is never part of a set
+    sys.exit(1)
+"""
+
+
+def test_a_retry_resumes_from_the_set_synced_at_the_end_of_the_attempt(s3, s3_server):
+    job = s3_server.client().submit(py_job(SAVES_THEN_FAILS, retry={"max": 1, "backoff": 0}))
+    assert job.wait(timeout=120).status.value == "succeeded", job.logs()
+    # restored from the bucket: the local scratch file, in no set, is gone
+    second = job.logs(attempt=2)
+    assert "attempt 2 resumes at 4 \n" in second and "checkpoint restored from s3://" in second, second
+    manifest = json.loads(s3.get(s3_server.bucket, f"ty/jobs/{job.id}/checkpoints/manifest.json"))
+    assert list(manifest["files"]) == ["step"] and manifest["attempt"] == 1
+
+
+SAVES_ON_SIGTERM = """
+import os, signal, sys, time, trainyard
+ck = trainyard.checkpoint_dir()
+def on_term(signum, frame):
+    (ck / "step.tmp").write_text("saved on SIGTERM"); os.replace(ck / "step.tmp", ck / "step")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_cancelled_job_syncs_what_it_saved_in_its_grace_period(s3, s3_server):
+    job = s3_server.client().submit(py_job(SAVES_ON_SIGTERM, grace_period=30))
+    until(lambda: "ready" in job.logs(), timeout=60)
+    job.cancel()
+    assert job.wait(timeout=60).status.value == "cancelled"
+    manifest = json.loads(s3.get(s3_server.bucket, f"ty/jobs/{job.id}/checkpoints/manifest.json"))
+    [blob] = [k for k in s3.keys(s3_server.bucket) if k.startswith(f"ty/jobs/{job.id}/checkpoints/blobs/")]
+    assert manifest["files"]["step"]["digest"].replace(":", "-") in blob
+    assert s3.get(s3_server.bucket, blob) == b"saved on SIGTERM"
+
+
+def test_a_corrupt_checkpoint_fails_the_next_attempt_naming_its_key(s3, s3_server):
+    code = ("import os, sys, trainyard; (trainyard.checkpoint_dir() / 'step').write_text('1'); "
+            "sys.exit(1 if os.environ['TRAINYARD_ATTEMPT'] == '1' else 0)")
+    # the backoff is the window in which the test damages the set between the two attempts
+    job = s3_server.client().submit(py_job(code, retry={"max": 1, "backoff": 15}))
+    until(lambda: job.refresh().attempts and job.info.attempts[0].status.is_terminal(), timeout=60)
+    prefix = f"ty/jobs/{job.id}/checkpoints/blobs/"
+    [blob] = [k for k in s3.keys(s3_server.bucket) if k.startswith(prefix)]
+    s3.put(s3_server.bucket, blob, b"2")  # same size, other bytes
+    (s3_server.home / "checkpoints" / job.id / "step").unlink()  # so the next attempt must fetch it
+    info = job.wait(timeout=120)
+    assert info.status.value == "failed" and info.attempts[1].reason == "SetupFailed"
+    url = f"s3://{s3_server.bucket}/{blob}"
+    assert f"checkpoint object {url} is corrupt: read sha256:" in info.attempts[1].message
+    assert "Traceback" not in job.logs(attempt=2)
