@@ -8,12 +8,14 @@ import json
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from tests.e2e.helpers import py_job, until
 from tests.support.s3 import moto_s3, strict_moto_s3
 from tests.support.servers import ServerProcess
 from trainyard.errors import ObjectCorrupt, ObjectMissing
+from trainyard.sdk.client import Client
 
 pytestmark = pytest.mark.slow
 
@@ -211,3 +213,71 @@ def test_a_corrupt_checkpoint_fails_the_next_attempt_naming_its_key(s3, s3_serve
     url = f"s3://{s3_server.bucket}/{blob}"
     assert f"checkpoint object {url} is corrupt: read sha256:" in info.attempts[1].message
     assert "Traceback" not in job.logs(attempt=2)
+
+
+class CutsFirstStream(httpx.BaseTransport):
+    """A real HTTP transport whose first output download breaks off after ``after`` bytes; records
+    every request's Range header."""
+
+    def __init__(self, after: int) -> None:
+        self.inner, self.after, self.ranges = httpx.HTTPTransport(), after, []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if "/outputs/" not in request.url.path:
+            return response
+        self.ranges.append(request.headers.get("Range"))
+        if len(self.ranges) > 1:
+            return response
+        stream, after = response.stream, self.after
+
+        class Cut(httpx.SyncByteStream):
+            def __iter__(self):
+                sent = 0
+                for chunk in stream:
+                    yield chunk[: after - sent]
+                    sent += len(chunk)
+                    if sent >= after:
+                        raise httpx.ReadError("connection reset (cut by the test)")
+
+            def close(self) -> None:
+                stream.close()
+
+        return httpx.Response(response.status_code, headers=response.headers, stream=Cut(), request=request)
+
+
+def test_an_interrupted_download_resumes_from_its_part_with_a_range_request(s3_server, tmp_path):
+    code = "import trainyard; (trainyard.output_dir() / 'model.bin').write_bytes(bytes(range(256)) * 4000)"
+    job = s3_server.client().submit(py_job(code))
+    assert job.wait(timeout=120).status.value == "succeeded", job.logs()
+    url = f"{s3_server.url}/api/v1/jobs/{job.id}/outputs/model.bin"
+    auth = {"Authorization": f"Bearer {s3_server.token}"}
+
+    r = httpx.get(url, headers={**auth, "Range": "bytes=300000-"})
+    assert r.status_code == 206 and r.content == MODEL[300_000:]
+    assert r.headers["Content-Range"] == f"bytes 300000-{len(MODEL) - 1}/{len(MODEL)}"
+    r = httpx.get(url, headers={**auth, "Range": f"bytes={len(MODEL)}-"})
+    assert r.status_code == 416 and r.headers["Content-Range"] == f"bytes */{len(MODEL)}"
+
+    # a stream cut off mid-way goes on from where it stopped, and the whole file's digest is checked
+    cut = CutsFirstStream(after=250_000)
+    client = Client(s3_server.url, token=s3_server.token, transport=cut)
+    assert (client.download(job.id, tmp_path / "a") / "model.bin").read_bytes() == MODEL
+    assert cut.ranges[0] is None and cut.ranges[1].startswith("bytes=") and int(cut.ranges[1][6:-1]) > 0
+    assert not list((tmp_path / "a").glob(".*.part"))
+
+    # a part left by an earlier, interrupted call is completed, not fetched again
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / ".model.bin.part").write_bytes(MODEL[:300_000])
+    cut = CutsFirstStream(after=len(MODEL))
+    client = Client(s3_server.url, token=s3_server.token, transport=cut)
+    assert (client.download(job.id, tmp_path / "b") / "model.bin").read_bytes() == MODEL
+    assert cut.ranges == ["bytes=300000-"]
+
+    # a part holding other bytes fails the digest and is fetched again from the first byte
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / ".model.bin.part").write_bytes(b"x" * 300_000)
+    cut = CutsFirstStream(after=len(MODEL))
+    client = Client(s3_server.url, token=s3_server.token, transport=cut)
+    assert (client.download(job.id, tmp_path / "c") / "model.bin").read_bytes() == MODEL
+    assert cut.ranges == ["bytes=300000-", None]
