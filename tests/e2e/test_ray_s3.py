@@ -43,7 +43,7 @@ def cluster(s3, tmp_path_factory):
     need(ray is not None, "ray is not installed (pip install 'trainyard[ray]')")
     from tests.support.ray_cluster import RayCluster, ray_bin
 
-    base = tmp_path_factory.mktemp("ray-s3")
+    base = tmp_path_factory.mktemp("rs")  # short: Ray's socket paths under it must fit in 107 bytes
     c = RayCluster(base, ray_bin())
     try:
         c.start_head(env={"TRAINYARD_NODE_ROOT": str(base / "root-head")})

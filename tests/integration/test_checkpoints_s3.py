@@ -141,3 +141,18 @@ def test_an_upload_that_fails_is_raised_in_the_job_naming_the_object(s3, tmp_pat
                                            "s3://no-such-bucket-here/ck/blobs/sha256-"):
         trainyard.checkpoint_saved(wait=True)
     sync.close()
+
+
+def test_a_link_the_job_left_in_its_folder_does_not_lead_a_restore_out_of_it(s3, store, tmp_path):
+    ck = tmp_path / "ck"
+    write(ck, {"sub/model.pt": b"weights"})
+    assert sync_for(store, ck, tmp_path).sync(wait=True) is None
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    node = tmp_path / "node"
+    node.mkdir()
+    (node / "sub").symlink_to(outside)  # left by an earlier attempt of the job
+
+    store.restore(node)
+    assert not (node / "sub").is_symlink() and (node / "sub" / "model.pt").read_bytes() == b"weights"
+    assert list(outside.iterdir()) == []

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from trainyard.artifacts import transfer
+from trainyard.launch.files import file_lock
 
 MANIFEST = "manifest.json"
 SKIPPED_SUFFIXES = (".tmp", ".part")
@@ -80,9 +81,15 @@ class Store:
         if manifest is None:
             return None
         folder.mkdir(parents=True, exist_ok=True)
-        files = manifest["files"]
+        # replicas of one attempt on one node share the folder (local engine): one restores at a time
+        with file_lock(folder.parent / f".{folder.name}.restore.lock"):
+            self._mirror(manifest["files"], folder)
+        return manifest
+
+    def _mirror(self, files: dict[str, dict], folder: Path) -> None:
         for path, entry in files.items():
             target = folder / path
+            _unlink_links(folder, target)
             if target.is_file() and target.stat().st_size == entry["size"] and \
                     transfer.file_digest(target) == entry["digest"]:
                 continue
@@ -97,7 +104,6 @@ class Store:
                     (Path(root) / name).rmdir()  # only when empty
                 except OSError:
                     pass
-        return manifest
 
     def _fetch(self, entry: dict, target: Path) -> None:
         name = self.blob_name(entry["digest"])
@@ -168,6 +174,19 @@ def capture(folder: Path, stage: Path) -> dict[str, dict]:
                 shutil.copyfile(src, dst)
             files[rel] = {"size": dst.stat().st_size, "digest": transfer.file_digest(dst)}
     return files
+
+
+def _unlink_links(folder: Path, target: Path) -> None:
+    """Remove links on the way from ``folder`` to ``target`` (and ``target`` itself, if a link): the
+    launcher may be root, and a link the job left must not lead a restore out of its folder."""
+    here = folder
+    for part in target.relative_to(folder).parts:
+        here = here / part
+        if here.is_symlink():
+            here.unlink()
+            return
+        if not here.exists():
+            return
 
 
 def _confined(path: str) -> None:

@@ -128,7 +128,7 @@ class Http:
         resumed = have > 0
         expected = digest
         for tries in range(RESUMES + 1):
-            if size is not None and have == size:
+            if size is not None and have == size and resumed:
                 break  # all there from an earlier call: only the digest is left to check
             headers = {"Range": f"bytes={have}-"} if have else {}
             try:
