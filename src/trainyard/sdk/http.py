@@ -101,20 +101,18 @@ class Http:
         for fresh in (False, True):
             if fresh:
                 part.unlink(missing_ok=True)
-            got, expected = self._fetch(path, part, size, digest)
+            got, resumed, expected = self._fetch(path, part, size, digest)
             if expected is None or got == expected:
                 os.replace(part, target)
                 return
             part.unlink(missing_ok=True)
-            resumed = not fresh and got.startswith("resumed:")
-            if not resumed:
+            if fresh or not resumed:
                 break
-        raise errors.ObjectCorrupt(f"{path}: received {got.removeprefix('resumed:')}, recorded {expected}: the "
-                                   "stored object is corrupt")
+        raise errors.ObjectCorrupt(f"{path}: received {got}, recorded {expected}: the stored object is corrupt")
 
-    def _fetch(self, path: str, part: Path, size: int | None, digest: str | None) -> tuple[str, str | None]:
-        """Complete ``part`` from the server; its digest (``resumed:`` before it when the part had
-        bytes already) and the expected one."""
+    def _fetch(self, path: str, part: Path, size: int | None, digest: str | None) -> tuple[str, bool, str | None]:
+        """Complete ``part`` from the server; its digest, whether bytes from before were kept, and
+        the digest expected."""
         h, have = hashlib.sha256(), 0
         if part.exists():
             have = part.stat().st_size
@@ -148,4 +146,4 @@ class Http:
                         f"{path}: the download broke off ({e}); {have} bytes are kept in {part} and a new download "
                         "goes on from there; the server's log names the object in the artifact store") from None
                 resumed = resumed or have > 0
-        return ("resumed:" if resumed else "") + f"sha256:{h.hexdigest()}", expected
+        return f"sha256:{h.hexdigest()}", resumed, expected
