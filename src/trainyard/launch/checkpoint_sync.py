@@ -21,7 +21,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from trainyard.launch.checkpoints import CheckpointError, Store, capture
+from trainyard.launch.checkpoints import CheckpointError, Store, capture, describe
 
 SOCKET_NAME = "checkpoint.sock"
 
@@ -36,7 +36,7 @@ class CheckpointSync:
         self._lock = threading.Condition()
         self._captures = 0              # sets captured so far; a set's number is its place in that count
         self._uploaded = 0              # number of the newest set whose manifest has landed (or was unchanged)
-        self._pending: tuple[int, Path, dict] | None = None
+        self._pending: tuple[int, Path, list[str]] | None = None
         self._failed: tuple[int, str] | None = None  # the newest set that failed to go up, and why
         self._closed = False
         self._sockdir: Path | None = None
@@ -90,13 +90,13 @@ class CheckpointSync:
             shutil.rmtree(stage, ignore_errors=True)
             stage.mkdir(parents=True)
             try:
-                files = capture(self.folder, stage)
+                paths = capture(self.folder, stage)
             except OSError as e:
                 shutil.rmtree(stage, ignore_errors=True)
                 return f"cannot capture {self.folder}: {e}"
             if self._pending is not None:  # superseded before it went up: done when this one is
                 shutil.rmtree(self._pending[1], ignore_errors=True)
-            self._pending = (number, stage, files)
+            self._pending = (number, stage, paths)
             self._lock.notify_all()
             if not wait:
                 return None
@@ -111,11 +111,12 @@ class CheckpointSync:
                     self._lock.wait()
                 if self._pending is None:
                     return
-                number, stage, files = self._pending
+                number, stage, paths = self._pending
                 self._pending = None
                 previous = self._last
             problem = None
             try:
+                files = describe(stage, paths)
                 if previous is None and not files:
                     pass  # nothing saved yet, nothing to restore later: no empty set
                 elif previous is None or previous.get("files") != files:

@@ -119,7 +119,7 @@ class Store:
             raise CheckpointError(f"checkpoint object {where} is missing") from None
         except transfer.Corrupt as e:
             raise CheckpointError(f"checkpoint object {where} is corrupt: {e}") from None
-        except OSError as e:
+        except Exception as e:  # OS errors, and what botocore raises unwrapped (a refused connection)
             raise CheckpointError(f"cannot read checkpoint object {where}: {_plain(e)}") from None
         finally:
             tmp.unlink(missing_ok=True)
@@ -151,12 +151,12 @@ class Store:
                 pass
 
 
-def capture(folder: Path, stage: Path) -> dict[str, dict]:
+def capture(folder: Path, stage: Path) -> list[str]:
     """Hard-link (copy where links fail: another filesystem) every regular file of ``folder``
-    into the empty folder ``stage``; the set's manifest entries, digests taken from the links."""
-    files: dict[str, dict] = {}
+    into the empty folder ``stage``; their paths, relative to both. Quick: nothing is read."""
+    paths: list[str] = []
     if not folder.is_dir():
-        return files
+        return paths
     for root, dirs, names in os.walk(folder):
         dirs.sort()
         for name in sorted(names):
@@ -172,8 +172,14 @@ def capture(folder: Path, stage: Path) -> dict[str, dict]:
                 continue  # renamed away meanwhile: the new name is listed or not, either way consistent
             except OSError:
                 shutil.copyfile(src, dst)
-            files[rel] = {"size": dst.stat().st_size, "digest": transfer.file_digest(dst)}
-    return files
+            paths.append(rel)
+    return paths
+
+
+def describe(stage: Path, paths: list[str]) -> dict[str, dict]:
+    """The manifest entries of a captured set: each file's size and digest, read from the links."""
+    return {rel: {"size": (stage / rel).stat().st_size, "digest": transfer.file_digest(stage / rel)}
+            for rel in paths}
 
 
 def _unlink_links(folder: Path, target: Path) -> None:

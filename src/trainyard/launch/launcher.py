@@ -234,11 +234,13 @@ class Launcher:
 
         cfg = self.config
         folder = checkpoint_folder(cfg, self.dir)
-        store = Store(cfg.checkpoint_url, cfg.storage)
         try:
+            store = Store(cfg.checkpoint_url, cfg.storage)
             restored = store.restore(folder)
         except CheckpointError as e:
             raise SetupError(str(e)) from None
+        except ImportError as e:  # s3fs, gcsfs, adlfs: not on this node
+            raise SetupError(f"checkpoints at {cfg.checkpoint_url}: {e} (install 'trainyard[s3]' on every node)") from None
         if restored is not None:
             append_log(self.log, f"checkpoint restored from {cfg.checkpoint_url} "
                                  f"({len(restored['files'])} files, saved by attempt {restored.get('attempt')})")
