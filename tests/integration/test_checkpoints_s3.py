@@ -156,3 +156,16 @@ def test_a_link_the_job_left_in_its_folder_does_not_lead_a_restore_out_of_it(s3,
     store.restore(node)
     assert not (node / "sub").is_symlink() and (node / "sub" / "model.pt").read_bytes() == b"weights"
     assert list(outside.iterdir()) == []
+
+
+def test_replicas_sharing_a_folder_restore_it_once_per_attempt(s3, store, tmp_path):
+    ck = tmp_path / "ck"
+    write(ck, {"step": b"5"})
+    assert sync_for(store, ck, tmp_path).sync(wait=True) is None
+    node = tmp_path / "node"
+    store.restore(node, "j1-2")  # replica 0
+    write(node, {"step": b"6", "new.pt": b"written by replica 0's job"})
+    store.restore(node, "j1-2")  # replica 1 of the same attempt: the folder is the job's already
+    assert read_all(node) == {"step": b"6", "new.pt": b"written by replica 0's job"}
+    store.restore(node, "j1-3")  # the next attempt starts from the set again
+    assert read_all(node) == {"step": b"5"}

@@ -71,19 +71,26 @@ class Store:
             raise CheckpointError(f"checkpoint manifest {self.url}/{MANIFEST} is corrupt: {e}") from None
         return manifest
 
-    def restore(self, folder: Path) -> dict | None:
+    def restore(self, folder: Path, attempt_id: str | None = None) -> dict | None:
         """Make ``folder`` hold exactly the last complete set; that set's manifest, or None (left as it is).
 
         Files already there with the recorded size and digest are kept; the others are
         fetched beside their name, checked and renamed into place; files the set does
-        not name are removed (what a job wrote after its last complete set is not consistent)."""
+        not name are removed (what a job wrote after its last complete set is not consistent).
+
+        Replicas of one attempt on one node share the folder (local engine): the first to get
+        here restores it for ``attempt_id``, the others leave it to the job that may already write."""
         manifest = self.manifest()
         if manifest is None:
             return None
         folder.mkdir(parents=True, exist_ok=True)
-        # replicas of one attempt on one node share the folder (local engine): one restores at a time
+        done = folder.parent / f".{folder.name}.restored"
         with file_lock(folder.parent / f".{folder.name}.restore.lock"):
+            if attempt_id is not None and done.exists() and done.read_text() == attempt_id:
+                return manifest
             self._mirror(manifest["files"], folder)
+            if attempt_id is not None:
+                done.write_text(attempt_id)
         return manifest
 
     def _mirror(self, files: dict[str, dict], folder: Path) -> None:

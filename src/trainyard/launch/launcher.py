@@ -236,7 +236,7 @@ class Launcher:
         folder = checkpoint_folder(cfg, self.dir)
         try:
             store = Store(cfg.checkpoint_url, cfg.storage)
-            restored = store.restore(folder)
+            restored = store.restore(folder, cfg.attempt_id)
         except CheckpointError as e:
             raise SetupError(str(e)) from None
         except ImportError as e:  # s3fs, gcsfs, adlfs: not on this node
