@@ -4,8 +4,9 @@
 
 One S3-compatible server serves both sides, measured side by side: a moto server started here
 (``python -m moto.server``, loopback), or ``--endpoint`` with credentials from the AWS variables.
-moto keeps objects in memory and answers 500 to the CompleteMultipartUpload of a 1 GiB file (s3fs
-alone meets it too), so the default size is 256 MiB; the issue's 1 GiB needs ``--endpoint`` (MinIO).
+moto is started with a key buffer larger than the file (``MOTO_S3_DEFAULT_KEY_BUFFER_SIZE``): with its
+default, parts spill to temporary files and the CompleteMultipartUpload of a 1 GiB file fails with a
+500 (for s3fs alone too). It then holds about 3x the file in RAM; ``--size 1Gi`` is the issue's case.
 
 - upload — baseline: ``s3fs.S3FileSystem.put_file``; trainyard: the launcher's output upload
   (``trainyard.launch.outputs.upload``: hashing, multipart put, stored-size check);
@@ -87,7 +88,11 @@ def main() -> int:
     from trainyard.launch.outputs import upload
 
     work = Path(tempfile.mkdtemp(prefix="trainyard-bench-storage-"))
-    proc, endpoint = (None, args.endpoint) if args.endpoint else moto(dict(os.environ))
+    # moto spills each part of a multipart upload over its key buffer to a temporary file, and a 1 GiB
+    # upload's CompleteMultipartUpload then fails with a 500 ("seek of closed file", s3fs alone too);
+    # parts held in memory complete: moto needs about 3x the file's size in RAM
+    moto_env = {**os.environ, "MOTO_S3_DEFAULT_KEY_BUFFER_SIZE": str(2 * size + (64 << 20))}
+    proc, endpoint = (None, args.endpoint) if args.endpoint else moto(moto_env)
     bucket = f"trainyard-bench-{os.getpid()}"
     server = None
     try:

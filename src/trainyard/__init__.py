@@ -17,6 +17,7 @@ _LAZY = {
     "params": "trainyard.sdk.injob",
     "output_dir": "trainyard.sdk.injob",
     "checkpoint_dir": "trainyard.sdk.injob",
+    "checkpoint_saved": "trainyard.sdk.injob",
 }
 __all__ = [*_LAZY, "__version__"]
 

@@ -14,6 +14,8 @@ SERVER_TOKEN = "TRAINYARD_SERVER_TOKEN"  # the token `trainyard server` requires
 RAY_ADDRESS = "RAY_ADDRESS"              # Ray's own variable: the cluster of engine `ray` when settings name none
 SNAPSHOT_WARN = "TRAINYARD_SNAPSHOT_WARN"  # a code snapshot this big (e.g. 50Mi) lists its largest files
 SNAPSHOT_MAX = "TRAINYARD_SNAPSHOT_MAX"    # a code snapshot over this (e.g. 512Mi) is refused
+NODE_ROOT = "TRAINYARD_NODE_ROOT"        # on a Ray node: its own folder for attempts, caches and checkpoints
+                                         # (default: the server's home path, which must then exist there)
 
 # -- what a job sees (set by the launcher and the server, read by the in-job helpers) --
 JOB_ID = "TRAINYARD_JOB_ID"
@@ -23,6 +25,7 @@ RENDEZVOUS_ID = "TRAINYARD_RENDEZVOUS_ID"
 PARAMS = "TRAINYARD_PARAMS"              # the job's params as JSON
 OUTPUT_DIR = "TRAINYARD_OUTPUT_DIR"
 CHECKPOINT_DIR = "TRAINYARD_CHECKPOINT_DIR"
+CHECKPOINT_SOCKET = "TRAINYARD_CHECKPOINT_SOCKET"  # set when checkpoints sync to an object store (trainyard.checkpoint_saved)
 METRICS_FILE = "TRAINYARD_METRICS_FILE"
 INPUT_PREFIX = "TRAINYARD_INPUT_"        # + the input's name, upper case: its local path
 STEP = "TRAINYARD_STEP"                  # a pipeline step's name

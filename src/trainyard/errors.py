@@ -134,6 +134,13 @@ class ObjectCorrupt(StorageError):
     code = "object_corrupt"
 
 
+class RangeNotSatisfiable(TrainyardError):
+    """The byte range asked for lies outside the file."""
+
+    code = "range_not_satisfiable"
+    http_status = 416
+
+
 class Conflict(TrainyardError):
     """The object changed under us; its status is not what the caller expected."""
 

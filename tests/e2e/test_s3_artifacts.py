@@ -4,15 +4,18 @@ missing or corrupt there is reported with its key; a store it cannot use stops i
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import httpx
 import pytest
 
-from tests.e2e.helpers import py_job
+from tests.e2e.helpers import py_job, until
 from tests.support.s3 import moto_s3, strict_moto_s3
 from tests.support.servers import ServerProcess
 from trainyard.errors import ObjectCorrupt, ObjectMissing
+from trainyard.sdk.client import Client
 
 pytestmark = pytest.mark.slow
 
@@ -143,3 +146,138 @@ def test_a_second_job_with_the_same_input_finds_it_in_the_node_cache(s3, s3_serv
     assert third.wait(timeout=120).status.value == "succeeded", third.logs()
     assert "got changed beta" in third.logs()
     assert len([p for p in cache.iterdir() if p.is_dir()]) == 2
+
+
+SAVES_THEN_FAILS = """
+import os, pathlib, sys, trainyard
+ck = trainyard.checkpoint_dir()
+attempt = int(os.environ["TRAINYARD_ATTEMPT"])
+print(f"attempt {attempt} resumes at", (ck / "step").read_text() if (ck / "step").exists() else None,
+      "scratch" if (ck / "scratch.tmp").exists() else "", flush=True)
+def save(n):
+    (ck / "step.tmp").write_text(str(n)); os.replace(ck / "step.tmp", ck / "step")
+if attempt == 1:
+    save(3)
+    assert trainyard.checkpoint_saved(wait=True)
+    save(4)  # not said: the end of the attempt syncs it
+    (ck / "scratch.tmp").write_text("being written")  # *.tmp is never part of a set
+    sys.exit(1)
+"""
+
+
+def test_a_retry_resumes_from_the_set_synced_at_the_end_of_the_attempt(s3, s3_server):
+    job = s3_server.client().submit(py_job(SAVES_THEN_FAILS, retry={"max": 1, "backoff": 0}))
+    assert job.wait(timeout=120).status.value == "succeeded", job.logs()
+    # restored from the bucket: the local scratch file, in no set, is gone
+    second = job.logs(attempt=2)
+    assert "attempt 2 resumes at 4 \n" in second and "checkpoint restored from s3://" in second, second
+    manifest = json.loads(s3.get(s3_server.bucket, f"ty/jobs/{job.id}/checkpoints/manifest.json"))
+    assert list(manifest["files"]) == ["step"] and manifest["attempt"] == 1
+
+
+SAVES_ON_SIGTERM = """
+import os, signal, sys, time, trainyard
+ck = trainyard.checkpoint_dir()
+def on_term(signum, frame):
+    (ck / "step.tmp").write_text("saved on SIGTERM"); os.replace(ck / "step.tmp", ck / "step")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_cancelled_job_syncs_what_it_saved_in_its_grace_period(s3, s3_server):
+    job = s3_server.client().submit(py_job(SAVES_ON_SIGTERM, grace_period=30))
+    until(lambda: "ready" in job.logs(), timeout=60)
+    job.cancel()
+    assert job.wait(timeout=60).status.value == "cancelled"
+    manifest = json.loads(s3.get(s3_server.bucket, f"ty/jobs/{job.id}/checkpoints/manifest.json"))
+    [blob] = [k for k in s3.keys(s3_server.bucket) if k.startswith(f"ty/jobs/{job.id}/checkpoints/blobs/")]
+    assert manifest["files"]["step"]["digest"].replace(":", "-") in blob
+    assert s3.get(s3_server.bucket, blob) == b"saved on SIGTERM"
+
+
+def test_a_corrupt_checkpoint_fails_the_next_attempt_naming_its_key(s3, s3_server):
+    code = ("import os, sys, trainyard; (trainyard.checkpoint_dir() / 'step').write_text('1'); "
+            "sys.exit(1 if os.environ['TRAINYARD_ATTEMPT'] == '1' else 0)")
+    # the backoff is the window in which the test damages the set between the two attempts
+    job = s3_server.client().submit(py_job(code, retry={"max": 1, "backoff": 15}))
+    until(lambda: job.refresh().attempts and job.info.attempts[0].status.is_terminal(), timeout=60)
+    prefix = f"ty/jobs/{job.id}/checkpoints/blobs/"
+    [blob] = [k for k in s3.keys(s3_server.bucket) if k.startswith(prefix)]
+    s3.put(s3_server.bucket, blob, b"2")  # same size, other bytes
+    (s3_server.home / "checkpoints" / job.id / "step").unlink()  # so the next attempt must fetch it
+    info = job.wait(timeout=120)
+    assert info.status.value == "failed" and info.attempts[1].reason == "SetupFailed"
+    url = f"s3://{s3_server.bucket}/{blob}"
+    assert f"checkpoint object {url} is corrupt: read sha256:" in info.attempts[1].message
+    assert "Traceback" not in job.logs(attempt=2)
+
+
+class CutsFirstStream(httpx.BaseTransport):
+    """A real HTTP transport whose first output download breaks off after ``after`` bytes; records
+    every request's Range header."""
+
+    def __init__(self, after: int) -> None:
+        self.inner, self.after, self.ranges = httpx.HTTPTransport(), after, []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if "/outputs/" not in request.url.path:
+            return response
+        self.ranges.append(request.headers.get("Range"))
+        if len(self.ranges) > 1:
+            return response
+        stream, after = response.stream, self.after
+
+        class Cut(httpx.SyncByteStream):
+            def __iter__(self):
+                sent = 0
+                for chunk in stream:
+                    yield chunk[: after - sent]
+                    sent += len(chunk)
+                    if sent >= after:
+                        raise httpx.ReadError("connection reset (cut by the test)")
+
+            def close(self) -> None:
+                stream.close()
+
+        return httpx.Response(response.status_code, headers=response.headers, stream=Cut(), request=request)
+
+
+def test_an_interrupted_download_resumes_from_its_part_with_a_range_request(s3_server, tmp_path):
+    code = "import trainyard; (trainyard.output_dir() / 'model.bin').write_bytes(bytes(range(256)) * 4000)"
+    job = s3_server.client().submit(py_job(code))
+    assert job.wait(timeout=120).status.value == "succeeded", job.logs()
+    url = f"{s3_server.url}/api/v1/jobs/{job.id}/outputs/model.bin"
+    auth = {"Authorization": f"Bearer {s3_server.token}"}
+
+    r = httpx.get(url, headers={**auth, "Range": "bytes=300000-"})
+    assert r.status_code == 206 and r.content == MODEL[300_000:]
+    assert r.headers["Content-Range"] == f"bytes 300000-{len(MODEL) - 1}/{len(MODEL)}"
+    r = httpx.get(url, headers={**auth, "Range": f"bytes={len(MODEL)}-"})
+    assert r.status_code == 416 and r.headers["Content-Range"] == f"bytes */{len(MODEL)}"
+
+    # a stream cut off mid-way goes on from where it stopped, and the whole file's digest is checked
+    cut = CutsFirstStream(after=250_000)
+    client = Client(s3_server.url, token=s3_server.token, transport=cut)
+    assert (client.download(job.id, tmp_path / "a") / "model.bin").read_bytes() == MODEL
+    assert cut.ranges[0] is None and cut.ranges[1].startswith("bytes=") and int(cut.ranges[1][6:-1]) > 0
+    assert not list((tmp_path / "a").glob(".*.part"))
+
+    # a part left by an earlier, interrupted call is completed, not fetched again
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / ".model.bin.part").write_bytes(MODEL[:300_000])
+    cut = CutsFirstStream(after=len(MODEL))
+    client = Client(s3_server.url, token=s3_server.token, transport=cut)
+    assert (client.download(job.id, tmp_path / "b") / "model.bin").read_bytes() == MODEL
+    assert cut.ranges == ["bytes=300000-"]
+
+    # a part holding other bytes fails the digest and is fetched again from the first byte
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / ".model.bin.part").write_bytes(b"x" * 300_000)
+    cut = CutsFirstStream(after=len(MODEL))
+    client = Client(s3_server.url, token=s3_server.token, transport=cut)
+    assert (client.download(job.id, tmp_path / "c") / "model.bin").read_bytes() == MODEL
+    assert cut.ranges == ["bytes=300000-", None]

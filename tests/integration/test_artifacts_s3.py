@@ -97,3 +97,16 @@ def test_an_unreachable_endpoint_is_a_plain_error():
         "retries": {"max_attempts": 1}, "connect_timeout": 2}}})
     with pytest.raises(StorageError, match="s3://b/ty: cannot write"):
         store.probe()
+
+
+def test_a_lookup_the_store_refuses_is_a_storage_error_naming_the_key():
+    from trainyard.artifacts.store import ArtifactStore
+
+    with strict_moto_s3() as endpoint:
+        store = ArtifactStore("s3://bucket/ty", {"s3": {"endpoint_url": endpoint}})
+        d = digest(b"code")
+        with pytest.raises(StorageError, match=f"artifact store s3://bucket/ty: cannot look up "
+                                               f"snapshots/{d.replace(':', '-')}.tar.gz: "):
+            store.has_snapshot(d)
+        with pytest.raises(StorageError, match="cannot look up values/v1"):
+            store.put_bytes("values/v1", b"42")

@@ -41,6 +41,7 @@ class RayNode:
     pgid: int | None = None
     tags: dict = field(default_factory=dict)
     killed: bool = False
+    env: dict = field(default_factory=dict)  # on top of this process's environment (e.g. TRAINYARD_NODE_ROOT)
 
     def processes(self) -> list[psutil.Process]:
         """Every process of this node: its session and all descendants (actors, launchers, commands)."""
@@ -76,7 +77,7 @@ class RayCluster:
         self.nodes: list[RayNode] = []
 
     def _start(self, node: RayNode, timeout: float = 90) -> RayNode:
-        env = {**os.environ, **FAST_HEALTH_CHECKS, "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**os.environ, **FAST_HEALTH_CHECKS, "RAY_USAGE_STATS_ENABLED": "0", **node.env}
         log = open(self.base / f"{node.name}.log", "ab")
         node.proc = subprocess.Popen([self.ray, "start", *node.args], env=env, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -86,9 +87,9 @@ class RayCluster:
         self.nodes.append(node)
         return node
 
-    def start_head(self, cpus: float = 1, memory: int = 2 * GIB) -> RayNode:
+    def start_head(self, cpus: float = 1, memory: int = 2 * GIB, env: dict | None = None) -> RayNode:
         self.base.mkdir(parents=True, exist_ok=True)
-        return self._start(RayNode("head", [
+        return self._start(RayNode("head", env=env or {}, args=[
             "--head", "--node-ip-address=127.0.0.1", f"--port={self.port}", f"--num-cpus={cpus}", "--num-gpus=0",
             f"--memory={memory}", "--object-store-memory=80000000", "--disable-usage-stats",
             f"--temp-dir={self.base / 'tmp'}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
@@ -96,7 +97,7 @@ class RayCluster:
         ]))
 
     def add_worker(self, name: str, cpus: float = 2, memory: int = 4 * GIB, gpus: int = 0,
-                   resources: dict | None = None, labels: dict | None = None) -> RayNode:
+                   resources: dict | None = None, labels: dict | None = None, env: dict | None = None) -> RayNode:
         args = [f"--address={self.address}", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
                 f"--num-gpus={gpus}", f"--memory={memory}", "--object-store-memory=80000000",
                 "--disable-usage-stats"]
@@ -104,7 +105,7 @@ class RayCluster:
             args.append(f"--resources={json.dumps(resources)}")
         if labels:
             args.append("--labels=" + ",".join(f"{k}={v}" for k, v in labels.items()))
-        node = self._start(RayNode(name, args, tags={"gpus": gpus, **(labels or {})}))
+        node = self._start(RayNode(name, args, tags={"gpus": gpus, **(labels or {})}, env=env or {}))
         self.wait_nodes(sum(not n.killed for n in self.nodes))
         return node
 

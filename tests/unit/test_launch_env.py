@@ -72,3 +72,14 @@ def test_server_tokens_are_not_passed_on_to_the_command(tmp_path):
     env = build_env(config(token="attempt-secret"), tmp_path, {}, base=base)
     assert "TRAINYARD_SERVER_TOKEN" not in env and "TRAINYARD_TOKEN" not in env
     assert not any("secret" in v for v in env.values()) and env["HOME"] == "/home/me"
+
+
+def test_store_credentials_reach_no_job_run_as_another_account(tmp_path):
+    base = {"AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "s3-secret", "AWS_SESSION_TOKEN": "t-secret",
+            "AWS_DEFAULT_REGION": "eu-west-1"}
+    run_as = {"uid": 1234, "gid": 1234, "name": "alice"}
+    env = build_env(config(run_as=run_as), tmp_path, {}, base=base)
+    assert not any(k in env for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"))
+    assert env["AWS_DEFAULT_REGION"] == "eu-west-1"  # not a secret
+    # a job of the server's own account could read ~/.aws anyway: it keeps what it inherits
+    assert build_env(config(), tmp_path, {}, base=base)["AWS_SECRET_ACCESS_KEY"] == "s3-secret"

@@ -76,29 +76,38 @@ class ArtifactStore:
     def snapshot_url(self, digest: str) -> str:
         return self._url(self.snapshot_key(digest))
 
+    def _exists(self, key: str) -> bool:
+        """Whether ``key`` holds an object; a store that cannot say is a ``StorageError`` naming the key,
+        not botocore's or aiohttp's own exception."""
+        try:
+            return self.fs.exists(self._path(key))
+        except Exception as e:
+            raise StorageError(f"artifact store {self.url}: cannot look up {key}: {_plain(e)}", url=self.url,
+                               key=key) from None
+
     def has_snapshot(self, digest: str) -> bool:
-        return self.fs.exists(self._path(self.snapshot_key(digest)))
+        return self._exists(self.snapshot_key(digest))
 
     def put_snapshot(self, stream: IO[bytes], digest: str) -> str:
         """Store a tarball whose sha256 must equal ``digest`` (``ValueError`` otherwise); its URL.
 
         Streamed through a temporary key: memory stays one block whatever the size."""
         key = self.snapshot_key(digest)
-        if not self.fs.exists(self._path(key)):
+        if not self._exists(key):
             try:
                 transfer.write_stream(self.fs, self._path(key), transfer.chunks_of(stream), expect=digest)
             except transfer.Corrupt:
                 raise ValueError("snapshot content does not match its digest") from None
-            except OSError as e:
+            except Exception as e:  # OSError, and what botocore raises unwrapped (a refused connection)
                 raise StorageError(f"artifact store: cannot write {key}: {_plain(e)}", key=key) from None
         return self._url(key)
 
     def put_bytes(self, key: str, data: bytes) -> str:
         """``data`` at ``key`` (once: an existing object is kept); its URL."""
-        if not self.fs.exists(self._path(key)):
+        if not self._exists(key):
             try:
                 transfer.write_stream(self.fs, self._path(key), [data])
-            except OSError as e:
+            except Exception as e:  # OSError, and what botocore raises unwrapped
                 raise StorageError(f"artifact store: cannot write {key}: {_plain(e)}", key=key) from None
         return self._url(key)
 
@@ -107,6 +116,10 @@ class ArtifactStore:
     def outputs_url(self, job_id: str, attempt: int, replica: int = 0) -> str:
         suffix = f"/replica-{replica}" if replica else ""
         return self._url(f"jobs/{job_id}/{attempt}/outputs{suffix}")
+
+    def checkpoint_url(self, job_id: str) -> str:
+        """Where the launchers of a job sync its checkpoint sets (see :mod:`trainyard.launch.checkpoints`)."""
+        return self._url(f"jobs/{job_id}/checkpoints")
 
     def log_url(self, job_id: str, attempt: int, replica: int = 0) -> str:
         """Where the launcher leaves the replica's full log when it ends."""
@@ -126,20 +139,22 @@ class ArtifactStore:
     def open(self, url: str) -> IO[bytes]:
         return self.fs.open(self._path(self.key_of(self.confined(url))), "rb")
 
-    def read(self, url: str, size: int | None = None, digest: str | None = None) -> Iterator[bytes]:
-        """The object's bytes as they are read, never the whole object in memory.
+    def read(self, url: str, size: int | None = None, digest: str | None = None, start: int = 0,
+             length: int | None = None) -> Iterator[bytes]:
+        """The object's bytes as they are read, never the whole object in memory; from ``start``,
+        ``length`` of them, for a resumed download (whose digest the client checks over the whole).
 
         A missing object or one of another size raises (``ObjectMissing``, ``ObjectCorrupt``,
         naming its key) before the first byte; a wrong digest is only known after the last,
         so it ends the stream with ``ObjectCorrupt`` and is logged with the key."""
         key = self.key_of(self.confined(url))
         try:
-            body = transfer.read_checked(self.fs, self._path(key), size, digest)
+            body = transfer.read_checked(self.fs, self._path(key), size, digest, start=start, length=length)
         except FileNotFoundError:
             raise ObjectMissing(f"object {url} is missing", key=key) from None
         except transfer.Corrupt as e:
             raise ObjectCorrupt(f"object {url} is corrupt: {e}", key=key) from None
-        except OSError as e:
+        except Exception as e:  # OSError, and what botocore raises unwrapped
             raise StorageError(f"cannot read object {url}: {_plain(e)}", key=key) from None
         return self._guarded(body, url, key)
 
@@ -150,6 +165,8 @@ class ArtifactStore:
             raise ObjectMissing(f"object {url} vanished while read", key=key) from None
         except transfer.Corrupt as e:
             raise ObjectCorrupt(f"object {url} is corrupt: {e}", key=key) from None
+        except Exception as e:  # the connection, mid-stream
+            raise StorageError(f"cannot read object {url}: {_plain(e)}", key=key) from None
 
 
 def _plain(e: BaseException) -> str:

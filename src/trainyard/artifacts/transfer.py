@@ -141,20 +141,34 @@ def chunks_of(stream: IO[bytes], block: int = BLOCK) -> Iterator[bytes]:
     yield from iter(lambda: stream.read(block), b"")
 
 
-def read_checked(fs, path: str, size: int | None, digest: str | None, block: int = READ_CHUNK) -> Iterator[bytes]:  # noqa: ANN001
+def read_checked(fs, path: str, size: int | None, digest: str | None, block: int = READ_CHUNK,  # noqa: ANN001
+                 start: int = 0, length: int | None = None) -> Iterator[bytes]:
     """The bytes at ``path`` as they are read; ``FileNotFoundError`` before the first one when it
-    is missing, ``Corrupt`` before the first (wrong size) or after the last (wrong digest)."""
+    is missing, ``Corrupt`` before the first (wrong size) or after the last (wrong digest).
+
+    ``start`` and ``length`` read a part only (a resumed download); its digest is then the reader's
+    to check, over the whole file."""
     if size is not None:
         stored = fs.size(path)  # raises FileNotFoundError
         if stored != size:
             raise Corrupt(f"stored {stored} bytes, recorded {size}")
-    return _stream(fs, path, digest, block)
+    whole = start == 0 and length is None
+    return _stream(fs, path, digest if whole else None, block, start, length)
 
 
-def _stream(fs, path: str, digest: str | None, block: int) -> Iterator[bytes]:  # noqa: ANN001
+def _stream(fs, path: str, digest: str | None, block: int, start: int = 0,  # noqa: ANN001
+            length: int | None = None) -> Iterator[bytes]:
     h = hashlib.sha256()
+    left = length
     with fs.open(path, "rb", block_size=max(block, READ_BLOCK)) as f:
-        while chunk := f.read(block):
+        if start:
+            f.seek(start)
+        while left is None or left > 0:
+            chunk = f.read(block if left is None else min(block, left))
+            if not chunk:
+                break
+            if left is not None:
+                left -= len(chunk)
             h.update(chunk)
             yield chunk
     if digest is not None and f"sha256:{h.hexdigest()}" != digest:

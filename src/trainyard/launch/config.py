@@ -22,7 +22,7 @@ _DEFAULTS: dict = {
     "venv_cache": None, "inputs": dict, "input_cache": None, "outputs": list, "output_url": None,
     "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
     "exit_report_deadline": 3600.0, "container": None, "venv": None, "server_ca": None, "run_as": None,
-    "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None,
+    "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None, "checkpoint_url": None,
     "sample_every": None,
 }
 
@@ -58,6 +58,7 @@ class LaunchConfig:
     sample_every: float | None       # seconds between resource samples (launch.sampling); 0 or None: off (the server says 5)
     log_url: str | None              # fsspec URL the full log is copied to when the attempt ends (remote stores only)
     storage: dict | None             # fsspec options per protocol, e.g. {"s3": {"endpoint_url": ...}}; no credentials
+    checkpoint_url: str | None       # fsspec folder URL the checkpoint dir syncs to (object stores only; launch.checkpoints)
 
     def __init__(self, **values) -> None:  # noqa: ANN003
         missing = [k for k in _REQUIRED if k not in values]

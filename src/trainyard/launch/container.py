@@ -184,6 +184,8 @@ def start(config, attempt_dir: Path, inputs: dict[str, str], command: list[str],
     metrics.touch()  # mounted as a file: it must exist first
     mounts = [str(work), job_env[envvars.OUTPUT_DIR], job_env[envvars.CHECKPOINT_DIR], str(metrics),
               *(p for p in inputs.values() if os.path.isabs(p))]
+    if envvars.CHECKPOINT_SOCKET in job_env:  # trainyard.checkpoint_saved() in the container reaches the launcher
+        mounts.append(os.path.dirname(job_env[envvars.CHECKPOINT_SOCKET]))
     return box, box.argv(command, job_env, work, mounts, config.memory_limit, list(config.gpus))
 
 

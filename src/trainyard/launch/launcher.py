@@ -19,7 +19,8 @@ from trainyard import envvars
 from trainyard.launch import cgroup, procs, reasons
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.files import append_log, atomic_write_json
-from trainyard.launch.prepare import INHERITED_SECRETS, SetupError, build_env, prepare_workdir, resolve_inputs
+from trainyard.launch.prepare import (INHERITED_SECRETS, SetupError, build_env, checkpoint_folder, prepare_workdir,
+                                     resolve_inputs)
 
 MEMORY_TICK = 0.1  # how often the tree's memory is sampled when it is near its limit
 CALM_TICK = 0.5    # ... and when it is under half of it: walking the tree costs CPU the job wants;
@@ -39,6 +40,7 @@ class Launcher:
         self.container = None  # a launch.container.Container when the job runs in an image
         self.reporter = None  # started once the command runs (or setup failed)
         self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
+        self.checkpoints = None  # a launch.checkpoint_sync.CheckpointSync when checkpoints go to an object store
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -98,6 +100,8 @@ class Launcher:
         finally:
             if self.proc is not None and self.proc.returncode is None:  # crashed mid-run
                 procs.kill_tree(self.proc.pid)
+            if self.checkpoints is not None:
+                self.checkpoints.close()
             if self.container is not None:
                 self.container.remove()
         procs.reap_all(None)  # whatever setup (a killed venv build) may have left
@@ -184,6 +188,10 @@ class Launcher:
             # not a line in the job's log, which is the job's own output
             sampler.stop()
         reporter.exited()
+        if self.checkpoints is not None:  # what the job left in its checkpoint dir, once it can write no more
+            if problem := self.checkpoints.final():
+                append_log(self.log, problem)
+                message = "; ".join(m for m in (message, problem) if m)
         if reason == reasons.SUCCEEDED and cfg.env.get(envvars.OUTPUT_NAMES):
             reason, message = self._check_named_outputs(reason, message)
         result = _result(exit_code, reason, message)
@@ -213,9 +221,35 @@ class Launcher:
         cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
         inputs = resolve_inputs(cfg.inputs, cache, work)
         self.inputs = inputs
+        if cfg.checkpoint_url:
+            self._check_cancel()
+            self._restore_checkpoint()
         env = build_env(cfg, self.dir, inputs, venv)
         self._check_cancel()
         return env, work
+
+    def _restore_checkpoint(self) -> None:
+        """The job's last complete checkpoint set into its checkpoint dir; on replica 0, the sync started
+        (the master saves, as rank 0 does in torch; every replica restores the master's set)."""
+        from trainyard.launch.checkpoint_sync import CheckpointSync
+        from trainyard.launch.checkpoints import CheckpointError, Store
+
+        cfg = self.config
+        folder = checkpoint_folder(cfg, self.dir)
+        try:
+            store = Store(cfg.checkpoint_url, cfg.storage)
+            restored = store.restore(folder, cfg.attempt_id)
+        except CheckpointError as e:
+            raise SetupError(str(e)) from None
+        except ImportError as e:  # s3fs, gcsfs, adlfs: not on this node
+            raise SetupError(f"checkpoints at {cfg.checkpoint_url}: {e} (install 'trainyard[s3]' on every node)") from None
+        if restored is not None:
+            append_log(self.log, f"checkpoint restored from {cfg.checkpoint_url} "
+                                 f"({len(restored['files'])} files, saved by attempt {restored.get('attempt')})")
+        if cfg.replica == 0:
+            self.checkpoints = CheckpointSync(folder, store, cfg.attempt, self.dir / "checkpoint-sets", restored)
+            owner = (int(cfg.run_as["uid"]), int(cfg.run_as["gid"])) if cfg.run_as else None
+            cfg.env[envvars.CHECKPOINT_SOCKET] = self.checkpoints.listen(owner)
 
     def _memory_group(self) -> cgroup.MemoryGroup | None:
         """The replica's own memory cgroup, or None to sample the tree's RSS instead.

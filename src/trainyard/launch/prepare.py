@@ -143,11 +143,18 @@ def fetch_input(url: str, cache: Path) -> Path:
 
 # the server's bearer token (`trainyard server`) and the CLI/SDK's: launchers forked by a server inherit them
 INHERITED_SECRETS = (envvars.SERVER_TOKEN, envvars.TOKEN)
+# the object store's credentials, which the launcher needs (outputs, checkpoints) and a job run as another
+# account must not see: the launcher's own environment is readable by its account only
+STORE_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 
 
 def env_name(name: str) -> str:
     """``TRAINYARD_INPUT_<NAME>``: upper case, anything not a letter or digit becomes ``_``."""
     return "".join(c if c.isascii() and c.isalnum() else "_" for c in name.upper())
+
+
+def checkpoint_folder(config, attempt_dir: Path) -> Path:
+    return Path(config.checkpoint_dir) if config.checkpoint_dir else attempt_dir / "checkpoints"
 
 
 def build_env(
@@ -162,11 +169,11 @@ def build_env(
     runs user code, which must not act as the server or as its users.
     """
     env = dict(os.environ if base is None else base)
-    for name in INHERITED_SECRETS:
+    for name in INHERITED_SECRETS + (STORE_SECRETS if getattr(config, "run_as", None) else ()):
         env.pop(name, None)
     env.update({str(k): str(v) for k, v in config.env.items()})
     outputs = attempt_dir / "outputs"
-    checkpoints = Path(config.checkpoint_dir) if config.checkpoint_dir else attempt_dir / "checkpoints"
+    checkpoints = checkpoint_folder(config, attempt_dir)
     for d in (outputs, checkpoints):
         d.mkdir(parents=True, exist_ok=True)
     env.update({

@@ -197,7 +197,7 @@ class Client:
             if dest.resolve() not in target.parents:
                 raise errors.TrainyardError(f"refusing to write outside {dest}: {art.path}")
             target.parent.mkdir(parents=True, exist_ok=True)
-            self.http.download(f"/api/v1/jobs/{job_id}/outputs/{art.path}", target)
+            self.http.download(f"/api/v1/jobs/{job_id}/outputs/{art.path}", target, art.size, art.digest)
         return dest
 
     def health(self) -> dict[str, Any]:

@@ -34,6 +34,9 @@ def raise_for(resp: httpx.Response) -> None:
     raise errors.TrainyardError(f"HTTP {resp.status_code} from {resp.request.url}: {resp.text[:500]}")
 
 
+RESUMES = 3  # a download cut off this many times in one call gives up (its part is kept for the next)
+
+
 class Http:
     """Requests to one server, with its bearer token; ``transport`` talks to an app in-process (tests)."""
 
@@ -86,29 +89,61 @@ class Http:
             return
         self.request("PUT", f"/api/v1/snapshots/{digest}", content=blob, headers={"Content-Type": "application/gzip"})
 
-    def download(self, path: str, target: Path) -> None:
+    def download(self, path: str, target: Path, size: int | None = None, digest: str | None = None) -> None:
         """Stream the file at ``path`` into ``target``, checked against the server's ``X-Digest``.
 
-        Written beside ``target`` and renamed when whole and intact: a cut stream or a corrupt
-        object (the server only learns of a wrong digest after the last byte) leaves nothing."""
+        Written to ``.<name>.part`` beside ``target`` and renamed when whole and intact. A stream cut
+        off keeps the part: the download goes on from its end with a ``Range`` request (here, up
+        to :data:`RESUMES` times, and in a later call); the digest is checked over the whole file.
+        A wrong digest after a resumed start is tried once more from the first byte (the part may
+        have been another file's); a wrong one then means the stored object is corrupt."""
         part = target.with_name(f".{target.name}.part")
-        h = hashlib.sha256()
-        try:
-            with self.stream("GET", path) as resp, open(part, "wb") as f:
-                expected = resp.headers.get("X-Digest")
-                for chunk in resp.iter_bytes():
-                    h.update(chunk)
-                    f.write(chunk)
-        except httpx.TransportError as e:
+        for fresh in (False, True):
+            if fresh:
+                part.unlink(missing_ok=True)
+            got, resumed, expected = self._fetch(path, part, size, digest)
+            if expected is None or got == expected:
+                os.replace(part, target)
+                return
             part.unlink(missing_ok=True)
-            raise errors.ObjectCorrupt(f"{path}: the download broke off ({e}); the server's log names the "
-                                       "object in the artifact store") from None
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
-        got = f"sha256:{h.hexdigest()}"
-        if expected and got != expected:
-            part.unlink(missing_ok=True)
-            raise errors.ObjectCorrupt(f"{path}: received {got}, recorded {expected}: the stored object is "
-                                       "corrupt")
-        os.replace(part, target)
+            if fresh or not resumed:
+                break
+        raise errors.ObjectCorrupt(f"{path}: received {got}, recorded {expected}: the stored object is corrupt")
+
+    def _fetch(self, path: str, part: Path, size: int | None, digest: str | None) -> tuple[str, bool, str | None]:
+        """Complete ``part`` from the server; its digest, whether bytes from before were kept, and
+        the digest expected."""
+        h, have = hashlib.sha256(), 0
+        if part.exists():
+            have = part.stat().st_size
+            if size is not None and have > size:
+                part.unlink()
+                have = 0
+            else:
+                with open(part, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        h.update(block)
+        resumed = have > 0
+        expected = digest
+        for tries in range(RESUMES + 1):
+            if size is not None and have == size and resumed:
+                break  # all there from an earlier call: only the digest is left to check
+            headers = {"Range": f"bytes={have}-"} if have else {}
+            try:
+                with self.stream("GET", path, headers=headers) as resp:
+                    expected = resp.headers.get("X-Digest") or expected
+                    if resp.status_code != 206:  # the whole file: whatever the part held goes
+                        h, have, resumed = hashlib.sha256(), 0, False
+                    with open(part, "ab" if have else "wb") as f:
+                        for chunk in resp.iter_bytes():
+                            h.update(chunk)
+                            f.write(chunk)
+                            have += len(chunk)
+                break
+            except httpx.TransportError as e:
+                if tries == RESUMES:
+                    raise errors.ObjectCorrupt(
+                        f"{path}: the download broke off ({e}); {have} bytes are kept in {part} and a new download "
+                        "goes on from there; the server's log names the object in the artifact store") from None
+                resumed = resumed or have > 0
+        return f"sha256:{h.hexdigest()}", resumed, expected

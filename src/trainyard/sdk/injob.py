@@ -36,6 +36,31 @@ def checkpoint_dir() -> Path:
     return _dir(envvars.CHECKPOINT_DIR, "checkpoints")
 
 
+def checkpoint_saved(wait: bool = False) -> bool:
+    """Say that the checkpoint dir now holds a complete checkpoint (every file written aside and
+    renamed into place), so trainyard uploads it as one set to the object store.
+
+    Returns once the files are captured (hard links: the job may go on writing at once), or with
+    ``wait`` once the set is in the store. ``False`` when there is nothing to do: no object store is
+    configured (the checkpoint dir is a folder on the node that persists between attempts as it is),
+    this is not replica 0 (the master's set is the job's), or the script runs outside trainyard.
+    Raises ``RuntimeError`` naming the object when the set cannot be captured or (``wait``) uploaded.
+    See docs/CHECKPOINTS.md.
+    """
+    import socket
+
+    path = os.environ.get(envvars.CHECKPOINT_SOCKET)
+    if not path:
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+        s.sendall(b"wait\n" if wait else b"saved\n")
+        reply = s.makefile("rb").readline().decode(errors="replace").strip()
+    if reply != "ok":
+        raise RuntimeError(f"checkpoint not saved: {reply.removeprefix('error: ') or 'the launcher did not answer'}")
+    return True
+
+
 def log_metrics(step: int | None = None, **values: float) -> None:
     """Record metric values (numbers) for a step; the launcher forwards them.
 

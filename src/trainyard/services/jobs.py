@@ -12,7 +12,8 @@ from trainyard.artifact_paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
-from trainyard.errors import Forbidden, InvalidSpec, JobNotFound, NotFound, StorageError, Unschedulable
+from trainyard.errors import (Forbidden, InvalidSpec, JobNotFound, NotFound, RangeNotSatisfiable, StorageError,
+                              Unschedulable)
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services.audit import AuditLog
 from trainyard.services.notify import Notifier, off_loop
@@ -206,11 +207,19 @@ class JobService:
                     break  # recorded before paths were checked: never served
         raise NotFound(f"job {job_id} has no output {path!r}", job_id=job_id, path=path)
 
-    def open_output(self, job_id: str, path: str, caller: Caller = LOCAL_ADMIN) -> tuple[ArtifactInfo, Iterator[bytes]]:
-        """One output file's record and its bytes, read as they are sent and checked against the record
-        (a missing object or one of the wrong size raises here, naming its key)."""
+    def open_output(self, job_id: str, path: str, caller: Caller = LOCAL_ADMIN, byte_range: str | None = None,
+                    ) -> tuple[ArtifactInfo, tuple[int, int] | None, Iterator[bytes]]:
+        """One output file's record, the ``(first, last)`` bytes sent when ``byte_range`` (an HTTP
+        ``Range`` header) asks for a part (None: the whole file), and those bytes, read as they are
+        sent and checked against the record (a missing object or one of the wrong size raises here,
+        naming its key; ``RangeNotSatisfiable`` for a range past the end)."""
         info, url = self.output(job_id, path, caller)
-        return info, _ended_quietly(self.artifacts.read(url, info.size, info.digest))
+        part = parse_range(byte_range, info.size)
+        if part is None:
+            return info, None, _ended_quietly(self.artifacts.read(url, info.size, info.digest))
+        first, last = part
+        body = self.artifacts.read(url, info.size, info.digest, start=first, length=last - first + 1)
+        return info, part, _ended_quietly(body)
 
     # -- watching (async: one waiter costs a future, not a thread) ----------------
 
@@ -263,6 +272,28 @@ def _checked(where: JobFilter) -> JobFilter:
         raise InvalidSpec(errors=[{"field": "until", "line": None, "where": "until",
                                    "message": "until must come after since"}])
     return where
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``(first, last)`` byte of the single range ``header`` asks for (RFC 9110), or None to send the
+    whole file: no header, or one not served here (several ranges, another unit), which a server
+    may ignore. A range that starts past the end raises ``RangeNotSatisfiable``."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first_s, sep, last_s = header[len("bytes="):].strip().partition("-")
+    if not sep or not (first_s.isdigit() or last_s.isdigit()) or (first_s and not first_s.isdigit()) \
+            or (last_s and not last_s.isdigit()):
+        return None
+    if not first_s:  # a suffix: the last N bytes
+        n = int(last_s)
+        if n == 0:
+            raise RangeNotSatisfiable(f"range {header!r} asks for no bytes", size=size)
+        return max(0, size - n), size - 1
+    first = int(first_s)
+    last = min(int(last_s), size - 1) if last_s else size - 1
+    if first >= size or last < first:
+        raise RangeNotSatisfiable(f"range {header!r} is outside the file's {size} bytes", size=size)
+    return first, last
 
 
 def _ended_quietly(body: Iterator[bytes]) -> Iterator[bytes]:

@@ -85,5 +85,7 @@ def launch_configs(
             # a local store has the database's log chunks beside it; a remote one keeps the whole log too
             log_url=artifacts.log_url(job.id, attempt.number, r.index) if artifacts.remote else None,
             storage=settings.storage_options or None,
+            # on an object store, the checkpoint dir follows the job to whatever node runs its next attempt
+            checkpoint_url=artifacts.checkpoint_url(job.id) if artifacts.remote else None,
         ))
     return configs

@@ -6,8 +6,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from trainyard.api.deps import CallerDep, PlatformDep
 from trainyard.api.spec_text import SOURCE, SpecCheck, is_yaml, read_json, read_text, with_lines, yaml_body
 from trainyard.auth.permissions import Caller
-from trainyard.errors import TrainyardError
+from trainyard.errors import RangeNotSatisfiable, TrainyardError
 from trainyard.services.platform import Platform
 from trainyard.services.jobs import KEEP_ALIVE, LogEnd, LogEvent
 from trainyard.spec.job import JobSpec
@@ -168,7 +168,19 @@ def outputs(job_id: str, p: PlatformDep, caller: CallerDep) -> list[ArtifactInfo
 
 
 @router.get("/{job_id}/outputs/{path:path}")
-def output_file(job_id: str, path: str, p: PlatformDep, caller: CallerDep) -> StreamingResponse:
-    info, body = p.jobs.open_output(job_id, path, caller)
-    return StreamingResponse(body, media_type="application/octet-stream",
-                             headers={"Content-Length": str(info.size), "X-Digest": info.digest})
+def output_file(job_id: str, path: str, p: PlatformDep, caller: CallerDep,
+                range_: Annotated[str | None, Header(alias="Range")] = None) -> Response:
+    """The file, or with ``Range: bytes=N-`` its rest (``206``, ``Content-Range``): a download resumes.
+    ``X-Digest`` is always the whole file's, for the client to check once it has all of it."""
+    try:
+        info, part, body = p.jobs.open_output(job_id, path, caller, range_)
+    except RangeNotSatisfiable as e:
+        return JSONResponse(e.to_dict(), status_code=e.http_status,
+                            headers={"Content-Range": f"bytes */{e.details['size']}"})
+    headers = {"X-Digest": info.digest, "Accept-Ranges": "bytes"}
+    if part is None:
+        return StreamingResponse(body, media_type="application/octet-stream",
+                                 headers={**headers, "Content-Length": str(info.size)})
+    first, last = part
+    return StreamingResponse(body, status_code=206, media_type="application/octet-stream", headers={
+        **headers, "Content-Length": str(last - first + 1), "Content-Range": f"bytes {first}-{last}/{info.size}"})

@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from trainyard import envvars
 from trainyard.launch.config import RESULT_NAME, LaunchConfig
 from trainyard.spec.reports import LaunchResult
 from trainyard.status import Reason
@@ -45,6 +46,21 @@ def _die_with_parent() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
 
+def _on_this_node(config: dict[str, Any], workdir: str, root: str | None) -> tuple[dict[str, Any], Path]:
+    """The config and replica folder with the server's home path replaced by this node's own root."""
+    node_root = os.environ.get(envvars.NODE_ROOT)
+    if not node_root or not root:
+        return config, Path(workdir)
+
+    def here(path: str | None) -> str | None:
+        if path is None or not Path(path).is_relative_to(root):
+            return path
+        return str(Path(node_root) / Path(path).relative_to(root))
+
+    config = {**config, **{k: here(config.get(k)) for k in ("venv_cache", "input_cache", "checkpoint_dir")}}
+    return config, Path(here(workdir))
+
+
 class ReplicaActor:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -53,19 +69,22 @@ class ReplicaActor:
         self._exited = threading.Event()
         self._stopped = False
 
-    def run(self, config: dict[str, Any] | None, workdir: str) -> LaunchResult | None:
+    def run(self, config: dict[str, Any] | None, workdir: str, root: str | None = None) -> LaunchResult | None:
         """Start the launcher (once) and wait for it; the launcher's result, or None if it left none.
 
         ``config=None`` only attaches: a restarted control plane waits on a
         launcher that an earlier one started. If none was ever started (the
         earlier one died between creating this actor and its ``run`` call), it
         returns :data:`NOT_STARTED` at once, and the engine launches again.
+
+        ``root`` is the server's home path, under which ``workdir`` and the config's caches and
+        checkpoint dir are named; a node whose ``TRAINYARD_NODE_ROOT`` says otherwise keeps them there.
         """
         with self._lock:
             if self._pid is None and config is not None:
                 if self._stopped:  # cancelled before it could start: the launcher never runs
                     return LaunchResult(reason=Reason.CANCELLED, message="cancelled before it started")
-                self._start(config, Path(workdir))
+                self._start(*_on_this_node(config, workdir, root))
             started = self._pid is not None
         if not started:
             return NOT_STARTED

@@ -60,8 +60,10 @@ class RayEngine(Engine):
         """Connect to the cluster at ``address`` (``host:port`` of the head's GCS, or ``ray://host:10001``).
 
         ``root`` is where replica folders, virtualenvs and checkpoints go on
-        every node: the same path everywhere, shared (NFS) when checkpoints
-        must follow a retry to another node.
+        every node, unless a node's ``TRAINYARD_NODE_ROOT`` names its own. It needs
+        no sharing when artifacts are on an object store (checkpoints are synced
+        through it); with a folder as the store it must be shared (NFS) for
+        checkpoints to follow a retry to another node.
         """
         _check_reachable(address)
         try:
@@ -166,7 +168,7 @@ class RayEngine(Engine):
         return self.root / "attempts" / attempt_id / f"r{replica}"
 
     def _follow(self, attempt_id: str, replica: int, actor: Any, config: dict[str, Any] | None) -> None:
-        ref = actor.run.remote(config, str(self.replica_dir(attempt_id, replica)))
+        ref = actor.run.remote(config, str(self.replica_dir(attempt_id, replica)), str(self.root))
         with self._lock:
             self._runs[ref] = (attempt_id, replica)
             self._gangs.setdefault(attempt_id, set()).add(replica)
