@@ -22,7 +22,8 @@ import time
 
 out = sys.argv.pop(1)
 profiles: list[cProfile.Profile] = []
-_run = threading.Thread.run
+# _bootstrap_inner, not run: anyio's worker threads (where sync endpoints run) override run()
+_run = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
 
 
 def _profiled_run(self: threading.Thread) -> None:
@@ -47,7 +48,7 @@ def _dump() -> None:
     stats.dump_stats(out)
 
 
-threading.Thread.run = _profiled_run  # type: ignore[method-assign]
+threading.Thread._bootstrap_inner = _profiled_run  # type: ignore[attr-defined]
 main = cProfile.Profile(time.thread_time)
 profiles.append(main)
 atexit.register(_dump)
