@@ -13,7 +13,8 @@ runs, in alternating order (so drift hits both alike):
   by ``subprocess.run`` in this process.
 
 Prints every repeat, the median and spread of jobs/s end to end and submit
-alone, the ratio trainyard time / floor time, and PASS/MISS against the
+alone, the server process's own CPU seconds per 1,000 jobs (user + system,
+from psutil; on a shared machine this moves far less than the wall clock), the ratio trainyard time / floor time, and PASS/MISS against the
 target (≥ 150 jobs/s end to end). A repeat that fails (a job not succeeded, an
 error) counts as a MISS: the verdict is PASS only if every repeat was measured
 and the median meets the target. It exits 0 whatever the numbers (2 on bad usage).
@@ -32,6 +33,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 from benchserver import BenchServer
 
 from trainyard import Client
@@ -47,6 +49,12 @@ def floor(n: int) -> float:
     for _ in range(n):
         subprocess.run(COMMAND, check=True)
     return time.perf_counter() - t0
+
+
+def server_cpu(server: BenchServer) -> float:
+    """CPU seconds the server process itself has used (not its launchers, which are other processes)."""
+    t = psutil.Process(server.proc.pid).cpu_times()
+    return t.user + t.system
 
 
 def burst(server: BenchServer, n: int, threads: int) -> tuple[float, float]:
@@ -112,6 +120,7 @@ def main() -> int:
     floors: list[float] = []
     ends: list[float] = []
     submits: list[float] = []
+    cpus: list[float] = []
     errors: list[str] = []
     server = None
     try:
@@ -125,7 +134,9 @@ def main() -> int:
                     print(f"  repeat {i + 1}: floor      {args.jobs / floors[-1]:7.1f} jobs/s ({floors[-1]:.2f} s)")
                     continue
                 try:
+                    c0 = server_cpu(server)
                     t_submit, t_all = burst(server, args.jobs, args.threads)
+                    cpus.append((server_cpu(server) - c0) * 1000 / args.jobs)
                 except Exception as e:  # recorded, and the verdict becomes a MISS
                     errors.append(f"repeat {i + 1}: {e}")
                     print(f"  repeat {i + 1}: trainyard  FAILED: {e}")
@@ -133,7 +144,8 @@ def main() -> int:
                 submits.append(args.jobs / t_submit)
                 ends.append(args.jobs / t_all)
                 print(f"  repeat {i + 1}: trainyard  {ends[-1]:7.1f} jobs/s end to end ({t_all:.2f} s), "
-                      f"submit alone {submits[-1]:.1f} jobs/s ({t_submit:.2f} s)")
+                      f"submit alone {submits[-1]:.1f} jobs/s ({t_submit:.2f} s), "
+                      f"server CPU {cpus[-1]:.1f} s per 1,000 jobs")
     except Exception as e:
         errors.append(str(e))
         print(f"stopped: {e}")
@@ -148,6 +160,7 @@ def main() -> int:
     if ends:
         print(f"  trainyard, end to end         {spread(ends)}")
         print(f"  trainyard, submit alone       {spread(submits)}")
+        print(f"  server CPU s per 1,000 jobs   {spread(cpus)}")
     print("\ntargets:")
     complete = not errors and len(ends) == args.repeats
     if ends and floors:

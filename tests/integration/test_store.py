@@ -8,7 +8,7 @@ from sqlalchemy import inspect
 from trainyard.auth.tokens import token_hash
 from trainyard.spec import parse_job
 from trainyard.status import AttemptStatus, JobStatus, Reason
-from trainyard.store import Ending, Store
+from trainyard.store import Admission, Ending, Store
 from trainyard.store.tables import Base
 
 pytestmark = pytest.mark.postgres
@@ -27,6 +27,20 @@ def running_attempt(store: Store):
     attempt = store.admit(job.id, [("node-a", ["0"])], token_hash=H)
     store.report(attempt.id, 0, token_hash=H, running=True)
     return job, attempt
+
+
+def test_admissions_of_a_cycle_in_one_call_each_check_their_own_job(store):
+    taken = store.create_job(parse_job("command: a"))
+    assert store.admit(taken.id, [("n", [])], token_hash=H) is not None  # another loop was first
+    free = store.create_job(parse_job("command: b\nreplicas: 2\ndistributed: torch"))
+    got = store.admit_many([Admission(taken.id, [("n", [])], token_hash=H),
+                            Admission(free.id, [("a", ["0"]), ("b", ["1"])], True, H)])
+    assert got[0] is None and [a.number for a in store.get_job(taken.id).attempts] == [1]
+    assert got[1].id == f"{free.id}-1" and got[1].borrowed and len(got[1].replicas) == 2
+    assert store.get_job(free.id).status == JobStatus.STARTING
+    store.set_handles({got[1].id: {"replicas": [{"pid": 1}, {"pid": 2}]}})
+    assert store.get_attempt(got[1].id).handle == {"replicas": [{"pid": 1}, {"pid": 2}]}
+    assert store.get_attempt(f"{taken.id}-1").handle == {}  # only the named attempts
 
 
 def test_migrations_create_exactly_the_declared_tables(store):

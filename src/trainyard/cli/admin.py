@@ -6,15 +6,18 @@ import json
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.tokens import print_new_token, when
 from trainyard.errors import InvalidSpec, TrainyardError
-from trainyard.spec.identity import ROLES, UserInfo, parse_duration
+from trainyard.spec.choices import ROLES
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from trainyard.spec.identity import UserInfo
 
 app = typer.Typer(no_args_is_help=True, help="Users and teams (admins only), and the first admin.")
 user_app = typer.Typer(no_args_is_help=True, help="Users: create (with a first token), list, show, disable.")
@@ -43,6 +46,8 @@ def bootstrap(
 
 
 def users_table(users: list[UserInfo]) -> Table:
+    from rich.table import Table
+
     table = Table("NAME", "ROLE", "TEAMS", "OS USER", "STATUS", "CREATED", box=None)
     for u in users:
         teams = ", ".join(f"{t} ({r})" for t, r in sorted(u.teams.items())) or "-"
@@ -106,6 +111,8 @@ def team_create(name: Annotated[str, typer.Argument()]) -> None:
 @team_app.command("ls")
 def team_ls(output: OutputOpt = Output.table) -> None:
     """Teams with their members (yours only, unless you are an admin)."""
+    from rich.table import Table
+
     with handled():
         teams = client().identity.teams()
         if output == Output.json:
@@ -120,6 +127,8 @@ def team_ls(output: OutputOpt = Output.table) -> None:
 
 def parse_since(text: str) -> float:
     """``1h`` (that long ago), an ISO date or time, or a Unix time."""
+    from trainyard.spec.identity import parse_duration
+
     try:
         return time.time() - parse_duration(text)
     except ValueError:
@@ -143,6 +152,8 @@ def audit(
     output: OutputOpt = Output.table,
 ) -> None:
     """Who changed what, when and from where (an admin sees everyone's; others their own)."""
+    from rich.table import Table
+
     with handled():
         entries = client().identity.audit(user=user, since=parse_since(since) if since else None, limit=limit)
         if output == Output.json:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.toplevel import SuggestingGroup
 from trainyard.errors import InvalidSpec
-from trainyard.spec.cluster import ClusterInfo
-from trainyard.spec.units import format_memory
+
+if TYPE_CHECKING:
+    from trainyard.spec.cluster import ClusterInfo
 
 app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="On-demand Dask clusters: a scheduler and workers run as jobs.")
 create_app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Create a cluster.")
@@ -77,6 +77,8 @@ def create_dask(
 def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped and failed ones")] = False,
        output: OutputOpt = Output.table) -> None:
     """Clusters with their status and workers."""
+    from rich.table import Table
+
     with handled():
         infos = _clusters().list(include_ended=all)
         if output == Output.json:
@@ -93,6 +95,9 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped and f
 @app.command()
 def show(cluster: str, output: OutputOpt = Output.table) -> None:
     """One cluster: scheduler address, dashboard, and each worker with where it runs."""
+    from rich.table import Table
+    from trainyard.spec.units import format_memory
+
     with handled():
         clusters = _clusters()
         c = clusters.get(cluster)

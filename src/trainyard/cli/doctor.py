@@ -10,7 +10,6 @@ from typing import Annotated, Literal, Optional
 from urllib.parse import urlparse
 
 import typer
-from rich.markup import escape
 
 import trainyard
 from trainyard.cli.common import console
@@ -37,6 +36,8 @@ def doctor(
 
     Also PostgreSQL (--db) and Ray (--ray-address or $RAY_ADDRESS) when given. Each line is ok, warning
     or error with the fix; exits 1 on any error."""
+    from rich.markup import escape
+
     findings: list[Finding] = []
     nodes = _server(findings)
     checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _disk]

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.render import status_text
-from trainyard.spec.monitoring import EventInfo
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from trainyard.spec.monitoring import EventInfo
 
 
 def events(
@@ -30,6 +32,8 @@ def events(
 
 
 def events_table(found: list[EventInfo]) -> Table:
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold")
     for col in ("TIME", "FROM", "TO", "BY", "REASON"):
         table.add_column(col)

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 
 from trainyard.cli.common import console, handled
 
@@ -61,6 +60,8 @@ def pyproject_dependencies(path: Path) -> list[str] | None:
 
 def spec_text(folder: Path) -> tuple[str, list[str]]:
     """The spec's YAML, with comments, and what was found (for the message)."""
+    import yaml
+
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", folder.name).strip("-._")[:63] or "job"
     script = main_script(folder)
     found = []

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Group
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
-from rich.tree import Tree
 
 from trainyard.cli.common import Output, client, console, err_console, handled, write
 from trainyard.cli.render import ago, duration, status_text
 from trainyard.cli.toplevel import SuggestingGroup
+
+if TYPE_CHECKING:
+    from rich.text import Text
+    from rich.tree import Tree
 
 app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Pipelines: steps that pass artifacts, each run as a job.")
 artifact_app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Step artifacts, by content hash, with their lineage.")
@@ -50,6 +50,8 @@ def run(
 
 
 def _follow(handle) -> int:  # noqa: ANN001
+    from rich.live import Live
+
     info = handle.info
     if console.is_terminal:
         with Live(run_tree(info), console=console, refresh_per_second=4) as live:
@@ -75,6 +77,8 @@ def show(
     output: OutputOpt = Output.table,
 ) -> None:
     """The run's steps as a tree with their state (a foreach step's items under it)."""
+    from rich.live import Live
+
     with handled():
         c = client()
         if output == Output.json:
@@ -116,6 +120,8 @@ def ls(
     output: OutputOpt = Output.table,
 ) -> None:
     """Pipeline runs, newest first."""
+    from rich.table import Table
+
     with handled():
         page = client().pipelines.list(status=status, limit=limit)
         if output == Output.json:
@@ -136,6 +142,9 @@ def artifact_show(
     output: OutputOpt = Output.table,
 ) -> None:
     """What produced an artifact: its step, job, inputs (with their digests) and code snapshot."""
+    from rich.table import Table
+    from rich.text import Text
+
     with handled():
         art = client().pipelines.artifact(key)
         if output == Output.json:
@@ -175,6 +184,9 @@ def artifact_download(
 
 def run_tree(info) -> Tree:  # noqa: ANN001
     """The run as a tree: one branch per step, a foreach step's items under it."""
+    from rich.text import Text
+    from rich.tree import Tree
+
     title = Text.assemble((info.id, "bold"), f"  {info.name}  ", status_text(info.status.value),
                           f"  {info.reason}" if info.reason else "",
                           f"  (retried {info.retries}×)" if info.retries else "")
@@ -196,6 +208,8 @@ def run_tree(info) -> Tree:  # noqa: ANN001
 
 
 def _step_line(s) -> Text:  # noqa: ANN001
+    from rich.text import Text
+
     style = STEP_STYLE.get(s.status)
     state = Text(s.status, style=style) if style else status_text(s.status)
     parts: list = [(s.name, "bold"), "  ", state]

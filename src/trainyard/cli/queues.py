@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from pydantic import ValidationError
-from rich.table import Table
 
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.toplevel import SuggestingGroup
 from trainyard.errors import InvalidSpec
-from trainyard.spec.lines import validation_errors
-from trainyard.spec.queue import QueueSpec, load_queues
-from trainyard.spec.records import QueueInfo
-from trainyard.spec.units import format_memory
+
+if TYPE_CHECKING:
+    from trainyard.spec.queue import QueueSpec
+    from trainyard.spec.records import QueueInfo
 
 app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Queues: a team's line of jobs, with a priority and quotas.")
 OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
@@ -36,6 +34,8 @@ def create(
     replace: Annotated[bool, typer.Option("--replace", help="change the queue if it exists")] = False,
 ) -> None:
     """Create a queue (or several, from a file)."""
+    from trainyard.spec.queue import load_queues
+
     with handled():
         if file is not None:
             specs = load_queues(file)
@@ -51,6 +51,10 @@ def create(
 
 def _from_options(name: str, team: str | None, priority: str, cpu: str | None, memory: str | None,
                   gpu: list[str], jobs: int | None, borrowing: bool) -> QueueSpec:
+    from trainyard.spec.queue import QueueSpec
+    from pydantic import ValidationError
+    from trainyard.spec.lines import validation_errors
+
     gpus: dict[str, int] | None = None
     for item in gpu:
         kind, _, n = item.rpartition("=")
@@ -72,6 +76,8 @@ def _from_options(name: str, team: str | None, priority: str, cpu: str | None, m
 @app.command("ls")
 def ls(output: OutputOpt = Output.table) -> None:
     """Queues with their quotas, what their running jobs hold, and how many jobs wait."""
+    from rich.table import Table
+
     with handled():
         infos = client().queues()
         if output == Output.json:
@@ -89,6 +95,8 @@ def ls(output: OutputOpt = Output.table) -> None:
 @app.command()
 def show(name: str, output: OutputOpt = Output.table) -> None:
     """One queue: quota, usage, waiting jobs."""
+    from rich.table import Table
+
     with handled():
         c = client()
         q = c.queue(name)
@@ -115,6 +123,8 @@ def delete(name: str) -> None:
 
 
 def quota_text(q: QueueSpec) -> str:
+    from trainyard.spec.units import format_memory
+
     parts = []
     if q.quota.cpu is not None:
         parts.append(f"{q.quota.cpu:g} cpu")
@@ -128,6 +138,8 @@ def quota_text(q: QueueSpec) -> str:
 
 
 def usage_text(info: QueueInfo) -> str:
+    from trainyard.spec.units import format_memory
+
     u, quota = info.usage, info.queue.quota
     parts = [f"{u.cpu:g}/{'∞' if quota.cpu is None else f'{quota.cpu:g}'} cpu"]
     if u.memory or quota.memory is not None:

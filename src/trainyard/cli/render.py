@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import time
 from collections import OrderedDict
 
 from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
-from trainyard.spec.records import JobInfo, MetricPoint, NodeInfo
-from trainyard.spec.units import format_memory
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+    from trainyard.spec.records import JobInfo, MetricPoint, NodeInfo
+
 
 STATUS_STYLE = {
     "pending": "yellow", "starting": "cyan", "running": "blue", "cancelling": "magenta",
@@ -19,6 +22,8 @@ STATUS_STYLE = {
 
 
 def status_text(status: str) -> Text:
+    from rich.text import Text
+
     return Text(status, style=STATUS_STYLE.get(status, ""))
 
 
@@ -39,6 +44,8 @@ def duration(start: float | None, end: float | None) -> str:
 
 
 def resources(job: JobInfo) -> str:
+    from trainyard.spec.units import format_memory
+
     r = job.spec.resources
     parts = [f"{r.cpu:g} cpu"]
     if r.memory:
@@ -49,6 +56,8 @@ def resources(job: JobInfo) -> str:
 
 
 def jobs_table(jobs: list[JobInfo]) -> Table:
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold")
     for col in ("ID", "NAME", "STATUS", "RESOURCES", "ATTEMPTS", "SUBMITTED", "REASON"):
         table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis")
@@ -59,6 +68,8 @@ def jobs_table(jobs: list[JobInfo]) -> Table:
 
 
 def job_detail(job: JobInfo) -> Group:
+    from rich.table import Table
+
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
@@ -96,6 +107,9 @@ def job_detail(job: JobInfo) -> Group:
 
 
 def nodes_table(nodes: list[NodeInfo]) -> Table:
+    from rich.table import Table
+    from trainyard.spec.units import format_memory
+
     table = Table(box=None, header_style="bold")
     for col in ("NODE", "CPU (used/total)", "MEMORY (used/total)", "MEMORY LIMIT", "GPUS (used/total)", "GPU TYPE",
                 "LABELS"):
@@ -108,6 +122,8 @@ def nodes_table(nodes: list[NodeInfo]) -> Table:
 
 
 def metrics_table(points: list[MetricPoint]) -> Table:
+    from rich.table import Table
+
     series: "OrderedDict[str, list[MetricPoint]]" = OrderedDict()
     for p in points:
         series.setdefault(p.name, []).append(p)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from rich.table import Table
+from typing import TYPE_CHECKING
 
-from trainyard.spec.monitoring import ReplicaUsageInfo
-from trainyard.spec.units import format_memory
+if TYPE_CHECKING:
+    from rich.table import Table
+    from trainyard.spec.monitoring import ReplicaUsageInfo
+
+
 
 
 def resource_table(usage: list[ReplicaUsageInfo]) -> Table | None:
+    from rich.table import Table
+
     if not usage:
         return None
     table = Table(title="resource use", box=None, header_style="bold", title_justify="left")
@@ -27,4 +32,6 @@ def _num(v: float | None) -> str:
 
 
 def _mem(v: int | None) -> str:
+    from trainyard.spec.units import format_memory
+
     return "-" if v is None else format_memory(v)

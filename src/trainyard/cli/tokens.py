@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime, timezone
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from trainyard.cli.common import Output, client, console, err_console, handled, write
 from trainyard.cli.render import ago
 from trainyard.errors import InvalidSpec, TrainyardError
-from trainyard.spec.identity import NewToken, TokenInfo, parse_duration
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from trainyard.spec.identity import NewToken, TokenInfo
 
 app = typer.Typer(no_args_is_help=True, help="Your API tokens: create (shown once), list, revoke.")
 OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
@@ -38,6 +40,8 @@ def create(
     user: Annotated[Optional[str], typer.Option("--user", help="an admin: for this user")] = None,
 ) -> None:
     """Create a token; prints it once, as the last line."""
+    from trainyard.spec.identity import parse_duration
+
     with handled():
         try:
             seconds = parse_duration(expires) if expires else None
@@ -47,6 +51,8 @@ def create(
 
 
 def tokens_table(tokens: list[TokenInfo]) -> Table:
+    from rich.table import Table
+
     table = Table("ID", "USER", "NAME", "CREATED", "LAST USED", "EXPIRES", "REVOKED", box=None)
     for t in tokens:
         table.add_row(t.id, t.user, t.name, when(t.created_at), ago(t.last_used_at) if t.last_used_at else "never",

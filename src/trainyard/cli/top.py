@@ -8,18 +8,18 @@ import sys
 import time
 from contextlib import contextmanager
 from collections.abc import Iterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from trainyard.cli.common import client, console, handled
 from trainyard.cli.render import duration, status_text
-from trainyard.spec.records import JobInfo, NodeInfo
-from trainyard.spec.units import format_memory
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+    from trainyard.spec.records import JobInfo, NodeInfo
 
 ACTIVE = ["starting", "running", "cancelling"]
 
@@ -28,6 +28,8 @@ def top(
     interval: Annotated[float, typer.Option("--interval", "-i", min=0.5, help="seconds between refreshes")] = 2.0,
 ) -> None:
     """A live view of nodes (what is allocated of each) and of running and pending jobs. Quit with q or Ctrl-C."""
+    from rich.live import Live
+
     with handled():
         c = client()
         with Live(_view(c), console=console, screen=False, auto_refresh=False) as live, _keys() as key:
@@ -63,6 +65,8 @@ def _keys() -> Iterator:
 
 
 def _view(c) -> Group:  # noqa: ANN001
+    from rich.text import Text
+
     nodes = c.nodes()
     active = c.jobs(status=ACTIVE, limit=100).items
     pending = c.jobs(status=["pending"], limit=20)
@@ -73,6 +77,9 @@ def _view(c) -> Group:  # noqa: ANN001
 
 
 def _nodes(nodes: list[NodeInfo]) -> Table:
+    from rich.table import Table
+    from trainyard.spec.units import format_memory
+
     t = Table(title="nodes", title_justify="left", expand=False)
     for col in ("node", "cpu", "memory", "gpu", "gpu type"):
         t.add_column(col)
@@ -84,12 +91,17 @@ def _nodes(nodes: list[NodeInfo]) -> Table:
 
 
 def _bar(used: float, total: float, label: str, width: int = 10) -> Text:
+    from rich.text import Text
+
     filled = round(width * used / total) if total else 0
     style = "red" if total and used >= total else "green"
     return Text.assemble(("█" * filled, style), ("░" * (width - filled), "dim"), f" {label}")
 
 
 def _jobs(active: list[JobInfo], pending: list[JobInfo]) -> Table:
+    from rich.table import Table
+    from trainyard.spec.units import format_memory
+
     t = Table(title="jobs", title_justify="left")
     for col in ("id", "name", "status", "queue", "node", "gpus", "cpu", "memory", "running for / why waiting"):
         t.add_column(col, overflow="fold" if col.startswith("running") else "ellipsis")

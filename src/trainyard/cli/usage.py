@@ -5,16 +5,16 @@ from __future__ import annotations
 import csv
 import io
 from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from trainyard.cli.common import client, console, handled, write
-from trainyard.spec.monitoring import UsageBy, UsageReport, UsageRow
+from trainyard.spec.choices import UsageBy
 
-COLUMNS = [f for f in UsageRow.model_fields]
-
+if TYPE_CHECKING:
+    from rich.table import Table
+    from trainyard.spec.monitoring import UsageReport
 
 class UsageOutput(str, Enum):
     table = "table"
@@ -39,8 +39,10 @@ def usage(
 
 
 def to_csv(report: UsageReport) -> str:
+    from trainyard.spec.monitoring import UsageRow
+
     out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=[report.by.value if c == "key" else c for c in COLUMNS], lineterminator="\n")
+    w = csv.DictWriter(out, fieldnames=[report.by.value if c == "key" else c for c in UsageRow.model_fields], lineterminator="\n")
     w.writeheader()
     for row in report.rows:
         d = row.model_dump()
@@ -50,6 +52,8 @@ def to_csv(report: UsageReport) -> str:
 
 
 def usage_table(report: UsageReport, since: str) -> Table:
+    from rich.table import Table
+
     money = report.currency is not None
     table = Table(title=f"usage by {report.by.value}, last {since}", box=None, header_style="bold",
                   title_justify="left")

@@ -24,7 +24,7 @@ from trainyard.scheduler.stats import CycleStats
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
 from trainyard.spec.job import JobSpec
 from trainyard.status import JobStatus, Reason
-from trainyard.store import Store, Waiting
+from trainyard.store import Admission, Store, Waiting
 
 log = logging.getLogger("trainyard.scheduler")
 ConfigFor = Callable[[JobInfo, AttemptInfo, str], list[LaunchConfig]]  # job, attempt, its launchers' token
@@ -134,14 +134,21 @@ class SchedulerLoop:
         decided = plan(nodes, waiting, running, queues, now, self.options)
         self.stats.planned(decided.entries)
         jobs = {w.id: w for w in pending}
-        for job_id, places in decided.admissions.items():
-            token = new_attempt_token()  # its hash is stored with the attempt: no report can come before it
-            w = jobs[job_id]
-            attempt = self.store.admit(job_id, [(p.node, list(p.gpu_ids)) for p in places],
-                                       borrowed=job_id in decided.borrowed, token_hash=token.hash,
-                                       queue=w.queue, submitted_at=w.created_at)
+        # its hash is stored with the attempt: no report can come before it
+        tokens = {job_id: new_attempt_token() for job_id in decided.admissions}
+        # one transaction for the cycle's admissions and one for their handles: a burst of small jobs
+        # took two writer turns each, and waited for the launchers' reports between them
+        admitted = self.store.admit_many([
+            Admission(job_id, [(p.node, list(p.gpu_ids)) for p in places], job_id in decided.borrowed,
+                      tokens[job_id].hash, jobs[job_id].queue, jobs[job_id].created_at)
+            for job_id, places in decided.admissions.items()])
+        handles: dict[str, dict] = {}
+        for job_id, attempt in zip(decided.admissions, admitted):
             if attempt is not None:
-                self._launch(_admitted(w, *specs[job_id], now), attempt, token.secret)
+                handle = self._start(_admitted(jobs[job_id], *specs[job_id], now), attempt, tokens[job_id].secret)
+                if handle is not None:
+                    handles[attempt.id] = handle
+        self.store.set_handles(handles)
         attempts = {a.id: a for _, a in live}
         for p in decided.preemptions:
             if self.store.preempt(p.attempt_id, p.by):
@@ -165,13 +172,18 @@ class SchedulerLoop:
         return self._specs
 
     def _launch(self, job: JobInfo, attempt: AttemptInfo, token: str) -> None:
+        handle = self._start(job, attempt, token)
+        if handle is not None:
+            self.store.set_handle(attempt.id, handle)
+
+    def _start(self, job: JobInfo, attempt: AttemptInfo, token: str) -> dict | None:
+        """The engine's handle of the attempt it launched; None when the launch failed (the attempt is ended)."""
         try:
-            handle = self.engine.launch(attempt, job.spec, self.config_for(job, attempt, token))
+            return self.engine.launch(attempt, job.spec, self.config_for(job, attempt, token))
         except Exception as e:  # a launch that cannot start ends the attempt, with why
             log.exception("launch of %s failed", attempt.id)
             self.attempts.fail(attempt, Reason.SETUP, f"launch failed: {e}")
-            return
-        self.store.set_handle(attempt.id, handle)
+            return None
 
 
 def _admitted(w: Waiting, spec: JobSpec, snapshot: str | None, now: float) -> JobInfo:

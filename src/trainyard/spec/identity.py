@@ -12,9 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, Field, field_validator
 
 from trainyard.spec.job import NAME, Strict
+from trainyard.spec.choices import ROLES, RoleName  # noqa: F401  (re-exported)
 
-ROLES = ("admin", "maintainer", "member", "viewer")
-RoleName = Literal["admin", "maintainer", "member", "viewer"]
 OS_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")  # a portable Unix login name
 DURATION = re.compile(r"^(\d{1,5})([smhdw])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

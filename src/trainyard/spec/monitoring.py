@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
 
 from pydantic import BaseModel, Field
+
+from trainyard.spec.choices import UsageBy  # noqa: F401  (re-exported: the API's records name it)
 
 
 class EventInfo(BaseModel):
@@ -31,13 +32,6 @@ class ReplicaUsageInfo(BaseModel):
     mean_gpu_util: float | None = None
     idle_since: float | None = Field(None, description="GPUs under the idle threshold since (launcher clock)")
     idle_flagged_at: float | None = None
-
-
-class UsageBy(str, Enum):
-    team = "team"
-    user = "user"
-    queue = "queue"
-    gpu_type = "gpu_type"
 
 
 class UsageRow(BaseModel):

@@ -1,6 +1,6 @@
 """The store: SQLAlchemy over SQLite (default) or PostgreSQL; the only place with SQL."""
 
-from trainyard.store.store import Ending, Waiting
+from trainyard.store.store import Admission, Ending, Waiting
 from trainyard.store.store import Store as _CoreStore
 from trainyard.store.monitoring import MonitoringMixin
 from trainyard.store.identity import IdentityMixin
@@ -13,4 +13,4 @@ class Store(UsageMixin, SpansMixin, MonitoringMixin, TelemetryMixin, QueuesMixin
     """Jobs, attempts, logs, metrics, artifacts, queues, resource use, events, users, tokens and the audit log."""
 
 
-__all__ = ["Ending", "IdleRule", "Outputs", "Store", "Waiting"]
+__all__ = ["Admission", "Ending", "IdleRule", "Outputs", "Store", "Waiting"]

@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql import ClauseElement
 
 from trainyard.auth.permissions import Visible
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
@@ -37,6 +38,22 @@ ACTOR = {JobStatus.STARTING: "scheduler", JobStatus.PENDING: "scheduler", JobSta
          JobStatus.CANCELLING: "user", JobStatus.CANCELLED: "user", JobStatus.SUCCEEDED: "launcher",
          JobStatus.FAILED: "launcher"}
 _SCHEDULER_ENDS = {Reason.LOST.value, Reason.NODE_LOST.value, Reason.PREEMPTED.value}
+_ATTEMPT = t.Attempt.__table__.c
+# built once: a burst of admissions sets one handle each, and building the statement cost more than running it
+_SET_HANDLE = update(t.Attempt.__table__).where(_ATTEMPT.id == bindparam("b_id")).values(
+    handle=bindparam("b_handle", type_=_ATTEMPT.handle.type))
+
+
+@dataclass(slots=True)
+class Admission:
+    """One admission of a cycle, as :meth:`Store.admit` takes it."""
+
+    job_id: str
+    placements: list[tuple[str, list[str]]]
+    borrowed: bool = False
+    token_hash: str | None = None
+    queue: str | None = None
+    submitted_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -66,11 +83,22 @@ class Ending:
     not_before: float | None = None
 
 
-def _key_filter(c: Any, key: Any) -> list:
-    """The primary-key condition on a table's columns ``c``: replicas are keyed (attempt id, index)."""
-    if isinstance(key, tuple):
-        return [c.attempt_id == key[0], c.index == key[1]]
-    return [c.id == key]
+_CAS: dict[tuple, Any] = {}
+
+
+def _cas_statement(table: Any, by_replica: bool, new: JobStatus | AttemptStatus, names: tuple[str, ...]) -> Any:
+    """The compare-and-set ``UPDATE`` for one table, target status and set of columns, built once
+    with bound parameters (``k_`` the key, ``v_`` the values): building it anew on every status
+    change cost more CPU than running it."""
+    found = _CAS.get((table.name, by_replica, new, names))
+    if found is None:
+        c = table.c
+        key = ([c.attempt_id == bindparam("k_attempt_id"), c.index == bindparam("k_index")] if by_replica
+               else [c.id == bindparam("k_id")])
+        found = update(table).where(*key, c.status.in_(sources(new))).values(
+            status=new.value, **{n: bindparam("v_" + n, type_=c[n].type) for n in names})
+        _CAS[(table.name, by_replica, new, names)] = found
+    return found
 
 
 def new_job_id() -> str:
@@ -115,11 +143,18 @@ class Store:
             values.setdefault("updated_at", time.time())
             values.setdefault("status_by", ACTOR.get(new, "system"))  # the events trigger reads it
         table = model.__table__
-        stmt = update(table).where(*_key_filter(table.c, key), table.c.status.in_(sources(new))).values(
-            status=new.value, **values)
+        if any(isinstance(v, ClauseElement) for v in values.values()):  # an SQL expression (coalesce): built here
+            keys = ([table.c.attempt_id == key[0], table.c.index == key[1]] if isinstance(key, tuple)
+                    else [table.c.id == key])
+            stmt = update(table).where(*keys, table.c.status.in_(sources(new))).values(status=new.value, **values)
+            return s.connection().execute(stmt).rowcount == 1
+        params = {"k_" + k: v for k, v in zip(("attempt_id", "index") if isinstance(key, tuple) else ("id",),
+                                               key if isinstance(key, tuple) else (key,))}
+        params.update(("v_" + k, v) for k, v in values.items())
+        stmt = _cas_statement(table, isinstance(key, tuple), new, tuple(values))
         # a Core UPDATE on the session's connection: the ORM's bulk-update path costs more than the
         # statement itself, and readers use populate_existing, so there are no session objects to sync
-        return s.connection().execute(stmt).rowcount == 1
+        return s.connection().execute(stmt, params).rowcount == 1
 
     def move_job(self, job_id: str, new: JobStatus, **values: Any) -> bool:
         with self.write() as s:
@@ -243,30 +278,43 @@ class Store:
         ``token_hash``: of the launchers' credential, stored here so no report can come before it.
         ``queue`` and ``submitted_at``: the job's, when the caller has them (read here otherwise),
         kept on the attempt so ``/metrics`` counts attempts without joining jobs."""
+        return self.admit_many([Admission(job_id, placements, borrowed, token_hash, queue, submitted_at)])[0]
+
+    def admit_many(self, admissions: list[Admission]) -> list[AttemptInfo | None]:
+        """:meth:`admit` for each of a cycle's admissions, all in one transaction: one writer turn
+        (and one commit) for a burst of small jobs instead of one each. Each job's move is still its
+        own compare-and-set: a job that moved meanwhile gets None and the others are admitted."""
         now = time.time()
+        out: list[AttemptInfo | None] = []
         with self.write() as s:
-            if not self._cas(s, t.Job, job_id, JobStatus.STARTING, reason=None, not_before=None, position=None):
-                return None
-            if queue is None or submitted_at is None:
-                j = t.Job.__table__.c
-                queue, submitted_at = s.connection().execute(
-                    select(j.queue, j.created_at).where(j.id == job_id)).one()
-            number = (s.scalar(select(func.max(t.Attempt.number)).where(t.Attempt.job_id == job_id)) or 0) + 1
-            node, gpus = placements[0]
-            attempt = dict(id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
-                           node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
-                           borrowed=borrowed, exit_code=None, reason=None, message=None, started_at=None,
-                           ended_at=None, stop_reason=None, preempted_by=None, token_hash=token_hash, queue=queue,
-                           wait=now - submitted_at if number == 1 else None)
-            replicas = [dict(attempt_id=attempt["id"], index=i, node=n, gpus=list(g), status=AttemptStatus.STARTING.value,
-                             last_contact_at=now, log_size=0, metrics_offset=0, exit_code=None, reason=None,
-                             message=None, started_at=None, ended_at=None)
-                        for i, (n, g) in enumerate(placements)]
-            # Core INSERTs: on the path from submit to a running job, the ORM's unit of work costs more than they do
             conn = s.connection()
-            conn.execute(insert(t.Attempt.__table__), [attempt])  # first: replicas reference it
-            conn.execute(insert(t.Replica.__table__), replicas)
-            return attempt_record(attempt, [replica_record(r) for r in replicas])
+            for a in admissions:
+                out.append(self._admit(s, conn, a, now))
+        return out
+
+    def _admit(self, s: Session, conn: Any, adm: Admission, now: float) -> AttemptInfo | None:
+        job_id, placements, queue, submitted_at = adm.job_id, adm.placements, adm.queue, adm.submitted_at
+        if not self._cas(s, t.Job, job_id, JobStatus.STARTING, reason=None, not_before=None, position=None):
+            return None
+        if queue is None or submitted_at is None:
+            j = t.Job.__table__.c
+            queue, submitted_at = conn.execute(select(j.queue, j.created_at).where(j.id == job_id)).one()
+        a = t.Attempt.__table__.c
+        number = (conn.execute(select(func.max(a.number)).where(a.job_id == job_id)).scalar() or 0) + 1
+        node, gpus = placements[0]
+        attempt = dict(id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
+                       node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
+                       borrowed=adm.borrowed, exit_code=None, reason=None, message=None, started_at=None,
+                       ended_at=None, stop_reason=None, preempted_by=None, token_hash=adm.token_hash, queue=queue,
+                       wait=now - submitted_at if number == 1 else None)
+        replicas = [dict(attempt_id=attempt["id"], index=i, node=n, gpus=list(g), status=AttemptStatus.STARTING.value,
+                         last_contact_at=now, log_size=0, metrics_offset=0, exit_code=None, reason=None,
+                         message=None, started_at=None, ended_at=None)
+                    for i, (n, g) in enumerate(placements)]
+        # Core INSERTs: on the path from submit to a running job, the ORM's unit of work costs more than they do
+        conn.execute(insert(t.Attempt.__table__), [attempt])  # first: replicas reference it
+        conn.execute(insert(t.Replica.__table__), replicas)
+        return attempt_record(attempt, [replica_record(r) for r in replicas])
 
     def get_attempt(self, attempt_id: str) -> AttemptInfo:
         with self.read() as s:
@@ -291,8 +339,13 @@ class Store:
             s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id).values(token_hash=token_hash))
 
     def set_handle(self, attempt_id: str, handle: dict[str, Any]) -> None:
-        with self.write() as s:
-            s.execute(update(t.Attempt).where(t.Attempt.id == attempt_id).values(handle=handle))
+        self.set_handles({attempt_id: handle})
+
+    def set_handles(self, handles: dict[str, dict[str, Any]]) -> None:
+        """Each attempt's engine handle, all in one transaction (one executemany of a prebuilt UPDATE)."""
+        if handles:
+            with self.write() as s:
+                s.connection().execute(_SET_HANDLE, [{"b_id": k, "b_handle": v} for k, v in handles.items()])
 
     def finish_replica(
         self, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None, reason: str,

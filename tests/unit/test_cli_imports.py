@@ -1,0 +1,37 @@
+"""The CLI loads the spec models, pydantic, yaml and rich's tables only in the commands that use them:
+building the models cost every command, `--help` and `--version` included, about half a second."""
+
+import subprocess
+import sys
+
+HEAVY = ("trainyard.spec.job", "trainyard.spec.records", "trainyard.sdk.client", "pydantic", "yaml", "rich.table")
+
+
+def loaded_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\nprint(' '.join(sys.modules))"],
+                         capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_building_the_whole_cli_loads_none_of_the_heavy_modules():
+    loaded = loaded_after("from typer.main import get_command\n"
+                          "from trainyard.cli.main import app\nget_command(app)")
+    assert "trainyard.cli.usage" in loaded and "trainyard.cli.admin" in loaded  # every command was built
+    assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_spec_names_still_import_from_the_package_and_load_on_first_use():
+    loaded = loaded_after("import trainyard.spec.units")
+    assert "trainyard.spec.job" not in loaded
+    from trainyard.spec import JobSpec, parse_job
+    from trainyard.spec.job import JobSpec as direct
+
+    assert JobSpec is direct and parse_job("command: x").command == "x"
+
+
+def test_the_choices_the_cli_offers_are_the_models_own():
+    from trainyard.spec import identity, monitoring
+    from trainyard.spec.choices import ROLES, UsageBy
+
+    assert identity.ROLES is ROLES and monitoring.UsageBy is UsageBy
+    assert monitoring.UsageReport.model_fields["by"].annotation is UsageBy
