@@ -91,7 +91,7 @@ def logs(service: str,
     """A replica's log (its job's)."""
     with handled():
         for chunk in client().services.logs(service, replica, follow=follow):
-            write(chunk.text)
+            write(chunk.data)
 
 
 @app.command()
