@@ -134,13 +134,13 @@ class ServiceSpec(JobSpec):
     # a replica holds live state (loaded model, open connections): stopping it for other work is opt-in
     preemptible: bool = Field(False, description="whether higher-priority work may stop a replica (it is restarted)")
 
-    @model_validator(mode="before")
+    @field_validator("replicas", mode="before")
     @classmethod
-    def _replicas_where(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "replicas" in data and data.get("replicas") not in (None, 1):
+    def _replicas_where(cls, v: Any) -> Any:
+        if v not in (None, 1):
             raise ValueError("a service's replicas go under service.replicas (top-level replicas is the gang size "
                              "of a distributed job)")
-        return data
+        return 1 if v is None else v
 
     def job_spec(self) -> JobSpec:
         """The spec each replica job runs (before its port and inputs are filled in)."""
