@@ -23,8 +23,8 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
-from trainyard.api.deps import CallerDep, PlatformDep
-from trainyard.auth.permissions import Caller
+from trainyard.api.guard import CALLER_KEY
+from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable
 from trainyard.services.notify import off_loop
 from trainyard.services.serving import Route, ServingService
@@ -35,6 +35,7 @@ METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                  "transfer-encoding", "upgrade", "host", "authorization"})
 QUARANTINE = 2.0  # seconds a replica that refused a connection gets no request from this server
+BUFFER = 1 << 20  # bytes: bodies up to this size (with a length) are passed whole, larger ones streamed
 COLD_POLL = 0.05  # seconds between looks for a first ready replica during a cold start
 _rr = itertools.count()
 _refused: dict[str, float] = {}  # replica job -> until when it is skipped
@@ -43,7 +44,8 @@ _refused: dict[str, float] = {}  # replica job -> until when it is skipped
 def _client(request: Request) -> httpx.AsyncClient:
     client = getattr(request.app.state, "serve_client", None)
     if client is None:
-        client = httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=5.0), follow_redirects=False,
+        # trust_env off: a replica is reached directly, never through the server's HTTP(S)_PROXY
+        client = httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=5.0), follow_redirects=False, trust_env=False,
                                    limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
         request.app.state.serve_client = client
     return client
@@ -63,8 +65,10 @@ async def serve_root(name: str, request: Request) -> Response:
 
 
 @router.api_route("/serve/{name}/{path:path}", methods=METHODS, include_in_schema=False)
-async def serve(name: str, path: str, request: Request, p: PlatformDep, caller: CallerDep) -> Response:
-    service = p.serving
+async def serve(name: str, path: str, request: Request) -> Response:
+    # no dependencies: a sync one (the caller's) would cost a thread hop on every proxied request
+    service: ServingService = request.app.state.platform.serving
+    caller: Caller = request.scope.get(CALLER_KEY, LOCAL_ADMIN)
     route = await _route(service, name, caller)  # 404 before anything is counted
     service.traffic.started(name)
     began = time.perf_counter()
@@ -73,7 +77,7 @@ async def serve(name: str, path: str, request: Request, p: PlatformDep, caller: 
     try:
         if not route.endpoints:
             route = await _cold_start(service, route, caller)
-        body = _Body(request)
+        body = await _body(request)
         headers = _forward_headers(request, name)
         url_path = "/" + path
         tried: set[str] = set()
@@ -82,8 +86,7 @@ async def serve(name: str, path: str, request: Request, p: PlatformDep, caller: 
             service.outstanding[job_id] = service.outstanding.get(job_id, 0) + 1
             client = _client(request)
             req = client.build_request(request.method, base + url_path,
-                                       params=request.url.query.encode() or None, headers=headers,
-                                       content=body if _has_body(request) else None)
+                                       params=request.url.query.encode() or None, headers=headers, content=body)
             try:
                 upstream = await client.send(req, stream=True)
                 break
@@ -92,7 +95,7 @@ async def serve(name: str, path: str, request: Request, p: PlatformDep, caller: 
                 _refused[job_id] = time.monotonic() + QUARANTINE
                 tried.add(job_id)
                 job_id = None
-                if body.started or len(tried) >= len(route.endpoints):
+                if (isinstance(body, _Body) and body.started) or len(tried) >= len(route.endpoints):
                     raise ReplicaUnreachable(f"no replica of service {name} accepts connections") from None
             except httpx.TransportError as e:
                 raise ReplicaUnreachable(f"the replica of service {name} did not answer: {e}") from None
@@ -109,7 +112,22 @@ async def serve(name: str, path: str, request: Request, p: PlatformDep, caller: 
             _release(service, job_id)
         service.traffic.ended(name, 502, time.perf_counter() - began)
         raise
-    kept = [(k, v) for k, v in upstream.headers.multi_items() if k.lower() not in HOP]
+    kept = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in upstream.headers.multi_items()
+            if k.lower() not in HOP]
+    length = upstream.headers.get("content-length", "")
+    if length.isdigit() and int(length) <= BUFFER:  # small: one message to the client, as it came (raw)
+        try:
+            data = b"".join([chunk async for chunk in upstream.aiter_raw()])
+        except httpx.TransportError:
+            status = 502
+            raise
+        finally:
+            await upstream.aclose()
+            _release(service, job_id)  # type: ignore[arg-type]
+            service.traffic.ended(name, status, time.perf_counter() - began)
+        response = Response(data, status_code=status)
+        response.raw_headers = kept
+        return response
 
     async def stream() -> AsyncIterator[bytes]:
         ok = False
@@ -123,7 +141,7 @@ async def serve(name: str, path: str, request: Request, p: PlatformDep, caller: 
             service.traffic.ended(name, status if ok else 502, time.perf_counter() - began)
 
     response = StreamingResponse(stream(), status_code=status)
-    response.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept]
+    response.raw_headers = kept
     return response
 
 
@@ -166,8 +184,15 @@ def _release(service: ServingService, job_id: str) -> None:
         service.outstanding.pop(job_id, None)
 
 
-def _has_body(request: Request) -> bool:
-    return "content-length" in request.headers or "transfer-encoding" in request.headers
+async def _body(request: Request) -> "bytes | _Body | None":
+    """A small body read whole (it can go to another replica if the first refuses), a large or chunked one
+    streamed on, or none."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) <= BUFFER:
+        return await request.body()
+    if length is not None or "transfer-encoding" in request.headers:
+        return _Body(request)
+    return None
 
 
 class _Body:
