@@ -133,11 +133,9 @@ class ServiceLoop:
             return wanted
         in_flight = self.service.traffic.in_flight(row["name"])
         target = auto.wanted(in_flight)
-        demand = row["demand_at"]
-        if demand is not None and now - demand < row["spec"].service.cold_start_timeout:
-            last = self.service.traffic.last_request_at(row["name"])
-            if last is None or last <= demand or now - demand < auto.scale_down_after:
-                target = max(target, 1)  # a request (maybe on another server) waits for a first replica
+        demand = row["demand_at"]  # the latest request any server's proxy wrote down
+        if demand is not None and now - demand < auto.scale_down_after:
+            target = max(target, 1)  # requests arrive (maybe at another server): keep one, or start one
         if target >= wanted:
             mem.below_since = None
             if target > wanted:

@@ -29,7 +29,7 @@ from trainyard.store import Store
 from trainyard.store.services import ReplicaRow, ServiceRow, ServiceStore
 
 ROUTE_TTL = 0.5  # seconds a route is reused before the database is read again (the loop also clears it)
-DEMAND_EVERY = 0.5  # seconds between two cold-start demands of one service written to the database
+DEMAND_EVERY = 0.5  # seconds between two writes of a service's latest request (what autoscaling reads)
 
 
 @dataclass(slots=True)
@@ -218,13 +218,19 @@ class ServingService:
     def forget_route(self, name: str) -> None:
         self._routes.pop(name, None)
 
-    def demand(self, route: Route) -> None:
-        """A request found no ready replica: ask the loop for one (cold start), at most every DEMAND_EVERY."""
+    def touch_due(self, route: Route) -> bool:
+        """Whether this request should be written down as the service's latest (at most every DEMAND_EVERY)."""
         now = time.monotonic()
-        if now - self._demanded.get(route.service_id, 0.0) >= DEMAND_EVERY:
-            self._demanded[route.service_id] = now
-            self.services.set(route.service_id, demand_at=time.time())
-            self.wake()
+        if now - self._demanded.get(route.service_id, 0.0) < DEMAND_EVERY:
+            return False
+        self._demanded[route.service_id] = now
+        return True
+
+    def touch(self, route: Route) -> None:
+        """A request arrived: the leader's loop (maybe in another server) keeps the service from idling down
+        and, with no replica, starts one (a cold start). A blocking write: call off the loop."""
+        self.services.set(route.service_id, demand_at=time.time())
+        self.wake()
 
     # -- launching a replica ----------------------------------------------------------------
 

@@ -326,7 +326,7 @@ class Service(Base):
     snapshot: Mapped[str | None] = mapped_column(String(100))
     version: Mapped[int] = mapped_column(Integer)  # bumped by each apply of a changed spec
     wanted: Mapped[int] = mapped_column(Integer)  # replicas wanted now (fixed, or the autoscaler's choice)
-    demand_at: Mapped[float | None] = mapped_column(Float)  # a request found no ready replica (cold start)
+    demand_at: Mapped[float | None] = mapped_column(Float)  # latest request, as any server's proxy wrote it
     owner: Mapped[str | None] = mapped_column(String(63), index=True)
     team: Mapped[str | None] = mapped_column(String(63), index=True)
     reason: Mapped[str | None] = mapped_column(Text)

@@ -71,6 +71,8 @@ async def serve(name: str, path: str, request: Request) -> Response:
     caller: Caller = request.scope.get(CALLER_KEY, LOCAL_ADMIN)
     route = await _route(service, name, caller)  # 404 before anything is counted
     service.traffic.started(name)
+    if service.touch_due(route):  # the leader's autoscaler hears of requests to any server
+        await off_loop(service.touch, route)
     began = time.perf_counter()
     status = 502
     job_id: str | None = None
@@ -156,7 +158,8 @@ async def _cold_start(service: ServingService, route: Route, caller: Caller) -> 
     """The route once a replica is ready; ServiceUnavailable after the service's cold-start timeout."""
     deadline = time.monotonic() + route.cold_start_timeout
     while not route.endpoints:
-        await off_loop(service.demand, route)
+        if service.touch_due(route):
+            await off_loop(service.touch, route)
         if time.monotonic() >= deadline:
             raise ServiceUnavailable(f"service {route.name} has no ready replica after "
                                      f"{route.cold_start_timeout:g}s; try again shortly", service=route.name)
