@@ -170,8 +170,10 @@ def test_upgrading_from_an_earlier_revision_keeps_the_data(db_url, start):
         assert [(e.old_status, e.new_status, e.actor) for e in store.events("job", new.id)] == [
             (None, "pending", "user")]
         assert store.request_cancel("j-old1") == JobStatus.CANCELLING
+        # a row written once the triggers exist (from 0007) also has its creation event
+        created = [(None, "running", "user")] if start >= "0007" else []
         assert [(e.old_status, e.new_status, e.actor) for e in store.events("job", "j-old1")] == [
-            ("running", "cancelling", "user")]
+            *created, ("running", "cancelling", "user")]
         if start >= "0002":
             assert store.get_queue("team-a").idle_gpus == "flag"
     finally:
