@@ -94,3 +94,13 @@ def test_serve_builds_a_model_server_service_over_the_source():
     assert spec.service.readiness.path == "/v2/health/ready"
     assert model_ref("sha256:00") == "artifact://sha256:00" and model_ref("a-1") == "artifact://a-1"
     assert serve_spec("j-abc", "digits").service.replicas == 1
+
+
+def test_trainyard_run_of_a_service_spec_says_how_to_start_it(tmp_path):
+    from trainyard.spec.loader import load_job
+
+    path = tmp_path / "svc.yaml"
+    path.write_text("command: python -m http.server {{port}}\nservice:\n  replicas: 1\n")
+    with pytest.raises(InvalidSpec) as exc:
+        load_job(path)
+    assert any("trainyard service apply" in e["message"] for e in exc.value.errors)

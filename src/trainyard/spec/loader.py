@@ -42,7 +42,14 @@ def load_job(path: str | Path, overrides: dict[str, Any] | None = None) -> JobSp
     if kubeflow.is_pytorchjob_text(text):  # a Kubeflow PyTorchJob runs as the equivalent job
         spec = kubeflow.load_pytorchjob(text, str(path))
     else:
-        spec = parse_job(text, str(path))
+        try:
+            spec = parse_job(text, str(path))
+        except InvalidSpec as e:
+            if any(err.get("field") in ("service", "kind") for err in e.errors):
+                e.errors.append(error_entry(str(path), None, "service", "this is a service spec: start it with "
+                                            f"`trainyard service apply {path}`"))
+                raise InvalidSpec(errors=e.errors) from None
+            raise
     if overrides:
         try:
             spec = spec.with_params(overrides)
