@@ -71,12 +71,12 @@ async def serve(name: str, path: str, request: Request) -> Response:
     caller: Caller = request.scope.get(CALLER_KEY, LOCAL_ADMIN)
     route = await _route(service, name, caller)  # 404 before anything is counted
     service.traffic.started(name)
-    if service.touch_due(route):  # the leader's autoscaler hears of requests to any server
-        await off_loop(service.touch, route)
     began = time.perf_counter()
     status = 502
     job_id: str | None = None
     try:
+        if service.touch_due(route):  # the leader's autoscaler hears of requests to any server
+            await off_loop(service.touch, route)
         if not route.endpoints:
             route = await _cold_start(service, route, caller)
         body = await _body(request)
@@ -120,9 +120,10 @@ async def serve(name: str, path: str, request: Request) -> Response:
     if length.isdigit() and int(length) <= BUFFER:  # small: one message to the client, as it came (raw)
         try:
             data = b"".join([chunk async for chunk in upstream.aiter_raw()])
-        except httpx.TransportError:
+        except httpx.TransportError as e:
             status = 502
-            raise
+            return JSONResponse(ReplicaUnreachable(f"the replica of service {name} broke off its answer: {e}")
+                                .to_dict(), status_code=502)
         finally:
             await upstream.aclose()
             _release(service, job_id)  # type: ignore[arg-type]
