@@ -104,3 +104,12 @@ def test_trainyard_run_of_a_service_spec_says_how_to_start_it(tmp_path):
     with pytest.raises(InvalidSpec) as exc:
         load_job(path)
     assert any("trainyard service apply" in e["message"] for e in exc.value.errors)
+
+
+def test_the_example_service_spec_is_valid():
+    from pathlib import Path
+
+    from trainyard.sdk.services import load_service
+
+    spec = load_service(Path(__file__).resolve().parents[2] / "examples" / "services" / "web.yaml")
+    assert spec.service.autoscale.min == 0 and "{{port}}" in spec.command
