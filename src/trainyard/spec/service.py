@@ -10,6 +10,7 @@ replica by replica. These models are shared by the API, the SDK and the store.
 from __future__ import annotations
 
 import math
+import re
 from enum import Enum
 from typing import Any, Literal
 
@@ -58,7 +59,8 @@ class Readiness(Strict):
     @field_validator("initial_delay", mode="before")
     @classmethod
     def _delay(cls, v: Any) -> float:
-        return 0.0 if v in (0, "0") else parse_duration(v)
+        zero = v == 0 or (isinstance(v, str) and re.fullmatch(r"\s*0+(\.0*)?\s*[smhd]?\s*", v) is not None)
+        return 0.0 if zero else parse_duration(v)
 
     @field_validator("period", "timeout", mode="before")
     @classmethod
