@@ -51,12 +51,14 @@ class ServiceLoop:
         self._event = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._http = httpx.Client(timeout=1.0)
+        self._http = httpx.Client(timeout=1.0, trust_env=False)  # probes go to the replica, never a proxy
 
     def wake(self) -> None:
         self._event.set()
 
     def start(self) -> None:
+        if self._http.is_closed:  # leading again after a while as a follower
+            self._http = httpx.Client(timeout=1.0, trust_env=False)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="trainyard-services", daemon=True)
         self._thread.start()
@@ -66,6 +68,7 @@ class ServiceLoop:
         self._event.set()
         if self._thread:
             self._thread.join(timeout=10)
+        self._http.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():
