@@ -104,6 +104,12 @@ def test_two_replicas_answer_through_one_address_with_the_path_stripped_and_the_
     assert "echo" in server.cli("service", "ls").stdout
     until(lambda: "replica " in server.cli("service", "logs", "echo", "0").stdout, timeout=30)
 
+    # scaled down by the CLI: one replica is drained and stopped, the other keeps answering
+    assert server.cli("service", "scale", "echo", "1").returncode == 0
+    until(lambda: len(client.services.get("echo").replicas) == 1, timeout=60)
+    assert "1 ready of 1 wanted" in server.cli("service", "show", "echo").stdout
+    assert httpx.get(server.url + "/serve/echo/whoami", headers=server.headers).json()["pid"] in pids
+
     gone = client.services.delete("echo")
     assert gone.status.value in ("stopping", "stopped")
     until(lambda: client.services.get("echo").status.value == "stopped", timeout=60)
