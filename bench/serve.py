@@ -184,8 +184,10 @@ def main() -> None:
 
             bare_proc.terminate()
             bare_proc.wait()
+            # probed often: a held request goes on at the first probe that answers
             srv.client.services.apply({"name": "cold", **job, "service": {
-                "readiness": readiness, "autoscale": {"min": 0, "max": 1, "scale_down_after": "1s"}}})
+                "readiness": {**readiness, "period": "0.1s"},
+                "autoscale": {"min": 0, "max": 1, "scale_down_after": "1s"}}})
             colds, hands = [], []
             for _ in range(args.cold):
                 hands.append(by_hand())
