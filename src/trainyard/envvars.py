@@ -39,3 +39,7 @@ DASK_ROLE = "TRAINYARD_DASK_ROLE"        # scheduler | worker
 DASK_HOST = "TRAINYARD_DASK_HOST"        # where the scheduler listens: its node's address ...
 DASK_PORT = "TRAINYARD_DASK_PORT"        # ... a port free there, chosen at launch
 DASK_DASHBOARD_PORT = "TRAINYARD_DASK_DASHBOARD_PORT"
+SERVICE = "TRAINYARD_SERVICE"            # the service a replica job belongs to (its id)
+SERVICE_VERSION = "TRAINYARD_SERVICE_VERSION"  # the service version a replica runs
+SERVICE_HOST = "TRAINYARD_SERVICE_HOST"  # the address a service replica listens on (its node's)
+SERVICE_PORT = "TRAINYARD_SERVICE_PORT"  # the port a service replica listens on, chosen at launch (also PORT)

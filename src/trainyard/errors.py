@@ -108,6 +108,26 @@ class ClusterNotFound(NotFound):
     code = "cluster_not_found"
 
 
+class ServiceNotFound(NotFound):
+    """No such service."""
+
+    code = "service_not_found"
+
+
+class ServiceUnavailable(TrainyardError):
+    """The service has no ready replica to answer (yet)."""
+
+    code = "service_unavailable"
+    http_status = 503
+
+
+class ReplicaUnreachable(TrainyardError):
+    """The service's replica did not answer."""
+
+    code = "replica_unreachable"
+    http_status = 502
+
+
 class DashboardUnavailable(TrainyardError):
     """The cluster's Dask dashboard does not answer."""
 

@@ -94,6 +94,8 @@ def serve(settings: ServerSettings) -> None:
     from trainyard.services.platform import Platform
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # httpx logs each request at INFO: the /serve proxy and readiness probes would fill the log
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     check_exposure(settings)
     secure(settings.home)
     # SQLite: this server alone. PostgreSQL: servers sharing the database may share the home, and a

@@ -15,3 +15,4 @@ IO_REF = re.compile(r"\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}"
 STEP_REF = re.compile(r"\{\{\s*steps\.([^.\s{}]+)\.outputs\.([^.\s{}]+)\s*\}\}")        # {{steps.a.outputs.m}}
 LEADING_STEP_REF = re.compile(r"^\s*\{\{\s*steps\.([^.\s{}]+)\.outputs\.([^.\s{}]+)\s*\}\}(.*)$", re.S)  # + a subpath
 ITEM_REF = re.compile(r"\{\{\s*(item|index)((?:\.[A-Za-z0-9_]+)*)\s*\}\}")               # {{item.lr}}, {{index}}
+PORT_REF = re.compile(r"\{\{\s*port\s*\}\}")                                              # {{port}} of a service replica

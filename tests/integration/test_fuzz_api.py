@@ -76,7 +76,7 @@ def defang_case(case: Any) -> None:
     body = case.body if isinstance(getattr(case, "body", None), dict) else None
     if body is None or not isinstance(body.get("spec"), dict):
         return
-    if case.operation.path == "/api/v1/jobs":
+    if case.operation.path in ("/api/v1/jobs", "/api/v1/services"):  # a service's replicas are jobs
         defang(body["spec"])
     elif case.operation.path == "/api/v1/pipelines" and isinstance(body["spec"].get("steps"), dict):
         for step in body["spec"]["steps"].values():

@@ -11,7 +11,8 @@ from fastapi.responses import JSONResponse
 
 import trainyard
 from trainyard.api.guard import Guard
-from trainyard.api.routers import clusters, identity, job_text, jobs, monitoring, pipelines, queues, system
+from trainyard.api.routers import (clusters, identity, job_text, jobs, monitoring, pipelines, queues, serve, services,
+                                   system)
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
 from trainyard.spec.lines import field_loc
@@ -34,6 +35,7 @@ def create_app(platform: Platform, server_url: str | None = None,
         finally:
             if on_stop:
                 on_stop()
+            await serve.close(app)
             platform.stop()
 
     app = FastAPI(title="trainyard", version=trainyard.__version__, lifespan=lifespan)
@@ -49,6 +51,8 @@ def create_app(platform: Platform, server_url: str | None = None,
     app.include_router(clusters.router)
     app.include_router(monitoring.router)
     app.include_router(identity.router)
+    app.include_router(services.router)
+    app.include_router(serve.router)  # before the UI: /serve/NAME/... is the services' own
     mount_ui(app)  # last: its page shell answers every path no router owns
 
     @app.exception_handler(TrainyardError)

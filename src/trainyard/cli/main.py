@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainyard.cli import admin, clusters, doctor, events, init, jobs, pipelines, queues, tokens, top, toplevel, ui, usage
+from trainyard.cli import admin, clusters, doctor, events, init, jobs, pipelines, queues, services, tokens, top, toplevel, ui, usage
 from trainyard.cli import server as server_cmd
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.render import nodes_table
@@ -34,6 +34,8 @@ app.add_typer(queues.app, name="queue")
 app.add_typer(pipelines.app, name="pipeline")
 app.add_typer(pipelines.artifact_app, name="artifact")
 app.add_typer(clusters.app, name="cluster")
+app.add_typer(services.app, name="service")
+app.command()(services.serve)
 app.add_typer(admin.app, name="admin")
 app.add_typer(tokens.app, name="token")
 app.command()(tokens.login)

@@ -66,6 +66,13 @@ class Client:
 
         return Monitoring(self.http)
 
+    @property
+    def services(self):  # noqa: ANN201
+        """Services reached at ``/serve/NAME``: apply, scale, delete, logs (see :mod:`trainyard.sdk.services`)."""
+        from trainyard.sdk.services import Services
+
+        return Services(self.http, logs=self.logs)
+
     def __enter__(self) -> "Client":
         return self
 

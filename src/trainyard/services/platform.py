@@ -36,6 +36,9 @@ from trainyard.services.notify import Notifier
 from trainyard.services.pipelines import PipelineService
 from trainyard.services.queues import QueueService
 from trainyard.services.scheduling import Scheduler
+from trainyard.services.service_loop import ServiceLoop
+from trainyard.services.service_traffic import TrafficCollector
+from trainyard.services.serving import ServingService
 from trainyard.services.snapshots import SnapshotService
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.store import IdleRule, Store
@@ -95,6 +98,10 @@ class Platform:
         self.dask = DaskClusterService(self.store, self.jobs, self.engine)
         self.dask_loop = DaskClusterLoop(self.dask, self.notifier)
         self.dask.wake = self.dask_loop.wake
+        self.serving = ServingService(self.store, self.jobs, self.engine, self.artifacts,
+                                      find_artifact=self.pipelines.find_artifact)
+        self.service_loop = ServiceLoop(self.serving)
+        self.serving.wake = self.service_loop.wake
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
@@ -103,9 +110,9 @@ class Platform:
         self.store.idle_rule = IdleRule(settings.idle_gpu_threshold, settings.idle_gpu_period)
         accounting = Accounting(self.store, settings.prices,
                                      gpu_types=lambda: {n.name: n.gpu_type for n in self.engine.nodes() if n.gpu_type})
-        self.monitoring = MonitoringService(
-            self.store, accounting, metrics_registry(TrainyardCollector(self.store, self.cluster.nodes, self.loop.stats)),
-            check_run=self.pipelines.get)
+        registry = metrics_registry(TrainyardCollector(self.store, self.cluster.nodes, self.loop.stats))
+        registry.register(TrafficCollector(self.serving.traffic))
+        self.monitoring = MonitoringService(self.store, accounting, registry, check_run=self.pipelines.get)
 
     def _configs(self, job: JobInfo, attempt: AttemptInfo, token: str) -> list[LaunchConfig]:
         master = self.engine.rendezvous(attempt) if job.spec.distributed else None
@@ -113,7 +120,8 @@ class Platform:
         configs = launch_configs(job, attempt, token=token, settings=self.settings, artifacts=self.artifacts,
                                  server_url=self.server_url, master=master, run_as=run_as)
         # the in-job SDK (e.g. trainyard.dask.new_cluster) finds this server wherever the job runs
-        extra = {**({envvars.SERVER: self.server_url} if self.server_url else {}), **self.dask.launch_env(job, attempt)}
+        extra = {**({envvars.SERVER: self.server_url} if self.server_url else {}), **self.dask.launch_env(job, attempt),
+                 **self.serving.launch_env(job, attempt)}
         for c in configs:
             c.env = {**extra, **c.env}
         return configs
@@ -140,6 +148,7 @@ class Platform:
         self.loop.wake()
         self.pipelines.start()
         self.dask_loop.start()
+        self.service_loop.start()
         self._on_lead()
 
     def _follow(self) -> None:
@@ -147,6 +156,7 @@ class Platform:
         self.notifier.max_wait = FOLLOWER_POLL
         self.pipelines.stop()
         self.dask_loop.stop()
+        self.service_loop.stop()
         self.loop.stop()
 
     def stop(self) -> None:

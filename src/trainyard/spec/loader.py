@@ -46,7 +46,14 @@ def load_job(path: str | Path, overrides: dict[str, Any] | None = None) -> JobSp
         text = path.read_text()
     except OSError as e:
         raise InvalidSpec(errors=[error_entry(str(path), None, "", f"cannot read: {e.strerror}")]) from None
-    spec = parse_job_text(text, str(path))
+    try:
+        spec = parse_job_text(text, str(path))
+    except InvalidSpec as e:
+        if any(err.get("field") in ("service", "kind") for err in e.errors):
+            e.errors.append(error_entry(str(path), None, "service", "this is a service spec: start it with "
+                                        f"`trainyard service apply {path}`"))
+            raise InvalidSpec(errors=e.errors) from None
+        raise
     if overrides:
         try:
             spec = spec.with_params(overrides)

@@ -314,3 +314,38 @@ class AuditEntry(Base):
     action: Mapped[str] = mapped_column(String(63))
     target: Mapped[str | None] = mapped_column(String(255))
     detail: Mapped[dict | None] = mapped_column(JSON)
+
+
+class Service(Base):
+    """A service: its replicas are ordinary jobs, listed in ``service_replicas``."""
+
+    __tablename__ = "services"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, unique=True)  # creation order, also the listing order
+    name: Mapped[str] = mapped_column(String(63), index=True)  # unique among live services: /serve/NAME
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    queue: Mapped[str] = mapped_column(String(63))
+    spec: Mapped[dict] = mapped_column(JSON)  # the ServiceSpec of the current version
+    snapshot: Mapped[str | None] = mapped_column(String(100))
+    version: Mapped[int] = mapped_column(Integer)  # bumped by each apply of a changed spec
+    wanted: Mapped[int] = mapped_column(Integer)  # replicas wanted now (fixed, or the autoscaler's choice)
+    demand_at: Mapped[float | None] = mapped_column(Float)  # latest request, as any server's proxy wrote it
+    owner: Mapped[str | None] = mapped_column(String(63), index=True)
+    team: Mapped[str | None] = mapped_column(String(63), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+
+
+class ServiceReplicaRow(Base):
+    """One replica job of a service, and what the server's probes found (one row per job)."""
+
+    __tablename__ = "service_replicas"
+    job_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    service_id: Mapped[str] = mapped_column(String(40), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    address: Mapped[str | None] = mapped_column(Text)  # HOST:PORT, recorded at launch
+    ready: Mapped[bool] = mapped_column(Boolean)
+    draining_since: Mapped[float | None] = mapped_column(Float)  # out of traffic, to be stopped
+    created_at: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,223 @@
+"""Proxy overhead and cold start of a service: through ``/serve/NAME`` against straight to the replica.
+
+    PYTHONPATH=src:bench .venv/bin/python bench/serve.py [--repeats 5] [--n 300] [--seconds 3] [--concurrency 16]
+
+Starts its own trainyard server in a temporary home and a service of one replica of
+``bench/serve_app.py`` (Starlette on uvicorn). Then, in one run, alternating which goes
+first each round:
+
+- latency: ``--n`` sequential ``GET /predict`` on one kept-alive connection, direct and
+  through the proxy; p50 of each round (target: proxy p50 ≤ 1.2 × direct);
+- throughput: ``--concurrency`` clients for ``--seconds``, direct and through the proxy;
+  requests per second (target: proxy ≥ 0.8 × direct);
+- the floor: the same latency rounds through a bare Starlette + httpx proxy (bench/serve_app.py
+  ``--bare-proxy``: no auth, routing or accounting), to tell this stack's cost from trainyard's;
+- cold start: a service with ``autoscale: {min: 0}`` and no replica: time from the request to
+  its answer, against starting the same process by hand and polling its port until it
+  answers (the baseline: what a cold start costs without trainyard).
+
+Prints the medians over the rounds, the ratios and PASS/MISS. It is a measurement: it exits 0
+whatever the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from benchserver import BenchServer
+
+APP = str(Path(__file__).resolve().parent / "serve_app.py")
+LATENCY_RATIO, THROUGHPUT_RATIO = 1.2, 0.8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def p50_latency(url: str, headers: dict, n: int) -> float:
+    with httpx.Client(headers=headers, timeout=30) as http:
+        for _ in range(10):  # warm the connection (and the proxy's pool)
+            http.get(url).raise_for_status()
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            http.get(url).raise_for_status()
+            times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+async def _throughput(url: str, headers: dict, seconds: float, concurrency: int) -> float:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(headers=headers, timeout=30, limits=limits) as http:
+        await asyncio.gather(*(http.get(url) for _ in range(concurrency)))
+        done = 0
+        end = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < end:
+                (await http.get(url)).raise_for_status()
+                done += 1
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return done / (time.perf_counter() - began)
+
+
+def throughput(url: str, headers: dict, seconds: float, concurrency: int) -> float:
+    return asyncio.run(_throughput(url, headers, seconds, concurrency))
+
+
+def by_hand() -> float:
+    """Seconds from starting the replica's process to its first answer."""
+    port = free_port()
+    began = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, APP, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with httpx.Client(timeout=1) as http:
+            while True:
+                try:
+                    if http.get(f"http://127.0.0.1:{port}/predict").status_code == 200:
+                        return time.perf_counter() - began
+                except httpx.TransportError:
+                    time.sleep(0.01)
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def wait_answer(url: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def cold(srv: BenchServer, headers: dict) -> float:
+    """Seconds from a request to a service at zero replicas to its answer; waits for zero first."""
+    c = srv.client
+    while c.services.get("cold").replicas:
+        time.sleep(0.1)
+    began = time.perf_counter()
+    r = httpx.get(f"{srv.url}/serve/cold/predict", headers=headers, timeout=120)
+    r.raise_for_status()
+    return time.perf_counter() - began
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--n", type=int, default=300, help="sequential requests per latency round")
+    ap.add_argument("--seconds", type=float, default=3.0, help="length of one throughput round")
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--cold", type=int, default=3, help="cold starts to measure")
+    args = ap.parse_args()
+    if args.repeats < 3:
+        ap.error("--repeats must be at least 3")
+
+    with tempfile.TemporaryDirectory(prefix="trainyard-bench-serve-") as tmp:
+        srv = BenchServer(Path(tmp) / "home", [sys.executable, "-m", "trainyard", "server", "--container-runtime", "none"])
+        try:
+            headers = {"Authorization": f"Bearer {(Path(tmp) / 'home' / 'token').read_text().strip()}"}
+            readiness = {"path": "/healthz", "period": "1s"}
+            job = {"command": [sys.executable, APP], "resources": {"cpu": 0.1}}
+            info = srv.client.services.apply({"name": "bench", **job, "service": {"replicas": 1, "readiness": readiness}})
+            info = srv.client.services.wait_ready("bench", 1, timeout=120)
+            direct = f"http://{info.replicas[0].address}/predict"
+            proxied = f"{srv.url}/serve/bench/predict"
+            bare_port = free_port()
+            bare_proc = subprocess.Popen([sys.executable, APP, str(bare_port), "--bare-proxy",
+                                          f"http://{info.replicas[0].address}"], stdout=subprocess.DEVNULL)
+            bare = f"http://127.0.0.1:{bare_port}/predict"
+            wait_answer(bare)
+            floor = p50_latency(f"{srv.url}/healthz", {}, args.n)
+            print(f"server {srv.url}; replica {info.replicas[0].address}; load average "
+                  f"{os.getloadavg()[0]:.1f}; the server's own /healthz p50 {floor:.2f} ms", flush=True)
+
+            server_proc = psutil.Process(srv.proc.pid)
+            replica_proc = next(p for p in psutil.process_iter(["cmdline"])
+                                if APP in (p.info["cmdline"] or []) and p.pid != os.getpid())
+            lat = {"direct": [], "proxy": [], "bare": []}
+            cpu = {"server": [], "replica": []}
+            rps = {"direct": [], "proxy": []}
+            for i in range(args.repeats):
+                order = [("direct", direct), ("proxy", proxied), ("bare", bare)][:: 1 if i % 2 == 0 else -1]
+                for name, url in order:
+                    before = (cpu_seconds(server_proc), cpu_seconds(replica_proc))
+                    lat[name].append(p50_latency(url, headers, args.n))
+                    if name == "proxy":  # CPU each request costs the server and the replica (+10 warm-up)
+                        cpu["server"].append((cpu_seconds(server_proc) - before[0]) / (args.n + 10) * 1000)
+                        cpu["replica"].append((cpu_seconds(replica_proc) - before[1]) / (args.n + 10) * 1000)
+                for name, url in order[:2] if i % 2 == 0 else order[1:]:
+                    rps[name].append(throughput(url, headers, args.seconds, args.concurrency))
+                print(f"round {i + 1}: p50 direct {lat['direct'][-1]:.2f} ms, proxy {lat['proxy'][-1]:.2f} ms "
+                      f"(bare proxy {lat['bare'][-1]:.2f} ms); "
+                      f"throughput direct {rps['direct'][-1]:.0f}/s, proxy {rps['proxy'][-1]:.0f}/s", flush=True)
+
+            bare_proc.terminate()
+            bare_proc.wait()
+            # probed often: a held request goes on at the first probe that answers
+            srv.client.services.apply({"name": "cold", **job, "service": {
+                "readiness": {**readiness, "period": "0.1s"},
+                "autoscale": {"min": 0, "max": 1, "scale_down_after": "1s"}}})
+            colds, hands = [], []
+            for _ in range(args.cold):
+                hands.append(by_hand())
+                colds.append(cold(srv, headers))
+            print(f"cold starts: through trainyard {[round(c, 2) for c in colds]} s; "
+                  f"by hand {[round(h, 2) for h in hands]} s", flush=True)
+        finally:
+            for name in ("bench", "cold"):  # replicas outlive the server otherwise, as jobs do
+                try:
+                    srv.client.services.delete(name)
+                except Exception:  # noqa: BLE001 (never created)
+                    pass
+            while any(s.replicas for s in srv.client.services.list()):
+                time.sleep(0.2)
+            srv.close()
+
+    ld, lp = statistics.median(lat["direct"]), statistics.median(lat["proxy"])
+    td, tp = statistics.median(rps["direct"]), statistics.median(rps["proxy"])
+    cd, ch = statistics.median(colds), statistics.median(hands)
+    print()
+    print(f"latency p50 (median of {args.repeats} rounds): direct {ld:.2f} ms, proxy {lp:.2f} ms, "
+          f"ratio {lp / ld:.2f} (target ≤ {LATENCY_RATIO}) {verdict(lp <= LATENCY_RATIO * ld)}")
+    lb = statistics.median(lat["bare"])
+    print(f"  the floor of this stack here: a bare Starlette + httpx proxy, p50 {lb:.2f} ms, ratio {lb / ld:.2f}")
+    print(f"throughput ({args.concurrency} clients): direct {td:.0f}/s, proxy {tp:.0f}/s, "
+          f"ratio {tp / td:.2f} (target ≥ {THROUGHPUT_RATIO}) {verdict(tp >= THROUGHPUT_RATIO * td)}")
+    print(f"CPU per proxied request: the server {statistics.median(cpu['server']):.2f} ms, "
+          f"the replica {statistics.median(cpu['replica']):.2f} ms (machine load average {os.getloadavg()[0]:.1f})")
+    print(f"cold start to first answer: through trainyard {cd:.2f} s, by hand {ch:.2f} s, ratio {cd / ch:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""`trainyard service …` and `trainyard serve`: long-running jobs with a port, reached at /serve/NAME."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.toplevel import SuggestingGroup
+from trainyard.spec.service import ServiceInfo
+
+app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup,
+                  help="Services: long-running jobs with a port, reached through the server at /serve/NAME.")
+OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
+
+
+def _print(info: ServiceInfo, output: Output, server: str) -> None:
+    if output == Output.json:
+        write(info.model_dump_json(indent=2) + "\n")
+        return
+    console.print(f"service [bold]{info.name}[/bold] ({info.id}) version {info.version}: {info.reason}\n"
+                  f"  {server}{info.url}", highlight=False)
+
+
+@app.command()
+def apply(file: Annotated[Path, typer.Argument(help="a service spec: a job spec with a service: block")],
+          output: OutputOpt = Output.table) -> None:
+    """Create the service, or roll out the changed spec replica by replica."""
+    with handled():
+        c = client()
+        _print(c.services.apply(file), output, c.server)
+
+
+@app.command("ls")
+def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped ones")] = False,
+       output: OutputOpt = Output.table) -> None:
+    """Services with their replicas and traffic."""
+    with handled():
+        infos = client().services.list(include_ended=all)
+        if output == Output.json:
+            write(json.dumps([s.model_dump(mode="json") for s in infos], indent=2) + "\n")
+            return
+        table = Table(box=None, header_style="bold")
+        for col in ("NAME", "ID", "STATUS", "VERSION", "READY", "URL", "REASON"):
+            table.add_column(col)
+        for s in infos:
+            table.add_row(s.name, s.id, s.status.value, str(s.version), f"{s.ready}/{s.wanted}", s.url, s.reason or "")
+        console.print(table)
+
+
+@app.command()
+def show(service: str, output: OutputOpt = Output.table) -> None:
+    """One service: its replicas (job, version, address, ready) and its traffic."""
+    with handled():
+        c = client()
+        s = c.services.get(service)
+        if output == Output.json:
+            write(s.model_dump_json(indent=2) + "\n")
+            return
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        grid.add_row("service", f"{s.name}  ({s.id}, queue {s.queue}, owner {s.owner or '-'})")
+        grid.add_row("status", f"{s.status.value}: {s.reason or ''}")
+        grid.add_row("url", c.server + s.url)
+        auto = s.spec.service.autoscale
+        grid.add_row("replicas", f"{s.ready} ready of {s.wanted} wanted" +
+                     (f" (autoscale {auto.min}..{auto.max}, {auto.target_concurrency:g} in flight each)" if auto else ""))
+        t = s.traffic
+        latency = f"p50 {t.p50_ms:.1f} ms, p95 {t.p95_ms:.1f} ms" if t.p50_ms is not None else "-"
+        grid.add_row("traffic", f"{t.requests} requests, {t.errors} errors, {t.in_flight} in flight; {latency}")
+        console.print(grid)
+        if s.replicas:
+            table = Table(box=None, header_style="bold")
+            for col in ("#", "JOB", "VERSION", "STATUS", "READY", "ADDRESS", "NODE"):
+                table.add_column(col)
+            for i, r in enumerate(s.replicas):
+                ready = "draining" if r.draining else "yes" if r.ready else "no"
+                table.add_row(str(i), r.job_id, str(r.version), r.status, ready, r.address or "-", r.node or "-")
+            console.print(table)
+
+
+@app.command()
+def logs(service: str,
+         replica: Annotated[str, typer.Argument(help="replica index (as in `service show`) or its job id")] = "0",
+         follow: Annotated[bool, typer.Option("--follow", "-f")] = False) -> None:
+    """A replica's log (its job's)."""
+    with handled():
+        for chunk in client().services.logs(service, replica, follow=follow):
+            write(chunk.data)
+
+
+@app.command()
+def scale(service: str,
+          replicas: Annotated[Optional[int], typer.Argument(help="a fixed number of replicas")] = None,
+          minimum: Annotated[Optional[int], typer.Option("--min", help="autoscale: at least this many")] = None,
+          maximum: Annotated[Optional[int], typer.Option("--max", help="autoscale: at most this many")] = None,
+          output: OutputOpt = Output.table) -> None:
+    """A fixed number of replicas (autoscaling off), or autoscaling bounds with --min/--max."""
+    with handled():
+        c = client()
+        _print(c.services.scale(service, replicas, minimum=minimum, maximum=maximum), output, c.server)
+
+
+@app.command()
+def delete(service: str) -> None:
+    """Stop the service: its replicas are cancelled."""
+    with handled():
+        s = client().services.delete(service)
+        console.print(f"service {s.name} ({s.id}) {s.status.value}", highlight=False)
+
+
+def serve(
+    source: Annotated[str, typer.Argument(help="a job id (its outputs), an artifact id or digest, or a URL")],
+    name: Annotated[str, typer.Option("--name", help="the service's name: /serve/NAME")],
+    replicas: Annotated[Optional[int], typer.Option("--replicas", help="a fixed number of replicas")] = None,
+    minimum: Annotated[Optional[int], typer.Option("--min", help="autoscale: at least this many (0: scale to zero)")] = None,
+    maximum: Annotated[Optional[int], typer.Option("--max", help="autoscale: at most this many")] = None,
+    model_format: Annotated[str, typer.Option("--format", help="auto, sklearn, xgboost, torchscript, torch-state-dict")] = "auto",
+    cpu: Annotated[str, typer.Option(help="cores per replica")] = "1",
+    memory: Annotated[Optional[str], typer.Option(help="memory per replica, e.g. 2Gi")] = None,
+    gpu: Annotated[int, typer.Option(help="GPUs per replica")] = 0,
+    queue: Annotated[str, typer.Option(help="the queue its replicas wait in")] = "default",
+    output: OutputOpt = Output.table,
+) -> None:
+    """Serve a trained model with the built-in model server (Open Inference Protocol v2) at /serve/NAME."""
+    with handled():
+        from trainyard.sdk.services import serve_spec
+
+        spec = serve_spec(source, name, replicas=replicas, minimum=minimum, maximum=maximum,
+                          model_format=model_format, cpu=cpu, memory=memory, gpu=gpu, queue=queue)
+        c = client()
+        _print(c.services.apply(spec), output, c.server)

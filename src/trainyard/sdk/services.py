@@ -1,0 +1,136 @@
+"""Services over HTTP: ``Client().services.apply("svc.yaml")``, list, get, scale, delete, logs, wait.
+
+A service spec is a job spec with a ``service:`` block; ``serve_spec`` builds the one
+``trainyard serve`` runs: the built-in model server over a job's outputs or an artifact.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from trainyard import errors
+from trainyard.sdk.http import Http
+from trainyard.sdk.prepare import prepare
+from trainyard.spec.lines import validation_errors
+from trainyard.spec.loader import parse_model
+from trainyard.spec.records import LogChunk
+from trainyard.spec.service import ServiceInfo, ServiceSpec
+
+MODEL_SERVER = "trainyard.serving.model_server"
+
+
+def load_service(path: str | Path) -> ServiceSpec:
+    """A service spec file; errors name the field and the line."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise errors.InvalidSpec(errors=[{"field": "", "line": None, "where": str(path),
+                                          "message": f"cannot read: {e.strerror}"}]) from None
+    return parse_model(ServiceSpec, text, str(path))
+
+
+def service_spec(data: dict[str, Any]) -> ServiceSpec:
+    try:
+        return ServiceSpec.model_validate(data)
+    except ValidationError as e:
+        raise errors.InvalidSpec(errors=validation_errors(e, {}, "<service>", ServiceSpec)) from None
+
+
+def model_ref(source: str) -> str:
+    """``trainyard serve``'s source as an input: a job id (``j-…``) or ``job://…``, an artifact id or
+    digest (``a-…``, ``sha256:…``) or ``artifact://…``, or a URL as it is."""
+    if "://" in source:
+        return source
+    if source.startswith("j-"):
+        return f"job://{source}"
+    return f"artifact://{source}"
+
+
+def serve_spec(source: str, name: str, *, replicas: int | None = None, minimum: int | None = None,
+               maximum: int | None = None, model_format: str = "auto", cpu: str | float = 1,
+               memory: str | None = None, gpu: int = 0, queue: str = "default",
+               python: str = "python") -> ServiceSpec:
+    """A service running the built-in model server over ``source`` (see :func:`model_ref`)."""
+    command = (f"exec {shlex.quote(python)} -m {MODEL_SERVER} --model \"$TRAINYARD_INPUT_MODEL\" "
+               f"--name {shlex.quote(name)} --host \"$TRAINYARD_SERVICE_HOST\" --port {{{{port}}}} --format {shlex.quote(model_format)}")
+    service: dict[str, Any] = {"readiness": {"path": "/v2/health/ready", "period": "1s"}}
+    if minimum is not None or maximum is not None:
+        service["autoscale"] = {"min": 0 if minimum is None else minimum, "max": maximum or max(1, minimum or 1)}
+    else:
+        service["replicas"] = 1 if replicas is None else replicas
+    resources: dict[str, Any] = {"cpu": cpu, "gpu": gpu, **({"memory": memory} if memory else {})}
+    return service_spec({"name": name, "command": command, "inputs": {"model": model_ref(source)},
+                         "resources": resources, "queue": queue, "service": service})
+
+
+class Services:
+    def __init__(self, http: Http, logs: Callable[..., Iterator[LogChunk]] | None = None) -> None:
+        self.http = http
+        self._logs = logs
+
+    def apply(self, spec: ServiceSpec | dict[str, Any] | str | Path, base_dir: str | Path | None = None) -> ServiceInfo:
+        """Create the service, or roll out a changed spec as its next version."""
+        if isinstance(spec, (str, Path)):
+            base_dir = base_dir or Path(spec).resolve().parent
+            spec = load_service(spec)
+        elif isinstance(spec, dict):
+            spec = service_spec(spec)
+        job, blob, digest = prepare(spec.job_spec(), Path(base_dir or Path.cwd()))
+        spec = ServiceSpec.model_validate({**job.model_dump(), "kind": spec.kind,
+                                           "service": spec.service.model_dump(), "preemptible": spec.preemptible})
+        if digest is not None:
+            self.http.upload_snapshot(blob, digest)
+        body = {"spec": spec.model_dump(mode="json"), "snapshot": digest}
+        return ServiceInfo.model_validate_json(self.http.request("POST", "/api/v1/services", json=body).content)
+
+    def list(self, include_ended: bool = False) -> list[ServiceInfo]:
+        resp = self.http.request("GET", "/api/v1/services", params={"all": include_ended})
+        return [ServiceInfo.model_validate(s) for s in resp.json()]
+
+    def get(self, key: str) -> ServiceInfo:
+        return ServiceInfo.model_validate_json(self.http.request("GET", f"/api/v1/services/{key}").content)
+
+    def scale(self, key: str, replicas: int | None = None, *, minimum: int | None = None,
+              maximum: int | None = None) -> ServiceInfo:
+        body = {k: v for k, v in (("replicas", replicas), ("min", minimum), ("max", maximum)) if v is not None}
+        return ServiceInfo.model_validate_json(
+            self.http.request("POST", f"/api/v1/services/{key}/scale", json=body).content)
+
+    def delete(self, key: str) -> ServiceInfo:
+        return ServiceInfo.model_validate_json(self.http.request("DELETE", f"/api/v1/services/{key}").content)
+
+    def replica_job(self, key: str, replica: int | str = 0) -> str:
+        """The job id of a replica: by its index in ``get(key).replicas`` or its job id."""
+        reps = self.get(key).replicas
+        if isinstance(replica, str) and not replica.isdigit():
+            if replica not in {r.job_id for r in reps}:
+                raise errors.NotFound(f"service {key} has no replica job {replica}", replica=replica)
+            return replica
+        i = int(replica)
+        if not 0 <= i < len(reps):
+            raise errors.NotFound(f"service {key} has {len(reps)} replicas; no replica {i}", replica=i)
+        return reps[i].job_id
+
+    def logs(self, key: str, replica: int | str = 0, *, follow: bool = False) -> Iterator[LogChunk]:
+        """A replica's log: its job's (see ``Client.logs``)."""
+        if self._logs is None:
+            raise errors.TrainyardError("this Services was made without a client: use Client().services")
+        return self._logs(self.replica_job(key, replica), follow=follow)
+
+    def wait_ready(self, key: str, replicas: int = 1, timeout: float = 60.0, every: float = 0.2) -> ServiceInfo:
+        """The service once at least ``replicas`` of its replicas are ready; WaitTimeout after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.get(key)
+            if info.ready >= replicas:
+                return info
+            if time.monotonic() >= deadline:
+                raise errors.WaitTimeout(f"service {key}: {info.reason} after {timeout}s", service=key)
+            time.sleep(every)

@@ -1,0 +1,227 @@
+"""The leader's service loop: each tick, every live service is brought towards what is wanted.
+
+Phases per service: 1 forget replica jobs that ended (one not asked to end is a
+crash: the next start waits a backoff that doubles); 2 stopping (cancel every
+replica, ``stopped`` once none runs); 3 autoscale (wanted follows concurrency,
+up at once, down only after ``scale_down_after`` below); 4 probe readiness;
+5 start replicas of the current version (one at a time while older ones still
+serve) and drain the ones no longer wanted (older versions once enough new ones
+are ready); 6 stop drained replicas once the proxy has nothing in flight on them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from trainyard.services import service_jobs
+from trainyard.services.serving import ServingService
+from trainyard.spec.records import JobInfo
+from trainyard.spec.service import ServiceStatus
+from trainyard.status import JobStatus
+from trainyard.store.services import ReplicaRow, ServiceRow
+
+log = logging.getLogger("trainyard.services")
+TICK = 0.25  # seconds between looks at every live service (probes keep their own period)
+BACKOFF_FIRST, BACKOFF_MAX = 1.0, 60.0  # seconds before restarting a crashed replica; doubles per crash in a row
+DRAIN_MIN = 1.0  # seconds a drained replica stays up: every server's cached route has dropped it by then
+DRAIN_MAX = 30.0  # seconds a drained replica may finish what it has in flight before it is stopped
+
+
+@dataclass
+class Memory:
+    """What the loop keeps between ticks for one service (lost on a restart: it only delays)."""
+
+    crashes: int = 0
+    next_start: float = 0.0
+    below_since: float | None = None
+    next_probe: dict[str, float] = field(default_factory=dict)  # replica job -> when to probe it next
+
+
+class ServiceLoop:
+    def __init__(self, service: ServingService, tick: float = TICK) -> None:
+        self.service = service
+        self.services = service.services
+        self.tick = tick
+        self._memory: dict[str, Memory] = {}
+        self._event = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._http = httpx.Client(timeout=1.0, trust_env=False)  # probes go to the replica, never a proxy
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def start(self) -> None:
+        if self._http.is_closed:  # leading again after a while as a follower
+            self._http = httpx.Client(timeout=1.0, trust_env=False)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="trainyard-services", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._event.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+        self._http.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.cycle()
+            except Exception:  # the loop must outlive any one bad cycle
+                log.exception("service loop cycle failed")
+            self._event.wait(self.tick)
+            self._event.clear()
+
+    def cycle(self) -> None:
+        rows = self.services.live()
+        replicas = self.services.replicas([r["id"] for r in rows])
+        for gone in set(self._memory) - {r["id"] for r in rows}:
+            self._memory.pop(gone, None)
+        for row in rows:
+            try:
+                self.reconcile(row, replicas[row["id"]])
+            except Exception:
+                log.exception("service %s: reconcile failed", row["id"])
+
+    # -- one service ------------------------------------------------------------------
+
+    def reconcile(self, row: ServiceRow, reps: list[ReplicaRow]) -> None:
+        sid, now = row["id"], time.time()
+        mem = self._memory.setdefault(sid, Memory())
+        jobs = {r["job_id"]: self.service.store.get_job(r["job_id"]) for r in reps}
+        # 1. ended replicas
+        for r in [r for r in reps if jobs[r["job_id"]].status.is_terminal()]:
+            self.services.drop_replica(r["job_id"])
+            mem.next_probe.pop(r["job_id"], None)
+            self._route_changed(row)
+            if r["draining_since"] is None and row["status"] == ServiceStatus.RUNNING:
+                mem.crashes += 1
+                mem.next_start = now + min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (mem.crashes - 1))
+                job = jobs[r["job_id"]]
+                log.warning("service %s: replica %s ended (%s: %s); restarting in %.0fs", sid, job.id,
+                            job.status.value, job.reason, mem.next_start - now)
+        reps = [r for r in reps if not jobs[r["job_id"]].status.is_terminal()]
+        # 2. stopping
+        if row["status"] == ServiceStatus.STOPPING:
+            self._stop_jobs([jobs[r["job_id"]] for r in reps])
+            if not reps:
+                self.services.move(sid, ServiceStatus.STOPPED, reason="deleted; every replica ended")
+            return
+        # 3. autoscale
+        wanted = self._autoscale(row, mem, reps, now)
+        # 4. readiness
+        for r in reps:
+            self._probe(row, mem, r, jobs[r["job_id"]], now)
+        # 5. start and drain
+        self._resize(row, mem, reps, wanted, now)
+        # 6. stop drained replicas
+        for r in reps:
+            if r["draining_since"] is not None and jobs[r["job_id"]].status != JobStatus.CANCELLING:
+                waited = now - r["draining_since"]
+                if waited >= DRAIN_MAX or (waited >= DRAIN_MIN and not self.service.outstanding.get(r["job_id"])):
+                    self.service.jobs.stop(r["job_id"])
+        self._reason(row, reps, wanted, mem, now)
+
+    def _autoscale(self, row: ServiceRow, mem: Memory, reps: list[ReplicaRow], now: float) -> int:
+        auto = row["spec"].service.autoscale
+        wanted = row["wanted"]
+        if auto is None:
+            return wanted
+        in_flight = self.service.traffic.in_flight(row["name"])
+        target = auto.wanted(in_flight)
+        demand = row["demand_at"]  # the latest request any server's proxy wrote down
+        if demand is not None and now - demand < auto.scale_down_after:
+            target = max(target, 1)  # requests arrive (maybe at another server): keep one, or start one
+        if target >= wanted:
+            mem.below_since = None
+            if target > wanted:
+                wanted = target
+                self.services.set(row["id"], wanted=wanted)
+            return wanted
+        mem.below_since = mem.below_since or now
+        since = mem.below_since
+        if target == auto.min:  # going down to min: only once idle, no request for scale_down_after
+            since = max(since, self.service.traffic.last_request_at(row["name"]) or 0.0, demand or 0.0)
+        if now - since >= auto.scale_down_after:
+            wanted = target
+            mem.below_since = None
+            self.services.set(row["id"], wanted=wanted)
+        return wanted
+
+    def _probe(self, row: ServiceRow, mem: Memory, r: ReplicaRow, job: JobInfo, now: float) -> None:
+        readiness = row["spec"].service.readiness
+        ready = r["ready"]
+        if job.status != JobStatus.RUNNING or not r["address"] or r["draining_since"] is not None:
+            ready = False
+        else:
+            attempt = job.attempts[-1] if job.attempts else None
+            started = (attempt.started_at or attempt.created_at) if attempt else now
+            if now < started + readiness.initial_delay or now < mem.next_probe.get(r["job_id"], 0.0):
+                return
+            mem.next_probe[r["job_id"]] = now + readiness.period
+            try:
+                resp = self._http.get(f"http://{r['address']}{readiness.path}", timeout=readiness.timeout)
+                ready = 200 <= resp.status_code < 300
+            except httpx.HTTPError:
+                ready = False
+        if ready != r["ready"]:
+            self.services.set_replica(r["job_id"], ready=ready)
+            r["ready"] = ready
+            self._route_changed(row)
+            if ready:
+                mem.crashes = 0
+
+    def _resize(self, row: ServiceRow, mem: Memory, reps: list[ReplicaRow], wanted: int, now: float) -> None:
+        live = [r for r in reps if r["draining_since"] is None]
+        current = [r for r in live if r["version"] == row["version"]]
+        old = [r for r in live if r["version"] != row["version"]]
+        ready_current = [r for r in current if r["ready"]]
+        missing = wanted - len(current)
+        if old and any(not r["ready"] for r in current):
+            missing = 0  # a rollout goes replica by replica: the next one once this one is ready
+        elif old:
+            missing = min(missing, 1)
+        if missing > 0 and now >= mem.next_start:
+            spec = row["spec"]
+            for _ in range(missing):
+                job = self.service.jobs.submit(service_jobs.replica_job(row["id"], spec, row["version"]),
+                                               row["snapshot"], on_behalf=(row["owner"], row["team"]))
+                self.services.add_replica(row["id"], job.id, row["version"])
+        # older versions leave once enough of the current one is ready; not-ready ones first
+        keep_old = max(0, wanted - len(ready_current))
+        for r in sorted(old, key=lambda r: (r["ready"], r["created_at"]))[:max(0, len(old) - keep_old)]:
+            self._drain(row, r, now)
+        # fewer wanted: those not ready first, then the newest
+        extra = len(current) - wanted
+        for r in sorted(current, key=lambda r: (r["ready"], -r["created_at"]))[:max(0, extra)]:
+            self._drain(row, r, now)
+
+    def _drain(self, row: ServiceRow, r: ReplicaRow, now: float) -> None:
+        self.services.set_replica(r["job_id"], draining_since=now, ready=False)
+        r["draining_since"], r["ready"] = now, False
+        self._route_changed(row)
+
+    def _route_changed(self, row: ServiceRow) -> None:
+        self.service.forget_route(row["name"])
+
+    def _stop_jobs(self, jobs: list[JobInfo]) -> None:
+        for j in jobs:
+            if not j.status.is_terminal() and j.status != JobStatus.CANCELLING:
+                self.service.jobs.stop(j.id)
+
+    def _reason(self, row: ServiceRow, reps: list[ReplicaRow], wanted: int, mem: Memory, now: float) -> None:
+        ready = sum(r["ready"] and r["draining_since"] is None for r in reps)
+        text = f"{ready} of {wanted} replicas ready"
+        if any(r["version"] != row["version"] and r["draining_since"] is None for r in reps):
+            text += f"; rolling out version {row['version']}"
+        if mem.crashes and now < mem.next_start:
+            text += f"; a replica crashed ({mem.crashes} in a row), restarting in {mem.next_start - now:.0f}s"
+        if text != row["reason"]:
+            self.services.set(row["id"], reason=text)

@@ -1,0 +1,58 @@
+"""A tiny HTTP server to run as a service replica in tests: stdlib only.
+
+Listens on $TRAINYARD_SERVICE_PORT (or argv[1]). Answers ``/healthz`` (200, once
+$READY_AFTER seconds have passed), ``/whoami`` (pid, version, the path and
+headers it saw), ``/slow?s=SECONDS``, ``POST /echo`` (the body back) and
+``/crash`` (exits at once, without answering).
+"""
+
+import json
+import os
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+STARTED = time.monotonic()
+READY_AFTER = float(os.environ.get("READY_AFTER", "0"))
+VERSION = os.environ.get("APP_VERSION", "1")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def _send(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _who(self) -> dict:
+        return {"pid": os.getpid(), "version": VERSION, "path": self.path, "headers": dict(self.headers.items())}
+
+    def do_GET(self) -> None:  # noqa: N802
+        url = urlsplit(self.path)
+        if url.path == "/healthz":
+            ready = time.monotonic() - STARTED >= READY_AFTER
+            return self._send(200 if ready else 503, {"ready": ready})
+        if url.path == "/crash":
+            os._exit(3)
+        if url.path == "/slow":
+            time.sleep(float(parse_qs(url.query).get("s", ["0.1"])[0]))
+        return self._send(200, self._who())
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        return self._send(200, {**self._who(), "body": body.decode()})
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+if __name__ == "__main__":
+    port = int(sys.argv[1] if len(sys.argv) > 1 else os.environ["TRAINYARD_SERVICE_PORT"])
+    ThreadingHTTPServer.daemon_threads = True
+    print(f"replica {os.getpid()} version {VERSION} on {port}", flush=True)
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()

@@ -1,0 +1,115 @@
+"""Service specs: the service: block, its validation (field and line named, numbers finite and in range),
+the replica job each service runs, and the input references trainyard serve uses."""
+
+import shlex
+import subprocess
+
+import pytest
+
+from trainyard.errors import InvalidSpec
+from trainyard.services.service_jobs import replica_job, resolve_ref, with_port
+from trainyard.spec.loader import parse_model
+from trainyard.spec.service import Autoscale, ServiceSpec
+from trainyard.sdk.services import model_ref, serve_spec
+
+
+def parse(text: str) -> ServiceSpec:
+    return parse_model(ServiceSpec, text, "svc.yaml")
+
+
+def errors_of(text: str) -> dict[str, dict]:
+    with pytest.raises(InvalidSpec) as exc:
+        parse(text)
+    return {e["field"]: e for e in exc.value.errors}
+
+
+def test_a_service_spec_parses_with_durations_and_defaults():
+    spec = parse("name: web\ncommand: python app.py --port {{port}}\n"
+                 "service:\n  readiness: {path: /healthz, initial_delay: 2s, period: 1s}\n"
+                 "  autoscale: {min: 0, max: 4, target_concurrency: 8, scale_down_after: 5m}\n")
+    assert spec.service.readiness.initial_delay == 2 and spec.service.autoscale.scale_down_after == 300
+    assert spec.preemptible is False and spec.service.cold_start_timeout == 60
+    assert parse("command: x\nkind: service\n").service.replicas == 1  # kind alone: one replica
+
+
+@pytest.mark.parametrize("text, field, line, words", [
+    ("command: x\nservice:\n  replicas: -1\n", "service.replicas", 3, "greater than or equal to 0"),
+    ("command: x\nservice:\n  replicas: 1000\n", "service.replicas", 3, "less than or equal to 100"),
+    ("command: x\nservice:\n  port: 70000\n", "service.port", 3, "65535"),
+    ("command: x\nservice:\n  readiness:\n    period: .nan\n", "service.readiness.period", 4, "duration"),
+    ("command: x\nservice:\n  readiness:\n    path: healthz\n", "service.readiness.path", 4, "absolute"),
+    ("command: x\nservice:\n  autoscale:\n    target_concurrency: .inf\n",
+     "service.autoscale.target_concurrency", 4, "finite"),
+    ("command: x\nservice:\n  autoscale:\n    min: 3\n    max: 1\n", "service.autoscale", 3, "min (3) is more than max"),
+    ("command: x\nservice:\n  replicas: 2\n  autoscale: {max: 2}\n", "service", 2, "not both"),
+    ("command: x\nservice:\n  replica: 2\n", "service.replica", 3, "did you mean 'replicas'"),
+    ("command: x\nkind: service\nreplicas: 2\n", "replicas", 3, "service.replicas"),
+])
+def test_bad_service_fields_are_named_with_their_line(text, field, line, words):
+    errs = errors_of(text)
+    assert field in errs, errs
+    assert errs[field]["line"] == line and words in errs[field]["message"], errs[field]
+
+
+def test_autoscale_wants_ceil_of_concurrency_within_bounds():
+    auto = Autoscale(min=1, max=4, target_concurrency=8)
+    assert [auto.wanted(n) for n in (0, 1, 8, 9, 17, 1000)] == [1, 1, 1, 2, 3, 4]
+
+
+def test_the_port_reaches_string_and_list_commands_as_one_word(tmp_path):
+    env = {"TRAINYARD_SERVICE_PORT": "8123", "PATH": "/usr/bin:/bin"}
+    as_list = with_port(["printf", "%s|", "--port={{port}}", "a b", "{{ port }}"], {})
+    out = subprocess.run(["bash", "-c", as_list], env=env, capture_output=True, text=True).stdout
+    assert out == "--port=8123|a b|8123|"
+    as_text = with_port("printf '%s|' {{port}}", {})
+    assert subprocess.run(["bash", "-c", as_text], env=env, capture_output=True, text=True).stdout == "8123|"
+
+
+def test_a_replica_job_has_no_retry_of_its_own_and_knows_its_service():
+    spec = ServiceSpec.model_validate({"name": "web", "command": ["app", "{{port}}"], "retry": {"max": 3},
+                                       "params": {"x": 1}, "service": {"replicas": 2}})
+    job = replica_job("s-1", spec, version=3)
+    assert job.retry.max == 0 and not job.preemptible
+    assert job.env_vars["TRAINYARD_SERVICE"] == "s-1" and job.env_vars["TRAINYARD_SERVICE_VERSION"] == "3"
+    assert shlex.split(job.command)[:2] == ["exec", "app"]
+
+
+def test_input_references_resolve_to_artifact_urls_and_bad_paths_are_named():
+    jobs = {"j-1": "file:///a/jobs/j-1/1/outputs"}
+    look = lambda k: jobs[k]  # noqa: E731
+    art = lambda k: f"file:///a/art/{k}"  # noqa: E731
+    assert resolve_ref("model", "job://j-1", look, art) == "file:///a/jobs/j-1/1/outputs"
+    assert resolve_ref("model", "job://j-1/m/model.pkl", look, art) == "file:///a/jobs/j-1/1/outputs/m/model.pkl"
+    assert resolve_ref("model", "artifact://a-9", look, art) == "file:///a/art/a-9"
+    assert resolve_ref("model", "s3://b/k", look, art) == "s3://b/k"
+    with pytest.raises(InvalidSpec) as exc:
+        resolve_ref("model", "job://j-1/../../etc", look, art)
+    assert exc.value.errors[0]["field"] == "inputs.model"
+
+
+def test_serve_builds_a_model_server_service_over_the_source():
+    spec = serve_spec("j-abc", "digits", minimum=0, maximum=3)
+    assert spec.inputs == {"model": "job://j-abc"} and spec.service.autoscale.max == 3
+    assert "-m trainyard.serving.model_server" in spec.command and "{{port}}" in spec.command
+    assert spec.service.readiness.path == "/v2/health/ready"
+    assert model_ref("sha256:00") == "artifact://sha256:00" and model_ref("a-1") == "artifact://a-1"
+    assert serve_spec("j-abc", "digits").service.replicas == 1
+
+
+def test_trainyard_run_of_a_service_spec_says_how_to_start_it(tmp_path):
+    from trainyard.spec.loader import load_job
+
+    path = tmp_path / "svc.yaml"
+    path.write_text("command: python -m http.server {{port}}\nservice:\n  replicas: 1\n")
+    with pytest.raises(InvalidSpec) as exc:
+        load_job(path)
+    assert any("trainyard service apply" in e["message"] for e in exc.value.errors)
+
+
+def test_the_example_service_spec_is_valid():
+    from pathlib import Path
+
+    from trainyard.sdk.services import load_service
+
+    spec = load_service(Path(__file__).resolve().parents[2] / "examples" / "services" / "web.yaml")
+    assert spec.service.autoscale.min == 0 and "{{port}}" in spec.command
