@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.toplevel import SuggestingGroup
-from trainyard.spec.service import ServiceInfo
+
+if TYPE_CHECKING:  # the CLI loads models and rich's tables only in the command that needs them
+    from trainyard.spec.service import ServiceInfo
 
 app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup,
                   help="Services: long-running jobs with a port, reached through the server at /serve/NAME.")
@@ -39,6 +40,8 @@ def apply(file: Annotated[Path, typer.Argument(help="a service spec: a job spec 
 def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped ones")] = False,
        output: OutputOpt = Output.table) -> None:
     """Services with their replicas and traffic."""
+    from rich.table import Table
+
     with handled():
         infos = client().services.list(include_ended=all)
         if output == Output.json:
@@ -55,6 +58,8 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped ones"
 @app.command()
 def show(service: str, output: OutputOpt = Output.table) -> None:
     """One service: its replicas (job, version, address, ready) and its traffic."""
+    from rich.table import Table
+
     with handled():
         c = client()
         s = c.services.get(service)
