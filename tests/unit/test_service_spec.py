@@ -94,6 +94,10 @@ def test_serve_builds_a_model_server_service_over_the_source():
     assert spec.service.readiness.path == "/v2/health/ready"
     assert model_ref("sha256:00") == "artifact://sha256:00" and model_ref("a-1") == "artifact://a-1"
     assert serve_spec("j-abc", "digits").service.replicas == 1
+    assert "--module" not in spec.command
+    # a factory for a state dict (the IMDB example's) is passed on, quoted before a shell sees it
+    assert serve_spec("j-abc", "imdb", module="serving:ReviewClassifier; rm -rf /").command.endswith(
+        "--module 'serving:ReviewClassifier; rm -rf /'")
 
 
 def test_trainyard_run_of_a_service_spec_says_how_to_start_it(tmp_path):

@@ -130,6 +130,8 @@ def serve(
     memory: Annotated[Optional[str], typer.Option(help="memory per replica, e.g. 2Gi")] = None,
     gpu: Annotated[int, typer.Option(help="GPUs per replica")] = 0,
     queue: Annotated[str, typer.Option(help="the queue its replicas wait in")] = "default",
+    module: Annotated[Optional[str], typer.Option(
+        "--module", help="pkg.mod:Factory that builds a PyTorch model for a state dict, from this folder's code")] = None,
     output: OutputOpt = Output.table,
 ) -> None:
     """Serve a trained model with the built-in model server (Open Inference Protocol v2) at /serve/NAME."""
@@ -137,6 +139,7 @@ def serve(
         from trainyard.sdk.services import serve_spec
 
         spec = serve_spec(source, name, replicas=replicas, minimum=minimum, maximum=maximum,
-                          model_format=model_format, cpu=cpu, memory=memory, gpu=gpu, queue=queue)
+                          model_format=model_format, cpu=cpu, memory=memory, gpu=gpu, queue=queue,
+                          module=module)
         c = client()
         _print(c.services.apply(spec), output, c.server)

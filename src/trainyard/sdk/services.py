@@ -56,10 +56,13 @@ def model_ref(source: str) -> str:
 def serve_spec(source: str, name: str, *, replicas: int | None = None, minimum: int | None = None,
                maximum: int | None = None, model_format: str = "auto", cpu: str | float = 1,
                memory: str | None = None, gpu: int = 0, queue: str = "default",
-               python: str = "python") -> ServiceSpec:
-    """A service running the built-in model server over ``source`` (see :func:`model_ref`)."""
+               python: str = "python", module: str | None = None) -> ServiceSpec:
+    """A service running the built-in model server over ``source`` (see :func:`model_ref`); ``module``
+    (``pkg.mod:Factory``) builds a PyTorch model from a state dict, imported from the code snapshot."""
     command = (f"exec {shlex.quote(python)} -m {MODEL_SERVER} --model \"$TRAINYARD_INPUT_MODEL\" "
                f"--name {shlex.quote(name)} --host \"$TRAINYARD_SERVICE_HOST\" --port {{{{port}}}} --format {shlex.quote(model_format)}")
+    if module:
+        command += f" --module {shlex.quote(module)}"
     service: dict[str, Any] = {"readiness": {"path": "/v2/health/ready", "period": "1s"}}
     if minimum is not None or maximum is not None:
         service["autoscale"] = {"min": 0 if minimum is None else minimum, "max": maximum or max(1, minimum or 1)}
