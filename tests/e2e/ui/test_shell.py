@@ -38,3 +38,17 @@ def test_a_page_without_a_token_asks_for_one_and_a_pasted_token_signs_in(server,
     # (not wait_for_url("**/nodes"): the sign-in page's own address, /login?next=/nodes, matches that)
     page.wait_for_function("location.pathname === '/nodes' && document.getElementById('who').textContent")
     assert page.inner_text("#who") == "local"
+
+
+def test_trainyard_ui_gives_the_address_that_signs_in(server, page):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "trainyard", "ui", "--no-browser"], env=server.env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    url = out.stdout.strip()
+    assert url.startswith(server.url + "/#token=")
+    page.goto(url)
+    page.wait_for_function("document.getElementById('who').textContent.length > 0")
+    assert page.inner_text("#who") == "local" and "token" not in page.url
