@@ -14,7 +14,7 @@ from typing import Iterable
 from trainyard.scheduler.model import Node, PendingJob, Queue, ReplicaUse, RunningJob, default_queue
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
-from trainyard.store.store import Waiting
+from trainyard.store.moves import Waiting
 
 
 def queue_map(queues: Iterable[Queue] | None) -> dict[str, Queue]:

@@ -1,6 +1,6 @@
 """The store: SQLAlchemy over SQLite (default) or PostgreSQL; the only place with SQL."""
 
-from trainyard.store.store import Admission, Ending, Waiting
+from trainyard.store.moves import Admission, Ending, Waiting
 from trainyard.store.store import Store as _CoreStore
 from trainyard.store.monitoring import MonitoringMixin
 from trainyard.store.identity import IdentityMixin

@@ -11,94 +11,33 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.sql import ClauseElement
 
 from trainyard.auth.permissions import Visible
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import JobFilter
 from trainyard.spec.records import AttemptInfo, JobInfo, JobPage
-from trainyard.status import AttemptStatus, JobStatus, Reason, sources
+from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import tables as t
 from trainyard.store.db import make_engine, migrate, writer_lock
 from trainyard.store.cache import Recent
+from trainyard.store.cas import ACTOR, cas
+from trainyard.store.moves import Admission, Ending, Waiting
 from trainyard.store import job_list
 from trainyard.store.job_list import job_where, visible_where  # noqa: F401 (visible_where: the stores' shared rule)
 from trainyard.store.rows import attempt_record, attempt_records, job_records, replica_record
 from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
-# Who moves a job to each status unless the caller says otherwise (recorded with the event).
-ACTOR = {JobStatus.STARTING: "scheduler", JobStatus.PENDING: "scheduler", JobStatus.RUNNING: "launcher",
-         JobStatus.CANCELLING: "user", JobStatus.CANCELLED: "user", JobStatus.SUCCEEDED: "launcher",
-         JobStatus.FAILED: "launcher"}
 _SCHEDULER_ENDS = {Reason.LOST.value, Reason.NODE_LOST.value, Reason.PREEMPTED.value}
 _ATTEMPT = t.Attempt.__table__.c
 # built once: a burst of admissions sets one handle each, and building the statement cost more than running it
 _SET_HANDLE = update(t.Attempt.__table__).where(_ATTEMPT.id == bindparam("b_id")).values(
     handle=bindparam("b_handle", type_=_ATTEMPT.handle.type))
-
-
-@dataclass(slots=True)
-class Admission:
-    """One admission of a cycle, as :meth:`Store.admit` takes it."""
-
-    job_id: str
-    placements: list[tuple[str, list[str]]]
-    borrowed: bool = False
-    token_hash: str | None = None
-    queue: str | None = None
-    submitted_at: float | None = None
-
-
-@dataclass(slots=True)
-class Waiting:
-    """A pending job as the scheduler needs it each cycle: what may change while it waits."""
-
-    id: str
-    queue: str
-    priority: int
-    created_at: float
-    not_before: float | None
-    last_reason: str | None  # how its last attempt ended, if it had one
-    last_preempted_by: str | None  # the job its last attempt made room for
-    owner: str | None = None  # who submitted it: its launchers may run as that user's Unix account
-
-
-@dataclass
-class Ending:
-    """How an attempt ended, and what becomes of its job."""
-
-    status: AttemptStatus
-    exit_code: int | None
-    reason: str
-    message: str | None
-    job_status: JobStatus
-    job_reason: str | None = None
-    not_before: float | None = None
-
-
-_CAS: dict[tuple, Any] = {}
-
-
-def _cas_statement(table: Any, by_replica: bool, new: JobStatus | AttemptStatus, names: tuple[str, ...]) -> Any:
-    """The compare-and-set ``UPDATE`` for one table, target status and set of columns, built once
-    with bound parameters (``k_`` the key, ``v_`` the values): building it anew on every status
-    change cost more CPU than running it."""
-    found = _CAS.get((table.name, by_replica, new, names))
-    if found is None:
-        c = table.c
-        key = ([c.attempt_id == bindparam("k_attempt_id"), c.index == bindparam("k_index")] if by_replica
-               else [c.id == bindparam("k_id")])
-        found = update(table).where(*key, c.status.in_(sources(new))).values(
-            status=new.value, **{n: bindparam("v_" + n, type_=c[n].type) for n in names})
-        _CAS[(table.name, by_replica, new, names)] = found
-    return found
 
 
 def new_job_id() -> str:
@@ -131,30 +70,7 @@ class Store:
 
     # -- compare-and-set --------------------------------------------------
 
-    def _cas(self, s: Session, model: type, key: Any, new: JobStatus | AttemptStatus, **values: Any) -> bool:
-        """Move ``key`` to ``new`` if the table allows it from the status it has now.
-
-        One ``UPDATE … WHERE key AND status IN (the statuses the table lets move
-        to new)``, checked on its row count: whatever another loop did first,
-        this either applies to what it found or changes nothing. False when
-        the row is gone, terminal, or in a status that may not move to ``new``.
-        """
-        if model is t.Job:
-            values.setdefault("updated_at", time.time())
-            values.setdefault("status_by", ACTOR.get(new, "system"))  # the events trigger reads it
-        table = model.__table__
-        if any(isinstance(v, ClauseElement) for v in values.values()):  # an SQL expression (coalesce): built here
-            keys = ([table.c.attempt_id == key[0], table.c.index == key[1]] if isinstance(key, tuple)
-                    else [table.c.id == key])
-            stmt = update(table).where(*keys, table.c.status.in_(sources(new))).values(status=new.value, **values)
-            return s.connection().execute(stmt).rowcount == 1
-        params = {"k_" + k: v for k, v in zip(("attempt_id", "index") if isinstance(key, tuple) else ("id",),
-                                               key if isinstance(key, tuple) else (key,))}
-        params.update(("v_" + k, v) for k, v in values.items())
-        stmt = _cas_statement(table, isinstance(key, tuple), new, tuple(values))
-        # a Core UPDATE on the session's connection: the ORM's bulk-update path costs more than the
-        # statement itself, and readers use populate_existing, so there are no session objects to sync
-        return s.connection().execute(stmt, params).rowcount == 1
+    _cas = staticmethod(cas)  # the mixins (telemetry, usage) move rows through it too
 
     def move_job(self, job_id: str, new: JobStatus, **values: Any) -> bool:
         with self.write() as s:
