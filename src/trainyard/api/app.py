@@ -11,8 +11,9 @@ from fastapi.responses import JSONResponse
 
 import trainyard
 from trainyard.api.guard import Guard
-from trainyard.api.routers import (clusters, identity, job_text, jobs, monitoring, pipelines, queues, serve, services,
-                                   system)
+from trainyard.api.routers import clusters, identity, job_text, jobs, monitoring, pipelines, queues, services, system
+from trainyard.api.serve_proxy import ServeProxy
+from trainyard.api.upstream import UpstreamPool
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
 from trainyard.spec.lines import field_loc
@@ -35,11 +36,14 @@ def create_app(platform: Platform, server_url: str | None = None,
         finally:
             if on_stop:
                 on_stop()
-            await serve.close(app)
+            await upstream.close()
             platform.stop()
 
+    upstream = UpstreamPool()
     app = FastAPI(title="trainyard", version=trainyard.__version__, lifespan=lifespan)
     settings = platform.settings
+    # /serve/NAME/...: inside the Guard (the caller's token is checked) but before routing (bench/serve.py)
+    app.add_middleware(ServeProxy, serving=platform.serving, pool=upstream)
     app.add_middleware(Guard, identity=platform.identity, required=settings.token_sha256 is not None or settings.auth,
                        users=settings.auth, allowed_hosts=allowed_hosts)
     app.state.platform = platform
@@ -52,7 +56,6 @@ def create_app(platform: Platform, server_url: str | None = None,
     app.include_router(monitoring.router)
     app.include_router(identity.router)
     app.include_router(services.router)
-    app.include_router(serve.router)  # before the UI: /serve/NAME/... is the services' own
     mount_ui(app)  # last: its page shell answers every path no router owns
 
     @app.exception_handler(TrainyardError)

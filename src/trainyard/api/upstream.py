@@ -1,0 +1,264 @@
+"""The ``/serve/`` proxy's hop to a replica: HTTP/1.1 over kept-alive asyncio connections, answers parsed by
+httptools (the parser uvicorn already runs this server on).
+
+Why not httpx: its AsyncClient cost this server about 2.7 ms of CPU per small request where this costs
+about 0.1 ms (aiohttp's client 0.45 ms), against 0.5 ms of work in a small replica (bench/RESULTS.md,
+"the /serve proxy without httpx"). It does only what the hop needs: plain HTTP to ``HOST:PORT``, no TLS,
+redirects, cookies or decompression; bodies pass as they come.
+
+Kept-alive connections wait per replica (newest first) for at most :data:`IDLE` seconds, less than
+uvicorn's 5 s keep-alive, so a replica seldom closes one just as it is reused. When a reused connection
+turns out closed before any byte of an answer came back, an idempotent request with a replayable body is
+sent once more on a new connection; anything else is :class:`UpstreamBroken`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import AsyncIterable, AsyncIterator
+
+import httptools
+
+CONNECT_TIMEOUT = 5.0  # seconds to open a connection to a replica
+READ_TIMEOUT = 300.0  # seconds a replica may stay silent while it owes an answer
+IDLE = 4.0  # seconds a connection may wait for reuse (uvicorn closes idle ones after 5)
+MAX_IDLE = 100  # connections kept per replica; more are closed when freed
+READ_SIZE = 1 << 16
+IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"PUT", b"DELETE", b"TRACE"})
+
+Headers = list[tuple[bytes, bytes]]
+
+
+class UpstreamError(Exception):
+    """The replica could not be reached or did not answer in HTTP."""
+
+
+class ConnectFailed(UpstreamError):
+    """No connection to the replica (refused, unreachable, timed out): nothing reached it."""
+
+
+class UpstreamBroken(UpstreamError):
+    """The connection broke, timed out or carried something that is not an HTTP answer."""
+
+
+class _Parsed:
+    """httptools' callbacks for one answer."""
+
+    __slots__ = ("headers", "body", "headers_done", "done", "messages")
+
+    def __init__(self) -> None:
+        self.headers: Headers = []
+        self.body: list[bytes] = []
+        self.headers_done = False
+        self.done = False
+        self.messages = 0
+
+    def on_message_begin(self) -> None:
+        self.messages += 1
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+class _Connection:
+    __slots__ = ("address", "reader", "writer", "since")
+
+    def __init__(self, address: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.address, self.reader, self.writer = address, reader, writer
+        self.since = 0.0  # when it was last freed
+
+    def usable(self, now: float) -> bool:
+        return now - self.since < IDLE and not self.reader.at_eof() and not self.writer.is_closing()
+
+    def close(self) -> None:
+        self.writer.close()
+
+    async def read(self) -> bytes:
+        try:
+            async with asyncio.timeout(READ_TIMEOUT):
+                return await self.reader.read(READ_SIZE)
+        except (OSError, TimeoutError) as e:
+            raise UpstreamBroken(_why(e)) from None
+
+
+class Response:
+    """An answer whose head has arrived; its body is read with :meth:`read` or :meth:`chunks`, and
+    :meth:`release` must follow (it keeps the connection for the next request when the answer ended cleanly)."""
+
+    __slots__ = ("status", "headers", "length", "_conn", "_parser", "_parsed", "_to_close", "_pool")
+
+    def __init__(self, pool: "UpstreamPool", conn: _Connection, parser: httptools.HttpResponseParser,
+                 parsed: _Parsed, head_only: bool) -> None:
+        self._pool, self._conn, self._parser, self._parsed = pool, conn, parser, parsed
+        self.status: int = parser.get_status_code()
+        self.headers = parsed.headers
+        self.length: int | None = None
+        chunked = False
+        for name, value in parsed.headers:
+            if name == b"content-length" and value.strip().isdigit():
+                self.length = int(value)
+            elif name == b"transfer-encoding":
+                chunked = b"chunked" in value.lower()
+        if head_only:
+            parsed.done = True
+        # no length and not chunked: the body runs until the replica closes the connection (RFC 9112 §6.3)
+        self._to_close = not parsed.done and self.length is None and not chunked
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        parsed = self._parsed
+        while True:
+            if parsed.body:
+                body, parsed.body = parsed.body, []
+                yield body[0] if len(body) == 1 else b"".join(body)
+            if parsed.done:
+                return
+            data = await self._conn.read()
+            if not data:
+                if self._to_close:
+                    parsed.done = True
+                    continue
+                raise UpstreamBroken("the replica closed the connection in the middle of its answer")
+            _feed(self._parser, data)
+
+    async def read(self) -> bytes:
+        return b"".join([chunk async for chunk in self.chunks()])
+
+    def abort(self) -> None:
+        """Break off the answer (the caller left): the connection is closed, a pending read ends."""
+        self._conn.close()
+
+    def release(self) -> None:
+        conn, self._conn = self._conn, None  # type: ignore[assignment]
+        if conn is None:
+            return
+        parsed = self._parsed
+        if parsed.done and not self._to_close and parsed.messages == 1 and self._parser.should_keep_alive():
+            self._pool.free(conn)
+        else:
+            conn.close()
+
+
+class UpstreamPool:
+    """Kept-alive connections to replicas, by ``HOST:PORT``; one per request in flight."""
+
+    def __init__(self) -> None:
+        self._idle: dict[str, list[_Connection]] = {}
+        self._closed = False
+
+    async def request(self, address: str, method: bytes, target: bytes, headers: Headers,
+                      body: bytes | AsyncIterable[bytes] | None, length: int | None = None) -> Response:
+        """Send ``method target`` with ``headers`` (without framing headers: this adds them) to
+        ``HOST:PORT`` and wait for the answer's head. ``body``: bytes, or chunks with their total ``length``
+        if known (else sent chunked). Raises :class:`ConnectFailed` when nothing reached the replica."""
+        head = _head(method, target, address, headers, body, length)
+        retry = method in IDEMPOTENT and not _streamed(body)
+        conn, reused = await self._acquire(address)
+        while True:
+            parsed = _Parsed()
+            parser = httptools.HttpResponseParser(parsed)
+            try:
+                await _send(conn, head, body, chunked=_streamed(body) and length is None)
+                while not parsed.headers_done:
+                    data = await conn.read()
+                    if not data:
+                        raise UpstreamBroken("the replica closed the connection without an answer")
+                    _feed(parser, data)
+                return Response(self, conn, parser, parsed, head_only=method == b"HEAD")
+            except (UpstreamBroken, OSError) as e:
+                conn.close()
+                # a kept-alive connection the replica had closed: the request never reached it
+                if not (reused and retry and parsed.messages == 0):
+                    raise e if isinstance(e, UpstreamBroken) else UpstreamBroken(_why(e)) from None
+                conn, reused = await self._connect(address), False
+            except BaseException:
+                conn.close()
+                raise
+
+    async def _acquire(self, address: str) -> tuple[_Connection, bool]:
+        idle = self._idle.get(address)
+        if idle:
+            now = time.monotonic()
+            while idle:
+                conn = idle.pop()
+                if conn.usable(now):
+                    return conn, True
+                conn.close()
+        return await self._connect(address), False
+
+    async def _connect(self, address: str) -> _Connection:
+        host, _, port = address.rpartition(":")
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                reader, writer = await asyncio.open_connection(host.strip("[]"), int(port), limit=READ_SIZE)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise ConnectFailed(_why(e)) from None
+        return _Connection(address, reader, writer)
+
+    def free(self, conn: _Connection) -> None:
+        idle = self._idle.setdefault(conn.address, [])
+        if self._closed or len(idle) >= MAX_IDLE:
+            conn.close()
+            return
+        conn.since = time.monotonic()
+        idle.append(conn)
+
+    async def close(self) -> None:
+        """Close the waiting connections; those in use close when freed."""
+        self._closed = True
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.close()
+        self._idle.clear()
+
+
+def _head(method: bytes, target: bytes, address: str, headers: Headers,
+          body: bytes | AsyncIterable[bytes] | None, length: int | None) -> bytes:
+    lines = [method, b" ", target, b" HTTP/1.1\r\nhost: ", address.encode("latin-1"), b"\r\n"]
+    for name, value in headers:
+        lines += (name, b": ", value, b"\r\n")
+    if isinstance(body, bytes):
+        lines += (b"content-length: ", str(len(body)).encode(), b"\r\n")
+    elif body is not None:
+        lines.append(b"transfer-encoding: chunked\r\n" if length is None else b"content-length: %d\r\n" % length)
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+def _streamed(body: object) -> bool:
+    return body is not None and not isinstance(body, bytes)
+
+
+async def _send(conn: _Connection, head: bytes, body: bytes | AsyncIterable[bytes] | None, chunked: bool) -> None:
+    writer = conn.writer
+    if body is None or isinstance(body, bytes):
+        writer.write(head + body if body else head)
+    else:
+        writer.write(head)
+        async for chunk in body:
+            if chunk:
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+                await writer.drain()
+        if chunked:
+            writer.write(b"0\r\n\r\n")
+    await writer.drain()
+
+
+def _feed(parser: httptools.HttpResponseParser, data: bytes) -> None:
+    try:
+        parser.feed_data(data)
+    except (httptools.HttpParserError, httptools.HttpParserUpgrade) as e:
+        raise UpstreamBroken(f"the replica's answer is not valid HTTP/1.1: {e}") from None
+
+
+def _why(e: BaseException) -> str:
+    return str(e) or type(e).__name__
