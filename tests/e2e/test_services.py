@@ -74,7 +74,7 @@ class Load:
             t.join(timeout=60)
 
 
-def test_two_replicas_answer_through_one_address_with_the_path_stripped_and_the_token_kept(server):
+def test_two_replicas_answer_through_one_address_with_the_path_stripped_the_token_kept_and_bodies_streamed(server):
     client = server.client()
     client.services.apply(spec("echo", {"replicas": 2}))
     info = client.services.wait_ready("echo", 2, timeout=60)
@@ -92,15 +92,24 @@ def test_two_replicas_answer_through_one_address_with_the_path_stripped_and_the_
     assert seen["headers"]["x-forwarded-prefix"] == "/serve/echo"
     posted = httpx.post(server.url + "/serve/echo/echo", headers=server.headers, content=b"x" * 100_000, timeout=30)
     assert posted.json()["body"] == "x" * 100_000
+    # past the proxy's 1 MiB buffer both ways: a chunked upload and a chunked answer pass as streams
+    upload = (b"%d," % i * 1000 for i in range(400))  # a generator: httpx sends it chunked
+    posted = httpx.post(server.url + "/serve/echo/echo", headers=server.headers, content=upload, timeout=30)
+    assert posted.json()["body"] == "".join("%d," % i * 1000 for i in range(400))
+    assert posted.json()["headers"].get("transfer-encoding") == "chunked"
+    with httpx.stream("GET", server.url + "/serve/echo/stream?n=24", headers=server.headers, timeout=30) as down:
+        assert "content-length" not in down.headers
+        got = b"".join(down.iter_bytes())
+    assert got == b"".join(bytes([k]) * 0x10000 for k in range(24))
     redirect = httpx.get(server.url + "/serve/echo", headers=server.headers)
     assert redirect.status_code == 307 and redirect.headers["location"] == "/serve/echo/"
     assert httpx.get(server.url + "/serve/nope/x", headers=server.headers).status_code == 404
 
     shown = client.services.get("echo")
-    assert shown.traffic.requests == 13 and shown.traffic.errors == 0 and shown.traffic.p50_ms is not None
+    assert shown.traffic.requests == 15 and shown.traffic.errors == 0 and shown.traffic.p50_ms is not None
     metrics = httpx.get(server.url + "/metrics", headers=server.headers).text
-    assert re.search(r'trainyard_service_requests_total\{service="echo"\} 13\.0', metrics)
-    assert 'trainyard_service_request_duration_seconds_count{service="echo"} 13.0' in metrics
+    assert re.search(r'trainyard_service_requests_total\{service="echo"\} 15\.0', metrics)
+    assert 'trainyard_service_request_duration_seconds_count{service="echo"} 15.0' in metrics
     assert "echo" in server.cli("service", "ls").stdout
     until(lambda: "replica " in server.cli("service", "logs", "echo", "0").stdout, timeout=30)
 

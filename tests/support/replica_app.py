@@ -2,8 +2,9 @@
 
 Listens on $TRAINYARD_SERVICE_PORT (or argv[1]). Answers ``/healthz`` (200, once
 $READY_AFTER seconds have passed), ``/whoami`` (pid, version, the path and
-headers it saw), ``/slow?s=SECONDS``, ``POST /echo`` (the body back) and
-``/crash`` (exits at once, without answering).
+headers it saw), ``/slow?s=SECONDS``, ``/stream?n=N`` (N chunks of 64 KiB, sent chunked: byte i of
+chunk k is k), ``POST /echo`` (the body back, sent with a length or chunked) and ``/crash`` (exits at
+once, without answering).
 """
 
 import json
@@ -39,12 +40,32 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200 if ready else 503, {"ready": ready})
         if url.path == "/crash":
             os._exit(3)
+        if url.path == "/stream":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for k in range(int(parse_qs(url.query)["n"][0])):
+                self.wfile.write(b"10000\r\n" + bytes([k % 256]) * 0x10000 + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            return None
         if url.path == "/slow":
             time.sleep(float(parse_qs(url.query).get("s", ["0.1"])[0]))
         return self._send(200, self._who())
 
+    def _chunked(self) -> bytes:
+        parts = []
+        while size := int(self.rfile.readline().split(b";")[0], 16):
+            parts.append(self.rfile.read(size))
+            self.rfile.readline()
+        self.rfile.readline()  # the empty trailer
+        return b"".join(parts)
+
     def do_POST(self) -> None:  # noqa: N802
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            body = self._chunked()
+        else:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         return self._send(200, {**self._who(), "body": body.decode()})
 
     def log_message(self, *args: object) -> None:

@@ -95,7 +95,7 @@ class Response:
     """An answer whose head has arrived; its body is read with :meth:`read` or :meth:`chunks`, and
     :meth:`release` must follow (it keeps the connection for the next request when the answer ended cleanly)."""
 
-    __slots__ = ("status", "headers", "length", "_conn", "_parser", "_parsed", "_to_close", "_pool")
+    __slots__ = ("status", "headers", "length", "_conn", "_parser", "_parsed", "_to_close", "_pool", "_keep")
 
     def __init__(self, pool: "UpstreamPool", conn: _Connection, parser: httptools.HttpResponseParser,
                  parsed: _Parsed, head_only: bool) -> None:
@@ -104,11 +104,15 @@ class Response:
         self.headers = parsed.headers
         self.length: int | None = None
         chunked = False
+        # llhttp's should_keep_alive() reads False once the message is over: decided here instead
+        self._keep = parser.get_http_version() == "1.1"
         for name, value in parsed.headers:
             if name == b"content-length" and value.strip().isdigit():
                 self.length = int(value)
             elif name == b"transfer-encoding":
                 chunked = b"chunked" in value.lower()
+            elif name == b"connection":
+                self._keep = b"close" not in value.lower() and (self._keep or b"keep-alive" in value.lower())
         if head_only:
             parsed.done = True
         # no length and not chunked: the body runs until the replica closes the connection (RFC 9112 §6.3)
@@ -142,7 +146,7 @@ class Response:
         if conn is None:
             return
         parsed = self._parsed
-        if parsed.done and not self._to_close and parsed.messages == 1 and self._parser.should_keep_alive():
+        if parsed.done and self._keep and not self._to_close and parsed.messages == 1:
             self._pool.free(conn)
         else:
             conn.close()

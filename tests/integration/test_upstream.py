@@ -1,0 +1,169 @@
+"""The /serve proxy's hop to a replica (api/upstream.py) against real servers on 127.0.0.1: a scripted asyncio
+server for the ways a replica can misbehave, and uvicorn (what model servers run on) for streaming."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from trainyard.api.upstream import ConnectFailed, UpstreamBroken, UpstreamPool
+
+
+class Scripted:
+    """Reads one request per answer and writes the next scripted answer; ``None`` closes the connection
+    without answering (a replica that dropped a kept-alive connection), ``(answer, CLOSE)`` after answering."""
+
+    def __init__(self, answers: list) -> None:
+        self.answers = answers
+        self.connections = 0
+        self.requests: list[bytes] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while self.answers:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.requests.append(head)
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                await reader.readexactly(length)
+                answer = self.answers.pop(0)
+                if answer is None:
+                    break
+                writer.write(answer[0] if isinstance(answer, tuple) else answer)
+                await writer.drain()
+                if isinstance(answer, tuple):
+                    break
+        except asyncio.IncompleteReadError:
+            pass
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        return "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+
+OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+CLOSE = "close"
+
+
+def run(coro):  # noqa: ANN001, ANN201
+    return asyncio.run(asyncio.wait_for(coro, 30))
+
+
+def test_a_connection_the_replica_dropped_is_retried_once_for_a_get_and_reported_for_a_post():
+    async def main() -> None:
+        pool = UpstreamPool()
+        replica = Scripted([OK, None, OK])
+        async with replica as address:
+            r = await pool.request(address, b"GET", b"/a?x=1", [(b"x-test", b"1")], None)
+            assert (r.status, await r.read()) == (200, b"ok")
+            r.release()
+            # reuses the kept-alive connection, which the replica closes unanswered: sent again on a new one
+            r = await pool.request(address, b"GET", b"/b", [], None)
+            assert (r.status, await r.read()) == (200, b"ok")
+            r.release()
+            assert replica.connections == 2
+            assert [h.split(b"\r\n")[0] for h in replica.requests] == [b"GET /a?x=1 HTTP/1.1", b"GET /b HTTP/1.1",
+                                                                      b"GET /b HTTP/1.1"]
+            assert b"\r\nx-test: 1\r\n" in replica.requests[0] and b"\r\nhost: " + address.encode() in replica.requests[0]
+
+        replica = Scripted([OK, None, OK])
+        async with replica as address:
+            (await pool.request(address, b"POST", b"/p", [], b"{}")).release()
+            with pytest.raises(UpstreamBroken, match="closed the connection without an answer"):
+                await pool.request(address, b"POST", b"/p", [], b"{}")  # it may have acted on it: not sent twice
+            assert len(replica.requests) == 2
+        await pool.close()
+
+    run(main())
+
+
+def test_answers_without_a_body_until_close_or_broken_off_are_read_as_they_are():
+    async def main() -> None:
+        pool = UpstreamPool()
+        replica = Scripted([b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n",  # an answer to HEAD
+                            b"HTTP/1.1 204 No Content\r\n\r\n",
+                            (b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it", CLOSE),  # ends at close
+                            (b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly this", CLOSE)])
+        async with replica as address:
+            r = await pool.request(address, b"HEAD", b"/", [], None)
+            assert (r.status, r.length, await r.read()) == (200, 5, b"")
+            r.release()
+            r = await pool.request(address, b"DELETE", b"/", [], None)
+            assert (r.status, await r.read()) == (204, b"")
+            r.release()
+            r = await pool.request(address, b"GET", b"/", [], None)
+            assert (r.status, await r.read(), r.length) == (200, b"all of it", None)
+            r.release()
+            assert replica.connections == 1  # HEAD and 204 kept the connection
+            r = await pool.request(address, b"GET", b"/", [], None)
+            with pytest.raises(UpstreamBroken, match="in the middle of its answer"):
+                await r.read()
+            r.release()
+        with pytest.raises(ConnectFailed):  # nothing listens there any more
+            await pool.request(address, b"GET", b"/", [], None)
+        await pool.close()
+
+    run(main())
+
+
+def test_bodies_stream_both_ways_chunked_through_a_uvicorn_replica():
+    async def upload(request: Request) -> JSONResponse:
+        digest, size = hashlib.sha256(), 0
+        async for chunk in request.stream():
+            digest.update(chunk)
+            size += len(chunk)
+        return JSONResponse({"size": size, "sha256": digest.hexdigest(), "chunked":
+                             request.headers.get("transfer-encoding") == "chunked"})
+
+    async def download(request: Request) -> StreamingResponse:
+        async def parts():  # noqa: ANN202
+            for i in range(20):
+                yield bytes([65 + i]) * 100_000
+                await asyncio.sleep(0)
+        return StreamingResponse(parts())  # no length: sent chunked
+
+    app = Starlette(routes=[Route("/up", upload, methods=["POST"]), Route("/down", download)])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    address = "127.0.0.1:%d" % sock.getsockname()[1]
+    data = bytes(range(256)) * 12_000  # 3 MB, more than the proxy's buffer
+
+    async def main() -> None:
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+        while not server.started:
+            await asyncio.sleep(0.01)
+        pool = UpstreamPool()
+
+        async def body():  # noqa: ANN202
+            for i in range(0, len(data), 250_000):
+                yield data[i:i + 250_000]
+
+        r = await pool.request(address, b"POST", b"/up", [], body())
+        assert r.status == 200 and (await r.read()).decode() == (
+            '{"size":3072000,"sha256":"%s","chunked":true}' % hashlib.sha256(data).hexdigest())
+        r.release()
+        r = await pool.request(address, b"GET", b"/down", [], None)
+        chunks = [c async for c in r.chunks()]
+        r.release()
+        assert r.length is None and len(chunks) > 1
+        assert b"".join(chunks) == b"".join(bytes([65 + i]) * 100_000 for i in range(20))
+        await pool.close()
+        server.should_exit = True
+        await serving
+
+    run(main())
