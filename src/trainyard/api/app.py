@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import Callable
+from functools import partial
+from typing import Any, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -12,12 +13,26 @@ from fastapi.responses import JSONResponse
 import trainyard
 from trainyard.api.guard import Guard
 from trainyard.api.routers import clusters, identity, job_text, jobs, monitoring, pipelines, queues, services, system
+from trainyard.api.serve_proxy import PREFIX as SERVE_PREFIX
 from trainyard.api.serve_proxy import ServeProxy
 from trainyard.api.upstream import UpstreamPool
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
 from trainyard.spec.lines import field_loc
 from trainyard.ui import mount as mount_ui
+
+
+class _API(FastAPI):
+    """FastAPI, with ``/serve/`` answered in front of it: a proxied request skips FastAPI's own work on
+    every request (its telemetry check, error, body-limit and exception middlewares, routing), which cost
+    more CPU than the replica's whole answer (bench/serve.py)."""
+
+    front: Any = None  # the Guard over the proxy, set by create_app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(SERVE_PREFIX) and self.front is not None:
+            return await self.front(scope, receive, send)
+        return await super().__call__(scope, receive, send)
 
 
 def create_app(platform: Platform, server_url: str | None = None,
@@ -40,12 +55,13 @@ def create_app(platform: Platform, server_url: str | None = None,
             platform.stop()
 
     upstream = UpstreamPool()
-    app = FastAPI(title="trainyard", version=trainyard.__version__, lifespan=lifespan)
+    app = _API(title="trainyard", version=trainyard.__version__, lifespan=lifespan)
     settings = platform.settings
-    # /serve/NAME/...: inside the Guard (the caller's token is checked) but before routing (bench/serve.py)
-    app.add_middleware(ServeProxy, serving=platform.serving, pool=upstream)
-    app.add_middleware(Guard, identity=platform.identity, required=settings.token_sha256 is not None or settings.auth,
-                       users=settings.auth, allowed_hosts=allowed_hosts)
+    guard = {"identity": platform.identity, "required": settings.token_sha256 is not None or settings.auth,
+             "users": settings.auth, "allowed_hosts": allowed_hosts}
+    app.add_middleware(Guard, **guard)
+    # /serve/NAME/...: the same Guard checks the caller; a path there that names no service goes on to the app
+    app.front = Guard(ServeProxy(partial(FastAPI.__call__, app), serving=platform.serving, pool=upstream), **guard)
     app.state.platform = platform
     app.include_router(system.router)
     app.include_router(jobs.router)

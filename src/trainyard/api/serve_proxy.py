@@ -1,9 +1,9 @@
 """``/serve/NAME/...``: one address per service, proxied to its ready replicas.
 
-A plain ASGI middleware inside the Guard (which checked the caller's token) and in front of FastAPI's
-routing: a proxied request costs no routing, request/response objects or dependency resolution, and
-the hop to the replica goes through :mod:`trainyard.api.upstream` (bench/serve.py measures the result
-against a direct request to the replica).
+A plain ASGI app behind the Guard (which checks the caller's token) and in front of FastAPI (see
+``api/app.py``): a proxied request costs no routing, middleware stack, request/response objects or
+dependency resolution, and the hop to the replica goes through :mod:`trainyard.api.upstream`
+(bench/serve.py measures the result against a direct request to the replica).
 
 Streams both ways. The path after ``/serve/NAME`` is what the replica sees, as the caller encoded it;
 headers of one hop and the caller's trainyard token stay here; ``X-Forwarded-*`` say where the request

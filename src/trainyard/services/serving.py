@@ -230,7 +230,8 @@ class ServingService:
         """A request arrived: the leader's loop (maybe in another server) keeps the service from idling down
         and, with no replica, starts one (a cold start). A blocking write: call off the loop."""
         self.services.set(route.service_id, demand_at=time.time())
-        self.wake()
+        if not route.endpoints:  # a cold start: now, not at the next tick (with replicas, the tick is soon enough)
+            self.wake()
 
     # -- launching a replica ----------------------------------------------------------------
 
