@@ -45,11 +45,12 @@ class UpstreamBroken(UpstreamError):
 class _Parsed:
     """httptools' callbacks for one answer."""
 
-    __slots__ = ("headers", "body", "headers_done", "done", "messages")
+    __slots__ = ("headers", "body", "buffered", "headers_done", "done", "messages")
 
     def __init__(self) -> None:
         self.headers: Headers = []
         self.body: list[bytes] = []
+        self.buffered = 0  # bytes in body
         self.headers_done = False
         self.done = False
         self.messages = 0
@@ -65,30 +66,104 @@ class _Parsed:
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
+        self.buffered += len(body)
 
     def on_message_complete(self) -> None:
         self.done = True
 
 
-class _Connection:
-    __slots__ = ("address", "reader", "writer", "since")
+class _Connection(asyncio.Protocol):
+    """One connection to a replica; what arrives goes straight into the current answer's parser."""
 
-    def __init__(self, address: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.address, self.reader, self.writer = address, reader, writer
+    def __init__(self, address: str) -> None:
+        self.address = address
         self.since = 0.0  # when it was last freed
+        self.transport: asyncio.Transport | None = None
+        self.parser: httptools.HttpResponseParser | None = None  # of the answer owed now
+        self.parsed: _Parsed | None = None
+        self.error: UpstreamBroken | None = None
+        self.ended = False  # the replica closed its side (or the connection is gone)
+        self._waiter: asyncio.Future | None = None
+        self._writable: asyncio.Future | None = None
 
+    # -- asyncio's side
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self.parser is None:  # nothing asked: the connection is not safe to reuse
+            self.error = UpstreamBroken("the replica sent bytes no request asked for")
+            self.transport.close()  # type: ignore[union-attr]
+        else:
+            try:
+                self.parser.feed_data(data)
+            except (httptools.HttpParserError, httptools.HttpParserUpgrade) as e:
+                self.error = UpstreamBroken(f"the replica's answer is not valid HTTP/1.1: {e}")
+                self.transport.close()  # type: ignore[union-attr]
+            if self.parsed.buffered > READ_SIZE * 16:  # type: ignore[union-attr]  # the caller reads slower
+                self.transport.pause_reading()  # type: ignore[union-attr]
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+        self._wake()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    # -- the pool's side
     def usable(self, now: float) -> bool:
-        return now - self.since < IDLE and not self.reader.at_eof() and not self.writer.is_closing()
+        return now - self.since < IDLE and not self.ended and self.error is None and not self.transport.is_closing()  # type: ignore[union-attr]
 
     def close(self) -> None:
-        self.writer.close()
+        if self.transport is not None:
+            self.transport.close()
 
-    async def read(self) -> bytes:
+    async def drain(self) -> None:
+        if self._writable is not None:
+            await self._writable
+        if self.ended:
+            raise UpstreamBroken("the replica closed the connection while the request was sent")
+
+    async def wait(self) -> None:
+        """Until more of the answer arrived, the replica closed its side or READ_TIMEOUT passed."""
+        if self.error is not None:
+            raise self.error
+        if self.ended:
+            return
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        if not self.transport.is_reading() and not self.transport.is_closing():  # type: ignore[union-attr]
+            self.transport.resume_reading()  # type: ignore[union-attr]
+        timer = loop.call_later(READ_TIMEOUT, _time_out, waiter)
         try:
-            async with asyncio.timeout(READ_TIMEOUT):
-                return await self.reader.read(READ_SIZE)
-        except (OSError, TimeoutError) as e:
-            raise UpstreamBroken(_why(e)) from None
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+        if self.error is not None:
+            raise self.error
+
+
+def _time_out(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_exception(UpstreamBroken(f"the replica sent nothing for {READ_TIMEOUT:g}s"))
 
 
 class Response:
@@ -122,17 +197,17 @@ class Response:
         parsed = self._parsed
         while True:
             if parsed.body:
-                body, parsed.body = parsed.body, []
+                body, parsed.body, parsed.buffered = parsed.body, [], 0
                 yield body[0] if len(body) == 1 else b"".join(body)
             if parsed.done:
                 return
-            data = await self._conn.read()
-            if not data:
+            conn = self._conn
+            if conn.ended:
                 if self._to_close:
                     parsed.done = True
                     continue
                 raise UpstreamBroken("the replica closed the connection in the middle of its answer")
-            _feed(self._parser, data)
+            await conn.wait()
 
     async def read(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks()])
@@ -146,7 +221,8 @@ class Response:
         if conn is None:
             return
         parsed = self._parsed
-        if parsed.done and self._keep and not self._to_close and parsed.messages == 1:
+        conn.parser = None
+        if parsed.done and self._keep and not self._to_close and parsed.messages == 1 and conn.error is None:
             self._pool.free(conn)
         else:
             conn.close()
@@ -169,15 +245,14 @@ class UpstreamPool:
         conn, reused = await self._acquire(address)
         while True:
             parsed = _Parsed()
-            parser = httptools.HttpResponseParser(parsed)
+            conn.parsed, conn.parser = parsed, httptools.HttpResponseParser(parsed)
             try:
                 await _send(conn, head, body, chunked=_streamed(body) and length is None)
                 while not parsed.headers_done:
-                    data = await conn.read()
-                    if not data:
+                    if conn.ended:
                         raise UpstreamBroken("the replica closed the connection without an answer")
-                    _feed(parser, data)
-                return Response(self, conn, parser, parsed, head_only=method == b"HEAD")
+                    await conn.wait()
+                return Response(self, conn, conn.parser, parsed, head_only=method == b"HEAD")
             except (UpstreamBroken, OSError) as e:
                 conn.close()
                 # a kept-alive connection the replica had closed: the request never reached it
@@ -201,12 +276,13 @@ class UpstreamPool:
 
     async def _connect(self, address: str) -> _Connection:
         host, _, port = address.rpartition(":")
+        conn = _Connection(address)
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                reader, writer = await asyncio.open_connection(host.strip("[]"), int(port), limit=READ_SIZE)
+                await asyncio.get_running_loop().create_connection(lambda: conn, host.strip("[]"), int(port))
         except (OSError, TimeoutError, ValueError) as e:
             raise ConnectFailed(_why(e)) from None
-        return _Connection(address, reader, writer)
+        return conn
 
     def free(self, conn: _Connection) -> None:
         idle = self._idle.setdefault(conn.address, [])
@@ -243,25 +319,20 @@ def _streamed(body: object) -> bool:
 
 
 async def _send(conn: _Connection, head: bytes, body: bytes | AsyncIterable[bytes] | None, chunked: bool) -> None:
-    writer = conn.writer
+    transport = conn.transport
+    if conn.ended or transport.is_closing():  # type: ignore[union-attr]
+        raise UpstreamBroken("the replica closed the connection")
     if body is None or isinstance(body, bytes):
-        writer.write(head + body if body else head)
-    else:
-        writer.write(head)
-        async for chunk in body:
-            if chunk:
-                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
-                await writer.drain()
-        if chunked:
-            writer.write(b"0\r\n\r\n")
-    await writer.drain()
-
-
-def _feed(parser: httptools.HttpResponseParser, data: bytes) -> None:
-    try:
-        parser.feed_data(data)
-    except (httptools.HttpParserError, httptools.HttpParserUpgrade) as e:
-        raise UpstreamBroken(f"the replica's answer is not valid HTTP/1.1: {e}") from None
+        transport.write(head + body if body else head)  # type: ignore[union-attr]
+        return
+    transport.write(head)  # type: ignore[union-attr]
+    async for chunk in body:
+        if chunk:
+            transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)  # type: ignore[union-attr]
+            await conn.drain()
+    if chunked:
+        transport.write(b"0\r\n\r\n")  # type: ignore[union-attr]
+    await conn.drain()
 
 
 def _why(e: BaseException) -> str:
