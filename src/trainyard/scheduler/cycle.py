@@ -30,6 +30,12 @@ class Options:
     # reclaims it); work without a timeout could hold the room for ever, so it is a victim again of a job
     # that has waited longer than this
     preempt_within: float | None = 900.0
+    # a job waiting longer than this is starved: it goes first in line, ahead of priority and fair share,
+    # may borrow beyond its queue's quota there, and holds nodes even when another reservation is in force
+    # (None: never). Without it an 8-GPU job of low priority, or of a queue over its quota, waits hours:
+    # every cycle the work ahead of it in line takes the whole nodes that free up, one GPU at a time.
+    starve_after: float | None = 1800.0
+    max_starved: int = 4  # starved jobs put first in one cycle, the oldest first; each may hold nodes
 
 
 class JobClass(NamedTuple):
