@@ -6,9 +6,10 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
 1. **snapshot** (:mod:`cycle`): free room per node, each queue's usage, each
    team's share, and what running work could hand back if preempted;
 2. **line up**: retries in backoff, and jobs preempted for a job that has not
-   started yet, are held back; that job goes first, the rest in admission order (:mod:`fairshare`:
-   priority, then dominant share per team, then submit time; a job waiting
-   past ``fair_share_wait`` goes first within its priority);
+   started yet, are held back; that job goes first, then the oldest few jobs that have waited
+   past ``starve_after`` (*starved*: whatever their priority or quota, each may hold nodes),
+   the rest in admission order (:mod:`fairshare`: priority, then dominant share per team, then
+   submit time; a job waiting past ``fair_share_wait`` goes first within its priority);
 3. **admit**, each job in that order, inside its queue's quota
    (:meth:`_Planner.consider`):
    a. a job like one already turned away this cycle is turned away alike;
@@ -18,8 +19,8 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
    c. it is placed if its whole gang fits now (:mod:`cluster`: best fit);
    d. else it claims room that stopping attempts hand back, or preempts
       lower-priority or borrowed work (:mod:`room`, :mod:`preemption`);
-   e. else the first job blocked gets a reservation, and everyone after it
-      only backfills around it (:mod:`backfill`);
+   e. else the first job blocked, and every starved job, gets a reservation, and everyone
+      after it only backfills around it (:mod:`backfill`);
    f. else it waits;
 4. **borrow**: deferred jobs may then borrow idle room beyond their quota;
 5. **explain**: every job left pending gets a position in its queue and a
@@ -141,29 +142,32 @@ class _Planner:
         return (chain(first, line) if first else line), held_back
 
     def _starved(self, eligible: list[tuple[PendingJob, Queue]]) -> list[tuple[PendingJob, Queue]]:
-        """The oldest jobs that have waited past ``starve_after`` and could run if room came back, at most
-        ``max_starved``. Priority and fair share decide who takes room that frees now; on a busy cluster
-        that is the small work, and a job that needs a whole node (or eight) sees every node that drains
-        taken before its turn. First in line, it takes the node, or holds the ones that drain soonest."""
+        """The oldest jobs that need whole nodes, have waited past ``starve_after`` and could run if room
+        came back, at most ``max_starved``. Priority and fair share decide who takes room that frees now;
+        on a busy cluster that is small work, and a job that needs a whole node (or eight) sees every
+        node that drains taken, a GPU at a time, before its turn. First in line, it takes the node, or
+        holds the ones that drain soonest. Smaller jobs fit in what is left over: they keep fair-share
+        order."""
         c = self.c
         limit, most = c.opt.starve_after, c.opt.max_starved
         if limit is None or most <= 0:
             return []
         cut = c.now - limit
-        old = [(x[0].submitted_at, x[0].seq, i) for i, x in enumerate(eligible)
-               if x[0].submitted_at is not None and x[0].submitted_at < cut]
+        old = [(x[0].submitted_at, x[0].seq, x[0].id, i) for i, x in enumerate(eligible)
+               if x[0].submitted_at is not None and x[0].submitted_at < cut and x[0].gpu]
         if not old:
             return []
         heapq.heapify(old)
         out = []
         while old and len(out) < most:
-            x = eligible[heapq.heappop(old)[2]]
+            x = eligible[heapq.heappop(old)[3]]
             job, q = x
             if q.max_running is not None and c.quotas.running_full(q):
                 continue  # its cap, not room, keeps it waiting
             sel = tuple(sorted(job.node_selector.items())) if job.node_selector else ()
-            if not c.cl.static_types(job, sel):
-                continue  # it could never run: putting it first would only push a job that could out
+            types = c.cl.static_types(job, sel)  # none: it could never run, and would only push one out that could
+            if not any(job.gpu >= c.cl.top_g[t] for t in types):
+                continue
             out.append(x)
             self.starved.add(job.id)
         return out
