@@ -1,15 +1,20 @@
-"""Starved jobs (waited past ``Options.starve_after``) go first in line and hold the nodes they need."""
+"""Starved jobs (waited past ``Options.starve_after``, when set) go first in line and hold the nodes they need."""
 
 import random
 
 from trainyard.scheduler.cycle import Options
 from trainyard.scheduler.model import Node, PendingJob, Queue, ReplicaUse, RunningJob, Status
-from trainyard.scheduler.plan import plan
+from trainyard.scheduler.plan import plan as _plan
 from trainyard.scheduler.simulate import SimJob, Simulator
 
 GB = 10**9
 HOUR = 3600.0
-NOW = 2 * HOUR  # every "old" job below was submitted at 0: starved under the default 30 minutes
+NOW = 2 * HOUR  # every "old" job below was submitted at 0: starved after 30 minutes
+STARVE = Options(starve_after=1800.0)  # the rule is off by default
+
+
+def plan(*args, options=STARVE, **kw):
+    return _plan(*args, options=options, **kw)
 
 
 def node(name, gpus=8, free=None, gpu_type="A100") -> Node:
@@ -96,7 +101,7 @@ def test_a_job_that_could_never_run_does_not_take_a_starved_place():
     pending = [job("never", 0, gpu=8, gpu_types=("H100",), submitted_at=0.0),
                job("old", 1, gpu=8, priority=0, submitted_at=60.0), job("small", 2)]
     # when
-    p = plan(nodes, pending, live, now=NOW, options=Options(max_starved=1))
+    p = plan(nodes, pending, live, now=NOW, options=Options(starve_after=1800.0, max_starved=1))
     # then the next oldest one gets it
     assert [r.job_id for r in p.reservations] == ["old"] and "small" not in p.admissions
     assert p.entries["never"].status is Status.IMPOSSIBLE
@@ -112,7 +117,7 @@ def test_a_low_priority_8_gpu_job_starts_though_normal_work_keeps_the_node_busy(
         small.append(SimJob(job(f"s{len(small)}", len(small) + 1, submitted_at=None, timeout=dur * 1.5), t, dur))
         t += rng.uniform(30, 150)
     big = SimJob(job("big", 0, gpu=8, priority=0, submitted_at=None, timeout=HOUR), 600.0, HOUR)
-    for options in (Options(), Options(starve_after=None)):
+    for options in (STARVE, Options(starve_after=None)):
         out = Simulator([node("n0")], policy=lambda *a, o=options: plan(*a, options=o)).run(
             [SimJob(s.job, s.submit, s.duration) for s in small] + [big], until=4 * HOUR)
         if options.starve_after is None:

@@ -38,7 +38,9 @@ class Options:
     # may borrow beyond its queue's quota there, and holds nodes even when another reservation is in force
     # (None: never). Without it an 8-GPU job of low priority, or of a queue over its quota, waits hours:
     # every cycle the work ahead of it in line takes the whole nodes that free up, one GPU at a time.
-    starve_after: float | None = 1800.0
+    # Off by default: on the busy simulated day (bench/RESULTS.md) the starved low-priority jobs it
+    # started were preempted minutes later by normal work, tripling preemptions for shorter 8-GPU waits.
+    starve_after: float | None = None
     max_starved: int = 4  # starved jobs put first in one cycle, the oldest first; each may hold nodes
 
 

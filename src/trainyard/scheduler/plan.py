@@ -6,8 +6,9 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
 1. **snapshot** (:mod:`cycle`): free room per node, each queue's usage, each
    team's share, and what running work could hand back if preempted;
 2. **line up**: retries in backoff, and jobs preempted for a job that has not
-   started yet, are held back; that job goes first, then the oldest few jobs that have waited
-   past ``starve_after`` (*starved*: whatever their priority or quota, each may hold nodes),
+   started yet, are held back; that job goes first, then the oldest few jobs needing whole
+   nodes that have waited past ``starve_after`` when it is set (*starved*: whatever their
+   priority or quota, each may hold nodes),
    the rest in admission order (:mod:`fairshare`: priority, then dominant share per team, then
    submit time; a job waiting past ``fair_share_wait`` goes first within its priority);
 3. **admit**, each job in that order, inside its queue's quota
