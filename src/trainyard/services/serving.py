@@ -207,7 +207,7 @@ class ServingService:
                                         status=job.status.value if job else "-", node=_node(job) if job else None,
                                         reason=job.reason if job else None))
         fields = {k: row[k] for k in ("id", "name", "status", "reason", "queue", "owner", "team", "version", "spec",
-                                      "wanted", "created_at", "updated_at", "ended_at")}
+                                      "wanted", "restarts", "created_at", "updated_at", "ended_at")}
         return ServiceInfo(**fields, ready=sum(r["ready"] and r["draining_since"] is None for r in replicas),
                            url=f"/serve/{row['name']}/", replicas=shown, traffic=self.traffic.snapshot(row["name"]))
 
