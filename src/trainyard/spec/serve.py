@@ -52,7 +52,9 @@ def serve_spec(source: str, name: str, *, replicas: int | None = None, minimum: 
         service["replicas"] = 1 if replicas is None else replicas
     resources: dict[str, Any] = {"cpu": cpu, "gpu": gpu, **({"memory": memory} if memory else {})}
     data = {"name": name, "command": command, "inputs": {"model": model_ref(source)},
-            "resources": resources, "queue": queue, "service": service}
+            "resources": resources, "queue": queue, "service": service,
+            # the factory is imported from the code: snapshot the folder it is served from (the step's workdir)
+            **({"workdir": "."} if module else {})}
     try:
         return ServiceSpec.model_validate(data)
     except ValidationError as e:
