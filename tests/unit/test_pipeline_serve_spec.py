@@ -116,3 +116,8 @@ def test_a_serve_step_is_done_when_a_replica_of_its_version_is_ready_and_fails_a
     assert outcome(service([], status="stopping"), 2, waited=0, timeout=60).state.value == "failed"
     idle = outcome(service([], autoscale=(0, 2), wanted=0), 2, waited=0, timeout=60)
     assert idle.state.value == "succeeded" and "scaled to zero" in idle.reason
+
+
+def test_a_factory_module_is_served_with_the_code_of_the_folder_it_is_served_from():
+    assert serve_spec("j-abc", "imdb", module="serving:ReviewClassifier").workdir == "."
+    assert serve_spec("j-abc", "digits").workdir is None  # a pickle needs no code: nothing is uploaded
