@@ -29,7 +29,7 @@ from trainyard.store.cas import ACTOR, cas
 from trainyard.store.moves import Admission, Ending, Waiting
 from trainyard.store import job_list
 from trainyard.store.job_list import job_where, visible_where  # noqa: F401 (visible_where: the stores' shared rule)
-from trainyard.store.rows import attempt_record, attempt_records, job_records, replica_record
+from trainyard.store.rows import JOB_FIELDS, attempt_record, attempt_records, job_records, replica_record
 from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
@@ -67,6 +67,9 @@ class Store:
     def write(self) -> Iterator[Session]:
         with self._write_lock, self._writer() as s, s.begin():
             yield s
+        # records of jobs this transaction ended, kept only once it committed (see _finish_replica)
+        for job in s.info.get("ended", ()):
+            self._ended.put(job.id, job)
 
     # -- compare-and-set --------------------------------------------------
 
@@ -299,15 +302,26 @@ class Store:
             return attempt, False
         j = t.Job.__table__.c
         spec = self._specs.get(attempt.job_id)  # validating it again cost more than the rest of the end
-        row = s.connection().execute(select(j.status, *([] if spec else [j.spec])).where(j.id == attempt.job_id)).one()
+        row = s.connection().execute(select(j.status, *(j[k] for k in JOB_FIELDS), *([] if spec else [j.spec]))
+                                     .where(j.id == attempt.job_id)).one()
         if spec is None:
-            spec = JobSpec.model_validate(row[1])
+            spec = JobSpec.model_validate(row[-1])
             self._specs.put(attempt.job_id, spec)
         ending = conclude(attempt, JobStatus(row[0]), spec)
-        if not self._end_attempt(s, attempt_id, attempt.job_id, ending, started_at):
+        now = time.time()
+        if not self._end_attempt(s, attempt_id, attempt.job_id, ending, started_at, now):
             return attempt, False
-        return attempt.model_copy(update={"status": ending.status, "exit_code": ending.exit_code,
-                                          "reason": ending.reason, "message": ending.message}), True
+        ended = attempt.model_copy(update={"status": ending.status, "exit_code": ending.exit_code,
+                                           "reason": ending.reason, "message": ending.message, "ended_at": now,
+                                           "started_at": attempt.started_at or started_at})
+        if ending.job_status.is_terminal() and attempt.number == 1:
+            # the ended job as a read would return it, built from the rows in hand: the long polls
+            # of a burst's jobs are answered without reading each job back (its only attempt is this one)
+            fields = dict(zip(JOB_FIELDS, row[1:1 + len(JOB_FIELDS)]))
+            fields.update(reason=ending.job_reason, not_before=ending.not_before, updated_at=now)
+            s.info.setdefault("ended", []).append(JobInfo.model_construct(
+                **fields, status=ending.job_status, spec=spec, attempts=[ended]))
+        return ended, True
 
     def request_stop(self, attempt_id: str, why: str) -> bool:
         """Mark an attempt as one that must stop; the first reason given is kept."""
@@ -336,15 +350,19 @@ class Store:
                 raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
             return self._end_attempt(s, attempt_id, row.job_id, ending)
 
-    def _end_attempt(self, s: Session, attempt_id: str, job_id: str, e: Ending, started_at: float | None = None) -> bool:
+    def _end_attempt(self, s: Session, attempt_id: str, job_id: str, e: Ending, started_at: float | None = None,
+                     now: float | None = None) -> bool:
+        """``now``: the time written as the attempt's end and the job's update (the caller's record of them)."""
+        now = now or time.time()
         first = {"started_at": func.coalesce(t.Attempt.__table__.c.started_at, started_at)} if started_at else {}
         if not self._cas(s, t.Attempt, attempt_id, e.status, exit_code=e.exit_code, reason=e.reason,
-                         message=e.message, ended_at=time.time(), **first):
+                         message=e.message, ended_at=now, **first):
             return False
         by: Any = "scheduler" if e.reason in _SCHEDULER_ENDS else ACTOR[e.job_status]
         if e.job_status == JobStatus.CANCELLED:  # ended by whoever asked for the cancel: keep who that was
             by = t.Job.__table__.c.status_by
-        if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before, status_by=by):
+        if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before, status_by=by,
+                         updated_at=now):
             job = s.get(t.Job, job_id, populate_existing=True)
             raise InvalidTransition(f"job {job_id}: {job.status} → {e.job_status.value} is not allowed")
         return True
