@@ -82,7 +82,9 @@ class Store:
     # -- jobs -------------------------------------------------------------
 
     def create_job(self, spec: JobSpec, snapshot: str | None = None, *, owner: str | None = None,
-                   team: str | None = None) -> JobInfo:
+                   team: str | None = None, audit: dict[str, Any] | None = None) -> JobInfo:
+        """A pending job; with ``audit`` (an audit entry's ``user``, ``source``, ``action`` and ``detail``),
+        its audit entry too, naming the new job, in the same transaction: one writer turn per submit."""
         now = time.time()
         with self.write() as s:
             seq = (s.scalar(select(func.max(t.Job.seq))) or 0) + 1
@@ -91,6 +93,8 @@ class Store:
                        updated_at=now, not_before=None, reason="waiting for the scheduler", position=None,
                        owner=owner, team=team)
             s.connection().execute(insert(t.Job.__table__), [row])  # Core, like Store.admit
+            if audit is not None:
+                s.connection().execute(insert(t.AuditEntry.__table__), [{**audit, "target": row["id"], "at": now}])
         self._specs.put(row["id"], spec)
         return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 
