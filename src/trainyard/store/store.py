@@ -29,7 +29,8 @@ from trainyard.store.cas import ACTOR, cas
 from trainyard.store.moves import Admission, Ending, Waiting
 from trainyard.store import job_list
 from trainyard.store.job_list import job_where, visible_where  # noqa: F401 (visible_where: the stores' shared rule)
-from trainyard.store.rows import JOB_FIELDS, attempt_record, attempt_records, job_records, replica_record
+from trainyard.store.rows import (JOB_FIELDS, attempt_by_id, attempt_record, attempt_records, job_records,
+                                  replica_record)
 from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
@@ -38,6 +39,13 @@ _ATTEMPT = t.Attempt.__table__.c
 # built once: a burst of admissions sets one handle each, and building the statement cost more than running it
 _SET_HANDLE = update(t.Attempt.__table__).where(_ATTEMPT.id == bindparam("b_id")).values(
     handle=bindparam("b_handle", type_=_ATTEMPT.handle.type))
+
+_JOB = t.Job.__table__.c
+# the job of an attempt that ends, with its spec when that is not in memory (prebuilt, like _SET_HANDLE)
+_ENDING_JOB = {with_spec: select(_JOB.status, *(_JOB[k] for k in JOB_FIELDS), *([_JOB.spec] if with_spec else []))
+               .where(_JOB.id == bindparam("job_id")) for with_spec in (False, True)}
+_MAX_SEQ = select(func.max(_JOB.seq))
+_MAX_NUMBER = select(func.max(_ATTEMPT.number)).where(_ATTEMPT.job_id == bindparam("job_id"))
 
 
 def new_job_id() -> str:
@@ -87,7 +95,7 @@ class Store:
         its audit entry too, naming the new job, in the same transaction: one writer turn per submit."""
         now = time.time()
         with self.write() as s:
-            seq = (s.scalar(select(func.max(t.Job.seq))) or 0) + 1
+            seq = (s.connection().execute(_MAX_SEQ).scalar() or 0) + 1
             row = dict(id=new_job_id(), seq=seq, name=spec.name, status=JobStatus.PENDING.value, queue=spec.queue,
                        priority=spec.priority, spec=spec.model_dump(mode="json"), snapshot=snapshot, created_at=now,
                        updated_at=now, not_before=None, reason="waiting for the scheduler", position=None,
@@ -222,8 +230,7 @@ class Store:
         if queue is None or submitted_at is None:
             j = t.Job.__table__.c
             queue, submitted_at = conn.execute(select(j.queue, j.created_at).where(j.id == job_id)).one()
-        a = t.Attempt.__table__.c
-        number = (conn.execute(select(func.max(a.number)).where(a.job_id == job_id)).scalar() or 0) + 1
+        number = (conn.execute(_MAX_NUMBER, {"job_id": job_id}).scalar() or 0) + 1
         node, gpus = placements[0]
         attempt = dict(id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
                        node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
@@ -244,11 +251,10 @@ class Store:
             return self._attempt(s, attempt_id)
 
     def _attempt(self, s: Session, attempt_id: str) -> AttemptInfo:
-        a = t.Attempt.__table__.c
-        found = attempt_records(s.connection(), a.id == attempt_id, a.number)
-        if not found:
+        found = attempt_by_id(s.connection(), attempt_id)
+        if found is None:
             raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
-        return found[0]
+        return found
 
     def active_attempts(self) -> list[AttemptInfo]:
         """Starting and running attempts, oldest first (read every cycle)."""
@@ -304,10 +310,8 @@ class Store:
                 if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, **first):
                     self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)
             return attempt, False
-        j = t.Job.__table__.c
         spec = self._specs.get(attempt.job_id)  # validating it again cost more than the rest of the end
-        row = s.connection().execute(select(j.status, *(j[k] for k in JOB_FIELDS), *([] if spec else [j.spec]))
-                                     .where(j.id == attempt.job_id)).one()
+        row = s.connection().execute(_ENDING_JOB[spec is None], {"job_id": attempt.job_id}).one()
         if spec is None:
             spec = JobSpec.model_validate(row[-1])
             self._specs.put(attempt.job_id, spec)
