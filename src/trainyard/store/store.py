@@ -25,7 +25,7 @@ from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import tables as t
 from trainyard.store.db import make_engine, migrate, writer_lock
 from trainyard.store.cache import Recent
-from trainyard.store.cas import ACTOR, cas
+from trainyard.store.cas import ACTOR, IfUnset, cas
 from trainyard.store.moves import Admission, Ending, Waiting
 from trainyard.store import job_list
 from trainyard.store.job_list import job_where, visible_where  # noqa: F401 (visible_where: the stores' shared rule)
@@ -362,7 +362,7 @@ class Store:
                      now: float | None = None) -> bool:
         """``now``: the time written as the attempt's end and the job's update (the caller's record of them)."""
         now = now or time.time()
-        first = {"started_at": func.coalesce(t.Attempt.__table__.c.started_at, started_at)} if started_at else {}
+        first = {"started_at": IfUnset(started_at)} if started_at else {}
         if not self._cas(s, t.Attempt, attempt_id, e.status, exit_code=e.exit_code, reason=e.reason,
                          message=e.message, ended_at=now, **first):
             return False
