@@ -121,3 +121,28 @@ def test_a_serve_step_is_done_when_a_replica_of_its_version_is_ready_and_fails_a
 def test_a_factory_module_is_served_with_the_code_of_the_folder_it_is_served_from():
     assert serve_spec("j-abc", "imdb", module="serving:ReviewClassifier").workdir == "."
     assert serve_spec("j-abc", "digits").workdir is None  # a pickle needs no code: nothing is uploaded
+
+
+def test_a_serve_steps_autoscale_takes_target_concurrency_and_scale_down_after_as_a_service_does(tmp_path):
+    block = "      autoscale:\n        min: 0\n        target_concurrency: 2\n        scale_down_after: 90s\n"
+    text = GOOD.replace("      autoscale: {min: 1, max: 3}\n", block)
+    step = ServeStep.model_validate(load(tmp_path, text)["deploy"].job["serve"])
+    auto = step.service("file:///m/model.pkl").service.autoscale
+    assert (auto.min, auto.max, auto.target_concurrency, auto.scale_down_after) == (0, 1, 2.0, 90.0)
+    assert auto.wanted(5) == 1  # capped at max
+    default = ServeStep.model_validate(load(tmp_path, GOOD)["deploy"].job["serve"]).service("file:///m").service
+    assert (default.autoscale.target_concurrency, default.autoscale.scale_down_after) == (8.0, 300.0)
+
+
+@pytest.mark.parametrize("value, field, words", [
+    ("target_concurrency: 0", "target_concurrency", "greater than 0"),
+    ("target_concurrency: lots", "target_concurrency", "number"),
+    ("scale_down_after: soon", "scale_down_after", "duration"),
+    ("max: 1\n        min: 2", "autoscale", "min (2) is more than max (1)"),
+])
+def test_a_bad_autoscale_field_of_a_serve_step_is_named_with_its_line(tmp_path, value, field, words):
+    text = GOOD.replace("      autoscale: {min: 1, max: 3}\n", f"      autoscale:\n        {value}\n")
+    errors = errors_of(tmp_path, text)
+    name = "steps.deploy.serve.autoscale" + ("" if field == "autoscale" else f".{field}")
+    line = 11 if field == "autoscale" else 12
+    assert [(f, n) for f, n, m in errors if words in m] == [(name, line)], errors

@@ -11,12 +11,12 @@ from __future__ import annotations
 import shlex
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import Strict
 from trainyard.spec.lines import validation_errors
-from trainyard.spec.service import MAX_SERVICE_REPLICAS, ServiceSpec
+from trainyard.spec.service import MAX_SERVICE_REPLICAS, Autoscale, ServiceSpec
 from trainyard.spec.units import Seconds, parse_duration
 
 MODEL_SERVER = "trainyard.serving.model_server"
@@ -34,11 +34,14 @@ def model_ref(source: str) -> str:
 
 
 def serve_spec(source: str, name: str, *, replicas: int | None = None, minimum: int | None = None,
-               maximum: int | None = None, model_format: str = "auto", cpu: str | float = 1,
+               maximum: int | None = None, target_concurrency: float | None = None,
+               scale_down_after: float | str | None = None, model_format: str = "auto", cpu: str | float = 1,
                memory: str | None = None, gpu: int = 0, queue: str = "default",
                python: str = "python", module: str | None = None) -> ServiceSpec:
     """A service running the built-in model server over ``source`` (see :func:`model_ref`); ``module``
     (``pkg.mod:Factory``) builds a PyTorch model from a state dict, imported from the code snapshot.
+    ``target_concurrency`` and ``scale_down_after`` tune autoscaling (with ``minimum``/``maximum``) as in a
+    service spec's ``autoscale``.
     Errors are :class:`InvalidSpec` naming the service spec's field (``name``, ``resources.cpu``)."""
     command = (f"exec {shlex.quote(python)} -m {MODEL_SERVER} --model \"$TRAINYARD_INPUT_MODEL\" "
                f"--name {shlex.quote(name)} --host \"$TRAINYARD_SERVICE_HOST\" --port {{{{port}}}} "
@@ -48,6 +51,10 @@ def serve_spec(source: str, name: str, *, replicas: int | None = None, minimum: 
     service: dict[str, Any] = {"readiness": {"path": "/v2/health/ready", "period": "1s"}}
     if minimum is not None or maximum is not None:
         service["autoscale"] = {"min": 0 if minimum is None else minimum, "max": maximum or max(1, minimum or 1)}
+        if target_concurrency is not None:
+            service["autoscale"]["target_concurrency"] = target_concurrency
+        if scale_down_after is not None:
+            service["autoscale"]["scale_down_after"] = scale_down_after
     else:
         service["replicas"] = 1 if replicas is None else replicas
     resources: dict[str, Any] = {"cpu": cpu, "gpu": gpu, **({"memory": memory} if memory else {})}
@@ -67,9 +74,17 @@ class ServeResources(Strict):
     gpu: int = Field(0, ge=0)
 
 
-class ServeAutoscale(Strict):
-    min: int = Field(0, ge=0, le=MAX_SERVICE_REPLICAS, description="0: no replica while idle")
-    max: int | None = Field(None, ge=1, le=MAX_SERVICE_REPLICAS)
+class ServeAutoscale(Autoscale):
+    """A service spec's ``autoscale`` (the same fields, defaults and checks), but for ``max``: by default
+    ``min``, or 1 with ``min: 0``."""
+
+    max: int | None = Field(None, ge=1, le=MAX_SERVICE_REPLICAS)  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _check(self) -> "ServeAutoscale":
+        if self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) is more than max ({self.max})")
+        return self
 
 
 class ServeStep(Strict):
@@ -109,7 +124,10 @@ class ServeStep(Strict):
         auto = self.autoscale
         try:
             return serve_spec(model, self.name, replicas=self.replicas, minimum=auto.min if auto else None,
-                              maximum=auto.max if auto else None, model_format=self.format, cpu=self.resources.cpu,
+                              maximum=auto.max if auto else None,
+                              target_concurrency=auto.target_concurrency if auto else None,
+                              scale_down_after=auto.scale_down_after if auto else None,
+                              model_format=self.format, cpu=self.resources.cpu,
                               memory=self.resources.memory, gpu=self.resources.gpu, queue=self.queue,
                               module=self.module)
         except InvalidSpec as e:
