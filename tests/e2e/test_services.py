@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from tests.e2e.helpers import PY, until
 from tests.support.servers import ServerProcess
@@ -146,6 +148,38 @@ def test_a_service_scales_from_zero_on_a_request_and_back_to_zero_when_idle(serv
     client.services.delete("cold")
 
 
+def test_a_websocket_through_the_proxy_cold_starts_echoes_both_ways_and_passes_close_codes(server):
+    client = server.client()
+    client.services.apply(spec("sock", {"autoscale": {"min": 0, "max": 1}}))
+    url = server.url.replace("http://", "ws://") + "/serve/sock/ws?x=1"
+    with ws_connect(url, additional_headers=server.headers, subprotocols=["echo.v1"], open_timeout=90) as ws:
+        assert ws.subprotocol == "echo.v1"  # agreed by the replica, which was started for this upgrade
+        ws.send("hello")
+        assert ws.recv(timeout=10) == "hello"
+        ws.send(b"\x00\xff" * 40_000)
+        assert ws.recv(timeout=10) == b"\x00\xff" * 40_000
+        ws.send("close 4001")  # the replica closes: its code and reason reach the caller
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4001, "asked to")
+
+    with ws_connect(url, additional_headers=server.headers) as ws:
+        ws.send("x")
+        assert ws.recv(timeout=10) == "x"
+        ws.close(4002, "bye")  # the caller closes: the replica hears its code
+    until(lambda: httpx.get(server.url + "/serve/sock/ws-closed", headers=server.headers).json()
+          == {"code": 4002, "reason": "bye"}, timeout=10)
+
+    with pytest.raises(InvalidStatus) as refused:  # no token: refused before any replica is asked
+        ws_connect(url, open_timeout=10)
+    assert refused.value.response.status_code == 403
+    with pytest.raises(InvalidStatus) as missing:
+        ws_connect(url.replace("/sock/", "/nope/"), additional_headers=server.headers, open_timeout=10)
+    assert missing.value.response.status_code == 404
+    assert client.services.get("sock").traffic.in_flight == 0
+    client.services.delete("sock")
+
+
 def test_a_cold_start_that_takes_too_long_answers_503_with_retry_after(server):
     client = server.client()
     client.services.apply(spec("sleepy", {"autoscale": {"min": 0, "max": 1}, "cold_start_timeout": "1s"},
@@ -262,4 +296,36 @@ def test_with_auth_a_service_is_its_teams_only(auth_server):
     assert httpx.post(srv.url + "/api/v1/services/bobs/scale", headers=as_alice, json={"replicas": 0}).status_code == 404
     audit = httpx.get(srv.url + "/api/v1/audit", headers={"Authorization": f"Bearer {admin}"}).json()
     assert any(e["action"] == "service.create" and e["user"] == "bob" for e in audit)
+
+    # WebSockets: the same rules as HTTP
+    ws_url = srv.url.replace("http://", "ws://") + "/serve/bobs/ws"
+    with ws_connect(ws_url, additional_headers=as_bob, open_timeout=30) as ws:
+        ws.send("hi")
+        assert ws.recv(timeout=10) == "hi"
+    for headers, status in (({}, 403), (as_alice, 404)):
+        with pytest.raises(InvalidStatus) as refused:
+            ws_connect(ws_url, additional_headers=headers, open_timeout=10)
+        assert refused.value.response.status_code == status
+
+    # a browser: sent to sign in and back; the UI's cookie then opens the page, and never reaches the replica
+    nav = httpx.get(srv.url + "/serve/bobs/whoami?q=1", headers={"Accept": "text/html"})
+    assert nav.status_code == 303 and nav.headers["location"] == "/login?next=/serve/bobs/whoami%3Fq%3D1"
+    session = httpx.post(srv.url + "/api/v1/serve-session", headers=as_bob)
+    assert session.status_code == 204
+    made = session.headers["set-cookie"]
+    assert "HttpOnly" in made and "SameSite=Strict" in made and "Path=/serve/" in made
+    jar = {"Cookie": made.split(";")[0] + "; theme=dark"}
+    seen = httpx.get(srv.url + "/serve/bobs/whoami", headers=jar).json()["headers"]
+    assert seen["cookie"] == "theme=dark" and "authorization" not in seen
+    assert httpx.get(srv.url + "/api/v1/whoami", headers=jar).status_code == 401  # the API never takes it
+    assert httpx.post(srv.url + "/serve/bobs/echo", headers=jar, content=b"x").status_code == 401  # no Origin
+    same = {**jar, "Origin": srv.url}
+    assert httpx.post(srv.url + "/serve/bobs/echo", headers=same, content=b"x").json()["body"] == "x"
+    with ws_connect(ws_url, additional_headers=same, open_timeout=30) as ws:
+        ws.send("hi")
+        assert ws.recv(timeout=10) == "hi"
+    with pytest.raises(InvalidStatus):
+        ws_connect(ws_url, additional_headers={**jar, "Origin": "http://evil.example"}, open_timeout=10)
+    alices = httpx.post(srv.url + "/api/v1/serve-session", headers=as_alice).headers["set-cookie"].split(";")[0]
+    assert httpx.get(srv.url + "/serve/bobs/whoami", headers={"Cookie": alices}).status_code == 404
     assert httpx.delete(srv.url + "/api/v1/services/bobs", headers=as_bob).status_code == 200

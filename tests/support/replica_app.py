@@ -1,10 +1,12 @@
-"""A tiny HTTP server to run as a service replica in tests: stdlib only.
+"""A tiny HTTP server to run as a service replica in tests: stdlib only, but for its WebSocket (the
+``websockets`` library's sans-I/O protocol, driven over the handler's socket).
 
 Listens on $TRAINYARD_SERVICE_PORT (or argv[1]). Answers ``/healthz`` (200, once
 $READY_AFTER seconds have passed), ``/whoami`` (pid, version, the path and
 headers it saw), ``/slow?s=SECONDS``, ``/stream?n=N`` (N chunks of 64 KiB, sent chunked: byte i of
-chunk k is k), ``POST /echo`` (the body back, sent with a length or chunked) and ``/crash`` (exits at
-once, without answering).
+chunk k is k), ``POST /echo`` (the body back, sent with a length or chunked), ``/crash`` (exits at
+once, without answering), ``/ws`` (a WebSocket echoing each message; the text ``close CODE`` closes it with
+that code; subprotocol ``echo.v1`` when asked) and ``/ws-closed`` (the close code and reason it last received).
 """
 
 import json
@@ -17,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 STARTED = time.monotonic()
 READY_AFTER = float(os.environ.get("READY_AFTER", "0"))
 VERSION = os.environ.get("APP_VERSION", "1")
+LAST_CLOSE: dict = {}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -38,6 +41,10 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/healthz":
             ready = time.monotonic() - STARTED >= READY_AFTER
             return self._send(200 if ready else 503, {"ready": ready})
+        if url.path == "/ws" and self.headers.get("Upgrade", "").lower() == "websocket":
+            return self._websocket()
+        if url.path == "/ws-closed":
+            return self._send(200, LAST_CLOSE)
         if url.path == "/crash":
             os._exit(3)
         if url.path == "/stream":
@@ -52,6 +59,37 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/slow":
             time.sleep(float(parse_qs(url.query).get("s", ["0.1"])[0]))
         return self._send(200, self._who())
+
+    def _websocket(self) -> None:
+        from websockets.frames import Opcode
+        from websockets.server import ServerProtocol
+
+        ws = ServerProtocol(select_subprotocol=lambda _, offered: "echo.v1" if "echo.v1" in offered else None)
+        # the handler read the request's head already: the protocol is given it again as it came
+        ws.receive_data("".join([self.requestline, "\r\n", *(f"{k}: {v}\r\n" for k, v in self.headers.items()),
+                                 "\r\n"]).encode("latin-1"))
+        ws.send_response(ws.accept(ws.events_received()[0]))
+        self.close_connection = True
+        while True:
+            outs = ws.data_to_send()
+            for out in outs:
+                self.wfile.write(out)
+            self.wfile.flush()
+            if b"" in outs:  # the protocol's end: the handler closes the socket
+                return
+            data = self.rfile.read1(1 << 16)
+            ws.receive_data(data) if data else ws.receive_eof()
+            for frame in ws.events_received():
+                if frame.opcode == Opcode.TEXT and frame.data.startswith(b"close "):
+                    ws.send_close(int(frame.data.split()[1]), "asked to")
+                elif frame.opcode == Opcode.TEXT:
+                    ws.send_text(frame.data)
+                elif frame.opcode == Opcode.BINARY:
+                    ws.send_binary(frame.data)
+            if ws.close_rcvd is not None:
+                LAST_CLOSE.update(code=ws.close_rcvd.code, reason=ws.close_rcvd.reason)
+            if not data:
+                return
 
     def _chunked(self) -> bytes:
         parts = []

@@ -30,7 +30,7 @@ class _API(FastAPI):
     front: Any = None  # the Guard over the proxy, set by create_app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(SERVE_PREFIX) and self.front is not None:
+        if scope["type"] in ("http", "websocket") and scope["path"].startswith(SERVE_PREFIX) and self.front is not None:
             return await self.front(scope, receive, send)
         return await super().__call__(scope, receive, send)
 

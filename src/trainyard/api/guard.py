@@ -10,7 +10,9 @@ covers what FastAPI serves outside the routers (``/docs``, ``/redoc``,
 - **Token.** Every path but ``/healthz`` and the web UI's shell and assets (no data) needs ``Authorization: Bearer
   <token>``: the server's own token (the local admin, compared in memory)
   or, with ``--auth``, a user's API token (one indexed lookup, in a worker
-  thread, its answer reused for two seconds). The caller found is left in the scope for the routes
+  thread, its answer reused for two seconds); on ``/serve/`` pages, a browser's sign-in cookie instead
+  (``api/serve_cookie.py``), and a browser navigating there without one is sent to sign in. The caller
+  found is left in the scope for the routes
   (:data:`CALLER_KEY`). Launcher reports (``/internal/``) carry their
   attempt's own credential instead, checked where the report is applied.
 """
@@ -22,6 +24,7 @@ from typing import Any, Protocol
 
 from anyio.to_thread import run_sync
 
+from trainyard.api.serve_cookie import cookie_token, sign_in_location, wants_page
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.auth.tokens import bearer
 from trainyard.errors import AttemptUnauthorized, TrainyardError, Unauthorized
@@ -70,8 +73,12 @@ class Guard:
                 if sent is None:
                     return await _refuse(send, AttemptUnauthorized(), _CHALLENGE, websocket=websocket)
             else:
+                if b"authorization" not in headers:
+                    sent = cookie_token(scope, headers)
                 caller = await self._caller(sent)
                 if caller is None:
+                    if b"authorization" not in headers and wants_page(scope, headers):
+                        return await _redirect(send, sign_in_location(scope))
                     return await _refuse(send, Unauthorized(), _CHALLENGE, websocket=websocket)
         client = scope.get("client")
         scope[CALLER_KEY] = caller.at(client[0]) if client else caller
@@ -101,6 +108,12 @@ def _hostname(raw: bytes | None) -> str:
     if host.startswith("["):
         return host[1:host.find("]")] if "]" in host else host
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+async def _redirect(send: Any, location: bytes) -> None:
+    await send({"type": "http.response.start", "status": 303,
+                "headers": [(b"location", location), (b"content-length", b"0"), (b"cache-control", b"no-store")]})
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _refuse(send: Any, error: TrainyardError, extra: list[tuple[bytes, bytes]] | None = None,

@@ -17,33 +17,25 @@ it) up to the service's ``cold_start_timeout``, then answers 503 with ``Retry-Af
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
 import logging
 import time
 from typing import Any, AsyncIterator
 from urllib.parse import unquote
 
 from trainyard.api.guard import CALLER_KEY
+from trainyard.api.serve_hop import (HOP, PREFIX, answer, error_answer, forward_headers, pick, refused, release,
+                                     route_for, with_replica)
+from trainyard.api.serve_websocket import proxy_websocket
 from trainyard.api.upstream import ConnectFailed, Response, UpstreamError, UpstreamPool
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
-from trainyard.services.notify import off_loop
-from trainyard.services.serving import Route, ServingService
+from trainyard.services.serving import ServingService
 
 log = logging.getLogger(__name__)
-PREFIX = "/serve/"
-# headers of one hop (RFC 9110 §7.6.1) and the caller's trainyard token are not passed on
-HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer",
-                 b"transfer-encoding", b"upgrade", b"host", b"authorization"})
 # the hop to the replica frames its own body, and this server already answered any Expect: 100-continue
 NOT_FORWARDED = HOP | {b"content-length", b"expect"}
-QUARANTINE = 2.0  # seconds a replica that refused a connection gets no request from this server
 BUFFER = 1 << 20  # bytes: bodies up to this size (with a length) are passed whole, larger ones streamed
-COLD_POLL = 0.05  # seconds between looks for a first ready replica during a cold start
 GONE = 499  # what the traffic counts for a caller that left before its request was sent (nginx's code)
-_rr = itertools.count()
-_refused: dict[str, float] = {}  # replica job -> until when it is skipped
 
 
 class CallerGone(Exception):
@@ -51,13 +43,14 @@ class CallerGone(Exception):
 
 
 class ServeProxy:
-    """ASGI middleware: HTTP requests under ``/serve/NAME`` are proxied, everything else goes on to ``app``."""
+    """ASGI middleware: HTTP requests and WebSockets under ``/serve/NAME`` are proxied, everything else goes on
+    to ``app``."""
 
     def __init__(self, app: Any, *, serving: ServingService, pool: UpstreamPool) -> None:
         self.app, self.serving, self.pool = app, serving, pool
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(PREFIX):
+        if scope["type"] not in ("http", "websocket") or not scope["path"].startswith(PREFIX):
             return await self.app(scope, receive, send)
         raw = scope.get("raw_path") or scope["path"].encode()
         end = raw.find(b"/", len(PREFIX))
@@ -65,9 +58,12 @@ class ServeProxy:
         if not name or "/" in name:  # not a service's address: whatever else the app serves there
             return await self.app(scope, receive, send)
         query = scope.get("query_string") or b""
+        if scope["type"] == "websocket":
+            return await proxy_websocket(scope, receive, send, self.serving, name,
+                                         raw[end:] if end >= 0 else b"/", query)
         if end < 0:  # /serve/NAME: its pages' relative links need the trailing slash
             location = raw + b"/" + (b"?" + query if query else b"")
-            return await _answer(send, 307, b"", [(b"location", location), (b"content-length", b"0")])
+            return await answer(send, 307, b"", [(b"location", location), (b"content-length", b"0")])
         target = raw[end:] + (b"?" + query if query else b"")
         await self._proxy(scope, receive, send, name, target)
 
@@ -75,30 +71,26 @@ class ServeProxy:
         service = self.serving
         caller: Caller = scope.get(CALLER_KEY, LOCAL_ADMIN)
         try:
-            route = await _route(service, name, caller)
+            route = await route_for(service, name, caller)
         except ServiceNotFound as e:  # 404 before anything is counted
             return await _error(send, e)
         service.traffic.started(name)
         began = time.perf_counter()
         job_id: str | None = None
         try:
-            if service.touch_due(route):  # the leader's autoscaler hears of requests to any server
-                await off_loop(service.touch, route)
-            if not route.endpoints:
-                route = await _cold_start(service, route, caller)
+            route = await with_replica(service, route, caller)
             body, length = await _body(scope, receive)
-            headers = _forward_headers(scope, name)
+            headers = forward_headers(scope, name, NOT_FORWARDED)
             method = scope["method"].encode()
             tried: set[str] = set()
             while True:
-                job_id, base = _pick(route, tried, service.outstanding)
-                service.outstanding[job_id] = service.outstanding.get(job_id, 0) + 1
+                job_id, base = pick(route, tried, service.outstanding)
                 try:
                     upstream = await self.pool.request(base, method, target, headers, body, length)
                     break
                 except ConnectFailed:  # nothing reached it: another replica may take the request
-                    _release(service, job_id)
-                    _refused[job_id] = time.monotonic() + QUARANTINE
+                    release(service, job_id)
+                    refused(job_id)
                     tried.add(job_id)
                     job_id = None
                     if len(tried) >= len(route.endpoints):
@@ -106,18 +98,15 @@ class ServeProxy:
                 except UpstreamError as e:
                     raise ReplicaUnreachable(f"the replica of service {name} did not answer: {e}") from None
         except CallerGone:  # left before its request was whole: no one to answer, and no fault of the service
-            if job_id is not None:
-                _release(service, job_id)
+            release(service, job_id)
             service.traffic.ended(name, GONE, time.perf_counter() - began)
             return
         except (ServiceUnavailable, ReplicaUnreachable) as e:
-            if job_id is not None:
-                _release(service, job_id)
+            release(service, job_id)
             service.traffic.ended(name, e.http_status, time.perf_counter() - began)
-            return await _error(send, e, ((b"retry-after", b"5"),) if isinstance(e, ServiceUnavailable) else ())
+            return await _error(send, e)
         except BaseException:
-            if job_id is not None:
-                _release(service, job_id)
+            release(service, job_id)
             service.traffic.ended(name, 502, time.perf_counter() - began)
             raise
         status = upstream.status
@@ -131,9 +120,9 @@ class ServeProxy:
                                                              f"answer: {e}"))
             finally:
                 upstream.release()
-                _release(service, job_id)
+                release(service, job_id)
                 service.traffic.ended(name, status, time.perf_counter() - began)
-            return await _answer(send, status, data, kept)
+            return await answer(send, status, data, kept)
         ok = False
         watch = asyncio.ensure_future(_abort_when_gone(receive, upstream))
         try:
@@ -147,48 +136,8 @@ class ServeProxy:
         finally:
             watch.cancel()
             upstream.release()
-            _release(service, job_id)
+            release(service, job_id)
             service.traffic.ended(name, status if ok else 502, time.perf_counter() - began)
-
-
-async def _route(service: ServingService, name: str, caller: Caller) -> Route:
-    route = service.cached_route(name) or await off_loop(service.route, name, caller)
-    if not caller.sees(route.team, route.owner):
-        raise ServiceNotFound(f"no such service: {name}", service=name)
-    return route
-
-
-async def _cold_start(service: ServingService, route: Route, caller: Caller) -> Route:
-    """The route once a replica is ready; ServiceUnavailable after the service's cold-start timeout."""
-    deadline = time.monotonic() + route.cold_start_timeout
-    while not route.endpoints:
-        if service.touch_due(route):
-            await off_loop(service.touch, route)
-        if time.monotonic() >= deadline:
-            raise ServiceUnavailable(f"service {route.name} has no ready replica after "
-                                     f"{route.cold_start_timeout:g}s; try again shortly", service=route.name)
-        await asyncio.sleep(COLD_POLL)
-        route = await _route(service, route.name, caller)
-    return route
-
-
-def _pick(route: Route, tried: set[str], outstanding: dict[str, int]) -> tuple[str, str]:
-    """The ready replica with the fewest requests in flight (round-robin among equals): (job id, HOST:PORT)."""
-    now = time.monotonic()
-    choices = [e for e in route.endpoints if e[0] not in tried and _refused.get(e[0], 0.0) <= now]
-    if not choices:
-        choices = [e for e in route.endpoints if e[0] not in tried] or route.endpoints
-    start = next(_rr) % len(choices)
-    job_id, base = min(choices[start:] + choices[:start], key=lambda e: outstanding.get(e[0], 0))
-    return job_id, base.removeprefix("http://")
-
-
-def _release(service: ServingService, job_id: str) -> None:
-    n = service.outstanding.get(job_id, 0) - 1
-    if n > 0:
-        service.outstanding[job_id] = n
-    else:
-        service.outstanding.pop(job_id, None)
 
 
 async def _body(scope: dict, receive: Any) -> tuple[bytes | AsyncIterator[bytes] | None, int | None]:
@@ -233,32 +182,8 @@ async def _abort_when_gone(receive: Any, upstream: Response) -> None:
     upstream.abort()
 
 
-def _forward_headers(scope: dict, name: str) -> list[tuple[bytes, bytes]]:
-    headers = []
-    before = host = None
-    for k, v in scope["headers"]:
-        if k.startswith(b"x-forwarded-"):
-            if k == b"x-forwarded-for":
-                before = v
-        elif k not in NOT_FORWARDED:
-            headers.append((k, v))
-        elif k == b"host":
-            host = v
-    client = scope["client"][0].encode() if scope.get("client") else b""
-    headers += [(b"x-forwarded-for", before + b", " + client if before else client),
-                (b"x-forwarded-proto", scope["scheme"].encode()),
-                (b"x-forwarded-host", host or b""),
-                (b"x-forwarded-prefix", PREFIX.encode() + name.encode())]
-    return headers
 
 
-async def _error(send: Any, error: TrainyardError, extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
-    body = json.dumps(error.to_dict()).encode()
-    await _answer(send, error.http_status, body, [(b"content-type", b"application/json"),
-                                                  (b"content-length", b"%d" % len(body)), *extra])
-
-
-async def _answer(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    """One whole answer; ``headers`` carry its content-length (the replica's, or the caller's own)."""
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+async def _error(send: Any, error: TrainyardError) -> None:
+    status, headers, body = error_answer(error)
+    await answer(send, status, body, headers)

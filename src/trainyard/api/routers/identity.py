@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
+
+from trainyard.api.serve_cookie import clear_cookie, set_cookie, valid_value
+from trainyard.auth.tokens import bearer
+from trainyard.errors import Unsupported
 
 from trainyard.api.deps import CallerDep, PlatformDep
 from trainyard.spec.identity import (AuditRecord, MembershipSet, NewToken, NewUser, TeamCreate, TeamInfo,
@@ -16,6 +20,27 @@ router = APIRouter(prefix="/api/v1", tags=["identity"])
 @router.get("/whoami")
 def whoami(caller: CallerDep) -> WhoAmI:
     return WhoAmI(user=caller.user, admin=caller.admin, teams={t: r.value for t, r in caller.teams.items()})
+
+
+@router.post("/serve-session", status_code=204)
+def open_serve_session(request: Request, caller: CallerDep) -> Response:
+    """Sets the HttpOnly cookie with which this browser opens ``/serve/NAME/`` pages as this caller: the token
+    this request carried (nothing when the server asks for none)."""
+    answer = Response(status_code=204)
+    token = bearer(request.headers.get("authorization"))
+    if token is not None:
+        if not valid_value(token):
+            raise Unsupported("this token cannot be kept in a cookie")
+        answer.headers["set-cookie"] = set_cookie(token, secure=request.url.scheme == "https")
+    return answer
+
+
+@router.delete("/serve-session", status_code=204)
+def close_serve_session(request: Request) -> Response:
+    """Clears that cookie (signing out)."""
+    answer = Response(status_code=204)
+    answer.headers["set-cookie"] = clear_cookie(secure=request.url.scheme == "https")
+    return answer
 
 
 @router.post("/users", status_code=201)

@@ -84,6 +84,7 @@ async function whoami() {
     const me = await api("whoami");
     el.textContent = me.user || "";
     el.title = "signed in";
+    if (token()) api("serve-session", { method: "POST" }).catch(() => {});  // keeps /serve/ pages' cookie fresh
   } catch (e) {
     if (e.status !== 401) toast(e, { once: true });
   }

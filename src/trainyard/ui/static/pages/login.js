@@ -12,7 +12,12 @@ export function render(root, { query }) {
       try {
         const me = await api("whoami");
         document.getElementById("who").textContent = me.user || "";
-        navigate(query.get("next") || "/");
+        await api("serve-session", { method: "POST" });  // the HttpOnly cookie /serve/ pages open with
+        const next = query.get("next") || "/";
+        const local = next.startsWith("/") && !next.startsWith("//") && !next.startsWith("/\\");
+        // a service's page is not the app's: a full load, which sends the cookie
+        if (local && next.startsWith("/serve/")) location.assign(next);
+        else navigate(local ? next : "/");
       } catch (err) {
         setToken(null);
         toast(err.status === 401 ? "That token is not valid on this server" : err);

@@ -1,0 +1,117 @@
+"""What the ``/serve/`` proxy's HTTP and WebSocket halves share: the service's route (waiting through a cold
+start), which ready replica gets the request, the headers passed on, and errors answered before any hop."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from typing import Any
+
+from trainyard.api.serve_cookie import without_serve_cookie
+from trainyard.auth.permissions import Caller
+from trainyard.errors import ServiceNotFound, ServiceUnavailable, TrainyardError
+from trainyard.services.notify import off_loop
+from trainyard.services.serving import Route, ServingService
+
+PREFIX = "/serve/"
+# headers of one hop (RFC 9110 §7.6.1) and the caller's trainyard token are not passed on
+HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer",
+                 b"transfer-encoding", b"upgrade", b"host", b"authorization"})
+QUARANTINE = 2.0  # seconds a replica that refused a connection gets no request from this server
+COLD_POLL = 0.05  # seconds between looks for a first ready replica during a cold start
+_rr = itertools.count()
+_refused: dict[str, float] = {}  # replica job -> until when it is skipped
+
+
+async def route_for(service: ServingService, name: str, caller: Caller) -> Route:
+    """The service's route as ``caller`` may see it: ServiceNotFound otherwise."""
+    route = service.cached_route(name) or await off_loop(service.route, name, caller)
+    if not caller.sees(route.team, route.owner):
+        raise ServiceNotFound(f"no such service: {name}", service=name)
+    return route
+
+
+async def with_replica(service: ServingService, route: Route, caller: Caller) -> Route:
+    """The route once a replica is ready (a cold start asks the service loop for one); ServiceUnavailable after
+    the service's cold-start timeout. Writes the request down for the autoscaler when due."""
+    if service.touch_due(route):  # the leader's autoscaler hears of requests to any server
+        await off_loop(service.touch, route)
+    deadline = time.monotonic() + route.cold_start_timeout
+    while not route.endpoints:
+        if service.touch_due(route):
+            await off_loop(service.touch, route)
+        if time.monotonic() >= deadline:
+            raise ServiceUnavailable(f"service {route.name} has no ready replica after "
+                                     f"{route.cold_start_timeout:g}s; try again shortly", service=route.name)
+        await asyncio.sleep(COLD_POLL)
+        route = await route_for(service, route.name, caller)
+    return route
+
+
+def pick(route: Route, tried: set[str], outstanding: dict[str, int]) -> tuple[str, str]:
+    """The ready replica with the fewest requests in flight (round-robin among equals): (job id, HOST:PORT).
+    The caller counts the request in ``outstanding`` and calls :func:`release` when done."""
+    now = time.monotonic()
+    choices = [e for e in route.endpoints if e[0] not in tried and _refused.get(e[0], 0.0) <= now]
+    if not choices:
+        choices = [e for e in route.endpoints if e[0] not in tried] or route.endpoints
+    start = next(_rr) % len(choices)
+    job_id, base = min(choices[start:] + choices[:start], key=lambda e: outstanding.get(e[0], 0))
+    outstanding[job_id] = outstanding.get(job_id, 0) + 1
+    return job_id, base.removeprefix("http://")
+
+
+def refused(job_id: str) -> None:
+    """The replica refused a connection: skipped for :data:`QUARANTINE` seconds."""
+    _refused[job_id] = time.monotonic() + QUARANTINE
+
+
+def release(service: ServingService, job_id: str | None) -> None:
+    if job_id is None:
+        return
+    n = service.outstanding.get(job_id, 0) - 1
+    if n > 0:
+        service.outstanding[job_id] = n
+    else:
+        service.outstanding.pop(job_id, None)
+
+
+def forward_headers(scope: dict, name: str, dropped: frozenset[bytes]) -> list[tuple[bytes, bytes]]:
+    """The caller's headers for the replica, less ``dropped`` and this server's sign-in cookie, with
+    ``X-Forwarded-*`` saying where the request came from (``X-Forwarded-Prefix: /serve/NAME``)."""
+    headers = []
+    before = host = None
+    for k, v in scope["headers"]:
+        if k.startswith(b"x-forwarded-"):
+            if k == b"x-forwarded-for":
+                before = v
+        elif k == b"cookie":
+            if v := without_serve_cookie(v):
+                headers.append((k, v))
+        elif k not in dropped:
+            headers.append((k, v))
+        elif k == b"host":
+            host = v
+    client = scope["client"][0].encode() if scope.get("client") else b""
+    headers += [(b"x-forwarded-for", before + b", " + client if before else client),
+                (b"x-forwarded-proto", scope["scheme"].encode()),
+                (b"x-forwarded-host", host or b""),
+                (b"x-forwarded-prefix", PREFIX.encode() + name.encode())]
+    return headers
+
+
+def error_answer(error: TrainyardError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """Status, headers and body of the JSON error answered for ``error`` (503s say when to retry)."""
+    body = json.dumps(error.to_dict()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if isinstance(error, ServiceUnavailable):
+        headers.append((b"retry-after", b"5"))
+    return error.http_status, headers, body
+
+
+async def answer(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    """One whole HTTP answer; ``headers`` carry its content-length (the replica's, or the caller's own)."""
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

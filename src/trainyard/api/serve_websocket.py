@@ -1,0 +1,173 @@
+"""WebSockets through ``/serve/NAME/...``: the caller's upgrade is answered once a ready replica accepted its own.
+
+uvicorn speaks the protocol with the caller and the ``websockets`` library with the replica; messages are
+relayed both ways as they come (ASGI hands over whole messages, so one message, at most uvicorn's
+``ws_max_size``, is what this server holds at a time) until either side closes, and the close code and
+reason pass on to the other side. Who may open one is decided as for HTTP (the Guard, then the service's
+team); a cold start applies. A replica that refuses the upgrade with an HTTP answer has that answer passed
+back (where uvicorn offers the ASGI ``websocket.http.response`` extension). Each WebSocket counts as one
+request in flight on its replica, and in the service's traffic (status 101, no latency: it lasts as long as
+the conversation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.frames import EXTERNAL_CLOSE_CODES, CloseCode
+
+from trainyard.api.guard import CALLER_KEY
+from trainyard.api.serve_hop import HOP, error_answer, forward_headers, pick, refused, release, route_for, with_replica
+from trainyard.auth.permissions import LOCAL_ADMIN, Caller
+from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
+from trainyard.services.serving import ServingService
+
+log = logging.getLogger(__name__)
+# the websockets library writes its own handshake and Host; the caller's extensions were agreed with uvicorn
+NOT_FORWARDED = HOP | {b"sec-websocket-key", b"sec-websocket-version", b"sec-websocket-extensions",
+                       b"sec-websocket-protocol", b"content-length"}
+# of the replica's handshake answer, what is not uvicorn's to write again
+NOT_RETURNED = HOP | {b"sec-websocket-accept", b"sec-websocket-extensions", b"sec-websocket-protocol",
+                      b"content-length", b"date", b"server"}
+OPEN_TIMEOUT = 30.0  # seconds for the replica to accept the upgrade
+MAX_SIZE = 16 * 1024 * 1024  # bytes in one message from the replica: uvicorn's own limit the other way
+
+
+async def proxy_websocket(scope: dict, receive: Any, send: Any, service: ServingService, name: str,
+                          path: bytes, query: bytes) -> None:
+    if (await receive())["type"] != "websocket.connect":  # the caller left before its upgrade was handled
+        return
+    caller: Caller = scope.get(CALLER_KEY, LOCAL_ADMIN)
+    try:
+        route = await route_for(service, name, caller)
+    except ServiceNotFound as e:
+        return await _refuse(scope, send, e)
+    service.traffic.started(name)
+    job_id: str | None = None
+    status = 101
+    try:
+        route = await with_replica(service, route, caller)
+        headers = [(k.decode("latin-1"), v.decode("latin-1"))
+                   for k, v in forward_headers(scope, name, NOT_FORWARDED)]
+        target = (path + (b"?" + query if query else b"")).decode("latin-1")
+        tried: set[str] = set()
+        while True:
+            job_id, base = pick(route, tried, service.outstanding)
+            try:
+                replica = await connect(f"ws://{base}{target}", additional_headers=headers,
+                                        subprotocols=scope.get("subprotocols") or None, user_agent_header=None,
+                                        compression=None, proxy=None, open_timeout=OPEN_TIMEOUT, max_size=MAX_SIZE)
+                break
+            except OSError:  # refused or unreachable: nothing reached it, another replica may take it
+                release(service, job_id)
+                refused(job_id)
+                tried.add(job_id)
+                job_id = None
+                if len(tried) >= len(route.endpoints):
+                    raise ReplicaUnreachable(f"no replica of service {name} accepts connections") from None
+    except InvalidStatus as e:  # the replica answered the upgrade in HTTP: that answer goes back
+        status = e.response.status_code
+        release(service, job_id)
+        service.traffic.ended(name, status, None)
+        return await _refuse_with(scope, send, status, _returned(e.response.headers.raw_items()), e.response.body)
+    except (InvalidHandshake, TimeoutError) as e:
+        release(service, job_id)
+        service.traffic.ended(name, 502, None)
+        return await _refuse(scope, send, ReplicaUnreachable(f"the replica of service {name} did not accept the "
+                                                             f"WebSocket: {e}"))
+    except (ServiceUnavailable, ReplicaUnreachable) as e:
+        release(service, job_id)
+        service.traffic.ended(name, e.http_status, None)
+        return await _refuse(scope, send, e)
+    except BaseException:
+        release(service, job_id)
+        service.traffic.ended(name, 502, None)
+        raise
+    try:
+        await send({"type": "websocket.accept", "subprotocol": replica.subprotocol,
+                    "headers": _returned(replica.response.headers.raw_items()) if replica.response else []})
+        await _relay(receive, send, replica)
+    except BaseException:
+        status = 502
+        raise
+    finally:
+        await replica.close()
+        release(service, job_id)
+        service.traffic.ended(name, status, None)
+
+
+async def _relay(receive: Any, send: Any, replica: ClientConnection) -> None:
+    """Messages both ways until one side closes; its close code goes to the other."""
+    async def from_caller() -> bool:
+        """True once the caller closed; False when the replica's side closed first."""
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.receive":
+                    text = message.get("text")
+                    await replica.send(text if text is not None else message.get("bytes") or b"")
+                elif message["type"] == "websocket.disconnect":
+                    code = message.get("code", CloseCode.NORMAL_CLOSURE)
+                    # a caller gone without a close frame (1006): the replica hears that it went away
+                    await replica.close(_sendable(code, gone=CloseCode.GOING_AWAY), message.get("reason") or "")
+                    return True
+        except ConnectionClosed:
+            return False
+
+    async def from_replica() -> None:
+        try:
+            async for data in replica:
+                await send({"type": "websocket.send", "text": data} if isinstance(data, str)
+                           else {"type": "websocket.send", "bytes": data})
+        except ConnectionClosed:
+            pass
+        except OSError:  # the caller is gone (uvicorn's ClientDisconnected): its side is closing already
+            return
+        # the replica's connection broke without a close frame (1006): a bad gateway, as the caller sees it
+        await send({"type": "websocket.close", "code": _sendable(replica.close_code, gone=CloseCode.BAD_GATEWAY),
+                    "reason": replica.close_reason or ""})
+
+    caller_side, replica_side = asyncio.ensure_future(from_caller()), asyncio.ensure_future(from_replica())
+    tasks = [caller_side, replica_side]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if caller_side.done() and not caller_side.result():  # the replica closed: its code goes to the caller
+            await replica_side
+        if replica_side.done():
+            replica_side.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _sendable(code: int | None, gone: int) -> int:
+    """A close code one may send: 1005 (none given) becomes 1000, 1006 (no close frame) and others ``gone``."""
+    if code is None or code == CloseCode.ABNORMAL_CLOSURE:
+        return gone
+    if code == CloseCode.NO_STATUS_RCVD:
+        return CloseCode.NORMAL_CLOSURE
+    return code if code in EXTERNAL_CLOSE_CODES or 3000 <= code < 5000 else gone
+
+
+def _returned(items: Any) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in items
+            if k.lower().encode("latin-1") not in NOT_RETURNED]
+
+
+async def _refuse(scope: dict, send: Any, error: TrainyardError) -> None:
+    status, headers, body = error_answer(error)
+    await _refuse_with(scope, send, status, headers, body)
+
+
+async def _refuse_with(scope: dict, send: Any, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    """An HTTP answer to the upgrade where the server can send one, else a refused upgrade (uvicorn: 403)."""
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        return await send({"type": "websocket.close", "code": CloseCode.POLICY_VIOLATION})
+    headers = [(k, v) for k, v in headers if k != b"content-length"] + [(b"content-length", b"%d" % len(body))]
+    await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body})

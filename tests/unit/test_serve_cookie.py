@@ -1,0 +1,62 @@
+"""The browser's sign-in cookie for /serve/ pages: when the Guard may take it, and that it never reaches a replica."""
+
+from trainyard.api.serve_cookie import (COOKIE, cookie_token, set_cookie, sign_in_location, wants_page,
+                                        without_serve_cookie)
+from trainyard.api.serve_hop import forward_headers
+
+HOST = b"127.0.0.1:8080"
+
+
+def scope(method="GET", path="/serve/digits/", kind="http", query=b""):
+    return {"type": kind, "method": method, "path": path, "query_string": query, "scheme": "http",
+            "client": ("10.0.0.9", 5555), "headers": []}
+
+
+def headers(origin=None, cookie=f"a=1; {COOKIE}=tok-en_1; b=2"):
+    h = {b"host": HOST, b"cookie": cookie.encode()}
+    if origin:
+        h[b"origin"] = origin.encode()
+    return h
+
+
+def test_the_cookie_is_taken_for_safe_methods_and_for_others_only_from_this_origin():
+    assert cookie_token(scope(), headers()) == "tok-en_1"
+    assert cookie_token(scope("HEAD"), headers()) == "tok-en_1"
+    assert cookie_token(scope("POST"), headers()) is None  # a form posted from elsewhere sends no Origin of ours
+    assert cookie_token(scope("POST"), headers("http://evil.example")) is None
+    assert cookie_token(scope("POST"), headers("http://127.0.0.1:8080.evil.example")) is None
+    assert cookie_token(scope("POST"), headers("http://127.0.0.1:8080")) == "tok-en_1"
+    assert cookie_token(scope(kind="websocket"), headers()) is None  # a WebSocket needs our Origin too
+    assert cookie_token(scope(kind="websocket"), headers("http://127.0.0.1:8080")) == "tok-en_1"
+
+
+def test_the_cookie_counts_only_under_serve_and_only_when_well_formed():
+    assert cookie_token(scope(path="/api/v1/jobs"), headers()) is None
+    assert cookie_token(scope(), headers(cookie=f"{COOKIE}=a b")) is None
+    assert cookie_token(scope(), headers(cookie="other=1")) is None
+    assert cookie_token(scope(), {b"host": HOST}) is None
+
+
+def test_the_cookie_is_http_only_strict_and_scoped_to_serve():
+    made = set_cookie("t0k", secure=False)
+    assert made.startswith(f"{COOKIE}=t0k;") and "Path=/serve/" in made
+    assert "HttpOnly" in made and "SameSite=Strict" in made and "Secure" not in made
+    assert set_cookie("t0k", secure=True).endswith("; Secure")
+
+
+def test_the_replica_gets_the_callers_other_cookies_but_never_the_sign_in_one():
+    assert without_serve_cookie(f"a=1; {COOKIE}=x; b=2".encode()) == b"a=1; b=2"
+    assert without_serve_cookie(f"{COOKIE}=x".encode()) == b""
+    assert without_serve_cookie(b"a=1") == b"a=1"
+    sent = scope()
+    sent["headers"] = [(b"host", HOST), (b"cookie", f"{COOKIE}=x".encode()), (b"accept", b"*/*")]
+    forwarded = dict(forward_headers(sent, "digits", frozenset({b"host"})))
+    assert b"cookie" not in forwarded and forwarded[b"accept"] == b"*/*"
+
+
+def test_a_browser_navigating_without_a_session_is_sent_to_sign_in_and_back():
+    page = {b"accept": b"text/html,application/xhtml+xml"}
+    assert wants_page(scope(), page) and not wants_page(scope(), {b"accept": b"application/json"})
+    assert not wants_page(scope("POST"), page)
+    assert sign_in_location(scope(path="/serve/digits/v2 x", query=b"a=1&b=2")) == \
+        b"/login?next=/serve/digits/v2%20x%3Fa%3D1%26b%3D2"
