@@ -3,6 +3,7 @@ address; one service's replicas (their jobs linked), restarts after a crash, and
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -46,6 +47,23 @@ def test_the_services_pages_show_replicas_traffic_restarts_and_scale(server, pag
     assert job != first and job == client.services.get("web").replicas[0].job_id
     expect(page.locator(".try")).to_contain_text("not the built-in model server")
     screenshot(page, "services")
+
+    # a browser that opens the service's address without a session signs in and comes back to it
+    fresh = page.context.browser.new_context()
+    try:
+        direct = fresh.new_page()
+        direct.goto(server.url + "/serve/web/whoami?x=1")
+        direct.wait_for_url("**/login?next=**")
+        direct.fill("input[name=token]", server.token)
+        direct.click("button[type=submit]")
+        direct.wait_for_url("**/serve/web/whoami?x=1")
+        seen = json.loads(direct.inner_text("body"))
+        assert seen["path"] == "/whoami?x=1" and "cookie" not in seen["headers"]  # the session stays here
+        assert server.token not in direct.url
+        (cookie,) = [c for c in fresh.cookies() if c["name"] == "trainyard_serve"]
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/serve/"
+    finally:
+        fresh.close()
 
     # when scaled to 0 from the page, then no replica is wanted and the service says so
     page.fill("input[name=replicas]", "0")
