@@ -4,6 +4,7 @@ server for the ways a replica can misbehave, and uvicorn (what model servers run
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import socket
 
@@ -60,7 +61,10 @@ CLOSE = "close"
 
 
 def run(coro):  # noqa: ANN001, ANN201
-    return asyncio.run(asyncio.wait_for(coro, 30))
+    # in a thread of its own: Playwright's sync API (the browser tests' session fixture) keeps a loop running
+    # in the main thread, where asyncio.run refuses to start another
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, asyncio.wait_for(coro, 30)).result()
 
 
 def test_a_connection_the_replica_dropped_is_retried_once_for_a_get_and_reported_for_a_post():

@@ -62,6 +62,12 @@ def test_the_services_pages_show_replicas_traffic_restarts_and_scale(server, pag
         assert server.token not in direct.url
         (cookie,) = [c for c in fresh.cookies() if c["name"] == "trainyard_serve"]
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/serve/"
+        # its cookie gone (as on a link from another site, where a Strict cookie is not sent), the browser's
+        # token signs it in again without asking
+        fresh.clear_cookies()
+        direct.goto(server.url + "/serve/web/whoami?y=2")
+        direct.wait_for_url("**/serve/web/whoami?y=2")
+        assert json.loads(direct.inner_text("body"))["path"] == "/whoami?y=2"
     finally:
         fresh.close()
 

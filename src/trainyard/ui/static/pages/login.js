@@ -1,9 +1,29 @@
 // Sign in with an API token (`trainyard token create`, or the local server's via `trainyard ui`).
-import { api, setToken, toast } from "../api.js";
+import { api, setToken, toast, token } from "../api.js";
 import { navigate } from "../app.js";
 import { h } from "../ui.js";
 
+// Where to go once signed in: a path on this server only (never //elsewhere)
+function destination(next) {
+  return next && next.startsWith("/") && !next.startsWith("//") && !next.startsWith("/\\") ? next : "/";
+}
+
+// The HttpOnly cookie /serve/ pages open with, then on: a service's page is not the app's, so a full load
+async function proceed(next) {
+  await api("serve-session", { method: "POST" });
+  if (next.startsWith("/serve/")) location.assign(next);
+  else navigate(next);
+}
+
 export function render(root, { query }) {
+  const next = destination(query.get("next"));
+  // sent here from a service's page (its cookie missing or stale) while this browser holds a token: no form
+  // (once a few seconds: a browser that keeps no cookie would come straight back here)
+  const last = Number(sessionStorage.getItem("trainyard.serve-retry") || 0);
+  if (token() && next.startsWith("/serve/") && Date.now() - last > 10_000) {
+    sessionStorage.setItem("trainyard.serve-retry", String(Date.now()));
+    proceed(next).catch(() => {});
+  }
   const input = h("input", { type: "password", name: "token", autocomplete: "off", placeholder: "API token", size: 48 });
   const form = h("form.login", {
     onsubmit: async (e) => {
@@ -12,12 +32,7 @@ export function render(root, { query }) {
       try {
         const me = await api("whoami");
         document.getElementById("who").textContent = me.user || "";
-        await api("serve-session", { method: "POST" });  // the HttpOnly cookie /serve/ pages open with
-        const next = query.get("next") || "/";
-        const local = next.startsWith("/") && !next.startsWith("//") && !next.startsWith("/\\");
-        // a service's page is not the app's: a full load, which sends the cookie
-        if (local && next.startsWith("/serve/")) location.assign(next);
-        else navigate(local ? next : "/");
+        await proceed(next);
       } catch (err) {
         setToken(null);
         toast(err.status === 401 ? "That token is not valid on this server" : err);
