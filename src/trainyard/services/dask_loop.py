@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from trainyard.services import dask_jobs, dask_probe
 from trainyard.services.dask_clusters import DaskClusterService
 from trainyard.services.notify import Notifier
+from trainyard.services.ticker import Ticker
 from trainyard.spec.cluster import ClusterStatus
 from trainyard.spec.records import JobInfo
 from trainyard.status import JobStatus
@@ -39,48 +40,23 @@ class Memory:
     retiring: dict[str, float] = field(default_factory=dict)  # worker job -> when asked to retire
 
 
-class DaskClusterLoop:
+class DaskClusterLoop(Ticker):
+    name = "trainyard-dask-clusters"
+    log = log
+
     def __init__(self, service: DaskClusterService, notifier: Notifier, tick: float = TICK) -> None:
+        super().__init__(notifier)
         self.service = service
         self.clusters = service.clusters
-        self.notifier = notifier
         self.tick = tick
         self._memory: dict[str, Memory] = {}
         self._jobs: set[str] = set()  # jobs of live clusters: their news wakes the loop
-        self._event = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._listening = False
 
-    def wake(self) -> None:
-        self._event.set()
+    def pause(self) -> float:
+        return self.tick
 
-    def start(self) -> None:
-        if not self._listening:
-            self.notifier.listen(self._on_notify)
-            self._listening = True
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="trainyard-dask-clusters", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._event.set()
-        if self._thread:
-            self._thread.join(timeout=10)
-
-    def _on_notify(self, key: str) -> None:
-        if key in self._jobs:
-            self._event.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.cycle()
-            except Exception:  # the loop must outlive any one bad cycle
-                log.exception("cluster loop cycle failed")
-            self._event.wait(self.tick)
-            self._event.clear()
+    def on_notify(self, key: str) -> bool:
+        return key in self._jobs
 
     def cycle(self) -> None:
         rows = self.clusters.live()
@@ -193,7 +169,7 @@ class DaskClusterLoop:
     def _stop_cluster(self, row: ClusterRow, reason: str) -> None:
         if self.clusters.move(row["id"], ClusterStatus.STOPPING, reason=reason):
             log.info("cluster %s: stopping, %s", row["id"], reason)
-            self._event.set()
+            self.wake()
 
     def _cancel(self, jobs: list[JobInfo]) -> None:
         for j in jobs:

@@ -20,32 +20,34 @@ from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.errors import ArtifactNotFound, Conflict, Forbidden, PipelineRunNotFound, TrainyardError
 from trainyard.pipelines.special import expand_step
 from trainyard.scheduler.fit import check_fits_some_node
-from trainyard.services import pipeline_io as io
 from trainyard.services import pipeline_serve as serving_steps
 from trainyard.services.jobs import JobService
 from trainyard.services.notify import Notifier, off_loop
+from trainyard.services.pipeline_steps import Steps
+from trainyard.services.ticker import Ticker
 from trainyard.spec.job import JobSpec
 from trainyard.spec.pipeline import Errors, PipelineSpec, is_special, merge_params, parse_pipeline
 from trainyard.spec.pipeline_graph import Graph, build
-from trainyard.spec.pipeline_records import (PipelineArtifact, PipelineRunInfo, PipelineRunPage, RunStatus, StepInfo,
+from trainyard.spec.pipeline_records import (PipelineArtifact, PipelineRunInfo, PipelineRunPage, RunStatus,
                                              StepStatus)
 from trainyard.store import Store
 from trainyard.store.pipelines import PipelineStore
 
 log = logging.getLogger("trainyard.pipelines")
-BAD = (StepStatus.FAILED, StepStatus.CANCELLED, StepStatus.SKIPPED)
 SERVE_POLL = 0.5  # seconds between two looks at a serve step's service while it waits for a ready replica
-_VERB = {StepStatus.FAILED: "failed", StepStatus.CANCELLED: "was cancelled", StepStatus.SKIPPED: "was skipped"}
 
 
-class PipelineService:
+class PipelineService(Ticker):
+    name = "trainyard-pipelines"
+    log = log
+
     def __init__(self, store: Store, jobs: JobService, artifacts: ArtifactStore, notifier: Notifier,
                  catalog: Callable[[], Any] | None = None, sweep_every: float = 5.0) -> None:
         self.runs = PipelineStore(store)
         self.store = store
         self.jobs = jobs
         self.artifacts = artifacts
-        self.notifier = notifier
+        super().__init__(notifier)
         self._catalog_factory = catalog
         self._catalog: Any = None
         self.sweep_every = sweep_every
@@ -54,12 +56,10 @@ class PipelineService:
         self._dirty_jobs: set[str] = set()
         self._lock = threading.Lock()
         self._dirty_lock = threading.Lock()
-        self._event = threading.Event()
-        self._stop = threading.Event()
-        self._listening = False
-        self._thread: threading.Thread | None = None
+        self._last_sweep = time.monotonic()
         self.serving: Any = None  # the ServingService serve steps apply to (bound by the platform)
         self._serving: set[str] = set()  # runs with a serve step waiting for a ready replica
+        self.steps = Steps(self)
 
     # -- requests -------------------------------------------------------------
 
@@ -197,7 +197,7 @@ class PipelineService:
             # once more from the runner: a job submitted here may have ended before it was known as a step's
             with self._dirty_lock:
                 self._dirty_runs.add(run_id)
-            self._event.set()
+            self.wake()
 
     def _advance(self, run_id: str) -> bool:
         run = self.runs.get_run(run_id)
@@ -205,7 +205,7 @@ class PipelineService:
             return False
         state = {s.name: s.state for s in run.steps}
         produced = {s.name: dict(s.artifacts) for s in run.steps}
-        changed = self._collect(run, state, produced)
+        changed = self.steps.collect(run, state, produced)
         if run.status == RunStatus.CANCELLING:
             for s in run.steps:
                 if state[s.name] == StepStatus.SUBMITTED and serving_steps.is_serve_step(s.job):
@@ -218,7 +218,7 @@ class PipelineService:
                     if self.runs.move_step(run_id, s.name, StepStatus.CANCELLED, reason="the run was cancelled"):
                         state[s.name] = StepStatus.CANCELLED
         else:
-            changed |= self._start_ready(run, state, produced)
+            changed |= self.steps.start_ready(run, state, produced)
         waiting = any(state[s.name] == StepStatus.SUBMITTED and serving_steps.is_serve_step(s.job) for s in run.steps)
         (self._serving.add if waiting else self._serving.discard)(run_id)
         if any(v in (StepStatus.WAITING, StepStatus.SUBMITTED) for v in state.values()):
@@ -238,171 +238,28 @@ class PipelineService:
             self.runs.move_run(run_id, RunStatus.FAILED, reason=why)
         return True
 
-    def _collect(self, run: PipelineRunInfo, state: dict[str, StepStatus], produced: dict[str, dict[str, str]]) -> bool:
-        """Record the steps whose jobs have ended."""
-        changed = False
-        for s in run.steps:
-            if state[s.name] == StepStatus.SUBMITTED and serving_steps.is_serve_step(s.job):
-                changed |= self._serve_progress(run, s, state)
-                continue
-            if state[s.name] != StepStatus.SUBMITTED or s.status not in ("succeeded", "failed", "cancelled"):
-                continue
-            self._job_runs.pop(s.job_id, None)
-            if s.status == "succeeded":
-                state[s.name], produced[s.name] = self._record_outputs(run, s)
-            else:
-                reason = self.runs.job_statuses([s.job_id]).get(s.job_id, (None, None))[1]
-                new = StepStatus.FAILED if s.status == "failed" else StepStatus.CANCELLED
-                if self.runs.move_step(run.id, s.name, new, reason=f"job {s.job_id}: {reason}", ended_at=time.time()):
-                    state[s.name] = new
-            changed = True
-        return changed
-
-    def _serve_progress(self, run: PipelineRunInfo, s: StepInfo, state: dict[str, StepStatus]) -> bool:
-        now = time.time()
-        out = serving_steps.progress(self.serving, s, now - (s.started_at or now))
-        if out.state is None:
-            return False
-        if self.runs.move_step(run.id, s.name, out.state, reason=out.reason, ended_at=now):
-            state[s.name] = out.state
-        return True
-
-    def _start_serve(self, run: PipelineRunInfo, s: StepInfo,
-                     produced: dict[str, dict[str, str]]) -> tuple[StepStatus, dict[str, str]]:
-        """Apply the step's service over its model; it is done once :meth:`_serve_progress` sees a ready replica."""
-        now = time.time()
-        try:
-            arts = self.runs.artifacts([a for n in s.needs for a in produced.get(n, {}).values()])
-            inputs = {n: io.resolve_input(self.artifacts, run.id, s.name, n, ref, produced, arts, self.store.artifacts)
-                      for n, ref in s.inputs.items()}
-            info, job = serving_steps.apply(self.serving, run, s, inputs["model"]["url"] if inputs else None)
-        except TrainyardError as e:
-            self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"serve: {e.message}", ended_at=now)
-            return StepStatus.FAILED, {}
-        except Exception as e:  # a model that cannot be made ready fails the step, not the runner
-            log.exception("run %s: step %s could not start", run.id, s.name)
-            self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"serve: {e}", ended_at=now)
-            return StepStatus.FAILED, {}
-        self.runs.move_step(run.id, s.name, StepStatus.SUBMITTED, job=job, inputs=inputs, started_at=now,
-                            reason=f"service {info.name} version {info.version} applied: waiting for a ready replica")
-        return StepStatus.SUBMITTED, {}
-
-    def _record_outputs(self, run: PipelineRunInfo, s: StepInfo) -> tuple[StepStatus, dict[str, str]]:
-        found, missing = io.output_artifacts(self.store.artifacts(s.job_id), s.outputs)
-        now = time.time()
-        if missing:
-            self.runs.move_step(run.id, s.name, StepStatus.FAILED, ended_at=now,
-                                reason=f"job {s.job_id} succeeded but did not write output(s): {', '.join(missing)}")
-            return StepStatus.FAILED, {}
-        lineage = {n: {k: r.get(k) for k in ("kind", "digest", "url", "artifacts", "step", "output", "subpath")
-                       if r.get(k) is not None} for n, r in s.inputs.items()}
-        arts = {}
-        for name, f in found.items():
-            art = self.runs.add_artifact(
-                digest=f["digest"], run_id=run.id, step=s.name, job_id=s.job_id, attempt=f["attempt"], output=name,
-                url=self.artifacts.outputs_url(s.job_id, f["attempt"]) + "/" + name, size=f["size"], files=f["files"],
-                inputs=lineage, code=run.workdirs.get(s.workdir), cache_key=s.cache_key)
-            arts[name] = art.id
-        self.runs.move_step(run.id, s.name, StepStatus.SUCCEEDED, artifacts=arts, ended_at=now, reason=None)
-        return StepStatus.SUCCEEDED, arts
-
-    def _start_ready(self, run: PipelineRunInfo, state: dict[str, StepStatus],
-                     produced: dict[str, dict[str, str]]) -> bool:
-        """Submit (or take from the cache) every waiting step whose needs are done; skip those that cannot run."""
-        changed, progress = False, True
-        while progress:
-            progress = False
-            for s in run.steps:
-                if state[s.name] != StepStatus.WAITING:
-                    continue
-                bad = [n for n in s.needs if state.get(n) in BAD]
-                if bad:
-                    if self.runs.move_step(run.id, s.name, StepStatus.SKIPPED,
-                                           reason=f"needs {bad[0]}, which {_VERB[state[bad[0]]]}"):
-                        state[s.name] = StepStatus.SKIPPED
-                        progress = True
-                elif all(state.get(n, StepStatus.WAITING).is_done() for n in s.needs):
-                    state[s.name], produced[s.name] = self._start(run, s, produced)
-                    progress = True
-            changed |= progress
-        return changed
-
-    def _start(self, run: PipelineRunInfo, s: StepInfo,
-               produced: dict[str, dict[str, str]]) -> tuple[StepStatus, dict[str, str]]:
-        if serving_steps.is_serve_step(s.job):
-            return self._start_serve(run, s, produced)
-        now = time.time()
-        try:
-            arts = self.runs.artifacts([a for n in s.needs for a in produced.get(n, {}).values()])
-            inputs = {n: io.resolve_input(self.artifacts, run.id, s.name, n, ref, produced, arts, self.store.artifacts)
-                      for n, ref in s.inputs.items()}
-            code = run.workdirs.get(s.workdir)
-            key = io.cache_key(s.job, code, inputs, s.outputs)
-        except Exception as e:  # an input that cannot be made ready fails the step, not the runner
-            log.exception("run %s: step %s could not start", run.id, s.name)
-            self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"inputs: {e}", ended_at=now)
-            return StepStatus.FAILED, {}
-        hit = self.runs.find_cached(key) if s.cache else None
-        if hit is not None and set(s.outputs) <= set(hit[1]):
-            job_id, outputs = hit
-            if self.runs.move_step(run.id, s.name, StepStatus.CACHED, inputs=inputs, cache_key=key,
-                                   cached_from=job_id, artifacts=outputs, started_at=now, ended_at=now,
-                                   reason=f"same spec, code and inputs as job {job_id}: its outputs are reused"):
-                return StepStatus.CACHED, outputs
-        try:
-            spec = JobSpec.model_validate({**s.job, "inputs": {n: r["url"] for n, r in inputs.items()}})
-            job = self.jobs.submit(spec, code, on_behalf=(run.owner, run.team))
-        except TrainyardError as e:
-            self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"submit: {e.message}", ended_at=now)
-            return StepStatus.FAILED, {}
-        self._job_runs[job.id] = run.id
-        if not self.runs.move_step(run.id, s.name, StepStatus.SUBMITTED, job_id=job.id, inputs=inputs,
-                                   cache_key=key, started_at=now):
-            self.jobs.stop(job.id)  # another server moved the step first
-        return StepStatus.SUBMITTED, {}
-
     # -- the runner thread ------------------------------------------------------
 
     def start(self) -> None:
         self._job_runs.update(self.runs.live_jobs())
         self._dirty_runs.update(self.runs.active_runs())
-        if not self._listening:
-            self.notifier.listen(self._on_notify)
-            self._listening = True
-        self._stop.clear()  # a server that regains the lease starts its runner again
-        self._thread = threading.Thread(target=self._run, name="trainyard-pipelines", daemon=True)
-        self._thread.start()
-        self._event.set()
+        super().start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._event.set()
-        if self._thread:
-            self._thread.join(timeout=10)
+    def on_notify(self, key: str) -> bool:
+        if key not in self._job_runs:  # a dict lookup: this runs in whoever notified
+            return False
+        with self._dirty_lock:
+            self._dirty_jobs.add(key)
+        return True
 
-    def _on_notify(self, key: str) -> None:
-        if key in self._job_runs:  # a dict lookup: this runs in whoever notified
-            with self._dirty_lock:
-                self._dirty_jobs.add(key)
-            self._event.set()
+    def pause(self) -> float:
+        # nothing notifies when a replica becomes ready: a run with a serve step waiting is looked at often
+        return SERVE_POLL if self._serving else self.sweep_every
 
-    def _run(self) -> None:
-        last_sweep = time.monotonic()
-        while not self._stop.is_set():
-            # nothing notifies when a replica becomes ready: a run with a serve step waiting is looked at often
-            self._event.wait(SERVE_POLL if self._serving else self.sweep_every)
-            self._event.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self._cycle(sweep=time.monotonic() - last_sweep >= self.sweep_every)
-            except Exception:  # the runner must outlive any one bad cycle
-                log.exception("pipeline runner cycle failed")
-                time.sleep(0.2)
-            if time.monotonic() - last_sweep >= self.sweep_every:
-                last_sweep = time.monotonic()
-
-    def _cycle(self, sweep: bool) -> None:
+    def cycle(self) -> None:
+        sweep = time.monotonic() - self._last_sweep >= self.sweep_every
+        if sweep:
+            self._last_sweep = time.monotonic()
         with self._dirty_lock:
             jobs, self._dirty_jobs = self._dirty_jobs, set()
             runs, self._dirty_runs = self._dirty_runs, set()

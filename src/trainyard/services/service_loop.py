@@ -12,7 +12,6 @@ are ready); 6 stop drained replicas once the proxy has nothing in flight on them
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -20,6 +19,7 @@ import httpx
 
 from trainyard.services import service_jobs
 from trainyard.services.serving import ServingService
+from trainyard.services.ticker import Ticker
 from trainyard.spec.records import JobInfo
 from trainyard.spec.service import ServiceStatus
 from trainyard.status import JobStatus
@@ -27,6 +27,7 @@ from trainyard.store.services import ReplicaRow, ServiceRow
 
 log = logging.getLogger("trainyard.services")
 TICK = 0.25  # seconds between looks at every live service (probes keep their own period)
+IDLE = 2.0  # seconds between looks when no service is live: an apply wakes the loop, this is for other servers'
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 60.0  # seconds before restarting a crashed replica; doubles per crash in a row
 DRAIN_MIN = 1.0  # seconds a drained replica stays up: every server's cached route has dropped it by then
 DRAIN_MAX = 30.0  # seconds a drained replica may finish what it has in flight before it is stopped
@@ -42,45 +43,35 @@ class Memory:
     next_probe: dict[str, float] = field(default_factory=dict)  # replica job -> when to probe it next
 
 
-class ServiceLoop:
-    def __init__(self, service: ServingService, tick: float = TICK) -> None:
+class ServiceLoop(Ticker):
+    name = "trainyard-services"
+    log = log
+
+    def __init__(self, service: ServingService, tick: float = TICK, idle: float = IDLE) -> None:
+        super().__init__()
         self.service = service
         self.services = service.services
         self.tick = tick
+        self.idle = idle
+        self._live = False
         self._memory: dict[str, Memory] = {}
-        self._event = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._http = httpx.Client(timeout=1.0, trust_env=False)  # probes go to the replica, never a proxy
-
-    def wake(self) -> None:
-        self._event.set()
 
     def start(self) -> None:
         if self._http.is_closed:  # leading again after a while as a follower
             self._http = httpx.Client(timeout=1.0, trust_env=False)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="trainyard-services", daemon=True)
-        self._thread.start()
+        super().start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._event.set()
-        if self._thread:
-            self._thread.join(timeout=10)
+        super().stop()
         self._http.close()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.cycle()
-            except Exception:  # the loop must outlive any one bad cycle
-                log.exception("service loop cycle failed")
-            self._event.wait(self.tick)
-            self._event.clear()
+    def pause(self) -> float:
+        return self.tick if self._live else max(self.tick, self.idle)
 
     def cycle(self) -> None:
         rows = self.services.live()
+        self._live = bool(rows)
         replicas = self.services.replicas([r["id"] for r in rows])
         for gone in set(self._memory) - {r["id"] for r in rows}:
             self._memory.pop(gone, None)
