@@ -66,11 +66,11 @@ class JobService:
             self.engine.validate(spec)
             self._check_room(spec, snapshot)
             owner, team = on_behalf
-        job = self.store.create_job(spec, snapshot, owner=owner, team=team)
+        audit = None if on_behalf is not None else self.audit.entry(caller, "job.submit", name=spec.name,
+                                                                     queue=spec.queue, team=team)
+        job = self.store.create_job(spec, snapshot, owner=owner, team=team, audit=audit)
         self.scheduler.remember(job)
         self.scheduler.wake()
-        if on_behalf is None:
-            self.audit.record(caller, "job.submit", job.id, name=spec.name, queue=spec.queue, team=team)
         return job
 
     def check(self, spec: JobSpec, snapshot: str | None = None,
