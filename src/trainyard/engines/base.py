@@ -107,6 +107,12 @@ class Engine(ABC):
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
         """One observation per replica the store believes live, in order; replicas already terminal are skipped.
 
+        ``attempts`` is every attempt the caller believes live, each time (the
+        scheduler passes all the store's active attempts): an engine may forget
+        what it keeps for an attempt left out, as ended (the Ray engine drops
+        the results it collected), so a caller that reconciles a few at a time
+        can see an ended replica of another read ``not_launched``.
+
         - ``alive``: its launcher still runs (even after writing its result:
           it may still be delivering logs).
         - ``exited``: it ended; ``result`` is the launcher's ``result.json``
