@@ -47,7 +47,8 @@ async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: Ca
         return {"digest": digest, "url": await run_in_threadpool(p.snapshots.put, digest, body)}
 
 
-@router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"], response_model=ReportAnswer)
+@router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"],
+             response_model=ReportAnswer)
 async def report(attempt_id: str, replica: Annotated[int, Path(ge=0, le=2**31 - 1)], body: LauncherReport,
                  p: PlatformDep, authorization: Annotated[str | None, Header()] = None) -> Response:
     """A launcher's report: log bytes and metric lines by offset, and its result (see ``trainyard.launch``).
