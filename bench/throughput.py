@@ -14,7 +14,9 @@ runs, in alternating order (so drift hits both alike):
 
 Prints every repeat, the median and spread of jobs/s end to end and submit
 alone, the server process's own CPU seconds per 1,000 jobs (user + system,
-from psutil; on a shared machine this moves far less than the wall clock), the ratio trainyard time / floor time, and PASS/MISS against the
+from psutil; on a shared machine this moves far less than the wall clock) and
+the launchers' (with their commands; reaped by the local engine's zygote), the
+CPU-bound ceiling those two imply on this many idle cores, the ratio trainyard time / floor time, and PASS/MISS against the
 target (≥ 150 jobs/s end to end). A repeat that fails (a job not succeeded, an
 error) counts as a MISS: the verdict is PASS only if every repeat was measured
 and the median meets the target. It exits 0 whatever the numbers (2 on bad usage).
@@ -55,6 +57,20 @@ def server_cpu(server: BenchServer) -> float:
     """CPU seconds the server process itself has used (not its launchers, which are other processes)."""
     t = psutil.Process(server.proc.pid).cpu_times()
     return t.user + t.system
+
+
+def launcher_cpu(server: BenchServer) -> float:
+    """CPU seconds of the launchers that have ended (with the commands they ran): the local engine's
+    zygote forks them and reaps them, so they add up in its children's times."""
+    total = 0.0
+    for p in psutil.Process(server.proc.pid).children():
+        try:
+            if "trainyard.launch.zygote" in p.cmdline():
+                t = p.cpu_times()
+                total += t.children_user + t.children_system
+        except psutil.Error:
+            pass
+    return total
 
 
 def burst(server: BenchServer, n: int, threads: int) -> tuple[float, float]:
@@ -121,6 +137,7 @@ def main() -> int:
     ends: list[float] = []
     submits: list[float] = []
     cpus: list[float] = []
+    launchers: list[float] = []
     errors: list[str] = []
     server = None
     try:
@@ -134,9 +151,11 @@ def main() -> int:
                     print(f"  repeat {i + 1}: floor      {args.jobs / floors[-1]:7.1f} jobs/s ({floors[-1]:.2f} s)")
                     continue
                 try:
-                    c0 = server_cpu(server)
+                    c0, l0 = server_cpu(server), launcher_cpu(server)
                     t_submit, t_all = burst(server, args.jobs, args.threads)
+                    time.sleep(0.5)  # the last launchers exit just after their last report: let the zygote reap them
                     cpus.append((server_cpu(server) - c0) * 1000 / args.jobs)
+                    launchers.append((launcher_cpu(server) - l0) * 1000 / args.jobs)
                 except Exception as e:  # recorded, and the verdict becomes a MISS
                     errors.append(f"repeat {i + 1}: {e}")
                     print(f"  repeat {i + 1}: trainyard  FAILED: {e}")
@@ -145,7 +164,7 @@ def main() -> int:
                 ends.append(args.jobs / t_all)
                 print(f"  repeat {i + 1}: trainyard  {ends[-1]:7.1f} jobs/s end to end ({t_all:.2f} s), "
                       f"submit alone {submits[-1]:.1f} jobs/s ({t_submit:.2f} s), "
-                      f"server CPU {cpus[-1]:.1f} s per 1,000 jobs")
+                      f"server CPU {cpus[-1]:.1f} s per 1,000 jobs, launchers' CPU {launchers[-1]:.1f} s")
     except Exception as e:
         errors.append(str(e))
         print(f"stopped: {e}")
@@ -161,6 +180,7 @@ def main() -> int:
         print(f"  trainyard, end to end         {spread(ends)}")
         print(f"  trainyard, submit alone       {spread(submits)}")
         print(f"  server CPU s per 1,000 jobs   {spread(cpus)}")
+        print(f"  launchers' CPU s per 1,000    {spread(launchers)}")
     print("\ntargets:")
     complete = not errors and len(ends) == args.repeats
     if ends and floors:
@@ -172,6 +192,9 @@ def main() -> int:
               f"(target ≥ {TARGET_JOBS_PER_S:g}){note}")
         print(f"  info  trainyard time / floor time = {ratio:.1f}x  (floor {statistics.median(floors):.2f} s "
               f"for {args.jobs} commands)")
+        cpu_per_job = (statistics.median(cpus) + statistics.median(launchers)) / 1000
+        print(f"  info  server + launchers use {cpu_per_job * 1000:.1f} ms of CPU per job: at most "
+              f"{(os.cpu_count() or 1) / cpu_per_job:.0f} jobs/s on {os.cpu_count()} idle cores, clients aside")
     else:
         print("  MISS  end to end: not measured")
     return 0

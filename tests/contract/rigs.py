@@ -79,8 +79,11 @@ class Rig:
         return attempt.model_copy(update={"handle": handle}), handle
 
     def observe(self, attempt: AttemptInfo) -> Observation:
-        [obs] = self.engine.reconcile([attempt])
-        return obs
+        """``attempt``'s observation from a reconcile of every attempt the rig has launched, as the scheduler
+        reconciles all the store's live attempts at once: an engine may forget what it holds for an attempt
+        left out (the Ray engine drops collected results), so reconciling one alone could lose another's end."""
+        others = [a for a in self.launched if a.id != attempt.id]
+        return next(o for o in self.engine.reconcile([attempt, *others]) if o.attempt_id == attempt.id)
 
     def wait_for(self, attempt: AttemptInfo, state: str) -> Observation:
         return until(lambda: (o := self.observe(attempt)).state == state and o, timeout=self.timeout)

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import need
 from tests.contract.rigs import EXIT_CODE, FakeRig, LocalRig, RayRig, Rig
 from tests.support.waiting import until
+from trainyard.engines.base import Launch
 from trainyard.status import Reason
 
 ENGINES = ["fake", "local", pytest.param("ray", marks=pytest.mark.slow)]
@@ -146,3 +147,22 @@ def test_cancelling_an_unknown_attempt_does_not_raise(rig):
     obs = rig.observe(attempt)
     assert obs.state == "not_launched" or (obs.state, obs.result.reason) == ("exited", Reason.CANCELLED)
     assert rig.starts(attempt) == 0
+
+
+def test_launch_many_starts_each_attempt_once_and_again_is_a_no_op(rig):
+    # given three attempts handed over together, as the scheduler hands a cycle's admissions
+    attempts = [rig.attempt(f"many{i}") for i in range(3)]
+    launches = [Launch(a, *rig.launch_args(a)) for a in attempts]
+
+    # when they are launched together, then again (a control plane that died before recording the handles)
+    handles = rig.engine.launch_many(launches)
+    rig.launched += attempts
+    again = rig.engine.launch_many(launches)
+
+    # then each got its own handle, the second call gave the same ones, and each command ran once to its end
+    assert all(isinstance(h, dict) for h in handles) and again == handles
+    assert len({str(h) for h in handles}) == 3
+    for a in attempts:
+        rig.end(a)
+    assert [rig.wait_for(a, "exited").result.exit_code for a in attempts] == [EXIT_CODE] * 3
+    assert [rig.starts(a) for a in attempts] == [1, 1, 1]

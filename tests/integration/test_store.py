@@ -184,3 +184,38 @@ def test_reads_kept_in_memory_follow_the_job_until_it_has_ended(store, db_url):
         assert other.get_job(job.id).model_dump() == store.get_job(job.id).model_dump()
     finally:
         other.close()
+
+
+def test_a_job_ended_by_its_last_report_is_kept_as_the_database_has_it(store, db_url):
+    from trainyard.services.attempts import _conclude
+
+    end = {"status": AttemptStatus.FAILED, "exit_code": 2, "reason": "Error(exit 2)", "message": "bad",
+           "conclude": _conclude}
+    # given two jobs: one whose first report is its last, one that reported running first
+    quick = store.create_job(parse_job("command: x"), owner="ann", team="t")
+    slow, running = running_attempt(store)
+    attempt = store.admit(quick.id, [("a", ["1"])], token_hash=H)
+    # when their last reports end them
+    store.report(attempt.id, 0, token_hash=H, running=True, end=end)
+    store.report(running.id, 0, token_hash=H, running=True, end={**end, "exit_code": 0, "reason": Reason.SUCCEEDED,
+                                                                  "status": AttemptStatus.SUCCEEDED})
+    # then the record kept from the report's own rows (read without a query) is what the database holds
+    other = Store(db_url, run_migrations=False)
+    try:
+        for job_id, status in ((quick.id, JobStatus.FAILED), (slow.id, JobStatus.SUCCEEDED)):
+            kept = store.ended_job(job_id)
+            assert kept is not None and kept.status == status
+            assert kept.model_dump() == other.get_job(job_id).model_dump()
+    finally:
+        other.close()
+
+
+def test_a_submit_writes_its_audit_entry_with_the_job_naming_the_new_id(store):
+    # when a job is created with its audit entry (one transaction, one writer turn)
+    job = store.create_job(parse_job("command: x"), owner="ann",
+                           audit={"user": "ann", "source": "10.0.0.1", "action": "job.submit", "detail": {"q": 1}})
+    store.create_job(parse_job("command: y"))  # and one without
+    # then the entry names the job the store made, and only that one was audited
+    [entry] = store.audit()
+    assert (entry.user, entry.source, entry.action, entry.target, entry.detail) == (
+        "ann", "10.0.0.1", "job.submit", job.id, {"q": 1})

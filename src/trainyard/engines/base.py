@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.reports import LaunchResult
@@ -33,6 +33,14 @@ class Observation:
     state: Literal["alive", "exited", "lost", "not_launched"]
     result: LaunchResult | None = None  # when "exited": the launcher's result.json, or the engine's word for it
     detail: str = ""  # when "lost": why the engine thinks so, for people
+
+
+class Launch(NamedTuple):
+    """One attempt to start, as :meth:`Engine.launch` takes it."""
+
+    attempt: AttemptInfo
+    spec: JobSpec
+    configs: list[LaunchConfig]
 
 
 class Engine(ABC):
@@ -70,6 +78,18 @@ class Engine(ABC):
         engine): the caller ends the attempt as ``SetupFailed`` with the message.
         """
 
+    def launch_many(self, launches: list[Launch]) -> list[dict[str, Any] | Exception]:
+        """:meth:`launch` for each of ``launches``, in order: its handle, or the exception that launch
+        raised (the others still start). The scheduler hands over a cycle's admissions at once, so an
+        engine that starts several for less than one at a time each overrides this."""
+        out: list[dict[str, Any] | Exception] = []
+        for launch in launches:
+            try:
+                out.append(self.launch(*launch))
+            except Exception as e:  # the caller ends this attempt, with why
+                out.append(e)
+        return out
+
     @abstractmethod
     def cancel(self, attempt: AttemptInfo) -> None:
         """Ask every replica of the attempt to stop (each launcher gets SIGTERM, then its grace period).
@@ -86,6 +106,12 @@ class Engine(ABC):
     @abstractmethod
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
         """One observation per replica the store believes live, in order; replicas already terminal are skipped.
+
+        ``attempts`` is every attempt the caller believes live, each time (the
+        scheduler passes all the store's active attempts): an engine may forget
+        what it keeps for an attempt left out, as ended (the Ray engine drops
+        the results it collected), so a caller that reconciles a few at a time
+        can see an ended replica of another read ``not_launched``.
 
         - ``alive``: its launcher still runs (even after writing its result:
           it may still be delivering logs).

@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 
 from trainyard.engines import runtime as runtimes
-from trainyard.engines.base import Engine, Observation
+from trainyard.engines.base import Engine, Launch, Observation
 from trainyard.errors import Unsupported
 from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.runas import traversable
@@ -28,6 +28,7 @@ from trainyard.spec.records import AttemptInfo, NodeInfo
 from trainyard.spec.reports import LaunchResult
 
 HANDLE_NAME = "launcher.json"
+_FORKS_PER_WRITE = 64  # dirs written to the zygote at once: their lines stay well inside a pipe's buffer
 
 
 class LocalEngine(Engine):
@@ -71,15 +72,43 @@ class LocalEngine(Engine):
             return "127.0.0.1", s.getsockname()[1]
 
     def launch(self, attempt: AttemptInfo, spec: JobSpec, configs: list[LaunchConfig]) -> dict[str, Any]:
-        handles = [self._launch_replica(attempt, i, spec, cfg) for i, cfg in enumerate(configs)]
-        return {"replicas": handles}
+        found = self.launch_many([Launch(attempt, spec, configs)])[0]
+        if isinstance(found, Exception):
+            raise found
+        return found
 
-    def _launch_replica(self, attempt: AttemptInfo, replica: int, spec: JobSpec, config: LaunchConfig) -> dict:
+    def launch_many(self, launches: list[Launch]) -> list[dict[str, Any] | Exception]:
+        """Every replica's folder and ``launch.json`` first, then all their launchers forked by the
+        zygote in one round trip: launched one by one, each waited for the zygote to get a core,
+        which on a loaded machine was most of a launch, and admission waited behind it."""
+        out: list[list[dict | None] | Exception] = []
+        forks: list[tuple[int, int, Path]] = []  # (launch, replica, its dir) for replicas not started yet
+        for i, (attempt, spec, configs) in enumerate(launches):
+            try:
+                prepared = [self._prepare(attempt, r, spec, cfg) for r, cfg in enumerate(configs)]
+            except Exception as e:  # this attempt is ended by the caller; the others go on
+                out.append(e)
+                continue
+            out.append([existing for _, existing in prepared])
+            forks += [(i, r, workdir) for r, (workdir, existing) in enumerate(prepared) if existing is None]
+        pids = self._fork_launchers([workdir for _, _, workdir in forks])
+        for (i, r, workdir), pid in zip(forks, pids):
+            handles = out[i]
+            if isinstance(handles, Exception):
+                continue
+            try:
+                handles[r] = self._started(launches[i].attempt.id, r, workdir, pid)
+            except Exception as e:
+                out[i] = e
+        return [o if isinstance(o, Exception) else {"replicas": o} for o in out]
+
+    def _prepare(self, attempt: AttemptInfo, replica: int, spec: JobSpec, config: LaunchConfig) -> tuple[Path, dict | None]:
+        """The replica's dir with its ``launch.json``, and its handle if a launcher was started already."""
         workdir = self.replica_dir(attempt.id, replica)
         existing = _read_json(workdir / HANDLE_NAME)
         if existing:
             _renew_token(workdir, config.token)
-            return existing
+            return workdir, existing
         workdir.mkdir(parents=True, exist_ok=True, mode=0o700)  # launch.json in it holds the attempt's credential
         workdir.chmod(0o700)  # mkdir's mode is masked by the umask, and not applied to a folder already there
         config.venv_cache = config.venv_cache or str(self.home / "venvs")
@@ -92,7 +121,10 @@ class LocalEngine(Engine):
         if config.run_as:  # the job, as its own account, passes through to its folders (launch.runas)
             traversable(workdir, self.home)
         config.write(workdir)
-        pid = self._fork_launcher(workdir)
+        return workdir, None
+
+    def _started(self, attempt_id: str, replica: int, workdir: Path, pid: int | None) -> dict:
+        """The handle of the replica's launcher (``pid`` from the zygote; started here if None), written beside it."""
         if pid is None:  # no zygote: start a launcher the slow way
             # born with SIGTERM blocked (the mask survives exec): an early cancel waits for the launcher's handler
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
@@ -105,7 +137,7 @@ class LocalEngine(Engine):
                     )
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-            self._children[(attempt.id, replica)] = proc
+            self._children[(attempt_id, replica)] = proc
             pid = proc.pid
         handle = {"pid": pid, "create_time": psutil.Process(pid).create_time(), "dir": str(workdir)}
         tmp = workdir / (HANDLE_NAME + ".tmp")
@@ -113,24 +145,30 @@ class LocalEngine(Engine):
         tmp.replace(workdir / HANDLE_NAME)
         return handle
 
-    def _fork_launcher(self, workdir: Path) -> int | None:
-        """A launcher forked by the zygote for ``workdir``; None if the zygote is not there."""
+    def _fork_launchers(self, workdirs: list[Path]) -> list[int | None]:
+        """A launcher forked by the zygote for each of ``workdirs`` (None where the zygote is not there).
+        The dirs go down the pipe together and the pids come back in order: one round trip, not one each."""
+        pids: list[int | None] = []
         with self._zygote_lock:
-            if self._closed:
-                return None
-            if self._zygote is None or self._zygote.poll() is not None:
-                self._zygote = subprocess.Popen(
-                    [sys.executable, "-m", "trainyard.launch.zygote"], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                )
-            try:
-                self._zygote.stdin.write(f"{workdir}\n".encode())
-                self._zygote.stdin.flush()
-                return int(self._zygote.stdout.readline())
-            except (OSError, ValueError):
-                self._zygote.kill()
-                self._zygote = None
-                return None
+            for at in range(0, len(workdirs), _FORKS_PER_WRITE):
+                chunk = workdirs[at:at + _FORKS_PER_WRITE]
+                if self._closed:
+                    return pids + [None] * (len(workdirs) - len(pids))
+                if self._zygote is None or self._zygote.poll() is not None:
+                    self._zygote = subprocess.Popen(
+                        [sys.executable, "-m", "trainyard.launch.zygote"], stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                    )
+                try:
+                    self._zygote.stdin.write("".join(f"{w}\n" for w in chunk).encode())
+                    self._zygote.stdin.flush()
+                    for _ in chunk:
+                        pids.append(int(self._zygote.stdout.readline()))
+                except (OSError, ValueError):
+                    self._zygote.kill()
+                    self._zygote = None
+                    return pids + [None] * (len(workdirs) - len(pids))
+        return pids
 
     def cancel(self, attempt: AttemptInfo) -> None:
         for r in attempt.replicas:

@@ -15,7 +15,7 @@ import time
 from typing import Callable, Protocol
 
 from trainyard.auth.tokens import new_attempt_token
-from trainyard.engines.base import Engine, Observation
+from trainyard.engines.base import Engine, Launch, Observation
 from trainyard.launch.config import LaunchConfig
 from trainyard.scheduler import adapter
 from trainyard.scheduler.model import Queue
@@ -142,13 +142,10 @@ class SchedulerLoop:
             Admission(job_id, [(p.node, list(p.gpu_ids)) for p in places], job_id in decided.borrowed,
                       tokens[job_id].hash, jobs[job_id].queue, jobs[job_id].created_at)
             for job_id, places in decided.admissions.items()])
-        handles: dict[str, dict] = {}
-        for job_id, attempt in zip(decided.admissions, admitted):
-            if attempt is not None:
-                handle = self._start(_admitted(jobs[job_id], *specs[job_id], now), attempt, tokens[job_id].secret)
-                if handle is not None:
-                    handles[attempt.id] = handle
-        self.store.set_handles(handles)
+        self.store.set_handles(self._start_all([(_admitted(jobs[job_id], *specs[job_id], now), attempt,
+                                                  tokens[job_id].secret)
+                                                 for job_id, attempt in zip(decided.admissions, admitted)
+                                                 if attempt is not None]))
         attempts = {a.id: a for _, a in live}
         for p in decided.preemptions:
             if self.store.preempt(p.attempt_id, p.by):
@@ -172,18 +169,30 @@ class SchedulerLoop:
         return self._specs
 
     def _launch(self, job: JobInfo, attempt: AttemptInfo, token: str) -> None:
-        handle = self._start(job, attempt, token)
-        if handle is not None:
-            self.store.set_handle(attempt.id, handle)
+        self.store.set_handles(self._start_all([(job, attempt, token)]))
 
-    def _start(self, job: JobInfo, attempt: AttemptInfo, token: str) -> dict | None:
-        """The engine's handle of the attempt it launched; None when the launch failed (the attempt is ended)."""
-        try:
-            return self.engine.launch(attempt, job.spec, self.config_for(job, attempt, token))
-        except Exception as e:  # a launch that cannot start ends the attempt, with why
-            log.exception("launch of %s failed", attempt.id)
-            self.attempts.fail(attempt, Reason.SETUP, f"launch failed: {e}")
-            return None
+    def _start_all(self, admitted: list[tuple[JobInfo, AttemptInfo, str]]) -> dict[str, dict]:
+        """The engine's handle of each attempt it launched, by attempt id; an attempt whose launch
+        failed is ended with why. Handed to the engine together (``launch_many``): the local engine
+        starts a cycle's launchers in one round trip to its zygote."""
+        launches: list[Launch] = []
+        for job, attempt, token in admitted:
+            try:
+                launches.append(Launch(attempt, job.spec, self.config_for(job, attempt, token)))
+            except Exception as e:
+                self._failed(attempt, e)
+        handles: dict[str, dict] = {}
+        for launch, found in zip(launches, self.engine.launch_many(launches)):
+            if isinstance(found, Exception):
+                self._failed(launch.attempt, found)
+            else:
+                handles[launch.attempt.id] = found
+        return handles
+
+    def _failed(self, attempt: AttemptInfo, e: Exception) -> None:
+        """A launch that cannot start ends the attempt, with why."""
+        log.error("launch of %s failed", attempt.id, exc_info=e)
+        self.attempts.fail(attempt, Reason.SETUP, f"launch failed: {e}")
 
 
 def _admitted(w: Waiting, spec: JobSpec, snapshot: str | None, now: float) -> JobInfo:

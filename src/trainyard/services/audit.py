@@ -15,8 +15,13 @@ class AuditLog:
         self.store = store
 
     def record(self, caller: Caller, action: str, target: str | None = None, **detail: Any) -> None:
-        self.store.add_audit(user=caller.user, source=caller.source, action=action, target=target,
-                             detail=detail or None)
+        self.store.add_audit(**self.entry(caller, action, **detail), target=target)
+
+    @staticmethod
+    def entry(caller: Caller, action: str, **detail: Any) -> dict[str, Any]:
+        """An entry without its target, for a change that writes its own entry in its transaction
+        (``Store.create_job``: the target is the id it makes)."""
+        return {"user": caller.user, "source": caller.source, "action": action, "detail": detail or None}
 
     def read(self, caller: Caller, *, user: str | None, since: float | None, limit: int) -> list[AuditRecord]:
         """Everyone's entries for an admin; a user's own entries otherwise."""

@@ -66,11 +66,11 @@ class JobService:
             self.engine.validate(spec)
             self._check_room(spec, snapshot)
             owner, team = on_behalf
-        job = self.store.create_job(spec, snapshot, owner=owner, team=team)
+        audit = None if on_behalf is not None else self.audit.entry(caller, "job.submit", name=spec.name,
+                                                                     queue=spec.queue, team=team)
+        job = self.store.create_job(spec, snapshot, owner=owner, team=team, audit=audit)
         self.scheduler.remember(job)
         self.scheduler.wake()
-        if on_behalf is None:
-            self.audit.record(caller, "job.submit", job.id, name=spec.name, queue=spec.queue, team=team)
         return job
 
     def check(self, spec: JobSpec, snapshot: str | None = None,
@@ -154,10 +154,14 @@ class JobService:
     async def read(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> str:
         """The job as JSON, if the caller may see it. One that has ended is answered from memory on the
         event loop: under many clients, each hop to a worker thread and back waited for the GIL and for a core."""
+        return self._json(await self._seen(job_id, caller))
+
+    async def _seen(self, job_id: str, caller: Caller) -> JobInfo:
+        """:meth:`get` for the event loop: a job that has ended from memory, any other read in a worker thread."""
         job = self.store.ended_job(job_id) or await off_loop(self.store.get_job, job_id)
         if not caller.sees(job.team, job.owner):
             raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
-        return self._json(job)
+        return job
 
     def logs(self, job_id: str, *, after: int, attempt: int | None, replica: int | None,
              caller: Caller = LOCAL_ADMIN) -> tuple[list[LogChunk], int]:
@@ -232,10 +236,10 @@ class JobService:
         deadline = loop.time() + timeout
         seen = self.notifier.version(job_id)
         while True:
-            job = await off_loop(self.get, job_id, caller)
+            job = await self._seen(job_id, caller)  # most waits of a burst find their job ended: no thread hop
             left = deadline - loop.time()
             if job.status.is_terminal() or left <= 0:
-                return job.model_dump_json()
+                return self._json(job)
             await self.notifier.wait(job_id, seen, left)
             if (final := self.notifier.final(job_id, seen)) is not None:  # it ended: no need to read it back
                 return final

@@ -4,9 +4,9 @@ transition table lets move to the new one)``, checked on its row count, with no 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import bindparam, func, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import ClauseElement
 
@@ -21,18 +21,26 @@ ACTOR = {JobStatus.STARTING: "scheduler", JobStatus.PENDING: "scheduler", JobSta
 _CAS: dict[tuple, Any] = {}
 
 
-def cas_statement(table: Any, by_replica: bool, new: JobStatus | AttemptStatus, names: tuple[str, ...]) -> Any:
+class IfUnset(NamedTuple):
+    """A value a compare-and-set writes only where the column is still NULL (``coalesce(column, value)``)."""
+
+    value: Any
+
+
+def cas_statement(table: Any, by_replica: bool, new: JobStatus | AttemptStatus, names: tuple[str, ...],
+                  if_unset: frozenset[str] = frozenset()) -> Any:
     """The compare-and-set ``UPDATE`` for one table, target status and set of columns, built once
     with bound parameters (``k_`` the key, ``v_`` the values): building it anew on every status
-    change cost more CPU than running it."""
-    found = _CAS.get((table.name, by_replica, new, names))
+    change cost more CPU than running it. Columns in ``if_unset`` keep a value they already have."""
+    found = _CAS.get((table.name, by_replica, new, names, if_unset))
     if found is None:
         c = table.c
         key = ([c.attempt_id == bindparam("k_attempt_id"), c.index == bindparam("k_index")] if by_replica
                else [c.id == bindparam("k_id")])
+        bound = {n: bindparam("v_" + n, type_=c[n].type) for n in names}
         found = update(table).where(*key, c.status.in_(sources(new))).values(
-            status=new.value, **{n: bindparam("v_" + n, type_=c[n].type) for n in names})
-        _CAS[(table.name, by_replica, new, names)] = found
+            status=new.value, **{n: func.coalesce(c[n], b) if n in if_unset else b for n, b in bound.items()})
+        _CAS[(table.name, by_replica, new, names, if_unset)] = found
     return found
 
 
@@ -48,15 +56,16 @@ def cas(s: Session, model: type, key: Any, new: JobStatus | AttemptStatus, **val
         values.setdefault("updated_at", time.time())
         values.setdefault("status_by", ACTOR.get(new, "system"))  # the events trigger reads it
     table = model.__table__
-    if any(isinstance(v, ClauseElement) for v in values.values()):  # an SQL expression (coalesce): built here
+    if any(isinstance(v, ClauseElement) for v in values.values()):  # an SQL expression (a column): built here
         keys = ([table.c.attempt_id == key[0], table.c.index == key[1]] if isinstance(key, tuple)
                 else [table.c.id == key])
         stmt = update(table).where(*keys, table.c.status.in_(sources(new))).values(status=new.value, **values)
         return s.connection().execute(stmt).rowcount == 1
     params = {"k_" + k: v for k, v in zip(("attempt_id", "index") if isinstance(key, tuple) else ("id",),
                                            key if isinstance(key, tuple) else (key,))}
-    params.update(("v_" + k, v) for k, v in values.items())
-    stmt = cas_statement(table, isinstance(key, tuple), new, tuple(values))
+    if_unset = frozenset(k for k, v in values.items() if isinstance(v, IfUnset))
+    params.update(("v_" + k, v.value if k in if_unset else v) for k, v in values.items())
+    stmt = cas_statement(table, isinstance(key, tuple), new, tuple(values), if_unset)
     # a Core UPDATE on the session's connection: the ORM's bulk-update path costs more than the
     # statement itself, and readers use populate_existing, so there are no session objects to sync
     return s.connection().execute(stmt, params).rowcount == 1

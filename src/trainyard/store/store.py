@@ -25,11 +25,12 @@ from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import tables as t
 from trainyard.store.db import make_engine, migrate, writer_lock
 from trainyard.store.cache import Recent
-from trainyard.store.cas import ACTOR, cas
+from trainyard.store.cas import ACTOR, IfUnset, cas
 from trainyard.store.moves import Admission, Ending, Waiting
 from trainyard.store import job_list
 from trainyard.store.job_list import job_where, visible_where  # noqa: F401 (visible_where: the stores' shared rule)
-from trainyard.store.rows import attempt_record, attempt_records, job_records, replica_record
+from trainyard.store.rows import (JOB_FIELDS, attempt_by_id, attempt_record, attempt_records, job_records,
+                                  replica_record)
 from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
@@ -38,6 +39,13 @@ _ATTEMPT = t.Attempt.__table__.c
 # built once: a burst of admissions sets one handle each, and building the statement cost more than running it
 _SET_HANDLE = update(t.Attempt.__table__).where(_ATTEMPT.id == bindparam("b_id")).values(
     handle=bindparam("b_handle", type_=_ATTEMPT.handle.type))
+
+_JOB = t.Job.__table__.c
+# the job of an attempt that ends, with its spec when that is not in memory (prebuilt, like _SET_HANDLE)
+_ENDING_JOB = {with_spec: select(_JOB.status, *(_JOB[k] for k in JOB_FIELDS), *([_JOB.spec] if with_spec else []))
+               .where(_JOB.id == bindparam("job_id")) for with_spec in (False, True)}
+_MAX_SEQ = select(func.max(_JOB.seq))
+_MAX_NUMBER = select(func.max(_ATTEMPT.number)).where(_ATTEMPT.job_id == bindparam("job_id"))
 
 
 def new_job_id() -> str:
@@ -67,6 +75,9 @@ class Store:
     def write(self) -> Iterator[Session]:
         with self._write_lock, self._writer() as s, s.begin():
             yield s
+        # records of jobs this transaction ended, kept only once it committed (see _finish_replica)
+        for job in s.info.get("ended", ()):
+            self._ended.put(job.id, job)
 
     # -- compare-and-set --------------------------------------------------
 
@@ -79,15 +90,19 @@ class Store:
     # -- jobs -------------------------------------------------------------
 
     def create_job(self, spec: JobSpec, snapshot: str | None = None, *, owner: str | None = None,
-                   team: str | None = None) -> JobInfo:
+                   team: str | None = None, audit: dict[str, Any] | None = None) -> JobInfo:
+        """A pending job; with ``audit`` (an audit entry's ``user``, ``source``, ``action`` and ``detail``),
+        its audit entry too, naming the new job, in the same transaction: one writer turn per submit."""
         now = time.time()
         with self.write() as s:
-            seq = (s.scalar(select(func.max(t.Job.seq))) or 0) + 1
+            seq = (s.connection().execute(_MAX_SEQ).scalar() or 0) + 1
             row = dict(id=new_job_id(), seq=seq, name=spec.name, status=JobStatus.PENDING.value, queue=spec.queue,
                        priority=spec.priority, spec=spec.model_dump(mode="json"), snapshot=snapshot, created_at=now,
                        updated_at=now, not_before=None, reason="waiting for the scheduler", position=None,
                        owner=owner, team=team)
             s.connection().execute(insert(t.Job.__table__), [row])  # Core, like Store.admit
+            if audit is not None:
+                s.connection().execute(insert(t.AuditEntry.__table__), [{**audit, "target": row["id"], "at": now}])
         self._specs.put(row["id"], spec)
         return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 
@@ -215,8 +230,7 @@ class Store:
         if queue is None or submitted_at is None:
             j = t.Job.__table__.c
             queue, submitted_at = conn.execute(select(j.queue, j.created_at).where(j.id == job_id)).one()
-        a = t.Attempt.__table__.c
-        number = (conn.execute(select(func.max(a.number)).where(a.job_id == job_id)).scalar() or 0) + 1
+        number = (conn.execute(_MAX_NUMBER, {"job_id": job_id}).scalar() or 0) + 1
         node, gpus = placements[0]
         attempt = dict(id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
                        node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
@@ -237,11 +251,10 @@ class Store:
             return self._attempt(s, attempt_id)
 
     def _attempt(self, s: Session, attempt_id: str) -> AttemptInfo:
-        a = t.Attempt.__table__.c
-        found = attempt_records(s.connection(), a.id == attempt_id, a.number)
-        if not found:
+        found = attempt_by_id(s.connection(), attempt_id)
+        if found is None:
             raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
-        return found[0]
+        return found
 
     def active_attempts(self) -> list[AttemptInfo]:
         """Starting and running attempts, oldest first (read every cycle)."""
@@ -297,17 +310,26 @@ class Store:
                 if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, **first):
                     self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)
             return attempt, False
-        j = t.Job.__table__.c
         spec = self._specs.get(attempt.job_id)  # validating it again cost more than the rest of the end
-        row = s.connection().execute(select(j.status, *([] if spec else [j.spec])).where(j.id == attempt.job_id)).one()
+        row = s.connection().execute(_ENDING_JOB[spec is None], {"job_id": attempt.job_id}).one()
         if spec is None:
-            spec = JobSpec.model_validate(row[1])
+            spec = JobSpec.model_validate(row[-1])
             self._specs.put(attempt.job_id, spec)
         ending = conclude(attempt, JobStatus(row[0]), spec)
-        if not self._end_attempt(s, attempt_id, attempt.job_id, ending, started_at):
+        now = time.time()
+        if not self._end_attempt(s, attempt_id, attempt.job_id, ending, started_at, now):
             return attempt, False
-        return attempt.model_copy(update={"status": ending.status, "exit_code": ending.exit_code,
-                                          "reason": ending.reason, "message": ending.message}), True
+        ended = attempt.model_copy(update={"status": ending.status, "exit_code": ending.exit_code,
+                                           "reason": ending.reason, "message": ending.message, "ended_at": now,
+                                           "started_at": attempt.started_at or started_at})
+        if ending.job_status.is_terminal() and attempt.number == 1:
+            # the ended job as a read would return it, built from the rows in hand: the long polls
+            # of a burst's jobs are answered without reading each job back (its only attempt is this one)
+            fields = dict(zip(JOB_FIELDS, row[1:1 + len(JOB_FIELDS)]))
+            fields.update(reason=ending.job_reason, not_before=ending.not_before, updated_at=now)
+            s.info.setdefault("ended", []).append(JobInfo.model_construct(
+                **fields, status=ending.job_status, spec=spec, attempts=[ended]))
+        return ended, True
 
     def request_stop(self, attempt_id: str, why: str) -> bool:
         """Mark an attempt as one that must stop; the first reason given is kept."""
@@ -336,15 +358,19 @@ class Store:
                 raise AttemptNotFound(f"no such attempt: {attempt_id}", attempt_id=attempt_id)
             return self._end_attempt(s, attempt_id, row.job_id, ending)
 
-    def _end_attempt(self, s: Session, attempt_id: str, job_id: str, e: Ending, started_at: float | None = None) -> bool:
-        first = {"started_at": func.coalesce(t.Attempt.__table__.c.started_at, started_at)} if started_at else {}
+    def _end_attempt(self, s: Session, attempt_id: str, job_id: str, e: Ending, started_at: float | None = None,
+                     now: float | None = None) -> bool:
+        """``now``: the time written as the attempt's end and the job's update (the caller's record of them)."""
+        now = now or time.time()
+        first = {"started_at": IfUnset(started_at)} if started_at else {}
         if not self._cas(s, t.Attempt, attempt_id, e.status, exit_code=e.exit_code, reason=e.reason,
-                         message=e.message, ended_at=time.time(), **first):
+                         message=e.message, ended_at=now, **first):
             return False
         by: Any = "scheduler" if e.reason in _SCHEDULER_ENDS else ACTOR[e.job_status]
         if e.job_status == JobStatus.CANCELLED:  # ended by whoever asked for the cancel: keep who that was
             by = t.Job.__table__.c.status_by
-        if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before, status_by=by):
+        if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before, status_by=by,
+                         updated_at=now):
             job = s.get(t.Job, job_id, populate_existing=True)
             raise InvalidTransition(f"job {job_id}: {job.status} → {e.job_status.value} is not allowed")
         return True

@@ -47,11 +47,16 @@ async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: Ca
         return {"digest": digest, "url": await run_in_threadpool(p.snapshots.put, digest, body)}
 
 
-@router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"])
-def report(attempt_id: str, replica: Annotated[int, Path(ge=0, le=2**31 - 1)], body: LauncherReport, p: PlatformDep,
-           authorization: Annotated[str | None, Header()] = None) -> ReportAnswer:
+@router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"],
+             response_model=ReportAnswer)
+async def report(attempt_id: str, replica: Annotated[int, Path(ge=0, le=2**31 - 1)], body: LauncherReport,
+                 p: PlatformDep, authorization: Annotated[str | None, Header()] = None) -> Response:
     """A launcher's report: log bytes and metric lines by offset, and its result (see ``trainyard.launch``).
 
     Not behind the users' token: a launcher shows its own attempt's credential
-    (``Authorization: Bearer <attempt token>``), checked by the store with the report."""
-    return p.attempts.report(attempt_id, replica, body, bearer(authorization))
+    (``Authorization: Bearer <attempt token>``), checked by the store with the report.
+
+    Async, with the store's work in one thread-pool call and the answer serialized here: a plain
+    function took two hops per report (the call, then FastAPI's check of the returned model)."""
+    answer = await run_in_threadpool(p.attempts.report, attempt_id, replica, body, bearer(authorization))
+    return Response(answer.model_dump_json(), media_type="application/json")
