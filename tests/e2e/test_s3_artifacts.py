@@ -5,12 +5,14 @@ missing or corrupt there is reported with its key; a store it cannot use stops i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import httpx
 import pytest
 
+from tests.conftest import need
 from tests.e2e.helpers import py_job, until
 from tests.support.s3 import moto_s3, strict_moto_s3
 from tests.support.servers import ServerProcess
@@ -122,24 +124,37 @@ def test_wrong_credentials_stop_the_server_at_start_with_a_plain_error(tmp_path)
     assert "Traceback" not in r.stderr
 
 
-def test_a_second_job_with_the_same_input_finds_it_in_the_node_cache(s3, s3_server, tmp_path):
+def test_a_second_job_with_the_same_input_finds_it_in_the_node_cache_intact(s3, s3_server, tmp_path):
+    from trainyard.launch import readonly
+
+    root = os.geteuid() == 0
+    need(not root or readonly.usable(), "a root job's read-only input needs mount namespaces (unshare, CAP_SYS_ADMIN)")
     data = s3.bucket()
     s3.put(data, "train/a.txt", b"alpha")
     s3.put(data, "train/sub/b.txt", b"beta")
+    # the job uses the node's cached copy in place, and must not be able to change it for the next job
+    # (as root too: the launcher gives it a read-only mount of the cache entry)
     read = ("import os; d = os.environ['TRAINYARD_INPUT_DATA']; "
-            "print('got', open(d + '/a.txt').read(), open(d + '/sub/b.txt').read(), d)")
+            "print('got', open(d + '/a.txt').read(), open(d + '/sub/b.txt').read(), d)\n"
+            "for how in (lambda: open(d + '/a.txt', 'a').write('x'), lambda: open(d + '/new', 'w'),\n"
+            "            lambda: os.remove(d + '/sub/b.txt')):\n"
+            "    try: how(); print('written')\n"
+            "    except OSError as e: print('refused', e.strerror)")
     job = py_job(read, inputs={"data": f"s3://{data}/train/"})
     c = s3_server.client()
     first = c.submit(job)
     assert first.wait(timeout=120).status.value == "succeeded", first.logs()
     assert "got alpha beta" in first.logs()
+    assert first.logs().count("refused") == 3 and "written" not in first.logs(), first.logs()
+    assert ("Read-only file system" if root else "Permission denied") in first.logs()
     cache = s3_server.home / "cache" / "inputs"
     [entry] = [p for p in cache.iterdir() if p.is_dir()]
-    (entry / "train" / "a.txt").write_text("from the cache")  # what a second download would overwrite
+    inode = (entry / "train" / "a.txt").stat().st_ino  # a second download would land as new files
 
     second = c.submit(job)
     assert second.wait(timeout=120).status.value == "succeeded", second.logs()
-    assert "got from the cache beta" in second.logs()
+    assert "got alpha beta" in second.logs()
+    assert (entry / "train" / "a.txt").stat().st_ino == inode and not (entry / "train" / "new").exists()
 
     s3.put(data, "train/a.txt", b"changed")  # a new ETag: fetched again, into a new entry
     third = c.submit(job)
