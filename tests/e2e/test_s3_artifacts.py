@@ -261,7 +261,7 @@ class CutsFirstStream(httpx.BaseTransport):
         return httpx.Response(response.status_code, headers=response.headers, stream=Cut(), request=request)
 
 
-def test_an_interrupted_download_resumes_from_its_part_with_a_range_request(s3_server, tmp_path):
+def test_an_interrupted_download_resumes_from_its_part_with_a_range_request(s3_server, tmp_path, monkeypatch):
     code = "import trainyard; (trainyard.output_dir() / 'model.bin').write_bytes(bytes(range(256)) * 4000)"
     job = s3_server.client().submit(py_job(code))
     assert job.wait(timeout=120).status.value == "succeeded", job.logs()
@@ -296,3 +296,20 @@ def test_an_interrupted_download_resumes_from_its_part_with_a_range_request(s3_s
     client = Client(s3_server.url, token=s3_server.token, transport=cut)
     assert (client.download(job.id, tmp_path / "c") / "model.bin").read_bytes() == MODEL
     assert cut.ranges == ["bytes=300000-", None]
+
+    # a large file comes as PARTS ranges at once, checked over the whole file; a range cut off
+    # falls back to the one stream, which resumes
+    from trainyard.sdk import http as sdk_http
+
+    monkeypatch.setattr(sdk_http, "PARALLEL_OVER", 1)
+    step = -(-len(MODEL) // sdk_http.PARTS)
+    cut = CutsFirstStream(after=len(MODEL))  # cuts nothing: every range is shorter
+    client = Client(s3_server.url, token=s3_server.token, transport=cut)
+    assert (client.download(job.id, tmp_path / "d") / "model.bin").read_bytes() == MODEL
+    assert sorted(cut.ranges) == sorted(f"bytes={a}-{min(a + step, len(MODEL)) - 1}" for a in range(0, len(MODEL), step))
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["model.bin"]
+    cut = CutsFirstStream(after=10_000)
+    client = Client(s3_server.url, token=s3_server.token, transport=cut)
+    assert (client.download(job.id, tmp_path / "e") / "model.bin").read_bytes() == MODEL
+    assert len(cut.ranges) == sdk_http.PARTS + 1 and cut.ranges[-1] is None
+    assert [p.name for p in (tmp_path / "e").iterdir()] == ["model.bin"]

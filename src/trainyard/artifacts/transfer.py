@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 BLOCK = 1 << 20
-# reads: fewer, larger range requests (one per 8 MiB) are what make a streamed read keep up with
-# s3fs's own get_file; memory per stream stays about one block ahead plus one chunk
-READ_BLOCK, READ_CHUNK = 8 << 20, 2 << 20
+# reads: one range request per 8 MiB block, the next AHEAD blocks fetched while one is sent. Without
+# the overlap each block's round trip stalls the stream (s3fs's own get_file has 10 parts in flight);
+# memory per stream: the block being sent plus AHEAD in flight, whatever the file's size
+READ_BLOCK, READ_CHUNK, AHEAD = 8 << 20, 2 << 20, 2
 # protocols whose writes become visible whole, at the end, or not at all
 ATOMIC_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"}
 
@@ -141,39 +142,50 @@ def chunks_of(stream: IO[bytes], block: int = BLOCK) -> Iterator[bytes]:
     yield from iter(lambda: stream.read(block), b"")
 
 
-def read_checked(fs, path: str, size: int | None, digest: str | None, block: int = READ_CHUNK,  # noqa: ANN001
+def read_checked(fs, path: str, size: int | None, digest: str | None, block: int = READ_BLOCK,  # noqa: ANN001
                  start: int = 0, length: int | None = None) -> Iterator[bytes]:
-    """The bytes at ``path`` as they are read; ``FileNotFoundError`` before the first one when it
-    is missing, ``Corrupt`` before the first (wrong size) or after the last (wrong digest).
+    """The bytes at ``path`` as they are read, in blocks of ``block``; ``FileNotFoundError`` before
+    the first one when it is missing, ``Corrupt`` before the first (wrong size) or after the last
+    (wrong digest).
 
     ``start`` and ``length`` read a part only (a resumed download); its digest is then the reader's
     to check, over the whole file."""
-    if size is not None:
-        stored = fs.size(path)  # raises FileNotFoundError
-        if stored != size:
-            raise Corrupt(f"stored {stored} bytes, recorded {size}")
+    stored = fs.size(path)  # raises FileNotFoundError
+    if size is not None and stored != size:
+        raise Corrupt(f"stored {stored} bytes, recorded {size}")
     whole = start == 0 and length is None
-    return _stream(fs, path, digest if whole else None, block, start, length)
+    end = stored if length is None else min(stored, start + length)
+    return _stream(fs, path, digest if whole else None, block, start, end)
 
 
-def _stream(fs, path: str, digest: str | None, block: int, start: int = 0,  # noqa: ANN001
-            length: int | None = None) -> Iterator[bytes]:
+def _stream(fs, path: str, digest: str | None, block: int, start: int, end: int) -> Iterator[bytes]:  # noqa: ANN001
+    """Blocks ``[start, end)`` of ``path``, each a range read, ``AHEAD`` of them in flight."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
     h = hashlib.sha256()
-    left = length
-    with fs.open(path, "rb", block_size=max(block, READ_BLOCK)) as f:
-        if start:
-            f.seek(start)
-        while left is None or left > 0:
-            chunk = f.read(block if left is None else min(block, left))
-            if not chunk:
+    offsets = iter(range(start, end, block))
+    pool = ThreadPoolExecutor(AHEAD, thread_name_prefix="read-ahead")
+    pending: deque = deque()
+    try:
+        for offset in offsets:
+            pending.append(pool.submit(fs.cat_file, path, start=offset, end=min(offset + block, end)))
+            if len(pending) > AHEAD:
                 break
-            if left is not None:
-                left -= len(chunk)
-            h.update(chunk)
-            yield chunk
+        while pending:
+            data = pending.popleft().result()
+            if (offset := next(offsets, None)) is not None:
+                pending.append(pool.submit(fs.cat_file, path, start=offset, end=min(offset + block, end)))
+            if not data:
+                break  # shorter than its size said: the caller's size or digest check tells
+            h.update(data)
+            yield data
+    finally:  # a client gone mid-stream: what is in flight is dropped, nothing more is asked for
+        for future in pending:
+            future.cancel()
+        pool.shutdown(wait=False)
     if digest is not None and f"sha256:{h.hexdigest()}" != digest:
         raise Corrupt(f"read sha256:{h.hexdigest()}, recorded {digest}")
-
 
 
 def content_tag(fs, path: str) -> str:  # noqa: ANN001
