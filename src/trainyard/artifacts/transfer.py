@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 BLOCK = 1 << 20
-# reads: one range request per 8 MiB block, the next AHEAD blocks fetched while one is sent. Without
-# the overlap each block's round trip stalls the stream (s3fs's own get_file has 10 parts in flight);
-# memory per stream: the block being sent plus AHEAD in flight, whatever the file's size
-READ_BLOCK, READ_CHUNK, AHEAD = 8 << 20, 2 << 20, 2
+# reads: one range request per block, the next one fetched while one is sent. Without the overlap
+# each block's round trip stalls the stream; more overlap comes from the SDK, which asks for a large
+# file as several ranges at once. Memory per stream: about AHEAD + 1 blocks (and a copy of one while
+# the store's client joins it), whatever the file's size (4 streams: +81 MiB measured at 1 GiB)
+READ_BLOCK, READ_CHUNK, AHEAD = 4 << 20, 2 << 20, 1
 # protocols whose writes become visible whole, at the end, or not at all
 ATOMIC_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"}
 
@@ -100,18 +101,25 @@ def _check_size(fs, path: str, size: int) -> None:  # noqa: ANN001
 def put_file(fs, src: Path, path: str) -> tuple[int, str]:  # noqa: ANN001
     """Upload the local file ``src`` to ``path``; its size and ``sha256:`` digest.
 
-    Large files go up in parts (s3fs switches to a multipart upload by itself)."""
-    size, digest = src.stat().st_size, file_digest(src)
+    Large files go up in parts (s3fs switches to a multipart upload by itself). The digest is
+    computed while the file goes up, not before: hashlib drops the GIL, and the second read of
+    the file comes from the page cache."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    size = src.stat().st_size
     _folder_for(fs, path)
     target = path if atomic_puts(fs) else _temporary(path)
-    try:
-        fs.put_file(str(src), target)
-        _check_size(fs, target, size)
-        if target != path:
-            fs.mv(target, path)
-    except BaseException:
-        _drop(fs, target)
-        raise
+    with ThreadPoolExecutor(1, thread_name_prefix="digest") as pool:
+        hashing = pool.submit(file_digest, src)
+        try:
+            fs.put_file(str(src), target)
+            _check_size(fs, target, size)
+            digest = hashing.result()
+            if target != path:
+                fs.mv(target, path)
+        except BaseException:
+            _drop(fs, target)
+            raise
     return size, digest
 
 
