@@ -110,3 +110,27 @@ def test_a_lookup_the_store_refuses_is_a_storage_error_naming_the_key():
             store.has_snapshot(d)
         with pytest.raises(StorageError, match="cannot look up values/v1"):
             store.put_bytes("values/v1", b"42")
+
+
+def test_a_range_is_read_as_one_get_in_chunks_and_dropped_when_the_reader_stops(s3):
+    """One request per range, however many chunks it is handed on in: what keeps the server's memory flat
+    and its reads at the store's pace (many small range requests cost a round trip each)."""
+    import s3fs
+
+    from trainyard.artifacts import reading
+
+    bucket, data = s3.bucket(), bytes(range(256)) * (12 << 12)  # 3 MiB
+    s3.put(bucket, "big.bin", data)
+    fs = s3fs.S3FileSystem(endpoint_url=s3.endpoint, skip_instance_cache=True)
+    fs.connect()
+    gets: list[str] = []
+    fs.s3.meta.events.register("before-call.s3.GetObject", lambda params, **_: gets.append(params["headers"]["Range"]))
+    chunks = list(reading.byte_range(fs, f"{bucket}/big.bin", 5, len(data) - 3, chunk=1 << 20))
+    assert b"".join(chunks) == data[5:-3] and max(map(len, chunks)) == 1 << 20
+    assert gets == [f"bytes=5-{len(data) - 4}"]
+    stream = reading.byte_range(fs, f"{bucket}/big.bin", 0, len(data), chunk=1 << 16)
+    assert next(stream) == data[: 1 << 16]
+    stream.close()  # a client gone: its request is dropped, and the filesystem still reads
+    assert b"".join(reading.byte_range(fs, f"{bucket}/big.bin", len(data) - 10, len(data))) == data[-10:]
+    with pytest.raises(FileNotFoundError):
+        list(reading.byte_range(fs, f"{bucket}/gone.bin", 0, 10))

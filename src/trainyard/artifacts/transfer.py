@@ -1,7 +1,8 @@
 """Moving bytes in and out of an fsspec store so that only complete, checked objects ever appear.
 
 Shared by the server's artifact store and the launcher (which uploads outputs
-and logs from the node), so it imports nothing of trainyard but fsspec.
+and logs from the node), so it imports nothing of trainyard but fsspec and
+:mod:`trainyard.artifacts.reading` (one streamed request per range read).
 
 - Object stores (S3 and the S3-compatible, GCS, Azure) publish an object only
   when its single PUT or its multipart upload completes, and s3fs aborts the
@@ -23,12 +24,13 @@ import uuid
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
+from trainyard.artifacts import reading
+
 BLOCK = 1 << 20
-# reads: one range request per block, the next one fetched while one is sent. Without the overlap
-# each block's round trip stalls the stream; more overlap comes from the SDK, which asks for a large
-# file as several ranges at once. Memory per stream: about AHEAD + 1 blocks (and a copy of one while
-# the store's client joins it), whatever the file's size (4 streams: +81 MiB measured at 1 GiB)
-READ_BLOCK, READ_CHUNK, AHEAD = 4 << 20, 2 << 20, 1
+# s3fs buffers a written file up to its block size before it sends it as a part (50 MiB by default):
+# a server streaming an upload to the store holds that much per upload; 8 MiB parts cap it (and
+# 1,280 parts carry 10 GiB, well under S3's 10,000)
+WRITE_BLOCK = 8 << 20
 # protocols whose writes become visible whole, at the end, or not at all
 ATOMIC_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"}
 
@@ -130,7 +132,7 @@ def write_stream(fs, path: str, chunks: Iterable[bytes], expect: str | None = No
     _folder_for(fs, path)
     tmp = _temporary(path)
     try:
-        with fs.open(tmp, "wb") as f:
+        with fs.open(tmp, "wb", block_size=WRITE_BLOCK) as f:
             for chunk in chunks:
                 h.update(chunk)
                 f.write(chunk)
@@ -150,9 +152,9 @@ def chunks_of(stream: IO[bytes], block: int = BLOCK) -> Iterator[bytes]:
     yield from iter(lambda: stream.read(block), b"")
 
 
-def read_checked(fs, path: str, size: int | None, digest: str | None, block: int = READ_BLOCK,  # noqa: ANN001
-                 start: int = 0, length: int | None = None) -> Iterator[bytes]:
-    """The bytes at ``path`` as they are read, in blocks of ``block``; ``FileNotFoundError`` before
+def read_checked(fs, path: str, size: int | None, digest: str | None, start: int = 0,  # noqa: ANN001
+                 length: int | None = None) -> Iterator[bytes]:
+    """The bytes at ``path`` as they are read, one request streamed in chunks (see :mod:`.reading`); ``FileNotFoundError`` before
     the first one when it is missing, ``Corrupt`` before the first (wrong size) or after the last
     (wrong digest).
 
@@ -163,35 +165,14 @@ def read_checked(fs, path: str, size: int | None, digest: str | None, block: int
         raise Corrupt(f"stored {stored} bytes, recorded {size}")
     whole = start == 0 and length is None
     end = stored if length is None else min(stored, start + length)
-    return _stream(fs, path, digest if whole else None, block, start, end)
+    return _checked(reading.byte_range(fs, path, start, end), digest if whole else None)
 
 
-def _stream(fs, path: str, digest: str | None, block: int, start: int, end: int) -> Iterator[bytes]:  # noqa: ANN001
-    """Blocks ``[start, end)`` of ``path``, each a range read, ``AHEAD`` of them in flight."""
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
+def _checked(chunks: Iterator[bytes], digest: str | None) -> Iterator[bytes]:
     h = hashlib.sha256()
-    offsets = iter(range(start, end, block))
-    pool = ThreadPoolExecutor(AHEAD, thread_name_prefix="read-ahead")
-    pending: deque = deque()
-    try:
-        for offset in offsets:
-            pending.append(pool.submit(fs.cat_file, path, start=offset, end=min(offset + block, end)))
-            if len(pending) > AHEAD:
-                break
-        while pending:
-            data = pending.popleft().result()
-            if (offset := next(offsets, None)) is not None:
-                pending.append(pool.submit(fs.cat_file, path, start=offset, end=min(offset + block, end)))
-            if not data:
-                break  # shorter than its size said: the caller's size or digest check tells
-            h.update(data)
-            yield data
-    finally:  # a client gone mid-stream: what is in flight is dropped, nothing more is asked for
-        for future in pending:
-            future.cancel()
-        pool.shutdown(wait=False)
+    for data in chunks:
+        h.update(data)
+        yield data
     if digest is not None and f"sha256:{h.hexdigest()}" != digest:
         raise Corrupt(f"read sha256:{h.hexdigest()}, recorded {digest}")
 
