@@ -134,3 +134,41 @@ def test_a_range_is_read_as_one_get_in_chunks_and_dropped_when_the_reader_stops(
     assert b"".join(reading.byte_range(fs, f"{bucket}/big.bin", len(data) - 10, len(data))) == data[-10:]
     with pytest.raises(FileNotFoundError):
         list(reading.byte_range(fs, f"{bucket}/gone.bin", 0, 10))
+
+
+def test_an_interrupted_upload_leaves_nothing_that_looks_complete(s3, tmp_path, monkeypatch):
+    """A multipart upload cut off after its first part is aborted (no key, no upload left open), and a
+    stream cut off mid-way (a client gone during a snapshot PUT) leaves neither its key nor its temporary one."""
+    import s3fs
+
+    from trainyard.artifacts.transfer import open_fs, put_file, write_stream
+
+    bucket = s3.bucket()
+    monkeypatch.setattr(s3fs.core, "calculate_chunksize", lambda size, chunksize=None: 5 << 20)  # parts at 10 MiB
+    src = tmp_path / "model.bin"
+    src.write_bytes(b"m" * (12 << 20))
+    fs, path = open_fs(f"s3://{bucket}/out/model.bin", {"s3": {"endpoint_url": s3.endpoint}})
+    call, parts = fs._call_s3, []
+
+    async def cut_after_one_part(method, *args, **kwargs):  # noqa: ANN001, ANN202
+        if method == "upload_part":
+            parts.append(kwargs["PartNumber"])
+            if len(parts) > 1:
+                raise ConnectionResetError("connection reset by peer")
+        return await call(method, *args, **kwargs)
+
+    monkeypatch.setattr(fs, "_call_s3", cut_after_one_part)
+    with pytest.raises(ConnectionResetError):
+        put_file(fs, src, path)
+    assert len(parts) > 1 and s3.keys(bucket) == []
+    assert s3.client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    monkeypatch.undo()
+
+    def cut_stream():  # noqa: ANN202
+        yield b"s" * (9 << 20)  # past one 8 MiB part: a multipart upload under way
+        raise ConnectionResetError("client went away")
+
+    fs, path = open_fs(f"s3://{bucket}/snapshots/x.tar.gz", {"s3": {"endpoint_url": s3.endpoint}})
+    with pytest.raises(ConnectionResetError):
+        write_stream(fs, path, cut_stream())
+    assert s3.keys(bucket) == []

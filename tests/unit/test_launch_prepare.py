@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 from pathlib import Path
 import tarfile
 
 import pytest
 
-from tests.conftest import need
+from tests.conftest import need_readonly_mounts
 
 from trainyard.launch.files import local_path
 from trainyard.launch.prepare import SetupError, prepare_workdir, resolve_inputs, safe_extract
@@ -124,11 +123,7 @@ def test_a_cached_input_is_a_read_only_mount_for_a_root_job(tmp_path):
     from trainyard.launch import readonly
     from trainyard.launch.prepare import cache_entries
 
-    # the environment's part is skipped on a laptop (failed on CI, which runs as root with all
-    # capabilities); given it, the launcher's own probe must find the mounts usable
-    need(os.geteuid() == 0 and _has_cap_sys_admin() and shutil.which("unshare") is not None,
-         "read-only bind mounts need root with CAP_SYS_ADMIN and util-linux's unshare")
-    assert readonly.usable()
+    need_readonly_mounts()
     fsspec.filesystem("memory").pipe("/ty-ro/folder/a.txt", b"A")
     cache = tmp_path / "cache"
     got = resolve_inputs({"d": "memory://ty-ro/folder", "local": str(tmp_path)}, cache, tmp_path)
@@ -143,10 +138,3 @@ def test_a_cached_input_is_a_read_only_mount_for_a_root_job(tmp_path):
     readonly.remove(cache)  # the frozen tree can still be evicted
     assert not cache.exists()
 
-
-def _has_cap_sys_admin() -> bool:
-    """CAP_SYS_ADMIN (bit 21) among this process's effective capabilities: what ``mount`` needs."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapEff:"):
-            return bool(int(line.split()[1], 16) >> 21 & 1)
-    return False
