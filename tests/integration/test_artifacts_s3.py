@@ -172,3 +172,26 @@ def test_an_interrupted_upload_leaves_nothing_that_looks_complete(s3, tmp_path, 
     with pytest.raises(ConnectionResetError):
         write_stream(fs, path, cut_stream())
     assert s3.keys(bucket) == []
+
+
+def test_a_range_cut_off_mid_way_goes_on_from_the_byte_it_stopped_at(s3):
+    import s3fs
+
+    from tests.support.cut_proxy import CutProxy
+    from trainyard.artifacts import reading
+
+    bucket, data = s3.bucket(), bytes(range(256)) * (12 << 12)  # 3 MiB
+    s3.put(bucket, "big.bin", data)
+    host, port = s3.endpoint.removeprefix("http://").split(":")
+    proxy = CutProxy((host, int(port)), cut_after=(1 << 20) + 12345)  # the first connection, mid-chunk
+    try:
+        fs = s3fs.S3FileSystem(endpoint_url=proxy.endpoint, skip_instance_cache=True)
+        fs.connect()
+        gets: list[str] = []
+        fs.s3.meta.events.register("before-call.s3.GetObject",
+                                   lambda params, **_: gets.append(params["headers"]["Range"]))
+        assert b"".join(reading.byte_range(fs, f"{bucket}/big.bin", 0, len(data))) == data
+    finally:
+        proxy.close()
+    # the first 1 MiB chunk came whole before the cut: asked again from its end, not from the start
+    assert proxy.cuts == 1 and gets == [f"bytes=0-{len(data) - 1}", f"bytes={1 << 20}-{len(data) - 1}"]
