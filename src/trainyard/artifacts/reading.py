@@ -116,4 +116,12 @@ def _client_errors() -> tuple[type[BaseException], ...]:
 def _close(fs, body) -> None:  # noqa: ANN001
     """Drop the connection on the loop that owns it (aiohttp is not thread-safe)."""
     if body is not None:
-        fs.loop.call_soon_threadsafe(body.close)
+        fs.loop.call_soon_threadsafe(_drop, body)
+
+
+def _drop(body) -> None:  # noqa: ANN001
+    import asyncio
+
+    closing = body.close()  # aiohttp's body closes at once; aiobotocore's httpx one returns a coroutine
+    if asyncio.iscoroutine(closing):
+        asyncio.ensure_future(closing)
