@@ -22,7 +22,7 @@ Measured:
   output, streamed through a real ``trainyard server --artifacts s3://…`` and checked against its digest;
 - the trainyard server's RSS (sampled every 20 ms) while a job writes the file as its output (the
   launcher uploads it), while up to 128 MiB of it are PUT to the server as a code snapshot (the one
-  upload whose bytes pass through the server: spooled to disk, streamed to the store in 8 MiB parts;
+  upload whose bytes pass through the server: spooled to disk, streamed to the store in 5 MiB parts;
   s3rver cannot move a larger object into place), and while the file is downloaded. A small job and download first pay the server's one-time imports.
 
 Targets (issue 17): trainyard's throughput at least 0.8× the baseline's, both ways; the server's RSS

@@ -27,10 +27,11 @@ from typing import IO, Iterable, Iterator
 from trainyard.artifacts import reading
 
 BLOCK = 1 << 20
-# s3fs buffers a written file up to its block size before it sends it as a part (50 MiB by default):
-# a server streaming an upload to the store holds that much per upload; 8 MiB parts cap it (and
-# 1,280 parts carry 10 GiB, well under S3's 10,000)
-WRITE_BLOCK = 8 << 20
+# s3fs buffers a written file up to its block size before it sends it as a part (50 MiB by default),
+# and copies that buffer three times on the way out: a server streaming an upload to the store held
+# +32 MiB per upload with 8 MiB parts. S3's smallest part (5 MiB) caps it lower; 10,000 parts of it
+# still carry 48 GiB, far past any code snapshot (the one large thing written this way)
+WRITE_BLOCK = 5 << 20
 # protocols whose writes become visible whole, at the end, or not at all
 ATOMIC_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"}
 
