@@ -165,7 +165,7 @@ def test_an_interrupted_upload_leaves_nothing_that_looks_complete(s3, tmp_path, 
     monkeypatch.undo()
 
     def cut_stream():  # noqa: ANN202
-        yield b"s" * (9 << 20)  # past one 8 MiB part: a multipart upload under way
+        yield b"s" * (9 << 20)  # past one 5 MiB part: a multipart upload under way
         raise ConnectionResetError("client went away")
 
     fs, path = open_fs(f"s3://{bucket}/snapshots/x.tar.gz", {"s3": {"endpoint_url": s3.endpoint}})
