@@ -29,6 +29,19 @@ def need(condition: bool, why: str) -> None:
         pytest.skip(why, allow_module_level=True)
 
 
+def need_readonly_mounts() -> None:
+    """A root launcher's read-only bind mounts, by the ``need`` rule: root with CAP_SYS_ADMIN and
+    util-linux's ``unshare`` (CI runs as root with them); given those, the launcher's own probe must
+    find the mounts usable, else the test fails rather than skips."""
+    from trainyard.launch import readonly
+
+    status = Path("/proc/self/status").read_text() if Path("/proc/self/status").exists() else ""
+    caps = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("CapEff:")), 0)
+    need(os.geteuid() == 0 and bool(caps >> 21 & 1) and shutil.which("unshare") is not None,
+         "read-only bind mounts need root with CAP_SYS_ADMIN and util-linux's unshare")
+    assert readonly.usable(), "root with CAP_SYS_ADMIN, yet a read-only bind mount in a new mount namespace failed"
+
+
 def need_module(name: str, install: str):  # noqa: ANN201
     """``name`` imported, by the ``need`` rule: an optional dependency (torch, ray) that CI always has."""
     try:

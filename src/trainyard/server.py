@@ -114,6 +114,10 @@ def serve(settings: ServerSettings) -> None:
         os.umask(0o077)
     platform = Platform(settings)
     platform.artifacts.probe()  # wrong credentials or an unreachable store: a plain error now, not at the first job
+    if settings.engine == "ray" and not platform.artifacts.remote:  # launchers write the folder themselves
+        log.warning("artifacts in a folder (%s): every Ray node must mount it, and its checkpoints, at the same "
+                    "path; nodes that share no filesystem need an object store (--artifacts s3://…)",
+                    platform.artifacts.url)
     if accounts:
         open_for_accounts(settings.home)
     if settings.auth:

@@ -5,12 +5,14 @@ missing or corrupt there is reported with its key; a store it cannot use stops i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import httpx
 import pytest
 
+from tests.conftest import need_readonly_mounts
 from tests.e2e.helpers import py_job, until
 from tests.support.s3 import moto_s3, strict_moto_s3
 from tests.support.servers import ServerProcess
@@ -122,24 +124,36 @@ def test_wrong_credentials_stop_the_server_at_start_with_a_plain_error(tmp_path)
     assert "Traceback" not in r.stderr
 
 
-def test_a_second_job_with_the_same_input_finds_it_in_the_node_cache(s3, s3_server, tmp_path):
+def test_a_second_job_with_the_same_input_finds_it_in_the_node_cache_intact(s3, s3_server, tmp_path):
+    root = os.geteuid() == 0
+    if root:  # a root job's input is read-only only through its own mount namespace
+        need_readonly_mounts()
     data = s3.bucket()
     s3.put(data, "train/a.txt", b"alpha")
     s3.put(data, "train/sub/b.txt", b"beta")
+    # the job uses the node's cached copy in place, and must not be able to change it for the next job
+    # (as root too: the launcher gives it a read-only mount of the cache entry)
     read = ("import os; d = os.environ['TRAINYARD_INPUT_DATA']; "
-            "print('got', open(d + '/a.txt').read(), open(d + '/sub/b.txt').read(), d)")
+            "print('got', open(d + '/a.txt').read(), open(d + '/sub/b.txt').read(), d)\n"
+            "for how in (lambda: open(d + '/a.txt', 'a').write('x'), lambda: open(d + '/new', 'w'),\n"
+            "            lambda: os.remove(d + '/sub/b.txt')):\n"
+            "    try: how(); print('written')\n"
+            "    except OSError as e: print('refused', e.strerror)")
     job = py_job(read, inputs={"data": f"s3://{data}/train/"})
     c = s3_server.client()
     first = c.submit(job)
     assert first.wait(timeout=120).status.value == "succeeded", first.logs()
     assert "got alpha beta" in first.logs()
+    assert first.logs().count("refused") == 3 and "written" not in first.logs(), first.logs()
+    assert ("Read-only file system" if root else "Permission denied") in first.logs()
     cache = s3_server.home / "cache" / "inputs"
     [entry] = [p for p in cache.iterdir() if p.is_dir()]
-    (entry / "train" / "a.txt").write_text("from the cache")  # what a second download would overwrite
+    inode = (entry / "train" / "a.txt").stat().st_ino  # a second download would land as new files
 
     second = c.submit(job)
     assert second.wait(timeout=120).status.value == "succeeded", second.logs()
-    assert "got from the cache beta" in second.logs()
+    assert "got alpha beta" in second.logs()
+    assert (entry / "train" / "a.txt").stat().st_ino == inode and not (entry / "train" / "new").exists()
 
     s3.put(data, "train/a.txt", b"changed")  # a new ETag: fetched again, into a new entry
     third = c.submit(job)
@@ -246,7 +260,7 @@ class CutsFirstStream(httpx.BaseTransport):
         return httpx.Response(response.status_code, headers=response.headers, stream=Cut(), request=request)
 
 
-def test_an_interrupted_download_resumes_from_its_part_with_a_range_request(s3_server, tmp_path):
+def test_an_interrupted_download_resumes_from_its_part_with_a_range_request(s3_server, tmp_path, monkeypatch):
     code = "import trainyard; (trainyard.output_dir() / 'model.bin').write_bytes(bytes(range(256)) * 4000)"
     job = s3_server.client().submit(py_job(code))
     assert job.wait(timeout=120).status.value == "succeeded", job.logs()
@@ -281,3 +295,20 @@ def test_an_interrupted_download_resumes_from_its_part_with_a_range_request(s3_s
     client = Client(s3_server.url, token=s3_server.token, transport=cut)
     assert (client.download(job.id, tmp_path / "c") / "model.bin").read_bytes() == MODEL
     assert cut.ranges == ["bytes=300000-", None]
+
+    # a large file comes as PARTS ranges at once, checked over the whole file; a range cut off
+    # falls back to the one stream, which resumes
+    from trainyard.sdk import http as sdk_http
+
+    monkeypatch.setattr(sdk_http, "PARALLEL_OVER", 1)
+    step = -(-len(MODEL) // sdk_http.PARTS)
+    cut = CutsFirstStream(after=len(MODEL))  # cuts nothing: every range is shorter
+    client = Client(s3_server.url, token=s3_server.token, transport=cut)
+    assert (client.download(job.id, tmp_path / "d") / "model.bin").read_bytes() == MODEL
+    assert sorted(cut.ranges) == sorted(f"bytes={a}-{min(a + step, len(MODEL)) - 1}" for a in range(0, len(MODEL), step))
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["model.bin"]
+    cut = CutsFirstStream(after=10_000)
+    client = Client(s3_server.url, token=s3_server.token, transport=cut)
+    assert (client.download(job.id, tmp_path / "e") / "model.bin").read_bytes() == MODEL
+    assert len(cut.ranges) == sdk_http.PARTS + 1 and cut.ranges[-1] is None
+    assert [p.name for p in (tmp_path / "e").iterdir()] == ["model.bin"]

@@ -110,3 +110,88 @@ def test_a_lookup_the_store_refuses_is_a_storage_error_naming_the_key():
             store.has_snapshot(d)
         with pytest.raises(StorageError, match="cannot look up values/v1"):
             store.put_bytes("values/v1", b"42")
+
+
+def test_a_range_is_read_as_one_get_in_chunks_and_dropped_when_the_reader_stops(s3):
+    """One request per range, however many chunks it is handed on in: what keeps the server's memory flat
+    and its reads at the store's pace (many small range requests cost a round trip each)."""
+    import s3fs
+
+    from trainyard.artifacts import reading
+
+    bucket, data = s3.bucket(), bytes(range(256)) * (12 << 12)  # 3 MiB
+    s3.put(bucket, "big.bin", data)
+    fs = s3fs.S3FileSystem(endpoint_url=s3.endpoint, skip_instance_cache=True)
+    fs.connect()
+    gets: list[str] = []
+    fs.s3.meta.events.register("before-call.s3.GetObject", lambda params, **_: gets.append(params["headers"]["Range"]))
+    chunks = list(reading.byte_range(fs, f"{bucket}/big.bin", 5, len(data) - 3, chunk=1 << 20))
+    assert b"".join(chunks) == data[5:-3] and max(map(len, chunks)) == 1 << 20
+    assert gets == [f"bytes=5-{len(data) - 4}"]
+    stream = reading.byte_range(fs, f"{bucket}/big.bin", 0, len(data), chunk=1 << 16)
+    assert next(stream) == data[: 1 << 16]
+    stream.close()  # a client gone: its request is dropped, and the filesystem still reads
+    assert b"".join(reading.byte_range(fs, f"{bucket}/big.bin", len(data) - 10, len(data))) == data[-10:]
+    with pytest.raises(FileNotFoundError):
+        list(reading.byte_range(fs, f"{bucket}/gone.bin", 0, 10))
+
+
+def test_an_interrupted_upload_leaves_nothing_that_looks_complete(s3, tmp_path, monkeypatch):
+    """A multipart upload cut off after its first part is aborted (no key, no upload left open), and a
+    stream cut off mid-way (a client gone during a snapshot PUT) leaves neither its key nor its temporary one."""
+    import s3fs
+
+    from trainyard.artifacts.transfer import open_fs, put_file, write_stream
+
+    bucket = s3.bucket()
+    monkeypatch.setattr(s3fs.core, "calculate_chunksize", lambda size, chunksize=None: 5 << 20)  # parts at 10 MiB
+    src = tmp_path / "model.bin"
+    src.write_bytes(b"m" * (12 << 20))
+    fs, path = open_fs(f"s3://{bucket}/out/model.bin", {"s3": {"endpoint_url": s3.endpoint}})
+    call, parts = fs._call_s3, []
+
+    async def cut_after_one_part(method, *args, **kwargs):  # noqa: ANN001, ANN202
+        if method == "upload_part":
+            parts.append(kwargs["PartNumber"])
+            if len(parts) > 1:
+                raise ConnectionResetError("connection reset by peer")
+        return await call(method, *args, **kwargs)
+
+    monkeypatch.setattr(fs, "_call_s3", cut_after_one_part)
+    with pytest.raises(ConnectionResetError):
+        put_file(fs, src, path)
+    assert len(parts) > 1 and s3.keys(bucket) == []
+    assert s3.client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    monkeypatch.undo()
+
+    def cut_stream():  # noqa: ANN202
+        yield b"s" * (9 << 20)  # past one 5 MiB part: a multipart upload under way
+        raise ConnectionResetError("client went away")
+
+    fs, path = open_fs(f"s3://{bucket}/snapshots/x.tar.gz", {"s3": {"endpoint_url": s3.endpoint}})
+    with pytest.raises(ConnectionResetError):
+        write_stream(fs, path, cut_stream())
+    assert s3.keys(bucket) == []
+
+
+def test_a_range_cut_off_mid_way_goes_on_from_the_byte_it_stopped_at(s3):
+    import s3fs
+
+    from tests.support.cut_proxy import CutProxy
+    from trainyard.artifacts import reading
+
+    bucket, data = s3.bucket(), bytes(range(256)) * (12 << 12)  # 3 MiB
+    s3.put(bucket, "big.bin", data)
+    host, port = s3.endpoint.removeprefix("http://").split(":")
+    proxy = CutProxy((host, int(port)), cut_after=(1 << 20) + 12345)  # the first connection, mid-chunk
+    try:
+        fs = s3fs.S3FileSystem(endpoint_url=proxy.endpoint, skip_instance_cache=True)
+        fs.connect()
+        gets: list[str] = []
+        fs.s3.meta.events.register("before-call.s3.GetObject",
+                                   lambda params, **_: gets.append(params["headers"]["Range"]))
+        assert b"".join(reading.byte_range(fs, f"{bucket}/big.bin", 0, len(data))) == data
+    finally:
+        proxy.close()
+    # the first 1 MiB chunk came whole before the cut: asked again from its end, not from the start
+    assert proxy.cuts == 1 and gets == [f"bytes=0-{len(data) - 1}", f"bytes={1 << 20}-{len(data) - 1}"]

@@ -26,14 +26,16 @@ JOB_ENV = {"TRAINYARD_JOB_ID": "J", "MASTER_ADDR": "127.0.0.1", "RANK": "1", "PA
 
 def test_podman_gets_cdi_devices_limits_mounts_and_the_jobs_variables_by_name():
     argv = box("podman", cpus=1.5).argv(["python3", "t.py"], JOB_ENV, Path("/h/a/work"),
-                                        ["/h/a/work", "/h/a/outputs", "/h/a/outputs"], 256 << 20, ["2", "3"])
+                                        ["/h/a/work", "/h/a/outputs", "/h/a/outputs"], 256 << 20, ["2", "3"],
+                                        ["/h/cache/inputs/k1"])
     assert argv[:2] == ["/usr/bin/podman", "run"] and argv[-3:] == ["img:1", "python3", "t.py"]
     assert flags(argv, "--name") == ["trainyard-j-1-r0"] and "--network=host" in argv
     assert flags(argv, "--device") == ["nvidia.com/gpu=2", "nvidia.com/gpu=3"]
     assert f"--memory={256 << 20}" in argv and f"--memory-swap={256 << 20}" in argv and "--cpus=1.5" in argv
     volumes = flags(argv, "-v")
     assert volumes[:2] == ["/h/a/work:/h/a/work", "/h/a/outputs:/h/a/outputs"]  # each once
-    assert volumes[2].endswith(f":{TRAINYARD_MOUNT}/trainyard:ro")
+    assert volumes[2] == "/h/cache/inputs/k1:/h/cache/inputs/k1:ro"  # a cached input: shared with the next job
+    assert volumes[3].endswith(f":{TRAINYARD_MOUNT}/trainyard:ro")
     envs = flags(argv, "-e")
     assert {"TRAINYARD_JOB_ID", "MASTER_ADDR", "RANK", "SECRET"} <= set(envs)  # by name: no value in `ps`
     assert "s3cret" not in " ".join(argv) and "PATH" not in envs  # the host's PATH means nothing inside

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 import tarfile
 
 import pytest
+
+from tests.conftest import need_readonly_mounts
 
 from trainyard.launch.files import local_path
 from trainyard.launch.prepare import SetupError, prepare_workdir, resolve_inputs, safe_extract
@@ -97,6 +100,9 @@ def test_url_inputs_fetched_once_per_content_into_cache(tmp_path):
     got = resolve_inputs({"f": "memory://ty-test/file.txt", "d": "memory://ty-test/folder"}, cache, tmp_path)
     assert got["f"].startswith(str(cache)) and open(got["f"]).read() == "hello"
     assert open(f"{got['d']}/sub/b.txt").read() == "B"
+    assert not os.access(got["f"], os.W_OK) or os.geteuid() == 0  # read-only, for all but root
+    assert Path(got["f"]).stat().st_mode & 0o222 == 0 and Path(got["d"], "sub").stat().st_mode & 0o222 == 0
+    os.chmod(got["f"], 0o644)
     (Path(got["f"])).write_text("from the cache")  # the same content again: taken from the cache
     again = resolve_inputs({"f": "memory://ty-test/file.txt"}, cache, tmp_path)
     assert again["f"] == got["f"] and open(again["f"]).read() == "from the cache"
@@ -106,3 +112,29 @@ def test_url_inputs_fetched_once_per_content_into_cache(tmp_path):
     with pytest.raises(SetupError, match="'gone'"):
         resolve_inputs({"gone": "memory://ty-test/missing"}, cache, tmp_path)
     assert not [p for p in cache.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_cached_input_is_a_read_only_mount_for_a_root_job(tmp_path):
+    """Permission bits do not stop root: the job's own mount namespace does, and the cache stays intact."""
+    import subprocess
+
+    import fsspec
+
+    from trainyard.launch import readonly
+    from trainyard.launch.prepare import cache_entries
+
+    need_readonly_mounts()
+    fsspec.filesystem("memory").pipe("/ty-ro/folder/a.txt", b"A")
+    cache = tmp_path / "cache"
+    got = resolve_inputs({"d": "memory://ty-ro/folder", "local": str(tmp_path)}, cache, tmp_path)
+    entries = cache_entries(got, cache)
+    assert entries == [str(Path(got["d"]).parent)]  # the fetched one only: a local input is the user's
+    writes = (f"echo x >> {got['d']}/a.txt; echo $?; touch {got['d']}/new; echo $?; rm -rf {got['d']}; echo $?; "
+              f"touch {tmp_path}/mine; echo $?")
+    r = subprocess.run(readonly.mount_prefix(entries) + ["sh", "-c", writes], capture_output=True, text=True)
+    assert [code != "0" for code in r.stdout.split()] == [True, True, True, False], r  # refused in the input only
+    assert "Read-only file system" in r.stderr
+    assert Path(got["d"], "a.txt").read_bytes() == b"A" and not Path(got["d"], "new").exists()
+    readonly.remove(cache)  # the frozen tree can still be evicted
+    assert not cache.exists()
+

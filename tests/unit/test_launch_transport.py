@@ -73,3 +73,38 @@ def test_refused_connection_raises_oserror():
         port = s.getsockname()[1]
     with pytest.raises(OSError):
         post_json(f"http://127.0.0.1:{port}", "/x", b"{}", {}, 2)
+
+
+def test_https_trusts_the_servers_certificate_given_as_its_text(tmp_path):
+    """A Ray node of its own root has no copy of the server's certificate file: the engine sends its text."""
+    import shutil
+    import ssl
+    import subprocess
+
+    from tests.conftest import need
+    from trainyard.launch.config import LaunchConfig
+
+    need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    url = f"https://127.0.0.1:{server.server_address[1]}"
+    try:
+        config = LaunchConfig(job_id="j", attempt_id="a", attempt=1, server=url, command=["true"],
+                              server_ca=str(cert))
+        config.carry_ca()
+        assert config.server_ca is None and config.server_ca_pem == cert.read_text()
+        cert.unlink()  # what the node does not have
+        status, data = post_json(url, "/x", b"{}", {}, 5, config.server_ca, config.server_ca_pem)
+        assert status == 200 and json.loads(data)["path"] == "/x"
+        with pytest.raises(ssl.SSLCertVerificationError):  # not trusted without it
+            post_json(url, "/x", b"{}", {}, 5)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,7 +1,8 @@
 """Moving bytes in and out of an fsspec store so that only complete, checked objects ever appear.
 
 Shared by the server's artifact store and the launcher (which uploads outputs
-and logs from the node), so it imports nothing of trainyard but fsspec.
+and logs from the node), so it imports nothing of trainyard but fsspec and
+:mod:`trainyard.artifacts.reading` (one streamed request per range read).
 
 - Object stores (S3 and the S3-compatible, GCS, Azure) publish an object only
   when its single PUT or its multipart upload completes, and s3fs aborts the
@@ -23,10 +24,14 @@ import uuid
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
+from trainyard.artifacts import reading
+
 BLOCK = 1 << 20
-# reads: fewer, larger range requests (one per 8 MiB) are what make a streamed read keep up with
-# s3fs's own get_file; memory per stream stays about one block ahead plus one chunk
-READ_BLOCK, READ_CHUNK = 8 << 20, 2 << 20
+# s3fs buffers a written file up to its block size before it sends it as a part (50 MiB by default),
+# and copies that buffer three times on the way out: a server streaming an upload to the store held
+# +32 MiB per upload with 8 MiB parts. S3's smallest part (5 MiB) caps it lower; 10,000 parts of it
+# still carry 48 GiB, far past any code snapshot (the one large thing written this way)
+WRITE_BLOCK = 5 << 20
 # protocols whose writes become visible whole, at the end, or not at all
 ATOMIC_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"}
 
@@ -99,18 +104,25 @@ def _check_size(fs, path: str, size: int) -> None:  # noqa: ANN001
 def put_file(fs, src: Path, path: str) -> tuple[int, str]:  # noqa: ANN001
     """Upload the local file ``src`` to ``path``; its size and ``sha256:`` digest.
 
-    Large files go up in parts (s3fs switches to a multipart upload by itself)."""
-    size, digest = src.stat().st_size, file_digest(src)
+    Large files go up in parts (s3fs switches to a multipart upload by itself). The digest is
+    computed while the file goes up, not before: hashlib drops the GIL, and the second read of
+    the file comes from the page cache."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    size = src.stat().st_size
     _folder_for(fs, path)
     target = path if atomic_puts(fs) else _temporary(path)
-    try:
-        fs.put_file(str(src), target)
-        _check_size(fs, target, size)
-        if target != path:
-            fs.mv(target, path)
-    except BaseException:
-        _drop(fs, target)
-        raise
+    with ThreadPoolExecutor(1, thread_name_prefix="digest") as pool:
+        hashing = pool.submit(file_digest, src)
+        try:
+            fs.put_file(str(src), target)
+            _check_size(fs, target, size)
+            digest = hashing.result()
+            if target != path:
+                fs.mv(target, path)
+        except BaseException:
+            _drop(fs, target)
+            raise
     return size, digest
 
 
@@ -121,7 +133,7 @@ def write_stream(fs, path: str, chunks: Iterable[bytes], expect: str | None = No
     _folder_for(fs, path)
     tmp = _temporary(path)
     try:
-        with fs.open(tmp, "wb") as f:
+        with fs.open(tmp, "wb", block_size=WRITE_BLOCK) as f:
             for chunk in chunks:
                 h.update(chunk)
                 f.write(chunk)
@@ -141,39 +153,29 @@ def chunks_of(stream: IO[bytes], block: int = BLOCK) -> Iterator[bytes]:
     yield from iter(lambda: stream.read(block), b"")
 
 
-def read_checked(fs, path: str, size: int | None, digest: str | None, block: int = READ_CHUNK,  # noqa: ANN001
-                 start: int = 0, length: int | None = None) -> Iterator[bytes]:
-    """The bytes at ``path`` as they are read; ``FileNotFoundError`` before the first one when it
-    is missing, ``Corrupt`` before the first (wrong size) or after the last (wrong digest).
+def read_checked(fs, path: str, size: int | None, digest: str | None, start: int = 0,  # noqa: ANN001
+                 length: int | None = None) -> Iterator[bytes]:
+    """The bytes at ``path`` as they are read, one request streamed in chunks (see :mod:`.reading`); ``FileNotFoundError`` before
+    the first one when it is missing, ``Corrupt`` before the first (wrong size) or after the last
+    (wrong digest).
 
     ``start`` and ``length`` read a part only (a resumed download); its digest is then the reader's
     to check, over the whole file."""
-    if size is not None:
-        stored = fs.size(path)  # raises FileNotFoundError
-        if stored != size:
-            raise Corrupt(f"stored {stored} bytes, recorded {size}")
+    stored = fs.size(path)  # raises FileNotFoundError
+    if size is not None and stored != size:
+        raise Corrupt(f"stored {stored} bytes, recorded {size}")
     whole = start == 0 and length is None
-    return _stream(fs, path, digest if whole else None, block, start, length)
+    end = stored if length is None else min(stored, start + length)
+    return _checked(reading.byte_range(fs, path, start, end), digest if whole else None)
 
 
-def _stream(fs, path: str, digest: str | None, block: int, start: int = 0,  # noqa: ANN001
-            length: int | None = None) -> Iterator[bytes]:
+def _checked(chunks: Iterator[bytes], digest: str | None) -> Iterator[bytes]:
     h = hashlib.sha256()
-    left = length
-    with fs.open(path, "rb", block_size=max(block, READ_BLOCK)) as f:
-        if start:
-            f.seek(start)
-        while left is None or left > 0:
-            chunk = f.read(block if left is None else min(block, left))
-            if not chunk:
-                break
-            if left is not None:
-                left -= len(chunk)
-            h.update(chunk)
-            yield chunk
+    for data in chunks:
+        h.update(data)
+        yield data
     if digest is not None and f"sha256:{h.hexdigest()}" != digest:
         raise Corrupt(f"read sha256:{h.hexdigest()}, recorded {digest}")
-
 
 
 def content_tag(fs, path: str) -> str:  # noqa: ANN001

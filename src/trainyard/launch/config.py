@@ -21,7 +21,8 @@ _DEFAULTS: dict = {
     "replica": 0, "address_file": None, "token": None, "env": dict, "snapshot": None, "python_env": None,
     "venv_cache": None, "inputs": dict, "input_cache": None, "outputs": list, "output_url": None,
     "checkpoint_dir": None, "memory_limit": None, "timeout": None, "grace_period": 10.0, "gpus": list,
-    "exit_report_deadline": 3600.0, "container": None, "venv": None, "server_ca": None, "run_as": None,
+    "exit_report_deadline": 3600.0, "container": None, "venv": None, "server_ca": None, "server_ca_pem": None,
+    "run_as": None,
     "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None, "checkpoint_url": None,
     "sample_every": None,
 }
@@ -33,6 +34,7 @@ class LaunchConfig:
     attempt: int                     # 1-based attempt number
     server: str                      # API base URL, e.g. http://127.0.0.1:8470
     server_ca: str | None            # PEM file trusted for an https server besides the system's CAs
+    server_ca_pem: str | None        # or its contents, for a node where the server's path means nothing (Ray)
     command: list[str]               # argv, params already substituted
     replica: int                     # index of this replica in the attempt's gang (0 is the master)
     address_file: str | None         # JSON {"url": ...}; re-read when the server is unreachable
@@ -69,6 +71,13 @@ class LaunchConfig:
             setattr(self, key, default() if callable(default) else default)
         for key, value in values.items():
             setattr(self, key, value)
+
+    def carry_ca(self) -> None:
+        """The server's certificate as its contents rather than its path: a Ray node has the server's
+        files only if it shares its filesystem, which a node of its own root does not."""
+        if self.server_ca and not self.server_ca_pem:
+            self.server_ca_pem = Path(self.server_ca).read_text(encoding="ascii")
+            self.server_ca = None
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in (*_REQUIRED, *_DEFAULTS)}

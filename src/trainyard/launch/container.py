@@ -103,7 +103,7 @@ class Container:
     # -- the run -----------------------------------------------------------------------
 
     def argv(self, command: list[str], job_env: dict[str, str], work: Path, mounts: list[str],
-             memory: int | None, gpus: list[str]) -> list[str]:
+             memory: int | None, gpus: list[str], readonly: list[str] = ()) -> list[str]:
         """``podman run …`` for ``command``. The job's own variables (``job_env``) go in by name,
         read from the client's environment, so their values never show in ``ps``."""
         argv = [self.runtime, "run", "--name", self.name, "--init", "--network=host",
@@ -112,6 +112,8 @@ class Container:
             argv.append("--sig-proxy=true")
         for path in _distinct(mounts):
             argv += ["-v", f"{path}:{path}"]
+        for path in _distinct(list(readonly)):
+            argv += ["-v", f"{path}:{path}:ro"]
         argv += ["-v", f"{Path(trainyard.__file__).parent}:{TRAINYARD_MOUNT}/trainyard:ro"]
         if memory:
             argv += [f"--memory={memory}", f"--memory-swap={memory}"]
@@ -170,8 +172,9 @@ class Container:
 
 
 def start(config, attempt_dir: Path, inputs: dict[str, str], command: list[str], work: Path, log: Path,
-          cancelled) -> tuple[Container, list[str]]:  # noqa: ANN001
-    """The replica's container, its image pulled, and the argv that runs ``command`` in it.
+          cancelled, readonly: list[str] = ()) -> tuple[Container, list[str]]:  # noqa: ANN001
+    """The replica's container, its image pulled, and the argv that runs ``command`` in it. ``readonly``:
+    folders mounted read-only (the node's cached inputs, shared with the next job on the node).
 
     Raises :class:`PullError` when the image cannot be had.
     """
@@ -183,10 +186,10 @@ def start(config, attempt_dir: Path, inputs: dict[str, str], command: list[str],
     metrics = Path(job_env[envvars.METRICS_FILE])
     metrics.touch()  # mounted as a file: it must exist first
     mounts = [str(work), job_env[envvars.OUTPUT_DIR], job_env[envvars.CHECKPOINT_DIR], str(metrics),
-              *(p for p in inputs.values() if os.path.isabs(p))]
+              *(p for p in inputs.values() if os.path.isabs(p) and os.path.dirname(p) not in readonly)]
     if envvars.CHECKPOINT_SOCKET in job_env:  # trainyard.checkpoint_saved() in the container reaches the launcher
         mounts.append(os.path.dirname(job_env[envvars.CHECKPOINT_SOCKET]))
-    return box, box.argv(command, job_env, work, mounts, config.memory_limit, list(config.gpus))
+    return box, box.argv(command, job_env, work, mounts, config.memory_limit, list(config.gpus), list(readonly))
 
 
 def outcome(box: Container, exit_code: int | None, reason: str, message: str, memory: int | None,

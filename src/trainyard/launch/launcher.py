@@ -19,8 +19,8 @@ from trainyard import envvars
 from trainyard.launch import cgroup, procs, reasons
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.files import append_log, atomic_write_json
-from trainyard.launch.prepare import (INHERITED_SECRETS, SetupError, build_env, checkpoint_folder, prepare_workdir,
-                                     resolve_inputs)
+from trainyard.launch.prepare import (INHERITED_SECRETS, SetupError, build_env, cache_entries, checkpoint_folder,
+                                     prepare_workdir, resolve_inputs)
 
 MEMORY_TICK = 0.1  # how often the tree's memory is sampled when it is near its limit
 CALM_TICK = 0.5    # ... and when it is under half of it: walking the tree costs CPU the job wants;
@@ -40,6 +40,7 @@ class Launcher:
         self.container = None  # a launch.container.Container when the job runs in an image
         self.reporter = None  # started once the command runs (or setup failed)
         self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
+        self.readonly: list[str] = []  # the node's cache entries those inputs are in: the job sees them read-only
         self.checkpoints = None  # a launch.checkpoint_sync.CheckpointSync when checkpoints go to an object store
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -142,7 +143,7 @@ class Launcher:
 
             try:
                 self.container, command = container.start(cfg, self.dir, self.inputs, command, work, self.log,
-                                                          lambda: self.cancelled is not None)
+                                                          lambda: self.cancelled is not None, self.readonly)
             except container.PullError as e:
                 if self.cancelled:
                     return _result(None, reasons.CANCELLED, f"cancelled while pulling the image: {self.cancelled}")
@@ -161,6 +162,10 @@ class Launcher:
                 self.metrics.touch(exist_ok=True)
                 run_as.hand_over(work, self.dir / "outputs", Path(env[envvars.CHECKPOINT_DIR]), self.metrics)
                 argv, env = run_as.prefix() + argv, run_as.env(env)
+            if self.readonly and self.container is None:  # mounted by root, before the drop to the account
+                from trainyard.launch import readonly
+
+                argv = readonly.mount_prefix(self.readonly) + argv
             if self.group is not None:
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
                 argv = self.group.wrap(argv)
@@ -220,7 +225,7 @@ class Launcher:
         self._check_cancel()
         cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
         inputs = resolve_inputs(cfg.inputs, cache, work)
-        self.inputs = inputs
+        self.inputs, self.readonly = inputs, cache_entries(inputs, cache)
         if cfg.checkpoint_url:
             self._check_cancel()
             self._restore_checkpoint()

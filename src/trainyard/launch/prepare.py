@@ -103,12 +103,14 @@ def fetch_input(url: str, cache: Path) -> Path:
     :func:`trainyard.artifacts.transfer.content_tag`): a second job on this node with the same
     input finds it here after one listing request, and a changed object is fetched again.
     Concurrent attempts wait on one lock; the download lands in a temporary folder that is
-    renamed into place, so a half-fetched input is never seen. Files stream to disk.
+    renamed into place, so a half-fetched input is never seen. Files stream to disk. The entry
+    is made read-only before it appears (:mod:`trainyard.launch.readonly`): jobs use it in place.
     """
     import hashlib
     import shutil
 
     from trainyard.artifacts.transfer import content_tag
+    from trainyard.launch import readonly
 
     import fsspec
 
@@ -131,11 +133,23 @@ def fetch_input(url: str, cache: Path) -> Path:
                 fs.get(remote.rstrip("/") + "/", str(tmp / name), recursive=True)
             else:
                 fs.get_file(remote, str(tmp / name))
-            shutil.rmtree(final, ignore_errors=True)
+            readonly.freeze(tmp)
+            readonly.remove(final)
             os.replace(tmp, final)
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            readonly.remove(tmp)
     return final / name
+
+
+def cache_entries(inputs: dict[str, str], cache: Path) -> list[str]:
+    """The cache folders (``cache/<key>``) the resolved ``inputs`` were fetched into: what a job must
+    see read-only. Inputs given as local paths are the user's own and stay as they are."""
+    entries = []
+    for path in inputs.values():
+        parent = Path(path).parent
+        if parent.parent == cache and str(parent) not in entries:
+            entries.append(str(parent))
+    return entries
 
 
 # -- environment ---------------------------------------------------------------

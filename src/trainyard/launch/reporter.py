@@ -52,7 +52,7 @@ class Reporter:
     def __init__(self, config, log_path: str, metrics_path: str, on_cancel: Callable[[], None]):
         self.config = config
         self.server = config.server.rstrip("/")
-        self.ca_file = config.server_ca
+        self.ca_file, self.ca_pem = config.server_ca, config.server_ca_pem
         self.log_path, self.metrics_path = log_path, metrics_path
         self.on_cancel = on_cancel
         self.token = config.token
@@ -179,7 +179,7 @@ class Reporter:
         timeout = REQUEST_TIMEOUT
         if self._result is not None:  # do not hang past the deadline on a stuck server
             timeout = max(0.5, min(timeout, self._deadline - time.monotonic()))
-        status, data = post_json(self.server, path, payload, headers, timeout, self.ca_file)
+        status, data = post_json(self.server, path, payload, headers, timeout, self.ca_file, self.ca_pem)
         if status in (404, 410):
             raise Gone()
         if status in (401, 403):

@@ -18,13 +18,14 @@ class HTTPError(OSError):
 
 
 def post_json(base_url: str, path: str, payload: bytes, headers: dict[str, str], timeout: float,
-              ca_file: str | None = None) -> tuple[int, bytes]:
+              ca_file: str | None = None, ca_pem: str | None = None) -> tuple[int, bytes]:
     """POST ``payload`` to ``base_url`` + ``path``; the status code and the body. ``ca_file``: a PEM
-    certificate trusted besides the system's (the server's own, when it serves HTTPS itself)."""
+    certificate trusted besides the system's (the server's own, when it serves HTTPS itself);
+    ``ca_pem``: the same given as its text."""
     url = urlsplit(base_url)
     target = url.path.rstrip("/") + path
     if url.scheme == "https":
-        return _post_tls(url, target, payload, headers, timeout, ca_file)
+        return _post_tls(url, target, payload, headers, timeout, ca_file, ca_pem)
     if url.scheme != "http" or not url.hostname:
         raise HTTPError(f"not an http URL: {base_url!r}")
     host = url.hostname.encode("idna") if not url.hostname.isascii() else url.hostname.encode()
@@ -88,13 +89,15 @@ def _dechunk(data: bytes) -> bytes:
 
 
 def _post_tls(url, target: str, payload: bytes, headers: dict[str, str], timeout: float,
-              ca_file: str | None) -> tuple[int, bytes]:
+              ca_file: str | None, ca_pem: str | None) -> tuple[int, bytes]:
     import http.client
     import ssl
 
     context = ssl.create_default_context()
     if ca_file:
         context.load_verify_locations(ca_file)
+    if ca_pem:
+        context.load_verify_locations(cadata=ca_pem)
     conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout, context=context)
     try:
         conn.request("POST", target, body=payload, headers=headers)

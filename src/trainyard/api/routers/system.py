@@ -15,7 +15,8 @@ from trainyard.spec.records import NodeInfo
 from trainyard.spec.reports import LauncherReport, ReportAnswer
 
 router = APIRouter()
-SPOOL_IN_MEMORY = 8 << 20
+# an upload past this goes to disk while it arrives: several at once must not add up in the server's memory
+SPOOL_IN_MEMORY = 1 << 20
 
 
 @router.get("/healthz", tags=["system"])

@@ -162,6 +162,7 @@ class RayEngine(Engine):
         config.venv_cache = config.venv_cache or str(self.root / "venvs")
         config.input_cache = config.input_cache or str(self.root / "cache" / "inputs")
         config.checkpoint_dir = config.checkpoint_dir or str(self.root / "checkpoints" / attempt.job_id)
+        config.carry_ca()  # the launcher reports back over HTTPS from a node that may not have the file
         return config
 
     def replica_dir(self, attempt_id: str, replica: int) -> Path:

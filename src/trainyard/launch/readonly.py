@@ -1,0 +1,85 @@
+"""Inputs fetched into a node's shared cache, kept intact for the next job on the node.
+
+A fetched input is used in place, not copied: a job that wrote into it would change what every later
+job on the node reads (the cache is keyed by the object's ETag, not by what is on disk). Three guards:
+
+- the cached files and folders are made read-only (0444/0555) before they are renamed into place,
+  which stops a job run as another account (``run_as``) and slips by mistake of its own account;
+- in a container, the cached input is bind-mounted ``:ro`` (see :mod:`trainyard.launch.container`);
+- a local process started by a root launcher runs in a mount namespace of its own in which each
+  cached input is a read-only bind mount (``unshare`` and ``mount`` from util-linux). Permission bits
+  do not stop root, nor an owner who can ``chmod`` them back; a read-only mount stops both (EROFS).
+  Where the namespace cannot be made (no util-linux, no CAP_SYS_ADMIN) only the bits hold.
+
+Standard library only: this runs in the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+# mounts each path up to "--" read-only over itself, then execs the rest: pid and signals stay the job's
+_SCRIPT = ('while [ "$1" != -- ]; do mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" "$1" || exit 126; '
+           'shift; done; shift; exec "$@"')
+_usable: bool | None = None
+
+
+def freeze(top: Path) -> None:
+    """Make ``top`` (a file or a folder tree) read-only for everyone, links left alone."""
+    for root, dirs, files in os.walk(top, followlinks=False) if top.is_dir() else ():
+        for name in files:
+            _drop_write(Path(root, name))
+        for name in dirs:
+            _drop_write(Path(root, name))
+    _drop_write(top)
+
+
+def thaw(top: Path) -> None:
+    """Its folders writable again by their owner, so that it can be removed (a stale cache entry)."""
+    if not top.is_dir() or top.is_symlink():
+        return
+    folders = [top, *(Path(root, name) for root, dirs, _ in os.walk(top) for name in dirs)]
+    for p in folders:
+        if not p.is_symlink():
+            os.chmod(p, stat.S_IMODE(os.lstat(p).st_mode) | stat.S_IWUSR)
+
+
+def remove(top: Path) -> None:
+    thaw(top)
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def _drop_write(p: Path) -> None:
+    st = os.lstat(p)
+    if not stat.S_ISLNK(st.st_mode):
+        os.chmod(p, stat.S_IMODE(st.st_mode) & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def mount_prefix(paths: list[str]) -> list[str]:
+    """What goes before the command so that it sees ``paths`` read-only, or ``[]`` where this node
+    cannot (not root, no util-linux, or mount namespaces refused); checked once per launcher."""
+    if not paths or not usable():
+        return []
+    return [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT,
+            "trainyard-readonly", *paths, "--"]
+
+
+def usable() -> bool:
+    """Whether a read-only bind mount in a new mount namespace works here: tried on a scratch folder."""
+    global _usable
+    if _usable is None:
+        _usable = False
+        if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("mount"):
+            with tempfile.TemporaryDirectory(prefix="trainyard-ro-") as d:
+                probe = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT, "probe", d, "--",
+                         "sh", "-c", 'touch "$1/x" 2>/dev/null && exit 1 || exit 0', "sh", d]
+                try:
+                    _usable = subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
+                except (OSError, subprocess.TimeoutExpired):
+                    _usable = False
+    return _usable
