@@ -19,8 +19,10 @@ async def get_platform(request: Request) -> Platform:
 PlatformDep = Annotated[Platform, Depends(get_platform)]
 
 
-def get_caller(request: Request) -> Caller:
+async def get_caller(request: Request) -> Caller:
     """Who sent the request, as the guard found it (the local admin where no token is required)."""
+    # async for the same reason: every route depends on it, and a hop queued behind 40 busy worker
+    # threads was most of a read's time under load (bench/RESULTS.md, session 6)
     return request.scope.get(CALLER_KEY, LOCAL_ADMIN)
 
 
