@@ -187,3 +187,19 @@ def test_the_sdk_pages_sorts_and_counts_like_the_page(env):
     page = sdk.jobs(sort="name", limit=2, offset=1, count=True)
     assert ([j.id for j in page.items], page.more, page.total) == ([made[0], made[2]], False, 3)
     assert sdk.job_counts(queue="default")["running"] == 1
+
+
+def test_a_page_asked_again_is_read_again_only_after_a_write(quiet):
+    tc, store = quiet
+    first = add(store, "first")
+    sqlite = store.version is not None  # PostgreSQL may be written by other servers: every request reads
+    assert ids(tc.get("/api/v1/jobs")) == [first]
+    with counting(store.engine) as seen:
+        assert ids(tc.get("/api/v1/jobs")) == [first]
+    assert (seen == []) is sqlite
+    second = add(store, "second")  # a write through the store: the page is read again
+    with counting(store.engine) as seen:
+        assert ids(tc.get("/api/v1/jobs")) == [second, first]
+    assert seen
+    store.request_cancel(second)
+    assert tc.get("/api/v1/jobs").json()["items"][0]["status"] == "cancelled"

@@ -250,3 +250,33 @@ def test_a_pipeline_runs_status_changes_are_events_too(env):
         assert ("running", "cancelling", "user", "cancel requested") in events
     assert all(actor in ("user", "pipeline-runner") for _, _, actor, _ in events)
     assert tc.get("/api/v1/pipelines/p-nosuchrun/events").status_code == 404
+
+
+def test_usage_shows_a_member_only_what_their_teams_ran_and_an_admin_everything(db_url, tmp_path):
+    # given a server with users on: an admin (the server's token), and two teams with a member each
+    engine = FakeEngine(NODES)
+    settings = ServerSettings(home=tmp_path / "home", db=db_url, token="s3cret", auth=True)
+    with TestClient(create_app(Platform(settings, engine=engine), "http://testserver")) as tc:
+        admin = Client("http://testserver", token="s3cret", transport=tc._transport)
+        members = {}
+        for user, team in (("alice", "cv"), ("bob", "nlp")):
+            admin.create_queue({"name": f"{team}-q", "team": team})
+            secret = admin.identity.create_user(user, team=team, role="member").token.secret
+            members[user] = Client("http://testserver", token=secret, transport=tc._transport)
+        # and each of them ran a job on their team's queue (an attempt holds resources from admission on)
+        members["alice"].submit({"name": "a", "command": "x", "queue": "cv-q", "resources": {"cpu": 2}})
+        members["bob"].submit({"name": "b", "command": "x", "queue": "nlp-q", "resources": {"cpu": 1}})
+        launched(engine, 2)
+
+        # when each asks for usage per team
+        def teams(client: Client) -> set[str]:
+            return {row.key for row in client.monitoring.usage(by="team", since="1d").rows}
+
+        # then a member sees their own team's hours and no other team's; the admin sees both
+        assert teams(members["alice"]) == {"cv"} and teams(members["bob"]) == {"nlp"}
+        assert teams(admin) == {"cv", "nlp"}
+        # and grouped otherwise too, only their own jobs count
+        by_queue = members["alice"].monitoring.usage(by="queue", since="1d").rows
+        assert [(r.key, r.attempts) for r in by_queue] == [("cv-q", 1)]
+        # and without a token, nothing
+        assert tc.get("/api/v1/usage").status_code == 401

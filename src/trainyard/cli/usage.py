@@ -27,7 +27,8 @@ def usage(
     since: Annotated[str, typer.Option("--since", help="how far back, e.g. 30d, 12h")] = "30d",
     output: Annotated[UsageOutput, typer.Option("--output", "-o")] = UsageOutput.table,
 ) -> None:
-    """Resource-hours from attempt records; time lost to preemption and failures counted and shown apart."""
+    """Resource-hours from attempt records of the jobs you may see (every team's for an admin); time lost to
+    preemption and failures counted and shown apart."""
     with handled():
         report = client().monitoring.usage(by=by.value, since=since)
         if output == UsageOutput.json:

@@ -27,6 +27,7 @@ class Monitoring:
                 for u in self.http.request("GET", f"/api/v1/jobs/{job_id}/usage").json()]
 
     def usage(self, by: str = "team", since: str = "30d") -> UsageReport:
-        """GPU-, CPU- and memory-hours (and cost, with the server's prices) per ``by`` over ``since``."""
+        """GPU-, CPU- and memory-hours (and cost, with the server's prices) per ``by`` over ``since``, of
+        the jobs this token may see: its teams' and its own, every team's for an admin."""
         r = self.http.request("GET", "/api/v1/usage", params={"by": by, "since": since})
         return UsageReport.model_validate(r.json())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from trainyard.auth.permissions import Visible
 from trainyard.config import Prices
 from trainyard.spec.monitoring import UsageBy, UsageReport, UsageRow
 from trainyard.status import AttemptStatus, Reason
@@ -28,12 +29,14 @@ class Accounting:
         self.prices = prices
         self.gpu_types = gpu_types
 
-    def report(self, by: UsageBy, since: float, until: float | None = None) -> UsageReport:
+    def report(self, by: UsageBy, since: float, until: float | None = None,
+               visible: Visible | None = None) -> UsageReport:
+        """``visible``: only the jobs a caller may see (:func:`trainyard.auth.permissions.visible`); all without."""
         until = time.time() if until is None else until
         nodes = self.gpu_types()
         rows: dict[str, UsageRow] = {}
         priced = self._priced()
-        for span in self.store.attempt_spans(since, until):
+        for span in self.store.attempt_spans(since, until, visible):
             gpu_type = _gpu_type(span, nodes)
             key = {UsageBy.team: span.team, UsageBy.user: span.user, UsageBy.queue: span.queue,
                    UsageBy.gpu_type: gpu_type}[by]

@@ -16,6 +16,7 @@ from trainyard.errors import (Forbidden, InvalidSpec, JobNotFound, NotFound, Ran
                               Unschedulable)
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services.audit import AuditLog
+from trainyard.services.job_pages import PageCache
 from trainyard.services.notify import Notifier, off_loop
 from trainyard.services.scheduling import Scheduler
 from trainyard.spec.dump import to_yaml
@@ -54,6 +55,7 @@ class JobService:
         self.team_for = team_for  # who may use which queue, and the job's team (the queue service's rule)
         self.audit = audit
         self._ended_json: Recent[str] = Recent(5_000)  # ended jobs never change (trainyard.store.cache)
+        self._pages = PageCache()
 
     def submit(self, spec: JobSpec, snapshot: str | None = None, caller: Caller = LOCAL_ADMIN, *,
                on_behalf: tuple[str | None, str | None] | None = None) -> JobInfo:
@@ -130,6 +132,13 @@ class JobService:
         items = ",".join(self._json(job) for job in page.items)
         rest = page.model_dump_json(exclude={"items"})[1:]
         return f'{{"items":[{items}],{rest}'
+
+    async def page_json(self, where: JobFilter = JobFilter(), *, caller: Caller = LOCAL_ADMIN, **query: Any) -> str:
+        """:meth:`list_json` read off the event loop, once per page and version of the store for all
+        who ask it (trainyard.services.job_pages)."""
+        key = (where, visible(caller), tuple(sorted(query.items())))
+        return await self._pages.get(key, self.store.version,
+                                     lambda: self.list_json(where, caller=caller, **query))
 
     def counts(self, where: JobFilter = JobFilter(), caller: Caller = LOCAL_ADMIN) -> dict[str, int]:
         """How many jobs the caller may see are in each status, every status named (0 for none)."""

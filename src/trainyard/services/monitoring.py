@@ -8,6 +8,7 @@ from typing import Callable
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from trainyard.auth.permissions import LOCAL_ADMIN, Caller, visible
 from trainyard.errors import InvalidSpec
 from trainyard.services.accounting import Accounting
 from trainyard.spec.monitoring import EventInfo, ReplicaUsageInfo, UsageBy, UsageReport
@@ -43,8 +44,10 @@ class MonitoringService:
     def job_usage(self, job_id: str) -> list[ReplicaUsageInfo]:
         return self.store.job_usage(job_id)
 
-    def usage(self, by: str, since: str) -> UsageReport:
-        """``by`` one of team, user, queue, gpu_type; ``since`` a duration back from now (``30d``, ``12h``)."""
+    def usage(self, by: str, since: str, caller: Caller = LOCAL_ADMIN) -> UsageReport:
+        """``by`` one of team, user, queue, gpu_type; ``since`` a duration back from now (``30d``, ``12h``).
+        Counts only the jobs ``caller`` may see, as a listing does: an admin's report has every team,
+        a member's its teams' jobs and its own."""
         try:
             group = UsageBy(by)
         except ValueError:
@@ -56,4 +59,4 @@ class MonitoringService:
         if seconds <= 0:
             raise _invalid("since", f"{since!r}: must be more than 0")
         now = time.time()
-        return self.accounting.report(group, now - seconds, now)
+        return self.accounting.report(group, now - seconds, now, visible(caller))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
@@ -25,18 +26,24 @@ class Recent(Generic[V]):
     def __init__(self, size: int) -> None:
         self.size = size
         self._lock = threading.Lock()
-        self._items: OrderedDict[str, V] = OrderedDict()
+        self._items: OrderedDict[Hashable, V] = OrderedDict()
 
-    def get(self, key: str) -> V | None:
+    def get(self, key: Hashable) -> V | None:
         with self._lock:
             value = self._items.get(key)
             if value is not None:
                 self._items.move_to_end(key)
             return value
 
-    def put(self, key: str, value: V) -> None:
+    def put(self, key: Hashable, value: V) -> None:
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
             if len(self._items) > self.size:
                 self._items.popitem(last=False)
+
+    def discard(self, key: Hashable, value: V) -> None:
+        """Forget ``key`` if it still holds ``value`` (not one put since)."""
+        with self._lock:
+            if self._items.get(key) is value:
+                del self._items[key]

@@ -24,7 +24,11 @@ def normalize_url(url: str) -> str:
 def make_engine(url: str) -> Engine:
     url = normalize_url(url)
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        # pool: SQLAlchemy's default (5 kept, 10 more) left readers in the API's 40 worker threads queued
+        # for a connection, and closed and reopened (with its pragmas) every one past the 5th; 20 kept,
+        # and room for every worker thread and the server's own loops
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False},
+                               pool_size=20, max_overflow=40)
         _sqlite_pragmas(engine)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)

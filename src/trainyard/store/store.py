@@ -60,6 +60,9 @@ class Store:
         self._reader = sessionmaker(self.engine, expire_on_commit=False)
         self._writer = sessionmaker(self.engine.execution_options(write=True), expire_on_commit=False)
         self._write_lock = writer_lock(self.engine)
+        # SQLite: this server alone writes the file (the home's lock), so counting its commits counts
+        # every change; PostgreSQL may be shared by several servers: no count
+        self._writes: int | None = 0 if self.engine.url.get_backend_name() == "sqlite" else None
         self._specs: Recent[JobSpec] = Recent(20_000)  # see trainyard.store.cache
         self._ended: Recent[JobInfo] = Recent(5_000)
 
@@ -73,11 +76,23 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._write_lock, self._writer() as s, s.begin():
-            yield s
+        with self._write_lock:
+            try:
+                with self._writer() as s, s.begin():
+                    yield s
+            finally:
+                if self._writes is not None:  # after the commit, under the lock: no two writes share a number
+                    self._writes += 1
         # records of jobs this transaction ended, kept only once it committed (see _finish_replica)
         for job in s.info.get("ended", ()):
             self._ended.put(job.id, job)
+
+    @property
+    def version(self) -> int | None:
+        """A number that changes after every write committed to the database, or None where writes this
+        store cannot see are possible (PostgreSQL, shared by servers): an answer read when the number
+        was n still holds while it is n."""
+        return self._writes
 
     # -- compare-and-set --------------------------------------------------
 

@@ -13,10 +13,12 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import insert, select, update
 
+from trainyard.auth.permissions import Visible
 from trainyard.errors import JobNotFound
 from trainyard.spec.monitoring import EventInfo, ReplicaUsageInfo
 from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import tables as t
+from trainyard.store.job_list import visible_where
 
 PREFIX = "system/"  # as trainyard.launch.sampling writes them
 ACTIVE = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
@@ -151,17 +153,18 @@ class Span(NamedTuple):
 
 
 class SpansMixin:
-    def attempt_spans(self, since: float, until: float) -> list[Span]:
+    def attempt_spans(self, since: float, until: float, visible: Visible | None = None) -> list[Span]:
         """Attempts that held resources between ``since`` and ``until``, clipped to that window.
         An attempt holds its job's resources from admission (its creation) to its end, or
-        ``until`` while it runs."""
+        ``until`` while it runs. With ``visible``, only attempts of jobs a listing would show."""
         a, j, q = t.Attempt.__table__.c, t.Job.__table__.c, t.Queue.__table__.c
+        seen = [visible_where(j, visible)] if visible is not None and visible.teams is not None else []
         with self.read() as s:  # type: ignore[attr-defined]
             rows = s.connection().execute(
                 select(j.queue, q.team, j.spec, a.node, a.status, a.reason, a.created_at, a.ended_at)
                 .join_from(t.Attempt.__table__, t.Job.__table__, j.id == a.job_id)
                 .outerjoin(t.Queue.__table__, q.name == j.queue)
-                .where(a.created_at < until, (a.ended_at.is_(None)) | (a.ended_at > since))).all()
+                .where(a.created_at < until, (a.ended_at.is_(None)) | (a.ended_at > since), *seen)).all()
         spans = []
         for queue, team, spec, node, status, reason, created, ended in rows:
             start, end = max(created, since), min(ended if ended is not None else until, until)

@@ -81,7 +81,7 @@ PRINTABLE = r"^[^\x00-\x1f\x7f]+$"  # no control characters: PostgreSQL refuses 
 Word = Annotated[str | None, Query(min_length=1, max_length=63, pattern=PRINTABLE)]
 
 
-def job_filter(
+async def job_filter(  # async: no I/O, and a plain function would be run in a worker thread
     status: Annotated[list[JobStatus] | None, Query(description="any of these statuses")] = None,
     queue: Word = None, team: Word = None, owner: Word = None, name: Annotated[Word, Query(description="exactly")] = None,
     q: Annotated[str | None, Query(min_length=1, max_length=100, pattern=PRINTABLE,
@@ -97,7 +97,7 @@ FilterDep = Annotated[JobFilter, Depends(job_filter)]
 
 
 @router.get("", response_model=JobPage)
-def list_jobs(
+async def list_jobs(
     p: PlatformDep,
     caller: CallerDep,
     where: FilterDep,
@@ -107,8 +107,9 @@ def list_jobs(
     offset: Annotated[int, Query(ge=0, le=1_000_000, description="jobs to skip (pages of any sort)")] = 0,
     count: Annotated[bool, Query(description=f"also count the matching jobs (up to {TOTAL_CAP:,})")] = False,
 ) -> Response:
-    return _json(p.jobs.list_json(where, sort=sort, limit=limit, cursor=cursor, offset=offset, count=count,
-                                  caller=caller))
+    page = await p.jobs.page_json(where, sort=sort, limit=limit, cursor=cursor, offset=offset, count=count,
+                                  caller=caller)
+    return _json(page)
 
 
 @router.get("/counts")

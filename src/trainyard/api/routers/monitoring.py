@@ -35,6 +35,7 @@ def run_events(run_id: str, p: PlatformDep, caller: CallerDep) -> list[EventInfo
 
 
 @router.get("/api/v1/usage")
-def usage(p: PlatformDep, by: str = Query("team", max_length=16),
+def usage(p: PlatformDep, caller: CallerDep, by: str = Query("team", max_length=16),
           since: str = Query("30d", max_length=32)) -> UsageReport:
-    return p.monitoring.usage(by, since)
+    """Resource-hours of the jobs the caller may see (every team's for an admin)."""
+    return p.monitoring.usage(by, since, caller)
