@@ -166,3 +166,28 @@ def test_spared_work_of_a_queue_is_not_stopped_to_give_its_quota_back():
     p = plan(nodes, [job("hi", 1, gpu=8, queue="a", team="a", submitted_at=NOW)], live, queues, now=NOW,
              options=Options(starve_after=None))
     assert [x.attempt_id for x in p.preemptions] == ["old#1"]
+
+
+def test_a_long_waiting_gang_of_a_queue_over_its_quota_holds_nodes_when_nobody_inside_a_quota_does():
+    # given queue a with no quota (all it runs is borrowed), two nodes each with 1 GPU taken until 1h and 2h
+    # past now, and a 2 × 8-GPU gang of queue a that has waited 2 h
+    nodes = [node("n0", free=[str(i) for i in range(1, 8)]), node("n1", free=[str(i) for i in range(1, 8)])]
+    queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b")]
+    live = [busy("x#1", "n0", ["0"], end=NOW + HOUR), busy("y#1", "n1", ["0"], end=NOW + 2 * HOUR)]
+    gang = job("gang", 0, gpu=8, replicas=2, queue="a", team="a", submitted_at=0.0)
+    small = job("small", 1, queue="a", team="a", submitted_at=NOW)
+    off = Options(starve_after=None)  # the starvation rule would put it first in line: test phase 4 alone
+    # when
+    p = plan(nodes, [gang, small], live, queues, now=NOW, options=off)
+    # then it holds both nodes from when the last frees, and the small borrower that could outlast that waits
+    assert [(r.job_id, sorted(r.nodes), r.start) for r in p.reservations] == [("gang", ["n0", "n1"], NOW + 2 * HOUR)]
+    assert p.entries["gang"].status is Status.RESERVED and "small" not in p.admissions
+    # but not when it has waited under the threshold, or the rule is off
+    young = job("gang", 0, gpu=8, replicas=2, queue="a", team="a", submitted_at=NOW - 600)
+    assert not plan(nodes, [young, small], live, queues, now=NOW, options=off).reservations
+    never = Options(starve_after=None, reserve_borrowing_after=None)
+    assert not plan(nodes, [gang, small], live, queues, now=NOW, options=never).reservations
+    # nor when a job inside its quota is blocked and holds nodes: the room is its owner's
+    owner = job("owner", 2, gpu=8, queue="b", team="b", submitted_at=NOW)
+    p = plan(nodes, [gang, small, owner], live, queues, now=NOW, options=off)
+    assert [r.job_id for r in p.reservations] == ["owner"]

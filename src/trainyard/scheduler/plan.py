@@ -23,7 +23,9 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
    e. else the first job blocked, and every starved job, gets a reservation, and everyone
       after it only backfills around it (:mod:`backfill`);
    f. else it waits;
-4. **borrow**: deferred jobs may then borrow idle room beyond their quota;
+4. **borrow**: deferred jobs may then borrow idle room beyond their quota; when no job inside
+   its quota holds nodes, the first borrower needing whole nodes that has waited past
+   ``reserve_borrowing_after`` and finds none free holds them instead;
 5. **explain**: every job left pending gets a position in its queue and a
    reason (:mod:`reasons`).
 
@@ -192,7 +194,9 @@ class _Planner:
         sig = ((end > starts[0],) if len(starts) == 1 else tuple([end > s for s in starts])) if starts else ()
         cls = (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
         starved = job.id in self.starved if self.starved else False
-        seen = None if starved else memo.turned_away.get(cls)  # a job like one turned away meets the same fate
+        # a borrower that may hold nodes had a choice the jobs like it may not have had
+        holds = borrowing and self._may_hold_borrowing(job, fit)
+        seen = None if starved or holds else memo.turned_away.get(cls)  # a job like one turned away meets the same fate
         if seen is not None:
             return c.left.append(Entry(job, q, seen[0], seen[1]))
         if not fit.types:
@@ -220,6 +224,8 @@ class _Planner:
                     self._place(job, q, fit, allowed, sel, end, sig, borrowing):
                 return None
             if borrowing:
+                if holds and self._reserve(job, q, fit, allowed, sel):
+                    return None
                 return self._turn_away(cls, job, q, NO_ROOM, fit)
             # 3d. make room
             entry, reach = self._make_room(job, q, fit, allowed, sel, end, sig)
@@ -317,6 +323,18 @@ class _Planner:
         entry.reservation = res
         c.left.append(entry)
         return True
+
+    def _may_hold_borrowing(self, job: PendingJob, fit: ShapeFit) -> bool:
+        """Phase 4: may this borrower hold nodes? Only when no job inside its quota holds any this cycle
+        (nobody who owns the room is blocked on it), it has waited past ``reserve_borrowing_after``, and it
+        needs whole nodes (smaller work finds room in what the line leaves over)."""
+        c = self.c
+        after = c.opt.reserve_borrowing_after
+        if after is None or c.starts or job.submitted_at is None or c.now - job.submitted_at <= after \
+                or not job.gpu or not job.preemptible:
+            return False
+        top = c.cl.top_g
+        return any(job.gpu >= top[t] for t in fit.types)
 
     def _fits_now(self, job: PendingJob, fit: ShapeFit, sel: tuple, end: float, sig: tuple) -> bool:
         """Would the whole gang fit now on some type it accepts, quota aside? (Placed, then given back.)"""
