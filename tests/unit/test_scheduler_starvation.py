@@ -175,7 +175,7 @@ def test_a_long_waiting_gang_of_a_queue_over_its_quota_holds_nodes_when_nobody_i
     queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b")]
     live = [busy("x#1", "n0", ["0"], end=NOW + HOUR), busy("y#1", "n1", ["0"], end=NOW + 2 * HOUR)]
     gang = job("gang", 0, gpu=8, replicas=2, queue="a", team="a", submitted_at=0.0)
-    small = job("small", 1, queue="a", team="a", submitted_at=NOW)
+    small = job("small", 1, queue="a", team="a", submitted_at=NOW, gpu_types=("A100",))
     off = Options(starve_after=None)  # the starvation rule would put it first in line: test phase 4 alone
     # when
     p = plan(nodes, [gang, small], live, queues, now=NOW, options=off)
@@ -187,7 +187,13 @@ def test_a_long_waiting_gang_of_a_queue_over_its_quota_holds_nodes_when_nobody_i
     assert not plan(nodes, [young, small], live, queues, now=NOW, options=off).reservations
     never = Options(starve_after=None, reserve_borrowing_after=None)
     assert not plan(nodes, [gang, small], live, queues, now=NOW, options=never).reservations
-    # nor when a job inside its quota is blocked and holds nodes: the room is its owner's
+    # nor when a job inside its quota is blocked and holds nodes of its type: the room is its owner's
     owner = job("owner", 2, gpu=8, queue="b", team="b", submitted_at=NOW)
     p = plan(nodes, [gang, small, owner], live, queues, now=NOW, options=off)
     assert [r.job_id for r in p.reservations] == ["owner"]
+    # but an owner blocked on another type leaves it free to
+    nodes.append(node("h0", free=[], gpu_type="H100"))
+    live.append(busy("z#1", "h0", [str(i) for i in range(8)], end=NOW + HOUR))
+    owner.gpu_types = ("H100",)
+    p = plan(nodes, [gang, small, owner], live, queues, now=NOW, options=off)
+    assert sorted(r.job_id for r in p.reservations) == ["gang", "owner"]

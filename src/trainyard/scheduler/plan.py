@@ -23,9 +23,9 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
    e. else the first job blocked, and every starved job, gets a reservation, and everyone
       after it only backfills around it (:mod:`backfill`);
    f. else it waits;
-4. **borrow**: deferred jobs may then borrow idle room beyond their quota; when no job inside
-   its quota holds nodes, the first borrower needing whole nodes that has waited past
-   ``reserve_borrowing_after`` and finds none free holds them instead;
+4. **borrow**: deferred jobs may then borrow idle room beyond their quota; the first borrower
+   needing whole nodes that has waited past ``reserve_borrowing_after`` and finds none free
+   holds them instead, on GPU types where no job of the line holds nodes;
 5. **explain**: every job left pending gets a position in its queue and a
    reason (:mod:`reasons`).
 
@@ -86,6 +86,8 @@ class _Planner:
         self.admitted: list[tuple[float, list[Take]]] = []  # (end, room taken) of jobs admitted before that
         self.starved: set[str] = set()  # ids of the jobs put first for having waited too long (Options.starve_after)
         self.starved_held = 0  # reservations of starved jobs: they do not count against max_reservations
+        self.held_types: set = set()  # GPU types (None: cores) some reservation holds nodes of this cycle
+        self.borrower_held = False  # a borrower holds nodes (phase 4; Options.reserve_borrowing_after)
 
     def run(self, pending: list[PendingJob]) -> Plan:
         c = self.c
@@ -224,7 +226,7 @@ class _Planner:
                     self._place(job, q, fit, allowed, sel, end, sig, borrowing):
                 return None
             if borrowing:
-                if holds and self._reserve(job, q, fit, allowed, sel):
+                if holds and self._reserve(job, q, fit, allowed, sel, borrower=True):
                     return None
                 return self._turn_away(cls, job, q, NO_ROOM, fit)
             # 3d. make room
@@ -301,11 +303,12 @@ class _Planner:
             return rooms.quota_preempt(job, q, others, sel, end, fit.id)
         return None, ()
 
-    def _reserve(self, job: PendingJob, q: Queue, fit: ShapeFit, hold: tuple, sel: tuple) -> bool:
+    def _reserve(self, job: PendingJob, q: Queue, fit: ShapeFit, hold: tuple, sel: tuple,
+                 borrower: bool = False) -> bool:
         """Step 3e: the first job blocked holds the nodes where it can start soonest; so does every
-        starved job."""
+        starved job, and in phase 4 one ``borrower`` (:meth:`_may_hold_borrowing`)."""
         c, memo = self.c, self.memo
-        starved = job.id in self.starved if self.starved else False
+        starved = borrower or (job.id in self.starved if self.starved else False)
         if (len(c.starts) - self.starved_held >= c.opt.max_reservations and not starved) or c.searches <= 0 \
                 or (fit.id, hold) in memo.no_reservation:
             return False
@@ -316,6 +319,8 @@ class _Planner:
             return False
         res, t = found
         self.starved_held += starved
+        self.held_types.add(t)
+        self.borrower_held |= borrower
         c.out.reservations.append(res)
         c.starts.append(res.start if res.start < INF else -INF)
         c.quotas.admit(q, job, t)  # its queue's share is held with the nodes: later jobs may not take it
@@ -325,16 +330,17 @@ class _Planner:
         return True
 
     def _may_hold_borrowing(self, job: PendingJob, fit: ShapeFit) -> bool:
-        """Phase 4: may this borrower hold nodes? Only when no job inside its quota holds any this cycle
-        (nobody who owns the room is blocked on it), it has waited past ``reserve_borrowing_after``, and it
-        needs whole nodes (smaller work finds room in what the line leaves over)."""
+        """Phase 4: may this borrower hold nodes? Only the first such one in a cycle, only if it has waited
+        past ``reserve_borrowing_after`` and needs whole nodes (smaller work finds room in what the line
+        leaves over), and only nodes of a GPU type on which no job of the line holds any (nobody who owns
+        that room is blocked on it)."""
         c = self.c
         after = c.opt.reserve_borrowing_after
-        if after is None or c.starts or job.submitted_at is None or c.now - job.submitted_at <= after \
+        if after is None or self.borrower_held or job.submitted_at is None or c.now - job.submitted_at <= after \
                 or not job.gpu or not job.preemptible:
             return False
-        top = c.cl.top_g
-        return any(job.gpu >= top[t] for t in fit.types)
+        top, held = c.cl.top_g, self.held_types
+        return all(t not in held for t in fit.types) and any(job.gpu >= top[t] for t in fit.types)
 
     def _fits_now(self, job: PendingJob, fit: ShapeFit, sel: tuple, end: float, sig: tuple) -> bool:
         """Would the whole gang fit now on some type it accepts, quota aside? (Placed, then given back.)"""
