@@ -176,7 +176,8 @@ def test_a_long_waiting_gang_of_a_queue_over_its_quota_holds_nodes_when_nobody_i
     live = [busy("x#1", "n0", ["0"], end=NOW + HOUR), busy("y#1", "n1", ["0"], end=NOW + 2 * HOUR)]
     gang = job("gang", 0, gpu=8, replicas=2, queue="a", team="a", submitted_at=0.0)
     small = job("small", 1, queue="a", team="a", submitted_at=NOW, gpu_types=("A100",))
-    off = Options(starve_after=None)  # the starvation rule would put it first in line: test phase 4 alone
+    # the starvation rule would put it first in line: test phase 4 alone (the rule is off by default)
+    off = Options(starve_after=None, reserve_borrowing_after=3600.0)
     # when
     p = plan(nodes, [gang, small], live, queues, now=NOW, options=off)
     # then it holds both nodes from when the last frees, and the small borrower that could outlast that waits
@@ -185,7 +186,7 @@ def test_a_long_waiting_gang_of_a_queue_over_its_quota_holds_nodes_when_nobody_i
     # but not when it has waited under the threshold, or the rule is off
     young = job("gang", 0, gpu=8, replicas=2, queue="a", team="a", submitted_at=NOW - 600)
     assert not plan(nodes, [young, small], live, queues, now=NOW, options=off).reservations
-    never = Options(starve_after=None, reserve_borrowing_after=None)
+    never = Options(starve_after=None)
     assert not plan(nodes, [gang, small], live, queues, now=NOW, options=never).reservations
     # nor when a job inside its quota is blocked and holds nodes of its type: the room is its owner's
     owner = job("owner", 2, gpu=8, queue="b", team="b", submitted_at=NOW)
