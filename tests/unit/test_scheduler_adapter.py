@@ -57,3 +57,11 @@ def test_inputs_build_a_plan_end_to_end():
     assert [(j, [(a.node, a.gpu_ids) for a in r]) for j, r in p.admissions.items()] == [("a", [("n", ["0"])])]
     assert p.reasons["b"] == ("needs 1 × GPU, 0 free on any node; next to start: 1 node held for it until running work ends "
                            "(no timeout says when); first in queue default")
+
+
+def test_a_live_attempt_carries_its_jobs_submit_time_so_the_planner_knows_how_long_it_waited():
+    info = job_info("w", "resources: {gpu: 1}\n", 5.0)
+    attempt = AttemptInfo(id="w-1", job_id="w", number=1, status="running", created_at=90.0, started_at=100.0,
+                          node="n", gpus=["0"])
+    _, _, running, _ = adapter.inputs([], [(info, attempt)], [])
+    assert (running[0].submitted_at, running[0].started_at) == (5.0, 100.0)

@@ -127,3 +127,74 @@ def test_a_low_priority_8_gpu_job_starts_though_normal_work_keeps_the_node_busy(
             # then, starved after 30 minutes, it waits at most that plus the longest timeout ahead of it
             assert out.started["big"] - 600.0 <= 0.5 * HOUR + 1.5 * HOUR
         big.job.last_preempted_by = None
+
+
+def test_work_that_waited_past_starve_after_is_no_victim_of_priority_once_started():
+    # given a low-priority 8-GPU job that waited 2 h before it started a minute ago, and another that waited
+    # 10 minutes, each on its own full node
+    nodes = [node("n0", free=[]), node("n1", free=[])]
+    starved = RunningJob("old#1", "old", priority=0, replicas=[ReplicaUse("n0", 1, GB, [str(i) for i in range(8)])],
+                         started_at=NOW - 60, expected_end=NOW + HOUR, submitted_at=NOW - 60 - 2 * HOUR)
+    fresh = RunningJob("new#1", "new", priority=0, replicas=[ReplicaUse("n1", 1, GB, [str(i) for i in range(8)])],
+                       started_at=NOW - 60, expected_end=NOW + HOUR, submitted_at=NOW - 60 - 600)
+    urgent = [job("urgent", 1, gpu=8, priority=300)]
+    # when an urgent job needs a whole node
+    p = plan(nodes, urgent, [starved, fresh], now=NOW)
+    # then it stops the one that did not wait long
+    assert [x.attempt_id for x in p.preemptions] == ["new#1"]
+    # and with only the starved one to stop, it waits for that one to end
+    p = plan(nodes[:1], urgent, [starved], now=NOW)
+    assert p.preemptions == [] and "urgent" not in p.admissions
+    # without the starvation rule (or not knowing when its job was submitted) it is stopped like any other
+    assert [x.attempt_id for x in plan(nodes[:1], urgent, [starved], now=NOW,
+                                       options=Options(starve_after=None)).preemptions] == ["old#1"]
+    starved.submitted_at = None
+    assert [x.attempt_id for x in plan(nodes[:1], urgent, [starved], now=NOW).preemptions] == ["old#1"]
+
+
+def test_spared_work_of_a_queue_is_not_stopped_to_give_its_quota_back():
+    # given queue a (quota 8 GPUs, no borrowing) full with a low-priority job that waited 2 h before it started
+    nodes = [node("n0", free=[]), node("n1")]
+    queues = [Queue("a", team="a", gpus={"A100": 8}, borrowing=False)]
+    live = [RunningJob("old#1", "old", "a", "a", priority=0,
+                       replicas=[ReplicaUse("n0", 1, GB, [str(i) for i in range(8)])],
+                       started_at=NOW - 60, expected_end=NOW + HOUR, submitted_at=NOW - 60 - 2 * HOUR)]
+    # when a normal-priority job of queue a needs its quota
+    p = plan(nodes, [job("hi", 1, gpu=8, queue="a", team="a", submitted_at=NOW)], live, queues, now=NOW)
+    # then it waits for the quota rather than stopping it; without the rule it stops it
+    assert p.preemptions == [] and "hi" not in p.admissions
+    p = plan(nodes, [job("hi", 1, gpu=8, queue="a", team="a", submitted_at=NOW)], live, queues, now=NOW,
+             options=Options(starve_after=None))
+    assert [x.attempt_id for x in p.preemptions] == ["old#1"]
+
+
+def test_a_long_waiting_gang_of_a_queue_over_its_quota_holds_nodes_when_nobody_inside_a_quota_does():
+    # given queue a with no quota (all it runs is borrowed), two nodes each with 1 GPU taken until 1h and 2h
+    # past now, and a 2 × 8-GPU gang of queue a that has waited 2 h
+    nodes = [node("n0", free=[str(i) for i in range(1, 8)]), node("n1", free=[str(i) for i in range(1, 8)])]
+    queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b")]
+    live = [busy("x#1", "n0", ["0"], end=NOW + HOUR), busy("y#1", "n1", ["0"], end=NOW + 2 * HOUR)]
+    gang = job("gang", 0, gpu=8, replicas=2, queue="a", team="a", submitted_at=0.0)
+    small = job("small", 1, queue="a", team="a", submitted_at=NOW, gpu_types=("A100",))
+    # the starvation rule would put it first in line: test phase 4 alone (the rule is off by default)
+    off = Options(starve_after=None, reserve_borrowing_after=3600.0)
+    # when
+    p = plan(nodes, [gang, small], live, queues, now=NOW, options=off)
+    # then it holds both nodes from when the last frees, and the small borrower that could outlast that waits
+    assert [(r.job_id, sorted(r.nodes), r.start) for r in p.reservations] == [("gang", ["n0", "n1"], NOW + 2 * HOUR)]
+    assert p.entries["gang"].status is Status.RESERVED and "small" not in p.admissions
+    # but not when it has waited under the threshold, or the rule is off
+    young = job("gang", 0, gpu=8, replicas=2, queue="a", team="a", submitted_at=NOW - 600)
+    assert not plan(nodes, [young, small], live, queues, now=NOW, options=off).reservations
+    never = Options(starve_after=None)
+    assert not plan(nodes, [gang, small], live, queues, now=NOW, options=never).reservations
+    # nor when a job inside its quota is blocked and holds nodes of its type: the room is its owner's
+    owner = job("owner", 2, gpu=8, queue="b", team="b", submitted_at=NOW)
+    p = plan(nodes, [gang, small, owner], live, queues, now=NOW, options=off)
+    assert [r.job_id for r in p.reservations] == ["owner"]
+    # but an owner blocked on another type leaves it free to
+    nodes.append(node("h0", free=[], gpu_type="H100"))
+    live.append(busy("z#1", "h0", [str(i) for i in range(8)], end=NOW + HOUR))
+    owner.gpu_types = ("H100",)
+    p = plan(nodes, [gang, small, owner], live, queues, now=NOW, options=off)
+    assert sorted(r.job_id for r in p.reservations) == ["gang", "owner"]

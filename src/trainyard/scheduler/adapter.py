@@ -49,7 +49,7 @@ def pending_job(job: Waiting, spec: JobSpec, queues: dict[str, Queue]) -> Pendin
 
 
 def running_job(attempt: AttemptInfo, spec: JobSpec, queue: str, priority: int,
-                queues: dict[str, Queue]) -> RunningJob:
+                queues: dict[str, Queue], submitted_at: float | None = None) -> RunningJob:
     """A live attempt with what each replica holds. ``spec`` is the job's (resources per replica)."""
     r = spec.resources
     placed = [(p.node, list(p.gpus)) for p in attempt.replicas] or [(attempt.node, list(attempt.gpus))]
@@ -59,7 +59,7 @@ def running_job(attempt: AttemptInfo, spec: JobSpec, queue: str, priority: int,
         priority=priority, replicas=[ReplicaUse(n, r.cpu, r.memory or 0, g) for n, g in placed if n],
         started_at=started, expected_end=started + spec.timeout if spec.timeout is not None else None,
         preemptible=spec.preemptible, borrowed=None,  # the planner re-decides borrowing each cycle
-        stopping=attempt.stop_reason is not None,
+        stopping=attempt.stop_reason is not None, submitted_at=submitted_at,
     )
 
 
@@ -68,5 +68,5 @@ def inputs(pending: list[tuple[Waiting, JobSpec]], live: list[tuple[JobInfo, Att
     """Everything :func:`plan` takes, from the store's pending jobs (with their specs), live
     attempts (with their jobs), and the engine's nodes."""
     qs = queue_map(queues)
-    running = [running_job(a, j.spec, j.queue, j.priority, qs) for j, a in live]
+    running = [running_job(a, j.spec, j.queue, j.priority, qs, j.created_at) for j, a in live]
     return [node(n) for n in nodes], [pending_job(w, spec, qs) for w, spec in pending], running, list(qs.values())

@@ -42,6 +42,12 @@ class Options:
     # started were preempted minutes later by normal work, tripling preemptions for shorter 8-GPU waits.
     starve_after: float | None = None
     max_starved: int = 4  # starved jobs put first in one cycle, the oldest first; each may hold nodes
+    # a job of a queue over its quota that needs whole nodes and has waited longer than this may hold nodes in
+    # phase 4 when no job inside its quota holds any this cycle (None: never). Phase 4 only places, and a gang
+    # of eight whole nodes never finds them free by chance: on the busy simulated day such gangs never started.
+    # Off by default: on that day (bench/RESULTS.md, session 7) it started one more gang and cut preemptions
+    # 258 -> 132, but the nodes held for borrowing gangs raised the 8-GPU class's mean wait 28 -> 46 min.
+    reserve_borrowing_after: float | None = None
 
 
 class JobClass(NamedTuple):

@@ -128,6 +128,9 @@ class RunningJob:
     preemptible: bool = True
     borrowed: bool | None = None
     stopping: bool = False
+    # when its job was submitted (None: unknown): a job that waited past ``Options.starve_after`` before this
+    # attempt started is no victim of priority, else the work it waited hours for is stopped minutes in
+    submitted_at: float | None = None
 
 
 @dataclass(slots=True)

@@ -23,7 +23,9 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
    e. else the first job blocked, and every starved job, gets a reservation, and everyone
       after it only backfills around it (:mod:`backfill`);
    f. else it waits;
-4. **borrow**: deferred jobs may then borrow idle room beyond their quota;
+4. **borrow**: deferred jobs may then borrow idle room beyond their quota; the first borrower
+   needing whole nodes that has waited past ``reserve_borrowing_after`` and finds none free
+   holds them instead, on GPU types where no job of the line holds nodes;
 5. **explain**: every job left pending gets a position in its queue and a
    reason (:mod:`reasons`).
 
@@ -84,6 +86,8 @@ class _Planner:
         self.admitted: list[tuple[float, list[Take]]] = []  # (end, room taken) of jobs admitted before that
         self.starved: set[str] = set()  # ids of the jobs put first for having waited too long (Options.starve_after)
         self.starved_held = 0  # reservations of starved jobs: they do not count against max_reservations
+        self.held_types: set = set()  # GPU types (None: cores) some reservation holds nodes of this cycle
+        self.borrower_held = False  # a borrower holds nodes (phase 4; Options.reserve_borrowing_after)
 
     def run(self, pending: list[PendingJob]) -> Plan:
         c = self.c
@@ -192,7 +196,9 @@ class _Planner:
         sig = ((end > starts[0],) if len(starts) == 1 else tuple([end > s for s in starts])) if starts else ()
         cls = (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
         starved = job.id in self.starved if self.starved else False
-        seen = None if starved else memo.turned_away.get(cls)  # a job like one turned away meets the same fate
+        # a borrower that may hold nodes had a choice the jobs like it may not have had
+        holds = borrowing and self._may_hold_borrowing(job, fit)
+        seen = None if starved or holds else memo.turned_away.get(cls)  # a job like one turned away meets the same fate
         if seen is not None:
             return c.left.append(Entry(job, q, seen[0], seen[1]))
         if not fit.types:
@@ -220,6 +226,8 @@ class _Planner:
                     self._place(job, q, fit, allowed, sel, end, sig, borrowing):
                 return None
             if borrowing:
+                if holds and self._reserve(job, q, fit, allowed, sel, borrower=True):
+                    return None
                 return self._turn_away(cls, job, q, NO_ROOM, fit)
             # 3d. make room
             entry, reach = self._make_room(job, q, fit, allowed, sel, end, sig)
@@ -295,11 +303,12 @@ class _Planner:
             return rooms.quota_preempt(job, q, others, sel, end, fit.id)
         return None, ()
 
-    def _reserve(self, job: PendingJob, q: Queue, fit: ShapeFit, hold: tuple, sel: tuple) -> bool:
+    def _reserve(self, job: PendingJob, q: Queue, fit: ShapeFit, hold: tuple, sel: tuple,
+                 borrower: bool = False) -> bool:
         """Step 3e: the first job blocked holds the nodes where it can start soonest; so does every
-        starved job."""
+        starved job, and in phase 4 one ``borrower`` (:meth:`_may_hold_borrowing`)."""
         c, memo = self.c, self.memo
-        starved = job.id in self.starved if self.starved else False
+        starved = borrower or (job.id in self.starved if self.starved else False)
         if (len(c.starts) - self.starved_held >= c.opt.max_reservations and not starved) or c.searches <= 0 \
                 or (fit.id, hold) in memo.no_reservation:
             return False
@@ -310,6 +319,8 @@ class _Planner:
             return False
         res, t = found
         self.starved_held += starved
+        self.held_types.add(t)
+        self.borrower_held |= borrower
         c.out.reservations.append(res)
         c.starts.append(res.start if res.start < INF else -INF)
         c.quotas.admit(q, job, t)  # its queue's share is held with the nodes: later jobs may not take it
@@ -317,6 +328,19 @@ class _Planner:
         entry.reservation = res
         c.left.append(entry)
         return True
+
+    def _may_hold_borrowing(self, job: PendingJob, fit: ShapeFit) -> bool:
+        """Phase 4: may this borrower hold nodes? Only the first such one in a cycle, only if it has waited
+        past ``reserve_borrowing_after`` and needs whole nodes (smaller work finds room in what the line
+        leaves over), and only nodes of a GPU type on which no job of the line holds any (nobody who owns
+        that room is blocked on it)."""
+        c = self.c
+        after = c.opt.reserve_borrowing_after
+        if after is None or self.borrower_held or job.submitted_at is None or c.now - job.submitted_at <= after \
+                or not job.gpu or not job.preemptible:
+            return False
+        top, held = c.cl.top_g, self.held_types
+        return all(t not in held for t in fit.types) and any(job.gpu >= top[t] for t in fit.types)
 
     def _fits_now(self, job: PendingJob, fit: ShapeFit, sel: tuple, end: float, sig: tuple) -> bool:
         """Would the whole gang fit now on some type it accepts, quota aside? (Placed, then given back.)"""

@@ -58,9 +58,10 @@ class Victims:
 
     def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
                  totals: dict[str, Held], now: float, within: float | None = None,
-                 untimed: float | None = None) -> None:
+                 untimed: float | None = None, starved: float | None = None) -> None:
         self.cl, self.raw, self.borrowed, self.totals, self.now = cl, on, borrowed, totals, now
         self.since = now - within if within is not None else -float("inf")  # older: no victim of priority
+        self.starved = starved if starved is not None else float("inf")  # waited longer: no victim of priority
         self.patience = untimed if untimed is not None else within  # a job that waited longer may stop untimed work
         self.taken: set[str] = set()  # chosen this cycle
         self.cost: dict[str, Cost] = {}
@@ -75,6 +76,12 @@ class Victims:
         bounds, is its victim too: its wait is bounded by the cap, not by work that may never end."""
         return job.submitted_at is not None and self.patience is not None and \
             self.now - job.submitted_at > self.patience
+
+    def spared(self, r: RunningJob) -> bool:
+        """Did ``r``'s job wait past ``Options.starve_after`` before it started? Then priority leaves it
+        be: it went first in line for having waited, and stopping it minutes in sends it back to wait
+        again, to be started again and stopped again (the churn the starvation rule caused without this)."""
+        return r.submitted_at is not None and r.started_at - r.submitted_at > self.starved
 
     def cost_of(self, r: RunningJob) -> Cost:
         aid = r.attempt_id
@@ -276,7 +283,7 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
                     continue
                 need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job,
-                                   only_queue, victims.since, patient)
+                                   only_queue, victims.since, patient, victims.starved)
                 if need is None:
                     continue
                 if len(need) == 1:  # one victim (the usual case): the set costs what it costs
@@ -313,8 +320,11 @@ def _free(cl: Cluster, r: RunningJob, room) -> None:
 
 def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: PendingJob, reclaim: bool,
                 taken: set, chosen: dict, last: str | None, only: str | None = None,
-                since: float = -float("inf"), patient: bool = True) -> list | None:
-    """The cheapest set of victims on one node that makes room, pruned to those needed."""
+                since: float = -float("inf"), patient: bool = True, starved: float = float("inf")) -> list | None:
+    """The cheapest set of victims on one node that makes room, pruned to those needed. Priority stops
+    only work that started within ``since`` (or, for a ``patient`` job, old work without a timeout) and
+    whose job waited at most ``starved`` before it started (:meth:`Victims.spared`); a lender reclaims
+    borrowed work whatever its age."""
     if not on:
         return None
     prio, queue = job.priority, job.queue
@@ -325,7 +335,9 @@ def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: Pending
         if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last or (only and r.queue != only):
             continue
         if not r.preemptible or not ((r.priority < prio and (r.started_at >= since or (
-                patient and r.expected_end is None))) or (reclaim and e.borrowed and r.queue != queue)):
+                patient and r.expected_end is None)) and (
+                r.submitted_at is None or r.started_at - r.submitted_at <= starved))
+                or (reclaim and e.borrowed and r.queue != queue)):
             continue
         ac += e.cpu
         am += e.memory

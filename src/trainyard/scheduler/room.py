@@ -125,7 +125,8 @@ class Rooms:
             taken, last = victims.taken, job.last_preempted_by
             mine = (r for r in self._queue_work(q.name) if r.priority < job.priority
                     and r.attempt_id not in taken and r.job_id != last
-                    and (r.started_at >= victims.since or (r.expected_end is None and victims.patient(job))))
+                    and (r.started_at >= victims.since or (r.expected_end is None and victims.patient(job)))
+                    and not victims.spared(r))
             c.searches -= 1
             pre = c.quotas.victims_for(q, job, t, mine, c.held)
             if pre is None:
@@ -296,5 +297,6 @@ class Rooms:
             c = self.c
             o = c.opt
             self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now, o.preempt_within,
-                                    o.stop_untimed_after if o.stop_untimed_after is not None else o.preempt_within)
+                                    o.stop_untimed_after if o.stop_untimed_after is not None else o.preempt_within,
+                                    o.starve_after)
         return self._victims

@@ -128,7 +128,8 @@ class Simulator:
         sj = self.jobs[job.id]
         self.running[aid] = RunningJob(
             aid, job.id, job.queue, job.team, job.priority, uses, self.now,
-            self.now + job.timeout if job.timeout is not None else None, job.preemptible)
+            self.now + job.timeout if job.timeout is not None else None, job.preemptible,
+            submitted_at=job.submitted_at)
         self.out.started.setdefault(job.id, self.now)
         heapq.heappush(self.ends, (self.now + sj.duration, aid))
 
