@@ -392,7 +392,8 @@ class RayEngine(Engine):
         if lost:
             self._release(a.id, len(a.replicas))
             return Observation(a.id, index, "lost", detail="the node's agent restarted and its launcher left no result")
-        if (node_id := self._agent_of(a, index)) is not None:  # launched before this process started: attach
+        node_id = self._agent_of(a, index)
+        if node_id is not None and a.id not in self._cancelled:  # launched before this process started: attach
             self._on_agent(a.id, index, node_id, None)
             return Observation(a.id, index, "alive")
         try:
