@@ -18,7 +18,7 @@ demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash scripts/demo.sh
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/latency.py

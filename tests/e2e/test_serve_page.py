@@ -2,7 +2,8 @@
 the try page, positive or negative shown with its probability, straight and behind a path prefix.
 
 The model is trained here by the example's own scripts (copier → one trainer → aggregator
-``--vocab``) on its synthetic stand-in, and served with ``--module serving:ReviewClassifier``.
+``--vocab``) on its synthetic stand-in, and served with ``--module serving:ReviewClassifier``: by the
+model server alone, and by ``trainyard serve`` as a service, tried from the UI's services page.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import need_module
-from tests.support.browser import screenshot
+from tests.support.browser import screenshot, signed_in
 from tests.support.model_server import ModelServer, free_port
 
 pytestmark = pytest.mark.slow
@@ -31,14 +32,20 @@ def step(*args: str | Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def imdb_server(tmp_path_factory):
+def imdb_model(tmp_path_factory) -> Path:
+    """The averaged model (a folder), trained by the example's own scripts: seconds on the synthetic corpus."""
     need_module("torch", "pip install 'trainyard[torch]'")
     out = tmp_path_factory.mktemp("imdb-serve")
     step("copier.py", "--workers", "1", "--shards", out / "shards", "--heldout", out / "heldout",
          "--vocab", out / "vocab")
     step("trainer.py", "--data", out / "shards" / "0", "--epochs", "3", "--out", out / "models" / "0")
     step("aggregator.py", "--models", out / "models", "--vocab", out / "vocab", "--out", out / "averaged")
-    server = ModelServer(out / "averaged", "imdb", "--module", "serving:ReviewClassifier", cwd=EXAMPLE)
+    return out / "averaged"
+
+
+@pytest.fixture(scope="module")
+def imdb_server(imdb_model):
+    server = ModelServer(imdb_model, "imdb", "--module", "serving:ReviewClassifier", cwd=EXAMPLE)
     server.start().wait()
     yield server
     server.stop()
@@ -96,6 +103,23 @@ def test_the_page_works_behind_the_proxys_path_prefix(prefix_proxy, page):
     page.goto(prefix_proxy)
     label, _ = predict(page, "A classic. Fantastic and honest.")
     assert label == "positive"
+
+
+def test_the_imdb_model_served_by_trainyard_answers_a_review_typed_in_the_ui(imdb_model, server, page):
+    # given the README's command, from the example's folder (its snapshot holds serving.py)
+    done = server.cli("serve", imdb_model.as_uri(), "--name", "imdb", "--module", "serving:ReviewClassifier",
+                      cwd=EXAMPLE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # when the service's page in the UI shows the model server's try page, through /serve/imdb/
+    page.goto(signed_in(server.url, server.token, "/services/imdb"))
+    page.wait_for_selector("iframe[name=try]", timeout=120_000)  # once a replica has loaded the model
+    frame = page.frame(name="try")
+    # then a review typed there comes back positive or negative, with its probability
+    label, p = predict(frame, "What a luminous drama: honest, sincere and beguiling from start to end.")
+    assert label == "positive" and 0.5 < p <= 1
+    label, p = predict(frame, "The pacing was tedious, the plot was dreary and the acting clumsy.")
+    assert label == "negative" and 0.5 < p <= 1
+    assert server.client().services.get("imdb").traffic.requests >= 3  # the page's and its two predictions
 
 
 def test_a_tabular_model_gets_a_field_per_feature_and_a_json_box(tmp_path, page):

@@ -53,11 +53,11 @@ def test_a_borrowing_queue_does_not_stop_its_work_when_that_would_not_give_the_r
 def test_priority_never_throws_away_more_than_the_cap_of_an_attempts_run():
     nodes = [gpu_node("n", 1, free=[])]
     live = [running("low#1", "n", ["0"], priority=0, started_at=0, expected_end=7200)]
-    # an hour in: past the default cap of a quarter of an hour, the urgent job waits for it to end
+    # an hour in: past the default cap of five minutes, the urgent job waits for it to end
     late = plan(nodes, [job("urgent", priority=300)], live, now=3600)
     assert late.preemptions == [] and late.entries["urgent"].status is not Status.PREEMPTING
-    # ten minutes in, or with no cap, it is stopped
-    assert [x.attempt_id for x in plan(nodes, [job("urgent", priority=300)], live, now=600).preemptions] == ["low#1"]
+    # four minutes in, or with no cap, it is stopped
+    assert [x.attempt_id for x in plan(nodes, [job("urgent", priority=300)], live, now=240).preemptions] == ["low#1"]
     uncapped = plan(nodes, [job("urgent", priority=300)], live, now=3600, options=Options(preempt_within=None))
     assert [x.attempt_id for x in uncapped.preemptions] == ["low#1"]
 
@@ -85,12 +85,13 @@ def test_the_job_owed_room_by_its_preemption_goes_first():
     assert "light-first" not in p.admissions
 
 
-def test_old_work_without_a_timeout_is_preempted_once_the_job_has_waited_out_the_cap():
-    # its end is unknown, so sparing it for good could keep the urgent job waiting for ever
+def test_old_work_without_a_timeout_is_preempted_once_the_job_has_waited_out_stop_untimed_after():
+    # its end is unknown, so sparing it for good could keep the urgent job waiting for ever; stopping it
+    # as soon as the cap on preemption throws hours away (the default bound is 4 h)
     nodes = [gpu_node("n", 1, free=[])]
     live = [running("forever#1", "n", ["0"], priority=0, started_at=0, expected_end=None)]
     now = 10 * 3600
-    fresh = plan(nodes, [job("urgent", priority=300, submitted_at=now - 60)], live, now=now)
+    fresh = plan(nodes, [job("urgent", priority=300, submitted_at=now - 3600)], live, now=now)
     assert fresh.preemptions == []
-    waited = plan(nodes, [job("urgent", priority=300, submitted_at=now - 901)], live, now=now)
+    waited = plan(nodes, [job("urgent", priority=300, submitted_at=now - 4 * 3600 - 1)], live, now=now)
     assert [x.attempt_id for x in waited.preemptions] == ["forever#1"]

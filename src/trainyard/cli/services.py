@@ -73,7 +73,7 @@ def show(service: str, output: OutputOpt = Output.table) -> None:
         grid.add_row("status", f"{s.status.value}: {s.reason or ''}")
         grid.add_row("url", c.server + s.url)
         auto = s.spec.service.autoscale
-        grid.add_row("replicas", f"{s.ready} ready of {s.wanted} wanted" +
+        grid.add_row("replicas", f"{s.ready} ready of {s.wanted} wanted, {s.restarts} restarts" +
                      (f" (autoscale {auto.min}..{auto.max}, {auto.target_concurrency:g} in flight each)" if auto else ""))
         t = s.traffic
         latency = f"p50 {t.p50_ms:.1f} ms, p95 {t.p95_ms:.1f} ms" if t.p50_ms is not None else "-"

@@ -64,7 +64,7 @@ class Cluster:
         for s in self.slots:
             if s.type:
                 self.typed.setdefault(s.type, []).append(s)
-        top_g = {t: max(s.cap_g for s in ss) for t, ss in self.typed.items()}
+        self.top_g = top_g = {t: max(s.cap_g for s in ss) for t, ss in self.typed.items()}  # GPUs of the biggest node
         self.gb = {t: [[] for _ in range(top_g[t] + 1)] for t in self.typed}
         self.gbound = {t: [[0.0, 0] for _ in range(top_g[t] + 1)] for t in self.typed}  # [cpu, mem] upper bounds
         top_c = int(max((s.cap_cpu for s in self.slots), default=0) + EPS)

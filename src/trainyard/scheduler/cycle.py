@@ -29,7 +29,19 @@ class Options:
     # no limit): older work is left to end, and the job that wanted its room waits for it (a lender still
     # reclaims it); work without a timeout could hold the room for ever, so it is a victim again of a job
     # that has waited longer than this
-    preempt_within: float | None = 900.0
+    preempt_within: float | None = 300.0
+    # ... and old work without a timeout is a victim of priority only once the job that wants its room has
+    # waited longer than this (None: as long as preempt_within). Stopping it throws hours away: on the busy
+    # simulated day half the work lost was normal-priority gangs without timeouts stopped hours in.
+    stop_untimed_after: float | None = 4 * 3600.0
+    # a job waiting longer than this is starved: it goes first in line, ahead of priority and fair share,
+    # may borrow beyond its queue's quota there, and holds nodes even when another reservation is in force
+    # (None: never). Without it an 8-GPU job of low priority, or of a queue over its quota, waits hours:
+    # every cycle the work ahead of it in line takes the whole nodes that free up, one GPU at a time.
+    # Off by default: on the busy simulated day (bench/RESULTS.md) the starved low-priority jobs it
+    # started were preempted minutes later by normal work, tripling preemptions for shorter 8-GPU waits.
+    starve_after: float | None = None
+    max_starved: int = 4  # starved jobs put first in one cycle, the oldest first; each may hold nodes
 
 
 class JobClass(NamedTuple):

@@ -6,9 +6,11 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
 1. **snapshot** (:mod:`cycle`): free room per node, each queue's usage, each
    team's share, and what running work could hand back if preempted;
 2. **line up**: retries in backoff, and jobs preempted for a job that has not
-   started yet, are held back; that job goes first, the rest in admission order (:mod:`fairshare`:
-   priority, then dominant share per team, then submit time; a job waiting
-   past ``fair_share_wait`` goes first within its priority);
+   started yet, are held back; that job goes first, then the oldest few jobs needing whole
+   nodes that have waited past ``starve_after`` when it is set (*starved*: whatever their
+   priority or quota, each may hold nodes),
+   the rest in admission order (:mod:`fairshare`: priority, then dominant share per team, then
+   submit time; a job waiting past ``fair_share_wait`` goes first within its priority);
 3. **admit**, each job in that order, inside its queue's quota
    (:meth:`_Planner.consider`):
    a. a job like one already turned away this cycle is turned away alike;
@@ -18,8 +20,8 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
    c. it is placed if its whole gang fits now (:mod:`cluster`: best fit);
    d. else it claims room that stopping attempts hand back, or preempts
       lower-priority or borrowed work (:mod:`room`, :mod:`preemption`);
-   e. else the first job blocked gets a reservation, and everyone after it
-      only backfills around it (:mod:`backfill`);
+   e. else the first job blocked, and every starved job, gets a reservation, and everyone
+      after it only backfills around it (:mod:`backfill`);
    f. else it waits;
 4. **borrow**: deferred jobs may then borrow idle room beyond their quota;
 5. **explain**: every job left pending gets a position in its queue and a
@@ -37,6 +39,7 @@ searches for preemption are rationed per cycle and guarded by cheap bounds.
 from __future__ import annotations
 
 import gc
+import heapq
 from itertools import chain
 from typing import Iterator
 
@@ -79,6 +82,8 @@ class _Planner:
         self.memo = Memo()
         self._releases: Releases | None = None  # built on the first reservation search
         self.admitted: list[tuple[float, list[Take]]] = []  # (end, room taken) of jobs admitted before that
+        self.starved: set[str] = set()  # ids of the jobs put first for having waited too long (Options.starve_after)
+        self.starved_held = 0  # reservations of starved jobs: they do not count against max_reservations
 
     def run(self, pending: list[PendingJob]) -> Plan:
         c = self.c
@@ -129,9 +134,44 @@ class _Planner:
             first = sorted((x for x in eligible if x[0].id in owed), key=_owed_order)
             if first:
                 eligible = [x for x in eligible if x[0].id not in owed]
+        starved = self._starved(eligible)
+        if starved:
+            first.extend(starved)
+            eligible = [x for x in eligible if x[0].id not in self.starved]
         limit = self.c.opt.fair_share_wait
         line = fair_order(eligible, self.c.shares, deferred, now - limit if limit is not None else -INF)
         return (chain(first, line) if first else line), held_back
+
+    def _starved(self, eligible: list[tuple[PendingJob, Queue]]) -> list[tuple[PendingJob, Queue]]:
+        """The oldest jobs that need whole nodes, have waited past ``starve_after`` and could run if room
+        came back, at most ``max_starved``. Priority and fair share decide who takes room that frees now;
+        on a busy cluster that is small work, and a job that needs a whole node (or eight) sees every
+        node that drains taken, a GPU at a time, before its turn. First in line, it takes the node, or
+        holds the ones that drain soonest. Smaller jobs fit in what is left over: they keep fair-share
+        order."""
+        c = self.c
+        limit, most = c.opt.starve_after, c.opt.max_starved
+        if limit is None or most <= 0:
+            return []
+        cut = c.now - limit
+        old = [(x[0].submitted_at, x[0].seq, x[0].id, i) for i, x in enumerate(eligible)
+               if x[0].submitted_at is not None and x[0].submitted_at < cut and x[0].gpu]
+        if not old:
+            return []
+        heapq.heapify(old)
+        out = []
+        while old and len(out) < most:
+            x = eligible[heapq.heappop(old)[3]]
+            job, q = x
+            if q.max_running is not None and c.quotas.running_full(q):
+                continue  # its cap, not room, keeps it waiting
+            sel = tuple(sorted(job.node_selector.items())) if job.node_selector else ()
+            types = c.cl.static_types(job, sel)  # none: it could never run, and would only push one out that could
+            if not any(job.gpu >= c.cl.top_g[t] for t in types):
+                continue
+            out.append(x)
+            self.starved.add(job.id)
+        return out
 
     # -- phases 3 and 4, one job ---------------------------------------------------
 
@@ -151,7 +191,8 @@ class _Planner:
         # which reservations it would outlast; one reservation is the usual case, and a cycle asks this per job
         sig = ((end > starts[0],) if len(starts) == 1 else tuple([end > s for s in starts])) if starts else ()
         cls = (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
-        seen = memo.turned_away.get(cls)  # a job like one already turned away meets the same fate
+        starved = job.id in self.starved if self.starved else False
+        seen = None if starved else memo.turned_away.get(cls)  # a job like one turned away meets the same fate
         if seen is not None:
             return c.left.append(Entry(job, q, seen[0], seen[1]))
         if not fit.types:
@@ -163,9 +204,11 @@ class _Planner:
         if not borrowing:
             # a job like one deferred below meets the same fate while no other job's quota search has
             # changed what those searches reach: its quota stays full and room only shrinks
-            if memo.deferrable.get(cls) == self.rooms.quota_runs:
+            if not starved and memo.deferrable.get(cls) == self.rooms.quota_runs:
                 return deferred.append((job, q))
             allowed = c.quotas.allowed_types(q, job, fit.types, fit.id)
+            if not allowed and starved and q.borrowing and job.preemptible:
+                return self._starved_over_quota(job, q, fit, sel, end, sig, cls)
             if not allowed:
                 reach = self._over_quota(job, q, fit, sel, end, sig, cls, deferred)
                 if reach is None:
@@ -210,6 +253,21 @@ class _Planner:
             return deferred.append((job, q))
         return self._turn_away(cls, job, q, OVER_QUOTA, fit)
 
+    def _starved_over_quota(self, job: PendingJob, q: Queue, fit: ShapeFit, sel: tuple, end: float, sig: tuple,
+                            cls: tuple) -> None:
+        """A starved job of a queue over its quota that may borrow: it borrows now, before the line takes
+        the room (in phase 4 it would find none); else it preempts lower-priority work of its queue; else
+        it holds nodes. Over its quota it would otherwise never get a reservation, and a gang of eight
+        whole nodes never finds them free by chance."""
+        if self._place(job, q, fit, fit.types, sel, end, sig, True):
+            return None
+        entry, _ = self.rooms.quota_preempt(job, q, fit.types, sel, end, fit.id)
+        if entry is not None:
+            return self.c.left.append(entry)
+        if self._reserve(job, q, fit, fit.types, sel):
+            return None
+        return self._turn_away(cls, job, q, NO_ROOM, fit)
+
     def _place(self, job: PendingJob, q: Queue, fit: ShapeFit, allowed: tuple, sel: tuple, end: float,
                sig: tuple, borrowing: bool) -> bool:
         """Step 3c: admit the whole gang on the first allowed type with room now."""
@@ -238,9 +296,12 @@ class _Planner:
         return None, ()
 
     def _reserve(self, job: PendingJob, q: Queue, fit: ShapeFit, hold: tuple, sel: tuple) -> bool:
-        """Step 3e: the first job blocked holds the nodes where it can start soonest."""
+        """Step 3e: the first job blocked holds the nodes where it can start soonest; so does every
+        starved job."""
         c, memo = self.c, self.memo
-        if len(c.starts) >= c.opt.max_reservations or c.searches <= 0 or (fit.id, hold) in memo.no_reservation:
+        starved = job.id in self.starved if self.starved else False
+        if (len(c.starts) - self.starved_held >= c.opt.max_reservations and not starved) or c.searches <= 0 \
+                or (fit.id, hold) in memo.no_reservation:
             return False
         c.searches -= 1
         found = reserve(c.cl, job, hold, sel, self._release_list(), c.now)
@@ -248,6 +309,7 @@ class _Planner:
             memo.no_reservation.add((fit.id, hold))  # it would not fit even once everything running has ended
             return False
         res, t = found
+        self.starved_held += starved
         c.out.reservations.append(res)
         c.starts.append(res.start if res.start < INF else -INF)
         c.quotas.admit(q, job, t)  # its queue's share is held with the nodes: later jobs may not take it
@@ -279,7 +341,8 @@ class _Planner:
         return sorted(types, key=lambda t: -free.get(t, 0) / cap[t] if cap.get(t) else 0.0)
 
     def _turn_away(self, cls: tuple, job: PendingJob, q: Queue, status: Status, fit: ShapeFit) -> None:
-        if job.last_preempted_by is None:
+        # a starved job had more choices than the jobs like it
+        if job.last_preempted_by is None and (not self.starved or job.id not in self.starved):
             self.memo.turned_away[JobClass._make(cls)] = (status, fit)
         self.c.left.append(Entry(job, q, status, fit))
 

@@ -57,9 +57,11 @@ class Victims:
     """Attempts on each node that some job might preempt, cheapest first, built per node on first use."""
 
     def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
-                 totals: dict[str, Held], now: float, within: float | None = None) -> None:
+                 totals: dict[str, Held], now: float, within: float | None = None,
+                 untimed: float | None = None) -> None:
         self.cl, self.raw, self.borrowed, self.totals, self.now = cl, on, borrowed, totals, now
         self.since = now - within if within is not None else -float("inf")  # older: no victim of priority
+        self.patience = untimed if untimed is not None else within  # a job that waited longer may stop untimed work
         self.taken: set[str] = set()  # chosen this cycle
         self.cost: dict[str, Cost] = {}
         self._on: dict[Slot, list] = {}
@@ -71,7 +73,8 @@ class Victims:
     def patient(self, job: PendingJob) -> bool:
         """Has ``job`` waited longer than the cap? Then old work without a timeout, whose end nothing
         bounds, is its victim too: its wait is bounded by the cap, not by work that may never end."""
-        return job.submitted_at is not None and self.now - job.submitted_at > self.now - self.since
+        return job.submitted_at is not None and self.patience is not None and \
+            self.now - job.submitted_at > self.patience
 
     def cost_of(self, r: RunningJob) -> Cost:
         aid = r.attempt_id

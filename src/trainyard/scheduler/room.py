@@ -77,9 +77,7 @@ class Rooms:
             return None
         # the victims a job may pick depend on its queue only through the borrowed work of that queue, and
         # on its own wait through old work without a timeout (Victims.patient)
-        within = c.opt.preempt_within
-        context = (q.name if q.name in self.borrowing_queues else "",
-                   within is not None and job.submitted_at is not None and c.now - job.submitted_at > within)
+        context = (q.name if q.name in self.borrowing_queues else "", self.victims().patient(job))
         if self.failed_preempt.covers(job, allowed, sel, sig, context):
             return None
         if not self._nodes_could_free(job, q, allowed, sig):
@@ -296,5 +294,7 @@ class Rooms:
     def victims(self) -> Victims:
         if self._victims is None:
             c = self.c
-            self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now, c.opt.preempt_within)
+            o = c.opt
+            self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now, o.preempt_within,
+                                    o.stop_untimed_after if o.stop_untimed_after is not None else o.preempt_within)
         return self._victims

@@ -6,7 +6,6 @@ A service spec is a job spec with a ``service:`` block; ``serve_spec`` builds th
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +19,10 @@ from trainyard.sdk.prepare import prepare
 from trainyard.spec.lines import validation_errors
 from trainyard.spec.loader import parse_model
 from trainyard.spec.records import LogChunk
+from trainyard.spec.serve import MODEL_SERVER, model_ref, serve_spec
 from trainyard.spec.service import ServiceInfo, ServiceSpec
 
-MODEL_SERVER = "trainyard.serving.model_server"
+__all__ = ["MODEL_SERVER", "Services", "load_service", "model_ref", "serve_spec", "service_spec"]
 
 
 def load_service(path: str | Path) -> ServiceSpec:
@@ -41,36 +41,6 @@ def service_spec(data: dict[str, Any]) -> ServiceSpec:
         return ServiceSpec.model_validate(data)
     except ValidationError as e:
         raise errors.InvalidSpec(errors=validation_errors(e, {}, "<service>", ServiceSpec)) from None
-
-
-def model_ref(source: str) -> str:
-    """``trainyard serve``'s source as an input: a job id (``j-…``) or ``job://…``, an artifact id or
-    digest (``a-…``, ``sha256:…``) or ``artifact://…``, or a URL as it is."""
-    if "://" in source:
-        return source
-    if source.startswith("j-"):
-        return f"job://{source}"
-    return f"artifact://{source}"
-
-
-def serve_spec(source: str, name: str, *, replicas: int | None = None, minimum: int | None = None,
-               maximum: int | None = None, model_format: str = "auto", cpu: str | float = 1,
-               memory: str | None = None, gpu: int = 0, queue: str = "default",
-               python: str = "python", module: str | None = None) -> ServiceSpec:
-    """A service running the built-in model server over ``source`` (see :func:`model_ref`); ``module``
-    (``pkg.mod:Factory``) builds a PyTorch model from a state dict, imported from the code snapshot."""
-    command = (f"exec {shlex.quote(python)} -m {MODEL_SERVER} --model \"$TRAINYARD_INPUT_MODEL\" "
-               f"--name {shlex.quote(name)} --host \"$TRAINYARD_SERVICE_HOST\" --port {{{{port}}}} --format {shlex.quote(model_format)}")
-    if module:
-        command += f" --module {shlex.quote(module)}"
-    service: dict[str, Any] = {"readiness": {"path": "/v2/health/ready", "period": "1s"}}
-    if minimum is not None or maximum is not None:
-        service["autoscale"] = {"min": 0 if minimum is None else minimum, "max": maximum or max(1, minimum or 1)}
-    else:
-        service["replicas"] = 1 if replicas is None else replicas
-    resources: dict[str, Any] = {"cpu": cpu, "gpu": gpu, **({"memory": memory} if memory else {})}
-    return service_spec({"name": name, "command": command, "inputs": {"model": model_ref(source)},
-                         "resources": resources, "queue": queue, "service": service})
 
 
 class Services:

@@ -21,6 +21,7 @@ from trainyard.errors import ArtifactNotFound, Conflict, Forbidden, PipelineRunN
 from trainyard.pipelines.special import expand_step
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import pipeline_io as io
+from trainyard.services import pipeline_serve as serving_steps
 from trainyard.services.jobs import JobService
 from trainyard.services.notify import Notifier, off_loop
 from trainyard.spec.job import JobSpec
@@ -33,6 +34,7 @@ from trainyard.store.pipelines import PipelineStore
 
 log = logging.getLogger("trainyard.pipelines")
 BAD = (StepStatus.FAILED, StepStatus.CANCELLED, StepStatus.SKIPPED)
+SERVE_POLL = 0.5  # seconds between two looks at a serve step's service while it waits for a ready replica
 _VERB = {StepStatus.FAILED: "failed", StepStatus.CANCELLED: "was cancelled", StepStatus.SKIPPED: "was skipped"}
 
 
@@ -56,6 +58,8 @@ class PipelineService:
         self._stop = threading.Event()
         self._listening = False
         self._thread: threading.Thread | None = None
+        self.serving: Any = None  # the ServingService serve steps apply to (bound by the platform)
+        self._serving: set[str] = set()  # runs with a serve step waiting for a ready replica
 
     # -- requests -------------------------------------------------------------
 
@@ -92,11 +96,16 @@ class PipelineService:
         errs = Errors(src, lines)
         for inst in graph.instances:
             loc = ("steps", inst.step)
+            if serving_steps.is_serve_step(inst.job):
+                for field, message in serving_steps.check(self.serving, inst.job, "model" in inst.inputs, caller):
+                    errs.add((*loc, *field.split(".")), message)
             code = workdirs.get(inst.workdir)
             if code is None and inst.workdir != ".":
                 errs.add((*loc, "workdir"), f"no code snapshot was uploaded for workdir {inst.workdir!r}")
             elif code is not None and not self.artifacts.has_snapshot(code):
                 errs.add((*loc, "workdir"), f"snapshot {code} was not uploaded")
+            if serving_steps.is_serve_step(inst.job):
+                continue
             job = JobSpec.model_validate({**inst.job, "inputs": {n: "/" for n in inst.inputs}})
             try:
                 self.jobs.team_for(caller, job.queue)
@@ -199,13 +208,19 @@ class PipelineService:
         changed = self._collect(run, state, produced)
         if run.status == RunStatus.CANCELLING:
             for s in run.steps:
-                if state[s.name] == StepStatus.SUBMITTED and s.status not in ("cancelling", "cancelled"):
+                if state[s.name] == StepStatus.SUBMITTED and serving_steps.is_serve_step(s.job):
+                    if self.runs.move_step(run_id, s.name, StepStatus.CANCELLED, ended_at=time.time(),
+                                           reason="the run was cancelled; the service stays as applied"):
+                        state[s.name] = StepStatus.CANCELLED
+                elif state[s.name] == StepStatus.SUBMITTED and s.status not in ("cancelling", "cancelled"):
                     self.jobs.stop(s.job_id)
                 elif state[s.name] == StepStatus.WAITING:
                     if self.runs.move_step(run_id, s.name, StepStatus.CANCELLED, reason="the run was cancelled"):
                         state[s.name] = StepStatus.CANCELLED
         else:
             changed |= self._start_ready(run, state, produced)
+        waiting = any(state[s.name] == StepStatus.SUBMITTED and serving_steps.is_serve_step(s.job) for s in run.steps)
+        (self._serving.add if waiting else self._serving.discard)(run_id)
         if any(v in (StepStatus.WAITING, StepStatus.SUBMITTED) for v in state.values()):
             return changed
         if run.status == RunStatus.CANCELLING:
@@ -227,6 +242,9 @@ class PipelineService:
         """Record the steps whose jobs have ended."""
         changed = False
         for s in run.steps:
+            if state[s.name] == StepStatus.SUBMITTED and serving_steps.is_serve_step(s.job):
+                changed |= self._serve_progress(run, s, state)
+                continue
             if state[s.name] != StepStatus.SUBMITTED or s.status not in ("succeeded", "failed", "cancelled"):
                 continue
             self._job_runs.pop(s.job_id, None)
@@ -239,6 +257,35 @@ class PipelineService:
                     state[s.name] = new
             changed = True
         return changed
+
+    def _serve_progress(self, run: PipelineRunInfo, s: StepInfo, state: dict[str, StepStatus]) -> bool:
+        now = time.time()
+        out = serving_steps.progress(self.serving, s, now - (s.started_at or now))
+        if out.state is None:
+            return False
+        if self.runs.move_step(run.id, s.name, out.state, reason=out.reason, ended_at=now):
+            state[s.name] = out.state
+        return True
+
+    def _start_serve(self, run: PipelineRunInfo, s: StepInfo,
+                     produced: dict[str, dict[str, str]]) -> tuple[StepStatus, dict[str, str]]:
+        """Apply the step's service over its model; it is done once :meth:`_serve_progress` sees a ready replica."""
+        now = time.time()
+        try:
+            arts = self.runs.artifacts([a for n in s.needs for a in produced.get(n, {}).values()])
+            inputs = {n: io.resolve_input(self.artifacts, run.id, s.name, n, ref, produced, arts, self.store.artifacts)
+                      for n, ref in s.inputs.items()}
+            info, job = serving_steps.apply(self.serving, run, s, inputs["model"]["url"] if inputs else None)
+        except TrainyardError as e:
+            self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"serve: {e.message}", ended_at=now)
+            return StepStatus.FAILED, {}
+        except Exception as e:  # a model that cannot be made ready fails the step, not the runner
+            log.exception("run %s: step %s could not start", run.id, s.name)
+            self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"serve: {e}", ended_at=now)
+            return StepStatus.FAILED, {}
+        self.runs.move_step(run.id, s.name, StepStatus.SUBMITTED, job=job, inputs=inputs, started_at=now,
+                            reason=f"service {info.name} version {info.version} applied: waiting for a ready replica")
+        return StepStatus.SUBMITTED, {}
 
     def _record_outputs(self, run: PipelineRunInfo, s: StepInfo) -> tuple[StepStatus, dict[str, str]]:
         found, missing = io.output_artifacts(self.store.artifacts(s.job_id), s.outputs)
@@ -282,6 +329,8 @@ class PipelineService:
 
     def _start(self, run: PipelineRunInfo, s: StepInfo,
                produced: dict[str, dict[str, str]]) -> tuple[StepStatus, dict[str, str]]:
+        if serving_steps.is_serve_step(s.job):
+            return self._start_serve(run, s, produced)
         now = time.time()
         try:
             arts = self.runs.artifacts([a for n in s.needs for a in produced.get(n, {}).values()])
@@ -340,7 +389,8 @@ class PipelineService:
     def _run(self) -> None:
         last_sweep = time.monotonic()
         while not self._stop.is_set():
-            self._event.wait(self.sweep_every)
+            # nothing notifies when a replica becomes ready: a run with a serve step waiting is looked at often
+            self._event.wait(SERVE_POLL if self._serving else self.sweep_every)
             self._event.clear()
             if self._stop.is_set():
                 return
@@ -359,6 +409,7 @@ class PipelineService:
         for job_id, (status, _) in self.runs.job_statuses(sorted(jobs)).items():
             if status in ("succeeded", "failed", "cancelled") and job_id in self._job_runs:
                 runs.add(self._job_runs[job_id])
+        runs.update(self._serving)
         if sweep:
             runs.update(self.runs.active_runs())
         for run_id in sorted(runs):

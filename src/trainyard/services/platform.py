@@ -102,6 +102,7 @@ class Platform:
                                       find_artifact=self.pipelines.find_artifact)
         self.service_loop = ServiceLoop(self.serving)
         self.serving.wake = self.service_loop.wake
+        self.pipelines.serving = self.serving  # serve steps apply services
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,

@@ -103,6 +103,7 @@ class ServiceLoop:
             self._route_changed(row)
             if r["draining_since"] is None and row["status"] == ServiceStatus.RUNNING:
                 mem.crashes += 1
+                self.services.crashed(sid)
                 mem.next_start = now + min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (mem.crashes - 1))
                 job = jobs[r["job_id"]]
                 log.warning("service %s: replica %s ended (%s: %s); restarting in %.0fs", sid, job.id,

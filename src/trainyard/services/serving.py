@@ -62,10 +62,31 @@ class ServingService:
 
     # -- requests -------------------------------------------------------------
 
-    def apply(self, spec: ServiceSpec, snapshot: str | None = None, caller: Caller = LOCAL_ADMIN) -> ServiceInfo:
+    def apply(self, spec: ServiceSpec, snapshot: str | None = None, caller: Caller = LOCAL_ADMIN, *,
+              on_behalf: tuple[str | None, str | None] | None = None) -> ServiceInfo:
         """Create the service, or roll out ``spec`` as a new version of the live one of that name
-        (nothing happens when neither spec nor code changed). Everything is checked first."""
-        team = self.jobs.team_for(caller, spec.queue)
+        (nothing happens when neither spec nor code changed). Everything is checked first.
+
+        ``on_behalf``: (owner, team) of a pipeline ``serve`` step, whose run was checked when it was
+        created (``caller`` then stands for the run: what it may see); it updates only the owner's service."""
+        owner, team, spec = self.check(spec, caller, on_behalf=on_behalf)
+        if snapshot is not None and not self.artifacts.has_snapshot(snapshot):
+            raise _invalid("workdir", f"snapshot {snapshot} was not uploaded")
+        existing = self.services.live_named(spec.name)
+        if existing is not None:
+            return self._update(existing, spec, snapshot, caller, on_behalf)
+        service_id = self.services.create(spec, snapshot, _initial(spec), owner=owner, team=team)
+        self.jobs.audit.record(caller, "service.create", service_id, name=spec.name, queue=spec.queue, team=team)
+        self._changed()
+        return self.get(service_id, caller)
+
+    def check(self, spec: ServiceSpec, caller: Caller = LOCAL_ADMIN, *,
+              on_behalf: tuple[str | None, str | None] | None = None) -> tuple[str | None, str | None, ServiceSpec]:
+        """Everything :meth:`apply` checks before storing: (owner, team, the spec with its inputs resolved)."""
+        if on_behalf is None:
+            owner, team = caller.user, self.jobs.team_for(caller, spec.queue)
+        else:
+            owner, team = on_behalf
         spec = self._resolved(spec, caller)
         job = service_jobs.replica_job("s-check", spec)
         self.engine.validate(job)
@@ -75,20 +96,18 @@ class ServingService:
         if spec.service.port is not None and (most or 0) > 1 and self.engine.name == "local":
             raise _invalid("service.port", f"port {spec.service.port} is fixed, so only one replica can listen on "
                                            "it on this host; leave port out to give each replica a free one")
-        if snapshot is not None and not self.artifacts.has_snapshot(snapshot):
-            raise _invalid("workdir", f"snapshot {snapshot} was not uploaded")
         existing = self.services.live_named(spec.name)
-        if existing is not None:
-            if not caller.sees(existing["team"], existing["owner"]):
-                raise Conflict(f"the name {spec.name!r} is taken by another team's service", service=spec.name)
-            return self._update(existing, spec, snapshot, caller)
-        service_id = self.services.create(spec, snapshot, _initial(spec), owner=caller.user, team=team)
-        self.jobs.audit.record(caller, "service.create", service_id, name=spec.name, queue=spec.queue, team=team)
-        self._changed()
-        return self.get(service_id, caller)
+        if existing is not None and on_behalf is None and not caller.sees(existing["team"], existing["owner"]):
+            raise Conflict(f"the name {spec.name!r} is taken by another team's service", service=spec.name)
+        if existing is not None and on_behalf is not None and existing["owner"] != owner:
+            raise Conflict(f"the name {spec.name!r} is taken by {existing['owner']}'s service; a pipeline updates "
+                           "only its owner's", service=spec.name)
+        return owner, team, spec
 
-    def _update(self, row: ServiceRow, spec: ServiceSpec, snapshot: str | None, caller: Caller) -> ServiceInfo:
-        self._check_may_change(row, caller)
+    def _update(self, row: ServiceRow, spec: ServiceSpec, snapshot: str | None, caller: Caller,
+                on_behalf: tuple[str | None, str | None] | None = None) -> ServiceInfo:
+        if on_behalf is None:  # else checked already: the row is the run owner's
+            self._check_may_change(row, caller)
         if row["status"] != ServiceStatus.RUNNING:
             raise Conflict(f"service {row['id']} is {row['status'].value}; apply again once it stopped",
                            service_id=row["id"])
@@ -188,7 +207,7 @@ class ServingService:
                                         status=job.status.value if job else "-", node=_node(job) if job else None,
                                         reason=job.reason if job else None))
         fields = {k: row[k] for k in ("id", "name", "status", "reason", "queue", "owner", "team", "version", "spec",
-                                      "wanted", "created_at", "updated_at", "ended_at")}
+                                      "wanted", "restarts", "created_at", "updated_at", "ended_at")}
         return ServiceInfo(**fields, ready=sum(r["ready"] and r["draining_since"] is None for r in replicas),
                            url=f"/serve/{row['name']}/", replicas=shown, traffic=self.traffic.snapshot(row["name"]))
 

@@ -3,7 +3,8 @@
 A pipeline file has ``params`` (overridable with ``-p``) and ``steps``, a mapping
 from step name to step. A plain step is any job spec field plus the keys in
 :class:`StepOptions` (``needs``, ``foreach``, ``cache``, ``inputs``, ``outputs``);
-a notebook or component step is translated by :mod:`trainyard.pipelines.special`.
+a notebook or component step is translated by :mod:`trainyard.pipelines.special`;
+a ``serve`` step (:class:`trainyard.spec.serve.ServeStep`) applies a service once what it needs is done.
 :func:`trainyard.spec.pipeline_graph.build` turns a spec into step instances, and
 :func:`trainyard.spec.pipeline_file.load_pipeline` reads and checks a pipeline file.
 """
@@ -25,6 +26,7 @@ IO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 OUTPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")  # a file or folder name; inputs also name env vars
 STEP_KEYS = ("needs", "foreach", "cache", "inputs", "outputs")
 SPECIAL_KEYS = ("notebook", "component")
+SERVE_KEYS = ("serve", "needs", "workdir")  # all a serve step may have: it runs no command of its own
 MAX_ITEMS = 10_000  # jobs one foreach step may fan out to: each is a row, a job and a folder
 
 
@@ -141,6 +143,11 @@ def split_step(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 def is_special(raw: dict[str, Any]) -> bool:
     """A notebook or component step, which :mod:`trainyard.pipelines.special` turns into plain steps."""
     return isinstance(raw, dict) and any(k in raw for k in SPECIAL_KEYS)
+
+
+def is_serve(raw: dict[str, Any]) -> bool:
+    """A ``serve`` step: it applies a model-server service (:mod:`trainyard.spec.serve`) instead of running a job."""
+    return isinstance(raw, dict) and "serve" in raw
 
 
 class Errors:

@@ -22,7 +22,9 @@ from trainyard.spec.job import JobSpec
 from trainyard.spec.lines import Path_
 from trainyard.spec.params import render, substitute, word
 from trainyard.templates import IO_REF, ITEM_REF, LEADING_STEP_REF, PARAM_REF, STEP_REF, WHOLE_PARAM_REF
-from trainyard.spec.pipeline import MAX_ITEMS, Errors, PipelineSpec, StepOptions, ValueInput, is_special, split_step
+from trainyard.spec.pipeline import (MAX_ITEMS, SERVE_KEYS, Errors, PipelineSpec, StepOptions, ValueInput, is_serve,
+                                     is_special, split_step)
+from trainyard.spec.serve import ServeStep
 
 
 Expand = Callable[[str, dict, dict], Any]  # (name, raw step, params) -> special.Expansion
@@ -71,6 +73,7 @@ class _Builder:
         self.opaque: set[str] = set()
         self.opts: dict[str, StepOptions] = {}
         self.jobs: dict[str, dict[str, Any]] = {}
+        self.serves: dict[str, ServeStep] = {}            # serve step -> its serve: block
         self.deps: dict[str, set[str]] = {}
         self.warnings: list[str] = []
 
@@ -126,6 +129,9 @@ class _Builder:
     # -- one step ------------------------------------------------------------
 
     def _validate_step(self, name: str, raw: dict[str, Any]) -> None:
+        if is_serve(raw):
+            self._validate_serve(name, raw)
+            return
         options, rest = split_step(raw)
         try:
             self.opts[name] = StepOptions.model_validate(options)
@@ -138,6 +144,22 @@ class _Builder:
         except ValidationError as e:
             self.errs.add_validation(self.loc(name), e, JobSpec)  # its references are still checked below
         self.jobs[name] = rest
+
+    def _validate_serve(self, name: str, raw: dict[str, Any]) -> None:
+        for key in raw:
+            if key not in SERVE_KEYS:
+                self.errs.add(self.loc(name, key), "a serve step has only serve:, needs: and workdir: it runs the "
+                                                   "built-in model server, not a command of its own")
+        try:
+            self.opts[name] = StepOptions.model_validate({"needs": raw.get("needs") or [], "cache": False})
+        except ValidationError as e:
+            self.errs.add_validation(self.loc(name), e)
+            return
+        try:
+            self.serves[name] = ServeStep.model_validate(raw["serve"])
+        except ValidationError as e:
+            self.errs.add_validation(self.loc(name, "serve"), e, ServeStep)
+        self.jobs[name] = {k: raw[k] for k in ("serve", "workdir") if k in raw}
 
     def _known(self, name: str) -> bool:
         return name in self.plain or name in self.groups or name in self.opaque
@@ -185,6 +207,9 @@ class _Builder:
                 target = self._resolve(loc, s, o)
                 if target is not None:
                     deps.add(target[0])
+            if loc[2] == "serve" and STEP_REF.search(text) and (loc[3] != "model" or not LEADING_STEP_REF.match(text)):
+                self.errs.add(loc, "only serve.model names a step's output, and the reference starts it: "
+                                   "\"{{steps.S.outputs.O}}\" or \"{{steps.S.outputs.O}}/model.pkl\"")
             if loc[2] == "command":
                 for kind, io in IO_REF.findall(text):
                     declared = opts.inputs if kind == "inputs" else opts.outputs
@@ -209,6 +234,10 @@ class _Builder:
             out.append((self.loc(name, "env_vars", k), str(v)))
         if isinstance(opts.foreach, str):
             out.append((self.loc(name, "foreach"), opts.foreach))
+        serve = rest.get("serve")
+        for key in ("model", "name", "module", "queue") if isinstance(serve, dict) else ():
+            if isinstance(serve.get(key), str):
+                out.append((self.loc(name, "serve", key), serve[key]))
         return out
 
     def _check_cycles(self) -> None:
@@ -263,6 +292,9 @@ class _Builder:
         for step in order:
             for i, inst in enumerate(names[step]):
                 item = None if items[step] is None else items[step][i]
+                if step in self.serves:
+                    out.append(self._serve_instance(step, names, items))
+                    continue
                 out.append(self._instance(step, inst, None if items[step] is None else i, item, names, items))
         return out
 
@@ -321,6 +353,39 @@ class _Builder:
         needs = sorted({n for d in self.deps[step] for n in names.get(d, [])})
         return StepInstance(name=inst, step=step, index=index, item=item, job=job, needs=needs, inputs=inputs,
                             outputs=list(opts.outputs), cache=opts.cache, workdir=workdir)
+
+
+    def _serve_instance(self, step: str, names: dict[str, list[str]],
+                        items: dict[str, list[Any] | None]) -> StepInstance:
+        """A serve step: its ``serve:`` block with params filled in (the service spec is built from it once
+        the model's URL is known), and the model as its one input when it is another step's output."""
+        loc = self.loc(step, "serve")
+        data = self.serves[step].model_dump(mode="json", exclude_none=True)
+        for key in ("model", "name", "module", "queue"):
+            if isinstance(data.get(key), str):
+                data[key] = substitute(data[key], self.params)
+        inputs: dict[str, dict[str, Any]] = {}
+        m = LEADING_STEP_REF.match(data["model"])
+        if m is not None:
+            target = self._resolve((*loc, "model"), m.group(1), m.group(2)) or (m.group(1), m.group(2))
+            subpath = m.group(3).strip()
+            if subpath and not subpath.startswith("/"):
+                self.errs.add((*loc, "model"), f"after the reference comes a path inside it, starting with '/': "
+                                               f"{subpath!r}")
+            if items.get(target[0]) is not None:
+                self.errs.add((*loc, "model"), f"step {target[0]!r} runs once per item, so its output is a folder "
+                                               "of models: serve one, or merge them in a step first")
+            inputs["model"] = {"kind": "step", "step": target[0], "output": target[1],
+                               "subpath": subpath.rstrip("/"), "from": names.get(target[0], []), "fan_in": False}
+        try:
+            ServeStep.model_validate(data).service("pipeline://model" if m else data["model"])
+        except InvalidSpec as e:
+            for err in e.errors:
+                self.errs.add((*loc, *[p for p in str(err.get("field") or "").split(".") if p]), err["message"])
+        workdir = str(self.jobs[step].get("workdir") or ".")
+        needs = sorted({n for d in self.deps[step] for n in names.get(d, [])})
+        return StepInstance(name=step, step=step, index=None, item=None, job={"serve": data, "workdir": workdir},
+                            needs=needs, inputs=inputs, outputs=[], cache=False, workdir=workdir)
 
 
 def _item_text(m: re.Match, item: Any, index: int | None, errs: Errors, loc: Path_) -> str:

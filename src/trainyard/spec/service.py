@@ -213,6 +213,7 @@ class ServiceInfo(BaseModel):
     spec: ServiceSpec
     wanted: int = Field(description="replicas wanted now (fixed, or the autoscaler's choice within min/max)")
     ready: int = 0
+    restarts: int = Field(0, description="crashed replicas replaced since the service was created")
     url: str = Field(description="its address on this server: /serve/NAME/")
     replicas: list[ServiceReplica] = Field(default_factory=list)
     traffic: ServiceTraffic = Field(default_factory=ServiceTraffic)

@@ -206,6 +206,8 @@ class PipelineStore:
         out: dict[str, list[StepInfo]] = {}
         for r in rows:
             status = jobs.get(r.job_id, "pending") if r.status == StepStatus.SUBMITTED.value else r.status
+            if r.status == StepStatus.SUBMITTED.value and "serve" in (r.job or {}):
+                status = "running"  # a serve step: its service is applied, a replica not ready yet
             out.setdefault(r.run_id, []).append(StepInfo(
                 name=r.name, step=r.step, index=r.index, item=(r.item or {}).get("value"), status=status,
                 state=StepStatus(r.status),

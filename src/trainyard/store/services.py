@@ -48,7 +48,7 @@ class ServiceStore:
             seq = (s.scalar(select(func.max(_S.c.seq))) or 0) + 1
             row = dict(id=new_service_id(), seq=seq, name=spec.name, status=ServiceStatus.RUNNING.value,
                        queue=spec.queue, spec=spec.model_dump(mode="json"), snapshot=snapshot, version=1,
-                       wanted=wanted, demand_at=None, owner=owner, team=team, reason="starting its replicas",
+                       wanted=wanted, restarts=0, demand_at=None, owner=owner, team=team, reason="starting its replicas",
                        created_at=now, updated_at=now, ended_at=None)
             s.connection().execute(insert(_S), [row])
         return row["id"]
@@ -95,6 +95,11 @@ class ServiceStore:
             stmt = (update(_S).where(_S.c.id == service_id, _S.c.status.in_(LIVE))
                     .values(updated_at=time.time(), **values))
             return s.connection().execute(stmt).rowcount == 1
+
+    def crashed(self, service_id: str) -> None:
+        """Count one more crashed replica (one ``UPDATE``: two servers' loops never lose a count)."""
+        with self.store.write() as s:
+            s.connection().execute(update(_S).where(_S.c.id == service_id).values(restarts=_S.c.restarts + 1))
 
     # -- replicas -------------------------------------------------------------------
 

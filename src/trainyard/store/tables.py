@@ -329,6 +329,7 @@ class Service(Base):
     snapshot: Mapped[str | None] = mapped_column(String(100))
     version: Mapped[int] = mapped_column(Integer)  # bumped by each apply of a changed spec
     wanted: Mapped[int] = mapped_column(Integer)  # replicas wanted now (fixed, or the autoscaler's choice)
+    restarts: Mapped[int] = mapped_column(Integer, server_default="0")  # crashed replicas replaced so far
     demand_at: Mapped[float | None] = mapped_column(Float)  # latest request, as any server's proxy wrote it
     owner: Mapped[str | None] = mapped_column(String(63), index=True)
     team: Mapped[str | None] = mapped_column(String(63), index=True)

@@ -2,8 +2,9 @@
 
 A text model (a BYTES input) gets a text box; a tabular one a field per feature (up to 256)
 and a JSON box for whole rows. It shows the label and, for a classifier, each class's
-probability. Every URL it fetches is relative to the page, so it works at ``/`` and behind the
-platform's ``/serve/NAME/`` proxy alike.
+probability. Every URL it fetches is relative to the page (its ``<base>``, when the platform's UI
+embeds it), so it works at ``/`` and behind the platform's ``/serve/NAME/`` proxy alike; there it
+sends the UI's token (same origin), which the proxy asks for like the API.
 """
 
 from __future__ import annotations
@@ -38,9 +39,13 @@ button{font:inherit;background:#2457d6;color:#fff;border:0;border-radius:6px;pad
 <script>
 "use strict";
 const MODEL = __MODEL__;
-// relative to this page, which may live at / or behind a proxy at /serve/NAME/
-const BASE = location.pathname.endsWith("/") ? location.pathname : location.pathname + "/";
+// relative to this page, which may live at / or behind a proxy at /serve/NAME/ (or be embedded by the
+// platform's UI with a <base> naming that address)
+const HERE = new URL(document.baseURI).pathname;
+const BASE = HERE.endsWith("/") ? HERE : HERE + "/";
 const api = (p) => BASE + p;
+// behind the platform's proxy this page shares the UI's origin: its token opens /serve/NAME/ as it opens the API
+const TOKEN = (() => { try { return localStorage.getItem("trainyard.token"); } catch (e) { return null; } })();
 const $ = (id) => document.getElementById(id);
 let meta = null;
 
@@ -52,8 +57,9 @@ function el(tag, attrs, text) {
 }
 
 async function call(path, body) {
-  const r = await fetch(api(path), body ? {method: "POST", headers: {"content-type": "application/json"},
-                                            body: JSON.stringify(body)} : {});
+  const headers = TOKEN ? {authorization: "Bearer " + TOKEN} : {};
+  const r = await fetch(api(path), body ? {method: "POST", headers: {...headers, "content-type": "application/json"},
+                                            body: JSON.stringify(body)} : {headers});
   const doc = await r.json().catch(() => ({error: r.status + " " + r.statusText}));
   if (!r.ok) throw new Error(doc.error || r.statusText);
   return doc;

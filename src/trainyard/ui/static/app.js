@@ -37,7 +37,8 @@ export async function show() {
   const route = match(location.pathname);
   document.querySelectorAll("#nav a").forEach((a) => {
     a.classList.toggle("active", route && (a.dataset.nav === route.page || a.dataset.nav + "s" === route.page
-      || (a.dataset.nav === "jobs" && route.page === "job") || (a.dataset.nav === "pipelines" && route.page === "pipeline")));
+      || (a.dataset.nav === "jobs" && route.page === "job") || (a.dataset.nav === "pipelines" && route.page === "pipeline")
+      || (a.dataset.nav === "services" && route.page === "service")));
   });
   if (!route) {
     root.replaceChildren(Object.assign(document.createElement("p"), { className: "error", textContent: `No page at ${location.pathname}` }));
