@@ -35,6 +35,8 @@ class Launcher:
         self.log = self.dir / LOG_NAME
         self.metrics = self.dir / METRICS_NAME
         self.cancelled: str | None = None  # why, once a cancel was asked
+        self.orphaned = False  # the SIGTERM came from its starter's death (PR_SET_PDEATHSIG), not a cancel
+        self._starter: int | None = None  # the pid whose death that SIGTERM means, when the engine named one
         self.proc = None
         self.group: cgroup.MemoryGroup | None = None  # the replica's memory cgroup, if the host offers one
         self.container = None  # a launch.container.Container when the job runs in an image
@@ -49,6 +51,10 @@ class Launcher:
 
     def _install_signals(self) -> None:
         def on_term(signum, frame):
+            if self.cancelled is None and self._starter is not None and os.getppid() != self._starter:
+                # the kernel reparents before it sends the death signal: the starter is gone
+                self.orphaned = True
+                self.cancelled = "the process that started the launcher died"
             self.cancelled = self.cancelled or "the launcher got SIGTERM"
 
         signal.signal(signal.SIGTERM, on_term)
@@ -60,6 +66,10 @@ class Launcher:
         # engines start launchers with SIGTERM blocked: a cancel sent before this point waited
         # for the handler instead of killing the launcher before it could write a result
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+    def _stop_reason(self) -> str:
+        """Cancelled, unless nobody asked: then the one that started it is gone and it was lost."""
+        return reasons.LOST if self.orphaned else reasons.CANCELLED
 
     def _cancel_from_server(self) -> None:
         if self.cancelled is None:
@@ -84,6 +94,8 @@ class Launcher:
     def run(self) -> dict:
         for name in INHERITED_SECRETS:  # not for the command, nor for a venv build (pip runs packages' code)
             os.environ.pop(name, None)
+        starter = os.environ.pop(envvars.LAUNCHER_STARTER, "")
+        self._starter = int(starter) if starter.isdigit() else None
         self._install_signals()
         procs.become_subreaper()
         if self.config.storage:  # the server's endpoint for s3:// snapshots, inputs and outputs
@@ -129,7 +141,7 @@ class Launcher:
             env, work = self._prepare()
         except (SetupError, OSError) as e:
             if self.cancelled:
-                return _result(None, reasons.CANCELLED, f"cancelled during setup: {self.cancelled}")
+                return _result(None, self._stop_reason(), f"cancelled during setup: {self.cancelled}")
             append_log(self.log, f"setup failed: {e}")
             return _result(None, reasons.SETUP, str(e))
         command = cfg.command
@@ -145,7 +157,7 @@ class Launcher:
                                                           lambda: self.cancelled is not None)
             except container.PullError as e:
                 if self.cancelled:
-                    return _result(None, reasons.CANCELLED, f"cancelled while pulling the image: {self.cancelled}")
+                    return _result(None, self._stop_reason(), f"cancelled while pulling the image: {self.cancelled}")
                 append_log(self.log, str(e))
                 return _result(None, reasons.IMAGE_PULL, str(e))
             except OSError as e:
@@ -304,7 +316,7 @@ class Launcher:
             if (self.cancelled or timed_out) and procs.has_exited(proc.pid):
                 break  # exited on its own a moment ago; the waiter has yet to notice
             if self.cancelled:
-                reason, message = reasons.CANCELLED, f"cancelled: {self.cancelled}"
+                reason, message = self._stop_reason(), f"cancelled: {self.cancelled}"
                 self._stop(waiter, message)
                 break
             if timed_out:

@@ -45,7 +45,9 @@ def _die_with_parent() -> None:
 
     The actor's process goes when its placement group is removed or its node
     dies; a SIGTERM makes the launcher stop the command and reap its tree
-    instead of leaving it running with nobody to report to.
+    instead of leaving it running with nobody to report to. The launcher tells
+    that SIGTERM from a cancel by ``TRAINYARD_LAUNCHER_STARTER`` and reports
+    the replica lost, not cancelled.
     """
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -71,7 +73,8 @@ def _on_this_node(config: dict[str, Any], workdir: str, root: str | None) -> tup
 
 
 class ReplicaActor:
-    def __init__(self) -> None:
+    def __init__(self, gpus_from_ray: bool = True) -> None:
+        self._gpus_from_ray = gpus_from_ray  # an agent's replicas ask for none: no need to ask Ray
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._dir: Path | None = None
@@ -105,11 +108,12 @@ class ReplicaActor:
         return LaunchResult.read(text, self._dir / RESULT_NAME)
 
     def _start(self, values: dict[str, Any], workdir: Path) -> None:
-        import ray
-
         config = LaunchConfig(**values)
-        # the GPUs Ray gave this actor's bundle, whatever the planner thought they would be
-        config.gpus = [str(g) for g in ray.get_gpu_ids()]
+        if self._gpus_from_ray:
+            import ray
+
+            # the GPUs Ray gave this actor's bundle, whatever the planner thought they would be
+            config.gpus = [str(g) for g in ray.get_gpu_ids()]
         workdir.mkdir(parents=True, exist_ok=True, mode=0o700)  # launch.json in it holds the attempt's credential
         workdir.chmod(0o700)  # mkdir's mode is masked by the umask, and not applied to a folder already there
         config.write(workdir)
@@ -123,7 +127,7 @@ class ReplicaActor:
                     proc = subprocess.Popen(
                         [sys.executable, "-m", "trainyard.launch", str(workdir)], stdin=subprocess.DEVNULL,
                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                        preexec_fn=_die_with_parent,
+                        preexec_fn=_die_with_parent, env={**os.environ, envvars.LAUNCHER_STARTER: str(os.getpid())},
                     )
             except OSError as e:
                 result = LaunchResult(reason=Reason.SETUP, message=f"cannot start the launcher: {e}")
@@ -183,7 +187,7 @@ class NodeAgent:
             if slot is None:
                 if config is None:
                     return _left_behind(workdir, root)
-                slot = self._slots[key] = ReplicaActor()
+                slot = self._slots[key] = ReplicaActor(gpus_from_ray=False)
         if config is not None and placement_group is not None:
             while not slot.stopped and not _placed(placement_group):
                 pass

@@ -454,8 +454,8 @@ class RayEngine(Engine):
 
 
 def _as_result(value: Any) -> LaunchResult | str | None:
-    """What a replica's run call answered: a result, ``NOT_STARTED``, or None (no result.json)."""
-    return value if value is None or value == NOT_STARTED else LaunchResult.model_validate(value)
+    """What a replica's run call answered: a result, ``NOT_STARTED``, ``LOST`` or None (no result.json)."""
+    return value if value is None or value in (NOT_STARTED, LOST) else LaunchResult.model_validate(value)
 
 
 def _free_port(address: str) -> int:
