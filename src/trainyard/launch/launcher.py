@@ -22,6 +22,7 @@ from trainyard.launch.files import append_log, atomic_write_json
 from trainyard.launch.prepare import (INHERITED_SECRETS, SetupError, build_env, checkpoint_folder, prepare_workdir,
                                      resolve_inputs)
 
+TERM = "the launcher got SIGTERM"  # why it stopped, when the signal was all it was told
 MEMORY_TICK = 0.1  # how often the tree's memory is sampled when it is near its limit
 CALM_TICK = 0.5    # ... and when it is under half of it: walking the tree costs CPU the job wants;
                    # with a cgroup (the kernel enforces), how often its OOM kills are read
@@ -51,11 +52,7 @@ class Launcher:
 
     def _install_signals(self) -> None:
         def on_term(signum, frame):
-            if self.cancelled is None and self._starter is not None and os.getppid() != self._starter:
-                # the kernel reparents before it sends the death signal: the starter is gone
-                self.orphaned = True
-                self.cancelled = "the process that started the launcher died"
-            self.cancelled = self.cancelled or "the launcher got SIGTERM"
+            self.cancelled = self.cancelled or TERM
 
         signal.signal(signal.SIGTERM, on_term)
         # SIGINT/SIGHUP meant for the engine's process group must not kill us.
@@ -68,7 +65,15 @@ class Launcher:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
     def _stop_reason(self) -> str:
-        """Cancelled, unless nobody asked: then the one that started it is gone and it was lost."""
+        """Cancelled, unless the SIGTERM was its starter's death: then it was lost.
+
+        Decided once the command is stopped, not in the signal handler: the death signal
+        comes when the starter's *thread* exits, which may be before its process is gone
+        (and the launcher reparented) when a whole process is killed.
+        """
+        if self.cancelled == TERM and self._starter is not None and os.getppid() != self._starter:
+            self.orphaned = True
+            self.cancelled = "the process that started the launcher died"
         return reasons.LOST if self.orphaned else reasons.CANCELLED
 
     def _cancel_from_server(self) -> None:
@@ -316,8 +321,9 @@ class Launcher:
             if (self.cancelled or timed_out) and procs.has_exited(proc.pid):
                 break  # exited on its own a moment ago; the waiter has yet to notice
             if self.cancelled:
-                reason, message = self._stop_reason(), f"cancelled: {self.cancelled}"
-                self._stop(waiter, message)
+                self._stop(waiter, f"cancelled: {self.cancelled}")
+                reason = self._stop_reason()  # after the grace period: a dying starter is gone by then
+                message = f"cancelled: {self.cancelled}"
                 break
             if timed_out:
                 reason, message = reasons.TIMEOUT, f"timed out after {cfg.timeout:g} s"
