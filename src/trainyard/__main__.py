@@ -1,3 +1,3 @@
-from trainyard.cli.main import app
+from trainyard.cli.entry import main
 
-app(prog_name="trainyard")
+main()

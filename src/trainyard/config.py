@@ -50,23 +50,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from trainyard import envvars
-
-ADDRESS_FILE = "server.json"
-
-
-def home() -> Path:
-    """``$TRAINYARD_HOME``, default ``~/.trainyard``."""
-    return Path(os.environ.get(envvars.HOME) or Path.home() / ".trainyard").expanduser()
-
-
-def server_url() -> str | None:
-    """``$TRAINYARD_SERVER``: the server the SDK and CLI talk to; None for the home's local server."""
-    return os.environ.get(envvars.SERVER) or None
-
-
-def client_token() -> str | None:
-    """``$TRAINYARD_TOKEN``: the bearer token the SDK and CLI send."""
-    return os.environ.get(envvars.TOKEN) or None
+from trainyard.locations import ADDRESS_FILE, client_token, home, server_url  # noqa: F401  (re-exported)
 
 
 def take_server_token() -> str | None:

@@ -16,6 +16,8 @@ SNAPSHOT_WARN = "TRAINYARD_SNAPSHOT_WARN"  # a code snapshot this big (e.g. 50Mi
 SNAPSHOT_MAX = "TRAINYARD_SNAPSHOT_MAX"    # a code snapshot over this (e.g. 512Mi) is refused
 NODE_ROOT = "TRAINYARD_NODE_ROOT"        # on a Ray node: its own folder for attempts, caches and checkpoints
                                          # (default: the server's home path, which must then exist there)
+LAUNCHER_STARTER = "TRAINYARD_LAUNCHER_STARTER"  # set by a Ray actor for its launcher: the actor's pid; a SIGTERM
+                                         # once that pid is gone means the actor died, not a cancel (not passed on)
 
 # -- what a job sees (set by the launcher and the server, read by the in-job helpers) --
 JOB_ID = "TRAINYARD_JOB_ID"

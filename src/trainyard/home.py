@@ -22,7 +22,7 @@ import secrets
 import time
 from pathlib import Path
 
-from trainyard.config import ADDRESS_FILE, home as default_home
+from trainyard.locations import ADDRESS_FILE, home as default_home
 from trainyard.errors import HomeTaken
 
 LOCK_FILE = "server.lock"

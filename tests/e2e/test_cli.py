@@ -19,15 +19,22 @@ def write_spec(tmp_path, text: str, name: str = "job.yaml"):
     return path
 
 
-def test_run_follow_streams_and_exits_with_the_job_status(server, tmp_path):
+def test_run_follow_streams_and_run_wait_returns_and_both_exit_with_the_job_status(server, tmp_path):
     ok = write_spec(tmp_path, f"name: ok\ncommand: [{sys.executable}, -c, 'print(\"hi {{{{params.who}}}}\")']\n"
                               "params: {who: me}\n")
     r = server.cli("run", str(ok), "-p", "who=you", "--follow")
     assert r.returncode == 0, r.stderr
     assert "hi you" in r.stdout
     bad = write_spec(tmp_path, "name: bad\ncommand: exit 4\n", "bad.yaml")
-    r = server.cli("run", str(bad), "-f")
-    assert r.returncode == 1 and "Error(exit 4)" in r.stderr
+    # no logs: the id on stdout, how it ended on stderr; a plain `run SPEC --wait` goes the quick way
+    r = server.cli("run", str(bad), "--wait", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    loaded = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    assert r.returncode == 1 and loaded and loaded.isdisjoint({"typer", "pydantic", "httpx"})
+    said = [line for line in r.stderr.splitlines() if not line.startswith("import time:")]
+    job_id = r.stdout.strip()
+    assert server.client().get(job_id).status.value == "failed" and "Error(exit 4)" in said[0]
+    full = server.cli("run", str(bad), "-w", "--name", "bad")  # a flag more: the full CLI, saying the same
+    assert full.returncode == 1 and full.stderr.replace(full.stdout.strip(), job_id).strip() == said[0]
 
 
 def test_run_returns_the_id_at_once_and_show_ls_nodes_speak_json(server, tmp_path):

@@ -65,6 +65,13 @@ def live_actors(cluster, attempt_id: str) -> list:
             if (a.name or "").startswith(f"{attempt_id}-r") and a.state != "DEAD"]
 
 
+def live_agents(cluster) -> set[str]:
+    from ray.util.state import list_actors
+
+    return {a.name for a in list_actors(address=cluster.address, limit=10_000)
+            if (a.name or "").startswith("agent-") and a.state == "ALIVE"}
+
+
 def released(cluster, attempt_id: str) -> bool:
     pgs = placement_groups(cluster, attempt_id)
     return bool(pgs) and all(p.state == "REMOVED" for p in pgs) and not live_actors(cluster, attempt_id)
@@ -101,6 +108,7 @@ def test_nodes_come_from_the_cluster_and_jobs_land_where_they_fit(server, cluste
 
     gpu_attempt = c.get(gpu.id).attempts[0]
     assert gpu_attempt.node == nodes["b"]["name"]
+    assert "actor" in gpu_attempt.handle["replicas"][0]  # its own actor: Ray gives GPU ids only to one
     assert gpu.logs().strip() in ("CUDA '0'", "CUDA '1'")  # exactly the one GPU Ray gave the bundle
     assert c.get(zoned.id).attempts[0].node == nodes["a"]["name"]
     assert zoned.logs().strip() == "CUDA ''"
@@ -153,7 +161,10 @@ def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server
     job = c.submit(py_job("import time\nprint('started', flush=True)\ntime.sleep(300)", grace_period=2))
     until(lambda: "started" in job.logs(), timeout=60)
     attempt_id = f"{job.id}-1"
-    assert placement_groups(cluster, attempt_id)[0].state == "CREATED" and live_actors(cluster, attempt_id)
+    assert placement_groups(cluster, attempt_id)[0].state == "CREATED"
+    # no GPUs asked: the node's agent runs its launcher, no actor of its own
+    [replica] = c.get(job.id).attempts[0].handle["replicas"]
+    assert replica["agent"] in live_agents(cluster) and not live_actors(cluster, attempt_id)
 
     job.cancel()
     assert job.wait(timeout=30).status.value == "cancelled"

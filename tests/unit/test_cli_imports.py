@@ -35,3 +35,11 @@ def test_the_choices_the_cli_offers_are_the_models_own():
 
     assert identity.ROLES is ROLES and monitoring.UsageBy is UsageBy
     assert monitoring.UsageReport.model_fields["by"].annotation is UsageBy
+
+
+def test_the_sdk_loads_httpx_without_its_command_line_client_which_still_runs_when_called():
+    loaded = loaded_after("import trainyard.sdk.client")
+    assert "httpx" in loaded and loaded.isdisjoint({"click", "pygments", "rich"}), sorted(loaded & {"click", "pygments", "rich"})
+    out = subprocess.run([sys.executable, "-c", "import trainyard, httpx; httpx.main(['--help'])"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "Usage: " in out.stdout and "httpx" in out.stdout

@@ -25,6 +25,7 @@ def run(
              "or after -- any command, run in this folder", show_default=False)] = None,
     param: ParamOpt = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")] = False,
+    wait: Annotated[bool, typer.Option("--wait", "-w", help="return when the job ends (exit code 0 only if it succeeded)")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the spec (YAML) instead of submitting it")] = False,
     cpu: Annotated[Optional[str], typer.Option("--cpu", help="cores, e.g. 2 or 500m", rich_help_panel=RES)] = None,
     memory: Annotated[Optional[str], typer.Option("--memory", help="e.g. 4Gi", rich_help_panel=RES)] = None,
@@ -46,7 +47,7 @@ def run(
     retries: Annotated[Optional[int], typer.Option("--retries", help="retries after the first attempt")] = None,
     priority: Annotated[Optional[str], typer.Option("--priority", help="low, normal, high, urgent or an integer")] = None,
 ) -> None:
-    """Submit a job. Prints its id and returns at once, or with --follow streams its logs.
+    """Submit a job. Prints its id and returns at once, with --wait when it ends, or with --follow streams its logs.
 
     \b
       trainyard run job.yaml -p lr=0.1
@@ -73,9 +74,20 @@ def run(
         job = c.submit(sub.path, params=flags.params) if sub.path else c.submit(sub.spec, base_dir=sub.base_dir)
         if not follow:
             write(job.id + "\n")
+            if wait:
+                raise typer.Exit(_ended(job.wait()))
             return
         err_console.print(f"submitted [bold]{job.id}[/bold] ({job.info.name})", highlight=False)
         raise typer.Exit(_follow(c, job.id))
+
+
+def _ended(info) -> int:  # noqa: ANN001
+    """Say how the job ended (on stderr: stdout keeps just the id); the exit code, 0 only on success."""
+    from trainyard.cli.entry import ending
+
+    head, status, tail = ending(info.model_dump(mode="json"))
+    err_console.print(head, status_text(status), tail, sep="", highlight=False)
+    return 0 if status == "succeeded" else 1
 
 
 def _follow(c, job_id: str) -> int:  # noqa: ANN001
@@ -93,10 +105,7 @@ def _follow(c, job_id: str) -> int:  # noqa: ANN001
     points = c.metrics(job_id)
     if points:
         console.print(metrics_table(points))
-    last = info.last_attempt
-    err_console.print(f"{job_id} ", status_text(info.status.value), f" {info.reason or ''}".rstrip(),
-                      f" (attempt {last.number}, {last.reason})" if last else "")
-    return 0 if info.status.value == "succeeded" else 1
+    return _ended(info)
 
 
 def ls(

@@ -22,6 +22,7 @@ from trainyard.launch.files import append_log, atomic_write_json
 from trainyard.launch.prepare import (INHERITED_SECRETS, SetupError, build_env, cache_entries, checkpoint_folder,
                                      prepare_workdir, resolve_inputs)
 
+TERM = "the launcher got SIGTERM"  # why it stopped, when the signal was all it was told
 MEMORY_TICK = 0.1  # how often the tree's memory is sampled when it is near its limit
 CALM_TICK = 0.5    # ... and when it is under half of it: walking the tree costs CPU the job wants;
                    # with a cgroup (the kernel enforces), how often its OOM kills are read
@@ -35,6 +36,8 @@ class Launcher:
         self.log = self.dir / LOG_NAME
         self.metrics = self.dir / METRICS_NAME
         self.cancelled: str | None = None  # why, once a cancel was asked
+        self.orphaned = False  # the SIGTERM came from its starter's death (PR_SET_PDEATHSIG), not a cancel
+        self._starter: int | None = None  # the pid whose death that SIGTERM means, when the engine named one
         self.proc = None
         self.group: cgroup.MemoryGroup | None = None  # the replica's memory cgroup, if the host offers one
         self.container = None  # a launch.container.Container when the job runs in an image
@@ -50,7 +53,7 @@ class Launcher:
 
     def _install_signals(self) -> None:
         def on_term(signum, frame):
-            self.cancelled = self.cancelled or "the launcher got SIGTERM"
+            self.cancelled = self.cancelled or TERM
 
         signal.signal(signal.SIGTERM, on_term)
         # SIGINT/SIGHUP meant for the engine's process group must not kill us.
@@ -61,6 +64,18 @@ class Launcher:
         # engines start launchers with SIGTERM blocked: a cancel sent before this point waited
         # for the handler instead of killing the launcher before it could write a result
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+    def _stop_reason(self) -> str:
+        """Cancelled, unless the SIGTERM was its starter's death: then it was lost.
+
+        Decided once the command is stopped, not in the signal handler: the death signal
+        comes when the starter's *thread* exits, which may be before its process is gone
+        (and the launcher reparented) when a whole process is killed.
+        """
+        if self.cancelled == TERM and self._starter is not None and os.getppid() != self._starter:
+            self.orphaned = True
+            self.cancelled = "the process that started the launcher died"
+        return reasons.LOST if self.orphaned else reasons.CANCELLED
 
     def _cancel_from_server(self) -> None:
         if self.cancelled is None:
@@ -85,6 +100,8 @@ class Launcher:
     def run(self) -> dict:
         for name in INHERITED_SECRETS:  # not for the command, nor for a venv build (pip runs packages' code)
             os.environ.pop(name, None)
+        starter = os.environ.pop(envvars.LAUNCHER_STARTER, "")
+        self._starter = int(starter) if starter.isdigit() else None
         self._install_signals()
         procs.become_subreaper()
         if self.config.storage:  # the server's endpoint for s3:// snapshots, inputs and outputs
@@ -130,7 +147,7 @@ class Launcher:
             env, work = self._prepare()
         except (SetupError, OSError) as e:
             if self.cancelled:
-                return _result(None, reasons.CANCELLED, f"cancelled during setup: {self.cancelled}")
+                return _result(None, self._stop_reason(), f"cancelled during setup: {self.cancelled}")
             append_log(self.log, f"setup failed: {e}")
             return _result(None, reasons.SETUP, str(e))
         command = cfg.command
@@ -146,7 +163,7 @@ class Launcher:
                                                           lambda: self.cancelled is not None, self.readonly)
             except container.PullError as e:
                 if self.cancelled:
-                    return _result(None, reasons.CANCELLED, f"cancelled while pulling the image: {self.cancelled}")
+                    return _result(None, self._stop_reason(), f"cancelled while pulling the image: {self.cancelled}")
                 append_log(self.log, str(e))
                 return _result(None, reasons.IMAGE_PULL, str(e))
             except OSError as e:
@@ -309,8 +326,9 @@ class Launcher:
             if (self.cancelled or timed_out) and procs.has_exited(proc.pid):
                 break  # exited on its own a moment ago; the waiter has yet to notice
             if self.cancelled:
-                reason, message = reasons.CANCELLED, f"cancelled: {self.cancelled}"
-                self._stop(waiter, message)
+                self._stop(waiter, f"cancelled: {self.cancelled}")
+                reason = self._stop_reason()  # after the grace period: a dying starter is gone by then
+                message = f"cancelled: {self.cancelled}"
                 break
             if timed_out:
                 reason, message = reasons.TIMEOUT, f"timed out after {cfg.timeout:g} s"

@@ -9,6 +9,7 @@ SUCCEEDED = "Succeeded"
 OOM = "OOMKilled"
 TIMEOUT = "Timeout"
 CANCELLED = "Cancelled"
+LOST = "LostContact"  # stopped because the process that started it died (a Ray actor), not by a cancel
 SETUP = "SetupFailed"
 IMAGE_PULL = "ImagePullFailed"  # the job's image was not here and could not be pulled
 MISSING_OUTPUT = "MissingOutput"  # a pipeline step exited 0 without writing a declared output

@@ -1,10 +1,17 @@
-"""The Ray actor that runs one replica: it starts the trainyard launcher on its node and waits for it.
+"""The Ray actors that start the trainyard launcher on a node and wait for it.
 
-The actor holds its placement-group bundle (so Ray accounts for the replica's
-CPUs, memory and GPUs) and does nothing else: the launcher it starts is the one
-the local engine starts, so logs, metrics, memory limit, outputs, checkpoints
-and cancel behave the same. The actor is named and detached, so a restarted
-control plane finds it again and re-attaches with :meth:`ReplicaActor.run`
+:class:`NodeAgent`, one per node, long-lived: it starts the launchers of the
+replicas that ask for no GPUs once Ray has reserved their placement-group
+bundle (Ray accounts for their CPUs and memory there). A new actor per replica
+would cost a Ray worker process per job, which is most of a short job's time;
+the agent is a call into a process that is already up.
+
+:class:`ReplicaActor`, one per replica that asks for GPUs: it holds its bundle
+itself, because Ray hands out GPU ids only to a worker it places in the bundle.
+
+Either way the launcher is the one the local engine starts, so logs, metrics,
+memory limit, outputs, checkpoints and cancel behave the same. Both are named
+and detached, so a restarted control plane finds them again and re-attaches
 (``config=None``).
 
 Imports no Ray at module level: it is loaded by Ray workers, which have Ray,
@@ -23,12 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from trainyard import envvars
-from trainyard.launch.config import RESULT_NAME, LaunchConfig
+from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig
 from trainyard.spec.reports import LaunchResult
 from trainyard.status import Reason
 
 PR_SET_PDEATHSIG = 1
 NOT_STARTED = "not-started"  # what attaching to an actor that never started a launcher returns
+LOST = "lost"  # what attaching to an agent answers for a launcher it started and no longer knows (it restarted)
+AGENT_THREADS = 1000  # calls an agent serves at once: one per replica waiting for its bundle or running
 
 
 def _die_with_parent() -> None:
@@ -36,7 +45,9 @@ def _die_with_parent() -> None:
 
     The actor's process goes when its placement group is removed or its node
     dies; a SIGTERM makes the launcher stop the command and reap its tree
-    instead of leaving it running with nobody to report to.
+    instead of leaving it running with nobody to report to. The launcher tells
+    that SIGTERM from a cancel by ``TRAINYARD_LAUNCHER_STARTER`` and reports
+    the replica lost, not cancelled.
     """
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -62,7 +73,8 @@ def _on_this_node(config: dict[str, Any], workdir: str, root: str | None) -> tup
 
 
 class ReplicaActor:
-    def __init__(self) -> None:
+    def __init__(self, gpus_from_ray: bool = True) -> None:
+        self._gpus_from_ray = gpus_from_ray  # an agent's replicas ask for none: no need to ask Ray
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._dir: Path | None = None
@@ -96,11 +108,12 @@ class ReplicaActor:
         return LaunchResult.read(text, self._dir / RESULT_NAME)
 
     def _start(self, values: dict[str, Any], workdir: Path) -> None:
-        import ray
-
         config = LaunchConfig(**values)
-        # the GPUs Ray gave this actor's bundle, whatever the planner thought they would be
-        config.gpus = [str(g) for g in ray.get_gpu_ids()]
+        if self._gpus_from_ray:
+            import ray
+
+            # the GPUs Ray gave this actor's bundle, whatever the planner thought they would be
+            config.gpus = [str(g) for g in ray.get_gpu_ids()]
         workdir.mkdir(parents=True, exist_ok=True, mode=0o700)  # launch.json in it holds the attempt's credential
         workdir.chmod(0o700)  # mkdir's mode is masked by the umask, and not applied to a folder already there
         config.write(workdir)
@@ -114,7 +127,7 @@ class ReplicaActor:
                     proc = subprocess.Popen(
                         [sys.executable, "-m", "trainyard.launch", str(workdir)], stdin=subprocess.DEVNULL,
                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                        preexec_fn=_die_with_parent,
+                        preexec_fn=_die_with_parent, env={**os.environ, envvars.LAUNCHER_STARTER: str(os.getpid())},
                     )
             except OSError as e:
                 result = LaunchResult(reason=Reason.SETUP, message=f"cannot start the launcher: {e}")
@@ -130,6 +143,10 @@ class ReplicaActor:
 
         threading.Thread(target=launch_and_wait, name="launcher", daemon=True).start()
         started.wait()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     def stop(self) -> bool:
         """SIGTERM to the launcher (it passes it on, waits the grace period, kills the tree)."""
@@ -148,3 +165,65 @@ class ReplicaActor:
 
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "pid": self._pid, "gpus": [str(g) for g in ray.get_gpu_ids()]}
+
+
+class NodeAgent:
+    """Starts and follows the launchers of one node's GPU-less replicas, each under a key (the actor
+    name a :class:`ReplicaActor` would have had), with the same start-once, attach and stop rules."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._slots: dict[str, ReplicaActor] = {}
+
+    def run(self, key: str, config: dict[str, Any] | None, workdir: str, root: str | None = None,
+            placement_group: Any = None) -> LaunchResult | str | None:
+        """As :meth:`ReplicaActor.run`, once ``placement_group`` (if given) is placed: Ray reserves the
+        replica's resources there before its launcher starts, as it would before placing an actor in it.
+
+        Attaching (``config=None``) to a key it never heard of: :data:`NOT_STARTED` if no launcher was
+        started for ``workdir`` on this node, else its result, or :data:`LOST` if it left none."""
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                if config is None:
+                    return _left_behind(workdir, root)
+                slot = self._slots[key] = ReplicaActor(gpus_from_ray=False)
+        if config is not None and placement_group is not None:
+            while not slot.stopped and not _placed(placement_group):
+                pass
+        return slot.run(config, workdir, root)
+
+    def stop(self, key: str) -> bool:
+        with self._lock:
+            slot = self._slots.get(key)
+        return slot.stop() if slot is not None else False
+
+    def forget(self, key: str) -> None:
+        """The engine released the replica: stop its launcher if it still runs (as removing its actor
+        would) and drop what is kept about it."""
+        with self._lock:
+            slot = self._slots.pop(key, None)
+        if slot is not None:
+            slot.stop()
+
+
+def _placed(placement_group: Any, wait: float = 1.0) -> bool:
+    """Whether Ray placed the group, waiting up to ``wait`` seconds (one call to the GCS, no task)."""
+    try:
+        return placement_group.wait(wait)
+    except Exception:  # removed meanwhile, or the GCS is away for a moment: asked again until stopped
+        import time
+
+        time.sleep(wait)
+        return False
+
+
+def _left_behind(workdir: str, root: str | None) -> str | LaunchResult | None:
+    _, folder = _on_this_node({}, workdir, root)
+    if not (folder / CONFIG_NAME).exists():
+        return NOT_STARTED
+    try:
+        text = (folder / RESULT_NAME).read_bytes()
+    except OSError:
+        return LOST
+    return LaunchResult.read(text, folder / RESULT_NAME)

@@ -1,4 +1,5 @@
-"""The Ray engine: each attempt is a placement group, each replica a detached actor running the launcher.
+"""The Ray engine: each attempt is a placement group; a node's agent (or, for a replica that asks for
+GPUs, an actor of its own) runs each replica's launcher.
 
 Ray places and accounts; trainyard keeps the queue, the history, logs and
 metrics. The planner picks the node of every replica from :meth:`nodes`; each
@@ -6,10 +7,17 @@ bundle is pinned to that node with a label selector on ``ray.io/node-id``, so
 Ray and the planner agree on where things run. The placement strategy is
 ``STRICT_SPREAD`` when the spec asks ``placement: spread``, ``PACK`` otherwise.
 
+A replica that asks for no GPUs is started by its node's agent
+(:class:`~trainyard.engines.ray.actor.NodeAgent`, one detached actor per node,
+made on the first launch there) once its bundle is placed: no Ray worker process
+is started per job. A replica that asks for GPUs gets an actor of its own in its
+bundle, the only way to learn which GPU ids Ray gave it.
+
 Names, not memory, are the source of truth, so a restarted control plane finds
-everything again: placement group ``trainyard-<attempt id>`` and actors
-``<attempt id>-r<replica>`` in the ``trainyard`` namespace, all detached (they
-outlive the driver, i.e. the trainyard server).
+everything again: placement group ``trainyard-<attempt id>``, agents
+``agent-<node id>`` and actors ``<attempt id>-r<replica>`` in the ``trainyard``
+namespace, all detached (they outlive the driver, i.e. the trainyard server);
+the attempt's handle says which of the two runs each replica.
 
 A watcher thread waits on every replica's ``run`` call; once every replica of
 an attempt has exited, the placement group is removed, which also ends the
@@ -30,7 +38,7 @@ import psutil
 
 from trainyard.engines.base import Engine, Observation
 from trainyard.engines.ray import nodes as raynodes
-from trainyard.engines.ray.actor import NOT_STARTED, ReplicaActor
+from trainyard.engines.ray.actor import AGENT_THREADS, LOST, NOT_STARTED, NodeAgent, ReplicaActor
 from trainyard.errors import TrainyardError, Unsupported
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.job import JobSpec
@@ -51,6 +59,10 @@ def pg_name(attempt_id: str, namespace: str = "trainyard") -> str:
 
 def actor_name(attempt_id: str, replica: int) -> str:
     return f"{attempt_id}-r{replica}"
+
+
+def agent_name(node_id: str) -> str:
+    return f"agent-{node_id}"
 
 
 class RayEngine(Engine):
@@ -77,6 +89,8 @@ class RayEngine(Engine):
         ray.init(address=address, namespace=namespace, logging_level=logging.WARNING, log_to_driver=False,
                  configure_logging=False)
         self._remote = ray.remote(ReplicaActor)
+        self._remote_agent = ray.remote(NodeAgent)
+        self._agents: dict[str, Any] = {}              # node id -> its agent's handle
         self._lock = threading.Lock()
         self._raw: list[dict[str, Any]] = []
         self._raw_at = 0.0
@@ -84,6 +98,8 @@ class RayEngine(Engine):
         self._gangs: dict[str, set[int]] = {}          # attempt -> replicas whose run call is in flight
         self._results: dict[tuple[str, int], LaunchResult] = {}
         self._unstarted: set[tuple[str, int]] = set()  # replicas whose actor never started a launcher
+        self._lost: set[tuple[str, int]] = set()       # replicas an agent started and no longer knows
+        self._on_agents: dict[str, dict[int, str]] = {}  # attempt -> replica -> node id of the agent running it
         self._cancelled: dict[str, float] = {}         # attempt -> when cancel was asked
         self._grace: dict[str, float] = {}             # attempt -> its spec's grace period
         self._swept = 0.0
@@ -140,11 +156,17 @@ class RayEngine(Engine):
         handle = {"placement_group": pg_name(attempt.id, self.namespace), "replicas": []}
         for i, config in enumerate(configs):
             name = actor_name(attempt.id, i)
-            handle["replicas"].append({"actor": name, "node_id": node_ids[i]})
+            if not r.gpu:
+                handle["replicas"].append({"agent": agent_name(node_ids[i]), "node_id": node_ids[i]})
+            else:
+                handle["replicas"].append({"actor": name, "node_id": node_ids[i]})
             with self._lock:
                 known = (attempt.id, i) in self._results or (attempt.id, i) in self._runs.values()
             if known:
                 continue  # launched by this process already
+            if not r.gpu:  # the agent starts it at most once, whoever asks how often
+                self._on_agent(attempt.id, i, node_ids[i], self._node_config(config, attempt).to_dict(), pg)
+                continue
             try:
                 actor = ray.get_actor(name, namespace=self.namespace)  # launched before a restart: attach
             except ValueError:
@@ -170,9 +192,38 @@ class RayEngine(Engine):
 
     def _follow(self, attempt_id: str, replica: int, actor: Any, config: dict[str, Any] | None) -> None:
         ref = actor.run.remote(config, str(self.replica_dir(attempt_id, replica)), str(self.root))
+        self._followed(ref, attempt_id, replica)
+
+    def _on_agent(self, attempt_id: str, replica: int, node_id: str, config: dict[str, Any] | None,
+                  pg: Any = None) -> None:
+        """Have the node's agent start the replica's launcher once ``pg`` is placed (``config``), or
+        attach to it (None); either way its run call is followed like an actor's."""
+        ref = self._agent(node_id).run.remote(actor_name(attempt_id, replica), config,
+                                              str(self.replica_dir(attempt_id, replica)), str(self.root), pg)
+        with self._lock:
+            self._on_agents.setdefault(attempt_id, {})[replica] = node_id
+        self._followed(ref, attempt_id, replica)
+
+    def _followed(self, ref: Any, attempt_id: str, replica: int) -> None:
         with self._lock:
             self._runs[ref] = (attempt_id, replica)
             self._gangs.setdefault(attempt_id, set()).add(replica)
+
+    def _agent(self, node_id: str) -> Any:
+        """The node's agent, made (detached, pinned to the node, no resources of its own) if it is not up."""
+        with self._lock:
+            agent = self._agents.get(node_id)
+        if agent is None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            agent = self._remote_agent.options(
+                name=agent_name(node_id), namespace=self.namespace, lifetime="detached", get_if_exists=True,
+                max_restarts=0, max_concurrency=AGENT_THREADS, num_cpus=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote()
+            with self._lock:
+                self._agents[node_id] = agent
+        return agent
 
     def cancel(self, attempt: AttemptInfo) -> None:
         self._cancelled.setdefault(attempt.id, time.monotonic())
@@ -181,10 +232,36 @@ class RayEngine(Engine):
             self._release(attempt.id, len(attempt.replicas))  # never placed: nothing runs yet, nothing to wait for
             return
         for r in attempt.replicas:
+            node_id = self._agent_of(attempt, r.index)
+            if node_id is not None:
+                if (agent := self._existing_agent(node_id)) is not None:  # else its launcher went with it
+                    agent.stop.remote(actor_name(attempt.id, r.index))
+                continue
             try:
                 self._ray.get_actor(actor_name(attempt.id, r.index), namespace=self.namespace).stop.remote()
             except ValueError:
                 pass
+
+    def _existing_agent(self, node_id: str) -> Any:
+        """The node's agent if it is up; None rather than make one (on a node that may be gone)."""
+        with self._lock:
+            agent = self._agents.get(node_id)
+        if agent is not None:
+            return agent
+        try:
+            return self._ray.get_actor(agent_name(node_id), namespace=self.namespace)
+        except ValueError:
+            return None
+
+    def _agent_of(self, attempt: AttemptInfo, replica: int) -> str | None:
+        """The node id of the agent that runs the replica, or None if it has an actor of its own."""
+        with self._lock:
+            node_id = self._on_agents.get(attempt.id, {}).get(replica)
+        if node_id is not None:
+            return node_id
+        entries = (attempt.handle or {}).get("replicas") or []
+        entry = entries[replica] if replica < len(entries) and isinstance(entries[replica], dict) else {}
+        return entry.get("node_id") if entry.get("agent") else None
 
     # -- watching ------------------------------------------------------------------
 
@@ -213,10 +290,15 @@ class RayEngine(Engine):
         except Exception as e:  # the actor died: its node, or a kill; reconcile decides which
             log.info("replica actor ended without a result: %s", str(e).splitlines()[0] if str(e) else e)
             result = None
+            with self._lock:
+                self._agents.clear()  # an agent may be the one that died: looked up (or made) again
         with self._lock:
             if ref not in self._runs:  # released meanwhile
                 return
             attempt_id, replica = self._runs.pop(ref)
+            if result == LOST:
+                self._lost.add((attempt_id, replica))
+                result = None
             if result == NOT_STARTED:  # reconcile says not_launched, and the caller launches it again
                 self._unstarted.add((attempt_id, replica))
                 self._gangs.get(attempt_id, set()).discard(replica)
@@ -240,6 +322,10 @@ class RayEngine(Engine):
             for ref, (a, _) in list(self._runs.items()):
                 if a == attempt_id:
                     del self._runs[ref]
+            on_agents = self._on_agents.pop(attempt_id, {})
+        for replica, node_id in on_agents.items():
+            if (agent := self._existing_agent(node_id)) is not None:
+                agent.forget.remote(actor_name(attempt_id, replica))
         pg = self._placement_group(attempt_id)
         if pg is not None:
             try:
@@ -298,10 +384,19 @@ class RayEngine(Engine):
             followed = any(v == key for v in self._runs.values())
             unstarted = key in self._unstarted
             self._unstarted.discard(key)
+            lost = key in self._lost
+            self._lost.discard(key)
         if followed:
             return self._overdue_cancel(a, index) or Observation(a.id, index, "alive")
         if unstarted:
             return Observation(a.id, index, "not_launched")
+        if lost:
+            self._release(a.id, len(a.replicas))
+            return Observation(a.id, index, "lost", detail="the node's agent restarted and its launcher left no result")
+        node_id = self._agent_of(a, index)
+        if node_id is not None and a.id not in self._cancelled:  # launched before this process started: attach
+            self._on_agent(a.id, index, node_id, None)
+            return Observation(a.id, index, "alive")
         try:
             actor = self._ray.get_actor(actor_name(a.id, index), namespace=self.namespace)
         except ValueError:
@@ -332,6 +427,7 @@ class RayEngine(Engine):
             for key in [k for k in self._results if k[0] not in active]:
                 del self._results[key]
             self._unstarted = {k for k in self._unstarted if k[0] in active}
+            self._lost = {k for k in self._lost if k[0] in active}
             for table in (self._cancelled, self._grace):
                 for aid in [a for a in table if a not in active]:
                     del table[aid]
@@ -359,8 +455,8 @@ class RayEngine(Engine):
 
 
 def _as_result(value: Any) -> LaunchResult | str | None:
-    """What a replica's run call answered: a result, ``NOT_STARTED``, or None (no result.json)."""
-    return value if value is None or value == NOT_STARTED else LaunchResult.model_validate(value)
+    """What a replica's run call answered: a result, ``NOT_STARTED``, ``LOST`` or None (no result.json)."""
+    return value if value is None or value in (NOT_STARTED, LOST) else LaunchResult.model_validate(value)
 
 
 def _free_port(address: str) -> int:

@@ -1,0 +1,30 @@
+"""Where a client finds things: the home, the server and the token it was told to use.
+
+Standard library only: :mod:`trainyard.home` and the CLI's quick path (:mod:`trainyard.sdk.quick`)
+read these without loading the settings' pydantic models in :mod:`trainyard.config`, which
+re-exports them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from trainyard import envvars
+
+ADDRESS_FILE = "server.json"
+
+
+def home() -> Path:
+    """``$TRAINYARD_HOME``, default ``~/.trainyard``."""
+    return Path(os.environ.get(envvars.HOME) or Path.home() / ".trainyard").expanduser()
+
+
+def server_url() -> str | None:
+    """``$TRAINYARD_SERVER``: the server the SDK and CLI talk to; None for the home's local server."""
+    return os.environ.get(envvars.SERVER) or None
+
+
+def client_token() -> str | None:
+    """``$TRAINYARD_TOKEN``: the bearer token the SDK and CLI send."""
+    return os.environ.get(envvars.TOKEN) or None

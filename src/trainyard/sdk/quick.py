@@ -1,0 +1,140 @@
+"""Submit a self-contained job spec file and wait for its end, on the standard library and yaml alone.
+
+For ``trainyard run JOB.yaml --wait``, a command that may live a few hundred milliseconds: the full
+SDK (:class:`~trainyard.sdk.client.Client`) imports httpx and pydantic and builds the spec's models
+and the job's records, about half a second of CPU before its first byte is sent. A spec with nothing
+to prepare on this side (no work dir to pack, no requirements file or input path to read, not a
+Kubeflow or service document) needs none of that: its YAML text goes to the server as it is (the
+API takes ``application/yaml``), and the server validates it as it validates every submission.
+
+Everything else raises :class:`NotQuick` before the job exists, and the caller takes the full SDK:
+a spec that needs preparing, a server that is not already known and running (finding or starting
+the local one is the full SDK's work), and any refusal (4xx: nothing was created), so errors are
+reported the one way the CLI reports them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from http.client import HTTPConnection, HTTPException, HTTPSConnection
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from trainyard import errors
+from trainyard.home import read_address, read_login, token_for
+from trainyard.locations import ADDRESS_FILE, client_token, home, server_url
+from trainyard.status import JobStatus
+
+WAIT = 60.0  # seconds one long poll may last; the server answers at the job's end or then
+
+
+class NotQuick(Exception):
+    """This submission is for the full SDK; nothing was submitted."""
+
+
+def submit_and_wait(path: Path, on_submitted: Any = None) -> dict[str, Any]:
+    """Submit the spec file at ``path`` and wait for the job's end; the ended job as the API's JSON.
+
+    ``on_submitted(job_id)`` is called once the job exists. Raises :class:`NotQuick` (nothing
+    submitted), or after submission the :mod:`trainyard.errors` error the server answered."""
+    text = _self_contained(path)
+    url, token = _server()
+    conn = _connect(url)
+    base = urlsplit(url).path.rstrip("/")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        try:
+            conn.request("POST", f"{base}/api/v1/jobs", body=text.encode(),
+                         headers={**headers, "Content-Type": "application/yaml"})
+        except OSError:
+            raise NotQuick("the server did not take the request") from None
+        status, body = _answer(conn)
+        if 400 <= status < 500:
+            raise NotQuick(f"refused ({status}): the full SDK reports why")
+        job = _json(status, body)
+        if on_submitted is not None:
+            on_submitted(job["id"])
+        while not JobStatus(job["status"]).is_terminal():
+            conn.request("GET", f"{base}/api/v1/jobs/{quote(job['id'])}/wait?timeout={WAIT:g}", headers=headers)
+            job = _json(*_answer(conn))
+        return job
+    except (OSError, HTTPException) as e:
+        raise errors.ServerUnavailable(f"lost the trainyard server at {url}: {e}") from None
+    finally:
+        conn.close()
+
+
+def _self_contained(path: Path) -> str:
+    """The spec's text, if the server can take it as it is."""
+    if path.suffix not in (".yaml", ".yml"):
+        raise NotQuick("not a YAML spec")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        raise NotQuick("unreadable: the full SDK says why") from None
+    import yaml
+
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        raise NotQuick("not YAML: the full SDK names the line") from None
+    # a work dir to pack, input paths and a requirements file to read, relative to the file's folder
+    env = data.get("env") if isinstance(data, dict) else None
+    if (not isinstance(data, dict) or {"workdir", "inputs", "kind", "apiVersion", "service"} & data.keys()
+            or (isinstance(env, dict) and "requirements" in env)):
+        raise NotQuick("the spec has files to read or pack on this side")
+    return text
+
+
+def _server() -> tuple[str, str | None]:
+    """The server to use and its token, as the full SDK finds them, if it is known and its process lives."""
+    url = server_url() or (read_login() or {}).get("server")
+    if not url:
+        info = read_address(home() / ADDRESS_FILE)
+        if info is None or not _alive(info.get("pid")):
+            raise NotQuick("no local server running: the full SDK finds or starts one")
+        url = info["url"]
+    url = url.rstrip("/")
+    return url, client_token() or token_for(url)
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's: alive
+        return True
+    return True
+
+
+def _connect(url: str) -> HTTPConnection:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise NotQuick(f"not an http(s) URL: {url!r}")
+    kind = HTTPSConnection if parts.scheme == "https" else HTTPConnection
+    return kind(parts.hostname, parts.port, timeout=WAIT + 10)
+
+
+def _answer(conn: HTTPConnection) -> tuple[int, bytes]:
+    resp = conn.getresponse()
+    return resp.status, resp.read()
+
+
+def _json(status: int, body: bytes) -> dict[str, Any]:
+    """The answer's JSON; the typed error a failed answer carries, as the full SDK raises it."""
+    try:
+        data = json.loads(body or b"null")
+    except ValueError:
+        data = None
+    if status >= 400:
+        if isinstance(data, dict) and "code" in data:
+            raise errors.from_dict(data)
+        raise errors.TrainyardError(f"HTTP {status} from the server: {body[:500].decode(errors='replace')}")
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or "status" not in data:
+        raise errors.TrainyardError(f"an answer the client cannot read (HTTP {status}): {body[:200]!r}")
+    return data

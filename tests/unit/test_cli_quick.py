@@ -1,0 +1,48 @@
+"""Which `trainyard run` takes the quick path (stdlib and yaml, the spec's text sent as it is):
+only a plain `run SPEC.yaml --wait` whose spec has nothing to read or pack on this side."""
+
+import pytest
+
+from trainyard.cli.entry import ending, quick
+from trainyard.sdk.quick import NotQuick, _self_contained
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "job.yaml"], ["run", "job.yaml", "--follow"], ["run", "job.yaml", "-w", "-p", "a=1"],
+    ["run", "-w", "--wait"], ["ls", "-w", "x"], ["run", "--wait", "--"], ["run", "--dry-run", "-w"],
+])
+def test_anything_but_a_plain_run_spec_wait_is_the_full_clis(argv):
+    assert quick(argv) is None
+
+
+@pytest.mark.parametrize("text", [
+    "command: python train.py\nworkdir: .\n",
+    "command: x\ninputs: {data: ./data.csv}\n",
+    "command: x\nenv: {requirements: requirements.txt}\n",
+    "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\n",
+    "command: x\nservice: {port: 8000}\n",
+    "- not a mapping\n",
+    "command: [unclosed\n",
+])
+def test_a_spec_with_files_to_prepare_or_not_readable_here_is_declined(tmp_path, text):
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    with pytest.raises(NotQuick):
+        _self_contained(path)
+
+
+def test_a_self_contained_spec_goes_as_its_own_text_and_other_files_do_not(tmp_path):
+    text = "name: t\ncommand: [python, -c, pass]\nenv: {pip: [numpy]}\nresources: {cpu: 1}\n"
+    (tmp_path / "job.yml").write_text(text)
+    (tmp_path / "train.py").write_text("pass\n")
+    assert _self_contained(tmp_path / "job.yml") == text
+    with pytest.raises(NotQuick):
+        _self_contained(tmp_path / "train.py")
+    with pytest.raises(NotQuick):
+        _self_contained(tmp_path / "missing.yaml")
+
+
+def test_the_ending_line_names_the_status_the_reason_and_the_last_attempt():
+    job = {"id": "j-1", "status": "failed", "reason": "Error(exit 4)", "attempts": [{"number": 2, "reason": "Error(exit 4)"}]}
+    assert "".join(ending(job)) == "j-1 failed Error(exit 4) (attempt 2, Error(exit 4))"
+    assert "".join(ending({"id": "j-2", "status": "cancelled", "reason": None, "attempts": []})) == "j-2 cancelled"
