@@ -2,12 +2,15 @@
 
     PYTHONPATH=src:bench .venv/bin/python bench/serve.py [--repeats 5] [--n 300] [--seconds 3] [--concurrency 16]
 
-Starts its own trainyard server in a temporary home and a service of one replica of
-``bench/serve_app.py`` (Starlette on uvicorn). Then, in one run, alternating which goes
-first each round:
+Starts its own trainyard server in a temporary home and two services of one replica each:
+``bench/serve_app.py`` (a trivial Starlette app on uvicorn: what the proxy itself costs) and the
+built-in model server (what ``trainyard serve`` runs, built by the same ``serve_spec``) over a
+scikit-learn digits model trained here (a realistic replica). Then, in one run, alternating which
+goes first each round, for each of the two:
 
-- latency: ``--n`` sequential ``GET /predict`` on one kept-alive connection, direct and
-  through the proxy; p50 of each round (target: proxy p50 ≤ 1.2 × direct);
+- latency: ``--n`` sequential requests on one kept-alive connection (``GET /predict``; for the
+  model server ``POST /v2/models/digits/infer`` with one row), direct and through the proxy; p50
+  of each round (target: proxy p50 ≤ 1.2 × direct);
 - throughput: ``--concurrency`` clients for ``--seconds``, direct and through the proxy;
   requests per second (target: proxy ≥ 0.8 × direct);
 - the floor: the same latency rounds through a bare Starlette + httpx proxy (bench/serve_app.py
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import statistics
@@ -35,6 +39,8 @@ from pathlib import Path
 
 import httpx
 import psutil
+
+from trainyard.spec.serve import serve_spec
 
 from benchserver import BenchServer
 
@@ -48,29 +54,52 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def p50_latency(url: str, headers: dict, n: int) -> float:
+def digits_model(folder: Path) -> tuple[Path, bytes]:
+    """A LogisticRegression on scikit-learn's digits (joblib), and a v2 infer body of one row."""
+    import joblib
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = load_digits(return_X_y=True)
+    path = folder / "digits.joblib"
+    joblib.dump(LogisticRegression(max_iter=300).fit(x[:1200], y[:1200]), path)
+    body = {"inputs": [{"name": "input-0", "shape": [1, 64], "datatype": "FP64", "data": x[1200].tolist()}]}
+    return path, json.dumps(body).encode()
+
+
+def send(http: httpx.Client, url: str, body: bytes | None) -> None:
+    r = http.get(url) if body is None else http.post(url, content=body, headers={"content-type": "application/json"})
+    r.raise_for_status()
+
+
+def p50_latency(url: str, headers: dict, n: int, body: bytes | None = None) -> float:
     with httpx.Client(headers=headers, timeout=30) as http:
         for _ in range(10):  # warm the connection (and the proxy's pool)
-            http.get(url).raise_for_status()
+            send(http, url, body)
         times = []
         for _ in range(n):
             t = time.perf_counter()
-            http.get(url).raise_for_status()
+            send(http, url, body)
             times.append(time.perf_counter() - t)
     return statistics.median(times) * 1000
 
 
-async def _throughput(url: str, headers: dict, seconds: float, concurrency: int) -> float:
+async def _throughput(url: str, headers: dict, seconds: float, concurrency: int, body: bytes | None) -> float:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(headers=headers, timeout=30, limits=limits) as http:
-        await asyncio.gather(*(http.get(url) for _ in range(concurrency)))
+        async def one() -> None:
+            r = await (http.get(url) if body is None else
+                       http.post(url, content=body, headers={"content-type": "application/json"}))
+            r.raise_for_status()
+
+        await asyncio.gather(*(one() for _ in range(concurrency)))
         done = 0
         end = time.perf_counter() + seconds
 
         async def worker() -> None:
             nonlocal done
             while time.perf_counter() < end:
-                (await http.get(url)).raise_for_status()
+                await one()
                 done += 1
 
         began = time.perf_counter()
@@ -78,8 +107,8 @@ async def _throughput(url: str, headers: dict, seconds: float, concurrency: int)
         return done / (time.perf_counter() - began)
 
 
-def throughput(url: str, headers: dict, seconds: float, concurrency: int) -> float:
-    return asyncio.run(_throughput(url, headers, seconds, concurrency))
+def throughput(url: str, headers: dict, seconds: float, concurrency: int, body: bytes | None = None) -> float:
+    return asyncio.run(_throughput(url, headers, seconds, concurrency, body))
 
 
 def by_hand() -> float:
@@ -150,37 +179,51 @@ def main() -> None:
             readiness = {"path": "/healthz", "period": "1s"}
             job = {"command": [sys.executable, APP], "resources": {"cpu": 0.1}}
             info = srv.client.services.apply({"name": "bench", **job, "service": {"replicas": 1, "readiness": readiness}})
+            model_path, infer_body = digits_model(Path(tmp))
+            # what `trainyard serve file://… --name digits` applies, on this interpreter and a tenth of a core
+            srv.client.services.apply(serve_spec(f"file://{model_path}", "digits", replicas=1, cpu=0.1,
+                                                 python=sys.executable))
             info = srv.client.services.wait_ready("bench", 1, timeout=120)
+            model_info = srv.client.services.wait_ready("digits", 1, timeout=120)
             direct = f"http://{info.replicas[0].address}/predict"
             proxied = f"{srv.url}/serve/bench/predict"
+            infer = "/v2/models/digits/infer"
+            model_direct = f"http://{model_info.replicas[0].address}{infer}"
+            model_proxied = f"{srv.url}/serve/digits{infer}"
             bare_port = free_port()
             bare_proc = subprocess.Popen([sys.executable, APP, str(bare_port), "--bare-proxy",
                                           f"http://{info.replicas[0].address}"], stdout=subprocess.DEVNULL)
             bare = f"http://127.0.0.1:{bare_port}/predict"
             wait_answer(bare)
             floor = p50_latency(f"{srv.url}/healthz", {}, args.n)
-            print(f"server {srv.url}; replica {info.replicas[0].address}; load average "
-                  f"{os.getloadavg()[0]:.1f}; the server's own /healthz p50 {floor:.2f} ms", flush=True)
+            print(f"server {srv.url}; replica {info.replicas[0].address}, model server "
+                  f"{model_info.replicas[0].address}; load average {os.getloadavg()[0]:.1f}; "
+                  f"the server's own /healthz p50 {floor:.2f} ms", flush=True)
 
             server_proc = psutil.Process(srv.proc.pid)
             replica_proc = next(p for p in psutil.process_iter(["cmdline"])
                                 if APP in (p.info["cmdline"] or []) and p.pid != os.getpid())
-            lat = {"direct": [], "proxy": [], "bare": []}
+            lat = {"direct": [], "proxy": [], "bare": [], "model direct": [], "model proxy": []}
             cpu = {"server": [], "replica": []}
-            rps = {"direct": [], "proxy": []}
+            rps = {"direct": [], "proxy": [], "model direct": [], "model proxy": []}
+            bodies = {"model direct": infer_body, "model proxy": infer_body}
             for i in range(args.repeats):
                 order = [("direct", direct), ("proxy", proxied), ("bare", bare)][:: 1 if i % 2 == 0 else -1]
-                for name, url in order:
+                model_order = [("model direct", model_direct), ("model proxy", model_proxied)][:: 1 if i % 2 == 0 else -1]
+                for name, url in order + model_order:
                     before = (cpu_seconds(server_proc), cpu_seconds(replica_proc))
-                    lat[name].append(p50_latency(url, headers, args.n))
+                    lat[name].append(p50_latency(url, headers, args.n, bodies.get(name)))
                     if name == "proxy":  # CPU each request costs the server and the replica (+10 warm-up)
                         cpu["server"].append((cpu_seconds(server_proc) - before[0]) / (args.n + 10) * 1000)
                         cpu["replica"].append((cpu_seconds(replica_proc) - before[1]) / (args.n + 10) * 1000)
-                for name, url in order[:2] if i % 2 == 0 else order[1:]:
-                    rps[name].append(throughput(url, headers, args.seconds, args.concurrency))
+                for name, url in (order[:2] if i % 2 == 0 else order[1:]) + model_order:
+                    rps[name].append(throughput(url, headers, args.seconds, args.concurrency, bodies.get(name)))
                 print(f"round {i + 1}: p50 direct {lat['direct'][-1]:.2f} ms, proxy {lat['proxy'][-1]:.2f} ms "
                       f"(bare proxy {lat['bare'][-1]:.2f} ms); "
-                      f"throughput direct {rps['direct'][-1]:.0f}/s, proxy {rps['proxy'][-1]:.0f}/s", flush=True)
+                      f"throughput direct {rps['direct'][-1]:.0f}/s, proxy {rps['proxy'][-1]:.0f}/s; "
+                      f"model server p50 direct {lat['model direct'][-1]:.2f} ms, proxy {lat['model proxy'][-1]:.2f} ms, "
+                      f"throughput direct {rps['model direct'][-1]:.0f}/s, proxy {rps['model proxy'][-1]:.0f}/s",
+                      flush=True)
 
             bare_proc.terminate()
             bare_proc.wait()
@@ -195,7 +238,7 @@ def main() -> None:
             print(f"cold starts: through trainyard {[round(c, 2) for c in colds]} s; "
                   f"by hand {[round(h, 2) for h in hands]} s", flush=True)
         finally:
-            for name in ("bench", "cold"):  # replicas outlive the server otherwise, as jobs do
+            for name in ("bench", "digits", "cold"):  # replicas outlive the server otherwise, as jobs do
                 try:
                     srv.client.services.delete(name)
                 except Exception:  # noqa: BLE001 (never created)
@@ -204,17 +247,21 @@ def main() -> None:
                 time.sleep(0.2)
             srv.close()
 
-    ld, lp = statistics.median(lat["direct"]), statistics.median(lat["proxy"])
-    td, tp = statistics.median(rps["direct"]), statistics.median(rps["proxy"])
     cd, ch = statistics.median(colds), statistics.median(hands)
     print()
-    print(f"latency p50 (median of {args.repeats} rounds): direct {ld:.2f} ms, proxy {lp:.2f} ms, "
-          f"ratio {lp / ld:.2f} (target ≤ {LATENCY_RATIO}) {verdict(lp <= LATENCY_RATIO * ld)}")
-    lb = statistics.median(lat["bare"])
-    print(f"  the floor of this stack here: a bare Starlette + httpx proxy, p50 {lb:.2f} ms, ratio {lb / ld:.2f}")
-    print(f"throughput ({args.concurrency} clients): direct {td:.0f}/s, proxy {tp:.0f}/s, "
-          f"ratio {tp / td:.2f} (target ≥ {THROUGHPUT_RATIO}) {verdict(tp >= THROUGHPUT_RATIO * td)}")
-    print(f"CPU per proxied request: the server {statistics.median(cpu['server']):.2f} ms, "
+    for title, d, p in (("trivial replica (serve_app.py, GET /predict)", "direct", "proxy"),
+                        ("model server (digits, POST /v2/models/digits/infer, one row)", "model direct", "model proxy")):
+        ld, lp = statistics.median(lat[d]), statistics.median(lat[p])
+        td, tp = statistics.median(rps[d]), statistics.median(rps[p])
+        print(f"{title}:")
+        print(f"  latency p50 (median of {args.repeats} rounds): direct {ld:.2f} ms, proxy {lp:.2f} ms, "
+              f"ratio {lp / ld:.2f} (target ≤ {LATENCY_RATIO}) {verdict(lp <= LATENCY_RATIO * ld)}")
+        if d == "direct":
+            lb = statistics.median(lat["bare"])
+            print(f"  the floor of this stack here: a bare Starlette + httpx proxy, p50 {lb:.2f} ms, ratio {lb / ld:.2f}")
+        print(f"  throughput ({args.concurrency} clients): direct {td:.0f}/s, proxy {tp:.0f}/s, "
+              f"ratio {tp / td:.2f} (target ≥ {THROUGHPUT_RATIO}) {verdict(tp >= THROUGHPUT_RATIO * td)}")
+    print(f"CPU per proxied request to the trivial replica: the server {statistics.median(cpu['server']):.2f} ms, "
           f"the replica {statistics.median(cpu['replica']):.2f} ms (machine load average {os.getloadavg()[0]:.1f})")
     print(f"cold start to first answer: through trainyard {cd:.2f} s, by hand {ch:.2f} s, ratio {cd / ch:.1f}")
 

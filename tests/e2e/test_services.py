@@ -3,6 +3,7 @@ reached through /serve/NAME; autoscaling to and from zero, a replica killed mid-
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -169,6 +170,11 @@ def test_a_websocket_through_the_proxy_cold_starts_echoes_both_ways_and_passes_c
         ws.close(4002, "bye")  # the caller closes: the replica hears its code
     until(lambda: httpx.get(server.url + "/serve/sock/ws-closed", headers=server.headers).json()
           == {"code": 4002, "reason": "bye"}, timeout=10)
+
+    with pytest.raises(InvalidStatus) as theirs:  # the replica's own refusal reaches the caller as it sent it
+        ws_connect(url.replace("/ws?", "/ws-refused?"), additional_headers=server.headers, open_timeout=10)
+    assert theirs.value.response.status_code == 403 and theirs.value.response.headers["X-Refused-By"] == "replica"
+    assert json.loads(theirs.value.response.body) == {"refused": "no upgrade here", "upgrade": "websocket"}
 
     with pytest.raises(InvalidStatus) as refused:  # no token: refused before any replica is asked
         ws_connect(url, open_timeout=10)

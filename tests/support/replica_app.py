@@ -6,7 +6,8 @@ $READY_AFTER seconds have passed), ``/whoami`` (pid, version, the path and
 headers it saw), ``/slow?s=SECONDS``, ``/stream?n=N`` (N chunks of 64 KiB, sent chunked: byte i of
 chunk k is k), ``POST /echo`` (the body back, sent with a length or chunked), ``/crash`` (exits at
 once, without answering), ``/ws`` (a WebSocket echoing each message; the text ``close CODE`` closes it with
-that code; subprotocol ``echo.v1`` when asked) and ``/ws-closed`` (the close code and reason it last received).
+that code; subprotocol ``echo.v1`` when asked), ``/ws-refused`` (refuses the upgrade with its own 403, a
+header and a JSON body) and ``/ws-closed`` (the close code and reason it last received).
 """
 
 import json
@@ -43,6 +44,15 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200 if ready else 503, {"ready": ready})
         if url.path == "/ws" and self.headers.get("Upgrade", "").lower() == "websocket":
             return self._websocket()
+        if url.path == "/ws-refused":
+            self.send_response(403)
+            self.send_header("X-Refused-By", "replica")
+            body = json.dumps({"refused": "no upgrade here", "upgrade": self.headers.get("Upgrade", "")}).encode()
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return None
         if url.path == "/ws-closed":
             return self._send(200, LAST_CLOSE)
         if url.path == "/crash":

@@ -100,6 +100,35 @@ def test_serve_builds_a_model_server_service_over_the_source():
         "--module 'serving:ReviewClassifier; rm -rf /'")
 
 
+def test_serve_autoscale_knobs_turn_autoscaling_on_and_are_checked_as_in_a_spec():
+    auto = serve_spec("j-abc", "digits", target_concurrency=2, scale_down_after="90s").service.autoscale
+    assert (auto.min, auto.max, auto.target_concurrency, auto.scale_down_after) == (0, 1, 2, 90)
+    assert serve_spec("j-abc", "digits", minimum=2).service.autoscale.max == 2
+    for kwargs, field, message in [
+        ({"target_concurrency": 0}, "service.autoscale.target_concurrency", "greater than 0"),
+        ({"scale_down_after": "soon"}, "service.autoscale.scale_down_after", "soon"),
+        ({"minimum": 3, "maximum": 1}, "service.autoscale", "min (3) is more than max (1)"),
+        ({"maximum": 0}, "service.autoscale.max", "greater than or equal to 1"),
+        ({"replicas": 2, "target_concurrency": 4}, "service", "not both"),
+    ]:
+        with pytest.raises(InvalidSpec) as exc:
+            serve_spec("j-abc", "digits", **kwargs)
+        assert exc.value.errors[0]["field"] == field and message in exc.value.errors[0]["message"], exc.value.errors
+
+
+def test_the_serve_command_hands_its_autoscale_flags_to_the_specs_checks():
+    from typer.testing import CliRunner
+
+    from trainyard.cli.main import app
+
+    # refused before any server is asked: the exit status and message come from the spec's own check
+    bad = CliRunner().invoke(app, ["serve", "j-abc", "--name", "digits", "--min", "0", "--max", "2",
+                                   "--target-concurrency", "-1", "--scale-down-after", "2m"])
+    assert bad.exit_code == 2 and "service.autoscale.target_concurrency" in bad.output, bad.output
+    bad = CliRunner().invoke(app, ["serve", "j-abc", "--name", "digits", "--scale-down-after", "later"])
+    assert bad.exit_code == 2 and "service.autoscale.scale_down_after" in bad.output, bad.output
+
+
 def test_trainyard_run_of_a_service_spec_says_how_to_start_it(tmp_path):
     from trainyard.spec.loader import load_job
 

@@ -125,6 +125,10 @@ def serve(
     replicas: Annotated[Optional[int], typer.Option("--replicas", help="a fixed number of replicas")] = None,
     minimum: Annotated[Optional[int], typer.Option("--min", help="autoscale: at least this many (0: scale to zero)")] = None,
     maximum: Annotated[Optional[int], typer.Option("--max", help="autoscale: at most this many")] = None,
+    target_concurrency: Annotated[Optional[float], typer.Option(
+        "--target-concurrency", help="autoscale: requests in flight one replica is meant to hold (default 8)")] = None,
+    scale_down_after: Annotated[Optional[str], typer.Option(
+        "--scale-down-after", help="autoscale: idle time before replicas go down to --min, e.g. 90s, 5m (default 5m)")] = None,
     model_format: Annotated[str, typer.Option("--format", help="auto, sklearn, xgboost, torchscript, torch-state-dict")] = "auto",
     cpu: Annotated[str, typer.Option(help="cores per replica")] = "1",
     memory: Annotated[Optional[str], typer.Option(help="memory per replica, e.g. 2Gi")] = None,
@@ -134,11 +138,15 @@ def serve(
         "--module", help="pkg.mod:Factory that builds a PyTorch model for a state dict, from this folder's code")] = None,
     output: OutputOpt = Output.table,
 ) -> None:
-    """Serve a trained model with the built-in model server (Open Inference Protocol v2) at /serve/NAME."""
+    """Serve a trained model with the built-in model server (Open Inference Protocol v2) at /serve/NAME.
+
+    Any of --min, --max, --target-concurrency, --scale-down-after turns autoscaling on (--min 0 by default,
+    --max 1 or --min); --replicas is a fixed number instead."""
     with handled():
         from trainyard.sdk.services import serve_spec
 
         spec = serve_spec(source, name, replicas=replicas, minimum=minimum, maximum=maximum,
+                          target_concurrency=target_concurrency, scale_down_after=scale_down_after,
                           model_format=model_format, cpu=cpu, memory=memory, gpu=gpu, queue=queue,
                           module=module)
         c = client()

@@ -49,12 +49,16 @@ def serve_spec(source: str, name: str, *, replicas: int | None = None, minimum: 
     if module:
         command += f" --module {shlex.quote(module)}"
     service: dict[str, Any] = {"readiness": {"path": "/v2/health/ready", "period": "1s"}}
-    if minimum is not None or maximum is not None:
-        service["autoscale"] = {"min": 0 if minimum is None else minimum, "max": maximum or max(1, minimum or 1)}
+    # any autoscale knob turns autoscaling on; with replicas as well, the spec's own check refuses both
+    if any(v is not None for v in (minimum, maximum, target_concurrency, scale_down_after)):
+        service["autoscale"] = {"min": 0 if minimum is None else minimum,
+                                "max": maximum if maximum is not None else max(1, minimum or 1)}
         if target_concurrency is not None:
             service["autoscale"]["target_concurrency"] = target_concurrency
         if scale_down_after is not None:
             service["autoscale"]["scale_down_after"] = scale_down_after
+        if replicas is not None:
+            service["replicas"] = replicas
     else:
         service["replicas"] = 1 if replicas is None else replicas
     resources: dict[str, Any] = {"cpu": cpu, "gpu": gpu, **({"memory": memory} if memory else {})}
