@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import platform
 import random
@@ -38,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from trainyard.scheduler.baselines import best_fit_decreasing, first_come, first_fit_decreasing  # noqa: E402
+from trainyard.scheduler.cycle import Options  # noqa: E402
 from trainyard.scheduler.model import Node, PendingJob, Queue  # noqa: E402
 from trainyard.scheduler.plan import plan  # noqa: E402
 from trainyard.scheduler.simulate import SimJob, Simulator  # noqa: E402
@@ -252,6 +254,8 @@ def bench_day(args) -> None:
             continue
         runs = {}
         for name, policy in POLICIES:
+            if name == "planner" and args.planner_options is not None:
+                policy = _with_options(args.planner_options)
             nodes, jobs = day_workload(args, args.seed, demand, backlog)
             t0 = time.perf_counter()
             out = Simulator(nodes, queues(), policy).run(jobs, DAY, tick=args.tick)
@@ -284,6 +288,18 @@ def bench_day(args) -> None:
             print(f"    target work lost ≤ {TARGET_LOST:.0%} of GPU capacity: {verdict(lost <= TARGET_LOST)} "
                   f"({lost:.2%})")
             bench_waits(runs)
+
+
+def _with_options(opt: Options):
+    return lambda *a: plan(*a, options=opt)
+
+
+def planner_options(text: str) -> Options:
+    """``--planner-options '{"reserve_after": 300}'``: a variant of the planner's Options for the days."""
+    try:
+        return Options(**json.loads(text))
+    except (ValueError, TypeError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def bench_waits(runs) -> None:
@@ -341,7 +357,11 @@ def main() -> None:
     ap.add_argument("--skip-cycle", action="store_true")
     ap.add_argument("--loads", nargs="+", choices=[name for name, _, _ in LOADS], default=[n for n, _, _ in LOADS],
                     help="which simulated days to run (default: all)")
+    ap.add_argument("--planner-options", type=planner_options, default=None,
+                    help="JSON object of scheduler Options fields for the planner on the simulated days")
     args = ap.parse_args()
+    if args.planner_options is not None:
+        print(f"planner options: {args.planner_options}")
     print(f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; plan() pauses the garbage collector "
           f"for the length of a cycle (gc {'on' if gc.isenabled() else 'off'} outside)")

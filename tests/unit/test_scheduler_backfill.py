@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainyard.scheduler.baselines import first_come
+from trainyard.scheduler.cycle import Options
 from trainyard.scheduler.model import Node, PendingJob, ReplicaUse, RunningJob
 from trainyard.scheduler.plan import plan
 from trainyard.scheduler.simulate import SimJob, Simulator
@@ -37,6 +38,26 @@ def test_small_jobs_backfill_only_when_their_timeout_ends_before_the_reservation
     assert "short" in p.admissions and "long" not in p.admissions
     assert "next to start in ≤ 33m: 2 nodes held for it" in p.reasons["big"]
     assert "a timeout ≤ 33m would let this one backfill" in p.reasons["long"]
+
+
+def test_with_reserve_after_only_a_job_that_has_waited_that_long_holds_nodes():
+    # given both nodes half busy, and two like 8-GPU gangs blocked: one just submitted, one waiting 2 h
+    cluster = nodes()
+    for n in cluster:
+        n.free_gpu_ids = ["2", "3"]
+    live = [RunningJob("a#1", "a", replicas=[ReplicaUse("n0", 1, GB, ["0", "1"])], expected_end=1000.0),
+            RunningJob("b#1", "b", replicas=[ReplicaUse("n1", 1, GB, ["0", "1"])], expected_end=2000.0)]
+    now, opt = 10 * HOUR, Options(reserve_after=HOUR)
+    young = job("young", 0, gpu=4, replicas=2, submitted_at=now - 60)
+    old = job("old", 1, gpu=4, replicas=2, submitted_at=now - 2 * HOUR)
+    long = job("long", 2, timeout=5000)
+    # when only the young one waits, nothing is held: work that would outlast a hold still starts
+    p = plan(cluster, [young, long], live, now=now, options=opt)
+    assert p.reservations == [] and "long" in p.admissions
+    # and when the old one waits too, it holds the nodes, whichever of the two is first in line
+    for line in ([young, old, long], [old, young, long]):
+        p = plan(cluster, line, live, now=now, options=opt)
+        assert [r.job_id for r in p.reservations] == ["old"] and "long" not in p.admissions
 
 
 def test_work_without_a_timeout_cannot_backfill_into_held_nodes():

@@ -22,6 +22,14 @@ from trainyard.scheduler.quota import Held, Quotas, has_quota, totals
 @dataclass(slots=True)
 class Options:
     max_reservations: int = 1  # jobs at the head of the line that hold nodes
+    # a job holds nodes (step 3e) only once it has waited longer than this (seconds; None or 0: at once).
+    # Holding drains nodes for the length of the longest work on them (1-2.5 h for an H100 gang on the
+    # busy simulated day) while most blocked jobs would have found room within minutes anyway. A younger job
+    # at the head leaves the hold to the first job behind it that has waited long enough.
+    # Off by default: on the busy simulated day (bench/RESULTS.md, session 7) no threshold from 2 min to 1 h
+    # brought the 8-GPU class's mean wait near 2x first-come's (4.5-8.6x, against 4.7x without it): the
+    # hold passes to the oldest blocked job, usually an H100 gang, which drains its nodes all the same.
+    reserve_after: float | None = None
     max_searches: int = 16  # room searches (claims, preemptions) per cycle; each is O(nodes)
     # a job waiting longer than this goes ahead of fair share within its priority (None: never)
     fair_share_wait: float | None = 4 * 3600.0

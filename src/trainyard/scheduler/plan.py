@@ -20,7 +20,8 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
    c. it is placed if its whole gang fits now (:mod:`cluster`: best fit);
    d. else it claims room that stopping attempts hand back, or preempts
       lower-priority or borrowed work (:mod:`room`, :mod:`preemption`);
-   e. else the first job blocked, and every starved job, gets a reservation, and everyone
+   e. else the first job blocked (that has waited past ``reserve_after`` when it is set), and
+      every starved job, gets a reservation, and everyone
       after it only backfills around it (:mod:`backfill`);
    f. else it waits;
 4. **borrow**: deferred jobs may then borrow idle room beyond their quota; the first borrower
@@ -88,6 +89,7 @@ class _Planner:
         self.starved_held = 0  # reservations of starved jobs: they do not count against max_reservations
         self.held_types: set = set()  # GPU types (None: cores) some reservation holds nodes of this cycle
         self.borrower_held = False  # a borrower holds nodes (phase 4; Options.reserve_borrowing_after)
+        self.too_young = False  # the last job refused nodes to hold only for its wait (Options.reserve_after)
 
     def run(self, pending: list[PendingJob]) -> Plan:
         c = self.c
@@ -312,6 +314,10 @@ class _Planner:
         if (len(c.starts) - self.starved_held >= c.opt.max_reservations and not starved) or c.searches <= 0 \
                 or (fit.id, hold) in memo.no_reservation:
             return False
+        after = c.opt.reserve_after
+        if after and not starved and job.submitted_at is not None and c.now - job.submitted_at <= after:
+            self.too_young = True  # an older job like it may still hold nodes: no class answer from this one
+            return False
         c.searches -= 1
         found = reserve(c.cl, job, hold, sel, self._release_list(), c.now)
         if found is None:
@@ -365,8 +371,9 @@ class _Planner:
         return sorted(types, key=lambda t: -free.get(t, 0) / cap[t] if cap.get(t) else 0.0)
 
     def _turn_away(self, cls: tuple, job: PendingJob, q: Queue, status: Status, fit: ShapeFit) -> None:
-        # a starved job had more choices than the jobs like it
-        if job.last_preempted_by is None and (not self.starved or job.id not in self.starved):
+        # a starved job had more choices than the jobs like it, and one too young to hold nodes fewer
+        young, self.too_young = self.too_young, False
+        if job.last_preempted_by is None and not young and (not self.starved or job.id not in self.starved):
             self.memo.turned_away[JobClass._make(cls)] = (status, fit)
         self.c.left.append(Entry(job, q, status, fit))
 
