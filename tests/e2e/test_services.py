@@ -146,6 +146,15 @@ def test_a_service_scales_from_zero_on_a_request_and_back_to_zero_when_idle(serv
     until(lambda: client.services.get("cold").replicas == [], timeout=60)  # idle for 2s: back to zero
     until(lambda: not alive(pid), timeout=30)
     assert client.services.get("cold").wanted == 0
+
+    # the CLI changes one autoscale setting and keeps the others; a bad one is refused naming it
+    done = server.cli("service", "scale", "cold", "--target-concurrency", "2", "--scale-down-after", "90s")
+    assert done.returncode == 0, done.stderr
+    auto = client.services.get("cold").spec.service.autoscale
+    assert (auto.min, auto.max, auto.target_concurrency, auto.scale_down_after) == (0, 2, 2.0, 90.0)
+    bad = httpx.post(server.url + "/api/v1/services/cold/scale", headers=server.headers,
+                     json={"scale_down_after": "soon"})
+    assert bad.status_code == 422 and "scale_down_after" in bad.text
     client.services.delete("cold")
 
 

@@ -104,11 +104,17 @@ def scale(service: str,
           replicas: Annotated[Optional[int], typer.Argument(help="a fixed number of replicas")] = None,
           minimum: Annotated[Optional[int], typer.Option("--min", help="autoscale: at least this many")] = None,
           maximum: Annotated[Optional[int], typer.Option("--max", help="autoscale: at most this many")] = None,
+          target_concurrency: Annotated[Optional[float], typer.Option(
+              "--target-concurrency", help="autoscale: requests in flight one replica is meant to hold")] = None,
+          scale_down_after: Annotated[Optional[str], typer.Option(
+              "--scale-down-after", help="autoscale: idle time before replicas go down to --min, e.g. 90s, 5m")] = None,
           output: OutputOpt = Output.table) -> None:
-    """A fixed number of replicas (autoscaling off), or autoscaling bounds with --min/--max."""
+    """A fixed number of replicas (autoscaling off), or autoscaling settings; those not given stay."""
     with handled():
         c = client()
-        _print(c.services.scale(service, replicas, minimum=minimum, maximum=maximum), output, c.server)
+        _print(c.services.scale(service, replicas, minimum=minimum, maximum=maximum,
+                                target_concurrency=target_concurrency, scale_down_after=scale_down_after),
+               output, c.server)
 
 
 @app.command()

@@ -71,8 +71,12 @@ class Services:
         return ServiceInfo.model_validate_json(self.http.request("GET", f"/api/v1/services/{key}").content)
 
     def scale(self, key: str, replicas: int | None = None, *, minimum: int | None = None,
-              maximum: int | None = None) -> ServiceInfo:
-        body = {k: v for k, v in (("replicas", replicas), ("min", minimum), ("max", maximum)) if v is not None}
+              maximum: int | None = None, target_concurrency: float | None = None,
+              scale_down_after: float | str | None = None) -> ServiceInfo:
+        """A fixed number of replicas, or autoscaling settings; those not given stay as they are."""
+        body = {k: v for k, v in (("replicas", replicas), ("min", minimum), ("max", maximum),
+                                  ("target_concurrency", target_concurrency),
+                                  ("scale_down_after", scale_down_after)) if v is not None}
         return ServiceInfo.model_validate_json(
             self.http.request("POST", f"/api/v1/services/{key}/scale", json=body).content)
 

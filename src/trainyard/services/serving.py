@@ -122,7 +122,7 @@ class ServingService:
         return self.get(row["id"], caller)
 
     def scale(self, key: str, req: ScaleRequest, caller: Caller = LOCAL_ADMIN) -> ServiceInfo:
-        """A fixed number of replicas (autoscaling, if on, is turned off), or new autoscaling bounds."""
+        """A fixed number of replicas (autoscaling, if on, is turned off), or new autoscaling settings."""
         row = self._live(key, caller)
         spec = row["spec"]
         data = spec.model_dump(mode="json")
@@ -131,7 +131,7 @@ class ServingService:
             wanted = req.replicas
         else:
             auto = data["service"]["autoscale"] or {"min": 0, "max": max(1, row["wanted"])}
-            auto.update({k: v for k, v in (("min", req.min), ("max", req.max)) if v is not None})
+            auto.update(req.autoscale())
             data["service"]["autoscale"], data["service"]["replicas"] = auto, None
             wanted = max(auto["min"], min(row["wanted"], auto["max"]))
         try:

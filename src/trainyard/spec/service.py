@@ -164,16 +164,28 @@ class ApplyRequest(BaseModel):
 
 
 class ScaleRequest(BaseModel):
-    """A fixed number of replicas, or autoscaling bounds (the other fields of autoscale stay)."""
+    """A fixed number of replicas, or autoscaling settings (the fields of autoscale not given stay)."""
 
     replicas: int | None = Field(None, ge=0, le=MAX_SERVICE_REPLICAS)
     min: int | None = Field(None, ge=0, le=MAX_SERVICE_REPLICAS)
     max: int | None = Field(None, ge=1, le=MAX_SERVICE_REPLICAS)
+    target_concurrency: float | None = Field(None, gt=0, le=100_000, allow_inf_nan=False)
+    scale_down_after: float | str | None = Field(None, description="seconds, or a duration such as 90s or 5m")
+
+    @field_validator("scale_down_after", mode="before")
+    @classmethod
+    def _after(cls, v: Any) -> float | None:
+        return None if v is None else _duration(v)
+
+    def autoscale(self) -> dict[str, Any]:
+        """The autoscale fields this request sets."""
+        return {k: v for k in ("min", "max", "target_concurrency", "scale_down_after")
+                if (v := getattr(self, k)) is not None}
 
     @model_validator(mode="after")
     def _check(self) -> "ScaleRequest":
-        if (self.replicas is None) == (self.min is None and self.max is None):
-            raise ValueError("give replicas, or min and/or max")
+        if (self.replicas is None) == (not self.autoscale()):
+            raise ValueError("give replicas, or autoscale settings (min, max, target_concurrency, scale_down_after)")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"min ({self.min}) is more than max ({self.max})")
         return self
