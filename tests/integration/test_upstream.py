@@ -4,7 +4,6 @@ server for the ways a replica can misbehave, and uvicorn (what model servers run
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hashlib
 import socket
 
@@ -15,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
+from tests.support.aio import run
 from trainyard.api.upstream import ConnectFailed, UpstreamBroken, UpstreamPool
 
 
@@ -58,13 +58,6 @@ class Scripted:
 
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
 CLOSE = "close"
-
-
-def run(coro):  # noqa: ANN001, ANN201
-    # in a thread of its own: Playwright's sync API (the browser tests' session fixture) keeps a loop running
-    # in the main thread, where asyncio.run refuses to start another
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, asyncio.wait_for(coro, 30)).result()
 
 
 def test_a_connection_the_replica_dropped_is_retried_once_for_a_get_and_reported_for_a_post():

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from tests.support.aio import run
 from trainyard.services.job_pages import PageCache
 
 
@@ -34,7 +35,7 @@ def test_callers_arriving_during_a_read_share_it_and_later_ones_get_its_text():
         assert await pages.get("q", 7, read) == "v1"
         assert len(calls) == 1
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_a_new_version_a_new_query_or_no_version_reads_again():
@@ -46,7 +47,7 @@ def test_a_new_version_a_new_query_or_no_version_reads_again():
         assert await pages.get("q", 2, read) == "b"  # still kept for version 2
         assert len(calls) == 5
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_a_failed_read_is_not_kept():
@@ -63,7 +64,7 @@ def test_a_failed_read_is_not_kept():
         fail.append(False)
         assert await pages.get("q", 3, read) == "back"
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_a_caller_that_hangs_up_does_not_cancel_the_read_the_others_await():
@@ -77,4 +78,4 @@ def test_a_caller_that_hangs_up_does_not_cancel_the_read_the_others_await():
         assert await stays == "shared"
         assert gone.cancelled() and len(calls) == 1
 
-    asyncio.run(main())
+    run(main())
