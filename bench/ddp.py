@@ -1,7 +1,7 @@
 """DDP training throughput: examples/ddp/train.py launched by trainyard against torchrun directly.
 
     .venv/bin/python bench/ddp.py [--epochs 30] [--hidden 256] [--repeats 5] [--max-repeats 15] [--memory 2Gi|none]
-                                  [--no-gpu] [--json out.json]
+                                  [--no-gpu | --no-cpu] [--json out.json]
 
 One run measures, on the same data, epochs and world size:
 
@@ -220,6 +220,7 @@ def main() -> int:
                          "limit, so the launcher does not sample memory (default %(default)s)")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured runs each way first (default 1)")
     ap.add_argument("--no-gpu", action="store_true", help="skip the GPU comparison")
+    ap.add_argument("--no-cpu", action="store_true", help="skip the CPU (gloo) comparison")
     ap.add_argument("--job-timeout", type=float, default=600.0)
     ap.add_argument("--json", type=Path, help="also write the numbers here")
     args = ap.parse_args()
@@ -242,7 +243,8 @@ def main() -> int:
         saved = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         try:
-            results.append(compare("CPU, gloo", args, server, 2, 0, tmp))
+            if not args.no_cpu:
+                results.append(compare("CPU, gloo", args, server, 2, 0, tmp))
         finally:
             if saved is None:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)

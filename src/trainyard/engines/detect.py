@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 
 import psutil
@@ -11,8 +12,29 @@ from trainyard.launch import cgroup
 from trainyard.spec.records import NodeInfo
 
 
+# The model token of an NVML product name: "NVIDIA H100 80GB HBM3" -> H100, "Tesla V100-SXM2-16GB" -> V100,
+# "NVIDIA A10G" -> A10G, "NVIDIA GeForce RTX 4090" -> RTX-4090. Specs say `gpu_type: H100` (as Ray's
+# accelerator_type does), so the memory size and the form factor must not be part of the detected type.
+_MODEL = re.compile(r"\b([A-Z]{1,2}\d{1,4}[A-Z]?)\b")
+_VENDOR_WORDS = {"NVIDIA", "TESLA", "GEFORCE", "QUADRO"}
+
+
+def gpu_family(name: str) -> str:
+    """The type a spec names for a GPU with this NVML product name (see ``_MODEL``)."""
+    words = [w for w in re.split(r"[\s_]+", name.strip()) if w and w.upper() not in _VENDOR_WORDS]
+    text = " ".join(words)
+    rtx = re.match(r"(RTX|GTX)\s+(?:PRO\s+)?([A-Z]?\d{3,4}[A-Z]?)\b", text, re.IGNORECASE)
+    if rtx:
+        return f"{rtx.group(1).upper()}-{rtx.group(2).upper()}"
+    found = _MODEL.search(text.replace("-", " "))
+    if found:
+        return found.group(1)
+    return "-".join(words) or name  # unknown naming: the whole name, as before
+
+
 def detect_gpus() -> tuple[list[str], str | None]:
-    """Indices and the product name of this machine's NVIDIA GPUs, or ``([], None)``."""
+    """Indices and the type (:func:`gpu_family` of the first one's name) of this machine's NVIDIA GPUs,
+    or ``([], None)``."""
     try:
         import pynvml
 
@@ -23,8 +45,7 @@ def detect_gpus() -> tuple[list[str], str | None]:
         count = pynvml.nvmlDeviceGetCount()
         names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
         names = [n.decode() if isinstance(n, bytes) else n for n in names]
-        gpu_type = names[0].replace("NVIDIA ", "").replace(" ", "-") if names else None
-        return [str(i) for i in range(count)], gpu_type
+        return [str(i) for i in range(count)], gpu_family(names[0]) if names else None
     finally:
         pynvml.nvmlShutdown()
 

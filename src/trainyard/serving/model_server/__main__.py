@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     def timed_load():  # noqa: ANN202
         start = time.perf_counter()
         predictor = load(source)
-        log.info("model %s ready: %s (%s) loaded in %.2fs", args.name, source.path, source.format,
-                 time.perf_counter() - start)
+        log.info("model %s ready: %s (%s) loaded in %.2fs on %s", args.name, source.path, source.format,
+                 time.perf_counter() - start, getattr(predictor, "device", "cpu"))
         return predictor
 
     def on_load_error(message: str) -> None:

@@ -164,12 +164,14 @@ class TorchPredictor(Predictor):
     def __init__(self, module: Any, platform: str, example: Any = None) -> None:
         import torch
 
-        self.module, self.torch = module, torch
+        # a replica given a GPU sees exactly it (CUDA_VISIBLE_DEVICES), so "cuda" is that GPU
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.module, self.torch = module.to(self.device), torch
         if example is None:
             inputs = [TensorSpec("input-0", "FP32", None)]
             outputs = [TensorSpec("output-0", "FP32", None)]
         else:
-            example = torch.as_tensor(example)
+            example = torch.as_tensor(example).to(self.device)
             inputs = [TensorSpec("input-0", _torch_datatype(example.dtype), (ANY, *example.shape[1:]))]
             with torch.inference_mode():
                 result = self._tensors(module(example))
@@ -185,7 +187,7 @@ class TorchPredictor(Predictor):
         raise TypeError(f"the model returned {type(result).__name__}, not a tensor or a tuple of tensors")
 
     def predict(self, inputs: dict[str, np.ndarray], wanted: set[str]) -> dict[str, np.ndarray]:
-        x = self.torch.from_numpy(np.ascontiguousarray(inputs["input-0"]))
+        x = self.torch.from_numpy(np.ascontiguousarray(inputs["input-0"])).to(self.device)
         with self.torch.inference_mode():
             result = self._tensors(self.module(x))
         return {f"output-{i}": r.detach().cpu().numpy() for i, r in enumerate(result) if f"output-{i}" in wanted}
