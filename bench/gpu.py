@@ -95,7 +95,7 @@ def detect() -> str:
 
 
 def gpu_job(srv: BenchServer, gpu_type: str, seconds: float, name: str = "gpu-job"):  # noqa: ANN201
-    spec = {"name": name, "command": ["python", "-c", JOB], "env": {"SECONDS_ON_GPU": str(seconds)},
+    spec = {"name": name, "command": ["python", "-c", JOB], "env_vars": {"SECONDS_ON_GPU": str(seconds)},
             "resources": {"cpu": 1, "memory": "8Gi", "gpu": 1, "gpu_type": gpu_type}, "timeout": 600}
     return srv.client.submit(spec)
 
