@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import httpx
 import psutil
 import pytest
 
@@ -76,4 +77,27 @@ def test_the_home_and_its_secrets_are_private_to_the_user(tmp_path):
         # the CLI of the same user finds the server and its token with nothing set
         assert cli(srv.home, "ls").returncode == 0
     finally:
+        srv.stop_all()
+
+
+def test_a_job_another_process_writes_to_the_servers_database_is_listed_on_the_next_read(tmp_path):
+    from trainyard.spec import parse_job
+    from trainyard.store import Store
+
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "1"])
+    srv.start()
+    other = Store(f"sqlite:///{srv.home / 'trainyard.db'}", run_migrations=False)
+    try:
+        client = srv.client()
+        # given the server's first page, read and kept (nothing written since)
+        assert client.jobs().items == []
+        # when another process (this test's, through a Store of its own) writes a job to the file
+        theirs = other.create_job(parse_job("name: theirs\ncommand: sleep 60\nresources: {cpu: 1}"))
+        # then the server's very next listing has it: its kept page was not served
+        assert [j.id for j in client.jobs().items] == [theirs.id]
+        mine = client.submit(parse_job("name: mine\ncommand: sleep 60\nresources: {cpu: 1}"))
+        assert [j["id"] for j in httpx.get(srv.url + "/api/v1/jobs", headers=srv.headers).json()["items"]] \
+            == [mine.id, theirs.id]
+    finally:
+        other.close()
         srv.stop_all()

@@ -203,3 +203,21 @@ def test_a_page_asked_again_is_read_again_only_after_a_write(quiet):
     assert seen
     store.request_cancel(second)
     assert tc.get("/api/v1/jobs").json()["items"][0]["status"] == "cancelled"
+
+
+def test_a_job_another_store_writes_shows_on_the_next_read_of_a_kept_page(quiet, db_url):
+    tc, store = quiet
+    first = add(store, "first")
+    assert ids(tc.get("/api/v1/jobs")) == [first]  # kept (SQLite) for the next request
+    # given a second writer of the same database, as a second process would be (or a direct update)
+    from trainyard.store import Store
+
+    other = Store(db_url, run_migrations=False)
+    try:
+        second = add(other, "second")
+        assert ids(tc.get("/api/v1/jobs")) == [second, first]
+        with store.engine.begin() as conn:  # past the store altogether
+            conn.exec_driver_sql(f"UPDATE jobs SET name = 'renamed' WHERE id = '{first}'")
+        assert [j["name"] for j in tc.get("/api/v1/jobs").json()["items"]] == ["second", "renamed"]
+    finally:
+        other.close()

@@ -280,3 +280,37 @@ def test_usage_shows_a_member_only_what_their_teams_ran_and_an_admin_everything(
         assert [(r.key, r.attempts) for r in by_queue] == [("cv-q", 1)]
         # and without a token, nothing
         assert tc.get("/api/v1/usage").status_code == 401
+
+
+def test_usage_by_user_names_each_submitter_with_their_own_hours_and_only_whom_the_caller_sees(db_url, tmp_path):
+    # given users on: alice and carol in team cv, bob in nlp, each with a job that ran a known time
+    engine = FakeEngine(NODES)
+    settings = ServerSettings(home=tmp_path / "home", db=db_url, token="s3cret", auth=True)
+    platform = Platform(settings, engine=engine)
+    with TestClient(create_app(platform, "http://testserver")) as tc:
+        admin = Client("http://testserver", token="s3cret", transport=tc._transport)
+        for team in ("cv", "nlp"):
+            admin.create_queue({"name": f"{team}-q", "team": team})
+        ran = {"alice": ("cv", 2, 2.0), "carol": ("cv", 1, 1.0), "bob": ("nlp", 4, 0.5)}  # team, cpus, hours
+        users, jobs = {}, {}
+        for user, (team, cpu, _) in ran.items():
+            secret = admin.identity.create_user(user, team=team, role="member").token.secret
+            users[user] = Client("http://testserver", token=secret, transport=tc._transport)
+            jobs[user] = users[user].submit({"name": user, "command": "x", "queue": f"{team}-q",
+                                             "resources": {"cpu": cpu}}).id
+        launched(engine, 3)
+        now = time.time()
+        with platform.store.write() as s:
+            for user, (_, _, hours) in ran.items():
+                s.execute(t.Attempt.__table__.update().where(t.Attempt.job_id == jobs[user])
+                          .values(created_at=now - 5 * 3600, ended_at=now - 5 * 3600 + hours * 3600))
+
+        # when each asks for usage per user
+        def cpu_hours(client: Client) -> dict[str, float]:
+            return {row.key: round(row.cpu_hours, 6) for row in client.monitoring.usage(by="user", since="1d").rows}
+
+        # then rows are named by who submitted, with their own hours; the admin sees all three
+        assert cpu_hours(admin) == {"alice": 4.0, "carol": 1.0, "bob": 2.0}
+        # and a member sees the users of their own team only
+        assert cpu_hours(users["alice"]) == {"alice": 4.0, "carol": 1.0}
+        assert cpu_hours(users["bob"]) == {"bob": 2.0}

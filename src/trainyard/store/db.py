@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.pool import NullPool
@@ -46,6 +47,33 @@ def writer_lock(engine: Engine) -> AbstractContextManager:
     before (the busy timeout) instead of hanging here.
     """
     return threading.RLock() if engine.url.get_backend_name() == "sqlite" else nullcontext()
+
+
+class DataVersion:
+    """SQLite's ``PRAGMA data_version``, asked on a connection of its own: it changes whenever any
+    other connection commits to the file, this process's pooled ones and another process's alike
+    (a second Store, `trainyard admin bootstrap`, a script, the sqlite3 shell). A connection never
+    sees its own commits move it, hence one that only ever asks this. A few microseconds in WAL
+    mode (a look at the shared WAL index), so it can be asked on every request."""
+
+    def __init__(self, engine: Engine) -> None:
+        raw = engine.raw_connection()  # with the engine's pragmas: WAL, autocommit (no read held open)
+        self._db: Any = raw.driver_connection
+        raw.detach()  # not the pool's: a reader that took it would commit on it, unseen
+        self._lock = threading.Lock()  # one cursor at a time on it, whichever thread asks
+
+    def __call__(self) -> int:
+        with self._lock:
+            return self._db.execute("PRAGMA data_version").fetchone()[0]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def data_version(engine: Engine) -> DataVersion | None:
+    """A number that changes after every commit to the database by anyone, or None where there is no
+    cheap such number (PostgreSQL: each request reads)."""
+    return DataVersion(engine) if engine.url.get_backend_name() == "sqlite" else None
 
 
 def _sqlite_pragmas(engine: Engine) -> None:

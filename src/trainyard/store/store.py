@@ -23,7 +23,7 @@ from trainyard.spec.job_query import JobFilter
 from trainyard.spec.records import AttemptInfo, JobInfo, JobPage
 from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import tables as t
-from trainyard.store.db import make_engine, migrate, writer_lock
+from trainyard.store.db import data_version, make_engine, migrate, writer_lock
 from trainyard.store.cache import Recent
 from trainyard.store.cas import ACTOR, IfUnset, cas
 from trainyard.store.moves import Admission, Ending, Waiting
@@ -60,13 +60,15 @@ class Store:
         self._reader = sessionmaker(self.engine, expire_on_commit=False)
         self._writer = sessionmaker(self.engine.execution_options(write=True), expire_on_commit=False)
         self._write_lock = writer_lock(self.engine)
-        # SQLite: this server alone writes the file (the home's lock), so counting its commits counts
-        # every change; PostgreSQL may be shared by several servers: no count
-        self._writes: int | None = 0 if self.engine.url.get_backend_name() == "sqlite" else None
+        # SQLite: not only this server writes the file (a second Store, an admin command, a script), so
+        # not a count of our own commits: the file's own number, which every commit moves
+        self._changes = data_version(self.engine)
         self._specs: Recent[JobSpec] = Recent(20_000)  # see trainyard.store.cache
         self._ended: Recent[JobInfo] = Recent(5_000)
 
     def close(self) -> None:
+        if self._changes is not None:
+            self._changes.close()
         self.engine.dispose()
 
     @contextmanager
@@ -76,23 +78,18 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._write_lock:
-            try:
-                with self._writer() as s, s.begin():
-                    yield s
-            finally:
-                if self._writes is not None:  # after the commit, under the lock: no two writes share a number
-                    self._writes += 1
+        with self._write_lock, self._writer() as s, s.begin():
+            yield s
         # records of jobs this transaction ended, kept only once it committed (see _finish_replica)
         for job in s.info.get("ended", ()):
             self._ended.put(job.id, job)
 
     @property
     def version(self) -> int | None:
-        """A number that changes after every write committed to the database, or None where writes this
-        store cannot see are possible (PostgreSQL, shared by servers): an answer read when the number
-        was n still holds while it is n."""
-        return self._writes
+        """A number that changes after every write committed to the database, by this store or any other
+        connection or process, or None where that is not cheap to know (PostgreSQL): an answer read
+        when the number was n still holds while it is n."""
+        return None if self._changes is None else self._changes()
 
     # -- compare-and-set --------------------------------------------------
 

@@ -161,15 +161,15 @@ class SpansMixin:
         seen = [visible_where(j, visible)] if visible is not None and visible.teams is not None else []
         with self.read() as s:  # type: ignore[attr-defined]
             rows = s.connection().execute(
-                select(j.queue, q.team, j.spec, a.node, a.status, a.reason, a.created_at, a.ended_at)
+                select(j.queue, q.team, j.owner, j.spec, a.node, a.status, a.reason, a.created_at, a.ended_at)
                 .join_from(t.Attempt.__table__, t.Job.__table__, j.id == a.job_id)
                 .outerjoin(t.Queue.__table__, q.name == j.queue)
                 .where(a.created_at < until, (a.ended_at.is_(None)) | (a.ended_at > since), *seen)).all()
         spans = []
-        for queue, team, spec, node, status, reason, created, ended in rows:
+        for queue, team, owner, spec, node, status, reason, created, ended in rows:
             start, end = max(created, since), min(ended if ended is not None else until, until)
             if end > start:
-                # "user": the submitter once jobs record one (owner column, migration 0005); until then "-"
-                spans.append(Span(queue, team or queue, "-", dict(spec.get("resources") or {}),
+                # "user": the submitter (owner); "-" for jobs from before it was recorded (migration 0005)
+                spans.append(Span(queue, team or queue, owner or "-", dict(spec.get("resources") or {}),
                                   int(spec.get("replicas") or 1), node, status, reason, start, end))
         return spans

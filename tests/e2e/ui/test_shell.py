@@ -52,3 +52,30 @@ def test_trainyard_ui_gives_the_address_that_signs_in(server, page):
     page.goto(url)
     page.wait_for_function("document.getElementById('who').textContent.length > 0")
     assert page.inner_text("#who") == "local" and "token" not in page.url
+
+
+def test_signing_out_clears_the_serve_cookie_forgets_the_token_and_shows_the_sign_in(server, page):
+    from tests.support.waiting import until
+
+    def serve_cookie():
+        return [c for c in page.context.cookies() if c["name"] == "trainyard_serve"]
+
+    def open_serve_page():  # as a browser navigating there would: the cookie is its only credential
+        return page.request.get(server.url + "/serve/nothing/", headers={"Accept": "text/html"}, max_redirects=0)
+
+    # given a signed-in page, which has set the cookie /serve/ pages open with
+    page.goto(signed_in(server.url, server.token, "/nodes"))
+    page.wait_for_function("document.getElementById('who').textContent.length > 0")
+    until(serve_cookie)
+    assert open_serve_page().status == 404  # let in: only the service is missing
+    # when the user signs out
+    page.click("#signout")
+    # then the sign-in form shows, the token is forgotten and the header names nobody
+    page.wait_for_selector("form.login input[name=token]")
+    assert page.evaluate("location.pathname") == "/login"
+    assert page.evaluate("localStorage.getItem('trainyard.token')") is None
+    assert page.inner_text("#who") == "" and not page.is_visible("#signout")
+    # and the cookie is gone: a /serve/ page sends the browser to sign in
+    until(lambda: not serve_cookie())
+    gone = open_serve_page()
+    assert gone.status == 303 and gone.headers["location"].startswith("/login?next=/serve/nothing/")

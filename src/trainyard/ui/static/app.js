@@ -2,7 +2,7 @@
 //   render(root, {params, query}) -> optional cleanup function
 // Links inside the app navigate without reloading; the query string is the page's state
 // (filters, sort, selection), so reload and shared links show the same view.
-import { api, takeTokenFromHash, toast, token } from "./api.js";
+import { api, setToken, takeTokenFromHash, toast, token } from "./api.js";
 
 const ROUTES = [
   [/^\/$/, "jobs"],
@@ -78,12 +78,33 @@ window.addEventListener("trainyard:unauthorized", () => {
   if (location.pathname !== "/login") navigate(`/login?next=${encodeURIComponent(location.pathname + location.search)}`);
 });
 
-async function whoami() {
+// Who is signed in, in the header, with the way out while this browser keeps a token
+export function signedIn(user) {
   const el = document.getElementById("who");
+  el.textContent = user || "";
+  el.title = user ? "signed in" : "";
+  document.getElementById("signout").hidden = !(user && token());
+}
+
+// The server clears the /serve/ pages' cookie (HttpOnly: no script here can), asked while the token
+// still works; then the token is forgotten whatever the answer, and the sign-in page shows
+async function signOut() {
+  try {
+    await api("serve-session", { method: "DELETE" });
+  } catch (e) {
+    if (e.status !== 401) toast(e);  // a token no longer valid: its cookie opens nothing either
+  }
+  setToken(null);
+  sessionStorage.removeItem("trainyard.serve-retry");
+  signedIn("");
+  navigate("/login");
+}
+document.getElementById("signout").addEventListener("click", signOut);
+
+async function whoami() {
   try {
     const me = await api("whoami");
-    el.textContent = me.user || "";
-    el.title = "signed in";
+    signedIn(me.user);
     if (token()) api("serve-session", { method: "POST" }).catch(() => {});  // keeps /serve/ pages' cookie fresh
   } catch (e) {
     if (e.status !== 401) toast(e, { once: true });

@@ -1,6 +1,6 @@
 // Sign in with an API token (`trainyard token create`, or the local server's via `trainyard ui`).
 import { api, setToken, toast, token } from "../api.js";
-import { navigate } from "../app.js";
+import { navigate, signedIn } from "../app.js";
 import { h } from "../ui.js";
 
 // Where to go once signed in: a path on this server only (never //elsewhere)
@@ -31,7 +31,7 @@ export function render(root, { query }) {
       setToken(input.value.trim());
       try {
         const me = await api("whoami");
-        document.getElementById("who").textContent = me.user || "";
+        signedIn(me.user);
         await proceed(next);
       } catch (err) {
         setToken(null);
