@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.conftest import need, need_module
@@ -185,8 +186,6 @@ time.sleep(600)
 
 def processes_of(job_id: str) -> list:
     """Every live process of the job's first attempt on this machine: its launcher and all the job started."""
-    import psutil
-
     found = []
     for p in psutil.process_iter():
         try:
@@ -203,9 +202,8 @@ def test_a_cancelled_job_that_ignores_sigterm_is_killed_after_its_grace_period(s
     from trainyard.engines.ray.actor import KILL_SLACK
 
     c = server.client()
-    job = c.submit({**py_job(IGNORES_TERM, grace_period=1), "command": [
-        sys.executable, "-c", IGNORES_TERM, *(["freeze-launcher"] if freeze else [])]})
-    import psutil
+    job = c.submit({"name": "defiant", "grace_period": 1,
+                    "command": [sys.executable, "-c", IGNORES_TERM, *(["freeze-launcher"] if freeze else [])]})
 
     def set_up() -> bool:  # the launcher, the command, the command's child; the launcher frozen if asked
         procs = processes_of(job.id)
@@ -214,10 +212,10 @@ def test_a_cancelled_job_that_ignores_sigterm_is_killed_after_its_grace_period(s
     until(set_up, timeout=60, every=0.2)  # not the log: a frozen launcher sends none
 
     job.cancel()
-    # ended by the kill after the grace period, not by the engine's own overdue-cancel backstop
-    info = job.wait(timeout=1 + KILL_SLACK + 8)
+    info = job.wait(timeout=1 + KILL_SLACK + 30)  # the grace period, the agent's slack, a loaded machine's margin
     assert info.status.value == "cancelled" and info.attempts[0].reason == "Cancelled"
-    assert not processes_of(job.id)
+    # nothing of it is left (the engine's overdue-cancel backstop would end the attempt, but leave them all)
+    until(lambda: not processes_of(job.id), timeout=10)  # a launcher that reported may still be closing its log
     until(lambda: released(cluster, f"{job.id}-1"), timeout=20)
 
 
