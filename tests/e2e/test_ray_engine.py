@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.conftest import need, need_module
@@ -170,6 +171,52 @@ def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server
     assert job.wait(timeout=30).status.value == "cancelled"
     until(lambda: released(cluster, attempt_id), timeout=20)
     assert c.get(job.id).attempts[0].reason == "Cancelled"
+
+
+IGNORES_TERM = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # inherited by the child: neither stops on SIGTERM
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+if sys.argv[1:] == ["freeze-launcher"]:  # then only the node's agent can kill it
+    os.kill(os.getppid(), signal.SIGSTOP)
+print('started', flush=True)
+time.sleep(600)
+"""
+
+
+def processes_of(job_id: str) -> list:
+    """Every live process of the job's first attempt on this machine: its launcher and all the job started."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if (p.status() != psutil.STATUS_ZOMBIE and (f"/attempts/{job_id}-1/" in " ".join(p.cmdline())
+                                                       or p.environ().get("TRAINYARD_JOB_ID") == job_id)):
+                found.append(p)
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("freeze", [False, True], ids=["launcher-kills", "agent-kills"])
+def test_a_cancelled_job_that_ignores_sigterm_is_killed_after_its_grace_period(server, cluster, freeze):
+    from trainyard.engines.ray.actor import KILL_SLACK
+
+    c = server.client()
+    job = c.submit({"name": "defiant", "grace_period": 1,
+                    "command": [sys.executable, "-c", IGNORES_TERM, *(["freeze-launcher"] if freeze else [])]})
+
+    def set_up() -> bool:  # the launcher, the command, the command's child; the launcher frozen if asked
+        procs = processes_of(job.id)
+        return len(procs) == 3 and (not freeze or any(p.status() == psutil.STATUS_STOPPED for p in procs))
+
+    until(set_up, timeout=60, every=0.2)  # not the log: a frozen launcher sends none
+
+    job.cancel()
+    info = job.wait(timeout=1 + KILL_SLACK + 30)  # the grace period, the agent's slack, a loaded machine's margin
+    assert info.status.value == "cancelled" and info.attempts[0].reason == "Cancelled"
+    # nothing of it is left (the engine's overdue-cancel backstop would end the attempt, but leave them all)
+    until(lambda: not processes_of(job.id), timeout=10)  # a launcher that reported may still be closing its log
+    until(lambda: released(cluster, f"{job.id}-1"), timeout=20)
 
 
 def test_env_pip_is_the_launchers_cached_virtualenv_on_the_node(server, tmp_path):

@@ -10,7 +10,11 @@ the agent is a call into a process that is already up.
 itself, because Ray hands out GPU ids only to a worker it places in the bundle.
 
 Either way the launcher is the one the local engine starts, so logs, metrics,
-memory limit, outputs, checkpoints and cancel behave the same. Both are named
+memory limit, outputs, checkpoints and cancel behave the same. A stop is a
+SIGTERM to the launcher, which stops the command and kills its tree after the
+grace period; should the command still run :data:`KILL_SLACK` seconds past
+that (a launcher that cannot act: stopped, hung), the actor SIGKILLs the
+launcher and every process under it itself. Both are named
 and detached, so a restarted control plane finds them again and re-attaches
 (``config=None``).
 
@@ -26,6 +30,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,7 @@ PR_SET_PDEATHSIG = 1
 NOT_STARTED = "not-started"  # what attaching to an actor that never started a launcher returns
 LOST = "lost"  # what attaching to an agent answers for a launcher it started and no longer knows (it restarted)
 AGENT_THREADS = 1000  # calls an agent serves at once: one per replica waiting for its bundle or running
+KILL_SLACK = 5.0  # seconds past the grace period the launcher has to end the command before the actor does
 
 
 def _die_with_parent() -> None:
@@ -80,6 +86,10 @@ class ReplicaActor:
         self._dir: Path | None = None
         self._exited = threading.Event()
         self._stopped = False
+        self._grace = 0.0  # the config's grace period, read when the launcher starts (a stop needs one only then)
+        self._armed = False  # a kill after the grace period is due
+        self._killed = False  # the actor killed the launcher's tree: the launcher did not stop it in time
+        self._kill_done = threading.Event()  # ... and nothing of it is left
 
     def run(self, config: dict[str, Any] | None, workdir: str, root: str | None = None) -> LaunchResult | None:
         """Start the launcher (once) and wait for it; the launcher's result, or None if it left none.
@@ -101,14 +111,30 @@ class ReplicaActor:
         if not started:
             return NOT_STARTED
         self._exited.wait()
+        if self._killed:  # the launcher died first: its command and their children may still be going
+            self._kill_done.wait()
         try:
             text = (self._dir / RESULT_NAME).read_bytes()
         except OSError:
-            return None
+            return self._killed_result() if self._killed else None
         return LaunchResult.read(text, self._dir / RESULT_NAME)
+
+    def _killed_result(self) -> LaunchResult:
+        """What a launcher this actor had to kill would have said; kept where an attaching agent reads it."""
+        result = LaunchResult(reason=Reason.CANCELLED, message=(
+            f"cancelled: the command still ran {KILL_SLACK:g} s past its grace period of {self._grace:g} s; "
+            "the launcher and its process tree were killed"))
+        tmp = self._dir / (RESULT_NAME + ".tmp")
+        try:
+            tmp.write_text(result.model_dump_json())
+            tmp.replace(self._dir / RESULT_NAME)
+        except OSError:
+            pass
+        return result
 
     def _start(self, values: dict[str, Any], workdir: Path) -> None:
         config = LaunchConfig(**values)
+        self._grace = float(config.grace_period)
         if self._gpus_from_ray:
             import ray
 
@@ -149,7 +175,8 @@ class ReplicaActor:
         return self._stopped
 
     def stop(self) -> bool:
-        """SIGTERM to the launcher (it passes it on, waits the grace period, kills the tree)."""
+        """SIGTERM to the launcher (it passes it on, waits the grace period, kills the tree); should the
+        command outlive that by :data:`KILL_SLACK`, SIGKILL to the launcher and everything under it."""
         with self._lock:
             self._stopped = True
         if self._pid is None or self._pid < 0 or self._exited.is_set():
@@ -158,7 +185,23 @@ class ReplicaActor:
             os.kill(self._pid, signal.SIGTERM)
         except ProcessLookupError:
             return False
+        with self._lock:  # one deadline per replica, counted from the first SIGTERM
+            armed, self._armed = self._armed, True
+        if not armed:
+            deadline = time.monotonic() + self._grace + KILL_SLACK
+            threading.Thread(target=self._kill_after, args=(deadline,), name="kill-after-grace", daemon=True).start()
         return True
+
+    def _kill_after(self, deadline: float) -> None:
+        if self._exited.wait(max(0.0, deadline - time.monotonic())):
+            return
+        # a launcher that stopped its command is left alone: it may still be saving checkpoints or outputs
+        if self._pid and self._pid > 0 and procs_under(self._pid):
+            self._killed = True
+            try:
+                kill_tree(self._pid)
+            finally:
+                self._kill_done.set()
 
     def where(self) -> dict[str, Any]:
         import ray
@@ -227,3 +270,64 @@ def _left_behind(workdir: str, root: str | None) -> str | LaunchResult | None:
     except OSError:
         return LOST
     return LaunchResult.read(text, folder / RESULT_NAME)
+
+
+def procs_under(pid: int) -> list:
+    """The live processes under ``pid`` (the launcher): the command and whatever it started."""
+    import psutil
+
+    try:
+        found = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    return [p for p in found if _alive(p)]
+
+
+def kill_tree(pid: int, rounds: int = 20) -> None:
+    """SIGKILL ``pid`` and every process under it, with the process groups they lead.
+
+    Read again until nothing is left: a process forked meanwhile is under one
+    read before, or (orphaned by a kill) still in its parent's process group.
+    """
+    import psutil
+
+    try:
+        tree = {pid: psutil.Process(pid)}
+    except psutil.Error:
+        return
+    own_group, groups = os.getpgrp(), set()
+    for _ in range(rounds):
+        for p in list(tree.values()):
+            try:
+                tree.update((c.pid, c) for c in p.children(recursive=True))
+            except psutil.Error:
+                pass
+        live = [p for p in tree.values() if _alive(p)]  # all read before any dies: orphans leave the tree
+        if not live:
+            return
+        for p in live:
+            try:
+                if os.getpgid(p.pid) == p.pid != own_group:  # a group the launcher or the command leads
+                    groups.add(p.pid)
+            except ProcessLookupError:
+                pass
+        for group in groups:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for p in live:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        time.sleep(0.05)
+
+
+def _alive(p: Any) -> bool:
+    import psutil
+
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -9,8 +9,8 @@ Ray and the planner agree on where things run. The placement strategy is
 
 A replica that asks for no GPUs is started by its node's agent
 (:class:`~trainyard.engines.ray.actor.NodeAgent`, one detached actor per node,
-made on the first launch there) once its bundle is placed: no Ray worker process
-is started per job. A replica that asks for GPUs gets an actor of its own in its
+made on the first launch there; :mod:`trainyard.engines.ray.agents` finds them)
+once its bundle is placed: no Ray worker process is started per job. A replica that asks for GPUs gets an actor of its own in its
 bundle, the only way to learn which GPU ids Ray gave it.
 
 Names, not memory, are the source of truth, so a restarted control plane finds
@@ -38,7 +38,8 @@ import psutil
 
 from trainyard.engines.base import Engine, Observation
 from trainyard.engines.ray import nodes as raynodes
-from trainyard.engines.ray.actor import AGENT_THREADS, LOST, NOT_STARTED, NodeAgent, ReplicaActor
+from trainyard.engines.ray.actor import LOST, NOT_STARTED, ReplicaActor
+from trainyard.engines.ray.agents import NodeAgents, agent_name
 from trainyard.errors import TrainyardError, Unsupported
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.job import JobSpec
@@ -59,10 +60,6 @@ def pg_name(attempt_id: str, namespace: str = "trainyard") -> str:
 
 def actor_name(attempt_id: str, replica: int) -> str:
     return f"{attempt_id}-r{replica}"
-
-
-def agent_name(node_id: str) -> str:
-    return f"agent-{node_id}"
 
 
 class RayEngine(Engine):
@@ -89,8 +86,7 @@ class RayEngine(Engine):
         ray.init(address=address, namespace=namespace, logging_level=logging.WARNING, log_to_driver=False,
                  configure_logging=False)
         self._remote = ray.remote(ReplicaActor)
-        self._remote_agent = ray.remote(NodeAgent)
-        self._agents: dict[str, Any] = {}              # node id -> its agent's handle
+        self._agents = NodeAgents(ray, namespace)
         self._lock = threading.Lock()
         self._raw: list[dict[str, Any]] = []
         self._raw_at = 0.0
@@ -99,7 +95,6 @@ class RayEngine(Engine):
         self._results: dict[tuple[str, int], LaunchResult] = {}
         self._unstarted: set[tuple[str, int]] = set()  # replicas whose actor never started a launcher
         self._lost: set[tuple[str, int]] = set()       # replicas an agent started and no longer knows
-        self._on_agents: dict[str, dict[int, str]] = {}  # attempt -> replica -> node id of the agent running it
         self._cancelled: dict[str, float] = {}         # attempt -> when cancel was asked
         self._grace: dict[str, float] = {}             # attempt -> its spec's grace period
         self._swept = 0.0
@@ -198,32 +193,15 @@ class RayEngine(Engine):
                   pg: Any = None) -> None:
         """Have the node's agent start the replica's launcher once ``pg`` is placed (``config``), or
         attach to it (None); either way its run call is followed like an actor's."""
-        ref = self._agent(node_id).run.remote(actor_name(attempt_id, replica), config,
-                                              str(self.replica_dir(attempt_id, replica)), str(self.root), pg)
-        with self._lock:
-            self._on_agents.setdefault(attempt_id, {})[replica] = node_id
+        ref = self._agents.on(node_id).run.remote(actor_name(attempt_id, replica), config,
+                                                  str(self.replica_dir(attempt_id, replica)), str(self.root), pg)
+        self._agents.runs(attempt_id, replica, node_id)
         self._followed(ref, attempt_id, replica)
 
     def _followed(self, ref: Any, attempt_id: str, replica: int) -> None:
         with self._lock:
             self._runs[ref] = (attempt_id, replica)
             self._gangs.setdefault(attempt_id, set()).add(replica)
-
-    def _agent(self, node_id: str) -> Any:
-        """The node's agent, made (detached, pinned to the node, no resources of its own) if it is not up."""
-        with self._lock:
-            agent = self._agents.get(node_id)
-        if agent is None:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            agent = self._remote_agent.options(
-                name=agent_name(node_id), namespace=self.namespace, lifetime="detached", get_if_exists=True,
-                max_restarts=0, max_concurrency=AGENT_THREADS, num_cpus=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            ).remote()
-            with self._lock:
-                self._agents[node_id] = agent
-        return agent
 
     def cancel(self, attempt: AttemptInfo) -> None:
         self._cancelled.setdefault(attempt.id, time.monotonic())
@@ -232,36 +210,15 @@ class RayEngine(Engine):
             self._release(attempt.id, len(attempt.replicas))  # never placed: nothing runs yet, nothing to wait for
             return
         for r in attempt.replicas:
-            node_id = self._agent_of(attempt, r.index)
+            node_id = self._agents.node_of(attempt, r.index)
             if node_id is not None:
-                if (agent := self._existing_agent(node_id)) is not None:  # else its launcher went with it
+                if (agent := self._agents.existing(node_id)) is not None:  # else its launcher went with it
                     agent.stop.remote(actor_name(attempt.id, r.index))
                 continue
             try:
                 self._ray.get_actor(actor_name(attempt.id, r.index), namespace=self.namespace).stop.remote()
             except ValueError:
                 pass
-
-    def _existing_agent(self, node_id: str) -> Any:
-        """The node's agent if it is up; None rather than make one (on a node that may be gone)."""
-        with self._lock:
-            agent = self._agents.get(node_id)
-        if agent is not None:
-            return agent
-        try:
-            return self._ray.get_actor(agent_name(node_id), namespace=self.namespace)
-        except ValueError:
-            return None
-
-    def _agent_of(self, attempt: AttemptInfo, replica: int) -> str | None:
-        """The node id of the agent that runs the replica, or None if it has an actor of its own."""
-        with self._lock:
-            node_id = self._on_agents.get(attempt.id, {}).get(replica)
-        if node_id is not None:
-            return node_id
-        entries = (attempt.handle or {}).get("replicas") or []
-        entry = entries[replica] if replica < len(entries) and isinstance(entries[replica], dict) else {}
-        return entry.get("node_id") if entry.get("agent") else None
 
     # -- watching ------------------------------------------------------------------
 
@@ -290,8 +247,7 @@ class RayEngine(Engine):
         except Exception as e:  # the actor died: its node, or a kill; reconcile decides which
             log.info("replica actor ended without a result: %s", str(e).splitlines()[0] if str(e) else e)
             result = None
-            with self._lock:
-                self._agents.clear()  # an agent may be the one that died: looked up (or made) again
+            self._agents.drop_handles()
         with self._lock:
             if ref not in self._runs:  # released meanwhile
                 return
@@ -322,9 +278,9 @@ class RayEngine(Engine):
             for ref, (a, _) in list(self._runs.items()):
                 if a == attempt_id:
                     del self._runs[ref]
-            on_agents = self._on_agents.pop(attempt_id, {})
+            on_agents = self._agents.release(attempt_id)
         for replica, node_id in on_agents.items():
-            if (agent := self._existing_agent(node_id)) is not None:
+            if (agent := self._agents.existing(node_id)) is not None:
                 agent.forget.remote(actor_name(attempt_id, replica))
         pg = self._placement_group(attempt_id)
         if pg is not None:
@@ -393,7 +349,7 @@ class RayEngine(Engine):
         if lost:
             self._release(a.id, len(a.replicas))
             return Observation(a.id, index, "lost", detail="the node's agent restarted and its launcher left no result")
-        node_id = self._agent_of(a, index)
+        node_id = self._agents.node_of(a, index)
         if node_id is not None and a.id not in self._cancelled:  # launched before this process started: attach
             self._on_agent(a.id, index, node_id, None)
             return Observation(a.id, index, "alive")
