@@ -7,11 +7,11 @@ import asyncio
 import itertools
 import json
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 from trainyard.api.serve_cookie import without_serve_cookie
 from trainyard.auth.permissions import Caller
-from trainyard.errors import ServiceNotFound, ServiceUnavailable, TrainyardError
+from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
 from trainyard.services.notify import off_loop
 from trainyard.services.serving import Route, ServingService
 
@@ -21,6 +21,7 @@ HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-au
                  b"transfer-encoding", b"upgrade", b"host", b"authorization"})
 QUARANTINE = 2.0  # seconds a replica that refused a connection gets no request from this server
 COLD_POLL = 0.05  # seconds between looks for a first ready replica during a cold start
+T = TypeVar("T")
 _rr = itertools.count()
 _refused: dict[str, float] = {}  # replica job -> until when it is skipped
 
@@ -61,6 +62,29 @@ def pick(route: Route, tried: set[str], outstanding: dict[str, int]) -> tuple[st
     job_id, base = min(choices[start:] + choices[:start], key=lambda e: outstanding.get(e[0], 0))
     outstanding[job_id] = outstanding.get(job_id, 0) + 1
     return job_id, base.removeprefix("http://")
+
+
+async def open_hop(service: ServingService, route: Route, open_: Callable[[str], Awaitable[T]],
+                   refusal: type[BaseException], picked: tuple[str, str] | None = None) -> tuple[str, T]:
+    """``open_(HOST:PORT)`` to a ready replica, as :func:`pick` chooses (or ``picked`` first, already counted):
+    (its job id, what ``open_`` returned), the request counted on it (:func:`release` it when done). A replica
+    that raises ``refusal`` (nothing reached it) is skipped for a moment and the next one tried;
+    ReplicaUnreachable once all refused."""
+    tried: set[str] = set()
+    while True:
+        job_id, base = picked or pick(route, tried, service.outstanding)
+        picked = None
+        try:
+            return job_id, await open_(base)
+        except refusal:
+            release(service, job_id)
+            refused(job_id)
+            tried.add(job_id)
+            if len(tried) >= len(route.endpoints):
+                raise ReplicaUnreachable(f"no replica of service {route.name} accepts connections") from None
+        except BaseException:
+            release(service, job_id)
+            raise
 
 
 def refused(job_id: str) -> None:

@@ -23,8 +23,8 @@ from typing import Any, AsyncIterator
 from urllib.parse import unquote
 
 from trainyard.api.guard import CALLER_KEY
-from trainyard.api.serve_hop import (HOP, PREFIX, answer, error_answer, forward_headers, pick, refused, release,
-                                     route_for, with_replica)
+from trainyard.api.serve_hop import (HOP, PREFIX, answer, error_answer, forward_headers, open_hop, release, route_for,
+                                     with_replica)
 from trainyard.api.serve_websocket import proxy_websocket
 from trainyard.api.upstream import ConnectFailed, Response, UpstreamError, UpstreamPool
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
@@ -82,21 +82,16 @@ class ServeProxy:
             body, length = await _body(scope, receive)
             headers = forward_headers(scope, name, NOT_FORWARDED)
             method = scope["method"].encode()
-            tried: set[str] = set()
-            while True:
-                job_id, base = pick(route, tried, service.outstanding)
+
+            async def send_to(base: str) -> Response:
                 try:
-                    upstream = await self.pool.request(base, method, target, headers, body, length)
-                    break
+                    return await self.pool.request(base, method, target, headers, body, length)
                 except ConnectFailed:  # nothing reached it: another replica may take the request
-                    release(service, job_id)
-                    refused(job_id)
-                    tried.add(job_id)
-                    job_id = None
-                    if len(tried) >= len(route.endpoints):
-                        raise ReplicaUnreachable(f"no replica of service {name} accepts connections") from None
+                    raise
                 except UpstreamError as e:
                     raise ReplicaUnreachable(f"the replica of service {name} did not answer: {e}") from None
+
+            job_id, upstream = await open_hop(service, route, send_to, ConnectFailed)
         except CallerGone:  # left before its request was whole: no one to answer, and no fault of the service
             release(service, job_id)
             service.traffic.ended(name, GONE, time.perf_counter() - began)

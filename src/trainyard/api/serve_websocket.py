@@ -21,7 +21,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.frames import EXTERNAL_CLOSE_CODES, CloseCode
 
 from trainyard.api.guard import CALLER_KEY
-from trainyard.api.serve_hop import HOP, error_answer, forward_headers, pick, refused, release, route_for, with_replica
+from trainyard.api.serve_hop import HOP, error_answer, forward_headers, open_hop, release, route_for, with_replica
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
 from trainyard.services.serving import ServingService
@@ -54,21 +54,14 @@ async def proxy_websocket(scope: dict, receive: Any, send: Any, service: Serving
         headers = [(k.decode("latin-1"), v.decode("latin-1"))
                    for k, v in forward_headers(scope, name, NOT_FORWARDED)]
         target = (path + (b"?" + query if query else b"")).decode("latin-1")
-        tried: set[str] = set()
-        while True:
-            job_id, base = pick(route, tried, service.outstanding)
-            try:
-                replica = await connect(f"ws://{base}{target}", additional_headers=headers,
-                                        subprotocols=scope.get("subprotocols") or None, user_agent_header=None,
-                                        compression=None, proxy=None, open_timeout=OPEN_TIMEOUT, max_size=MAX_SIZE)
-                break
-            except OSError:  # refused or unreachable: nothing reached it, another replica may take it
-                release(service, job_id)
-                refused(job_id)
-                tried.add(job_id)
-                job_id = None
-                if len(tried) >= len(route.endpoints):
-                    raise ReplicaUnreachable(f"no replica of service {name} accepts connections") from None
+
+        async def open_ws(base: str) -> ClientConnection:
+            return await connect(f"ws://{base}{target}", additional_headers=headers,
+                                 subprotocols=scope.get("subprotocols") or None, user_agent_header=None,
+                                 compression=None, proxy=None, open_timeout=OPEN_TIMEOUT, max_size=MAX_SIZE)
+
+        # OSError: refused or unreachable, nothing reached it: another replica may take it
+        job_id, replica = await open_hop(service, route, open_ws, OSError)
     except InvalidStatus as e:  # the replica answered the upgrade in HTTP: that answer goes back
         status = e.response.status_code
         release(service, job_id)
