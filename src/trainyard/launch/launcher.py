@@ -17,6 +17,7 @@ from pathlib import Path
 
 from trainyard import envvars
 from trainyard.launch import cgroup, procs, reasons
+from trainyard.launch.marks import mark
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.files import append_log, atomic_write_json
 from trainyard.launch.prepare import (INHERITED_SECRETS, SetupError, build_env, cache_entries, checkpoint_folder,
@@ -48,6 +49,7 @@ class Launcher:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
+        mark("launch.json read")
 
     # -- events ----------------------------------------------------------------
 
@@ -104,6 +106,7 @@ class Launcher:
         self._starter = int(starter) if starter.isdigit() else None
         self._install_signals()
         procs.become_subreaper()
+        mark("signals, subreaper")
         if self.config.storage:  # the server's endpoint for s3:// snapshots, inputs and outputs
             from trainyard.artifacts.transfer import use_storage
 
@@ -125,7 +128,12 @@ class Launcher:
         procs.reap_all(None)  # whatever setup (a killed venv build) may have left
         self._remove_group()  # normally gone already, right after the tree was reaped
         atomic_write_json(self.dir / RESULT_NAME, result)
+        mark("result.json written")
         self._start_reporter().finish(result)
+        mark("exit report acknowledged")
+        from trainyard.launch import marks
+
+        marks.dump(self.dir)
         return result
 
     def _start_reporter(self):
@@ -186,7 +194,9 @@ class Launcher:
             if self.group is not None:
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
                 argv = self.group.wrap(argv)
+            mark("memory group, argv")
             self.proc = procs.spawn(argv, str(work), env, str(self.log))
+            mark("spawned (exec done)")
         except OSError as e:
             self._remove_group()
             message = f"cannot start {cfg.command[0]!r}: {e.strerror or e}"
@@ -194,12 +204,15 @@ class Launcher:
             return _result(None, reasons.SETUP, message)
         reporter = self._start_reporter()
         reporter.started(self.proc.pid)
+        mark("reporter started")
         from trainyard.launch import sampling  # after the spawn: nothing on the path to the command's start
 
         # in an image: the container's processes, not the runtime's client that is the launcher's child
         sampler = sampling.start(str(self.metrics), cfg.gpus, cfg.sample_every,
                                  root=self.container.pid if self.container is not None else None)
+        mark("sampler started")
         exit_code, reason, message = self._supervise(self.proc)
+        mark("supervise returned")
         if self.container is not None:
             from trainyard.launch import container
 
@@ -209,6 +222,7 @@ class Launcher:
             # its summary (peak memory, mean GPU use) is what `trainyard show` prints from the samples;
             # not a line in the job's log, which is the job's own output
             sampler.stop()
+            mark("sampler stopped")
         reporter.exited()
         if self.checkpoints is not None:  # what the job left in its checkpoint dir, once it can write no more
             if problem := self.checkpoints.final():
@@ -228,6 +242,7 @@ class Launcher:
         if not cfg.command:
             raise SetupError("the command is empty")
         work = prepare_workdir(cfg.snapshot, self.dir / "work")
+        mark("work dir")
         venv = None
         if cfg.python_env:
             from trainyard.launch.pyenv import ensure_venv
@@ -239,6 +254,7 @@ class Launcher:
             from trainyard.launch.scratchenv import make
 
             venv = make(cfg.venv, self.dir / "venv", work, self.log, lambda: self.cancelled is not None)
+        mark("venv")
         self._check_cancel()
         cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
         inputs = resolve_inputs(cfg.inputs, cache, work)
@@ -247,6 +263,7 @@ class Launcher:
             self._check_cancel()
             self._restore_checkpoint()
         env = build_env(cfg, self.dir, inputs, venv)
+        mark("inputs, env")
         self._check_cancel()
         return env, work
 
@@ -317,6 +334,7 @@ class Launcher:
         """Wait for the command, enforcing cancel, timeout and memory limit; reap the tree."""
         cfg = self.config
         waiter = procs.Waiter(proc, self._wake_w)
+        mark("waiter started")
         deadline = time.monotonic() + cfg.timeout if cfg.timeout else None
         tick = MEMORY_TICK if cfg.memory_limit else IDLE_TICK  # adapted to the tree's size once sampled
         reason = message = None
@@ -353,8 +371,10 @@ class Launcher:
                     break
             procs.reap_orphans(keep=proc.pid)
             self._sleep(tick if deadline is None else min(tick, deadline - now))
+        mark("main loop woke")
         waiter.join()
         procs.reap_all(proc.pid)
+        mark("tree reaped")
         rc = proc.returncode
         if self.group is not None:
             # any OOM kill in the group fails the replica, even one the command survived,

@@ -20,6 +20,8 @@ import sys
 import threading
 import time
 
+from trainyard.launch.marks import mark
+
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -87,6 +89,7 @@ class Waiter:
 
     def _run(self) -> None:
         self.proc.wait()
+        mark("waiter: command reaped")
         self.exited = True  # before the poke, so the woken main loop sees it
         try:
             os.write(self._wake_fd, b"x")

@@ -35,6 +35,7 @@ from typing import Callable
 
 from trainyard.launch import tail
 from trainyard.launch.config import CONFIG_NAME
+from trainyard.launch.marks import mark
 from trainyard.launch.transport import post_json
 
 TICK = 0.15        # how often new log bytes and metric lines are looked for
@@ -141,7 +142,9 @@ class Reporter:
         news = "log" in body or "metrics" in body or "result" in body
         if not news and self._last_sent is not None and time.monotonic() - self._last_sent < HEARTBEAT:
             return "idle"
+        mark("reporter: posting" + (" the result" if "result" in body else ""))
         cancel = self._post(body)
+        mark("reporter: answered")
         self._last_sent = time.monotonic()
         self.log_offset += log_n
         self.metrics_offset += metrics_n

@@ -14,6 +14,8 @@ import os
 import signal
 import sys
 
+from trainyard.launch import marks
+
 
 def _reap(*_: object) -> None:
     while True:
@@ -26,6 +28,7 @@ def _reap(*_: object) -> None:
 
 
 def _child(attempt_dir: str) -> None:
+    marks.mark("zygote: forked")
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the launcher waits for its own command
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
@@ -68,6 +71,8 @@ def main() -> int:
         attempt_dir = line.strip()
         if not attempt_dir:
             continue
+        marks.reset()
+        marks.mark("zygote: read the attempt dir")
         # the launcher is born with SIGTERM blocked, and unblocks it once its handler is in place
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         pid = os.fork()
