@@ -131,6 +131,7 @@ class Launcher:
         mark("result.json written")
         self._start_reporter().finish(result)
         mark("exit report acknowledged")
+        self._replenish_spares()
         from trainyard.launch import marks
 
         marks.dump(self.dir)
@@ -253,7 +254,8 @@ class Launcher:
         elif cfg.venv and not cfg.container:  # pip installs in the job must not reach the server's env
             from trainyard.launch.scratchenv import make
 
-            venv = make(cfg.venv, self.dir / "venv", work, self.log, lambda: self.cancelled is not None)
+            venv = make(cfg.venv, self.dir / "venv", work, self.log, lambda: self.cancelled is not None,
+                        spares=self._spares())
         mark("venv")
         self._check_cancel()
         cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
@@ -266,6 +268,25 @@ class Launcher:
         mark("inputs, env")
         self._check_cancel()
         return env, work
+
+    def _spares(self) -> Path | None:
+        """The pool of ready overlays this attempt takes its venv from (launch.scratchenv)."""
+        if self.config.venv != "overlay" or not self.config.venv_cache:
+            return None
+        from trainyard.launch.scratchenv import spare_pool
+
+        return spare_pool(Path(self.config.venv_cache))
+
+    def _replenish_spares(self) -> None:
+        """The next attempt's overlay, built once this one is reported: off every job's path."""
+        if self.config.container or (pool := self._spares()) is None:
+            return
+        from trainyard.launch.scratchenv import replenish
+
+        try:
+            replenish(pool)
+        except OSError as e:  # the next attempt builds its own
+            print(f"spare overlays in {pool}: {e}", flush=True)
 
     def _restore_checkpoint(self) -> None:
         """The job's last complete checkpoint set into its checkpoint dir; on replica 0, the sync started

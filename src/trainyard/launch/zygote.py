@@ -60,7 +60,7 @@ def main() -> int:
     import ctypes  # noqa: F401  (procs.become_subreaper would import it: ~2 ms per launcher)
     import socket  # noqa: F401  (the reporter's first connection would import it)
 
-    from trainyard.launch import launcher, reporter, transport  # noqa: F401
+    from trainyard.launch import launcher, reporter, sampling, scratchenv, transport  # noqa: F401
 
     signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
