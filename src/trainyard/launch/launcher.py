@@ -46,6 +46,7 @@ class Launcher:
         self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
         self.readonly: list[str] = []  # the node's cache entries those inputs are in: the job sees them read-only
         self.checkpoints = None  # a launch.checkpoint_sync.CheckpointSync when checkpoints go to an object store
+        self._due: list[tuple[float, object]] = []  # (monotonic time, what to start then); see _when_due
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -79,6 +80,11 @@ class Launcher:
             self.cancelled = "the process that started the launcher died"
         return reasons.LOST if self.orphaned else reasons.CANCELLED
 
+    def _when_due(self, delay: float, start) -> None:  # noqa: ANN001
+        """Call ``start`` in ``delay`` seconds, from the main loop's waits: a thread that has nothing
+        to do before then is not started for a command that is over by then."""
+        self._due.append((time.monotonic() + delay, start))
+
     def _cancel_from_server(self) -> None:
         if self.cancelled is None:
             self.cancelled = "the server asked to cancel"
@@ -87,10 +93,17 @@ class Launcher:
         except OSError:
             pass
 
-    def _sleep(self, seconds: float) -> None:
-        """Wait up to ``seconds``, returning early on any event."""
-        ready, _, _ = select.select([self._wake_r], [], [], max(0.0, seconds))
-        if ready:
+    def _sleep(self, seconds: float, fds: list[int] | tuple = ()) -> None:
+        """Wait up to ``seconds``, returning early on any event (or one of ``fds`` readable);
+        first start what is due (:meth:`_when_due`), and wake for the next one."""
+        now = time.monotonic()
+        for item in [d for d in self._due if d[0] <= now]:
+            self._due.remove(item)
+            item[1]()
+        if self._due:
+            seconds = min(seconds, min(when for when, _ in self._due) - now)
+        ready, _, _ = select.select([self._wake_r, *fds], [], [], max(0.0, seconds))
+        if self._wake_r in ready:
             try:
                 while os.read(self._wake_r, 512):
                     pass
@@ -127,11 +140,16 @@ class Launcher:
                 self.container.remove()
         procs.reap_all(None)  # whatever setup (a killed venv build) may have left
         self._remove_group()  # normally gone already, right after the tree was reaped
+        reporter = self._start_reporter()
+        reporter.deliver(result)  # on its thread, while result.json is written: engines read it after the exit
         atomic_write_json(self.dir / RESULT_NAME, result)
         mark("result.json written")
-        self._start_reporter().finish(result)
+        reporter.wait()
         mark("exit report acknowledged")
-        self._replenish_spares()
+        if self.config.venv == "overlay" and not self.config.container:  # the next attempt's, off its path
+            from trainyard.launch.scratchenv import refill
+
+            refill(self.config)
         from trainyard.launch import marks
 
         marks.dump(self.dir)
@@ -209,9 +227,11 @@ class Launcher:
         from trainyard.launch import sampling  # after the spawn: nothing on the path to the command's start
 
         # in an image: the container's processes, not the runtime's client that is the launcher's child
-        sampler = sampling.start(str(self.metrics), cfg.gpus, cfg.sample_every,
-                                 root=self.container.pid if self.container is not None else None)
-        mark("sampler started")
+        sampler = sampling.make(str(self.metrics), cfg.gpus, cfg.sample_every,
+                                root=self.container.pid if self.container is not None else None)
+        if sampler is not None:
+            self._when_due(sampler.first_after, lambda: sampler.start(first_wait=0))
+        mark("sampler due")
         exit_code, reason, message = self._supervise(self.proc)
         mark("supervise returned")
         if self.container is not None:
@@ -252,10 +272,10 @@ class Launcher:
             cache = Path(cfg.venv_cache) if cfg.venv_cache else self.dir / "venvs"
             venv = ensure_venv(cfg.python_env, cache, work, self.log, lambda: self.cancelled is not None)
         elif cfg.venv and not cfg.container:  # pip installs in the job must not reach the server's env
-            from trainyard.launch.scratchenv import make
+            from trainyard.launch.scratchenv import make, spares as scratchenv_spares
 
             venv = make(cfg.venv, self.dir / "venv", work, self.log, lambda: self.cancelled is not None,
-                        spares=self._spares())
+                        spares=scratchenv_spares(cfg))
         mark("venv")
         self._check_cancel()
         cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
@@ -268,25 +288,6 @@ class Launcher:
         mark("inputs, env")
         self._check_cancel()
         return env, work
-
-    def _spares(self) -> Path | None:
-        """The pool of ready overlays this attempt takes its venv from (launch.scratchenv)."""
-        if self.config.venv != "overlay" or not self.config.venv_cache:
-            return None
-        from trainyard.launch.scratchenv import spare_pool
-
-        return spare_pool(Path(self.config.venv_cache))
-
-    def _replenish_spares(self) -> None:
-        """The next attempt's overlay, built once this one is reported: off every job's path."""
-        if self.config.container or (pool := self._spares()) is None:
-            return
-        from trainyard.launch.scratchenv import replenish
-
-        try:
-            replenish(pool)
-        except OSError as e:  # the next attempt builds its own
-            print(f"spare overlays in {pool}: {e}", flush=True)
 
     def _restore_checkpoint(self) -> None:
         """The job's last complete checkpoint set into its checkpoint dir; on replica 0, the sync started
@@ -354,7 +355,7 @@ class Launcher:
     def _supervise(self, proc) -> tuple[int | None, str, str]:
         """Wait for the command, enforcing cancel, timeout and memory limit; reap the tree."""
         cfg = self.config
-        waiter = procs.Waiter(proc, self._wake_w)
+        waiter = procs.watch(proc, self._wake_w)
         mark("waiter started")
         deadline = time.monotonic() + cfg.timeout if cfg.timeout else None
         tick = MEMORY_TICK if cfg.memory_limit else IDLE_TICK  # adapted to the tree's size once sampled
@@ -391,7 +392,7 @@ class Launcher:
                     append_log(self.log, f"{message}: killed")
                     break
             procs.reap_orphans(keep=proc.pid)
-            self._sleep(tick if deadline is None else min(tick, deadline - now))
+            self._sleep(tick if deadline is None else min(tick, deadline - now), waiter.fds())
         mark("main loop woke")
         waiter.join()
         procs.reap_all(proc.pid)
@@ -415,7 +416,7 @@ class Launcher:
         append_log(self.log, message)
         return message
 
-    def _stop(self, waiter: procs.Waiter, why: str) -> None:
+    def _stop(self, waiter: procs.ExitFd | procs.Waiter, why: str) -> None:
         """SIGTERM the group, give it the grace period, then SIGKILL the whole tree."""
         pgid, grace = waiter.proc.pid, self.config.grace_period
         append_log(self.log, f"{why}: stopping (SIGTERM, then SIGKILL after {grace:g} s)")
@@ -425,7 +426,7 @@ class Launcher:
             procs.reap_orphans(keep=pgid)
             if waiter.exited and not procs.group_alive(pgid):
                 break
-            self._sleep(min(0.05, end - time.monotonic()))
+            self._sleep(min(0.05, end - time.monotonic()), waiter.fds())
         procs.kill_tree(pgid)
 
     def _finish_outputs(self, work: Path, result: dict) -> dict:

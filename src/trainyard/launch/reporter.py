@@ -89,12 +89,20 @@ class Reporter:
 
         Returns whether the final report was acknowledged.
         """
+        self.deliver(result)
+        return self.wait()
+
+    def deliver(self, result: dict) -> None:
+        """Start delivering the rest of the files, then ``result``; :meth:`wait` for the end."""
         self._exited = True
         self._deadline = time.monotonic() + self.config.exit_report_deadline
         self._result = result
         if self._pid is None:
             self._pid = os.getpid()  # the command never started: the launcher stands in
         self._wake.set()
+
+    def wait(self) -> bool:
+        """Whether the final report was acknowledged, once it was or the deadline passed."""
         self._thread.join(self.config.exit_report_deadline + REQUEST_TIMEOUT + 5)
         return self._delivered
 

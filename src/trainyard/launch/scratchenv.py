@@ -101,6 +101,21 @@ def spare_pool(venv_cache: Path) -> Path:
     return venv_cache / SPARES_DIR / _pool_key
 
 
+def spares(config) -> Path | None:  # noqa: ANN001
+    """The pool an attempt's overlay is taken from (a launch.config.LaunchConfig's ``venv_cache``)."""
+    return spare_pool(Path(config.venv_cache)) if config.venv == "overlay" and config.venv_cache else None
+
+
+def refill(config) -> None:  # noqa: ANN001
+    """The next attempt's overlay, for a launcher to build once its own attempt is reported."""
+    if (pool := spares(config)) is None:
+        return
+    try:
+        replenish(pool)
+    except OSError as e:  # the next attempt builds its own; the launcher's log says why
+        print(f"spare overlays in {pool}: {e}", flush=True)
+
+
 def _take_spare(pool: Path, venv: Path) -> bool:
     try:
         names = [n for n in os.listdir(pool) if not n.startswith(".")]

@@ -10,6 +10,7 @@ line. Each launcher runs in its own session with its output in its
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -62,6 +63,9 @@ def main() -> int:
 
     from trainyard.launch import launcher, reporter, sampling, scratchenv, transport  # noqa: F401
 
+    # what the imports made is never collected: a launcher's collections then skip it instead of
+    # touching (and so copying) the zygote's pages
+    gc.freeze()
     signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
