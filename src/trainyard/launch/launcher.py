@@ -149,7 +149,9 @@ class Launcher:
         if self.config.venv == "overlay" and not self.config.container:  # the next attempt's, off its path
             from trainyard.launch.scratchenv import refill
 
+            os.nice(10)  # all that is left of this launcher: behind the jobs and the server on a busy node
             refill(self.config)
+            mark("spare overlay built")
         from trainyard.launch import marks
 
         marks.dump(self.dir)
