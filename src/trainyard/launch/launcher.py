@@ -1,10 +1,12 @@
 """One attempt from start to end: set up, run, watch, clean up, upload, report.
 
 The main thread owns the command; the reporter thread owns the HTTP side. The
-main thread sleeps in ``select`` on a self-pipe that three things poke: the
-waiter thread when the command exits, the signal machinery on SIGTERM
-(``signal.set_wakeup_fd``), and the reporter when the server asks to cancel.
-So every event is handled at once, and no tick is on the fast path.
+main thread sleeps in ``select`` on the command's pidfd (readable once it
+exits; where the kernel has none, a waiter thread pokes instead) and on a
+self-pipe that the signal machinery pokes on SIGTERM (``signal.set_wakeup_fd``)
+and the reporter when the server asks to cancel. So every event is handled at
+once, and no tick is on the fast path. Threads that have nothing to do yet
+(the sampler's) are started from those waits once due, not at the spawn.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import select
 import signal
 import time
 from pathlib import Path
+from typing import Callable
 
 from trainyard import envvars
 from trainyard.launch import cgroup, procs, reasons
-from trainyard.launch.marks import mark
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.files import append_log, atomic_write_json
+from trainyard.launch.marks import mark
 from trainyard.launch.prepare import (INHERITED_SECRETS, SetupError, build_env, cache_entries, checkpoint_folder,
                                      prepare_workdir, resolve_inputs)
 
@@ -46,7 +49,7 @@ class Launcher:
         self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
         self.readonly: list[str] = []  # the node's cache entries those inputs are in: the job sees them read-only
         self.checkpoints = None  # a launch.checkpoint_sync.CheckpointSync when checkpoints go to an object store
-        self._due: list[tuple[float, object]] = []  # (monotonic time, what to start then); see _when_due
+        self._due: list[tuple[float, Callable[[], object]]] = []  # (monotonic time, what to start); _when_due
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -80,7 +83,7 @@ class Launcher:
             self.cancelled = "the process that started the launcher died"
         return reasons.LOST if self.orphaned else reasons.CANCELLED
 
-    def _when_due(self, delay: float, start) -> None:  # noqa: ANN001
+    def _when_due(self, delay: float, start: Callable[[], object]) -> None:
         """Call ``start`` in ``delay`` seconds, from the main loop's waits: a thread that has nothing
         to do before then is not started for a command that is over by then."""
         self._due.append((time.monotonic() + delay, start))
