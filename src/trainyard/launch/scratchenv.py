@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 KINDS = ("overlay", "fresh")
-SPARES = 2  # overlays kept ready per pool: an attempt takes one, and builds one after its report
+SPARES = 2  # at most this many ready per pool: an attempt takes one, and builds one after its report
 SPARES_DIR = ".overlay-spares"  # in venv_cache; hidden: not one of launch.pyenv's content-hash venvs
 STALE_BUILD = 60.0  # seconds: a spare still under construction after this lost its launcher
 # Runs as pip's own console script does, from wherever the overlay is: the first two lines are sh
@@ -132,12 +132,15 @@ def _take_spare(pool: Path, venv: Path) -> bool:
     return False
 
 
-def replenish(pool: Path, keep: int = SPARES) -> int:
-    """Build spares until ``pool`` holds ``keep``; how many were built.
+def replenish(pool: Path, keep: int = SPARES) -> bool:
+    """Build one spare if ``pool`` holds fewer than ``keep``; whether it did.
 
-    Each is built under a dot name and renamed into the pool once whole, so a spare
-    in the pool is always complete; a dot folder older than :data:`STALE_BUILD` is
-    a crashed builder's and is removed.
+    One per call, whatever is missing: the launchers of a burst finish together and
+    each sees the pool short; building the whole shortfall each would be several
+    overlays per job where the jobs took one (a spare built in excess is not lost,
+    the next attempt takes it). It is built under a dot name and renamed into the
+    pool once whole, so a spare in the pool is always complete; a dot folder older
+    than :data:`STALE_BUILD` is a crashed builder's and is removed.
     """
     import shutil
     import uuid
@@ -149,16 +152,15 @@ def replenish(pool: Path, keep: int = SPARES) -> int:
             ready += 1
         elif now - _mtime(pool / name) > STALE_BUILD:
             shutil.rmtree(pool / name, ignore_errors=True)
-    built = 0
-    for _ in range(keep - ready):
-        tmp = pool / f".{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            _build_overlay(tmp)
-            os.rename(tmp, pool / uuid.uuid4().hex)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        built += 1
-    return built
+    if ready >= keep:
+        return False
+    tmp = pool / f".{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        _build_overlay(tmp)
+        os.rename(tmp, pool / uuid.uuid4().hex)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return True
 
 
 def _mtime(path: Path) -> float:
