@@ -1,6 +1,6 @@
 """Submit→finished latency of a trivial job, against a bare subprocess and Ray's Jobs API.
 
-    .venv/bin/python bench/latency.py [--n 30] [--warmup 3] [--cli 10] [--no-ray]
+    .venv/bin/python bench/latency.py [--n 30] [--warmup 3] [--cli 10] [--no-ray] [--marks]
 
 Starts its own trainyard server in a temporary TRAINYARD_HOME, runs N
 ``python -c pass`` jobs one after another through the SDK, interleaved with N
@@ -33,9 +33,11 @@ from pathlib import Path
 
 import psutil
 
+import launcher_marks
 from benchserver import BenchServer
 
 COMMAND = [sys.executable, "-c", "pass"]
+MARKS_ENV = "TRAINYARD_LAUNCH_MARKS"  # trainyard.envvars.LAUNCH_MARKS, inherited by the server
 TARGET_BARE_RATIO, TARGET_RAY_RATIO, TARGET_RSS_MB = 2.0, 20.0, 150.0  # issue 20: ≤ 2x (was 3x)
 PHASES = [  # consecutive (label, from, to) over the per-job timestamps of Trainyard.run
     ("submit: SDK call → HTTP → job row written", "submit_start", "job_created"),
@@ -159,6 +161,8 @@ class Trainyard(BenchServer):
             "started": a.started_at, "result_json": mtime(adir / "result.json"), "ended": a.ended_at,
             "wait_end": wall2,
         }
+        if os.environ.get(MARKS_ENV):
+            stamps["marks"] = launcher_marks.load(adir)
         return elapsed, stamps
 
     def idle_rss(self, idle: float = 2.0) -> tuple[int, int]:
@@ -262,7 +266,11 @@ def main() -> int:
     ap.add_argument("--server-cmd", default=f"{sys.executable} -m trainyard server",
                     help="how to start the server (split on spaces; default: %(default)s)")
     ap.add_argument("--json", type=Path, help="also write the raw numbers here")
+    ap.add_argument("--marks", action="store_true",
+                    help="launchers write marks.json (TRAINYARD_LAUNCH_MARKS): print their steps' wall and CPU")
     args = ap.parse_args()
+    if args.marks:
+        os.environ[MARKS_ENV] = "1"
     if args.n < 1 or args.warmup < 0 or args.cli < 0:
         ap.error("--n must be at least 1, --warmup and --cli at least 0")
 
@@ -352,6 +360,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> None:
             print(summary(name, xs))
     if stamps:
         breakdown(stamps)
+    if args.marks:
+        launcher_marks.table([s["marks"] for s in stamps if s.get("marks")])
     if rss:
         print("\nidle server RSS (server + descendants, after 2 s idle):")
         for when, (b, kids) in rss.items():

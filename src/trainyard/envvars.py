@@ -18,6 +18,8 @@ NODE_ROOT = "TRAINYARD_NODE_ROOT"        # on a Ray node: its own folder for att
                                          # (default: the server's home path, which must then exist there)
 LAUNCHER_STARTER = "TRAINYARD_LAUNCHER_STARTER"  # set by a Ray actor for its launcher: the actor's pid; a SIGTERM
                                          # once that pid is gone means the actor died, not a cancel (not passed on)
+LAUNCH_MARKS = "TRAINYARD_LAUNCH_MARKS"      # set (to anything) on the server: each launcher writes marks.json, where
+                                         # its time went (launch.marks, bench/latency.py --marks)
 
 # -- what a job sees (set by the launcher and the server, read by the in-job helpers) --
 JOB_ID = "TRAINYARD_JOB_ID"

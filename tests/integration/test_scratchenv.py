@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 
 from tests.support.wheels import make_wheel
-from trainyard.launch.scratchenv import make
+from trainyard.launch.scratchenv import SPARES, STALE_BUILD, make, replenish, spare_pool
 
 
 def run(python, *args: str) -> str:
@@ -31,3 +33,29 @@ def test_a_fresh_venv_has_pip_and_trainyard_but_not_the_servers_packages(tmp_pat
     assert run(python, "-c", "import sys, trainyard; print(sys.prefix)") == str(venv)
     assert "pip" in run(python, "-m", "pip", "--version")
     assert subprocess.run([str(python), "-c", "import pydantic"], capture_output=True).returncode != 0
+
+
+def test_a_spare_overlay_moved_into_an_attempt_installs_there(tmp_path):
+    pool = spare_pool(tmp_path / "venvs")
+    assert [replenish(pool) for _ in range(SPARES + 1)] == [True] * SPARES + [False]  # one a call, up to SPARES
+    (tmp_path / "attempt").mkdir()
+    venv = make("overlay", tmp_path / "attempt" / "venv", tmp_path, tmp_path / "log", lambda: False, spares=pool)
+    assert len([n for n in os.listdir(pool) if not n.startswith(".")]) == SPARES - 1  # taken, not built
+    python = venv / "bin" / "python"
+    assert run(python, "-c", "import sys, pydantic; print(sys.prefix)") == str(venv)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--no-index", "-q", "--disable-pip-version-check",
+                    str(make_wheel(tmp_path))], check=True, capture_output=True)
+    assert run(python, "-c", "import tinypkg; print(tinypkg.__file__)").startswith(str(venv))
+
+
+def test_a_spare_cut_short_is_never_taken_and_goes_once_stale(tmp_path):
+    pool = spare_pool(tmp_path / "venvs")
+    half = pool / ".4242-deadbeef"
+    (half / "bin").mkdir(parents=True)
+    (tmp_path / "attempt").mkdir()
+    venv = make("overlay", tmp_path / "attempt" / "venv", tmp_path, tmp_path / "log", lambda: False, spares=pool)
+    assert (venv / "pyvenv.cfg").exists() and half.exists()  # built in place; the half one left alone
+    old = time.time() - 2 * STALE_BUILD
+    os.utime(half, (old, old))
+    replenish(pool)
+    assert not half.exists()

@@ -1,10 +1,12 @@
 """One attempt from start to end: set up, run, watch, clean up, upload, report.
 
 The main thread owns the command; the reporter thread owns the HTTP side. The
-main thread sleeps in ``select`` on a self-pipe that three things poke: the
-waiter thread when the command exits, the signal machinery on SIGTERM
-(``signal.set_wakeup_fd``), and the reporter when the server asks to cancel.
-So every event is handled at once, and no tick is on the fast path.
+main thread sleeps in ``select`` on the command's pidfd (readable once it
+exits; where the kernel has none, a waiter thread pokes instead) and on a
+self-pipe that the signal machinery pokes on SIGTERM (``signal.set_wakeup_fd``)
+and the reporter when the server asks to cancel. So every event is handled at
+once, and no tick is on the fast path. Threads that have nothing to do yet
+(the sampler's) are started from those waits once due, not at the spawn.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import select
 import signal
 import time
 from pathlib import Path
+from typing import Callable
 
 from trainyard import envvars
 from trainyard.launch import cgroup, procs, reasons
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.files import append_log, atomic_write_json
+from trainyard.launch.marks import mark
 from trainyard.launch.prepare import (INHERITED_SECRETS, SetupError, build_env, cache_entries, checkpoint_folder,
                                      prepare_workdir, resolve_inputs)
 
@@ -45,9 +49,11 @@ class Launcher:
         self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
         self.readonly: list[str] = []  # the node's cache entries those inputs are in: the job sees them read-only
         self.checkpoints = None  # a launch.checkpoint_sync.CheckpointSync when checkpoints go to an object store
+        self._due: list[tuple[float, Callable[[], object]]] = []  # (monotonic time, what to start); _when_due
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
+        mark("launch.json read")
 
     # -- events ----------------------------------------------------------------
 
@@ -77,6 +83,11 @@ class Launcher:
             self.cancelled = "the process that started the launcher died"
         return reasons.LOST if self.orphaned else reasons.CANCELLED
 
+    def _when_due(self, delay: float, start: Callable[[], object]) -> None:
+        """Call ``start`` in ``delay`` seconds, from the main loop's waits: a thread that has nothing
+        to do before then is not started for a command that is over by then."""
+        self._due.append((time.monotonic() + delay, start))
+
     def _cancel_from_server(self) -> None:
         if self.cancelled is None:
             self.cancelled = "the server asked to cancel"
@@ -85,10 +96,17 @@ class Launcher:
         except OSError:
             pass
 
-    def _sleep(self, seconds: float) -> None:
-        """Wait up to ``seconds``, returning early on any event."""
-        ready, _, _ = select.select([self._wake_r], [], [], max(0.0, seconds))
-        if ready:
+    def _sleep(self, seconds: float, fds: list[int] | tuple = ()) -> None:
+        """Wait up to ``seconds``, returning early on any event (or one of ``fds`` readable);
+        first start what is due (:meth:`_when_due`), and wake for the next one."""
+        now = time.monotonic()
+        for item in [d for d in self._due if d[0] <= now]:
+            self._due.remove(item)
+            item[1]()
+        if self._due:
+            seconds = min(seconds, min(when for when, _ in self._due) - now)
+        ready, _, _ = select.select([self._wake_r, *fds], [], [], max(0.0, seconds))
+        if self._wake_r in ready:
             try:
                 while os.read(self._wake_r, 512):
                     pass
@@ -104,6 +122,7 @@ class Launcher:
         self._starter = int(starter) if starter.isdigit() else None
         self._install_signals()
         procs.become_subreaper()
+        mark("signals, subreaper")
         if self.config.storage:  # the server's endpoint for s3:// snapshots, inputs and outputs
             from trainyard.artifacts.transfer import use_storage
 
@@ -124,8 +143,21 @@ class Launcher:
                 self.container.remove()
         procs.reap_all(None)  # whatever setup (a killed venv build) may have left
         self._remove_group()  # normally gone already, right after the tree was reaped
+        reporter = self._start_reporter()
+        reporter.deliver(result)  # on its thread, while result.json is written: engines read it after the exit
         atomic_write_json(self.dir / RESULT_NAME, result)
-        self._start_reporter().finish(result)
+        mark("result.json written")
+        reporter.wait()
+        mark("exit report acknowledged")
+        if self.config.venv == "overlay" and not self.config.container:  # the next attempt's, off its path
+            from trainyard.launch.scratchenv import refill
+
+            os.nice(10)  # all that is left of this launcher: behind the jobs and the server on a busy node
+            refill(self.config)
+            mark("spare overlay built")
+        from trainyard.launch import marks
+
+        marks.dump(self.dir)
         return result
 
     def _start_reporter(self):
@@ -186,7 +218,9 @@ class Launcher:
             if self.group is not None:
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
                 argv = self.group.wrap(argv)
+            mark("memory group, argv")
             self.proc = procs.spawn(argv, str(work), env, str(self.log))
+            mark("spawned (exec done)")
         except OSError as e:
             self._remove_group()
             message = f"cannot start {cfg.command[0]!r}: {e.strerror or e}"
@@ -194,12 +228,17 @@ class Launcher:
             return _result(None, reasons.SETUP, message)
         reporter = self._start_reporter()
         reporter.started(self.proc.pid)
+        mark("reporter started")
         from trainyard.launch import sampling  # after the spawn: nothing on the path to the command's start
 
         # in an image: the container's processes, not the runtime's client that is the launcher's child
-        sampler = sampling.start(str(self.metrics), cfg.gpus, cfg.sample_every,
-                                 root=self.container.pid if self.container is not None else None)
+        sampler = sampling.make(str(self.metrics), cfg.gpus, cfg.sample_every,
+                                root=self.container.pid if self.container is not None else None)
+        if sampler is not None:
+            self._when_due(sampler.first_after, lambda: sampler.start(first_wait=0))
+        mark("sampler due")
         exit_code, reason, message = self._supervise(self.proc)
+        mark("supervise returned")
         if self.container is not None:
             from trainyard.launch import container
 
@@ -209,6 +248,7 @@ class Launcher:
             # its summary (peak memory, mean GPU use) is what `trainyard show` prints from the samples;
             # not a line in the job's log, which is the job's own output
             sampler.stop()
+            mark("sampler stopped")
         reporter.exited()
         if self.checkpoints is not None:  # what the job left in its checkpoint dir, once it can write no more
             if problem := self.checkpoints.final():
@@ -228,6 +268,7 @@ class Launcher:
         if not cfg.command:
             raise SetupError("the command is empty")
         work = prepare_workdir(cfg.snapshot, self.dir / "work")
+        mark("work dir")
         venv = None
         if cfg.python_env:
             from trainyard.launch.pyenv import ensure_venv
@@ -236,9 +277,11 @@ class Launcher:
             cache = Path(cfg.venv_cache) if cfg.venv_cache else self.dir / "venvs"
             venv = ensure_venv(cfg.python_env, cache, work, self.log, lambda: self.cancelled is not None)
         elif cfg.venv and not cfg.container:  # pip installs in the job must not reach the server's env
-            from trainyard.launch.scratchenv import make
+            from trainyard.launch.scratchenv import make, spares as scratchenv_spares
 
-            venv = make(cfg.venv, self.dir / "venv", work, self.log, lambda: self.cancelled is not None)
+            venv = make(cfg.venv, self.dir / "venv", work, self.log, lambda: self.cancelled is not None,
+                        spares=scratchenv_spares(cfg))
+        mark("venv")
         self._check_cancel()
         cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
         inputs = resolve_inputs(cfg.inputs, cache, work)
@@ -247,6 +290,7 @@ class Launcher:
             self._check_cancel()
             self._restore_checkpoint()
         env = build_env(cfg, self.dir, inputs, venv)
+        mark("inputs, env")
         self._check_cancel()
         return env, work
 
@@ -316,7 +360,8 @@ class Launcher:
     def _supervise(self, proc) -> tuple[int | None, str, str]:
         """Wait for the command, enforcing cancel, timeout and memory limit; reap the tree."""
         cfg = self.config
-        waiter = procs.Waiter(proc, self._wake_w)
+        waiter = procs.watch(proc, self._wake_w)
+        mark("waiter started")
         deadline = time.monotonic() + cfg.timeout if cfg.timeout else None
         tick = MEMORY_TICK if cfg.memory_limit else IDLE_TICK  # adapted to the tree's size once sampled
         reason = message = None
@@ -352,9 +397,11 @@ class Launcher:
                     append_log(self.log, f"{message}: killed")
                     break
             procs.reap_orphans(keep=proc.pid)
-            self._sleep(tick if deadline is None else min(tick, deadline - now))
+            self._sleep(tick if deadline is None else min(tick, deadline - now), waiter.fds())
+        mark("main loop woke")
         waiter.join()
         procs.reap_all(proc.pid)
+        mark("tree reaped")
         rc = proc.returncode
         if self.group is not None:
             # any OOM kill in the group fails the replica, even one the command survived,
@@ -374,7 +421,7 @@ class Launcher:
         append_log(self.log, message)
         return message
 
-    def _stop(self, waiter: procs.Waiter, why: str) -> None:
+    def _stop(self, waiter: procs.ExitFd | procs.Waiter, why: str) -> None:
         """SIGTERM the group, give it the grace period, then SIGKILL the whole tree."""
         pgid, grace = waiter.proc.pid, self.config.grace_period
         append_log(self.log, f"{why}: stopping (SIGTERM, then SIGKILL after {grace:g} s)")
@@ -384,7 +431,7 @@ class Launcher:
             procs.reap_orphans(keep=pgid)
             if waiter.exited and not procs.group_alive(pgid):
                 break
-            self._sleep(min(0.05, end - time.monotonic()))
+            self._sleep(min(0.05, end - time.monotonic()), waiter.fds())
         procs.kill_tree(pgid)
 
     def _finish_outputs(self, work: Path, result: dict) -> dict:

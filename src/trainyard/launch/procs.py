@@ -20,6 +20,8 @@ import sys
 import threading
 import time
 
+from trainyard.launch.marks import mark
+
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -72,6 +74,42 @@ def check_executable(program: str, cwd: str, env: dict[str, str]) -> None:
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
 
+def watch(proc: subprocess.Popen, wake_fd: int) -> "ExitFd | Waiter":
+    """What tells the main loop that the command exited: a pidfd where the kernel has them, else a thread."""
+    if hasattr(os, "pidfd_open"):
+        try:
+            return ExitFd(proc)
+        except OSError:  # a kernel before 5.3, or seccomp refusing the call
+            pass
+    return Waiter(proc, wake_fd)
+
+
+class ExitFd:
+    """The command's pidfd, readable once it exits (Linux 5.3+): the main loop selects on it beside
+    its wake pipe, so the exit wakes it directly, with no thread started nor handed the news."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self._fd: int | None = os.pidfd_open(proc.pid)
+
+    @property
+    def exited(self) -> bool:
+        """Whether the command exited; reaps it if so (its status goes to Popen, as with :class:`Waiter`)."""
+        return self.proc.poll() is not None
+
+    def fds(self) -> list[int]:
+        """What to select on: nothing once the command is reaped (a pidfd stays readable)."""
+        return [] if self._fd is None or self.proc.returncode is not None else [self._fd]
+
+    def join(self, timeout: float | None = None) -> None:
+        try:
+            self.proc.wait(timeout)
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
 class Waiter:
     """Blocks in ``wait()`` on a thread and pokes ``wake_fd`` when the command exits.
 
@@ -87,11 +125,15 @@ class Waiter:
 
     def _run(self) -> None:
         self.proc.wait()
+        mark("waiter: command reaped")
         self.exited = True  # before the poke, so the woken main loop sees it
         try:
             os.write(self._wake_fd, b"x")
         except OSError:
             pass
+
+    def fds(self) -> list[int]:
+        return []  # the thread pokes the launcher's wake pipe instead
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)

@@ -35,6 +35,7 @@ from typing import Callable
 
 from trainyard.launch import tail
 from trainyard.launch.config import CONFIG_NAME
+from trainyard.launch.marks import mark
 from trainyard.launch.transport import post_json
 
 TICK = 0.15        # how often new log bytes and metric lines are looked for
@@ -88,12 +89,20 @@ class Reporter:
 
         Returns whether the final report was acknowledged.
         """
+        self.deliver(result)
+        return self.wait()
+
+    def deliver(self, result: dict) -> None:
+        """Start delivering the rest of the files, then ``result``; :meth:`wait` for the end."""
         self._exited = True
         self._deadline = time.monotonic() + self.config.exit_report_deadline
         self._result = result
         if self._pid is None:
             self._pid = os.getpid()  # the command never started: the launcher stands in
         self._wake.set()
+
+    def wait(self) -> bool:
+        """Whether the final report was acknowledged, once it was or the deadline passed."""
         self._thread.join(self.config.exit_report_deadline + REQUEST_TIMEOUT + 5)
         return self._delivered
 
@@ -141,7 +150,9 @@ class Reporter:
         news = "log" in body or "metrics" in body or "result" in body
         if not news and self._last_sent is not None and time.monotonic() - self._last_sent < HEARTBEAT:
             return "idle"
+        mark("reporter: posting" + (" the result" if "result" in body else ""))
         cancel = self._post(body)
+        mark("reporter: answered")
         self._last_sent = time.monotonic()
         self.log_offset += log_n
         self.metrics_offset += metrics_n

@@ -1,8 +1,9 @@
 """What the command uses: its process tree's CPU and memory and its GPUs, sampled every few seconds.
 
-A daemon thread started right after the command, so nothing here sits between
-the spawn and the command's first instruction: psutil (and NVML) are imported
-in the thread. Each sample is one line appended to ``metrics.jsonl`` in the
+A daemon thread, which the launcher starts once the first sample is due (a
+second after the command's start, or ``every`` if sooner; a shorter job never
+has it), so nothing here sits between the spawn and the command's first
+instruction: psutil (and NVML) are imported in the thread. Each sample is one line appended to ``metrics.jsonl`` in the
 in-job SDK's format, named ``system/…`` (as MLflow names its system metrics),
 so the reporter sends it with the job's own metrics and the server stores it
 next to them. One ``write`` per line on an ``O_APPEND`` file: the job's own
@@ -51,10 +52,16 @@ class Sampler:
         self.gpu_samples = 0
         self._procs: dict[int, Any] = {}  # pid -> psutil.Process: cpu_percent compares with its last call
         self._handles: list[tuple[str, Any]] = []
+        self.first_after = min(FIRST_AFTER, every)  # seconds from the start to the first sample
+        self._first_wait = self.first_after
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainyard-sampler", daemon=True)
 
-    def start(self) -> "Sampler":
+    def start(self, first_wait: float | None = None) -> "Sampler":
+        """Start sampling; the first sample after ``first_wait`` seconds (default :attr:`first_after`).
+        The launcher starts it only once the first sample is due: a short job never has the thread."""
+        if first_wait is not None:
+            self._first_wait = first_wait
         self._thread.start()
         return self
 
@@ -71,7 +78,7 @@ class Sampler:
     # -- the thread ------------------------------------------------------------
 
     def _run(self) -> None:
-        if self._stop.wait(min(FIRST_AFTER, self.every)):
+        if self._stop.wait(self._first_wait):
             return
         import psutil
 
@@ -173,9 +180,16 @@ class Sampler:
             os.close(fd)
 
 
-def start(metrics_path: str, gpus: list[str], every: float | None,
-          root: Callable[[], int | None] | None = None) -> Sampler | None:
-    """A running sampler, or None when sampling is off (``every`` 0 or None); ``root``: see :class:`Sampler`."""
+def make(metrics_path: str, gpus: list[str], every: float | None,
+         root: Callable[[], int | None] | None = None) -> Sampler | None:
+    """A sampler not started yet, or None when sampling is off (``every`` 0 or None); ``root``: see :class:`Sampler`."""
     if not every or every <= 0:
         return None
-    return Sampler(metrics_path, gpus, every, root=root).start()
+    return Sampler(metrics_path, gpus, every, root=root)
+
+
+def start(metrics_path: str, gpus: list[str], every: float | None,
+          root: Callable[[], int | None] | None = None) -> Sampler | None:
+    """A running sampler, or None when sampling is off (see :func:`make`)."""
+    sampler = make(metrics_path, gpus, every, root)
+    return sampler.start() if sampler is not None else None

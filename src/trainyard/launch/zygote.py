@@ -10,9 +10,12 @@ line. Each launcher runs in its own session with its output in its
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
+
+from trainyard.launch import marks
 
 
 def _reap(*_: object) -> None:
@@ -26,6 +29,7 @@ def _reap(*_: object) -> None:
 
 
 def _child(attempt_dir: str) -> None:
+    marks.mark("zygote: forked")
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the launcher waits for its own command
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
@@ -57,8 +61,11 @@ def main() -> int:
     import ctypes  # noqa: F401  (procs.become_subreaper would import it: ~2 ms per launcher)
     import socket  # noqa: F401  (the reporter's first connection would import it)
 
-    from trainyard.launch import launcher, reporter, transport  # noqa: F401
+    from trainyard.launch import launcher, reporter, sampling, scratchenv, transport  # noqa: F401
 
+    # what the imports made is never collected: a launcher's collections then skip it instead of
+    # touching (and so copying) the zygote's pages
+    gc.freeze()
     signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
@@ -68,6 +75,8 @@ def main() -> int:
         attempt_dir = line.strip()
         if not attempt_dir:
             continue
+        marks.reset()
+        marks.mark("zygote: read the attempt dir")
         # the launcher is born with SIGTERM blocked, and unblocks it once its handler is in place
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         pid = os.fork()
