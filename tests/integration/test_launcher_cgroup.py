@@ -31,7 +31,7 @@ held = []
 for i in range(50):
     held.append(bytearray(10 << 20))
     print("held", len(held) * 10, flush=True)
-time.sleep(0.2)
+time.sleep(2)  # longer than the sampled limit's 0.5 s between looks (a cgroup kills it while it allocates)
 """
 
 
