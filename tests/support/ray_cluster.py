@@ -4,6 +4,9 @@ Every node is started in a session of its own, so a test can kill one node
 (its raylet and everything under it, as a machine that dies) and the fixture
 can kill them all at the end, without touching any other Ray on the machine.
 Resources are declared, not detected: two cores can host three nodes.
+
+:func:`shared` is the session's one cluster of :func:`start_test_cluster`'s shape, for every module
+that does not need nodes of its own (``shared_ray_cluster`` in tests/conftest.py says who and when).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,7 +118,9 @@ class RayCluster:
         ]))
 
     def add_worker(self, name: str, cpus: float = 2, memory: int = 4 * GIB, gpus: int = 0,
-                   resources: dict | None = None, labels: dict | None = None, env: dict | None = None) -> RayNode:
+                   resources: dict | None = None, labels: dict | None = None, env: dict | None = None,
+                   wait: bool = True) -> RayNode:
+        """``wait``: until the cluster counts this node alive (else the caller waits, see :meth:`add_workers`)."""
         args = [f"--address={self.address}", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
                 f"--num-gpus={gpus}", f"--memory={memory}", "--object-store-memory=80000000",
                 "--disable-usage-stats"]
@@ -123,8 +129,22 @@ class RayCluster:
         if labels:
             args.append("--labels=" + ",".join(f"{k}={v}" for k, v in labels.items()))
         node = self._start(RayNode(name, args, tags={"gpus": gpus, **(labels or {})}, env=env or {}))
-        self.wait_nodes(sum(not n.killed for n in self.nodes))
+        if wait:
+            self.wait_nodes(sum(not n.killed for n in self.nodes))
         return node
+
+    def add_workers(self, workers: dict[str, dict]) -> list[RayNode]:
+        """Workers (name → :meth:`add_worker` keywords) started side by side once the head is up.
+
+        Each ``ray start`` keeps its own retry on the 30 s registration wait, which two raylets
+        starting at once on two loaded cores can run out; a try that fails for any other reason
+        fails the whole start, as one at a time would.
+        """
+        with ThreadPoolExecutor(len(workers)) as pool:
+            futures = [pool.submit(self.add_worker, name, wait=False, **kw) for name, kw in workers.items()]
+            nodes = [f.result() for f in futures]
+        self.wait_nodes(sum(not n.killed for n in self.nodes))
+        return nodes
 
     def alive_nodes(self) -> list[dict]:
         from ray.util.state import list_nodes
@@ -169,9 +189,29 @@ def start_test_cluster(base: Path) -> RayCluster:
     cluster = RayCluster(base, ray_bin())
     try:
         cluster.start_head()
-        cluster.add_worker("cpu-worker", cpus=2, labels={"zone": "a"})
-        cluster.add_worker("gpu-worker", cpus=2, gpus=2, resources={"gpu_type:A100": 2}, labels={"zone": "b"})
+        cluster.add_workers({"cpu-worker": {"cpus": 2, "labels": {"zone": "a"}},
+                             "gpu-worker": {"cpus": 2, "gpus": 2, "resources": {"gpu_type:A100": 2},
+                                            "labels": {"zone": "b"}}})
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+_shared: RayCluster | None = None
+
+
+def shared(base: Path) -> RayCluster:
+    """The session's shared :func:`start_test_cluster`, started under ``base`` on first use."""
+    global _shared
+    if _shared is None:
+        _shared = start_test_cluster(base)
+    return _shared
+
+
+def stop_shared() -> None:
+    """Stop the shared cluster, if one runs (again: nothing)."""
+    global _shared
+    if _shared is not None:
+        _shared.stop()
+        _shared = None
