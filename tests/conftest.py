@@ -51,6 +51,61 @@ def need_module(name: str, install: str):  # noqa: ANN201
 
 
 @pytest.fixture(scope="session")
+def shared_ray_cluster(tmp_path_factory):
+    """The session's one three-node Ray cluster (``start_test_cluster``), for the tests that can share it.
+
+    A Ray cluster takes half a minute to start on CI's two cores, so the modules whose tests keep
+    its nodes as they are share one. Its users (tests that need this fixture, or are marked
+    ``ray_cluster`` where they ask for it at run time) run as one block, those marked
+    ``ray_cluster(kills_node=True)`` last, and it is stopped after the last of them: no idle
+    cluster slows the rest of the suite. Whoever launches on it uses a Ray namespace, placement
+    groups and actors named by ids of its own, and releases them.
+    """
+    need_module("ray", "pip install 'trainyard[ray]'")
+    from tests.support import ray_cluster
+
+    yield ray_cluster.shared(tmp_path_factory.mktemp("ray"))
+    ray_cluster.stop_shared()
+
+
+def _uses_shared_ray(item: pytest.Item) -> bool:
+    return "shared_ray_cluster" in getattr(item, "fixturenames", ()) or item.get_closest_marker("ray_cluster") is not None
+
+
+_LAST_RAY_USER = pytest.StashKey[pytest.Item]()
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture parameters
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The shared Ray cluster's users as one block, at the place of the last module's first user."""
+    users = [i for i in items if _uses_shared_ray(i)]
+    if not users:
+        return
+    kills = {id(i) for i in users if (m := i.get_closest_marker("ray_cluster")) and m.kwargs.get("kills_node")}
+    block = [i for i in users if id(i) not in kills] + [i for i in users if id(i) in kills]
+    anchor = next(i for i in users if i.path == block[-1].path)
+    ordered: list[pytest.Item] = []
+    for item in items:
+        if item is anchor:
+            ordered += block
+        elif not _uses_shared_ray(item):
+            ordered.append(item)
+    items[:] = ordered
+    config.stash[_LAST_RAY_USER] = block[-1]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):  # noqa: ANN201
+    try:
+        return (yield)
+    finally:
+        if item is item.config.stash.get(_LAST_RAY_USER, None):
+            from tests.support.ray_cluster import stop_shared
+
+            stop_shared()
+
+
+@pytest.fixture(scope="session")
 def pg_server(tmp_path_factory):
     url = os.environ.get("TRAINYARD_TEST_PG_URL")
     if url:

@@ -1,40 +1,30 @@
 """The engine contract (``trainyard.engines.base.Engine``), checked the same way on every engine.
 
 The fake runs nothing; the local engine runs launcher processes here; the Ray
-engine runs them in actors on a real three-node Ray cluster on loopback, one
-for the whole module (without Ray: skipped on a laptop, a failure on CI).
-Tests run grouped by engine, so the cluster is up only while Ray's turn lasts.
+engine runs them in actors on a real three-node Ray cluster on loopback: the
+session's shared one (``shared_ray_cluster``; without Ray: skipped on a laptop,
+a failure on CI), in a Ray namespace of each rig's own. Tests run grouped by
+engine; the Ray ones run in the shared cluster's block, with its other users.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.conftest import need
 from tests.contract.rigs import EXIT_CODE, FakeRig, LocalRig, RayRig, Rig
 from tests.support.waiting import until
 from trainyard.engines.base import Launch
 from trainyard.status import Reason
 
-ENGINES = ["fake", "local", pytest.param("ray", marks=pytest.mark.slow)]
+ENGINES = ["fake", "local", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.ray_cluster])]
 
 
 @pytest.fixture(scope="module", params=ENGINES)
-def place(request, tmp_path_factory):
-    """Where an engine runs: nothing, this machine, or a Ray cluster (shared by the module's Ray tests)."""
+def place(request):
+    """Where an engine runs: nothing, this machine, or the session's shared Ray cluster."""
     if request.param != "ray":
-        yield request.param, None
-        return
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        ray = None
-    need(ray is not None, "ray is not installed (pip install 'trainyard[ray]')")
-    from tests.support.ray_cluster import start_test_cluster
-
-    cluster = start_test_cluster(tmp_path_factory.mktemp("ray"))
-    yield "ray", cluster
-    cluster.stop()
+        return request.param, None
+    return "ray", request.getfixturevalue("shared_ray_cluster")
 
 
 @pytest.fixture

@@ -175,18 +175,24 @@ def test_bad_requests_name_the_field(server):
 
 
 @pytest.fixture(scope="module")
-def ray_server(tmp_path_factory):
-    need_module("ray", "pip install 'trainyard[ray]'")
-    from tests.support.ray_cluster import start_test_cluster
+def ray_server(shared_ray_cluster, tmp_path_factory):
+    """On the session's shared Ray cluster (tests/conftest.py), which outlives this module: stopped
+    only once Ray has released every placement group it made, so the cluster's next user starts
+    with every CPU free."""
+    from ray.util.state import list_placement_groups
 
-    cluster = start_test_cluster(tmp_path_factory.mktemp("ray"))
-    srv = ServerProcess(tmp_path_factory.mktemp("dask-ray") / "home", ["--engine", "ray", "--ray-address", cluster.address])
+    def released() -> bool:
+        return all(p.state == "REMOVED" for p in list_placement_groups(address=shared_ray_cluster.address, limit=10_000)
+                   if (p.name or "").startswith("trainyard-"))
+
+    srv = ServerProcess(tmp_path_factory.mktemp("dask-ray") / "home",
+                        ["--engine", "ray", "--ray-address", shared_ray_cluster.address])
     try:
         srv.start(timeout=90)
         yield srv
+        until(released, timeout=60)
     finally:
         srv.stop()
-        cluster.stop()
 
 
 def test_on_the_ray_engine_workers_land_on_two_nodes(ray_server):

@@ -1,8 +1,9 @@
 """The Ray engine against a real three-node Ray cluster on loopback.
 
 Head: 1 CPU. cpu-worker: 2 CPUs, zone=a. gpu-worker: 2 CPUs, 2 declared GPUs
-of type A100 (``gpu_type:A100``), zone=b. The node-loss test kills a worker,
-so it runs last.
+of type A100 (``gpu_type:A100``), zone=b: the session's shared cluster
+(``shared_ray_cluster`` in tests/conftest.py). The node-loss test kills a worker,
+so it runs last of all the shared cluster's users (``ray_cluster(kills_node=True)``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import need, need_module
+from tests.conftest import need_module
 from tests.e2e.helpers import py_job, until
 from tests.support.servers import ServerProcess
 
@@ -25,17 +26,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        ray = None
-    need(ray is not None, "ray is not installed (pip install 'trainyard[ray]')")
-    from tests.support.ray_cluster import start_test_cluster
-
-    c = start_test_cluster(tmp_path_factory.mktemp("ray"))
-    yield c
-    c.stop()
+def cluster(shared_ray_cluster):
+    return shared_ray_cluster
 
 
 @pytest.fixture
@@ -301,6 +293,7 @@ for i in range(start, 30):
 """
 
 
+@pytest.mark.ray_cluster(kills_node=True)
 def test_a_lost_node_ends_the_attempt_as_node_lost_and_the_retry_resumes_elsewhere(server, cluster):
     c = server.client()
     job = c.submit(py_job(RESUMABLE, resources={"cpu": 2}, retry={"max": 2, "backoff": 0}))

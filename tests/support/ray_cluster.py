@@ -4,6 +4,9 @@ Every node is started in a session of its own, so a test can kill one node
 (its raylet and everything under it, as a machine that dies) and the fixture
 can kill them all at the end, without touching any other Ray on the machine.
 Resources are declared, not detected: two cores can host three nodes.
+
+:func:`shared` is the session's one cluster of :func:`start_test_cluster`'s shape, for every module
+that does not need nodes of its own (``shared_ray_cluster`` in tests/conftest.py says who and when).
 """
 
 from __future__ import annotations
@@ -115,6 +118,8 @@ class RayCluster:
 
     def add_worker(self, name: str, cpus: float = 2, memory: int = 4 * GIB, gpus: int = 0,
                    resources: dict | None = None, labels: dict | None = None, env: dict | None = None) -> RayNode:
+        """Started after the nodes before it, never beside them: two ``ray start`` of one machine at
+        once make one of them miss Ray's 30 s registration wait every time (tried, 2026-11-26)."""
         args = [f"--address={self.address}", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
                 f"--num-gpus={gpus}", f"--memory={memory}", "--object-store-memory=80000000",
                 "--disable-usage-stats"]
@@ -143,13 +148,19 @@ class RayCluster:
         raise RuntimeError(f"the cluster did not reach {count} alive nodes")
 
     def stop(self) -> None:
+        """SIGTERM every process of every node, SIGKILL what is left a second later.
+
+        The raylets, the GCS and the runtime-env agents never end within 5 s of a SIGTERM, so
+        waiting longer only cost every cluster's teardown 5 s; a test cluster keeps nothing that
+        a clean shutdown would save (its temp dir is removed here).
+        """
         procs = [p for n in self.nodes for p in n.processes()]
         for p in procs:
             try:
                 p.terminate()
             except psutil.Error:
                 pass
-        _, alive = psutil.wait_procs(procs, timeout=5)
+        _, alive = psutil.wait_procs(procs, timeout=1)
         for p in alive:
             try:
                 p.kill()
@@ -175,3 +186,22 @@ def start_test_cluster(base: Path) -> RayCluster:
         cluster.stop()
         raise
     return cluster
+
+
+_shared: RayCluster | None = None
+
+
+def shared(base: Path) -> RayCluster:
+    """The session's shared :func:`start_test_cluster`, started under ``base`` on first use."""
+    global _shared
+    if _shared is None:
+        _shared = start_test_cluster(base)
+    return _shared
+
+
+def stop_shared() -> None:
+    """Stop the shared cluster, if one runs (again: nothing)."""
+    global _shared
+    if _shared is not None:
+        _shared.stop()
+        _shared = None
