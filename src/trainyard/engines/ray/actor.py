@@ -44,6 +44,7 @@ NOT_STARTED = "not-started"  # what attaching to an actor that never started a l
 LOST = "lost"  # what attaching to an agent answers for a launcher it started and no longer knows (it restarted)
 AGENT_THREADS = 1000  # calls an agent serves at once: one per replica waiting for its bundle or running
 KILL_SLACK = 5.0  # seconds past the grace period the launcher has to end the command before the actor does
+EARLY_KEPT = 10_000  # stops an agent keeps for run calls yet to come (see NodeAgent.stop); the oldest go first
 
 
 def _die_with_parent() -> None:
@@ -217,6 +218,7 @@ class NodeAgent:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._slots: dict[str, ReplicaActor] = {}
+        self._early: dict[str, None] = {}  # keys stopped or released before their run call: it starts nothing
 
     def run(self, key: str, config: dict[str, Any] | None, workdir: str, root: str | None = None,
             placement_group: Any = None) -> LaunchResult | str | None:
@@ -230,6 +232,9 @@ class NodeAgent:
             if slot is None:
                 if config is None:
                     return _left_behind(workdir, root)
+                if key in self._early:
+                    del self._early[key]
+                    return LaunchResult(reason=Reason.CANCELLED, message="cancelled before it started")
                 slot = self._slots[key] = ReplicaActor(gpus_from_ray=False)
         if config is not None and placement_group is not None:
             while not slot.stopped and not _placed(placement_group):
@@ -237,17 +242,31 @@ class NodeAgent:
         return slot.run(config, workdir, root)
 
     def stop(self, key: str) -> bool:
+        """Stop the key's launcher. One whose run call has not come yet is kept, and that call starts
+        none: the agent serves calls on many threads in no set order (Ray keeps none for a threaded
+        actor), so the engine's stop, sent after its run, is often served first on a fresh agent."""
         with self._lock:
             slot = self._slots.get(key)
+            if slot is None:
+                self._stopped_early(key)
         return slot.stop() if slot is not None else False
 
     def forget(self, key: str) -> None:
         """The engine released the replica: stop its launcher if it still runs (as removing its actor
-        would) and drop what is kept about it."""
+        would) and drop what is kept about it; a run call still to come starts nothing (as stop)."""
         with self._lock:
             slot = self._slots.pop(key, None)
+            if slot is None:
+                self._stopped_early(key)
         if slot is not None:
             slot.stop()
+
+    def _stopped_early(self, key: str) -> None:
+        """Under the lock. Bounded: a stop for a replica that already ended (and was forgotten) is kept
+        too, and no run call comes for it."""
+        self._early[key] = None
+        while len(self._early) > EARLY_KEPT:
+            del self._early[next(iter(self._early))]
 
 
 def _placed(placement_group: Any, wait: float = 1.0) -> bool:
