@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 import threading
 
+import pytest
+
 from tests.integration.test_launcher_support import make_config, report_server  # noqa: F401  (a fixture)
 from trainyard.engines.ray.actor import NodeAgent
 from trainyard.status import Reason
@@ -27,38 +29,24 @@ def _run_after(agent: NodeAgent, key: str, config, workdir) -> tuple[dict, threa
     return out, runner
 
 
-def test_a_stop_that_comes_before_the_run_call_keeps_the_launcher_from_starting(tmp_path, report_server):
-    workdir = tmp_path / "attempts" / "e-1" / "r0"
+@pytest.mark.parametrize("early", ["stop", "forget"])
+def test_a_stop_or_forget_that_comes_before_the_run_call_keeps_the_launcher_from_starting(
+        tmp_path, report_server, early):
+    key, workdir = f"{early}-1-r0", tmp_path / "attempts" / f"{early}-1" / "r0"
     config = make_config(tmp_path / "draft", report_server.url, FOREVER, grace_period=0.5, exit_report_deadline=5)
     agent = NodeAgent()
 
-    # when the stop is served before the run call
-    agent.stop("e-1-r0")
-    out, runner = _run_after(agent, "e-1-r0", config, workdir)
+    # when the stop (a cancel) or the forget (a release) is served before the run call
+    getattr(agent, early)(key)
+    out, runner = _run_after(agent, key, config, workdir)
     try:
         # then run answers at once, cancelled, and no launcher was started
         assert not runner.is_alive(), "the launcher started and runs its command"
         assert out["r"].reason == Reason.CANCELLED, out["r"]
         assert not (workdir / "launch.json").exists()
     finally:
-        agent.forget("e-1-r0")  # what a failed run started
-        runner.join(30)
-
-
-def test_a_forget_that_comes_before_the_run_call_keeps_the_launcher_from_starting(tmp_path, report_server):
-    workdir = tmp_path / "attempts" / "f-1" / "r0"
-    config = make_config(tmp_path / "draft", report_server.url, FOREVER, grace_period=0.5, exit_report_deadline=5)
-    agent = NodeAgent()
-
-    agent.forget("f-1-r0")
-    out, runner = _run_after(agent, "f-1-r0", config, workdir)
-    try:
-        assert not runner.is_alive(), "the launcher started and runs its command"
-        assert out["r"].reason == Reason.CANCELLED, out["r"]
-        assert not (workdir / "launch.json").exists()
-    finally:
-        agent.forget("f-1-r0")
-        agent.stop("f-1-r0")
+        agent.forget(key)  # what a failed run started
+        agent.stop(key)
         runner.join(30)
 
 
