@@ -103,6 +103,7 @@ def test_the_runs_list_filters_by_status_and_name_in_the_url(server, page):
     expect(page.locator("tr[data-run]")).to_have_count(1)
     expect(page.locator("tr[data-run]")).to_contain_text("quick")
     page.get_by_label("succeeded").uncheck()
+    page.wait_for_function("!location.search.includes('status=')")
     page.fill("input[name=name]", "slo")
     page.wait_for_url("**/pipelines?name=slo")
     expect(page.locator("tr[data-run]")).to_have_count(1)

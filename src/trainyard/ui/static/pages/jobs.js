@@ -48,7 +48,9 @@ export function render(root, { query }) {
   const pageNo = Math.max(1, parseInt(query.get("page"), 10) || 1);
   const sort = query.get("sort") || "-created";
   const selected = new Set();
-  const go = (changes) => navigate(location.pathname + withQuery(query, { page: null, ...changes }), { replace: true });
+  // from the address as it is now (a change event can come after another control moved the page on)
+  const go = (changes) => navigate(location.pathname + withQuery(new URLSearchParams(location.search),
+                                                                 { page: null, ...changes }), { replace: true });
 
   // -- filters -------------------------------------------------------------------------------------------
   const chosen = new Set(query.getAll("status"));

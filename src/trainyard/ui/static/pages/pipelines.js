@@ -13,7 +13,10 @@ export function render(root, { query }) {
   const status = query.getAll("status");
   const name = query.get("name") || "";
   const cursor = query.get("cursor");
-  const set = (changes) => navigate(`/pipelines${withQuery(query, { cursor: null, ...changes })}`, { replace: true });
+  // from the address as it is now, not as it was at render: the name box's timer can fire after a checkbox
+  // already moved the page on, and must not put back the filter that the checkbox took away
+  const live = () => new URLSearchParams(location.search);
+  const set = (changes) => navigate(`/pipelines${withQuery(live(), { cursor: null, ...changes })}`, { replace: true });
 
   const search = h("input", { type: "search", name: "name", placeholder: "name contains…", value: name });
   let typing = null;
@@ -25,7 +28,10 @@ export function render(root, { query }) {
     h("span.muted", null, "Status"),
     STATUSES.map((s) => h("label", null, h("input", {
       type: "checkbox", name: "status", value: s, checked: status.includes(s),
-      onchange: (e) => set({ status: e.target.checked ? [...status, s] : status.filter((x) => x !== s) }),
+      onchange: (e) => {
+        const now = live().getAll("status").filter((x) => x !== s);
+        set({ status: e.target.checked ? [...now, s] : now });
+      },
     }), " ", s)),
     h("span.grow"), search);
   const body = h("tbody");
