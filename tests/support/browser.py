@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
@@ -25,8 +26,11 @@ def signed_in(url: str, token: str | None, path: str = "/") -> str:
 
 
 def screenshot(page, name: str) -> Path:  # noqa: ANN001
-    """Keep a current picture of a page for the README (docs/screenshots/NAME.png)."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
+    """A picture of a page: for the README (docs/screenshots/NAME.png) with ``TRAINYARD_SCREENSHOTS=1``,
+    else in a temporary folder, so that a test run leaves the checkout as it found it."""
+    folder = SCREENSHOTS if os.environ.get("TRAINYARD_SCREENSHOTS") == "1" else \
+        Path(tempfile.gettempdir()) / "trainyard-screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
     page.screenshot(path=str(path), full_page=False)
     return path
