@@ -34,6 +34,8 @@ from trainyard.services.serving import ServingService
 log = logging.getLogger(__name__)
 # the hop to the replica frames its own body, and this server already answered any Expect: 100-continue
 NOT_FORWARDED = HOP | {b"content-length", b"expect"}
+# uvicorn adds its own Date and Server to every answer: the replica's would be a second copy (nginx drops them too)
+NOT_RETURNED = HOP | {b"date", b"server"}
 BUFFER = 1 << 20  # bytes: bodies up to this size (with a length) are passed whole, larger ones streamed
 GONE = 499  # what the traffic counts for a caller that left before its request was sent (nginx's code)
 
@@ -105,7 +107,7 @@ class ServeProxy:
             service.traffic.ended(name, 502, time.perf_counter() - began)
             raise
         status = upstream.status
-        kept = [(k, v) for k, v in upstream.headers if k not in HOP]
+        kept = [(k, v) for k, v in upstream.headers if k not in NOT_RETURNED]
         if upstream.length is not None and upstream.length <= BUFFER:  # small: one message to the caller
             try:
                 data = await upstream.read()
