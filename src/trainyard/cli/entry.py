@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+
+from trainyard.cli.ended import ending
 
 WAIT_FLAGS = ("--wait", "-w")
 
@@ -47,11 +48,3 @@ def quick(argv: list[str]) -> int | None:
     head, status, tail = ending(job)
     print(f"{head}{status}{tail}", file=sys.stderr)
     return 0 if status == "succeeded" else 1
-
-
-def ending(job: dict[str, Any]) -> tuple[str, str, str]:
-    """How a job ended, in three parts (the status between, for the full CLI to colour)."""
-    last = job["attempts"][-1] if job.get("attempts") else None
-    reason = f" {job.get('reason') or ''}".rstrip()
-    attempt = f" (attempt {last['number']}, {last.get('reason')})" if last else ""
-    return f"{job['id']} ", job["status"], reason + attempt

@@ -83,7 +83,7 @@ def run(
 
 def _ended(info) -> int:  # noqa: ANN001
     """Say how the job ended (on stderr: stdout keeps just the id); the exit code, 0 only on success."""
-    from trainyard.cli.entry import ending
+    from trainyard.cli.ended import ending
 
     head, status, tail = ending(info.model_dump(mode="json"))
     err_console.print(head, status_text(status), tail, sep="", highlight=False)

@@ -23,7 +23,7 @@ from trainyard.launch import cgroup, procs, reasons
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.attempt_io import AttemptIO
 from trainyard.launch.files import append_log, atomic_write_json
-from trainyard.launch.marks import mark
+from trainyard.launch.marks import dump as dump_marks, mark
 from trainyard.launch.prepare import INHERITED_SECRETS, SetupError
 
 TERM = "the launcher got SIGTERM"  # why it stopped, when the signal was all it was told
@@ -155,9 +155,7 @@ class Launcher(AttemptIO):
             os.nice(10)  # all that is left of this launcher: behind the jobs and the server on a busy node
             refill(self.config)
             mark("spare overlay built")
-        from trainyard.launch import marks
-
-        marks.dump(self.dir)
+        dump_marks(self.dir)
         return result
 
     def _start_reporter(self):

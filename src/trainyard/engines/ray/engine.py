@@ -27,19 +27,16 @@ actors: nothing is left holding resources.
 from __future__ import annotations
 
 import logging
-import random
-import socket
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from trainyard.engines.base import Engine, Observation
 from trainyard.engines.ray import nodes as raynodes
 from trainyard.engines.ray.actor import LOST, NOT_STARTED, ReplicaActor
 from trainyard.engines.ray.agents import NodeAgents, agent_name
+from trainyard.engines.ray.cluster import actor_name, check_reachable, free_port, pg_name
 from trainyard.errors import TrainyardError, Unsupported
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.job import JobSpec
@@ -51,15 +48,6 @@ log = logging.getLogger("trainyard.engines.ray")
 NODES_TTL = 0.5          # seconds a ray.nodes() answer is reused (the planner asks on every cycle)
 ORPHAN_SWEEP_EVERY = 10.0  # seconds between looks for placement groups no live attempt owns
 CANCEL_SLACK = 15.0      # seconds past a cancel's grace period after which actors that still run are killed
-
-
-def pg_name(attempt_id: str, namespace: str = "trainyard") -> str:
-    """Placement group names are cluster-wide: prefixed with the namespace, so two servers never meet."""
-    return f"{namespace}-{attempt_id}"
-
-
-def actor_name(attempt_id: str, replica: int) -> str:
-    return f"{attempt_id}-r{replica}"
 
 
 class RayEngine(Engine):
@@ -74,7 +62,7 @@ class RayEngine(Engine):
         through it); with a folder as the store it must be shared (NFS) for
         checkpoints to follow a retry to another node.
         """
-        _check_reachable(address)
+        check_reachable(address)
         try:
             import ray
         except ImportError:
@@ -128,7 +116,7 @@ class RayEngine(Engine):
 
     def rendezvous(self, attempt: AttemptInfo) -> tuple[str, int]:
         address = self._node(attempt.replicas[0].node)["NodeManagerAddress"]
-        return address, _free_port(address)
+        return address, free_port(address)
 
     # -- launch / cancel ---------------------------------------------------------
 
@@ -413,24 +401,3 @@ class RayEngine(Engine):
 def _as_result(value: Any) -> LaunchResult | str | None:
     """What a replica's run call answered: a result, ``NOT_STARTED``, ``LOST`` or None (no result.json)."""
     return value if value is None or value in (NOT_STARTED, LOST) else LaunchResult.model_validate(value)
-
-
-def _free_port(address: str) -> int:
-    """A port free on ``address``: checked when that is this machine, else a random high one."""
-    local = {a.address for addrs in psutil.net_if_addrs().values() for a in addrs}
-    if address in local:
-        with socket.socket() as s:
-            s.bind((address, 0))
-            return s.getsockname()[1]
-    return random.randint(20000, 40000)
-
-
-def _check_reachable(address: str) -> None:
-    """Fail at once, naming the address, where ``ray.init`` would retry for minutes."""
-    if address.startswith("ray://") or address == "auto":
-        return
-    host, _, port = address.rpartition(":")
-    try:
-        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
-    except (OSError, ValueError) as e:
-        raise TrainyardError(f"cannot reach the Ray cluster at {address!r} (--ray-address): {e}") from None

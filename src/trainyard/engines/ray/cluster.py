@@ -1,0 +1,41 @@
+"""Where things are on a Ray cluster for the engine: the names that let a restarted control plane find its
+placement groups and actors again, whether the head answers, and a port for a gang's rendezvous."""
+
+from __future__ import annotations
+
+import random
+import socket
+
+import psutil
+
+from trainyard.errors import TrainyardError
+
+
+def pg_name(attempt_id: str, namespace: str = "trainyard") -> str:
+    """Placement group names are cluster-wide: prefixed with the namespace, so two servers never meet."""
+    return f"{namespace}-{attempt_id}"
+
+
+def actor_name(attempt_id: str, replica: int) -> str:
+    return f"{attempt_id}-r{replica}"
+
+
+def free_port(address: str) -> int:
+    """A port free on ``address``: checked when that is this machine, else a random high one."""
+    local = {a.address for addrs in psutil.net_if_addrs().values() for a in addrs}
+    if address in local:
+        with socket.socket() as s:
+            s.bind((address, 0))
+            return s.getsockname()[1]
+    return random.randint(20000, 40000)
+
+
+def check_reachable(address: str) -> None:
+    """Fail at once, naming the address, where ``ray.init`` would retry for minutes."""
+    if address.startswith("ray://") or address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except (OSError, ValueError) as e:
+        raise TrainyardError(f"cannot reach the Ray cluster at {address!r} (--ray-address): {e}") from None
