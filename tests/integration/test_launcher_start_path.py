@@ -21,22 +21,33 @@ def spares(cache) -> set[str]:
     return {n for n in os.listdir(spare_pool(cache)) if not n.startswith(".")}
 
 
-def test_the_overlay_comes_from_the_spares_and_the_next_is_built_after_the_report(tmp_path, report_server):
+def inodes(cache) -> set[int]:
+    return {os.stat(spare_pool(cache) / n).st_ino for n in spares(cache)}
+
+
+def test_an_unchanged_overlay_goes_back_to_the_spares_and_a_changed_one_never_does(tmp_path, report_server):
     cache = tmp_path / "venvs"
     first = tmp_path / "a1"
     make_config(first, report_server.url, PREFIX, venv="overlay", venv_cache=str(cache))
     assert run_launcher(first)["reason"] == "Succeeded"
     assert f"prefix {first / 'venv'}" in (first / "output.log").read_text()  # no spare yet: built in place
-    ready = spares(cache)
-    assert len(ready) == 1  # built after the report
+    assert not (first / "venv").exists() and len(spares(cache)) == 1  # untouched: put back, none built
+    ready = inodes(cache)
 
     second = tmp_path / "a2"
     make_config(second, report_server.url, PREFIX, venv="overlay", venv_cache=str(cache))
     assert run_launcher(second)["reason"] == "Succeeded"
     assert f"prefix {second / 'venv'}" in (second / "output.log").read_text()
-    after = spares(cache)
-    assert len(after) == 1 and not after & ready  # taken, and another built in its place
-    pip = subprocess.run([str(second / "venv" / "bin" / "pip"), "--version"], capture_output=True, text=True)
+    assert inodes(cache) == ready  # the same overlay taken and put back
+
+    third = tmp_path / "a3"  # a job that leaves something in its overlay: the next job must not see it
+    write = ["python", "-c", "import os, sys; open(os.path.join(sys.prefix, 'bin', 'left'), 'w').write('x')"]
+    make_config(third, report_server.url, write, venv="overlay", venv_cache=str(cache))
+    assert run_launcher(third)["reason"] == "Succeeded"
+    assert (third / "venv" / "bin" / "left").exists()  # kept with its attempt
+    after = inodes(cache)
+    assert len(after) == 1 and not after & ready  # the changed one kept out; another built in its place
+    pip = subprocess.run([str(third / "venv" / "bin" / "pip"), "--version"], capture_output=True, text=True)
     assert pip.returncode == 0 and pip.stdout.startswith("pip ")  # the shim works from where it was moved
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 
 from tests.support.wheels import make_wheel
-from trainyard.launch.scratchenv import SPARES, STALE_BUILD, make, replenish, spare_pool
+from trainyard.launch.scratchenv import RECYCLED, SPARES, STALE_BUILD, make, recycle, replenish, seen, spare_pool
 
 
 def run(python, *args: str) -> str:
@@ -59,3 +59,36 @@ def test_a_spare_cut_short_is_never_taken_and_goes_once_stale(tmp_path):
     os.utime(half, (old, old))
     replenish(pool)
     assert not half.exists()
+
+
+class Config:  # the two fields of a LaunchConfig that recycle reads
+    venv = "overlay"
+
+    def __init__(self, cache) -> None:
+        self.venv_cache = str(cache)
+
+
+def test_only_an_overlay_left_exactly_as_seen_goes_back_and_the_pool_stays_bounded(tmp_path):
+    cache = tmp_path / "venvs"
+    pool = spare_pool(cache)
+    pool.mkdir(parents=True)
+    site = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+    changes = {
+        "a file added": lambda v: (v / site / "evil.pth").write_text("import os\n"),
+        "a file rewritten, same size": lambda v: (v / "bin" / "pip").write_text((v / "bin" / "pip").read_text()),
+        "a mode changed": lambda v: (v / "bin" / "pip3").chmod(0o777),
+        "a link replaced": lambda v: ((v / "bin" / "python3").unlink(), (v / "bin" / "python3").symlink_to("/bin/sh")),
+        "a file removed": lambda v: (v / "pyvenv.cfg").unlink(),
+    }
+    for what, change in changes.items():
+        venv = make("overlay", tmp_path / what / "venv", tmp_path, tmp_path / "log", lambda: False)
+        before = seen(venv)
+        time.sleep(0.01)  # past the filesystem's timestamp granularity
+        change(venv)
+        assert not recycle(Config(cache), venv, before), what
+        assert venv.exists(), what
+    assert os.listdir(pool) == []
+    for i in range(RECYCLED + 1):
+        venv = make("overlay", tmp_path / f"u{i}" / "venv", tmp_path, tmp_path / "log", lambda: False)
+        assert recycle(Config(cache), venv, seen(venv)) == (i < RECYCLED)
+    assert len(os.listdir(pool)) == RECYCLED

@@ -23,6 +23,7 @@ class AttemptIO:
     dir: Path
     log: Path
     cancelled: str | None
+    overlay_seen: dict | None = None  # the overlay as the command got it (launch.scratchenv.recycle)
 
     def _prepare(self) -> tuple[dict, Path]:
         cfg = self.config
@@ -38,10 +39,12 @@ class AttemptIO:
             cache = Path(cfg.venv_cache) if cfg.venv_cache else self.dir / "venvs"
             venv = ensure_venv(cfg.python_env, cache, work, self.log, lambda: self.cancelled is not None)
         elif cfg.venv and not cfg.container:  # pip installs in the job must not reach the server's env
-            from trainyard.launch.scratchenv import make, spares as scratchenv_spares
+            from trainyard.launch.scratchenv import make, seen, spares as scratchenv_spares
 
             venv = make(cfg.venv, self.dir / "venv", work, self.log, lambda: self.cancelled is not None,
                         spares=scratchenv_spares(cfg))
+            if cfg.venv == "overlay":
+                self.overlay_seen = seen(venv)
         mark("venv")
         self._check_cancel()
         cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"

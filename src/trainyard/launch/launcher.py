@@ -150,11 +150,14 @@ class Launcher(AttemptIO):
         reporter.wait()
         mark("exit report acknowledged")
         if self.config.venv == "overlay" and not self.config.container:  # the next attempt's, off its path
-            from trainyard.launch.scratchenv import refill
+            from trainyard.launch.scratchenv import recycle, refill
 
             os.nice(10)  # all that is left of this launcher: behind the jobs and the server on a busy node
-            refill(self.config)
-            mark("spare overlay built")
+            if recycle(self.config, self.dir / "venv", self.overlay_seen):
+                mark("overlay put back")
+            else:
+                refill(self.config)
+                mark("spare overlay built")
         dump_marks(self.dir)
         return result
 

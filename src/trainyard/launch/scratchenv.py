@@ -10,7 +10,8 @@ runs from. Two kinds, made in the attempt's folder and gone with it:
   the venv's own). Made by hand, a few files and links, no pip run; and made ahead:
   about fifteen file creations cost several milliseconds of a job's start on a slow
   disk, so the launcher takes a spare overlay (one rename, :func:`spare_pool`) and
-  builds the next one after its attempt is reported (:func:`replenish`). ``pip`` and
+  builds the next one after its attempt is reported (:func:`replenish`), or, when the
+  job left its overlay exactly as it found it, puts that one back (:func:`recycle`). ``pip`` and
   ``python -m pip`` install into the overlay; pip leaves packages outside the
   environment alone (it says "Not uninstalling … outside environment").
 - ``fresh`` (a Kubeflow component or an ``image`` job run on the host because no container
@@ -29,6 +30,8 @@ from pathlib import Path
 
 KINDS = ("overlay", "fresh")
 SPARES = 2  # at most this many ready per pool: an attempt takes one, and builds one after its report
+RECYCLED = 8  # at most this many ready in a pool for an unchanged overlay to be put back: a burst's launchers
+#               end together and each puts its own back; past this, the attempt folder's removal takes it
 SPARES_DIR = ".overlay-spares"  # in venv_cache; hidden: not one of launch.pyenv's content-hash venvs
 STALE_BUILD = 60.0  # seconds: a spare still under construction after this lost its launcher
 # Runs as pip's own console script does, from wherever the overlay is: the first two lines are sh
@@ -114,6 +117,44 @@ def refill(config) -> None:  # noqa: ANN001
         replenish(pool)
     except OSError as e:  # the next attempt builds its own; the launcher's log says why
         print(f"spare overlays in {pool}: {e}", flush=True)
+
+
+def seen(venv: Path) -> dict[str, tuple[int, int, int, int]]:
+    """Each entry under ``venv`` (not ``venv`` itself, which the take renames): inode, ctime, mode, size.
+
+    A job that installs, removes or rewrites anything in its overlay changes an entry's ctime (which,
+    unlike mtime, no one can set back), a folder's (its listing changed), or the set of entries.
+    """
+    out = {}
+    for root, dirs, files in os.walk(venv):
+        for name in (*dirs, *files):
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            out[path[len(str(venv)):]] = (st.st_ino, st.st_ctime_ns, st.st_mode, st.st_size)
+    return out
+
+
+def recycle(config, venv: Path, before: dict | None) -> bool:  # noqa: ANN001
+    """Put the attempt's overlay back in its pool if the job left it as :func:`seen` saw it at the start.
+
+    Called once the command's whole process tree is gone (the launcher is its subreaper and
+    kills what is left), so nothing of the job can write to it after the check. A second
+    build per job (about fifteen file creations, 7–9 ms of CPU measured) is what this saves.
+    """
+    if before is None or (pool := spares(config)) is None:
+        return False
+    import uuid
+
+    try:
+        if seen(venv) != before:
+            return False
+        pool.mkdir(parents=True, exist_ok=True)
+        if sum(not n.startswith(".") for n in os.listdir(pool)) >= RECYCLED:
+            return False
+        os.rename(venv, pool / uuid.uuid4().hex)
+        return True
+    except OSError:  # no pool yet, another filesystem, an entry gone: the attempt folder keeps it
+        return False
 
 
 def _take_spare(pool: Path, venv: Path) -> bool:
