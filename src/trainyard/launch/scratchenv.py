@@ -30,8 +30,8 @@ from pathlib import Path
 
 KINDS = ("overlay", "fresh")
 SPARES = 2  # at most this many ready per pool: an attempt takes one, and builds one after its report
-RECYCLED = 8  # at most this many ready in a pool for an unchanged overlay to be put back: a burst's launchers
-#               end together and each puts its own back; past this, the attempt folder's removal takes it
+RECYCLED = 64  # at most this many ready in a pool for an unchanged overlay to be put back: a burst's launchers
+#                start (and take) and end together, as many as a node holds; past this, the attempt folder keeps it
 SPARES_DIR = ".overlay-spares"  # in venv_cache; hidden: not one of launch.pyenv's content-hash venvs
 STALE_BUILD = 60.0  # seconds: a spare still under construction after this lost its launcher
 # Runs as pip's own console script does, from wherever the overlay is: the first two lines are sh
@@ -143,15 +143,13 @@ def recycle(config, venv: Path, before: dict | None) -> bool:  # noqa: ANN001
     """
     if before is None or (pool := spares(config)) is None:
         return False
-    import uuid
-
     try:
         if seen(venv) != before:
             return False
         pool.mkdir(parents=True, exist_ok=True)
         if sum(not n.startswith(".") for n in os.listdir(pool)) >= RECYCLED:
             return False
-        os.rename(venv, pool / uuid.uuid4().hex)
+        os.rename(venv, pool / _name())
         return True
     except OSError:  # no pool yet, another filesystem, an entry gone: the attempt folder keeps it
         return False
@@ -184,7 +182,6 @@ def replenish(pool: Path, keep: int = SPARES) -> bool:
     than :data:`STALE_BUILD` is a crashed builder's and is removed.
     """
     import shutil
-    import uuid
 
     pool.mkdir(parents=True, exist_ok=True)
     ready, now = 0, time.time()
@@ -195,13 +192,17 @@ def replenish(pool: Path, keep: int = SPARES) -> bool:
             shutil.rmtree(pool / name, ignore_errors=True)
     if ready >= keep:
         return False
-    tmp = pool / f".{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = pool / f".{os.getpid()}-{_name()[:8]}"
     try:
         _build_overlay(tmp)
-        os.rename(tmp, pool / uuid.uuid4().hex)
+        os.rename(tmp, pool / _name())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return True
+
+
+def _name() -> str:
+    return os.urandom(16).hex()  # not uuid4: importing uuid costs a launcher ~2.4 ms of CPU
 
 
 def _mtime(path: Path) -> float:

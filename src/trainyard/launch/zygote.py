@@ -59,6 +59,7 @@ def _child(attempt_dir: str) -> None:
 
 def main() -> int:
     import ctypes  # noqa: F401  (procs.become_subreaper would import it: ~2 ms per launcher)
+    import shutil  # noqa: F401  (the work dir and the spare overlays import it: ~1 ms per launcher)
     import socket  # noqa: F401  (the reporter's first connection would import it)
 
     from trainyard.launch import launcher, reporter, sampling, scratchenv, transport  # noqa: F401
