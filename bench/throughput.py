@@ -1,6 +1,6 @@
 """Throughput: a burst of trivial jobs from several client threads, end to end, against a bare subprocess loop.
 
-    .venv/bin/python bench/throughput.py [--jobs 1000] [--threads 4] [--repeats 3]
+    .venv/bin/python bench/throughput.py [--jobs 1000] [--threads 4] [--repeats 3] [--marks]
 
 Starts its own trainyard server in a temporary TRAINYARD_HOME. Each repeat
 runs, in alternating order (so drift hits both alike):
@@ -20,6 +20,9 @@ CPU-bound ceiling those two imply on this many idle cores, the ratio trainyard t
 target (≥ 150 jobs/s end to end). A repeat that fails (a job not succeeded, an
 error) counts as a MISS: the verdict is PASS only if every repeat was measured
 and the median meets the target. It exits 0 whatever the numbers (2 on bad usage).
+With ``--marks`` the launchers write their marks (``TRAINYARD_LAUNCH_MARKS``) and the
+median wall and CPU of each launcher step over the whole run is printed, as
+``latency.py --marks`` does for one job at a time: in a burst, which steps cost.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import threading
 import time
 from pathlib import Path
 
+import launcher_marks
 import psutil
 from benchserver import BenchServer
 
@@ -126,12 +130,16 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=20, help="unmeasured jobs first (default 20)")
     ap.add_argument("--server-cmd", default=f"{sys.executable} -m trainyard server",
                     help="how to start the server (split on spaces; default: %(default)s)")
+    ap.add_argument("--marks", action="store_true",
+                    help="launchers write marks.json (TRAINYARD_LAUNCH_MARKS): print their steps' wall and CPU")
     args = ap.parse_args()
     if args.jobs < 1 or args.threads < 1 or args.repeats < 1 or args.warmup < 0:
         ap.error("--jobs, --threads and --repeats must be at least 1, --warmup at least 0")
 
     print(f"python {sys.version.split()[0]} on {os.cpu_count()} cpus; {args.jobs} jobs × {args.repeats} repeats "
           f"from {args.threads} threads; load average {os.getloadavg()[0]:.2f}")
+    if args.marks:
+        os.environ["TRAINYARD_LAUNCH_MARKS"] = "1"  # trainyard.envvars.LAUNCH_MARKS, inherited by the server
     tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-tp-"))
     floors: list[float] = []
     ends: list[float] = []
@@ -171,6 +179,9 @@ def main() -> int:
     finally:
         if server is not None:
             server.close()
+        if args.marks:  # every launcher's, warm-up included
+            runs = [launcher_marks.load(m.parent, wait=0) for m in (tmp / "home").rglob("marks.json")]
+            launcher_marks.table([r for r in runs if r])
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"\n{args.jobs} × `{' '.join(COMMAND)}` (load average now {os.getloadavg()[0]:.2f}), jobs/s:")
