@@ -14,8 +14,9 @@ runs, in alternating order (so drift hits both alike):
 
 Prints every repeat, the median and spread of jobs/s end to end and submit
 alone, the server process's own CPU seconds per 1,000 jobs (user + system,
-from psutil; on a shared machine this moves far less than the wall clock) and
-the launchers' (with their commands; reaped by the local engine's zygote), the
+from psutil; on a shared machine this moves far less than the wall clock),
+the launchers' (with their commands; reaped by the local engine's zygote) and the
+client threads' (this process's own during the burst), the
 CPU-bound ceiling those two imply on this many idle cores, the ratio trainyard time / floor time, and PASS/MISS against the
 target (≥ 150 jobs/s end to end). A repeat that fails (a job not succeeded, an
 error) counts as a MISS: the verdict is PASS only if every repeat was measured
@@ -146,6 +147,7 @@ def main() -> int:
     submits: list[float] = []
     cpus: list[float] = []
     launchers: list[float] = []
+    clients: list[float] = []
     errors: list[str] = []
     server = None
     try:
@@ -159,8 +161,9 @@ def main() -> int:
                     print(f"  repeat {i + 1}: floor      {args.jobs / floors[-1]:7.1f} jobs/s ({floors[-1]:.2f} s)")
                     continue
                 try:
-                    c0, l0 = server_cpu(server), launcher_cpu(server)
+                    c0, l0, own0 = server_cpu(server), launcher_cpu(server), time.process_time()
                     t_submit, t_all = burst(server, args.jobs, args.threads)
+                    clients.append((time.process_time() - own0) * 1000 / args.jobs)  # the SDK threads' own
                     time.sleep(0.5)  # the last launchers exit just after their last report: let the zygote reap them
                     cpus.append((server_cpu(server) - c0) * 1000 / args.jobs)
                     launchers.append((launcher_cpu(server) - l0) * 1000 / args.jobs)
@@ -172,7 +175,8 @@ def main() -> int:
                 ends.append(args.jobs / t_all)
                 print(f"  repeat {i + 1}: trainyard  {ends[-1]:7.1f} jobs/s end to end ({t_all:.2f} s), "
                       f"submit alone {submits[-1]:.1f} jobs/s ({t_submit:.2f} s), "
-                      f"server CPU {cpus[-1]:.1f} s per 1,000 jobs, launchers' CPU {launchers[-1]:.1f} s")
+                      f"server CPU {cpus[-1]:.1f} s per 1,000 jobs, launchers' CPU {launchers[-1]:.1f} s, "
+                      f"clients' CPU {clients[-1]:.1f} s")
     except Exception as e:
         errors.append(str(e))
         print(f"stopped: {e}")
@@ -192,6 +196,7 @@ def main() -> int:
         print(f"  trainyard, submit alone       {spread(submits)}")
         print(f"  server CPU s per 1,000 jobs   {spread(cpus)}")
         print(f"  launchers' CPU s per 1,000    {spread(launchers)}")
+        print(f"  clients' CPU s per 1,000      {spread(clients)}")
     print("\ntargets:")
     complete = not errors and len(ends) == args.repeats
     if ends and floors:
