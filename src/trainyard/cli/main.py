@@ -1,56 +1,54 @@
-"""The `trainyard` command. Every command goes through the SDK only."""
+"""The `trainyard` command. Every command goes through the SDK only.
+
+Each command's module is imported when that command runs (:mod:`trainyard.cli.lazy`): a process runs
+one command, and importing and building the other thirty cost every command, ``run`` and ``ls``
+included. The table is in the order ``--help`` lists them: commands, then groups of commands.
+"""
 
 from __future__ import annotations
 
-import json
-from typing import Annotated
-
 import typer
 
-from trainyard.cli import admin, clusters, doctor, events, init, jobs, pipelines, queues, services, tokens, top, toplevel, ui, usage
-from trainyard.cli import server as server_cmd
-from trainyard.cli.common import Output, client, console, handled, write
-from trainyard.cli.render import nodes_table
+from trainyard.cli import toplevel
+from trainyard.cli.lazy import LazyGroup
+
+COMMANDS = {
+    "run": "trainyard.cli.jobs:run",
+    "ls": "trainyard.cli.jobs:ls",
+    "show": "trainyard.cli.jobs:show",
+    "logs": "trainyard.cli.jobs:logs",
+    "cancel": "trainyard.cli.jobs:cancel",
+    "download": "trainyard.cli.jobs:download",
+    "doctor": "trainyard.cli.doctor:doctor",
+    "init": "trainyard.cli.init:init",
+    "top": "trainyard.cli.top:top",
+    "events": "trainyard.cli.events:events",
+    "usage": "trainyard.cli.usage:usage",
+    "ui": "trainyard.cli.ui:ui",
+    "serve": "trainyard.cli.services:serve",
+    "login": "trainyard.cli.tokens:login",
+    "audit": "trainyard.cli.admin:audit",
+    "nodes": "trainyard.cli.nodes:nodes",
+    "server": "trainyard.cli.server:app",
+    "queue": "trainyard.cli.queues:app",
+    "pipeline": "trainyard.cli.pipelines:app",
+    "artifact": "trainyard.cli.pipelines:artifact_app",
+    "cluster": "trainyard.cli.clusters:app",
+    "service": "trainyard.cli.services:app",
+    "admin": "trainyard.cli.admin:app",
+    "token": "trainyard.cli.tokens:app",
+}
+
+
+class TrainyardGroup(LazyGroup):
+    lazy = COMMANDS
+
 
 app = typer.Typer(
-    name="trainyard", no_args_is_help=True, cls=toplevel.SuggestingGroup,
+    name="trainyard", no_args_is_help=True, cls=TrainyardGroup,
     help="Run training jobs: say what a job needs, trainyard finds room for it and runs it.",
 )
 app.callback()(toplevel.main)
-app.command()(jobs.run)
-app.command("ls")(jobs.ls)
-app.command()(jobs.show)
-app.command()(jobs.logs)
-app.command()(jobs.cancel)
-app.command()(jobs.download)
-app.command()(doctor.doctor)
-app.command()(init.init)
-app.command()(top.top)
-app.command()(events.events)
-app.command()(usage.usage)
-app.command()(ui.ui)
-app.add_typer(server_cmd.app, name="server")
-app.add_typer(queues.app, name="queue")
-app.add_typer(pipelines.app, name="pipeline")
-app.add_typer(pipelines.artifact_app, name="artifact")
-app.add_typer(clusters.app, name="cluster")
-app.add_typer(services.app, name="service")
-app.command()(services.serve)
-app.add_typer(admin.app, name="admin")
-app.add_typer(tokens.app, name="token")
-app.command()(tokens.login)
-app.command()(admin.audit)
-
-
-@app.command()
-def nodes(output: Annotated[Output, typer.Option("--output", "-o")] = Output.table) -> None:
-    """Nodes with their capacity and what is in use."""
-    with handled():
-        ns = client().nodes()
-        if output == Output.json:
-            write(json.dumps([n.model_dump(mode="json") for n in ns], indent=2) + "\n")
-        else:
-            console.print(nodes_table(ns))
 
 
 if __name__ == "__main__":
