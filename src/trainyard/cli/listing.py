@@ -6,7 +6,6 @@ import time
 from datetime import datetime
 
 from trainyard.errors import InvalidSpec
-from trainyard.spec.lines import error_entry, suggestion
 from trainyard.spec.units import parse_duration
 from trainyard.status import JobStatus
 
@@ -14,6 +13,8 @@ PAGE = 500  # the most the API gives in one page
 
 
 def _bad(flag: str, message: str) -> InvalidSpec:
+    from trainyard.spec.lines import error_entry  # yaml and pydantic's errors: for a bad flag only
+
     return InvalidSpec(errors=[error_entry(flag, None, "", message)])
 
 
@@ -21,6 +22,8 @@ def check_statuses(statuses: list[str]) -> None:
     known = [s.value for s in JobStatus]
     for s in statuses:
         if s not in known:
+            from trainyard.spec.lines import suggestion
+
             raise _bad("--status", f"unknown status {s!r}{suggestion(s, known)} (one of {', '.join(known)})")
 
 

@@ -11,14 +11,11 @@ import httpx
 from pydantic import ValidationError
 
 from trainyard import errors
-from trainyard.config import client_token, server_url
+from trainyard.locations import client_token, server_url
 from trainyard.home import token_for
 from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.http import Http
-from trainyard.sdk.prepare import prepare
 from trainyard.spec.job import JobSpec
-from trainyard.spec.lines import validation_errors
-from trainyard.spec.loader import load_job
 from trainyard.spec.queue import QueueSpec
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo, QueueInfo
 
@@ -85,6 +82,12 @@ class Client:
                base_dir: str | Path | None = None) -> "Job":
         """Submit a job from a spec, a dict, a YAML file or a notebook (``.ipynb``, run with papermill,
         ``params`` injected into its ``parameters`` cell); paths are relative to the file's folder."""
+        # loading and packing (yaml, Kubeflow's documents, pathspec for the snapshot) are the submit's alone:
+        # `ls`, `show` and `logs` build a Client too
+        from trainyard.sdk.prepare import prepare
+        from trainyard.spec.lines import validation_errors
+        from trainyard.spec.loader import load_job
+
         if isinstance(spec, (str, Path)) and Path(spec).suffix == ".ipynb":  # runs with papermill
             from trainyard.pipelines.notebook import job_from_notebook
 
@@ -225,6 +228,8 @@ class Client:
         try:
             spec = queue if isinstance(queue, QueueSpec) else QueueSpec.model_validate(queue)
         except ValidationError as e:
+            from trainyard.spec.lines import validation_errors
+
             raise errors.InvalidSpec(errors=validation_errors(e, {}, "<queue>")) from None
         body = {"queue": spec.model_dump(mode="json"), "replace": replace}
         return QueueInfo.model_validate(self.http.request("POST", "/api/v1/queues", json=body).json())

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from trainyard import envvars
-from trainyard.config import ADDRESS_FILE, home, server_url
+from trainyard.locations import ADDRESS_FILE, home, server_url
 from trainyard.errors import ServerUnavailable
 from trainyard.home import held, read_address, read_login, secure
 

@@ -10,11 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, field_validator, model_validator
 
 from trainyard.spec.job import NAME, Strict, parse_priority
-from trainyard.spec.loader import parse_model
 from trainyard.spec.units import Bytes, Cores, Count, Priority, parse_cpu, parse_memory
 
 ALL_GPU_TYPES = "*"
@@ -96,6 +94,10 @@ class QueueFile(Strict):
 
 def load_queues(path: str | Path) -> list[QueueSpec]:
     """Read a queue file (``queues: [...]``, or a single queue); errors name the field and the line."""
+    import yaml  # the reading is the queue commands' alone: every API record imports these models
+
+    from trainyard.spec.loader import parse_model
+
     path = Path(path)
     text = path.read_text()
     data = yaml.safe_load(text)
