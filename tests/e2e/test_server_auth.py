@@ -129,7 +129,7 @@ def test_admin_bootstrap_prints_the_first_admins_token_last_and_only_once(tmp_pa
         plain.stop_all()
 
 
-def test_tls_and_proxy_headers_only_from_the_proxies_named(tmp_path):
+def test_tls_and_proxy_headers_only_from_the_proxies_named(tmp_path, monkeypatch):
     need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
     # given a self-signed certificate for 127.0.0.1 and a server that trusts proxy headers from loopback
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
@@ -145,8 +145,15 @@ def test_tls_and_proxy_headers_only_from_the_proxies_named(tmp_path):
         assert srv.url.startswith("https://")
         with pytest.raises(httpx.HTTPError):
             httpx.get(srv.url.replace("https", "http") + "/healthz")
+        from trainyard.errors import ServerUnavailable
         from trainyard.sdk.client import Client
 
+        # and the SDK's own TLS context, made on first use, still verifies: the certificate is trusted only when named
+        with pytest.raises(ServerUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
+            Client(srv.url, token=srv.token).jobs()
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        assert Client(srv.url, token=srv.token).jobs().items == []
+        monkeypatch.delenv("SSL_CERT_FILE")
         c = Client(srv.url, token=srv.token, transport=httpx.HTTPTransport(verify=trust))
         job = c.submit(py_job("print('over tls')"))
         assert c.wait(job.id, timeout=60).status.value == "succeeded" and "over tls" in job.logs()

@@ -44,3 +44,14 @@ def test_the_sdk_loads_httpx_without_its_command_line_client_which_still_runs_wh
     out = subprocess.run([sys.executable, "-c", "import trainyard, httpx; httpx.main(['--help'])"],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "Usage: " in out.stdout and "httpx" in out.stdout
+
+
+def test_the_sdk_makes_httpx_s_tls_context_on_first_use_and_it_verifies():
+    import ssl
+
+    from trainyard.sdk.http import DeferredTLS
+
+    deferred = DeferredTLS()
+    assert deferred._context is None  # a client of a plain-http server never reads the CA bundle
+    assert deferred.verify_mode == ssl.CERT_REQUIRED and deferred.check_hostname
+    assert isinstance(deferred._context, ssl.SSLContext) and deferred.get_ca_certs() != []

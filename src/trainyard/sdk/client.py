@@ -11,8 +11,8 @@ import httpx
 from pydantic import ValidationError
 
 from trainyard import errors
-from trainyard.locations import client_token, server_url
 from trainyard.home import token_for
+from trainyard.locations import client_token, server_url
 from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.http import Http
 from trainyard.spec.job import JobSpec
