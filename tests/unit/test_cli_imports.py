@@ -46,12 +46,12 @@ def test_the_sdk_loads_httpx_without_its_command_line_client_which_still_runs_wh
     assert out.returncode == 0 and "Usage: " in out.stdout and "httpx" in out.stdout
 
 
-def test_the_sdk_makes_httpx_s_tls_context_on_first_use_and_it_verifies():
+def test_a_plain_http_client_reads_no_ca_bundle_and_its_context_verifies_against_nothing():
     import ssl
 
-    from trainyard.sdk.http import DeferredTLS
+    from trainyard.sdk.http import verify_for
 
-    deferred = DeferredTLS()
-    assert deferred._context is None  # a client of a plain-http server never reads the CA bundle
-    assert deferred.verify_mode == ssl.CERT_REQUIRED and deferred.check_hostname
-    assert isinstance(deferred._context, ssl.SSLContext) and deferred.get_ca_certs() != []
+    plain = verify_for("http://127.0.0.1:8000")
+    assert isinstance(plain, ssl.SSLContext) and plain.get_ca_certs() == []  # no bundle read
+    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname  # a TLS peer would be refused
+    assert verify_for("https://example.org") is True  # httpx's own: the CA bundle, SSL_CERT_FILE

@@ -21,14 +21,14 @@ from trainyard import envvars
 from trainyard.errors import ServerUnavailable
 from trainyard.home import held, read_address, read_login, secure
 from trainyard.locations import ADDRESS_FILE, home, server_url
-from trainyard.sdk.http import DeferredTLS
+from trainyard.sdk.http import verify_for
 
 START_LOCK = "start.lock"  # serialises clients that start a server; the server itself holds server.lock
 
 
 def healthy(url: str, timeout: float = 2.0) -> bool:
     try:
-        return httpx.get(f"{url}/healthz", timeout=timeout, verify=DeferredTLS()).status_code == 200
+        return httpx.get(f"{url}/healthz", timeout=timeout, verify=verify_for(url)).status_code == 200
     except httpx.HTTPError:
         return False
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,23 +35,15 @@ def raise_for(resp: httpx.Response) -> None:
     raise errors.TrainyardError(f"HTTP {resp.status_code} from {resp.request.url}: {resp.text[:500]}")
 
 
-class DeferredTLS:
-    """httpx's own TLS context (:func:`httpx.create_ssl_context`, the same CA bundle and ``SSL_CERT_FILE``),
-    made when a TLS connection first needs it instead of with every client.
+def verify_for(url: str) -> ssl.SSLContext | bool:
+    """httpx's ``verify`` for a client of ``url``: its default for https (the CA bundle, ``SSL_CERT_FILE``).
 
-    Making it reads and parses the whole CA bundle: 20 ms on an idle machine, 50–150 ms on a busy one,
-    paid twice by every CLI command (the local server's health check, then the client) that talks to the
-    local server over plain http and never opens a TLS connection. httpcore touches the context only to
-    open one (``set_alpn_protocols``, ``wrap_socket``, ``wrap_bio``), so this stands in for it until then.
+    For plain http, a context with no CA loaded: httpx would otherwise read and parse the whole bundle
+    with every client (20 ms on an idle machine, 50–150 ms on a busy one, twice per CLI command against
+    the local server), for a connection that never uses it. Should a TLS connection ever go through it,
+    it verifies against nothing and fails: closed, never open.
     """
-
-    def __init__(self) -> None:
-        self._context: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._context is None:
-            self._context = httpx.create_ssl_context()
-        return getattr(self._context, name)
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if url.startswith("http://") else True
 
 
 RESUMES = 3  # a download cut off this many times in one call gives up (its part is kept for the next)
@@ -68,7 +61,7 @@ class Http:
         self.token = token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.Client(base_url=server, transport=transport, headers=headers, timeout=timeout,
-                                    verify=DeferredTLS())
+                                    verify=verify_for(server))
 
     def close(self) -> None:
         self._client.close()
