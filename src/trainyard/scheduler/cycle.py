@@ -129,6 +129,7 @@ class Survey:
     on: dict[str, list[RunningJob]]  # node -> attempts there that might be preempted, in running order
     borrowing_queues: set[str] = field(default_factory=set)  # queues running work beyond their quota
     lent: dict = field(default_factory=dict)  # that work's room by (queue, GPU type or None for cores), and by type
+    fixed: list[RunningJob] = field(default_factory=list)  # live attempts that are no victims: not in ``on``
 
 
 def snapshot(nodes: list[Node], running: list[RunningJob], queues: list[Queue], now: float,
@@ -167,6 +168,7 @@ def _survey(c: Cycle) -> Survey:
     by_prio: dict[int, list] = {}
     by_queue: dict[tuple, list] = {}
     on: dict[str, list] = {}
+    fixed: list[RunningJob] = []
     # Thousands of attempts come in a few sizes: each size's Held is made once and shared, since making
     # an object per attempt would cost as much as the rest of this loop's bookkeeping for it.
     sizes: dict[tuple, Held] = {}
@@ -204,6 +206,7 @@ def _survey(c: Cycle) -> Survey:
         if lim[1]:
             limited.append(r)
         if not r.preemptible:  # never a victim, whatever it borrowed
+            fixed.append(r)
             continue
         prio = r.priority
         a = by_prio.get(prio)
@@ -230,4 +233,4 @@ def _survey(c: Cycle) -> Survey:
     quotas.count(limited, tot)
     for (team, gtype), (cpu, mem, gpus) in by_team.items():
         c.shares.add(team, cpu, mem, gtype, gpus)
-    return Survey(by_prio, by_queue, on)
+    return Survey(by_prio, by_queue, on, fixed=fixed)
