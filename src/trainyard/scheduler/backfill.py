@@ -15,6 +15,7 @@ left-over room is usable: the nodes drain as their work finishes.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import NamedTuple
 
 from trainyard.scheduler.cluster import EPS, Cluster, Slot
@@ -33,57 +34,37 @@ class Release(NamedTuple):
 
 
 _new = tuple.__new__  # builds a NamedTuple without the Python-level call its constructor costs
+_end_then_start = attrgetter("end", "started")
 
 
 class Releases:
     """When room comes back, from running and just-admitted work."""
 
-    def __init__(self, cl: Cluster, running: list[RunningJob], now: float, on: dict[str, list[RunningJob]],
-                 fixed: list[RunningJob]) -> None:
+    def __init__(self, cl: Cluster, running: list[RunningJob], now: float) -> None:
         self.cl, self.running, self.now = cl, running, now
-        # the live attempts by node (:attr:`cycle.Survey.on`: the preemptible ones), and the others: together
-        # every attempt not stopping, so a reservation reads only those on the nodes it could use
-        self.on, self.fixed = on, fixed
         self.added: list[Release] = []  # work admitted this cycle, in order
-        self._pos: dict[int, int] | None = None  # id of an attempt -> its place in ``running``
 
     def add(self, end: float, s: Slot, c: float, m: int, g: int, now: float) -> None:
         self.added.append(Release(end, now, s, c, m, g))
 
     def ordered(self, nodes: dict) -> list[Release]:
         """What comes back on ``nodes``, soonest first; the same end: the oldest first, then in input
-        order (running attempts in theirs, replica by replica, then the work admitted this cycle). Only
-        the nodes a reservation could use: the head of the line is usually a gang of one GPU type, and
-        most attempts run elsewhere."""
-        slot, now = self.cl.by_name.get, self.now
+        order. Only the nodes a reservation could use: the head of the line is usually a gang of one
+        GPU type, and every replica of every attempt costs a tuple and a place in the sort."""
+        out, slot, now = [], self.cl.by_name.get, self.now
         names = {s.name for s in nodes}
-        there: dict[int, RunningJob] = {}
-        on = self.on
-        for name in names:
-            for r in on.get(name, ()):
-                there[id(r)] = r
-        for r in self.fixed:
+        for r in self.running:
+            if r.stopping:
+                continue  # already counted as room coming back now (Slot.soon)
+            end = None
             for p in r.replicas:
                 if p.node in names:
-                    there[id(r)] = r
-                    break
-        pos = self._pos
-        if pos is None:
-            pos = self._pos = {id(r): i for i, r in enumerate(self.running)}
-        # (end, started, place in the input, replica): distinct rows, so the sort never compares two Releases
-        rows = []
-        for key, r in there.items():
-            i = pos[key]
-            # past its timeout but not gone yet (a grace period): it ends any moment
-            end = max(r.expected_end, now) if r.expected_end is not None else INF
-            for k, p in enumerate(r.replicas):
-                if p.node in names:
-                    rows.append((end, r.started_at, i, k,
-                                 _new(Release, (end, r.started_at, slot(p.node), p.cpu, p.memory, len(p.gpu_ids)))))
-        n = len(self.running)
-        rows.extend((x.end, x.started, n + j, 0, x) for j, x in enumerate(self.added) if x.slot in nodes)
-        rows.sort()
-        return [row[4] for row in rows]
+                    if end is None:  # past its timeout but not gone yet (a grace period): it ends any moment
+                        end = max(r.expected_end, now) if r.expected_end is not None else INF
+                    out.append(_new(Release, (end, r.started_at, slot(p.node), p.cpu, p.memory, len(p.gpu_ids))))
+        out.extend(x for x in self.added if x.slot in nodes)
+        out.sort(key=_end_then_start)
+        return out
 
 
 def _count(v: list, c: float, m: int, g: int, spread: bool) -> int:

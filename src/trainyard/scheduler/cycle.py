@@ -129,7 +129,6 @@ class Survey:
     on: dict[str, list[RunningJob]]  # node -> attempts there that might be preempted, in running order
     borrowing_queues: set[str] = field(default_factory=set)  # queues running work beyond their quota
     lent: dict = field(default_factory=dict)  # that work's room by (queue, GPU type or None for cores), and by type
-    fixed: list[RunningJob] = field(default_factory=list)  # live attempts that are no victims: not in ``on``
 
 
 def snapshot(nodes: list[Node], running: list[RunningJob], queues: list[Queue], now: float,
@@ -168,16 +167,17 @@ def _survey(c: Cycle) -> Survey:
     by_prio: dict[int, list] = {}
     by_queue: dict[tuple, list] = {}
     on: dict[str, list] = {}
-    fixed: list[RunningJob] = []
     # Thousands of attempts come in a few sizes: each size's Held is made once and shared, since making
     # an object per attempt would cost as much as the rest of this loop's bookkeeping for it.
     sizes: dict[tuple, Held] = {}
     for r in c.running:
         reps, aid = r.replicas, r.attempt_id
-        if len(reps) == 1:
+        one = len(reps) == 1
+        if one:
             p = reps[0]
+            node = p.node
             g = len(p.gpu_ids)
-            size = (p.cpu, p.memory, type_of.get(p.node) if g else None, g)
+            size = (p.cpu, p.memory, type_of.get(node) if g else None, g)
             t = sizes.get(size)
             if t is None:
                 t = sizes[size] = Held(*size)
@@ -206,7 +206,6 @@ def _survey(c: Cycle) -> Survey:
         if lim[1]:
             limited.append(r)
         if not r.preemptible:  # never a victim, whatever it borrowed
-            fixed.append(r)
             continue
         prio = r.priority
         a = by_prio.get(prio)
@@ -224,6 +223,13 @@ def _survey(c: Cycle) -> Survey:
             if gpus:
                 qa[2][gtype] = qa[2].get(gtype, 0.0) + gpus
                 qa[3] += gpus
+        if one:  # most attempts: one replica, so one node to list it on
+            lst = on.get(node)
+            if lst is None:
+                on[node] = [r]
+            elif lst[-1] is not r:
+                lst.append(r)
+            continue
         for p in reps:
             lst = on.get(p.node)
             if lst is None:
@@ -233,4 +239,4 @@ def _survey(c: Cycle) -> Survey:
     quotas.count(limited, tot)
     for (team, gtype), (cpu, mem, gpus) in by_team.items():
         c.shares.add(team, cpu, mem, gtype, gpus)
-    return Survey(by_prio, by_queue, on, fixed=fixed)
+    return Survey(by_prio, by_queue, on)

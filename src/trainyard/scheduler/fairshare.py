@@ -12,8 +12,6 @@ holds less.
 from __future__ import annotations
 
 import heapq
-from itertools import chain
-from operator import attrgetter, itemgetter
 from typing import Iterator
 
 from trainyard.scheduler.model import PendingJob, Queue
@@ -65,21 +63,17 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
     """
     groups: dict[tuple, list] = {}
     late: dict[tuple, list] = {}
-    # jobs usually come in submit order, but not all: a preempted job comes back with its old place. Each
-    # list notes whether it is still in order, so only those that are not are sorted (a stable sort of an
-    # ordered list would leave it as it is)
-    unsorted: set[int] = set()  # ids of the lists out of submit order
+    # jobs usually come in submit order; then every group is too, and sorting them (a key call per
+    # job) can be skipped: a stable sort of an ordered list leaves it as it is
+    in_order, last = True, -float("inf")
     for item in jobs:
         job = item[0]
+        if job.seq < last:
+            in_order = False
+        last = job.seq
         key = (job.priority, item[1].priority)
         if job.submitted_at is not None and job.submitted_at < overdue_before:
-            lst = late.get(key)
-            if lst is None:
-                late[key] = [item]
-            else:
-                if lst[-1][0].seq > job.seq:
-                    unsorted.add(id(lst))
-                lst.append(item)
+            late.setdefault(key, []).append(item)
             groups.setdefault(key, {})
             continue
         g = groups.get(key)
@@ -89,25 +83,24 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
         if lst is None:
             g[job.team] = [item]
         else:
-            if lst[-1][0].seq > job.seq:
-                unsorted.add(id(lst))
             lst.append(item)
-    if unsorted:
-        for lst in chain(late.values(), *(g.values() for g in groups.values())):
-            if id(lst) in unsorted:
-                _by_seq(lst)
     share = shares.share
     for key in sorted(groups, reverse=True):
         if key in late:
-            yield from late[key]
+            yield from (late[key] if in_order else sorted(late[key], key=_seq))
         teams = groups[key]
         if not teams:
             continue
         if len(teams) == 1:  # one team at this priority: plain submit order
-            yield from next(iter(teams.values()))
+            lst = next(iter(teams.values()))
+            if not in_order:
+                lst.sort(key=_seq)
+            yield from lst
             continue
         heap = []
         for i, (team, lst) in enumerate(teams.items()):
+            if not in_order:
+                lst.sort(key=_seq)
             heap.append((shares.of(team), lst[0][0].seq, i, team, 0))
         heapq.heapify(heap)
         while heap:
@@ -134,11 +127,5 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
         yield from batch
 
 
-_job, _seq_of = itemgetter(0), attrgetter("seq")
-
-
-def _by_seq(lst: list[tuple[PendingJob, Queue]]) -> None:
-    """Sort (job, queue) pairs by submit order, stably, in place: keys read in C, not by a Python
-    function called once per job."""
-    seqs = list(map(_seq_of, map(_job, lst)))
-    lst[:] = [lst[i] for i in sorted(range(len(lst)), key=seqs.__getitem__)]
+def _seq(item: tuple[PendingJob, Queue]) -> float:
+    return item[0].seq

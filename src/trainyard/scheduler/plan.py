@@ -83,7 +83,6 @@ class _Planner:
     def __init__(self, nodes, running, queues, now, options) -> None:
         self.c, survey = snapshot(nodes, running, queues, now, options)  # 1. snapshot
         self.rooms = Rooms(self.c, survey)
-        self.fixed = survey.fixed
         self.memo = Memo()
         self._releases: Releases | None = None  # built on the first reservation search
         self.admitted: list[tuple[float, list[Take]]] = []  # (end, room taken) of jobs admitted before that
@@ -400,7 +399,7 @@ class _Planner:
     def _release_list(self) -> Releases:
         if self._releases is None:
             c = self.c
-            self._releases = Releases(c.cl, c.running, c.now, self.rooms.on, self.fixed)
+            self._releases = Releases(c.cl, c.running, c.now)
             for end, taken in self.admitted:
                 for x in taken:
                     self._releases.add(end, x.slot, x.cpu, x.memory, x.gpus, c.now)
