@@ -172,10 +172,12 @@ def _survey(c: Cycle) -> Survey:
     sizes: dict[tuple, Held] = {}
     for r in c.running:
         reps, aid = r.replicas, r.attempt_id
-        if len(reps) == 1:
+        one = len(reps) == 1
+        if one:
             p = reps[0]
+            node = p.node
             g = len(p.gpu_ids)
-            size = (p.cpu, p.memory, type_of.get(p.node) if g else None, g)
+            size = (p.cpu, p.memory, type_of.get(node) if g else None, g)
             t = sizes.get(size)
             if t is None:
                 t = sizes[size] = Held(*size)
@@ -221,6 +223,13 @@ def _survey(c: Cycle) -> Survey:
             if gpus:
                 qa[2][gtype] = qa[2].get(gtype, 0.0) + gpus
                 qa[3] += gpus
+        if one:  # most attempts: one replica, so one node to list it on
+            lst = on.get(node)
+            if lst is None:
+                on[node] = [r]
+            elif lst[-1] is not r:
+                lst.append(r)
+            continue
         for p in reps:
             lst = on.get(p.node)
             if lst is None:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import gc
 import heapq
 from itertools import chain
+from operator import attrgetter
 from typing import Iterator
 
 from trainyard.scheduler import reasons as say
@@ -90,6 +91,7 @@ class _Planner:
         self.held_types: set = set()  # GPU types (None: cores) some reservation holds nodes of this cycle
         self.borrower_held = False  # a borrower holds nodes (phase 4; Options.reserve_borrowing_after)
         self.too_young = False  # the last job refused nodes to hold only for its wait (Options.reserve_after)
+        self.may_hold = options.reserve_borrowing_after is not None  # some borrower may hold nodes
 
     def run(self, pending: list[PendingJob]) -> Plan:
         c = self.c
@@ -124,7 +126,7 @@ class _Planner:
                 continue
             if job.last_preempted_by is not None:
                 if ids is None:
-                    ids = {j.id for j in pending}
+                    ids = set(map(_id_of, pending))
                 if job.last_preempted_by in ids:
                     # the room and quota it handed back are for the job that preempted it: competing for
                     # them again before that job starts is how preemption loops begin
@@ -187,7 +189,8 @@ class _Planner:
         c, memo = self.c, self.memo
         # 3a. its class. Its Shape and JobClass are looked up as plain tuples of their fields, which hash
         # and compare alike: making a NamedTuple costs 3× a tuple, and this runs for every job in line.
-        sel = tuple(sorted(job.node_selector.items())) if job.node_selector else ()
+        d = job.node_selector
+        sel = (tuple(d.items()) if len(d) == 1 else tuple(sorted(d.items()))) if d else ()
         shape = (job.cpu, job.memory, job.gpu, job.gpu_types, sel, job.replicas, job.placement)
         fit = memo.shapes.get(shape)  # hashed once; later keys use the small id
         if fit is None:
@@ -199,7 +202,7 @@ class _Planner:
         cls = (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
         starved = job.id in self.starved if self.starved else False
         # a borrower that may hold nodes had a choice the jobs like it may not have had
-        holds = borrowing and self._may_hold_borrowing(job, fit)
+        holds = borrowing and self.may_hold and self._may_hold_borrowing(job, fit)
         seen = None if starved or holds else memo.turned_away.get(cls)  # a job like one turned away meets the same fate
         if seen is not None:
             return c.left.append(Entry(job, q, seen[0], seen[1]))
@@ -401,6 +404,9 @@ class _Planner:
                 for x in taken:
                     self._releases.add(end, x.slot, x.cpu, x.memory, x.gpus, c.now)
         return self._releases
+
+
+_id_of = attrgetter("id")
 
 
 def _owed_order(item: tuple[PendingJob, Queue]) -> tuple:

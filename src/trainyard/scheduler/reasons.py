@@ -176,7 +176,8 @@ def explain(out: Plan, left: list[Entry], cl: Cluster, quotas: Quotas, now: floa
             d = e.victims
             names = ", ".join(d[:3]) + (", …" if len(d) > 3 else "")
             msg = f"starting: preempting {plural(len(d), 'job')} ({names}); {ahead(k, qn)}"
-        reasons[jid] = e.message = msg
+        e.message = msg
+        reasons[jid] = msg
         entries[jid] = e
 
 
