@@ -184,6 +184,17 @@ BAD_REQUESTS = [  # (method, url, json body, the field the 422 names): each was 
     ("GET", "/api/v1/jobs/{job}/logs?after=38000000000000000000000000000000&follow=true", None, "after"),
     ("GET", "/api/v1/jobs/{job}/logs?attempt=99999999999", None, "attempt"),
     ("GET", "/api/v1/jobs/{job}/logs?replica=-1", None, "replica"),
+    # the lean routes (trainyard.api.lean) check by hand what FastAPI checked for them
+    ("POST", "/internal/attempts/a-1/replicas/abc/report", {"phase": "running"}, "replica"),
+    ("POST", "/internal/attempts/a-1/replicas/-1/report", {"phase": "running"}, "replica"),
+    ("POST", "/internal/attempts/a-1/replicas/2147483648/report", {"phase": "running"}, "replica"),
+    ("POST", "/internal/attempts/a-1/replicas/0/report", {"phase": "started"}, "phase"),
+    ("POST", "/internal/attempts/a-1/replicas/0/report", {"result": {"exit_code": 2**70}}, "result.exit_code"),
+    ("POST", "/internal/attempts/a-1/replicas/0/report", [1], ""),
+    ("POST", "/api/v1/jobs?dry_run=maybe", {"spec": {"command": "x"}}, "dry_run"),
+    ("GET", "/api/v1/jobs/{job}/wait?timeout=301", None, "timeout"),
+    ("GET", "/api/v1/jobs/{job}/wait?timeout=nan", None, "timeout"),
+    ("GET", "/api/v1/jobs/{job}/wait?timeout=-1", None, "timeout"),
 ]
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import psutil
+
 from tests.contract.rigs import EXIT_CODE, LocalRig
+from tests.support.waiting import until
 from trainyard.engines.base import Launch
 
 
@@ -26,5 +29,35 @@ def test_an_attempt_that_cannot_start_gets_its_error_and_the_others_start(tmp_pa
             rig.end(a)
             assert rig.wait_for(a, "exited").result.exit_code == EXIT_CODE
         assert rig.observe(attempts[1]).state == "not_launched"
+    finally:
+        rig.close()
+
+
+def test_a_launcher_gone_before_its_handle_is_written_was_launched_not_failed(tmp_path):
+    rig = LocalRig(tmp_path)
+    try:
+        # given a command that ends at once, and a zygote whose launcher has exited (and been reaped)
+        # by the time the engine reads its start time: a quick job's launcher on a busy server
+        attempt = rig.attempt("quick")
+        args = rig.launch_args(attempt)
+        rig.end(attempt)
+        fork = rig.engine._fork_launchers
+
+        def fork_then_wait_for_exit(workdirs):
+            pids = fork(workdirs)
+            for pid in pids:
+                until(lambda: not psutil.pid_exists(pid), timeout=rig.timeout)
+            return pids
+
+        rig.engine._fork_launchers = fork_then_wait_for_exit
+
+        # when it is launched
+        found = rig.engine.launch_many([Launch(attempt, *args)])
+        rig.launched.append(attempt)
+
+        # then it is a launch (with a handle), not a failed one, and its end is read from its result
+        assert not isinstance(found[0], Exception)
+        assert found[0]["replicas"][0]["create_time"] is None
+        assert rig.wait_for(attempt, "exited").result.exit_code == EXIT_CODE
     finally:
         rig.close()

@@ -139,7 +139,13 @@ class LocalEngine(Engine):
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             self._children[(attempt_id, replica)] = proc
             pid = proc.pid
-        handle = {"pid": pid, "create_time": psutil.Process(pid).create_time(), "dir": str(workdir)}
+        try:
+            create_time: float | None = psutil.Process(pid).create_time()
+        except psutil.NoSuchProcess:
+            # a quick command's launcher has already reported, exited and been reaped by the zygote: it
+            # was launched, not a failed launch (reconcile finds no process and reads its result.json)
+            create_time = None
+        handle = {"pid": pid, "create_time": create_time, "dir": str(workdir)}
         tmp = workdir / (HANDLE_NAME + ".tmp")
         tmp.write_text(json.dumps(handle))
         tmp.replace(workdir / HANDLE_NAME)
@@ -213,7 +219,7 @@ class LocalEngine(Engine):
     def _process(self, attempt_id: str, replica: int) -> psutil.Process | None:
         """The live launcher of a replica, matched on pid and start time (pids get reused)."""
         handle = _read_json(self.replica_dir(attempt_id, replica) / HANDLE_NAME)
-        if not handle:
+        if not handle or handle.get("create_time") is None:  # None: seen gone when it was launched
             return None
         try:
             proc = psutil.Process(handle["pid"])

@@ -8,11 +8,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, TypeAdapter
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
-from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.api import lean
+from trainyard.api.deps import CallerDep, PlatformDep, get_caller
 from trainyard.api.spec_text import SOURCE, SpecCheck, is_yaml, read_json, read_text, with_lines, yaml_body
 from trainyard.auth.permissions import Caller
 from trainyard.errors import RangeNotSatisfiable, TrainyardError
@@ -28,7 +29,6 @@ from trainyard.status import JobStatus
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 
 INT64_MAX = 2**63 - 1  # log chunk ids are BIGINT
-Timeout = Annotated[float, Query(ge=0, le=300)]
 After = Annotated[int, Query(ge=0, le=INT64_MAX, description="cursor of the page before")]
 AttemptNo = Annotated[int | None, Query(ge=1, le=INT32_MAX)]
 ReplicaNo = Annotated[int | None, Query(ge=0, le=INT32_MAX)]
@@ -50,12 +50,22 @@ def _json(text: str, status_code: int = 200) -> Response:
     return Response(text, status_code=status_code, media_type="application/json")
 
 
-@router.post("", status_code=201, response_model=JobInfo, openapi_extra=yaml_body(SubmitRequest),
+_DRY_RUN = TypeAdapter(bool)
+_SUBMIT_PARAMETERS = [{**lean.parameter("dry_run", "query", _DRY_RUN, required=False),
+                       "description": "check everything, submit nothing"}]
+
+
+@router.post("", status_code=201, response_model=JobInfo,
+             openapi_extra={**yaml_body(SubmitRequest), **lean.documented(_SUBMIT_PARAMETERS)},
              responses={200: {"model": SpecCheck, "description": "dry_run: the spec would be accepted"}})
-async def submit(request: Request, p: PlatformDep, caller: CallerDep,
-                 dry_run: Annotated[bool, Query(description="check everything, submit nothing")] = False) -> Response:
+async def submit(request: Request) -> Response:
     """A job as JSON (``{spec, snapshot}``), or its spec as YAML text (``Content-Type: application/yaml``),
-    whose errors name the text's lines."""
+    whose errors name the text's lines.
+
+    Lean (:mod:`trainyard.api.lean`): the first of a job's three requests."""
+    dry_run = lean.checked(_DRY_RUN, request.query_params.get("dry_run", False), "query", "dry_run")
+    p: Platform = request.app.state.platform
+    caller = await get_caller(request)
     if not is_yaml(request):
         body = await read_json(request, SubmitRequest)
         return await run_in_threadpool(_submit, p, caller, body.spec, body.snapshot, dry_run)
@@ -123,10 +133,18 @@ async def get_job(job_id: str, p: PlatformDep, caller: CallerDep) -> Response:
     return _json(await p.jobs.read(job_id, caller))
 
 
-@router.get("/{job_id}/wait", response_model=JobInfo)
-async def wait_job(job_id: str, p: PlatformDep, caller: CallerDep, timeout: Timeout = 30) -> Response:
-    """The job once it has ended, or as it is after ``timeout`` seconds."""
-    return _json(await p.jobs.wait(job_id, timeout, caller))
+_TIMEOUT = TypeAdapter(Annotated[float, Field(ge=0, le=300)])
+
+
+@router.get("/{job_id}/wait", response_model=JobInfo, openapi_extra=lean.documented([
+    lean.parameter("job_id", "path", TypeAdapter(str)), lean.parameter("timeout", "query", _TIMEOUT, required=False)]))
+async def wait_job(request: Request) -> Response:
+    """The job once it has ended, or as it is after ``timeout`` seconds (default 30).
+
+    Lean (:mod:`trainyard.api.lean`): every client waits for each of its jobs."""
+    timeout = lean.checked(_TIMEOUT, request.query_params.get("timeout", 30), "query", "timeout")
+    p: Platform = request.app.state.platform
+    return _json(await p.jobs.wait(request.path_params["job_id"], timeout, await get_caller(request)))
 
 
 @router.post("/{job_id}/cancel")

@@ -5,12 +5,16 @@ from __future__ import annotations
 import tempfile
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Request, Response
+from fastapi import APIRouter, Request, Response
+from pydantic import Field, TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
+from trainyard.api import lean
 from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.api.spec_text import read_json
 from trainyard.auth.tokens import bearer
 from trainyard.errors import Forbidden
+from trainyard.services.platform import Platform
 from trainyard.spec.records import NodeInfo
 from trainyard.spec.reports import LauncherReport, ReportAnswer
 
@@ -48,16 +52,27 @@ async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: Ca
         return {"digest": digest, "url": await run_in_threadpool(p.snapshots.put, digest, body)}
 
 
+_REPLICA = TypeAdapter(Annotated[int, Field(ge=0, le=2**31 - 1)])
+_ANSWERS = {cancel: ReportAnswer(cancel=cancel).model_dump_json().encode() for cancel in (False, True)}
+
+
 @router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"],
-             response_model=ReportAnswer)
-async def report(attempt_id: str, replica: Annotated[int, Path(ge=0, le=2**31 - 1)], body: LauncherReport,
-                 p: PlatformDep, authorization: Annotated[str | None, Header()] = None) -> Response:
+             response_model=ReportAnswer, openapi_extra=lean.documented([
+                 lean.parameter("attempt_id", "path", TypeAdapter(str)), lean.parameter("replica", "path", _REPLICA),
+                 lean.parameter("authorization", "header", TypeAdapter(str | None), required=False)], LauncherReport))
+async def report(request: Request) -> Response:
     """A launcher's report: log bytes and metric lines by offset, and its result (see ``trainyard.launch``).
 
     Not behind the users' token: a launcher shows its own attempt's credential
     (``Authorization: Bearer <attempt token>``), checked by the store with the report.
 
     Async, with the store's work in one thread-pool call and the answer serialized here: a plain
-    function took two hops per report (the call, then FastAPI's check of the returned model)."""
-    answer = await run_in_threadpool(p.attempts.report, attempt_id, replica, body, bearer(authorization))
-    return Response(answer.model_dump_json(), media_type="application/json")
+    function took two hops per report (the call, then FastAPI's check of the returned model).
+    Lean (:mod:`trainyard.api.lean`): one report per job, and its parameters cost more through
+    FastAPI's dependency solving than by hand."""
+    replica = lean.checked(_REPLICA, request.path_params["replica"], "path", "replica")
+    body = await read_json(request, LauncherReport)
+    p: Platform = request.app.state.platform
+    answer = await run_in_threadpool(p.attempts.report, request.path_params["attempt_id"], replica, body,
+                                     bearer(request.headers.get("authorization")))
+    return Response(_ANSWERS[answer.cancel], media_type="application/json")
