@@ -51,6 +51,19 @@ def test_an_unchanged_overlay_goes_back_to_the_spares_and_a_changed_one_never_do
     assert pip.returncode == 0 and pip.stdout.startswith("pip ")  # the shim works from where it was moved
 
 
+def test_a_relaunchs_overlay_is_never_put_back(tmp_path, report_server):
+    from trainyard.launch.scratchenv import make
+
+    cache, attempt = tmp_path / "venvs", tmp_path / "a1"
+    make_config(attempt, report_server.url, PREFIX, venv="overlay", venv_cache=str(cache))
+    venv = make("overlay", attempt / "venv", tmp_path, tmp_path / "log", lambda: False)  # the launch before
+    (venv / "bin" / "left").write_text("x")  # what that launch's job installed
+    assert run_launcher(attempt)["reason"] == "Succeeded"
+    assert f"prefix {venv}" in (attempt / "output.log").read_text()  # the relaunch runs in it
+    assert (venv / "bin" / "left").exists()  # kept with its attempt
+    assert not any((spare_pool(cache) / n / "bin" / "left").exists() for n in spares(cache))
+
+
 def test_a_command_longer_than_the_first_sample_is_sampled(tmp_path, report_server):
     attempt = tmp_path / "attempt"
     make_config(attempt, report_server.url, [PYTHON, "-c", "import time; time.sleep(1.2)"], sample_every=0.2)

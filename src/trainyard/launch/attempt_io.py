@@ -41,9 +41,11 @@ class AttemptIO:
         elif cfg.venv and not cfg.container:  # pip installs in the job must not reach the server's env
             from trainyard.launch.scratchenv import make, seen, spares as scratchenv_spares
 
+            # an overlay already there is a relaunch's, changed or not by the launch before: never put back
+            relaunch = (self.dir / "venv" / "pyvenv.cfg").exists()
             venv = make(cfg.venv, self.dir / "venv", work, self.log, lambda: self.cancelled is not None,
                         spares=scratchenv_spares(cfg))
-            if cfg.venv == "overlay":
+            if cfg.venv == "overlay" and not relaunch:
                 self.overlay_seen = seen(venv)
         mark("venv")
         self._check_cancel()
