@@ -175,6 +175,10 @@ class ReplicaActor:
     def stopped(self) -> bool:
         return self._stopped
 
+    @property
+    def started(self) -> bool:
+        return self._pid is not None
+
     def stop(self) -> bool:
         """SIGTERM to the launcher (it passes it on, waits the grace period, kills the tree); should the
         command outlive that by :data:`KILL_SLACK`, SIGKILL to the launcher and everything under it."""
@@ -224,6 +228,7 @@ class NodeAgent:
             placement_group: Any = None) -> LaunchResult | str | None:
         """As :meth:`ReplicaActor.run`, once ``placement_group`` (if given) is placed: Ray reserves the
         replica's resources there before its launcher starts, as it would before placing an actor in it.
+        A group removed before it is placed, with no stop or forget for the key, answers ``LostContact``.
 
         Attaching (``config=None``) to a key it never heard of: :data:`NOT_STARTED` if no launcher was
         started for ``workdir`` on this node, else its result, or :data:`LOST` if it left none."""
@@ -237,8 +242,15 @@ class NodeAgent:
                     return LaunchResult(reason=Reason.CANCELLED, message="cancelled before it started")
                 slot = self._slots[key] = ReplicaActor(gpus_from_ray=False)
         if config is not None and placement_group is not None:
-            while not slot.stopped and not _placed(placement_group):
-                pass
+            while not slot.stopped and not (placed := _placed(placement_group)):
+                # removed, with no stop or forget for the key (a restarted server's orphan sweep, by hand):
+                # it never will be placed; free the thread and the slot
+                if placed is None:
+                    with self._lock:
+                        if self._slots.get(key) is slot and not slot.started:
+                            del self._slots[key]
+                    return LaunchResult(reason=Reason.LOST, message="its placement group was removed before it "
+                                        "was placed; the launcher never started")
         return slot.run(config, workdir, root)
 
     def stop(self, key: str) -> bool:
@@ -269,15 +281,22 @@ class NodeAgent:
             del self._early[next(iter(self._early))]
 
 
-def _placed(placement_group: Any, wait: float = 1.0) -> bool:
-    """Whether Ray placed the group, waiting up to ``wait`` seconds (one call to the GCS, no task)."""
+def _placed(placement_group: Any, wait: float = 1.0) -> bool | None:
+    """Whether Ray placed the group, waiting up to ``wait`` seconds (one call to the GCS, no task);
+    None once it is removed. A group still pending, or a GCS that cannot answer, is False: wait on."""
     try:
         return placement_group.wait(wait)
-    except Exception:  # removed meanwhile, or the GCS is away for a moment: asked again until stopped
-        import time
+    except Exception:  # a bare "... does not exist." once removed (Ray 2.60; a GCS that is away answers False)
+        pass
+    from ray.util import placement_group_table
 
-        time.sleep(wait)
-        return False
+    try:  # a bare Exception says little: the table (which keeps a removed group's entry) says for certain
+        if placement_group_table(placement_group).get("state") == "REMOVED":
+            return None
+    except Exception:  # the GCS is away for a moment
+        pass
+    time.sleep(wait)
+    return False
 
 
 def _left_behind(workdir: str, root: str | None) -> str | LaunchResult | None:
