@@ -99,8 +99,9 @@ def serve(settings: ServerSettings) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     check_exposure(settings)
     secure(settings.home)
-    # SQLite: this server alone. PostgreSQL: servers sharing the database may share the home, and a
-    # lease in the database picks the one that schedules; either way no auto-started server joins them
+    # SQLite: this server alone in its home (others with other homes may share its file with --db).
+    # PostgreSQL: servers sharing the database may share the home. Either way a lease picks the one
+    # that schedules (trainyard.store.lease), and no auto-started server joins them
     sqlite = normalize_url(settings.db_url).startswith("sqlite")
     HomeLock(settings.home).acquire(shared=not sqlite)  # held until this process ends
     if settings.token_sha256 is None:  # no token given: the home's own, which only this Unix user can read
