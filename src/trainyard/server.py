@@ -128,7 +128,8 @@ def serve(settings: ServerSettings) -> None:
 
     def announce() -> None:
         # the leader's address, where the CLI and every launcher look (a follower only logs its own)
-        write_private(settings.address_file, json.dumps(me))
+        for path in {settings.address_file, settings.leader_file}:
+            write_private(path, json.dumps(me))
         log.info("trainyard server on %s (engine %s, home %s): scheduling", url, platform.engine.name, settings.home)
 
     def ready() -> None:
@@ -138,8 +139,9 @@ def serve(settings: ServerSettings) -> None:
 
     def withdraw() -> None:
         # here, not after run(): uvicorn re-raises SIGTERM once it has shut down
-        if (read_address(settings.address_file) or {}).get("pid") == os.getpid():
-            settings.address_file.unlink(missing_ok=True)
+        for path in {settings.address_file, settings.leader_file}:
+            if (read_address(path) or {}).get("pid") == os.getpid():
+                path.unlink(missing_ok=True)
 
     hosts = LOOPBACK if settings.host in LOOPBACK else None  # a loopback server answers no other name
     app = create_app(platform, server_url=url, on_ready=ready, on_stop=withdraw, on_lead=announce,

@@ -73,23 +73,30 @@ def test_servers_of_two_homes_on_one_sqlite_file_elect_one_scheduler(tmp_path):
         assert (first.role(), second.role()) == ("leader", "follower")
         # jobs submitted to either server are scheduled by the leader alone, each run once
         c1, c2 = first.client(), second.client()
-        jobs = [c.submit(counted_job(runs, i, lines=3)) for i, c in enumerate([c1, c2] * 3)]
-        for j in jobs:
+        done = [c.submit(counted_job(runs, i, lines=3)) for i, c in enumerate([c1, c2] * 2)]
+        for j in done:
             info = c2.wait(j.id, timeout=90)  # the follower's long polls see the leader's changes
             assert info.status.value == "succeeded" and len(info.attempts) == 1, (j.id, info.status, info.reason)
-        assert sorted(runs.read_text().split()) == sorted(str(i) for i in range(6))
-        assert launched_in(first) == {j.id for j in jobs} and launched_in(second) == set()
-        assert second.role() == "follower"
+        assert sorted(runs.read_text().split()) == sorted(str(i) for i in range(4))
+        assert launched_in(first) == {j.id for j in done} and launched_in(second) == set()
 
+        # jobs still running when the leader dies: the new leader finds their launchers in the dead
+        # one's home, and they find it through the address beside the database
+        running = [c.submit(counted_job(runs, 4 + i)) for i, c in enumerate([c1, c2])]
+        until(lambda: all(c2.get(j.id).status.value == "running" for j in running), timeout=60)
+        assert second.role() == "follower"
         first.kill()
         killed = time.monotonic()
         until(lambda: second.role() == "leader", timeout=15)
         took = time.monotonic() - killed
         later = c2.submit(counted_job(runs, 6, lines=3))
-        info = c2.wait(later.id, timeout=90)
-        assert info.status.value == "succeeded" and len(info.attempts) == 1, (info.status, info.reason)
-        assert sorted(runs.read_text().split()) == sorted(str(i) for i in range(7))  # the new one ran, once
-        assert launched_in(second) == {later.id}
+        for j in running + [later]:
+            info = c2.wait(j.id, timeout=90)
+            assert info.status.value == "succeeded" and len(info.attempts) == 1, (j.id, info.status, info.reason)
+        for j in running:
+            assert c2.job(j.id).logs().splitlines() == [f"line {n}" for n in range(30)]
+        assert sorted(runs.read_text().split()) == sorted(str(i) for i in range(7))  # each ran once
+        assert launched_in(first) == {j.id for j in done + running} and launched_in(second) == {later.id}
         print(f"takeover in {took:.1f}s")
     finally:
         first.stop_all()

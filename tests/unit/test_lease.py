@@ -1,6 +1,7 @@
 """The lease on a SQLite file: of several holders of one lock file exactly one leads, and another
 gains it when the leader stops, dies, or loses its file. Real locks, real processes."""
 
+import os
 import subprocess
 import sys
 import threading
@@ -88,8 +89,19 @@ def test_each_database_gets_its_lease(tmp_path):
     for url in (f"sqlite:///{db}", str(db)):
         lease = make_lease(url)
         assert isinstance(lease, FileLease) and lease.path == f"{db}.lease"
+    assert make_lease("sqlite:///rel.db").path == os.path.abspath("rel.db") + ".lease"  # relative to the cwd
     for url in ("sqlite://", "sqlite:///:memory:", "sqlite:///file:x?mode=memory&cache=shared&uri=true"):
         assert isinstance(make_lease(url), SoleLease)
     lease = make_lease("postgresql://nobody@127.0.0.1:1/none")  # connects only when started
     assert isinstance(lease, AdvisoryLease)
     lease.stop()
+
+
+def test_launchers_look_for_the_leader_beside_a_shared_sqlite_file(tmp_path):
+    from trainyard.config import ServerSettings
+
+    db = tmp_path / "shared.db"
+    assert ServerSettings(home=tmp_path / "a", db=str(db)).leader_file == tmp_path / "shared.db.server.json"
+    assert ServerSettings(home=tmp_path / "a").leader_file == tmp_path / "a" / "trainyard.db.server.json"
+    on_pg = ServerSettings(home=tmp_path / "a", db="postgresql://u@h/d")
+    assert on_pg.leader_file == on_pg.address_file == tmp_path / "a" / "server.json"

@@ -9,8 +9,10 @@ On a SQLite file, :class:`FileLease` is an exclusive ``flock`` on
 ``<database file>.lease``, held by the leader for as long as it runs. Servers
 with different homes may name the same file (``--db``); SQLite needs a local
 filesystem, so they share one kernel, which drops the lock the moment the
-leader's process dies, however it dies. An in-memory database has one server:
-:class:`SoleLease` leads at once.
+leader's process dies, however it dies. The leader writes its address beside
+the file too (``ServerSettings.leader_file``), where launchers of every home
+look for it again. An in-memory database has one server: :class:`SoleLease`
+leads at once.
 
 On PostgreSQL, :class:`AdvisoryLease` is a session-level advisory lock held on
 a connection of its own. The lock lives and dies with that session: when the
@@ -23,6 +25,7 @@ file is still the one at the path), and steps down (stops scheduling) the
 moment that check fails, before anyone else can have the lease for long; the
 store's compare-and-set covers the overlap of one check.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -31,9 +34,10 @@ import os
 import threading
 from typing import Callable, Protocol
 
-from sqlalchemy import Connection, create_engine, make_url, text
+from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.pool import NullPool
 
+from trainyard.config import sqlite_file
 from trainyard.store.db import normalize_url
 
 log = logging.getLogger("trainyard.lease")
@@ -220,15 +224,10 @@ class AdvisoryLease(_PolledLease):
 
 def make_lease(url: str) -> Lease:
     """The lease for a database: advisory on PostgreSQL, a lock file beside a SQLite file, sole in memory."""
-    url = normalize_url(url)
-    if url.startswith("postgresql"):
+    if normalize_url(url).startswith("postgresql"):
         return AdvisoryLease(url)
-    path = make_url(url).database or ""
-    if path in ("", ":memory:") or "mode=memory" in url:
-        return SoleLease()
-    if path.startswith("file:"):  # a URI filename (?uri=true)
-        path = path[len("file:"):].split("?", 1)[0]
-    return FileLease(os.path.abspath(path) + ".lease")
+    path = sqlite_file(url)
+    return FileLease(f"{path}.lease") if path is not None else SoleLease()
 
 
 def _call(fn: Callback) -> None:
