@@ -53,6 +53,20 @@ from trainyard import envvars
 from trainyard.locations import ADDRESS_FILE, client_token, home, server_url  # noqa: F401  (re-exported)
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite database (a URL, or a bare path as ``--db`` takes it), where servers of
+    several homes sharing it meet; None for PostgreSQL and for a database in memory."""
+    if "://" not in url:
+        return Path(os.path.abspath(os.path.expanduser(url)))
+    scheme, rest = url.split("://", 1)
+    if not scheme.startswith("sqlite"):
+        return None
+    path, _, query = rest[1:].partition("?")  # sqlite:///relative, sqlite:////absolute
+    if path in ("", ":memory:") or "mode=memory" in query:
+        return None
+    return Path(os.path.abspath(path.removeprefix("file:")))  # file:…: a URI filename (?uri=true)
+
+
 def take_server_token() -> str | None:
     """``$TRAINYARD_SERVER_TOKEN``, removed from the environment as it is read, so nothing the
     server starts (launchers, jobs) inherits it."""
@@ -147,3 +161,10 @@ class ServerSettings(BaseModel):
     @property
     def address_file(self) -> Path:
         return self.home / ADDRESS_FILE
+
+    @property
+    def leader_file(self) -> Path:
+        """Where launchers look for the server again: beside a SQLite file, which servers of other homes
+        may share (``--db``), the address of whichever of them leads now; else the home's."""
+        path = sqlite_file(self.db_url)
+        return path.with_name(f"{path.name}.{ADDRESS_FILE}") if path is not None else self.address_file

@@ -1,7 +1,8 @@
 """The home folder a server holds: its lock, its address file and its local token.
 
 One home has one server (or, on PostgreSQL, a set of servers sharing one
-database, exactly one of which schedules: see :mod:`trainyard.store.lease`).
+database). Servers sharing a database, in one home or several, elect the one
+that schedules: see :mod:`trainyard.store.lease`.
 A server holds ``server.lock`` with ``flock`` for as long as it runs: an
 exclusive lock on SQLite, a shared one on PostgreSQL. The kernel drops the
 lock when the process dies, however it dies, so there is no stale lock to

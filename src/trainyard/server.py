@@ -99,8 +99,9 @@ def serve(settings: ServerSettings) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     check_exposure(settings)
     secure(settings.home)
-    # SQLite: this server alone. PostgreSQL: servers sharing the database may share the home, and a
-    # lease in the database picks the one that schedules; either way no auto-started server joins them
+    # SQLite: this server alone in its home (others with other homes may share its file with --db).
+    # PostgreSQL: servers sharing the database may share the home. Either way a lease picks the one
+    # that schedules (trainyard.store.lease), and no auto-started server joins them
     sqlite = normalize_url(settings.db_url).startswith("sqlite")
     HomeLock(settings.home).acquire(shared=not sqlite)  # held until this process ends
     if settings.token_sha256 is None:  # no token given: the home's own, which only this Unix user can read
@@ -127,7 +128,8 @@ def serve(settings: ServerSettings) -> None:
 
     def announce() -> None:
         # the leader's address, where the CLI and every launcher look (a follower only logs its own)
-        write_private(settings.address_file, json.dumps(me))
+        for path in {settings.address_file, settings.leader_file}:
+            write_private(path, json.dumps(me))
         log.info("trainyard server on %s (engine %s, home %s): scheduling", url, platform.engine.name, settings.home)
 
     def ready() -> None:
@@ -137,8 +139,9 @@ def serve(settings: ServerSettings) -> None:
 
     def withdraw() -> None:
         # here, not after run(): uvicorn re-raises SIGTERM once it has shut down
-        if (read_address(settings.address_file) or {}).get("pid") == os.getpid():
-            settings.address_file.unlink(missing_ok=True)
+        for path in {settings.address_file, settings.leader_file}:
+            if (read_address(path) or {}).get("pid") == os.getpid():
+                path.unlink(missing_ok=True)
 
     hosts = LOOPBACK if settings.host in LOOPBACK else None  # a loopback server answers no other name
     app = create_app(platform, server_url=url, on_ready=ready, on_stop=withdraw, on_lead=announce,

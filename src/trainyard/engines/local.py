@@ -3,6 +3,8 @@
 Launchers run in their own session, detached from the server, so killing the
 server (even with SIGKILL) leaves jobs running; a restarted server finds them
 again through ``launcher.json`` in each replica's dir and their result files.
+A server of another home that took over a shared SQLite file finds that dir
+through the attempt's handle (:meth:`LocalEngine.launched_dir`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,15 @@ class LocalEngine(Engine):
 
     def replica_dir(self, attempt_id: str, replica: int) -> Path:
         return self.home / "attempts" / attempt_id / f"r{replica}"
+
+    def launched_dir(self, attempt: AttemptInfo, replica: int) -> Path:
+        """Where the replica was launched: its handle's dir, which is in another home when another
+        server sharing this one's SQLite file launched it (and then died: this one took over)."""
+        try:
+            there = Path(attempt.handle["replicas"][replica]["dir"])
+        except (KeyError, IndexError, TypeError):
+            there = None
+        return there if there is not None and there.is_dir() else self.replica_dir(attempt.id, replica)
 
     def runtime(self) -> runtimes.Runtime | None:
         if self._runtime is False:
@@ -178,14 +189,15 @@ class LocalEngine(Engine):
 
     def cancel(self, attempt: AttemptInfo) -> None:
         for r in attempt.replicas:
-            proc = self._process(attempt.id, r.index)
+            workdir = self.launched_dir(attempt, r.index)
+            proc = self._process(workdir)
             if proc is not None:
                 try:
                     proc.send_signal(signal.SIGTERM)
                 except psutil.Error:
                     pass
             else:  # no launcher to stop it: its container, if one was left, goes now
-                self._remove_container(attempt.id, r.index)
+                self._remove_container(workdir, attempt.id, r.index)
 
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
         self._reap()
@@ -194,8 +206,8 @@ class LocalEngine(Engine):
             for r in a.replicas:
                 if r.status.is_terminal():
                     continue
-                workdir = self.replica_dir(a.id, r.index)
-                if self._process(a.id, r.index) is not None:
+                workdir = self.launched_dir(a, r.index)
+                if self._process(workdir) is not None:
                     # even with result.json written: the launcher is still delivering its logs
                     out.append(Observation(a.id, r.index, "alive"))
                 elif (result := _read_result(workdir / RESULT_NAME)) is not None:
@@ -203,22 +215,22 @@ class LocalEngine(Engine):
                 elif not (workdir / HANDLE_NAME).exists():
                     out.append(Observation(a.id, r.index, "not_launched"))
                 else:
-                    self._remove_container(a.id, r.index)  # the launcher died: nobody else will
+                    self._remove_container(workdir, a.id, r.index)  # the launcher died: nobody else will
                     out.append(Observation(a.id, r.index, "lost",
                                            detail="the launcher process is gone and left no result"))
         return out
 
-    def _remove_container(self, attempt_id: str, replica: int) -> None:
-        config = _read_json(self.replica_dir(attempt_id, replica) / CONFIG_NAME)
+    def _remove_container(self, workdir: Path, attempt_id: str, replica: int) -> None:
+        config = _read_json(workdir / CONFIG_NAME)
         section = (config or {}).get("container")
         if section:
             from trainyard.launch.container import container_name, remove
 
             remove(section["runtime"], container_name(attempt_id, replica))
 
-    def _process(self, attempt_id: str, replica: int) -> psutil.Process | None:
-        """The live launcher of a replica, matched on pid and start time (pids get reused)."""
-        handle = _read_json(self.replica_dir(attempt_id, replica) / HANDLE_NAME)
+    def _process(self, workdir: Path) -> psutil.Process | None:
+        """The live launcher of the replica in ``workdir``, matched on pid and start time (pids get reused)."""
+        handle = _read_json(workdir / HANDLE_NAME)
         if not handle or handle.get("create_time") is None:  # None: seen gone when it was launched
             return None
         try:

@@ -67,7 +67,7 @@ def launch_configs(
             server=server_url,
             server_ca=str(settings.tls_cert) if settings.tls_cert else None,
             run_as=run_as,
-            address_file=str(settings.address_file),
+            address_file=str(settings.leader_file),
             token=token,
             command=list(command),
             env=env,

@@ -141,6 +141,7 @@ class Platform:
         (the server announces itself where launchers look)."""
         self.server_url = server_url
         self._on_lead = on_lead or (lambda: None)
+        self.notifier.max_wait = FOLLOWER_POLL  # a follower from the start hears no notify either (_lead clears it)
         self.lease.start(on_gain=self._lead, on_loss=self._follow)
 
     def _lead(self) -> None:
