@@ -37,7 +37,7 @@ def job_records(conn: Any, where: Any, specs: Recent[JobSpec], attempts: bool = 
             for r in rows]
 
 
-def _attempts_query(where: Any, order: Any) -> Any:
+def attempts_query(where: Any, order: Any) -> Any:
     a, r = t.Attempt.__table__, t.Replica.__table__
     replica_cols = [c.label(_REPLICA + c.name) for c in r.c]
     return select(a, *replica_cols).outerjoin(r, r.c.attempt_id == a.c.id).where(where).order_by(order, a.c.id, r.c.index)
@@ -45,12 +45,12 @@ def _attempts_query(where: Any, order: Any) -> Any:
 
 # built once: every replica's end reads its attempt back, and building this join of some thirty
 # labelled columns cost more CPU than running it
-_ATTEMPT_BY_ID = _attempts_query(t.Attempt.__table__.c.id == bindparam("attempt_id"), t.Attempt.__table__.c.number)
+_ATTEMPT_BY_ID = attempts_query(t.Attempt.__table__.c.id == bindparam("attempt_id"), t.Attempt.__table__.c.number)
 
 
 def attempt_by_id(conn: Any, attempt_id: str) -> AttemptInfo | None:
     """One attempt with its replicas, or None."""
-    found = _attempts_from(conn.execute(_ATTEMPT_BY_ID, {"attempt_id": attempt_id}).mappings())
+    found = attempts_from(conn.execute(_ATTEMPT_BY_ID, {"attempt_id": attempt_id}).mappings())
     return found[0] if found else None
 
 
@@ -58,10 +58,10 @@ def attempt_records(conn: Any, where: Any, order: Any) -> list[AttemptInfo]:
     """Attempts matching ``where`` with their replicas, in ``order``: one query (attempts outer-joined
     to replicas, so a page of jobs costs the same whatever its size), rows built without the ORM
     (identity map, per-row events) and records without validation (they come from us)."""
-    return _attempts_from(conn.execute(_attempts_query(where, order)).mappings())
+    return attempts_from(conn.execute(attempts_query(where, order)).mappings())
 
 
-def _attempts_from(rows: Any) -> list[AttemptInfo]:
+def attempts_from(rows: Any) -> list[AttemptInfo]:
     found: list[AttemptInfo] = []
     for row in rows:  # one attempt's rows are adjacent: the order ends with its id
         if not found or found[-1].id != row["id"]:

@@ -29,8 +29,8 @@ from trainyard.store.cas import ACTOR, IfUnset, cas
 from trainyard.store.moves import Admission, Ending, Waiting
 from trainyard.store import job_list
 from trainyard.store.job_list import job_where, visible_where  # noqa: F401 (visible_where: the stores' shared rule)
-from trainyard.store.rows import (JOB_FIELDS, attempt_by_id, attempt_record, attempt_records, job_records,
-                                  replica_record)
+from trainyard.store.rows import (JOB_FIELDS, attempt_by_id, attempt_record, attempts_from,
+                                  attempts_query, job_records, replica_record)
 from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
@@ -46,6 +46,14 @@ _ENDING_JOB = {with_spec: select(_JOB.status, *(_JOB[k] for k in JOB_FIELDS), *(
                .where(_JOB.id == bindparam("job_id")) for with_spec in (False, True)}
 _MAX_SEQ = select(func.max(_JOB.seq))
 _MAX_NUMBER = select(func.max(_ATTEMPT.number)).where(_ATTEMPT.job_id == bindparam("job_id"))
+# what every scheduler cycle reads (prebuilt, like _SET_HANDLE: building them cost more than running them,
+# on the path of each submitted job from its row to its launch)
+_PENDING = _JOB.status == JobStatus.PENDING.value
+_WAITING = select(_JOB.id, _JOB.queue, _JOB.priority, _JOB.created_at, _JOB.not_before, _JOB.owner).where(
+    _PENDING).order_by(_JOB.seq)
+_WAITING_LAST = (select(_ATTEMPT.job_id, _ATTEMPT.reason, _ATTEMPT.preempted_by)
+                 .join(t.Job.__table__, _ATTEMPT.job_id == _JOB.id).where(_PENDING).order_by(_ATTEMPT.number))
+_ACTIVE = attempts_query(_ATTEMPT.status.in_(ACTIVE_ATTEMPT), _ATTEMPT.created_at)
 
 
 def new_job_id() -> str:
@@ -177,17 +185,13 @@ class Store:
     def waiting(self) -> list[Waiting]:
         """Pending jobs in submit order, with what changes while they wait and how their last
         attempt ended; specs come separately (:meth:`specs`), as they never change."""
-        j, a = t.Job.__table__.c, t.Attempt.__table__.c
-        pending = j.status == JobStatus.PENDING.value
         with self.read() as s:
             conn = s.connection()
-            rows = conn.execute(select(j.id, j.queue, j.priority, j.created_at, j.not_before, j.owner)
-                                .where(pending).order_by(j.seq)).all()
+            rows = conn.execute(_WAITING).all()
             if not rows:  # most wake-ups after an attempt ends
                 return []
-            last = {job_id: (reason, by) for job_id, reason, by in conn.execute(
-                select(a.job_id, a.reason, a.preempted_by).join(t.Job.__table__, a.job_id == j.id)
-                .where(pending).order_by(a.number))}  # the newest attempt's row is the last one kept
+            # the newest attempt's row is the last one kept
+            last = {job_id: (reason, by) for job_id, reason, by in conn.execute(_WAITING_LAST)}
             return [Waiting(i, q, p, c, nb, *last.get(i, (None, None)), o) for i, q, p, c, nb, o in rows]
 
     def specs(self, job_ids: list[str]) -> dict[str, tuple[JobSpec, str | None]]:
@@ -270,9 +274,8 @@ class Store:
 
     def active_attempts(self) -> list[AttemptInfo]:
         """Starting and running attempts, oldest first (read every cycle)."""
-        a = t.Attempt.__table__.c
         with self.read() as s:
-            return attempt_records(s.connection(), a.status.in_(ACTIVE_ATTEMPT), a.created_at)
+            return attempts_from(s.connection().execute(_ACTIVE).mappings())
 
     def set_token_hash(self, attempt_id: str, token_hash: str) -> None:
         """A new launcher credential for an attempt launched again: the old token stops working."""
