@@ -32,9 +32,23 @@ def job_records(conn: Any, where: Any, specs: Recent[JobSpec], attempts: bool = 
     if attempts and rows:
         for att in attempt_records(conn, a.c.job_id.in_([r["id"] for r in rows]), a.c.number):
             of.setdefault(att.job_id, []).append(att)
-    return [JobInfo.model_construct(**{k: r[k] for k in JOB_FIELDS}, status=JobStatus(r["status"]),
-                                    spec=found[r["id"]], attempts=of.get(r["id"], []))
-            for r in rows]
+    return [_job(r, found[r["id"]], of.get(r["id"], [])) for r in rows]
+
+
+def job_by_id(conn: Any, job_id: str, specs: Recent[JobSpec]) -> JobInfo | None:
+    """:func:`job_records` of one job, with its attempts, in prebuilt queries (see _JOB_BY_ID)."""
+    row = conn.execute(_JOB_BY_ID, {"job_id": job_id}).mappings().first()
+    if row is None:
+        return None
+    if (spec := specs.get(job_id)) is None:
+        spec = JobSpec.model_validate(conn.execute(_SPEC_BY_ID, {"job_id": job_id}).scalar_one())
+        specs.put(job_id, spec)
+    return _job(row, spec, attempts_from(conn.execute(_ATTEMPTS_OF_JOB, {"job_id": job_id}).mappings()))
+
+
+def _job(row: Any, spec: JobSpec, attempts: list[AttemptInfo]) -> JobInfo:
+    return JobInfo.model_construct(**{k: row[k] for k in JOB_FIELDS}, status=JobStatus(row["status"]), spec=spec,
+                                   attempts=attempts)
 
 
 def attempts_query(where: Any, order: Any) -> Any:
@@ -46,6 +60,13 @@ def attempts_query(where: Any, order: Any) -> Any:
 # built once: every replica's end reads its attempt back, and building this join of some thirty
 # labelled columns cost more CPU than running it
 _ATTEMPT_BY_ID = attempts_query(t.Attempt.__table__.c.id == bindparam("attempt_id"), t.Attempt.__table__.c.number)
+
+
+_JOB = t.Job.__table__.c
+# a job by id (each long poll's first look, each cancel, each job the API reads): built once, like _ATTEMPT_BY_ID
+_JOB_BY_ID = select(*(_JOB[k] for k in (*JOB_FIELDS, "status"))).where(_JOB.id == bindparam("job_id"))
+_SPEC_BY_ID = select(_JOB.spec).where(_JOB.id == bindparam("job_id"))
+_ATTEMPTS_OF_JOB = attempts_query(t.Attempt.__table__.c.job_id == bindparam("job_id"), t.Attempt.__table__.c.number)
 
 
 def attempt_by_id(conn: Any, attempt_id: str) -> AttemptInfo | None:

@@ -30,7 +30,7 @@ from trainyard.store.moves import Admission, Ending, Waiting
 from trainyard.store import job_list
 from trainyard.store.job_list import job_where, visible_where  # noqa: F401 (visible_where: the stores' shared rule)
 from trainyard.store.rows import (JOB_FIELDS, attempt_by_id, attempt_record, attempts_from,
-                                  attempts_query, job_records, replica_record)
+                                  attempts_query, job_by_id, job_records, replica_record)
 from trainyard.store.telemetry import Outputs
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
@@ -131,10 +131,12 @@ class Store:
         if (ended := self._ended.get(job_id)) is not None:
             return ended
         with self.read() as s:
-            found = self._job_records(s.connection(), t.Job.__table__.c.id == job_id)
-            if not found:
-                raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
-            return found[0]
+            found = job_by_id(s.connection(), job_id, self._specs)
+        if found is None:
+            raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
+        if found.status.is_terminal():
+            self._ended.put(job_id, found)
+        return found
 
     def ended_job(self, job_id: str) -> JobInfo | None:
         """The job if it has ended and was read lately; from memory only, so it never blocks."""
