@@ -65,8 +65,14 @@ import os, pathlib, sys, time
 attempt, rank = os.environ["TRAINYARD_ATTEMPT"], os.environ["NODE_RANK"]
 for i in range(3):
     print(f"a{attempt} r{rank} line {i}", flush=True)
-if attempt == "1":
-    sys.exit(3) if rank == "1" else time.sleep(300)
+if attempt == "1":  # replica 1 fails once replica 0 has written its lines (a slow start would lose them)
+    printed = pathlib.Path(sys.argv[1] + ".a1r0")
+    if rank == "0":
+        printed.touch()
+        time.sleep(300)
+    while not printed.exists():
+        time.sleep(0.05)
+    sys.exit(3)
 while not pathlib.Path(sys.argv[1]).exists():
     time.sleep(0.05)
 print(f"a{attempt} r{rank} end", flush=True)
