@@ -37,6 +37,26 @@ def test_run_follow_streams_and_run_wait_returns_and_both_exit_with_the_job_stat
     assert full.returncode == 1 and full.stderr.replace(full.stdout.strip(), job_id).strip() == said[0]
 
 
+def test_run_follow_goes_the_quick_way_and_prints_what_the_full_cli_prints(server, tmp_path):
+    # lines, a metric, a last line without its newline, a failing exit: every part of what --follow prints
+    code = ("from trainyard import log_metrics\nfor i in range(50): print('line', i, flush=True)\n"
+            "log_metrics(step=1, loss=0.25)\nimport sys; sys.stdout.write('no newline'); sys.exit(3)")
+    spec = write_spec(tmp_path, f"name: lines\ncommand: [{sys.executable}, -c, {json.dumps(code)}]\n")
+    quick = server.cli("run", str(spec), "--follow", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    loaded = {line.split("|")[-1].strip() for line in quick.stderr.splitlines() if line.startswith("import time:")}
+    assert quick.returncode == 1 and loaded and loaded.isdisjoint({"typer", "pydantic", "httpx"})
+    full = server.cli("run", str(spec), "--follow", "--name", "lines")  # a flag more: the full CLI
+    assert full.returncode == 1
+    assert quick.stdout == full.stdout
+    assert quick.stdout.startswith("".join(f"line {i}\n" for i in range(50)) + "no newline")
+    assert "loss" in quick.stdout
+    said = [line for line in quick.stderr.splitlines() if not line.startswith("import time:")]
+    job_ids = [line.split()[1] for line in (said[0], full.stderr.splitlines()[0])]
+    assert [line.replace(job_ids[0], "J") for line in said] == \
+        [line.replace(job_ids[1], "J") for line in full.stderr.splitlines()]
+    assert "failed" in said[-1] and "exit 3" in said[-1]
+
+
 def test_run_returns_the_id_at_once_and_show_ls_nodes_speak_json(server, tmp_path):
     spec = write_spec(tmp_path, "name: sleepy\ncommand: sleep 2\nresources: {gpu: 1}\n")
     t = time.monotonic()

@@ -1,17 +1,18 @@
 """Which `trainyard run` takes the quick path (stdlib and yaml, the spec's text sent as it is):
-only a plain `run SPEC.yaml --wait` whose spec has nothing to read or pack on this side."""
+only a plain `run SPEC.yaml --wait` or `--follow` whose spec has nothing to read or pack on this side."""
 
 import pytest
 
 from trainyard.cli.entry import ending, quick
-from trainyard.sdk.quick import NotQuick, _self_contained
+from trainyard.sdk.quick import NotQuick, _events, _self_contained
 
 
 @pytest.mark.parametrize("argv", [
-    ["run", "job.yaml"], ["run", "job.yaml", "--follow"], ["run", "job.yaml", "-w", "-p", "a=1"],
+    ["run", "job.yaml"], ["run", "-f", "-w"], ["run", "job.yaml", "-w", "-p", "a=1"],
     ["run", "-w", "--wait"], ["ls", "-w", "x"], ["run", "--wait", "--"], ["run", "--dry-run", "-w"],
+    ["run", "--follow", "--"], ["logs", "-f", "j-1"],
 ])
-def test_anything_but_a_plain_run_spec_wait_is_the_full_clis(argv):
+def test_anything_but_a_plain_run_spec_wait_or_follow_is_the_full_clis(argv):
     assert quick(argv) is None
 
 
@@ -46,3 +47,21 @@ def test_the_ending_line_names_the_status_the_reason_and_the_last_attempt():
     job = {"id": "j-1", "status": "failed", "reason": "Error(exit 4)", "attempts": [{"number": 2, "reason": "Error(exit 4)"}]}
     assert "".join(ending(job)) == "j-1 failed Error(exit 4) (attempt 2, Error(exit 4))"
     assert "".join(ending({"id": "j-2", "status": "cancelled", "reason": None, "attempts": []})) == "j-2 cancelled"
+
+
+class Lines:
+    def __init__(self, text: str) -> None:
+        self.lines = text.encode().splitlines(keepends=True)
+
+    def readline(self) -> bytes:
+        return self.lines.pop(0) if self.lines else b""
+
+
+def test_the_quick_log_stream_reads_events_as_the_sse_spec_dispatches_them():
+    # sse-starlette's framing: "\n" or "\r\n" line ends, a keep-alive comment between chunks, the end event
+    body = ('id: 1\ndata: {"data": "one"}\n\n: keep-alive\n\n'
+            'id: 2\r\ndata:{"data": "two"}\r\n\r\n'
+            'event: end\ndata: {"status": "succeeded"}\n\n'
+            'id: 3\ndata: unfinished')  # a frame without its blank line is not dispatched
+    assert list(_events(Lines(body))) == [("message", "1", '{"data": "one"}'), ("message", "2", '{"data": "two"}'),
+                                          ("end", "2", '{"status": "succeeded"}')]  # the last id stays

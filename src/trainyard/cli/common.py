@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
 
 import typer
-from rich.console import Console
-
+from trainyard.cli.output import console, err_console, write  # noqa: F401  (re-exported for the commands)
 from trainyard.errors import InvalidSpec, TrainyardError
-
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)  # never wrap: errors are grepped and copied
 
 
 class Output(str, Enum):
@@ -54,8 +49,3 @@ def client():  # noqa: ANN201
     from trainyard.sdk.client import Client
 
     return Client()
-
-
-def write(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()

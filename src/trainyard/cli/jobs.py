@@ -10,6 +10,7 @@ import typer
 
 from trainyard.cli.completion import job_ids
 from trainyard.cli.common import Output, client, console, err_console, handled, write
+from trainyard.cli.output import LogPrinter
 from trainyard.cli.render import job_detail, jobs_table, metrics_table, status_text
 from trainyard.cli.resources import resource_table
 
@@ -161,29 +162,6 @@ def logs(
         for chunk in c.logs(job_id, follow=follow, attempt=attempt, replica=replica):
             printer.add(chunk)
         printer.flush()
-
-
-class LogPrinter:
-    """Writes log chunks; for gangs, whole lines prefixed ``[rN]`` (chunks of replicas interleave)."""
-
-    def __init__(self, prefix: bool) -> None:
-        self.prefix = prefix
-        self.partial: dict[int, str] = {}
-
-    def add(self, chunk) -> None:  # noqa: ANN001
-        if not self.prefix:
-            write(chunk.data)
-            return
-        text = self.partial.pop(chunk.replica, "") + chunk.data
-        *lines, rest = text.split("\n")
-        if rest:
-            self.partial[chunk.replica] = rest
-        write("".join(f"[r{chunk.replica}] {line}\n" for line in lines))
-
-    def flush(self) -> None:
-        for replica, rest in sorted(self.partial.items()):
-            write(f"[r{replica}] {rest}\n")
-        self.partial.clear()
 
 
 def cancel(job_id: JobArg) -> None:

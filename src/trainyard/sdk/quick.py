@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Iterator
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from trainyard.locations import ADDRESS_FILE, client_token, home, server_url
 from trainyard.status import JobStatus
 
 WAIT = 60.0  # seconds one long poll may last; the server answers at the job's end or then
+LOST_AFTER = 60.0  # seconds a followed log stream may stay down before the server counts as lost
 
 
 class NotQuick(Exception):
@@ -45,15 +48,7 @@ def submit_and_wait(path: Path, on_submitted: Any = None) -> dict[str, Any]:
     base = urlsplit(url).path.rstrip("/")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        try:
-            conn.request("POST", f"{base}/api/v1/jobs", body=text.encode(),
-                         headers={**headers, "Content-Type": "application/yaml"})
-        except OSError:
-            raise NotQuick("the server did not take the request") from None
-        status, body = _answer(conn)
-        if 400 <= status < 500:
-            raise NotQuick(f"refused ({status}): the full SDK reports why")
-        job = _json(status, body)
+        job = _submit(conn, base, headers, text)
         if on_submitted is not None:
             on_submitted(job["id"])
         while not JobStatus(job["status"]).is_terminal():
@@ -64,6 +59,95 @@ def submit_and_wait(path: Path, on_submitted: Any = None) -> dict[str, Any]:
         raise errors.ServerUnavailable(f"lost the trainyard server at {url}: {e}") from None
     finally:
         conn.close()
+
+
+def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Submit the spec file at ``path`` and stream its logs until it ends, as the full SDK's
+    ``Client.logs(follow=True)`` does (reconnecting from the last event id after a dropped stream);
+    the ended job and its metric points, as the API's JSON.
+
+    ``on_submitted(job)`` is called once the job exists, ``on_chunk(chunk)`` with each log chunk (a
+    dict: attempt, replica, data, ...) in order. Raises as :func:`submit_and_wait` does."""
+    text = _self_contained(path)
+    url, token = _server()
+    conn = _connect(url)
+    base = urlsplit(url).path.rstrip("/")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        job = _submit(conn, base, headers, text)
+    except (OSError, HTTPException) as e:
+        conn.close()
+        raise errors.ServerUnavailable(f"lost the trainyard server at {url}: {e}") from None
+    on_submitted(job)
+    job_path = f"/api/v1/jobs/{quote(job['id'])}"
+    after, down_since = 0, None
+    while True:  # reconnect after a dropped stream (a server restart), from the last event id
+        try:
+            conn.request("GET", f"{base}{job_path}/logs?after={after}&follow=true",
+                         headers={**headers, "Accept": "text/event-stream", "Cache-Control": "no-store"})
+            resp = conn.getresponse()
+            if resp.status >= 400:
+                _json(resp.status, resp.read())
+            down_since = None
+            for event, event_id, data in _events(resp):
+                if event == "end":  # a fresh connection for the rest: draining this one could wait on the server
+                    conn.close()
+                    conn = _connect(url)
+                    return _get(conn, base + job_path, headers), _get(conn, f"{base}{job_path}/metrics", headers)
+                after = int(event_id)
+                on_chunk(json.loads(data))
+            raise ConnectionResetError("the log stream ended before the job")
+        except (OSError, HTTPException) as e:
+            conn.close()
+            down_since = down_since or time.monotonic()
+            if time.monotonic() - down_since > LOST_AFTER:
+                raise errors.ServerUnavailable(f"lost the trainyard server at {url}: {e}") from None
+            time.sleep(0.5)
+            if server_url() is None:  # a restarted local server may listen elsewhere; never start one from here
+                try:
+                    url, _ = _server()
+                    base = urlsplit(url).path.rstrip("/")
+                except NotQuick:
+                    pass
+            conn = _connect(url)
+
+
+def _events(resp: Any) -> Iterator[tuple[str, str, str]]:
+    """``(event, id, data)`` of each server-sent event with data, as the SSE spec dispatches them;
+    comments (the keep-alive) and empty events are skipped."""
+    event, event_id, data = "", "", []
+    while line := resp.readline():
+        line = line.decode().rstrip("\r\n")
+        if not line:
+            if data:
+                yield event or "message", event_id, "\n".join(data)
+            event, data = "", []
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            event = value
+        elif field == "id":
+            event_id = value
+
+
+def _submit(conn: HTTPConnection, base: str, headers: dict[str, str], text: str) -> dict[str, Any]:
+    try:
+        conn.request("POST", f"{base}/api/v1/jobs", body=text.encode(),
+                     headers={**headers, "Content-Type": "application/yaml"})
+    except OSError:
+        raise NotQuick("the server did not take the request") from None
+    status, body = _answer(conn)
+    if 400 <= status < 500:
+        raise NotQuick(f"refused ({status}): the full SDK reports why")
+    return _json(status, body)
+
+
+def _get(conn: HTTPConnection, path: str, headers: dict[str, str]) -> Any:
+    conn.request("GET", path, headers=headers)
+    return _json(*_answer(conn), checked=False)
 
 
 def _self_contained(path: Path) -> str:
@@ -125,7 +209,7 @@ def _answer(conn: HTTPConnection) -> tuple[int, bytes]:
     return resp.status, resp.read()
 
 
-def _json(status: int, body: bytes) -> dict[str, Any]:
+def _json(status: int, body: bytes, checked: bool = True) -> Any:
     """The answer's JSON; the typed error a failed answer carries, as the full SDK raises it."""
     try:
         data = json.loads(body or b"null")
@@ -135,6 +219,6 @@ def _json(status: int, body: bytes) -> dict[str, Any]:
         if isinstance(data, dict) and "code" in data:
             raise errors.from_dict(data)
         raise errors.TrainyardError(f"HTTP {status} from the server: {body[:500].decode(errors='replace')}")
-    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or "status" not in data:
+    if checked and (not isinstance(data, dict) or not isinstance(data.get("id"), str) or "status" not in data):
         raise errors.TrainyardError(f"an answer the client cannot read (HTTP {status}): {body[:200]!r}")
     return data

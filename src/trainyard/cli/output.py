@@ -1,0 +1,43 @@
+"""The consoles, plain writes and the log printer, without typer: shared by the full CLI
+(:mod:`trainyard.cli.common`, :mod:`trainyard.cli.jobs`) and the quick ``run --follow`` path
+(:mod:`trainyard.cli.entry`), so both print the same bytes."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)  # never wrap: errors are grepped and copied
+
+
+def write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+class LogPrinter:
+    """Writes log chunks; for gangs, whole lines prefixed ``[rN]`` (chunks of replicas interleave).
+
+    A chunk is anything with ``replica`` and ``data`` (an SDK ``LogChunk`` or the quick path's own)."""
+
+    def __init__(self, prefix: bool) -> None:
+        self.prefix = prefix
+        self.partial: dict[int, str] = {}
+
+    def add(self, chunk: Any) -> None:
+        if not self.prefix:
+            write(chunk.data)
+            return
+        text = self.partial.pop(chunk.replica, "") + chunk.data
+        *lines, rest = text.split("\n")
+        if rest:
+            self.partial[chunk.replica] = rest
+        write("".join(f"[r{chunk.replica}] {line}\n" for line in lines))
+
+    def flush(self) -> None:
+        for replica, rest in sorted(self.partial.items()):
+            write(f"[r{replica}] {rest}\n")
+        self.partial.clear()
