@@ -384,11 +384,12 @@ def measure(args: argparse.Namespace, tmp: Path) -> None:
         own = statistics.median(cli_start)
         print(f"  {verdict(len(cli) == args.cli and r3 <= TARGET_BARE_RATIO)}  median CLI `run --wait`/bare = {r3:.2f}x  "
               f"(target ≤ {TARGET_BARE_RATIO:g}x){_partial(len(cli), args.cli)}")
-        # `run SPEC --wait` takes the quick path (no typer, pydantic or httpx): the full CLI's start-up
-        # (`--help`) is not part of it, but it is of `run --follow`
-        print(f"        the full CLI: `--help` {own * 1000:.0f} ms, `run --follow` "
+        # `run SPEC --wait` and `run SPEC --follow` take the quick path (no typer, pydantic or httpx):
+        # the full CLI's start-up (`--help`) is part of neither
+        print(f"        the full CLI: `--help` {own * 1000:.0f} ms; `run --follow` "
               f"{statistics.median(cli_follow) * 1000:.0f} ms "
-              f"({statistics.median(cli_follow) / statistics.median(cli_bare):.1f}× bare)")
+              f"({statistics.median(cli_follow) / statistics.median(cli_bare):.1f}× bare, "
+              f"{statistics.median(cli_follow) / statistics.median(cli):.2f}× `run --wait`)")
         if ty:  # the job's own path is the SDK's; what the CLI adds is its interpreter, imports and requests
             print(f"        the CLI's extra over the SDK's submit→done: "
                   f"{(statistics.median(cli) - statistics.median(ty)) * 1000:.0f} ms "
