@@ -1,5 +1,9 @@
 """Killing the server with SIGKILL mid-job loses nothing and runs nothing twice."""
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from tests.e2e.helpers import py_job, until
@@ -34,3 +38,29 @@ def test_server_sigkill_and_restart_mid_job(server, tmp_path):
 
 def short_finished_on_disk(server, job_id) -> bool:
     return (server.home / "attempts" / f"{job_id}-1" / "r0" / "result.json").exists()
+
+
+def test_a_quick_run_follow_goes_on_through_a_server_restart_and_prints_each_line_once(server, tmp_path):
+    flag = tmp_path / "flag"
+    code = (f"import os, time\nprint('before', flush=True)\nwhile not os.path.exists({str(flag)!r}): "
+            "time.sleep(0.05)\nprint('after', flush=True)")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: survives\ncommand: [{sys.executable}, -c, {json.dumps(code)}]\n")
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    # no TRAINYARD_SERVER: it finds the home's server, and finds it again where the restarted one listens
+    env = {**server.env, "PYTHONPROFILEIMPORTTIME": "1"}
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        follow = subprocess.Popen([sys.executable, "-m", "trainyard", "run", str(spec), "--follow"],
+                                  env=env, stdout=stdout, stderr=stderr, text=True)
+        try:
+            until(lambda: "before" in out.read_text(), timeout=60)
+            server.kill()  # the stream drops mid-job
+            server.start()
+            flag.touch()
+            assert follow.wait(timeout=90) == 0, err.read_text()[-2000:]
+        finally:
+            if follow.poll() is None:
+                follow.kill()
+    loaded = {line.split("|")[-1].strip() for line in err.read_text().splitlines() if line.startswith("import time:")}
+    assert loaded and "typer" not in loaded  # the quick path's own reconnect, not the full SDK's
+    assert out.read_text().splitlines() == ["before", "after"]
