@@ -49,3 +49,12 @@ def test_a_result_only_counts_with_the_last_report_and_no_reason_reads_as_lost_c
     assert LauncherReport.model_validate({"phase": "running", "result": {"exit_code": 0}}).final is None
     assert LaunchResult.model_validate({"outputs": None}).kind is Reason.LOST
     assert LaunchResult.read(b'{"exit_code": 0, "reason": "Succ') is None
+
+
+def test_the_report_route_s_prebuilt_answers_are_every_answer_there_is():
+    from trainyard.api.routers.system import _ANSWERS
+    from trainyard.spec.reports import ReportAnswer
+
+    assert set(ReportAnswer.model_fields) == {"cancel"}  # a new field needs its answers built in system.py
+    assert {k: ReportAnswer.model_validate_json(v) for k, v in _ANSWERS.items()} == \
+        {False: ReportAnswer(cancel=False), True: ReportAnswer(cancel=True)}

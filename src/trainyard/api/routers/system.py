@@ -53,6 +53,7 @@ async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: Ca
 
 
 _REPLICA = TypeAdapter(Annotated[int, Field(ge=0, le=2**31 - 1)])
+# every answer a report can get, serialized once (tests/unit/test_reports.py fails if ReportAnswer grows a field)
 _ANSWERS = {cancel: ReportAnswer(cancel=cancel).model_dump_json().encode() for cancel in (False, True)}
 
 
