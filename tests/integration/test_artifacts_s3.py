@@ -193,5 +193,7 @@ def test_a_range_cut_off_mid_way_goes_on_from_the_byte_it_stopped_at(s3):
         assert b"".join(reading.byte_range(fs, f"{bucket}/big.bin", 0, len(data))) == data
     finally:
         proxy.close()
-    # the first 1 MiB chunk came whole before the cut: asked again from its end, not from the start
-    assert proxy.cuts == 1 and gets == [f"bytes=0-{len(data) - 1}", f"bytes={1 << 20}-{len(data) - 1}"]
+    # asked again from the end of the last whole chunk it got, not from the start: two chunks came before
+    # the cut, or one when the cut's reset also threw away bytes the client had not read yet (under load)
+    assert proxy.cuts == 1 and len(gets) == 2 and gets[0] == f"bytes=0-{len(data) - 1}"
+    assert gets[1] in (f"bytes={n * reading.CHUNK}-{len(data) - 1}" for n in (1, 2)), gets
