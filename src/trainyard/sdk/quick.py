@@ -42,11 +42,7 @@ def submit_and_wait(path: Path, on_submitted: Any = None) -> dict[str, Any]:
 
     ``on_submitted(job_id)`` is called once the job exists. Raises :class:`NotQuick` (nothing
     submitted), or after submission the :mod:`trainyard.errors` error the server answered."""
-    text = _self_contained(path)
-    url, token = _server()
-    conn = _connect(url)
-    base = urlsplit(url).path.rstrip("/")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    text, url, conn, base, headers = _open(path)
     try:
         job = _submit(conn, base, headers, text)
         if on_submitted is not None:
@@ -68,11 +64,7 @@ def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dic
 
     ``on_submitted(job)`` is called once the job exists, ``on_chunk(chunk)`` with each log chunk (a
     dict: attempt, replica, data, ...) in order. Raises as :func:`submit_and_wait` does."""
-    text = _self_contained(path)
-    url, token = _server()
-    conn = _connect(url)
-    base = urlsplit(url).path.rstrip("/")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    text, url, conn, base, headers = _open(path)
     try:
         job = _submit(conn, base, headers, text)
     except (OSError, HTTPException) as e:
@@ -110,6 +102,14 @@ def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dic
                 except NotQuick:
                     pass
             conn = _connect(url)
+
+
+def _open(path: Path) -> tuple[str, str, HTTPConnection, str, dict[str, str]]:
+    """The spec's text, the server's URL, a connection to it, the API's base path, the auth header."""
+    text = _self_contained(path)
+    url, token = _server()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return text, url, _connect(url), urlsplit(url).path.rstrip("/"), headers
 
 
 def _events(resp: Any) -> Iterator[tuple[str, str, str]]:
