@@ -106,12 +106,17 @@ def test_a_missing_image_fails_with_image_pull_failed(server):
 
 def test_a_server_sigkill_and_restart_finds_the_running_container_again(server, busybox):
     c = server.client()
+    # it holds after line 3 until the test lets it go: on a loaded machine the test may read line 3 late,
+    # and a container that had gone on would end before the kill, or while the server is down
     job = c.submit({"name": "long", "image": busybox,
-                    "command": "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo line $i; sleep 0.2; done"})
+                    "command": "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo line $i; "
+                               "while [ $i = 3 ] && [ ! -e $TRAINYARD_CHECKPOINT_DIR/go ]; do sleep 0.05; done; "
+                               "sleep 0.2; done"})
     until(lambda: "line 3" in job.logs(), timeout=60)
     server.kill()
     assert containers_of(job.id)  # still running without the server
     server.start()
+    (server.home / "checkpoints" / job.id / "go").touch()  # the checkpoint dir: mounted at the same path
     c = server.client()
     info = c.wait(job.id, timeout=60)
     assert info.status.value == "succeeded" and len(info.attempts) == 1

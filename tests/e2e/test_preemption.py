@@ -13,12 +13,12 @@ RESUMABLE = """
 import json, os, signal, sys, time
 ck = os.path.join(os.environ["TRAINYARD_CHECKPOINT_DIR"], "step.json")
 step = json.load(open(ck))["step"] if os.path.exists(ck) else 0
-print("resumed at", step, flush=True)
 def save(*_):
     json.dump({"step": step}, open(ck, "w"))
     print("checkpointed at", step, flush=True)
     sys.exit(143)
 signal.signal(signal.SIGTERM, save)
+print("resumed at", step, flush=True)  # after the handler: the test preempts it once it reads this line
 while step < 40:
     time.sleep(0.1)
     step += 1

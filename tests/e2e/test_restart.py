@@ -20,6 +20,9 @@ def test_server_sigkill_and_restart_mid_job(server, tmp_path):
         "import trainyard; trainyard.log_metrics(step=1, done=1.0)"))
     short = c.submit(py_job("import time; time.sleep(1.0); print('short done')"))
     until(lambda: "line 3" in long.logs())
+    # the short job too must be launched before the kill (on a loaded machine it may be a cycle behind the
+    # long one), or nothing would run it while the server is down
+    until(lambda: short.refresh().status.value in ("running", "succeeded"))
 
     server.kill()
     until(lambda: short_finished_on_disk(server, short.id), timeout=20)  # it ends while the server is down

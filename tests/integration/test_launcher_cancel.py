@@ -30,6 +30,8 @@ if os.fork() == 0:  # a daemon: new session, double fork, deaf to SIGTERM
     os._exit(0)
 while b"child up" not in open("../output.log", "rb").read():
     time.sleep(0.01)
+while len(open(pids).read().split()) < 3:  # the daemon records itself on its own time, not before the child
+    time.sleep(0.01)
 print("ready", flush=True)
 time.sleep(60)
 """
