@@ -58,13 +58,13 @@ def sqlite_file(url: str) -> Path | None:
     several homes sharing it meet; None for PostgreSQL and for a database in memory."""
     if "://" not in url:
         return Path(os.path.abspath(os.path.expanduser(url)))
-    scheme, rest = url.split("://", 1)
-    if not scheme.startswith("sqlite"):
+    from sqlalchemy.engine import make_url  # asked by the server's side only: no client pays the import
+
+    parsed = make_url(url)
+    name = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or name in ("", ":memory:") or parsed.query.get("mode") == "memory":
         return None
-    path, _, query = rest[1:].partition("?")  # sqlite:///relative, sqlite:////absolute
-    if path in ("", ":memory:") or "mode=memory" in query:
-        return None
-    return Path(os.path.abspath(path.removeprefix("file:")))  # file:…: a URI filename (?uri=true)
+    return Path(os.path.abspath(name.removeprefix("file:")))  # file:…: a URI filename (?uri=true)
 
 
 def take_server_token() -> str | None:

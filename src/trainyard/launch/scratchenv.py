@@ -147,7 +147,7 @@ def recycle(config, venv: Path, before: dict | None) -> bool:  # noqa: ANN001
         if seen(venv) != before:
             return False
         pool.mkdir(parents=True, exist_ok=True)
-        if sum(not n.startswith(".") for n in os.listdir(pool)) >= RECYCLED:
+        if len(_ready(pool)) >= RECYCLED:
             return False
         os.rename(venv, pool / _name())
         return True
@@ -155,9 +155,14 @@ def recycle(config, venv: Path, before: dict | None) -> bool:  # noqa: ANN001
         return False
 
 
+def _ready(pool: Path) -> list[str]:
+    """The pool's whole overlays: a dot name is one still being built (:func:`replenish`)."""
+    return [n for n in os.listdir(pool) if not n.startswith(".")]
+
+
 def _take_spare(pool: Path, venv: Path) -> bool:
     try:
-        names = [n for n in os.listdir(pool) if not n.startswith(".")]
+        names = _ready(pool)
     except OSError:
         return False
     for name in names:
