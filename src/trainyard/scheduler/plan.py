@@ -5,7 +5,7 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
 
 1. **snapshot** (:mod:`cycle`): free room per node, each queue's usage, each
    team's share, and what running work could hand back if preempted;
-2. **line up**: retries in backoff, and jobs preempted for a job that has not
+2. **line up** (:mod:`lineup`): retries in backoff, and jobs preempted for a job that has not
    started yet, are held back; that job goes first, then the oldest few jobs needing whole
    nodes that have waited past ``starve_after`` when it is set (*starved*: whatever their
    priority or quota, each may hold nodes),
@@ -42,16 +42,12 @@ searches for preemption are rationed per cycle and guarded by cheap bounds.
 from __future__ import annotations
 
 import gc
-import heapq
-from itertools import chain
-from operator import attrgetter
-from typing import Iterator
 
 from trainyard.scheduler import reasons as say
 from trainyard.scheduler.backfill import Releases, reserve
 from trainyard.scheduler.cluster import Take
 from trainyard.scheduler.cycle import JobClass, Memo, Options, snapshot
-from trainyard.scheduler.fairshare import fair_order
+from trainyard.scheduler.lineup import line_up
 from trainyard.scheduler.model import INF, Assignment, Entry, Node, PendingJob, Plan, Queue, RunningJob, Shape, \
     ShapeFit, Status
 from trainyard.scheduler.room import Rooms
@@ -96,7 +92,7 @@ class _Planner:
     def run(self, pending: list[PendingJob]) -> Plan:
         c = self.c
         deferred: list[tuple[PendingJob, Queue]] = []  # jobs phase 3 leaves to phase 4, in order
-        line, held_back = self.line_up(pending, deferred)  # 2. line up
+        line, held_back = line_up(self.c, pending, deferred, self.starved)  # 2. line up
         consider = self.consider
         for item in line:  # 3. admit, inside quotas; a None ends that part of the line
             if item is None:
@@ -107,79 +103,6 @@ class _Planner:
         c.left.extend(held_back)
         say.explain(c.out, c.left, c.cl, c.quotas, c.now)  # 5. explain
         return c.out
-
-    def line_up(self, pending: list[PendingJob], deferred: list) -> tuple[Iterator, list[Entry]]:
-        """Phase 2: the jobs that may compete for room this cycle, each with its queue, in admission
-        order, then None, then ``deferred`` as phase 3 fills it (:func:`fair_order`); and the entries
-        of the jobs held back."""
-        eligible, held_back = [], []
-        queue_of, queues = self.c.quotas.queue, {}  # a local map: this loop runs once per pending job
-        now = self.c.now
-        ids = None  # pending job ids, built when some job was preempted
-        owed: set[str] = set()  # pending jobs that preempted work which now waits for them to start
-        for job in pending:
-            q = queues.get(job.queue)
-            if q is None:
-                q = queues[job.queue] = queue_of(job.queue)
-            if job.not_before is not None and job.not_before > now:
-                held_back.append(Entry(job, q, Status.BACKOFF))
-                continue
-            if job.last_preempted_by is not None:
-                if ids is None:
-                    ids = set(map(_id_of, pending))
-                if job.last_preempted_by in ids:
-                    # the room and quota it handed back are for the job that preempted it: competing for
-                    # them again before that job starts is how preemption loops begin
-                    held_back.append(Entry(job, q, Status.YIELDING))
-                    owed.add(job.last_preempted_by)
-                    continue
-            eligible.append((job, q))
-        first = []
-        if owed:
-            # The room and quota a preemption freed are owed to the job it was for. No cycle remembers the
-            # last one, so unless that job goes first, jobs ahead of it in fair-share order, backfill and
-            # borrowers take the room as soon as it is free, and it preempts again, cycle after cycle.
-            first = sorted((x for x in eligible if x[0].id in owed), key=_owed_order)
-            if first:
-                eligible = [x for x in eligible if x[0].id not in owed]
-        starved = self._starved(eligible)
-        if starved:
-            first.extend(starved)
-            eligible = [x for x in eligible if x[0].id not in self.starved]
-        limit = self.c.opt.fair_share_wait
-        line = fair_order(eligible, self.c.shares, deferred, now - limit if limit is not None else -INF)
-        return (chain(first, line) if first else line), held_back
-
-    def _starved(self, eligible: list[tuple[PendingJob, Queue]]) -> list[tuple[PendingJob, Queue]]:
-        """The oldest jobs that need whole nodes, have waited past ``starve_after`` and could run if room
-        came back, at most ``max_starved``. Priority and fair share decide who takes room that frees now;
-        on a busy cluster that is small work, and a job that needs a whole node (or eight) sees every
-        node that drains taken, a GPU at a time, before its turn. First in line, it takes the node, or
-        holds the ones that drain soonest. Smaller jobs fit in what is left over: they keep fair-share
-        order."""
-        c = self.c
-        limit, most = c.opt.starve_after, c.opt.max_starved
-        if limit is None or most <= 0:
-            return []
-        cut = c.now - limit
-        old = [(x[0].submitted_at, x[0].seq, x[0].id, i) for i, x in enumerate(eligible)
-               if x[0].submitted_at is not None and x[0].submitted_at < cut and x[0].gpu]
-        if not old:
-            return []
-        heapq.heapify(old)
-        out = []
-        while old and len(out) < most:
-            x = eligible[heapq.heappop(old)[3]]
-            job, q = x
-            if q.max_running is not None and c.quotas.running_full(q):
-                continue  # its cap, not room, keeps it waiting
-            sel = tuple(sorted(job.node_selector.items())) if job.node_selector else ()
-            types = c.cl.static_types(job, sel)  # none: it could never run, and would only push one out that could
-            if not any(job.gpu >= c.cl.top_g[t] for t in types):
-                continue
-            out.append(x)
-            self.starved.add(job.id)
-        return out
 
     # -- phases 3 and 4, one job ---------------------------------------------------
 
@@ -404,11 +327,3 @@ class _Planner:
                 for x in taken:
                     self._releases.add(end, x.slot, x.cpu, x.memory, x.gpus, c.now)
         return self._releases
-
-
-_id_of = attrgetter("id")
-
-
-def _owed_order(item: tuple[PendingJob, Queue]) -> tuple:
-    job = item[0]
-    return (-job.priority, -item[1].priority, job.seq)

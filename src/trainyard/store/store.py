@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.auth.permissions import Visible
@@ -29,32 +29,11 @@ from trainyard.store.cas import ACTOR, IfUnset, cas
 from trainyard.store.moves import Admission, Ending, Waiting
 from trainyard.store import job_list
 from trainyard.store.job_list import job_where, visible_where  # noqa: F401 (visible_where: the stores' shared rule)
-from trainyard.store.rows import (JOB_FIELDS, attempt_by_id, attempt_record, attempts_from,
-                                  attempts_query, job_by_id, job_records, replica_record)
+from trainyard.store.rows import (JOB_FIELDS, attempt_by_id, attempt_record, attempts_from, job_by_id, job_records,
+                                  replica_record)
+from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, MAX_NUMBER, MAX_SEQ, SCHEDULER_ENDS,
+                                        SET_HANDLE, WAITING, WAITING_LAST)
 from trainyard.store.telemetry import Outputs
-
-ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
-_SCHEDULER_ENDS = {Reason.LOST.value, Reason.NODE_LOST.value, Reason.PREEMPTED.value}
-_ATTEMPT = t.Attempt.__table__.c
-# built once: a burst of admissions sets one handle each, and building the statement cost more than running it
-_SET_HANDLE = update(t.Attempt.__table__).where(_ATTEMPT.id == bindparam("b_id")).values(
-    handle=bindparam("b_handle", type_=_ATTEMPT.handle.type))
-
-_JOB = t.Job.__table__.c
-# the job of an attempt that ends, with its spec when that is not in memory (prebuilt, like _SET_HANDLE)
-_ENDING_JOB = {with_spec: select(_JOB.status, *(_JOB[k] for k in JOB_FIELDS), *([_JOB.spec] if with_spec else []))
-               .where(_JOB.id == bindparam("job_id")) for with_spec in (False, True)}
-_MAX_SEQ = select(func.max(_JOB.seq))
-_MAX_NUMBER = select(func.max(_ATTEMPT.number)).where(_ATTEMPT.job_id == bindparam("job_id"))
-# what every scheduler cycle reads (prebuilt, like _SET_HANDLE: building them cost more than running them,
-# on the path of each submitted job from its row to its launch)
-_PENDING = _JOB.status == JobStatus.PENDING.value
-_WAITING = select(_JOB.id, _JOB.queue, _JOB.priority, _JOB.created_at, _JOB.not_before, _JOB.owner).where(
-    _PENDING).order_by(_JOB.seq)
-_WAITING_LAST = (select(_ATTEMPT.job_id, _ATTEMPT.reason, _ATTEMPT.preempted_by)
-                 .join(t.Job.__table__, _ATTEMPT.job_id == _JOB.id).where(_PENDING).order_by(_ATTEMPT.number))
-_ACTIVE = attempts_query(_ATTEMPT.status.in_(ACTIVE_ATTEMPT), _ATTEMPT.created_at)
-
 
 def new_job_id() -> str:
     return "j-" + secrets.token_hex(5)
@@ -115,7 +94,7 @@ class Store:
         its audit entry too, naming the new job, in the same transaction: one writer turn per submit."""
         now = time.time()
         with self.write() as s:
-            seq = (s.connection().execute(_MAX_SEQ).scalar() or 0) + 1
+            seq = (s.connection().execute(MAX_SEQ).scalar() or 0) + 1
             row = dict(id=new_job_id(), seq=seq, name=spec.name, status=JobStatus.PENDING.value, queue=spec.queue,
                        priority=spec.priority, spec=spec.model_dump(mode="json"), snapshot=snapshot, created_at=now,
                        updated_at=now, not_before=None, reason="waiting for the scheduler", position=None,
@@ -189,11 +168,11 @@ class Store:
         attempt ended; specs come separately (:meth:`specs`), as they never change."""
         with self.read() as s:
             conn = s.connection()
-            rows = conn.execute(_WAITING).all()
+            rows = conn.execute(WAITING).all()
             if not rows:  # most wake-ups after an attempt ends
                 return []
             # the newest attempt's row is the last one kept
-            last = {job_id: (reason, by) for job_id, reason, by in conn.execute(_WAITING_LAST)}
+            last = {job_id: (reason, by) for job_id, reason, by in conn.execute(WAITING_LAST)}
             return [Waiting(i, q, p, c, nb, *last.get(i, (None, None)), o) for i, q, p, c, nb, o in rows]
 
     def specs(self, job_ids: list[str]) -> dict[str, tuple[JobSpec, str | None]]:
@@ -248,7 +227,7 @@ class Store:
         if queue is None or submitted_at is None:
             j = t.Job.__table__.c
             queue, submitted_at = conn.execute(select(j.queue, j.created_at).where(j.id == job_id)).one()
-        number = (conn.execute(_MAX_NUMBER, {"job_id": job_id}).scalar() or 0) + 1
+        number = (conn.execute(MAX_NUMBER, {"job_id": job_id}).scalar() or 0) + 1
         node, gpus = placements[0]
         attempt = dict(id=f"{job_id}-{number}", job_id=job_id, number=number, status=AttemptStatus.STARTING.value,
                        node=node, gpus=list(gpus), handle={}, created_at=now, last_contact_at=now,
@@ -277,7 +256,7 @@ class Store:
     def active_attempts(self) -> list[AttemptInfo]:
         """Starting and running attempts, oldest first (read every cycle)."""
         with self.read() as s:
-            return attempts_from(s.connection().execute(_ACTIVE).mappings())
+            return attempts_from(s.connection().execute(ACTIVE).mappings())
 
     def set_token_hash(self, attempt_id: str, token_hash: str) -> None:
         """A new launcher credential for an attempt launched again: the old token stops working."""
@@ -291,7 +270,7 @@ class Store:
         """Each attempt's engine handle, all in one transaction (one executemany of a prebuilt UPDATE)."""
         if handles:
             with self.write() as s:
-                s.connection().execute(_SET_HANDLE, [{"b_id": k, "b_handle": v} for k, v in handles.items()])
+                s.connection().execute(SET_HANDLE, [{"b_id": k, "b_handle": v} for k, v in handles.items()])
 
     def finish_replica(
         self, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None, reason: str,
@@ -328,7 +307,7 @@ class Store:
                     self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)
             return attempt, False
         spec = self._specs.get(attempt.job_id)  # validating it again cost more than the rest of the end
-        row = s.connection().execute(_ENDING_JOB[spec is None], {"job_id": attempt.job_id}).one()
+        row = s.connection().execute(ENDING_JOB[spec is None], {"job_id": attempt.job_id}).one()
         if spec is None:
             spec = JobSpec.model_validate(row[-1])
             self._specs.put(attempt.job_id, spec)
@@ -383,7 +362,7 @@ class Store:
         if not self._cas(s, t.Attempt, attempt_id, e.status, exit_code=e.exit_code, reason=e.reason,
                          message=e.message, ended_at=now, **first):
             return False
-        by: Any = "scheduler" if e.reason in _SCHEDULER_ENDS else ACTOR[e.job_status]
+        by: Any = "scheduler" if e.reason in SCHEDULER_ENDS else ACTOR[e.job_status]
         if e.job_status == JobStatus.CANCELLED:  # ended by whoever asked for the cancel: keep who that was
             by = t.Job.__table__.c.status_by
         if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before, status_by=by,
@@ -412,7 +391,3 @@ class Store:
                     return JobStatus.CANCELLING
             s.refresh(row)
             return JobStatus(row.status)
-
-
-
-

@@ -1,0 +1,32 @@
+"""The store's statements on a job's path, built once: building one (SQLAlchemy's clause
+construction and cache key) cost more CPU than running it, once per job or per cycle."""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam, func, select, update
+
+from trainyard.status import AttemptStatus, JobStatus, Reason
+from trainyard.store import tables as t
+from trainyard.store.rows import JOB_FIELDS, attempts_query
+
+ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
+SCHEDULER_ENDS = {Reason.LOST.value, Reason.NODE_LOST.value, Reason.PREEMPTED.value}
+_ATTEMPT = t.Attempt.__table__.c
+# built once: a burst of admissions sets one handle each, and building the statement cost more than running it
+SET_HANDLE = update(t.Attempt.__table__).where(_ATTEMPT.id == bindparam("b_id")).values(
+    handle=bindparam("b_handle", type_=_ATTEMPT.handle.type))
+
+_JOB = t.Job.__table__.c
+# the job of an attempt that ends, with its spec when that is not in memory (prebuilt, like SET_HANDLE)
+ENDING_JOB = {with_spec: select(_JOB.status, *(_JOB[k] for k in JOB_FIELDS), *([_JOB.spec] if with_spec else []))
+              .where(_JOB.id == bindparam("job_id")) for with_spec in (False, True)}
+MAX_SEQ = select(func.max(_JOB.seq))
+MAX_NUMBER = select(func.max(_ATTEMPT.number)).where(_ATTEMPT.job_id == bindparam("job_id"))
+# what every scheduler cycle reads (prebuilt, like SET_HANDLE: building them cost more than running them,
+# on the path of each submitted job from its row to its launch)
+_PENDING = _JOB.status == JobStatus.PENDING.value
+WAITING = select(_JOB.id, _JOB.queue, _JOB.priority, _JOB.created_at, _JOB.not_before, _JOB.owner).where(
+    _PENDING).order_by(_JOB.seq)
+WAITING_LAST = (select(_ATTEMPT.job_id, _ATTEMPT.reason, _ATTEMPT.preempted_by)
+                .join(t.Job.__table__, _ATTEMPT.job_id == _JOB.id).where(_PENDING).order_by(_ATTEMPT.number))
+ACTIVE = attempts_query(_ATTEMPT.status.in_(ACTIVE_ATTEMPT), _ATTEMPT.created_at)
