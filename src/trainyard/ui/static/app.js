@@ -47,9 +47,17 @@ export async function show() {
   try {
     const mod = await import(`./pages/${route.page}.js`);
     if (mine !== seq) return;  // the user went elsewhere while it loaded
-    root.replaceChildren();
+    // a view of its own for each page: a render still awaiting the API when the user goes on then
+    // draws into a node no longer shown, not over the page that replaced it
+    const view = document.createElement("div");
+    root.replaceChildren(view);
     const query = new URLSearchParams(location.search);
-    cleanup = (await mod.render(root, { params: route.params, query })) || null;
+    const done = (await mod.render(view, { params: route.params, query })) || null;
+    if (mine !== seq) {  // gone elsewhere meanwhile: its timers and streams stop now
+      if (done) { try { done(); } catch (e) { console.error(e); } }
+      return;
+    }
+    cleanup = done;
   } catch (e) {
     if (mine !== seq) return;
     console.error(e);
