@@ -11,13 +11,15 @@ import pytest
 
 from trainyard import envvars, errors
 from trainyard.home import moved_leader
+from trainyard.sdk import quick
 from trainyard.sdk.http import Http, may_resend
 
 
 class Leader:
-    """A server that answers every request with 200 and records what it got."""
+    """A server that answers each request with 200 and ``answer(method)`` as JSON (none: drops the
+    connection instead) and records what it got."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer=lambda method: {"ok": True}) -> None:
         self.got: list[tuple[str, str, str | None]] = []
         seen = self.got
 
@@ -25,7 +27,11 @@ class Leader:
             def _answer(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 seen.append((self.command, self.path, self.headers.get("Authorization")))
-                body = b'{"ok": true}'
+                data = answer(self.command)
+                if data is None:
+                    self.close_connection = True
+                    return
+                body = json.dumps(data).encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -76,7 +82,7 @@ def refusing_url() -> str:
 @pytest.fixture
 def leader(tmp_path, monkeypatch):
     """A live leader announced in a leader file, as servers sharing a SQLite file do, with its home's token."""
-    server = Leader()
+    server = Leader(lambda method: {"id": "j-1", "status": "succeeded"} if method == "GET" else {"ok": True})
     home = tmp_path / "leader-home"
     home.mkdir()
     (home / "server.json").write_text(json.dumps({"url": server.url, "pid": 1, "home": str(home)}))
@@ -103,7 +109,7 @@ def test_a_post_that_reached_a_dying_server_is_not_sent_again(leader):
 
 def test_a_get_that_reached_a_dying_server_goes_to_the_new_leader_with_its_token(leader):
     http = in_job(Dying().url)
-    assert http.request("GET", "/api/v1/jobs/j-1").json() == {"ok": True}
+    assert http.request("GET", "/api/v1/jobs/j-1").json()["status"] == "succeeded"
     assert leader.got == [("GET", "/api/v1/jobs/j-1", "Bearer leader-token")]
     assert http.server == leader.url
 
@@ -127,6 +133,20 @@ def test_outside_a_job_nothing_is_followed(leader, monkeypatch):
     with pytest.raises(errors.ServerUnavailable):
         in_job(refusing_url()).request("GET", "/healthz")
     assert leader.got == []
+
+
+def test_the_clis_quick_wait_goes_on_at_the_new_leader(leader, tmp_path, monkeypatch):
+    # `trainyard run JOB.yaml --wait` in a job: submitted to its server, which dies during the wait
+    dying = Leader(lambda method: {"id": "j-1", "status": "running"} if method == "POST" else None)
+    monkeypatch.setenv(envvars.SERVER, dying.url)
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: child\ncommand: [echo, hi]\n")
+    try:
+        assert quick.submit_and_wait(spec)["status"] == "succeeded"
+    finally:
+        dying.close()
+    assert [m for m, _, _ in dying.got] == ["POST", "GET"]
+    assert leader.got == [("GET", "/api/v1/jobs/j-1/wait?timeout=60", "Bearer leader-token")]
 
 
 def test_the_rule():

@@ -266,5 +266,7 @@ class Http:
                     raise errors.ObjectCorrupt(
                         f"{path}: the download broke off ({e}); {have} bytes are kept in {part} and a new download "
                         "goes on from there; the server's log names the object in the artifact store") from None
+                if isinstance(e, httpx.ConnectError):  # the server is gone: in a job, the rest from the new leader
+                    self.relocate()
                 resumed = resumed or have > 0
         return f"sha256:{h.hexdigest()}", resumed, expected
