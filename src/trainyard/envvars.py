@@ -9,6 +9,8 @@ trainyard itself are *read* is :mod:`trainyard.config`; this module only names t
 # -- trainyard's own settings (read in trainyard.config) --------------------------
 HOME = "TRAINYARD_HOME"                  # the state folder; default ~/.trainyard
 SERVER = "TRAINYARD_SERVER"              # the server the SDK and CLI talk to; default the home's local one
+SERVER_FILE = "TRAINYARD_SERVER_FILE"    # set in a job: the file ({"url": ...}) naming the servers' leader now, where
+                                         # the SDK looks when the TRAINYARD_SERVER it was given stops answering
 TOKEN = "TRAINYARD_TOKEN"                # the bearer token the SDK and CLI send
 SERVER_TOKEN = "TRAINYARD_SERVER_TOKEN"  # the token `trainyard server` requires; removed from the env once read
 RAY_ADDRESS = "RAY_ADDRESS"              # Ray's own variable: the cluster of engine `ray` when settings name none

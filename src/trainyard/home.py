@@ -23,7 +23,7 @@ import secrets
 import time
 from pathlib import Path
 
-from trainyard.locations import ADDRESS_FILE, home as default_home
+from trainyard.locations import ADDRESS_FILE, client_token, home as default_home, leader_file
 from trainyard.errors import HomeTaken
 
 LOCK_FILE = "server.lock"
@@ -140,6 +140,34 @@ def token_for(url: str, home: Path | None = None) -> str | None:
     if info is None or info["url"].rstrip("/") != url.rstrip("/"):
         return None
     return local_token(home)
+
+
+# seconds a client waits for the leader file to name a new leader: a follower takes over a SQLite
+# file within about a second, a PostgreSQL lease once the dead leader's connection times out
+FOLLOW_WAIT = 30.0
+
+
+def moved_leader(dead: str, wait: float = FOLLOW_WAIT, token: str | None = None) -> tuple[str, str | None] | None:
+    """Where the servers' leader is now, for a client in a job whose server ``dead`` stopped answering:
+    the URL in ``$TRAINYARD_SERVER_FILE`` once it names another, and the token to send it.
+
+    The token is ``token``, else ``$TRAINYARD_TOKEN``, else the new leader's home's own through :func:`token_for`, which
+    sends it only to the server that home announces. None outside a job, or when no other leader is
+    named within ``wait`` seconds (there is no follower to take over)."""
+    path, dead = leader_file(), dead.rstrip("/")
+    if path is None:
+        return None
+    deadline = time.monotonic() + wait
+    while True:
+        info = read_address(path) or {}
+        url = info.get("url", "").rstrip("/")
+        if url.startswith(("http://", "https://")) and url != dead:
+            where = info.get("home")
+            leader_home = Path(where) if isinstance(where, str) and os.path.isabs(where) else None
+            return url, token or client_token() or token_for(url, leader_home)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.1)
 
 
 def save_login(home: Path, server: str, token: str) -> Path:

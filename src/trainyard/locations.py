@@ -25,6 +25,13 @@ def server_url() -> str | None:
     return os.environ.get(envvars.SERVER) or None
 
 
+def leader_file() -> Path | None:
+    """``$TRAINYARD_SERVER_FILE`` (set in a job): where the servers announce their leader; None when
+    unset or not an absolute path (a relative one would depend on the job's working folder)."""
+    path = os.environ.get(envvars.SERVER_FILE)
+    return Path(path) if path and os.path.isabs(path) else None
+
+
 def client_token() -> str | None:
     """``$TRAINYARD_TOKEN``: the bearer token the SDK and CLI send."""
     return os.environ.get(envvars.TOKEN) or None

@@ -11,7 +11,7 @@ import httpx
 from pydantic import ValidationError
 
 from trainyard import errors
-from trainyard.home import token_for
+from trainyard.home import moved_leader, token_for
 from trainyard.locations import client_token, server_url
 from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.http import Http
@@ -31,9 +31,12 @@ class Client:
 
     def __init__(self, server: str | None = None, *, token: str | None = None,
                  transport: httpx.BaseTransport | None = None, timeout: float = 30.0) -> None:
+        # in a job, a server found through $TRAINYARD_SERVER is followed to the next leader when it dies
+        given = token
+        follow = (lambda dead, wait: moved_leader(dead, wait, given)) if server is None and transport is None else None
         server = (server or "http://trainyard").rstrip("/") if transport else resolve_server(server)
         token = token or client_token() or (None if transport else token_for(server))
-        self.http = Http(server, token, transport=transport, timeout=timeout)
+        self.http = Http(server, token, transport=transport, timeout=timeout, follow=follow)
 
     @property
     def server(self) -> str:
@@ -183,6 +186,8 @@ class Client:
                 if time.monotonic() - down_since > give_up:
                     raise errors.ServerUnavailable(f"lost the trainyard server at {self.server}") from None
                 time.sleep(0.5)
+                if self.http.relocate(wait=0):  # in a job: the servers' new leader, if one is named yet
+                    continue
                 if server_url() is None:
                     # a restarted local server may listen elsewhere; never start one from here
                     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import httpx
 from httpx_sse import ServerSentEvent, connect_sse
 
 from trainyard import errors
+from trainyard.home import FOLLOW_WAIT
 
 
 def raise_for(resp: httpx.Response) -> None:
@@ -46,6 +47,25 @@ def verify_for(url: str) -> ssl.SSLContext | bool:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if url.startswith("http://") else True
 
 
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})  # RFC 9110: doing one twice is doing it once
+MOVES = 3  # servers one request follows the leader to before it gives up
+
+
+def may_resend(method: str, error: httpx.TransportError, content: object = None) -> bool:
+    """Whether a request that failed with ``error`` may go again, to the servers' new leader.
+
+    A connection never made (refused, timed out) sent nothing: any request may go again. One lost
+    after it was made (reset, cut off before the answer) may have been done by the server that died:
+    only an idempotent request goes again, so a POST is never submitted twice. A body that was a
+    stream cannot be sent twice. A timeout waiting for an answer is a slow server, not a gone one."""
+    if content is not None and not isinstance(content, (bytes, str)):
+        return False
+    if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return True
+    return method.upper() in IDEMPOTENT and isinstance(
+        error, (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError))
+
+
 RESUMES = 3  # a download cut off this many times in one call gives up (its part is kept for the next)
 # a file this large comes as PARTS ranges at once, as s3fs's get_file does: one stream's round trips
 # through the server and the store leave the link idle on a busy machine
@@ -53,12 +73,18 @@ PARALLEL_OVER, PARTS = 64 << 20, 4
 
 
 class Http:
-    """Requests to one server, with its bearer token; ``transport`` talks to an app in-process (tests)."""
+    """Requests to one server, with its bearer token; ``transport`` talks to an app in-process (tests).
+
+    ``follow(dead_url, wait)``, where given (a client in a job: :func:`trainyard.home.moved_leader`), names the
+    servers' new leader and its token when the server stops answering; a request that :func:`may_resend`
+    allows then goes there."""
 
     def __init__(self, server: str, token: str | None, *, transport: httpx.BaseTransport | None = None,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0,
+                 follow: Callable[[str, float], tuple[str, str | None] | None] | None = None) -> None:
         self.server = server
         self.token = token
+        self.follow = follow
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.Client(base_url=server, transport=transport, headers=headers, timeout=timeout,
                                     verify=verify_for(server))
@@ -71,11 +97,38 @@ class Http:
         self.server = server
         self._client.base_url = httpx.URL(server)
 
+    def relocate(self, wait: float = FOLLOW_WAIT) -> bool:
+        """Talk to the servers' new leader, if ``follow`` names one other than this server within ``wait``
+        seconds; whether it did."""
+        found = self.follow(self.server, wait) if self.follow else None
+        if found is None:
+            return False
+        server, token = found
+        if server.startswith("https://") != self.server.startswith("https://"):
+            return False  # the client's TLS settings were made for the other scheme
+        self.move(server)
+        self.token = token
+        if token:
+            self._client.headers["Authorization"] = f"Bearer {token}"
+        else:
+            self._client.headers.pop("Authorization", None)
+        return True
+
+    def send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """The server's answer, whatever its status; following the leader (``follow``) where the server
+        is gone and the request may go again; :class:`~trainyard.errors.ServerUnavailable` if none answers."""
+        moves = 0
+        while True:
+            try:
+                return self._client.request(method, path, **kw)
+            except httpx.TransportError as e:
+                if moves == MOVES or not may_resend(method, e, kw.get("content")) or not self.relocate():
+                    raise errors.ServerUnavailable(
+                        f"cannot reach the trainyard server at {self.server}: {e}") from None
+                moves += 1
+
     def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        try:
-            resp = self._client.request(method, path, **kw)
-        except httpx.TransportError as e:
-            raise errors.ServerUnavailable(f"cannot reach the trainyard server at {self.server}: {e}") from None
+        resp = self.send(method, path, **kw)
         raise_for(resp)
         return resp
 
@@ -101,7 +154,7 @@ class Http:
 
     def upload_snapshot(self, blob: bytes | None, digest: str) -> None:
         """Upload a code snapshot unless the server has it already (snapshots are keyed by content)."""
-        if self._client.head(f"/api/v1/snapshots/{digest}").status_code == 200:
+        if self.send("HEAD", f"/api/v1/snapshots/{digest}").status_code == 200:
             return
         self.request("PUT", f"/api/v1/snapshots/{digest}", content=blob, headers={"Content-Type": "application/gzip"})
 
@@ -213,5 +266,7 @@ class Http:
                     raise errors.ObjectCorrupt(
                         f"{path}: the download broke off ({e}); {have} bytes are kept in {part} and a new download "
                         "goes on from there; the server's log names the object in the artifact store") from None
+                if isinstance(e, httpx.ConnectError):  # the server is gone: in a job, the rest from the new leader
+                    self.relocate()
                 resumed = resumed or have > 0
         return f"sha256:{h.hexdigest()}", resumed, expected

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from trainyard import errors
-from trainyard.home import read_address, read_login, token_for
+from trainyard.home import moved_leader, read_address, read_login, token_for
 from trainyard.locations import ADDRESS_FILE, client_token, home, server_url
 from trainyard.status import JobStatus
 
@@ -48,8 +48,16 @@ def submit_and_wait(path: Path, on_submitted: Any = None) -> dict[str, Any]:
         if on_submitted is not None:
             on_submitted(job["id"])
         while not JobStatus(job["status"]).is_terminal():
-            conn.request("GET", f"{base}/api/v1/jobs/{quote(job['id'])}/wait?timeout={WAIT:g}", headers=headers)
-            job = _json(*_answer(conn))
+            try:
+                conn.request("GET", f"{base}/api/v1/jobs/{quote(job['id'])}/wait?timeout={WAIT:g}", headers=headers)
+                job = _json(*_answer(conn))
+            except (OSError, HTTPException):
+                moved = moved_leader(url)  # in a job: the servers' new leader, once one is named
+                if moved is None:
+                    raise
+                conn.close()
+                url, base, headers = _at(*moved)
+                conn = _connect(url)
         return job
     except (OSError, HTTPException) as e:
         raise errors.ServerUnavailable(f"lost the trainyard server at {url}: {e}") from None
@@ -95,7 +103,10 @@ def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dic
             if time.monotonic() - down_since > LOST_AFTER:
                 raise errors.ServerUnavailable(f"lost the trainyard server at {url}: {e}") from None
             time.sleep(0.5)
-            if server_url() is None:  # a restarted local server may listen elsewhere; never start one from here
+            moved = moved_leader(url, wait=0)  # in a job: the servers' new leader, if one is named yet
+            if moved is not None:
+                url, base, headers = _at(*moved)
+            elif server_url() is None:  # a restarted local server may listen elsewhere; never start one from here
                 try:
                     url, _ = _server()
                     base = urlsplit(url).path.rstrip("/")
@@ -107,9 +118,13 @@ def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dic
 def _open(path: Path) -> tuple[str, str, HTTPConnection, str, dict[str, str]]:
     """The spec's text, the server's URL, a connection to it, the API's base path, the auth header."""
     text = _self_contained(path)
-    url, token = _server()
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return text, url, _connect(url), urlsplit(url).path.rstrip("/"), headers
+    url, base, headers = _at(*_server())
+    return text, url, _connect(url), base, headers
+
+
+def _at(url: str, token: str | None) -> tuple[str, str, dict[str, str]]:
+    """The server's URL, the API's base path there, the auth header."""
+    return url, urlsplit(url).path.rstrip("/"), {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def _events(resp: Any) -> Iterator[tuple[str, str, str]]:

@@ -120,10 +120,14 @@ class Platform:
         run_as = self.identity.run_as(job.owner) if self.engine.name == "local" else None
         configs = launch_configs(job, attempt, token=token, settings=self.settings, artifacts=self.artifacts,
                                  server_url=self.server_url, master=master, run_as=run_as)
-        # the in-job SDK (e.g. trainyard.dask.new_cluster) finds this server wherever the job runs
-        extra = {**({envvars.SERVER: self.server_url} if self.server_url else {}), **self.dask.launch_env(job, attempt),
+        # the in-job SDK (e.g. trainyard.dask.new_cluster) finds this server wherever the job runs, and the
+        # leader's announced address (the file launchers re-read too) once this server is gone
+        found = {envvars.SERVER: self.server_url, envvars.SERVER_FILE: str(self.settings.leader_file)}
+        extra = {**(found if self.server_url else {}), **self.dask.launch_env(job, attempt),
                  **self.serving.launch_env(job, attempt)}
         for c in configs:
+            if envvars.SERVER in c.env:  # a server the job names itself is not followed to ours
+                c.env = {envvars.SERVER_FILE: "", **c.env}
             c.env = {**extra, **c.env}
         return configs
 
