@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 import trainyard
+from trainyard.api.fast_lane import FastLane
 from trainyard.api.guard import Guard
 from trainyard.api.routers import clusters, identity, job_text, jobs, monitoring, pipelines, queues, services, system
 from trainyard.api.serve_proxy import PREFIX as SERVE_PREFIX
@@ -59,6 +60,8 @@ def create_app(platform: Platform, server_url: str | None = None,
     settings = platform.settings
     guard = {"identity": platform.identity, "required": settings.token_sha256 is not None or settings.auth,
              "users": settings.auth, "allowed_hosts": allowed_hosts}
+    # inside the Guard (added first: Starlette wraps the middleware added last outermost)
+    app.add_middleware(FastLane, endpoints=[jobs.submit, jobs.wait_job, system.report], app_of=lambda: app)
     app.add_middleware(Guard, **guard)
     # /serve/NAME/...: the same Guard checks the caller; a path there that names no service goes on to the app
     app.front = Guard(ServeProxy(partial(FastAPI.__call__, app), serving=platform.serving, pool=upstream), **guard)

@@ -4,7 +4,7 @@ Thin on purpose: decisions come from :func:`trainyard.scheduler.plan.plan`, a
 pure function; this applies them through the store (compare-and-set) and the
 engine. It runs on a submission, a finished attempt or a cancel (``wake``),
 and at least once a second to notice lost launchers and retries whose backoff
-has passed.
+has passed. A job's end wakes it only when some job was left waiting (``freed``).
 """
 
 from __future__ import annotations
@@ -61,11 +61,28 @@ class SchedulerLoop:
         self._signalled: set[str] = set()  # attempts already told to stop by this process
         self._last_reconcile = 0.0
         self._next_due: float | None = None
+        # True only between a cycle that finished leaving no job waiting and the next cycle's start;
+        # read and written under the lock, so freed() never needs a thought about thread order
+        self._quiet = False
+        self._quiet_lock = threading.Lock()
         self._specs: dict[str, tuple[JobSpec, str | None]] = {}  # pending job id -> (spec, snapshot)
         self.stats = CycleStats()  # for /metrics
 
     def wake(self) -> None:
         self._wake.set()
+
+    def freed(self) -> None:
+        """A job ended (its attempt too, not retried): plan again unless the last cycle finished with
+        no job waiting and none has started since.
+
+        With none waiting the cycle would find nothing to do, and it took the GIL from the long polls
+        that answer the end: the SDK's wait() returned ~1-2 ms later. A cycle under way may have read
+        the line before the end was written, so it is woken again; a job submitted since wakes the
+        loop itself (``wake``), and that cycle reads the line after this end was committed."""
+        with self._quiet_lock:
+            quiet = self._quiet
+        if not quiet:
+            self._wake.set()
 
     def start(self) -> None:
         self._stop.clear()  # a server that regains the lease starts its loop again
@@ -94,13 +111,17 @@ class SchedulerLoop:
                 time.sleep(0.2)
 
     def tick(self) -> None:
+        with self._quiet_lock:  # before anything is read (see freed)
+            self._quiet = False
         now = time.time()
         began = time.perf_counter()
         if now - self._last_reconcile >= self.reconcile_every:
             self._last_reconcile = now
             self.reconcile()
-        self.admit(now)
+        left_waiting = self.admit(now)
         self.stats.cycle(time.perf_counter() - began)
+        with self._quiet_lock:  # a cycle that raised stays not quiet: every end wakes the next one
+            self._quiet = not left_waiting
 
     def reconcile(self) -> None:
         active = self.store.active_attempts()
@@ -121,12 +142,13 @@ class SchedulerLoop:
             self._signalled.add(attempt.id)
             self.engine.cancel(attempt)
 
-    def admit(self, now: float) -> None:
+    def admit(self, now: float) -> bool:
+        """One cycle's admissions; whether it left a job waiting."""
         pending = self.store.waiting()
         if not pending:  # most wake-ups after an attempt ends: no need to look at the cluster
             self._next_due = None
             self.stats.planned({})
-            return
+            return False
         specs = self._specs_of(pending)
         live = self.live()
         nodes, waiting, running, queues = adapter.inputs([(w, specs[w.id][0]) for w in pending], live,
@@ -154,6 +176,7 @@ class SchedulerLoop:
         self.store.set_reasons(decided.reasons, decided.positions)
         due = [w.not_before for w in pending if w.not_before and w.not_before > now]
         self._next_due = min(due) if due else None
+        return any(attempt is None for attempt in admitted) or len(admitted) < len(pending)
 
     def remember(self, job: JobInfo) -> None:
         """A job just submitted: its spec need not be read back when it is planned."""

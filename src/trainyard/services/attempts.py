@@ -29,11 +29,12 @@ log = logging.getLogger("trainyard.attempts")
 
 class AttemptService:
     def __init__(self, store: Store, artifacts: ArtifactStore, notifier: Notifier, wake: Callable[[], None],
-                 stop: Callable[[AttemptInfo], None]) -> None:
+                 stop: Callable[[AttemptInfo], None], freed: Callable[[], None] | None = None) -> None:
         self.store = store
         self.artifacts = artifacts
         self.notifier = notifier
         self.wake = wake
+        self.freed = freed or wake  # a job that ended for good: the scheduler plans only if a job waits
         self.stop = stop  # asks the engine to stop every replica of an attempt
 
     def report(self, attempt_id: str, replica: int, report: LauncherReport, token: str | None) -> ReportAnswer:
@@ -86,8 +87,10 @@ class AttemptService:
         if ended:
             job = self.store.get_job(attempt.job_id)
             # a job that has ended stays as it is: its long polls answer with this, without a read
-            self.notifier.notify(attempt.job_id, job.model_dump_json() if job.status.is_terminal() else None)
-            self.wake()  # after: the scheduler's cycle would hold the GIL while the waiters are answered
+            ended_for_good = job.status.is_terminal()
+            self.notifier.notify(attempt.job_id, job.model_dump_json() if ended_for_good else None)
+            # after: the scheduler's cycle would hold the GIL while the waiters are answered
+            (self.freed if ended_for_good else self.wake)()  # a retry is a job waiting again
             log.info("attempt %s ended: %s; job %s", attempt.id, attempt.reason, attempt.status.value)
             return attempt
         self.notifier.notify(attempt.job_id)

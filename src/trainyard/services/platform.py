@@ -92,7 +92,7 @@ class Platform:
         self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, self.scheduler,
                                team_for=self.queues.team_for, audit=self.audit)
         self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self.scheduler.wake,
-                                       stop=self.scheduler.stop_attempt)
+                                       stop=self.scheduler.stop_attempt, freed=self.scheduler.freed)
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,
                                          catalog=functools.partial(make_catalog, settings))
         self.dask = DaskClusterService(self.store, self.jobs, self.engine)

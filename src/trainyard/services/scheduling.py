@@ -29,6 +29,10 @@ class Scheduler:
         """Plan again soon: something changed (a submission, an end, a cancel, a new quota)."""
         self._loop.wake()
 
+    def freed(self) -> None:
+        """A job ended for good: plan again if some job may be waiting for the room it leaves."""
+        self._loop.freed()
+
     def stop_attempt(self, attempt: AttemptInfo) -> None:
         """Ask the engine to stop every replica of ``attempt`` (once per attempt from this process)."""
         self._loop.stop_attempt(attempt)
