@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import os
+import select
 import signal
 import sys
 
@@ -114,14 +115,21 @@ def main() -> int:
     import shutil  # noqa: F401  (the work dir and the spare overlays import it: ~1 ms per launcher)
     import socket  # noqa: F401  (the reporter's first connection would import it)
 
-    from trainyard.launch import launcher, reporter, sampling, scratchenv, transport  # noqa: F401
+    from trainyard.launch import launcher, reporter, sampling, scratchenv, transport, warmup  # noqa: F401
 
     # what the imports made is never collected: a launcher's collections then skip it instead of
     # touching (and so copying) the zygote's pages
     gc.freeze()
     signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    warmed = False
     while True:
+        if not warmed and not select.select([sys.stdin], [], [], 0)[0]:
+            # at the first moment nothing waits (not before the first fork: the engine started the
+            # zygote for a job), and frozen like the imports
+            warmup.warm()
+            gc.freeze()
+            warmed = True
         line = sys.stdin.readline()
         if not line:
             return 0
