@@ -24,6 +24,7 @@ from trainyard import envvars
 from trainyard.launch import cgroup, procs, reasons
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.attempt_io import AttemptIO
+from trainyard.launch.emptydirs import Pool
 from trainyard.launch.files import append_log, atomic_write_json
 from trainyard.launch.marks import dump as dump_marks, mark
 from trainyard.launch.prepare import INHERITED_SECRETS, SetupError
@@ -39,6 +40,7 @@ class Launcher(AttemptIO):
     def __init__(self, attempt_dir: Path):
         self.dir = Path(attempt_dir).resolve()
         self.config = LaunchConfig.read(self.dir)
+        self.dirs = Pool(self.config.venv_cache)
         self.log = self.dir / LOG_NAME
         self.metrics = self.dir / METRICS_NAME
         self.cancelled: str | None = None  # why, once a cancel was asked
@@ -153,15 +155,20 @@ class Launcher(AttemptIO):
             reporter.deliver(result)  # on the thread after all, which sends again
         reporter.wait()
         mark("exit report acknowledged")
-        if self.config.venv == "overlay" and not self.config.container:  # the next attempt's, off its path
+        overlay = self.config.venv == "overlay" and not self.config.container
+        if overlay or self.dirs.wanted():  # the next attempt's, off its path
+            os.nice(10)  # all that is left of this launcher: behind the jobs and the server on a busy node
+        if overlay:
             from trainyard.launch.scratchenv import recycle, refill
 
-            os.nice(10)  # all that is left of this launcher: behind the jobs and the server on a busy node
             if recycle(self.config, self.dir / "venv", self.overlay_seen):
                 mark("overlay put back")
             else:
                 refill(self.config)
                 mark("spare overlay built")
+        if self.dirs.wanted():
+            self.dirs.refill()
+            mark("empty folders made")
         dump_marks(self.dir)
         return result
 

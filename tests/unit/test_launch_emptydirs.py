@@ -1,0 +1,51 @@
+"""launch.emptydirs: an attempt's folders taken from a pool made ahead, or made where it cannot be."""
+
+from __future__ import annotations
+
+import os
+
+from trainyard.launch.emptydirs import KEEP, POOL, Pool
+
+
+def test_folders_are_taken_from_the_pool_then_made_and_the_pool_refilled(tmp_path):
+    cache, attempt = tmp_path / "venvs", tmp_path / "attempt"
+    attempt.mkdir()
+    first = Pool(str(cache))
+    assert first.wanted()
+    first.make(attempt / "work")  # no pool yet: made
+    assert (attempt / "work").is_dir() and first.taken == 0
+    first.refill()
+    ready = sorted(os.listdir(cache / POOL))
+    assert len(ready) == KEEP
+    second = Pool(str(cache))
+    for name in ("a", "b"):
+        second.make(attempt / name)
+        assert (attempt / name).is_dir() and not any((attempt / name).iterdir())
+    assert second.taken == 2 and len(os.listdir(cache / POOL)) == KEEP - 2
+    second.refill()
+    assert len(os.listdir(cache / POOL)) == KEEP
+
+
+def test_a_folder_there_already_is_left_as_it_is(tmp_path):
+    cache, work = tmp_path / "venvs", tmp_path / "attempt" / "work"
+    Pool(str(cache)).refill()
+    work.mkdir(parents=True)
+    (work / "kept").write_text("from the attempt before")
+    pool = Pool(str(cache))
+    pool.make(work)
+    assert (work / "kept").read_text() == "from the attempt before" and pool.taken == 0
+
+
+def test_a_missing_parent_is_made_as_mkdir_p_would(tmp_path):
+    cache = tmp_path / "venvs"
+    Pool(str(cache)).refill()
+    pool = Pool(str(cache))
+    pool.make(tmp_path / "checkpoints" / "job-1")
+    assert (tmp_path / "checkpoints" / "job-1").is_dir() and pool.taken == 0
+
+
+def test_no_venv_cache_means_no_pool(tmp_path):
+    pool = Pool(None)
+    pool.make(tmp_path / "work")
+    pool.refill()
+    assert (tmp_path / "work").is_dir() and not pool.wanted() and os.listdir(tmp_path) == ["work"]
