@@ -117,6 +117,29 @@ def _hand_over(ahead: tuple[int, int], attempt_dir: str) -> int | None:
         os.close(w)
 
 
+class _Lines:
+    """stdin's lines, read unbuffered by anyone else: whether one is waiting must count those read already."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.buf = fd, b""
+
+    def waiting(self, timeout: float) -> bool:
+        return b"\n" in self.buf or bool(select.select([self.fd], [], [], timeout)[0])
+
+    def next(self) -> str | None:
+        """The next line, or None at EOF."""
+        while b"\n" not in self.buf:
+            try:
+                data = os.read(self.fd, 65536)
+            except InterruptedError:
+                continue
+            if not data:
+                return None
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\n")
+        return os.fsdecode(line)
+
+
 def main() -> int:
     import ctypes  # noqa: F401  (procs.become_subreaper would import it: ~2 ms per launcher)
     import shutil  # noqa: F401  (the work dir and the spare overlays import it: ~1 ms per launcher)
@@ -163,28 +186,6 @@ def main() -> int:
         sys.stdout.write(f"{pid}\n")
         sys.stdout.flush()
 
-
-class _Lines:
-    """stdin's lines, read unbuffered by anyone else: whether one is waiting must count those read already."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.buf = fd, b""
-
-    def waiting(self, timeout: float) -> bool:
-        return b"\n" in self.buf or bool(select.select([self.fd], [], [], timeout)[0])
-
-    def next(self) -> str | None:
-        """The next line, or None at EOF."""
-        while b"\n" not in self.buf:
-            try:
-                data = os.read(self.fd, 65536)
-            except InterruptedError:
-                continue
-            if not data:
-                return None
-            self.buf += data
-        line, _, self.buf = self.buf.partition(b"\n")
-        return os.fsdecode(line)
 
 if __name__ == "__main__":
     sys.exit(main())
