@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from trainyard.launch.emptydirs import KEEP, POOL, Pool
+from trainyard.launch.emptydirs import FILE, KEEP, KEEP_FILES, POOL, Pool
 
 
 def test_folders_are_taken_from_the_pool_then_made_and_the_pool_refilled(tmp_path):
@@ -15,15 +15,17 @@ def test_folders_are_taken_from_the_pool_then_made_and_the_pool_refilled(tmp_pat
     first.make(attempt / "work")  # no pool yet: made
     assert (attempt / "work").is_dir() and first.taken == 0
     first.refill()
-    ready = sorted(os.listdir(cache / POOL))
-    assert len(ready) == KEEP
+    ready = os.listdir(cache / POOL)
+    assert len(ready) == KEEP + KEEP_FILES and sum(n.endswith(FILE) for n in ready) == KEEP_FILES
     second = Pool(str(cache))
     for name in ("a", "b"):
         second.make(attempt / name)
         assert (attempt / name).is_dir() and not any((attempt / name).iterdir())
-    assert second.taken == 2 and len(os.listdir(cache / POOL)) == KEEP - 2
+    second.place_file(attempt / "output.log")
+    assert (attempt / "output.log").is_file() and (attempt / "output.log").stat().st_size == 0
+    assert second.taken == 3 and len(os.listdir(cache / POOL)) == KEEP + KEEP_FILES - 3
     second.refill()
-    assert len(os.listdir(cache / POOL)) == KEEP
+    assert len(os.listdir(cache / POOL)) == KEEP + KEEP_FILES
 
 
 def test_a_folder_there_already_is_left_as_it_is(tmp_path):
@@ -31,9 +33,12 @@ def test_a_folder_there_already_is_left_as_it_is(tmp_path):
     Pool(str(cache)).refill()
     work.mkdir(parents=True)
     (work / "kept").write_text("from the attempt before")
+    (work / "log").write_text("written before")
     pool = Pool(str(cache))
     pool.make(work)
+    pool.place_file(work / "log")
     assert (work / "kept").read_text() == "from the attempt before" and pool.taken == 0
+    assert (work / "log").read_text() == "written before"
 
 
 def test_a_missing_parent_is_made_as_mkdir_p_would(tmp_path):

@@ -1,5 +1,5 @@
 """Empty folders made ahead, for the three every attempt makes: its work dir, its outputs dir and its
-job's checkpoint dir.
+job's checkpoint dir; and an empty file for its output.log.
 
 Making a folder is the dearest thing a launcher does on the way to its command:
 0.5–0.8 ms of CPU each on the bench machine (an ext4 whose inode allocator reads
@@ -18,6 +18,8 @@ from pathlib import Path
 
 POOL = ".empty-dirs"  # in venv_cache: the engine keeps it beside the attempts, on their filesystem
 KEEP = 3  # one attempt's worth: jobs one after another each find theirs made
+KEEP_FILES = 1
+FILE = ".f"  # the suffix of a file's name in the pool; a folder's has none
 
 
 class Pool:
@@ -33,41 +35,51 @@ class Pool:
 
     def make(self, folder: Path) -> None:
         """``folder`` as an empty folder, as ``mkdir -p`` would (left as it is if it exists)."""
-        if not folder.exists() and self._take(folder):
+        if not folder.exists() and self._take(folder, file=False):
             return
         folder.mkdir(parents=True, exist_ok=True)
 
-    def _take(self, folder: Path) -> bool:
-        if self.path is None or not folder.parent.is_dir():
+    def place_file(self, path: Path) -> None:
+        """An empty file at ``path`` if there is none and the pool has one (else whoever opens it makes it)."""
+        if not path.exists():
+            self._take(path, file=True)
+
+    def _take(self, dest: Path, file: bool) -> bool:
+        if self.path is None or self.refused or not dest.parent.is_dir():
             return False
         if self._names is None:
             try:
                 self._names = [n for n in os.listdir(self.path) if not n.startswith(".")]
             except OSError:
                 self._names = []
-        while self._names:
-            name = self._names.pop()
+        while names := [n for n in self._names if n.endswith(FILE) == file]:
+            name = names[-1]
+            self._names.remove(name)
             try:
-                os.rename(self.path / name, folder)
+                os.rename(self.path / name, dest)
             except FileNotFoundError:
                 continue  # another launcher took that one first
             except OSError:
                 self._names = []  # another filesystem (EXDEV), or a folder in the way: make them
                 self.refused = True
                 return False
-            os.utime(folder)
+            os.utime(dest)
             self.taken += 1
             return True
         return False
 
     def refill(self) -> None:
-        """Make what the pool lacks of :data:`KEEP` folders; for a launcher whose attempt is reported."""
+        """Make what the pool lacks of :data:`KEEP` folders and :data:`KEEP_FILES` files; for a launcher
+        whose attempt is reported."""
         if self.path is None:
             return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            ready = sum(1 for n in os.listdir(self.path) if not n.startswith("."))
-            for _ in range(KEEP - ready):
+            ready = [n for n in os.listdir(self.path) if not n.startswith(".")]
+            files = sum(1 for n in ready if n.endswith(FILE))
+            for _ in range(KEEP - (len(ready) - files)):
                 os.mkdir(self.path / os.urandom(16).hex())
+            for _ in range(KEEP_FILES - files):
+                os.close(os.open(self.path / (os.urandom(16).hex() + FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         except OSError as e:  # the next attempt makes its own; the launcher's log says why
             print(f"empty folders in {self.path}: {e}", flush=True)

@@ -231,6 +231,7 @@ class Launcher(AttemptIO):
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
                 argv = self.group.wrap(argv)
             mark("memory group, argv")
+            self.dirs.place_file(self.log)
             self.proc = procs.spawn(argv, str(work), env, str(self.log))
             mark("spawned (exec done)")
         except OSError as e:
