@@ -21,7 +21,7 @@ import select
 import signal
 import sys
 
-from trainyard.launch import marks
+from trainyard.launch import marks, warmup
 from trainyard.launch.launchlog import LaunchLog
 
 FORKED = "zygote: forked"  # a launcher's first mark when forked for its attempt
@@ -88,6 +88,7 @@ def _fork_ahead() -> tuple[int, int]:
     if pid == 0:
         os.close(w)
         _let_go()
+        warmup.touch()
         data = b""
         while not data.endswith(b"\n"):
             try:
@@ -145,7 +146,7 @@ def main() -> int:
     import shutil  # noqa: F401  (the work dir and the spare overlays import it: ~1 ms per launcher)
     import socket  # noqa: F401  (the reporter's first connection would import it)
 
-    from trainyard.launch import launcher, reporter, sampling, scratchenv, transport, warmup  # noqa: F401
+    from trainyard.launch import launcher, reporter, sampling, scratchenv, transport  # noqa: F401
 
     # what the imports made is never collected: a launcher's collections then skip it instead of
     # touching (and so copying) the zygote's pages
