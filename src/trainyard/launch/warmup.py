@@ -93,7 +93,7 @@ def touch() -> None:
         from trainyard.launch.emptydirs import Pool
         from trainyard.launch.prepare import build_env
 
-        here = Path(tempfile.gettempdir()).resolve()
+        here = Path(os.path.dirname(__file__)).resolve()  # lstat only: tempfile.gettempdir might make a file
         config = LaunchConfig(**json.loads(_CONFIG))
         Pool(config.venv_cache)
         env = dict(os.environ)
