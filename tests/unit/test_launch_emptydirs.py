@@ -54,3 +54,21 @@ def test_no_venv_cache_means_no_pool(tmp_path):
     pool.make(tmp_path / "work")
     pool.refill()
     assert (tmp_path / "work").is_dir() and not pool.wanted() and os.listdir(tmp_path) == ["work"]
+
+
+def test_what_the_pool_did_not_make_is_never_taken(tmp_path):
+    cache, attempt = tmp_path / "venvs", tmp_path / "attempt"
+    attempt.mkdir()
+    (cache / POOL / "full").mkdir(parents=True)
+    (cache / POOL / "full" / "planted").write_text("x")
+    (tmp_path / "elsewhere").mkdir()
+    (cache / POOL / "link").symlink_to(tmp_path / "elsewhere")
+    (cache / POOL / ("written" + FILE)).write_text("x")
+    (tmp_path / "other.log").write_text("")
+    os.link(tmp_path / "other.log", cache / POOL / ("shared" + FILE))
+    pool = Pool(str(cache))
+    pool.make(attempt / "work")
+    pool.place_file(attempt / "output.log")
+    assert pool.taken == 0 and not (attempt / "work").is_symlink() and not any((attempt / "work").iterdir())
+    assert not (attempt / "output.log").exists()
+    assert len(os.listdir(cache / POOL)) == 4  # all left where they were

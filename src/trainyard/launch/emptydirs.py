@@ -14,6 +14,7 @@ the folders are made as before.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 POOL = ".empty-dirs"  # in venv_cache: the engine keeps it beside the attempts, on their filesystem
@@ -56,6 +57,8 @@ class Pool:
             name = names[-1]
             self._names.remove(name)
             try:
+                if not _blank(self.path / name, file):
+                    continue  # not one this module made (or since changed): left where it is
                 os.rename(self.path / name, dest)
             except FileNotFoundError:
                 continue  # another launcher took that one first
@@ -86,3 +89,14 @@ class Pool:
                 os.close(os.open(self.path / (os.urandom(16).hex() + FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         except OSError as e:  # the next attempt makes its own; the launcher's log says why
             print(f"empty folders in {self.path}: {e}", flush=True)
+
+
+def _blank(path: Path, file: bool) -> bool:
+    """An empty folder (not a link to one), or an empty file with no other name: what :meth:`Pool.refill` makes."""
+    st = os.lstat(path)
+    if file:
+        return stat.S_ISREG(st.st_mode) and st.st_size == 0 and st.st_nlink == 1
+    if not stat.S_ISDIR(st.st_mode):
+        return False
+    with os.scandir(path) as entries:
+        return next(entries, None) is None
