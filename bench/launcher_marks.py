@@ -16,6 +16,8 @@ from pathlib import Path
 
 FIRST = "launch.json written"  # the engine's write, from the file's mtime
 FORKED = "zygote: forked"  # the launcher's first mark when the zygote forked it
+HANDED = "zygote: handed the attempt dir"  # ... when it was forked ahead, and waited (trainyard.launch.zygote)
+BORN = (FORKED, HANDED)  # a forked child's CPU clock starts at zero: what it shows at its first mark is its own
 
 
 def load(attempt_dir: Path, wait: float = 2.0) -> list[dict] | None:
@@ -46,10 +48,10 @@ def steps(rows: list[dict]) -> list[tuple[str, float, float]]:
     """(label, wall ms, launcher CPU ms) for each pair of consecutive marks."""
     out = []
     for a, b in zip(rows, rows[1:]):
-        if a["name"] == FIRST:  # the engine's, not the launcher's
-            cpu = 0.0
-        elif b["name"] == FORKED:  # a forked child's CPU clock starts at zero
+        if b["name"] in BORN:
             cpu = b["cpu_ns"] / 1e6
+        elif a["name"] == FIRST:  # the engine's, not the launcher's
+            cpu = 0.0
         else:
             cpu = (b["cpu_ns"] - a["cpu_ns"]) / 1e6
         out.append((f"{a['name']} → {b['name']}", (b["mono_ns"] - a["mono_ns"]) / 1e6, cpu))
@@ -70,7 +72,8 @@ def table(runs: list[list[dict]]) -> None:
         launcher = [r for r in rows if r["name"] != FIRST]
         if len(launcher) > 1:
             totals.append((launcher[-1]["mono_ns"] - launcher[0]["mono_ns"]) / 1e6)
-            total_cpu.append(sum(cpu for _, _, cpu in steps(launcher)))
+            born = launcher[0]["cpu_ns"] / 1e6 if launcher[0]["name"] in BORN else 0.0
+            total_cpu.append(born + sum(cpu for _, _, cpu in steps(launcher)))
     if not runs:
         print("\nlauncher marks: none found (was the server started with TRAINYARD_LAUNCH_MARKS set?)")
         return

@@ -186,3 +186,70 @@ def test_a_refused_credential_is_read_again_from_launch_json(tmp_path, report_se
     assert proc.returncode == 0, out
     assert report_server.final() is not None
     assert {h["Authorization"] for h in report_server.headers} == {"Bearer renewed"}
+
+
+def _result(reason: str = "Succeeded") -> dict:
+    return {"exit_code": 0, "reason": reason, "message": "", "outputs": []}
+
+
+def test_a_command_over_before_its_first_report_is_reported_in_one_request_without_a_thread(tmp_path, report_server):
+    (tmp_path / "log").write_bytes(b"all of it\n")
+    (tmp_path / "metrics").write_bytes(b'{"step": 1}\n{"step": 2')  # the last line never completed
+    config = LaunchConfig(job_id="j", attempt_id="a", attempt=1, server=report_server.url, command=["x"])
+    rep = reporter_mod.Reporter(config, str(tmp_path / "log"), str(tmp_path / "metrics"), lambda: None)
+    rep.started(4321)
+    seen = []
+    assert rep.final_inline(_result(), lambda: seen.append(report_server.requests))
+    assert seen == [0] or seen == [1]  # it ran once, while the server had the request
+    assert rep.wait() and not rep.running
+    [only] = report_server.snapshot()
+    assert only["phase"] == "exited" and only["pid"] == 4321 and only["result"] == _result()
+    assert only["log"] == {"offset": 0, "data": "all of it\n"}
+    assert only["metrics"] == {"offset": 0, "lines": ['{"step": 1}']}
+
+
+def test_a_refused_inline_report_is_sent_again_by_the_thread(tmp_path, report_server):
+    calls = {"n": 0}
+
+    def refuse_first(body):
+        calls["n"] += 1
+        return (503, {}) if calls["n"] == 1 else (200, {"cancel": False})
+
+    report_server.answer = refuse_first
+    (tmp_path / "log").write_bytes(b"x" * 100)
+    config = LaunchConfig(job_id="j", attempt_id="a", attempt=1, server=report_server.url, command=["x"])
+    rep = reporter_mod.Reporter(config, str(tmp_path / "log"), str(tmp_path / "metrics"), lambda: None)
+    rep.started(1)
+    ran = []
+    assert not rep.final_inline(_result(), lambda: ran.append(1))
+    assert ran == [1]
+    rep.deliver(_result())
+    assert rep.wait() and rep.running
+    reports = report_server.snapshot()
+    assert report_server.requests == 1 + len(reports) and contiguous(reports, "log")
+    assert report_server.log_bytes() == b"x" * 100 and reports[-1]["result"] == _result()
+
+
+def test_what_runs_meanwhile_fails_as_it_would_alone(tmp_path, report_server):
+    config = LaunchConfig(job_id="j", attempt_id="a", attempt=1, server=report_server.url, command=["x"])
+    rep = reporter_mod.Reporter(config, str(tmp_path / "log"), str(tmp_path / "metrics"), lambda: None)
+    rep.started(1)
+
+    def broken() -> None:
+        raise OSError("disk full")
+
+    try:
+        rep.final_inline(_result(), broken)
+    except OSError as e:
+        assert "disk full" in str(e)
+    else:
+        raise AssertionError("the failure of what ran meanwhile was swallowed")
+    dead = reporter_mod.Reporter(LaunchConfig(job_id="j", attempt_id="a", attempt=1, server=dead_url(), command=["x"]),
+                                 str(tmp_path / "log"), str(tmp_path / "metrics"), lambda: None)
+    dead.started(1)
+    try:  # not sent at all: it runs before final_inline returns, and still raises
+        dead.final_inline(_result(), broken)
+    except OSError as e:
+        assert "disk full" in str(e)
+    else:
+        raise AssertionError("the failure of what ran meanwhile was swallowed")

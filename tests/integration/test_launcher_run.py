@@ -230,3 +230,23 @@ def test_the_command_inherits_no_token(tmp_path, report_server, monkeypatch):
 
     assert (tmp_path / "a" / "output.log").read_text() == "[]\n"
     assert {h["Authorization"] for h in report_server.headers} == {"Bearer attempt-secret"}
+
+
+def test_an_attempt_takes_its_folders_from_those_its_predecessor_made(tmp_path, report_server):
+    from trainyard.launch.emptydirs import POOL
+
+    cache = tmp_path / "venvs"
+    first = tmp_path / "first"
+    make_config(first, report_server.url, ["true"], venv_cache=str(cache), checkpoint_dir=str(tmp_path / "ck" / "j1"))
+    assert run_launcher(first)["reason"] == "Succeeded"
+    made = {os.stat(cache / POOL / n).st_ino for n in os.listdir(cache / POOL)}
+    assert len(made) == 4  # made once its attempt was reported, for the next one: 3 folders, 1 file
+
+    second = tmp_path / "second"
+    cmd = script(tmp_path, "job.py", "import os\nprint(sorted(os.listdir('.')), sorted(os.listdir(os.environ['TRAINYARD_OUTPUT_DIR'])),"
+                                     " os.path.isdir(os.environ['TRAINYARD_CHECKPOINT_DIR']))\n")
+    make_config(second, report_server.url, cmd, venv_cache=str(cache), checkpoint_dir=str(tmp_path / "ck" / "j2"))
+    assert run_launcher(second)["reason"] == "Succeeded"
+    taken = {os.stat(p).st_ino for p in (second / "work", second / "outputs", tmp_path / "ck" / "j2", second / "output.log")}
+    assert taken == made
+    assert b"[] [] True\n" in (second / "output.log").read_bytes()

@@ -24,12 +24,13 @@ class AttemptIO:
     log: Path
     cancelled: str | None
     overlay_seen: dict | None = None  # the overlay as the command got it (launch.scratchenv.recycle)
+    dirs = None  # a launch.emptydirs.Pool: the attempt's folders, made ahead
 
     def _prepare(self) -> tuple[dict, Path]:
         cfg = self.config
         if not cfg.command:
             raise SetupError("the command is empty")
-        work = prepare_workdir(cfg.snapshot, self.dir / "work")
+        work = prepare_workdir(cfg.snapshot, self.dir / "work", self.dirs)
         mark("work dir")
         venv = None
         if cfg.python_env:
@@ -55,7 +56,7 @@ class AttemptIO:
         if cfg.checkpoint_url:
             self._check_cancel()
             self._restore_checkpoint()
-        env = build_env(cfg, self.dir, inputs, venv)
+        env = build_env(cfg, self.dir, inputs, venv, dirs=self.dirs)
         mark("inputs, env")
         self._check_cancel()
         return env, work

@@ -6,7 +6,9 @@ exits; where the kernel has none, a waiter thread pokes instead) and on a
 self-pipe that the signal machinery pokes on SIGTERM (``signal.set_wakeup_fd``)
 and the reporter when the server asks to cancel. So every event is handled at
 once, and no tick is on the fast path. Threads that have nothing to do yet
-(the sampler's) are started from those waits once due, not at the spawn.
+(the sampler's, the reporter's) are started from those waits once due, not at
+the spawn: a command over before its first report is reported from the main
+thread, and its launcher never starts a thread.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from trainyard import envvars
 from trainyard.launch import cgroup, procs, reasons
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.attempt_io import AttemptIO
+from trainyard.launch.emptydirs import Pool
 from trainyard.launch.files import append_log, atomic_write_json
 from trainyard.launch.marks import dump as dump_marks, mark
 from trainyard.launch.prepare import INHERITED_SECRETS, SetupError
@@ -37,6 +40,7 @@ class Launcher(AttemptIO):
     def __init__(self, attempt_dir: Path):
         self.dir = Path(attempt_dir).resolve()
         self.config = LaunchConfig.read(self.dir)
+        self.dirs = Pool(self.config.venv_cache)
         self.log = self.dir / LOG_NAME
         self.metrics = self.dir / METRICS_NAME
         self.cancelled: str | None = None  # why, once a cancel was asked
@@ -143,35 +147,42 @@ class Launcher(AttemptIO):
                 self.container.remove()
         procs.reap_all(None)  # whatever setup (a killed venv build) may have left
         self._remove_group()  # normally gone already, right after the tree was reaped
-        reporter = self._start_reporter()
-        reporter.deliver(result)  # on its thread, while result.json is written: engines read it after the exit
-        atomic_write_json(self.dir / RESULT_NAME, result)
-        mark("result.json written")
+        reporter = self._reporter()
+        if reporter.running:
+            reporter.deliver(result)  # on its thread, while result.json is written: engines read it after the exit
+            self._write_result(result)
+        elif not reporter.final_inline(result, lambda: self._write_result(result)):  # written while the server works
+            reporter.deliver(result)  # on the thread after all, which sends again
         reporter.wait()
         mark("exit report acknowledged")
-        if self.config.venv == "overlay" and not self.config.container:  # the next attempt's, off its path
+        overlay = self.config.venv == "overlay" and not self.config.container
+        if overlay or self.dirs.wanted():  # the next attempt's, off its path
+            os.nice(10)  # all that is left of this launcher: behind the jobs and the server on a busy node
+        if overlay:
             from trainyard.launch.scratchenv import recycle, refill
 
-            os.nice(10)  # all that is left of this launcher: behind the jobs and the server on a busy node
             if recycle(self.config, self.dir / "venv", self.overlay_seen):
                 mark("overlay put back")
             else:
                 refill(self.config)
                 mark("spare overlay built")
+        if self.dirs.wanted():
+            self.dirs.refill()
+            mark("empty folders made")
         dump_marks(self.dir)
         return result
 
-    def _start_reporter(self):
-        """The reporter, started on first need.
+    def _write_result(self, result: dict) -> None:
+        atomic_write_json(self.dir / RESULT_NAME, result)
+        mark("result.json written")
 
-        Only once the command runs: it has nothing to say before, and its
-        imports then overlap with the command's own start instead of delaying it.
-        """
+    def _reporter(self):
+        """The reporter, made on first need (once the command runs, or setup failed); its thread is
+        started only when its first report is due (see :mod:`trainyard.launch.reporter`)."""
         if self.reporter is None:
             from trainyard.launch.reporter import Reporter
 
             self.reporter = Reporter(self.config, str(self.log), str(self.metrics), self._cancel_from_server)
-            self.reporter.start()
         return self.reporter
 
     def _attempt(self) -> dict:
@@ -220,6 +231,7 @@ class Launcher(AttemptIO):
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
                 argv = self.group.wrap(argv)
             mark("memory group, argv")
+            self.dirs.place_file(self.log)
             self.proc = procs.spawn(argv, str(work), env, str(self.log))
             mark("spawned (exec done)")
         except OSError as e:
@@ -227,9 +239,10 @@ class Launcher(AttemptIO):
             message = f"cannot start {cfg.command[0]!r}: {e.strerror or e}"
             append_log(self.log, message)
             return _result(None, reasons.SETUP, message)
-        reporter = self._start_reporter()
-        reporter.started(self.proc.pid)
-        mark("reporter started")
+        reporter = self._reporter()
+        # a command over by then is reported from this thread, and no thread is ever started
+        self._when_due(reporter.started(self.proc.pid), reporter.start)
+        mark("reporter due")
         from trainyard.launch import sampling  # after the spawn: nothing on the path to the command's start
 
         # in an image: the container's processes, not the runtime's client that is the launcher's child

@@ -20,9 +20,12 @@ class SetupError(Exception):
 # -- work dir ------------------------------------------------------------------
 
 
-def prepare_workdir(snapshot: str | None, work: Path) -> Path:
-    """The work dir: the snapshot extracted, or an empty folder."""
-    work.mkdir(parents=True, exist_ok=True)
+def prepare_workdir(snapshot: str | None, work: Path, dirs=None) -> Path:  # noqa: ANN001
+    """The work dir: the snapshot extracted, or an empty folder (from ``dirs``, a launch.emptydirs.Pool)."""
+    if dirs is not None:
+        dirs.make(work)
+    else:
+        work.mkdir(parents=True, exist_ok=True)
     if snapshot:
         try:
             with _open_url(snapshot) as f:
@@ -173,7 +176,7 @@ def checkpoint_folder(config, attempt_dir: Path) -> Path:
 
 def build_env(
     config, attempt_dir: Path, inputs: dict[str, str], venv: Path | None = None,
-    base: dict[str, str] | None = None,
+    base: dict[str, str] | None = None, dirs=None,  # noqa: ANN001
 ) -> dict[str, str]:
     """The command's environment.
 
@@ -189,7 +192,10 @@ def build_env(
     outputs = attempt_dir / "outputs"
     checkpoints = checkpoint_folder(config, attempt_dir)
     for d in (outputs, checkpoints):
-        d.mkdir(parents=True, exist_ok=True)
+        if dirs is not None:  # a launch.emptydirs.Pool
+            dirs.make(d)
+        else:
+            d.mkdir(parents=True, exist_ok=True)
     env.update({
         envvars.JOB_ID: str(config.job_id),
         envvars.ATTEMPT: str(config.attempt),

@@ -23,6 +23,11 @@ JSON ``{"phase", "pid", "log"?, "metrics"?, "result"?}``; the answer is
   to 2 s), forever while the command runs, for ``exit_report_deadline`` seconds after.
 - Nothing is sent before the command starts (setup, venv build); a failed
   setup still sends its log and result.
+- The thread is started only when its first report is due (:meth:`Reporter.start`
+  from the launcher's waits): a command over before then has its one report, the
+  result, sent by :meth:`Reporter.final_inline` from the launcher's main thread, and
+  the launcher never starts a thread (whose start, stack and GIL hand-offs cost
+  more than the report itself).
 """
 
 from __future__ import annotations
@@ -69,16 +74,26 @@ class Reporter:
         self._delivered = False
         self._last_sent: float | None = None
         self._first_at = 0.0
+        self._started = False
+
+    @property
+    def running(self) -> bool:
+        """Whether its thread was started (then it alone sends reports)."""
+        return self._started
 
     def start(self) -> None:
-        self._thread.start()
+        if not self._started:
+            self._started = True
+            self._thread.start()
 
-    def started(self, pid: int) -> None:
+    def started(self, pid: int) -> float:
         """The command runs: the first report goes out after ``FIRST_DELAY``, or with the result
-        if the command is over by then (a short job then costs the server one report, not two)."""
+        if the command is over by then (a short job then costs the server one report, not two).
+        Returns that delay: when to :meth:`start` the thread."""
         self._first_at = time.monotonic() + FIRST_DELAY
         self._pid = pid
         self._wake.set()
+        return FIRST_DELAY
 
     def exited(self) -> None:
         self._exited = True
@@ -94,6 +109,10 @@ class Reporter:
 
     def deliver(self, result: dict) -> None:
         """Start delivering the rest of the files, then ``result``; :meth:`wait` for the end."""
+        self._final(result)
+        self.start()
+
+    def _final(self, result: dict) -> None:
         self._exited = True
         self._deadline = time.monotonic() + self.config.exit_report_deadline
         self._result = result
@@ -101,9 +120,62 @@ class Reporter:
             self._pid = os.getpid()  # the command never started: the launcher stands in
         self._wake.set()
 
+    def final_inline(self, result: dict, meanwhile: Callable[[], None]) -> bool:
+        """Send the rest of the files and ``result`` in one report from the calling thread, the
+        thread never started (a command over before its first report was due).
+
+        ``meanwhile`` runs once whatever happens: while the server works on the request once
+        it is out, else before returning (its exceptions propagate). True once the report
+        was acknowledged (or the server forgot the attempt); False when it was not (failed,
+        refused, or more than one report's worth): :meth:`deliver` then goes on with the
+        thread, which sends again from the acknowledged offsets.
+        """
+        if self._started:
+            raise RuntimeError("final_inline: the reporter's thread is running")
+        self._final(result)
+        ran, errors = False, []
+
+        def sent() -> None:
+            nonlocal ran
+            ran = True
+            try:
+                meanwhile()
+            except BaseException as e:  # noqa: BLE001  (raised below, not taken for the network's)
+                errors.append(e)
+
+        try:
+            body, log_n, metrics_n = self._build(True)
+            if not self._last_chunk(log_n, metrics_n):
+                return False
+            body["result"] = result
+            mark("reporter: posting the result")
+            self._post(body, sent)
+            mark("reporter: answered")
+            self._last_sent = time.monotonic()
+            self.log_offset += log_n
+            self.metrics_offset += metrics_n
+            self._delivered = True
+            return True
+        except Gone:
+            self.gone = True
+            return True
+        except Exception:  # noqa: BLE001  (the thread tries again, and says so if it was a bug)
+            return False
+        finally:
+            if not ran:
+                meanwhile()
+            elif errors:
+                raise errors[0]
+
+    def _last_chunk(self, log_n: int, metrics_n: int) -> bool:
+        """What was just read is all there is: the log to its end, every complete metric line."""
+        return (tail.file_size(self.log_path) <= self.log_offset + log_n
+                and tail.file_size(self.metrics_path) - self.metrics_offset < tail.CHUNK)
+
     def wait(self) -> bool:
         """Whether the final report was acknowledged, once it was or the deadline passed."""
-        self._thread.join(self.config.exit_report_deadline + REQUEST_TIMEOUT + 5)
+        if self._started:
+            self._thread.join(self.config.exit_report_deadline + REQUEST_TIMEOUT + 5)
         return self._delivered
 
     # -- the thread ------------------------------------------------------------
@@ -181,7 +253,7 @@ class Reporter:
         return (tail.file_size(self.log_path) - self.log_offset >= tail.CHUNK
                 or tail.file_size(self.metrics_path) - self.metrics_offset >= tail.CHUNK)
 
-    def _post(self, body: dict) -> bool:
+    def _post(self, body: dict, sent: Callable[[], None] | None = None) -> bool:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -190,7 +262,7 @@ class Reporter:
         timeout = REQUEST_TIMEOUT
         if self._result is not None:  # do not hang past the deadline on a stuck server
             timeout = max(0.5, min(timeout, self._deadline - time.monotonic()))
-        status, data = post_json(self.server, path, payload, headers, timeout, self.ca_file, self.ca_pem)
+        status, data = post_json(self.server, path, payload, headers, timeout, self.ca_file, self.ca_pem, sent)
         if status in (404, 410):
             raise Gone()
         if status in (401, 403):

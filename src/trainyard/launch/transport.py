@@ -10,6 +10,7 @@ go through ``http.client``, imported only then.
 
 from __future__ import annotations
 
+from typing import Callable
 from urllib.parse import urlsplit
 
 
@@ -18,14 +19,16 @@ class HTTPError(OSError):
 
 
 def post_json(base_url: str, path: str, payload: bytes, headers: dict[str, str], timeout: float,
-              ca_file: str | None = None, ca_pem: str | None = None) -> tuple[int, bytes]:
+              ca_file: str | None = None, ca_pem: str | None = None,
+              sent: Callable[[], None] | None = None) -> tuple[int, bytes]:
     """POST ``payload`` to ``base_url`` + ``path``; the status code and the body. ``ca_file``: a PEM
     certificate trusted besides the system's (the server's own, when it serves HTTPS itself);
-    ``ca_pem``: the same given as its text."""
+    ``ca_pem``: the same given as its text. ``sent``: called once the request is out, before the
+    answer is read, to work while the server does (not called if the request could not be sent)."""
     url = urlsplit(base_url)
     target = url.path.rstrip("/") + path
     if url.scheme == "https":
-        return _post_tls(url, target, payload, headers, timeout, ca_file, ca_pem)
+        return _post_tls(url, target, payload, headers, timeout, ca_file, ca_pem, sent)
     if url.scheme != "http" or not url.hostname:
         raise HTTPError(f"not an http URL: {base_url!r}")
     host = url.hostname.encode("idna") if not url.hostname.isascii() else url.hostname.encode()
@@ -37,6 +40,8 @@ def post_json(base_url: str, path: str, payload: bytes, headers: dict[str, str],
     # bytes for the host: a str would make getaddrinfo import the idna codec
     with socket.create_connection((host, url.port or 80), timeout=timeout) as sock:
         sock.sendall(request)
+        if sent is not None:
+            sent()
         return _read_response(sock)
 
 
@@ -89,7 +94,7 @@ def _dechunk(data: bytes) -> bytes:
 
 
 def _post_tls(url, target: str, payload: bytes, headers: dict[str, str], timeout: float,
-              ca_file: str | None, ca_pem: str | None) -> tuple[int, bytes]:
+              ca_file: str | None, ca_pem: str | None, sent: Callable[[], None] | None) -> tuple[int, bytes]:
     import http.client
     import ssl
 
@@ -101,6 +106,8 @@ def _post_tls(url, target: str, payload: bytes, headers: dict[str, str], timeout
     conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout, context=context)
     try:
         conn.request("POST", target, body=payload, headers=headers)
+        if sent is not None:
+            sent()
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:

@@ -1,0 +1,109 @@
+"""The launcher's own path, run a few times in the zygote before it forks the launchers that need it.
+
+Python 3.11 rewrites a code object's bytecode in place once it has run a few
+times (quickening, then specializing each instruction to the types it sees). A
+zygote that never ran the launcher's path leaves that to every launcher it
+forks: each one specializes the same code again, and each write lands on a
+page it shares with the zygote, which the kernel must then copy (a fault of
+some microseconds; a launcher took about 950 of them). Run here once, the
+specialized code is what every fork inherits.
+
+Only what has no effect outside a scratch folder of its own runs here: the
+config read, the work dir and environment, an overlay's listing, the spawn and
+exit of ``true``, a report's body and the result's file. Nothing is sent, no
+signal handler is touched, no child but its own ``true`` is waited for (the
+zygote's launchers are its children too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import tempfile
+from pathlib import Path
+
+ROUNDS = 12  # past 3.11's quickening delay (8 runs) and the first specialization of each instruction
+
+
+def warm(rounds: int = ROUNDS) -> None:
+    """Run the path ``rounds`` times in a scratch folder, then remove it; never raises."""
+    scratch = tempfile.mkdtemp(prefix="trainyard-warmup-")
+    try:
+        _warm(Path(scratch), rounds)
+    except Exception:  # noqa: BLE001  (an optimisation: a launcher works the same without it)
+        pass
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _warm(scratch: Path, rounds: int) -> None:
+    from trainyard.launch import procs, scratchenv, tail
+    from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
+    from trainyard.launch.files import atomic_write_json
+    from trainyard.launch.prepare import build_env, cache_entries, prepare_workdir, resolve_inputs
+    from trainyard.launch.reporter import Reporter
+
+    attempt = scratch / "attempt"
+    attempt.mkdir()
+    LaunchConfig(job_id="warmup", attempt_id="warmup-1", attempt=1, server="http://127.0.0.1:9", command=["true"],
+                 env={"TRAINYARD_PARAMS": "{}"}, checkpoint_dir=str(scratch / "checkpoints"), venv="overlay",
+                 venv_cache=str(scratch / "venvs"), sample_every=5.0).write(attempt)
+    venv = attempt / "venv"
+    scratchenv._build_overlay(venv)
+    wake_r, wake_w = os.pipe()
+    try:
+        for _ in range(rounds):
+            here = Path(str(attempt)).resolve()
+            config = LaunchConfig.read(here)
+            work = prepare_workdir(config.snapshot, here / "work")
+            scratchenv.seen(venv)
+            cache = here / "input_cache"
+            inputs = resolve_inputs(config.inputs, cache, work)
+            cache_entries(inputs, cache)
+            env = build_env(config, here, inputs, venv)
+            proc = procs.spawn(config.command, str(work), env, str(here / LOG_NAME))
+            waiter = procs.watch(proc, wake_w)
+            while not waiter.exited:
+                select.select([wake_r, *waiter.fds()], [], [], 1.0)
+            waiter.join()
+            result = {"exit_code": proc.returncode, "reason": "Succeeded", "message": "", "outputs": []}
+            reporter = Reporter(config, str(here / LOG_NAME), str(here / METRICS_NAME), lambda: None)
+            reporter.started(proc.pid)
+            reporter.exited()
+            reporter._final(result)
+            body, log_n, metrics_n = reporter._build(True)
+            reporter._last_chunk(log_n, metrics_n)
+            body["result"] = result
+            json.dumps(body).encode()
+            tail.file_size(str(here / LOG_NAME))
+            atomic_write_json(here / RESULT_NAME, result)
+    finally:
+        os.close(wake_r)
+        os.close(wake_w)
+
+
+def touch() -> None:
+    """For a launcher forked ahead, while it waits: the first steps of its path on a made-up attempt,
+    reading and writing nothing, so that the pages they touch are its own (copied from the zygote's)
+    before its attempt comes rather than after."""
+    try:
+        from trainyard.launch.config import LaunchConfig
+        from trainyard.launch.emptydirs import Pool
+        from trainyard.launch.prepare import build_env
+
+        here = Path(os.path.dirname(__file__)).resolve()  # lstat only: tempfile.gettempdir might make a file
+        config = LaunchConfig(**json.loads(_CONFIG))
+        Pool(config.venv_cache)
+        env = dict(os.environ)
+        env.update({str(k): str(v) for k, v in config.env.items()})
+        str(here / "output.log"), str(here / "work"), build_env.__name__
+        json.dumps({"phase": "exited", "pid": 1, "result": {"exit_code": 0, "reason": "", "message": "",
+                                                           "outputs": []}}).encode()
+    except Exception:  # noqa: BLE001  (an optimisation)
+        pass
+
+
+_CONFIG = json.dumps({"job_id": "j", "attempt_id": "j-1", "attempt": 1, "server": "http://127.0.0.1:9",
+                      "command": ["true"], "env": {"TRAINYARD_PARAMS": "{}"}, "venv": "overlay"})

@@ -1,0 +1,126 @@
+"""Launchers forked by ``python -m trainyard.launch.zygote``: what each leaves in its attempt dir."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
+    PYTHON, make_config, read_result, report_server,
+)
+from tests.support.waiting import until
+
+
+class Zygote:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([PYTHON, "-m", "trainyard.launch.zygote"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def fork(self, attempt_dir: Path) -> int:
+        self.proc.stdin.write(f"{attempt_dir}\n".encode())
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(10)
+
+
+def test_a_launcher_with_nothing_to_say_makes_no_launcher_log(tmp_path, report_server):
+    zygote = Zygote()
+    try:
+        attempt = tmp_path / "attempt"
+        make_config(attempt, report_server.url, [PYTHON, "-c", "print('from the job')"])
+        zygote.fork(attempt)
+        until(lambda: report_server.final() is not None and (attempt / "result.json").exists(), timeout=30)
+        assert read_result(attempt)["reason"] == "Succeeded"
+        assert report_server.log_bytes() == b"from the job\n"
+        assert not (attempt / "launcher.log").exists()
+    finally:
+        zygote.close()
+
+
+def test_a_launcher_that_breaks_leaves_its_traceback_in_launcher_log(tmp_path, report_server):
+    zygote = Zygote()
+    try:
+        attempt = tmp_path / "attempt"
+        attempt.mkdir()
+        (attempt / "launch.json").write_text(json.dumps({"job_id": "j"}))  # required fields missing
+        zygote.fork(attempt)
+        until(lambda: b"LaunchConfig: missing" in _read(attempt / "launcher.log"), timeout=30)
+        assert b"Traceback" in _read(attempt / "launcher.log")
+        # and the zygote goes on forking launchers that work
+        good = tmp_path / "good"
+        make_config(good, report_server.url, ["true"])
+        zygote.fork(good)
+        until(lambda: (good / "result.json").exists(), timeout=30)
+        assert read_result(good)["reason"] == "Succeeded"
+    finally:
+        zygote.close()
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def test_a_launcher_forked_ahead_takes_the_next_attempt_and_goes_when_the_zygote_does(tmp_path, report_server):
+    import psutil
+
+    zygote = Zygote()
+    try:
+        first = tmp_path / "first"
+        make_config(first, report_server.url, ["true"])
+        done = zygote.fork(first)
+        until(lambda: (first / "result.json").exists() and done not in _waiting(zygote), timeout=30)
+        # given a quiet moment: a launcher waits, forked ahead for the next attempt
+        [ahead] = _one_waiting(zygote)
+        # when the next attempt comes, it is that launcher that runs it
+        second = tmp_path / "second"
+        make_config(second, report_server.url, [PYTHON, "-c", "print('second')"])
+        assert zygote.fork(second) == ahead
+        until(lambda: (second / "result.json").exists() and ahead not in _waiting(zygote), timeout=30)
+        assert read_result(second)["reason"] == "Succeeded" and b"second\n" in (second / "output.log").read_bytes()
+        # and one forked ahead again, which ends with the zygote (EOF on its pipe), not running a thing
+        [idle] = _one_waiting(zygote)
+        zygote.close()
+        until(lambda: not psutil.pid_exists(idle) or psutil.Process(idle).status() == psutil.STATUS_ZOMBIE,
+              timeout=30)
+    finally:
+        if zygote.proc.poll() is None:
+            zygote.close()
+
+
+def _one_waiting(zygote: Zygote) -> list[int]:
+    """The one launcher waiting, once the same one is seen twice a moment apart: the zygote's warm-up
+    spawns commands, each of which has its command line for the moment before its exec."""
+    seen: list[list[int]] = []
+
+    def steady() -> bool:
+        seen.append(_waiting(zygote))
+        if len(seen[-1]) != 1:
+            return False
+        time.sleep(0.2)
+        return _waiting(zygote) == seen[-1]
+
+    until(steady, timeout=30)
+    return seen[-1]
+
+
+def _waiting(zygote: Zygote) -> list[int]:
+    """The zygote's launchers still alive (those done are reaped at once): forked, they keep its command
+    line (its warm-up's own ``true`` commands do not)."""
+    import psutil
+
+    out = []
+    for child in psutil.Process(zygote.proc.pid).children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and "trainyard.launch.zygote" in child.cmdline():
+                out.append(child.pid)
+        except psutil.Error:
+            pass
+    return out
