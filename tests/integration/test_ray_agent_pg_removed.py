@@ -36,7 +36,7 @@ ready, _ = ray.wait([ref], timeout=4)  # a few of the agent's one-second waits: 
 waited = not ready and placement_group_table(pg)["state"] == "PENDING"
 remove_placement_group(pg)
 result = ray.get(ref, timeout=60)  # the wait ends; before the fix, the driver timed out here
-print(json.dumps({"waited": waited, "result": result.model_dump(mode="json")}))
+print("ANSWER", json.dumps({"waited": waited, "result": result.model_dump(mode="json")}), flush=True)
 """
 
 
@@ -49,7 +49,8 @@ def test_removing_a_pending_placement_group_ends_the_agents_wait_and_starts_no_l
     out = subprocess.run([sys.executable, "-c", DRIVER, shared_ray_cluster.address, json.dumps(config.to_dict()),
                           str(workdir)], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
-    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    # Ray prints its autoscaler's events to the driver's stdout too, before or after this line
+    answer = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("ANSWER "))[7:])
 
     # then it had waited while the group was pending, and answers lost, with no launcher started
     assert answer["waited"], answer
