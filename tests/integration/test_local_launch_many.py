@@ -10,6 +10,7 @@ from tests.contract.rigs import EXIT_CODE, LocalRig
 from tests.support.waiting import until
 from trainyard.engines.base import Launch
 from trainyard.engines.local import AHEAD
+from trainyard.launch.config import CONFIG_NAME, LaunchConfig
 
 
 def test_an_attempt_that_cannot_start_gets_its_error_and_the_others_start(tmp_path):
@@ -84,7 +85,9 @@ def test_an_attempts_folders_made_ahead_are_used_once_and_left_alone_when_in_the
         # then its folder is the one made ahead, private to its owner as a made one is, and another is made
         workdir = rig.engine.replica_dir(second.id, 0)
         assert not isinstance(found[0], Exception) and not ready[0].exists()
-        assert stat.S_IMODE(workdir.stat().st_mode) == 0o700 and (workdir / "launch.json").is_file()
+        assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
+        assert stat.S_IMODE((workdir / CONFIG_NAME).stat().st_mode) == 0o600
+        assert LaunchConfig.read(workdir).attempt_id == second.id
         ready = list(ahead.iterdir())
         assert len(ready) == 1
 

@@ -127,7 +127,8 @@ class LocalEngine(Engine):
         if existing:
             _renew_token(workdir, config.token)
             return workdir, existing
-        if not (replica == 0 and self._take_ready(workdir)):
+        made = replica == 0 and self._take_ready(workdir)
+        if not made:
             workdir.mkdir(parents=True, exist_ok=True, mode=0o700)  # launch.json in it holds the attempt's credential
             workdir.chmod(0o700)  # mkdir's mode is masked by the umask, and not applied to a folder already there
         config.venv_cache = config.venv_cache or str(self.home / "venvs")
@@ -139,7 +140,7 @@ class LocalEngine(Engine):
                                 "pull_policy": spec.image_pull_policy, "cpus": spec.resources.cpu}
         if config.run_as:  # the job, as its own account, passes through to its folders (launch.runas)
             traversable(workdir, self.home)
-        config.write(workdir)
+        config.write(workdir, made=made)
         return workdir, None
 
     def _take_ready(self, workdir: Path) -> bool:
@@ -159,7 +160,8 @@ class LocalEngine(Engine):
         return workdir.is_dir()  # else made the slow way (a hand outside this engine emptied it)
 
     def _make_ready(self) -> None:
-        """The next attempt's ``attempts/<id>/r0``, under a name of its own, as :meth:`_prepare` makes them."""
+        """The next attempt's ``attempts/<id>/r0``, under a name of its own, as :meth:`_prepare` makes them,
+        with an empty ``launch.json`` (0600) for :meth:`LaunchConfig.write` to fill."""
         if self._ready is not None or self._closed:
             return
         ready = self.home / AHEAD / os.urandom(8).hex()
@@ -168,6 +170,7 @@ class LocalEngine(Engine):
             ready.mkdir(parents=True)
             (ready / "r0").mkdir(mode=0o700)
             (ready / "r0").chmod(0o700)
+            os.close(os.open(ready / "r0" / CONFIG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         except OSError:  # the next attempt makes its own
             return
         self._keep(ready)
@@ -181,11 +184,12 @@ class LocalEngine(Engine):
 
     @staticmethod
     def _drop(ready: Path) -> None:
-        for path in (ready / "r0", ready):
-            try:
-                path.rmdir()
-            except OSError:
-                return
+        try:
+            (ready / "r0" / CONFIG_NAME).unlink(missing_ok=True)
+            (ready / "r0").rmdir()
+            ready.rmdir()
+        except OSError:
+            pass
 
     def _started(self, attempt_id: str, replica: int, workdir: Path, pid: int | None) -> dict:
         """The handle of the replica's launcher (``pid`` from the zygote; started here if None), written beside it."""
