@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import stat
 
 import psutil
@@ -88,6 +89,7 @@ def test_an_attempts_folders_made_ahead_are_used_once_and_left_alone_when_in_the
         assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
         assert stat.S_IMODE((workdir / CONFIG_NAME).stat().st_mode) == 0o600
         assert LaunchConfig.read(workdir).attempt_id == second.id
+        assert json.loads((workdir / "launcher.json").read_text())["pid"] == found[0]["replicas"][0]["pid"]
         ready = list(ahead.iterdir())
         assert len(ready) == 1
 

@@ -33,6 +33,8 @@ from trainyard.spec.reports import LaunchResult
 HANDLE_NAME = "launcher.json"
 _FORKS_PER_WRITE = 64  # dirs written to the zygote at once: their lines stay well inside a pipe's buffer
 AHEAD = ".attempts-ahead"  # in the home: an attempt's folders made ahead (attempts/ holds attempts only)
+# empty, in its r0, each with the mode it would be made with (launch.json holds the attempt's credential)
+AHEAD_FILES = {CONFIG_NAME: 0o600, HANDLE_NAME + ".tmp": 0o666}
 
 
 class LocalEngine(Engine):
@@ -161,7 +163,8 @@ class LocalEngine(Engine):
 
     def _make_ready(self) -> None:
         """The next attempt's ``attempts/<id>/r0``, under a name of its own, as :meth:`_prepare` makes them,
-        with an empty ``launch.json`` (0600) for :meth:`LaunchConfig.write` to fill."""
+        with an empty ``launch.json`` (0600) for :meth:`LaunchConfig.write` to fill and an empty
+        ``launcher.json.tmp`` that :meth:`_started` truncates: no new inode on the path either."""
         if self._ready is not None or self._closed:
             return
         ready = self.home / AHEAD / os.urandom(8).hex()
@@ -170,7 +173,8 @@ class LocalEngine(Engine):
             ready.mkdir(parents=True)
             (ready / "r0").mkdir(mode=0o700)
             (ready / "r0").chmod(0o700)
-            os.close(os.open(ready / "r0" / CONFIG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            for name, mode in AHEAD_FILES.items():
+                os.close(os.open(ready / "r0" / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
         except OSError:  # the next attempt makes its own
             return
         self._keep(ready)
@@ -185,7 +189,8 @@ class LocalEngine(Engine):
     @staticmethod
     def _drop(ready: Path) -> None:
         try:
-            (ready / "r0" / CONFIG_NAME).unlink(missing_ok=True)
+            for name in AHEAD_FILES:
+                (ready / "r0" / name).unlink(missing_ok=True)
             (ready / "r0").rmdir()
             ready.rmdir()
         except OSError:
