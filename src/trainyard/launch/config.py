@@ -90,9 +90,9 @@ class LaunchConfig:
 
     def write(self, attempt_dir: Path, made: bool = False) -> Path:
         """Write ``launch.json``, readable by its owner only: it holds the attempt's credential.
-        ``made``: an empty one was made ahead with the folder (the local engine's), in a folder no other
-        account may enter, and no launcher is told of it yet: written in place, no new inode (making one
-        cost up to ~0.7 ms of CPU under /tmp on the bench machine)."""
+        ``made``: an empty one (0600) was made ahead with the folder by the local engine, in a folder only
+        the server may write to, and no launcher is told of it yet: written in place, no new inode (making
+        one cost up to ~0.7 ms of CPU under /tmp on the bench machine)."""
         path = Path(attempt_dir) / CONFIG_NAME
         if made:
             try:
