@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import stat
+
 import psutil
 
 from tests.contract.rigs import EXIT_CODE, LocalRig
 from tests.support.waiting import until
 from trainyard.engines.base import Launch
+from trainyard.engines.local import AHEAD
+from trainyard.launch.config import CONFIG_NAME, LaunchConfig
 
 
 def test_an_attempt_that_cannot_start_gets_its_error_and_the_others_start(tmp_path):
@@ -61,3 +66,47 @@ def test_a_launcher_gone_before_its_handle_is_written_was_launched_not_failed(tm
         assert rig.wait_for(attempt, "exited").result.exit_code == EXIT_CODE
     finally:
         rig.close()
+
+
+def test_an_attempts_folders_made_ahead_are_used_once_and_left_alone_when_in_the_way(tmp_path):
+    rig = LocalRig(tmp_path)
+    ahead = rig.engine.home / AHEAD
+    try:
+        # given a first attempt launched (the engine makes the next one's folders after it)
+        first, second, third = (rig.attempt(f"ahead{i}") for i in range(3))
+        assert not isinstance(rig.engine.launch_many([Launch(first, *rig.launch_args(first))])[0], Exception)
+        rig.launched.append(first)
+        ready = list(ahead.iterdir())
+        assert len(ready) == 1
+
+        # when the next one is launched
+        found = rig.engine.launch_many([Launch(second, *rig.launch_args(second))])
+        rig.launched.append(second)
+
+        # then its folder is the one made ahead, private to its owner as a made one is, and another is made
+        workdir = rig.engine.replica_dir(second.id, 0)
+        assert not isinstance(found[0], Exception) and not ready[0].exists()
+        assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
+        assert stat.S_IMODE((workdir / CONFIG_NAME).stat().st_mode) == 0o600
+        assert LaunchConfig.read(workdir).attempt_id == second.id
+        assert json.loads((workdir / "launcher.json").read_text())["pid"] == found[0]["replicas"][0]["pid"]
+        ready = list(ahead.iterdir())
+        assert len(ready) == 1
+
+        # and given a third attempt whose folder is there already, holding something of its own
+        kept = rig.engine.replica_dir(third.id, 0).parent / "kept.txt"
+        kept.parent.mkdir(parents=True)
+        kept.write_text("mine")
+
+        # when it is launched, its folder is kept as it was and the one made ahead stays for the next
+        found = rig.engine.launch_many([Launch(third, *rig.launch_args(third))])
+        rig.launched.append(third)
+        assert not isinstance(found[0], Exception) and kept.read_text() == "mine"
+        assert stat.S_IMODE(rig.engine.replica_dir(third.id, 0).stat().st_mode) == 0o700
+        for a in (first, second, third):
+            rig.end(a)
+            assert rig.wait_for(a, "exited").result.exit_code == EXIT_CODE
+    finally:
+        rig.close()
+    # and a closed engine leaves no folder made ahead behind
+    assert not list(ahead.iterdir())

@@ -142,6 +142,13 @@ def test_the_waiting_line_carries_how_each_jobs_last_attempt_ended_and_active_at
     [active] = store.active_attempts()
     assert active == store.get_attempt(running.id)
     assert [(r.node, r.gpus, r.status) for r in active.replicas] == [("a", ["1"], "starting"), ("b", ["2"], "starting")]
+    # the scheduler's read of both at once is the same line and the same attempts
+    assert store.line() == (line, [active])
+
+
+def test_an_empty_line_is_read_without_the_active_attempts(store):
+    store.admit(store.create_job(parse_job("command: z")).id, [("a", [])])
+    assert store.line() == ([], [])
 
 
 def test_a_first_report_that_is_also_the_last_starts_and_ends_in_one_go(store):

@@ -88,9 +88,21 @@ class LaunchConfig:
     def __repr__(self) -> str:
         return f"LaunchConfig({self.attempt_id!r})"
 
-    def write(self, attempt_dir: Path) -> Path:
-        """Write ``launch.json``, readable by its owner only: it holds the attempt's credential."""
+    def write(self, attempt_dir: Path, made: bool = False) -> Path:
+        """Write ``launch.json``, readable by its owner only: it holds the attempt's credential.
+        ``made``: an empty one (0600) was made ahead with the folder by the local engine, in a folder only
+        the server may write to, and no launcher is told of it yet: written in place, no new inode (making
+        one cost up to ~0.7 ms of CPU under /tmp on the bench machine)."""
         path = Path(attempt_dir) / CONFIG_NAME
+        if made:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
+            except OSError:
+                pass  # made the usual way
+            else:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(json.dumps(self.to_dict(), separators=(",", ":")))
+                return path
         tmp = path.with_suffix(".tmp")
         tmp.unlink(missing_ok=True)  # a leftover would keep its own mode
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -43,7 +43,7 @@ class Attempts(Protocol):
 class SchedulerLoop:
     def __init__(
         self, store: Store, engine: Engine, attempts: Attempts, config_for: ConfigFor,
-        live: Callable[[], Live], nodes: Callable[[Live], list[NodeInfo]], queues: Callable[[], list[Queue]],
+        live: Callable[[list[AttemptInfo]], Live], nodes: Callable[[Live], list[NodeInfo]], queues: Callable[[], list[Queue]],
         *, reconcile_every: float = 1.0, options: Options | None = None,
     ) -> None:
         self.store = store
@@ -144,13 +144,13 @@ class SchedulerLoop:
 
     def admit(self, now: float) -> bool:
         """One cycle's admissions; whether it left a job waiting."""
-        pending = self.store.waiting()
+        pending, active = self.store.line()
         if not pending:  # most wake-ups after an attempt ends: no need to look at the cluster
             self._next_due = None
             self.stats.planned({})
             return False
         specs = self._specs_of(pending)
-        live = self.live()
+        live = self.live(active)
         nodes, waiting, running, queues = adapter.inputs([(w, specs[w.id][0]) for w in pending], live,
                                                          self.nodes(live), self.queues())
         decided = plan(nodes, waiting, running, queues, now, self.options)

@@ -19,9 +19,10 @@ class Cluster:
         self.engine = engine
         self._jobs: dict[str, JobInfo] = {}  # live jobs as submitted; spec, queue and priority never change
 
-    def live(self) -> Live:
-        """Every starting or running attempt with its job (as submitted: spec, queue, priority)."""
-        active = self.store.active_attempts()
+    def live(self, active: list[AttemptInfo] | None = None) -> Live:
+        """Every starting or running attempt (``active``, read here if not given) with its job
+        (as submitted: spec, queue, priority)."""
+        active = self.store.active_attempts() if active is None else active
         missing = [a.job_id for a in active if a.job_id not in self._jobs]
         if missing:
             self._jobs.update((j.id, j) for j in self.store.get_jobs(missing))

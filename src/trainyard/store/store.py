@@ -184,6 +184,18 @@ class Store:
             last = {job_id: (reason, by) for job_id, reason, by in conn.execute(WAITING_LAST)}
             return [Waiting(i, q, p, c, nb, *last.get(i, (None, None)), o) for i, q, p, c, nb, o in rows]
 
+    def line(self) -> tuple[list[Waiting], list[AttemptInfo]]:
+        """:meth:`waiting` and, when some job waits, :meth:`active_attempts`, read together: a cycle
+        that admits a lone job read them in two sessions, and opening one cost as much as its queries."""
+        with self.read() as s:
+            conn = s.connection()
+            rows = conn.execute(WAITING).all()
+            if not rows:
+                return [], []
+            last = {job_id: (reason, by) for job_id, reason, by in conn.execute(WAITING_LAST)}
+            active = attempts_from(conn.execute(ACTIVE).mappings())
+            return [Waiting(i, q, p, c, nb, *last.get(i, (None, None)), o) for i, q, p, c, nb, o in rows], active
+
     def specs(self, job_ids: list[str]) -> dict[str, tuple[JobSpec, str | None]]:
         """``(spec, snapshot)`` of each job."""
         c = t.Job.__table__.c
