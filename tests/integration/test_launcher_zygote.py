@@ -14,9 +14,9 @@ from tests.support.waiting import until
 
 
 class Zygote:
-    def __init__(self) -> None:
+    def __init__(self, stderr: object = subprocess.DEVNULL) -> None:
         self.proc = subprocess.Popen([PYTHON, "-m", "trainyard.launch.zygote"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.PIPE, stderr=stderr)
 
     def fork(self, attempt_dir: Path) -> int:
         self.proc.stdin.write(f"{attempt_dir}\n".encode())
@@ -57,6 +57,29 @@ def test_a_launcher_that_breaks_leaves_its_traceback_in_launcher_log(tmp_path, r
         zygote.fork(good)
         until(lambda: (good / "result.json").exists(), timeout=30)
         assert read_result(good)["reason"] == "Succeeded"
+    finally:
+        zygote.close()
+
+
+def test_until_its_first_line_a_launchers_stderr_is_the_zygotes_not_lost(tmp_path, report_server):
+    import os
+
+    # given a zygote whose stderr is a file, as the local engine's is (zygote.log in the home)
+    with open(tmp_path / "zygote.log", "ab") as log:
+        zygote = Zygote(stderr=log)
+    try:
+        attempt = tmp_path / "attempt"
+        marker = tmp_path / "started"
+        make_config(attempt, report_server.url, [PYTHON, "-c", f"open({str(marker)!r}, 'w'); import time; time.sleep(30)"])
+        pid = zygote.fork(attempt)
+        until(marker.exists, timeout=30)
+        # then a launcher that wrote no line yet writes what the interpreter says there (a fatal error),
+        # and its stdout and stdin are not the zygote's pipes
+        assert os.readlink(f"/proc/{pid}/fd/2") == str(tmp_path / "zygote.log")
+        assert os.readlink(f"/proc/{pid}/fd/1") == os.devnull and os.readlink(f"/proc/{pid}/fd/0") == os.devnull
+        assert not (attempt / "launcher.log").exists()
+        os.kill(pid, 15)
+        until(lambda: (attempt / "result.json").exists(), timeout=30)
     finally:
         zygote.close()
 

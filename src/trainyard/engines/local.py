@@ -31,6 +31,7 @@ from trainyard.spec.records import AttemptInfo, NodeInfo
 from trainyard.spec.reports import LaunchResult
 
 HANDLE_NAME = "launcher.json"
+ZYGOTE_LOG = "zygote.log"  # in the home
 _FORKS_PER_WRITE = 64  # dirs written to the zygote at once: their lines stay well inside a pipe's buffer
 AHEAD = ".attempts-ahead"  # in the home: an attempt's folders made ahead (attempts/ holds attempts only)
 # empty, in its r0, each with the mode it would be made with (launch.json holds the attempt's credential)
@@ -234,10 +235,12 @@ class LocalEngine(Engine):
                 if self._closed:
                     return pids + [None] * (len(workdirs) - len(pids))
                 if self._zygote is None or self._zygote.poll() is not None:
-                    self._zygote = subprocess.Popen(
-                        [sys.executable, "-m", "trainyard.launch.zygote"], stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                    )
+                    # its stderr, and its launchers' until each makes its launcher.log, is zygote.log
+                    with open(self.home / ZYGOTE_LOG, "ab") as log:
+                        self._zygote = subprocess.Popen(
+                            [sys.executable, "-m", "trainyard.launch.zygote"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=log, start_new_session=True, close_fds=True,
+                        )
                 try:
                     self._zygote.stdin.write("".join(f"{w}\n" for w in chunk).encode())
                     self._zygote.stdin.flush()

@@ -44,9 +44,11 @@ def _let_go() -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the launcher waits for its own command
     os.setsid()
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):  # let go of the zygote's pipes, or the engine would never see EOF
+    for fd in (0, 1):  # let go of the zygote's pipes, or the engine would never see EOF
         os.dup2(null, fd)
     os.close(null)
+    # fd 2 stays the zygote's stderr (the engine's zygote.log) until launcher.log is made at the first
+    # line: what the interpreter itself writes before that (a fatal error) is kept there, not lost
 
 
 def _child(attempt_dir: str) -> None:
