@@ -58,6 +58,15 @@ def test_one_of_two_servers_schedules_and_the_other_takes_over_when_it_dies(pg_u
         second.stop_all()
 
 
+def two_servers_on_one_file(tmp_path) -> tuple[ServerProcess, ServerProcess]:
+    """Two servers with homes of their own on one SQLite file, started in that order."""
+    db = f"sqlite:///{tmp_path / 'shared.db'}"
+    first, second = ServerProcess(tmp_path / "a", CAPACITY, db=db), ServerProcess(tmp_path / "b", CAPACITY, db=db)
+    first.start(port=free_port())
+    second.start(port=free_port())
+    return first, second
+
+
 def launched_in(server: ServerProcess) -> set[str]:
     """The jobs whose attempts this server's local engine launched (each in its own home)."""
     attempts = server.home / "attempts"
@@ -65,10 +74,8 @@ def launched_in(server: ServerProcess) -> set[str]:
 
 
 def test_servers_of_two_homes_on_one_sqlite_file_elect_one_scheduler(tmp_path):
-    db, runs = f"sqlite:///{tmp_path / 'shared.db'}", tmp_path / "runs"
-    first, second = ServerProcess(tmp_path / "a", CAPACITY, db=db), ServerProcess(tmp_path / "b", CAPACITY, db=db)
-    first.start(port=free_port())
-    second.start(port=free_port())
+    runs = tmp_path / "runs"
+    first, second = two_servers_on_one_file(tmp_path)
     try:
         assert (first.role(), second.role()) == ("leader", "follower")
         # jobs submitted to either server are scheduled by the leader alone, each run once

@@ -5,8 +5,7 @@ $TRAINYARD_SERVER_FILE, the address the servers announce beside the database."""
 import pytest
 
 from tests.e2e.helpers import PY, py_job, until
-from tests.e2e.test_leader import CAPACITY, free_port
-from tests.support.servers import ServerProcess
+from tests.e2e.test_leader import two_servers_on_one_file
 
 pytestmark = [pytest.mark.slow]
 
@@ -29,10 +28,8 @@ def job_using_the_sdk_after(marker) -> dict:
 
 
 def test_a_job_uses_the_sdk_against_the_new_leader_after_its_server_is_killed(tmp_path):
-    db, marker = f"sqlite:///{tmp_path / 'shared.db'}", tmp_path / "go"
-    first, second = ServerProcess(tmp_path / "a", CAPACITY, db=db), ServerProcess(tmp_path / "b", CAPACITY, db=db)
-    first.start(port=free_port())
-    second.start(port=free_port())
+    marker = tmp_path / "go"
+    first, second = two_servers_on_one_file(tmp_path)
     try:
         assert (first.role(), second.role()) == ("leader", "follower")
         c = second.client()

@@ -26,20 +26,21 @@ from trainyard.store import tables as t
 from trainyard.store.db import data_version, make_engine, migrate, writer_lock
 from trainyard.store.cache import Recent
 from trainyard.store.cas import ACTOR, IfUnset, cas
-from trainyard.store.moves import Admission, Ending, Waiting
+from trainyard.store.line_reads import LineReads
+from trainyard.store.moves import Admission, Ending
 from trainyard.store import job_list
 from trainyard.store.job_list import job_where, visible_where  # noqa: F401 (visible_where: the stores' shared rule)
 from trainyard.store.rows import (JOB_FIELDS, attempt_by_id, attempt_record, attempts_from, job_by_id, job_records,
                                   replica_record)
 from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, JOB_STATE, MAX_NUMBER, MAX_SEQ,
-                                        SCHEDULER_ENDS, SET_HANDLE, WAITING, WAITING_LAST)
+                                        SCHEDULER_ENDS, SET_HANDLE)
 from trainyard.store.telemetry import Outputs
 
 def new_job_id() -> str:
     return "j-" + secrets.token_hex(5)
 
 
-class Store:
+class Store(LineReads):
     def __init__(self, url: str, *, run_migrations: bool = True) -> None:
         if run_migrations:
             migrate(url)
@@ -171,51 +172,6 @@ class Store:
         """Matching jobs per status, in one query (cheap enough to poll)."""
         with self.read() as s:
             return job_list.counts(s.connection(), job_where(where, visible))
-
-    def waiting(self) -> list[Waiting]:
-        """Pending jobs in submit order, with what changes while they wait and how their last
-        attempt ended; specs come separately (:meth:`specs`), as they never change."""
-        with self.read() as s:
-            conn = s.connection()
-            rows = conn.execute(WAITING).all()
-            if not rows:  # most wake-ups after an attempt ends
-                return []
-            # the newest attempt's row is the last one kept
-            last = {job_id: (reason, by) for job_id, reason, by in conn.execute(WAITING_LAST)}
-            return [Waiting(i, q, p, c, nb, *last.get(i, (None, None)), o) for i, q, p, c, nb, o in rows]
-
-    def line(self) -> tuple[list[Waiting], list[AttemptInfo]]:
-        """:meth:`waiting` and, when some job waits, :meth:`active_attempts`, read together: a cycle
-        that admits a lone job read them in two sessions, and opening one cost as much as its queries."""
-        with self.read() as s:
-            conn = s.connection()
-            rows = conn.execute(WAITING).all()
-            if not rows:
-                return [], []
-            last = {job_id: (reason, by) for job_id, reason, by in conn.execute(WAITING_LAST)}
-            active = attempts_from(conn.execute(ACTIVE).mappings())
-            return [Waiting(i, q, p, c, nb, *last.get(i, (None, None)), o) for i, q, p, c, nb, o in rows], active
-
-    def specs(self, job_ids: list[str]) -> dict[str, tuple[JobSpec, str | None]]:
-        """``(spec, snapshot)`` of each job."""
-        c = t.Job.__table__.c
-        with self.read() as s:
-            rows = s.connection().execute(select(c.id, c.spec, c.snapshot).where(c.id.in_(list(job_ids))))
-            return {i: (JobSpec.model_validate(spec), snap) for i, spec, snap in rows}
-
-    def set_reasons(self, reasons: dict[str, str], positions: dict[str, int] | None = None) -> None:
-        """Record why pending jobs wait and how many jobs are ahead of each; only pending rows are touched."""
-        if not reasons:
-            return
-        positions = positions or {}
-        with self.write() as s:
-            current = {r.id: (r.reason, r.position) for r in
-                       s.execute(select(t.Job.id, t.Job.reason, t.Job.position).where(t.Job.id.in_(list(reasons))))}
-            for job_id, reason in reasons.items():
-                new = (reason, positions.get(job_id))
-                if current.get(job_id, new) != new:
-                    s.execute(update(t.Job).where(t.Job.id == job_id, t.Job.status == JobStatus.PENDING.value)
-                              .values(reason=new[0], position=new[1]))
 
     # -- attempts ---------------------------------------------------------
 
