@@ -23,19 +23,27 @@ import time
 from trainyard.launch.marks import mark
 
 PR_SET_CHILD_SUBREAPER = 36
+_subreaper_pid = 0  # the process that became one (a fork does not inherit it: its pid differs)
 
 
 def become_subreaper() -> bool:
-    """Ask the kernel to reparent orphaned descendants to this process."""
+    """Ask the kernel to reparent orphaned descendants to this process (once: a launcher forked
+    ahead asks while it waits for its attempt, off the path)."""
+    global _subreaper_pid
+    if _subreaper_pid == os.getpid():
+        return True
     if not sys.platform.startswith("linux"):
         return False
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            return False
     except (OSError, AttributeError):
         return False
+    _subreaper_pid = os.getpid()
+    return True
 
 
 def spawn(argv: list[str], cwd: str, env: dict[str, str], log_path: str) -> subprocess.Popen:
