@@ -22,6 +22,7 @@ import os
 import select
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 ROUNDS = 12  # past 3.11's quickening delay (8 runs) and the first specialization of each instruction
@@ -120,6 +121,8 @@ def _touch() -> None:
     cache_entries(inputs, missing)
     build_env(config, here, inputs, here, dirs=_NoFolders())
     os.get_exec_path(config.env)
+    procs._nothing_inherited()  # the checks before posix_spawn: fds, threads
+    threading.active_count()
     reporter = Reporter(config, str(missing / "output.log"), str(missing / "metrics.jsonl"), lambda: None)
     reporter.started(1)
     reporter._final({"exit_code": 0, "reason": "", "message": "", "outputs": []})
