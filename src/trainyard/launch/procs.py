@@ -111,7 +111,7 @@ def _spawn_direct(argv: list[str], cwd: str, env: dict[str, str], log_path: str)
     close on exec), or no candidate that looks executable (Popen then raises exec's own error)."""
     if not hasattr(os, "posix_spawn") or not sys.platform.startswith("linux") or threading.active_count() != 1:
         return None
-    if not _nothing_inherited():
+    if not nothing_inherited():
         return None
     program = argv[0]
     if "/" in program:
@@ -138,7 +138,7 @@ def _spawn_direct(argv: list[str], cwd: str, env: dict[str, str], log_path: str)
         os.close(here)
 
 
-def _nothing_inherited() -> bool:
+def nothing_inherited() -> bool:
     """Whether every fd past stderr is close-on-exec, as Popen's close_fds would leave the command."""
     try:
         names = os.listdir("/proc/self/fd")

@@ -60,7 +60,7 @@ def overlay(venv: Path, spares: Path | None = None) -> Path:
     """A virtualenv over the launcher's interpreter that sees its packages but installs into its own."""
     if (venv / "pyvenv.cfg").exists():
         return venv  # a relaunch of the same replica
-    if spares is not None and _take_spare(spares, venv):
+    if spares is not None and take_spare(spares, venv):
         return venv
     _build_overlay(venv)
     return venv
@@ -167,7 +167,7 @@ def _ready(pool: Path) -> list[str]:
     return [n for n in os.listdir(pool) if not n.startswith(".")]
 
 
-def _take_spare(pool: Path, venv: Path) -> bool:
+def take_spare(pool: Path, venv: Path) -> bool:
     try:
         names = _ready(pool)
     except OSError:

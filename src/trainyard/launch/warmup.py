@@ -113,15 +113,15 @@ def _touch() -> None:
     for name in INHERITED_SECRETS:
         os.environ.get(name)
     missing = here / ".trainyard-touch-none"  # never made: each step below finds nothing there
-    Pool(str(missing))._take(here / "work", file=False)
-    scratchenv._take_spare(missing, missing / "venv")
+    Pool(str(missing)).place_file(here / "output.log")
+    scratchenv.take_spare(missing, missing / "venv")
     (missing / "pyvenv.cfg").exists()
     scratchenv.seen(here)
     inputs = resolve_inputs(config.inputs, missing, here)
     cache_entries(inputs, missing)
     build_env(config, here, inputs, here, dirs=_NoFolders())
     os.get_exec_path(config.env)
-    procs._nothing_inherited()  # the checks before posix_spawn: fds, threads
+    procs.nothing_inherited()  # the checks before posix_spawn: fds, threads
     threading.active_count()
     reporter = Reporter(config, str(missing / "output.log"), str(missing / "metrics.jsonl"), lambda: None)
     reporter.started(1)
