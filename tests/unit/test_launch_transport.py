@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from trainyard.launch.transport import post_json
+from trainyard.launch.transport import connect, post_json
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -29,6 +29,12 @@ class Handler(BaseHTTPRequestHandler):
             for part in (data[:5], data[5:]):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
             self.wfile.write(b"0\r\n\r\n")
+        elif self.path.startswith("/peer"):  # which connection carried it
+            data = json.dumps({"port": self.client_address[1]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
         elif self.path.startswith("/close"):
             self.send_response(200)
             self.send_header("Connection", "close")
@@ -108,3 +114,39 @@ def test_https_trusts_the_servers_certificate_given_as_its_text(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_connection_opened_ahead_carries_the_post_and_is_closed(base_url):
+    kept = connect(base_url, 5)
+    port = kept.getsockname()[1]
+    status, data = post_json(base_url + "/peer", "/x", b"{}", {}, 5, kept=kept)
+    assert status == 200 and json.loads(data) == {"port": port}
+    assert kept.fileno() == -1
+
+
+def test_a_connection_the_server_let_go_is_sent_again_on_a_new_one(base_url):
+    """A server restarted (or closing idle connections) since: the report still goes, and the work done
+    while the server answers (the launcher writes result.json then) runs once."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        kept = socket.create_connection(listener.getsockname(), timeout=5)
+        conn, _ = listener.accept()
+        conn.close()  # let go before any request
+    calls = []
+    status, data = post_json(base_url, "/x", b'{"n": 1}', {}, 5, sent=lambda: calls.append(1), kept=kept)
+    assert status == 200 and json.loads(data)["body"] == '{"n": 1}'
+    assert calls == [1]
+    assert kept.fileno() == -1
+
+
+def test_no_connection_ahead_for_https_or_a_server_not_there():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert connect(f"http://127.0.0.1:{port}", 2) is None
+    assert connect("https://127.0.0.1:1", 2) is None

@@ -115,4 +115,6 @@ class LaunchConfig:
 
     @classmethod
     def read(cls, attempt_dir: Path) -> "LaunchConfig":
-        return cls(**json.loads((Path(attempt_dir) / CONFIG_NAME).read_text()))
+        # bytes to json.loads (UTF-8, as written): no text layer, nor its locale lookup, on the launcher's path
+        with open(Path(attempt_dir) / CONFIG_NAME, "rb") as f:
+            return cls(**json.loads(f.read()))

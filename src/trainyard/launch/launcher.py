@@ -251,6 +251,8 @@ class Launcher(AttemptIO):
         if sampler is not None:
             self._when_due(sampler.first_after, lambda: sampler.start(first_wait=0))
         mark("sampler due")
+        reporter.connect()  # while the command starts: not after its exit
+        mark("report connection opened")
         exit_code, reason, message = self._supervise(self.proc)
         mark("supervise returned")
         if self.container is not None:

@@ -41,7 +41,7 @@ from typing import Callable
 from trainyard.launch import tail
 from trainyard.launch.config import CONFIG_NAME
 from trainyard.launch.marks import mark
-from trainyard.launch.transport import post_json
+from trainyard.launch.transport import connect, post_json
 
 TICK = 0.15        # how often new log bytes and metric lines are looked for
 HEARTBEAT = 3.0    # a report at least this often, even with nothing new
@@ -75,6 +75,7 @@ class Reporter:
         self._last_sent: float | None = None
         self._first_at = 0.0
         self._started = False
+        self._kept = None  # a connection opened ahead for the next report (transport.connect)
 
     @property
     def running(self) -> bool:
@@ -94,6 +95,12 @@ class Reporter:
         self._pid = pid
         self._wake.set()
         return FIRST_DELAY
+
+    def connect(self) -> None:
+        """Open the next report's connection now, while the command runs: its connect and the
+        server's accept are then not between the command's exit and its report."""
+        if self._kept is None:
+            self._kept = connect(self.server, REQUEST_TIMEOUT)
 
     def exited(self) -> None:
         self._exited = True
@@ -176,6 +183,9 @@ class Reporter:
         """Whether the final report was acknowledged, once it was or the deadline passed."""
         if self._started:
             self._thread.join(self.config.exit_report_deadline + REQUEST_TIMEOUT + 5)
+        if self._kept is not None:  # never used (the report went before it was opened, or not at all)
+            self._kept.close()
+            self._kept = None
         return self._delivered
 
     # -- the thread ------------------------------------------------------------
@@ -262,7 +272,8 @@ class Reporter:
         timeout = REQUEST_TIMEOUT
         if self._result is not None:  # do not hang past the deadline on a stuck server
             timeout = max(0.5, min(timeout, self._deadline - time.monotonic()))
-        status, data = post_json(self.server, path, payload, headers, timeout, self.ca_file, self.ca_pem, sent)
+        kept, self._kept = self._kept, None
+        status, data = post_json(self.server, path, payload, headers, timeout, self.ca_file, self.ca_pem, sent, kept)
         if status in (404, 410):
             raise Gone()
         if status in (401, 403):

@@ -60,7 +60,7 @@ def overlay(venv: Path, spares: Path | None = None) -> Path:
     """A virtualenv over the launcher's interpreter that sees its packages but installs into its own."""
     if (venv / "pyvenv.cfg").exists():
         return venv  # a relaunch of the same replica
-    if spares is not None and _take_spare(spares, venv):
+    if spares is not None and take_spare(spares, venv):
         return venv
     _build_overlay(venv)
     return venv
@@ -125,12 +125,19 @@ def seen(venv: Path) -> dict[str, tuple[int, int, int, int]]:
     A job that installs, removes or rewrites anything in its overlay changes an entry's ctime (which,
     unlike mtime, no one can set back), a folder's (its listing changed), or the set of entries.
     """
-    out = {}
-    for root, dirs, files in os.walk(venv):
-        for name in (*dirs, *files):
-            path = os.path.join(root, name)
-            st = os.lstat(path)
-            out[path[len(str(venv)):]] = (st.st_ino, st.st_ctime_ns, st.st_mode, st.st_size)
+    out, top = {}, str(venv)
+    folders = [top]
+    while folders:  # scandir's entries, each lstat'ed once: ~30 % less than os.walk and an lstat per name
+        try:
+            entries = os.scandir(folders.pop())
+        except OSError:  # as os.walk: a folder it cannot list adds nothing
+            continue
+        with entries:
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                out[entry.path[len(top):]] = (st.st_ino, st.st_ctime_ns, st.st_mode, st.st_size)
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
     return out
 
 
@@ -160,7 +167,7 @@ def _ready(pool: Path) -> list[str]:
     return [n for n in os.listdir(pool) if not n.startswith(".")]
 
 
-def _take_spare(pool: Path, venv: Path) -> bool:
+def take_spare(pool: Path, venv: Path) -> bool:
     try:
         names = _ready(pool)
     except OSError:

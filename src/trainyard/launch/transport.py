@@ -6,6 +6,11 @@ command is being started; the launcher's start-up time is on the path of
 every job. This speaks just enough HTTP/1.1 (one request per connection,
 ``Content-Length`` or chunked or read-to-close replies). ``https://`` servers
 go through ``http.client``, imported only then.
+
+A connection can be opened ahead (:func:`connect`, while the command runs) and
+handed to the next :func:`post_json`: the connect, and the server's accept of it,
+are then off the path from the command's exit to its report. The server may have
+let it go by then (a restart): sent again on a new connection, as a failed report is.
 """
 
 from __future__ import annotations
@@ -18,27 +23,64 @@ class HTTPError(OSError):
     """The reply could not be read as HTTP."""
 
 
+class _Unanswered(HTTPError):
+    """The connection closed before a byte of the reply came."""
+
+
+def connect(base_url: str, timeout: float):  # noqa: ANN201  (a socket.socket; socket is imported here)
+    """A connection to an ``http://`` server opened ahead, for :func:`post_json`'s ``kept``; None for
+    ``https://`` or when it cannot be opened (the post then connects itself, and says why)."""
+    url = urlsplit(base_url)
+    if url.scheme != "http" or not url.hostname:
+        return None
+    import socket
+
+    try:
+        return socket.create_connection((_host(url), url.port or 80), timeout=timeout)
+    except OSError:
+        return None
+
+
+def _host(url) -> bytes:  # noqa: ANN001
+    # bytes for the host: a str would make getaddrinfo import the idna codec
+    return url.hostname.encode("idna") if not url.hostname.isascii() else url.hostname.encode()
+
+
 def post_json(base_url: str, path: str, payload: bytes, headers: dict[str, str], timeout: float,
               ca_file: str | None = None, ca_pem: str | None = None,
-              sent: Callable[[], None] | None = None) -> tuple[int, bytes]:
+              sent: Callable[[], None] | None = None, kept=None) -> tuple[int, bytes]:  # noqa: ANN001
     """POST ``payload`` to ``base_url`` + ``path``; the status code and the body. ``ca_file``: a PEM
     certificate trusted besides the system's (the server's own, when it serves HTTPS itself);
     ``ca_pem``: the same given as its text. ``sent``: called once the request is out, before the
-    answer is read, to work while the server does (not called if the request could not be sent)."""
+    answer is read, to work while the server does (not called if the request could not be sent);
+    ``kept``: a connection from :func:`connect` to send it on (closed here, whatever happens)."""
     url = urlsplit(base_url)
     target = url.path.rstrip("/") + path
     if url.scheme == "https":
+        if kept is not None:
+            kept.close()
         return _post_tls(url, target, payload, headers, timeout, ca_file, ca_pem, sent)
     if url.scheme != "http" or not url.hostname:
+        if kept is not None:
+            kept.close()
         raise HTTPError(f"not an http URL: {base_url!r}")
-    host = url.hostname.encode("idna") if not url.hostname.isascii() else url.hostname.encode()
     lines = [f"POST {target} HTTP/1.1", f"Host: {url.netloc}", f"Content-Length: {len(payload)}",
              "Connection: close", *(f"{k}: {v}" for k, v in headers.items())]
     request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
+    if kept is not None:
+        try:
+            with kept:
+                kept.settimeout(timeout)
+                kept.sendall(request)
+                if sent is not None:
+                    sent, work = None, sent
+                    work()
+                return _read_response(kept)
+        except (_Unanswered, BrokenPipeError, ConnectionResetError):
+            pass  # the server let it go unread: sent again on a new connection
     import socket  # here, on the reporter's thread, not on the launcher's path to the command
 
-    # bytes for the host: a str would make getaddrinfo import the idna codec
-    with socket.create_connection((host, url.port or 80), timeout=timeout) as sock:
+    with socket.create_connection((_host(url), url.port or 80), timeout=timeout) as sock:
         sock.sendall(request)
         if sent is not None:
             sent()
@@ -50,7 +92,7 @@ def _read_response(sock) -> tuple[int, bytes]:
     while b"\r\n\r\n" not in buf:
         data = sock.recv(65536)
         if not data:
-            raise HTTPError("connection closed before the reply's headers")
+            raise (HTTPError if buf else _Unanswered)("connection closed before the reply's headers")
         buf += data
     head, _, body = buf.partition(b"\r\n\r\n")
     status_line, *header_lines = head.decode("latin-1").split("\r\n")

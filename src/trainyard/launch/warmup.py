@@ -22,6 +22,7 @@ import os
 import select
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 ROUNDS = 12  # past 3.11's quickening delay (8 runs) and the first specialization of each instruction
@@ -85,23 +86,57 @@ def _warm(scratch: Path, rounds: int) -> None:
 
 
 def touch() -> None:
-    """For a launcher forked ahead, while it waits: the first steps of its path on a made-up attempt,
-    reading and writing nothing, so that the pages they touch are its own (copied from the zygote's)
-    before its attempt comes rather than after."""
+    """For a launcher forked ahead, while it waits: its path's steps on a made-up attempt, reading
+    only and writing nothing, so that the pages they touch (each object's reference count is a
+    write, which copies the page it shares with the zygote) are its own before its attempt comes
+    rather than after. About 300 such copies were left on the path to the exec without it."""
     try:
-        from trainyard.launch.config import LaunchConfig
-        from trainyard.launch.emptydirs import Pool
-        from trainyard.launch.prepare import build_env
-
-        here = Path(os.path.dirname(__file__)).resolve()  # lstat only: tempfile.gettempdir might make a file
-        config = LaunchConfig(**json.loads(_CONFIG))
-        Pool(config.venv_cache)
-        env = dict(os.environ)
-        env.update({str(k): str(v) for k, v in config.env.items()})
-        str(here / "output.log"), str(here / "work"), build_env.__name__
-        json.dumps({"phase": "exited", "pid": 1, "result": {"exit_code": 0, "reason": "", "message": "",
-                                                           "outputs": []}}).encode()
+        _touch()
     except Exception:  # noqa: BLE001  (an optimisation)
+        pass
+
+
+def _touch() -> None:
+    from trainyard.launch import procs, scratchenv, tail
+    from trainyard.launch.config import LaunchConfig
+    from trainyard.launch.emptydirs import Pool
+    from trainyard.launch.launchlog import LaunchLog
+    from trainyard.launch.prepare import INHERITED_SECRETS, build_env, cache_entries, resolve_inputs
+    from trainyard.launch.reporter import Reporter
+    from trainyard.launch.transport import urlsplit
+
+    procs.become_subreaper()  # its own attribute, harmless before it has a child; done once
+    here = Path(os.path.dirname(__file__)).resolve()  # lstat only: tempfile.gettempdir might make a file
+    Path(__file__).read_bytes()
+    config = LaunchConfig(**json.loads(_CONFIG))
+    LaunchLog(str(here / "launcher.log")).stream(1)
+    for name in INHERITED_SECRETS:
+        os.environ.get(name)
+    missing = here / ".trainyard-touch-none"  # never made: each step below finds nothing there
+    Pool(str(missing)).place_file(here / "output.log")
+    scratchenv.take_spare(missing, missing / "venv")
+    (missing / "pyvenv.cfg").exists()
+    scratchenv.seen(here)
+    inputs = resolve_inputs(config.inputs, missing, here)
+    cache_entries(inputs, missing)
+    build_env(config, here, inputs, here, dirs=_NoFolders())
+    os.get_exec_path(config.env)
+    procs.nothing_inherited()  # the checks before posix_spawn: fds, threads
+    threading.active_count()
+    reporter = Reporter(config, str(missing / "output.log"), str(missing / "metrics.jsonl"), lambda: None)
+    reporter.started(1)
+    reporter._final({"exit_code": 0, "reason": "", "message": "", "outputs": []})
+    body, log_n, metrics_n = reporter._build(True)
+    reporter._last_chunk(log_n, metrics_n)
+    tail.file_size(str(missing))
+    urlsplit(config.server)
+    json.dumps(body).encode()
+
+
+class _NoFolders:
+    """An emptydirs.Pool that makes nothing: :func:`touch` runs build_env without writing."""
+
+    def make(self, folder: Path) -> None:
         pass
 
 
