@@ -78,6 +78,31 @@ class Silent:
             self.held.append(conn)
 
 
+class Scripted:
+    """A server that answers each request it reads with the next of ``answers`` (raw bytes), then
+    closes the connection if the answer is followed by ``None``."""
+
+    def __init__(self, answers: list) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.answers, self.requests = list(answers), []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while self.answers:
+            conn, _ = self.sock.accept()
+            with conn:
+                data = b""
+                while self.answers and self.answers[0] is not None:
+                    while b"\r\n\r\n" not in data:
+                        data += conn.recv(65536)
+                    head, _, data = data.partition(b"\r\n\r\n")
+                    self.requests.append(head.decode())
+                    conn.sendall(self.answers.pop(0))
+                if self.answers:
+                    self.answers.pop(0)
+
+
 @pytest.fixture
 def server():
     srv = KeepAlive()
@@ -152,3 +177,18 @@ def test_used_only_for_plain_http_to_this_machine(monkeypatch, server):
     monkeypatch.delenv("HTTP_PROXY")
     assert json.loads(Http(server.url, None, transport=transport).json_call("GET", "/x")) == {"mock": True}
     assert server.got == []
+
+
+def test_answers_in_chunks_or_up_to_the_close_are_read_whole():
+    srv = Scripted([b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"5;x=y\r\n{\"a\":\r\n2\r\n1}\r\n0\r\nX-Trailer: t\r\n\r\n",
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"b\":2}",
+                    b"HTTP/1.0 200 OK\r\n\r\n{\"c\":3}", None])
+    http = Http(srv.url, None)
+    assert [json.loads(http.json_call("GET", f"/{n}")) for n in "abc"] == [{"a": 1}, {"b": 2}, {"c": 3}]
+    assert [r.split(" ")[1] for r in srv.requests] == ["/a", "/b", "/c"]  # on one connection
+
+
+def test_a_path_a_url_cannot_hold_as_it_is_goes_through_httpx(server):
+    Http(server.url, None).json_call("GET", "/api/v1/jobs/a b é/wait")
+    assert server.got[0]["path"] == "/api/v1/jobs/a%20b%20%C3%A9/wait"
