@@ -13,7 +13,7 @@ import pytest
 
 from trainyard import errors
 from trainyard.sdk.http import Http
-from trainyard.sdk.plain_http import plain_http_for
+from trainyard.sdk.plain_http import AnswerReader, plain_http_for
 
 
 class KeepAlive:
@@ -192,3 +192,19 @@ def test_answers_in_chunks_or_up_to_the_close_are_read_whole():
 def test_a_path_a_url_cannot_hold_as_it_is_goes_through_httpx(server):
     Http(server.url, None).json_call("GET", "/api/v1/jobs/a b é/wait")
     assert server.got[0]["path"] == "/api/v1/jobs/a%20b%20%C3%A9/wait"
+
+
+def test_an_answer_cut_off_by_an_interrupt_is_not_taken_for_the_next_one(server, monkeypatch):
+    http = Http(server.url, None)
+    real_head = AnswerReader._head
+
+    def interrupted(self):  # Ctrl-C once the head is read, its body still in the buffer
+        monkeypatch.setattr(AnswerReader, "_head", real_head)
+        real_head(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(AnswerReader, "_head", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        http.json_call("GET", "/first")
+    assert json.loads(http.json_call("POST", "/second", body={})) == {"ok": True}
+    assert [g["path"] for g in server.got] == ["/first", "/second"]

@@ -58,7 +58,7 @@ class PlainConnection:
         self._timeout = timeout
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
-        self._reader: _Reader | None = None
+        self._reader: AnswerReader | None = None
 
     def close(self) -> None:
         if self._sock is not None:
@@ -91,6 +91,9 @@ class PlainConnection:
                 if idempotent and not isinstance(e, TimeoutError):  # a slow server is not a gone one
                     return None
                 raise errors.ServerUnavailable(f"cannot reach the trainyard server at {self.server}: {e}") from None
+            except BaseException:  # Ctrl-C in a long poll: what is left of its answer must not be the next one's
+                self.close()
+                raise
             if close:
                 self.close()
             return status, data
@@ -105,7 +108,7 @@ class PlainConnection:
         if self._sock is None:
             self._sock = socket.create_connection(self._address, timeout)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._reader = _Reader(self._sock)
+            self._reader = AnswerReader(self._sock)
         else:
             self._sock.settimeout(timeout)
         return self._sock
@@ -116,7 +119,7 @@ _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 _MAX_HEAD = 64 << 10
 
 
-class _Reader:
+class AnswerReader:
     """One HTTP/1.1 answer at a time off a socket: its status, body (by Content-Length, chunked, or up
     to the close) and whether the connection ends with it. Its headers are read for these alone:
     http.client parses them with the email package, ~0.2 ms of CPU per answer on this path."""
