@@ -3,6 +3,7 @@ used, and that a request it cannot finish is sent again only where httpx's path 
 sockets on 127.0.0.1."""
 
 import json
+import os
 import socket
 import threading
 import time
@@ -208,3 +209,16 @@ def test_an_answer_cut_off_by_an_interrupt_is_not_taken_for_the_next_one(server,
         http.json_call("GET", "/first")
     assert json.loads(http.json_call("POST", "/second", body={})) == {"ok": True}
     assert [g["path"] for g in server.got] == ["/first", "/second"]
+
+
+def test_a_forked_child_makes_its_own_connection(server):
+    http = Http(server.url, None)
+    http.json_call("GET", "/parent")
+    pid = os.fork()
+    if pid == 0:  # the child: its answer must be its own, on a connection of its own
+        ok = json.loads(http.json_call("GET", "/child")) == {"ok": True}
+        os._exit(0 if ok else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    http.json_call("GET", "/parent-again")
+    ports = {g["path"]: g["port"] for g in server.got}
+    assert ports["/parent"] == ports["/parent-again"] != ports["/child"]

@@ -58,6 +58,7 @@ class PlainConnection:
         self._timeout = timeout
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
+        self._pid = 0  # the process that made the connection
         self._reader: AnswerReader | None = None
 
     def close(self) -> None:
@@ -102,11 +103,13 @@ class PlainConnection:
 
     def _ready(self, timeout: float) -> socket.socket:
         """A connection to send on: the kept one unless the server closed it while idle (readable
-        means it sent its EOF: httpcore drops such a connection the same way), else a new one."""
-        if self._sock is not None and select.select([self._sock], [], [], 0)[0]:
-            self.close()
+        means it sent its EOF: httpcore drops such a connection the same way) or this process is a
+        fork of the one that made it, else a new one."""
+        if self._sock is not None and (self._pid != os.getpid() or select.select([self._sock], [], [], 0)[0]):
+            self.close()  # a forked child's copy of the socket is its parent's connection: never shared
         if self._sock is None:
             self._sock = socket.create_connection(self._address, timeout)
+            self._pid = os.getpid()
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._reader = AnswerReader(self._sock)
         else:
