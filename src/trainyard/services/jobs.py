@@ -71,7 +71,8 @@ class JobService:
         audit = None if on_behalf is not None else self.audit.entry(caller, "job.submit", name=spec.name,
                                                                      queue=spec.queue, team=team)
         job = self.store.create_job(spec, snapshot, owner=owner, team=team, audit=audit)
-        self._submitted.put(job.id, (team, owner))
+        if self.notifier.max_wait is None:  # a follower's long polls read (see _unchanged)
+            self._submitted.put(job.id, (team, owner))
         self.scheduler.remember(job)
         self.scheduler.wake()
         return job
