@@ -120,6 +120,19 @@ def test_a_post_whose_connection_was_refused_goes_to_the_new_leader_once(leader)
     assert leader.got == [("POST", "/api/v1/jobs", "Bearer leader-token")]
 
 
+def test_a_job_request_over_the_plain_connection_follows_the_same_rule(leader):
+    # submit and wait (Http.json_call) go over a kept http.client connection to a local server
+    dying = Dying()
+    with pytest.raises(errors.ServerUnavailable):
+        in_job(dying.url).json_call("POST", "/api/v1/jobs", body={"name": "once"})
+    assert dying.requests == 1 and leader.got == []
+    http = in_job(Dying().url)
+    assert json.loads(http.json_call("GET", "/api/v1/jobs/j-1/wait"))["status"] == "succeeded"
+    in_job(refusing_url()).json_call("POST", "/api/v1/jobs", body={"name": "once"})
+    assert leader.got == [("GET", "/api/v1/jobs/j-1/wait", "Bearer leader-token"),
+                          ("POST", "/api/v1/jobs", "Bearer leader-token")]
+
+
 def test_a_leader_its_home_does_not_announce_gets_no_token(leader, tmp_path):
     # a leader file naming a URL that its "home" does not announce: the home's token is not sent there
     (tmp_path / "shared.db.server.json").write_text(

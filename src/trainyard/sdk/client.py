@@ -111,7 +111,7 @@ class Client:
         if digest is not None:
             self.http.upload_snapshot(blob, digest)
         body = {"spec": spec.model_dump(mode="json"), "snapshot": digest}
-        return Job(self, JobInfo.model_validate_json(self.http.request("POST", "/api/v1/jobs", json=body).content))
+        return Job(self, JobInfo.model_validate_json(self.http.json_call("POST", "/api/v1/jobs", body=body)))
 
     def job(self, job_id: str) -> "Job":
         return Job(self, self.get(job_id))
@@ -145,9 +145,8 @@ class Client:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = 60.0 if deadline is None else max(0.0, min(60.0, deadline - time.monotonic()))
-            resp = self.http.request("GET", f"/api/v1/jobs/{job_id}/wait", params={"timeout": left},
-                                 timeout=left + 10)
-            info = JobInfo.model_validate_json(resp.content)
+            info = JobInfo.model_validate_json(self.http.json_call("GET", f"/api/v1/jobs/{job_id}/wait",
+                                                                   query={"timeout": left}, timeout=left + 10))
             if info.status.is_terminal():
                 return info
             if deadline is not None and time.monotonic() >= deadline:

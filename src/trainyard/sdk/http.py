@@ -9,31 +9,38 @@ same :mod:`trainyard.errors` exception the server raised; a server that cannot b
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import ssl
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 from httpx_sse import ServerSentEvent, connect_sse
 
 from trainyard import errors
 from trainyard.home import FOLLOW_WAIT
+from trainyard.sdk.plain_http import PlainConnection, plain_http_for
 
 
 def raise_for(resp: httpx.Response) -> None:
     """Raise the typed error a failed response carries; nothing for a success."""
-    if resp.status_code < 400:
-        return
+    if resp.status_code >= 400:
+        raise error_for(resp.status_code, resp.content, str(resp.request.url))
+
+
+def error_for(status: int, content: bytes, url: str) -> errors.TrainyardError:
+    """The typed error of a failed answer: the one its body's ``code`` names, else one naming the status."""
     try:
-        body = resp.json()
+        body = json.loads(content)
     except ValueError:
         body = {}
     if isinstance(body, dict) and "code" in body:
-        raise errors.from_dict(body)
-    raise errors.TrainyardError(f"HTTP {resp.status_code} from {resp.request.url}: {resp.text[:500]}")
+        return errors.from_dict(body)
+    return errors.TrainyardError(f"HTTP {status} from {url}: {content.decode(errors='replace')[:500]}")
 
 
 def verify_for(url: str) -> ssl.SSLContext | bool:
@@ -88,14 +95,25 @@ class Http:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.Client(base_url=server, transport=transport, headers=headers, timeout=timeout,
                                     verify=verify_for(server))
+        self._timeout = timeout
+        self._transport = transport
+        self._plain = self._plain_for(server)
+
+    def _plain_for(self, server: str) -> PlainConnection | None:
+        return PlainConnection(server, self._timeout) if self._transport is None and plain_http_for(server) else None
 
     def close(self) -> None:
         self._client.close()
+        if self._plain is not None:
+            self._plain.close()
 
     def move(self, server: str) -> None:
         """Talk to ``server`` from now on (a restarted local server may listen on another port)."""
         self.server = server
         self._client.base_url = httpx.URL(server)
+        if self._plain is not None:
+            self._plain.close()
+        self._plain = self._plain_for(server)
 
     def relocate(self, wait: float = FOLLOW_WAIT) -> bool:
         """Talk to the servers' new leader, if ``follow`` names one other than this server within ``wait``
@@ -131,6 +149,28 @@ class Http:
         resp = self.send(method, path, **kw)
         raise_for(resp)
         return resp
+
+    def json_call(self, method: str, path: str, *, body: Any = None, query: dict[str, Any] | None = None,
+                  timeout: float | None = None) -> bytes:
+        """The body of a successful answer to a JSON request, its error raised typed: over the kept
+        plain connection where it can go (:mod:`trainyard.sdk.plain_http`), else as :meth:`request`."""
+        if self._plain is not None:
+            # as httpx encodes a json= body
+            content = None if body is None else \
+                json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+            headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+            if content is not None:
+                headers["Content-Type"] = "application/json"
+            target = path + (f"?{urlencode(query)}" if query else "")
+            answer = self._plain.call(method, target, content, headers, idempotent=method.upper() in IDEMPOTENT,
+                                      timeout=timeout)
+            if answer is not None:
+                status, data = answer
+                if status >= 400:
+                    raise error_for(status, data, self.server + target)
+                return data
+        return self.request(method, path, json=body, params=query,
+                            **({} if timeout is None else {"timeout": timeout})).content
 
     @contextmanager
     def stream(self, method: str, path: str, **kw: Any) -> Iterator[httpx.Response]:

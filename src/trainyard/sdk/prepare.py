@@ -16,6 +16,9 @@ def _error(field: str, message: str) -> InvalidSpec:
 
 def prepare(spec: JobSpec, base_dir: Path) -> tuple[JobSpec, bytes | None, str | None]:
     """``(spec to send, snapshot bytes, snapshot digest)``."""
+    if spec.workdir is None and not (spec.env and spec.env.requirements) \
+            and all("://" in value for value in spec.inputs.values()):
+        return spec, None, None  # nothing to resolve or pack: no dump and validation round trip
     data = spec.model_dump()
     blob = digest = None
     if spec.workdir is not None:

@@ -54,6 +54,7 @@ class JobService:
         self.team_for = team_for  # who may use which queue, and the job's team (the queue service's rule)
         self.audit = audit
         self._ended_json: Recent[str] = Recent(5_000)  # ended jobs never change (trainyard.store.cache)
+        self._submitted: Recent[tuple[str | None, str | None]] = Recent(5_000)  # job id -> (team, owner), see wait
         self._pages = PageCache()
 
     def submit(self, spec: JobSpec, snapshot: str | None = None, caller: Caller = LOCAL_ADMIN, *,
@@ -70,6 +71,8 @@ class JobService:
         audit = None if on_behalf is not None else self.audit.entry(caller, "job.submit", name=spec.name,
                                                                      queue=spec.queue, team=team)
         job = self.store.create_job(spec, snapshot, owner=owner, team=team, audit=audit)
+        if self.notifier.max_wait is None:  # a follower's long polls read (see _unchanged)
+            self._submitted.put(job.id, (team, owner))
         self.scheduler.remember(job)
         self.scheduler.wake()
         return job
@@ -243,12 +246,19 @@ class JobService:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         seen = self.notifier.version(job_id)
+        # the SDK's wait for a job it just submitted here lands while the scheduler admits that job:
+        # nothing to read then (its read and thread hop took the GIL from the cycle), see _unchanged
+        unchanged = self._unchanged(job_id, seen)
         while True:
             # most waits of a burst find their job ended: no thread hop; one that waits reads only the
             # job's status (the whole job, read on every wake-up, cost 4x as much beside the scheduler)
             job = self.store.ended_job(job_id)
-            status, team, owner = (job.status, job.team, job.owner) if job is not None else \
-                await off_loop(self.store.job_state, job_id)
+            if job is not None:
+                status, team, owner = job.status, job.team, job.owner
+            elif unchanged is not None:
+                status, (team, owner), unchanged = JobStatus.PENDING, unchanged, None
+            else:
+                status, team, owner = await off_loop(self.store.job_state, job_id)
             if not caller.sees(team, owner):
                 raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
             left = deadline - loop.time()
@@ -258,6 +268,19 @@ class JobService:
             if (final := self.notifier.final(job_id, seen)) is not None:  # it ended: no need to read it back
                 return final
             seen = self.notifier.version(job_id)
+
+    def leading(self) -> None:
+        """This server schedules from now on: what it submitted before may have ended under another
+        leader, unheard here."""
+        self._submitted.clear()
+
+    def _unchanged(self, job_id: str, seen: int) -> tuple[str | None, str | None] | None:
+        """(team, owner) of a job submitted here that has not ended, known without a read: None unless
+        this server schedules (every end, cancel and report of a job is notified here, none from
+        elsewhere) and none has been notified for it (``seen``, its version, still 0)."""
+        if seen != 0 or self.notifier.max_wait is not None:
+            return None
+        return self._submitted.get(job_id)
 
     def follow(self, job_id: str, *, after: int, attempt: int | None, replica: int | None,
                caller: Caller = LOCAL_ADMIN) -> AsyncIterator[LogEvent | LogEnd]:

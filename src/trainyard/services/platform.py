@@ -149,6 +149,7 @@ class Platform:
         self.lease.start(on_gain=self._lead, on_loss=self._follow)
 
     def _lead(self) -> None:
+        self.jobs.leading()
         self.notifier.max_wait = None
         self.loop.start()
         self.loop.wake()

@@ -47,3 +47,7 @@ class Recent(Generic[V]):
         with self._lock:
             if self._items.get(key) is value:
                 del self._items[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
