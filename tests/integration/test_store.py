@@ -41,6 +41,9 @@ def test_admissions_of_a_cycle_in_one_call_each_check_their_own_job(store):
     store.set_handles({got[1].id: {"replicas": [{"pid": 1}, {"pid": 2}]}})
     assert store.get_attempt(got[1].id).handle == {"replicas": [{"pid": 1}, {"pid": 2}]}
     assert store.get_attempt(f"{taken.id}-1").handle == {}  # only the named attempts
+    twice = store.create_job(parse_job("command: c"))  # named twice in one cycle: moved once, by the first
+    got = store.admit_many([Admission(twice.id, [("n", [])], token_hash=H)] * 2)
+    assert got[0].id == f"{twice.id}-1" and got[1] is None and len(store.get_job(twice.id).attempts) == 1
 
 
 def test_migrations_create_exactly_the_declared_tables(store):

@@ -23,7 +23,6 @@ ENDING_JOB = {with_spec: select(_JOB.status, *(_JOB[k] for k in JOB_FIELDS), *([
 # what a long poll checks before it waits: whether the job is there, may be seen, and has ended
 JOB_STATE = select(_JOB.status, _JOB.team, _JOB.owner).where(_JOB.id == bindparam("job_id"))
 MAX_SEQ = select(func.max(_JOB.seq))
-MAX_NUMBER = select(func.max(_ATTEMPT.number)).where(_ATTEMPT.job_id == bindparam("job_id"))
 # what every scheduler cycle reads (prebuilt, like SET_HANDLE: building them cost more than running them,
 # on the path of each submitted job from its row to its launch)
 _PENDING = _JOB.status == JobStatus.PENDING.value
