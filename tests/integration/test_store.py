@@ -41,6 +41,9 @@ def test_admissions_of_a_cycle_in_one_call_each_check_their_own_job(store):
     store.set_handles({got[1].id: {"replicas": [{"pid": 1}, {"pid": 2}]}})
     assert store.get_attempt(got[1].id).handle == {"replicas": [{"pid": 1}, {"pid": 2}]}
     assert store.get_attempt(f"{taken.id}-1").handle == {}  # only the named attempts
+    twice = store.create_job(parse_job("command: c"))  # named twice in one cycle: moved once, by the first
+    got = store.admit_many([Admission(twice.id, [("n", [])], token_hash=H)] * 2)
+    assert got[0].id == f"{twice.id}-1" and got[1] is None and len(store.get_job(twice.id).attempts) == 1
 
 
 def test_migrations_create_exactly_the_declared_tables(store):
@@ -226,3 +229,16 @@ def test_a_submit_writes_its_audit_entry_with_the_job_naming_the_new_id(store):
     [entry] = store.audit()
     assert (entry.user, entry.source, entry.action, entry.target, entry.detail) == (
         "ann", "10.0.0.1", "job.submit", job.id, {"q": 1})
+
+
+def test_a_cycle_sets_reasons_and_positions_of_pending_jobs_only_and_moves_them_again(store):
+    a, b, gone = (store.create_job(parse_job(f"command: {c}")) for c in ("a", "b", "c"))
+    assert store.admit(gone.id, [("n", [])], token_hash=H) is not None  # left the line after the plan
+    store.set_reasons({a.id: "no room", b.id: "no room", gone.id: "no room"}, {a.id: 0, b.id: 1, gone.id: 2})
+    assert [(j.reason, j.position) for j in map(store.get_job, (a.id, b.id))] == [("no room", 0), ("no room", 1)]
+    assert (store.get_job(gone.id).reason, store.get_job(gone.id).position) == (None, None)
+    store.set_reasons({b.id: "over quota"}, {b.id: 0})  # a moved up, b's text changed; a itself not named
+    assert (store.get_job(b.id).reason, store.get_job(b.id).position) == ("over quota", 0)
+    assert (store.get_job(a.id).reason, store.get_job(a.id).position) == ("no room", 0)
+    store.set_reasons({a.id: "no room"})  # no positions: cleared
+    assert (store.get_job(a.id).reason, store.get_job(a.id).position) == ("no room", None)

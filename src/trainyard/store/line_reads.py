@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo
-from trainyard.status import JobStatus
 from trainyard.store import tables as t
 from trainyard.store.moves import Waiting
 from trainyard.store.rows import attempts_from
-from trainyard.store.statements import ACTIVE, WAITING, WAITING_LAST
+from trainyard.store.statements import ACTIVE, SET_REASON, WAITING, WAITING_LAST, WAITING_REASONS
 
 
 class LineReads:
@@ -47,10 +46,11 @@ class LineReads:
             return
         positions = positions or {}
         with self.write() as s:
-            current = {r.id: (r.reason, r.position) for r in
-                       s.execute(select(t.Job.id, t.Job.reason, t.Job.position).where(t.Job.id.in_(list(reasons))))}
-            for job_id, reason in reasons.items():
-                new = (reason, positions.get(job_id))
-                if current.get(job_id, new) != new:
-                    s.execute(update(t.Job).where(t.Job.id == job_id, t.Job.status == JobStatus.PENDING.value)
-                              .values(reason=new[0], position=new[1]))
+            conn = s.connection()
+            current = {i: (r, p) for i, r, p in conn.execute(WAITING_REASONS)}
+            wanted = {job_id: (reason, positions.get(job_id)) for job_id, reason in reasons.items()}
+            # a job that has left the line since the plan (not read back) is not written either
+            changed = [{"b_id": job_id, "b_reason": new[0], "b_position": new[1]}
+                       for job_id, new in wanted.items() if current.get(job_id, new) != new]
+            if changed:
+                conn.execute(SET_REASON, changed)
