@@ -38,7 +38,7 @@ IDLE_TICK = 1.0    # with no limit, how often orphaned zombies are reaped
 
 class Launcher(AttemptIO):
     def __init__(self, attempt_dir: Path):
-        self.dir = Path(attempt_dir).resolve()
+        self.dir = real_dir(attempt_dir)
         self.config = LaunchConfig.read(self.dir)
         self.dirs = Pool(self.config.venv_cache)
         self.log = self.dir / LOG_NAME
@@ -380,6 +380,23 @@ class Launcher(AttemptIO):
             self._sleep(min(0.05, end - time.monotonic()), waiter.fds())
         procs.kill_tree(pgid)
 
+
+
+def real_dir(folder: Path | str) -> Path:
+    """``Path(folder).resolve()`` for a folder that exists, as the kernel names it: an ``O_PATH``
+    descriptor's link in /proc is three system calls, where resolve() lstat's each part of the path in
+    Python (~0.1 ms and ~25 copied pages more in a launcher fresh from the zygote)."""
+    try:
+        fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    except (AttributeError, OSError):  # no O_PATH (not Linux), or not a folder: resolve() says what it says
+        return Path(folder).resolve()
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc
+        return Path(folder).resolve()
+    finally:
+        os.close(fd)
+    return Path(real) if real.startswith("/") else Path(folder).resolve()
 
 
 def _result(exit_code: int | None, reason: str, message: str) -> dict:
