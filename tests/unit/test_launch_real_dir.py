@@ -1,10 +1,10 @@
-"""The launcher names its attempt dir as the kernel does (launcher.real_dir), as Path.resolve() would."""
+"""The launcher names its attempt dir as the kernel does (files.real_dir), as Path.resolve() would."""
 
 from __future__ import annotations
 
 import os
 
-from trainyard.launch.launcher import real_dir
+from trainyard.launch.files import real_dir
 
 
 def test_a_folder_through_a_link_and_dots_is_named_as_resolve_names_it(tmp_path):

@@ -53,7 +53,7 @@ def _warm(scratch: Path, rounds: int) -> None:
     from trainyard.launch import procs, scratchenv, tail
     from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
     from trainyard.launch.files import atomic_write_json
-    from trainyard.launch.launcher import real_dir
+    from trainyard.launch.files import real_dir
     from trainyard.launch.prepare import build_env, cache_entries, prepare_workdir, resolve_inputs
     from trainyard.launch.reporter import Reporter
 
@@ -111,7 +111,7 @@ def _touch() -> None:
     from trainyard.launch import procs, scratchenv, tail
     from trainyard.launch.config import LaunchConfig
     from trainyard.launch.emptydirs import Pool
-    from trainyard.launch.launcher import real_dir
+    from trainyard.launch.files import real_dir
     from trainyard.launch.launchlog import LaunchLog
     from trainyard.launch.prepare import INHERITED_SECRETS, build_env, cache_entries, resolve_inputs
     from trainyard.launch.reporter import Reporter
