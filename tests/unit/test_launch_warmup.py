@@ -66,3 +66,12 @@ def test_warm_runs_in_a_scratch_folder_it_removes(tmp_path, monkeypatch):
     monkeypatch.setattr(warmup, "_warm", lambda scratch, rounds: (made.append(scratch), real(scratch, rounds)))
     warmup.warm(1)
     assert len(made) == 1 and made[0].parent == tmp_path and not made[0].exists()
+
+
+def test_a_tmpdir_that_is_not_there_leaves_the_scratch_folder_to_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "gone"))
+    scratch = Path(warmup._scratch())
+    try:
+        assert scratch.parent == Path("/tmp") and scratch.is_dir()
+    finally:
+        scratch.rmdir()

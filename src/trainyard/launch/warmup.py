@@ -44,9 +44,16 @@ def warm(rounds: int = ROUNDS) -> None:
 def _scratch() -> str:
     """A new folder of the zygote's own. Not by ``tempfile``: it imports ``random``, whose hook reseeds
     from the kernel in every forked child (~40 µs and a copied page per launcher)."""
-    path = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"trainyard-warmup-{os.getpid()}-{os.urandom(6).hex()}")
-    os.mkdir(path, 0o700)
-    return path
+    name = f"trainyard-warmup-{os.getpid()}-{os.urandom(6).hex()}"
+    base = os.environ.get("TMPDIR") or "/tmp"
+    try:
+        os.mkdir(os.path.join(base, name), 0o700)
+    except OSError:
+        if base == "/tmp":
+            raise
+        base = "/tmp"  # as tempfile would: a $TMPDIR that is not there, or not writable
+        os.mkdir(os.path.join(base, name), 0o700)
+    return os.path.join(base, name)
 
 
 def _warm(scratch: Path, rounds: int) -> None:
