@@ -139,3 +139,14 @@ def test_with_a_root_only_that_tree_is_sampled_and_nothing_before_it_is_known(tm
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_sampler_stopped_before_its_start_made_no_thread_and_wrote_nothing(tmp_path):
+    # a job over before its first sample: the launcher makes the sampler, never starts it, stops it
+    import threading
+
+    before = threading.active_count()
+    s = sampling.make(str(tmp_path / "m.jsonl"), [], every=5)
+    s.stop()
+    assert s._thread is None and threading.active_count() == before
+    assert not (tmp_path / "m.jsonl").exists()

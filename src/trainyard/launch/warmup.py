@@ -21,7 +21,6 @@ import json
 import os
 import select
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 
@@ -30,7 +29,10 @@ ROUNDS = 12  # past 3.11's quickening delay (8 runs) and the first specializatio
 
 def warm(rounds: int = ROUNDS) -> None:
     """Run the path ``rounds`` times in a scratch folder, then remove it; never raises."""
-    scratch = tempfile.mkdtemp(prefix="trainyard-warmup-")
+    try:
+        scratch = _scratch()
+    except OSError:
+        return
     try:
         _warm(Path(scratch), rounds)
     except Exception:  # noqa: BLE001  (an optimisation: a launcher works the same without it)
@@ -39,10 +41,26 @@ def warm(rounds: int = ROUNDS) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _scratch() -> str:
+    """A new folder of the zygote's own. Not by ``tempfile``: it imports ``random``, whose hook reseeds
+    from the kernel in every forked child (~40 µs and a copied page per launcher)."""
+    name = f"trainyard-warmup-{os.getpid()}-{os.urandom(6).hex()}"
+    base = os.environ.get("TMPDIR") or "/tmp"
+    try:
+        os.mkdir(os.path.join(base, name), 0o700)
+    except OSError:
+        if base == "/tmp":
+            raise
+        base = "/tmp"  # as tempfile would: a $TMPDIR that is not there, or not writable
+        os.mkdir(os.path.join(base, name), 0o700)
+    return os.path.join(base, name)
+
+
 def _warm(scratch: Path, rounds: int) -> None:
     from trainyard.launch import procs, scratchenv, tail
     from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
     from trainyard.launch.files import atomic_write_json
+    from trainyard.launch.files import real_dir
     from trainyard.launch.prepare import build_env, cache_entries, prepare_workdir, resolve_inputs
     from trainyard.launch.reporter import Reporter
 
@@ -56,7 +74,7 @@ def _warm(scratch: Path, rounds: int) -> None:
     wake_r, wake_w = os.pipe()
     try:
         for _ in range(rounds):
-            here = Path(str(attempt)).resolve()
+            here = real_dir(str(attempt))
             config = LaunchConfig.read(here)
             work = prepare_workdir(config.snapshot, here / "work")
             scratchenv.seen(venv)
@@ -100,13 +118,14 @@ def _touch() -> None:
     from trainyard.launch import procs, scratchenv, tail
     from trainyard.launch.config import LaunchConfig
     from trainyard.launch.emptydirs import Pool
+    from trainyard.launch.files import real_dir
     from trainyard.launch.launchlog import LaunchLog
     from trainyard.launch.prepare import INHERITED_SECRETS, build_env, cache_entries, resolve_inputs
     from trainyard.launch.reporter import Reporter
     from trainyard.launch.transport import urlsplit
 
     procs.become_subreaper()  # its own attribute, harmless before it has a child; done once
-    here = Path(os.path.dirname(__file__)).resolve()  # lstat only: tempfile.gettempdir might make a file
+    here = real_dir(os.path.dirname(__file__))  # a folder that is there, written to by no one here
     Path(__file__).read_bytes()
     config = LaunchConfig(**json.loads(_CONFIG))
     LaunchLog(str(here / "launcher.log")).stream(1)

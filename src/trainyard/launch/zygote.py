@@ -148,8 +148,13 @@ def main() -> int:
     import shutil  # noqa: F401  (the work dir and the spare overlays import it: ~1 ms per launcher)
     import socket  # noqa: F401  (the reporter's first connection would import it)
 
-    from trainyard.launch import launcher, reporter, sampling, scratchenv, transport  # noqa: F401
+    from trainyard.launch import launcher, procs, reporter, sampling, scratchenv, transport  # noqa: F401
 
+    if sys.platform.startswith("linux"):
+        try:
+            procs.load_prctl()  # what each launcher's become_subreaper calls, looked up once here
+        except (OSError, AttributeError):
+            pass
     # what the imports made is never collected: a launcher's collections then skip it instead of
     # touching (and so copying) the zygote's pages
     gc.freeze()
