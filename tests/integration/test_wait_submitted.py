@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from tests.support.aio import run
 from tests.support.waiting import until
 from trainyard.config import ServerSettings
 from trainyard.engines.fake import FakeEngine
@@ -51,7 +52,7 @@ def test_the_wait_for_a_job_submitted_here_reads_nothing_before_its_end(platform
         platform.attempts.report(attempt, 0, EXITED, platform.engine.launched[attempt][0].token)
         return await asyncio.wait_for(waiting, 10)
 
-    assert json.loads(asyncio.run(scenario()))["status"] == "succeeded"
+    assert json.loads(run(scenario()))["status"] == "succeeded"
     assert reads == []
 
 
@@ -61,7 +62,7 @@ def test_a_job_submitted_before_this_server_led_is_read(platform, reads):
     platform.store.request_cancel(job.id)
     platform.jobs.leading()
     # when its wait comes, then it reads the job and answers its end at once
-    answer = asyncio.run(asyncio.wait_for(platform.jobs.wait(job.id, 30), 10))
+    answer = run(platform.jobs.wait(job.id, 30), 10)
     assert json.loads(answer)["status"] == "cancelled" and reads == [job.id]
 
 
@@ -69,5 +70,5 @@ def test_a_server_that_does_not_schedule_reads_what_it_submitted(platform, reads
     job = submit(platform)
     platform.store.request_cancel(job.id)  # by the leader: a follower hears nothing of it
     platform.notifier.max_wait = 60.0  # a follower (whose long polls look again at most this often)
-    answer = asyncio.run(asyncio.wait_for(platform.jobs.wait(job.id, 30), 10))
+    answer = run(platform.jobs.wait(job.id, 30), 10)
     assert json.loads(answer)["status"] == "cancelled" and reads == [job.id]
