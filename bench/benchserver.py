@@ -23,9 +23,9 @@ def bench_dir(prefix: str) -> Path:
     """A fresh folder for a bench's home: under ``$TRAINYARD_BENCH_TMP``, else ``~/.cache/trainyard-bench``.
 
     Not the system's temporary folder: trainyard's own home is under the user's home (``~/.trainyard``),
-    and on the CI VMs here ext4 makes two folders and a file under /tmp for ~0.7 ms of CPU against
-    ~0.05 ms under the home folder on the same disk (bench/RESULTS.md, session 11): a bench of thousands
-    of jobs would mostly measure that. ``TRAINYARD_BENCH_TMP=/tmp`` measures it as before."""
+    and where /tmp's inode group is full (the CI VMs here: ext4 makes two folders and a file under /tmp
+    for ~0.7 ms of CPU against ~0.05 ms under the home folder, bench/RESULTS.md, session 11) a bench of
+    thousands of jobs measures the allocator. ``TRAINYARD_BENCH_TMP=/tmp`` measures it as before."""
     parent = Path(os.environ.get(BENCH_TMP_ENV) or Path.home() / ".cache" / "trainyard-bench").expanduser()
     parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
