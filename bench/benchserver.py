@@ -7,28 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
 from trainyard import Client
-
-
-BENCH_TMP_ENV = "TRAINYARD_BENCH_TMP"
-
-
-def bench_dir(prefix: str) -> Path:
-    """A fresh folder for a bench's home: under ``$TRAINYARD_BENCH_TMP``, else ``~/.cache/trainyard-bench``.
-
-    Not the system's temporary folder: trainyard's own home is under the user's home (``~/.trainyard``),
-    and where /tmp's inode group is full (the CI VMs here: ext4 makes two folders and a file under /tmp
-    for ~0.7 ms of CPU against ~0.05 ms under the home folder, bench/RESULTS.md, session 11) a bench of
-    thousands of jobs measures the allocator. ``TRAINYARD_BENCH_TMP=/tmp`` measures it as before."""
-    parent = Path(os.environ.get(BENCH_TMP_ENV) or Path.home() / ".cache" / "trainyard-bench").expanduser()
-    parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
 
 
 class BenchServer:

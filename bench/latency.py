@@ -27,13 +27,14 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import psutil
 
 import launcher_marks
-from benchserver import BenchServer, bench_dir
+from benchserver import BenchServer
 
 COMMAND = [sys.executable, "-c", "pass"]
 MARKS_ENV = "TRAINYARD_LAUNCH_MARKS"  # trainyard.envvars.LAUNCH_MARKS, inherited by the server
@@ -273,7 +274,7 @@ def main() -> int:
     if args.n < 1 or args.warmup < 0 or args.cli < 0:
         ap.error("--n must be at least 1, --warmup and --cli at least 0")
 
-    tmp = bench_dir("trainyard-bench-")
+    tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-"))
     try:
         measure(args, tmp)
     finally:

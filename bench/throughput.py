@@ -34,12 +34,14 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import launcher_marks
 import psutil
-from benchserver import BenchServer, bench_dir
+from benchserver import BenchServer
 
 from trainyard import Client
 
@@ -139,8 +141,7 @@ def main() -> int:
           f"from {args.threads} threads; load average {os.getloadavg()[0]:.2f}")
     if args.marks:
         os.environ["TRAINYARD_LAUNCH_MARKS"] = "1"  # trainyard.envvars.LAUNCH_MARKS, inherited by the server
-    tmp = bench_dir("trainyard-bench-tp-")
-    print(f"home {tmp / 'home'}")
+    tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-tp-"))
     floors: list[float] = []
     ends: list[float] = []
     submits: list[float] = []
