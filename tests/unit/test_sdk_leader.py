@@ -3,74 +3,30 @@ sends a request again only where doing it twice is harmless: real sockets on 127
 
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 
+from tests.support.stub_http import JsonServer, Request, Unanswering
 from trainyard import envvars, errors
 from trainyard.home import moved_leader
 from trainyard.sdk import quick
 from trainyard.sdk.http import Http, may_resend
 
 
-class Leader:
+def Leader(answer=lambda method: {"ok": True}) -> JsonServer:
     """A server that answers each request with 200 and ``answer(method)`` as JSON (none: drops the
-    connection instead) and records what it got."""
+    connection instead) and records what it got: (method, path, Authorization header)."""
+    def record(r: Request) -> tuple[str, str, str | None]:
+        return r.method, r.path, next((v for k, v in r.headers.items() if k.lower() == "authorization"), None)
 
-    def __init__(self, answer=lambda method: {"ok": True}) -> None:
-        self.got: list[tuple[str, str, str | None]] = []
-        seen = self.got
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                seen.append((self.command, self.path, self.headers.get("Authorization")))
-                data = answer(self.command)
-                if data is None:
-                    self.close_connection = True
-                    return
-                body = json.dumps(data).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = do_PUT = do_DELETE = _answer
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return JsonServer(lambda method, path: None if (data := answer(method)) is None else (200, data), record,
+                      keep_alive=False)
 
 
-class Dying:
+def Dying() -> Unanswering:
     """A server that reads a whole request, then drops the connection without an answer (killed mid-request)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.requests = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                self.requests += 1
+    return Unanswering(hold=False)
 
 
 def refusing_url() -> str:

@@ -7,76 +7,25 @@ import os
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 
+from tests.support.stub_http import JsonServer, Unanswering
 from trainyard import errors
 from trainyard.sdk.http import Http
 from trainyard.sdk.plain_http import AnswerReader, plain_http_for
 
 
-class KeepAlive:
-    """An HTTP/1.1 server that keeps connections open, answers ``answer(method, path)`` as
-    ``(status, JSON)``, and records each request with the client's port and its headers and body."""
-
-    def __init__(self, answer=lambda method, path: (200, {"ok": True}), close_after: bool = False) -> None:
-        self.got: list[dict] = []
-        got = self.got
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _answer(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                got.append({"method": self.command, "path": self.path, "port": self.client_address[1],
-                            "headers": dict(self.headers), "body": body})
-                status, data = answer(self.command, self.path)
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-                # a server closing an idle kept-alive connection says nothing first (uvicorn after 5 s)
-                self.close_connection = close_after
-
-            do_GET = do_POST = _answer
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def KeepAlive(answer=lambda method, path: (200, {"ok": True}), close_after: bool = False) -> JsonServer:
+    """Kept-alive HTTP/1.1 answering ``answer(method, path)`` as ``(status, JSON)``; records each request
+    as a dict of its method, path, the client's port, its headers and body."""
+    return JsonServer(answer, lambda request: request._asdict(), close_after=close_after)
 
 
-class Silent:
+def Silent() -> Unanswering:
     """A server that reads a request and never answers."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.requests = 0
-        self.held: list[socket.socket] = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            self.requests += 1
-            self.held.append(conn)
+    return Unanswering(hold=True)
 
 
 class Scripted:

@@ -125,10 +125,7 @@ def _spawn_direct(argv: list[str], cwd: str, env: dict[str, str], log_path: str)
     if not nothing_inherited():
         return None
     program = argv[0]
-    if "/" in program:
-        candidates = [program]
-    else:
-        candidates = [os.path.join(d or ".", program) for d in os.get_exec_path(env)]
+    candidates = [program] if "/" in program else on_path(program, env)
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666),
                (os.POSIX_SPAWN_DUP2, 1, 2)]
@@ -166,6 +163,11 @@ def nothing_inherited() -> bool:
     return True
 
 
+def on_path(program: str, env: dict[str, str]) -> list[str]:
+    """Where exec looks for a bare ``program`` name: each folder of the command's own PATH, in order."""
+    return [os.path.join(d or ".", program) for d in os.get_exec_path(env)]
+
+
 def check_executable(program: str, cwd: str, env: dict[str, str]) -> None:
     """Raise the ``OSError`` that exec'ing ``program`` would, as :func:`spawn` itself does.
 
@@ -174,10 +176,7 @@ def check_executable(program: str, cwd: str, env: dict[str, str]) -> None:
     the command's own failure. Same lookup as subprocess: relative to ``cwd``
     when the name has a slash, else along the command's own PATH.
     """
-    if "/" in program:
-        candidates = [os.path.join(cwd, program)]
-    else:
-        candidates = [os.path.join(d or ".", program) for d in os.get_exec_path(env)]
+    candidates = [os.path.join(cwd, program)] if "/" in program else on_path(program, env)
     denied = None  # like execvp: a file we may not run is reported only if no later one will do
     for path in candidates:
         if os.path.isfile(path):

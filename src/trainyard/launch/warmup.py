@@ -59,8 +59,7 @@ def _scratch() -> str:
 def _warm(scratch: Path, rounds: int) -> None:
     from trainyard.launch import procs, scratchenv, tail
     from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
-    from trainyard.launch.files import atomic_write_json
-    from trainyard.launch.files import real_dir
+    from trainyard.launch.files import atomic_write_json, real_dir
     from trainyard.launch.prepare import build_env, cache_entries, prepare_workdir, resolve_inputs
     from trainyard.launch.reporter import Reporter
 
@@ -139,7 +138,7 @@ def _touch() -> None:
     inputs = resolve_inputs(config.inputs, missing, here)
     cache_entries(inputs, missing)
     build_env(config, here, inputs, here, dirs=_NoFolders())
-    os.get_exec_path(config.env)
+    procs.on_path(config.command[0], config.env)  # the lookup before posix_spawn
     procs.nothing_inherited()  # the checks before posix_spawn: fds, threads
     threading.active_count()
     reporter = Reporter(config, str(missing / "output.log"), str(missing / "metrics.jsonl"), lambda: None)
