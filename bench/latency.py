@@ -33,6 +33,7 @@ from pathlib import Path
 
 import psutil
 
+import fsstate
 import launcher_marks
 from benchserver import BenchServer
 
@@ -275,10 +276,12 @@ def main() -> int:
         ap.error("--n must be at least 1, --warmup and --cli at least 0")
 
     tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-"))
+    print(fsstate.describe(tmp))
+    fsstate.settle(tmp)
     try:
         measure(args, tmp)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        fsstate.removed(tmp)
     return 0
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import threading
 import time
 from pathlib import Path
 
+import fsstate
 import launcher_marks
 import psutil
 from benchserver import BenchServer
@@ -142,6 +142,8 @@ def main() -> int:
     if args.marks:
         os.environ["TRAINYARD_LAUNCH_MARKS"] = "1"  # trainyard.envvars.LAUNCH_MARKS, inherited by the server
     tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-tp-"))
+    print(fsstate.describe(tmp))
+    fsstate.settle(tmp)
     floors: list[float] = []
     ends: list[float] = []
     submits: list[float] = []
@@ -186,7 +188,7 @@ def main() -> int:
         if args.marks:  # every launcher's, warm-up included
             runs = [launcher_marks.load(m.parent, wait=0) for m in (tmp / "home").rglob("marks.json")]
             launcher_marks.table([r for r in runs if r])
-        shutil.rmtree(tmp, ignore_errors=True)
+        fsstate.removed(tmp)
 
     print(f"\n{args.jobs} × `{' '.join(COMMAND)}` (load average now {os.getloadavg()[0]:.2f}), jobs/s:")
     if floors:
