@@ -167,10 +167,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=300, help="sequential requests per latency round")
     ap.add_argument("--seconds", type=float, default=3.0, help="length of one throughput round")
     ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--cold", type=int, default=3, help="cold starts to measure")
+    ap.add_argument("--cold", type=int, default=3, help="cold starts to measure (0: none)")
     args = ap.parse_args()
-    if args.repeats < 3:
-        ap.error("--repeats must be at least 3")
+    if args.repeats < 3 or args.cold < 0:
+        ap.error("--repeats must be at least 3, --cold at least 0")
 
     with tempfile.TemporaryDirectory(prefix="trainyard-bench-serve-") as tmp:
         srv = BenchServer(Path(tmp) / "home", [sys.executable, "-m", "trainyard", "server", "--container-runtime", "none"])
@@ -247,7 +247,6 @@ def main() -> None:
                 time.sleep(0.2)
             srv.close()
 
-    cd, ch = statistics.median(colds), statistics.median(hands)
     print()
     for title, d, p in (("trivial replica (serve_app.py, GET /predict)", "direct", "proxy"),
                         ("model server (digits, POST /v2/models/digits/infer, one row)", "model direct", "model proxy")):
@@ -263,7 +262,9 @@ def main() -> None:
               f"ratio {tp / td:.2f} (target ≥ {THROUGHPUT_RATIO}) {verdict(tp >= THROUGHPUT_RATIO * td)}")
     print(f"CPU per proxied request to the trivial replica: the server {statistics.median(cpu['server']):.2f} ms, "
           f"the replica {statistics.median(cpu['replica']):.2f} ms (machine load average {os.getloadavg()[0]:.1f})")
-    print(f"cold start to first answer: through trainyard {cd:.2f} s, by hand {ch:.2f} s, ratio {cd / ch:.1f}")
+    if colds:  # --cold 0: latency and throughput only
+        cd, ch = statistics.median(colds), statistics.median(hands)
+        print(f"cold start to first answer: through trainyard {cd:.2f} s, by hand {ch:.2f} s, ratio {cd / ch:.1f}")
 
 
 if __name__ == "__main__":

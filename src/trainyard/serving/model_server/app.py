@@ -9,6 +9,7 @@ serve. Every path is relative to the root, so the server works unchanged behind 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -77,6 +78,7 @@ def create_app(served: ServedModel, on_load_error: Callable[[str], None] = lambd
     app = FastAPI(title=f"trainyard model server: {served.name}", docs_url=None, redoc_url=None,
                   openapi_url=None, lifespan=lifespan)
     metrics = Metrics()
+    pace = Pace()
     app.state.served, app.state.metrics = served, metrics
 
     @app.exception_handler(Refused)
@@ -131,8 +133,9 @@ def create_app(served: ServedModel, on_load_error: Callable[[str], None] = lambd
             p = model(name, version)
             body = await read_body(request)
             header = request.headers.get("inference-header-content-length")
-            # parsing, the model and encoding all in a worker thread: a big body never stalls health checks
-            content, length = await run_sync(answer_v2, p, body, header)
+            # parsing, the model and encoding in a worker thread, unless quick (Pace): a big body never stalls
+            # health checks
+            content, length = await pace.run(len(body), answer_v2, p, body, header)
             headers = {} if length is None else {"Inference-Header-Content-Length": str(length)}
             media = "application/json" if length is None else "application/octet-stream"
             return Response(content, media_type=media, headers=headers)
@@ -174,7 +177,9 @@ def create_app(served: ServedModel, on_load_error: Callable[[str], None] = lambd
             except BadRequest as e:
                 raise Refused(400, str(e).replace("inputs[0]", "instances")) from None
             first = p.outputs[0].name
-            results = await run_sync(p.predict, arrays, {first})
+            length = request.headers.get("content-length", "")  # read whole already, so a number if there
+            size = int(length) if length.isdigit() else Pace.SMALL + 1  # chunked: taken as big
+            results = await pace.run(size, p.predict, arrays, {first})
             return {"predictions": results[first].tolist()}
 
     @app.get("/metrics")
@@ -231,11 +236,47 @@ def _v1_shape(instances: list) -> list[int]:
     return shape
 
 
+class Pace:
+    """Whether to answer a request on the event loop rather than in a worker thread.
+
+    The thread keeps the loop answering health checks while a model works; but handing a small request
+    to it and back costs 100-150 µs on a 2-core machine, and the woken thread runs the model slower
+    when another process ran on its core a moment before (bench/RESULTS.md, session 11): most of what
+    one LogisticRegression row takes. So a request of at most :data:`SMALL` bytes runs inline while the
+    slowest recent answer took under :data:`QUICK` seconds; the first ones, and every one after a slow
+    answer, go to the thread until the model has shown it is quick again.
+    """
+
+    SMALL = 16 * 1024
+    QUICK = 0.002
+    FORGET = 0.98  # the slowest answer weighs this much less after each later one: ~160 to forget 50 ms
+
+    def __init__(self) -> None:
+        self.slowest = math.inf  # nothing measured yet
+
+    def inline(self, size: int) -> bool:
+        return size <= self.SMALL and self.slowest < self.QUICK
+
+    async def run(self, size: int, fn, *args):  # noqa: ANN001, ANN201
+        start = time.perf_counter()
+        try:
+            return answered(fn, *args) if self.inline(size) else await run_sync(fn, *args)
+        finally:
+            if size <= self.SMALL:
+                took = time.perf_counter() - start
+                self.slowest = took if self.slowest == math.inf else max(took, self.slowest * self.FORGET)
+
+
 async def run_sync(fn, *args):  # noqa: ANN001, ANN201
     """The model's predict in a worker thread: the event loop keeps answering health checks meanwhile."""
     from starlette.concurrency import run_in_threadpool
+    return await run_in_threadpool(answered, fn, *args)
+
+
+def answered(fn, *args):  # noqa: ANN001, ANN201
+    """``fn(*args)``, its failure as the answer it gets: 400 for a bad request, 500 with the model's reason."""
     try:
-        return await run_in_threadpool(fn, *args)
+        return fn(*args)
     except BadRequest as e:
         raise Refused(400, str(e)) from None
     except Exception as e:  # noqa: BLE001 - the caller learns the model failed, and why, not a bare 500
