@@ -2,8 +2,9 @@
 job's checkpoint dir; and an empty file for its output.log.
 
 Making a folder is the dearest thing a launcher does on the way to its command:
-0.5–0.8 ms of CPU each on the bench machine (an ext4 whose inode allocator reads
-past every inode deleted in the last half minute), where a rename costs 20 µs.
+0.5–0.8 ms of CPU each on the bench machine after a large removal (an ext4 without a journal,
+whose inode allocator reads past every inode deleted in the last 1–6 minutes: bench/fsstate.py),
+where a rename costs 20 µs.
 So a launcher takes its folders from a pool by renaming them into place (and
 touches them: their mtime says when the attempt got them), and once its attempt
 is reported makes what the pool lacks, off the next job's path. Where the pool is
