@@ -31,7 +31,6 @@ class Release(NamedTuple):
     cpu: float
     memory: int
     gpus: int
-    lent: str | None = None  # the attempt, when it runs on this job's held share: it ends when this job says
 
 
 _new = tuple.__new__  # builds a NamedTuple without the Python-level call its constructor costs
@@ -46,25 +45,23 @@ class Releases:
         self.added: list[Release] = []  # work admitted this cycle, in order
 
     def add(self, end: float, s: Slot, c: float, m: int, g: int, now: float) -> None:
-        self.added.append(Release(end, now, s, c, m, g, None))
+        self.added.append(Release(end, now, s, c, m, g))
 
-    def ordered(self, nodes: dict, holder: str | None = None) -> list[Release]:
+    def ordered(self, nodes: dict) -> list[Release]:
         """What comes back on ``nodes``, soonest first; the same end: the oldest first, then in input
         order. Only the nodes a reservation could use: the head of the line is usually a gang of one
-        GPU type, and every replica of every attempt costs a tuple and a place in the sort. Attempts lent
-        ``holder``'s share (:attr:`RunningJob.lent_to`) end now: it may preempt them."""
+        GPU type, and every replica of every attempt costs a tuple and a place in the sort."""
         out, slot, now = [], self.cl.by_name.get, self.now
         names = {s.name for s in nodes}
         for r in self.running:
             if r.stopping:
                 continue  # already counted as room coming back now (Slot.soon)
-            end, lent = None, r.attempt_id if holder is not None and r.lent_to == holder else None
+            end = None
             for p in r.replicas:
                 if p.node in names:
                     if end is None:  # past its timeout but not gone yet (a grace period): it ends any moment
-                        end = now if lent else max(r.expected_end, now) if r.expected_end is not None else INF
-                    out.append(_new(Release, (end, r.started_at, slot(p.node), p.cpu, p.memory, len(p.gpu_ids),
-                                              lent)))
+                        end = max(r.expected_end, now) if r.expected_end is not None else INF
+                    out.append(_new(Release, (end, r.started_at, slot(p.node), p.cpu, p.memory, len(p.gpu_ids))))
         out.extend(x for x in self.added if x.slot in nodes)
         out.sort(key=_end_then_start)
         return out
@@ -77,9 +74,9 @@ def _count(v: list, c: float, m: int, g: int, spread: bool) -> int:
 
 
 def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Releases,
-            now: float) -> tuple[Reservation, str | None, list[str]] | None:
-    """Hold the nodes where ``job`` can start soonest, and say on which GPU type, and which attempts lent
-    its share it must preempt to start now (none unless it can); None if it could never fit them."""
+            now: float) -> tuple[Reservation, str | None] | None:
+    """Hold the nodes where ``job`` can start soonest, and say on which GPU type; None if it
+    could never fit them."""
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
     spread = n > 1 and job.placement == "spread"
     best = None
@@ -93,14 +90,11 @@ def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Rel
             v = free[s] = [s.cpu + sn[0], s.mem + sn[1], s.g + sn[2]]
             total += _count(v, c, m, g, spread)
         start = now if total >= n else None
-        lent: dict[str, Slot] = {}
         if start is None:
-            for rel in releases.ordered(free, job.id):
+            for rel in releases.ordered(free):
                 v = free.get(rel.slot)
                 if v is None:
                     continue
-                if rel.lent:
-                    lent[rel.lent] = rel.slot
                 before = _count(v, c, m, g, spread)
                 v[0] += rel.cpu
                 v[1] += rel.memory
@@ -110,10 +104,10 @@ def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Rel
                     start = rel.end
                     break
         if start is not None and (best is None or start < best[1]):
-            best = (t, start, free, lent)
+            best = (t, start, free)
     if best is None:
         return None
-    t, start, free, lent = best
+    t, start, free = best
     rows = sorted(((_count(v, c, m, g, spread), s.name, s) for s, v in free.items()), key=lambda x: (-x[0], x[1]))
     inner = start if start < INF else -INF  # unknown start: nobody can prove they end before it
     left, held = n, []
@@ -123,7 +117,6 @@ def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Rel
         use = min(k, left)
         left -= use
         v = free[s]
-        s.resv = [inner, v[0] - use * c, v[1] - use * m, v[2] - use * g, (job.id, job.priority, job.queue)]
+        s.resv = [inner, v[0] - use * c, v[1] - use * m, v[2] - use * g]
         held.append(s.name)
-    stop = [a for a, s in lent.items() if s.name in held] if start <= now else []
-    return Reservation(job.id, held, start), t, stop
+    return Reservation(job.id, held, start), t

@@ -15,7 +15,6 @@ instead of being scanned again by every job.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from trainyard.scheduler.model import INF, Node, PendingJob
 
@@ -35,8 +34,7 @@ class Slot:
         self.gids = list(n.free_gpu_ids)[: n.gpus]  # never more than the node has, whatever we are told
         self.g = len(self.gids)
         self.soon: list | None = None  # [cpu, mem, gpus] held by stopping attempts
-        # [start, cpu, mem, gpus] left beyond a reservation, and the holder's (job id, priority, queue)
-        self.resv: list | None = None
+        self.resv: list | None = None  # [start, cpu, mem, gpus] left beyond a reservation
 
 
 @dataclass(slots=True)
@@ -49,7 +47,6 @@ class Take:
     gpus: int
     gpu_ids: list[str]
     charged: bool  # also taken from what the node's reservation leaves over
-    lent_to: str | None = None  # runs past the start of this job's reservation, on its share (Lend)
 
 
 def selector_ok(labels: dict[str, str], sel: tuple) -> bool:
@@ -57,22 +54,6 @@ def selector_ok(labels: dict[str, str], sel: tuple) -> bool:
         if labels.get(k) != v:
             return False
     return True
-
-
-class Lend(NamedTuple):
-    """A job that may run on a held node's share past the reservation's start, because the holder may
-    preempt it (``Options.lend_held``): it is preemptible, and of lower priority than the holder or borrowing
-    beyond its queue's quota from another queue; its timeout, if it must, ends within ``window`` of the start."""
-
-    priority: int
-    queue: str
-    borrowing: bool
-    window: float
-    now: float
-
-    def to(self, holder: tuple, start: float, end: float) -> bool:
-        return start > self.now and (self.priority < holder[1] or (self.borrowing and self.queue != holder[2])) \
-            and (self.window == INF or end <= start + self.window)
 
 
 class Cluster:
@@ -212,8 +193,7 @@ class Cluster:
 
     # -- finding and taking room --------------------------------------------
 
-    def find(self, c: float, m: int, g: int, t: str | None, sel: tuple, end: float, exclude: set | None,
-             lend: Lend | None = None) -> Slot | None:
+    def find(self, c: float, m: int, g: int, t: str | None, sel: tuple, end: float, exclude: set | None) -> Slot | None:
         """A node with room now for one replica, honouring reservations; best fit first."""
         ce = c - EPS
         if g:
@@ -229,8 +209,7 @@ class Cluster:
                     if s.cpu >= ce and s.mem >= m and (not sel or selector_ok(s.labels, sel)) and (
                             exclude is None or s not in exclude):
                         r = s.resv
-                        if r is None or end <= r[0] or (c <= r[1] + EPS and m <= r[2] and g <= r[3]) or (
-                                lend is not None and lend.to(r[4], r[0], end)):
+                        if r is None or end <= r[0] or (c <= r[1] + EPS and m <= r[2] and g <= r[3]):
                             return s
                 b = buckets[k]  # nothing here: tighten the bounds to what the bucket really holds
                 bound[0] = max((s.cpu for s in b), default=0.0)
@@ -251,13 +230,12 @@ class Cluster:
                     if s.cpu >= ce and s.mem >= m and (not sel or selector_ok(s.labels, sel)) and (
                             exclude is None or s not in exclude):
                         r = s.resv
-                        if r is None or end <= r[0] or (c <= r[1] + EPS and m <= r[2]) or (
-                                lend is not None and lend.to(r[4], r[0], end)):
+                        if r is None or end <= r[0] or (c <= r[1] + EPS and m <= r[2]):
                             return s
                 bounds[k] = max((s.mem for s in b), default=0)
         return None
 
-    def take(self, s: Slot, c: float, m: int, g: int, end: float, lend: Lend | None = None) -> Take:
+    def take(self, s: Slot, c: float, m: int, g: int, end: float) -> Take:
         s.cpu -= c
         s.mem -= m
         ids = s.gids[:g]
@@ -269,10 +247,6 @@ class Cluster:
             self.gfree[s.type] -= g
         r = s.resv
         charged = r is not None and end > r[0]
-        if charged and lend is not None and not (c <= r[1] + EPS and m <= r[2] and g <= r[3]):
-            # on the holder's share, which it takes back by preemption: the left-over stays as it was
-            self._rebucket(s)
-            return Take(s, c, m, g, ids, False, r[4][0])
         if charged:
             r[1] -= c
             r[2] -= m
@@ -298,10 +272,8 @@ class Cluster:
             r[3] += g
         self._rebucket(s)
 
-    def place(self, job: PendingJob, t: str | None, sel: tuple, end: float,
-              lend: Lend | None = None) -> list[Take] | None:
-        """Every replica of ``job`` on type ``t``, or nothing at all (a gang starts whole); with ``lend``,
-        also on held nodes' shares that the holder may take back (:class:`Lend`)."""
+    def place(self, job: PendingJob, t: str | None, sel: tuple, end: float) -> list[Take] | None:
+        """Every replica of ``job`` on type ``t``, or nothing at all (a gang starts whole)."""
         c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
         if (g and self.gfree.get(t, 0) < g * n) or self.cpu_free + EPS < c * n or self.mem_free < m * n \
                 or m > self.mem_top:
@@ -309,12 +281,12 @@ class Cluster:
         exclude = set() if n > 1 and job.placement == "spread" else None
         taken: list[Take] = []
         for _ in range(n):
-            s = self.find(c, m, g, t, sel, end, exclude, lend)
+            s = self.find(c, m, g, t, sel, end, exclude)
             if s is None:
                 for rec in reversed(taken):
                     self.give(rec)
                 return None
-            taken.append(self.take(s, c, m, g, end, lend))
+            taken.append(self.take(s, c, m, g, end))
             if exclude is not None:
                 exclude.add(s)
         return taken

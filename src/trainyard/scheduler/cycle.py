@@ -56,11 +56,6 @@ class Options:
     # Off by default: on that day (bench/RESULTS.md, session 7) it started one more gang and cut preemptions
     # 258 -> 132, but the nodes held for borrowing gangs raised the 8-GPU class's mean wait 28 -> 46 min.
     reserve_borrowing_after: float | None = None
-    # work the holder of a reservation may preempt (preemptible, and of lower priority or borrowing from another
-    # queue) may start on the held nodes' share even if its timeout runs past the start, if it ends within this
-    # many seconds of it (inf: whatever its timeout; None: never). The holder preempts it as soon as that lets
-    # it start (Plan.lent, RunningJob.lent_to), so it starts no later, and the held GPUs work meanwhile.
-    lend_held: float | None = None
 
 
 class JobClass(NamedTuple):

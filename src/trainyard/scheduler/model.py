@@ -131,9 +131,6 @@ class RunningJob:
     # when its job was submitted (None: unknown): a job that waited past ``Options.starve_after`` before this
     # attempt started is no victim of priority, else the work it waited hours for is stopped minutes in
     submitted_at: float | None = None
-    # the job whose reservation's share it started on, past that reservation's start (Plan.lent): that job
-    # may take the room back by preemption whatever this attempt's age (None: an ordinary attempt)
-    lent_to: str | None = None
 
 
 @dataclass(slots=True)
@@ -249,9 +246,6 @@ class Plan:
     reasons: dict[str, str] = field(default_factory=dict)  # pending job id -> why it waits
     positions: dict[str, int] = field(default_factory=dict)  # pending job id -> jobs ahead in its queue
     reservations: list[Reservation] = field(default_factory=list)
-    # admitted job id -> the job whose held share it runs on (Options.lend_held): pass it back as
-    # RunningJob.lent_to, so that job may preempt it when it can start
-    lent: dict[str, str] = field(default_factory=dict)
     # pending job id -> its entry, every eligible or held-back job: placed ones in admission order, then
     # the rest in line order
     entries: dict[str, Entry] = field(default_factory=dict)

@@ -45,11 +45,11 @@ import gc
 
 from trainyard.scheduler import reasons as say
 from trainyard.scheduler.backfill import Releases, reserve
-from trainyard.scheduler.cluster import Lend, Take
+from trainyard.scheduler.cluster import Take
 from trainyard.scheduler.cycle import JobClass, Memo, Options, snapshot
 from trainyard.scheduler.lineup import line_up
-from trainyard.scheduler.model import INF, Assignment, Entry, Node, PendingJob, Plan, Preemption, Queue, \
-    RunningJob, Shape, ShapeFit, Status
+from trainyard.scheduler.model import INF, Assignment, Entry, Node, PendingJob, Plan, Queue, RunningJob, Shape, \
+    ShapeFit, Status
 from trainyard.scheduler.room import Rooms
 
 __all__ = ["Options", "plan"]
@@ -88,7 +88,6 @@ class _Planner:
         self.borrower_held = False  # a borrower holds nodes (phase 4; Options.reserve_borrowing_after)
         self.too_young = False  # the last job refused nodes to hold only for its wait (Options.reserve_after)
         self.may_hold = options.reserve_borrowing_after is not None  # some borrower may hold nodes
-        self.lend = options.lend_held  # Options.lend_held
 
     def run(self, pending: list[PendingJob]) -> Plan:
         c = self.c
@@ -123,12 +122,7 @@ class _Planner:
         end = c.now + job.timeout if job.timeout is not None else INF
         # which reservations it would outlast; one reservation is the usual case, and a cycle asks this per job
         sig = ((end > starts[0],) if len(starts) == 1 else tuple([end > s for s in starts])) if starts else ()
-        epoch = c.epoch
-        if self.lend is not None and self.lend < INF and job.preemptible and starts:
-            # whether it may run on a held share (Options.lend_held) depends on its own timeout: only jobs
-            # whose timeouts end within the window of the same reservations are alike
-            epoch = (epoch, tuple([end <= s + self.lend for s in starts]))
-        cls = (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, epoch)
+        cls = (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
         starved = job.id in self.starved if self.starved else False
         # a borrower that may hold nodes had a choice the jobs like it may not have had
         holds = borrowing and self.may_hold and self._may_hold_borrowing(job, fit)
@@ -155,7 +149,7 @@ class _Planner:
                     return None
         if allowed:
             # 3c. place it now, unless a job of its shape failed under no more reservations than it outlasts
-            f = memo.failed.get((fit.id, allowed)) if not self._lends(job) else None
+            f = memo.failed.get((fit.id, allowed))
             if (f is None or (f and not all(a <= b for a, b in zip(f, sig)))) and \
                     self._place(job, q, fit, allowed, sel, end, sig, borrowing):
                 return None
@@ -213,22 +207,14 @@ class _Planner:
     def _place(self, job: PendingJob, q: Queue, fit: ShapeFit, allowed: tuple, sel: tuple, end: float,
                sig: tuple, borrowing: bool) -> bool:
         """Step 3c: admit the whole gang on the first allowed type with room now."""
-        c = self.c
-        lend = Lend(job.priority, q.name, borrowing, self.lend, c.now) if self._lends(job) else None
-        types = allowed if job.gpu_types or len(allowed) < 2 else self._least_busy(allowed)
-        # room nobody holds first: on a held share it may be preempted
-        for t, may in [(t, None) for t in types] + ([(t, lend) for t in types] if lend else []):
-            taken = c.cl.place(job, t, sel, end, may)
+        cl = self.c.cl
+        for t in allowed if job.gpu_types or len(allowed) < 2 else self._least_busy(allowed):
+            taken = cl.place(job, t, sel, end)
             if taken:
                 self._admit(job, q, t, taken, end, borrowing)
                 return True
-        if lend is None:  # a job that may run on held shares found no more room than one that may not
-            self.memo.failed[(fit.id, allowed)] = sig
+        self.memo.failed[(fit.id, allowed)] = sig
         return False
-
-    def _lends(self, job: PendingJob) -> bool:
-        """May ``job`` run on held nodes' shares, for holders that may preempt it (:class:`Lend`)?"""
-        return self.lend is not None and job.preemptible and bool(self.c.starts)
 
     def _make_room(self, job: PendingJob, q: Queue, fit: ShapeFit, allowed: tuple, sel: tuple, end: float,
                    sig: tuple) -> tuple[Entry | None, tuple]:
@@ -263,9 +249,7 @@ class _Planner:
         if found is None:
             memo.no_reservation.add((fit.id, hold))  # it would not fit even once everything running has ended
             return False
-        res, t, stop = found
-        if stop:
-            self._take_back(job, stop)
+        res, t = found
         self.starved_held += starved
         self.held_types.add(t)
         self.borrower_held |= borrower
@@ -276,24 +260,6 @@ class _Planner:
         entry.reservation = res
         c.left.append(entry)
         return True
-
-    def _take_back(self, job: PendingJob, attempts: list[str]) -> None:
-        """The reservation of ``job`` starts now if the attempts lent its share stop: preempt them
-        (Options.lend_held). It was their condition for starting there."""
-        c, cl = self.c, self.c.cl
-        taken = self.rooms.victims().taken
-        lent = {r.attempt_id: r for r in c.running if r.lent_to == job.id}
-        for aid in attempts:
-            r = lent.get(aid)
-            if r is None or r.stopping or aid in taken or r.job_id == job.last_preempted_by:
-                continue
-            taken.add(aid)
-            c.out.preemptions.append(Preemption(aid, r.job_id, job.id, f"job {job.id} takes back the room held for "
-                                                f"it, where this attempt ran past the start of its reservation"))
-            c.epoch += 1
-            for p in r.replicas:
-                if p.node in cl.by_name:
-                    cl.add_soon(cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
 
     def _may_hold_borrowing(self, job: PendingJob, fit: ShapeFit) -> bool:
         """Phase 4: may this borrower hold nodes? Only the first such one in a cycle, only if it has waited
@@ -341,10 +307,6 @@ class _Planner:
                borrowing: bool) -> None:
         c = self.c
         c.out.admissions[job.id] = [Assignment(x.slot.name, x.gpu_ids) for x in taken]
-        if self.lend is not None:
-            holder = next((x.lent_to for x in taken if x.lent_to is not None), None)
-            if holder is not None:
-                c.out.lent[job.id] = holder
         if borrowing:
             c.out.borrowed.add(job.id)
         # a job placed while one ahead of it holds a reservation runs in a gap around it

@@ -100,12 +100,12 @@ class Simulator:
             job.last_preempted_by = pre.by
             self.pending[job.id] = job
         for job_id, places in p.admissions.items():
-            self._start(self.pending.pop(job_id), places, p.lent.get(job_id))
+            self._start(self.pending.pop(job_id), places)
         if self.on_cycle:
             self.on_cycle(self, p)
         return p
 
-    def _start(self, job: PendingJob, places, lent_to: str | None = None) -> None:
+    def _start(self, job: PendingJob, places) -> None:
         assert len(places) == job.replicas, f"{job.id}: {len(places)} of {job.replicas} replicas placed"
         uses = []
         for a in places:
@@ -129,7 +129,7 @@ class Simulator:
         self.running[aid] = RunningJob(
             aid, job.id, job.queue, job.team, job.priority, uses, self.now,
             self.now + job.timeout if job.timeout is not None else None, job.preemptible,
-            submitted_at=job.submitted_at, lent_to=lent_to)
+            submitted_at=job.submitted_at)
         self.out.started.setdefault(job.id, self.now)
         heapq.heappush(self.ends, (self.now + sj.duration, aid))
 
