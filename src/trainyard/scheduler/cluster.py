@@ -6,7 +6,8 @@ count that could hold it, so GPU work is packed best-fit and whole nodes stay
 free for big jobs. A CPU-only request prefers nodes without GPUs, then GPU
 nodes whose GPUs are all taken (their cores are otherwise stranded), then the
 rest, each best-fit on cores. Buckets are lists with swap-remove, so moving a
-node after an allocation is O(1). Each bucket keeps upper bounds on the cores
+node after an allocation is O(1); giving room back puts each node back where it
+sat, so a try that admits nothing changes no later choice of node. Each bucket keeps upper bounds on the cores
 and memory of its nodes, tightened whenever a scan of it fails, so a bucket
 of nodes with free GPUs (or cores) but no memory left is skipped in O(1)
 instead of being scanned again by every job.
@@ -33,13 +34,15 @@ class Slot:
         self.cpu, self.mem = float(n.cpu_free), int(n.memory_free)
         self.gids = list(n.free_gpu_ids)[: n.gpus]  # never more than the node has, whatever we are told
         self.g = len(self.gids)
+        self.gkey = self.gpos = 0  # read by take() on every node; a GPU-less node never moves in a GPU bucket
         self.soon: list | None = None  # [cpu, mem, gpus] held by stopping attempts
         self.resv: list | None = None  # [start, cpu, mem, gpus] left beyond a reservation
 
 
 @dataclass(slots=True)
 class Take:
-    """Room one replica took on one node: :meth:`Cluster.give` hands exactly this back."""
+    """Room one replica took on one node, and where the node sat in its buckets before:
+    :meth:`Cluster.give` hands exactly this back and puts the node back there."""
 
     slot: Slot
     cpu: float
@@ -47,6 +50,11 @@ class Take:
     gpus: int
     gpu_ids: list[str]
     charged: bool  # also taken from what the node's reservation leaves over
+    gkey: int
+    gpos: int
+    ctier: int
+    ckey: int
+    cpos: int
 
 
 def selector_ok(labels: dict[str, str], sel: tuple) -> bool:
@@ -236,6 +244,7 @@ class Cluster:
         return None
 
     def take(self, s: Slot, c: float, m: int, g: int, end: float) -> Take:
+        was = (s.gkey, s.gpos, s.ctier, s.ckey, s.cpos)
         s.cpu -= c
         s.mem -= m
         ids = s.gids[:g]
@@ -252,10 +261,11 @@ class Cluster:
             r[2] -= m
             r[3] -= g
         self._rebucket(s)
-        return Take(s, c, m, g, ids, charged)
+        return Take(s, c, m, g, ids, charged, *was)
 
     def give(self, t: Take) -> None:
-        """Undo a :meth:`take` (gangs roll back in reverse order)."""
+        """Undo the latest :meth:`take` still in force (a gang rolls back in reverse order), leaving
+        the room and the buckets' order as they were before it."""
         s, c, m, g, ids = t.slot, t.cpu, t.memory, t.gpus, t.gpu_ids
         s.cpu += c
         s.mem += m
@@ -270,7 +280,36 @@ class Cluster:
             r[1] += c
             r[2] += m
             r[3] += g
-        self._rebucket(s)
+        self._unbucket(s, t)
+
+    def _unbucket(self, s: Slot, t: Take) -> None:
+        """Put ``s`` back at the bucket positions ``t`` recorded. The take appended it to its new
+        buckets and moved each old bucket's last node into its place; undone last-first, ``s`` is
+        again the last of its new bucket and that node sits at the recorded position."""
+        if s.type and s.gkey != t.gkey:
+            b = self.gb[s.type][s.gkey]
+            if b[-1] is not s:  # not the latest take: keep the room right, if not the order
+                return self._rebucket(s)
+            b.pop()
+            s.gkey = t.gkey
+            _put_back(self.gb[s.type][t.gkey], s, t.gpos, "gpos")
+        if s.type:
+            bound = self.gbound[s.type][s.gkey]
+            if s.cpu > bound[0]:
+                bound[0] = s.cpu
+            if s.mem > bound[1]:
+                bound[1] = s.mem
+        if s.ctier != t.ctier or s.ckey != t.ckey:
+            b = self.cb[s.ctier][s.ckey]
+            if b[-1] is not s:
+                return self._rebucket(s)
+            b.pop()
+            s.ctier, s.ckey = t.ctier, t.ckey
+            _put_back(self.cb[t.ctier][t.ckey], s, t.cpos, "cpos")
+            if s.ckey > self.ctop[s.ctier]:
+                self.ctop[s.ctier] = s.ckey
+        if s.mem > self.cbound[s.ctier][s.ckey]:
+            self.cbound[s.ctier][s.ckey] = s.mem
 
     def place(self, job: PendingJob, t: str | None, sel: tuple, end: float) -> list[Take] | None:
         """Every replica of ``job`` on type ``t``, or nothing at all (a gang starts whole)."""
@@ -327,6 +366,18 @@ class Cluster:
             return max((s.cpu for s in self.slots), default=0.0)
         buckets = self.gb.get(t, [])
         return next((k for k in range(len(buckets) - 1, -1, -1) if buckets[k]), 0)
+
+
+def _put_back(b: list[Slot], s: Slot, pos: int, attr: str) -> None:
+    """Undo a swap-remove: the node now at ``pos`` goes back to the end, ``s`` to ``pos``."""
+    if pos < len(b):
+        moved = b[pos]
+        setattr(moved, attr, len(b))
+        b.append(moved)
+        b[pos] = s
+    else:
+        b.append(s)
+    setattr(s, attr, pos)
 
 
 def end_of(job: PendingJob, now: float) -> float:
