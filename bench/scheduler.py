@@ -25,7 +25,9 @@ Prints PASS/MISS per target. A measurement: exits 0 whatever the numbers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import io
 import json
 import os
 import platform
@@ -44,12 +46,12 @@ from trainyard.scheduler.model import Node, PendingJob, Queue  # noqa: E402
 from trainyard.scheduler.plan import plan  # noqa: E402
 from trainyard.scheduler.simulate import SimJob, Simulator  # noqa: E402
 
+from day_targets import (TARGET_LOST, TARGET_MARGIN, TARGET_PREEMPT, TARGET_UTIL, TARGET_WAIT,  # noqa: E402
+                         DayFigures, print_seeds)
+
 GiB = 2**30
 DAY = 86400.0
-TARGET_CYCLE_S, TARGET_UTIL = 0.100, 0.95
-# the busy day (issue 20): preemptions per job, work lost per GPU capacity, useful work over the best baseline
-# (points of the bound), each size class's mean wait over first-come's
-TARGET_PREEMPT, TARGET_LOST, TARGET_MARGIN, TARGET_WAIT = 0.10, 0.01, 0.01, 2.0
+TARGET_CYCLE_S = 0.100
 # (share of nodes, cores, memory GiB, gpus, type, labels)
 NODE_MIX = [
     (0.30, 64, 256, 0, None, {"pool": "cpu"}),
@@ -249,45 +251,61 @@ def useful(o) -> float:
 def bench_day(args) -> None:
     print(f"\n(b) useful GPU work over a simulated day on {args.day_nodes:,} nodes (planning at most every "
           f"{args.tick:g} simulated s), against the bound and the baselines in the same run")
+    seeds = range(args.seed, args.seed + args.seeds)
     for load, demand, backlog in LOADS:
         if load not in args.loads:
             continue
-        runs = {}
-        for name, policy in POLICIES:
-            if name == "planner" and args.planner_options is not None:
-                policy = _with_options(args.planner_options)
-            nodes, jobs = day_workload(args, args.seed, demand, backlog)
-            t0 = time.perf_counter()
-            out = Simulator(nodes, queues(), policy).run(jobs, DAY, tick=args.tick)
-            runs[name] = (out, jobs, time.perf_counter() - t0)
-        cap = {"gpu": sum(n.gpus for n in nodes) * DAY, "cpu": sum(n.cpu for n in nodes) * DAY}
-        bound = gpu_bound(nodes, jobs)
-        print(f"  {load}: {len(jobs):,} jobs, GPU demand {demand:.1f} × capacity, {backlog:.0%} of it waiting at "
-              f"dawn; bound {bound / cap['gpu']:.1%} of GPU capacity (max-flow of demand onto the types it accepts)")
-        print(f"    {'policy':22} {'GPU alloc':>9} {'work lost':>10} {'useful':>8} {'useful/bound':>13} "
-              f"{'CPU util':>9} {'cycles':>7} {'preempted':>10} {'wall':>7}")
-        for name, (o, _, wall) in runs.items():
-            print(f"    {name:22} {o.busy['gpu'] / cap['gpu']:9.1%} {o.lost['gpu'] / cap['gpu']:10.2%} "
-                  f"{useful(o) / cap['gpu']:8.1%} {useful(o) / bound:13.1%} {o.busy['cpu'] / cap['cpu']:9.1%} "
-                  f"{o.cycles:7,} {o.preempted:10,} {wall:6.1f}s")
-        mine = useful(runs["planner"][0]) / bound
-        best = max(BASELINES, key=lambda b: useful(runs[b][0]))
-        ratios = ", ".join(f"× {useful(runs['planner'][0]) / useful(runs[b][0]):.3f} {b}" for b in BASELINES)
-        print(f"    planner useful work {ratios}")
-        print(f"    target useful ≥ {TARGET_UTIL:.0%} of bound: {verdict(mine >= TARGET_UTIL)} ({mine:.1%})")
-        if load == "busy":
-            o = runs["planner"][0]
-            theirs = useful(runs[best][0]) / bound
-            print(f"    target useful ≥ best baseline + {TARGET_MARGIN * 100:.0f} point: "
-                  f"{verdict(mine >= theirs + TARGET_MARGIN)} ({mine:.1%} against {best} {theirs:.1%}: "
-                  f"{(mine - theirs) * 100:+.1f} points)")
-            share = o.preempted / len(jobs)
-            print(f"    target preemptions ≤ {TARGET_PREEMPT:.0%} of jobs: {verdict(share <= TARGET_PREEMPT)} "
-                  f"({o.preempted:,} for {len(jobs):,} jobs, {share:.1%})")
-            lost = o.lost["gpu"] / cap["gpu"]
-            print(f"    target work lost ≤ {TARGET_LOST:.0%} of GPU capacity: {verdict(lost <= TARGET_LOST)} "
-                  f"({lost:.2%})")
-            bench_waits(runs)
+        figs = []
+        for seed in seeds:
+            if seed == args.seed:
+                figs.append(one_day(args, seed, load, demand, backlog))
+                continue
+            # the verdicts read the first seed in full; the others give only their figures, below
+            with contextlib.redirect_stdout(io.StringIO()):
+                figs.append(one_day(args, seed, load, demand, backlog))
+        if len(figs) > 1:
+            print_seeds(load, list(seeds), figs)
+
+
+def one_day(args, seed: int, load: str, demand: float, backlog: float) -> DayFigures:
+    runs = {}
+    for name, policy in POLICIES:
+        if name == "planner" and args.planner_options is not None:
+            policy = _with_options(args.planner_options)
+        nodes, jobs = day_workload(args, seed, demand, backlog)
+        t0 = time.perf_counter()
+        out = Simulator(nodes, queues(), policy).run(jobs, DAY, tick=args.tick)
+        runs[name] = (out, jobs, time.perf_counter() - t0)
+    cap = {"gpu": sum(n.gpus for n in nodes) * DAY, "cpu": sum(n.cpu for n in nodes) * DAY}
+    bound = gpu_bound(nodes, jobs)
+    print(f"  {load}: {len(jobs):,} jobs, GPU demand {demand:.1f} × capacity, {backlog:.0%} of it waiting at "
+          f"dawn; bound {bound / cap['gpu']:.1%} of GPU capacity (max-flow of demand onto the types it accepts)")
+    print(f"    {'policy':22} {'GPU alloc':>9} {'work lost':>10} {'useful':>8} {'useful/bound':>13} "
+          f"{'CPU util':>9} {'cycles':>7} {'preempted':>10} {'wall':>7}")
+    for name, (o, _, wall) in runs.items():
+        print(f"    {name:22} {o.busy['gpu'] / cap['gpu']:9.1%} {o.lost['gpu'] / cap['gpu']:10.2%} "
+              f"{useful(o) / cap['gpu']:8.1%} {useful(o) / bound:13.1%} {o.busy['cpu'] / cap['cpu']:9.1%} "
+              f"{o.cycles:7,} {o.preempted:10,} {wall:6.1f}s")
+    mine = useful(runs["planner"][0]) / bound
+    best = max(BASELINES, key=lambda b: useful(runs[b][0]))
+    ratios = ", ".join(f"× {useful(runs['planner'][0]) / useful(runs[b][0]):.3f} {b}" for b in BASELINES)
+    print(f"    planner useful work {ratios}")
+    print(f"    target useful ≥ {TARGET_UTIL:.0%} of bound: {verdict(mine >= TARGET_UTIL)} ({mine:.1%})")
+    if load != "busy":
+        return DayFigures(mine)
+    o = runs["planner"][0]
+    theirs = useful(runs[best][0]) / bound
+    print(f"    target useful ≥ best baseline + {TARGET_MARGIN * 100:.0f} point: "
+          f"{verdict(mine >= theirs + TARGET_MARGIN)} ({mine:.1%} against {best} {theirs:.1%}: "
+          f"{(mine - theirs) * 100:+.1f} points)")
+    share = o.preempted / len(jobs)
+    print(f"    target preemptions ≤ {TARGET_PREEMPT:.0%} of jobs: {verdict(share <= TARGET_PREEMPT)} "
+          f"({o.preempted:,} for {len(jobs):,} jobs, {share:.1%})")
+    lost = o.lost["gpu"] / cap["gpu"]
+    print(f"    target work lost ≤ {TARGET_LOST:.0%} of GPU capacity: {verdict(lost <= TARGET_LOST)} "
+          f"({lost:.2%})")
+    (ratio, cls), left = bench_waits(runs)
+    return DayFigures(mine, mine - theirs, best, o.preempted, share, lost, ratio, cls, left)
 
 
 def _with_options(opt: Options):
@@ -302,7 +320,9 @@ def planner_options(text: str) -> Options:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def bench_waits(runs) -> None:
+def bench_waits(runs) -> tuple[tuple[float, str], int]:
+    """Prints the waits; returns the planner's worst (ratio to first-come, class) and its
+    normal-priority jobs never started."""
     print("\n(c) wait by job size class on the busy day, minutes: mean / worst, and jobs never started")
     for title, keep in [("all priorities", lambda j: True), ("normal priority (100)", lambda j: j.priority == 100)]:
         print(f"    {title}")
@@ -336,6 +356,7 @@ def bench_waits(runs) -> None:
         if name == "planner":
             n = sum(left.values())
             print(f"    target nothing of normal priority left unstarted: {verdict(not n)} ({n} left)")
+    return top, n
 
 
 def _mean_wait(run, cls):
@@ -352,6 +373,9 @@ def main() -> None:
     ap.add_argument("--day-nodes", type=int, default=1000)
     ap.add_argument("--mean-minutes", type=float, default=90.0, help="median job duration, minutes")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="simulate each day for seeds SEED .. SEED+N-1; verdicts stay on SEED, with a line "
+                         "per target across them")
     ap.add_argument("--tick", type=float, default=60.0, help="simulated seconds between planning cycles at most")
     ap.add_argument("--skip-day", action="store_true")
     ap.add_argument("--skip-cycle", action="store_true")
