@@ -40,13 +40,14 @@ def seed_line(seed: int, f: DayFigures) -> str:
 
 # (target, figure, how it prints, passes)
 TARGETS = [
-    (f"useful ≥ {TARGET_UTIL:.0%} of bound", "useful", "{:.1%}", lambda x: x >= TARGET_UTIL),
-    (f"useful ≥ best baseline + {TARGET_MARGIN * 100:.0f} point", "margin", "{:+.2%}", lambda x: x >= TARGET_MARGIN),
-    (f"preemptions ≤ {TARGET_PREEMPT:.0%} of jobs", "preempt_share", "{:.1%}", lambda x: x <= TARGET_PREEMPT),
-    (f"work lost ≤ {TARGET_LOST:.0%} of GPU capacity", "lost", "{:.2%}", lambda x: x <= TARGET_LOST),
-    (f"no size class's mean wait above {TARGET_WAIT:g} × first-come's", "wait_ratio", "× {:.2f}",
+    (f"useful ≥ {TARGET_UTIL:.0%} of bound", "useful", "{:.1%}".format, lambda x: x >= TARGET_UTIL),
+    (f"useful ≥ best baseline + {TARGET_MARGIN * 100:.0f} point", "margin", lambda x: f"{x * 100:+.1f} points",
+     lambda x: x >= TARGET_MARGIN),
+    (f"preemptions ≤ {TARGET_PREEMPT:.0%} of jobs", "preempt_share", "{:.1%}".format, lambda x: x <= TARGET_PREEMPT),
+    (f"work lost ≤ {TARGET_LOST:.0%} of GPU capacity", "lost", "{:.2%}".format, lambda x: x <= TARGET_LOST),
+    (f"no size class's mean wait above {TARGET_WAIT:g} × first-come's", "wait_ratio", "× {:.2f}".format,
      lambda x: x <= TARGET_WAIT),
-    ("nothing of normal priority left unstarted", "left", "{:.0f}", lambda x: x == 0),
+    ("nothing of normal priority left unstarted", "left", "{:.0f}".format, lambda x: x == 0),
 ]
 
 
@@ -60,5 +61,5 @@ def print_seeds(load: str, seeds: list[int], figs: list[DayFigures]) -> None:
         if xs[0] is None:
             continue
         passed = sum(1 for x in xs if ok(x))
-        print(f"    target {title} across {len(xs)} seeds: median {fmt.format(statistics.median(xs))} "
-              f"({fmt.format(min(xs))} to {fmt.format(max(xs))}), {passed} of {len(xs)} pass")
+        print(f"    target {title} across {len(xs)} seeds: median {fmt(statistics.median(xs))} "
+              f"({fmt(min(xs))} to {fmt(max(xs))}), {passed} of {len(xs)} pass")
