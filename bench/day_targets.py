@@ -47,7 +47,7 @@ TARGETS = [
     (f"work lost ≤ {TARGET_LOST:.0%} of GPU capacity", "lost", "{:.2%}".format, lambda x: x <= TARGET_LOST),
     (f"no size class's mean wait above {TARGET_WAIT:g} × first-come's", "wait_ratio", "× {:.2f}".format,
      lambda x: x <= TARGET_WAIT),
-    ("nothing of normal priority left unstarted", "left", "{:.0f}".format, lambda x: x == 0),
+    ("nothing of normal priority left unstarted", "left", "{:g}".format, lambda x: x == 0),  # a median may be x.5
 ]
 
 
