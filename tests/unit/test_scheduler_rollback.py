@@ -64,3 +64,22 @@ def test_a_placement_given_back_in_reverse_order_leaves_the_cluster_as_it_was():
         for rec in reversed(taken):
             cl.give(rec)
         assert state(cl) == state(untouched), gang.id
+
+
+def test_room_given_back_out_of_order_is_all_there_again():
+    # given two single-replica takes from the same bucket, handed back first-taken first
+    cl, untouched = cluster(), cluster()
+    one = PendingJob("one", cpu=8, memory=GB, gpu=8)
+    first, second = cl.place(one, "A100", (), INF)[0], cl.place(one, "A100", (), INF)[0]
+    # when
+    cl.give(first)
+    cl.give(second)
+    # then every node has its room back and sits in the bucket for it, if not at its old position
+    mine, theirs = state(cl), state(untouched)
+    assert mine["room"] == theirs["room"] and mine["totals"] == theirs["totals"]
+    assert {t: [sorted(b) for b in bs] for t, bs in mine["gpu buckets"].items()} == \
+        {t: [sorted(b) for b in bs] for t, bs in theirs["gpu buckets"].items()}
+    assert [[sorted(b) for b in tier] for tier in mine["cpu buckets"]] == \
+        [[sorted(b) for b in tier] for tier in theirs["cpu buckets"]]
+    assert all(b[s.gpos] is s for s in cl.slots if s.type for b in [cl.gb[s.type][s.gkey]])
+    assert all(cl.cb[s.ctier][s.ckey][s.cpos] is s for s in cl.slots)

@@ -6,11 +6,11 @@ count that could hold it, so GPU work is packed best-fit and whole nodes stay
 free for big jobs. A CPU-only request prefers nodes without GPUs, then GPU
 nodes whose GPUs are all taken (their cores are otherwise stranded), then the
 rest, each best-fit on cores. Buckets are lists with swap-remove, so moving a
-node after an allocation is O(1); giving room back puts each node back where it
-sat, so a try that admits nothing changes no later choice of node. Each bucket keeps upper bounds on the cores
-and memory of its nodes, tightened whenever a scan of it fails, so a bucket
-of nodes with free GPUs (or cores) but no memory left is skipped in O(1)
-instead of being scanned again by every job.
+node after an allocation is O(1). Giving room back puts each node back where it
+sat, so a try that admits nothing changes no later choice of node. Each bucket
+keeps upper bounds on the cores and memory of its nodes, tightened whenever a
+scan of it fails, so a bucket of nodes with free GPUs (or cores) but no memory
+left is skipped in O(1) instead of being scanned again by every job.
 """
 
 from __future__ import annotations
