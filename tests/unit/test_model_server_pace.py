@@ -18,7 +18,8 @@ from trainyard.serving.model_server.protocol import BadRequest
 
 def where(seconds: float = 0.0):
     def model() -> str:
-        time.sleep(seconds)
+        if seconds:  # sleep(0) would yield the core: on a loaded machine a quick model measured as slow
+            time.sleep(seconds)
         return threading.current_thread().name
     return model
 
@@ -40,21 +41,29 @@ def test_a_big_body_always_goes_to_a_worker_thread():
     assert run(go()) == [False, True]
 
 
-def test_a_slow_answer_sends_the_next_ones_to_the_thread_until_quick_ones_outweigh_it():
-    async def go() -> tuple[bool, int]:
+def test_a_slow_answer_is_measured_and_sends_the_next_ones_to_the_thread():
+    async def go() -> tuple[float, bool]:
         pace, loop = Pace(), threading.current_thread().name
         await pace.run(100, where())
         await pace.run(100, where(Pace.QUICK * 3))  # inline, and slow
-        after_slow = await pace.run(100, where()) == loop
-        for n in range(1, 1000):
-            if await pace.run(100, where()) == loop:
-                return after_slow, n
-        return after_slow, -1
+        return pace.slowest, await pace.run(100, where()) == loop
 
-    after_slow, back_after = run(go())
-    assert not after_slow
-    # 3 × QUICK forgotten by FORGET per answer: inline again once it has decayed below QUICK
-    assert 40 <= back_after <= 80
+    slowest, inline_after = run(go())
+    assert slowest >= Pace.QUICK * 3 and not inline_after
+
+
+def test_the_loop_takes_small_requests_again_once_quick_answers_have_outweighed_a_slow_one():
+    async def go() -> int:
+        pace, loop = Pace(), threading.current_thread().name
+        pace.slowest = Pace.QUICK * 3  # as a slow answer leaves it
+        for n in range(1, 500):
+            if await pace.run(100, where()) == loop:
+                return n
+        return -1
+
+    # 3 × QUICK × FORGET^55 < QUICK: not a request sooner (quick answers cannot lower it faster), and soon
+    # after unless the machine stalled one of them past the decayed bound
+    assert 56 <= run(go()) <= 120
 
 
 @pytest.mark.parametrize("small", [True, False])

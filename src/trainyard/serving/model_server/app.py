@@ -254,17 +254,22 @@ class Pace:
     def __init__(self) -> None:
         self.slowest = math.inf  # nothing measured yet
 
-    def inline(self, size: int) -> bool:
-        return size <= self.SMALL and self.slowest < self.QUICK
-
     async def run(self, size: int, fn, *args):  # noqa: ANN001, ANN201
+        if size > self.SMALL:
+            return await run_sync(fn, *args)
+        if self.slowest < self.QUICK:
+            return answered(self._timed, fn, *args)
+        return await run_sync(self._timed, fn, *args)
+
+    def _timed(self, fn, *args):  # noqa: ANN001, ANN201
+        """``fn(*args)``, its own time measured where it runs: the hop to a thread (and the pool's start,
+        on the first request) is not the model's slowness."""
         start = time.perf_counter()
         try:
-            return answered(fn, *args) if self.inline(size) else await run_sync(fn, *args)
+            return fn(*args)
         finally:
-            if size <= self.SMALL:
-                took = time.perf_counter() - start
-                self.slowest = took if self.slowest == math.inf else max(took, self.slowest * self.FORGET)
+            took = time.perf_counter() - start
+            self.slowest = took if self.slowest == math.inf else max(took, self.slowest * self.FORGET)
 
 
 async def run_sync(fn, *args):  # noqa: ANN001, ANN201
