@@ -40,7 +40,10 @@ def _mount(path: Path) -> tuple[str, str]:
 
 
 def journalless_ext4(path: Path) -> bool:
-    dev, fstype = _mount(path)
+    return _journalless(*_mount(path))
+
+
+def _journalless(dev: str, fstype: str) -> bool:
     name = os.path.basename(os.path.realpath(dev)) if dev.startswith("/dev/") else ""
     if fstype != "ext4" or not name or not os.path.isdir(f"/proc/fs/ext4/{name}"):
         return False
@@ -50,7 +53,7 @@ def journalless_ext4(path: Path) -> bool:
 
 def describe(path: Path) -> str:
     dev, fstype = _mount(path)
-    if journalless_ext4(path):
+    if _journalless(dev, fstype):
         return (f"home {path} on {dev} ({fstype} without a journal: a run pays for inodes removed in the "
                 f"{WINDOW:.0f} s before it)")
     return f"home {path} on {dev or '?'} ({fstype or '?'})"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.stub_http import send_json
 from trainyard.launch.config import RESULT_NAME, LaunchConfig
 
 PYTHON = sys.executable
@@ -49,12 +50,7 @@ class ReportServer:
                         outer.reports.append(body)
                         outer.paths.append(self.path)
                         outer.headers.append(dict(self.headers))
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, reply)
 
             def log_message(self, *args):
                 pass

@@ -17,6 +17,16 @@ class Request(NamedTuple):
     body: bytes
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, data: Any) -> None:
+    """Answer ``handler``'s request with ``data`` as JSON, its length said."""
+    raw = json.dumps(data).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(raw)))
+    handler.end_headers()
+    handler.wfile.write(raw)
+
+
 class JsonServer:
     """Records each request as ``record(Request)`` in :attr:`got` and answers ``answer(method, path)``:
     ``(status, data)`` as JSON, or None to drop the connection unanswered. ``keep_alive``: HTTP/1.1 with
@@ -38,13 +48,7 @@ class JsonServer:
                 if answered is None:
                     self.close_connection = True
                     return
-                status, data = answered
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+                send_json(self, *answered)
                 self.close_connection = close_after
 
             do_GET = do_POST = do_PUT = do_DELETE = _answer

@@ -9,7 +9,6 @@ serve. Every path is relative to the root, so the server works unchanged behind 
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -252,7 +251,7 @@ class Pace:
     FORGET = 0.98  # the slowest answer weighs this much less after each later one: ~160 to forget 50 ms
 
     def __init__(self) -> None:
-        self.slowest = math.inf  # nothing measured yet
+        self.slowest = self.QUICK  # not yet quick: the first answer goes to the thread, and measures
 
     async def run(self, size: int, fn, *args):  # noqa: ANN001, ANN201
         if size > self.SMALL:
@@ -269,7 +268,7 @@ class Pace:
             return fn(*args)
         finally:
             took = time.perf_counter() - start
-            self.slowest = took if self.slowest == math.inf else max(took, self.slowest * self.FORGET)
+            self.slowest = max(took, self.slowest * self.FORGET)
 
 
 async def run_sync(fn, *args):  # noqa: ANN001, ANN201
