@@ -34,8 +34,8 @@ where                                              seconds    what it paces, and
 ``ServerSettings.idle_gpu_period``                 1800       GPUs under ``idle_gpu_threshold`` this long: flagged
 ``trainyard.launch.cgroup.STALE_AFTER``            60.0       an empty cgroup this old lost its launcher
 ``trainyard.engines.ray.engine.NODES_TTL``         0.5        a ``ray.nodes()`` answer is reused (asked every cycle)
-``trainyard.engines.ray.engine.ORPHAN_SWEEP_EVERY`` 10.0      looks for placement groups no live attempt owns
-``trainyard.engines.ray.engine.CANCEL_SLACK``      15.0       past a cancel's grace period, actors still running die
+``trainyard.engines.ray.reconcile.ORPHAN_SWEEP_EVERY`` 10.0   looks for placement groups no live attempt owns
+``trainyard.engines.ray.reconcile.CANCEL_SLACK``   15.0       past a cancel's grace period, actors still running die
 =================================================  =========  =================================================
 
 The launcher's values stay in the launcher: it must start fast and import nothing of the server side.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import socket
+from typing import Any
 
 import psutil
 
@@ -18,6 +19,14 @@ def pg_name(attempt_id: str, namespace: str = "trainyard") -> str:
 
 def actor_name(attempt_id: str, replica: int) -> str:
     return f"{attempt_id}-r{replica}"
+
+
+def find_placement_group(ray: Any, attempt_id: str, namespace: str) -> Any:
+    """The attempt's placement group, by its name; None if there is none (never made, or removed)."""
+    try:
+        return ray.util.get_placement_group(pg_name(attempt_id, namespace))
+    except ValueError:
+        return None
 
 
 def free_port(address: str) -> int:

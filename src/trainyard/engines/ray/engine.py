@@ -10,8 +10,8 @@ Ray and the planner agree on where things run. The placement strategy is
 A replica that asks for no GPUs is started by its node's agent
 (:class:`~trainyard.engines.ray.actor.NodeAgent`, one detached actor per node,
 made on the first launch there; :mod:`trainyard.engines.ray.agents` finds them)
-once its bundle is placed: no Ray worker process is started per job. A replica that asks for GPUs gets an actor of its own in its
-bundle, the only way to learn which GPU ids Ray gave it.
+once its bundle is placed: no Ray worker process is started per job. A replica that asks for GPUs gets
+an actor of its own in its bundle, the only way to learn which GPU ids Ray gave it.
 
 Names, not memory, are the source of truth, so a restarted control plane finds
 everything again: placement group ``trainyard-<attempt id>``, agents
@@ -21,7 +21,9 @@ the attempt's handle says which of the two runs each replica.
 
 A watcher thread waits on every replica's ``run`` call; once every replica of
 an attempt has exited, the placement group is removed, which also ends the
-actors: nothing is left holding resources.
+actors: nothing is left holding resources. What it collects goes in a
+:class:`~trainyard.engines.ray.ledger.ReplicaLedger`, which
+:mod:`trainyard.engines.ray.reconcile` reads to answer :meth:`reconcile`.
 """
 
 from __future__ import annotations
@@ -36,18 +38,17 @@ from trainyard.engines.base import Engine, Observation
 from trainyard.engines.ray import nodes as raynodes
 from trainyard.engines.ray.actor import LOST, NOT_STARTED, ReplicaActor
 from trainyard.engines.ray.agents import NodeAgents, agent_name
-from trainyard.engines.ray.cluster import actor_name, check_reachable, free_port, pg_name
+from trainyard.engines.ray.cluster import actor_name, check_reachable, find_placement_group, free_port, pg_name
+from trainyard.engines.ray.ledger import ReplicaLedger
+from trainyard.engines.ray.reconcile import Reconciler
 from trainyard.errors import TrainyardError, Unsupported
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
 from trainyard.spec.reports import LaunchResult
-from trainyard.status import Reason
 
 log = logging.getLogger("trainyard.engines.ray")
 NODES_TTL = 0.5          # seconds a ray.nodes() answer is reused (the planner asks on every cycle)
-ORPHAN_SWEEP_EVERY = 10.0  # seconds between looks for placement groups no live attempt owns
-CANCEL_SLACK = 15.0      # seconds past a cancel's grace period after which actors that still run are killed
 
 
 class RayEngine(Engine):
@@ -75,17 +76,11 @@ class RayEngine(Engine):
                  configure_logging=False)
         self._remote = ray.remote(ReplicaActor)
         self._agents = NodeAgents(ray, namespace)
-        self._lock = threading.Lock()
         self._raw: list[dict[str, Any]] = []
         self._raw_at = 0.0
-        self._runs: dict[Any, tuple[str, int]] = {}   # ObjectRef of a replica's run call -> (attempt, replica)
-        self._gangs: dict[str, set[int]] = {}          # attempt -> replicas whose run call is in flight
-        self._results: dict[tuple[str, int], LaunchResult] = {}
-        self._unstarted: set[tuple[str, int]] = set()  # replicas whose actor never started a launcher
-        self._lost: set[tuple[str, int]] = set()       # replicas an agent started and no longer knows
-        self._cancelled: dict[str, float] = {}         # attempt -> when cancel was asked
-        self._grace: dict[str, float] = {}             # attempt -> its spec's grace period
-        self._swept = 0.0
+        self._ledger = ReplicaLedger()
+        self._reconciler = Reconciler(ray, namespace, self._agents, self._ledger, release=self._release,
+                                      follow_agent=self._on_agent, follow_actor=self._follow)
         self._closed = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="trainyard-ray-watcher", daemon=True)
         self._watcher.start()
@@ -126,9 +121,9 @@ class RayEngine(Engine):
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         r = spec.resources
-        self._grace[attempt.id] = spec.grace_period
+        self._ledger.grace[attempt.id] = spec.grace_period
         node_ids = [self._node(rep.node)["NodeID"] for rep in attempt.replicas]
-        pg = self._placement_group(attempt.id)
+        pg = find_placement_group(self._ray, attempt.id, self.namespace)
         if pg is None:
             strategy = "STRICT_SPREAD" if getattr(spec, "placement", "pack") == "spread" else "PACK"
             pg = placement_group(
@@ -143,8 +138,8 @@ class RayEngine(Engine):
                 handle["replicas"].append({"agent": agent_name(node_ids[i]), "node_id": node_ids[i]})
             else:
                 handle["replicas"].append({"actor": name, "node_id": node_ids[i]})
-            with self._lock:
-                known = (attempt.id, i) in self._results or (attempt.id, i) in self._runs.values()
+            with self._ledger.lock:
+                known = (attempt.id, i) in self._ledger.results or (attempt.id, i) in self._ledger.runs.values()
             if known:
                 continue  # launched by this process already
             if not r.gpu:  # the agent starts it at most once, whoever asks how often
@@ -187,13 +182,13 @@ class RayEngine(Engine):
         self._followed(ref, attempt_id, replica)
 
     def _followed(self, ref: Any, attempt_id: str, replica: int) -> None:
-        with self._lock:
-            self._runs[ref] = (attempt_id, replica)
-            self._gangs.setdefault(attempt_id, set()).add(replica)
+        with self._ledger.lock:
+            self._ledger.runs[ref] = (attempt_id, replica)
+            self._ledger.gangs.setdefault(attempt_id, set()).add(replica)
 
     def cancel(self, attempt: AttemptInfo) -> None:
-        self._cancelled.setdefault(attempt.id, time.monotonic())
-        pg = self._placement_group(attempt.id)
+        self._ledger.cancelled.setdefault(attempt.id, time.monotonic())
+        pg = find_placement_group(self._ray, attempt.id, self.namespace)
         if pg is not None and self._pg_state(pg) == "PENDING":
             self._release(attempt.id, len(attempt.replicas))  # never placed: nothing runs yet, nothing to wait for
             return
@@ -213,8 +208,8 @@ class RayEngine(Engine):
     def _watch(self) -> None:
         """Collect each replica's result as its launcher exits; release a gang once all of it has."""
         while not self._closed.is_set():
-            with self._lock:
-                refs = list(self._runs)
+            with self._ledger.lock:
+                refs = list(self._ledger.runs)
             if not refs:
                 self._closed.wait(0.05)
                 continue
@@ -236,20 +231,20 @@ class RayEngine(Engine):
             log.info("replica actor ended without a result: %s", str(e).splitlines()[0] if str(e) else e)
             result = None
             self._agents.drop_handles()
-        with self._lock:
-            if ref not in self._runs:  # released meanwhile
+        with self._ledger.lock:
+            if ref not in self._ledger.runs:  # released meanwhile
                 return
-            attempt_id, replica = self._runs.pop(ref)
+            attempt_id, replica = self._ledger.runs.pop(ref)
             if result == LOST:
-                self._lost.add((attempt_id, replica))
+                self._ledger.lost.add((attempt_id, replica))
                 result = None
             if result == NOT_STARTED:  # reconcile says not_launched, and the caller launches it again
-                self._unstarted.add((attempt_id, replica))
-                self._gangs.get(attempt_id, set()).discard(replica)
+                self._ledger.unstarted.add((attempt_id, replica))
+                self._ledger.gangs.get(attempt_id, set()).discard(replica)
                 return
             if result is not None:
-                self._results[(attempt_id, replica)] = result
-            gang = self._gangs.get(attempt_id, set())
+                self._ledger.results[(attempt_id, replica)] = result
+            gang = self._ledger.gangs.get(attempt_id, set())
             gang.discard(replica)
             done = not gang
         if done and result is not None:
@@ -261,16 +256,16 @@ class RayEngine(Engine):
         Actors are killed too: one that was still waiting for its bundle stays
         ``PENDING_CREATION`` forever once its placement group is gone.
         """
-        with self._lock:
-            self._gangs.pop(attempt_id, None)
-            for ref, (a, _) in list(self._runs.items()):
+        with self._ledger.lock:
+            self._ledger.gangs.pop(attempt_id, None)
+            for ref, (a, _) in list(self._ledger.runs.items()):
                 if a == attempt_id:
-                    del self._runs[ref]
+                    del self._ledger.runs[ref]
             on_agents = self._agents.release(attempt_id)
         for replica, node_id in on_agents.items():
             if (agent := self._agents.existing(node_id)) is not None:
                 agent.forget.remote(actor_name(attempt_id, replica))
-        pg = self._placement_group(attempt_id)
+        pg = find_placement_group(self._ray, attempt_id, self.namespace)
         if pg is not None:
             try:
                 self._ray.util.remove_placement_group(pg)
@@ -287,106 +282,13 @@ class RayEngine(Engine):
                 self._ray.kill(actor, no_restart=True)
             i += 1
 
-    def _placement_group(self, attempt_id: str) -> Any:
-        try:
-            return self._ray.util.get_placement_group(pg_name(attempt_id, self.namespace))
-        except ValueError:
-            return None
-
     def _pg_state(self, pg: Any) -> str:
         return self._ray.util.placement_group_table(pg).get("state", "")
 
     # -- reconcile -------------------------------------------------------------------
 
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
-        raw = self._nodes_raw(fresh=True)
-        alive = {n["NodeID"] for n in raynodes.alive(raw)}
-        out: list[Observation] = []
-        for a in attempts:
-            lost_node = None
-            for r in a.replicas:
-                if r.status.is_terminal():
-                    continue
-                obs = self._observe(a, r.index, alive, raw)
-                if obs.result is not None and obs.result.kind is Reason.NODE_LOST:
-                    lost_node = True
-                out.append(obs)
-            if lost_node:
-                self._release(a.id, len(a.replicas))
-        self._forget({a.id for a in attempts})
-        return out
-
-    def _observe(self, a: AttemptInfo, index: int, alive: set[str], raw: list[dict[str, Any]]) -> Observation:
-        key = (a.id, index)
-        if key in self._results:
-            return Observation(a.id, index, "exited", self._results[key])
-        node = raynodes.find(raw, a.replicas[index].node)
-        if node is None or node["NodeID"] not in alive:
-            return Observation(a.id, index, "exited", LaunchResult(
-                reason=Reason.NODE_LOST, message=f"Ray node {a.replicas[index].node} left the cluster"))
-        with self._lock:
-            followed = any(v == key for v in self._runs.values())
-            unstarted = key in self._unstarted
-            self._unstarted.discard(key)
-            lost = key in self._lost
-            self._lost.discard(key)
-        if followed:
-            return self._overdue_cancel(a, index) or Observation(a.id, index, "alive")
-        if unstarted:
-            return Observation(a.id, index, "not_launched")
-        if lost:
-            self._release(a.id, len(a.replicas))
-            return Observation(a.id, index, "lost", detail="the node's agent restarted and its launcher left no result")
-        node_id = self._agents.node_of(a, index)
-        if node_id is not None and a.id not in self._cancelled:  # launched before this process started: attach
-            self._on_agent(a.id, index, node_id, None)
-            return Observation(a.id, index, "alive")
-        try:
-            actor = self._ray.get_actor(actor_name(a.id, index), namespace=self.namespace)
-        except ValueError:
-            actor = None
-        if actor is not None:  # launched before this process started: attach
-            self._follow(a.id, index, actor, None)
-            return Observation(a.id, index, "alive")
-        if a.id in self._cancelled:
-            return Observation(a.id, index, "exited", LaunchResult(reason=Reason.CANCELLED,
-                                                                  message="cancelled before it ran"))
-        if not a.handle and self._placement_group(a.id) is None:
-            return Observation(a.id, index, "not_launched")
-        self._release(a.id, len(a.replicas))
-        return Observation(a.id, index, "lost", detail="the replica's Ray actor is gone and left no result")
-
-    def _overdue_cancel(self, a: AttemptInfo, index: int) -> Observation | None:
-        """A cancelled replica whose launcher outlived its grace period by far: remove it by force."""
-        asked = self._cancelled.get(a.id)
-        if asked is None or time.monotonic() - asked < self._grace.get(a.id, 10.0) + CANCEL_SLACK:
-            return None
-        self._release(a.id, len(a.replicas))
-        return Observation(a.id, index, "exited", LaunchResult(
-            reason=Reason.CANCELLED, message="the launcher did not stop in time; its actor was killed"))
-
-    def _forget(self, active: set[str]) -> None:
-        """Drop what ended attempts left in memory; now and then, remove orphaned placement groups."""
-        with self._lock:
-            for key in [k for k in self._results if k[0] not in active]:
-                del self._results[key]
-            self._unstarted = {k for k in self._unstarted if k[0] in active}
-            self._lost = {k for k in self._lost if k[0] in active}
-            for table in (self._cancelled, self._grace):
-                for aid in [a for a in table if a not in active]:
-                    del table[aid]
-            in_flight = set(self._gangs)
-        now = time.monotonic()
-        if now - self._swept < ORPHAN_SWEEP_EVERY:
-            return
-        self._swept = now
-        prefix = pg_name("", self.namespace)
-        for info in self._ray.util.placement_group_table().values():
-            name = info.get("name") or ""
-            attempt_id = name[len(prefix):]
-            if name.startswith(prefix) and info.get("state") != "REMOVED" and attempt_id not in active | in_flight:
-                log.info("removing orphaned placement group %s", name)
-                self._release(attempt_id)
+        return self._reconciler.reconcile(attempts, self._nodes_raw(fresh=True))
 
     def close(self) -> None:
         """Disconnect; the detached actors and their launchers keep running."""
