@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
@@ -36,6 +37,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+RAY_WORKER_PORTS_END = 19999  # Ray's workers take 10002-19999 unless told otherwise; ray start refuses overlaps
+
+
+def quiet_port() -> int:
+    """A free port below the kernel's ephemeral range. A port from :func:`free_port` can be handed to
+    any port-0 bind or outgoing connection before ``ray start`` binds it, and a starting node makes
+    many: a dashboard port lost that way failed every Ray test of a run (2026-11-27)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(100):
+        port = random.randrange(RAY_WORKER_PORTS_END + 1, max(low, RAY_WORKER_PORTS_END + 2))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    return free_port()
+
+
 @dataclass
 class RayNode:
     name: str
@@ -45,6 +68,7 @@ class RayNode:
     tags: dict = field(default_factory=dict)
     killed: bool = False
     env: dict = field(default_factory=dict)  # on top of this process's environment (e.g. TRAINYARD_NODE_ROOT)
+    reargs: Callable[[], list[str]] | None = None  # fresh args (new ports) after a port was found taken
 
     def processes(self) -> list[psutil.Process]:
         """Every process of this node: its session and all descendants (actors, launchers, commands)."""
@@ -73,11 +97,13 @@ class RayCluster:
     def __init__(self, base: Path, ray_bin: str) -> None:
         self.base = Path(base)
         self.ray = ray_bin
-        self.port = free_port()
-        self.dashboard_port = free_port()
+        self.nodes: list[RayNode] = []
+        self._pick_ports()
+
+    def _pick_ports(self) -> None:
+        self.port, self.dashboard_port = quiet_port(), quiet_port()
         self.address = f"127.0.0.1:{self.port}"
         self.dashboard_url = f"http://127.0.0.1:{self.dashboard_port}"
-        self.nodes: list[RayNode] = []
 
     def _start(self, node: RayNode, timeout: float = 90, tries: int = 3) -> RayNode:
         """``ray start`` the node; again (after killing what the failed try left) when it gave up.
@@ -89,6 +115,7 @@ class RayCluster:
         env = {**os.environ, **FAST_HEALTH_CHECKS, "RAY_USAGE_STATS_ENABLED": "0", **node.env}
         path = self.base / f"{node.name}.log"
         for attempt in range(1, tries + 1):
+            before = path.stat().st_size if path.exists() else 0
             with open(path, "ab") as log:
                 node.proc = subprocess.Popen([self.ray, "start", *node.args], env=env, stdout=log,
                                              stderr=subprocess.STDOUT, start_new_session=True)
@@ -102,19 +129,31 @@ class RayCluster:
                 return node
             node.kill()  # the raylet (and GCS) of the failed try: a node that never joined
             node.killed = False
-            gave_up = code is None or "timed out during startup" in path.read_text()[-3000:]
+            with open(path, "rb") as log:
+                said = log.read()[before:].decode(errors="replace")[-3000:]  # this try's output only
+            taken = "already occupied" in said or "already in use" in said.lower()
+            gave_up = code is None or "timed out during startup" in said or (taken and node.reargs is not None)
             if attempt == tries or not gave_up:
-                raise RuntimeError(f"ray start failed (try {attempt}): {path.read_text()[-3000:]}")
+                raise RuntimeError(f"ray start failed (try {attempt}): {said}")
+            if taken and node.reargs is not None:
+                node.args = node.reargs()
         raise AssertionError("unreachable")
 
     def start_head(self, cpus: float = 1, memory: int = 2 * GIB, env: dict | None = None) -> RayNode:
         self.base.mkdir(parents=True, exist_ok=True)
-        return self._start(RayNode("head", env=env or {}, args=[
-            "--head", "--node-ip-address=127.0.0.1", f"--port={self.port}", f"--num-cpus={cpus}", "--num-gpus=0",
-            f"--memory={memory}", "--object-store-memory=80000000", "--disable-usage-stats",
-            f"--temp-dir={self.base / 'tmp'}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={self.dashboard_port}", f"--ray-client-server-port={free_port()}",
-        ]))
+
+        def args() -> list[str]:
+            return ["--head", "--node-ip-address=127.0.0.1", f"--port={self.port}", f"--num-cpus={cpus}",
+                    "--num-gpus=0", f"--memory={memory}", "--object-store-memory=80000000",
+                    "--disable-usage-stats", f"--temp-dir={self.base / 'tmp'}", "--include-dashboard=true",
+                    "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",
+                    f"--ray-client-server-port={quiet_port()}"]
+
+        def reargs() -> list[str]:  # no worker has joined yet: the head's address may still change
+            self._pick_ports()
+            return args()
+
+        return self._start(RayNode("head", env=env or {}, args=args(), reargs=reargs))
 
     def add_worker(self, name: str, cpus: float = 2, memory: int = 4 * GIB, gpus: int = 0,
                    resources: dict | None = None, labels: dict | None = None, env: dict | None = None) -> RayNode:
