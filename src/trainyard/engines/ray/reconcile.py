@@ -50,7 +50,7 @@ class Reconciler:
         alive = {n["NodeID"] for n in raynodes.alive(raw)}
         out: list[Observation] = []
         for a in attempts:
-            lost_node = None
+            lost_node = False
             for r in a.replicas:
                 if r.status.is_terminal():
                     continue
