@@ -101,7 +101,7 @@ def _ended(job: dict, points: list[dict], printer) -> int:  # noqa: ANN001
 
     printer.flush()
     if points:
-        console.print(metrics_table([SimpleNamespace(**p) for p in points]))
+        console.print(metrics_table(points))
     head, status, tail = ending(job)
     err_console.print(head, status_text(status), tail, sep="", highlight=False)
     return 0 if status == "succeeded" else 1
