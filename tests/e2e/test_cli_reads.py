@@ -41,7 +41,8 @@ def jobs(server):
         job.wait(timeout=120)
     made["busy"] = c.submit({"name": "busy", "command": py("import time; time.sleep(300)"), "resources": {"cpu": 2}})
     until(lambda: c.monitoring.job_usage(made["busy"].id), timeout=60)  # sampled: `show` has its resource table
-    made["waits"] = c.submit({"name": "waits", "command": "true", "resources": {"cpu": 2, "gpu": 2, "gpu_type": "A100"}})
+    made["waits"] = c.submit({"name": "waits", "command": "true",
+                              "resources": {"cpu": 2, "gpu": 2, "gpu_type": "A100"}})
     until(lambda: c.get(made["waits"].id).reason)
     return {name: job.id for name, job in made.items()}
 

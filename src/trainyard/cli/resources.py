@@ -9,7 +9,8 @@ if TYPE_CHECKING:
 
 
 def resource_table(usage: list[dict]) -> Table | None:
-    """``usage``: the API's JSON of each replica's use (``ReplicaUsageInfo``), as :mod:`trainyard.cli.render` takes jobs."""
+    """``usage``: the API's JSON of each replica's use (``ReplicaUsageInfo``), as :mod:`trainyard.cli.render`
+    takes jobs."""
     from rich.table import Table
 
     if not usage:
@@ -20,8 +21,8 @@ def resource_table(usage: list[dict]) -> Table | None:
     for u in usage:
         gpu = u.get("gpu_util") is not None
         table.add_row(str(u["attempt"]), str(u["replica"]), _num(u.get("cpu_percent")), _mem(u.get("memory_bytes")),
-                      _mem(u.get("peak_memory_bytes")), _num(u["gpu_util"]) if gpu else "-", _num(u.get("mean_gpu_util")),
-                      _mem(u.get("gpu_memory_bytes")) if gpu else "-",
+                      _mem(u.get("peak_memory_bytes")), _num(u["gpu_util"]) if gpu else "-",
+                      _num(u.get("mean_gpu_util")), _mem(u.get("gpu_memory_bytes")) if gpu else "-",
                       "GPUs flagged idle" if u.get("idle_flagged_at") else "")
     return table
 

@@ -44,7 +44,7 @@ class Reads:
     def __init__(self) -> None:
         url, token = known_server()
         if not plain_http_for(url):
-            raise NotQuick("not plain HTTP on this machine: httpx's (TLS, proxies, a round trip that crosses a network)")
+            raise NotQuick("not plain HTTP on this machine: httpx's (TLS, proxies, a round trip over a network)")
         self.server = url
         self._conn = PlainConnection(url, TIMEOUT)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
