@@ -7,6 +7,8 @@ spec the server can take as it is goes through :mod:`trainyard.sdk.quick` instea
 full command prints (``--follow`` with the full command's own consoles and log printer, from
 :mod:`trainyard.cli.output`). Whatever that path declines (other arguments, a spec with files to
 prepare, no server up yet, a refusal) is the full command's, and nothing was submitted by then.
+
+The read commands (and ``--help``, ``--version``) leave without the interpreter's teardown (:func:`leave`).
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ def main() -> None:
         sys.exit(code)
     from trainyard.cli.main import app
 
-    if sys.argv[1:2] and sys.argv[1] in NO_TEARDOWN:
-        try:
-            app(prog_name="trainyard")
-        except SystemExit as e:
+    try:
+        app(prog_name="trainyard")
+    except SystemExit as e:
+        if sys.argv[1:2] and sys.argv[1] in NO_TEARDOWN:
             leave(e.code)
-    app(prog_name="trainyard")
+        raise
 
 
 def leave(code: object) -> NoReturn:
