@@ -7,6 +7,8 @@ spec the server can take as it is goes through :mod:`trainyard.sdk.quick` instea
 full command prints (``--follow`` with the full command's own consoles and log printer, from
 :mod:`trainyard.cli.output`). Whatever that path declines (other arguments, a spec with files to
 prepare, no server up yet, a refusal) is the full command's, and nothing was submitted by then.
+
+The read commands (and ``--help``, ``--version``) leave without the interpreter's teardown (:func:`leave`).
 """
 
 from __future__ import annotations
@@ -14,11 +16,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NoReturn
 
 from trainyard.cli.ended import ending
 
 WAIT_FLAGS = ("--wait", "-w")
 FOLLOW_FLAGS = ("--follow", "-f")
+
+
+# commands that write to stdout and stderr alone: what they leave behind is nothing but memory
+NO_TEARDOWN = frozenset({"ls", "show", "logs", "--help", "--version"})
 
 
 def main() -> None:
@@ -27,7 +34,37 @@ def main() -> None:
         sys.exit(code)
     from trainyard.cli.main import app
 
-    app(prog_name="trainyard")
+    try:
+        app(prog_name="trainyard")
+    except SystemExit as e:
+        if sys.argv[1:2] and sys.argv[1] in NO_TEARDOWN:
+            leave(e.code)
+        raise
+
+
+def leave(code: object) -> NoReturn:
+    """Exit with ``code`` as the interpreter would, without its teardown.
+
+    Once typer, pydantic and rich are loaded, tearing the interpreter down (every module's objects
+    freed one by one) takes 25-35 ms of a read command's ~170 ms, to give back memory the OS takes
+    back at once. What the teardown does that counts is done here, in its order: other threads are
+    waited for (here: none, or the interpreter exits as usual), atexit's functions run, stdout and
+    stderr are flushed. A flush that fails (a closed pipe) goes the usual way, which says so as it
+    always did. Only for :data:`NO_TEARDOWN`: their files are stdout and stderr alone.
+    """
+    import atexit
+    import os
+    import threading
+
+    if threading.active_count() > 1 or not (code is None or isinstance(code, int)):
+        sys.exit(code)
+    atexit._run_exitfuncs()  # the interpreter's own step, public in all but name; it clears what it ran
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        sys.exit(code)
+    os._exit(code or 0)
 
 
 def quick(argv: list[str]) -> int | None:
@@ -101,7 +138,7 @@ def _ended(job: dict, points: list[dict], printer) -> int:  # noqa: ANN001
 
     printer.flush()
     if points:
-        console.print(metrics_table([SimpleNamespace(**p) for p in points]))
+        console.print(metrics_table(points))
     head, status, tail = ending(job)
     err_console.print(head, status_text(status), tail, sep="", highlight=False)
     return 0 if status == "succeeded" else 1

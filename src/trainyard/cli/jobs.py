@@ -105,7 +105,7 @@ def _follow(c, job_id: str) -> int:  # noqa: ANN001
     info = c.get(job_id)
     points = c.metrics(job_id)
     if points:
-        console.print(metrics_table(points))
+        console.print(metrics_table([p.model_dump(mode="json") for p in points]))
     return _ended(info)
 
 
@@ -121,13 +121,16 @@ def ls(
 ) -> None:
     """List jobs, newest first, filtered; long histories come in pages (--after, --all)."""
     from trainyard.cli.listing import check_statuses, pages, parse_since
+    from trainyard.cli.reading import read
 
     with handled():
         check_statuses(status or [])
-        jobs, more = pages(client(), status=status, queue=queue, name=name, since=parse_since(since),
-                           limit=None if all_ else limit, cursor=after)
+        filters = {"status": status, "queue": queue, "name": name, "since": parse_since(since)}
+        # JSON is the models' own dump, as it always was: the plain reads would hand on the server's as it is
+        jobs, more = read(lambda source: pages(source, limit=None if all_ else limit, cursor=after, **filters),
+                          plain=output == Output.table)
         if output == Output.json:
-            write(json.dumps([j.model_dump(mode="json") for j in jobs], indent=2) + "\n")
+            write(json.dumps(jobs, indent=2) + "\n")
         else:
             console.print(jobs_table(jobs))
         if more:
@@ -136,16 +139,18 @@ def ls(
 
 def show(job_id: JobArg, output: OutputOpt = Output.table) -> None:
     """Status, attempts (node, GPUs, exit code, reason) and, for a pending job, why it waits."""
+    from trainyard.cli.reading import read
+
     with handled():
-        c = client()
-        info = c.get(job_id)
         if output == Output.json:
-            write(info.model_dump_json(indent=2) + "\n")
+            write(client().get(job_id).model_dump_json(indent=2) + "\n")
             return
+        # the job's own metrics; its system/… samples make the resource table
+        info, points, usage = read(lambda source: (source.job(job_id), source.metrics(job_id), source.usage(job_id)))
         console.print(job_detail(info))
-        if points := c.metrics(job_id):  # the job's own; its system/… samples make the resource table
+        if points:
             console.print(metrics_table(points))
-        if used := resource_table(c.monitoring.job_usage(job_id)):
+        if used := resource_table(usage):
             console.print(used)
 
 
@@ -156,12 +161,16 @@ def logs(
     replica: Annotated[Optional[int], typer.Option("--replica", "-r", help="only this replica")] = None,
 ) -> None:
     """Print a job's logs: all attempts in order; replicas interleaved and prefixed unless --replica."""
-    with handled():
-        c = client()
-        printer = LogPrinter(prefix=replica is None and c.get(job_id).spec.replicas > 1)
-        for chunk in c.logs(job_id, follow=follow, attempt=attempt, replica=replica):
+    from trainyard.cli.reading import read
+
+    def printed(source) -> None:  # noqa: ANN001
+        printer = LogPrinter(prefix=replica is None and source.job(job_id)["spec"]["replicas"] > 1)
+        for chunk in source.logs(job_id, follow=follow, attempt=attempt, replica=replica):
             printer.add(chunk)
         printer.flush()
+
+    with handled():
+        read(printed, plain=not follow)  # following (server-sent events, reconnecting) is the SDK's
 
 
 def cancel(job_id: JobArg) -> None:

@@ -42,14 +42,15 @@ def parse_since(text: str | None) -> float | None:
                    "2024-05-01T12:00)") from None
 
 
-def pages(c, *, limit: int | None, cursor: str | None, **filters) -> tuple[list, str | None]:  # noqa: ANN001
-    """Up to ``limit`` jobs (all with None), fetched page by page, and the cursor where more begin."""
-    jobs: list = []
+def pages(source, *, limit: int | None, cursor: str | None, **filters) -> tuple[list[dict], str | None]:  # noqa: ANN001
+    """Up to ``limit`` jobs (all with None) as the API's JSON, fetched page by page from ``source``
+    (:mod:`trainyard.cli.reading`), and the cursor where more begin."""
+    jobs: list[dict] = []
     while limit is None or len(jobs) < limit:
         want = PAGE if limit is None else min(PAGE, limit - len(jobs))
-        page = c.jobs(limit=want, cursor=cursor, **filters)
-        jobs += page.items
-        cursor = page.next_cursor
+        page = source.jobs(limit=want, cursor=cursor, **filters)
+        jobs += page["items"]
+        cursor = page["next_cursor"]
         if cursor is None:
             return jobs, None
     return jobs, cursor

@@ -1,4 +1,8 @@
-"""How jobs, attempts, nodes and metrics look in a terminal."""
+"""How jobs, attempts, nodes and metrics look in a terminal.
+
+Jobs, attempts and metric points come as the API's JSON (dicts): `ls`, `show` and `logs` read them
+without the spec models where they can (:mod:`trainyard.cli.reading`), and the full SDK's models
+are dumped to the same JSON, so both ways print the same table."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from rich.console import Group
 if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
-    from trainyard.spec.records import JobInfo, MetricPoint, NodeInfo
+    from trainyard.spec.records import NodeInfo
 
 
 STATUS_STYLE = {
@@ -43,67 +47,94 @@ def duration(start: float | None, end: float | None) -> str:
     return f"{(end or time.time()) - start:.1f}s"
 
 
-def resources(job: JobInfo) -> str:
+def resources(job: dict) -> str:
     from trainyard.spec.units import format_memory
 
-    r = job.spec.resources
-    parts = [f"{r.cpu:g} cpu"]
-    if r.memory:
-        parts.append(format_memory(r.memory))
-    if r.gpu:
-        parts.append(f"{r.gpu} × {' or '.join(r.gpu_types) or 'GPU'}")
+    r = job["spec"]["resources"]
+    parts = [f"{r['cpu']:g} cpu"]
+    if r.get("memory"):
+        parts.append(format_memory(r["memory"]))
+    if r.get("gpu"):
+        types = r.get("gpu_type") or []
+        parts.append(f"{r['gpu']} × {' or '.join([types] if isinstance(types, str) else types) or 'GPU'}")
     return ", ".join(parts)
 
 
-def jobs_table(jobs: list[JobInfo]) -> Table:
+def command(spec: dict) -> str:
+    """The command as it runs, ``{{params.x}}`` put in (``JobSpec.argv()`` without its shell)."""
+    from trainyard.spec.params import substitute
+
+    params = spec.get("params") or {}
+    if isinstance(spec["command"], str):
+        return substitute(spec["command"], params, shell=True)
+    return " ".join(substitute(p, params) for p in spec["command"])
+
+
+def jobs_table(jobs: list[dict]) -> Table:
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
     for col in ("ID", "NAME", "STATUS", "RESOURCES", "ATTEMPTS", "SUBMITTED", "REASON"):
         table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis")
     for j in jobs:
-        table.add_row(j.id, j.name, status_text(j.status.value), resources(j), str(len(j.attempts)),
-                      ago(j.created_at), j.reason or "")
+        table.add_row(j["id"], j["name"], status_text(j["status"]), resources(j), str(len(j["attempts"])),
+                      ago(j["created_at"]), j.get("reason") or "")
     return table
 
 
-def job_detail(job: JobInfo) -> Group:
+def job_detail(job: dict) -> Group:
     from rich.table import Table
 
+    pending = job["status"] == "pending"
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
-    head.add_row("job", f"{job.id}  ({job.name})")
-    head.add_row("status", status_text(job.status.value))
-    if job.reason:
-        head.add_row("pending because" if job.status.value == "pending" else "reason", job.reason)
-    if job.status.value == "pending" and job.position is not None:
-        head.add_row("position", f"{job.position} job{'s' if job.position != 1 else ''} ahead in queue {job.queue}")
-    head.add_row("queue", f"{job.queue}, priority {job.priority}")
+    head.add_row("job", f"{job['id']}  ({job['name']})")
+    head.add_row("status", status_text(job["status"]))
+    if job.get("reason"):
+        head.add_row("pending because" if pending else "reason", job["reason"])
+    if pending and job.get("position") is not None:
+        n = job["position"]
+        head.add_row("position", f"{n} job{'s' if n != 1 else ''} ahead in queue {job['queue']}")
+    head.add_row("queue", f"{job['queue']}, priority {job['priority']}")
     head.add_row("resources", resources(job))
-    head.add_row("command", " ".join(job.spec.argv()[2:] if isinstance(job.spec.command, str) else job.spec.argv()))
-    head.add_row("submitted", ago(job.created_at))
+    head.add_row("command", command(job["spec"]))
+    head.add_row("submitted", ago(job["created_at"]))
     parts: list = [head]
-    if job.attempts:
-        table = Table(title="attempts", box=None, header_style="bold", title_justify="left")
-        for col in ("#", "STATUS", "NODE", "GPUS", "EXIT", "REASON", "DURATION", "MESSAGE"):
-            table.add_column(col)
-        for a in job.attempts:
-            note = a.message or ""
-            if a.preempted_by:
-                note = f"preempted for job {a.preempted_by}" + (f"; {note}" if note else "")
-            if a.borrowed:
-                note = "on borrowed capacity" + (f"; {note}" if note else "")
-            table.add_row(str(a.number), status_text(a.status.value), a.node or "-", ",".join(a.gpus) or "-",
-                          "-" if a.exit_code is None else str(a.exit_code), a.reason or "-",
-                          duration(a.started_at, a.ended_at), note[:120])
-            if len(a.replicas) > 1:
-                for r in a.replicas:
-                    table.add_row(f"  r{r.index}", status_text(r.status.value), r.node, ",".join(r.gpus) or "-",
-                                  "-" if r.exit_code is None else str(r.exit_code), r.reason or "-",
-                                  duration(r.started_at, r.ended_at), (r.message or "")[:120])
-        parts.append(table)
+    if job["attempts"]:
+        parts.append(_attempts_table(job["attempts"]))
     return Group(*parts)
+
+
+def _attempts_table(attempts: list[dict]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="attempts", box=None, header_style="bold", title_justify="left")
+    for col in ("#", "STATUS", "NODE", "GPUS", "EXIT", "REASON", "DURATION", "MESSAGE"):
+        table.add_column(col)
+    for a in attempts:
+        note = a.get("message") or ""
+        if a.get("preempted_by"):
+            note = f"preempted for job {a['preempted_by']}" + (f"; {note}" if note else "")
+        if a.get("borrowed"):
+            note = "on borrowed capacity" + (f"; {note}" if note else "")
+        table.add_row(str(a["number"]), status_text(a["status"]), a.get("node") or "-", _gpus(a),
+                      _exit(a), a.get("reason") or "-", duration(a.get("started_at"), a.get("ended_at")), note[:120])
+        replicas = a.get("replicas") or []
+        if len(replicas) > 1:
+            for r in replicas:
+                table.add_row(f"  r{r['index']}", status_text(r["status"]), r["node"], _gpus(r), _exit(r),
+                              r.get("reason") or "-", duration(r.get("started_at"), r.get("ended_at")),
+                              (r.get("message") or "")[:120])
+    return table
+
+
+def _gpus(a: dict) -> str:
+    return ",".join(a.get("gpus") or []) or "-"
+
+
+def _exit(a: dict) -> str:
+    return "-" if a.get("exit_code") is None else str(a["exit_code"])
 
 
 def nodes_table(nodes: list[NodeInfo]) -> Table:
@@ -121,16 +152,15 @@ def nodes_table(nodes: list[NodeInfo]) -> Table:
     return table
 
 
-def metrics_table(points: list[MetricPoint]) -> Table:
+def metrics_table(points: list[dict]) -> Table:
     from rich.table import Table
 
-    series: "OrderedDict[str, list[MetricPoint]]" = OrderedDict()
+    series: "OrderedDict[str, list[float]]" = OrderedDict()
     for p in points:
-        series.setdefault(p.name, []).append(p)
+        series.setdefault(p["name"], []).append(p["value"])
     table = Table(title="metrics", box=None, header_style="bold", title_justify="left")
     for col in ("METRIC", "LAST", "MIN", "MAX", "STEPS"):
         table.add_column(col)
-    for name, ps in series.items():
-        values = [p.value for p in ps]
-        table.add_row(name, f"{values[-1]:.6g}", f"{min(values):.6g}", f"{max(values):.6g}", str(len(ps)))
+    for name, values in series.items():
+        table.add_row(name, f"{values[-1]:.6g}", f"{min(values):.6g}", f"{max(values):.6g}", str(len(values)))
     return table

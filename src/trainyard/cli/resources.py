@@ -6,12 +6,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.table import Table
-    from trainyard.spec.monitoring import ReplicaUsageInfo
 
 
-
-
-def resource_table(usage: list[ReplicaUsageInfo]) -> Table | None:
+def resource_table(usage: list[dict]) -> Table | None:
+    """``usage``: the API's JSON of each replica's use (``ReplicaUsageInfo``), as :mod:`trainyard.cli.render`
+    takes jobs."""
     from rich.table import Table
 
     if not usage:
@@ -20,10 +19,11 @@ def resource_table(usage: list[ReplicaUsageInfo]) -> Table | None:
     for col in ("ATTEMPT", "REPLICA", "CPU %", "MEMORY", "PEAK MEMORY", "GPU %", "MEAN GPU %", "GPU MEMORY", "NOTE"):
         table.add_column(col)
     for u in usage:
-        gpu = u.gpu_util is not None
-        table.add_row(str(u.attempt), str(u.replica), _num(u.cpu_percent), _mem(u.memory_bytes),
-                      _mem(u.peak_memory_bytes), _num(u.gpu_util) if gpu else "-", _num(u.mean_gpu_util),
-                      _mem(u.gpu_memory_bytes) if gpu else "-", "GPUs flagged idle" if u.idle_flagged_at else "")
+        gpu = u.get("gpu_util") is not None
+        table.add_row(str(u["attempt"]), str(u["replica"]), _num(u.get("cpu_percent")), _mem(u.get("memory_bytes")),
+                      _mem(u.get("peak_memory_bytes")), _num(u["gpu_util"]) if gpu else "-",
+                      _num(u.get("mean_gpu_util")), _mem(u.get("gpu_memory_bytes")) if gpu else "-",
+                      "GPUs flagged idle" if u.get("idle_flagged_at") else "")
     return table
 
 

@@ -16,7 +16,6 @@ reported the one way the CLI reports them.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
@@ -25,16 +24,13 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from trainyard import errors
-from trainyard.home import moved_leader, read_address, read_login, token_for
-from trainyard.locations import ADDRESS_FILE, client_token, home, server_url
+from trainyard.home import moved_leader
+from trainyard.locations import server_url
+from trainyard.sdk.known import NotQuick, known_server
 from trainyard.status import JobStatus
 
 WAIT = 60.0  # seconds one long poll may last; the server answers at the job's end or then
 LOST_AFTER = 60.0  # seconds a followed log stream may stay down before the server counts as lost
-
-
-class NotQuick(Exception):
-    """This submission is for the full SDK; nothing was submitted."""
 
 
 def submit_and_wait(path: Path, on_submitted: Any = None) -> dict[str, Any]:
@@ -108,7 +104,7 @@ def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dic
                 url, base, headers = _at(*moved)
             elif server_url() is None:  # a restarted local server may listen elsewhere; never start one from here
                 try:
-                    url, _ = _server()
+                    url, _ = known_server()
                     base = urlsplit(url).path.rstrip("/")
                 except NotQuick:
                     pass
@@ -118,7 +114,7 @@ def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dic
 def _open(path: Path) -> tuple[str, str, HTTPConnection, str, dict[str, str]]:
     """The spec's text, the server's URL, a connection to it, the API's base path, the auth header."""
     text = _self_contained(path)
-    url, base, headers = _at(*_server())
+    url, base, headers = _at(*known_server())
     return text, url, _connect(url), base, headers
 
 
@@ -185,30 +181,6 @@ def _self_contained(path: Path) -> str:
             or (isinstance(env, dict) and "requirements" in env)):
         raise NotQuick("the spec has files to read or pack on this side")
     return text
-
-
-def _server() -> tuple[str, str | None]:
-    """The server to use and its token, as the full SDK finds them, if it is known and its process lives."""
-    url = server_url() or (read_login() or {}).get("server")
-    if not url:
-        info = read_address(home() / ADDRESS_FILE)
-        if info is None or not _alive(info.get("pid")):
-            raise NotQuick("no local server running: the full SDK finds or starts one")
-        url = info["url"]
-    url = url.rstrip("/")
-    return url, client_token() or token_for(url)
-
-
-def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's: alive
-        return True
-    return True
 
 
 def _connect(url: str) -> HTTPConnection:
