@@ -19,6 +19,10 @@ from anyio.to_thread import run_sync
 
 T = TypeVar("T")
 
+# seconds: how often a long poll that may miss a change looks at the database again (a follower's
+# long polls; on the leader, the jobs waited on, all in one read: trainyard.services.end_watch)
+FOLLOWER_POLL = 1.0
+
 
 class Notifier:
     def __init__(self) -> None:
@@ -52,6 +56,11 @@ class Notifier:
             loop.call_soon_threadsafe(_set, fut)
         for fn in self._listeners:
             fn(key)
+
+    def waited(self) -> list[str]:
+        """The keys someone waits on now."""
+        with self._lock:
+            return [key for key, waiters in self._waiters.items() if waiters]
 
     def final(self, key: str, seen: int) -> str | None:
         """The final state ``key`` was notified with, if it came after version ``seen``."""
