@@ -15,7 +15,6 @@ from trainyard.services.platform import Platform
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import NodeInfo
 from trainyard.spec.reports import LauncherReport
-from trainyard.store import Store
 
 NODE = NodeInfo(name="a", cpu=4, memory=16 * 2**30, gpu=1, gpu_type="A100", gpu_ids=["0"])
 EXITED = LauncherReport(phase="exited", result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
@@ -74,25 +73,3 @@ def test_a_server_that_does_not_schedule_reads_what_it_submitted(platform, reads
     answer = run(platform.jobs.wait(job.id, 30), 10)
     assert json.loads(answer)["status"] == "cancelled" and reads == [job.id]
 
-
-def test_the_leaders_wait_hears_an_end_another_server_wrote(platform, tmp_path):
-    # given a job submitted here, whose long poll waits here, as on the leader
-    job = submit(platform)
-    platform.end_watch.start()
-    other = Store(f"sqlite:///{tmp_path / 'trainyard.db'}")  # another server's store on the same database
-    try:
-        async def scenario():
-            waiting = asyncio.create_task(platform.jobs.wait(job.id, 30))
-            await asyncio.sleep(0.2)
-            # when the other server cancels it (pending: at once, notified only there)
-            await asyncio.to_thread(other.request_cancel, job.id)
-            started = asyncio.get_running_loop().time()
-            answer = await asyncio.wait_for(waiting, 30)
-            return answer, asyncio.get_running_loop().time() - started
-
-        # then the wait answers its end, not at its 30 s timeout (the watch looks every FOLLOWER_POLL)
-        answer, took = run(scenario(), 40)
-        assert json.loads(answer)["status"] == "cancelled" and took < 20
-    finally:
-        platform.end_watch.stop()
-        other.close()

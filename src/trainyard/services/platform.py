@@ -145,12 +145,12 @@ class Platform:
         (the server announces itself where launchers look)."""
         self.server_url = server_url
         self._on_lead = on_lead or (lambda: None)
-        self.notifier.max_wait = FOLLOWER_POLL  # a follower from the start hears no notify either (_lead clears it)
+        self.notifier.look_again_every(FOLLOWER_POLL)  # a follower from the start hears no notify (_lead clears it)
         self.lease.start(on_gain=self._lead, on_loss=self._follow)
 
     def _lead(self) -> None:
         self.jobs.leading()
-        self.notifier.max_wait = None
+        self.notifier.look_again_every(None)
         self.end_watch.start()  # the ends another server writes (a follower's cancel) are heard through it
         self.loop.start()
         self.loop.wake()
@@ -160,8 +160,9 @@ class Platform:
         self._on_lead()
 
     def _follow(self) -> None:
-        # the leader's changes reach this server's waiters only through the database
-        self.notifier.max_wait = FOLLOWER_POLL
+        # the leader's changes reach this server's waiters only through the database: those that began
+        # while this server led (and slept unbounded) are woken to look again
+        self.notifier.look_again_every(FOLLOWER_POLL)
         self.pipelines.stop()
         self.dask_loop.stop()
         self.service_loop.stop()
