@@ -26,13 +26,13 @@ from trainyard.services.audit import AuditLog
 from trainyard.services.cluster import Cluster
 from trainyard.services.dask_clusters import DaskClusterService
 from trainyard.services.dask_loop import DaskClusterLoop
+from trainyard.services.end_watch import EndWatch
 from trainyard.services.identity import IdentityService
 from trainyard.services.jobs import JobService
 from trainyard.services.launching import launch_configs
 from trainyard.services.metrics import TrainyardCollector
 from trainyard.services.metrics import registry as metrics_registry
 from trainyard.services.monitoring import MonitoringService
-from trainyard.services.end_watch import EndWatch
 from trainyard.services.notify import FOLLOWER_POLL, Notifier
 from trainyard.services.pipelines import PipelineService
 from trainyard.services.queues import QueueService
