@@ -72,4 +72,3 @@ def test_a_server_that_does_not_schedule_reads_what_it_submitted(platform, reads
     platform.notifier.max_wait = 60.0  # a follower (whose long polls look again at most this often)
     answer = run(platform.jobs.wait(job.id, 30), 10)
     assert json.loads(answer)["status"] == "cancelled" and reads == [job.id]
-
