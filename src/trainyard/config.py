@@ -12,8 +12,9 @@ where                                              seconds    what it paces, and
                                                               launchers and passed retry backoffs
 ``trainyard.store.lease.LEASE_PERIOD``             1.0        a follower's tries for the leader lease, and the
                                                               leader's checks that it still holds it
-``trainyard.services.platform.FOLLOWER_POLL``      1.0        a follower's long polls re-read the database (the
-                                                              leader's notifications do not reach it)
+``trainyard.services.notify.FOLLOWER_POLL``        1.0        a follower's long polls re-read the database (the
+                                                              leader's notifications do not reach it); the
+                                                              leader's end watch and pipeline run waits too
 ``PipelineService(sweep_every=…)``                 5.0        the pipeline runner's sweep for what a restart missed
 ``wait`` routes, ``timeout`` query                 30 (≤300)  long polls of jobs and pipeline runs; the SDK asks
                                                               in chunks of 60 and retries

@@ -276,8 +276,9 @@ class JobService:
 
     def _unchanged(self, job_id: str, seen: int) -> tuple[str | None, str | None] | None:
         """(team, owner) of a job submitted here that has not ended, known without a read: None unless
-        this server schedules (every end, cancel and report of a job is notified here, none from
-        elsewhere) and none has been notified for it (``seen``, its version, still 0)."""
+        this server schedules (every end it writes is notified here, and one that another server writes,
+        such as a follower's cancel, within ``FOLLOWER_POLL``: trainyard.services.end_watch) and none
+        has been notified for it (``seen``, its version, still 0)."""
         if seen != 0 or self.notifier.max_wait is not None:
             return None
         return self._submitted.get(job_id)

@@ -19,6 +19,10 @@ from anyio.to_thread import run_sync
 
 T = TypeVar("T")
 
+# seconds: how often a long poll that may miss a change looks at the database again (a follower's
+# long polls; on the leader, the jobs waited on, all in one read: trainyard.services.end_watch)
+FOLLOWER_POLL = 1.0
+
 
 class Notifier:
     def __init__(self) -> None:
@@ -53,20 +57,34 @@ class Notifier:
         for fn in self._listeners:
             fn(key)
 
+    def waited(self) -> list[str]:
+        """The keys someone waits on now."""
+        with self._lock:
+            return [key for key, waiters in self._waiters.items() if waiters]
+
     def final(self, key: str, seen: int) -> str | None:
         """The final state ``key`` was notified with, if it came after version ``seen``."""
         with self._lock:
             found = self._final.get(key)
             return found[1] if found is not None and found[0] > seen else None
 
+    def look_again_every(self, seconds: float | None) -> None:
+        """Set :attr:`max_wait`, and wake whoever waits now: a wait begun without a bound (on a leader)
+        would otherwise sleep its whole timeout on a server that no longer hears the ends."""
+        with self._lock:
+            self.max_wait = seconds
+            keys = [key for key, waiters in self._waiters.items() if waiters] if seconds is not None else []
+        for key in keys:
+            self.notify(key)
+
     async def wait(self, key: str, seen: int, timeout: float) -> int:
-        if self.max_wait is not None:
-            timeout = min(timeout, self.max_wait)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        with self._lock:
+        with self._lock:  # max_wait read with the waiters: look_again_every wakes any that began before it
             if self._versions[key] != seen:
                 return self._versions[key]
+            if self.max_wait is not None:
+                timeout = min(timeout, self.max_wait)
             self._waiters[key].append((loop, fut))
         try:
             await asyncio.wait_for(fut, timeout)

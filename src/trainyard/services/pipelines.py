@@ -22,7 +22,7 @@ from trainyard.pipelines.special import expand_step
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import pipeline_serve as serving_steps
 from trainyard.services.jobs import JobService
-from trainyard.services.notify import Notifier, off_loop
+from trainyard.services.notify import FOLLOWER_POLL, Notifier, off_loop
 from trainyard.services.pipeline_steps import Steps
 from trainyard.services.ticker import Ticker
 from trainyard.spec.job import JobSpec
@@ -135,6 +135,9 @@ class PipelineService(Ticker):
         self.jobs.audit.record(caller, "pipeline.cancel", run_id)
         if self.runs.move_run(run_id, RunStatus.CANCELLING, by="user", reason="cancel requested"):
             self.advance(run_id)
+            # once more: a step whose job was pending was cancelled at once, and on a follower no runner
+            # hears that (the leader's finds it at its next sweep)
+            self.advance(run_id)
         return self.runs.get_run(run_id)
 
     def retry(self, run_id: str, caller: Caller = LOCAL_ADMIN) -> PipelineRunInfo:
@@ -184,7 +187,9 @@ class PipelineService(Ticker):
             moved = changed_after is not None and run.updated_at > changed_after
             if run.status.is_terminal() or moved or left <= 0:
                 return run.model_dump_json()
-            await self.notifier.wait(run_id, seen, left)
+            # any server moves a run it is asked to cancel or retry, and only its own waiters hear that: few
+            # wait on runs, so each looks again as a follower's do, not only when notified
+            await self.notifier.wait(run_id, seen, min(left, FOLLOWER_POLL))
 
     # -- advancing --------------------------------------------------------------
 

@@ -26,13 +26,14 @@ from trainyard.services.audit import AuditLog
 from trainyard.services.cluster import Cluster
 from trainyard.services.dask_clusters import DaskClusterService
 from trainyard.services.dask_loop import DaskClusterLoop
+from trainyard.services.end_watch import EndWatch
 from trainyard.services.identity import IdentityService
 from trainyard.services.jobs import JobService
 from trainyard.services.launching import launch_configs
 from trainyard.services.metrics import TrainyardCollector
 from trainyard.services.metrics import registry as metrics_registry
 from trainyard.services.monitoring import MonitoringService
-from trainyard.services.notify import Notifier
+from trainyard.services.notify import FOLLOWER_POLL, Notifier
 from trainyard.services.pipelines import PipelineService
 from trainyard.services.queues import QueueService
 from trainyard.services.scheduling import Scheduler
@@ -43,8 +44,6 @@ from trainyard.services.snapshots import SnapshotService
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.store import IdleRule, Store
 from trainyard.store.lease import Lease, make_lease
-
-FOLLOWER_POLL = 1.0  # seconds: how often a follower's long polls look at the database again
 
 
 def make_engine(settings: ServerSettings) -> Engine:
@@ -97,6 +96,7 @@ class Platform:
                                          catalog=functools.partial(make_catalog, settings))
         self.dask = DaskClusterService(self.store, self.jobs, self.engine)
         self.dask_loop = DaskClusterLoop(self.dask, self.notifier)
+        self.end_watch = EndWatch(self.store, self.notifier)
         self.dask.wake = self.dask_loop.wake
         self.serving = ServingService(self.store, self.jobs, self.engine, self.artifacts,
                                       find_artifact=self.pipelines.find_artifact)
@@ -145,12 +145,13 @@ class Platform:
         (the server announces itself where launchers look)."""
         self.server_url = server_url
         self._on_lead = on_lead or (lambda: None)
-        self.notifier.max_wait = FOLLOWER_POLL  # a follower from the start hears no notify either (_lead clears it)
+        self.notifier.look_again_every(FOLLOWER_POLL)  # a follower from the start hears no notify (_lead clears it)
         self.lease.start(on_gain=self._lead, on_loss=self._follow)
 
     def _lead(self) -> None:
         self.jobs.leading()
-        self.notifier.max_wait = None
+        self.notifier.look_again_every(None)
+        self.end_watch.start()  # the ends another server writes (a follower's cancel) are heard through it
         self.loop.start()
         self.loop.wake()
         self.pipelines.start()
@@ -159,12 +160,14 @@ class Platform:
         self._on_lead()
 
     def _follow(self) -> None:
-        # the leader's changes reach this server's waiters only through the database
-        self.notifier.max_wait = FOLLOWER_POLL
+        # the leader's changes reach this server's waiters only through the database: those that began
+        # while this server led (and slept unbounded) are woken to look again
+        self.notifier.look_again_every(FOLLOWER_POLL)
         self.pipelines.stop()
         self.dask_loop.stop()
         self.service_loop.stop()
         self.loop.stop()
+        self.end_watch.stop()
 
     def stop(self) -> None:
         if self.lease.leader:

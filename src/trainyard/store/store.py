@@ -36,6 +36,9 @@ from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, JOB_
                                         SCHEDULER_ENDS, SET_HANDLE)
 from trainyard.store.telemetry import Outputs
 
+ENDED = [s.value for s in JobStatus if s.is_terminal()]
+
+
 def new_job_id() -> str:
     return "j-" + secrets.token_hex(5)
 
@@ -130,6 +133,15 @@ class Store(LineReads):
     def ended_job(self, job_id: str) -> JobInfo | None:
         """The job if it has ended and was read lately; from memory only, so it never blocks."""
         return self._ended.get(job_id)
+
+    def ended_among(self, job_ids: list[str]) -> list[str]:
+        """Which of ``job_ids`` have ended (ids of no job are left out): one query per 500 ids."""
+        c, found = t.Job.__table__.c, []
+        with self.read() as s:
+            for i in range(0, len(job_ids), 500):  # SQLite's older builds take at most 999 parameters
+                some = job_ids[i:i + 500]
+                found += s.connection().execute(select(c.id).where(c.id.in_(some), c.status.in_(ENDED))).scalars()
+        return found
 
     def _job_records(self, conn: Any, where: Any, attempts: bool = True) -> list[JobInfo]:
         found = job_records(conn, where, self._specs, attempts)
