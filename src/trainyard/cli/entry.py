@@ -8,7 +8,8 @@ full command prints (``--follow`` with the full command's own consoles and log p
 :mod:`trainyard.cli.output`). Whatever that path declines (other arguments, a spec with files to
 prepare, no server up yet, a refusal) is the full command's, and nothing was submitted by then.
 
-The read commands (and ``--help``, ``--version``) leave without the interpreter's teardown (:func:`leave`).
+The quick way, the read commands, ``--help`` and ``--version`` leave without the interpreter's teardown
+(:func:`leave`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ NO_TEARDOWN = frozenset({"ls", "show", "logs", "--help", "--version"})
 def main() -> None:
     code = quick(sys.argv[1:])
     if code is not None:
-        sys.exit(code)
+        leave(code)  # its output, too, is stdout and stderr alone
     from trainyard.cli.main import app
 
     try:
