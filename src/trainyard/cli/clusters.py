@@ -86,7 +86,7 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped and f
             return
         table = Table(box=None, header_style="bold")
         for col in ("ID", "NAME", "STATUS", "QUEUE", "WORKERS", "REASON"):
-            table.add_column(col)
+            table.add_column(col, no_wrap=col == "ID")
         for c in infos:
             table.add_row(c.id, c.name, c.status.value, c.queue, _workers_text(c), c.reason or "")
         console.print(table)

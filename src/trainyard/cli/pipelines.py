@@ -129,7 +129,7 @@ def ls(
             return
         table = Table(box=None, header_style="bold")
         for col in ("ID", "NAME", "STATUS", "STEPS", "STARTED", "REASON"):
-            table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis")
+            table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis", no_wrap=col == "ID")
         for r in page.items:
             steps = ", ".join(f"{n} {k}" for k, n in sorted(r.counts().items()))
             table.add_row(r.id, r.name, status_text(r.status.value), steps, ago(r.created_at), r.reason or "")

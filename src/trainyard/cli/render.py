@@ -75,7 +75,8 @@ def jobs_table(jobs: list[dict]) -> Table:
 
     table = Table(box=None, header_style="bold")
     for col in ("ID", "NAME", "STATUS", "RESOURCES", "ATTEMPTS", "SUBMITTED", "REASON"):
-        table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis")
+        # an id is copied into the next command: never cut (no_wrap keeps it out of rich's shrinking)
+        table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis", no_wrap=col == "ID")
     for j in jobs:
         table.add_row(j["id"], j["name"], status_text(j["status"]), resources(j), str(len(j["attempts"])),
                       ago(j["created_at"]), j.get("reason") or "")

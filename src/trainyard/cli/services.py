@@ -49,7 +49,7 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped ones"
             return
         table = Table(box=None, header_style="bold")
         for col in ("NAME", "ID", "STATUS", "VERSION", "READY", "URL", "REASON"):
-            table.add_column(col)
+            table.add_column(col, no_wrap=col in ("NAME", "ID"))
         for s in infos:
             table.add_row(s.name, s.id, s.status.value, str(s.version), f"{s.ready}/{s.wanted}", s.url, s.reason or "")
         console.print(table)

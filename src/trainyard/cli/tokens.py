@@ -51,9 +51,11 @@ def create(
 
 
 def tokens_table(tokens: list[TokenInfo]) -> Table:
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table("ID", "USER", "NAME", "CREATED", "LAST USED", "EXPIRES", "REVOKED", box=None)
+    # the id is what `token revoke` takes: never cut
+    table = Table(Column("ID", no_wrap=True), "USER", "NAME", "CREATED", "LAST USED", "EXPIRES", "REVOKED",
+                  box=None)
     for t in tokens:
         table.add_row(t.id, t.user, t.name, when(t.created_at), ago(t.last_used_at) if t.last_used_at else "never",
                       when(t.expires_at), when(t.revoked_at))
