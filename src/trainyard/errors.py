@@ -187,7 +187,7 @@ class HomeTaken(Conflict):
 
 
 class Unauthorized(TrainyardError):
-    """A valid bearer token is required: ``Authorization: Bearer <token>``."""
+    """A valid bearer token is required: send the header "Authorization: Bearer <token>"."""
 
     code = "unauthorized"
     http_status = 401

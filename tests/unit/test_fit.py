@@ -18,7 +18,8 @@ def node(name="n", cpu=4, memory=8 * 2**30, gpus=0, gpu_type=None, **kw) -> Node
 def test_a_request_larger_than_any_node_names_the_field():
     nodes = [node(cpu=4, gpus=2, gpu_type="A100"), node("m", cpu=8)]
     assert check_fits_some_node(job(1, cpu=16).spec, nodes)[0] == "resources.cpu"
-    assert check_fits_some_node(job(1, gpu=4).spec, nodes)[0] == "resources.gpu"
+    assert check_fits_some_node(job(1, gpu=4).spec, nodes) == ("resources.gpu", "asks for 4 GPUs; the largest node has 2")
+    assert check_fits_some_node(job(1, gpu=1).spec, [node()]) == ("resources.gpu", "asks for 1 GPU; the largest node has 0")
     assert check_fits_some_node(job(1, gpu=1, gpu_type="V100").spec, nodes)[0] == "resources.gpu_type"
     assert check_fits_some_node(job(1, memory="64Gi").spec, nodes)[0] == "resources.memory"
     assert check_fits_some_node(job(1, cpu=8).spec, nodes) is None

@@ -103,8 +103,10 @@ def test_reason_names_what_is_missing_who_is_ahead_and_the_quota():
 
 def test_a_job_no_node_could_ever_run_says_so():
     nodes = [node("a", 8, gpus=2, gpu_type="T4")]
-    p = plan(nodes, [job("x", gpu=1, gpu_types=("H100",)), job("y", cpu=64), job("z", node_selector={"zone": "b"})])
+    p = plan(nodes, [job("x", gpu=1, gpu_types=("H100",)), job("y", cpu=64), job("z", node_selector={"zone": "b"}),
+                     job("g", gpu=4)])
     assert p.reasons["x"] == "no node can run it: no node has GPU type H100 (have: T4)"
+    assert p.reasons["g"] == "no node can run it: asks for 4 GPUs per replica, the largest node has 2"
     assert p.reasons["y"] == "no node can run it: asks for 64 cores, the largest node has 8"
     assert p.reasons["z"] == "no node can run it: no node has labels zone=b"
 

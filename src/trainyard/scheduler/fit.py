@@ -44,7 +44,7 @@ def check_fits_some_node(spec: JobSpec, nodes: list[NodeInfo]) -> tuple[str, str
         hint = suggestion(r.gpu_types[0], have, cutoff=0.8)  # H100 is no typo of A100; a100 and A10 are
         return "resources.gpu_type", f"no node has GPU type {' or '.join(r.gpu_types)} (have: {', '.join(have)}){hint}"
     if r.gpu > max(n.gpu for n in nodes):
-        return "resources.gpu", f"asks for {r.gpu} GPUs; the largest node has {max(n.gpu for n in nodes)}"
+        return "resources.gpu", f"asks for {r.gpu} GPU{'s' if r.gpu != 1 else ''}; the largest node has {max(n.gpu for n in nodes)}"
     if r.cpu > max(n.cpu for n in nodes):
         return "resources.cpu", f"asks for {r.cpu:g} cores; the largest node has {max(n.cpu for n in nodes):g}"
     if (r.memory or 0) > max(n.memory for n in nodes):

@@ -55,7 +55,8 @@ def impossible(cl: Cluster, job: PendingJob, sel: tuple) -> str:
         have = ", ".join(sorted(cl.typed)) or "none"
         return f"no node can run it: no node has GPU type {_gpu_kind(job)} (have: {have})"
     if job.gpu and job.gpu > max((s.cap_g for s in nodes), default=0):
-        return f"no node can run it: asks for {job.gpu} GPUs per replica, the largest node has {max(s.cap_g for s in nodes)}"
+        return (f"no node can run it: asks for {job.gpu} GPU{'s' if job.gpu != 1 else ''} per replica, "
+                f"the largest node has {max(s.cap_g for s in nodes)}")
     if job.cpu > max(s.cap_cpu for s in nodes):
         return f"no node can run it: asks for {job.cpu:g} cores, the largest node has {max(s.cap_cpu for s in nodes):g}"
     if job.memory > max(s.cap_mem for s in nodes):
