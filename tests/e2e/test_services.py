@@ -137,7 +137,8 @@ def test_a_service_scales_from_zero_on_a_request_and_back_to_zero_when_idle(serv
                                                       "scale_down_after": "2s"}}))
     assert client.services.get("cold").replicas == []
     time.sleep(1)
-    assert client.services.get("cold").replicas == []  # idle: nothing started
+    idle = client.services.get("cold")
+    assert idle.replicas == [] and idle.reason.startswith("idle")  # nothing started, and it says why
 
     r = httpx.get(server.url + "/serve/cold/whoami", headers=server.headers, timeout=90)
     assert r.status_code == 200  # waited through the cold start
@@ -148,6 +149,7 @@ def test_a_service_scales_from_zero_on_a_request_and_back_to_zero_when_idle(serv
     until(lambda: client.services.get("cold").replicas == [], timeout=60)  # idle for 2s: back to zero
     until(lambda: not alive(pid), timeout=30)
     assert client.services.get("cold").wanted == 0
+    until(lambda: client.services.get("cold").reason.startswith("idle"), timeout=30)
 
     # the CLI changes one autoscale setting and keeps the others; a bad one is refused naming it
     done = server.cli("service", "scale", "cold", "--target-concurrency", "2", "--scale-down-after", "90s")

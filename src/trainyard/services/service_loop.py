@@ -23,7 +23,7 @@ from trainyard.services.ticker import Ticker
 from trainyard.spec.records import JobInfo
 from trainyard.spec.service import ServiceStatus
 from trainyard.status import JobStatus
-from trainyard.store.services import ReplicaRow, ServiceRow
+from trainyard.store.services import IDLE_REASON, ReplicaRow, ServiceRow
 
 log = logging.getLogger("trainyard.services")
 TICK = 0.25  # seconds between looks at every live service (probes keep their own period)
@@ -210,7 +210,7 @@ class ServiceLoop(Ticker):
 
     def _reason(self, row: ServiceRow, reps: list[ReplicaRow], wanted: int, mem: Memory, now: float) -> None:
         ready = sum(r["ready"] and r["draining_since"] is None for r in reps)
-        text = f"{ready} of {wanted} replicas ready"
+        text = f"{ready} of {wanted} replicas ready" if wanted or reps else IDLE_REASON
         if any(r["version"] != row["version"] and r["draining_since"] is None for r in reps):
             text += f"; rolling out version {row['version']}"
         if mem.crashes and now < mem.next_start:

@@ -21,6 +21,7 @@ from trainyard.store import tables as t
 from trainyard.store.store import visible_where
 
 LIVE = (ServiceStatus.RUNNING.value, ServiceStatus.STOPPING.value)
+IDLE_REASON = "idle: no replica until a request comes (autoscale min 0)"
 _S = t.Service.__table__
 _R = t.ServiceReplicaRow.__table__
 
@@ -48,7 +49,8 @@ class ServiceStore:
             seq = (s.scalar(select(func.max(_S.c.seq))) or 0) + 1
             row = dict(id=new_service_id(), seq=seq, name=spec.name, status=ServiceStatus.RUNNING.value,
                        queue=spec.queue, spec=spec.model_dump(mode="json"), snapshot=snapshot, version=1,
-                       wanted=wanted, restarts=0, demand_at=None, owner=owner, team=team, reason="starting its replicas",
+                       wanted=wanted, restarts=0, demand_at=None, owner=owner, team=team,
+                       reason="starting its replicas" if wanted else IDLE_REASON,
                        created_at=now, updated_at=now, ended_at=None)
             s.connection().execute(insert(_S), [row])
         return row["id"]
