@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import need
+from tests.e2e.helpers import py_job
 from tests.support.servers import ServerProcess
 from trainyard.errors import ServerUnavailable
 
@@ -57,17 +59,24 @@ def test_the_homes_cli_and_sdk_trust_the_certificate_its_server_serves(tls_serve
     # when the home's CLI asks it, with no SSL_CERT_FILE and no server named
     made = cli(srv.home, "admin", "user", "create", "alice", "--team", "vision")
     listed = cli(srv.home, "ls")
+    spec = tmp_path / "job.yaml"  # self-contained: `run --wait` goes over http.client, not httpx
+    spec.write_text(yaml.safe_dump(py_job("print('over tls')")))
+    ran = cli(srv.home, "run", str(spec), "--wait")
     # then it answers
     assert made.returncode == 0, made.stderr
     assert len(made.stdout.strip().splitlines()[-1]) >= 32  # alice's token, last line
     assert listed.returncode == 0, listed.stderr
+    assert ran.returncode == 0 and "succeeded" in ran.stderr, ran.stderr
     # and so does the SDK of that home
     for name in CHOSEN:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TRAINYARD_HOME", str(srv.home))
     from trainyard.sdk.client import Client
 
-    assert Client().jobs().items == []
+    assert {j.name for j in Client().jobs().items} == {"t"}
+    from trainyard.sdk.quick import submit_and_wait  # raises NotQuick where its TLS check fails
+
+    assert submit_and_wait(spec)["status"] == "succeeded"
 
 
 def test_another_home_does_not_trust_it_and_says_which_certificate_problem(tls_server, tmp_path, monkeypatch):
