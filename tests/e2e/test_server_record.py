@@ -99,13 +99,16 @@ def test_another_home_does_not_trust_it_and_says_which_certificate_problem(tls_s
     assert Client(srv.url, token=srv.token).jobs().items == []
 
 
-def test_what_the_user_chose_to_trust_wins_and_a_refusal_is_said_at_once(tls_server, tmp_path):
-    srv, _, _ = tls_server
-    # given the home's own CLI, told to trust another certificate only
+def test_what_the_user_chose_is_trusted_too_and_a_refusal_is_said_at_once(tls_server, tmp_path):
+    srv, cert, _ = tls_server
+    # given the home's own CLI, with the user's own bundle named (as many systems set it for every process)
     other_cert, _ = self_signed(tmp_path, "elsewhere")
-    # when it looks for the home's server (no server named: the discovery path, which used to wait 60 s)
-    shown = cli(srv.home, "ls", SSL_CERT_FILE=str(other_cert))
-    # then its choice holds: the server's certificate is refused, and said so, not "did not answer"
+    # then it trusts both: the home's certificate, and the user's
+    assert cli(srv.home, "ls", SSL_CERT_FILE=str(other_cert)).returncode == 0
+    # when the certificate file no longer is the one the server serves (replaced, the server not restarted)
+    cert.write_bytes(other_cert.read_bytes())
+    shown = cli(srv.home, "ls")
+    # then, looking for the home's server (the discovery path, which used to wait 60 s), it says what is wrong
     assert shown.returncode != 0
     assert "does not trust" in shown.stderr and "did not answer" not in shown.stderr
     assert "server.log" not in shown.stderr

@@ -3,8 +3,11 @@
 A server started with ``--tls-cert`` records that certificate's path (public; never its key) in its
 home's ``server.json``. The CLI and SDK of the same home trust it for that server's URL alone, so a
 self-signed certificate works on the server's own machine without ``SSL_CERT_FILE``; a client of
-another home, or of any other URL, checks the usual way. What the user chose wins: with
-``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` set, the home's certificate is not added.
+another home, or of any other URL, checks the usual way. What the user chose to trust
+(``SSL_CERT_FILE``, ``SSL_CERT_DIR``) is trusted there too, beside the home's certificate, not
+instead of it: distributions and sandboxes set those variables to the system's bundle for every
+process, and a certificate the user never named would then be refused as before. A ``transport``
+handed to :class:`~trainyard.sdk.client.Client` decides alone.
 
 Standard library only: :mod:`trainyard.sdk.quick` uses it before httpx is imported.
 """
@@ -19,12 +22,10 @@ from urllib.parse import urlsplit
 from trainyard.home import read_address
 from trainyard.locations import ADDRESS_FILE, home as default_home
 
-USER_CHOICE = ("SSL_CERT_FILE", "SSL_CERT_DIR")  # what httpx (trust_env) and OpenSSL read
-
 
 def home_cert(url: str, home: Path | None = None) -> str | None:
-    """The certificate the home's server serves at ``url``, if it recorded one and the user named none."""
-    if not url.startswith("https://") or any(os.environ.get(v) for v in USER_CHOICE):
+    """The certificate the home's server serves at ``url``, if it recorded one."""
+    if not url.startswith("https://"):
         return None
     info = read_address(Path(home or default_home()) / ADDRESS_FILE)
     if info is None or info["url"].rstrip("/") != url.rstrip("/"):
@@ -40,6 +41,10 @@ def context_for(url: str, home: Path | None = None) -> ssl.SSLContext | None:
         return None
     try:
         context = ssl.create_default_context(cafile=cert)
+        if os.environ.get("SSL_CERT_FILE"):
+            context.load_verify_locations(cafile=os.environ["SSL_CERT_FILE"])
+        if os.environ.get("SSL_CERT_DIR"):
+            context.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
     except (OSError, ssl.SSLError):
         return None  # unreadable or not PEM: the default check fails and says why
     # the served certificate itself is the anchor, as a browser's exception would be: a leaf issued by
