@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainyard.config import ServerSettings
-from trainyard.home import HomeLock, local_token, open_for_accounts, read_address, secure, write_private
-from trainyard.store.db import normalize_url
+from trainyard.home import HomeLock, held, local_token, open_for_accounts, read_address, secure, write_private
+from trainyard.store.db import database_name, normalize_url
 from trainyard.auth.tokens import token_hash
 from trainyard.errors import TrainyardError
 
@@ -64,6 +64,16 @@ def bootstrap_admin(settings: ServerSettings) -> tuple[str, str] | None:
         return (made.user.name, made.token.secret) if made else None
     finally:
         store.close()
+
+
+def other_database(settings: ServerSettings) -> str | None:
+    """The database of the server that holds ``settings.home``, where it is not ``settings``'s; None
+    when it is the same, or when no server holds the home (or one too old to have recorded it)."""
+    info = read_address(settings.address_file)
+    if info is None or not held(settings.home):
+        return None
+    theirs = info.get("db")
+    return theirs if isinstance(theirs, str) and theirs != database_name(settings.db_url) else None
 
 
 def _bind(host: str, port: int, previous: int | None) -> socket.socket:
@@ -124,7 +134,12 @@ def serve(settings: ServerSettings) -> None:
         open_for_accounts(settings.home)
     if settings.auth:
         first_admin(platform, settings.home)
-    me = {"url": url, "port": port, "pid": os.getpid(), "home": str(settings.home)}
+    # public facts only (clients of this home read them): the certificate, never its key; the database
+    # without its user or password
+    me = {"url": url, "port": port, "pid": os.getpid(), "home": str(settings.home),
+          "db": database_name(settings.db_url)}
+    if settings.tls_cert is not None:  # the CLI and SDK of this home trust it for this URL (trainyard.sdk.trust)
+        me["tls_cert"] = str(Path(settings.tls_cert).resolve())
 
     def announce() -> None:
         # the leader's address, where the CLI and every launcher look (a follower only logs its own)

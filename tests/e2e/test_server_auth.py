@@ -148,8 +148,9 @@ def test_tls_and_proxy_headers_only_from_the_proxies_named(tmp_path, monkeypatch
         from trainyard.errors import ServerUnavailable
         from trainyard.sdk.client import Client
 
-        # and the SDK's own TLS context, made on first use, still verifies: the certificate is trusted only when named
-        with pytest.raises(ServerUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
+        # and a client of another home trusts the certificate only when it is named
+        monkeypatch.setenv("TRAINYARD_HOME", str(tmp_path / "client-home"))
+        with pytest.raises(ServerUnavailable, match="does not trust"):
             Client(srv.url, token=srv.token).jobs()
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
         assert Client(srv.url, token=srv.token).jobs().items == []

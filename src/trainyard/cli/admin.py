@@ -34,10 +34,15 @@ def bootstrap(
 ) -> None:
     """Create the first admin, straight in the server's database, unless one exists; prints its token last."""
     from trainyard.config import ServerSettings, home as default_home
-    from trainyard.server import bootstrap_admin
+    from trainyard.server import bootstrap_admin, other_database
 
     with handled():
-        made = bootstrap_admin(ServerSettings(home=home or default_home(), db=db))
+        settings = ServerSettings(home=home or default_home(), db=db)
+        theirs = other_database(settings) if db is None else None
+        if theirs is not None:  # an admin in the home's SQLite would be one that server never sees
+            raise TrainyardError(f"the server of {settings.home} uses the database {theirs}, not the home's "
+                                 f"SQLite: give the server's database with --db (its full URL)")
+        made = bootstrap_admin(settings)
         if made is None:
             raise TrainyardError("an admin exists already: ask one for a user (trainyard admin user create)")
         name, token = made

@@ -74,7 +74,9 @@ def server(
             host=host, port=port, engine=engine,
             container_runtime=container_runtime,
             cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type,
-            token=_server_token(token_file), auth=auth, tls_cert=tls_cert, tls_key=tls_key,
+            token=_server_token(token_file), auth=auth,
+            # absolute: launchers, started in their jobs' folders, read the certificate too
+            tls_cert=tls_cert.resolve() if tls_cert else None, tls_key=tls_key.resolve() if tls_key else None,
             forwarded_allow_ips=forwarded_allow_ips,
             queues_file=queues,
             component_catalog=[c if "://" in c else str(Path(c).resolve()) for c in component_catalog or []],

@@ -22,14 +22,20 @@ from trainyard.errors import ServerUnavailable
 from trainyard.home import held, read_address, read_login, secure
 from trainyard.locations import ADDRESS_FILE, home, server_url
 from trainyard.sdk.http import verify_for
+from trainyard.sdk.trust import untrusted, untrusted_message
 
 START_LOCK = "start.lock"  # serialises clients that start a server; the server itself holds server.lock
 
 
 def healthy(url: str, timeout: float = 2.0) -> bool:
+    """Whether ``url`` answers its health check; :class:`ServerUnavailable` at once if this client does
+    not trust its certificate (waiting would not change that)."""
     try:
         return httpx.get(f"{url}/healthz", timeout=timeout, verify=verify_for(url)).status_code == 200
-    except httpx.HTTPError:
+    except httpx.HTTPError as e:
+        failed = untrusted(e)
+        if failed is not None:
+            raise ServerUnavailable(untrusted_message(url, failed)) from None
         return False
 
 
@@ -68,8 +74,9 @@ def wait_for_holder(home_dir: Path, wait: float = 60.0) -> str | None:
         if not held(home_dir):
             return None
         time.sleep(0.05)
-    raise ServerUnavailable(f"a trainyard server holds {home_dir} but did not answer within {wait:.0f}s; "
-                            f"see {home_dir / 'server.log'}")
+    log_path = home_dir / "server.log"  # only a server started in the background writes one
+    see = f"; see {log_path}" if log_path.exists() else "; see the output of the `trainyard server` that holds it"
+    raise ServerUnavailable(f"a trainyard server holds {home_dir} but did not answer within {wait:.0f}s{see}")
 
 
 def start_local_server(home_dir: Path | None = None, extra_args: list[str] | None = None,

@@ -24,6 +24,7 @@ from httpx_sse import ServerSentEvent, connect_sse
 from trainyard import errors
 from trainyard.home import FOLLOW_WAIT
 from trainyard.sdk.plain_http import PlainConnection, plain_http_for
+from trainyard.sdk.trust import context_for, untrusted, untrusted_message
 
 
 def raise_for(resp: httpx.Response) -> None:
@@ -44,14 +45,18 @@ def error_for(status: int, content: bytes, url: str) -> errors.TrainyardError:
 
 
 def verify_for(url: str) -> ssl.SSLContext | bool:
-    """httpx's ``verify`` for a client of ``url``: its default for https (the CA bundle, ``SSL_CERT_FILE``).
+    """httpx's ``verify`` for a client of ``url``: for https, the certificate the home's own server
+    serves there (:func:`trainyard.sdk.trust.context_for`), else httpx's default (the CA bundle,
+    ``SSL_CERT_FILE``).
 
     For plain http, a context with no CA loaded: httpx would otherwise read and parse the whole bundle
     with every client (20 ms on an idle machine, 50–150 ms on a busy one, twice per CLI command against
     the local server), for a connection that never uses it. Should a TLS connection ever go through it,
     it verifies against nothing and fails: closed, never open.
     """
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if url.startswith("http://") else True
+    if url.startswith("http://"):
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return context_for(url) or True
 
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})  # RFC 9110: doing one twice is doing it once
@@ -140,6 +145,9 @@ class Http:
             try:
                 return self._client.request(method, path, **kw)
             except httpx.TransportError as e:
+                failed = untrusted(e)
+                if failed is not None:  # another server will not fix this certificate: say what will
+                    raise errors.ServerUnavailable(untrusted_message(self.server, failed)) from None
                 if moves == MOVES or not may_resend(method, e, kw.get("content")) or not self.relocate():
                     raise errors.ServerUnavailable(
                         f"cannot reach the trainyard server at {self.server}: {e}") from None

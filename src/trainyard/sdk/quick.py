@@ -27,6 +27,7 @@ from trainyard import errors
 from trainyard.home import moved_leader
 from trainyard.locations import server_url
 from trainyard.sdk.known import NotQuick, known_server
+from trainyard.sdk.trust import context_for
 from trainyard.status import JobStatus
 
 WAIT = 60.0  # seconds one long poll may last; the server answers at the job's end or then
@@ -187,8 +188,9 @@ def _connect(url: str) -> HTTPConnection:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise NotQuick(f"not an http(s) URL: {url!r}")
-    kind = HTTPSConnection if parts.scheme == "https" else HTTPConnection
-    return kind(parts.hostname, parts.port, timeout=WAIT + 10)
+    if parts.scheme == "https":
+        return HTTPSConnection(parts.hostname, parts.port, timeout=WAIT + 10, context=context_for(url))
+    return HTTPConnection(parts.hostname, parts.port, timeout=WAIT + 10)
 
 
 def _answer(conn: HTTPConnection) -> tuple[int, bytes]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -20,6 +21,20 @@ def normalize_url(url: str) -> str:
     if "://" not in url:
         return f"sqlite:///{Path(url).expanduser().resolve()}"
     return url
+
+
+def database_name(url: str) -> str:
+    """Which database ``url`` opens, without credentials (user, password, query options): what the
+    server records in ``server.json``, where `trainyard admin bootstrap` checks it opens the same one."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(normalize_url(url))
+    name = parsed.database or ""
+    if parsed.get_backend_name() == "sqlite":
+        return f"sqlite:///{name if name in ('', ':memory:') else os.path.realpath(name)}"
+    host = parsed.host or parsed.query.get("host") or ""  # ?host=/run/postgresql: a Unix socket's folder
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{parsed.get_backend_name()}://{host if isinstance(host, str) else ''}{port}/{name}"
 
 
 def make_engine(url: str) -> Engine:
