@@ -40,8 +40,9 @@ def cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
 def tls_server(tmp_path):
     need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
     cert, key = self_signed(tmp_path, "yard")
-    # as README's "Users, teams and tokens" starts it: beyond loopback, users, a self-signed certificate
-    srv = ServerProcess(tmp_path / "home", ["--auth", "--host", "0.0.0.0", "--tls-cert", str(cert),
+    # as README's "Users, teams and tokens" starts it (users, a self-signed certificate), on loopback only:
+    # what the home's clients trust does not depend on the interface it listens on
+    srv = ServerProcess(tmp_path / "home", ["--auth", "--host", "127.0.0.1", "--tls-cert", str(cert),
                                             "--tls-key", str(key)], verify=False)
     srv.start()
     yield srv, cert, key
