@@ -3,7 +3,7 @@ only a plain `run SPEC.yaml --wait` or `--follow` whose spec has nothing to read
 
 import pytest
 
-from trainyard.cli.entry import ending, quick
+from trainyard.cli.entry import quick
 from trainyard.sdk.quick import NotQuick, _events, _self_contained
 
 
@@ -41,12 +41,6 @@ def test_a_self_contained_spec_goes_as_its_own_text_and_other_files_do_not(tmp_p
         _self_contained(tmp_path / "train.py")
     with pytest.raises(NotQuick):
         _self_contained(tmp_path / "missing.yaml")
-
-
-def test_the_ending_line_names_the_status_the_reason_and_the_last_attempt():
-    job = {"id": "j-1", "status": "failed", "reason": "Error(exit 4)", "attempts": [{"number": 2, "reason": "Error(exit 4)"}]}
-    assert "".join(ending(job)) == "j-1 failed Error(exit 4) (attempt 2, Error(exit 4))"
-    assert "".join(ending({"id": "j-2", "status": "cancelled", "reason": None, "attempts": []})) == "j-2 cancelled"
 
 
 class Lines:
