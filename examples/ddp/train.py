@@ -22,6 +22,7 @@ Needs only torch and scikit-learn; ``trainyard`` is imported only under trainyar
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import json
 import os
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn  # noqa: F401  (before init_process_group: see teardown())
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
@@ -148,10 +150,34 @@ def evaluate(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
     return acc
 
 
+def teardown() -> None:
+    """Leave the group so that it is gone, worker threads and all, before the interpreter finalizes.
+
+    A gloo worker thread drops its last reference to a finished collective
+    after waking the caller, and that needs the GIL: if the interpreter is
+    finalizing by then, the thread is ended mid-destructor and the process
+    aborts (``terminate called without an active exception``, exit -6) though
+    training went well. Destroying the group joins those threads, but only
+    once nothing holds it: the DDP wrapper (gone with ``train``'s frame, its
+    cycles collected here), and ``torch.distributed.nn``'s default arguments,
+    which bind the live group when that module is first imported (DDP imports
+    it) after ``init_process_group``; hence its import at the top.
+    """
+    dist.barrier()  # every rank is done with every collective
+    gc.collect()
+    dist.destroy_process_group()
+
+
 def main() -> int:
     args = parse_args()
     torch.set_num_threads(args.threads)
     rank, world, device = setup()
+    train(args, rank, world, device)
+    teardown()
+    return 0
+
+
+def train(args: argparse.Namespace, rank: int, world: int, device: torch.device) -> None:
     say = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
     log_metrics = None
     if UNDER_TRAINYARD and rank == 0:
@@ -214,9 +240,6 @@ def main() -> int:
         if train_seconds:
             say(f"throughput samples_per_sec={samples / train_seconds:.1f} samples={samples} "
                 f"train_seconds={train_seconds:.3f} world_size={world} device={device.type}")
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
 
 
 if __name__ == "__main__":

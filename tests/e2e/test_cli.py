@@ -112,3 +112,16 @@ def test_the_first_call_starts_a_local_server_and_later_calls_reuse_it(tmp_path)
     finally:
         assert cli("server", "stop").returncode == 0
     assert not (tmp_path / "home" / "server.json").exists()
+
+
+def test_a_param_on_a_kubeflow_manifest_is_refused_by_name_and_stores_nothing(server, tmp_path):
+    manifest = tmp_path / "pytorchjob.yaml"  # its args are fixed: Kubernetes substitutes nothing into them
+    manifest.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: m}\nspec:\n"
+                        "  pytorchReplicaSpecs:\n    Master:\n      replicas: 1\n      template:\n        spec:\n"
+                        "          containers:\n            - name: pytorch\n              image: python:3.11\n"
+                        "              command: [python, train.py]\n              args: [--epochs, '10']\n")
+    r = server.cli("run", str(manifest), "-p", "epochs=1", "--follow")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{manifest} (with -p overrides) params.epochs: a Kubeflow PyTorchJob takes no params" in r.stderr
+    assert json.loads(server.cli("ls", "-o", "json").stdout) == []
+    assert server.cli("run", str(manifest), "--dry-run").returncode == 0  # without -p it is taken as before

@@ -280,3 +280,12 @@ def test_a_worker_image_without_a_master_image_is_named():
     assert "Master needs one too" in errs[0]["message"]
     with pytest.raises(ValueError, match="worker_image needs an image"):
         JobSpec(command="x", worker_image="reg/worker:2")
+
+
+def test_load_job_refuses_params_on_a_manifest_naming_each(tmp_path):
+    path = tmp_path / "pytorchjob.yaml"
+    path.write_text(MNIST)
+    with pytest.raises(InvalidSpec) as exc:
+        load_job(path, {"epochs": 1, "lr": 0.1})
+    assert [e["field"] for e in exc.value.errors] == ["params.epochs", "params.lr"]
+    assert "takes no params" in exc.value.errors[0]["message"]

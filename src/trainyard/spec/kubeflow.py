@@ -27,6 +27,8 @@ like the Master, and where a Worker differs (command, env, resources), a
 warning says so. ``image`` is kept with ``image_fallback: host``: the command
 runs in the image where a container runtime is, else on the host as before.
 Kubernetes ignores ``trainyard.io/*`` annotations, so one manifest serves both.
+A manifest has no params (Kubernetes substitutes nothing into ``args``), so
+``trainyard run MANIFEST -p k=v`` is refused, naming ``params.k``.
 """
 
 from __future__ import annotations

@@ -54,12 +54,24 @@ def load_job(path: str | Path, overrides: dict[str, Any] | None = None) -> JobSp
                                         f"`trainyard service apply {path}`"))
             raise InvalidSpec(errors=e.errors) from None
         raise
+    if overrides and kubeflow.is_pytorchjob_text(text):
+        raise InvalidSpec(errors=manifest_param_errors(overrides, str(path)))
     if overrides:
         try:
             spec = spec.with_params(overrides)
         except ValidationError as e:
             raise InvalidSpec(errors=validation_errors(e, {}, f"{path} (with -p overrides)")) from None
     return spec
+
+
+def manifest_param_errors(overrides: dict[str, Any], source: str) -> list[dict[str, Any]]:
+    """A Kubeflow manifest declares no params and has nowhere to put one (Kubernetes substitutes nothing
+    into ``args``), so a ``-p`` on it would change nothing the command sees: refused, as a pipeline
+    refuses an undeclared param, rather than run the manifest as written without a word."""
+    return [error_entry(f"{source} (with -p overrides)", None, f"params.{key}",
+                        f"a Kubeflow {kubeflow.KIND} takes no params: its command runs with the container's "
+                        "args as written; change them in the manifest (or run a trainyard job spec, which "
+                        "declares params)") for key in sorted(overrides)]
 
 
 def parse_param_overrides(items: list[str]) -> dict[str, Any]:
