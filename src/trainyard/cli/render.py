@@ -62,12 +62,10 @@ def resources(job: dict) -> str:
 
 def command(spec: dict) -> str:
     """The command as it runs, ``{{params.x}}`` put in (``JobSpec.argv()`` without its shell)."""
-    from trainyard.spec.params import substitute
+    from trainyard.spec.params import command_with
 
-    params = spec.get("params") or {}
-    if isinstance(spec["command"], str):
-        return substitute(spec["command"], params, shell=True)
-    return " ".join(substitute(p, params) for p in spec["command"])
+    command = command_with(spec["command"], spec.get("params") or {})
+    return command if isinstance(command, str) else " ".join(command)
 
 
 def jobs_table(jobs: list[dict]) -> Table:

@@ -42,19 +42,11 @@ def load(path: Path) -> dict[str, Any]:
             raise _error(path, str(key), f"unknown setting; this file takes {', '.join(KEYS)}")
     for key in ("sample_every", "idle_gpu_period"):
         if key in data:
-            if key == "sample_every" and _is_zero(data[key]):
-                data[key] = 0.0  # sampling off, as documented; a zero period means nothing elsewhere
-                continue
-            try:
-                data[key] = parse_duration(data[key])
+            try:  # sample_every 0 turns sampling off, as documented; a zero idle period means nothing
+                data[key] = parse_duration(data[key], zero=key == "sample_every")
             except ValueError as e:
                 raise _error(path, key, str(e)) from None
     return data
-
-
-def _is_zero(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0) or \
-        (isinstance(value, str) and value.strip() in ("0", "0s"))
 
 
 def check(path: Path, build: Any) -> Any:

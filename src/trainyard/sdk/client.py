@@ -15,6 +15,7 @@ from trainyard.home import moved_leader, token_for
 from trainyard.locations import client_token, server_url
 from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.http import Http
+from trainyard.sdk.reads import log_pages, log_query
 from trainyard.spec.job import JobSpec
 from trainyard.spec.queue import QueueSpec
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo, QueueInfo
@@ -155,16 +156,13 @@ class Client:
     def logs(self, job_id: str, *, follow: bool = False, attempt: int | None = None,
              replica: int | None = None) -> Iterator[LogChunk]:
         """Log chunks (attempt, replica, text) in order; with ``follow``, live until the job ends."""
-        params = {k: v for k, v in (("attempt", attempt), ("replica", replica)) if v is not None}
+        params = log_query(attempt, replica)
         if not follow:
-            after = 0
-            while True:
-                page = self.http.request("GET", f"/api/v1/jobs/{job_id}/logs", params={**params, "after": after}).json()
-                for c in page["chunks"]:
-                    yield LogChunk.model_validate(c)
-                if not page["chunks"]:
-                    return
-                after = page["cursor"]
+            pages = log_pages(lambda after: self.http.request("GET", f"/api/v1/jobs/{job_id}/logs",
+                                                              params={**params, "after": after}).json())
+            for c in pages:
+                yield LogChunk.model_validate(c)
+            return
         yield from self._follow(job_id, params)
 
     def _follow(self, job_id: str, params: dict[str, Any], give_up: float = 60.0) -> Iterator[LogChunk]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlencode
@@ -96,18 +96,30 @@ class Reads:
         if follow:
             raise NotQuick("following a log is the full SDK's")
         path = f"/api/v1/jobs/{_id(job_id)}/logs"
-        query = {k: v for k, v in (("attempt", attempt), ("replica", replica)) if v is not None}
-        after, first = 0, True
-        while True:
+        query = log_query(attempt, replica)
+
+        def page(after: int) -> dict[str, Any]:
             try:
-                page = self.get(path, {**query, "after": after})
+                return self.get(path, {**query, "after": after})
             except NotQuick as e:
-                if first:
+                if after == 0:  # nothing handed on yet: the full SDK reads it all
                     raise
                 raise errors.ServerUnavailable(f"cannot reach the trainyard server at {self.server}: {e}") from None
-            first = False
-            for c in page["chunks"]:
-                yield SimpleNamespace(**c)
-            if not page["chunks"]:
-                return
-            after = page["cursor"]
+
+        return (SimpleNamespace(**c) for c in log_pages(page))
+
+
+def log_query(attempt: int | None, replica: int | None) -> dict[str, int]:
+    return {k: v for k, v in (("attempt", attempt), ("replica", replica)) if v is not None}
+
+
+def log_pages(page: Callable[[int], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """A job's log chunks as they are now: ``page(after)`` from 0, each next from the last one's
+    ``cursor``, until a page brings none (the full SDK's :meth:`Client.logs` reads them so too)."""
+    after = 0
+    while True:
+        chunks = (got := page(after))["chunks"]
+        yield from chunks
+        if not chunks:
+            return
+        after = got["cursor"]

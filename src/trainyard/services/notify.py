@@ -60,7 +60,10 @@ class Notifier:
     def waited(self) -> list[str]:
         """The keys someone waits on now."""
         with self._lock:
-            return [key for key, waiters in self._waiters.items() if waiters]
+            return self._waited()
+
+    def _waited(self) -> list[str]:  # under the lock
+        return [key for key, waiters in self._waiters.items() if waiters]
 
     def final(self, key: str, seen: int) -> str | None:
         """The final state ``key`` was notified with, if it came after version ``seen``."""
@@ -73,7 +76,7 @@ class Notifier:
         would otherwise sleep its whole timeout on a server that no longer hears the ends."""
         with self._lock:
             self.max_wait = seconds
-            keys = [key for key, waiters in self._waiters.items() if waiters] if seconds is not None else []
+            keys = self._waited() if seconds is not None else []
         for key in keys:
             self.notify(key)
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from trainyard.spec.params import check_finite, refs, render, substitute
+from trainyard.spec.params import check_finite, command_with, refs, render
 from trainyard.spec.units import (INT32_MAX, Bytes, Cores, Count, Priority, Seconds, parse_cpu, parse_duration,
                                   parse_memory)
 
@@ -198,10 +198,8 @@ class JobSpec(Strict):
         A param is one word either way: shell-quoted in a string command, one
         element of a list command.
         """
-        if isinstance(self.command, str):
-            shell = shutil.which("bash") or "/bin/sh"
-            return [shell, "-c", substitute(self.command, self.params, shell=True)]
-        return [substitute(p, self.params) for p in self.command]
+        command = command_with(self.command, self.params)
+        return [shutil.which("bash") or "/bin/sh", "-c", command] if isinstance(command, str) else command
 
     def with_params(self, overrides: dict[str, Any]) -> "JobSpec":
         data = self.model_dump()

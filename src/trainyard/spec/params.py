@@ -51,6 +51,14 @@ def substitute(text: str, params: Mapping[str, Any], *, shell: bool = False, kee
     return PARAM_REF.sub(one, text)
 
 
+def command_with(command: str | list[str], params: Mapping[str, Any]) -> str | list[str]:
+    """A job's ``command`` with its params put in: a string (for a shell) stays one string, quoted
+    words in it; a list (an argv) stays a list, one element per word."""
+    if isinstance(command, str):
+        return substitute(command, params, shell=True)
+    return [substitute(p, params) for p in command]
+
+
 def check_finite(params: dict[str, Any]) -> dict[str, Any]:
     """``params`` as they are, or ValueError naming the first NaN or infinity in them (at any depth).
 

@@ -106,8 +106,8 @@ def format_memory(n: int | None) -> str:
     return str(n)
 
 
-def parse_duration(value: Any) -> float:
-    """Seconds from ``90``, ``30s``, ``5m``, ``2h``, ``1d``."""
+def parse_duration(value: Any, zero: bool = False) -> float:
+    """Seconds from ``90``, ``30s``, ``5m``, ``2h``, ``1d``; 0 only with ``zero`` (a setting where 0 means off)."""
     value = _number(value, "duration must be seconds or e.g. 30s, 5m, 2h")
     too_long = f"duration must be at most {MAX_SECONDS // 86400} days"
     if isinstance(value, (int, float)):
@@ -121,8 +121,8 @@ def parse_duration(value: Any) -> float:
         seconds = _float(number) * {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}[unit]
     except ValueError:
         raise ValueError(too_long) from None
-    if seconds <= 0:
-        raise ValueError("duration must be positive")
+    if seconds < 0 or (seconds == 0 and not zero):
+        raise ValueError("duration must not be negative" if zero else "duration must be positive")
     if seconds > MAX_SECONDS:
         raise ValueError(too_long)
     return seconds

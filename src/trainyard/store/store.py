@@ -37,6 +37,7 @@ from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, JOB_
 from trainyard.store.telemetry import Outputs
 
 ENDED = [s.value for s in JobStatus if s.is_terminal()]
+IN_BATCH = 500  # ids bound in one IN (...): well under any driver's limit (SQLite's older builds: 999)
 
 
 def new_job_id() -> str:
@@ -138,8 +139,8 @@ class Store(LineReads):
         """Which of ``job_ids`` have ended (ids of no job are left out): one query per 500 ids."""
         c, found = t.Job.__table__.c, []
         with self.read() as s:
-            for i in range(0, len(job_ids), 500):  # SQLite's older builds take at most 999 parameters
-                some = job_ids[i:i + 500]
+            for i in range(0, len(job_ids), IN_BATCH):
+                some = job_ids[i:i + IN_BATCH]
                 found += s.connection().execute(select(c.id).where(c.id.in_(some), c.status.in_(ENDED))).scalars()
         return found
 
@@ -211,9 +212,9 @@ class Store(LineReads):
             if not moved:
                 return [None] * len(admissions)
             a_, ids, last = t.Attempt.__table__.c, [a.job_id for _, a in moved], {}
-            for k in range(0, len(ids), 500):  # a bound list each: well under any driver's limit on parameters
+            for k in range(0, len(ids), IN_BATCH):
                 last.update(conn.execute(select(a_.job_id, func.max(a_.number))
-                                         .where(a_.job_id.in_(ids[k:k + 500])).group_by(a_.job_id)).all())
+                                         .where(a_.job_id.in_(ids[k:k + IN_BATCH])).group_by(a_.job_id)).all())
             rows = [self._attempt_rows(conn, a, (last.get(a.job_id) or 0) + 1, now) for _, a in moved]
             # Core INSERTs: on the path from submit to a running job, the ORM's unit of work costs more than they do
             conn.execute(insert(t.Attempt.__table__), [attempt for attempt, _ in rows])  # first: replicas reference it
