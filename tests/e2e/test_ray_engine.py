@@ -304,7 +304,8 @@ def test_a_lost_node_ends_the_attempt_as_node_lost_and_the_retry_resumes_elsewhe
     victim = next(n for n in cluster.nodes if n.tags.get("zone") == zone)
 
     victim.kill()
-    until(lambda: c.get(job.id).attempts[0].reason == "NodeLost", timeout=20)
+    until(lambda: c.get(job.id).attempts[0].reason == "NodeLost", timeout=20,
+          show=lambda: [(a.reason, a.message) for a in c.get(job.id).attempts])
     info = c.wait(job.id, timeout=90)
     assert info.status.value == "succeeded", job.logs()
     assert len(info.attempts) == 2 and info.attempts[1].node not in (first.node, None)

@@ -84,13 +84,20 @@ class RayNode:
         return list(found.values())
 
     def kill(self) -> None:
-        """SIGKILL everything of the node at once, as a machine that loses power."""
+        """SIGKILL everything of the node at once, as a machine that loses power.
+
+        Everything is stopped (SIGSTOP) before anything is killed: killed one by one, a launcher
+        that outlived its command by a moment reported ``Error(exit -9)`` before the node was seen
+        gone, and the attempt ended as the job's own failure rather than ``NodeLost`` (CI, stop 30).
+        """
         self.killed = True
-        for p in self.processes():
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+        procs = self.processes()
+        for signal_all in (psutil.Process.suspend, psutil.Process.kill):
+            for p in procs:
+                try:
+                    signal_all(p)
+                except psutil.Error:
+                    pass
 
 
 class RayCluster:
