@@ -19,7 +19,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import secrets
 import time
 from pathlib import Path
 
@@ -125,6 +124,8 @@ def local_token(home: Path, *, create: bool = False) -> str | None:
         pass
     if not create:
         return None
+    import secrets  # here: every command reads the home, few make a token
+
     write_private(path, secrets.token_urlsafe(32))
     return path.read_text().strip()
 

@@ -29,12 +29,23 @@ def test_run_follow_streams_and_run_wait_returns_and_both_exit_with_the_job_stat
     # no logs: the id on stdout, how it ended on stderr; a plain `run SPEC --wait` goes the quick way
     r = server.cli("run", str(bad), "--wait", env={"PYTHONPROFILEIMPORTTIME": "1"})
     loaded = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
-    assert r.returncode == 1 and loaded and loaded.isdisjoint({"typer", "pydantic", "httpx"})
+    # nor yaml (the spec is read as text), http.client or ssl (the plain connection, to this machine)
+    assert r.returncode == 1 and loaded and loaded.isdisjoint({"typer", "pydantic", "httpx", "yaml", "http.client",
+                                                               "ssl"})
     said = [line for line in r.stderr.splitlines() if not line.startswith("import time:")]
     job_id = r.stdout.strip()
     assert server.client().get(job_id).status.value == "failed" and "Error(exit 4)" in said[0]
     full = server.cli("run", str(bad), "-w", "--name", "bad")  # a flag more: the full CLI, saying the same
     assert full.returncode == 1 and full.stderr.replace(full.stdout.strip(), job_id).strip() == said[0]
+    # a spec that is not valid goes to the server as text, which refuses it: the full CLI then names the
+    # line, as it does for every spec, and nothing was submitted
+    jobs = len(server.client().jobs(limit=100).items)
+    for text, said in (("name: broken\ncommand: [unclosed\n", "broken.yaml:3: not valid YAML"),
+                       ("- not a mapping\n", "broken.yaml:1"),
+                       ("name: typo\ncommand: x\nresources: {cpus: 2}\n", "broken.yaml:3 resources.cpus: unknown")):
+        r = server.cli("run", str(write_spec(tmp_path, text, "broken.yaml")), "--wait")
+        assert r.returncode == 2 and said in r.stderr and not r.stdout, (text, r.stdout, r.stderr)
+    assert len(server.client().jobs(limit=100).items) == jobs
 
 
 def test_run_follow_goes_the_quick_way_and_prints_what_the_full_cli_prints(server, tmp_path):

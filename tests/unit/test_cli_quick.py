@@ -1,4 +1,4 @@
-"""Which `trainyard run` takes the quick path (stdlib and yaml, the spec's text sent as it is):
+"""Which `trainyard run` takes the quick path (the standard library, the spec's text sent as it is):
 only a plain `run SPEC.yaml --wait` or `--follow` whose spec has nothing to read or pack on this side."""
 
 import pytest
@@ -22,14 +22,39 @@ def test_anything_but_a_plain_run_spec_wait_or_follow_is_the_full_clis(argv):
     "command: x\nenv: {requirements: requirements.txt}\n",
     "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\n",
     "command: x\nservice: {port: 8000}\n",
-    "- not a mapping\n",
-    "command: [unclosed\n",
+    # the same keys however YAML spells them: quoted, in flow style, explicit, merged from an anchor
+    "'workdir': .\ncommand: x\n",
+    "{command: x, \"inputs\": {d: ./d.csv}}\n",
+    "? workdir\n: .\ncommand: x\n",
+    "base: &b {workdir: .}\njob:\n  <<: *b\n",
+    "command: x\nenv:\n  \"requirements\": r.txt\n",
 ])
-def test_a_spec_with_files_to_prepare_or_not_readable_here_is_declined(tmp_path, text):
+def test_a_spec_with_files_to_prepare_is_declined_however_yaml_spells_the_key(tmp_path, text):
     path = tmp_path / "job.yaml"
     path.write_text(text)
     with pytest.raises(NotQuick):
         _self_contained(path)
+
+
+@pytest.mark.parametrize("text", [
+    '"work\\x64ir": .\ncommand: x\n',           # a character by its code
+    '"\\u0069nputs": {d: ./d.csv}\ncommand: x\n',
+    '"k\\U00000069nd": Service\n',
+    '? "work\\\n   dir"\n: .\ncommand: x\n',      # an escaped line break joins the lines (an explicit key)
+])
+def test_a_key_spelled_with_escapes_is_declined(tmp_path, text):
+    import yaml
+
+    assert set(yaml.safe_load(text)) & {"workdir", "inputs", "kind"}  # what the server would read
+    (tmp_path / "job.yaml").write_text(text)
+    with pytest.raises(NotQuick):
+        _self_contained(tmp_path / "job.yaml")
+
+
+def test_escapes_that_spell_no_key_keep_the_quick_way(tmp_path):
+    text = 'name: t\ncommand: [python, -c, "import sys\\nprint(\\"a\\tb\\\\x64\\")"]\n'
+    (tmp_path / "job.yaml").write_text(text)
+    assert _self_contained(tmp_path / "job.yaml") == text
 
 
 def test_a_self_contained_spec_goes_as_its_own_text_and_other_files_do_not(tmp_path):

@@ -19,7 +19,6 @@ raises for it (:func:`trainyard.sdk.http.may_resend`: never sent twice).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import select
@@ -42,8 +41,12 @@ def plain_http_for(url: str) -> bool:
 
 
 def _loopback(host: str) -> bool:
+    if host in ("localhost", "127.0.0.1", "::1"):  # the addresses servers announce: no ipaddress to load
+        return True
+    import ipaddress
+
     try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 

@@ -1,11 +1,13 @@
-"""Submit a self-contained job spec file and wait for its end, on the standard library and yaml alone.
+"""Submit a self-contained job spec file and wait for its end, on the standard library (and, for ``--wait``
+on this machine, the SDK's plain connection) alone.
 
 For ``trainyard run JOB.yaml --wait``, a command that may live a few hundred milliseconds: the full
 SDK (:class:`~trainyard.sdk.client.Client`) imports httpx and pydantic and builds the spec's models
 and the job's records, about half a second of CPU before its first byte is sent. A spec with nothing
 to prepare on this side (no work dir to pack, no requirements file or input path to read, not a
 Kubeflow or service document) needs none of that: its YAML text goes to the server as it is (the
-API takes ``application/yaml``), and the server validates it as it validates every submission.
+API takes ``application/yaml``, unparsed here), and the server validates it as it validates every
+submission.
 
 Everything else raises :class:`NotQuick` before the job exists, and the caller takes the full SDK:
 a spec that needs preparing, a server that is not already known and running (finding or starting
@@ -16,11 +18,11 @@ reported the one way the CLI reports them.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
-from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from trainyard import errors
@@ -29,6 +31,11 @@ from trainyard.locations import server_url
 from trainyard.sdk.known import NotQuick, known_server
 from trainyard.sdk.trust import context_for
 from trainyard.status import JobStatus
+
+if TYPE_CHECKING:
+    from http.client import HTTPConnection
+
+    from trainyard.sdk.plain_http import PlainConnection
 
 WAIT = 60.0  # seconds one long poll may last; the server answers at the job's end or then
 LOST_AFTER = 60.0  # seconds a followed log stream may stay down before the server counts as lost
@@ -39,27 +46,28 @@ def submit_and_wait(path: Path, on_submitted: Any = None) -> dict[str, Any]:
 
     ``on_submitted(job_id)`` is called once the job exists. Raises :class:`NotQuick` (nothing
     submitted), or after submission the :mod:`trainyard.errors` error the server answered."""
-    text, url, conn, base, headers = _open(path)
+    text = _self_contained(path)
+    url, token = known_server()
+    link, headers = _link(url), _auth(token)
     try:
-        job = _submit(conn, base, headers, text)
+        job = _submit_on(link, headers, text)
         if on_submitted is not None:
             on_submitted(job["id"])
         while not JobStatus(job["status"]).is_terminal():
             try:
-                conn.request("GET", f"{base}/api/v1/jobs/{quote(job['id'])}/wait?timeout={WAIT:g}", headers=headers)
-                job = _json(*_answer(conn))
-            except (OSError, HTTPException):
+                job = _json(*_call(link, "GET", f"/api/v1/jobs/{quote(job['id'])}/wait?timeout={WAIT:g}", headers))
+            except OSError:
                 moved = moved_leader(url)  # in a job: the servers' new leader, once one is named
                 if moved is None:
                     raise
-                conn.close()
-                url, base, headers = _at(*moved)
-                conn = _connect(url)
+                link.close()
+                url, token = moved
+                link, headers = _link(url), _auth(token)
         return job
-    except (OSError, HTTPException) as e:
+    except OSError as e:
         raise errors.ServerUnavailable(f"lost the trainyard server at {url}: {e}") from None
     finally:
-        conn.close()
+        link.close()
 
 
 def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -69,6 +77,8 @@ def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dic
 
     ``on_submitted(job)`` is called once the job exists, ``on_chunk(chunk)`` with each log chunk (a
     dict: attempt, replica, data, ...) in order. Raises as :func:`submit_and_wait` does."""
+    from http.client import HTTPException  # a stream is read line by line: http.client's, not the plain link
+
     text, url, conn, base, headers = _open(path)
     try:
         job = _submit(conn, base, headers, text)
@@ -121,7 +131,7 @@ def _open(path: Path) -> tuple[str, str, HTTPConnection, str, dict[str, str]]:
 
 def _at(url: str, token: str | None) -> tuple[str, str, dict[str, str]]:
     """The server's URL, the API's base path there, the auth header."""
-    return url, urlsplit(url).path.rstrip("/"), {"Authorization": f"Bearer {token}"} if token else {}
+    return url, urlsplit(url).path.rstrip("/"), _auth(token)
 
 
 def _events(resp: Any) -> Iterator[tuple[str, str, str]]:
@@ -157,34 +167,114 @@ def _submit(conn: HTTPConnection, base: str, headers: dict[str, str], text: str)
     return _json(status, body)
 
 
+def _submit_on(link: Any, headers: dict[str, str], text: str) -> dict[str, Any]:
+    """:func:`_submit` over a :func:`_link`."""
+    try:
+        status, body = _call(link, "POST", "/api/v1/jobs", {**headers, "Content-Type": "application/yaml"},
+                             text.encode(), idempotent=False, unsent=True)
+    except _Unsent:
+        raise NotQuick("the server did not take the request") from None
+    if 400 <= status < 500:
+        raise NotQuick(f"refused ({status}): the full SDK reports why")
+    return _json(status, body)
+
+
+class _Unsent(OSError):
+    """Nothing of the request reached the server."""
+
+
+def _link(url: str) -> PlainConnection | _Std:
+    """A connection for JSON requests to ``url``: the SDK's plain one to this machine (the common case:
+    http.client's e-mail header parser and ``ssl`` cost more to import than the job takes to run),
+    http.client's for anything else (TLS, another machine, a proxy named in the environment)."""
+    from trainyard.sdk.plain_http import PlainConnection, plain_http_for
+
+    if plain_http_for(url):
+        return PlainConnection(url, WAIT + 10)
+    return _Std(url)
+
+
+class _Std:
+    """:class:`~trainyard.sdk.plain_http.PlainConnection`'s ``call`` on http.client, its errors as OSError."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = _connect(url)
+        self.base = urlsplit(url).path.rstrip("/")
+
+    def call(self, method: str, target: str, body: bytes | None, headers: dict[str, str], *, idempotent: bool,
+             timeout: float | None = None) -> tuple[int, bytes]:
+        from http.client import HTTPException
+
+        try:
+            self.conn.request(method, self.base + target, body=body, headers=headers)
+        except OSError as e:
+            raise _Unsent(str(e)) from None
+        try:
+            return _answer(self.conn)
+        except HTTPException as e:
+            raise ConnectionError(f"{type(e).__name__}: {e}") from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _call(link: Any, method: str, target: str, headers: dict[str, str], body: bytes | None = None, *,
+          idempotent: bool = True, unsent: bool = False) -> tuple[int, bytes]:
+    """``(status, body)``; OSError when the server could not be reached (:class:`_Unsent` where
+    ``unsent`` and nothing was sent)."""
+    answer = link.call(method, target, body, headers, idempotent=idempotent)
+    if answer is None:  # the plain connection declines only what never reached the server, or may go again
+        raise _Unsent("no connection to the server") if unsent else ConnectionError("no answer from the server")
+    return answer
+
+
+def _auth(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def _get(conn: HTTPConnection, path: str, headers: dict[str, str]) -> Any:
     conn.request("GET", path, headers=headers)
     return _json(*_answer(conn), checked=False)
 
 
+# keys whose values name files on this side (a work dir to pack, input paths and a requirements file to
+# read, relative to the spec's folder: trainyard.sdk.prepare), or that make the file another kind of
+# document (a Kubeflow manifest, a service)
+PREPARED = ("workdir", "inputs", "requirements", "kind", "apiVersion", "service")
+# what in a double-quoted YAML scalar may spell a letter: a character by its code, and an escaped line
+# break, which joins two lines (every other escape stands for a character that is not a letter)
+_SPELLS = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|\r?\n[ \t]*)")
+
+
 def _self_contained(path: Path) -> str:
-    """The spec's text, if the server can take it as it is."""
+    """The spec's text, if the server can take it as it is.
+
+    Read as text, not parsed (yaml costs more to import than a short job takes to run): a spec in which
+    any of :data:`PREPARED` appears anywhere, as written or as its escapes spell it, is the full SDK's.
+    Every way YAML has of writing a key keeps its letters in the text (quoted, in flow style, explicit,
+    merged from an anchor) or in its escapes, so none is missed; a word in a command only costs the full
+    SDK's way. What is not a valid spec goes to the server, which refuses it (4xx): then the full SDK
+    says why, naming the line."""
     if path.suffix not in (".yaml", ".yml"):
         raise NotQuick("not a YAML spec")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError):
         raise NotQuick("unreadable: the full SDK says why") from None
-    import yaml
-
-    try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
-        raise NotQuick("not YAML: the full SDK names the line") from None
-    # a work dir to pack, input paths and a requirements file to read, relative to the file's folder
-    env = data.get("env") if isinstance(data, dict) else None
-    if (not isinstance(data, dict) or {"workdir", "inputs", "kind", "apiVersion", "service"} & data.keys()
-            or (isinstance(env, dict) and "requirements" in env)):
-        raise NotQuick("the spec has files to read or pack on this side")
+    spelled = _SPELLS.sub(_spelled, text) if "\\" in text else text
+    if any(word in text or word in spelled for word in PREPARED):
+        raise NotQuick("the spec may have files to read or pack on this side")
     return text
 
 
+def _spelled(m: re.Match[str]) -> str:
+    code = next((int(g, 16) for g in m.groups() if g), None)
+    return "" if code is None or code > 0x10FFFF else chr(code)
+
+
 def _connect(url: str) -> HTTPConnection:
+    from http.client import HTTPConnection, HTTPSConnection
+
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise NotQuick(f"not an http(s) URL: {url!r}")

@@ -15,12 +15,15 @@ Standard library only: :mod:`trainyard.sdk.quick` uses it before httpx is import
 from __future__ import annotations
 
 import os
-import ssl
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from trainyard.home import read_address
 from trainyard.locations import ADDRESS_FILE, home as default_home
+
+if TYPE_CHECKING:
+    import ssl
 
 
 def home_cert(url: str, home: Path | None = None) -> str | None:
@@ -39,6 +42,8 @@ def context_for(url: str, home: Path | None = None) -> ssl.SSLContext | None:
     cert = home_cert(url, home)
     if cert is None:
         return None
+    import ssl  # here: a plain http:// command never loads it
+
     try:
         context = ssl.create_default_context(cafile=cert)
         if os.environ.get("SSL_CERT_FILE"):
@@ -55,6 +60,8 @@ def context_for(url: str, home: Path | None = None) -> ssl.SSLContext | None:
 
 def untrusted(error: BaseException) -> ssl.SSLCertVerificationError | None:
     """The certificate check that failed behind ``error`` (httpx wraps it), or None."""
+    import ssl
+
     seen: BaseException | None = error
     for _ in range(8):  # bounded: a chain of causes could loop
         if seen is None or isinstance(seen, ssl.SSLCertVerificationError):
