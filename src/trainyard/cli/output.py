@@ -14,6 +14,9 @@ err_console = Console(stderr=True, soft_wrap=True)  # never wrap: errors are gre
 
 
 def write(text: str) -> None:
+    if sys.stdout is None:  # started with its output closed (`>&-`): said as coreutils say it, no traceback
+        err_console.print("[red]error:[/red] cannot write: standard output is closed", highlight=False)
+        raise SystemExit(1)
     sys.stdout.write(text)
     sys.stdout.flush()
 
