@@ -50,8 +50,8 @@ def test_a_replica_released_while_its_bundle_waits_ends_cancelled_and_never_star
 
 
 def test_the_engine_reads_each_answer_of_a_run_call_as_what_it_means():
-    from trainyard.engines.ray.engine import _as_result
+    from trainyard.engines.ray.engine import as_result
 
-    assert _as_result(LOST) == LOST and _as_result(NOT_STARTED) == NOT_STARTED and _as_result(None) is None
-    answered = _as_result({"exit_code": 0, "reason": "Succeeded", "message": ""})
+    assert as_result(LOST) == LOST and as_result(NOT_STARTED) == NOT_STARTED and as_result(None) is None
+    answered = as_result({"exit_code": 0, "reason": "Succeeded", "message": ""})
     assert answered.reason == Reason.SUCCEEDED

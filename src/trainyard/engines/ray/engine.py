@@ -226,7 +226,7 @@ class RayEngine(Engine):
         result: LaunchResult | str | None
         try:
             # an actor started by an older server may answer a dict: read either way
-            result = _as_result(self._ray.get(ref))
+            result = as_result(self._ray.get(ref))
         except Exception as e:  # the actor died: its node, or a kill; reconcile decides which
             log.info("replica actor ended without a result: %s", str(e).splitlines()[0] if str(e) else e)
             result = None
@@ -300,6 +300,6 @@ class RayEngine(Engine):
             pass
 
 
-def _as_result(value: Any) -> LaunchResult | str | None:
+def as_result(value: Any) -> LaunchResult | str | None:
     """What a replica's run call answered: a result, ``NOT_STARTED``, ``LOST`` or None (no result.json)."""
     return value if value is None or value in (NOT_STARTED, LOST) else LaunchResult.model_validate(value)
