@@ -70,3 +70,33 @@ def test_a_spec_file_takes_no_command_arguments(tmp_path):
     with pytest.raises(InvalidSpec) as e:
         build([str(spec), "--lr", "1"], Flags(), tmp_path)
     assert "takes no arguments" in e.value.errors[0]["message"] and "-p k=v" in e.value.errors[0]["message"]
+
+
+def test_a_param_the_spec_does_not_declare_is_named_but_still_passed(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: j\ncommand: python t.py --lr {{params.lr}}\nparams: {lr: 0.1, seed: 1}\n")
+    sub = build([str(spec)], Flags(params={"lrr": 0.5, "lr": 0.2, "tag": "x"}), tmp_path)
+    assert sub.undeclared == ["lrr", "tag"] and sub.spec.params["lrr"] == 0.5 and sub.spec.params["lr"] == 0.2
+    with_flags = build([str(spec)], Flags(params={"lrr": 0.5, "seed": 2}, cpu="1"), tmp_path)
+    assert with_flags.undeclared == ["lrr"] and with_flags.path is None
+    assert build([str(spec)], Flags(params={"seed": 2}), tmp_path).undeclared == []
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("name: j\ncommand: python t.py\n")  # no params at all: every -p is undeclared
+    assert build([str(bare)], Flags(params={"seed": 2}), tmp_path).undeclared == ["seed"]
+
+
+def test_run_warns_of_an_undeclared_param_on_stderr_and_keeps_the_spec_on_stdout(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: j\ncommand: python t.py --lr {{params.lr}}\nparams: {lr: 0.1, epochs: 3}\n")
+    env = {**os.environ, "TRAINYARD_HOME": str(tmp_path / "home")}
+    run = [sys.executable, "-m", "trainyard", "run", str(spec), "--dry-run"]
+    out = subprocess.run([*run, "-p", "lrr=0.5"], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0 and parse_job(out.stdout).params["lrr"] == 0.5
+    assert "declares no param lrr (its params: lr, epochs), so its command cannot use it" in out.stderr
+    assert "trainyard.params()" in out.stderr
+    quiet = subprocess.run([*run, "-p", "lr=0.5"], capture_output=True, text=True, env=env, timeout=60)
+    assert quiet.returncode == 0 and quiet.stderr == ""

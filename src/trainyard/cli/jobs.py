@@ -68,6 +68,8 @@ def run(
             requirements=str(requirements) if requirements else None, queue=queue, name=name,
             env_vars=key_values(env or [], "--env"), timeout=timeout, retries=retries, priority=priority)
         sub = build(list(target or []), flags, Path.cwd())
+        if sub.undeclared:
+            err_console.print(undeclared_warning(target[0], sub.undeclared, sub.spec.params), highlight=False)
         if dry_run:
             write(to_yaml(sub.spec))
             return
@@ -80,6 +82,15 @@ def run(
             return
         err_console.print(f"submitted [bold]{job.id}[/bold] ({job.info.name})", highlight=False)
         raise typer.Exit(_follow(c, job.id))
+
+
+def undeclared_warning(source: str, keys: list[str], params: dict) -> str:
+    declared = ", ".join(k for k in params if k not in keys) or "none"
+    names = ", ".join(keys)
+    one = len(keys) == 1
+    return (f"[yellow]warning:[/yellow] {source} declares no param{'' if one else 's'} {names} (its params: "
+            f"{declared}), so its command cannot use {'it' if one else 'them'}: the job sees "
+            f"{'it' if one else 'them'} only in trainyard.params()")
 
 
 def _ended(info) -> int:  # noqa: ANN001
