@@ -40,9 +40,14 @@ def healthy(url: str, timeout: float = 2.0) -> bool:
 
 
 def local_server_url(home_dir: Path | None = None) -> str | None:
-    """The URL of a live local server for ``home_dir``, or None."""
-    info = read_address((home_dir or home()) / ADDRESS_FILE)
-    if info and healthy(info["url"]):
+    """The URL of a live local server for ``home_dir``, or None.
+
+    An address file that no server holds the home for is left behind (a server killed, a machine
+    restarted) and is not asked: its port may be another program's by now, even another user's
+    trainyard server, which would answer its health check."""
+    home_dir = home_dir or home()
+    info = read_address(home_dir / ADDRESS_FILE)
+    if info and held(home_dir) and healthy(info["url"]):
         return info["url"]
     return None
 
