@@ -293,7 +293,7 @@ class JobService:
 
     async def _follow(self, job_id: str, after: int, attempt: int | None, replica: int | None,
                       ) -> AsyncIterator[LogEvent | LogEnd]:
-        cursor = after
+        cursor, ended = after, None
         while True:
             seen = self.notifier.version(job_id)
             chunks = await off_loop(self.store.read_log_cursors, job_id, after=cursor, attempt=attempt,
@@ -302,10 +302,15 @@ class JobService:
                 yield LogEvent(cursor, c.model_dump_json())
             if chunks:
                 continue
+            if ended is not None:
+                yield LogEnd(ended)
+                return
             job = await off_loop(self.store.get_job, job_id)
             if job.status.is_terminal():
-                yield LogEnd(job.status)
-                return
+                # read once more before the end: a launcher's last lines are committed with its end, and
+                # may have come between the read above and this one (after a restart, both at once)
+                ended = job.status
+                continue
             await self.notifier.wait(job_id, seen, KEEP_ALIVE)
 
 
