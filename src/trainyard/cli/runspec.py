@@ -54,7 +54,7 @@ class Submission:
     spec: JobSpec
     base_dir: Path
     path: Path | None = None  # a spec file submitted unchanged (it keeps its own line numbers in errors)
-    # -p keys a spec file does not declare: a typo, most likely (see undeclared)
+    # -p keys a spec file does not declare: a typo, most likely (see _from_file)
     undeclared: list[str] = field(default_factory=list)
 
 
@@ -99,7 +99,7 @@ def build(target: list[str], flags: Flags, cwd: Path) -> Submission:
 
 
 def _from_file(path: Path, flags: Flags, cwd: Path) -> Submission:
-    from trainyard.spec.loader import load_job
+    from trainyard.spec.loader import read_job, with_overrides
 
     base = path.resolve().parent
     rest = Flags(**{**flags.__dict__, "params": {}})  # params go in first: a notebook's cell, a spec's own check
@@ -108,29 +108,19 @@ def _from_file(path: Path, flags: Flags, cwd: Path) -> Submission:
 
         data = job_from_notebook(path, flags.params)
     else:
-        spec = load_job(path, flags.params)
-        unused = undeclared(path, flags.params)
+        spec, text = read_job(path)
+        # -p keys the file does not declare (its command can use only those: JobSpec checks it) are not
+        # refused: the job still sees them in trainyard.params(), which a script may read without declaring
+        # anything; but a misspelt -p lrr=0.1 would otherwise run with the default lr without a word. (A
+        # pipeline refuses them: its params reach its steps only through their declarations.)
+        unused = sorted(set(flags.params) - set(spec.params))
+        if flags.params:
+            spec = with_overrides(spec, text, flags.params, path)
         data = spec.model_dump()
         if _overlay(data, rest, base, cwd) == data:
             return Submission(spec, base, path, unused)
         return Submission(_validate(_overlay(data, rest, base, cwd), f"{path} (with flags)"), base, undeclared=unused)
     return Submission(_validate(_overlay(data, rest, base, cwd), f"{path} (with flags)"), base)
-
-
-def undeclared(path: Path, given: dict[str, Any]) -> list[str]:
-    """The ``-p`` keys that the spec file at ``path`` does not declare under ``params`` (its command can
-    use only those: :class:`~trainyard.spec.job.JobSpec` checks it). They are not refused: the job still sees them in ``trainyard.params()`` (TRAINYARD_PARAMS),
-    which a script may read without declaring anything; but a misspelt ``-p lrr=0.1`` would otherwise
-    run the job with the default ``lr`` without a word. (A pipeline refuses an undeclared param: its
-    params reach its steps only through their declarations.)"""
-    if not given:
-        return []
-    import yaml
-
-    raw = yaml.safe_load(path.read_text())  # read already by load_job: its params before the overrides
-    declared = raw.get("params") if isinstance(raw, dict) else None
-    known = set(declared) if isinstance(declared, dict) else set()
-    return sorted(set(given) - known)
 
 
 def _overlay(data: dict[str, Any], f: Flags, base: Path, cwd: Path) -> dict[str, Any]:

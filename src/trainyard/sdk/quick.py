@@ -50,7 +50,7 @@ def submit_and_wait(path: Path, on_submitted: Any = None) -> dict[str, Any]:
     url, token = known_server()
     link, headers = _link(url), _auth(token)
     try:
-        job = _submit_on(link, headers, text)
+        job = _submit(link, headers, text)
         if on_submitted is not None:
             on_submitted(job["id"])
         while not JobStatus(job["status"]).is_terminal():
@@ -79,10 +79,13 @@ def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dic
     dict: attempt, replica, data, ...) in order. Raises as :func:`submit_and_wait` does."""
     from http.client import HTTPException  # a stream is read line by line: http.client's, not the plain link
 
-    text, url, conn, base, headers = _open(path)
+    text = _self_contained(path)
+    url, base, headers = _at(*known_server())
+    link = _Std(url)
+    conn = link.conn
     try:
-        job = _submit(conn, base, headers, text)
-    except (OSError, HTTPException) as e:
+        job = _submit(link, headers, text)
+    except OSError as e:
         conn.close()
         raise errors.ServerUnavailable(f"lost the trainyard server at {url}: {e}") from None
     on_submitted(job)
@@ -122,13 +125,6 @@ def submit_and_follow(path: Path, on_submitted: Any, on_chunk: Any) -> tuple[dic
             conn = _connect(url)
 
 
-def _open(path: Path) -> tuple[str, str, HTTPConnection, str, dict[str, str]]:
-    """The spec's text, the server's URL, a connection to it, the API's base path, the auth header."""
-    text = _self_contained(path)
-    url, base, headers = _at(*known_server())
-    return text, url, _connect(url), base, headers
-
-
 def _at(url: str, token: str | None) -> tuple[str, str, dict[str, str]]:
     """The server's URL, the API's base path there, the auth header."""
     return url, urlsplit(url).path.rstrip("/"), _auth(token)
@@ -155,20 +151,9 @@ def _events(resp: Any) -> Iterator[tuple[str, str, str]]:
             event_id = value
 
 
-def _submit(conn: HTTPConnection, base: str, headers: dict[str, str], text: str) -> dict[str, Any]:
-    try:
-        conn.request("POST", f"{base}/api/v1/jobs", body=text.encode(),
-                     headers={**headers, "Content-Type": "application/yaml"})
-    except OSError:
-        raise NotQuick("the server did not take the request") from None
-    status, body = _answer(conn)
-    if 400 <= status < 500:
-        raise NotQuick(f"refused ({status}): the full SDK reports why")
-    return _json(status, body)
-
-
-def _submit_on(link: Any, headers: dict[str, str], text: str) -> dict[str, Any]:
-    """:func:`_submit` over a :func:`_link`."""
+def _submit(link: Any, headers: dict[str, str], text: str) -> dict[str, Any]:
+    """The job the spec's text became; :class:`NotQuick` when the server did not take it (nothing sent,
+    or refused: nothing created)."""
     try:
         status, body = _call(link, "POST", "/api/v1/jobs", {**headers, "Content-Type": "application/yaml"},
                              text.encode(), idempotent=False, unsent=True)

@@ -41,27 +41,35 @@ def parse_job_text(text: str, source: str) -> JobSpec:
 
 def load_job(path: str | Path, overrides: dict[str, Any] | None = None) -> JobSpec:
     """Read a job spec file; ``overrides`` replace params (``-p key=value``)."""
+    spec, text = read_job(path)
+    return with_overrides(spec, text, overrides, Path(path)) if overrides else spec
+
+
+def read_job(path: str | Path) -> tuple[JobSpec, str]:
+    """A job spec file as written (its own params, before any ``-p``), and its text."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as e:
         raise InvalidSpec(errors=[error_entry(str(path), None, "", f"cannot read: {e.strerror}")]) from None
     try:
-        spec = parse_job_text(text, str(path))
+        return parse_job_text(text, str(path)), text
     except InvalidSpec as e:
         if any(err.get("field") in ("service", "kind") for err in e.errors):
             e.errors.append(error_entry(str(path), None, "service", "this is a service spec: start it with "
                                         f"`trainyard service apply {path}`"))
             raise InvalidSpec(errors=e.errors) from None
         raise
-    if overrides and kubeflow.is_pytorchjob_text(text):
+
+
+def with_overrides(spec: JobSpec, text: str, overrides: dict[str, Any], path: Path) -> JobSpec:
+    """:func:`read_job`'s spec with ``-p`` overrides laid over its params (none on a Kubeflow manifest)."""
+    if kubeflow.is_pytorchjob_text(text):
         raise InvalidSpec(errors=manifest_param_errors(overrides, str(path)))
-    if overrides:
-        try:
-            spec = spec.with_params(overrides)
-        except ValidationError as e:
-            raise InvalidSpec(errors=validation_errors(e, {}, f"{path} (with -p overrides)")) from None
-    return spec
+    try:
+        return spec.with_params(overrides)
+    except ValidationError as e:
+        raise InvalidSpec(errors=validation_errors(e, {}, f"{path} (with -p overrides)")) from None
 
 
 def manifest_param_errors(overrides: dict[str, Any], source: str) -> list[dict[str, Any]]:
