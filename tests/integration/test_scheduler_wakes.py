@@ -93,3 +93,30 @@ def test_an_end_wakes_the_loop_only_when_a_job_waits_for_its_room(db_url, tmp_pa
         launched(engine, 2)
     finally:
         platform.stop()
+
+
+def test_a_gang_keeps_the_nodes_it_held_and_a_node_freed_elsewhere_goes_to_the_line(db_url, tmp_path):
+    # given three 1-GPU nodes, each running a job whose timeout says it ends in 100, 200 and 300 s
+    engine = FakeEngine([NODE.model_copy(update={"name": n}) for n in "abc"])
+    platform = Platform(ServerSettings(home=tmp_path / "home", db=db_url), engine=engine)
+    loop = platform.loop
+    submit = lambda **kw: platform.jobs.submit(JobSpec.model_validate({"command": "x", **ONE_GPU, **kw}))  # noqa: E731
+    node_of = lambda job: platform.store.get_job(job.id).attempts[0].node  # noqa: E731
+    try:
+        fill = [submit(timeout=t) for t in (100, 200, 300)]
+        loop.tick()
+        assert len(engine.launched) == 3
+        # and a 2-node gang that waits: it holds the two nodes that drain first
+        gang = submit(replicas=2, distributed="torch")
+        loop.tick()
+        assert platform.store.get_job(gang.id).reason.count("2 nodes held for it") == 1
+        # when the third node's job ends early, and a job that would run past the gang's start arrives
+        last = next(a for a in engine.launched if a.startswith(fill[2].id))
+        platform.attempts.report(last, 0, EXITED, engine.launched[last][0].token)
+        late = submit(timeout=3600)
+        loop.tick()
+        # then that job starts on the freed node: the gang kept the nodes it held instead of taking it
+        assert len(engine.launched) == 4 and node_of(late) == node_of(fill[2])
+        assert platform.store.get_job(gang.id).reason.count("2 nodes held for it") == 1
+    finally:
+        platform.stop()

@@ -11,6 +11,18 @@ So held nodes only drain: next cycle T is no later, and the head's wait is
 bounded by the timeouts of the work already on its nodes. When that work has
 no timeout, T is unknown and no one can prove to end before it, so only the
 left-over room is usable: the nodes drain as their work finishes.
+
+A job keeps the nodes of its last reservation (``PendingJob.held``) while every
+one of them can still take it and its start on them is known: a node that frees
+elsewhere goes to the line, not to the hold. Chosen afresh each cycle, a hold
+took every whole node the moment it freed, since a free node is the soonest
+start there is. Those are exactly the nodes an 8-GPU job needs: on the busy
+simulated day (``bench/scheduler.py``) the 8-GPU class waited 7× as long as
+under first-come, while the gangs holding the nodes started no sooner. It keeps
+them after a spell without a hold too (another job was first in line), though
+longer work may have started on them meanwhile: looking afresh then, or whenever
+the kept start is over two hours later than the soonest, lost most of the gain
+(bench/RESULTS.md, session 15).
 """
 
 from __future__ import annotations
@@ -73,38 +85,58 @@ def _count(v: list, c: float, m: int, g: int, spread: bool) -> int:
     return min(k, 1) if spread else max(k, 0)
 
 
+def _soonest(job: PendingJob, match: list[Slot], releases: Releases, now: float) -> tuple[float, dict] | None:
+    """When the whole of ``job`` could start on ``match`` at the soonest, and the room each node would
+    have then; None if it would not fit even once all their work has ended."""
+    c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
+    spread = n > 1 and job.placement == "spread"
+    free, total = {}, 0
+    for s in match:
+        sn = s.soon or (0.0, 0, 0)
+        v = free[s] = [s.cpu + sn[0], s.mem + sn[1], s.g + sn[2]]
+        total += _count(v, c, m, g, spread)
+    if total >= n:
+        return now, free
+    for rel in releases.ordered(free):
+        v = free.get(rel.slot)
+        if v is None:
+            continue
+        before = _count(v, c, m, g, spread)
+        v[0] += rel.cpu
+        v[1] += rel.memory
+        v[2] += rel.gpus
+        total += _count(v, c, m, g, spread) - before
+        if total >= n:
+            return rel.end, free
+    return None
+
+
+def _kept(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Releases,
+          now: float) -> tuple[str | None, float, dict] | None:
+    """The nodes of ``job``'s last reservation, if each may still hold it (its type, labels, no other
+    hold this cycle) and its start there is known; else None, and it looks afresh."""
+    names = set(job.held.nodes)
+    for t in types:
+        match = [s for s in cl.holders(job, t, sel) if s.name in names and s.resv is None]
+        if len(match) == len(names):
+            found = _soonest(job, match, releases, now)
+            return (t, *found) if found is not None and found[0] < INF else None
+    return None
+
+
 def reserve(cl: Cluster, job: PendingJob, types: list, sel: tuple, releases: Releases,
             now: float) -> tuple[Reservation, str | None] | None:
     """Hold the nodes where ``job`` can start soonest, and say on which GPU type; None if it
     could never fit them."""
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
     spread = n > 1 and job.placement == "spread"
-    best = None
-    for t in types:
-        match = [s for s in cl.holders(job, t, sel) if s.resv is None]
-        if not match:
-            continue
-        free, total = {}, 0
-        for s in match:
-            sn = s.soon or (0.0, 0, 0)
-            v = free[s] = [s.cpu + sn[0], s.mem + sn[1], s.g + sn[2]]
-            total += _count(v, c, m, g, spread)
-        start = now if total >= n else None
-        if start is None:
-            for rel in releases.ordered(free):
-                v = free.get(rel.slot)
-                if v is None:
-                    continue
-                before = _count(v, c, m, g, spread)
-                v[0] += rel.cpu
-                v[1] += rel.memory
-                v[2] += rel.gpus
-                total += _count(v, c, m, g, spread) - before
-                if total >= n:
-                    start = rel.end
-                    break
-        if start is not None and (best is None or start < best[1]):
-            best = (t, start, free)
+    best = _kept(cl, job, types, sel, releases, now) if job.held else None
+    if best is None:
+        for t in types:
+            match = [s for s in cl.holders(job, t, sel) if s.resv is None]
+            found = _soonest(job, match, releases, now) if match else None
+            if found is not None and (best is None or found[0] < best[1]):
+                best = (t, *found)
     if best is None:
         return None
     t, start, free = best

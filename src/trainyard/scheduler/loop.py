@@ -18,7 +18,7 @@ from trainyard.auth.tokens import new_attempt_token
 from trainyard.engines.base import Engine, Launch, Observation
 from trainyard.launch.config import LaunchConfig
 from trainyard.scheduler import adapter
-from trainyard.scheduler.model import Queue
+from trainyard.scheduler.model import Queue, Reservation
 from trainyard.scheduler.plan import Options, plan
 from trainyard.scheduler.stats import CycleStats
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
@@ -66,6 +66,9 @@ class SchedulerLoop:
         self._quiet = False
         self._quiet_lock = threading.Lock()
         self._specs: dict[str, tuple[JobSpec, str | None]] = {}  # pending job id -> (spec, snapshot)
+        # pending job id -> its last reservation, whose nodes it keeps while they can take it
+        # (trainyard.scheduler.backfill); a new leader starts without, and its holds are chosen afresh
+        self._held: dict[str, Reservation] = {}
         self.stats = CycleStats()  # for /metrics
 
     def wake(self) -> None:
@@ -147,13 +150,19 @@ class SchedulerLoop:
         pending, active = self.store.line()
         if not pending:  # most wake-ups after an attempt ends: no need to look at the cluster
             self._next_due = None
+            self._held = {}
             self.stats.planned({})
             return False
         specs = self._specs_of(pending)
         live = self.live(active)
         nodes, waiting, running, queues = adapter.inputs([(w, specs[w.id][0]) for w in pending], live,
                                                          self.nodes(live), self.queues())
+        if self._held:
+            self._held = {w.id: self._held[w.id] for w in waiting if w.id in self._held}  # forget the rest
+            for w in waiting:
+                w.held = self._held.get(w.id)
         decided = plan(nodes, waiting, running, queues, now, self.options)
+        self._held.update((r.job_id, r) for r in decided.reservations)
         self.stats.planned(decided.entries)
         jobs = {w.id: w for w in pending}
         # its hash is stored with the attempt: no report can come before it

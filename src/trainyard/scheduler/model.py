@@ -90,6 +90,7 @@ class PendingJob:
     not_before: float | None = None  # retry backoff: not eligible before this time
     last_preempted_by: str | None = None  # job id; this job never preempts that one back
     last_reason: str | None = None  # why the last attempt ended, for the backoff reason
+    held: Reservation | None = None  # the last reservation it had while waiting (trainyard.scheduler.backfill)
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu_types, str):

@@ -21,8 +21,8 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
    d. else it claims room that stopping attempts hand back, or preempts
       lower-priority or borrowed work (:mod:`room`, :mod:`preemption`);
    e. else the first job blocked (that has waited past ``reserve_after`` when it is set), and
-      every starved job, gets a reservation, and everyone
-      after it only backfills around it (:mod:`backfill`);
+      every starved job, gets a reservation (the nodes it held last cycle, while they can still
+      take it), and everyone after it only backfills around it (:mod:`backfill`);
    f. else it waits;
 4. **borrow**: deferred jobs may then borrow idle room beyond their quota; the first borrower
    needing whole nodes that has waited past ``reserve_borrowing_after`` and finds none free

@@ -101,6 +101,8 @@ class Simulator:
             self.pending[job.id] = job
         for job_id, places in p.admissions.items():
             self._start(self.pending.pop(job_id), places)
+        for r in p.reservations:  # as the scheduler loop hands them on
+            self.pending[r.job_id].held = r
         if self.on_cycle:
             self.on_cycle(self, p)
         return p
