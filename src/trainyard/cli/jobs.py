@@ -69,12 +69,24 @@ def run(
             env_vars=key_values(env or [], "--env"), timeout=timeout, retries=retries, priority=priority)
         sub = build(list(target or []), flags, Path.cwd())
         if sub.undeclared:
-            err_console.print(undeclared_warning(target[0], sub.undeclared, sub.spec.params), highlight=False)
+            from rich.markup import escape
+
+            from trainyard.spec.loader import undeclared_params
+
+            declared = {k: v for k, v in sub.spec.params.items() if k not in sub.undeclared}
+            err_console.print("[yellow]warning:[/yellow] " + escape(undeclared_params(target[0], sub.undeclared,
+                                                                                       declared)), highlight=False)
         if dry_run:
             write(to_yaml(sub.spec))
             return
         c = client()
-        job = c.submit(sub.path, params=flags.params) if sub.path else c.submit(sub.spec, base_dir=sub.base_dir)
+        import warnings
+
+        from trainyard.spec.loader import UndeclaredParamWarning
+
+        with warnings.catch_warnings():  # said above, in the CLI's words
+            warnings.simplefilter("ignore", UndeclaredParamWarning)
+            job = c.submit(sub.path, params=flags.params) if sub.path else c.submit(sub.spec, base_dir=sub.base_dir)
         if not follow:
             write(job.id + "\n")
             if wait:
@@ -82,15 +94,6 @@ def run(
             return
         err_console.print(f"submitted [bold]{job.id}[/bold] ({job.info.name})", highlight=False)
         raise typer.Exit(_follow(c, job.id))
-
-
-def undeclared_warning(source: str, keys: list[str], params: dict) -> str:
-    declared = ", ".join(k for k in params if k not in keys) or "none"
-    names = ", ".join(keys)
-    one = len(keys) == 1
-    return (f"[yellow]warning:[/yellow] {source} declares no param{'' if one else 's'} {names} (its params: "
-            f"{declared}), so its command cannot use {'it' if one else 'them'}: the job sees "
-            f"{'it' if one else 'them'} only in trainyard.params()")
 
 
 def _ended(info) -> int:  # noqa: ANN001

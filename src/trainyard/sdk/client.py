@@ -90,7 +90,7 @@ class Client:
         # `ls`, `show` and `logs` build a Client too
         from trainyard.sdk.prepare import prepare
         from trainyard.spec.lines import validation_errors
-        from trainyard.spec.loader import load_job
+        from trainyard.spec.loader import read_job, with_overrides
 
         if isinstance(spec, (str, Path)) and Path(spec).suffix == ".ipynb":  # runs with papermill
             from trainyard.pipelines.notebook import job_from_notebook
@@ -98,8 +98,12 @@ class Client:
             base_dir = base_dir or Path(spec).resolve().parent
             spec, params = job_from_notebook(Path(spec), params or {}), None
         if isinstance(spec, (str, Path)):
-            base_dir = base_dir or Path(spec).resolve().parent
-            spec = load_job(spec, params)
+            path = Path(spec)
+            base_dir = base_dir or path.resolve().parent
+            spec, text = read_job(path)
+            if params:
+                _warn_undeclared(str(path), params, spec.params)
+                spec = with_overrides(spec, text, params, path)
         else:
             if isinstance(spec, dict):
                 try:
@@ -107,6 +111,8 @@ class Client:
                 except ValidationError as e:
                     raise errors.InvalidSpec(errors=validation_errors(e, {}, "<spec>", JobSpec)) from None
             if params:
+                if spec.params:  # one that declares none reads them all from trainyard.params()
+                    _warn_undeclared(f"spec {spec.name!r}", params, spec.params)
                 spec = spec.with_params(params)
         spec, blob, digest = prepare(spec, Path(base_dir or Path.cwd()))
         if digest is not None:
@@ -238,6 +244,18 @@ class Client:
 
     def delete_queue(self, name: str) -> None:
         self.http.request("DELETE", f"/api/v1/queues/{name}")
+
+
+def _warn_undeclared(source: str, given: dict[str, Any], declared: dict[str, Any]) -> None:
+    """Warn (not refuse: a script may read any param from trainyard.params()) of params the spec does not
+    declare, which its command cannot use: a misspelt one would otherwise run the job with the default."""
+    from trainyard.spec.loader import UndeclaredParamWarning, undeclared_params
+
+    said = undeclared_params(source, given, declared)
+    if said:
+        import warnings
+
+        warnings.warn(UndeclaredParamWarning(said), stacklevel=3)
 
 
 class Job:

@@ -39,6 +39,23 @@ def parse_job_text(text: str, source: str) -> JobSpec:
     return parse_job(text, source)
 
 
+class UndeclaredParamWarning(UserWarning):
+    """A param given for a spec that does not declare it: its command cannot use it, only
+    ``trainyard.params()`` in the job sees it (a misspelt ``lrr`` runs the job with the default ``lr``)."""
+
+
+def undeclared_params(source: str, given: dict[str, Any] | list[str], declared: dict[str, Any]) -> str | None:
+    """What to say of the params in ``given`` that ``source`` does not declare; None if it declares them all."""
+    keys = sorted(set(given) - set(declared))
+    if not keys:
+        return None
+    own = ", ".join(k for k in declared if k not in keys) or "none"
+    one = len(keys) == 1
+    return (f"{source} declares no param{'' if one else 's'} {', '.join(keys)} (its params: {own}), so its "
+            f"command cannot use {'it' if one else 'them'}: the job sees {'it' if one else 'them'} only in "
+            "trainyard.params()")
+
+
 def load_job(path: str | Path, overrides: dict[str, Any] | None = None) -> JobSpec:
     """Read a job spec file; ``overrides`` replace params (``-p key=value``)."""
     spec, text = read_job(path)
