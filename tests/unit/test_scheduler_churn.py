@@ -70,6 +70,26 @@ def test_a_lender_reclaims_borrowed_work_however_long_it_has_run():
     assert [x.attempt_id for x in p.preemptions] == ["borrower#1"]
 
 
+def test_with_reclaim_within_a_lender_waits_for_old_borrowed_work_with_a_timeout_to_end():
+    nodes = [gpu_node("n", 2, free=[])]
+    queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b", gpus={"A100": 2})]
+    opt = Options(reclaim_within=300)
+    old = running("old#1", "n", ["0"], queue="a", started_at=0, expected_end=4 * 3600)
+    young = running("young#1", "n", ["1"], queue="a", started_at=3500, expected_end=4 * 3600)
+    untimed = running("untimed#1", "n", ["1"], queue="a", started_at=0)
+    mine = [job("mine", queue="b", team="b")]
+    # an hour in, the old borrowed job is left to end; the one started four minutes ago is reclaimed
+    p = plan(nodes, mine, [old, young], queues, now=3740, options=opt)
+    assert [x.attempt_id for x in p.preemptions] == ["young#1"]
+    # and with only old work, the lender waits for it, unless that work has no timeout to end by
+    p = plan(nodes, [job("mine", queue="b", team="b", gpu=2)], [old, young], queues, now=3740, options=opt)
+    assert p.preemptions == [] and "mine" not in p.admissions
+    p = plan(nodes, mine, [old, untimed], queues, now=3740, options=opt)
+    assert [x.attempt_id for x in p.preemptions] == ["untimed#1"]
+    # by default it takes the old one back at once
+    assert [x.attempt_id for x in plan(nodes, mine, [old], queues, now=3740).preemptions] == ["old#1"]
+
+
 def test_the_job_owed_room_by_its_preemption_goes_first():
     # given the job 'owed' stopped 'victim' last cycle, so one GPU is free, and team 'light' holding less
     # than team 'heavy' has a job that came earlier: fair share alone would put it first

@@ -42,6 +42,13 @@ class Options:
     # waited longer than this (None: as long as preempt_within). Stopping it throws hours away: on the busy
     # simulated day half the work lost was normal-priority gangs without timeouts stopped hours in.
     stop_untimed_after: float | None = 4 * 3600.0
+    # a queue reclaiming the room it lent stops borrowed work with a timeout only within this much of its run
+    # (seconds; None: whatever its age, at once); older borrowed work is left to end, which its timeout bounds,
+    # and borrowed work without a timeout is reclaimed at once. Off by default: a lender gets its quota back
+    # now, as Kueue's reclaimWithinCohort does. At 300 on the busy simulated day (bench/RESULTS.md, session 15)
+    # work lost fell on 10 of 12 seeds (median 0.50 -> 0.32 % of capacity): of seed 6's, half was 8-GPU jobs
+    # and gangs stopping another queue's borrowing gangs hours into their run.
+    reclaim_within: float | None = None
     # a job waiting longer than this is starved: it goes first in line, ahead of priority and fair share,
     # may borrow beyond its queue's quota there, and holds nodes even when another reservation is in force
     # (None: never). Without it an 8-GPU job of low priority, or of a queue over its quota, waits hours:

@@ -8,6 +8,9 @@ No loop can form: priority is strict, borrowing jobs never preempt, and a
 preempted job waits until the job that preempted it has started (the
 planner holds it back), so it never competes for the room it handed over.
 
+With ``Options.reclaim_within`` set, a lender too stops borrowed work with a
+timeout only within that much of its run, and otherwise waits for it to end.
+
 Priority throws away at most ``Options.preempt_within`` of an attempt's run:
 older work with a timeout is no victim of priority (only of a lender reclaiming
 its room), so the job that wanted its room waits for it to end, which its
@@ -58,9 +61,11 @@ class Victims:
 
     def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
                  totals: dict[str, Held], now: float, within: float | None = None,
-                 untimed: float | None = None, starved: float | None = None) -> None:
+                 untimed: float | None = None, starved: float | None = None, reclaim: float | None = None) -> None:
         self.cl, self.raw, self.borrowed, self.totals, self.now = cl, on, borrowed, totals, now
         self.since = now - within if within is not None else -float("inf")  # older: no victim of priority
+        # older, with a timeout: no victim of a lender reclaiming its room (Options.reclaim_within)
+        self.reclaim_since = now - reclaim if reclaim is not None else -float("inf")
         self.starved = starved if starved is not None else float("inf")  # waited longer: no victim of priority
         self.patience = untimed if untimed is not None else within  # a job that waited longer may stop untimed work
         self.taken: set[str] = set()  # chosen this cycle
@@ -283,7 +288,7 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
                     continue
                 need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job,
-                                   only_queue, victims.since, patient, victims.starved)
+                                   only_queue, victims.since, patient, victims.starved, victims.reclaim_since)
                 if need is None:
                     continue
                 if len(need) == 1:  # one victim (the usual case): the set costs what it costs
@@ -320,11 +325,12 @@ def _free(cl: Cluster, r: RunningJob, room) -> None:
 
 def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: PendingJob, reclaim: bool,
                 taken: set, chosen: dict, last: str | None, only: str | None = None,
-                since: float = -float("inf"), patient: bool = True, starved: float = float("inf")) -> list | None:
+                since: float = -float("inf"), patient: bool = True, starved: float = float("inf"),
+                reclaim_since: float = -float("inf")) -> list | None:
     """The cheapest set of victims on one node that makes room, pruned to those needed. Priority stops
     only work that started within ``since`` (or, for a ``patient`` job, old work without a timeout) and
     whose job waited at most ``starved`` before it started (:meth:`Victims.spared`); a lender reclaims
-    borrowed work whatever its age."""
+    borrowed work that started within ``reclaim_since`` or has no timeout (by default: whatever its age)."""
     if not on:
         return None
     prio, queue = job.priority, job.queue
@@ -337,7 +343,8 @@ def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: Pending
         if not r.preemptible or not ((r.priority < prio and (r.started_at >= since or (
                 patient and r.expected_end is None)) and (
                 r.submitted_at is None or r.started_at - r.submitted_at <= starved))
-                or (reclaim and e.borrowed and r.queue != queue)):
+                or (reclaim and e.borrowed and r.queue != queue and (
+                    r.started_at >= reclaim_since or r.expected_end is None))):
             continue
         ac += e.cpu
         am += e.memory

@@ -298,5 +298,5 @@ class Rooms:
             o = c.opt
             self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now, o.preempt_within,
                                     o.stop_untimed_after if o.stop_untimed_after is not None else o.preempt_within,
-                                    o.starve_after)
+                                    o.starve_after, o.reclaim_within)
         return self._victims
