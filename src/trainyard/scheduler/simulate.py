@@ -100,7 +100,9 @@ class Simulator:
             job.last_preempted_by = pre.by
             self.pending[job.id] = job
         for job_id, places in p.admissions.items():
-            self._start(self.pending.pop(job_id), places)
+            job = self.pending.pop(job_id)
+            job.held = None  # the loop forgets a job's hold when it leaves the line, preempted ones come back without
+            self._start(job, places)
         for r in p.reservations:  # as the scheduler loop hands them on
             self.pending[r.job_id].held = r
         if self.on_cycle:
