@@ -45,8 +45,8 @@ class Options:
     # a queue reclaiming the room it lent stops borrowed work with a timeout only within this much of its run
     # (seconds; None: whatever its age, at once); older borrowed work is left to end, which its timeout bounds,
     # and borrowed work without a timeout is reclaimed at once. Off by default: a lender gets its quota back
-    # now, as Kueue's reclaimWithinCohort does. At 300 on the busy simulated day (bench/RESULTS.md, session 15)
-    # work lost fell on 9 of 12 seeds (median 0.50 -> 0.32 % of capacity): of seed 6's, half was 8-GPU jobs
+    # now, as with Kueue's reclaimWithinCohort: Any. At 300 on the busy simulated day (bench/RESULTS.md, session 15)
+    # work lost fell on 10 of 12 seeds (median 0.46 -> 0.31 % of capacity): of seed 6's, half was 8-GPU jobs
     # and gangs stopping another queue's borrowing gangs hours into their run.
     reclaim_within: float | None = None
     # a job waiting longer than this is starved: it goes first in line, ahead of priority and fair share,
