@@ -102,6 +102,7 @@ def serve(settings: ServerSettings) -> None:
     import uvicorn
 
     from trainyard.api.app import create_app
+    from trainyard.api.serve_lane import lane_protocol
     from trainyard.services.platform import Platform
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -168,7 +169,12 @@ def serve(settings: ServerSettings) -> None:
     # proxy headers (X-Forwarded-For/-Proto) are read only from the proxies named: uvicorn would
     # otherwise trust them from 127.0.0.1, and the audit log would record whatever a local caller claims
     proxied = settings.forwarded_allow_ips
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+    # small /serve/ requests are proxied from the HTTP protocol itself (api/serve_lane.py); behind trusted
+    # proxies the caller's address is read from their headers by uvicorn's ASGI middleware, so all go that way.
+    # TRAINYARD_SERVE_LANE=off sends every request the usual way (bench/serve.py --no-lane measures it)
+    lane = os.environ.get("TRAINYARD_SERVE_LANE", "on").lower() not in ("off", "0", "false", "no")
+    http = lane_protocol(app.lane) if lane and not proxied else "auto"
+    config = uvicorn.Config(app, http=http, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
                             proxy_headers=bool(proxied), forwarded_allow_ips=proxied or None,
                             ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key)
     # start-up leaves ~150,000 objects that live as long as the server (modules, models, routes): each

@@ -15,6 +15,7 @@ from trainyard.api.fast_lane import FastLane
 from trainyard.api.guard import Guard
 from trainyard.api.routers import clusters, identity, job_text, jobs, monitoring, pipelines, queues, services, system
 from trainyard.api.serve_proxy import PREFIX as SERVE_PREFIX
+from trainyard.api.serve_lane import ServeLane
 from trainyard.api.serve_proxy import ServeProxy
 from trainyard.api.upstream import UpstreamPool
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
@@ -29,6 +30,7 @@ class _API(FastAPI):
     more CPU than the replica's whole answer (bench/serve.py)."""
 
     front: Any = None  # the Guard over the proxy, set by create_app
+    lane: ServeLane | None = None  # the short way to the same proxy, for uvicorn's protocol (trainyard.server)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] in ("http", "websocket") and scope["path"].startswith(SERVE_PREFIX) and self.front is not None:
@@ -65,6 +67,7 @@ def create_app(platform: Platform, server_url: str | None = None,
     app.add_middleware(Guard, **guard)
     # /serve/NAME/...: the same Guard checks the caller; a path there that names no service goes on to the app
     app.front = Guard(ServeProxy(partial(FastAPI.__call__, app), serving=platform.serving, pool=upstream), **guard)
+    app.lane = ServeLane(app.front)
     app.state.platform = platform
     app.include_router(system.router)
     app.include_router(jobs.router)

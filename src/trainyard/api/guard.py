@@ -63,7 +63,7 @@ class Guard:
             return await self.app(scope, receive, send)
         headers = dict(scope["headers"])
         websocket = scope["type"] == "websocket"
-        if self.allowed_hosts is not None and _hostname(headers.get(b"host")) not in self.allowed_hosts:
+        if not self.answers(headers.get(b"host")):
             return await _refuse(send, MisdirectedHost(), websocket=websocket)
         path = scope["path"]
         caller: Caller | None = LOCAL_ADMIN
@@ -83,6 +83,23 @@ class Guard:
         client = scope.get("client")
         scope[CALLER_KEY] = caller.at(client[0]) if client else caller
         return await self.app(scope, receive, send)
+
+    def answers(self, host: bytes | None) -> bool:
+        """Whether this server answers to the name in a Host header."""
+        return self.allowed_hosts is None or _hostname(host) in self.allowed_hosts
+
+    def caller_now(self, authorization: bytes | None) -> Caller | None:
+        """The caller of a request to a path that needs a token, where that is known without a database read:
+        the server's own token, or a user's token looked up in the last seconds. None otherwise (no token,
+        a wrong one, or one to look up), which only :meth:`__call__` can settle (api/serve_lane.py)."""
+        if not self.required:
+            return LOCAL_ADMIN
+        sent = bearer(_text(authorization))
+        if sent is None:
+            return None
+        if self.identity.server_token(sent):
+            return LOCAL_ADMIN
+        return self.identity.remembered(sent) if self.users else None
 
     async def _caller(self, sent: str | None) -> Caller | None:
         if sent is None:

@@ -19,17 +19,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 from urllib.parse import unquote
 
 from trainyard.api.guard import CALLER_KEY
 from trainyard.api.serve_hop import (HOP, PREFIX, answer, error_answer, forward_headers, open_hop, release, route_for,
                                      with_replica)
 from trainyard.api.serve_websocket import proxy_websocket
-from trainyard.api.upstream import ConnectFailed, Response, UpstreamError, UpstreamPool
+from trainyard.api.upstream import ConnectFailed, Headers, Response, UpstreamError, UpstreamPool
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
-from trainyard.services.serving import ServingService
+from trainyard.services.serving import Route, ServingService
 
 log = logging.getLogger(__name__)
 # the hop to the replica frames its own body, and this server already answered any Expect: 100-continue
@@ -70,71 +70,128 @@ class ServeProxy:
         await self._proxy(scope, receive, send, name, target)
 
     async def _proxy(self, scope: dict, receive: Any, send: Any, name: str, target: bytes) -> None:
-        service = self.serving
         caller: Caller = scope.get(CALLER_KEY, LOCAL_ADMIN)
         try:
-            route = await route_for(service, name, caller)
+            route = await route_for(self.serving, name, caller)
         except ServiceNotFound as e:  # 404 before anything is counted
-            return await _error(send, e)
-        service.traffic.started(name)
-        began = time.perf_counter()
-        job_id: str | None = None
-        try:
-            route = await with_replica(service, route, caller)
+            return await sink_error(_AsgiSink(send, receive), e)
+
+        async def request() -> tuple[bytes | AsyncIterator[bytes] | None, int | None, Headers]:
             body, length = await _body(scope, receive)
-            headers = forward_headers(scope, name, NOT_FORWARDED)
-            method = scope["method"].encode()
+            return body, length, forward_headers(scope, name, NOT_FORWARDED)
 
-            async def send_to(base: str) -> Response:
-                try:
-                    return await self.pool.request(base, method, target, headers, body, length)
-                except ConnectFailed:  # nothing reached it: another replica may take the request
-                    raise
-                except UpstreamError as e:
-                    raise ReplicaUnreachable(f"the replica of service {name} did not answer: {e}") from None
+        await relay(self.serving, self.pool, route, caller, scope["method"].encode(), target, request,
+                    _AsgiSink(send, receive))
 
-            job_id, upstream = await open_hop(service, route, send_to, ConnectFailed)
-        except CallerGone:  # left before its request was whole: no one to answer, and no fault of the service
-            release(service, job_id)
-            service.traffic.ended(name, GONE, time.perf_counter() - began)
-            return
-        except (ServiceUnavailable, ReplicaUnreachable) as e:
-            release(service, job_id)
-            service.traffic.ended(name, e.http_status, time.perf_counter() - began)
-            return await _error(send, e)
-        except BaseException:
-            release(service, job_id)
-            service.traffic.ended(name, 502, time.perf_counter() - began)
-            raise
-        status = upstream.status
-        kept = [(k, v) for k, v in upstream.headers if k not in NOT_RETURNED]
-        if upstream.length is not None and upstream.length <= BUFFER:  # small: one message to the caller
+
+class Sink(Protocol):
+    """Where a proxied answer goes: ASGI's ``send`` here, or the caller's connection itself (api/serve_lane.py)."""
+
+    async def whole(self, status: int, headers: Headers, body: bytes) -> None:
+        """A whole answer in one piece; ``headers`` carry its content-length."""
+
+    async def start(self, status: int, headers: Headers) -> None:
+        """The head of a streamed answer; its body follows in :meth:`part` calls and :meth:`end`."""
+
+    async def part(self, chunk: bytes) -> None: ...
+
+    async def end(self) -> None: ...
+
+    def watch(self, upstream: Response) -> Callable[[], None]:
+        """Until the function returned is called, the caller leaving breaks off ``upstream``."""
+
+
+async def relay(serving: ServingService, pool: UpstreamPool, route: Route, caller: Caller, method: bytes,
+                target: bytes, request: Callable[[], Awaitable[tuple[bytes | AsyncIterator[bytes] | None, int | None,
+                                                                           Headers]]], sink: Sink) -> None:
+    """One request to a ready replica of ``route`` (waiting through a cold start) and its answer to ``sink``,
+    counted in the service's traffic. ``request()`` gives the body, its length when streamed with one, and the
+    headers to pass on; it is awaited once a replica is ready."""
+    name = route.name
+    serving.traffic.started(name)
+    began = time.perf_counter()
+    job_id: str | None = None
+    try:
+        route = await with_replica(serving, route, caller)
+        body, length, headers = await request()
+
+        async def send_to(base: str) -> Response:
             try:
-                data = await upstream.read()
+                return await pool.request(base, method, target, headers, body, length)
+            except ConnectFailed:  # nothing reached it: another replica may take the request
+                raise
             except UpstreamError as e:
-                status = 502
-                return await _error(send, ReplicaUnreachable(f"the replica of service {name} broke off its "
-                                                             f"answer: {e}"))
-            finally:
-                upstream.release()
-                release(service, job_id)
-                service.traffic.ended(name, status, time.perf_counter() - began)
-            return await answer(send, status, data, kept)
-        ok = False
-        watch = asyncio.ensure_future(_abort_when_gone(receive, upstream))
+                raise ReplicaUnreachable(f"the replica of service {name} did not answer: {e}") from None
+
+        job_id, upstream = await open_hop(serving, route, send_to, ConnectFailed)
+    except CallerGone:  # left before its request was whole: no one to answer, and no fault of the service
+        release(serving, job_id)
+        serving.traffic.ended(name, GONE, time.perf_counter() - began)
+        return
+    except (ServiceUnavailable, ReplicaUnreachable) as e:
+        release(serving, job_id)
+        serving.traffic.ended(name, e.http_status, time.perf_counter() - began)
+        return await sink_error(sink, e)
+    except BaseException:
+        release(serving, job_id)
+        serving.traffic.ended(name, 502, time.perf_counter() - began)
+        raise
+    status = upstream.status
+    kept = [(k, v) for k, v in upstream.headers if k not in NOT_RETURNED]
+    if upstream.length is not None and upstream.length <= BUFFER:  # small: one message to the caller
         try:
-            await send({"type": "http.response.start", "status": status, "headers": kept})
-            async for chunk in upstream.chunks():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            ok = True
-        except UpstreamError as e:  # the caller got part of it: uvicorn closes the connection
-            log.warning("service %s: the replica broke off a streamed answer: %s", name, e)
+            data = await upstream.read()
+        except UpstreamError as e:
+            status = 502
+            return await sink_error(sink, ReplicaUnreachable(f"the replica of service {name} broke off its "
+                                                             f"answer: {e}"))
         finally:
-            watch.cancel()
             upstream.release()
-            release(service, job_id)
-            service.traffic.ended(name, status if ok else 502, time.perf_counter() - began)
+            release(serving, job_id)
+            serving.traffic.ended(name, status, time.perf_counter() - began)
+        return await sink.whole(status, kept, data)
+    ok = False
+    stop = sink.watch(upstream)
+    try:
+        await sink.start(status, kept)
+        async for chunk in upstream.chunks():
+            await sink.part(chunk)
+        await sink.end()
+        ok = True
+    except UpstreamError as e:  # the caller got part of it: its connection is closed
+        log.warning("service %s: the replica broke off a streamed answer: %s", name, e)
+    finally:
+        stop()
+        upstream.release()
+        release(serving, job_id)
+        serving.traffic.ended(name, status if ok else 502, time.perf_counter() - began)
+
+
+async def sink_error(sink: Sink, error: TrainyardError) -> None:
+    status, headers, body = error_answer(error)
+    await sink.whole(status, headers, body)
+
+
+class _AsgiSink:
+    __slots__ = ("send", "receive")
+
+    def __init__(self, send: Any, receive: Any) -> None:
+        self.send, self.receive = send, receive
+
+    async def whole(self, status: int, headers: Headers, body: bytes) -> None:
+        await answer(self.send, status, body, headers)
+
+    async def start(self, status: int, headers: Headers) -> None:
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def part(self, chunk: bytes) -> None:
+        await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    async def end(self) -> None:
+        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def watch(self, upstream: Response) -> Callable[[], None]:
+        return asyncio.ensure_future(_abort_when_gone(self.receive, upstream)).cancel
 
 
 async def _body(scope: dict, receive: Any) -> tuple[bytes | AsyncIterator[bytes] | None, int | None]:
@@ -178,9 +235,3 @@ async def _abort_when_gone(receive: Any, upstream: Response) -> None:
         pass
     upstream.abort()
 
-
-
-
-async def _error(send: Any, error: TrainyardError) -> None:
-    status, headers, body = error_answer(error)
-    await answer(send, status, body, headers)

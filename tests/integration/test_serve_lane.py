@@ -1,0 +1,161 @@
+"""The short way for small /serve/ requests (api/serve_lane.py), on a real server (uvicorn in a thread, with the
+protocol `trainyard server` runs) and a real replica process (tests/support/replica_app.py): what takes the lane,
+that its answers are those of the usual way, pipelining on one connection, and a caller that leaves mid-answer."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from tests.support.waiting import until
+from trainyard.api.app import create_app
+from trainyard.api.serve_lane import lane_protocol
+from trainyard.config import ServerSettings
+from trainyard.sdk.client import Client
+from trainyard.services.platform import Platform
+
+pytestmark = pytest.mark.slow
+APP = str(Path(__file__).resolve().parents[1] / "support" / "replica_app.py")
+TOKEN = "s3cret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    settings = ServerSettings(home=tmp_path_factory.mktemp("lane") / "home", token=TOKEN, cpus=4,
+                              memory=8 * 2**30, container_runtime="none")
+    platform = Platform(settings)
+    app = create_app(platform, url, allowed_hosts=("127.0.0.1",))
+    server = uvicorn.Server(uvicorn.Config(app, http=lane_protocol(app.lane), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    until(lambda: server.started, timeout=30)
+    client = Client(url, token=TOKEN)
+    client.services.apply({"name": "echo", "command": [sys.executable, APP], "resources": {"cpu": 0.5},
+                           "service": {"replicas": 1, "readiness": {"path": "/healthz", "period": "0.2s"}}})
+    client.services.wait_ready("echo", 1, timeout=60)
+    yield url, app.lane, platform
+    client.services.delete("echo")
+    server.should_exit = True
+    thread.join(30)
+
+
+def warm(url: str) -> None:
+    """A request the usual way first: it caches the service's route, which the lane needs."""
+    assert httpx.get(url + "/serve/echo/whoami", headers={**AUTH, "Cookie": "a=b"}).status_code == 200
+
+
+def test_a_small_request_takes_the_lane_and_gets_what_the_usual_way_gives(served):
+    url, lane, _ = served
+    with httpx.Client(headers=AUTH) as http:
+        warm(url)
+        before = lane.taken
+        short = http.get(url + "/serve/echo/whoami?x=1", headers={"X-Trace": "t1"})
+        assert lane.taken == before + 1
+        # a cookie sends it the usual way (the sign-in cookie is taken out there)
+        usual = http.get(url + "/serve/echo/whoami?x=1", headers={"X-Trace": "t1", "Cookie": "a=b"})
+        assert lane.taken == before + 1
+    assert short.status_code == usual.status_code == 200
+    assert short.headers.keys() == usual.headers.keys() and short.headers["server"] == "uvicorn"
+    assert len(short.headers.get_list("date")) == 1
+    seen, seen_usual = short.json(), usual.json()
+    assert seen["path"] == seen_usual["path"] == "/whoami?x=1"
+    assert seen["pid"] == seen_usual["pid"]
+    assert {k: v for k, v in seen_usual["headers"].items() if k.lower() != "cookie"} == seen["headers"]
+    got = {k.lower(): v for k, v in seen["headers"].items()}
+    assert got["x-forwarded-prefix"] == "/serve/echo" and got["x-trace"] == "t1"
+    assert got["x-forwarded-for"] == "127.0.0.1" and "authorization" not in got
+
+
+def test_bodies_a_streamed_answer_and_head_pass_on_the_lane(served):
+    url, lane, _ = served
+    warm(url)
+    before = lane.taken
+    with httpx.Client(headers=AUTH, timeout=30) as http:
+        posted = http.post(url + "/serve/echo/echo", content=b"x" * 100_000)
+        assert posted.status_code == 200 and posted.json()["body"] == "x" * 100_000
+        with http.stream("GET", url + "/serve/echo/stream?n=24") as down:
+            assert down.headers["transfer-encoding"] == "chunked"
+            got = b"".join(down.iter_bytes())
+        assert got == b"".join(bytes([k]) * 0x10000 for k in range(24))
+        head = http.head(url + "/serve/echo/whoami")
+        assert head.status_code in (200, 501) and head.content == b""
+    assert lane.taken == before + 3
+    # a body too big to hold, or one sent chunked, goes the usual way
+    big = httpx.post(url + "/serve/echo/echo", headers=AUTH, content=b"y" * (2 << 20), timeout=30)
+    assert big.status_code == 200 and len(big.json()["body"]) == 2 << 20
+    assert lane.taken == before + 3
+
+
+def test_refusals_and_unknown_services_go_the_usual_way(served):
+    url, lane, _ = served
+    warm(url)
+    before = lane.taken
+    assert httpx.get(url + "/serve/echo/whoami", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert httpx.get(url + "/serve/echo/whoami").status_code == 401
+    assert httpx.get(url + "/serve/nope/x", headers=AUTH).status_code == 404
+    assert httpx.get(url + "/serve/echo/whoami", headers={**AUTH, "Host": "evil.example"}).status_code == 421
+    assert lane.taken == before
+
+
+def _request(path: str, extra: str = "") -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n{extra}\r\n".encode()
+
+
+def _answers(conn: socket.socket, n: int) -> list[bytes]:
+    """``n`` answers with a content-length, in the order they came."""
+    data, out = b"", []
+    conn.settimeout(30)
+    while len(out) < n:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), None) if sep else None
+        if length is not None and len(rest) >= length:
+            out.append(rest[:length])
+            data = rest[length:]
+            continue
+        chunk = conn.recv(65536)
+        assert chunk, f"closed after {len(out)} answers"
+        data += chunk
+    return out
+
+
+def test_pipelined_requests_on_one_connection_are_answered_in_order(served):
+    url, lane, _ = served
+    warm(url)
+    port = int(url.rsplit(":", 1)[1])
+    before = lane.taken
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        # the first takes the lane and is slow; the second and third arrive while it is in flight
+        conn.sendall(_request("/serve/echo/slow?s=0.5") + _request("/serve/echo/whoami?n=2")
+                     + _request("/healthz"))
+        first, second, third = _answers(conn, 3)
+        conn.sendall(_request("/serve/echo/whoami?n=4"))  # the connection is kept: the lane again
+        fourth, = _answers(conn, 1)
+    assert b"slow" in first or b"pid" in first
+    assert b'"/whoami?n=2"' in second and b"ok" in third and b'"/whoami?n=4"' in fourth
+    assert lane.taken == before + 2  # the first and the fourth
+
+
+def test_a_caller_that_leaves_mid_answer_frees_the_replica_and_the_count(served):
+    url, lane, platform = served
+    warm(url)
+    port = int(url.rsplit(":", 1)[1])
+    before = lane.taken
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        conn.sendall(_request("/serve/echo/stream?n=2000"))  # 125 MiB: far more than the buffers hold
+        conn.settimeout(30)
+        assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+    assert lane.taken == before + 1
+    until(lambda: platform.serving.traffic.in_flight("echo") == 0 and not platform.serving.outstanding, timeout=30)
+    assert httpx.get(url + "/serve/echo/whoami", headers=AUTH).status_code == 200
