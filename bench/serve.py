@@ -1,6 +1,10 @@
 """Proxy overhead and cold start of a service: through ``/serve/NAME`` against straight to the replica.
 
     PYTHONPATH=src:bench .venv/bin/python bench/serve.py [--repeats 5] [--n 300] [--seconds 3] [--concurrency 16]
+        [--cold 3] [--no-lane]
+
+``--no-lane`` sends every proxied request the usual way (the server's ``TRAINYARD_SERVE_LANE=off``), for a
+side-by-side with the short way small requests take (api/serve_lane.py).
 
 Starts its own trainyard server in a temporary home and two services of one replica each:
 ``bench/serve_app.py`` (a trivial Starlette app on uvicorn: what the proxy itself costs) and the
@@ -13,8 +17,8 @@ goes first each round, for each of the two:
   of each round (target: proxy p50 ≤ 1.2 × direct);
 - throughput: ``--concurrency`` clients for ``--seconds``, direct and through the proxy;
   requests per second (target: proxy ≥ 0.8 × direct);
-- the floor: the same latency rounds through a bare Starlette + httpx proxy (bench/serve_app.py
-  ``--bare-proxy``: no auth, routing or accounting), to tell this stack's cost from trainyard's;
+- the floor: the same latency rounds through a byte relay to each replica (bench/serve_relay.py: uvloop,
+  no HTTP parsing, auth or accounting), the least any user-space hop costs on this machine;
 - cold start: a service with ``autoscale: {min: 0}`` and no replica: time from the request to
   its answer, against starting the same process by hand and polling its port until it
   answers (the baseline: what a cold start costs without trainyard).
@@ -45,6 +49,7 @@ from trainyard.spec.serve import serve_spec
 from benchserver import BenchServer
 
 APP = str(Path(__file__).resolve().parent / "serve_app.py")
+RELAY = str(Path(__file__).resolve().parent / "serve_relay.py")
 LATENCY_RATIO, THROUGHPUT_RATIO = 1.2, 0.8
 
 
@@ -168,7 +173,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0, help="length of one throughput round")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--cold", type=int, default=3, help="cold starts to measure (0: none)")
+    ap.add_argument("--no-lane", action="store_true", help="every proxied request the usual way (api/serve_lane.py)")
     args = ap.parse_args()
+    if args.no_lane:
+        os.environ["TRAINYARD_SERVE_LANE"] = "off"  # the server's environment is this one
     if args.repeats < 3 or args.cold < 0:
         ap.error("--repeats must be at least 3, --cold at least 0")
 
@@ -190,43 +198,47 @@ def main() -> None:
             infer = "/v2/models/digits/infer"
             model_direct = f"http://{model_info.replicas[0].address}{infer}"
             model_proxied = f"{srv.url}/serve/digits{infer}"
-            bare_port = free_port()
-            bare_proc = subprocess.Popen([sys.executable, APP, str(bare_port), "--bare-proxy",
-                                          f"http://{info.replicas[0].address}"], stdout=subprocess.DEVNULL)
-            bare = f"http://127.0.0.1:{bare_port}/predict"
-            wait_answer(bare)
+            ports = [free_port(), free_port()]
+            relays = [subprocess.Popen([sys.executable, RELAY, str(port), replica.replicas[0].address],
+                                       stdout=subprocess.DEVNULL) for port, replica in zip(ports, (info, model_info))]
+            relay, model_relay = f"http://127.0.0.1:{ports[0]}/predict", f"http://127.0.0.1:{ports[1]}{infer}"
+            wait_answer(relay)
+            wait_answer(f"http://127.0.0.1:{ports[1]}/v2/health/ready")
             floor = p50_latency(f"{srv.url}/healthz", {}, args.n)
             print(f"server {srv.url}; replica {info.replicas[0].address}, model server "
                   f"{model_info.replicas[0].address}; load average {os.getloadavg()[0]:.1f}; "
                   f"the server's own /healthz p50 {floor:.2f} ms", flush=True)
 
             server_proc = psutil.Process(srv.proc.pid)
-            replica_proc = next(p for p in psutil.process_iter(["cmdline"])
-                                if APP in (p.info["cmdline"] or []) and p.pid != os.getpid())
-            lat = {"direct": [], "proxy": [], "bare": [], "model direct": [], "model proxy": []}
+            replica_proc = next(p for p in psutil.process_iter(["cmdline"]) if APP in (p.info["cmdline"] or []))
+            lat: dict[str, list[float]] = {k: [] for k in ("direct", "proxy", "relay", "model direct", "model proxy",
+                                                            "model relay")}
             cpu = {"server": [], "replica": []}
             rps = {"direct": [], "proxy": [], "model direct": [], "model proxy": []}
-            bodies = {"model direct": infer_body, "model proxy": infer_body}
+            bodies = {"model direct": infer_body, "model proxy": infer_body, "model relay": infer_body}
             for i in range(args.repeats):
-                order = [("direct", direct), ("proxy", proxied), ("bare", bare)][:: 1 if i % 2 == 0 else -1]
-                model_order = [("model direct", model_direct), ("model proxy", model_proxied)][:: 1 if i % 2 == 0 else -1]
+                order = [("direct", direct), ("proxy", proxied), ("relay", relay)][:: 1 if i % 2 == 0 else -1]
+                model_order = [("model direct", model_direct), ("model proxy", model_proxied),
+                               ("model relay", model_relay)][:: 1 if i % 2 == 0 else -1]
                 for name, url in order + model_order:
                     before = (cpu_seconds(server_proc), cpu_seconds(replica_proc))
                     lat[name].append(p50_latency(url, headers, args.n, bodies.get(name)))
                     if name == "proxy":  # CPU each request costs the server and the replica (+10 warm-up)
                         cpu["server"].append((cpu_seconds(server_proc) - before[0]) / (args.n + 10) * 1000)
                         cpu["replica"].append((cpu_seconds(replica_proc) - before[1]) / (args.n + 10) * 1000)
-                for name, url in (order[:2] if i % 2 == 0 else order[1:]) + model_order:
+                for name, url in [(n, u) for n, u in order + model_order if "relay" not in n]:
                     rps[name].append(throughput(url, headers, args.seconds, args.concurrency, bodies.get(name)))
                 print(f"round {i + 1}: p50 direct {lat['direct'][-1]:.2f} ms, proxy {lat['proxy'][-1]:.2f} ms "
-                      f"(bare proxy {lat['bare'][-1]:.2f} ms); "
+                      f"(relay {lat['relay'][-1]:.2f} ms); "
                       f"throughput direct {rps['direct'][-1]:.0f}/s, proxy {rps['proxy'][-1]:.0f}/s; "
-                      f"model server p50 direct {lat['model direct'][-1]:.2f} ms, proxy {lat['model proxy'][-1]:.2f} ms, "
+                      f"model server p50 direct {lat['model direct'][-1]:.2f} ms, proxy {lat['model proxy'][-1]:.2f} ms "
+                      f"(relay {lat['model relay'][-1]:.2f} ms), "
                       f"throughput direct {rps['model direct'][-1]:.0f}/s, proxy {rps['model proxy'][-1]:.0f}/s",
                       flush=True)
 
-            bare_proc.terminate()
-            bare_proc.wait()
+            for proc in relays:
+                proc.terminate()
+                proc.wait()
             # probed often: a held request goes on at the first probe that answers
             srv.client.services.apply({"name": "cold", **job, "service": {
                 "readiness": {**readiness, "period": "0.1s"},
@@ -248,6 +260,7 @@ def main() -> None:
             srv.close()
 
     print()
+    print(f"the /serve/ lane: {'off (--no-lane)' if args.no_lane else 'on'}")
     for title, d, p in (("trivial replica (serve_app.py, GET /predict)", "direct", "proxy"),
                         ("model server (digits, POST /v2/models/digits/infer, one row)", "model direct", "model proxy")):
         ld, lp = statistics.median(lat[d]), statistics.median(lat[p])
@@ -255,9 +268,8 @@ def main() -> None:
         print(f"{title}:")
         print(f"  latency p50 (median of {args.repeats} rounds): direct {ld:.2f} ms, proxy {lp:.2f} ms, "
               f"ratio {lp / ld:.2f} (target ≤ {LATENCY_RATIO}) {verdict(lp <= LATENCY_RATIO * ld)}")
-        if d == "direct":
-            lb = statistics.median(lat["bare"])
-            print(f"  the floor of this stack here: a bare Starlette + httpx proxy, p50 {lb:.2f} ms, ratio {lb / ld:.2f}")
+        lr = statistics.median(lat[d.replace("direct", "relay")])
+        print(f"  the floor of a hop here: a byte relay (serve_relay.py), p50 {lr:.2f} ms, ratio {lr / ld:.2f}")
         print(f"  throughput ({args.concurrency} clients): direct {td:.0f}/s, proxy {tp:.0f}/s, "
               f"ratio {tp / td:.2f} (target ≥ {THROUGHPUT_RATIO}) {verdict(tp >= THROUGHPUT_RATIO * td)}")
     print(f"CPU per proxied request to the trivial replica: the server {statistics.median(cpu['server']):.2f} ms, "

@@ -1,10 +1,6 @@
 """The replica of bench/serve.py: a tiny Starlette app on uvicorn (the stack a model server runs on).
 
     python bench/serve_app.py PORT   (or $TRAINYARD_SERVICE_PORT)
-    python bench/serve_app.py PORT --bare-proxy http://HOST:PORT
-
-With ``--bare-proxy`` it is instead the least a Python proxy on this stack can be (Starlette, one shared
-httpx.AsyncClient, no auth, no routing, no accounting): the floor bench/serve.py shows beside trainyard's.
 
 ``GET /healthz`` answers once it listens; ``GET /predict`` and ``POST /predict`` answer a small JSON body
 (the POST echoes the length of what it got), so what is measured is the path, not the work.
@@ -16,7 +12,7 @@ import sys
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 
@@ -33,19 +29,6 @@ async def predict(request: Request) -> JSONResponse:
 app = Starlette(routes=[Route("/healthz", healthz), Route("/predict", predict, methods=["GET", "POST"])])
 
 
-def bare_proxy(target: str) -> Starlette:
-    import httpx
-
-    client = httpx.AsyncClient(base_url=target, trust_env=False)
-
-    async def forward(request: Request) -> Response:
-        r = await client.request(request.method, request.url.path, content=await request.body())
-        return Response(r.content, status_code=r.status_code, media_type=r.headers.get("content-type"))
-
-    return Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST"])])
-
-
 if __name__ == "__main__":
     port = int(sys.argv[1] if len(sys.argv) > 1 else os.environ["TRAINYARD_SERVICE_PORT"])
-    served = bare_proxy(sys.argv[3]) if sys.argv[2:3] == ["--bare-proxy"] else app
-    uvicorn.run(served, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
