@@ -157,6 +157,19 @@ def cold(srv: BenchServer, headers: dict) -> float:
     return time.perf_counter() - began
 
 
+def listener(port: int) -> psutil.Process:
+    """The process listening on ``port`` (the replica itself, not a launcher or shell above it)."""
+    for proc in psutil.process_iter(["cmdline"]):
+        if APP not in (proc.info["cmdline"] or []):
+            continue
+        try:
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in proc.net_connections("tcp")):
+                return proc
+        except psutil.Error:
+            continue
+    raise RuntimeError(f"no process of {APP} listens on port {port}")
+
+
 def cpu_seconds(proc: psutil.Process) -> float:
     t = proc.cpu_times()
     return t.user + t.system
@@ -210,7 +223,7 @@ def main() -> None:
                   f"the server's own /healthz p50 {floor:.2f} ms", flush=True)
 
             server_proc = psutil.Process(srv.proc.pid)
-            replica_proc = next(p for p in psutil.process_iter(["cmdline"]) if APP in (p.info["cmdline"] or []))
+            replica_proc = listener(int(info.replicas[0].address.rsplit(":", 1)[1]))
             lat: dict[str, list[float]] = {k: [] for k in ("direct", "proxy", "relay", "model direct", "model proxy",
                                                             "model relay")}
             cpu = {"server": [], "replica": []}
