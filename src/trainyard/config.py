@@ -103,6 +103,31 @@ class Prices(BaseModel):
         return self
 
 
+class SchedulerSettings(BaseModel):
+    """The planner's options (``trainyard.scheduler.cycle.Options``, where each is explained with what it did on
+    the simulated days of bench/scheduler.py) that a server's ``--config`` may set under ``scheduler:``; the
+    defaults are the planner's (a unit test keeps them equal). Durations in seconds; None turns one off."""
+
+    model_config = {"extra": "forbid", "allow_inf_nan": False}
+    max_reservations: int = Field(1, ge=0, le=1000, description="jobs at the head of the line that hold nodes")
+    reserve_after: float | None = Field(None, ge=0, description="a job holds nodes once it has waited this long")
+    fair_share_wait: float | None = Field(4 * 3600.0, ge=0, description="waiting longer goes ahead of fair share")
+    preempt_within: float | None = Field(300.0, ge=0, description="priority stops timed work only this young")
+    stop_untimed_after: float | None = Field(4 * 3600.0, ge=0, description="... and untimed work only for a job "
+                                             "waiting this long")
+    reclaim_within: float | None = Field(None, ge=0, description="a lender stops borrowed timed work only "
+                                         "this young")
+    starve_after: float | None = Field(None, ge=0, description="waiting longer goes first in line")
+    max_starved: int = Field(4, ge=0, le=1000, description="starved jobs put first in one cycle")
+    reserve_borrowing_after: float | None = Field(None, ge=0, description="a borrowing whole-node job holds "
+                                                  "nodes once it has waited this long")
+
+    def options(self):  # noqa: ANN201 - the scheduler's import stays off the clients' path
+        from trainyard.scheduler.cycle import Options
+
+        return Options(**self.model_dump())
+
+
 class ServerSettings(BaseModel):
     home: Path = Field(default_factory=home)
     db: str | None = Field(None, description="database URL; default SQLite in the home folder")
@@ -135,6 +160,7 @@ class ServerSettings(BaseModel):
     idle_gpu_threshold: float = Field(5.0, ge=0, le=100, description="GPU utilisation (%) under which a GPU is idle")
     idle_gpu_period: float = Field(1800.0, gt=0, description="seconds a job's GPUs stay idle before it is flagged")
     prices: Prices = Field(default_factory=Prices, description="for `trainyard usage` in money")
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings, description="the planner's options")
     component_catalog: list[str] = Field(
         default_factory=list, description="folders and URLs where pipeline steps find Kubeflow components by name")
 

@@ -34,3 +34,47 @@ def test_a_bad_duration_names_its_setting(tmp_path, text, field):
     with pytest.raises(InvalidSpec) as e:
         load(path)
     assert [err["field"] for err in e.value.errors] == [field]
+
+
+def test_the_scheduler_section_sets_the_planners_options_and_leaves_the_rest_at_their_defaults(tmp_path):
+    from dataclasses import asdict, replace
+
+    from trainyard.config import SchedulerSettings
+    from trainyard.scheduler.cycle import Options
+
+    path = tmp_path / "server.yaml"
+    path.write_text("scheduler:\n  reclaim_within: 5m\n  preempt_within: off\n  max_reservations: 2\n")
+    settings = ServerSettings(**load(path))
+    assert settings.scheduler.options() == replace(Options(), reclaim_within=300.0, preempt_within=None,
+                                                   max_reservations=2)
+    # the settings' own defaults are the planner's, field by field (max_searches is the planner's own budget)
+    defaults = asdict(Options())
+    defaults.pop("max_searches")
+    assert SchedulerSettings().model_dump() == defaults
+
+
+def test_the_servers_scheduler_loop_plans_with_the_files_options(tmp_path):
+    from trainyard.services.platform import Platform
+
+    path = tmp_path / "server.yaml"
+    path.write_text("scheduler:\n  starve_after: 2h\n")
+    platform = Platform(ServerSettings(**load(path), home=tmp_path / "home", container_runtime="none"))
+    try:
+        assert platform.loop.options.starve_after == 7200.0
+    finally:
+        platform.stop()
+
+
+@pytest.mark.parametrize("text, field", [("scheduler:\n  reclaim_within: -1\n", "scheduler.reclaim_within"),
+                                         ("scheduler:\n  reclaim_within: soon\n", "scheduler.reclaim_within"),
+                                         ("scheduler:\n  reserve_soon: 5m\n", "scheduler.reserve_soon"),
+                                         ("scheduler:\n  max_reservations: -1\n", "scheduler.max_reservations"),
+                                         ("scheduler: [reclaim_within]\n", "scheduler")])
+def test_a_bad_scheduler_setting_names_its_field(tmp_path, text, field):
+    from trainyard.cli.server_config import check
+
+    path = tmp_path / "server.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidSpec) as e:
+        check(path, lambda: ServerSettings(**load(path)))
+    assert [err["field"] for err in e.value.errors] == [field]

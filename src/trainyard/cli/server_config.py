@@ -1,4 +1,5 @@
-"""`trainyard server --config FILE`: the settings that have no flag of their own (monitoring, prices).
+"""`trainyard server --config FILE`: the settings that have no flag of their own (monitoring, prices, the
+planner's options).
 
 ```yaml
 sample_every: 5            # seconds between a launcher's resource samples; 0: off
@@ -9,6 +10,9 @@ prices:
   gpu_hour: {A100: 2.5, "*": 1.0}
   cpu_hour: 0.04
   memory_gib_hour: 0.005
+scheduler:                 # the planner's options (config.SchedulerSettings); left out: its defaults
+  reclaim_within: 5m       # a lender stops borrowed work with a timeout only within 5 min of its start
+  starve_after: off        # off (or null) turns a setting off
 ```
 """
 
@@ -20,7 +24,8 @@ from typing import Any
 from trainyard.errors import InvalidSpec
 from trainyard.spec.units import parse_duration
 
-KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "prices")
+KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "prices", "scheduler")
+SCHEDULER_COUNTS = ("max_reservations", "max_starved")  # the planner's settings that are not durations
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:
@@ -46,7 +51,30 @@ def load(path: Path) -> dict[str, Any]:
                 data[key] = parse_duration(data[key], zero=key == "sample_every")
             except ValueError as e:
                 raise _error(path, key, str(e)) from None
+    if "scheduler" in data:
+        data["scheduler"] = _scheduler(path, data["scheduler"])
     return data
+
+
+def _scheduler(path: Path, section: Any) -> dict[str, Any]:
+    """The ``scheduler:`` section, its durations in seconds (``off`` or null: None); the rest is left to
+    ``SchedulerSettings``, which names any unknown key."""
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise _error(path, "scheduler", "must be a mapping of the planner's settings")
+    out = dict(section)
+    for key, value in section.items():
+        if key in SCHEDULER_COUNTS or not isinstance(key, str):
+            continue
+        if value is None or value is False or value == "off":  # YAML reads a bare off as false
+            out[key] = None
+            continue
+        try:
+            out[key] = parse_duration(value, zero=True)
+        except ValueError as e:
+            raise _error(path, f"scheduler.{key}", str(e)) from None
+    return out
 
 
 def check(path: Path, build: Any) -> Any:
