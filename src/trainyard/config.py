@@ -122,11 +122,6 @@ class SchedulerSettings(BaseModel):
     reserve_borrowing_after: float | None = Field(None, ge=0, description="a borrowing whole-node job holds "
                                                   "nodes once it has waited this long")
 
-    def options(self):  # noqa: ANN201 - the scheduler's import stays off the clients' path
-        from trainyard.scheduler.cycle import Options
-
-        return Options(**self.model_dump())
-
 
 class ServerSettings(BaseModel):
     home: Path = Field(default_factory=home)

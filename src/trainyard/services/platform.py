@@ -19,6 +19,7 @@ from trainyard.engines.base import Engine
 from trainyard.errors import TrainyardError
 from trainyard.launch.config import LaunchConfig
 from trainyard.pipelines.catalog import Catalog
+from trainyard.scheduler.cycle import Options
 from trainyard.scheduler.loop import SchedulerLoop
 from trainyard.services.accounting import Accounting
 from trainyard.services.attempts import AttemptService
@@ -106,7 +107,7 @@ class Platform:
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
-            options=settings.scheduler.options(),
+            options=Options(**settings.scheduler.model_dump()),
         )
         self.scheduler.bind(self.loop)
         self.store.idle_rule = IdleRule(settings.idle_gpu_threshold, settings.idle_gpu_period)
