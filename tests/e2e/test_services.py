@@ -199,6 +199,18 @@ def test_a_websocket_through_the_proxy_cold_starts_echoes_both_ways_and_passes_c
     client.services.delete("sock")
 
 
+def test_a_starting_replica_is_probed_often_so_a_cold_start_does_not_wait_out_its_readiness_period(server):
+    client = server.client()
+    client.services.apply(spec("eager", {"autoscale": {"min": 0, "max": 1}, "readiness": {**FAST, "period": "60s"}},
+                               env_vars={"READY_AFTER": "2"}))
+    began = time.monotonic()
+    r = httpx.get(server.url + "/serve/eager/whoami", headers=server.headers, timeout=90)
+    assert r.status_code == 200
+    # the probes of its first 2 s failed; the one that passed came long before a 60 s period would have
+    assert time.monotonic() - began < 30
+    client.services.delete("eager")
+
+
 def test_a_cold_start_that_takes_too_long_answers_503_with_retry_after(server):
     client = server.client()
     client.services.apply(spec("sleepy", {"autoscale": {"min": 0, "max": 1}, "cold_start_timeout": "1s"},

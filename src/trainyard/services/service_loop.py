@@ -27,6 +27,11 @@ from trainyard.store.services import IDLE_REASON, ReplicaRow, ServiceRow
 
 log = logging.getLogger("trainyard.services")
 TICK = 0.25  # seconds between looks at every live service (probes keep their own period)
+# a replica launched and not yet ready is probed this often, not at its readiness period, for its first
+# STARTING_FOR seconds (Knative probes a starting revision every 25 ms): the requests a cold start holds go on
+# as soon as it answers, not up to a period later; the loop ticks this often while one is starting
+STARTING_PROBE = 0.05
+STARTING_FOR = 120.0
 IDLE = 2.0  # seconds between looks when no service is live: an apply wakes the loop, this is for other servers'
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 60.0  # seconds before restarting a crashed replica; doubles per crash in a row
 DRAIN_MIN = 1.0  # seconds a drained replica stays up: every server's cached route has dropped it by then
@@ -41,6 +46,7 @@ class Memory:
     next_start: float = 0.0
     below_since: float | None = None
     next_probe: dict[str, float] = field(default_factory=dict)  # replica job -> when to probe it next
+    was_ready: set[str] = field(default_factory=set)  # replica jobs that have been ready (no longer starting)
 
 
 class ServiceLoop(Ticker):
@@ -54,6 +60,7 @@ class ServiceLoop(Ticker):
         self.tick = tick
         self.idle = idle
         self._live = False
+        self._starting = False  # a replica was starting at the last cycle: tick at STARTING_PROBE
         self._memory: dict[str, Memory] = {}
         self._http = httpx.Client(timeout=1.0, trust_env=False)  # probes go to the replica, never a proxy
 
@@ -67,11 +74,14 @@ class ServiceLoop(Ticker):
         self._http.close()
 
     def pause(self) -> float:
+        if self._starting:
+            return min(self.tick, STARTING_PROBE)
         return self.tick if self._live else max(self.tick, self.idle)
 
     def cycle(self) -> None:
         rows = self.services.live()
         self._live = bool(rows)
+        self._starting = False
         replicas = self.services.replicas([r["id"] for r in rows])
         for gone in set(self._memory) - {r["id"] for r in rows}:
             self._memory.pop(gone, None)
@@ -91,6 +101,7 @@ class ServiceLoop(Ticker):
         for r in [r for r in reps if jobs[r["job_id"]].status.is_terminal()]:
             self.services.drop_replica(r["job_id"])
             mem.next_probe.pop(r["job_id"], None)
+            mem.was_ready.discard(r["job_id"])
             self._route_changed(row)
             if r["draining_since"] is None and row["status"] == ServiceStatus.RUNNING:
                 mem.crashes += 1
@@ -150,19 +161,26 @@ class ServiceLoop(Ticker):
     def _probe(self, row: ServiceRow, mem: Memory, r: ReplicaRow, job: JobInfo, now: float) -> None:
         readiness = row["spec"].service.readiness
         ready = r["ready"]
+        attempt = job.attempts[-1] if job.attempts else None
+        started = (attempt.started_at or attempt.created_at) if attempt else now
+        starting = (job.status in (JobStatus.STARTING, JobStatus.RUNNING) and not r["ready"]
+                    and r["draining_since"] is None and r["job_id"] not in mem.was_ready
+                    and started + readiness.initial_delay <= now < started + STARTING_FOR)
+        self._starting = self._starting or starting
         if job.status != JobStatus.RUNNING or not r["address"] or r["draining_since"] is not None:
             ready = False
         else:
-            attempt = job.attempts[-1] if job.attempts else None
-            started = (attempt.started_at or attempt.created_at) if attempt else now
             if now < started + readiness.initial_delay or now < mem.next_probe.get(r["job_id"], 0.0):
                 return
-            mem.next_probe[r["job_id"]] = now + readiness.period
+            mem.next_probe[r["job_id"]] = now + (min(readiness.period, STARTING_PROBE) if starting
+                                                 else readiness.period)
             try:
                 resp = self._http.get(f"http://{r['address']}{readiness.path}", timeout=readiness.timeout)
                 ready = 200 <= resp.status_code < 300
             except httpx.HTTPError:
                 ready = False
+        if ready:
+            mem.was_ready.add(r["job_id"])
         if ready != r["ready"]:
             self.services.set_replica(r["job_id"], ready=ready)
             r["ready"] = ready
