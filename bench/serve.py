@@ -21,7 +21,10 @@ goes first each round, for each of the two:
   no HTTP parsing, auth or accounting), the least any user-space hop costs on this machine;
 - cold start: a service with ``autoscale: {min: 0}`` and no replica: time from the request to
   its answer, against starting the same process by hand and polling its port until it
-  answers (the baseline: what a cold start costs without trainyard).
+  answers (the baseline: what a cold start costs without trainyard); for the trivial replica,
+  and for the digits model server as ``trainyard serve --min 0`` applies it (its readiness
+  probe's period, 1 s, as users get it) against ``python -m trainyard.serving.model_server``
+  started by hand and asked to infer until it answers.
 
 Prints the medians over the rounds, the ratios and PASS/MISS. It is a measurement: it exits 0
 whatever the numbers.
@@ -50,6 +53,7 @@ from benchserver import BenchServer
 
 APP = str(Path(__file__).resolve().parent / "serve_app.py")
 RELAY = str(Path(__file__).resolve().parent / "serve_relay.py")
+COLD_INFER = "/v2/models/colddigits/infer"
 LATENCY_RATIO, THROUGHPUT_RATIO = 1.2, 0.8
 
 
@@ -116,19 +120,26 @@ def throughput(url: str, headers: dict, seconds: float, concurrency: int, body: 
     return asyncio.run(_throughput(url, headers, seconds, concurrency, body))
 
 
-def by_hand() -> float:
-    """Seconds from starting the replica's process to its first answer."""
+def by_hand(model: Path | None = None, body: bytes | None = None) -> float:
+    """Seconds from starting the replica's process (the trivial app, or the model server over ``model``) to its
+    first answer (to ``body`` on the model's infer path)."""
     port = free_port()
+    argv = [sys.executable, APP, str(port)] if model is None else [
+        sys.executable, "-m", "trainyard.serving.model_server", "--model", str(model), "--name", "colddigits",
+        "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    url = f"http://127.0.0.1:{port}" + ("/predict" if model is None else COLD_INFER)
     began = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, APP, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        with httpx.Client(timeout=1) as http:
+        with httpx.Client(timeout=5) as http:
             while True:
                 try:
-                    if http.get(f"http://127.0.0.1:{port}/predict").status_code == 200:
+                    r = http.get(url) if body is None else http.post(url, content=body)
+                    if r.status_code == 200:
                         return time.perf_counter() - began
                 except httpx.TransportError:
-                    time.sleep(0.01)
+                    pass
+                time.sleep(0.01)
     finally:
         proc.terminate()
         proc.wait()
@@ -146,13 +157,16 @@ def wait_answer(url: str, timeout: float = 60.0) -> None:
             time.sleep(0.05)
 
 
-def cold(srv: BenchServer, headers: dict) -> float:
-    """Seconds from a request to a service at zero replicas to its answer; waits for zero first."""
+def cold(srv: BenchServer, headers: dict, name: str = "cold", body: bytes | None = None) -> float:
+    """Seconds from a request to a service at zero replicas to its answer (a GET of the trivial app's
+    /predict, or ``body`` to the model server's infer); waits for zero first."""
     c = srv.client
-    while c.services.get("cold").replicas:
+    while c.services.get(name).replicas:
         time.sleep(0.1)
+    url = f"{srv.url}/serve/{name}" + ("/predict" if body is None else COLD_INFER)
     began = time.perf_counter()
-    r = httpx.get(f"{srv.url}/serve/cold/predict", headers=headers, timeout=120)
+    r = (httpx.get(url, headers=headers, timeout=120) if body is None
+         else httpx.post(url, headers=headers, content=body, timeout=120))
     r.raise_for_status()
     return time.perf_counter() - began
 
@@ -256,14 +270,20 @@ def main() -> None:
             srv.client.services.apply({"name": "cold", **job, "service": {
                 "readiness": {**readiness, "period": "0.1s"},
                 "autoscale": {"min": 0, "max": 1, "scale_down_after": "1s"}}})
-            colds, hands = [], []
+            srv.client.services.apply(serve_spec(f"file://{model_path}", "colddigits", minimum=0, maximum=1,
+                                                 scale_down_after="1s", cpu=0.1, python=sys.executable))
+            colds, hands, model_colds, model_hands = [], [], [], []
             for _ in range(args.cold):
                 hands.append(by_hand())
                 colds.append(cold(srv, headers))
+                model_hands.append(by_hand(model_path, infer_body))
+                model_colds.append(cold(srv, headers, "colddigits", infer_body))
             print(f"cold starts: through trainyard {[round(c, 2) for c in colds]} s; "
-                  f"by hand {[round(h, 2) for h in hands]} s", flush=True)
+                  f"by hand {[round(h, 2) for h in hands]} s; model server through trainyard "
+                  f"{[round(c, 2) for c in model_colds]} s, by hand {[round(h, 2) for h in model_hands]} s",
+                  flush=True)
         finally:
-            for name in ("bench", "digits", "cold"):  # replicas outlive the server otherwise, as jobs do
+            for name in ("bench", "digits", "cold", "colddigits"):  # replicas outlive the server otherwise, as jobs do
                 try:
                     srv.client.services.delete(name)
                 except Exception:  # noqa: BLE001 (never created)
@@ -288,8 +308,11 @@ def main() -> None:
     print(f"CPU per proxied request to the trivial replica: the server {statistics.median(cpu['server']):.2f} ms, "
           f"the replica {statistics.median(cpu['replica']):.2f} ms (machine load average {os.getloadavg()[0]:.1f})")
     if colds:  # --cold 0: latency and throughput only
-        cd, ch = statistics.median(colds), statistics.median(hands)
-        print(f"cold start to first answer: through trainyard {cd:.2f} s, by hand {ch:.2f} s, ratio {cd / ch:.1f}")
+        for what, through, hand in (("trivial replica", colds, hands), ("model server (digits)", model_colds,
+                                                                          model_hands)):
+            cd, ch = statistics.median(through), statistics.median(hand)
+            print(f"cold start to first answer, {what}: through trainyard {cd:.2f} s, by hand {ch:.2f} s, "
+                  f"ratio {cd / ch:.1f}")
 
 
 if __name__ == "__main__":
