@@ -74,6 +74,12 @@ def take_server_token() -> str | None:
     return os.environ.pop(envvars.SERVER_TOKEN, None) or None
 
 
+def serve_lane() -> bool:
+    """Whether small ``/serve/`` requests take the short way (api/serve_lane.py): unless ``$TRAINYARD_SERVE_LANE``
+    is off."""
+    return os.environ.get(envvars.SERVE_LANE, "on").strip().lower() not in ("off", "0", "false", "no")
+
+
 def ray_address() -> str | None:
     """``$RAY_ADDRESS``, Ray's own variable: the cluster when the settings name none."""
     return os.environ.get(envvars.RAY_ADDRESS) or None

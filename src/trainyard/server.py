@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainyard.config import ServerSettings
+from trainyard.config import ServerSettings, serve_lane
 from trainyard.home import HomeLock, held, local_token, open_for_accounts, read_address, secure, write_private
 from trainyard.store.db import database_name, normalize_url
 from trainyard.auth.tokens import token_hash
@@ -172,8 +172,7 @@ def serve(settings: ServerSettings) -> None:
     # small /serve/ requests are proxied from the HTTP protocol itself (api/serve_lane.py); behind trusted
     # proxies the caller's address is read from their headers by uvicorn's ASGI middleware, so all go that way.
     # TRAINYARD_SERVE_LANE=off sends every request the usual way (bench/serve.py --no-lane measures it)
-    lane = os.environ.get("TRAINYARD_SERVE_LANE", "on").lower() not in ("off", "0", "false", "no")
-    http = lane_protocol(app.lane) if lane and not proxied else "auto"
+    http = lane_protocol(app.lane) if serve_lane() and not proxied else "auto"
     config = uvicorn.Config(app, http=http, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
                             proxy_headers=bool(proxied), forwarded_allow_ips=proxied or None,
                             ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key)
