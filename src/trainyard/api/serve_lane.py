@@ -1,9 +1,10 @@
 """The short way for small ``/serve/`` requests: proxied from uvicorn's HTTP protocol itself, without ASGI.
 
 A request through ``/serve/NAME`` cost this server ~0.19 ms of CPU against ~0.10 ms for the whole answer
-of a small replica, and a plain byte relay adds ~0.04 ms on the same machine (bench/RESULTS.md, session
-16). Most of the difference was the usual way's layers: an ASGI scope, the request cycle and its messages,
-the Guard and the proxy as middlewares, the head and body of the answer written apart. Here
+of a small replica, where a plain byte relay adds 0.02-0.05 ms on the same machine (bench/RESULTS.md, session
+16). Part of that was the usual way's layers: an ASGI scope, the request cycle and its messages, the Guard
+and the proxy as middlewares, the head and body of the answer written apart; without them the hop costs about
+a third less (0.14-0.16 ms → 0.10-0.14 ms from a raw client; the rest is Python's work per request). Here
 :class:`LaneProtocol`, uvicorn's httptools protocol, takes a request when its head is parsed, and
 :func:`~trainyard.api.serve_proxy.relay` writes the answer straight to the connection, whole in one write
 when it is small.
@@ -50,8 +51,8 @@ class ServeLane:
     def __init__(self, guard: Guard) -> None:
         self.guard = guard
         self.proxy: ServeProxy = guard.app
-        self.taken = 0  # requests that took the lane (tests and benchmarks read it)
-        self.open = True
+        self.taken = 0  # requests that took the lane (tests read it)
+        self.open = True  # closed for good if take() ever fails: a uvicorn unlike the one this was written for
 
     def take(self, proto: "LaneProtocol") -> "_Exchange | None":
         """The request whose head ``proto`` has just parsed, if it takes the lane; None for the usual way."""
