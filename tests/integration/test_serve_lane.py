@@ -130,12 +130,15 @@ def _answers(conn: socket.socket, n: int) -> list[bytes]:
     return out
 
 
+def _connect(url: str) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+
+
 def test_pipelined_requests_on_one_connection_are_answered_in_order(served):
     url, lane, _ = served
     warm(url)
-    port = int(url.rsplit(":", 1)[1])
     before = lane.taken
-    with socket.create_connection(("127.0.0.1", port)) as conn:
+    with _connect(url) as conn:
         # the first takes the lane and is slow; the second and third arrive while it is in flight
         conn.sendall(_request("/serve/echo/slow?s=0.5") + _request("/serve/echo/whoami?n=2")
                      + _request("/healthz"))
@@ -150,9 +153,8 @@ def test_pipelined_requests_on_one_connection_are_answered_in_order(served):
 def test_a_caller_that_leaves_mid_answer_frees_the_replica_and_the_count(served):
     url, lane, platform = served
     warm(url)
-    port = int(url.rsplit(":", 1)[1])
     before = lane.taken
-    with socket.create_connection(("127.0.0.1", port)) as conn:
+    with _connect(url) as conn:
         conn.sendall(_request("/serve/echo/stream?n=2000"))  # 125 MiB: far more than the buffers hold
         conn.settimeout(30)
         assert conn.recv(65536).startswith(b"HTTP/1.1 200")

@@ -189,8 +189,7 @@ class _Exchange:
             self._upstream.abort()
 
     async def request(self) -> tuple[bytes | None, None, Headers]:
-        body = self.body
-        return (body[0] if len(body) == 1 else b"".join(body)) if body is not None else None, None, self.headers
+        return b"".join(self.body) if self.body is not None else None, None, self.headers
 
     # -- the Sink
     async def whole(self, status: int, headers: Headers, body: bytes) -> None:

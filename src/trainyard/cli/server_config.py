@@ -25,7 +25,6 @@ from trainyard.errors import InvalidSpec
 from trainyard.spec.units import parse_duration
 
 KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "prices", "scheduler")
-SCHEDULER_COUNTS = ("max_reservations", "max_starved")  # the planner's settings that are not durations
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:
@@ -63,9 +62,12 @@ def _scheduler(path: Path, section: Any) -> dict[str, Any]:
         return {}
     if not isinstance(section, dict):
         raise _error(path, "scheduler", "must be a mapping of the planner's settings")
+    from trainyard.config import SchedulerSettings
+
+    counts = {k for k, f in SchedulerSettings.model_fields.items() if f.annotation is int}  # the rest: durations
     out = dict(section)
     for key, value in section.items():
-        if key in SCHEDULER_COUNTS or not isinstance(key, str):
+        if key in counts or not isinstance(key, str):
             continue
         if value is None or value is False or value == "off":  # YAML reads a bare off as false
             out[key] = None
