@@ -15,6 +15,7 @@ import uvicorn
 
 from tests.support.waiting import until
 from trainyard.api.app import create_app
+from trainyard.api import serve_express
 from trainyard.api.serve_lane import lane_protocol
 from trainyard.config import ServerSettings
 from trainyard.sdk.client import Client
@@ -161,3 +162,54 @@ def test_a_caller_that_leaves_mid_answer_frees_the_replica_and_the_count(served)
     assert lane.taken == before + 1
     until(lambda: platform.serving.traffic.in_flight("echo") == 0 and not platform.serving.outstanding, timeout=30)
     assert httpx.get(url + "/serve/echo/whoami", headers=AUTH).status_code == 200
+
+
+def test_a_kept_alive_connection_the_replica_dropped_is_sent_again_for_a_get_and_answers_502_for_a_post(served):
+    url, lane, platform = served
+    warm(url)
+    traffic = platform.serving.traffic
+    with httpx.Client(headers=AUTH, timeout=30) as http:
+        assert http.get(url + "/serve/echo/whoami").status_code == 200  # a connection now waits in the pool
+        before, counted = lane.expressed, traffic.snapshot("echo")
+        # answered on the connection that then waits for reuse; the replica drops it at the next request
+        assert http.get(url + "/serve/echo/drop-next").status_code == 200
+        again = http.get(url + "/serve/echo/whoami?after=drop")
+        assert again.status_code == 200 and again.json()["path"] == "/whoami?after=drop"
+        assert lane.expressed == before + 2  # both were sent at once; the second again on a new connection
+        assert http.post(url + "/serve/echo/drop-next", content=b"{}").status_code == 200
+        lost = http.post(url + "/serve/echo/echo", content=b"{}")  # the replica may have acted on it: not resent
+        assert lost.status_code == 502
+        assert "closed the connection without an answer" in lost.json()["message"]
+        assert http.get(url + "/serve/echo/whoami").status_code == 200
+    after = traffic.snapshot("echo")
+    assert (after.requests - counted.requests, after.errors - counted.errors, after.in_flight) == (5, 1, 0)
+    assert not platform.serving.outstanding
+
+
+def test_an_answer_too_big_to_hold_is_passed_on_as_it_comes(served):
+    url, lane, platform = served
+    warm(url)
+    with httpx.Client(headers=AUTH, timeout=30) as http:
+        assert http.get(url + "/serve/echo/whoami").status_code == 200
+        before = lane.expressed
+        big = http.get(url + "/serve/echo/big?n=3000000")
+        small = http.get(url + "/serve/echo/big?n=10")
+    assert big.status_code == 200 and big.headers["content-length"] == "3000000" and big.content == b"b" * 3000000
+    assert small.content == b"b" * 10
+    assert lane.expressed == before + 2
+    until(lambda: platform.serving.traffic.in_flight("echo") == 0 and not platform.serving.outstanding, timeout=30)
+
+
+def test_a_replica_silent_past_the_read_timeout_answers_502(served, monkeypatch):
+    url, lane, platform = served
+    warm(url)
+    monkeypatch.setattr(serve_express, "READ_TIMEOUT", 0.5)
+    monkeypatch.setattr(serve_express, "WATCH_EVERY", 0.1)
+    with httpx.Client(headers=AUTH, timeout=30) as http:
+        assert http.get(url + "/serve/echo/whoami").status_code == 200
+        before = lane.expressed
+        silent = http.get(url + "/serve/echo/slow?s=20")
+    assert lane.expressed == before + 1
+    assert silent.status_code == 502 and "sent nothing for 0.5s" in silent.json()["message"]
+    assert silent.elapsed.total_seconds() < 10  # the watchdog may first wait out its last WATCH_EVERY (5 s)
+    until(lambda: platform.serving.traffic.in_flight("echo") == 0 and not platform.serving.outstanding, timeout=30)

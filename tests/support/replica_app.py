@@ -4,8 +4,9 @@
 Listens on $TRAINYARD_SERVICE_PORT (or argv[1]). Answers ``/healthz`` (200, once
 $READY_AFTER seconds have passed), ``/whoami`` (pid, version, the path and
 headers it saw), ``/slow?s=SECONDS``, ``/stream?n=N`` (N chunks of 64 KiB, sent chunked: byte i of
-chunk k is k), ``POST /echo`` (the body back, sent with a length or chunked), ``/crash`` (exits at
-once, without answering), ``/ws`` (a WebSocket echoing each message; the text ``close CODE`` closes it with
+chunk k is k), ``/big?n=BYTES`` (that many bytes with a content-length), ``POST /echo`` (the body back,
+sent with a length or chunked), ``/crash`` (exits at once, without answering), ``/drop-next`` (answers,
+then closes its kept-alive connection on the next request without answering: a replica that dropped it), ``/ws`` (a WebSocket echoing each message; the text ``close CODE`` closes it with
 that code; subprotocol ``echo.v1`` when asked), ``/ws-refused`` (refuses the upgrade with its own 403, a
 header and a JSON body) and ``/ws-closed`` (the close code and reason it last received).
 """
@@ -37,8 +38,25 @@ class Handler(BaseHTTPRequestHandler):
     def _who(self) -> dict:
         return {"pid": os.getpid(), "version": VERSION, "path": self.path, "headers": dict(self.headers.items())}
 
+    def _dropped(self) -> bool:
+        """The connection of an earlier /drop-next: closed, this request unanswered."""
+        if getattr(self, "drop", False):
+            self.close_connection = True
+            return True
+        self.drop = urlsplit(self.path).path == "/drop-next"
+        return False
+
     def do_GET(self) -> None:  # noqa: N802
+        if self._dropped():
+            return None
         url = urlsplit(self.path)
+        if url.path == "/big":
+            data = b"b" * int(parse_qs(url.query)["n"][0])
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return None
         if url.path == "/healthz":
             ready = time.monotonic() - STARTED >= READY_AFTER
             return self._send(200 if ready else 503, {"ready": ready})
@@ -110,6 +128,8 @@ class Handler(BaseHTTPRequestHandler):
         return b"".join(parts)
 
     def do_POST(self) -> None:  # noqa: N802
+        if self._dropped():
+            return None
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             body = self._chunked()
         else:

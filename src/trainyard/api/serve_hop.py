@@ -54,12 +54,19 @@ async def with_replica(service: ServingService, route: Route, caller: Caller) ->
 def pick(route: Route, tried: set[str], outstanding: dict[str, int]) -> tuple[str, str]:
     """The ready replica with the fewest requests in flight (round-robin among equals): (job id, HOST:PORT).
     The caller counts the request in ``outstanding`` and calls :func:`release` when done."""
-    now = time.monotonic()
-    choices = [e for e in route.endpoints if e[0] not in tried and _refused.get(e[0], 0.0) <= now]
-    if not choices:
-        choices = [e for e in route.endpoints if e[0] not in tried] or route.endpoints
-    start = next(_rr) % len(choices)
-    job_id, base = min(choices[start:] + choices[:start], key=lambda e: outstanding.get(e[0], 0))
+    choices = route.endpoints
+    if tried or _refused:
+        now = time.monotonic()
+        for gone in [job for job, until in _refused.items() if until <= now]:
+            del _refused[gone]
+        choices = [e for e in route.endpoints if e[0] not in tried and _refused.get(e[0], 0.0) <= now]
+        if not choices:
+            choices = [e for e in route.endpoints if e[0] not in tried] or route.endpoints
+    if len(choices) == 1:
+        job_id, base = choices[0]
+    else:
+        start = next(_rr) % len(choices)
+        job_id, base = min(choices[start:] + choices[:start], key=lambda e: outstanding.get(e[0], 0))
     outstanding[job_id] = outstanding.get(job_id, 0) + 1
     return job_id, base.removeprefix("http://")
 

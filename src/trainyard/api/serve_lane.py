@@ -5,9 +5,11 @@ of a small replica, where a plain byte relay adds 0.02-0.05 ms on the same machi
 16). Part of that was the usual way's layers: an ASGI scope, the request cycle and its messages, the Guard
 and the proxy as middlewares, the head and body of the answer written apart; without them the hop costs about
 a third less (0.14-0.16 ms → 0.10-0.14 ms from a raw client; the rest is Python's work per request). Here
-:class:`LaneProtocol`, uvicorn's httptools protocol, takes a request when its head is parsed, and
-:func:`~trainyard.api.serve_proxy.relay` writes the answer straight to the connection, whole in one write
-when it is small.
+:class:`LaneProtocol`, uvicorn's httptools protocol, takes a request when its head is parsed. Once it is
+whole, :func:`~trainyard.api.serve_express.express` sends it at once on a connection to the replica that
+waits in the pool and writes a small answer back from that connection's callback; otherwise
+:func:`~trainyard.api.serve_proxy.relay`, in a task, writes the answer straight to the connection, whole in
+one write when it is small.
 
 A request takes the lane only when all this holds once its head is parsed; any other goes the usual way
 (the Guard, then :class:`~trainyard.api.serve_proxy.ServeProxy`), which answers every case left out here:
@@ -25,12 +27,14 @@ on and returned, replica choice, retry on a refused connection, traffic counts a
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from trainyard.api.guard import Guard
+from trainyard.api.serve_express import _Express, express
 from trainyard.api.serve_hop import PREFIX, forward_headers
 from trainyard.api.serve_proxy import BUFFER, NOT_FORWARDED, ServeProxy, relay
 from trainyard.api.upstream import Headers, Response
@@ -52,7 +56,11 @@ class ServeLane:
         self.guard = guard
         self.proxy: ServeProxy = guard.app
         self.taken = 0  # requests that took the lane (tests read it)
+        self.expressed = 0  # of those, sent at once on a waiting connection (api/serve_express.py)
         self.open = True  # closed for good if take() ever fails: a uvicorn unlike the one this was written for
+        self.background: set[asyncio.Task] = set()  # the autoscaler's notes, written off the loop
+        self.waiting: set[_Express] = set()  # requests sent at once whose answer is not whole yet
+        self.watchdog: asyncio.TimerHandle | None = None  # looks for silent replicas while any are waiting
 
     def take(self, proto: "LaneProtocol") -> "_Exchange | None":
         """The request whose head ``proto`` has just parsed, if it takes the lane; None for the usual way."""
@@ -82,8 +90,10 @@ class ServeLane:
             elif name in _ELSEWHERE:
                 return None
         guard = self.guard
-        if not guard.answers(host):
-            return None
+        if host != proto.host_ok:
+            if not guard.answers(host):
+                return None
+            proto.host_ok = host  # the same Host on the connection's next request needs no new look
         caller = proto.known_caller(authorization, guard)
         if caller is None:
             return None
@@ -95,10 +105,29 @@ class ServeLane:
         return _Exchange(proto, route, caller, method, url[end:],
                          forward_headers(proto.scope, name, NOT_FORWARDED), [] if sized else None)
 
-    async def run(self, ex: "_Exchange") -> None:
-        proxy = self.proxy
+    def go(self, ex: "_Exchange") -> None:
+        """Proxy the whole request ``ex``: the quickest way when it can (api/serve_express.py), else in a task."""
         try:
-            await relay(proxy.serving, proxy.pool, ex.route, ex.caller, ex.method, ex.target, ex.request, ex)
+            if express(self, ex):
+                self.expressed += 1
+                return
+        except Exception:
+            log.exception("service %s: proxying a request failed", ex.route.name)
+            return ex.fail()
+        proxy = self.proxy
+        self.start(ex, relay(proxy.serving, proxy.pool, ex.route, ex.caller, ex.method, ex.target, ex.request, ex))
+
+    def start(self, ex: "_Exchange", work: Coroutine[Any, Any, None]) -> None:
+        """``work`` on ``ex`` in a task of its connection (uvicorn waits for those at shutdown)."""
+        tasks = ex.proto.tasks
+        task = ex.proto.loop.create_task(self._run(ex, work))
+        task.add_done_callback(tasks.discard)
+        tasks.add(task)
+
+    @staticmethod
+    async def _run(ex: "_Exchange", work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
         except Exception:
             log.exception("service %s: proxying a request failed", ex.route.name)
             ex.fail()
@@ -117,6 +146,7 @@ class LaneProtocol(HttpToolsProtocol):
         self._exchange: _Exchange | None = None  # taken, its body still arriving
         self._admin: bytes | None = None  # the Authorization header found to be the server's own token
         self._at: tuple[Caller, Caller] | None = None  # a caller, and the same at this connection's address
+        self.host_ok: bytes | None | bool = False  # the last Host header this server was found to answer to
 
     def known_caller(self, authorization: bytes | None, guard: Guard) -> Caller | None:
         """As :meth:`Guard.caller_now`, at this connection's address; the server's own token is checked once per
@@ -156,9 +186,7 @@ class LaneProtocol(HttpToolsProtocol):
         ex, self._exchange = self._exchange, None
         if ex is None:
             return super().on_message_complete()
-        task = self.loop.create_task(self.lane.run(ex))
-        task.add_done_callback(self.tasks.discard)
-        self.tasks.add(task)
+        self.lane.go(ex)
 
 
 def lane_protocol(lane: ServeLane) -> type[LaneProtocol]:
@@ -193,6 +221,9 @@ class _Exchange:
 
     # -- the Sink
     async def whole(self, status: int, headers: Headers, body: bytes) -> None:
+        self.write_whole(status, headers, body)
+
+    def write_whole(self, status: int, headers: Headers, body: bytes) -> None:
         self._write(b"".join(self._head(status, headers)) + body)
         self._done()
 

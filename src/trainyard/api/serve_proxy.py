@@ -103,13 +103,16 @@ class Sink(Protocol):
 
 async def relay(serving: ServingService, pool: UpstreamPool, route: Route, caller: Caller, method: bytes,
                 target: bytes, request: Callable[[], Awaitable[tuple[bytes | AsyncIterator[bytes] | None, int | None,
-                                                                           Headers]]], sink: Sink) -> None:
+                                                                           Headers]]], sink: Sink,
+                began: float | None = None) -> None:
     """One request to a ready replica of ``route`` (waiting through a cold start) and its answer to ``sink``,
-    counted in the service's traffic. ``request()`` gives the body, its length when streamed with one, and the
-    headers to pass on; it is awaited once a replica is ready."""
+    counted in the service's traffic (from ``began``, its ``perf_counter()``, when already counted as
+    started). ``request()`` gives the body, its length when streamed with one, and the headers to pass on; it
+    is awaited once a replica is ready."""
     name = route.name
-    serving.traffic.started(name)
-    began = time.perf_counter()
+    if began is None:
+        serving.traffic.started(name)
+        began = time.perf_counter()
     job_id: str | None = None
     try:
         route = await with_replica(serving, route, caller)
@@ -136,6 +139,12 @@ async def relay(serving: ServingService, pool: UpstreamPool, route: Route, calle
         release(serving, job_id)
         serving.traffic.ended(name, 502, time.perf_counter() - began)
         raise
+    await deliver(serving, name, job_id, upstream, sink, began)
+
+
+async def deliver(serving: ServingService, name: str, job_id: str, upstream: Response, sink: Sink,
+                  began: float) -> None:
+    """The replica's answer, whose head has arrived, to ``sink``; then the request is released and counted."""
     status = upstream.status
     kept = [(k, v) for k, v in upstream.headers if k not in NOT_RETURNED]
     if upstream.length is not None and upstream.length <= BUFFER:  # small: one message to the caller

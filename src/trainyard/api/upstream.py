@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import AsyncIterable, AsyncIterator
+from typing import AsyncIterable, AsyncIterator, Protocol
 
 import httptools
 
@@ -72,6 +72,12 @@ class _Parsed:
         self.done = True
 
 
+class Listener(Protocol):
+    """Told, from the connection's own callbacks, that more of the answer arrived or the connection ended."""
+
+    def heard(self) -> None: ...
+
+
 class _Connection(asyncio.Protocol):
     """One connection to a replica; what arrives goes straight into the current answer's parser."""
 
@@ -85,6 +91,7 @@ class _Connection(asyncio.Protocol):
         self.ended = False  # the replica closed its side (or the connection is gone)
         self._waiter: asyncio.Future | None = None
         self._writable: asyncio.Future | None = None
+        self.listener: Listener | None = None  # told of what arrives instead of a waiting task (api/serve_express.py)
 
     # -- asyncio's side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -124,6 +131,9 @@ class _Connection(asyncio.Protocol):
         self._writable = None
 
     def _wake(self) -> None:
+        if self.listener is not None:
+            self.listener.heard()
+            return
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
@@ -240,7 +250,7 @@ class UpstreamPool:
         """Send ``method target`` with ``headers`` (without framing headers: this adds them) to
         ``HOST:PORT`` and wait for the answer's head. ``body``: bytes, or chunks with their total ``length``
         if known (else sent chunked). Raises :class:`ConnectFailed` when nothing reached the replica."""
-        head = _head(method, target, address, headers, body, length)
+        head = request_head(method, target, address, headers, body, length)
         retry = method in IDEMPOTENT and not _streamed(body)
         conn, reused = await self._acquire(address)
         while True:
@@ -263,16 +273,21 @@ class UpstreamPool:
                 conn.close()
                 raise
 
-    async def _acquire(self, address: str) -> tuple[_Connection, bool]:
+    def idle(self, address: str) -> _Connection | None:
+        """A kept-alive connection to ``address`` that waits for reuse, taken from the pool; None if none."""
         idle = self._idle.get(address)
         if idle:
             now = time.monotonic()
             while idle:
                 conn = idle.pop()
                 if conn.usable(now):
-                    return conn, True
+                    return conn
                 conn.close()
-        return await self._connect(address), False
+        return None
+
+    async def _acquire(self, address: str) -> tuple[_Connection, bool]:
+        conn = self.idle(address)
+        return (conn, True) if conn is not None else (await self._connect(address), False)
 
     async def _connect(self, address: str) -> _Connection:
         host, _, port = address.rpartition(":")
@@ -301,7 +316,7 @@ class UpstreamPool:
         self._idle.clear()
 
 
-def _head(method: bytes, target: bytes, address: str, headers: Headers,
+def request_head(method: bytes, target: bytes, address: str, headers: Headers,
           body: bytes | AsyncIterable[bytes] | None, length: int | None) -> bytes:
     lines = [method, b" ", target, b" HTTP/1.1\r\nhost: ", address.encode("latin-1"), b"\r\n"]
     for name, value in headers:

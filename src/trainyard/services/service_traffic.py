@@ -43,14 +43,14 @@ class Traffic:
 
     def started(self, name: str) -> None:
         with self._lock:
-            s = self._by_name.setdefault(name, _Stats())
+            s = self._by_name.get(name) or self._by_name.setdefault(name, _Stats())
             s.in_flight += 1
             s.last_request_at = time.time()
 
     def ended(self, name: str, status: int, seconds: float | None) -> None:
         """A request ended; ``seconds`` None for a WebSocket, whose length is no latency."""
         with self._lock:
-            s = self._by_name.setdefault(name, _Stats())
+            s = self._by_name.get(name) or self._by_name.setdefault(name, _Stats())
             s.in_flight = max(0, s.in_flight - 1)
             s.requests += 1
             s.errors += status >= 500
