@@ -19,6 +19,7 @@ from trainyard.api import serve_express
 from trainyard.api.serve_lane import lane_protocol
 from trainyard.config import ServerSettings
 from trainyard.sdk.client import Client
+from trainyard.services import serving
 from trainyard.services.platform import Platform
 
 pytestmark = pytest.mark.slow
@@ -29,6 +30,10 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
+    # a route cached for the module: what takes the lane must not hang on how long a loaded machine takes
+    # between a test's requests (the 0.5 s default sends the first request after it the usual way)
+    fresh = pytest.MonkeyPatch()
+    fresh.setattr(serving, "ROUTE_TTL", 60.0)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
@@ -49,6 +54,7 @@ def served(tmp_path_factory):
     client.services.delete("echo")
     server.should_exit = True
     thread.join(30)
+    fresh.undo()
 
 
 def warm(url: str) -> None:
@@ -213,3 +219,4 @@ def test_a_replica_silent_past_the_read_timeout_answers_502(served, monkeypatch)
     assert silent.status_code == 502 and "sent nothing for 0.5s" in silent.json()["message"]
     assert silent.elapsed.total_seconds() < 10  # the watchdog may first wait out its last WATCH_EVERY (5 s)
     until(lambda: platform.serving.traffic.in_flight("echo") == 0 and not platform.serving.outstanding, timeout=30)
+

@@ -88,6 +88,28 @@ def test_a_connection_the_replica_dropped_is_retried_once_for_a_get_and_reported
     run(main())
 
 
+def test_a_connection_freed_while_paused_reads_again_so_the_next_request_on_it_is_answered():
+    async def main() -> None:
+        pool = UpstreamPool()
+        replica = Scripted([OK, OK])
+        async with replica as address:
+            r = await pool.request(address, b"GET", b"/a", [], None)
+            assert await r.read() == b"ok"
+            # what data_received does when an answer arrives faster than its caller reads it: were it freed so,
+            # the next request on the connection (sent at once: api/serve_express.py) would never hear its answer
+            r._conn.transport.pause_reading()
+            r.release()
+            conn = pool.send_now(address, b"GET", b"/b", [], None)
+            assert conn is not None and conn.transport.is_reading()
+            while not conn.parsed.done:
+                await conn.wait()
+            assert conn.parsed.body == [b"ok"]
+            assert replica.connections == 1
+        await pool.close()
+
+    run(main())
+
+
 def test_answers_without_a_body_until_close_or_broken_off_are_read_as_they_are():
     async def main() -> None:
         pool = UpstreamPool()

@@ -26,12 +26,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-import httptools
-
 from trainyard.api.serve_hop import error_answer, pick, release
 from trainyard.api.serve_proxy import BUFFER, NOT_RETURNED, deliver, relay
-from trainyard.api.upstream import (IDEMPOTENT, READ_TIMEOUT, Headers, Response, UpstreamBroken, _Connection, _Parsed,
-                                   request_head)
+from trainyard.api.upstream import IDEMPOTENT, READ_TIMEOUT, Connection, Headers, Response, UpstreamBroken
 from trainyard.errors import ReplicaUnreachable
 from trainyard.services.notify import off_loop
 from trainyard.services.serving import Route, ServingService
@@ -49,7 +46,8 @@ def express(lane: "ServeLane", ex: "_Exchange") -> bool:
     if not route.endpoints:
         return False
     job_id, base = pick(route, set(), serving.outstanding)
-    conn = pool.idle(base)
+    body = b"".join(ex.body) if ex.body is not None else None
+    conn = pool.send_now(base, ex.method, ex.target, ex.headers, body)
     if conn is None:
         release(serving, job_id)
         return False
@@ -58,11 +56,7 @@ def express(lane: "ServeLane", ex: "_Exchange") -> bool:
         lane.background.add(task)
         task.add_done_callback(lane.background.discard)
     serving.traffic.started(route.name)
-    body = b"".join(ex.body) if ex.body is not None else None
-    parsed = _Parsed()
-    conn.parsed, conn.parser = parsed, httptools.HttpResponseParser(parsed)
-    conn.listener = _Express(lane, ex, conn, job_id, parsed, body)
-    conn.transport.write(request_head(ex.method, ex.target, base, ex.headers, body, None) + (body or b""))  # type: ignore[union-attr]
+    conn.listener = _Express(lane, ex, conn, job_id, body)
     return True
 
 
@@ -78,9 +72,9 @@ class _Express:
 
     __slots__ = ("lane", "ex", "conn", "job_id", "parsed", "body", "began", "heard_at", "response")
 
-    def __init__(self, lane: "ServeLane", ex: "_Exchange", conn: _Connection, job_id: str, parsed: _Parsed,
-                 body: bytes | None) -> None:
-        self.lane, self.ex, self.conn, self.job_id, self.parsed, self.body = lane, ex, conn, job_id, parsed, body
+    def __init__(self, lane: "ServeLane", ex: "_Exchange", conn: Connection, job_id: str, body: bytes | None) -> None:
+        self.lane, self.ex, self.conn, self.job_id, self.body = lane, ex, conn, job_id, body
+        self.parsed = conn.parsed
         self.began = self.heard_at = time.perf_counter()
         self.response: Response | None = None
         lane.waiting.add(self)

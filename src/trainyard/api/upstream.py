@@ -78,7 +78,7 @@ class Listener(Protocol):
     def heard(self) -> None: ...
 
 
-class _Connection(asyncio.Protocol):
+class Connection(asyncio.Protocol):
     """One connection to a replica; what arrives goes straight into the current answer's parser."""
 
     def __init__(self, address: str) -> None:
@@ -182,7 +182,7 @@ class Response:
 
     __slots__ = ("status", "headers", "length", "_conn", "_parser", "_parsed", "_to_close", "_pool", "_keep")
 
-    def __init__(self, pool: "UpstreamPool", conn: _Connection, parser: httptools.HttpResponseParser,
+    def __init__(self, pool: "UpstreamPool", conn: Connection, parser: httptools.HttpResponseParser,
                  parsed: _Parsed, head_only: bool) -> None:
         self._pool, self._conn, self._parser, self._parsed = pool, conn, parser, parsed
         self.status: int = parser.get_status_code()
@@ -242,7 +242,7 @@ class UpstreamPool:
     """Kept-alive connections to replicas, by ``HOST:PORT``; one per request in flight."""
 
     def __init__(self) -> None:
-        self._idle: dict[str, list[_Connection]] = {}
+        self._idle: dict[str, list[Connection]] = {}
         self._closed = False
 
     async def request(self, address: str, method: bytes, target: bytes, headers: Headers,
@@ -273,7 +273,7 @@ class UpstreamPool:
                 conn.close()
                 raise
 
-    def idle(self, address: str) -> _Connection | None:
+    def idle(self, address: str) -> Connection | None:
         """A kept-alive connection to ``address`` that waits for reuse, taken from the pool; None if none."""
         idle = self._idle.get(address)
         if idle:
@@ -285,13 +285,27 @@ class UpstreamPool:
                 conn.close()
         return None
 
-    async def _acquire(self, address: str) -> tuple[_Connection, bool]:
+    def send_now(self, address: str, method: bytes, target: bytes, headers: Headers,
+                 body: bytes | None) -> Connection | None:
+        """Send a request with a whole body (or none) at once on a connection to ``address`` that waits for
+        reuse, its answer's parser made ready (``conn.parsed``); None, with nothing sent, if none waits. The
+        caller sets the connection's ``listener`` before the loop runs again, and calls :meth:`Response.release`
+        (or closes the connection) when done."""
+        conn = self.idle(address)
+        if conn is None:
+            return None
+        parsed = _Parsed()
+        conn.parsed, conn.parser = parsed, httptools.HttpResponseParser(parsed)
+        conn.transport.write(request_head(method, target, address, headers, body, None) + (body or b""))  # type: ignore[union-attr]
+        return conn
+
+    async def _acquire(self, address: str) -> tuple[Connection, bool]:
         conn = self.idle(address)
         return (conn, True) if conn is not None else (await self._connect(address), False)
 
-    async def _connect(self, address: str) -> _Connection:
+    async def _connect(self, address: str) -> Connection:
         host, _, port = address.rpartition(":")
-        conn = _Connection(address)
+        conn = Connection(address)
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
                 await asyncio.get_running_loop().create_connection(lambda: conn, host.strip("[]"), int(port))
@@ -299,11 +313,13 @@ class UpstreamPool:
             raise ConnectFailed(_why(e)) from None
         return conn
 
-    def free(self, conn: _Connection) -> None:
+    def free(self, conn: Connection) -> None:
         idle = self._idle.setdefault(conn.address, [])
         if self._closed or len(idle) >= MAX_IDLE:
             conn.close()
             return
+        if not conn.transport.is_reading():  # type: ignore[union-attr]  # paused under a large answer
+            conn.transport.resume_reading()  # type: ignore[union-attr]  # so it hears the replica close it
         conn.since = time.monotonic()
         idle.append(conn)
 
@@ -317,7 +333,7 @@ class UpstreamPool:
 
 
 def request_head(method: bytes, target: bytes, address: str, headers: Headers,
-          body: bytes | AsyncIterable[bytes] | None, length: int | None) -> bytes:
+                 body: bytes | AsyncIterable[bytes] | None, length: int | None) -> bytes:
     lines = [method, b" ", target, b" HTTP/1.1\r\nhost: ", address.encode("latin-1"), b"\r\n"]
     for name, value in headers:
         lines += (name, b": ", value, b"\r\n")
@@ -333,7 +349,7 @@ def _streamed(body: object) -> bool:
     return body is not None and not isinstance(body, bytes)
 
 
-async def _send(conn: _Connection, head: bytes, body: bytes | AsyncIterable[bytes] | None, chunked: bool) -> None:
+async def _send(conn: Connection, head: bytes, body: bytes | AsyncIterable[bytes] | None, chunked: bool) -> None:
     transport = conn.transport
     if conn.ended or transport.is_closing():  # type: ignore[union-attr]
         raise UpstreamBroken("the replica closed the connection")
