@@ -27,6 +27,7 @@ class DayFigures(NamedTuple):
     wait_ratio: float | None = None  # the worst size class's mean wait over first-come's
     wait_class: str | None = None
     left: int | None = None  # jobs of normal priority never started
+    crowded: tuple[str, float, float] | None = None  # the tightest GPU types, demand / capacity: all, normal+
 
 
 def seed_line(seed: int, f: DayFigures) -> str:
@@ -35,7 +36,9 @@ def seed_line(seed: int, f: DayFigures) -> str:
         return line
     return (f"{line} ({f.margin * 100:+.1f} points against {f.best}); preempted {f.preempted:,} "
             f"({f.preempt_share:.1%}); work lost {f.lost:.2%}; worst wait {f.wait_class} × {f.wait_ratio:.2f} "
-            f"first-come; {f.left} of normal priority left")
+            f"first-come; {f.left} of normal priority left" + (
+                f" ({f.crowded[0]}: demand {f.crowded[1]:.0%} of capacity, {f.crowded[2]:.0%} of normal priority "
+                f"and above)" if f.crowded else ""))
 
 
 # (target, figure, how it prints, passes)

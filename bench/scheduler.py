@@ -214,23 +214,41 @@ def day_workload(args, seed: int, load: float, backlog: float):
     return nodes, jobs
 
 
-def gpu_bound(nodes: list[Node], jobs: list[SimJob]) -> float:
-    """GPU-seconds no policy can beat: the most of the day's demand (each job counted up to the day's
-    end) that the GPU types could absorb with each job only on types it accepts. That is a max-flow
-    from job groups (by accepted types) to GPU types (capacity × day); by max-flow = min-cut it is the
-    least, over sets T of types, of T's capacity plus the demand of the groups not confined to T."""
+def gpu_demand(nodes: list[Node], jobs: list[SimJob], keep=lambda job: True) -> tuple[dict, dict]:
+    """GPU-seconds of capacity per GPU type over the day, and of demand (of the jobs ``keep`` picks, each counted
+    up to the day's end) per set of types the jobs accept."""
     cap: dict[str, float] = {}
     for n in nodes:
         if n.gpus:
             cap[n.gpu_type] = cap.get(n.gpu_type, 0.0) + n.gpus * DAY
     demand: dict[frozenset, float] = {}
     for s in jobs:
-        if s.job.gpu:
+        if s.job.gpu and keep(s.job):
             key = frozenset(t for t in (s.job.gpu_types or cap) if t in cap)
             demand[key] = demand.get(key, 0.0) + min(s.duration, DAY - s.submit) * s.job.gpu * s.job.replicas
+    return cap, demand
+
+
+def gpu_bound(nodes: list[Node], jobs: list[SimJob]) -> float:
+    """GPU-seconds no policy can beat: the most of the day's demand (each job counted up to the day's
+    end) that the GPU types could absorb with each job only on types it accepts. That is a max-flow
+    from job groups (by accepted types) to GPU types (capacity × day); by max-flow = min-cut it is the
+    least, over sets T of types, of T's capacity plus the demand of the groups not confined to T."""
+    cap, demand = gpu_demand(nodes, jobs)
     types = sorted(cap)
     return min(sum(cap[t] for t in cut) + sum(d for g, d in demand.items() if not g <= set(cut))
                for r in range(len(types) + 1) for cut in combinations(types, r))
+
+
+def tightest(nodes: list[Node], jobs: list[SimJob], keep=lambda job: True,
+             among: tuple[str, ...] | None = None) -> tuple[float, tuple[str, ...]]:
+    """The set of GPU types (``among`` alone, if given) whose capacity the demand confined to them fills most:
+    (demand / capacity, the types). Above 1, no policy can run all of that work by the day's end: some of it
+    starts late or not at all (Hall's condition, of which the bound above is the max-flow form)."""
+    cap, demand = gpu_demand(nodes, jobs, keep)
+    types = sorted(cap)
+    cuts = [among] if among else [cut for r in range(1, len(types) + 1) for cut in combinations(types, r)]
+    return max((sum(d for g, d in demand.items() if g <= set(cut)) / sum(cap[t] for t in cut), cut) for cut in cuts)
 
 
 POLICIES = [("planner", plan), ("first-fit-decreasing", first_fit_decreasing),
@@ -280,6 +298,11 @@ def one_day(args, seed: int, load: str, demand: float, backlog: float) -> DayFig
     bound = gpu_bound(nodes, jobs)
     print(f"  {load}: {len(jobs):,} jobs, GPU demand {demand:.1f} × capacity, {backlog:.0%} of it waiting at "
           f"dawn; bound {bound / cap['gpu']:.1%} of GPU capacity (max-flow of demand onto the types it accepts)")
+    full, types = tightest(nodes, jobs)
+    normal = tightest(nodes, jobs, lambda j: j.priority >= 100, types)[0]
+    crowded = ("+".join(types), full, normal)
+    print(f"  the tightest GPU types: {crowded[0]}, the demand confined to them {full:.1%} of their capacity "
+          f"(of normal priority and above: {normal:.1%})")
     print(f"    {'policy':22} {'GPU alloc':>9} {'work lost':>10} {'useful':>8} {'useful/bound':>13} "
           f"{'CPU util':>9} {'cycles':>7} {'preempted':>10} {'wall':>7}")
     for name, (o, _, wall) in runs.items():
@@ -305,7 +328,7 @@ def one_day(args, seed: int, load: str, demand: float, backlog: float) -> DayFig
     print(f"    target work lost ≤ {TARGET_LOST:.0%} of GPU capacity: {verdict(lost <= TARGET_LOST)} "
           f"({lost:.2%})")
     (ratio, cls), left = bench_waits(runs)
-    return DayFigures(mine, mine - theirs, best, o.preempted, share, lost, ratio, cls, left)
+    return DayFigures(mine, mine - theirs, best, o.preempted, share, lost, ratio, cls, left, crowded)
 
 
 def _with_options(opt: Options):
