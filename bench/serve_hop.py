@@ -1,0 +1,121 @@
+"""What one ``/serve/`` hop costs, without an HTTP client's own cost in the way: a raw-socket client.
+
+    PYTHONPATH=src:bench .venv/bin/python bench/serve_hop.py [--rounds 3] [--n 2000] [--no-lane]
+
+Starts its own trainyard server and the trivial replica of ``bench/serve.py`` (``serve_app.py``), and a byte
+relay to it (``serve_relay.py``, the least a user-space hop costs). Each round sends ``--n`` kept-alive GETs on
+one socket straight to the replica, through ``/serve/bench/``, and through the relay, in turn, alternating the
+order, and reads the server's CPU time (psutil) around the proxied ones. Prints the medians over rounds of: each
+way's p50, the hop above direct (proxy and relay), their ratio, and the server's CPU per proxied request.
+``bench/serve.py`` judges the issue's targets with an HTTP client on both sides; this shows where the hop stands
+against a relay (bench/RESULTS.md, sessions 16 and 17). A measurement: exits 0 whatever the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from benchserver import BenchServer
+from serve import APP, RELAY, free_port, wait_answer
+
+
+def _connect(address: str) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def _one(s: socket.socket, request: bytes) -> None:
+    """Send ``request`` and read its answer, whole (a content-length answer)."""
+    s.sendall(request)
+    data = b""
+    while True:
+        data += s.recv(65536)
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if sep:
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            if len(rest) >= length:
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError(head.split(b"\r\n")[0].decode())
+                return
+
+
+def p50_us(address: str, path: str, token: str, n: int) -> float:
+    request = f"GET {path} HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {token}\r\n\r\n".encode()
+    with _connect(address) as s:
+        for _ in range(20):  # warm the connection, and the server's route and pool
+            _one(s, request)
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            _one(s, request)
+            times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--n", type=int, default=2000, help="requests per way and round")
+    ap.add_argument("--no-lane", action="store_true", help="every proxied request the usual way (api/serve_lane.py)")
+    args = ap.parse_args()
+    if args.no_lane:
+        os.environ["TRAINYARD_SERVE_LANE"] = "off"  # the server's environment is this one
+    with tempfile.TemporaryDirectory(prefix="trainyard-bench-hop-") as tmp:
+        srv = BenchServer(Path(tmp) / "home", [sys.executable, "-m", "trainyard", "server", "--container-runtime", "none"])
+        relay = None
+        try:
+            token = (Path(tmp) / "home" / "token").read_text().strip()
+            srv.client.services.apply({"name": "bench", "command": [sys.executable, APP], "resources": {"cpu": 0.1},
+                                       "service": {"replicas": 1, "readiness": {"path": "/healthz", "period": "1s"}}})
+            direct = srv.client.services.wait_ready("bench", 1, timeout=120).replicas[0].address
+            server = srv.url.removeprefix("http://")
+            relay_at = f"127.0.0.1:{free_port()}"
+            relay = subprocess.Popen([sys.executable, RELAY, relay_at.rsplit(":", 1)[1], direct],
+                                     stdout=subprocess.DEVNULL)
+            wait_answer(f"http://{relay_at}/healthz")
+            proc = psutil.Process(srv.proc.pid)
+            ways = {"direct": (direct, "/predict"), "proxy": (server, "/serve/bench/predict"),
+                    "relay": (relay_at, "/predict")}
+            got: dict[str, list[float]] = {k: [] for k in (*ways, "cpu")}
+            for i in range(args.rounds):
+                for name in list(ways)[:: 1 if i % 2 == 0 else -1]:
+                    before = sum(proc.cpu_times()[:2])
+                    got[name].append(p50_us(*ways[name], token, args.n))
+                    if name == "proxy":
+                        got["cpu"].append((sum(proc.cpu_times()[:2]) - before) / (args.n + 20) * 1e6)
+                print(f"round {i + 1}: p50 direct {got['direct'][-1]:.0f} µs, proxy {got['proxy'][-1]:.0f} µs, relay "
+                      f"{got['relay'][-1]:.0f} µs; the server's CPU per proxied request {got['cpu'][-1]:.0f} µs",
+                      flush=True)
+        finally:
+            if relay is not None:
+                relay.terminate()
+                relay.wait()
+            srv.client.services.delete("bench")
+            while any(s.replicas for s in srv.client.services.list()):
+                time.sleep(0.2)
+            srv.close()
+    m = {k: statistics.median(v) for k, v in got.items()}
+    hop, floor = m["proxy"] - m["direct"], m["relay"] - m["direct"]
+    print(f"\nthe /serve/ lane: {'off (--no-lane)' if args.no_lane else 'on'}; load average {os.getloadavg()[0]:.1f}")
+    print(f"p50 (median of {args.rounds} rounds): direct {m['direct']:.0f} µs, through /serve/ {m['proxy']:.0f} µs "
+          f"(× {m['proxy'] / m['direct']:.2f}), through a byte relay {m['relay']:.0f} µs (× {m['relay'] / m['direct']:.2f})")
+    print(f"the hop above direct: /serve/ +{hop:.0f} µs, a byte relay +{floor:.0f} µs"
+          + (f" (× {hop / floor:.1f} the relay's)" if floor > 0 else ""))
+    print(f"the server's CPU per proxied request: {m['cpu']:.0f} µs")
+
+
+if __name__ == "__main__":
+    main()
