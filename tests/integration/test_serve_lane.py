@@ -52,6 +52,8 @@ def served(tmp_path_factory):
     client.services.wait_ready("echo", 1, timeout=60)
     yield url, app.lane, platform
     client.services.delete("echo")
+    # the replica's launcher reports its end before the server stops; else it waits on for a server to come back
+    until(lambda: not any(s.replicas for s in client.services.list()), timeout=30)
     server.should_exit = True
     thread.join(30)
     fresh.undo()
