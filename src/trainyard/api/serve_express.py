@@ -11,7 +11,7 @@ replica with a connection waiting in the pool, and an answer framed by a content
 - no connection waits for the chosen replica (or the route has none ready): the whole request goes the task's
   way before anything is sent;
 - the reused connection turns out closed before any byte of the answer: an idempotent request goes the task's
-  way from the start (it connects afresh), as the pool's own retry does; any other answers 502;
+  way from the start (on another connection), as the pool's own retry does; any other answers 502;
 - a streamed answer (chunked, larger, or until the connection closes): once its head has arrived, the task
   passes it on (``serve_proxy.deliver``).
 
