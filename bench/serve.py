@@ -189,6 +189,16 @@ def cpu_seconds(proc: psutil.Process) -> float:
     return t.user + t.system
 
 
+def parse_with_lane(ap: argparse.ArgumentParser) -> argparse.Namespace:
+    """``ap``'s arguments, with ``--no-lane``: the server this bench starts sends every proxied request the usual
+    way (``TRAINYARD_SERVE_LANE=off``; api/serve_lane.py)."""
+    ap.add_argument("--no-lane", action="store_true", help="every proxied request the usual way (api/serve_lane.py)")
+    args = ap.parse_args()
+    if args.no_lane:
+        os.environ["TRAINYARD_SERVE_LANE"] = "off"  # the server's environment is this one
+    return args
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
@@ -200,10 +210,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0, help="length of one throughput round")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--cold", type=int, default=3, help="cold starts to measure (0: none)")
-    ap.add_argument("--no-lane", action="store_true", help="every proxied request the usual way (api/serve_lane.py)")
-    args = ap.parse_args()
-    if args.no_lane:
-        os.environ["TRAINYARD_SERVE_LANE"] = "off"  # the server's environment is this one
+    args = parse_with_lane(ap)
     if args.repeats < 3 or args.cold < 0:
         ap.error("--repeats must be at least 3, --cold at least 0")
 

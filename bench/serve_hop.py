@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 
 from benchserver import BenchServer
-from serve import APP, RELAY, free_port, wait_answer
+from serve import APP, RELAY, free_port, parse_with_lane, wait_answer
 
 
 def _connect(address: str) -> socket.socket:
@@ -69,10 +69,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--n", type=int, default=2000, help="requests per way and round")
-    ap.add_argument("--no-lane", action="store_true", help="every proxied request the usual way (api/serve_lane.py)")
-    args = ap.parse_args()
-    if args.no_lane:
-        os.environ["TRAINYARD_SERVE_LANE"] = "off"  # the server's environment is this one
+    args = parse_with_lane(ap)
     with tempfile.TemporaryDirectory(prefix="trainyard-bench-hop-") as tmp:
         srv = BenchServer(Path(tmp) / "home", [sys.executable, "-m", "trainyard", "server", "--container-runtime", "none"])
         relay = None

@@ -27,7 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from trainyard.api.serve_hop import error_answer, pick, release
-from trainyard.api.serve_proxy import BUFFER, NOT_RETURNED, deliver, relay
+from trainyard.api.serve_proxy import BUFFER, deliver, relay, returned
 from trainyard.api.upstream import IDEMPOTENT, READ_TIMEOUT, Connection, Headers, Response, UpstreamBroken
 from trainyard.errors import ReplicaUnreachable
 from trainyard.services.notify import off_loop
@@ -105,7 +105,7 @@ class _Express:
         serving = self.lane.proxy.serving
         release(serving, self.job_id)
         serving.traffic.ended(self.ex.route.name, response.status, time.perf_counter() - self.began)
-        self.ex.write_whole(response.status, _returned(response.headers), data)
+        self.ex.write_whole(response.status, returned(response.headers), data)
 
     def _broken(self) -> None:
         """The connection ended, broke or carried no HTTP before the answer was whole."""
@@ -155,7 +155,3 @@ def _watch(lane: "ServeLane") -> None:
     for waiting in [w for w in lane.waiting if w.heard_at < late]:
         waiting._silent()
     lane.watchdog = asyncio.get_running_loop().call_later(WATCH_EVERY, _watch, lane)
-
-
-def _returned(headers: Headers) -> Headers:
-    return [(k, v) for k, v in headers if k not in NOT_RETURNED]

@@ -146,7 +146,7 @@ async def deliver(serving: ServingService, name: str, job_id: str, upstream: Res
                   began: float) -> None:
     """The replica's answer, whose head has arrived, to ``sink``; then the request is released and counted."""
     status = upstream.status
-    kept = [(k, v) for k, v in upstream.headers if k not in NOT_RETURNED]
+    kept = returned(upstream.headers)
     if upstream.length is not None and upstream.length <= BUFFER:  # small: one message to the caller
         try:
             data = await upstream.read()
@@ -174,6 +174,11 @@ async def deliver(serving: ServingService, name: str, job_id: str, upstream: Res
         upstream.release()
         release(serving, job_id)
         serving.traffic.ended(name, status if ok else 502, time.perf_counter() - began)
+
+
+def returned(headers: Headers) -> Headers:
+    """The replica's answer headers that go on to the caller."""
+    return [(k, v) for k, v in headers if k not in NOT_RETURNED]
 
 
 async def sink_error(sink: Sink, error: TrainyardError) -> None:
