@@ -83,18 +83,20 @@ def main() -> None:
             relay = subprocess.Popen([sys.executable, RELAY, relay_at.rsplit(":", 1)[1], direct],
                                      stdout=subprocess.DEVNULL)
             wait_answer(f"http://{relay_at}/healthz")
-            proc = psutil.Process(srv.proc.pid)
+            proc, relay_proc = psutil.Process(srv.proc.pid), psutil.Process(relay.pid)
             ways = {"direct": (direct, "/predict"), "proxy": (server, "/serve/bench/predict"),
                     "relay": (relay_at, "/predict")}
-            got: dict[str, list[float]] = {k: [] for k in (*ways, "cpu")}
+            got: dict[str, list[float]] = {k: [] for k in (*ways, "cpu", "relay_cpu")}
             for i in range(args.rounds):
                 for name in list(ways)[:: 1 if i % 2 == 0 else -1]:
-                    before = sum(proc.cpu_times()[:2])
+                    watched = {"proxy": (proc, "cpu"), "relay": (relay_proc, "relay_cpu")}.get(name)
+                    before = sum(watched[0].cpu_times()[:2]) if watched else 0.0
                     got[name].append(p50_us(*ways[name], token, args.n))
-                    if name == "proxy":
-                        got["cpu"].append((sum(proc.cpu_times()[:2]) - before) / (args.n + 20) * 1e6)
+                    if watched:
+                        got[watched[1]].append((sum(watched[0].cpu_times()[:2]) - before) / (args.n + 20) * 1e6)
                 print(f"round {i + 1}: p50 direct {got['direct'][-1]:.0f} µs, proxy {got['proxy'][-1]:.0f} µs, relay "
-                      f"{got['relay'][-1]:.0f} µs; the server's CPU per proxied request {got['cpu'][-1]:.0f} µs",
+                      f"{got['relay'][-1]:.0f} µs; CPU per request: the server {got['cpu'][-1]:.0f} µs, the relay "
+                      f"{got['relay_cpu'][-1]:.0f} µs",
                       flush=True)
         finally:
             if relay is not None:
@@ -111,7 +113,7 @@ def main() -> None:
           f"(× {m['proxy'] / m['direct']:.2f}), through a byte relay {m['relay']:.0f} µs (× {m['relay'] / m['direct']:.2f})")
     print(f"the hop above direct: /serve/ +{hop:.0f} µs, a byte relay +{floor:.0f} µs"
           + (f" (× {hop / floor:.1f} the relay's)" if floor > 0 else ""))
-    print(f"the server's CPU per proxied request: {m['cpu']:.0f} µs")
+    print(f"CPU per request: the server (proxied) {m['cpu']:.0f} µs, the byte relay {m['relay_cpu']:.0f} µs")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -50,7 +51,7 @@ def served(tmp_path_factory):
     client.services.apply({"name": "echo", "command": [sys.executable, APP], "resources": {"cpu": 0.5},
                            "service": {"replicas": 1, "readiness": {"path": "/healthz", "period": "0.2s"}}})
     client.services.wait_ready("echo", 1, timeout=60)
-    yield url, app.lane, platform
+    yield url, app.lane, platform, server
     client.services.delete("echo")
     # the replica's launcher reports its end before the server stops; else it waits on for a server to come back
     until(lambda: not any(s.replicas for s in client.services.list()), timeout=30)
@@ -65,7 +66,7 @@ def warm(url: str) -> None:
 
 
 def test_a_small_request_takes_the_lane_and_gets_what_the_usual_way_gives(served):
-    url, lane, _ = served
+    url, lane, _, _ = served
     with httpx.Client(headers=AUTH) as http:
         warm(url)
         before = lane.taken
@@ -87,7 +88,7 @@ def test_a_small_request_takes_the_lane_and_gets_what_the_usual_way_gives(served
 
 
 def test_bodies_a_streamed_answer_and_head_pass_on_the_lane(served):
-    url, lane, _ = served
+    url, lane, _, _ = served
     warm(url)
     before = lane.taken
     with httpx.Client(headers=AUTH, timeout=30) as http:
@@ -107,7 +108,7 @@ def test_bodies_a_streamed_answer_and_head_pass_on_the_lane(served):
 
 
 def test_refusals_and_unknown_services_go_the_usual_way(served):
-    url, lane, _ = served
+    url, lane, _, _ = served
     warm(url)
     before = lane.taken
     assert httpx.get(url + "/serve/echo/whoami", headers={"Authorization": "Bearer wrong"}).status_code == 401
@@ -144,7 +145,7 @@ def _connect(url: str) -> socket.socket:
 
 
 def test_pipelined_requests_on_one_connection_are_answered_in_order(served):
-    url, lane, _ = served
+    url, lane, _, _ = served
     warm(url)
     before = lane.taken
     with _connect(url) as conn:
@@ -159,8 +160,35 @@ def test_pipelined_requests_on_one_connection_are_answered_in_order(served):
     assert lane.taken == before + 2  # the first and the fourth
 
 
+def test_a_connection_in_use_stays_open_and_one_left_idle_is_closed_after_the_keep_alive(served):
+    url, lane, _, server = served
+    warm(url)
+    before = lane.taken
+    idle = 2.0
+    server.config.timeout_keep_alive = idle  # read by each new connection
+    try:
+        with _connect(url) as conn:
+            conn.settimeout(30)
+            # longer in all than the keep-alive, each pause shorter: the timer armed after the first answer must
+            # look again, not close the connection under the requests that follow
+            # (the replica's slow answer outlasts the keep-alive while under way)
+            for i, path in enumerate(["/serve/echo/whoami?k=1", "/healthz", "/serve/echo/whoami?k=2", "/healthz",
+                                      "/serve/echo/whoami?k=3", "/serve/echo/slow?s=2.5", "/serve/echo/whoami?k=4"]):
+                if i:
+                    time.sleep(idle * 0.3)
+                conn.sendall(_request(path))
+                body, = _answers(conn, 1)
+                assert (b"ok" if path == "/healthz" else path.removeprefix("/serve/echo").encode()) in body, body
+            last = time.monotonic()
+            assert conn.recv(1) == b""  # closed by the server once idle
+            assert time.monotonic() - last >= idle * 0.9
+    finally:
+        server.config.timeout_keep_alive = 5
+    assert lane.taken == before + 5
+
+
 def test_a_caller_that_leaves_mid_answer_frees_the_replica_and_the_count(served):
-    url, lane, platform = served
+    url, lane, platform, _ = served
     warm(url)
     before = lane.taken
     with _connect(url) as conn:
@@ -173,7 +201,7 @@ def test_a_caller_that_leaves_mid_answer_frees_the_replica_and_the_count(served)
 
 
 def test_a_kept_alive_connection_the_replica_dropped_is_sent_again_for_a_get_and_answers_502_for_a_post(served):
-    url, lane, platform = served
+    url, lane, platform, _ = served
     warm(url)
     traffic = platform.serving.traffic
     with httpx.Client(headers=AUTH, timeout=30) as http:
@@ -195,7 +223,7 @@ def test_a_kept_alive_connection_the_replica_dropped_is_sent_again_for_a_get_and
 
 
 def test_an_answer_too_big_to_hold_is_passed_on_as_it_comes(served):
-    url, lane, platform = served
+    url, lane, platform, _ = served
     warm(url)
     with httpx.Client(headers=AUTH, timeout=30) as http:
         assert http.get(url + "/serve/echo/whoami").status_code == 200
@@ -209,7 +237,7 @@ def test_an_answer_too_big_to_hold_is_passed_on_as_it_comes(served):
 
 
 def test_a_replica_silent_past_the_read_timeout_answers_502(served, monkeypatch):
-    url, lane, platform = served
+    url, lane, platform, _ = served
     warm(url)
     monkeypatch.setattr(serve_express, "READ_TIMEOUT", 0.5)
     monkeypatch.setattr(serve_express, "WATCH_EVERY", 0.1)

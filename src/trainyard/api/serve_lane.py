@@ -102,8 +102,7 @@ class ServeLane:
         if route is None or not route.endpoints or not caller.sees(route.team, route.owner):
             return None
         self.taken += 1
-        return _Exchange(proto, route, caller, method, url[end:],
-                         forward_headers(proto.scope, name, NOT_FORWARDED), [] if sized else None)
+        return _Exchange(proto, route, caller, method, url[end:], proto.forwarded(name), [] if sized else None)
 
     def go(self, ex: "_Exchange") -> None:
         """Proxy the whole request ``ex``: the quickest way when it can (api/serve_express.py), else in a task."""
@@ -147,6 +146,30 @@ class LaneProtocol(HttpToolsProtocol):
         self._admin: bytes | None = None  # the Authorization header found to be the server's own token
         self._at: tuple[Caller, Caller] | None = None  # a caller, and the same at this connection's address
         self.host_ok: bytes | None | bool = False  # the last Host header this server was found to answer to
+        self._forwarded: tuple[str, Headers, Headers] | None = None  # service, request headers, what they became
+        self._idle_since: float | None = None  # when the last answer ended; None while a request is under way
+
+    def on_message_begin(self) -> None:
+        # uvicorn's ASGI scope (a dict, a copy of the app's state) is made only for a request that goes the usual
+        # way, in on_headers_complete; the lane reads the headers, client and scheme from the protocol
+        self.url, self.expect_100_continue, self.headers = b"", False, []
+
+    def _scope(self) -> None:
+        url, headers, expect = self.url, self.headers, self.expect_100_continue
+        super().on_message_begin()
+        self.url, self.expect_100_continue = url, expect
+        self.scope["headers"] = self.headers = headers
+
+    def forwarded(self, name: str) -> Headers:
+        """The request's headers for a replica of service ``name`` (serve_hop.forward_headers); a connection's
+        requests mostly carry the same headers, so the last result is kept for the next."""
+        last = self._forwarded
+        if last is not None and last[0] == name and last[1] == self.headers:
+            return last[2]
+        headers = forward_headers({"headers": self.headers, "client": self.client, "scheme": self.scheme}, name,
+                                  NOT_FORWARDED)
+        self._forwarded = (name, self.headers, headers)
+        return headers
 
     def known_caller(self, authorization: bytes | None, guard: Guard) -> Caller | None:
         """As :meth:`Guard.caller_now`, at this connection's address; the server's own token is checked once per
@@ -174,7 +197,35 @@ class LaneProtocol(HttpToolsProtocol):
             if taken is not None:
                 self.cycle = self._exchange = taken  # type: ignore[assignment]
                 return
+        self._scope()
         super().on_headers_complete()
+
+    # uvicorn arms a keep-alive timer after every answer and cancels it at the next request's first bytes, ~4 µs
+    # of a proxied request here; instead the timer stays armed while requests come, and looks again when it fires
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_since = None
+        if self.transport.is_closing():
+            super()._unset_keepalive_if_required()
+
+    def on_response_complete(self) -> None:
+        if self.pipeline or self.transport.is_closing():
+            return super().on_response_complete()  # the next request starts, or the connection is done
+        if self.timeout_keep_alive_task is None:
+            super().on_response_complete()  # arms the timer
+        else:  # uvicorn's steps but the timer's
+            self.server_state.total_requests += 1
+            self.flow.resume_reading()
+        self._idle_since = self.loop.time()
+
+    def timeout_keep_alive_handler(self) -> None:
+        self.timeout_keep_alive_task = None
+        if self._idle_since is None:  # a request under way: its answer arms the timer again
+            return
+        left = self._idle_since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self.timeout_keep_alive_task = self.loop.call_later(left, self.timeout_keep_alive_handler)
+        else:
+            super().timeout_keep_alive_handler()
 
     def on_body(self, body: bytes) -> None:
         if self._exchange is not None:
@@ -192,6 +243,9 @@ class LaneProtocol(HttpToolsProtocol):
 def lane_protocol(lane: ServeLane) -> type[LaneProtocol]:
     """The protocol class for ``uvicorn.Config(http=...)``."""
     return type("LaneProtocol", (LaneProtocol,), {"lane": lane})
+
+
+_defaults: tuple[list, bytes] = ([], b"")  # uvicorn's default answer headers, and as bytes
 
 
 class _Exchange:
@@ -224,7 +278,7 @@ class _Exchange:
         self.write_whole(status, headers, body)
 
     def write_whole(self, status: int, headers: Headers, body: bytes) -> None:
-        self._write(b"".join(self._head(status, headers)) + body)
+        self._write(self._head(status, headers) + body)
         self._done()
 
     async def start(self, status: int, headers: Headers) -> None:
@@ -233,7 +287,7 @@ class _Exchange:
                 and not any(k == b"content-length" for k, _ in headers)):
             self._chunked = True
             extra.append((b"transfer-encoding", b"chunked"))
-        self._write(b"".join(self._head(status, headers + extra)))
+        self._write(self._head(status, headers + extra))
 
     async def part(self, chunk: bytes) -> None:
         if chunk and self.method != b"HEAD":
@@ -257,14 +311,14 @@ class _Exchange:
         self._upstream = None
 
     # -- writing
-    def _head(self, status: int, headers: Headers) -> list[bytes]:
-        out = [STATUS_LINE.get(status) or b"HTTP/1.1 %d \r\n" % status]
-        for name, value in (*self.proto.server_state.default_headers, *headers):
-            out += (name, b": ", value, b"\r\n")
-        if not self.keep_alive:
-            out.append(b"connection: close\r\n")
-        out.append(b"\r\n")
-        return out
+    def _head(self, status: int, headers: Headers) -> bytes:
+        global _defaults
+        default = self.proto.server_state.default_headers  # a new list each second (its date)
+        if default is not _defaults[0]:
+            _defaults = (default, b"".join([b"%s: %s\r\n" % h for h in default]))
+        return b"".join([STATUS_LINE.get(status) or b"HTTP/1.1 %d \r\n" % status, _defaults[1],
+                         *[b"%s: %s\r\n" % h for h in headers],
+                         b"\r\n" if self.keep_alive else b"connection: close\r\n\r\n"])
 
     def _write(self, data: bytes) -> None:
         self._started = True
