@@ -48,6 +48,9 @@ class _Parsed:
     __slots__ = ("headers", "body", "buffered", "headers_done", "done", "messages")
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self.headers: Headers = []
         self.body: list[bytes] = []
         self.buffered = 0  # bytes in body
@@ -92,6 +95,20 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future | None = None
         self._writable: asyncio.Future | None = None
         self.listener: Listener | None = None  # told of what arrives instead of a waiting task (api/serve_express.py)
+        self._spare: tuple[httptools.HttpResponseParser, _Parsed] | None = None  # the last answer's, clean
+
+    def expect_answer(self) -> _Parsed:
+        """Make the parser of the answer owed next ready (the last one's again when it ended cleanly: llhttp reads
+        one message after another on a kept-alive connection, and a new parser costs more than the answer's own
+        parse)."""
+        if self._spare is not None:
+            (self.parser, parsed), self._spare = self._spare, None
+            parsed.reset()
+        else:
+            parsed = _Parsed()
+            self.parser = httptools.HttpResponseParser(parsed)
+        self.parsed = parsed
+        return parsed
 
     # -- asyncio's side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -180,7 +197,8 @@ class Response:
     """An answer whose head has arrived; its body is read with :meth:`read` or :meth:`chunks`, and
     :meth:`release` must follow (it keeps the connection for the next request when the answer ended cleanly)."""
 
-    __slots__ = ("status", "headers", "length", "_conn", "_parser", "_parsed", "_to_close", "_pool", "_keep")
+    __slots__ = ("status", "headers", "length", "_conn", "_parser", "_parsed", "_to_close", "_pool", "_keep",
+                 "_head_only")
 
     def __init__(self, pool: "UpstreamPool", conn: Connection, parser: httptools.HttpResponseParser,
                  parsed: _Parsed, head_only: bool) -> None:
@@ -198,7 +216,8 @@ class Response:
                 chunked = b"chunked" in value.lower()
             elif name == b"connection":
                 self._keep = b"close" not in value.lower() and (self._keep or b"keep-alive" in value.lower())
-        if head_only:
+        self._head_only = head_only
+        if head_only:  # llhttp is not told: the parser waits for a body, and is not used again
             parsed.done = True
         # no length and not chunked: the body runs until the replica closes the connection (RFC 9112 §6.3)
         self._to_close = not parsed.done and self.length is None and not chunked
@@ -233,6 +252,8 @@ class Response:
         parsed = self._parsed
         conn.parser = None
         if parsed.done and self._keep and not self._to_close and parsed.messages == 1 and conn.error is None:
+            if not self._head_only:
+                conn._spare = (self._parser, parsed)
             self._pool.free(conn)
         else:
             conn.close()
@@ -254,8 +275,7 @@ class UpstreamPool:
         retry = method in IDEMPOTENT and not _streamed(body)
         conn, reused = await self._acquire(address)
         while True:
-            parsed = _Parsed()
-            conn.parsed, conn.parser = parsed, httptools.HttpResponseParser(parsed)
+            parsed = conn.expect_answer()
             try:
                 await _send(conn, head, body, chunked=_streamed(body) and length is None)
                 while not parsed.headers_done:
@@ -294,8 +314,7 @@ class UpstreamPool:
         conn = self.idle(address)
         if conn is None:
             return None
-        parsed = _Parsed()
-        conn.parsed, conn.parser = parsed, httptools.HttpResponseParser(parsed)
+        conn.expect_answer()
         conn.transport.write(request_head(method, target, address, headers, body, None) + (body or b""))  # type: ignore[union-attr]
         return conn
 
