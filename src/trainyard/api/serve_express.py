@@ -100,12 +100,13 @@ class _Express:
         if not parsed.done:
             return
         self._stop()
-        data = b"".join(parsed.body)
-        response.release()
-        serving = self.lane.proxy.serving
-        release(serving, self.job_id)
-        serving.traffic.ended(self.ex.route.name, response.status, time.perf_counter() - self.began)
-        self.ex.write_whole(response.status, returned(response.headers), data)
+        try:
+            self.ex.write_whole(response.status, returned(response.headers), b"".join(parsed.body))
+        finally:  # once the answer is on its way: the caller does not wait for the counting
+            response.release()
+            serving = self.lane.proxy.serving
+            release(serving, self.job_id)
+            serving.traffic.ended(self.ex.route.name, response.status, time.perf_counter() - self.began)
 
     def _broken(self) -> None:
         """The connection ended, broke or carried no HTTP before the answer was whole."""
