@@ -5,8 +5,9 @@
 Starts its own trainyard server and the trivial replica of ``bench/serve.py`` (``serve_app.py``), and a byte
 relay to it (``serve_relay.py``, the least a user-space hop costs). Each round sends ``--n`` kept-alive GETs on
 one socket straight to the replica, through ``/serve/bench/``, and through the relay, in turn, alternating the
-order, and reads the server's CPU time (psutil) around the proxied ones. Prints the medians over rounds of: each
-way's p50, the hop above direct (proxy and relay), their ratio, and the server's CPU per proxied request.
+order, and reads the CPU time (psutil) of the server around the proxied ones and of the relay around its own.
+Prints the medians over rounds of: each way's p50, the hop above direct (proxy and relay), their ratio, and the
+CPU per request of the server and of the relay.
 ``bench/serve.py`` judges the issue's targets with an HTTP client on both sides; this shows where the hop stands
 against a relay (bench/RESULTS.md, sessions 16 and 17). A measurement: exits 0 whatever the numbers.
 """
