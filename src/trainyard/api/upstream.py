@@ -95,14 +95,14 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future | None = None
         self._writable: asyncio.Future | None = None
         self.listener: Listener | None = None  # told of what arrives instead of a waiting task (api/serve_express.py)
-        self._spare: tuple[httptools.HttpResponseParser, _Parsed] | None = None  # the last answer's, clean
+        self.spare: tuple[httptools.HttpResponseParser, _Parsed] | None = None  # the last answer's, clean
 
     def expect_answer(self) -> _Parsed:
         """Make the parser of the answer owed next ready (the last one's again when it ended cleanly: llhttp reads
         one message after another on a kept-alive connection, and a new parser costs more than the answer's own
         parse)."""
-        if self._spare is not None:
-            (self.parser, parsed), self._spare = self._spare, None
+        if self.spare is not None:
+            (self.parser, parsed), self.spare = self.spare, None
             parsed.reset()
         else:
             parsed = _Parsed()
@@ -253,7 +253,7 @@ class Response:
         conn.parser = None
         if parsed.done and self._keep and not self._to_close and parsed.messages == 1 and conn.error is None:
             if not self._head_only:
-                conn._spare = (self._parser, parsed)
+                conn.spare = (self._parser, parsed)
             self._pool.free(conn)
         else:
             conn.close()
