@@ -203,8 +203,8 @@ class LaneProtocol(HttpToolsProtocol):
     # uvicorn arms a keep-alive timer after every answer and cancels it at the next request's first bytes, ~4 µs
     # of a proxied request here; instead the timer stays armed while requests come, and looks again when it fires
     def _unset_keepalive_if_required(self) -> None:
-        self._idle_since = None
-        if self.transport.is_closing():
+        self._idle_since = None  # called at every request's first bytes: the transport is asked only with a timer
+        if self.timeout_keep_alive_task is not None and self.transport.is_closing():
             super()._unset_keepalive_if_required()
 
     def on_response_complete(self) -> None:
