@@ -8,6 +8,7 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -250,3 +251,23 @@ def test_a_replica_silent_past_the_read_timeout_answers_502(served, monkeypatch)
     assert silent.elapsed.total_seconds() < 10  # the watchdog may first wait out its last WATCH_EVERY (5 s)
     until(lambda: platform.serving.traffic.in_flight("echo") == 0 and not platform.serving.outstanding, timeout=30)
 
+
+
+def test_requests_on_the_lane_are_spread_over_the_replicas_with_or_without_a_waiting_connection(served):
+    url, lane, platform, _ = served
+    client = Client(url, token=TOKEN)
+    client.services.apply({"name": "pair", "command": [sys.executable, APP], "resources": {"cpu": 0.5},
+                           "service": {"replicas": 2, "readiness": {"path": "/healthz", "period": "0.2s"}}})
+    try:
+        client.services.wait_ready("pair", 2, timeout=60)
+        before = lane.taken
+        # each on a new connection: at first only one replica has a connection waiting in the server's pool
+        pids = [httpx.get(url + "/serve/pair/whoami", headers=AUTH).json()["pid"] for _ in range(10)]
+        assert lane.taken >= before + 9  # the first may go the usual way: it caches the route
+        spread = Counter(pids)
+        # when the lane picked again for the replica without a waiting connection, all 10 went to the other
+        assert len(spread) == 2 and min(spread.values()) >= 4, spread
+        until(lambda: not platform.serving.outstanding, timeout=30)
+    finally:
+        client.services.delete("pair")
+        until(lambda: not any(s.replicas for s in client.services.list() if s.name == "pair"), timeout=30)

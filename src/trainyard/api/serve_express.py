@@ -26,7 +26,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from trainyard.api.serve_hop import error_answer, pick, release
+from trainyard.api.serve_hop import error_answer, release
 from trainyard.api.serve_proxy import BUFFER, deliver, relay, returned
 from trainyard.api.upstream import IDEMPOTENT, READ_TIMEOUT, Connection, Headers, Response, UpstreamBroken
 from trainyard.errors import ReplicaUnreachable
@@ -40,16 +40,14 @@ log = logging.getLogger(__name__)
 WATCH_EVERY = 5.0  # seconds between looks for replicas silent past READ_TIMEOUT
 
 
-def express(lane: "ServeLane", ex: "_Exchange") -> bool:
-    """Send ``ex``'s request now if it can go the quickest way; False (nothing done) for the task's way."""
+def express(lane: "ServeLane", ex: "_Exchange", job_id: str, base: str) -> bool:
+    """Send ``ex``'s request now on a connection waiting for the replica ``job_id`` at ``base`` (picked and counted
+    for this request); False, with nothing sent, when none waits: the task's way then opens one to that replica
+    (picking again would skew the spread: with two replicas, one without a waiting connection got none)."""
     serving, pool, route = lane.proxy.serving, lane.proxy.pool, ex.route
-    if not route.endpoints:
-        return False
-    job_id, base = pick(route, set(), serving.outstanding)
     body = b"".join(ex.body) if ex.body is not None else None
     conn = pool.send_now(base, ex.method, ex.target, ex.headers, body)
     if conn is None:
-        release(serving, job_id)
         return False
     if serving.touch_due(route):  # the autoscaler hears of it, off the loop and without holding the request
         task = asyncio.ensure_future(_touch(serving, route))
@@ -114,9 +112,9 @@ class _Express:
         self._stop()
         conn.close()
         serving = self.lane.proxy.serving
-        release(serving, self.job_id)
         if self.parsed.messages == 0 and conn.error is None and ex.method in IDEMPOTENT:
-            # a kept-alive connection the replica had closed: nothing reached it, so the task sends it afresh
+            # a kept-alive connection the replica had closed: nothing reached it, so the task sends it afresh, on a
+            # new connection to the same replica (as the pool's own retry does)
             proxy = self.lane.proxy
             body = self.body
 
@@ -124,8 +122,9 @@ class _Express:
                 return body, None, ex.headers
 
             self._hand_over(relay(serving, proxy.pool, ex.route, ex.caller, ex.method, ex.target, request, ex,
-                                  began=self.began))
+                                  began=self.began, replica=(self.job_id, conn.address)))
             return
+        release(serving, self.job_id)
         why = conn.error or ("the replica closed the connection without an answer" if self.parsed.messages == 0
                              else "the replica closed the connection in the middle of its answer")
         serving.traffic.ended(ex.route.name, 502, time.perf_counter() - self.began)

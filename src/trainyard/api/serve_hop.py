@@ -72,14 +72,16 @@ def pick(route: Route, tried: set[str], outstanding: dict[str, int]) -> tuple[st
 
 
 async def open_hop(service: ServingService, route: Route, open_: Callable[[str], Awaitable[T]],
-                   refusal: type[BaseException]) -> tuple[str, T]:
-    """``open_(HOST:PORT)`` to a ready replica, as :func:`pick` chooses: (its job id, what ``open_``
+                   refusal: type[BaseException], first: tuple[str, str] | None = None) -> tuple[str, T]:
+    """``open_(HOST:PORT)`` to a ready replica, as :func:`pick` chooses (``first``: (job id, HOST:PORT) of one
+    it already chose and counted for this request, tried before any other): (its job id, what ``open_``
     returned), the request counted on it (:func:`release` it when done). A replica that raises
     ``refusal`` (nothing reached it) is skipped for a moment and the next one tried;
     ReplicaUnreachable once all refused."""
     tried: set[str] = set()
     while True:
-        job_id, base = pick(route, tried, service.outstanding)
+        job_id, base = first or pick(route, tried, service.outstanding)
+        first = None
         try:
             return job_id, await open_(base)
         except refusal:

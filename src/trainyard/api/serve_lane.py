@@ -35,7 +35,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from trainyard.api.guard import Guard
 from trainyard.api.serve_express import _Express, express
-from trainyard.api.serve_hop import PREFIX, forward_headers
+from trainyard.api.serve_hop import PREFIX, forward_headers, pick
 from trainyard.api.serve_proxy import BUFFER, NOT_FORWARDED, ServeProxy, relay
 from trainyard.api.upstream import Headers, Response
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
@@ -105,16 +105,21 @@ class ServeLane:
         return _Exchange(proto, route, caller, method, url[end:], proto.forwarded(name), [] if sized else None)
 
     def go(self, ex: "_Exchange") -> None:
-        """Proxy the whole request ``ex``: the quickest way when it can (api/serve_express.py), else in a task."""
+        """Proxy the whole request ``ex`` to the replica picked here: the quickest way when it can
+        (api/serve_express.py), else in a task."""
+        proxy = self.proxy
+        replica = None
         try:
-            if express(self, ex):
-                self.expressed += 1
-                return
+            if ex.route.endpoints:
+                replica = pick(ex.route, set(), proxy.serving.outstanding)
+                if express(self, ex, *replica):
+                    self.expressed += 1
+                    return
         except Exception:
             log.exception("service %s: proxying a request failed", ex.route.name)
             return ex.fail()
-        proxy = self.proxy
-        self.start(ex, relay(proxy.serving, proxy.pool, ex.route, ex.caller, ex.method, ex.target, ex.request, ex))
+        self.start(ex, relay(proxy.serving, proxy.pool, ex.route, ex.caller, ex.method, ex.target, ex.request, ex,
+                             replica=replica))
 
     def start(self, ex: "_Exchange", work: Coroutine[Any, Any, None]) -> None:
         """``work`` on ``ex`` in a task of its connection (uvicorn waits for those at shutdown)."""

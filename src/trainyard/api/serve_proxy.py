@@ -104,16 +104,17 @@ class Sink(Protocol):
 async def relay(serving: ServingService, pool: UpstreamPool, route: Route, caller: Caller, method: bytes,
                 target: bytes, request: Callable[[], Awaitable[tuple[bytes | AsyncIterator[bytes] | None, int | None,
                                                                            Headers]]], sink: Sink,
-                began: float | None = None) -> None:
+                began: float | None = None, replica: tuple[str, str] | None = None) -> None:
     """One request to a ready replica of ``route`` (waiting through a cold start) and its answer to ``sink``,
     counted in the service's traffic (from ``began``, its ``perf_counter()``, when already counted as
     started). ``request()`` gives the body, its length when streamed with one, and the headers to pass on; it
-    is awaited once a replica is ready."""
+    is awaited once a replica is ready. ``replica``: (job id, HOST:PORT) of the one :func:`pick` already chose
+    and counted for this request, tried first (a second pick would skew the spread: api/serve_express.py)."""
     name = route.name
     if began is None:
         serving.traffic.started(name)
         began = time.perf_counter()
-    job_id: str | None = None
+    job_id = replica[0] if replica is not None else None  # released below if the request never goes out
     try:
         route = await with_replica(serving, route, caller)
         body, length, headers = await request()
@@ -126,7 +127,8 @@ async def relay(serving: ServingService, pool: UpstreamPool, route: Route, calle
             except UpstreamError as e:
                 raise ReplicaUnreachable(f"the replica of service {name} did not answer: {e}") from None
 
-        job_id, upstream = await open_hop(serving, route, send_to, ConnectFailed)
+        job_id = None  # from here open_hop counts the replica it opens, and releases the ones that fail
+        job_id, upstream = await open_hop(serving, route, send_to, ConnectFailed, first=replica)
     except CallerGone:  # left before its request was whole: no one to answer, and no fault of the service
         release(serving, job_id)
         serving.traffic.ended(name, GONE, time.perf_counter() - began)
