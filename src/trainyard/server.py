@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from trainyard.config import ServerSettings, serve_lane
 from trainyard.home import HomeLock, held, local_token, open_for_accounts, read_address, secure, write_private
-from trainyard.store.db import database_name, normalize_url
+from trainyard.db_url import database_name, normalize_url
 from trainyard.auth.tokens import token_hash
 from trainyard.errors import TrainyardError
 
@@ -99,12 +99,6 @@ def _bind(host: str, port: int, previous: int | None) -> socket.socket:
 
 def serve(settings: ServerSettings) -> None:
     """Serve until SIGTERM/SIGINT. Jobs keep running when the server stops."""
-    import uvicorn
-
-    from trainyard.api.app import create_app
-    from trainyard.api.serve_lane import lane_protocol
-    from trainyard.services.platform import Platform
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # httpx logs each request at INFO: the /serve proxy and readiness probes would fill the log
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -115,6 +109,14 @@ def serve(settings: ServerSettings) -> None:
     # that schedules (trainyard.store.lease), and no auto-started server joins them
     sqlite = normalize_url(settings.db_url).startswith("sqlite")
     HomeLock(settings.home).acquire(shared=not sqlite)  # held until this process ends
+    # imported once the home is held: they take ~0.5 s (more on a loaded machine), during which a CLI started
+    # beside this server would find the home free and start a rival in the background
+    import uvicorn
+
+    from trainyard.api.app import create_app
+    from trainyard.api.serve_lane import lane_protocol
+    from trainyard.services.platform import Platform
+
     if settings.token_sha256 is None:  # no token given: the home's own, which only this Unix user can read
         settings = settings.model_copy(update={"token_sha256": token_hash(local_token(settings.home, create=True))})
     previous = (read_address(settings.address_file) or {}).get("port")

@@ -67,6 +67,32 @@ def test_the_cli_waits_for_a_server_that_is_starting_instead_of_starting_another
         started.wait(20)
 
 
+# stops `trainyard server` where it takes its home's lock, and says which heavy modules it had loaded by then
+AT_THE_LOCK = """
+import sys
+import trainyard.home
+
+def acquire(self, shared=False):
+    print(sorted(m for m in ("sqlalchemy", "fastapi", "uvicorn", "trainyard.api", "trainyard.store") if m in sys.modules))
+    raise SystemExit(0)
+
+trainyard.home.HomeLock.acquire = acquire
+sys.argv = ["trainyard", "server", "--cpus", "1"]
+from trainyard.cli.entry import main
+main()
+"""
+
+
+def test_the_server_holds_its_home_before_it_loads_the_web_and_database_stack(tmp_path):
+    # those imports took ~1.2 s, more on a loaded machine: a CLI started beside the server found the home free
+    # and started a rival in the background, which could take the home first
+    env = {**os.environ, "TRAINYARD_HOME": str(tmp_path / "home")}
+    env.pop("TRAINYARD_SERVER", None)
+    r = subprocess.run([sys.executable, "-c", AT_THE_LOCK], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
 def test_the_home_and_its_secrets_are_private_to_the_user(tmp_path):
     srv = ServerProcess(tmp_path / "home")
     srv.start()
