@@ -143,13 +143,19 @@ def db_url(request, tmp_path):
     return request.getfixturevalue("pg_url")
 
 
+def host_server(home: Path) -> ServerProcess:
+    """A real `trainyard server` process, started, with declared capacity (2 cpus, 4Gi, 4 × A100), running
+    everything on the host (tests/e2e/test_containers.py has its own with podman); ``stop_all()`` it."""
+    srv = ServerProcess(home, ["--cpus", "2", "--memory", "4Gi", "--gpus", "4", "--gpu-type", "A100",
+                               "--container-runtime", "none"])
+    srv.start()
+    return srv
+
+
 @pytest.fixture
 def server(tmp_path):
-    """A real `trainyard server` process with declared capacity (2 cpus, 4Gi, 4 × A100), running everything
-    on the host (tests/e2e/test_containers.py has its own with podman)."""
-    srv = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--gpus", "4", "--gpu-type", "A100",
-                                            "--container-runtime", "none"])
-    srv.start()
+    """:func:`host_server` for one test."""
+    srv = host_server(tmp_path / "home")
     yield srv
     srv.stop_all()
 

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from tests.conftest import host_server
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
@@ -21,11 +22,20 @@ def py(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the module: its jobs take ~25 s to make, and only the first test changes them (it runs
+    first, in file order; the others read any state of them)."""
+    srv = host_server(tmp_path_factory.mktemp("cli-reads") / "home")
+    yield srv
+    srv.stop_all()
+
+
+@pytest.fixture(scope="module")
 def jobs(server):
     """Jobs of every shape `show` and `ls` print: params in a list and in a shell command, a failure retried,
     a gang, metrics, a running job with resource samples and a pending one with its reason and position
-    (the server is stopped after the test, with whatever still runs)."""
+    (the server is stopped after the module, with whatever still runs)."""
     c = server.client()
     made = {
         "ok": c.submit({"name": "ok", "command": py("import sys; print('hi', sys.argv[1:])") + ["{{params.who}}"],
