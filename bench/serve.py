@@ -14,7 +14,7 @@ goes first each round, for each of the two:
 
 - latency: ``--n`` sequential requests each way (``GET /predict``; for the model server
   ``POST /v2/models/digits/infer`` with one row), direct, through the proxy and through the relay below,
-  each way on its own kept-alive connection, sent in turn request by request; p50 of each way and round
+  each way on its own kept-alive connection, sent in turns of 25 requests a way; p50 of each way and round
   (target: proxy p50 ≤ 1.2 × direct);
 - throughput: ``--concurrency`` clients for ``--seconds``, direct and through the proxy;
   requests per second (target: proxy ≥ 0.8 × direct);
@@ -56,6 +56,7 @@ APP = str(Path(__file__).resolve().parent / "serve_app.py")
 RELAY = str(Path(__file__).resolve().parent / "serve_relay.py")
 COLD_INFER = "/v2/models/colddigits/infer"
 LATENCY_RATIO, THROUGHPUT_RATIO = 1.2, 0.8
+BLOCK = 25  # requests a way in a row, in p50_side_by_side
 
 
 def free_port() -> int:
@@ -86,11 +87,13 @@ def p50_latency(url: str, headers: dict, n: int, body: bytes | None = None) -> f
     return p50_side_by_side({"one": (url, body)}, headers, n)["one"]
 
 
-def p50_side_by_side(ways: dict[str, tuple[str, bytes | None]], headers: dict, n: int) -> dict[str, float]:
-    """p50 (ms) of ``n`` sequential requests each way, sent in turn request by request (the order reversed on
-    every other turn), each way on its own kept-alive connection: whatever the machine does meanwhile hits every
-    way alike. On the lent H200 a replica's own p50 moved 0.43-0.85 ms between rounds of 400 requests, more
-    than the hop costs (bench/RESULTS.md, session 19), so ways timed one round after another compared poorly."""
+def p50_side_by_side(ways: dict[str, tuple[str, bytes | None]], headers: dict, n: int, block: int = BLOCK) -> dict[str, float]:
+    """p50 (ms) of ``n`` sequential requests each way, each way on its own kept-alive connection, sent in turns of
+    ``block`` requests a way (the order reversed every other turn): whatever the machine does meanwhile hits every
+    way alike. On the lent H200 a replica's own p50 moved 0.43-0.85 ms between rounds of 400 requests, more than
+    the hop costs (bench/RESULTS.md, session 19), so ways timed one whole round after another compared poorly.
+    Turns of one request each were steadier still but measured something else: every request found the caches
+    full of the other ways' processes (the VM's direct p50 0.62 -> 0.82 ms)."""
     clients = {name: httpx.Client(headers=headers, timeout=30) for name in ways}
     try:
         for name, (url, body) in ways.items():
@@ -98,12 +101,14 @@ def p50_side_by_side(ways: dict[str, tuple[str, bytes | None]], headers: dict, n
                 send(clients[name], url, body)
         names = list(ways)
         times: dict[str, list[float]] = {name: [] for name in names}
-        for i in range(n):
-            for name in names if i % 2 == 0 else names[::-1]:
+        for turn in range(-(-n // block)):
+            for name in names if turn % 2 == 0 else names[::-1]:
                 url, body = ways[name]
-                t = time.perf_counter()
-                send(clients[name], url, body)
-                times[name].append(time.perf_counter() - t)
+                http, got = clients[name], times[name]
+                for _ in range(min(block, n - turn * block)):
+                    t = time.perf_counter()
+                    send(http, url, body)
+                    got.append(time.perf_counter() - t)
     finally:
         for http in clients.values():
             http.close()
