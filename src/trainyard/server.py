@@ -109,8 +109,8 @@ def serve(settings: ServerSettings) -> None:
     # that schedules (trainyard.store.lease), and no auto-started server joins them
     sqlite = normalize_url(settings.db_url).startswith("sqlite")
     HomeLock(settings.home).acquire(shared=not sqlite)  # held until this process ends
-    # imported once the home is held: they take ~0.5 s (more on a loaded machine), during which a CLI started
-    # beside this server would find the home free and start a rival in the background
+    # imported once the home is held: they took ~1.2 s from the start (more on a loaded machine), while a CLI started
+    # beside this server found the home free and started a rival in the background (test_server_home.py)
     import uvicorn
 
     from trainyard.api.app import create_app

@@ -38,7 +38,7 @@ from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.pool import NullPool
 
 from trainyard.config import sqlite_file
-from trainyard.store.db import normalize_url
+from trainyard.db_url import normalize_url
 
 log = logging.getLogger("trainyard.lease")
 LEADER_KEY = 0x7472_6169_6E79_6172  # "trainyar": one lock id for every trainyard database
