@@ -87,9 +87,9 @@ def p50_latency(url: str, headers: dict, n: int, body: bytes | None = None) -> f
     return p50_side_by_side({"one": (url, body)}, headers, n)["one"]
 
 
-def p50_side_by_side(ways: dict[str, tuple[str, bytes | None]], headers: dict, n: int, block: int = BLOCK) -> dict[str, float]:
+def p50_side_by_side(ways: dict[str, tuple[str, bytes | None]], headers: dict, n: int) -> dict[str, float]:
     """p50 (ms) of ``n`` sequential requests each way, each way on its own kept-alive connection, sent in turns of
-    ``block`` requests a way (the order reversed every other turn): whatever the machine does meanwhile hits every
+    :data:`BLOCK` requests a way (the order reversed every other turn): whatever the machine does meanwhile hits every
     way alike. On the lent H200 a replica's own p50 moved 0.43-0.85 ms between rounds of 400 requests, more than
     the hop costs (bench/RESULTS.md, session 19), so ways timed one whole round after another compared poorly.
     Turns of one request each were steadier still but measured something else: every request found the caches
@@ -101,11 +101,11 @@ def p50_side_by_side(ways: dict[str, tuple[str, bytes | None]], headers: dict, n
                 send(clients[name], url, body)
         names = list(ways)
         times: dict[str, list[float]] = {name: [] for name in names}
-        for turn in range(-(-n // block)):
+        for turn in range(-(-n // BLOCK)):
             for name in names if turn % 2 == 0 else names[::-1]:
                 url, body = ways[name]
                 http, got = clients[name], times[name]
-                for _ in range(min(block, n - turn * block)):
+                for _ in range(min(BLOCK, n - turn * BLOCK)):
                     t = time.perf_counter()
                     send(http, url, body)
                     got.append(time.perf_counter() - t)

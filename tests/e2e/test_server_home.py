@@ -73,7 +73,8 @@ import sys
 import trainyard.home
 
 def acquire(self, shared=False):
-    print(sorted(m for m in ("sqlalchemy", "fastapi", "uvicorn", "trainyard.api", "trainyard.store") if m in sys.modules))
+    heavy = ("sqlalchemy", "fastapi", "uvicorn", "trainyard.api", "trainyard.store")
+    print(sorted(m for m in heavy if m in sys.modules))
     raise SystemExit(0)
 
 trainyard.home.HomeLock.acquire = acquire

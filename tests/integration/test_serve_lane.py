@@ -252,7 +252,6 @@ def test_a_replica_silent_past_the_read_timeout_answers_502(served, monkeypatch)
     until(lambda: platform.serving.traffic.in_flight("echo") == 0 and not platform.serving.outstanding, timeout=30)
 
 
-
 def test_requests_on_the_lane_are_spread_over_the_replicas_with_or_without_a_waiting_connection(served):
     url, lane, platform, _ = served
     client = Client(url, token=TOKEN)
