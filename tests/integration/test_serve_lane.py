@@ -252,21 +252,46 @@ def test_a_replica_silent_past_the_read_timeout_answers_502(served, monkeypatch)
     until(lambda: platform.serving.traffic.in_flight("echo") == 0 and not platform.serving.outstanding, timeout=30)
 
 
-def test_requests_on_the_lane_are_spread_over_the_replicas_with_or_without_a_waiting_connection(served):
-    url, lane, platform, _ = served
+@pytest.fixture(scope="module")
+def pair(served):
+    """A service of two replicas (the tests that use it run in this order: the last one breaks a replica)."""
+    url, _, _, _ = served
     client = Client(url, token=TOKEN)
     client.services.apply({"name": "pair", "command": [sys.executable, APP], "resources": {"cpu": 0.5},
                            "service": {"replicas": 2, "readiness": {"path": "/healthz", "period": "0.2s"}}})
-    try:
-        client.services.wait_ready("pair", 2, timeout=60)
-        before = lane.taken
-        # each on a new connection: at first only one replica has a connection waiting in the server's pool
-        pids = [httpx.get(url + "/serve/pair/whoami", headers=AUTH).json()["pid"] for _ in range(10)]
-        assert lane.taken >= before + 9  # the first may go the usual way: it caches the route
-        spread = Counter(pids)
-        # when the lane picked again for the replica without a waiting connection, all 10 went to the other
-        assert len(spread) == 2 and min(spread.values()) >= 4, spread
-        until(lambda: not platform.serving.outstanding, timeout=30)
-    finally:
-        client.services.delete("pair")
-        until(lambda: not any(s.replicas for s in client.services.list() if s.name == "pair"), timeout=30)
+    client.services.wait_ready("pair", 2, timeout=60)
+    yield
+    client.services.delete("pair")
+    until(lambda: not any(s.replicas for s in client.services.list() if s.name == "pair"), timeout=30)
+
+
+def test_requests_on_the_lane_are_spread_over_the_replicas_with_or_without_a_waiting_connection(served, pair):
+    url, lane, platform, _ = served
+    before = lane.taken
+    # each on a new connection: at first only one replica has a connection waiting in the server's pool
+    pids = [httpx.get(url + "/serve/pair/whoami", headers=AUTH).json()["pid"] for _ in range(10)]
+    assert lane.taken >= before + 9  # the first may go the usual way: it caches the route
+    spread = Counter(pids)
+    # when the lane picked again for the replica without a waiting connection, all 10 went to the other
+    assert len(spread) == 2 and min(spread.values()) >= 4, spread
+    until(lambda: not platform.serving.outstanding, timeout=30)
+
+
+def test_a_get_a_replica_hangs_up_on_goes_to_the_other_replica(served, pair):
+    url, lane, platform, _ = served
+    traffic = platform.serving.traffic
+    with httpx.Client(headers=AUTH, timeout=30) as http:
+        assert http.get(url + "/serve/pair/whoami").status_code == 200  # the route is cached: the lane is open
+        job_id, base = platform.serving.route("pair").endpoints[0]
+        # from now on that replica closes every connection unanswered (its readiness probe still passes)
+        hung = httpx.get(base + "/hang-up").json()["pid"]
+        counted = traffic.snapshot("pair")
+        # on kept-alive connections (the lane) and new ones, with a cookie (the usual way)
+        answers = [http.get(url + "/serve/pair/whoami") for _ in range(4)]
+        answers += [httpx.get(url + "/serve/pair/whoami", headers=AUTH) for _ in range(4)]
+        answers += [httpx.get(url + "/serve/pair/whoami", headers={**AUTH, "Cookie": "a=b"}) for _ in range(4)]
+    assert [a.status_code for a in answers] == [200] * 12
+    assert hung not in {a.json()["pid"] for a in answers}
+    after = traffic.snapshot("pair")
+    assert (after.requests - counted.requests, after.errors - counted.errors) == (12, 0)
+    until(lambda: not platform.serving.outstanding, timeout=30)

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from tests.support.aio import run
-from trainyard.api.upstream import ConnectFailed, UpstreamBroken, UpstreamPool
+from trainyard.api.upstream import ConnectFailed, NoAnswer, UpstreamBroken, UpstreamPool
 
 
 class Scripted:
@@ -83,6 +83,29 @@ def test_a_connection_the_replica_dropped_is_retried_once_for_a_get_and_reported
             with pytest.raises(UpstreamBroken, match="closed the connection without an answer"):
                 await pool.request(address, b"POST", b"/p", [], b"{}")  # it may have acted on it: not sent twice
             assert len(replica.requests) == 2
+        await pool.close()
+
+    run(main())
+
+
+def test_a_new_connection_closed_unanswered_is_no_answer_for_a_get_and_broken_for_a_post_or_a_garbled_answer():
+    async def main() -> None:
+        pool = UpstreamPool()
+        async with Scripted([None]) as address:  # closes the first connection at its first request
+            with pytest.raises(NoAnswer, match="closed the connection without an answer"):
+                await pool.request(address, b"GET", b"/", [], None)  # the caller may send it to another replica
+        async with Scripted([None]) as address:
+            with pytest.raises(UpstreamBroken, match="closed the connection without an answer") as post:
+                await pool.request(address, b"POST", b"/p", [], b"{}")
+            assert not isinstance(post.value, NoAnswer)  # it may have acted on it: not sent elsewhere
+        async with Scripted([(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", CLOSE)]) as address:
+            r = await pool.request(address, b"GET", b"/", [], None)  # answered, then closed: not a NoAnswer
+            assert await r.read() == b"ok"
+            r.release()
+        async with Scripted([(b"NOT HTTP\r\n\r\n", CLOSE)]) as address:
+            with pytest.raises(UpstreamBroken) as garbled:
+                await pool.request(address, b"GET", b"/", [], None)
+            assert not isinstance(garbled.value, NoAnswer)  # it answered, badly: the request reached it
         await pool.close()
 
     run(main())

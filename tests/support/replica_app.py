@@ -6,7 +6,9 @@ $READY_AFTER seconds have passed), ``/whoami`` (pid, version, the path and
 headers it saw), ``/slow?s=SECONDS``, ``/stream?n=N`` (N chunks of 64 KiB, sent chunked: byte i of
 chunk k is k), ``/big?n=BYTES`` (that many bytes with a content-length), ``POST /echo`` (the body back,
 sent with a length or chunked), ``/crash`` (exits at once, without answering), ``/drop-next`` (answers,
-then closes its kept-alive connection on the next request without answering: a replica that dropped it), ``/ws`` (a WebSocket echoing each message; the text ``close CODE`` closes it with
+then closes its kept-alive connection on the next request without answering: a replica that dropped it),
+``/hang-up`` (answers, then closes every connection at its next request but ``/healthz`` without answering: a
+replica on its way out), ``/ws`` (a WebSocket echoing each message; the text ``close CODE`` closes it with
 that code; subprotocol ``echo.v1`` when asked), ``/ws-refused`` (refuses the upgrade with its own 403, a
 header and a JSON body) and ``/ws-closed`` (the close code and reason it last received).
 """
@@ -22,6 +24,7 @@ STARTED = time.monotonic()
 READY_AFTER = float(os.environ.get("READY_AFTER", "0"))
 VERSION = os.environ.get("APP_VERSION", "1")
 LAST_CLOSE: dict = {}
+HUNG_UP: list[bool] = []  # /hang-up was asked
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -39,11 +42,14 @@ class Handler(BaseHTTPRequestHandler):
         return {"pid": os.getpid(), "version": VERSION, "path": self.path, "headers": dict(self.headers.items())}
 
     def _dropped(self) -> bool:
-        """The connection of an earlier /drop-next: closed, this request unanswered."""
-        if getattr(self, "drop", False):
+        """The connection of an earlier /drop-next, or any after /hang-up: closed, this request unanswered."""
+        path = urlsplit(self.path).path
+        if getattr(self, "drop", False) or (HUNG_UP and path != "/healthz"):
             self.close_connection = True
             return True
-        self.drop = urlsplit(self.path).path == "/drop-next"
+        self.drop = path == "/drop-next"
+        if path == "/hang-up":
+            HUNG_UP.append(True)
         return False
 
     def do_GET(self) -> None:  # noqa: N802

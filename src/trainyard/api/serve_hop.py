@@ -72,12 +72,13 @@ def pick(route: Route, tried: set[str], outstanding: dict[str, int]) -> tuple[st
 
 
 async def open_hop(service: ServingService, route: Route, open_: Callable[[str], Awaitable[T]],
-                   refusal: type[BaseException], first: tuple[str, str] | None = None) -> tuple[str, T]:
+                   refusal: type[BaseException] | tuple[type[BaseException], ...],
+                   first: tuple[str, str] | None = None) -> tuple[str, T]:
     """``open_(HOST:PORT)`` to a ready replica, as :func:`pick` chooses (``first``: (job id, HOST:PORT) of one
     it already chose and counted for this request, tried before any other): (its job id, what ``open_``
     returned), the request counted on it (:func:`release` it when done). A replica that raises
-    ``refusal`` (nothing reached it) is skipped for a moment and the next one tried;
-    ReplicaUnreachable once all refused."""
+    ``refusal`` (nothing reached it, or it hung up without an answer to a request that may be sent again) is
+    skipped for a moment and the next one tried; ReplicaUnreachable once all refused."""
     tried: set[str] = set()
     while True:
         job_id, base = first or pick(route, tried, service.outstanding)

@@ -10,7 +10,8 @@ headers of one hop and the caller's trainyard token stay here; ``X-Forwarded-*``
 came from (``X-Forwarded-Prefix: /serve/NAME`` for pages that build absolute links). Load goes to the
 ready replica with the fewest requests in flight from this server (round-robin among equals). A replica
 that refuses the connection is skipped for a moment and the request goes to another (nothing reached
-the first one). With no ready replica the request waits for one (a cold start asks the service loop for
+the first one); so is one that closes a new connection without a byte of answer to an idempotent request,
+which then goes to one other replica (nginx's ``proxy_next_upstream error``: a replica on its way out). With no ready replica the request waits for one (a cold start asks the service loop for
 it) up to the service's ``cold_start_timeout``, then answers 503 with ``Retry-After``.
 """
 
@@ -26,7 +27,7 @@ from trainyard.api.guard import CALLER_KEY
 from trainyard.api.serve_hop import (HOP, PREFIX, answer, error_answer, forward_headers, open_hop, release, route_for,
                                      with_replica)
 from trainyard.api.serve_websocket import proxy_websocket
-from trainyard.api.upstream import ConnectFailed, Headers, Response, UpstreamError, UpstreamPool
+from trainyard.api.upstream import ConnectFailed, Headers, NoAnswer, Response, UpstreamError, UpstreamPool
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
 from trainyard.services.serving import Route, ServingService
@@ -119,16 +120,24 @@ async def relay(serving: ServingService, pool: UpstreamPool, route: Route, calle
         route = await with_replica(serving, route, caller)
         body, length, headers = await request()
 
+        passed_on = False  # a request one replica hung up on goes to one other at most: it may be what kills them
+
         async def send_to(base: str) -> Response:
+            nonlocal passed_on
             try:
                 return await pool.request(base, method, target, headers, body, length)
             except ConnectFailed:  # nothing reached it: another replica may take the request
+                raise
+            except NoAnswer as e:
+                if passed_on or len(route.endpoints) < 2:
+                    raise ReplicaUnreachable(f"the replica of service {name} did not answer: {e}") from None
+                passed_on = True
                 raise
             except UpstreamError as e:
                 raise ReplicaUnreachable(f"the replica of service {name} did not answer: {e}") from None
 
         job_id = None  # from here open_hop counts the replica it opens, and releases the ones that fail
-        job_id, upstream = await open_hop(serving, route, send_to, ConnectFailed, first=replica)
+        job_id, upstream = await open_hop(serving, route, send_to, (ConnectFailed, NoAnswer), first=replica)
     except CallerGone:  # left before its request was whole: no one to answer, and no fault of the service
         release(serving, job_id)
         serving.traffic.ended(name, GONE, time.perf_counter() - began)

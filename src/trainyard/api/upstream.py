@@ -7,9 +7,10 @@ about 0.1 ms (aiohttp's client 0.45 ms), against 0.5 ms of work in a small repli
 redirects, cookies or decompression; bodies pass as they come.
 
 Kept-alive connections wait per replica (newest first) for at most :data:`IDLE` seconds, less than
-uvicorn's 5 s keep-alive, so a replica seldom closes one just as it is reused. When a reused connection
-turns out closed before any byte of an answer came back, an idempotent request with a replayable body is
-sent once more on a new connection; anything else is :class:`UpstreamBroken`.
+uvicorn's 5 s keep-alive, so a replica seldom closes one just as it is reused. When a connection turns out
+closed before any byte of an answer came back, an idempotent request with a replayable body is sent once more
+on a new connection (a reused one), or raises :class:`NoAnswer` so that the caller may send it to another
+replica (a new one: nginx's ``proxy_next_upstream error``); anything else is :class:`UpstreamBroken`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ class ConnectFailed(UpstreamError):
 
 class UpstreamBroken(UpstreamError):
     """The connection broke, timed out or carried something that is not an HTTP answer."""
+
+
+class NoAnswer(UpstreamBroken):
+    """A new connection closed before any byte of an answer to an idempotent request whose body can be sent
+    again: the replica may be on its way out, and another may take the request."""
 
 
 class _Parsed:
@@ -285,9 +291,14 @@ class UpstreamPool:
                 return Response(self, conn, conn.parser, parsed, head_only=method == b"HEAD")
             except (UpstreamBroken, OSError) as e:
                 conn.close()
-                # a kept-alive connection the replica had closed: the request never reached it
-                if not (reused and retry and parsed.messages == 0):
+                # closed (or reset) before a byte of the answer, not silent and not garbled: safe to send again
+                unanswered = (retry and parsed.messages == 0 and conn.error is None
+                              and (conn.ended or isinstance(e, OSError)))
+                if unanswered and not reused:
+                    raise NoAnswer(_why(e)) from None
+                if not unanswered:
                     raise e if isinstance(e, UpstreamBroken) else UpstreamBroken(_why(e)) from None
+                # a kept-alive connection the replica had closed: the request never reached it
                 conn, reused = await self._connect(address), False
             except BaseException:
                 conn.close()
