@@ -1,13 +1,15 @@
 """What one ``/serve/`` hop costs, without an HTTP client's own cost in the way: a raw-socket client.
 
-    PYTHONPATH=src:bench .venv/bin/python bench/serve_hop.py [--rounds 3] [--n 2000] [--no-lane]
+    PYTHONPATH=src:bench .venv/bin/python bench/serve_hop.py [--rounds 3] [--n 2000] [--gap 0] [--no-lane]
 
 Starts its own trainyard server and the trivial replica of ``bench/serve.py`` (``serve_app.py``), and a byte
 relay to it (``serve_relay.py``, the least a user-space hop costs). Each round sends ``--n`` kept-alive GETs on
 one socket straight to the replica, through ``/serve/bench/``, and through the relay, in turn, alternating the
 order, and reads the CPU time (psutil) of the server around the proxied ones and of the relay around its own.
 Prints the medians over rounds of: each way's p50, the hop above direct (proxy and relay), their ratio, and the
-CPU per request of the server and of the relay.
+CPU per request of the server and of the relay. ``--gap MICROSECONDS`` sleeps that long before each request,
+as an HTTP client's own work does between requests (httpx spends ~0.7 ms a request here): with any gap the
+processes go idle between requests and wake with colder caches (bench/RESULTS.md, session 20).
 ``bench/serve.py`` judges the issue's targets with an HTTP client on both sides; this shows where the hop stands
 against a relay (bench/RESULTS.md, sessions 16 and 17). A measurement: exits 0 whatever the numbers.
 """
@@ -53,13 +55,15 @@ def _one(s: socket.socket, request: bytes) -> None:
                 return
 
 
-def p50_us(address: str, path: str, token: str, n: int) -> float:
+def p50_us(address: str, path: str, token: str, n: int, gap: float = 0.0) -> float:
     request = f"GET {path} HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {token}\r\n\r\n".encode()
     with _connect(address) as s:
         for _ in range(20):  # warm the connection, and the server's route and pool
             _one(s, request)
         times = []
         for _ in range(n):
+            if gap:
+                time.sleep(gap)
             t = time.perf_counter()
             _one(s, request)
             times.append(time.perf_counter() - t)
@@ -70,6 +74,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--n", type=int, default=2000, help="requests per way and round")
+    ap.add_argument("--gap", type=float, default=0.0, help="microseconds of sleep before each request")
     args = parse_with_lane(ap)
     with tempfile.TemporaryDirectory(prefix="trainyard-bench-hop-") as tmp:
         srv = BenchServer(Path(tmp) / "home", [sys.executable, "-m", "trainyard", "server", "--container-runtime", "none"])
@@ -92,7 +97,7 @@ def main() -> None:
                 for name in list(ways)[:: 1 if i % 2 == 0 else -1]:
                     watched = {"proxy": (proc, "cpu"), "relay": (relay_proc, "relay_cpu")}.get(name)
                     before = sum(watched[0].cpu_times()[:2]) if watched else 0.0
-                    got[name].append(p50_us(*ways[name], token, args.n))
+                    got[name].append(p50_us(*ways[name], token, args.n, args.gap / 1e6))
                     if watched:
                         got[watched[1]].append((sum(watched[0].cpu_times()[:2]) - before) / (args.n + 20) * 1e6)
                 print(f"round {i + 1}: p50 direct {got['direct'][-1]:.0f} µs, proxy {got['proxy'][-1]:.0f} µs, relay "
@@ -109,7 +114,8 @@ def main() -> None:
             srv.close()
     m = {k: statistics.median(v) for k, v in got.items()}
     hop, floor = m["proxy"] - m["direct"], m["relay"] - m["direct"]
-    print(f"\nthe /serve/ lane: {'off (--no-lane)' if args.no_lane else 'on'}; load average {os.getloadavg()[0]:.1f}")
+    print(f"\nthe /serve/ lane: {'off (--no-lane)' if args.no_lane else 'on'}; gap before each request {args.gap:g} µs; "
+          f"load average {os.getloadavg()[0]:.1f}")
     print(f"p50 (median of {args.rounds} rounds): direct {m['direct']:.0f} µs, through /serve/ {m['proxy']:.0f} µs "
           f"(× {m['proxy'] / m['direct']:.2f}), through a byte relay {m['relay']:.0f} µs (× {m['relay'] / m['direct']:.2f})")
     print(f"the hop above direct: /serve/ +{hop:.0f} µs, a byte relay +{floor:.0f} µs"
