@@ -114,8 +114,8 @@ def main() -> None:
             srv.close()
     m = {k: statistics.median(v) for k, v in got.items()}
     hop, floor = m["proxy"] - m["direct"], m["relay"] - m["direct"]
-    print(f"\nthe /serve/ lane: {'off (--no-lane)' if args.no_lane else 'on'}; gap before each request {args.gap:g} µs; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"\nthe /serve/ lane: {'off (--no-lane)' if args.no_lane else 'on'}; gap before each request "
+          f"{args.gap:g} µs; load average {os.getloadavg()[0]:.1f}")
     print(f"p50 (median of {args.rounds} rounds): direct {m['direct']:.0f} µs, through /serve/ {m['proxy']:.0f} µs "
           f"(× {m['proxy'] / m['direct']:.2f}), through a byte relay {m['relay']:.0f} µs (× {m['relay'] / m['direct']:.2f})")
     print(f"the hop above direct: /serve/ +{hop:.0f} µs, a byte relay +{floor:.0f} µs"

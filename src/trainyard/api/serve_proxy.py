@@ -11,8 +11,9 @@ came from (``X-Forwarded-Prefix: /serve/NAME`` for pages that build absolute lin
 ready replica with the fewest requests in flight from this server (round-robin among equals). A replica
 that refuses the connection is skipped for a moment and the request goes to another (nothing reached
 the first one); so is one that closes a new connection without a byte of answer to an idempotent request,
-which then goes to one other replica (nginx's ``proxy_next_upstream error``: a replica on its way out). With no ready replica the request waits for one (a cold start asks the service loop for
-it) up to the service's ``cold_start_timeout``, then answers 503 with ``Retry-After``.
+which then goes to one other replica (nginx's ``proxy_next_upstream error``: a replica on its way out). With
+no ready replica the request waits for one (a cold start asks the service loop for it) up to the service's
+``cold_start_timeout``, then answers 503 with ``Retry-After``.
 """
 
 from __future__ import annotations
