@@ -282,7 +282,7 @@ def test_a_get_a_replica_hangs_up_on_goes_to_the_other_replica(served, pair):
     traffic = platform.serving.traffic
     with httpx.Client(headers=AUTH, timeout=30) as http:
         assert http.get(url + "/serve/pair/whoami").status_code == 200  # the route is cached: the lane is open
-        job_id, base = platform.serving.route("pair").endpoints[0]
+        _, base = platform.serving.route("pair").endpoints[0]
         # from now on that replica closes every connection unanswered (its readiness probe still passes)
         hung = httpx.get(base + "/hang-up").json()["pid"]
         counted = traffic.snapshot("pair")

@@ -129,12 +129,10 @@ async def relay(serving: ServingService, pool: UpstreamPool, route: Route, calle
                 return await pool.request(base, method, target, headers, body, length)
             except ConnectFailed:  # nothing reached it: another replica may take the request
                 raise
-            except NoAnswer as e:
-                if passed_on or len(route.endpoints) < 2:
-                    raise ReplicaUnreachable(f"the replica of service {name} did not answer: {e}") from None
-                passed_on = True
-                raise
             except UpstreamError as e:
+                if isinstance(e, NoAnswer) and not passed_on and len(route.endpoints) > 1:
+                    passed_on = True
+                    raise
                 raise ReplicaUnreachable(f"the replica of service {name} did not answer: {e}") from None
 
         job_id = None  # from here open_hop counts the replica it opens, and releases the ones that fail
