@@ -19,7 +19,9 @@ goes first each round, for each of the two:
 - throughput: ``--concurrency`` clients for ``--seconds``, direct and through the proxy;
   requests per second (target: proxy ≥ 0.8 × direct);
 - the floor: the same requests through a byte relay to each replica (bench/serve_relay.py: uvloop,
-  no HTTP parsing, auth or accounting), the least any user-space hop costs on this machine;
+  no HTTP parsing, auth or accounting), the least any user-space hop costs on this machine; and through
+  a lean HTTP hop (bench/serve_lean.py: parses, checks the token, routes by name, and nothing more), the
+  least a hop in Python that must read each request costs;
 - cold start: a service with ``autoscale: {min: 0}`` and no replica: time from the request to
   its answer, against starting the same process by hand and polling its port until it
   answers (the baseline: what a cold start costs without trainyard); for the trivial replica,
@@ -54,6 +56,7 @@ from benchserver import BenchServer
 
 APP = str(Path(__file__).resolve().parent / "serve_app.py")
 RELAY = str(Path(__file__).resolve().parent / "serve_relay.py")
+LEAN = str(Path(__file__).resolve().parent / "serve_lean.py")
 COLD_INFER = "/v2/models/colddigits/infer"
 LATENCY_RATIO, THROUGHPUT_RATIO = 1.2, 0.8
 BLOCK = 25  # requests a way in a row, in p50_side_by_side
@@ -167,11 +170,11 @@ def by_hand(model: Path | None = None, body: bytes | None = None) -> float:
         proc.wait()
 
 
-def wait_answer(url: str, timeout: float = 60.0) -> None:
+def wait_answer(url: str, timeout: float = 60.0, headers: dict | None = None) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            if httpx.get(url, timeout=1).status_code == 200:
+            if httpx.get(url, timeout=1, headers=headers).status_code == 200:
                 return
         except httpx.TransportError:
             if time.monotonic() > deadline:
@@ -258,8 +261,17 @@ def main() -> None:
             relays = [subprocess.Popen([sys.executable, RELAY, str(port), replica.replicas[0].address],
                                        stdout=subprocess.DEVNULL) for port, replica in zip(ports, (info, model_info))]
             relay, model_relay = f"http://127.0.0.1:{ports[0]}/predict", f"http://127.0.0.1:{ports[1]}{infer}"
+            lean_port = free_port()
+            relays.append(subprocess.Popen(
+                [sys.executable, LEAN, str(lean_port), f"bench={info.replicas[0].address}",
+                 f"digits={model_info.replicas[0].address}"],
+                env={**os.environ, "BENCH_TOKEN": headers["Authorization"].removeprefix("Bearer ")},
+                stdout=subprocess.DEVNULL))
+            lean, model_lean = (f"http://127.0.0.1:{lean_port}/serve/bench/predict",
+                                f"http://127.0.0.1:{lean_port}/serve/digits{infer}")
             wait_answer(relay)
             wait_answer(f"http://127.0.0.1:{ports[1]}/v2/health/ready")
+            wait_answer(f"http://127.0.0.1:{lean_port}/serve/digits/v2/health/ready", headers=headers)
             floor = p50_latency(f"{srv.url}/healthz", {}, args.n)
             print(f"server {srv.url}; replica {info.replicas[0].address}, model server "
                   f"{model_info.replicas[0].address}; load average {os.getloadavg()[0]:.1f}; "
@@ -267,30 +279,32 @@ def main() -> None:
 
             server_proc = psutil.Process(srv.proc.pid)
             replica_proc = listener(int(info.replicas[0].address.rsplit(":", 1)[1]))
-            lat: dict[str, list[float]] = {k: [] for k in ("direct", "proxy", "relay", "model direct", "model proxy",
-                                                            "model relay")}
+            lat: dict[str, list[float]] = {k: [] for k in ("direct", "proxy", "relay", "lean", "model direct",
+                                                            "model proxy", "model relay", "model lean")}
             cpu = {"server": [], "replica": []}
             rps = {"direct": [], "proxy": [], "model direct": [], "model proxy": []}
-            bodies = {"model direct": infer_body, "model proxy": infer_body, "model relay": infer_body}
+            bodies = {"model direct": infer_body, "model proxy": infer_body, "model relay": infer_body,
+                      "model lean": infer_body}
             for i in range(args.repeats):
-                order = [("direct", direct), ("proxy", proxied), ("relay", relay)][:: 1 if i % 2 == 0 else -1]
+                order = [("direct", direct), ("proxy", proxied), ("relay", relay), ("lean", lean)][
+                    :: 1 if i % 2 == 0 else -1]
                 model_order = [("model direct", model_direct), ("model proxy", model_proxied),
-                               ("model relay", model_relay)][:: 1 if i % 2 == 0 else -1]
+                               ("model relay", model_relay), ("model lean", model_lean)][:: 1 if i % 2 == 0 else -1]
                 for ways in (order, model_order):
                     before = (cpu_seconds(server_proc), cpu_seconds(replica_proc))
                     got = p50_side_by_side({name: (url, bodies.get(name)) for name, url in ways}, headers, args.n)
                     for name, p50 in got.items():
                         lat[name].append(p50)
-                    if ways is order:  # CPU each request costs the server (proxied ones) and the replica (all 3 ways)
+                    if ways is order:  # CPU each request costs the server (proxied ones) and the replica (all 4 ways)
                         cpu["server"].append((cpu_seconds(server_proc) - before[0]) / (args.n + 10) * 1000)
-                        cpu["replica"].append((cpu_seconds(replica_proc) - before[1]) / (args.n + 10) / 3 * 1000)
-                for name, url in [(n, u) for n, u in order + model_order if "relay" not in n]:
+                        cpu["replica"].append((cpu_seconds(replica_proc) - before[1]) / (args.n + 10) / 4 * 1000)
+                for name, url in [(n, u) for n, u in order + model_order if "relay" not in n and "lean" not in n]:
                     rps[name].append(throughput(url, headers, args.seconds, args.concurrency, bodies.get(name)))
                 print(f"round {i + 1}: p50 direct {lat['direct'][-1]:.2f} ms, proxy {lat['proxy'][-1]:.2f} ms "
-                      f"(relay {lat['relay'][-1]:.2f} ms); "
+                      f"(relay {lat['relay'][-1]:.2f}, lean {lat['lean'][-1]:.2f} ms); "
                       f"throughput direct {rps['direct'][-1]:.0f}/s, proxy {rps['proxy'][-1]:.0f}/s; "
                       f"model server p50 direct {lat['model direct'][-1]:.2f} ms, proxy {lat['model proxy'][-1]:.2f} ms "
-                      f"(relay {lat['model relay'][-1]:.2f} ms), "
+                      f"(relay {lat['model relay'][-1]:.2f}, lean {lat['model lean'][-1]:.2f} ms), "
                       f"throughput direct {rps['model direct'][-1]:.0f}/s, proxy {rps['model proxy'][-1]:.0f}/s",
                       flush=True)
 
@@ -340,6 +354,8 @@ def main() -> None:
               f"({sum(r <= LATENCY_RATIO for r in rounds)} of {len(rounds)} within)")
         lr = statistics.median(lat[d.replace("direct", "relay")])
         print(f"  the floor of a hop here: a byte relay (serve_relay.py), p50 {lr:.2f} ms, ratio {lr / ld:.2f}")
+        ll = statistics.median(lat[d.replace("direct", "lean")])
+        print(f"  a lean HTTP hop (serve_lean.py: parse, token, route), p50 {ll:.2f} ms, ratio {ll / ld:.2f}")
         print(f"  throughput ({args.concurrency} clients): direct {td:.0f}/s, proxy {tp:.0f}/s, "
               f"ratio {tp / td:.2f} (target ≥ {THROUGHPUT_RATIO}) {verdict(tp >= THROUGHPUT_RATIO * td)}")
     print(f"CPU per proxied request to the trivial replica: the server {statistics.median(cpu['server']):.2f} ms, "
