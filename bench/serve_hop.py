@@ -2,12 +2,13 @@
 
     PYTHONPATH=src:bench .venv/bin/python bench/serve_hop.py [--rounds 3] [--n 2000] [--gap 0] [--no-lane]
 
-Starts its own trainyard server and the trivial replica of ``bench/serve.py`` (``serve_app.py``), and a byte
-relay to it (``serve_relay.py``, the least a user-space hop costs). Each round sends ``--n`` kept-alive GETs on
-one socket straight to the replica, through ``/serve/bench/``, and through the relay, in turn, alternating the
-order, and reads the CPU time (psutil) of the server around the proxied ones and of the relay around its own.
-Prints the medians over rounds of: each way's p50, the hop above direct (proxy and relay), their ratio, and the
-CPU per request of the server and of the relay. ``--gap MICROSECONDS`` sleeps that long before each request,
+Starts its own trainyard server and the trivial replica of ``bench/serve.py`` (``serve_app.py``), a byte
+relay to it (``serve_relay.py``, the least a user-space hop costs) and a lean HTTP hop (``serve_lean.py``: parses,
+checks the token and routes, nothing more). Each round sends ``--n`` kept-alive GETs on one socket straight to the
+replica, through ``/serve/bench/``, through the relay and through the lean hop, in turn, alternating the order,
+and reads the CPU time (psutil) of the server around the proxied ones and of each hop around its own. Prints the
+medians over rounds of: each way's p50, the hop above direct (proxy, relay, lean), and the CPU per request of the
+server, the relay and the lean hop. ``--gap MICROSECONDS`` sleeps that long before each request,
 as an HTTP client's own work does between requests (httpx spends ~0.7 ms a request here): with any gap the
 processes go idle between requests and wake with colder caches (bench/RESULTS.md, session 20).
 ``bench/serve.py`` judges the issue's targets with an HTTP client on both sides; this shows where the hop stands
@@ -29,7 +30,7 @@ from pathlib import Path
 import psutil
 
 from benchserver import BenchServer
-from serve import APP, RELAY, free_port, parse_with_lane, wait_answer
+from serve import APP, LEAN, RELAY, free_port, parse_with_lane, wait_answer
 
 
 def _connect(address: str) -> socket.socket:
@@ -78,7 +79,7 @@ def main() -> None:
     args = parse_with_lane(ap)
     with tempfile.TemporaryDirectory(prefix="trainyard-bench-hop-") as tmp:
         srv = BenchServer(Path(tmp) / "home", [sys.executable, "-m", "trainyard", "server", "--container-runtime", "none"])
-        relay = None
+        relay = lean = None
         try:
             token = (Path(tmp) / "home" / "token").read_text().strip()
             srv.client.services.apply({"name": "bench", "command": [sys.executable, APP], "resources": {"cpu": 0.1},
@@ -88,39 +89,47 @@ def main() -> None:
             relay_at = f"127.0.0.1:{free_port()}"
             relay = subprocess.Popen([sys.executable, RELAY, relay_at.rsplit(":", 1)[1], direct],
                                      stdout=subprocess.DEVNULL)
+            lean_at = f"127.0.0.1:{free_port()}"
+            lean = subprocess.Popen([sys.executable, LEAN, lean_at.rsplit(":", 1)[1], f"bench={direct}"],
+                                    env={**os.environ, "BENCH_TOKEN": token}, stdout=subprocess.DEVNULL)
             wait_answer(f"http://{relay_at}/healthz")
-            proc, relay_proc = psutil.Process(srv.proc.pid), psutil.Process(relay.pid)
+            wait_answer(f"http://{lean_at}/serve/bench/healthz", headers={"Authorization": f"Bearer {token}"})
+            proc, relay_proc, lean_proc = (psutil.Process(p.pid) for p in (srv.proc, relay, lean))
             ways = {"direct": (direct, "/predict"), "proxy": (server, "/serve/bench/predict"),
-                    "relay": (relay_at, "/predict")}
-            got: dict[str, list[float]] = {k: [] for k in (*ways, "cpu", "relay_cpu")}
+                    "relay": (relay_at, "/predict"), "lean": (lean_at, "/serve/bench/predict")}
+            got: dict[str, list[float]] = {k: [] for k in (*ways, "cpu", "relay_cpu", "lean_cpu")}
             for i in range(args.rounds):
                 for name in list(ways)[:: 1 if i % 2 == 0 else -1]:
-                    watched = {"proxy": (proc, "cpu"), "relay": (relay_proc, "relay_cpu")}.get(name)
+                    watched = {"proxy": (proc, "cpu"), "relay": (relay_proc, "relay_cpu"),
+                               "lean": (lean_proc, "lean_cpu")}.get(name)
                     before = sum(watched[0].cpu_times()[:2]) if watched else 0.0
                     got[name].append(p50_us(*ways[name], token, args.n, args.gap / 1e6))
                     if watched:
                         got[watched[1]].append((sum(watched[0].cpu_times()[:2]) - before) / (args.n + 20) * 1e6)
                 print(f"round {i + 1}: p50 direct {got['direct'][-1]:.0f} µs, proxy {got['proxy'][-1]:.0f} µs, relay "
-                      f"{got['relay'][-1]:.0f} µs; CPU per request: the server {got['cpu'][-1]:.0f} µs, the relay "
-                      f"{got['relay_cpu'][-1]:.0f} µs",
-                      flush=True)
+                      f"{got['relay'][-1]:.0f} µs, lean {got['lean'][-1]:.0f} µs; CPU per request: the server "
+                      f"{got['cpu'][-1]:.0f} µs, the relay {got['relay_cpu'][-1]:.0f} µs, the lean hop "
+                      f"{got['lean_cpu'][-1]:.0f} µs", flush=True)
         finally:
-            if relay is not None:
-                relay.terminate()
-                relay.wait()
+            for hop in (relay, lean):
+                if hop is not None:
+                    hop.terminate()
+                    hop.wait()
             srv.client.services.delete("bench")
             while any(s.replicas for s in srv.client.services.list()):
                 time.sleep(0.2)
             srv.close()
     m = {k: statistics.median(v) for k, v in got.items()}
-    hop, floor = m["proxy"] - m["direct"], m["relay"] - m["direct"]
+    hop, floor, lean_hop = m["proxy"] - m["direct"], m["relay"] - m["direct"], m["lean"] - m["direct"]
     print(f"\nthe /serve/ lane: {'off (--no-lane)' if args.no_lane else 'on'}; gap before each request "
           f"{args.gap:g} µs; load average {os.getloadavg()[0]:.1f}")
     print(f"p50 (median of {args.rounds} rounds): direct {m['direct']:.0f} µs, through /serve/ {m['proxy']:.0f} µs "
-          f"(× {m['proxy'] / m['direct']:.2f}), through a byte relay {m['relay']:.0f} µs (× {m['relay'] / m['direct']:.2f})")
-    print(f"the hop above direct: /serve/ +{hop:.0f} µs, a byte relay +{floor:.0f} µs"
-          + (f" (× {hop / floor:.1f} the relay's)" if floor > 0 else ""))
-    print(f"CPU per request: the server (proxied) {m['cpu']:.0f} µs, the byte relay {m['relay_cpu']:.0f} µs")
+          f"(× {m['proxy'] / m['direct']:.2f}), through a byte relay {m['relay']:.0f} µs (× {m['relay'] / m['direct']:.2f}), "
+          f"through the lean hop {m['lean']:.0f} µs (× {m['lean'] / m['direct']:.2f})")
+    print(f"the hop above direct: /serve/ +{hop:.0f} µs, a byte relay +{floor:.0f} µs, the lean hop +{lean_hop:.0f} µs"
+          + (f" (/serve/ × {hop / floor:.1f} the relay's)" if floor > 0 else ""))
+    print(f"CPU per request: the server (proxied) {m['cpu']:.0f} µs, the byte relay {m['relay_cpu']:.0f} µs, "
+          f"the lean hop {m['lean_cpu']:.0f} µs")
 
 
 if __name__ == "__main__":
