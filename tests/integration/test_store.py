@@ -8,7 +8,9 @@ from sqlalchemy import inspect
 from trainyard.auth.tokens import token_hash
 from trainyard.spec import parse_job
 from trainyard.status import AttemptStatus, JobStatus, Reason
+from trainyard.spec.service import ServiceSpec, ServiceStatus
 from trainyard.store import Admission, Ending, Store
+from trainyard.store.services import ServiceStore
 from trainyard.store.tables import Base
 
 pytestmark = pytest.mark.postgres
@@ -242,3 +244,42 @@ def test_a_cycle_sets_reasons_and_positions_of_pending_jobs_only_and_moves_them_
     assert (store.get_job(a.id).reason, store.get_job(a.id).position) == ("no room", 0)
     store.set_reasons({a.id: "no room"})  # no positions: cleared
     assert (store.get_job(a.id).reason, store.get_job(a.id).position) == ("no room", None)
+
+
+def test_the_service_loops_one_read_finds_what_its_separate_reads_found(store):
+    # given a live service whose replicas' jobs are waiting, running, and on their second attempt (the first
+    # ended, the second not started yet), and a stopped service with a replica row left
+    services = ServiceStore(store)
+    spec = ServiceSpec.model_validate({"name": "web", "command": ["python", "app.py"], "service": {"replicas": 3}})
+    live = services.create(spec, None, 3, "ana", None)
+    stopped = services.create(spec.model_copy(update={"name": "old"}), None, 1, "ana", None)
+    assert services.move(stopped, ServiceStatus.STOPPING) and services.move(stopped, ServiceStatus.STOPPED)
+    waiting, running, again, gone = (store.create_job(parse_job("command: x\nretry: {max: 3}")) for _ in range(4))
+    store.report(store.admit(running.id, [("n", [])], token_hash=H).id, 0, token_hash=H, running=True)
+    first = store.admit(again.id, [("n", [])], token_hash=H)
+    store.report(first.id, 0, token_hash=H, running=True)
+    store.finish_attempt(first.id, Ending(AttemptStatus.FAILED, 1, Reason.error(1), None, JobStatus.PENDING,
+                                          "retrying"))
+    store.admit(again.id, [("n", [])], token_hash=H)
+    for job in (waiting, running, again):
+        services.add_replica(live, job.id, 1)
+    services.add_replica(stopped, gone.id, 1)
+
+    # when the loop reads them at once
+    rows, replicas, jobs = services.tick_view()
+
+    # then it has the live service alone, its replicas oldest first, and of each replica's job what a whole read
+    # gives: status, reason, and when its last attempt started (or was admitted; none before any attempt)
+    assert [r["id"] for r in rows] == [live] and rows[0]["spec"] == spec
+    assert replicas == services.replicas([live])
+    assert set(jobs) == {waiting.id, running.id, again.id}
+    for job_id, seen in jobs.items():
+        whole = store.get_job(job_id)
+        last = whole.attempts[-1] if whole.attempts else None
+        assert seen == (job_id, whole.status, whole.reason, (last.started_at or last.created_at) if last else None)
+    assert jobs[waiting.id].started is None and jobs[running.id].status == JobStatus.RUNNING
+    second = store.get_job(again.id).attempts[1]
+    assert second.started_at is None and jobs[again.id].started == second.created_at
+    # and with no live service, nothing else is read
+    assert services.move(live, ServiceStatus.STOPPING) and services.move(live, ServiceStatus.STOPPED)
+    assert services.tick_view() == ([], {}, {})

@@ -20,10 +20,9 @@ import httpx
 from trainyard.services import service_jobs
 from trainyard.services.serving import ServingService
 from trainyard.services.ticker import Ticker
-from trainyard.spec.records import JobInfo
 from trainyard.spec.service import ServiceStatus
 from trainyard.status import JobStatus
-from trainyard.store.services import IDLE_REASON, ReplicaRow, ServiceRow
+from trainyard.store.services import IDLE_REASON, ReplicaJob, ReplicaRow, ServiceRow
 
 log = logging.getLogger("trainyard.services")
 TICK = 0.25  # seconds between looks at every live service (probes keep their own period)
@@ -79,24 +78,26 @@ class ServiceLoop(Ticker):
         return self.tick if self._live else max(self.tick, self.idle)
 
     def cycle(self) -> None:
-        rows = self.services.live()
+        rows, replicas, jobs = self.services.tick_view()
         self._live = bool(rows)
         self._starting = False
-        replicas = self.services.replicas([r["id"] for r in rows])
         for gone in set(self._memory) - {r["id"] for r in rows}:
             self._memory.pop(gone, None)
         for row in rows:
             try:
-                self.reconcile(row, replicas[row["id"]])
+                # one whose job the read did not find is left for the next tick (PostgreSQL reads each statement on
+                # its own: a row may come or go between them)
+                reps = [r for r in replicas[row["id"]] if r["job_id"] in jobs]
+                self.reconcile(row, reps, {r["job_id"]: jobs[r["job_id"]] for r in reps})
             except Exception:
                 log.exception("service %s: reconcile failed", row["id"])
 
     # -- one service ------------------------------------------------------------------
 
-    def reconcile(self, row: ServiceRow, reps: list[ReplicaRow]) -> None:
+    def reconcile(self, row: ServiceRow, reps: list[ReplicaRow], jobs: dict[str, ReplicaJob]) -> None:
+        """Bring one service towards what is wanted; ``jobs``: its replicas' jobs, by id."""
         sid, now = row["id"], time.time()
         mem = self._memory.setdefault(sid, Memory())
-        jobs = {r["job_id"]: self.service.store.get_job(r["job_id"]) for r in reps}
         # 1. ended replicas
         for r in [r for r in reps if jobs[r["job_id"]].status.is_terminal()]:
             self.services.drop_replica(r["job_id"])
@@ -158,11 +159,10 @@ class ServiceLoop(Ticker):
             self.services.set(row["id"], wanted=wanted)
         return wanted
 
-    def _probe(self, row: ServiceRow, mem: Memory, r: ReplicaRow, job: JobInfo, now: float) -> None:
+    def _probe(self, row: ServiceRow, mem: Memory, r: ReplicaRow, job: ReplicaJob, now: float) -> None:
         readiness = row["spec"].service.readiness
         ready = r["ready"]
-        attempt = job.attempts[-1] if job.attempts else None
-        started = (attempt.started_at or attempt.created_at) if attempt else now
+        started = job.started if job.started is not None else now
         starting = (job.status in (JobStatus.STARTING, JobStatus.RUNNING) and not r["ready"]
                     and r["draining_since"] is None and r["job_id"] not in mem.was_ready
                     and started + readiness.initial_delay <= now < started + STARTING_FOR)
@@ -221,7 +221,7 @@ class ServiceLoop(Ticker):
     def _route_changed(self, row: ServiceRow) -> None:
         self.service.forget_route(row["name"])
 
-    def _stop_jobs(self, jobs: list[JobInfo]) -> None:
+    def _stop_jobs(self, jobs: list[ReplicaJob]) -> None:
         for j in jobs:
             if not j.status.is_terminal() and j.status != JobStatus.CANCELLING:
                 self.service.jobs.stop(j.id)
