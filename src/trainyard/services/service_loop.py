@@ -61,6 +61,9 @@ class ServiceLoop(Ticker):
         self._live = False
         self._starting = False  # a replica was starting at the last cycle: tick at STARTING_PROBE
         self._memory: dict[str, Memory] = {}
+        # the last tick's read and the database's version then (SQLite's data_version: None on PostgreSQL, read
+        # every tick): a tick that finds nothing committed since, by anyone, needs no read
+        self._view: tuple[int | None, tuple] = (None, ())
         self._http = httpx.Client(timeout=1.0, trust_env=False)  # probes go to the replica, never a proxy
 
     def start(self) -> None:
@@ -78,7 +81,10 @@ class ServiceLoop(Ticker):
         return self.tick if self._live else max(self.tick, self.idle)
 
     def cycle(self) -> None:
-        rows, replicas, jobs = self.services.tick_view()
+        version = self.service.store.version  # before the read: a commit between the two is read again next tick
+        if version is None or version != self._view[0]:
+            self._view = (version, self.services.tick_view())
+        rows, replicas, jobs = self._view[1]
         self._live = bool(rows)
         self._starting = False
         for gone in set(self._memory) - {r["id"] for r in rows}:
