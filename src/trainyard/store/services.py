@@ -82,9 +82,6 @@ class ServiceStore:
     def list(self, include_ended: bool = True, visible: Visible | None = None) -> list[ServiceRow]:
         return self._rows(_seen(visible) if include_ended else _S.c.status.in_(LIVE) & _seen(visible))
 
-    def live(self) -> list[ServiceRow]:
-        return self.list(include_ended=False)
-
     def _rows(self, where: Any) -> list[ServiceRow]:
         with self.store.read() as s:
             rows = s.connection().execute(select(_S).where(where).order_by(_S.c.seq)).mappings().all()
@@ -128,8 +125,8 @@ class ServiceStore:
 
     def tick_view(self) -> tuple[list[ServiceRow], dict[str, list[ReplicaRow]], dict[str, ReplicaJob]]:
         """The live services, each one's replica rows (oldest first) and those replicas' jobs, in one read: what
-        the leader's service loop looks at 4 times a second. Read as :meth:`live`, :meth:`replicas` and a whole
-        job per replica, one idle service cost that loop ~3 ms of CPU a tick (bench/RESULTS.md, session 21)."""
+        the leader's service loop looks at 4 times a second. Read as the live services, :meth:`replicas` and a
+        whole job per replica, one idle service cost that loop ~3 ms of CPU a tick (bench/RESULTS.md, session 21)."""
         with self.store.read() as s:
             conn = s.connection()
             rows = conn.execute(_LIVE_ROWS).mappings().all()
