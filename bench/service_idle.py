@@ -21,14 +21,14 @@ from pathlib import Path
 import psutil
 
 from benchserver import BenchServer
-from serve import APP
+from serve import APP, cpu_seconds
 
 
 def cpu_per_second(proc: psutil.Process, seconds: float) -> float:
     """Milliseconds of CPU ``proc`` used per second over ``seconds``."""
-    before = sum(proc.cpu_times()[:2])
+    before = cpu_seconds(proc)
     time.sleep(seconds)
-    return (sum(proc.cpu_times()[:2]) - before) / seconds * 1000
+    return (cpu_seconds(proc) - before) / seconds * 1000
 
 
 def main() -> None:

@@ -94,14 +94,14 @@ class ServiceLoop(Ticker):
                 # one whose job the read did not find is left for the next tick (PostgreSQL reads each statement on
                 # its own: a row may come or go between them)
                 reps = [r for r in replicas[row["id"]] if r["job_id"] in jobs]
-                self.reconcile(row, reps, {r["job_id"]: jobs[r["job_id"]] for r in reps})
+                self.reconcile(row, reps, jobs)
             except Exception:
                 log.exception("service %s: reconcile failed", row["id"])
 
     # -- one service ------------------------------------------------------------------
 
     def reconcile(self, row: ServiceRow, reps: list[ReplicaRow], jobs: dict[str, ReplicaJob]) -> None:
-        """Bring one service towards what is wanted; ``jobs``: its replicas' jobs, by id."""
+        """Bring one service towards what is wanted; ``jobs``: the replicas' jobs, by id (every service's)."""
         sid, now = row["id"], time.time()
         mem = self._memory.setdefault(sid, Memory())
         # 1. ended replicas
