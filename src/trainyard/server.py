@@ -114,6 +114,7 @@ def serve(settings: ServerSettings) -> None:
     import uvicorn
 
     from trainyard.api.app import create_app
+    from trainyard.api.bounded_http import BoundedProtocol
     from trainyard.api.serve_lane import lane_protocol
     from trainyard.services.platform import Platform
 
@@ -174,7 +175,7 @@ def serve(settings: ServerSettings) -> None:
     # small /serve/ requests are proxied from the HTTP protocol itself (api/serve_lane.py); behind trusted
     # proxies the caller's address is read from their headers by uvicorn's ASGI middleware, so all go that way.
     # TRAINYARD_SERVE_LANE=off sends every request the usual way (bench/serve.py --no-lane measures it)
-    http = lane_protocol(app.lane) if serve_lane() and not proxied else "auto"
+    http = lane_protocol(app.lane) if serve_lane() and not proxied else BoundedProtocol
     config = uvicorn.Config(app, http=http, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
                             proxy_headers=bool(proxied), forwarded_allow_ips=proxied or None,
                             ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key)

@@ -7,6 +7,7 @@ headers it saw), ``/slow?s=SECONDS``, ``/stream?n=N`` (N chunks of 64 KiB, sent 
 chunk k is k), ``/big?n=BYTES`` (that many bytes with a content-length), ``POST /echo`` (the body back,
 sent with a length or chunked), ``/crash`` (exits at once, without answering), ``/drop-next`` (answers,
 then closes its kept-alive connection on the next request without answering: a replica that dropped it),
+``/seen`` (the request lines it has read, oldest first: a request smuggled past the proxy shows there),
 ``/hang-up`` (answers, then closes every connection at its next request but ``/healthz`` without answering: a
 replica on its way out), ``/ws`` (a WebSocket echoing each message; the text ``close CODE`` closes it with
 that code; subprotocol ``echo.v1`` when asked), ``/ws-refused`` (refuses the upgrade with its own 403, a
@@ -25,6 +26,7 @@ READY_AFTER = float(os.environ.get("READY_AFTER", "0"))
 VERSION = os.environ.get("APP_VERSION", "1")
 LAST_CLOSE: dict = {}
 HUNG_UP: list[bool] = []  # /hang-up was asked
+SEEN: list[str] = []  # the request line of each request read
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -40,6 +42,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _who(self) -> dict:
         return {"pid": os.getpid(), "version": VERSION, "path": self.path, "headers": dict(self.headers.items())}
+
+    def parse_request(self) -> bool:
+        SEEN.append(self.raw_requestline.decode("latin-1").rstrip("\r\n"))
+        return super().parse_request()
 
     def _dropped(self) -> bool:
         """The connection of an earlier /drop-next, or any after /hang-up: closed, this request unanswered."""
@@ -79,6 +85,8 @@ class Handler(BaseHTTPRequestHandler):
             return None
         if url.path == "/ws-closed":
             return self._send(200, LAST_CLOSE)
+        if url.path == "/seen":
+            return self._send(200, {"seen": SEEN})
         if url.path == "/crash":
             os._exit(3)
         if url.path == "/stream":

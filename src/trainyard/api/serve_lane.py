@@ -31,8 +31,9 @@ import asyncio
 import logging
 from typing import Any, Callable, Coroutine
 
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
+from trainyard.api.bounded_http import BoundedProtocol
 from trainyard.api.guard import Guard
 from trainyard.api.serve_express import _Express, express
 from trainyard.api.serve_hop import PREFIX, forward_headers, pick
@@ -140,8 +141,9 @@ class ServeLane:
             raise
 
 
-class LaneProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol; a request that :meth:`ServeLane.take` takes skips the app."""
+class LaneProtocol(BoundedProtocol):
+    """uvicorn's httptools protocol (with its head bounded); a request that :meth:`ServeLane.take` takes skips
+    the app."""
 
     lane: ServeLane  # set by lane_protocol()
 
@@ -158,6 +160,7 @@ class LaneProtocol(HttpToolsProtocol):
         # uvicorn's ASGI scope (a dict, a copy of the app's state) is made only for a request that goes the usual
         # way, in on_headers_complete; the lane reads the headers, client and scheme from the protocol
         self.url, self.expect_100_continue, self.headers = b"", False, []
+        self.head_open, self.head_seen = True, 0  # BoundedProtocol's count
 
     def _scope(self) -> None:
         url, headers, expect = self.url, self.headers, self.expect_100_continue
@@ -192,6 +195,7 @@ class LaneProtocol(HttpToolsProtocol):
         return self._at[1]
 
     def on_headers_complete(self) -> None:
+        self.check_head()
         lane = self.lane
         if lane.open and (self.cycle is None or self.cycle.response_complete):
             try:

@@ -1,0 +1,68 @@
+"""uvicorn's httptools protocol with a bound on the size of a request's head.
+
+uvicorn's httptools protocol keeps every byte of a request line and its headers until the head is whole, with no
+limit (its h11 protocol stops at 16 KiB): one caller, signed in or not, could hold a gigabyte of the server's
+memory per connection by never ending a header. Here a head over :data:`MAX_HEAD` bytes is answered 431 and its
+connection closed, as nginx, Go's net/http and Node do at 8 KiB-1 MiB; one that is still coming past it is cut
+off then, so a connection never holds more than the bound and one read. Bodies are not counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+MAX_HEAD = 64 * 1024  # bytes of a request line and headers; a long bearer token or cookie is a few KiB
+_MESSAGE = b"Request line and headers over 64 KiB"
+TOO_LARGE = b"".join([b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n",
+                      b"content-length: %d\r\nconnection: close\r\n\r\n" % len(_MESSAGE), _MESSAGE])
+
+
+class HeadTooLarge(Exception):
+    """Raised from the parser's callback: httptools stops there, and uvicorn answers through send_400_response."""
+
+
+class BoundedProtocol(HttpToolsProtocol):
+    """Counts the bytes of every read while a head is open: all of the read a request began in, and every read
+    after it until its headers are complete. That count is at least the head's size, so only a head it puts over
+    the bound has its size added up (a subclass that overrides ``on_headers_complete`` calls :meth:`check_head`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.head_open = False  # a request's first byte was read, its headers not yet complete
+        self.head_seen = 0  # bytes of the reads before this one since that first byte
+        self.read_size = 0  # bytes of the read being parsed
+        self.refused = False
+
+    def data_received(self, data: bytes) -> None:
+        self.read_size = len(data)
+        super().data_received(data)
+        if self.head_open and not self.refused:
+            self.head_seen += self.read_size
+            if self.head_seen > MAX_HEAD and not self.transport.is_closing():
+                self.refused = True
+                self.send_400_response("")
+
+    def on_message_begin(self) -> None:
+        self.head_open, self.head_seen = True, 0
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self.check_head()
+        super().on_headers_complete()
+
+    def check_head(self) -> None:
+        """The head just completed is not over the bound, else :class:`HeadTooLarge`."""
+        self.head_open = False
+        if self.head_seen + self.read_size > MAX_HEAD and \
+                len(self.url) + sum(len(k) + len(v) + 4 for k, v in self.headers) > MAX_HEAD:
+            self.refused = True
+            raise HeadTooLarge
+
+    def send_400_response(self, msg: str) -> None:
+        if not self.refused:
+            return super().send_400_response(msg)
+        if self.cycle is None or self.cycle.response_complete:  # not in the middle of an earlier answer
+            self.transport.write(TOO_LARGE)
+        self.transport.close()
