@@ -154,6 +154,13 @@ class ObjectCorrupt(StorageError):
     code = "object_corrupt"
 
 
+class BodyTooLarge(TrainyardError):
+    """The request's body is larger than this server takes for it."""
+
+    code = "body_too_large"
+    http_status = 413
+
+
 class RangeNotSatisfiable(TrainyardError):
     """The byte range asked for lies outside the file."""
 

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 import trainyard
 from trainyard.api.fast_lane import FastLane
-from trainyard.api.guard import Guard
+from trainyard.api.guard import MAX_BODY, Guard
 from trainyard.api.routers import clusters, identity, job_text, jobs, monitoring, pipelines, queues, services, system
 from trainyard.api.serve_proxy import PREFIX as SERVE_PREFIX
 from trainyard.api.serve_lane import ServeLane
@@ -64,7 +64,7 @@ def create_app(platform: Platform, server_url: str | None = None,
              "users": settings.auth, "allowed_hosts": allowed_hosts}
     # inside the Guard (added first: Starlette wraps the middleware added last outermost)
     app.add_middleware(FastLane, endpoints=[jobs.submit, jobs.wait_job, system.report], app_of=lambda: app)
-    app.add_middleware(Guard, **guard)
+    app.add_middleware(Guard, **guard, max_body=MAX_BODY)
     # /serve/NAME/...: the same Guard checks the caller; a path there that names no service goes on to the app
     app.front = Guard(ServeProxy(partial(FastAPI.__call__, app), serving=platform.serving, pool=upstream), **guard)
     app.lane = ServeLane(app.front)

@@ -15,6 +15,10 @@ covers what FastAPI serves outside the routers (``/docs``, ``/redoc``,
   found is left in the scope for the routes
   (:data:`CALLER_KEY`). Launcher reports (``/internal/``) carry their
   attempt's own credential instead, checked where the report is applied.
+- **Body.** With ``max_body``, a request whose body is larger is refused (413) before a byte of it is held, or,
+  sent chunked, once it passes the bound; code uploads (``PUT /api/v1/snapshots/``, spooled to disk as they
+  come) are not bounded. Routes read JSON bodies whole: without this, anyone could make the server hold a
+  body of any size with a made-up launcher credential, as a report's is checked only with the report.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from anyio.to_thread import run_sync
 from trainyard.api.serve_cookie import cookie_token, sign_in_location, wants_page
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.auth.tokens import bearer
-from trainyard.errors import AttemptUnauthorized, TrainyardError, Unauthorized
+from trainyard.errors import AttemptUnauthorized, BodyTooLarge, TrainyardError, Unauthorized
 from trainyard.ui import is_page
 
 OPEN_PATHS = frozenset({"/healthz"})
+MAX_BODY = 16 << 20  # a launcher's report carries at most 1 MiB of log and 1 MiB of metrics, JSON-escaped
+UPLOADS = "/api/v1/snapshots/"  # PUT: streamed to disk, not held
 OWN_AUTH_PREFIX = "/internal/"
 CALLER_KEY = "trainyard.caller"
 
@@ -50,9 +56,11 @@ class MisdirectedHost(TrainyardError):
 
 class Guard:
     def __init__(self, app: Any, *, identity: Authenticator, required: bool, users: bool,
-                 allowed_hosts: tuple[str, ...] | None) -> None:
-        """``required``: a token is needed at all; ``users``: users' API tokens are looked up too."""
+                 allowed_hosts: tuple[str, ...] | None, max_body: int | None = None) -> None:
+        """``required``: a token is needed at all; ``users``: users' API tokens are looked up too; ``max_body``:
+        the largest request body taken (None: any, as ``/serve/`` passes bodies on as they come)."""
         self.app = app
+        self.max_body = max_body
         self.identity = identity
         self.required = required
         self.users = users
@@ -66,6 +74,14 @@ class Guard:
         if not self.answers(headers.get(b"host")):
             return await _refuse(send, MisdirectedHost(), websocket=websocket)
         path = scope["path"]
+        if self.max_body is not None and not websocket and not (scope["method"] == "PUT" and path.startswith(UPLOADS)):
+            length = headers.get(b"content-length")
+            if length is not None and (not length.isdigit() or int(length) > self.max_body):
+                # answered now; what comes of the body is dropped as it comes (uvicorn), so a client that sends it
+                # all before it reads (httpx) gets this answer instead of a reset connection
+                return await _refuse(send, _too_large(self.max_body))
+            if length is None and b"transfer-encoding" in headers:
+                receive = _bounded(receive, self.max_body)
         caller: Caller | None = LOCAL_ADMIN
         if self.required and path not in OPEN_PATHS and not is_page(path):
             sent = bearer(_text(headers.get(b"authorization")))
@@ -113,6 +129,26 @@ class Guard:
 
 
 _CHALLENGE = [(b"www-authenticate", b"Bearer")]
+
+
+def _too_large(limit: int) -> BodyTooLarge:
+    return BodyTooLarge(f"the request body is larger than {limit >> 20} MiB", limit=limit)
+
+
+def _bounded(receive: Any, limit: int) -> Any:
+    """``receive``, raising :class:`BodyTooLarge` (answered 413 by the app's handler) once the body passes
+    ``limit``."""
+    seen = 0
+
+    async def bounded() -> dict:
+        nonlocal seen
+        message = await receive()
+        seen += len(message.get("body", b""))
+        if seen > limit:
+            raise _too_large(limit)
+        return message
+
+    return bounded
 
 
 def _text(raw: bytes | None) -> str | None:

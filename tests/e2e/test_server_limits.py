@@ -1,0 +1,74 @@
+"""How much of a request a real `trainyard server` holds: a body over 16 MiB is refused (413) before it is held, or
+once a chunked one passes the bound, on every route that reads bodies whole, a launcher's report with a made-up
+credential included; code uploads are not bounded; a head over 64 KiB is refused (431) however it is routed."""
+
+import hashlib
+import socket
+
+import httpx
+import pytest
+
+from trainyard.api.guard import MAX_BODY
+from trainyard.errors import BodyTooLarge
+
+pytestmark = pytest.mark.slow
+
+
+def _head_answer(url: str, head: str) -> bytes:
+    """The answer to a request of which only ``head`` is sent: a server that waited for the body would time out."""
+    got = b""
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=20) as conn:
+        conn.sendall(head.encode())
+        while not _whole(got) and (chunk := conn.recv(65536)):
+            got += chunk
+    return got
+
+
+def _whole(answer: bytes) -> bool:
+    head, sep, body = answer.partition(b"\r\n\r\n")
+    lengths = [line.split(b":")[1] for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
+    return bool(sep) and len(body) >= int(lengths[0] if lengths else 0)
+
+
+@pytest.mark.parametrize("path, auth", [
+    ("/api/v1/jobs", "server"),
+    ("/api/v1/services", "server"),
+    ("/internal/attempts/a-1/replicas/0/report", "Bearer made-up"),
+], ids=["a job", "a service", "a report with a made-up credential"])
+def test_a_declared_body_over_the_bound_is_refused_before_it_is_read(server, path, auth):
+    authorization = server.headers["Authorization"] if auth == "server" else auth
+    got = _head_answer(server.url, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {authorization}\r\n"
+                                   f"Content-Type: application/json\r\nContent-Length: {MAX_BODY + 1}\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 413 ")
+    assert b'"code":"body_too_large"' in got.replace(b" ", b"")
+
+
+def test_a_chunked_body_is_refused_once_it_passes_the_bound_and_the_sdk_names_the_error(server):
+    sent = 0
+
+    def chunks():
+        nonlocal sent
+        while sent <= MAX_BODY + (4 << 20):
+            sent += 1 << 20
+            yield b" " * (1 << 20)
+
+    r = httpx.post(server.url + "/api/v1/jobs", headers={**server.headers, "Content-Type": "application/json"},
+                   content=chunks(), timeout=60)
+    assert r.status_code == 413 and r.json()["code"] == "body_too_large"
+    spec = {"name": "big", "command": ["true"], "env_vars": {"X": "x" * (MAX_BODY + 1)}}
+    with pytest.raises(BodyTooLarge, match="larger than 16 MiB"):
+        server.client().submit(spec)
+    assert server.client().submit({"name": "small", "command": ["true"]}).wait(timeout=60).status == "succeeded"
+
+
+def test_a_code_upload_over_the_bound_is_taken(server):
+    body = b"\0" * (MAX_BODY + (1 << 20))
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    r = httpx.put(f"{server.url}/api/v1/snapshots/{digest}", headers=server.headers, content=body, timeout=60)
+    assert r.status_code == 201, r.text
+
+
+def test_a_head_over_64_kib_is_refused_with_431(server):
+    got = _head_answer(server.url, f"GET /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: {'a' * 70_000}\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 431 ")
+    assert httpx.get(server.url + "/api/v1/jobs", headers={**server.headers, "X-A": "a" * 60_000}).status_code == 200
