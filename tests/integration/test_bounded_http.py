@@ -1,7 +1,8 @@
-"""The bound on a request's head (api/bounded_http.py), on a real uvicorn server in a thread speaking the protocol
+"""The bounds on a request's head (api/bounded_http.py), on a real uvicorn server in a thread speaking the protocol
 ``trainyard server`` runs when the ``/serve/`` lane is off: a head over 64 KiB is answered 431 and its connection
-closed before the app sees it, however slowly or endlessly it comes; heads under it, bodies of any size and
-pipelined requests pass as before. (The lane's protocol, which builds on it, is tried in test_serve_hostile.py.)"""
+closed before the app sees it, however slowly or endlessly it comes; a connection that sends no whole head in time
+is closed; heads under the bound, bodies of any size, pipelined requests and answers that take longer than the head
+may pass as before. (The lane's protocol, which builds on it, is tried in test_serve_hostile.py.)"""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import socket
 import threading
 import time
 
+import asyncio
+
 import pytest
 import uvicorn
 
 from tests.support.waiting import until
+from trainyard.api import bounded_http
 from trainyard.api.bounded_http import MAX_HEAD, BoundedProtocol
 
 seen: list[tuple[str, int]] = []  # (path, body bytes) of each request the app got
@@ -27,6 +31,8 @@ async def app(scope, receive, send):  # noqa: ANN001, ANN201
         size += len(message.get("body", b""))
         more = message.get("more_body", False)
     seen.append((scope["path"], size))
+    if scope["path"] == "/sleep":  # an answer that takes longer than a head may
+        await asyncio.sleep(1.5)
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
     await send({"type": "http.response.body", "body": b"ok"})
 
@@ -107,3 +113,31 @@ def test_pipelined_requests_and_a_head_sent_byte_by_byte_pass(port):
             time.sleep(0.0005)
         assert conn.recv(65536).startswith(b"HTTP/1.1 200 ")
     assert [path for path, _ in seen] == ["/one", "/two", "/slow"]
+
+
+def _closed_after(conn: socket.socket) -> tuple[float, bytes]:
+    """Seconds until the server closed ``conn``, and what it sent before."""
+    began, got = time.monotonic(), b""
+    while chunk := conn.recv(65536):
+        got += chunk
+    return time.monotonic() - began, got
+
+
+def test_a_connection_without_a_whole_head_in_time_is_closed_and_a_slow_answer_is_not(port, monkeypatch):
+    monkeypatch.setattr(bounded_http, "HEAD_TIMEOUT", 0.5)
+    seen.clear()
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as silent, \
+            socket.create_connection(("127.0.0.1", port), timeout=20) as partial:
+        partial.sendall(b"GET /partial HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        waited, got = _closed_after(silent)
+        assert got == b"" and waited < 10
+        waited, got = _closed_after(partial)
+        assert got.startswith(b"HTTP/1.1 408 ") and waited < 10
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as kept:
+        kept.sendall(_get("/sleep"))  # 1.5 s to answer, three times the head's time
+        assert kept.recv(65536).startswith(b"HTTP/1.1 200 ")
+        time.sleep(0.8)  # and a second head that starts late on the kept-alive connection, then is slow
+        kept.sendall(b"GET /late HTTP/1.1\r\n")
+        waited, got = _closed_after(kept)
+        assert got.startswith(b"HTTP/1.1 408 ") and waited < 10
+    assert [path for path, _ in seen] == ["/sleep"]

@@ -1,22 +1,34 @@
-"""uvicorn's httptools protocol with a bound on the size of a request's head.
+"""uvicorn's httptools protocol with bounds on a request's head: its size and how long it may take to come.
 
 uvicorn's httptools protocol keeps every byte of a request line and its headers until the head is whole, with no
-limit (its h11 protocol stops at 16 KiB): one caller, signed in or not, could hold a gigabyte of the server's
-memory per connection by never ending a header. Here a head over :data:`MAX_HEAD` bytes is answered 431 and its
-connection closed, as nginx, Go's net/http and Node do at 8 KiB-1 MiB; one that is still coming past it is cut
-off then, so a connection never holds more than the bound and one read. Bodies are not counted.
+limit (its h11 protocol stops at 16 KiB), and waits for a head for ever: one caller, signed in or not, could hold
+a gigabyte of the server's memory per connection by never ending a header, or all its file descriptors with
+connections that send nothing (slowloris). Here, as nginx, Go's net/http and Node do:
+
+- a head over :data:`MAX_HEAD` bytes is answered 431 and its connection closed; one still coming past it is cut
+  off then, so a connection never holds more than the bound and one read. Bodies are not counted;
+- a connection that has not sent a whole head :data:`HEAD_TIMEOUT` seconds after it opened, or after a read left
+  a head unfinished, is closed (408 if a head had begun). Between requests uvicorn's keep-alive timeout closes
+  an idle connection; a request being answered (a long poll, a stream) is not timed.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEAD = 64 * 1024  # bytes of a request line and headers; a long bearer token or cookie is a few KiB
+HEAD_TIMEOUT = 30.0  # seconds a head may take (nginx's client_header_timeout is 60, Node's headersTimeout 60)
 _MESSAGE = b"Request line and headers over 64 KiB"
 TOO_LARGE = b"".join([b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n",
                       b"content-length: %d\r\nconnection: close\r\n\r\n" % len(_MESSAGE), _MESSAGE])
+
+
+_LATE = b"Request line and headers not sent in time"
+TIMED_OUT = b"".join([b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n",
+                      b"content-length: %d\r\nconnection: close\r\n\r\n" % len(_LATE), _LATE])
 
 
 class HeadTooLarge(Exception):
@@ -34,11 +46,39 @@ class BoundedProtocol(HttpToolsProtocol):
         self.head_seen = 0  # bytes of the reads before this one since that first byte
         self.read_size = 0  # bytes of the read being parsed
         self.refused = False
+        self.waiting_since: float | None = None  # since when a whole head is awaited (None: not now)
+        self.head_timer: asyncio.TimerHandle | None = None  # one per connection, not per request
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self.waiting_since = self.loop.time()
+        self.head_timer = self.loop.call_later(HEAD_TIMEOUT, self.head_deadline)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+        super().connection_lost(exc)
+
+    def head_deadline(self) -> None:
+        self.head_timer = None
+        if self.transport.is_closing() or self.transport.get_protocol() is not self:  # closed, or a WebSocket now
+            return
+        since, now = self.waiting_since, self.loop.time()
+        if since is not None and now - since >= HEAD_TIMEOUT:
+            if self.head_open and (self.cycle is None or self.cycle.response_complete):
+                self.transport.write(TIMED_OUT)
+            self.transport.close()
+            return
+        self.head_timer = self.loop.call_later(HEAD_TIMEOUT - (now - since if since is not None else 0.0),
+                                               self.head_deadline)
 
     def data_received(self, data: bytes) -> None:
         self.read_size = len(data)
         super().data_received(data)
         if self.head_open and not self.refused:
+            if self.waiting_since is None:  # a head left unfinished by a read: the clock starts
+                self.waiting_since = self.loop.time()
             self.head_seen += self.read_size
             if self.head_seen > MAX_HEAD and not self.transport.is_closing():
                 self.refused = True
@@ -54,7 +94,7 @@ class BoundedProtocol(HttpToolsProtocol):
 
     def check_head(self) -> None:
         """The head just completed is not over the bound, else :class:`HeadTooLarge`."""
-        self.head_open = False
+        self.head_open, self.waiting_since = False, None
         if self.head_seen + self.read_size > MAX_HEAD and \
                 len(self.url) + sum(len(k) + len(v) + 4 for k, v in self.headers) > MAX_HEAD:
             self.refused = True
