@@ -209,3 +209,30 @@ def test_bodies_stream_both_ways_chunked_through_a_uvicorn_replica():
         await serving
 
     run(main())
+
+
+def test_a_replica_whose_answer_head_never_ends_is_cut_off_past_the_bound():
+    class Endless(Scripted):
+        async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nx-endless: ")
+            try:
+                for _ in range(4096):  # 64 MiB if nothing stopped it
+                    writer.write(b"a" * 16384)
+                    await writer.drain()
+                    self.requests.append(b"")  # what it got to send
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                writer.close()
+
+    async def main() -> None:
+        pool = UpstreamPool()
+        replica = Endless([])
+        async with replica as address:
+            with pytest.raises(UpstreamBroken, match="answer head is over 64 KiB"):
+                await pool.request(address, b"GET", b"/", [], None)
+            assert len(replica.requests) < 1024  # it was cut off long before 16 MiB
+        await pool.close()
+
+    run(main())

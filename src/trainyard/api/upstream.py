@@ -21,6 +21,8 @@ from typing import AsyncIterable, AsyncIterator, Protocol
 
 import httptools
 
+from trainyard.api.bounded_http import MAX_HEAD
+
 CONNECT_TIMEOUT = 5.0  # seconds to open a connection to a replica
 READ_TIMEOUT = 300.0  # seconds a replica may stay silent while it owes an answer
 IDLE = 4.0  # seconds a connection may wait for reuse (uvicorn closes idle ones after 5)
@@ -51,7 +53,7 @@ class NoAnswer(UpstreamBroken):
 class _Parsed:
     """httptools' callbacks for one answer."""
 
-    __slots__ = ("headers", "body", "buffered", "headers_done", "done", "messages")
+    __slots__ = ("headers", "body", "buffered", "headers_done", "done", "messages", "head_seen")
 
     def __init__(self) -> None:
         self.reset()
@@ -63,6 +65,7 @@ class _Parsed:
         self.headers_done = False
         self.done = False
         self.messages = 0
+        self.head_seen = 0  # bytes read before the head was whole (of reads that did not end it)
 
     def on_message_begin(self) -> None:
         self.messages += 1
@@ -130,6 +133,12 @@ class Connection(asyncio.Protocol):
             except (httptools.HttpParserError, httptools.HttpParserUpgrade) as e:
                 self.error = UpstreamBroken(f"the replica's answer is not valid HTTP/1.1: {e}")
                 self.transport.close()  # type: ignore[union-attr]
+            parsed = self.parsed
+            if not parsed.headers_done:  # a replica's head is bounded as a caller's is (api/bounded_http.py)
+                parsed.head_seen += len(data)
+                if parsed.head_seen > MAX_HEAD and self.error is None:
+                    self.error = UpstreamBroken(f"the replica's answer head is over {MAX_HEAD >> 10} KiB")
+                    self.transport.close()  # type: ignore[union-attr]
             if self.parsed.buffered > READ_SIZE * 16:  # type: ignore[union-attr]  # the caller reads slower
                 self.transport.pause_reading()  # type: ignore[union-attr]
         self._wake()
