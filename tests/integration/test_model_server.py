@@ -9,6 +9,7 @@ the model is loaded.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 
@@ -127,6 +128,22 @@ def test_bodies_that_are_not_even_json_and_bad_binary_headers_get_400(digits):
     assert r.status_code == 400 and "Inference-Header-Content-Length" in r.json()["error"]
     r = httpx.post(f"{server.url}/v1/models/digits:predict", json={"rows": []})
     assert r.status_code == 400 and r.json()["error"].startswith("instances:")
+
+
+def test_a_body_over_64_mib_is_refused_with_or_without_a_length_and_a_huge_head_gets_431(digits):
+    server, _, _ = digits
+    url = f"{server.url}/v2/models/digits/infer"
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=20) as conn:  # the head alone: refused before the body
+        conn.sendall(f"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Length: {64 * 1024 * 1024 + 1}"
+                     "\r\n\r\n".encode())
+        assert conn.recv(65536).startswith(b"HTTP/1.1 413 ")
+    # sent chunked, it is refused once past the bound (a body read whole first would hold all 80 MiB)
+    r = httpx.post(url, content=iter([b" " * (1 << 20)] * 80), timeout=60)
+    assert r.status_code == 413 and "more than" in r.json()["error"]
+    r = httpx.get(f"{server.url}/v2/health/ready", headers={"X-A": "a" * 70_000})
+    assert r.status_code == 431
+    assert httpx.get(f"{server.url}/v2/health/ready").status_code == 200
 
 
 def test_an_unknown_model_or_version_is_404_with_an_error_body(digits):

@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
+    from trainyard.api.bounded_http import BoundedProtocol
     from trainyard.serving.model_server.app import ServedModel, create_app
 
     failed: list[str] = []
@@ -75,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
 
     served = ServedModel(args.name, args.version, timed_load)
     app = create_app(served, on_load_error)
+    # the head bounds the trainyard server has (api/bounded_http.py): a model server is reached from its /serve/
+    # address and, on a shared node, straight at its port
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                                           access_log=False))
+                                           access_log=False, http=BoundedProtocol))
     server.run()
     return 1 if failed else 0
 

@@ -209,10 +209,13 @@ async def read_body(request: Request) -> bytes:
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > MAX_BODY:
         raise Refused(413, f"body: {length} bytes, more than {MAX_BODY}")
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        raise Refused(413, f"body: more than {MAX_BODY} bytes")
-    return body
+    parts, size = [], 0
+    async for chunk in request.stream():  # a chunked body is refused once it passes the bound, not after
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise Refused(413, f"body: more than {MAX_BODY} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 async def read_json(request: Request) -> dict:
