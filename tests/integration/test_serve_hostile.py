@@ -30,58 +30,58 @@ def _smuggling(body_first: str) -> str:
     return body_first + SMUGGLED
 
 
-# (case, the raw request, the statuses it may get); None among them: the server may close without answering
-CASES: list[tuple[str, bytes, set[int | None]]] = [
-    ("no token", _head(auth=False).encode(), {401}),
-    ("a wrong token", _head(auth=False, extra="Authorization: Bearer nope\r\n").encode(), {401}),
-    ("a token twice, one wrong", _head(extra="Authorization: Bearer nope\r\n").encode(), {200, 400, 401}),
-    ("an unknown service", _head("/serve/nope/x").encode(), {404}),
-    ("a percent-encoded name", _head("/serve/ec%68o/whoami").encode(), {200, 404}),
-    ("a NUL in the name", _head("/serve/ec%00ho/whoami").encode(), {400, 404}),
-    ("a raw NUL in the target", b"GET /serve/ec\x00ho/whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", {400}),
-    ("a 5,000-byte name", _head("/serve/" + "a" * 5000 + "/x").encode(), {400, 404, 414, 431}),
-    ("dots for a name", _head("/serve/../api/v1/jobs").encode(), {404}),
-    ("no name", _head("/serve//whoami").encode(), {404}),
-    ("absolute form", _head("http://127.0.0.1/serve/echo/whoami").encode(), {200, 400, 404, 421}),
-    ("the wrong Host", _head(host="evil.example").encode(), {400, 421}),
-    ("no Host", f"GET /serve/echo/whoami HTTP/1.1\r\n{AUTH_LINE}\r\n".encode(), {400, 421}),
-    ("two Hosts", _head(extra="Host: evil.example\r\n").encode(), {400, 421}),
-    ("HTTP/1.0", f"GET /serve/echo/whoami HTTP/1.0\r\nHost: 127.0.0.1\r\n{AUTH_LINE}\r\n".encode(), {200}),
-    # llhttp reads any major.minor; it goes the usual way and reaches the replica as HTTP/1.1, then closes
-    ("HTTP/2.0 in an HTTP/1 head", _head().replace("HTTP/1.1", "HTTP/2.0", 1).encode(), {200, 400, 505, None}),
-    ("a lower-case method", _head(method="get").encode(), {400, 405, 501}),
-    ("CONNECT", _head("127.0.0.1:22", method="CONNECT").encode(), {400, 404, 405}),
+# (case, the raw request, the status it gets: what llhttp, uvicorn, the Guard, the lane or the replica answers)
+CASES: list[tuple[str, bytes, int]] = [
+    ("no token", _head(auth=False).encode(), 401),
+    ("a wrong token", _head(auth=False, extra="Authorization: Bearer nope\r\n").encode(), 401),
+    ("a token twice, one wrong", _head(extra="Authorization: Bearer nope\r\n").encode(), 401),
+    ("an unknown service", _head("/serve/nope/x").encode(), 404),
+    ("a percent-encoded name", _head("/serve/ec%68o/whoami").encode(), 200),
+    ("a NUL in the name", _head("/serve/ec%00ho/whoami").encode(), 404),
+    ("a raw NUL in the target", b"GET /serve/ec\x00ho/whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400),
+    ("a 5,000-byte name", _head("/serve/" + "a" * 5000 + "/x").encode(), 404),
+    ("dots for a name", _head("/serve/../api/v1/jobs").encode(), 404),
+    ("no name", _head("/serve//whoami").encode(), 404),
+    ("absolute form", _head("http://127.0.0.1/serve/echo/whoami").encode(), 200),
+    ("the wrong Host", _head(host="evil.example").encode(), 421),
+    ("no Host", f"GET /serve/echo/whoami HTTP/1.1\r\n{AUTH_LINE}\r\n".encode(), 421),
+    ("two Hosts", _head(extra="Host: evil.example\r\n").encode(), 421),
+    ("HTTP/1.0", f"GET /serve/echo/whoami HTTP/1.0\r\nHost: 127.0.0.1\r\n{AUTH_LINE}\r\n".encode(), 200),
+    # llhttp reads any major.minor: it goes the usual way and reaches the replica as HTTP/1.1, then closes
+    ("HTTP/2.0 in an HTTP/1 head", _head().replace("HTTP/1.1", "HTTP/2.0", 1).encode(), 200),
+    ("a lower-case method", _head(method="get").encode(), 400),
+    ("CONNECT", _head("127.0.0.1:22", method="CONNECT").encode(), 400),
     ("a length and chunked both", (_head("/serve/echo/echo", "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
-                                         "POST") + _smuggling("0\r\n\r\n")).encode(), {400, None}),
+                                         "POST") + _smuggling("0\r\n\r\n")).encode(), 400),
     ("two different lengths", (_head("/serve/echo/echo", "Content-Length: 4\r\nContent-Length: 40\r\n", "POST")
-                               + "abcd").encode(), {400, None}),
-    ("a negative length", (_head("/serve/echo/echo", "Content-Length: -1\r\n", "POST")).encode(), {400, None}),
+                               + "abcd").encode(), 400),
+    ("a negative length", (_head("/serve/echo/echo", "Content-Length: -1\r\n", "POST")).encode(), 400),
     ("a huge length", (_head("/serve/echo/echo", "Content-Length: 99999999999999999999999\r\n", "POST")).encode(),
-     {400, 413, None}),
+     400),
     ("a length with a plus", (_head("/serve/echo/echo", "Content-Length: +4\r\n", "POST") + "abcd").encode(),
-     {400, None}),
+     400),
     ("chunked then identity", (_head("/serve/echo/echo", "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n",
-                                     "POST") + "4\r\nabcd\r\n0\r\n\r\n").encode(), {200, 400, 501, None}),
+                                     "POST") + "4\r\nabcd\r\n0\r\n\r\n").encode(), 400),
     ("a bad chunk size", (_head("/serve/echo/echo", "Transfer-Encoding: chunked\r\n", "POST")
-                          + _smuggling("zz\r\nabcd\r\n0\r\n\r\n")).encode(), {400, None}),
+                          + _smuggling("zz\r\nabcd\r\n0\r\n\r\n")).encode(), 400),
     ("a request hidden in a body", (_head("/serve/echo/echo", f"Content-Length: {len(SMUGGLED)}\r\n", "POST")
-                                    + SMUGGLED).encode(), {200}),
-    ("obsolete line folding", _head(extra="X-A: one\r\n two\r\n").encode(), {200, 400}),
-    ("a bare CR in a header", _head(extra="X-A: one\rX-B: two\r\n").encode(), {400}),
-    ("bare LF line ends", _head().replace("\r\n", "\n").encode(), {200, 400}),
-    ("a NUL in a header value", _head(extra="X-A: a\x00b\r\n").encode(), {400}),
-    ("a space before the colon", _head(extra="X-A : b\r\n").encode(), {400}),
-    ("a 100 KB header", _head(extra=f"X-A: {'a' * 100_000}\r\n").encode(), {431}),  # the server's (bounded_http)
-    ("2,000 headers", _head(extra="".join(f"X-{i}: v\r\n" for i in range(2000))).encode(), {431}),  # the replica's
-    ("latin-1 in a header", _head().encode() [:-2] + b"X-A: caf\xe9\r\n\r\n", {200, 400}),
-    ("an encoded CRLF in the target", _head("/serve/echo/whoami?a=%0d%0aX-Injected:%20yes").encode(), {200}),
+                                    + SMUGGLED).encode(), 200),
+    ("obsolete line folding", _head(extra="X-A: one\r\n two\r\n").encode(), 400),
+    ("a bare CR in a header", _head(extra="X-A: one\rX-B: two\r\n").encode(), 400),
+    ("bare LF line ends", _head().replace("\r\n", "\n").encode(), 400),
+    ("a NUL in a header value", _head(extra="X-A: a\x00b\r\n").encode(), 400),
+    ("a space before the colon", _head(extra="X-A : b\r\n").encode(), 400),
+    ("a 100 KB header", _head(extra=f"X-A: {'a' * 100_000}\r\n").encode(), 431),  # the server's (bounded_http)
+    ("2,000 headers", _head(extra="".join(f"X-{i}: v\r\n" for i in range(2000))).encode(), 431),  # the replica's
+    ("latin-1 in a header", _head().encode() [:-2] + b"X-A: caf\xe9\r\n\r\n", 200),
+    ("an encoded CRLF in the target", _head("/serve/echo/whoami?a=%0d%0aX-Injected:%20yes").encode(), 200),
     ("Expect: 100-continue", (_head("/serve/echo/echo", "Content-Length: 2\r\nExpect: 100-continue\r\n", "POST")
-                              + "hi").encode(), {200}),
+                              + "hi").encode(), 200),
     ("an h2c upgrade", _head(extra="Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n")
-     .encode(), {200, 400}),
+     .encode(), 200),
     ("a WebSocket upgrade to a plain path", _head(extra="Connection: Upgrade\r\nUpgrade: websocket\r\n"
                                                 "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
-     .encode(), {200, 400, 403, 404, 426, 501, None}),
+     .encode(), 200),
 ]
 
 
@@ -124,13 +124,13 @@ def _seen(url: str) -> list[str]:
     return [line for line in seen if " /healthz " not in line]
 
 
-@pytest.mark.parametrize("case, data, allowed", CASES, ids=[c[0] for c in CASES])
-def test_a_hostile_request_gets_a_clear_answer_and_smuggles_nothing(served, case, data, allowed):
+@pytest.mark.parametrize("case, data, expected", CASES, ids=[c[0] for c in CASES])
+def test_a_hostile_request_gets_a_clear_answer_and_smuggles_nothing(served, case, data, expected):
     url, _, _, _ = served
     warm(url)
     before = len(_seen(url))
     status, got = _exchange(url, data)
-    assert status in allowed, f"{case}: {got[:300]!r}"
+    assert status == expected, f"{case}: {got[:300]!r}"
     seen = _seen(url)[before:]
     assert not any("/smuggled" in line for line in seen), f"{case}: the replica read {seen}"
     assert len(seen) <= 2, f"{case}: one request reached the replica as several: {seen}"  # it, and /seen

@@ -21,14 +21,16 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEAD = 64 * 1024  # bytes of a request line and headers; a long bearer token or cookie is a few KiB
 HEAD_TIMEOUT = 30.0  # seconds a head may take (nginx's client_header_timeout is 60, Node's headersTimeout 60)
-_MESSAGE = b"Request line and headers over 64 KiB"
-TOO_LARGE = b"".join([b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n",
-                      b"content-length: %d\r\nconnection: close\r\n\r\n" % len(_MESSAGE), _MESSAGE])
 
 
-_LATE = b"Request line and headers not sent in time"
-TIMED_OUT = b"".join([b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n",
-                      b"content-length: %d\r\nconnection: close\r\n\r\n" % len(_LATE), _LATE])
+def _closing(status: bytes, text: bytes) -> bytes:
+    """A whole plain-text answer after which the connection closes."""
+    return (b"HTTP/1.1 %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (status, len(text), text))
+
+
+TOO_LARGE = _closing(b"431 Request Header Fields Too Large", b"Request line and headers over 64 KiB")
+TIMED_OUT = _closing(b"408 Request Timeout", b"Request line and headers not sent in time")
 
 
 class HeadTooLarge(Exception):
