@@ -114,7 +114,7 @@ def serve(settings: ServerSettings) -> None:
     import uvicorn
 
     from trainyard.api.app import create_app
-    from trainyard.api.bounded_http import BoundedProtocol
+    from trainyard.api.bounded_http import BoundedProtocol, EveryFew
     from trainyard.api.serve_lane import lane_protocol
     from trainyard.services.platform import Platform
 
@@ -179,6 +179,8 @@ def serve(settings: ServerSettings) -> None:
     config = uvicorn.Config(app, http=http, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
                             proxy_headers=bool(proxied), forwarded_allow_ips=proxied or None,
                             ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key)
+    # uvicorn warns of each request that does not parse, one line each: anyone's garbage would fill the log
+    logging.getLogger("uvicorn.error").addFilter(EveryFew())
     # start-up leaves ~150,000 objects that live as long as the server (modules, models, routes): each
     # full collection walked them all, 0.4 s with the event loop stopped on this busy machine (bench/
     # RESULTS.md, session 6). Frozen, collections skip them; start-up leaves almost no garbage (20 objects)

@@ -1,6 +1,7 @@
 """How much of a request a real `trainyard server` holds: a body over 16 MiB is refused (413) before it is held, or
 once a chunked one passes the bound, on every route that reads bodies whole, a launcher's report with a made-up
-credential included; code uploads are not bounded; a head over 64 KiB is refused (431) however it is routed."""
+credential included; code uploads are not bounded; a head over 64 KiB is refused (431) however it is routed; a flood
+of requests that do not parse is not logged line by line."""
 
 import hashlib
 import socket
@@ -72,3 +73,10 @@ def test_a_head_over_64_kib_is_refused_with_431(server):
     got = _head_answer(server.url, f"GET /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: {'a' * 70_000}\r\n\r\n")
     assert got.startswith(b"HTTP/1.1 431 ")
     assert httpx.get(server.url + "/api/v1/jobs", headers={**server.headers, "X-A": "a" * 60_000}).status_code == 200
+
+
+def test_a_flood_of_requests_that_do_not_parse_leaves_a_line_in_the_log_not_one_each(server):
+    for _ in range(200):
+        assert _head_answer(server.url, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A : b\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    logged = server.log_path.read_text().count("Invalid HTTP request received.")
+    assert 1 <= logged <= 2, server.log_path.read_text()[-2000:]

@@ -15,6 +15,8 @@ connections that send nothing (slowloris). Here, as nginx, Go's net/http and Nod
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -31,6 +33,33 @@ def _closing(status: bytes, text: bytes) -> bytes:
 
 TOO_LARGE = _closing(b"431 Request Header Fields Too Large", b"Request line and headers over 64 KiB")
 TIMED_OUT = _closing(b"408 Request Timeout", b"Request line and headers not sent in time")
+
+
+class EveryFew(logging.Filter):
+    """Lets each of uvicorn's per-request warnings that anyone can set off (a request that does not parse, an
+    upgrade it does not speak) through at most once per ``every`` seconds, the next one saying how many were
+    not logged: one line each, a flood of garbage would otherwise fill the server's log (``server.log`` in the
+    home of a server started in the background) as fast as it comes."""
+
+    MESSAGES = frozenset({"Invalid HTTP request received.", "Unsupported upgrade request."})
+
+    def __init__(self, every: float = 10.0) -> None:
+        super().__init__()
+        self.every = every
+        self._last: dict[str, tuple[float, int]] = {}  # message -> (when last logged, how many dropped since)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg not in self.MESSAGES:
+            return True
+        now = time.monotonic()
+        last, dropped = self._last.get(record.msg, (float("-inf"), 0))
+        if now - last < self.every:
+            self._last[record.msg] = (last, dropped + 1)
+            return False
+        self._last[record.msg] = (now, 0)
+        if dropped:
+            record.msg = f"{record.msg} ({dropped} more in the {now - last:.0f} s before this one, not logged)"
+        return True
 
 
 class HeadTooLarge(Exception):

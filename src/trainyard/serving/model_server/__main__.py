@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
-    from trainyard.api.bounded_http import BoundedProtocol
+    from trainyard.api.bounded_http import BoundedProtocol, EveryFew
     from trainyard.serving.model_server.app import ServedModel, create_app
 
     failed: list[str] = []
@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     # address and, on a shared node, straight at its port
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                                            access_log=False, http=BoundedProtocol))
+    logging.getLogger("uvicorn.error").addFilter(EveryFew())  # garbage requests would fill the replica's log
     server.run()
     return 1 if failed else 0
 
