@@ -30,8 +30,9 @@ def _smuggling(body_first: str) -> str:
     return body_first + SMUGGLED
 
 
-# (case, the raw request, the status it gets: what llhttp, uvicorn, the Guard, the lane or the replica answers)
-CASES: list[tuple[str, bytes, int]] = [
+# (case, the raw request, the status it gets: what llhttp, uvicorn, the Guard, the lane or the replica answers; a set
+# where another version of the parser may answer otherwise, rightly)
+CASES: list[tuple[str, bytes, int | set[int]]] = [
     ("no token", _head(auth=False).encode(), 401),
     ("a wrong token", _head(auth=False, extra="Authorization: Bearer nope\r\n").encode(), 401),
     ("a token twice, one wrong", _head(extra="Authorization: Bearer nope\r\n").encode(), 401),
@@ -47,8 +48,8 @@ CASES: list[tuple[str, bytes, int]] = [
     ("no Host", f"GET /serve/echo/whoami HTTP/1.1\r\n{AUTH_LINE}\r\n".encode(), 421),
     ("two Hosts", _head(extra="Host: evil.example\r\n").encode(), 421),
     ("HTTP/1.0", f"GET /serve/echo/whoami HTTP/1.0\r\nHost: 127.0.0.1\r\n{AUTH_LINE}\r\n".encode(), 200),
-    # llhttp reads any major.minor: it goes the usual way and reaches the replica as HTTP/1.1, then closes
-    ("HTTP/2.0 in an HTTP/1 head", _head().replace("HTTP/1.1", "HTTP/2.0", 1).encode(), 200),
+    # the llhttp here reads any major.minor: it goes the usual way and reaches the replica as HTTP/1.1, then closes
+    ("HTTP/2.0 in an HTTP/1 head", _head().replace("HTTP/1.1", "HTTP/2.0", 1).encode(), {200, 400, 505}),
     ("a lower-case method", _head(method="get").encode(), 400),
     ("CONNECT", _head("127.0.0.1:22", method="CONNECT").encode(), 400),
     ("a length and chunked both", (_head("/serve/echo/echo", "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
@@ -72,7 +73,8 @@ CASES: list[tuple[str, bytes, int]] = [
     ("a NUL in a header value", _head(extra="X-A: a\x00b\r\n").encode(), 400),
     ("a space before the colon", _head(extra="X-A : b\r\n").encode(), 400),
     ("a 100 KB header", _head(extra=f"X-A: {'a' * 100_000}\r\n").encode(), 431),  # the server's (bounded_http)
-    ("2,000 headers", _head(extra="".join(f"X-{i}: v\r\n" for i in range(2000))).encode(), 431),  # the replica's
+    # under 64 KiB, so it reaches the replica, whose http.server takes at most 100 headers
+    ("2,000 headers", _head(extra="".join(f"X-{i}: v\r\n" for i in range(2000))).encode(), 431),
     ("latin-1 in a header", _head().encode() [:-2] + b"X-A: caf\xe9\r\n\r\n", 200),
     ("an encoded CRLF in the target", _head("/serve/echo/whoami?a=%0d%0aX-Injected:%20yes").encode(), 200),
     ("Expect: 100-continue", (_head("/serve/echo/echo", "Content-Length: 2\r\nExpect: 100-continue\r\n", "POST")
@@ -130,7 +132,7 @@ def test_a_hostile_request_gets_a_clear_answer_and_smuggles_nothing(served, case
     warm(url)
     before = len(_seen(url))
     status, got = _exchange(url, data)
-    assert status == expected, f"{case}: {got[:300]!r}"
+    assert status in ({expected} if isinstance(expected, int) else expected), f"{case}: {got[:300]!r}"
     seen = _seen(url)[before:]
     assert not any("/smuggled" in line for line in seen), f"{case}: the replica read {seen}"
     assert len(seen) <= 2, f"{case}: one request reached the replica as several: {seen}"  # it, and /seen
