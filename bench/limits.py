@@ -8,6 +8,7 @@ Starts its own server in a temporary home and, one connection at a time, sends w
 - a JSON body of ``--mib`` MiB to a launcher's report with a made-up credential (reports are not behind the
   users' token: the attempt's credential is checked with the report), and to ``POST /api/v1/jobs`` with the
   server's own token;
+- 20 connections that each pipeline 6,000 requests (250 KB) and read none of the answers;
 - a connection that sends nothing, and one that sends half a head, then waits ``--wait`` seconds.
 
 Prints what the server answered, its RSS growth over the idle server measured first (the baseline, in the same
@@ -47,6 +48,21 @@ def _send(port: int, head: bytes, mib: int, rss: psutil.Process) -> tuple[bytes,
             answer = f"{type(e).__name__} while sending".encode()
     time.sleep(0.5)
     return answer.split(b"\r\n", 1)[0], max(peak, rss.memory_info().rss)
+
+
+def _pipelined(port: int, rss: psutil.Process, connections: int = 20, requests: int = 6000) -> int:
+    """The server's RSS once ``connections`` connections each sent ``requests`` pipelined requests, answers unread."""
+    opened = []
+    try:
+        for _ in range(connections):
+            conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * requests)
+            opened.append(conn)
+        time.sleep(3)
+        return rss.memory_info().rss
+    finally:
+        for conn in opened:
+            conn.close()
 
 
 def _closed_within(port: int, data: bytes, wait: float) -> float | None:
@@ -90,6 +106,10 @@ def main() -> None:
                 worst = max(worst, peak - base)
                 print(f"  {name:<40} answered {answer.decode(errors='replace')[:60]!r:<50} "
                       f"RSS +{(peak - base) / (1 << 20):.0f} MiB ({peak / base:.2f} × idle)")
+            peak = _pipelined(port, proc)
+            worst = max(worst, peak - base)
+            print(f"  {'20 connections × 6,000 pipelined, unread':<40} {'':<59} RSS +{(peak - base) / (1 << 20):.0f} MiB "
+                  f"({peak / base:.2f} × idle)")
             closed = [_closed_within(port, data, args.wait) for data in
                       (b"", b"GET /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")]
             for name, after in zip(("a connection that sends nothing", "a connection that sends half a head"), closed):

@@ -141,3 +141,15 @@ def test_a_connection_without_a_whole_head_in_time_is_closed_and_a_slow_answer_i
         waited, got = _closed_after(kept)
         assert got.startswith(b"HTTP/1.1 408 ") and waited < 10
     assert [path for path, _ in seen] == ["/sleep"]
+
+
+def test_a_client_that_pipelines_too_many_gets_the_answers_owed_then_a_close(port):
+    seen.clear()
+    got = _send(port, _get("/sleep") + b"".join(_get(f"/p{i}") for i in range(100)), answers=101)
+    answered = got.count(b"HTTP/1.1 200 ")
+    # the one being answered and MAX_PIPELINED queued behind it: answered in order, then the connection closes
+    assert answered == 1 + bounded_http.MAX_PIPELINED, got[-300:]
+    assert [path for path, _ in seen] == ["/sleep"] + [f"/p{i}" for i in range(bounded_http.MAX_PIPELINED)]
+    seen.clear()
+    assert _send(port, b"".join(_get(f"/q{i}") for i in range(10)), answers=10).count(b"HTTP/1.1 200 ") == 10
+    assert len(seen) == 10

@@ -9,7 +9,12 @@ connections that send nothing (slowloris). Here, as nginx, Go's net/http and Nod
   off then, so a connection never holds more than the bound and one read. Bodies are not counted;
 - a connection that has not sent a whole head :data:`HEAD_TIMEOUT` seconds after it opened, or after a read left
   a head unfinished, is closed (408 if a head had begun). Between requests uvicorn's keep-alive timeout closes
-  an idle connection; a request being answered (a long poll, a stream) is not timed.
+  an idle connection; a request being answered (a long poll, a stream) is not timed;
+- a connection with more than :data:`MAX_PIPELINED` requests waiting behind the one being answered is closed:
+  uvicorn parses all of a read (256 KiB) and queues each request in it, a scope and a cycle apiece, so 250 KB of
+  pipelined requests, their answers left unread, held ~4 MiB (bench/RESULTS.md, session 22). Browsers and
+  HTTP clients do not pipeline; one that does gets the answers to the requests before the one refused, then the
+  connection closes.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEAD = 64 * 1024  # bytes of a request line and headers; a long bearer token or cookie is a few KiB
 HEAD_TIMEOUT = 30.0  # seconds a head may take (nginx's client_header_timeout is 60, Node's headersTimeout 60)
+MAX_PIPELINED = 16  # requests queued behind the one being answered
 
 
 def _closing(status: bytes, text: bytes) -> bytes:
@@ -97,14 +103,14 @@ class BoundedProtocol(HttpToolsProtocol):
             return
         since, now = self.waiting_since, self.loop.time()
         if since is not None and now - since >= HEAD_TIMEOUT:
-            if self.head_open and (self.cycle is None or self.cycle.response_complete):
-                self.transport.write(TIMED_OUT)
-            self.transport.close()
+            self.close_refusing(TIMED_OUT if self.head_open else None)
             return
         self.head_timer = self.loop.call_later(HEAD_TIMEOUT - (now - since if since is not None else 0.0),
                                                self.head_deadline)
 
     def data_received(self, data: bytes) -> None:
+        if self.refused:  # closing once the answers owed are out: nothing more is read into anything
+            return
         self.read_size = len(data)
         super().data_received(data)
         if self.head_open and not self.refused:
@@ -124,8 +130,11 @@ class BoundedProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def check_head(self) -> None:
-        """The head just completed is not over the bound, else :class:`HeadTooLarge`."""
+        """The head just completed is not over the bound, nor one too many waiting, else :class:`HeadTooLarge`."""
         self.head_open, self.waiting_since = False, None
+        if len(self.pipeline) >= MAX_PIPELINED and self.cycle is not None and not self.cycle.response_complete:
+            self.refused = True
+            raise HeadTooLarge
         if self.head_seen + self.read_size > MAX_HEAD and \
                 len(self.url) + sum(len(k) + len(v) + 4 for k, v in self.headers) > MAX_HEAD:
             self.refused = True
@@ -134,6 +143,16 @@ class BoundedProtocol(HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
         if not self.refused:
             return super().send_400_response(msg)
-        if self.cycle is None or self.cycle.response_complete:  # not in the middle of an earlier answer
-            self.transport.write(TOO_LARGE)
-        self.transport.close()
+        self.close_refusing(TOO_LARGE)
+
+    def close_refusing(self, answer: bytes | None) -> None:
+        """Close the connection with ``answer`` to the request refused; with earlier requests' answers still
+        owed, after the last of them instead, reading nothing more meanwhile (the refused one gets none)."""
+        if self.cycle is None or self.cycle.response_complete:
+            if answer is not None:
+                self.transport.write(answer)
+            self.transport.close()
+            return
+        self.transport.pause_reading()
+        last = self.pipeline[0][0] if self.pipeline else self.cycle  # queued with appendleft
+        last.keep_alive = False  # uvicorn (and the lane) close the connection once it is answered
