@@ -68,8 +68,9 @@ class EveryFew(logging.Filter):
         return True
 
 
-class HeadTooLarge(Exception):
-    """Raised from the parser's callback: httptools stops there, and uvicorn answers through send_400_response."""
+class HeadRefused(Exception):
+    """A head over the bound, or one too many queued. Raised from the parser's callback: httptools stops there,
+    and uvicorn answers through send_400_response."""
 
 
 class BoundedProtocol(HttpToolsProtocol):
@@ -103,6 +104,7 @@ class BoundedProtocol(HttpToolsProtocol):
             return
         since, now = self.waiting_since, self.loop.time()
         if since is not None and now - since >= HEAD_TIMEOUT:
+            self.refused = True
             self.close_refusing(TIMED_OUT if self.head_open else None)
             return
         self.head_timer = self.loop.call_later(HEAD_TIMEOUT - (now - since if since is not None else 0.0),
@@ -130,15 +132,15 @@ class BoundedProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def check_head(self) -> None:
-        """The head just completed is not over the bound, nor one too many waiting, else :class:`HeadTooLarge`."""
+        """The head just completed is not over the bound, nor one too many queued, else :class:`HeadRefused`."""
         self.head_open, self.waiting_since = False, None
         if len(self.pipeline) >= MAX_PIPELINED and self.cycle is not None and not self.cycle.response_complete:
             self.refused = True
-            raise HeadTooLarge
+            raise HeadRefused
         if self.head_seen + self.read_size > MAX_HEAD and \
                 len(self.url) + sum(len(k) + len(v) + 4 for k, v in self.headers) > MAX_HEAD:
             self.refused = True
-            raise HeadTooLarge
+            raise HeadRefused
 
     def send_400_response(self, msg: str) -> None:
         if not self.refused:
