@@ -9,6 +9,7 @@ import socket
 import httpx
 import pytest
 
+from tests.support.raw_http import whole_answers
 from trainyard.api.guard import MAX_BODY
 from trainyard.errors import BodyTooLarge
 
@@ -20,15 +21,9 @@ def _head_answer(url: str, head: str) -> bytes:
     got = b""
     with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=20) as conn:
         conn.sendall(head.encode())
-        while not _whole(got) and (chunk := conn.recv(65536)):
+        while not whole_answers(got) and (chunk := conn.recv(65536)):
             got += chunk
     return got
-
-
-def _whole(answer: bytes) -> bool:
-    head, sep, body = answer.partition(b"\r\n\r\n")
-    lengths = [line.split(b":")[1] for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
-    return bool(sep) and len(body) >= int(lengths[0] if lengths else 0)
 
 
 @pytest.mark.parametrize("path, auth", [

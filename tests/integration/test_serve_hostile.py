@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.support.lane_server import AUTH, TOKEN, served, warm  # noqa: F401  (served: the fixture)
+from tests.support.raw_http import whole_answers
 
 pytestmark = pytest.mark.slow
 AUTH_LINE = f"Authorization: Bearer {TOKEN}\r\n"
@@ -93,7 +94,7 @@ def _exchange(url: str, data: bytes, answers: int = 1, timeout: float = 20.0) ->
     got = b""
     with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=timeout) as conn:
         conn.sendall(data)
-        while _whole(got) < answers and (chunk := conn.recv(65536)):
+        while whole_answers(got) < answers and (chunk := conn.recv(65536)):
             got += chunk
     while got.startswith(b"HTTP/1.1 100 "):  # Expect: 100-continue's interim answer
         got = got[got.find(b"\r\n\r\n") + 4:]
@@ -102,22 +103,6 @@ def _exchange(url: str, data: bytes, answers: int = 1, timeout: float = 20.0) ->
     status = got.split(b"\r\n", 1)[0].split(b" ")
     assert status[0] in (b"HTTP/1.1", b"HTTP/1.0") and status[1].isdigit(), got[:200]
     return int(status[1]), got
-
-
-def _whole(data: bytes) -> int:
-    """How many whole answers ``data`` holds (each framed by a content-length; any other framing counts once its
-    head is in)."""
-    n = 0
-    while data.startswith(b"HTTP/1.1 100 ") and (end := data.find(b"\r\n\r\n")) >= 0:
-        data = data[end + 4:]
-    while (end := data.find(b"\r\n\r\n")) >= 0:
-        lengths = [line.split(b":", 1)[1] for line in data[:end].split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")]
-        size = int(lengths[0]) if lengths else 0
-        if len(data) < end + 4 + size:
-            break
-        data, n = data[end + 4 + size:], n + 1
-    return n
 
 
 def _seen(url: str) -> list[str]:
