@@ -1,6 +1,7 @@
 """The scheduler's planning core at cluster scale, against simple baselines in the same run.
 
     .venv/bin/python bench/scheduler.py [--nodes 1000] [--jobs 10000] [--day-nodes 1000] [--seed 1] [--loads busy]
+        [--seeds N] [--planner-options JSON] [--gaps]
 
 (a) one planning cycle with 10,000 pending jobs on 1,000 heterogeneous nodes
     (several GPU types, CPU-only nodes, labels), cold (empty cluster) and
@@ -46,6 +47,7 @@ from trainyard.scheduler.model import Node, PendingJob, Queue  # noqa: E402
 from trainyard.scheduler.plan import plan  # noqa: E402
 from trainyard.scheduler.simulate import SimJob, Simulator  # noqa: E402
 
+import day_gaps  # noqa: E402
 from day_targets import (TARGET_LOST, TARGET_MARGIN, TARGET_PREEMPT, TARGET_UTIL, TARGET_WAIT,  # noqa: E402
                          DayFigures, print_seeds)
 
@@ -286,13 +288,17 @@ def bench_day(args) -> None:
 
 
 def one_day(args, seed: int, load: str, demand: float, backlog: float) -> DayFigures:
-    runs = {}
+    runs, idles = {}, {}
     for name, policy in POLICIES:
         if name == "planner" and args.planner_options is not None:
             policy = _with_options(args.planner_options)
         nodes, jobs = day_workload(args, seed, demand, backlog)
         t0 = time.perf_counter()
-        out = Simulator(nodes, queues(), policy).run(jobs, DAY, tick=args.tick)
+        sim = Simulator(nodes, queues(), policy)
+        idle = day_gaps.Idle(sim) if args.gaps else None
+        out = sim.run(jobs, DAY, tick=args.tick)
+        if idle is not None:
+            idles[name] = idle.finish(DAY)
         runs[name] = (out, jobs, time.perf_counter() - t0)
     cap = {"gpu": sum(n.gpus for n in nodes) * DAY, "cpu": sum(n.cpu for n in nodes) * DAY}
     bound = gpu_bound(nodes, jobs)
@@ -309,6 +315,9 @@ def one_day(args, seed: int, load: str, demand: float, backlog: float) -> DayFig
         print(f"    {name:22} {o.busy['gpu'] / cap['gpu']:9.1%} {o.lost['gpu'] / cap['gpu']:10.2%} "
               f"{useful(o) / cap['gpu']:8.1%} {useful(o) / bound:13.1%} {o.busy['cpu'] / cap['cpu']:9.1%} "
               f"{o.cycles:7,} {o.preempted:10,} {wall:6.1f}s")
+    if args.gaps:
+        day_gaps.print_gaps({k: (*v, idles[k]) for k, v in runs.items()}, cap["gpu"], bound,
+                            day_gaps.timed_bound(nodes, jobs, DAY), useful)
     mine = useful(runs["planner"][0]) / bound
     best = max(BASELINES, key=lambda b: useful(runs[b][0]))
     ratios = ", ".join(f"× {useful(runs['planner'][0]) / useful(runs[b][0]):.3f} {b}" for b in BASELINES)
@@ -404,6 +413,9 @@ def main() -> None:
     ap.add_argument("--skip-cycle", action="store_true")
     ap.add_argument("--loads", nargs="+", choices=[name for name, _, _ in LOADS], default=[n for n, _, _ in LOADS],
                     help="which simulated days to run (default: all)")
+    ap.add_argument("--gaps", action="store_true",
+                    help="on the simulated days, where each policy's GPU time went: work lost, and idle GPUs by "
+                         "type and by what waited then (bench/day_gaps.py); the wall column then includes it")
     ap.add_argument("--planner-options", type=planner_options, default=None,
                     help="JSON object of scheduler Options fields for the planner on the simulated days")
     args = ap.parse_args()
