@@ -19,6 +19,7 @@ explain any of the gap.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from trainyard.scheduler.simulate import Simulator
@@ -85,7 +86,7 @@ def timed_bound(nodes, jobs, day: float, slot: float = 900.0) -> float | None:
         from scipy.sparse.csgraph import maximum_flow
     except ImportError:
         return None
-    unit = 60.0  # GPU-minutes: maximum_flow takes integers
+    # maximum_flow takes integers: GPU-seconds, a job's rounded up, so that this stays a bound
     cap: dict[str, int] = defaultdict(int)
     for n in nodes:
         if n.gpus:
@@ -97,18 +98,18 @@ def timed_bound(nodes, jobs, day: float, slot: float = 900.0) -> float | None:
     rows, cols, caps = [], [], []
     for i, s in enumerate(gpu_jobs):
         g = s.job.gpu * s.job.replicas
-        rows.append(0), cols.append(2 + i), caps.append(int(min(s.duration, day - s.submit) * g / unit))
+        rows.append(0), cols.append(2 + i), caps.append(math.ceil(min(s.duration, day - s.submit) * g))
         accepted = [types.index(t) for t in (s.job.gpu_types or types) if t in cap]
         for h in range(int(s.submit // slot), slots):
-            most = int(g * ((h + 1) * slot - max(h * slot, s.submit)) / unit)
+            most = math.ceil(g * ((h + 1) * slot - max(h * slot, s.submit)))
             for k in accepted:
                 rows.append(2 + i), cols.append(first + k * slots + h), caps.append(most)
     for k, t in enumerate(types):
         for h in range(slots):
-            rows.append(first + k * slots + h), cols.append(1), caps.append(int(cap[t] * slot / unit))
+            rows.append(first + k * slots + h), cols.append(1), caps.append(int(cap[t] * slot))
     size = first + len(types) * slots
     graph = csr_matrix((np.array(caps, dtype=np.int32), (np.array(rows), np.array(cols))), shape=(size, size))
-    return maximum_flow(graph, 0, 1).flow_value * unit
+    return float(maximum_flow(graph, 0, 1).flow_value)
 
 
 def print_gaps(runs: dict, cap_gpu: float, bound: float, timed: float | None, useful) -> None:
