@@ -24,6 +24,8 @@ SERVE_LANE = "TRAINYARD_SERVE_LANE"      # off (or 0, false, no) on the server: 
                                          # way, none by the short one small requests take (api/serve_lane.py)
 LAUNCH_MARKS = "TRAINYARD_LAUNCH_MARKS"      # set (to anything) on the server: each launcher writes marks.json, where
                                          # its time went (launch.marks, bench/latency.py --marks)
+NOFILE_SOFT = "TRAINYARD_NOFILE_SOFT"    # set by the server that raised its open-file limit: the soft limit it was
+                                         # given, which what runs jobs puts back (launch.fdlimit; not passed on)
 
 # -- what a job sees (set by the launcher and the server, read by the in-job helpers) --
 JOB_ID = "TRAINYARD_JOB_ID"

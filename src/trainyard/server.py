@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainyard.config import ServerSettings, serve_lane
+from trainyard.launch import fdlimit
 from trainyard.home import HomeLock, held, local_token, open_for_accounts, read_address, secure, write_private
 from trainyard.db_url import database_name, normalize_url
 from trainyard.auth.tokens import token_hash
@@ -104,6 +105,9 @@ def serve(settings: ServerSettings) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     check_exposure(settings)
     secure(settings.home)
+    raised = fdlimit.raise_limit()  # each connection is a file; the jobs it starts get the limit back
+    if raised:
+        log.info("open files: soft limit raised from %d to %d", *raised)
     # SQLite: this server alone in its home (others with other homes may share its file with --db).
     # PostgreSQL: servers sharing the database may share the home. Either way a lease picks the one
     # that schedules (trainyard.store.lease), and no auto-started server joins them

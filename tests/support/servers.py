@@ -16,9 +16,11 @@ import httpx
 
 class ServerProcess:
     def __init__(self, home: Path, args: list[str] | None = None, db: str | None = None,
-                 verify: ssl.SSLContext | bool = True) -> None:
-        """``verify``: what to trust of a server that serves HTTPS with its own certificate."""
+                 verify: ssl.SSLContext | bool = True, wrapper: list[str] | None = None) -> None:
+        """``verify``: what to trust of a server that serves HTTPS with its own certificate; ``wrapper``: a
+        command that execs the server's command line after it (so the server keeps the wrapper's pid)."""
         self.home = Path(home)
+        self.wrapper = list(wrapper or [])
         self.verify = verify
         self.args = list(args or [])
         if db:
@@ -40,7 +42,7 @@ class ServerProcess:
         log = open(self.home / f"server-test-{port or 'main'}.log", "ab")
         self.log_path = Path(log.name)
         args = [*self.args, *(["--port", str(port)] if port else [])]
-        self.proc = subprocess.Popen([sys.executable, "-m", "trainyard", "server", *args], env=self.env,
+        self.proc = subprocess.Popen([*self.wrapper, sys.executable, "-m", "trainyard", "server", *args], env=self.env,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

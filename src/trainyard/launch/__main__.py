@@ -19,7 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1 or args[0].startswith("-"):
         print("usage: python -m trainyard.launch ATTEMPT_DIR", file=sys.stderr)
         return 2
+    from trainyard.launch.fdlimit import restore_limit
     from trainyard.launch.launcher import Launcher
+
+    restore_limit()  # the job runs with the limits the server was started with, not the ones it raised
 
     try:
         Launcher(Path(args[0])).run()

@@ -21,7 +21,7 @@ import select
 import signal
 import sys
 
-from trainyard.launch import marks, warmup
+from trainyard.launch import fdlimit, marks, warmup
 from trainyard.launch.launchlog import LaunchLog
 
 FORKED = "zygote: forked"  # a launcher's first mark when forked for its attempt
@@ -144,6 +144,7 @@ class _Lines:
 
 
 def main() -> int:
+    fdlimit.restore_limit()  # the launchers and their jobs run with the limits the server was started with
     import ctypes  # noqa: F401  (procs.become_subreaper would import it: ~2 ms per launcher)
     import shutil  # noqa: F401  (the work dir and the spare overlays import it: ~1 ms per launcher)
     import socket  # noqa: F401  (the reporter's first connection would import it)
