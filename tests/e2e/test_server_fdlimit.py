@@ -14,7 +14,8 @@ LOW = 256
 WRAP = [sys.executable, "-c", "import os, resource, sys; "
         f"resource.setrlimit(resource.RLIMIT_NOFILE, ({LOW}, resource.getrlimit(resource.RLIMIT_NOFILE)[1])); "
         "os.execv(sys.argv[1], sys.argv[1:])"]
-SHOW = "import os, resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], os.environ.get('TRAINYARD_NOFILE_SOFT'))"
+SHOW = ("import os, resource; "
+        "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], os.environ.get('TRAINYARD_NOFILE_SOFT'))")
 
 
 def _soft(pid: int) -> int:
