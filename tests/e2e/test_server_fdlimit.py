@@ -2,8 +2,10 @@
 connection and each kept-alive connection to a replica is a file), and the jobs it runs get the limit it was given."""
 
 import resource
+import socket
 import sys
 
+import httpx
 import pytest
 
 from tests.support.servers import ServerProcess
@@ -30,6 +32,14 @@ def test_the_server_raises_its_open_file_limit_and_its_jobs_run_with_the_one_it_
     try:
         assert _soft(srv.proc.pid) == (1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)) > LOW
         assert "soft limit raised from 256" in srv.log_path.read_text()
+        # more callers than the limit it was given: all are taken, and one more is answered
+        port = int(srv.url.rsplit(":", 1)[1])
+        callers = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(LOW + 100)]
+        try:
+            assert httpx.get(srv.url + "/healthz", timeout=10).status_code == 200
+        finally:
+            for s in callers:
+                s.close()
         job = srv.client().submit({"name": "limits", "command": [sys.executable, "-c", SHOW]})
         info = job.wait(timeout=60)
         assert info.status.value == "succeeded", job.logs()
