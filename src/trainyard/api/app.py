@@ -24,6 +24,12 @@ from trainyard.spec.lines import field_loc
 from trainyard.ui import mount as mount_ui
 
 
+# FastAPI's own OpenTelemetry stays off: it would record a span and metrics of every request, with its path and query,
+# as soon as anything in the process set a global provider (a library, an operator's sitecustomize), unasked; and its
+# look for providers cost ~7 µs of every request. trainyard's own metrics are at /metrics.
+NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
+
+
 class _API(FastAPI):
     """FastAPI, with ``/serve/`` answered in front of it: a proxied request skips FastAPI's own work on
     every request (its telemetry check, error, body-limit and exception middlewares, routing), which cost
@@ -58,7 +64,7 @@ def create_app(platform: Platform, server_url: str | None = None,
             platform.stop()
 
     upstream = UpstreamPool()
-    app = _API(title="trainyard", version=trainyard.__version__, lifespan=lifespan)
+    app = _API(title="trainyard", version=trainyard.__version__, lifespan=lifespan, telemetry=NO_TELEMETRY)
     settings = platform.settings
     guard = {"identity": platform.identity, "required": settings.token_sha256 is not None or settings.auth,
              "users": settings.auth, "allowed_hosts": allowed_hosts}
