@@ -1,6 +1,6 @@
 """How much of a request a real `trainyard server` holds: a body over 16 MiB is refused (413) before it is held, or
 once a chunked one passes the bound, on every route that reads bodies whole, a launcher's report with a made-up
-credential included; code uploads are not bounded; a head over 64 KiB is refused (431) however it is routed; a flood
+credential included; code uploads are bounded by the snapshot limit instead; a head over 64 KiB is refused (431) however it is routed; a flood
 of requests that do not parse is not logged line by line."""
 
 import hashlib
@@ -9,6 +9,7 @@ import socket
 import httpx
 import pytest
 
+from tests.conftest import host_server
 from tests.support.raw_http import whole_answers
 from trainyard.api.guard import MAX_BODY
 from trainyard.errors import BodyTooLarge
@@ -62,6 +63,38 @@ def test_a_code_upload_over_the_bound_is_taken(server):
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     r = httpx.put(f"{server.url}/api/v1/snapshots/{digest}", headers=server.headers, content=body, timeout=60)
     assert r.status_code == 201, r.text
+
+
+@pytest.fixture
+def small_snapshots(tmp_path, monkeypatch):
+    """A server that takes code snapshots of 1 MiB at most (the test's own requests do not pack any)."""
+    monkeypatch.setenv("TRAINYARD_SNAPSHOT_MAX", "1Mi")
+    srv = host_server(tmp_path / "home")
+    yield srv
+    srv.stop_all()
+
+
+def test_a_code_upload_over_the_servers_snapshot_limit_is_refused_before_it_is_kept(small_snapshots):
+    server = small_snapshots
+    url = f"{server.url}/api/v1/snapshots/sha256:{'0' * 64}"
+    auth = server.headers["Authorization"]
+    # a declared length over the limit, or a digest that is not one: answered before a byte of the body is sent
+    got = _head_answer(server.url, f"PUT /api/v1/snapshots/sha256:{'0' * 64} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                   f"Authorization: {auth}\r\nContent-Length: {2 << 20}\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 413 ") and b"larger than 1Mi" in got and b"TRAINYARD_SNAPSHOT_MAX" in got
+    got = _head_answer(server.url, f"PUT /api/v1/snapshots/md5:abc HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                   f"Authorization: {auth}\r\nContent-Length: {2 << 20}\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 422 ") and b"bad digest" in got
+    # a body of no declared length is refused once it passes the limit
+    chunks = (b"\0" * (64 << 10) for _ in range(48))  # 3 MiB
+    r = httpx.put(url, headers=server.headers, content=chunks, timeout=60)
+    assert r.status_code == 413 and r.json()["code"] == "body_too_large", r.text
+    # under the limit, it is kept
+    body = b"\1" * (512 << 10)
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    r = httpx.put(f"{server.url}/api/v1/snapshots/{digest}", headers=server.headers, content=body, timeout=60)
+    assert r.status_code == 201, r.text
+    assert httpx.head(f"{server.url}/api/v1/snapshots/{digest}", headers=server.headers).status_code == 200
 
 
 def test_a_head_over_64_kib_is_refused_with_431(server):

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import IO
 
 from trainyard.artifacts.store import ArtifactStore
-from trainyard.errors import InvalidSpec
+from trainyard.config import snapshot_limits
+from trainyard.errors import BodyTooLarge, InvalidSpec
+from trainyard.spec.units import format_memory, parse_memory
 
 
 def _invalid(message: str) -> InvalidSpec:
@@ -16,9 +18,34 @@ def valid_digest(digest: str) -> bool:
     return digest.startswith("sha256:") and len(digest) == 71
 
 
+def max_bytes() -> int:
+    """The largest code snapshot this server takes: ``$TRAINYARD_SNAPSHOT_MAX`` (512Mi unless set), the size over
+    which the SDK and CLI already refuse to send one, so that a client that skips that check cannot fill the
+    server's disk."""
+    raw = snapshot_limits()[1]
+    try:
+        return parse_memory(raw)
+    except ValueError as e:
+        raise ValueError(f"$TRAINYARD_SNAPSHOT_MAX: {e}") from None
+
+
 class SnapshotService:
     def __init__(self, artifacts: ArtifactStore) -> None:
         self.artifacts = artifacts
+        self.max_bytes = max_bytes()
+
+    def check_upload(self, digest: str, declared: str | None) -> None:
+        """Before any of an upload's body is read: its digest well-formed, and its declared length (the
+        ``Content-Length`` header, if any) within :attr:`max_bytes`."""
+        if not valid_digest(digest):
+            raise _invalid("bad digest")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            raise self.too_large()
+
+    def too_large(self) -> BodyTooLarge:
+        return BodyTooLarge(f"a code snapshot is larger than {format_memory(self.max_bytes)}, the most this server "
+                            "takes ($TRAINYARD_SNAPSHOT_MAX where it runs): leave large files out with "
+                            ".trainyardignore, or pass data as the job's inputs", limit=self.max_bytes)
 
     def has(self, digest: str) -> bool:
         return valid_digest(digest) and self.artifacts.has_snapshot(digest)

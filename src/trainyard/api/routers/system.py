@@ -42,11 +42,18 @@ def has_snapshot(digest: str, p: PlatformDep) -> Response:
 async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: CallerDep) -> dict[str, str]:
     """Upload a code snapshot (tar.gz) under its sha256; identical code is stored once.
 
-    The body is spooled (to disk past a few MiB), then streamed to the store off the event loop."""
+    The body is spooled (to disk past a few MiB), then streamed to the store off the event loop. A bad digest, or
+    a body over the server's snapshot limit (declared, or once it has passed it), is refused before more is kept."""
     if not (caller.admin or caller.submit_teams()):
         raise Forbidden("only a user who may submit uploads code")
+    snapshots = p.snapshots
+    snapshots.check_upload(digest, request.headers.get("content-length"))
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as body:
+        size = 0
         async for chunk in request.stream():
+            size += len(chunk)
+            if size > snapshots.max_bytes:
+                raise snapshots.too_large()
             body.write(chunk)
         body.seek(0)
         return {"digest": digest, "url": await run_in_threadpool(p.snapshots.put, digest, body)}
