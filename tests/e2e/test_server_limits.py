@@ -1,16 +1,19 @@
 """How much of a request a real `trainyard server` holds: a body over 16 MiB is refused (413) before it is held, or
 once a chunked one passes the bound, on every route that reads bodies whole, a launcher's report with a made-up
-credential included; code uploads are bounded by the snapshot limit instead; a head over 64 KiB is refused (431) however it is routed; a flood
+credential included; code uploads are bounded by the snapshot limit instead; a job's log past the server's log_keep
+keeps its first and last half; a head over 64 KiB is refused (431) however it is routed; a flood
 of requests that do not parse is not logged line by line."""
 
 import hashlib
 import socket
+import sys
 
 import httpx
 import pytest
 
 from tests.conftest import host_server
 from tests.support.raw_http import whole_answers
+from tests.support.servers import ServerProcess
 from trainyard.api.guard import MAX_BODY
 from trainyard.errors import BodyTooLarge
 
@@ -108,3 +111,24 @@ def test_a_flood_of_requests_that_do_not_parse_leaves_a_line_in_the_log_not_one_
         assert _head_answer(server.url, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A : b\r\n\r\n").startswith(b"HTTP/1.1 400 ")
     logged = server.log_path.read_text().count("Invalid HTTP request received.")
     assert 1 <= logged <= 2, server.log_path.read_text()[-2000:]
+
+
+def test_a_jobs_log_past_the_servers_log_keep_keeps_its_first_and_last_half(tmp_path):
+    config = tmp_path / "server.yaml"
+    config.write_text("log_keep: 1Mi\n")
+    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
+    srv.start()
+    try:
+        # 6 MiB of numbered lines, as fast as the job can print them
+        job = srv.client().submit({"name": "chatty", "command": [
+            sys.executable, "-c", "import sys\nfor i in range(300_000): sys.stdout.write(f'line {i:08d} of 300000\\n')"]})
+        assert job.wait(timeout=120).status == "succeeded"
+        out = srv.cli("logs", job.id)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0] == "line 00000000 of 300000" and lines[-1] == "line 00299999 of 300000"
+        assert any(x.startswith("[trainyard: this log passed 1Mi; the server keeps its first 512Ki") for x in lines)
+        assert len(out.stdout) < (1 << 20) + (1 << 20)  # half and half, give or take the reports' own size
+        assert "line 00150000 of 300000" not in out.stdout  # the middle is not kept
+    finally:
+        srv.stop_all()

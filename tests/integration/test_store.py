@@ -283,3 +283,47 @@ def test_the_service_loops_one_read_finds_what_its_separate_reads_found(store):
     # and with no live service, nothing else is read
     assert services.move(live, ServiceStatus.STOPPING) and services.move(live, ServiceStatus.STOPPED)
     assert services.tick_view() == ([], {}, {})
+
+
+def _log_of(store, job_id: str) -> str:
+    return "".join(c.data for c in store.read_logs(job_id, limit=100_000)[0])
+
+
+def test_a_log_past_the_bound_keeps_its_first_and_last_half_and_says_so(store):
+    from trainyard.store.telemetry import log_note
+
+    store.log_keep = 4000
+    job, attempt = running_attempt(store)
+    text = "".join(f"line {i:05d}\n" for i in range(2000))  # 22,000 bytes, sent in reports of 11 lines
+    for at in range(0, len(text), 121):
+        store.append_log(attempt.id, 0, at, text[at:at + 121])
+    chunks, _ = store.read_logs(job.id, limit=100_000)
+    kept = "".join(c.data for c in chunks)
+    head, note, tail = kept.partition(log_note(4000))
+    # the first half, to the end of the chunk that reached it while the log was under the bound
+    assert note and text.startswith(head) and 2000 <= len(head) < 2000 + 121
+    assert text.endswith(tail) and 2000 <= len(tail) < 2000 + 2 * 121  # the last half, give or take a chunk
+    assert [c.offset for c in chunks if c.data == note] == [-1]
+    assert len(chunks) < 2 * 2000 // 121 + 10  # the middle's chunks are gone from the database, not only hidden
+    # a resend of what was already received changes nothing
+    store.append_log(attempt.id, 0, 0, text[:500])
+    assert _log_of(store, job.id) == kept
+
+
+def test_a_report_larger_than_the_kept_end_keeps_only_its_last_part(store):
+    store.log_keep = 1000
+    job, attempt = running_attempt(store)
+    text = "".join(chr(ord("a") + i % 26) for i in range(5000))
+    store.append_log(attempt.id, 0, 0, text)
+    head, _, tail = _log_of(store, job.id).partition("[trainyard:")
+    assert text.startswith(head.rstrip("\n")) and len(head.rstrip("\n")) == 500
+    assert tail.endswith(text[-500:]) and text[500:4500] not in _log_of(store, job.id)
+
+
+def test_with_log_keep_zero_every_byte_is_kept(store):
+    store.log_keep = 0
+    job, attempt = running_attempt(store)
+    text = "x" * 300_000
+    for at in range(0, len(text), 50_000):
+        store.append_log(attempt.id, 0, at, text[at:at + 50_000])
+    assert _log_of(store, job.id) == text

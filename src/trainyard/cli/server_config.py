@@ -5,6 +5,7 @@ planner's options).
 sample_every: 5            # seconds between a launcher's resource samples; 0: off
 idle_gpu_threshold: 5      # % GPU utilisation under which a job's GPUs are idle ...
 idle_gpu_period: 30m       # ... for this long before the job is flagged
+log_keep: 64Mi             # of a replica's log, the first half and the last half are kept; 0: all of it
 prices:
   currency: EUR
   gpu_hour: {A100: 2.5, "*": 1.0}
@@ -22,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from trainyard.errors import InvalidSpec
-from trainyard.spec.units import parse_duration
+from trainyard.spec.units import parse_duration, parse_memory
 
-KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "prices", "scheduler")
+KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "prices", "scheduler")
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:
@@ -50,6 +51,11 @@ def load(path: Path) -> dict[str, Any]:
                 data[key] = parse_duration(data[key], zero=key == "sample_every")
             except ValueError as e:
                 raise _error(path, key, str(e)) from None
+    if "log_keep" in data:
+        try:
+            data["log_keep"] = parse_memory(data["log_keep"])
+        except ValueError as e:
+            raise _error(path, "log_keep", str(e)) from None
     if "scheduler" in data:
         data["scheduler"] = _scheduler(path, data["scheduler"])
     return data

@@ -76,6 +76,7 @@ class Platform:
         self.server_url = ""  # known at start(), before the loop can launch anything that needs it
         self._on_lead: Callable[[], None] = lambda: None
         self.store = Store(settings.db_url)
+        self.store.log_keep = settings.log_keep
         self.lease = lease or make_lease(settings.db_url)
         self.artifacts = ArtifactStore(settings.artifacts_url, settings.storage_options)
         self.notifier = Notifier()

@@ -14,7 +14,7 @@ import math
 import time
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 
 from trainyard.artifact_paths import is_artifact_path, output_record_problem
 from trainyard.errors import AttemptEnded, AttemptNotFound, AttemptUnauthorized
@@ -64,7 +64,23 @@ _CONTACT = update(t.Replica.__table__).where(_R.attempt_id == bindparam("k_attem
                                              _R.index == bindparam("k_index")).values(last_contact_at=bindparam("v_at"))
 
 
+LOG_KEEP = 64 << 20  # bytes of a replica's log kept (ServerSettings.log_keep): its first and its last half
+_DROP_EVERY = 1 << 20  # past the bound, what falls out of the kept end is dropped once per this many bytes of log
+
+
+def log_note(keep: int) -> str:
+    """The line a log past ``keep`` bytes shows where the server began to drop its middle."""
+    from trainyard.spec.units import format_memory
+
+    half = format_memory(keep // 2)
+    return (f"\n[trainyard: this log passed {format_memory(keep)}; the server keeps its first {half} and its last "
+            f"{half}, and drops what lies between (the whole of it is output.log in the attempt's folder on its "
+            "node)]\n")
+
+
 class TelemetryMixin:
+    log_keep: int = LOG_KEEP  # 0: every byte is kept
+
     def _replica_row(self, s, attempt_id: str, replica: int) -> tuple[AttemptRow, ReplicaRow]:  # noqa: ANN001
         """The attempt's and the replica's columns a report needs, in one prebuilt query (two ORM
         ``get``s cost a report more CPU than its SQL)."""
@@ -126,15 +142,44 @@ class TelemetryMixin:
 
     def _append_log(self, s, attempt: AttemptRow, rep: ReplicaRow, offset: int, data: str) -> int:  # noqa: ANN001
         raw = data.encode("utf-8")
-        have = rep.log_size
-        if offset + len(raw) <= have:
+        have, end = rep.log_size, offset + len(raw)
+        if end <= have:
             return have
-        text = raw[max(0, have - offset):].decode("utf-8", errors="replace")
-        if not self._moved(s, rep, "log_size", have, offset + len(raw)):
+        if not self._moved(s, rep, "log_size", have, end):
             return have
-        s.add(t.LogChunk(job_id=attempt.job_id, attempt_id=attempt.id, attempt=attempt.number, replica=rep.index,
-                         offset=max(offset, have), data=text))
-        return offset + len(raw)
+        start, new = max(offset, have), raw[max(0, have - offset):]
+        keep = self.log_keep
+        if keep and end > keep:
+            return self._bounded_log(s, attempt, rep, have, start, new, keep)
+        self._log_chunk(s, attempt, rep, start, new)
+        return end
+
+    def _bounded_log(self, s, attempt: AttemptRow, rep: ReplicaRow, have: int, start: int, new: bytes,  # noqa: ANN001
+                     keep: int) -> int:
+        """Bytes ``start…`` of a log that passes ``keep``: its first half stays, then a note (written once, when the
+        log first passes), then its last half, older chunks dropped as the end moves on. A job that prints without
+        end would otherwise fill the database through the server, for everyone."""
+        half, end = keep // 2, start + len(new)
+        if start < half:  # the rest of the head
+            self._log_chunk(s, attempt, rep, start, new[:half - start])
+            new, start = new[half - start:], half
+        if start < end - half:  # a report larger than the kept end: only its last part is
+            new, start = new[-half:], end - half
+        if have <= keep:
+            self._log_chunk(s, attempt, rep, -1, log_note(keep).encode())  # offset -1: not bytes of the log
+        self._log_chunk(s, attempt, rep, start, new)
+        step = min(_DROP_EVERY, max(1, half // 4))
+        if (have - half) // step != (end - half) // step:
+            c = t.LogChunk
+            s.execute(delete(c).where(c.job_id == attempt.job_id, c.attempt_id == attempt.id, c.replica == rep.index,
+                                      c.offset >= half, c.offset + func.length(c.data) <= end - half))
+        return end
+
+    @staticmethod
+    def _log_chunk(s, attempt: AttemptRow, rep: ReplicaRow, offset: int, raw: bytes) -> None:  # noqa: ANN001
+        if raw:
+            s.add(t.LogChunk(job_id=attempt.job_id, attempt_id=attempt.id, attempt=attempt.number, replica=rep.index,
+                             offset=offset, data=raw.decode("utf-8", errors="replace")))
 
     def read_logs(
         self, job_id: str, *, after: int = 0, attempt: int | None = None, replica: int | None = None,
