@@ -119,7 +119,7 @@ def test_a_jobs_log_past_the_servers_log_keep_keeps_its_first_and_last_half(tmp_
     srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
     srv.start()
     try:
-        # 6 MiB of numbered lines, as fast as the job can print them
+        # 7.2 MB of numbered lines, as fast as the job can print them
         job = srv.client().submit({"name": "chatty", "command": [
             sys.executable, "-c", "import sys\nfor i in range(300_000): sys.stdout.write(f'line {i:08d} of 300000\\n')"]})
         assert job.wait(timeout=120).status == "succeeded"
