@@ -112,6 +112,18 @@ def timed_bound(nodes, jobs, day: float, slot: float = 900.0) -> float | None:
     return float(maximum_flow(graph, 0, 1).flow_value)
 
 
+def summary(runs: dict, cap_gpu: float, bound: float, useful, names=("planner", "best-fit-decreasing")) -> str:
+    """One line for ``--seeds``: per policy of ``names``, its distance below the bound and its parts, the idle ones
+    summed over GPU types (types that nothing waits for are idle in the bound too, so they are left out)."""
+    parts = []
+    for name in names:
+        out, _, _, idle = runs[name]
+        by = {c: sum(v for (_, cause), v in idle.items() if cause == c) / cap_gpu * 100 for c in CAUSES[1:]}
+        parts.append(f"{name} {(bound - useful(out)) / cap_gpu * 100:.2f} below the bound (lost "
+                     f"{out.lost['gpu'] / cap_gpu * 100:.2f}, no fit {by[CAUSES[1]]:.2f}, held {by[CAUSES[2]]:.2f})")
+    return "; ".join(parts)
+
+
 def print_gaps(runs: dict, cap_gpu: float, bound: float, timed: float | None, useful) -> None:
     """Per policy: the gap to the bound, what preemption threw away, and the idle GPUs by type and cause, each
     in points of GPU capacity."""

@@ -28,6 +28,7 @@ class DayFigures(NamedTuple):
     wait_class: str | None = None
     left: int | None = None  # jobs of normal priority never started
     crowded: tuple[str, float, float] | None = None  # the tightest GPU types, demand / capacity: all, normal+
+    gaps: str | None = None  # with --gaps: where the planner's and best-fit-decreasing's GPU time went (day_gaps)
 
 
 def seed_line(seed: int, f: DayFigures) -> str:
@@ -38,7 +39,8 @@ def seed_line(seed: int, f: DayFigures) -> str:
             f"({f.preempt_share:.1%}); work lost {f.lost:.2%}; worst wait {f.wait_class} × {f.wait_ratio:.2f} "
             f"first-come; {f.left} of normal priority left" + (
                 f" ({f.crowded[0]}: demand {f.crowded[1]:.0%} of capacity, {f.crowded[2]:.0%} of normal priority "
-                f"and above)" if f.crowded else ""))
+                f"and above)" if f.crowded else "")
+            + (f"\n      gaps, points of GPU capacity: {f.gaps}" if f.gaps else ""))
 
 
 # (target, figure, how it prints, passes)

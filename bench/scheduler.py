@@ -315,9 +315,11 @@ def one_day(args, seed: int, load: str, demand: float, backlog: float) -> DayFig
         print(f"    {name:22} {o.busy['gpu'] / cap['gpu']:9.1%} {o.lost['gpu'] / cap['gpu']:10.2%} "
               f"{useful(o) / cap['gpu']:8.1%} {useful(o) / bound:13.1%} {o.busy['cpu'] / cap['cpu']:9.1%} "
               f"{o.cycles:7,} {o.preempted:10,} {wall:6.1f}s")
+    gaps = None
     if args.gaps:
-        day_gaps.print_gaps({k: (*v, idles[k]) for k, v in runs.items()}, cap["gpu"], bound,
-                            day_gaps.timed_bound(nodes, jobs, DAY), useful)
+        with_idle = {k: (*v, idles[k]) for k, v in runs.items()}
+        day_gaps.print_gaps(with_idle, cap["gpu"], bound, day_gaps.timed_bound(nodes, jobs, DAY), useful)
+        gaps = day_gaps.summary(with_idle, cap["gpu"], bound, useful)
     mine = useful(runs["planner"][0]) / bound
     best = max(BASELINES, key=lambda b: useful(runs[b][0]))
     ratios = ", ".join(f"× {useful(runs['planner'][0]) / useful(runs[b][0]):.3f} {b}" for b in BASELINES)
@@ -337,7 +339,7 @@ def one_day(args, seed: int, load: str, demand: float, backlog: float) -> DayFig
     print(f"    target work lost ≤ {TARGET_LOST:.0%} of GPU capacity: {verdict(lost <= TARGET_LOST)} "
           f"({lost:.2%})")
     (ratio, cls), left = bench_waits(runs)
-    return DayFigures(mine, mine - theirs, best, o.preempted, share, lost, ratio, cls, left, crowded)
+    return DayFigures(mine, mine - theirs, best, o.preempted, share, lost, ratio, cls, left, crowded, gaps)
 
 
 def _with_options(opt: Options):
