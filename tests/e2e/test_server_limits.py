@@ -120,8 +120,8 @@ def test_a_jobs_log_past_the_servers_log_keep_keeps_its_first_and_last_half(tmp_
     srv.start()
     try:
         # 7.2 MB of numbered lines, as fast as the job can print them
-        job = srv.client().submit({"name": "chatty", "command": [
-            sys.executable, "-c", "import sys\nfor i in range(300_000): sys.stdout.write(f'line {i:08d} of 300000\\n')"]})
+        chatty = "import sys\nfor i in range(300_000): sys.stdout.write(f'line {i:08d} of 300000\\n')"
+        job = srv.client().submit({"name": "chatty", "command": [sys.executable, "-c", chatty]})
         assert job.wait(timeout=120).status == "succeeded"
         out = srv.cli("logs", job.id)
         assert out.returncode == 0, out.stderr
