@@ -129,6 +129,9 @@ class SchedulerSettings(BaseModel):
                                                   "nodes once it has waited this long")
 
 
+LOG_KEEP = 64 << 20  # bytes of a replica's log the server keeps: a job that prints without end cannot fill its database
+
+
 class ServerSettings(BaseModel):
     home: Path = Field(default_factory=home)
     db: str | None = Field(None, description="database URL; default SQLite in the home folder")
@@ -160,7 +163,7 @@ class ServerSettings(BaseModel):
     sample_every: float = Field(5.0, ge=0, description="seconds between a launcher's resource samples; 0: off")
     idle_gpu_threshold: float = Field(5.0, ge=0, le=100, description="GPU utilisation (%) under which a GPU is idle")
     idle_gpu_period: float = Field(1800.0, gt=0, description="seconds a job's GPUs stay idle before it is flagged")
-    log_keep: int = Field(64 << 20, ge=0, description="bytes of each replica's log the server keeps: its first half "
+    log_keep: int = Field(LOG_KEEP, ge=0, description="bytes of each replica's log the server keeps: its first half "
                           "and its last half (0: all of it)")
     prices: Prices = Field(default_factory=Prices, description="for `trainyard usage` in money")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings, description="the planner's options")

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import bindparam, delete, func, select, update
 
 from trainyard.artifact_paths import is_artifact_path, output_record_problem
+from trainyard.config import LOG_KEEP
 from trainyard.errors import AttemptEnded, AttemptNotFound, AttemptUnauthorized
 from trainyard.spec.records import ArtifactInfo, AttemptInfo, LogChunk, MetricPoint
 from trainyard.status import AttemptStatus, JobStatus
@@ -64,7 +65,6 @@ _CONTACT = update(t.Replica.__table__).where(_R.attempt_id == bindparam("k_attem
                                              _R.index == bindparam("k_index")).values(last_contact_at=bindparam("v_at"))
 
 
-LOG_KEEP = 64 << 20  # bytes of a replica's log kept (ServerSettings.log_keep): its first and its last half
 _DROP_EVERY = 1 << 20  # past the bound, what falls out of the kept end is dropped once per this many bytes of log
 
 
@@ -79,7 +79,7 @@ def log_note(keep: int) -> str:
 
 
 class TelemetryMixin:
-    log_keep: int = LOG_KEEP  # 0: every byte is kept
+    log_keep: int = LOG_KEEP  # ServerSettings.log_keep: its first and its last half are kept; 0: every byte
 
     def _replica_row(self, s, attempt_id: str, replica: int) -> tuple[AttemptRow, ReplicaRow]:  # noqa: ANN001
         """The attempt's and the replica's columns a report needs, in one prebuilt query (two ORM
