@@ -20,6 +20,7 @@ from trainyard.artifact_paths import is_artifact_path, output_record_problem
 from trainyard.config import LOG_KEEP
 from trainyard.errors import AttemptEnded, AttemptNotFound, AttemptUnauthorized
 from trainyard.spec.records import ArtifactInfo, AttemptInfo, LogChunk, MetricPoint
+from trainyard.spec.units import format_memory
 from trainyard.status import AttemptStatus, JobStatus
 from trainyard.store import tables as t
 
@@ -70,8 +71,6 @@ _DROP_EVERY = 1 << 20  # past the bound, what falls out of the kept end is dropp
 
 def log_note(keep: int) -> str:
     """The line a log past ``keep`` bytes shows where the server began to drop its middle."""
-    from trainyard.spec.units import format_memory
-
     half = format_memory(keep // 2)
     return (f"\n[trainyard: this log passed {format_memory(keep)}; the server keeps its first {half} and its last "
             f"{half}, and drops what lies between (the whole of it is output.log in the attempt's folder on its "

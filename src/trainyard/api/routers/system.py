@@ -56,7 +56,7 @@ async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: Ca
                 raise snapshots.too_large()
             body.write(chunk)
         body.seek(0)
-        return {"digest": digest, "url": await run_in_threadpool(p.snapshots.put, digest, body)}
+        return {"digest": digest, "url": await run_in_threadpool(snapshots.put, digest, body)}
 
 
 _REPLICA = TypeAdapter(Annotated[int, Field(ge=0, le=2**31 - 1)])
