@@ -201,6 +201,10 @@ BAD_REQUESTS = [  # (method, url, json body, the field the 422 names): each was 
     ("POST", "/api/v1/jobs", {"spec": {"command": "x", "priority": 1e23}}, "priority"),
     ("POST", "/api/v1/jobs", {"spec": {"command": "x", "priority": 10**20}}, "priority"),
     ("POST", "/api/v1/jobs", {"spec": {"command": "x"}, "snapshot": "abc"}, "snapshot"),
+    # a NUL no argv or environment can carry: the job failed later as LostContact
+    ("POST", "/api/v1/jobs", {"spec": {"command": ["echo", "a\x00b"]}}, "command[1]"),
+    ("POST", "/api/v1/jobs", {"spec": {"command": "x", "params": {"p": {"q": ["\x00"]}}}}, "params.p.q[0]"),
+    ("POST", "/api/v1/pipelines", {"spec": {"steps": {"a": {"command": "echo \x00"}}}}, "steps.a.command"),
     ("POST", "/api/v1/queues", {"queue": {"name": "q", "priority": -4 * 10**19}}, "queue.priority"),
     ("POST", "/api/v1/queues", {"queue": {"name": "q", "quota": {"memory": [1]}}}, "queue.quota.memory"),
     ("POST", "/api/v1/pipelines", {"spec": {"steps": {"a": {"command": "x"}}, "int": 1}}, "int"),

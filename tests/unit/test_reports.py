@@ -45,6 +45,14 @@ def test_a_bad_report_names_each_bad_field():
         ("result", "exit_code"), ("result", "reason"), ("result", "outputs", 0, "path")]
 
 
+def test_a_nul_in_a_result_is_kept_printable_in_its_message_and_refused_in_a_digest():
+    # PostgreSQL's text refuses a NUL: a report carrying one failed, and was resent, without end
+    assert LaunchResult.model_validate({"message": "exec: a\x00b"}).message == "exec: a\ufffdb"
+    with pytest.raises(ValidationError) as e:
+        LaunchResult.model_validate({"outputs": [{"path": "m.bin", "size": 1, "digest": "sha256:\x00"}]})
+    assert [err["loc"] for err in e.value.errors()] == [("outputs", 0, "digest")]
+
+
 def test_a_result_only_counts_with_the_last_report_and_no_reason_reads_as_lost_contact():
     assert LauncherReport.model_validate({"phase": "running", "result": {"exit_code": 0}}).final is None
     assert LaunchResult.model_validate({"outputs": None}).kind is Reason.LOST

@@ -116,6 +116,15 @@ def test_every_number_is_finite_and_in_range_or_its_field_is_named(text, field, 
     assert [(e["field"], e["line"]) for e in errs] == [(field, line)], errs
 
 
+def test_a_nul_anywhere_in_a_spec_is_named_with_its_line():
+    # execve stops at a NUL: such a job used to fail at start, as LostContact
+    errs = errors_of('command:\n  - echo\n  - "a\\0b"\nparams: {x: {y: ["\\0"]}}\n')
+    assert [(e["field"], e["line"]) for e in errs] == [("command.1", 3)], errs
+    assert "NUL character" in errs[0]["message"]
+    assert [(e["field"], e["line"]) for e in errors_of('command: x\nparams: {x: {y: ["\\0"]}}\n')] == [
+        ("params.x.y.0", 2)]
+
+
 @pytest.mark.parametrize("key", ["int", "str", "float", "list"])
 def test_a_top_level_key_spelled_like_a_type_is_an_unknown_field(key):
     # pydantic names union branches "str", "int"…: a key spelled so must not be taken for one

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from trainyard.spec.nul import refuse_nul
 from trainyard.spec.params import check_finite, command_with, refs, render
 from trainyard.spec.units import (INT32_MAX, Bytes, Cores, Count, Priority, Seconds, parse_cpu, parse_duration,
                                   parse_memory)
@@ -33,6 +34,11 @@ def parse_priority(v: Any) -> Any:
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        return refuse_nul(cls.__name__, data)
 
 
 class Resources(Strict):

@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trainyard.artifact_paths import check_artifact_path
+from trainyard.spec.nul import printable
 from trainyard.status import Reason
 
 log = logging.getLogger("trainyard.reports")
@@ -48,7 +49,7 @@ class OutputRecord(_Wire):
 
     path: Annotated[str, AfterValidator(check_artifact_path)]
     size: Offset
-    digest: str = Field(min_length=1, max_length=80)
+    digest: str = Field(min_length=1, max_length=80, pattern=r"^[^\x00]+$")  # PostgreSQL's text holds no NUL
 
 
 class LaunchResult(_Wire):
@@ -56,7 +57,7 @@ class LaunchResult(_Wire):
 
     exit_code: ExitCode | None = None  # None: the command never ran, or was never seen to exit
     reason: ReasonText | None = None   # None reads as LostContact
-    message: str | None = None
+    message: Annotated[str, AfterValidator(printable)] | None = None  # the command's words: any bytes
     outputs: list[OutputRecord] = Field(default_factory=list)
 
     @field_validator("outputs", mode="before")
