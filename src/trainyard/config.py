@@ -130,6 +130,7 @@ class SchedulerSettings(BaseModel):
 
 
 LOG_KEEP = 64 << 20  # bytes of a replica's log the server keeps: a job that prints without end cannot fill its database
+METRICS_KEEP = 4000  # points of each metric of a replica the server keeps, evenly spaced, and the newest
 
 
 class ServerSettings(BaseModel):
@@ -165,6 +166,9 @@ class ServerSettings(BaseModel):
     idle_gpu_period: float = Field(1800.0, gt=0, description="seconds a job's GPUs stay idle before it is flagged")
     log_keep: int = Field(LOG_KEEP, ge=0, description="bytes of each replica's log the server keeps: its first half "
                           "and its last half (0: all of it)")
+    metrics_keep: int = Field(METRICS_KEEP, ge=0, le=10_000_000, description="points of each metric of a replica "
+                              "the server keeps: between half and all of this many, evenly spaced, and the newest "
+                              "(0: every point)")
     prices: Prices = Field(default_factory=Prices, description="for `trainyard usage` in money")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings, description="the planner's options")
     component_catalog: list[str] = Field(

@@ -1,7 +1,7 @@
 """How much of a request a real `trainyard server` holds: a body over 16 MiB is refused (413) before it is held, or
 once a chunked one passes the bound, on every route that reads bodies whole, a launcher's report with a made-up
 credential included; code uploads are bounded by the snapshot limit instead; a job's log past the server's log_keep
-keeps its first and last half; a head over 64 KiB is refused (431) however it is routed; a flood
+keeps its first and last half, and each of its metrics past metrics_keep evenly spaced points and the newest; a head over 64 KiB is refused (431) however it is routed; a flood
 of requests that do not parse is not logged line by line."""
 
 import hashlib
@@ -113,9 +113,9 @@ def test_a_flood_of_requests_that_do_not_parse_leaves_a_line_in_the_log_not_one_
     assert 1 <= logged <= 2, server.log_path.read_text()[-2000:]
 
 
-def test_a_jobs_log_past_the_servers_log_keep_keeps_its_first_and_last_half(tmp_path):
+def test_a_jobs_log_and_metrics_past_the_servers_bounds_keep_their_ends(tmp_path):
     config = tmp_path / "server.yaml"
-    config.write_text("log_keep: 1Mi\n")
+    config.write_text("log_keep: 1Mi\nmetrics_keep: 100\n")
     srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
     srv.start()
     try:
@@ -130,5 +130,14 @@ def test_a_jobs_log_past_the_servers_log_keep_keeps_its_first_and_last_half(tmp_
         assert any(x.startswith("[trainyard: this log passed 1Mi; the server keeps its first 512Ki") for x in lines)
         assert len(out.stdout) < (1 << 20) + (1 << 20)  # half and half, give or take the reports' own size
         assert "line 00150000 of 300000" not in out.stdout  # the middle is not kept
+
+        # 20,000 steps logged as fast as the job can: every 256th stays, and the newest; a rare metric keeps all
+        steps = ("import trainyard\nfor i in range(20_000):\n    trainyard.log_metrics(step=i, loss=1 / (i + 1))\n"
+                 "    if i % 500 == 0: trainyard.log_metrics(step=i, val=i / 20_000)")
+        job = srv.client().submit({"name": "steps", "command": [sys.executable, "-c", steps]})
+        assert job.wait(timeout=120).status == "succeeded"
+        points = srv.client().metrics(job.id)
+        assert [p.step for p in points if p.name == "loss"] == [*range(0, 20_000, 256), 19_999]
+        assert [p.step for p in points if p.name == "val"] == list(range(0, 20_000, 500))
     finally:
         srv.stop_all()

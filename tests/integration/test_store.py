@@ -1,17 +1,18 @@
 """The store on SQLite and on a real PostgreSQL server."""
 
+import json
 import threading
 
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import func, inspect, select
 
 from trainyard.auth.tokens import token_hash
 from trainyard.spec import parse_job
 from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.spec.service import ServiceSpec, ServiceStatus
-from trainyard.store import Admission, Ending, Store
+from trainyard.store import Admission, Ending, Store, metric_series
 from trainyard.store.services import ServiceStore
-from trainyard.store.tables import Base
+from trainyard.store.tables import Base, Metric
 
 pytestmark = pytest.mark.postgres
 H = token_hash("launcher-token")  # an attempt's credential, as the store keeps it
@@ -328,3 +329,63 @@ def test_with_log_keep_zero_every_byte_is_kept(store):
     for at in range(0, len(text), 50_000):
         store.append_log(attempt.id, 0, at, text[at:at + 50_000])
     assert _log_of(store, job.id) == text
+
+
+def _metric_lines(store, attempt, lines: list[str], per_report: int, start: int = 0) -> int:
+    """Send ``lines`` as a launcher does, ``per_report`` at a time from byte ``start``; the next offset."""
+    at = start
+    for i in range(0, len(lines), per_report):
+        batch = lines[i:i + per_report]
+        store.add_metrics(attempt.id, 0, at, batch)
+        at += sum(len(x.encode()) + 1 for x in batch)
+    return at
+
+
+def _line(step: int, **values: float) -> str:
+    return json.dumps({"step": step, "ts": float(step), "values": values})
+
+
+def test_a_long_series_keeps_evenly_spaced_points_and_its_newest_and_a_rare_one_keeps_all(store):
+    store.metrics_keep = 100
+    job, attempt = running_attempt(store)
+    lines = [_line(i, loss=1 / (i + 1), **({"acc": i / 10_000} if i % 500 == 0 else {})) for i in range(10_000)]
+    end = _metric_lines(store, attempt, lines, 37)
+    loss = [m.step for m in store.metrics(job.id) if m.name == "loss"]
+    # 10,000 points under a keep of 100: the stride doubled to 128, every 128th point stays, and the newest
+    assert loss == [*range(0, 10_000, 128), 9999]
+    assert [m.step for m in store.metrics(job.id) if m.name == "acc"] == list(range(0, 10_000, 500))
+    # a resend of what was received changes nothing; the next report goes on from the newest
+    _metric_lines(store, attempt, lines[:100], 50)
+    assert [m.step for m in store.metrics(job.id) if m.name == "loss"] == loss
+    _metric_lines(store, attempt, [_line(10_000, loss=0.5)], 1, start=end)
+    assert [m.step for m in store.metrics(job.id) if m.name == "loss"] == [*range(0, 10_000, 128), 10_000]
+    with store.read() as s:  # thinned in the database, not only in what is read
+        assert s.scalar(select(func.count()).select_from(Metric).where(Metric.job_id == job.id)) == 79 + 20 + 1
+
+
+def test_points_of_metric_names_past_the_limit_are_not_stored_and_the_log_says_so_once(store, monkeypatch):
+    monkeypatch.setattr(metric_series, "NAMES", 3)
+    job, attempt = running_attempt(store)
+    end = _metric_lines(store, attempt, [_line(i, **{f"m{i}": 1.0, "loss": 0.1}) for i in range(5)], 1)
+    _metric_lines(store, attempt, [_line(5, m9=1.0, m0=2.0)], 1, start=end)
+    assert sorted({m.name for m in store.metrics(job.id)}) == ["loss", "m0", "m1"]
+    assert [m.value for m in store.metrics(job.id) if m.name == "m0"] == [1.0, 2.0]
+    assert _log_of(store, job.id).count(metric_series.dropped_note()) == 1
+
+
+def test_with_metrics_keep_zero_every_point_is_kept(store):
+    store.metrics_keep = 0
+    job, attempt = running_attempt(store)
+    _metric_lines(store, attempt, [_line(i, loss=float(i)) for i in range(3000)], 500)
+    assert [m.step for m in store.metrics(job.id)] == list(range(3000))
+
+
+def test_what_a_job_prints_or_logs_is_stored_whatever_bytes_it_holds(store):
+    job, attempt = running_attempt(store)
+    store.append_log(attempt.id, 0, 0, "a\x00b\n")  # PostgreSQL's text refuses a NUL: every report failed
+    assert _log_of(store, job.id) == "a\ufffdb\n"
+    lines = [json.dumps({"step": 2**40, "ts": 1.0, "values": {"lo\x00ss": 0.5, "": 1.0}}),  # a step counting tokens
+             '{"step": 1, "ts": "soon", "values": {"x": 1}}', '{"step": 1, "values": [1]}', '[1, 2]',
+             json.dumps({"step": 1e300, "ts": 2.0, "values": {"y": 2.0}})]
+    store.add_metrics(attempt.id, 0, 0, lines)
+    assert [(m.step, m.name, m.value) for m in store.metrics(job.id)] == [(2**40, "lo\ufffdss", 0.5), (None, "y", 2.0)]

@@ -6,6 +6,7 @@ sample_every: 5            # seconds between a launcher's resource samples; 0: o
 idle_gpu_threshold: 5      # % GPU utilisation under which a job's GPUs are idle ...
 idle_gpu_period: 30m       # ... for this long before the job is flagged
 log_keep: 64Mi             # of a replica's log, the first half and the last half are kept; 0: all of it
+metrics_keep: 4000         # points of each metric of a replica: evenly spaced, and the newest; 0: every point
 prices:
   currency: EUR
   gpu_hour: {A100: 2.5, "*": 1.0}
@@ -25,7 +26,7 @@ from typing import Any
 from trainyard.errors import InvalidSpec
 from trainyard.spec.units import parse_duration, parse_memory
 
-KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "prices", "scheduler")
+KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "prices", "scheduler")
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:

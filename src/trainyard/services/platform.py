@@ -77,6 +77,7 @@ class Platform:
         self._on_lead: Callable[[], None] = lambda: None
         self.store = Store(settings.db_url)
         self.store.log_keep = settings.log_keep
+        self.store.metrics_keep = settings.metrics_keep
         self.lease = lease or make_lease(settings.db_url)
         self.artifacts = ArtifactStore(settings.artifacts_url, settings.storage_options)
         self.notifier = Notifier()

@@ -114,13 +114,27 @@ class LogChunk(Base):
 class Metric(Base):
     __tablename__ = "metrics"
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
-    job_id: Mapped[str] = mapped_column(String(40), index=True)
+    job_id: Mapped[str] = mapped_column(String(40))
     attempt: Mapped[int] = mapped_column(Integer)
     replica: Mapped[int] = mapped_column(Integer)
-    step: Mapped[int | None] = mapped_column(Integer)
+    step: Mapped[int | None] = mapped_column(BigInteger)  # a step may count tokens: past 2^31
     name: Mapped[str] = mapped_column(String(255))
     value: Mapped[float] = mapped_column(Float)
     ts: Mapped[float] = mapped_column(Float)
+    seq: Mapped[int | None] = mapped_column(BigInteger)  # the point's number in its series (None: stored before 0011)
+    # a job's points (its prefix), and one series' points by number (what thinning deletes)
+    __table_args__ = (Index("ix_metrics_series", "job_id", "attempt", "replica", "name", "seq"),)
+
+
+class MetricSeries(Base):
+    """How many points of one metric of one replica came, and which are stored (see store.metric_series)."""
+
+    __tablename__ = "metric_series"
+    attempt_id: Mapped[str] = mapped_column(String(48), primary_key=True)
+    replica: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    received: Mapped[int] = mapped_column(BigInteger)
+    stride: Mapped[int] = mapped_column(BigInteger)
 
 
 class Artifact(Base):

@@ -17,12 +17,14 @@ from typing import Any, NamedTuple
 from sqlalchemy import bindparam, delete, func, select, update
 
 from trainyard.artifact_paths import is_artifact_path, output_record_problem
-from trainyard.config import LOG_KEEP
+from trainyard.config import LOG_KEEP, METRICS_KEEP
 from trainyard.errors import AttemptEnded, AttemptNotFound, AttemptUnauthorized
 from trainyard.spec.records import ArtifactInfo, AttemptInfo, LogChunk, MetricPoint
+from trainyard.spec.nul import printable
 from trainyard.spec.units import format_memory
 from trainyard.status import AttemptStatus, JobStatus
 from trainyard.store import tables as t
+from trainyard.store.metric_series import Point, dropped_note, store_points
 
 logger = logging.getLogger("trainyard.store")
 
@@ -79,6 +81,7 @@ def log_note(keep: int) -> str:
 
 class TelemetryMixin:
     log_keep: int = LOG_KEEP  # ServerSettings.log_keep: its first and its last half are kept; 0: every byte
+    metrics_keep: int = METRICS_KEEP  # ServerSettings.metrics_keep: points of each series (metric_series); 0: all
 
     def _replica_row(self, s, attempt_id: str, replica: int) -> tuple[AttemptRow, ReplicaRow]:  # noqa: ANN001
         """The attempt's and the replica's columns a report needs, in one prebuilt query (two ORM
@@ -182,7 +185,7 @@ class TelemetryMixin:
     def _log_chunk(s, attempt: AttemptRow, rep: ReplicaRow, offset: int, raw: bytes) -> None:  # noqa: ANN001
         if raw:
             s.add(t.LogChunk(job_id=attempt.job_id, attempt_id=attempt.id, attempt=attempt.number, replica=rep.index,
-                             offset=offset, data=raw.decode("utf-8", errors="replace")))
+                             offset=offset, data=printable(raw.decode("utf-8", errors="replace"))))
 
     def read_logs(
         self, job_id: str, *, after: int = 0, attempt: int | None = None, replica: int | None = None,
@@ -213,17 +216,19 @@ class TelemetryMixin:
             return self._add_metrics(s, *self._replica_row(s, attempt_id, replica), offset, lines)
 
     def _add_metrics(self, s, attempt: AttemptRow, rep: ReplicaRow, offset: int, lines: list[str]) -> int:  # noqa: ANN001
-        have, pos, new_rows = rep.metrics_offset, offset, []
+        have, pos, points = rep.metrics_offset, offset, []
         for line in lines:
             end = pos + len(line.encode("utf-8")) + 1
             if pos >= have:
-                new_rows.extend(_metric_rows(attempt, rep.index, line))
+                points.extend(_points(line))
             pos = end
         if pos <= have:
             return have
         if self._moved(s, rep, "metrics_offset", have, pos):
-            s.add_all(new_rows)
-            self._record_usage(s, attempt, rep.index, new_rows)  # type: ignore[attr-defined]
+            self._record_usage(s, attempt, rep.index, points)  # type: ignore[attr-defined]
+            if points and store_points(s, attempt.job_id, attempt.id, attempt.number, rep.index, points,
+                                       self.metrics_keep):
+                self._log_chunk(s, attempt, rep, -1, dropped_note().encode())
         return pos
 
     def metrics(self, job_id: str, system: bool = False) -> list[MetricPoint]:
@@ -268,17 +273,16 @@ class TelemetryMixin:
                     for a in s.scalars(q)]
 
 
-def _metric_rows(attempt: AttemptRow, replica: int, line: str) -> list[t.Metric]:
+def _points(line: str) -> list[Point]:
+    """A metric line's values; nothing, for a line that is torn or not one (skipped rather than lose the rest)."""
     try:
         item = json.loads(line)
-        values = item["values"]
-    except (ValueError, KeyError, TypeError):
-        return []  # a torn or foreign line: skip it rather than lose the rest
-    step = item.get("step")
-    rows = []
-    for name, value in values.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            rows.append(t.Metric(job_id=attempt.job_id, attempt=attempt.number, replica=replica,
-                                 step=int(step) if isinstance(step, (int, float)) else None,
-                                 name=str(name)[:255], value=float(value), ts=float(item.get("ts") or 0)))
-    return rows
+        values, step, ts = item["values"], item.get("step"), float(item.get("ts") or 0)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+    if not isinstance(values, dict):
+        return []
+    step = int(step) if isinstance(step, (int, float)) and math.isfinite(step) and abs(step) < 2**63 else None
+    ts = ts if math.isfinite(ts) else 0.0
+    return [Point(printable(str(name)[:255]), step, float(value), ts) for name, value in values.items()
+            if name != "" and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)]
