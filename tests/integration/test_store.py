@@ -389,3 +389,21 @@ def test_what_a_job_prints_or_logs_is_stored_whatever_bytes_it_holds(store):
              json.dumps({"step": 1e300, "ts": 2.0, "values": {"y": 2.0}})]
     store.add_metrics(attempt.id, 0, 0, lines)
     assert [(m.step, m.name, m.value) for m in store.metrics(job.id)] == [(2**40, "lo\ufffdss", 0.5), (None, "y", 2.0)]
+
+
+def test_a_log_is_read_in_pages_of_bounded_size_that_join_into_the_whole(store):
+    store.log_keep = 0
+    job, attempt = running_attempt(store)
+    parts = [chr(ord("a") + i) * 100_000 for i in range(10)]  # ten reports of 100 KB, as a chatty job sends
+    for i, part in enumerate(parts):
+        store.append_log(attempt.id, 0, i * 100_000, part)
+    pages, cursor = [], 0
+    while True:
+        chunks, cursor = store.read_logs(job.id, after=cursor, max_bytes=250_000)
+        if not chunks:
+            break
+        pages.append("".join(c.data for c in chunks))
+    # each page ends with the chunk that passes the bound: three chunks, not all ten at once
+    assert [len(p) for p in pages] == [300_000, 300_000, 300_000, 100_000]
+    assert "".join(pages) == "".join(parts)
+    assert [c for _, c in store.read_log_cursors(job.id, after=0, max_bytes=1)] == store.read_logs(job.id, limit=1)[0]

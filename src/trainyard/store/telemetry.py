@@ -68,6 +68,8 @@ _CONTACT = update(t.Replica.__table__).where(_R.attempt_id == bindparam("k_attem
                                              _R.index == bindparam("k_index")).values(last_contact_at=bindparam("v_at"))
 
 
+PAGE_BYTES = 4 << 20  # characters of log one read returns at most (and one chunk more): 1,000 chunks of a chatty
+# job's 1 MiB reports were a page of 1 GiB in the server's memory, per reader
 _DROP_EVERY = 1 << 20  # past the bound, what falls out of the kept end is dropped once per this many bytes of log
 
 
@@ -189,26 +191,37 @@ class TelemetryMixin:
 
     def read_logs(
         self, job_id: str, *, after: int = 0, attempt: int | None = None, replica: int | None = None,
-        limit: int = 1000,
+        limit: int = 1000, max_bytes: int = PAGE_BYTES,
     ) -> tuple[list[LogChunk], int]:
         """Chunks after cursor ``after``, oldest first, and the cursor to pass next."""
-        rows = self.read_log_cursors(job_id, after=after, attempt=attempt, replica=replica, limit=limit)
+        rows = self.read_log_cursors(job_id, after=after, attempt=attempt, replica=replica, limit=limit,
+                                     max_bytes=max_bytes)
         return [c for _, c in rows], (rows[-1][0] if rows else after)
 
     def read_log_cursors(
         self, job_id: str, *, after: int = 0, attempt: int | None = None, replica: int | None = None,
-        limit: int = 1000,
+        limit: int = 1000, max_bytes: int = PAGE_BYTES,
     ) -> list[tuple[int, LogChunk]]:
-        """Chunks after cursor ``after``, oldest first, each with its own cursor: a stream that breaks
-        mid-page resumes after the last chunk the client got, not after the page."""
-        q = select(t.LogChunk).where(t.LogChunk.job_id == job_id, t.LogChunk.id > after)
+        """At most ``limit`` chunks after cursor ``after``, oldest first, ending with the one that passes
+        ``max_bytes`` of text, each with its own cursor: a stream that breaks mid-page resumes after the last
+        chunk the client got, not after the page."""
+        c = t.LogChunk.__table__.c
+        q = select(c.id, c.attempt, c.replica, c.offset, c.data).where(c.job_id == job_id, c.id > after)
         if attempt is not None:
-            q = q.where(t.LogChunk.attempt == attempt)
+            q = q.where(c.attempt == attempt)
         if replica is not None:
-            q = q.where(t.LogChunk.replica == replica)
+            q = q.where(c.replica == replica)
+        out, size = [], 0
         with self.read() as s:  # type: ignore[attr-defined]
-            rows = list(s.scalars(q.order_by(t.LogChunk.id).limit(limit)))
-        return [(r.id, LogChunk(attempt=r.attempt, replica=r.replica, offset=r.offset, data=r.data)) for r in rows]
+            # streamed a few rows at a time (a server-side cursor on PostgreSQL): a page of a log of 1 MiB
+            # reports stops at its bound without the rest of its thousand chunks read into memory
+            for id_, attempt_no, replica_no, offset, data in s.execute(q.order_by(c.id).limit(limit),
+                                                                       execution_options={"yield_per": 4}):
+                out.append((id_, LogChunk(attempt=attempt_no, replica=replica_no, offset=offset, data=data)))
+                size += len(data)
+                if size >= max_bytes:
+                    break
+        return out
 
     def add_metrics(self, attempt_id: str, replica: int, offset: int, lines: list[str]) -> int:
         """Store metric lines (JSON from the in-job SDK) starting at byte ``offset``."""
