@@ -100,3 +100,17 @@ def test_run_warns_of_an_undeclared_param_on_stderr_and_keeps_the_spec_on_stdout
     assert "trainyard.params()" in out.stderr
     quiet = subprocess.run([*run, "-p", "lr=0.5"], capture_output=True, text=True, env=env, timeout=60)
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_a_missing_file_or_a_bad_flag_is_said_as_it_is_and_a_bad_spec_is_headed_invalid_spec(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from trainyard.cli.main import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_text("command: x\nfoo: 1\n")
+    for argv, said in ([["run", "nothere.yaml"], "error: nothere.yaml: no such file\n"],
+                       [["run", "-e", "X", "--", "true"], "error: --env: 'X': expected KEY=VALUE\n"],
+                       [["run", "bad.yaml"], "error: invalid spec\n  bad.yaml:2 foo: unknown field 'foo'\n"]):
+        got = CliRunner().invoke(app, argv)
+        assert got.exit_code == 2 and got.output == said, (argv, got.output)

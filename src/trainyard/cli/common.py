@@ -27,9 +27,14 @@ def handled() -> Iterator[None]:
             warnings.showwarning = _show_warning
             yield
     except InvalidSpec as e:
-        err_console.print("[red]error:[/red] invalid spec")
+        # "invalid spec" heads errors found in a spec's fields; a missing file or a bad flag is said as it is
+        in_spec = any(item.get("field") or item.get("line") for item in e.errors)
+        if in_spec:
+            err_console.print("[red]error:[/red] invalid spec")
         for item in e.errors:
-            err_console.print(f"  {item.get('where') or item.get('field')}: {item.get('message')}", markup=False,
+            head = "  " if in_spec else "[red]error:[/red] "
+            err_console.print(head, end="")
+            err_console.print(f"{item.get('where') or item.get('field')}: {item.get('message')}", markup=False,
                               highlight=False)
         raise typer.Exit(2) from None
     except TrainyardError as e:
