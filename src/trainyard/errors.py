@@ -108,6 +108,12 @@ class ClusterNotFound(NotFound):
     code = "cluster_not_found"
 
 
+class SweepNotFound(NotFound):
+    """No such sweep."""
+
+    code = "sweep_not_found"
+
+
 class ServiceNotFound(NotFound):
     """No such service."""
 

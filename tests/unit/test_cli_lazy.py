@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from trainyard.cli.main import COMMANDS, app
 
 EVERY_COMMAND = ["run", "ls", "show", "logs", "cancel", "download", "doctor", "init", "top", "events", "usage",
-                 "ui", "serve", "login", "audit", "nodes", "server", "queue", "pipeline", "artifact", "cluster",
+                 "ui", "serve", "login", "audit", "nodes", "server", "queue", "pipeline", "artifact", "cluster", "sweep",
                  "service", "admin", "token"]
 runner = CliRunner()
 

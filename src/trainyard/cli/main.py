@@ -34,6 +34,7 @@ COMMANDS = {
     "pipeline": "trainyard.cli.pipelines:app",
     "artifact": "trainyard.cli.pipelines:artifact_app",
     "cluster": "trainyard.cli.clusters:app",
+    "sweep": "trainyard.cli.sweeps:app",
     "service": "trainyard.cli.services:app",
     "admin": "trainyard.cli.admin:app",
     "token": "trainyard.cli.tokens:app",

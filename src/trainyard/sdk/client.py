@@ -61,6 +61,17 @@ class Client:
         return Pipelines(self.http)
 
     @property
+    def sweeps(self):  # noqa: ANN201
+        """Hyperparameter sweeps: list, get, cancel, wait (see :mod:`trainyard.sdk.sweeps`)."""
+        from trainyard.sdk.sweeps import Sweeps
+
+        return Sweeps(self.http)
+
+    def sweep(self, spec: Any, base_dir: str | Path | None = None) -> Any:
+        """Start a sweep from a YAML file, a dict or a :class:`~trainyard.spec.sweep.SweepSpec`: its SweepInfo."""
+        return self.sweeps.create(spec, base_dir)
+
+    @property
     def monitoring(self):  # noqa: ANN201
         """Events, resource use and usage reports (see :mod:`trainyard.sdk.monitoring`)."""
         from trainyard.sdk.monitoring import Monitoring

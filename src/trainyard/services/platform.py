@@ -42,6 +42,8 @@ from trainyard.services.service_loop import ServiceLoop
 from trainyard.services.service_traffic import TrafficCollector
 from trainyard.services.serving import ServingService
 from trainyard.services.snapshots import SnapshotService
+from trainyard.services.sweep_loop import SweepLoop
+from trainyard.services.sweeps import SweepService
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.store import IdleRule, Store
 from trainyard.store.lease import Lease, make_lease
@@ -106,6 +108,9 @@ class Platform:
         self.service_loop = ServiceLoop(self.serving)
         self.serving.wake = self.service_loop.wake
         self.pipelines.serving = self.serving  # serve steps apply services
+        self.sweeps = SweepService(self.store, self.jobs)
+        self.sweep_loop = SweepLoop(self.sweeps, self.notifier)
+        self.sweeps.wake = self.sweep_loop.wake
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
@@ -161,6 +166,7 @@ class Platform:
         self.pipelines.start()
         self.dask_loop.start()
         self.service_loop.start()
+        self.sweep_loop.start()
         self._on_lead()
 
     def _follow(self) -> None:
@@ -170,6 +176,7 @@ class Platform:
         self.pipelines.stop()
         self.dask_loop.stop()
         self.service_loop.stop()
+        self.sweep_loop.stop()
         self.loop.stop()
         self.end_watch.stop()
 

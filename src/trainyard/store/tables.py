@@ -244,6 +244,39 @@ class DaskCluster(Base):
     ended_at: Mapped[float | None] = mapped_column(Float)
 
 
+class Sweep(Base):
+    """A hyperparameter search: its spec, and the trials it started (``sweep_trials``)."""
+
+    __tablename__ = "sweeps"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, unique=True)  # creation order, also the listing order
+    name: Mapped[str] = mapped_column(String(63), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    spec: Mapped[dict] = mapped_column(JSON)  # the SweepSpec as created
+    snapshot: Mapped[str | None] = mapped_column(String(80))  # the trial job's code, uploaded once
+    owner: Mapped[str | None] = mapped_column(String(63), index=True)  # who created it; its trials are theirs
+    team: Mapped[str | None] = mapped_column(String(63), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+
+
+class SweepTrial(Base):
+    __tablename__ = "sweep_trials"
+    sweep_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(40), index=True)
+    params: Mapped[dict] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))
+    value: Mapped[float | None] = mapped_column(Float)
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    reported: Mapped[dict] = mapped_column(JSON, default=dict)  # step -> value the pruner was told
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+
+
 class Event(Base):
     """One status change of a job or pipeline run. Written by database triggers (migration 0007)
     on every change of ``status``, never by Python: no write path can forget one."""

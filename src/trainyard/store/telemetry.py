@@ -244,11 +244,14 @@ class TelemetryMixin:
                 self._log_chunk(s, attempt, rep, -1, dropped_note().encode())
         return pos
 
-    def metrics(self, job_id: str, system: bool = False) -> list[MetricPoint]:
-        """What the job logged; with ``system``, also the launcher's ``system/…`` resource samples."""
+    def metrics(self, job_id: str, system: bool = False, name: str | None = None) -> list[MetricPoint]:
+        """What the job logged; with ``system``, also the launcher's ``system/…`` resource samples; with
+        ``name``, that metric's points only."""
         with self.read() as s:  # type: ignore[attr-defined]
             q = select(t.Metric).where(t.Metric.job_id == job_id).order_by(t.Metric.id)
-            if not system:
+            if name is not None:
+                q = q.where(t.Metric.name == name)
+            elif not system:
                 q = q.where(t.Metric.name.not_like("system/%"))
             return [MetricPoint(attempt=m.attempt, replica=m.replica, step=m.step, name=m.name, value=m.value, ts=m.ts)
                     for m in s.scalars(q)]

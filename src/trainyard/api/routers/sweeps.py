@@ -1,0 +1,31 @@
+"""/api/v1/sweeps: thin; the rules live in services/sweeps, the search in services/sweep_loop."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+
+from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.spec.sweep import SweepCreate, SweepInfo
+
+router = APIRouter(prefix="/api/v1/sweeps", tags=["sweeps"])
+
+
+@router.get("")
+def list_sweeps(p: PlatformDep, caller: CallerDep,
+                all: bool = Query(True, description="with ended ones; false: running only")) -> list[SweepInfo]:
+    return p.sweeps.list(include_ended=all, caller=caller)
+
+
+@router.post("", status_code=201)
+def create_sweep(body: SweepCreate, p: PlatformDep, caller: CallerDep) -> SweepInfo:
+    return p.sweeps.create(body.spec, body.snapshot, caller)
+
+
+@router.get("/{key}")
+def get_sweep(key: str, p: PlatformDep, caller: CallerDep) -> SweepInfo:
+    return p.sweeps.get(key, caller)
+
+
+@router.post("/{key}/cancel")
+def cancel_sweep(key: str, p: PlatformDep, caller: CallerDep) -> SweepInfo:
+    return p.sweeps.cancel(key, caller)

@@ -1,0 +1,250 @@
+"""A sweep: a hyperparameter search whose trials are jobs, and whose bad trials stop early.
+
+```yaml
+name: digits-search
+job:                                   # each trial runs this job with the sampled params
+  command: python train.py --lr {{params.lr}} --depth {{params.depth}}
+  workdir: .
+  resources: {cpu: 1}
+parameters:
+  lr: {min: 0.0001, max: 0.1, log: true}   # a float range (log: sampled on a log scale)
+  depth: {values: [2, 4, 8]}               # one of these
+  layers: {min: 1, max: 4}                 # whole numbers when both ends are
+  seed: 7                                  # the same in every trial
+metric: {name: val_acc, goal: maximize}   # what each trial logs (trainyard.log_metrics); its last value counts
+method: tpe                                # tpe (Optuna's default), random, or grid (every combination of values)
+trials: 20                                 # at most this many
+parallel: 2                                # at most this many at once
+early_stopping: {type: median, warmup_steps: 2, min_trials: 3}
+```
+
+The parameter forms are Weights & Biases' (``values``, ``min``/``max``), the search and the
+early stopping Optuna's (TPE, random; median and Hyperband pruning).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from enum import Enum
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from trainyard.spec.job import NAME, JobSpec, Strict
+from trainyard.spec.records import Digest
+from trainyard.spec.units import Count
+
+Scalar = Union[str, int, float, bool, None]
+MAX_TRIALS = 10_000  # each trial is a job: a row, a place in line
+MAX_VALUES = 1000  # of one ``values`` list
+
+
+class Param(Strict):
+    """One searched parameter: ``values`` to choose from, or a ``min``…``max`` range."""
+
+    values: list[Scalar] | None = Field(None, description="choose one of these")
+    min: float | None = Field(None, description="the range's low end (whole numbers when both ends are)")
+    max: float | None = Field(None, description="the range's high end, included")
+    log: bool = Field(False, description="sample the range on a log scale (both ends > 0)")
+    step: float | None = Field(None, gt=0, description="only values min + k × step")
+    integer: bool = False  # set from the ends as written: 1 and 4 are a range of whole numbers
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ints(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "integer" not in data:
+            ends = [data.get("min"), data.get("max")]
+            step = data.get("step")
+            data = {**data, "integer": all(isinstance(x, int) and not isinstance(x, bool) for x in ends)
+                    and (step is None or (isinstance(step, int) and not isinstance(step, bool)))}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "Param":
+        ranged = self.min is not None or self.max is not None
+        if self.values is not None:
+            if ranged or self.log or self.step is not None:
+                raise ValueError("give values, or min and max, not both")
+            if not self.values or len(self.values) > MAX_VALUES:
+                raise ValueError(f"values: give 1 to {MAX_VALUES} of them")
+            if any(isinstance(v, float) and not math.isfinite(v) for v in self.values):
+                raise ValueError("values: every number must be finite")
+            return self
+        if self.min is None or self.max is None:
+            raise ValueError("give values: [...], or both min and max")
+        if not (math.isfinite(self.min) and math.isfinite(self.max)) or self.min > self.max:
+            raise ValueError(f"min {self.min:g} must be a finite number at most max {self.max:g}")
+        if self.log and self.min <= 0:
+            raise ValueError("log: a log-scale range needs min > 0")
+        if self.log and self.step is not None:
+            raise ValueError("step and log cannot go together")
+        return self
+
+    def placeholder(self) -> Any:
+        """A value of this parameter (to check the trial job's spec before any trial is sampled)."""
+        if self.values is not None:
+            return self.values[0]
+        return int(self.min) if self.integer else self.min  # type: ignore[arg-type]
+
+
+class Metric(Strict):
+    name: str = Field(min_length=1, max_length=255, description="a metric each trial logs")
+    goal: Literal["maximize", "minimize"] = "maximize"
+    use: Literal["last", "best"] = Field("last", description="a trial's value: its last logged, or its best")
+
+
+class EarlyStopping(Strict):
+    """Optuna's pruners, fed each trial's ``metric`` by step as it logs it."""
+
+    type: Literal["median", "hyperband"]
+    warmup_steps: Count = Field(0, description="median: steps a trial runs before it can be stopped")
+    min_trials: Count = Field(1, description="median: trials that must have finished before any is stopped")
+    min_steps: Count = Field(1, ge=1, description="hyperband: the fewest steps a trial gets")
+    max_steps: Count = Field(100, ge=1, description="hyperband: the steps of a whole trial")
+    reduction_factor: Count = Field(3, ge=2, description="hyperband: 1 in this many trials go on at each rung")
+
+
+class SweepSpec(Strict):
+    name: str = "sweep"
+    job: JobSpec
+    parameters: dict[str, Param | Scalar] = Field(description="searched: {values} or {min, max}; else the same "
+                                                  "value in every trial")
+    metric: Metric
+    method: Literal["tpe", "random", "grid"] = "tpe"
+    trials: Count | None = Field(None, ge=1, le=MAX_TRIALS, description="at most; default 10 (grid: every "
+                                 "combination)")
+    parallel: Count = Field(1, ge=1, le=1000, description="trials running at once")
+    max_failures: Count | None = Field(None, description="the sweep fails once this many trials have failed; "
+                                       "default: when every one of the first `parallel` + 2 has")
+    early_stopping: EarlyStopping | None = None
+    seed: int | None = Field(None, ge=0, le=2**32 - 1, description="the sampler's seed: the same trials again")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _job_params(cls, data: Any) -> Any:
+        """The trial job is checked with each parameter given (its command may name them), as a trial will be."""
+        if isinstance(data, dict) and isinstance(data.get("job"), dict) and isinstance(data.get("parameters"), dict):
+            given = {}
+            for k, v in data["parameters"].items():
+                try:
+                    given[k] = Param.model_validate(v).placeholder() if isinstance(v, dict) else v
+                except ValueError:
+                    given[k] = 0  # the parameter's own error is reported at its field
+            data = {**data, "job": {**data["job"], "params": {**(data["job"].get("params") or {}), **given}}}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME.match(v):
+            raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
+        return v
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if not any(isinstance(p, Param) for p in v.values()):
+            raise ValueError("give at least one searched parameter ({values: [...]} or {min: …, max: …})")
+        if any(isinstance(p, float) and not math.isfinite(p) for p in v.values()):
+            raise ValueError("every number must be finite")
+        return v
+
+    @model_validator(mode="after")
+    def _grid(self) -> "SweepSpec":
+        for k in self.parameters:  # given to every trial by the sweep: the placeholders above are not kept
+            self.job.params.pop(k, None)
+        if self.method == "grid":
+            ranged = [k for k, p in self.searched().items() if p.values is None]
+            if ranged:
+                raise ValueError(f"method grid tries every combination of values: give {', '.join(ranged)} as "
+                                 "values: [...]")
+            if self.grid_size() > MAX_TRIALS:
+                raise ValueError(f"the grid has {self.grid_size():,} combinations; at most {MAX_TRIALS:,}")
+        return self
+
+    def searched(self) -> dict[str, Param]:
+        return {k: p for k, p in self.parameters.items() if isinstance(p, Param)}
+
+    def constants(self) -> dict[str, Any]:
+        return {k: p for k, p in self.parameters.items() if not isinstance(p, Param)}
+
+    def grid_size(self) -> int:
+        return math.prod(len(p.values or ()) for p in self.searched().values())
+
+    def grid(self) -> list[dict[str, Any]]:
+        """Every combination of the searched values, in order (method grid)."""
+        names = list(self.searched())
+        return [dict(zip(names, combo)) for combo in itertools.product(*(self.parameters[n].values for n in names))]
+
+    @property
+    def max_trials(self) -> int:
+        if self.method == "grid":
+            return min(self.trials or MAX_TRIALS, self.grid_size())
+        return self.trials or 10
+
+    @property
+    def failures_allowed(self) -> int:
+        return self.max_failures if self.max_failures is not None else self.parallel + 2
+
+    def trial_job(self, number: int, params: dict[str, Any]) -> JobSpec:
+        """Trial ``number``'s job: the job with the constants and the sampled ``params``."""
+        data = self.job.model_dump(mode="json", exclude_unset=True)
+        data["name"] = f"{self.name}-{number}"[:63]
+        data["params"] = {**self.job.params, **self.constants(), **params}
+        return JobSpec.model_validate(data)
+
+
+class SweepStatus(str, Enum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"  # every trial ended, at least one with a value
+    FAILED = "failed"  # too many trials failed, or none gave a value
+    CANCELLED = "cancelled"
+
+    def is_terminal(self) -> bool:
+        return self is not SweepStatus.RUNNING
+
+
+class TrialState(str, Enum):
+    RUNNING = "running"
+    COMPLETE = "complete"  # ended, with a value
+    PRUNED = "pruned"  # stopped early: worse than the others at the same step
+    FAILED = "failed"  # its job failed, or it logged no value of the metric
+    CANCELLED = "cancelled"  # the sweep was cancelled, or ended, while it ran
+
+    def is_terminal(self) -> bool:
+        return self is not TrialState.RUNNING
+
+
+class TrialInfo(BaseModel):
+    number: int
+    job_id: str
+    params: dict[str, Any]
+    state: TrialState
+    value: float | None = None
+    step: int | None = None  # the last step of the metric seen
+    reason: str | None = None
+    created_at: float
+    ended_at: float | None = None
+
+
+class SweepInfo(BaseModel):
+    id: str
+    name: str
+    status: SweepStatus
+    reason: str | None = None
+    spec: SweepSpec
+    owner: str | None = None
+    team: str | None = None
+    best: TrialInfo | None = None
+    trials: list[TrialInfo] = Field(default_factory=list)
+    created_at: float
+    updated_at: float
+    ended_at: float | None = None
+
+
+class SweepCreate(BaseModel):
+    """``POST /api/v1/sweeps``: the spec, and the trial job's code snapshot if it has a ``workdir``."""
+
+    spec: SweepSpec
+    snapshot: Digest | None = None

@@ -1,0 +1,119 @@
+"""Sweeps: one row each, and one row per trial naming its job.
+
+A sweep's status moves only from running (a compare-and-set); a trial's row is
+written by the leader's sweep loop, and its state too moves only from running.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+
+from trainyard.auth.permissions import Visible
+from trainyard.errors import SweepNotFound
+from trainyard.spec.sweep import SweepSpec, SweepStatus, TrialInfo, TrialState
+from trainyard.store import Store
+from trainyard.store import tables as t
+from trainyard.store.store import visible_where
+
+_S, _T = t.Sweep.__table__, t.SweepTrial.__table__
+
+
+class SweepRow(dict):
+    """A row as a dict, its spec parsed (``row["spec"]`` is a :class:`SweepSpec`) and its status an enum."""
+
+
+class SweepStore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def create(self, spec: SweepSpec, snapshot: str | None, owner: str | None, team: str | None) -> str:
+        now = time.time()
+        with self.store.write() as s:
+            seq = (s.scalar(select(func.max(_S.c.seq))) or 0) + 1
+            row = dict(id="s-" + secrets.token_hex(5), seq=seq, name=spec.name, status=SweepStatus.RUNNING.value,
+                       spec=spec.model_dump(mode="json"), snapshot=snapshot, owner=owner, team=team,
+                       reason="starting its first trials", created_at=now, updated_at=now, ended_at=None)
+            s.connection().execute(insert(_S), [row])
+        return row["id"]
+
+    def find(self, key: str, visible: Visible | None = None) -> SweepRow:
+        """A sweep by id, else by name (the newest running one, else the newest), among those the caller sees."""
+        seen = _seen(visible)
+        found = self._rows((_S.c.id == key) & seen) or self._rows((_S.c.name == key) & seen)
+        if not found:
+            raise SweepNotFound(f"no such sweep: {key}", sweep=key)
+        live = [r for r in found if r["status"] is SweepStatus.RUNNING]
+        return (live or found)[-1]
+
+    def list(self, include_ended: bool = True, visible: Visible | None = None) -> list[SweepRow]:
+        where = _seen(visible)
+        if not include_ended:
+            where = where & (_S.c.status == SweepStatus.RUNNING.value)
+        return self._rows(where)
+
+    def live(self) -> list[SweepRow]:
+        return self.list(include_ended=False)
+
+    def _rows(self, where: Any) -> list[SweepRow]:
+        with self.store.read() as s:
+            rows = s.connection().execute(select(_S).where(where).order_by(_S.c.seq)).mappings().all()
+        return [SweepRow({**r, "status": SweepStatus(r["status"]), "spec": SweepSpec.model_validate(r["spec"])})
+                for r in rows]
+
+    def end(self, sweep_id: str, status: SweepStatus, reason: str) -> bool:
+        """Move a running sweep to ``status``; False if it had already ended."""
+        now = time.time()
+        with self.store.write() as s:
+            stmt = (update(_S).where(_S.c.id == sweep_id, _S.c.status == SweepStatus.RUNNING.value)
+                    .values(status=status.value, reason=reason, updated_at=now, ended_at=now))
+            return s.connection().execute(stmt).rowcount == 1
+
+    def note(self, sweep_id: str, reason: str) -> None:
+        """What a running sweep is doing now (shown by ``sweep show``)."""
+        with self.store.write() as s:
+            s.connection().execute(update(_S).where(_S.c.id == sweep_id, _S.c.status == SweepStatus.RUNNING.value,
+                                                    _S.c.reason.is_distinct_from(reason))
+                                   .values(reason=reason, updated_at=time.time()))
+
+    # -- trials ---------------------------------------------------------------------
+
+    def trials(self, sweep_id: str) -> list[TrialInfo]:
+        with self.store.read() as s:
+            rows = s.connection().execute(select(_T).where(_T.c.sweep_id == sweep_id)
+                                          .order_by(_T.c.number)).mappings().all()
+        return [TrialInfo(**{k: r[k] for k in TrialInfo.model_fields}) for r in rows]
+
+    def reported(self, sweep_id: str, number: int) -> dict[int, float]:
+        """What the pruner was told of a running trial, step by step (its memory across a restart)."""
+        with self.store.read() as s:
+            got = s.scalar(select(_T.c.reported).where(_T.c.sweep_id == sweep_id, _T.c.number == number))
+        return {int(k): float(v) for k, v in (got or {}).items()}
+
+    def add_trial(self, sweep_id: str, number: int, job_id: str, params: dict[str, Any]) -> None:
+        with self.store.write() as s:
+            s.connection().execute(insert(_T), [dict(sweep_id=sweep_id, number=number, job_id=job_id, params=params,
+                                                     state=TrialState.RUNNING.value, value=None, step=None,
+                                                     reported={}, reason=None, created_at=time.time(),
+                                                     ended_at=None)])
+
+    def update_trial(self, sweep_id: str, number: int, **values: Any) -> bool:
+        """Write a running trial's columns (with ``state`` a final one, its end); False if it had ended."""
+        if "state" in values:
+            values["state"] = TrialState(values["state"]).value
+            if values["state"] != TrialState.RUNNING.value:
+                values.setdefault("ended_at", time.time())
+        if "reported" in values:
+            values["reported"] = {str(k): v for k, v in values["reported"].items()}
+        with self.store.write() as s:
+            stmt = (update(_T).where(_T.c.sweep_id == sweep_id, _T.c.number == number,
+                                     _T.c.state == TrialState.RUNNING.value).values(**values))
+            return s.connection().execute(stmt).rowcount == 1
+
+
+def _seen(visible: Visible | None) -> Any:
+    """The sweeps a caller may see: all (``None`` or an admin), else their teams' and their own."""
+    return _S.c.id.isnot(None) if visible is None or visible.teams is None else visible_where(_S.c, visible)

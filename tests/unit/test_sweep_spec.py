@@ -1,0 +1,66 @@
+"""The sweep spec: parameter forms, the trial job, and errors that name the field and the line."""
+
+import pytest
+
+from trainyard.errors import InvalidSpec
+from trainyard.spec.loader import parse_model
+from trainyard.spec.sweep import SweepSpec
+
+SWEEP = """name: s
+job:
+  command: python train.py --lr {{params.lr}} --depth {{params.depth}} --seed {{params.seed}}
+  params: {epochs: 3}
+parameters:
+  lr: {min: 0.0001, max: 0.1, log: true}
+  depth: {values: [2, 4, 8]}
+  layers: {min: 1, max: 4}
+  seed: 7
+metric: {name: val_acc}
+"""
+
+
+def errors_of(text: str) -> list[tuple[str, int | None]]:
+    with pytest.raises(InvalidSpec) as e:
+        parse_model(SweepSpec, text, "s.yaml")
+    return [(x["field"], x["line"]) for x in e.value.errors]
+
+
+def test_ranges_of_whole_numbers_stay_whole_and_constants_go_to_every_trial():
+    s = parse_model(SweepSpec, SWEEP, "s.yaml")
+    assert s.searched()["layers"].integer and not s.searched()["lr"].integer
+    assert s.constants() == {"seed": 7} and s.max_trials == 10 and s.failures_allowed == 3
+    job = s.trial_job(4, {"lr": 0.01, "depth": 4, "layers": 2})
+    assert job.name == "s-4" and job.params == {"epochs": 3, "seed": 7, "lr": 0.01, "depth": 4, "layers": 2}
+    assert job.argv()[-1] == "python train.py --lr 0.01 --depth 4 --seed 7"
+    # the values the job was checked with are not kept as its own params
+    assert s.job.params == {"epochs": 3}
+    assert SweepSpec.model_validate(s.model_dump(mode="json")) == s
+
+
+def test_a_grid_is_every_combination_of_values_in_order():
+    s = parse_model(SweepSpec, SWEEP.replace("  lr: {min: 0.0001, max: 0.1, log: true}\n", "  lr: {values: [0.1, 0.01]}\n")
+                    .replace("  layers: {min: 1, max: 4}\n", "") + "method: grid\n", "s.yaml")
+    assert s.grid() == [{"lr": 0.1, "depth": 2}, {"lr": 0.1, "depth": 4}, {"lr": 0.1, "depth": 8},
+                        {"lr": 0.01, "depth": 2}, {"lr": 0.01, "depth": 4}, {"lr": 0.01, "depth": 8}]
+    assert s.max_trials == 6
+
+
+@pytest.mark.parametrize("old, new, error", [
+    ("log: true}", "log: true, values: [1]}", ("parameters.lr", 6)),
+    ("min: 0.0001", "min: -1", ("parameters.lr", 6)),
+    ("{values: [2, 4, 8]}", "{min: 3}", ("parameters.depth", 7)),
+    ("{values: [2, 4, 8]}", "{values: []}", ("parameters.depth", 7)),
+    ("{min: 1, max: 4}", "{min: 1, max: .inf}", ("parameters.layers", 8)),
+    ("{name: val_acc}", "{name: val_acc, goal: up}", ("metric.goal", 10)),
+    ("--seed {{params.seed}}", "--seed {{params.nope}}", ("job", 2)),
+    ("metric: {name: val_acc}\n", "metric: {name: val_acc}\ntrials: 100000\n", ("trials", 11)),
+    ("metric: {name: val_acc}\n", "metric: {name: val_acc}\nmethod: grid\n", ("", 1)),
+    ("metric: {name: val_acc}\n", "metric: {name: val_acc}\nearly_stopping: {type: asha}\n",
+     ("early_stopping.type", 11)),
+])
+def test_every_bad_field_is_named_with_its_line(old, new, error):
+    assert errors_of(SWEEP.replace(old, new)) == [error]
+
+
+def test_a_sweep_searches_something():
+    assert errors_of("job: {command: x}\nparameters: {seed: 7}\nmetric: {name: val_acc}\n") == [("parameters", 2)]
