@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainyard.errors import TrainyardError
 from trainyard.services.notify import Notifier
 from trainyard.services.sweeps import SweepService, best
 from trainyard.services.ticker import Ticker
@@ -94,7 +95,11 @@ class SweepLoop(Ticker):
             return set()
         started = len(trials)
         while count[TrialState.RUNNING] < spec.parallel and started < spec.max_trials:
-            self._start_trial(row, search, started)
+            try:
+                self._start_trial(row, search, started)
+            except TrainyardError as e:  # its queue gone, no node fits it any more: said, not retried each tick
+                self._end(sid, SweepStatus.FAILED, f"trial {started} could not be submitted: {e.message}")
+                return set()
             started += 1
             count[TrialState.RUNNING] += 1
         if count[TrialState.RUNNING] == 0:
@@ -169,6 +174,8 @@ class SweepLoop(Ticker):
         self.sweeps.add_trial(row["id"], number, job.id, params)
         search.running[number] = handle
         log.info("sweep %s: trial %d is job %s with %s", row["id"], number, job.id, params)
+        if self.sweeps.get(row["id"])["status"] is not SweepStatus.RUNNING:  # cancelled while it was submitted
+            self.service.stop_trials(row["id"], "the sweep was cancelled")
 
     def _end(self, sid: str, status: SweepStatus, reason: str) -> None:
         if self.sweeps.end(sid, status, reason):

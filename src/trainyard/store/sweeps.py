@@ -40,6 +40,12 @@ class SweepStore:
             s.connection().execute(insert(_S), [row])
         return row["id"]
 
+    def get(self, sweep_id: str) -> SweepRow:
+        found = self._rows(_S.c.id == sweep_id)
+        if not found:
+            raise SweepNotFound(f"no such sweep: {sweep_id}", sweep=sweep_id)
+        return found[0]
+
     def find(self, key: str, visible: Visible | None = None) -> SweepRow:
         """A sweep by id, else by name (the newest running one, else the newest), among those the caller sees."""
         seen = _seen(visible)

@@ -1,0 +1,43 @@
+"""The sweep loop in-process, with the fake engine (trials' ends and metrics reported as launchers would), on SQLite
+and PostgreSQL: a trial that can no longer be submitted fails the sweep with the reason instead of retrying it
+every tick, and a grid sweep's trials are jobs with its params and it ends with the best."""
+
+import pytest
+
+from tests.integration.test_api import env, report  # noqa: F401  (the fixture)
+from tests.support.waiting import until
+
+pytestmark = pytest.mark.postgres
+
+SPEC = {"name": "s", "job": {"command": "train --x {{params.x}}", "resources": {"cpu": 1}},
+        "parameters": {"x": {"values": [1, 2, 3]}}, "metric": {"name": "acc"}, "method": "grid", "parallel": 1}
+
+
+def _end_trial(tc, engine, attempt_id: str, acc: float) -> None:
+    line = '{"step": 0, "ts": 1, "values": {"acc": %s}}' % acc
+    report(tc, engine, attempt_id, phase="running", pid=1, metrics={"offset": 0, "lines": [line]})
+    report(tc, engine, attempt_id, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
+
+
+def test_a_trial_that_can_no_longer_be_submitted_fails_the_sweep_saying_why(env):  # noqa: F811
+    tc, sdk, engine, platform = env
+    s = sdk.sweep(SPEC)
+    first = until(lambda: next(iter(engine.launched), None))
+    engine._nodes = []  # the cluster lost its only node: trial 1 fits nowhere now
+    _end_trial(tc, engine, first, 0.5)
+    done = sdk.sweeps.wait(s.id, timeout=30, every=0.1)
+    assert done.status.value == "failed"
+    assert done.reason.startswith("trial 1 could not be submitted: ") and "no nodes" in done.reason, done.reason
+    assert [(t.number, t.state.value, t.value) for t in done.trials] == [(0, "complete", 0.5)]
+
+
+def test_a_grid_sweep_ends_with_its_best_trial_and_every_trial_as_a_job_with_its_params(env):  # noqa: F811
+    tc, sdk, engine, platform = env
+    s, seen = sdk.sweep(SPEC), set()
+    for acc in (0.5, 0.9, 0.7):
+        attempt = until(lambda: next((a for a in engine.launched if a not in seen), None))
+        seen.add(attempt)
+        _end_trial(tc, engine, attempt, acc)
+    done = sdk.sweeps.wait(s.id, timeout=30, every=0.1)
+    assert done.status.value == "succeeded" and done.best.number == 1 and done.best.value == 0.9
+    assert [sdk.get(t.job_id).spec.argv()[-1] for t in done.trials] == [f"train --x {x}" for x in (1, 2, 3)]
