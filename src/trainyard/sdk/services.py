@@ -17,7 +17,7 @@ from trainyard import errors
 from trainyard.sdk.http import Http
 from trainyard.sdk.prepare import prepare
 from trainyard.spec.lines import validation_errors
-from trainyard.spec.loader import parse_model
+from trainyard.spec.loader import read_model
 from trainyard.spec.records import LogChunk
 from trainyard.spec.serve import MODEL_SERVER, model_ref, serve_spec
 from trainyard.spec.service import ServiceInfo, ServiceSpec
@@ -27,13 +27,7 @@ __all__ = ["MODEL_SERVER", "Services", "load_service", "model_ref", "serve_spec"
 
 def load_service(path: str | Path) -> ServiceSpec:
     """A service spec file; errors name the field and the line."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise errors.InvalidSpec(errors=[{"field": "", "line": None, "where": str(path),
-                                          "message": f"cannot read: {e.strerror}"}]) from None
-    return parse_model(ServiceSpec, text, str(path))
+    return read_model(ServiceSpec, path)
 
 
 def service_spec(data: dict[str, Any]) -> ServiceSpec:

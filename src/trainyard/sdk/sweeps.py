@@ -28,15 +28,9 @@ def load_sweep(spec: SweepSpec | dict[str, Any] | str | Path) -> SweepSpec:
     if isinstance(spec, SweepSpec):
         return spec
     if isinstance(spec, (str, Path)):
-        from trainyard.spec.loader import parse_model
+        from trainyard.spec.loader import read_model
 
-        path = Path(spec)
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise errors.InvalidSpec(errors=[{"field": "", "line": None, "where": str(path),
-                                              "message": f"cannot read: {e.strerror}"}]) from None
-        return parse_model(SweepSpec, text, str(path))
+        return read_model(SweepSpec, spec)
     try:
         return SweepSpec.model_validate(spec)
     except ValidationError as e:

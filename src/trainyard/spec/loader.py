@@ -28,6 +28,16 @@ def parse_model(model: type[M], text: str, source: str = "<spec>") -> M:
         raise InvalidSpec(errors=validation_errors(e, lines, source, model)) from None
 
 
+def read_model(model: type[M], path: str | Path) -> M:
+    """A spec file of ``model``; errors name the field and the line, or say the file cannot be read."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InvalidSpec(errors=[error_entry(str(path), None, "", f"cannot read: {e.strerror}")]) from None
+    return parse_model(model, text, str(path))
+
+
 def parse_job(text: str, source: str = "<spec>") -> JobSpec:
     return parse_model(JobSpec, text, source)
 
