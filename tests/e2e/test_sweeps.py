@@ -59,7 +59,7 @@ def test_a_random_sweep_keeps_to_its_trials_and_its_parallel_and_its_cli_shows_t
     out = server.cli("sweep", "run", "sweep.yaml", "--wait", "-o", "json", cwd=tmp_path, timeout=180)
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
-    assert info["status"] == "succeeded" and len(info["trials"]) == 4
+    assert info["status"] == "succeeded" and len(info["trials"]) == 4 and info["counts"] == {"complete": 4}
     xs = [t["params"]["x"] for t in info["trials"]]
     assert len(set(xs)) == 4 and all(0.0 <= x <= 1.0 for x in xs)
     assert info["best"]["value"] == pytest.approx(max(score(x, 1) for x in xs))

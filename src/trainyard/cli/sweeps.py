@@ -79,12 +79,13 @@ def ls(running: Annotated[bool, typer.Option("--running", help="only those still
             write(json.dumps([s.model_dump(mode="json") for s in infos], indent=2) + "\n")
             return
         table = Table(box=None, header_style="bold")
-        for col in ("ID", "NAME", "STATUS", "METRIC", "BEST", "REASON"):
+        for col in ("ID", "NAME", "STATUS", "METRIC", "BEST", "TRIALS", "REASON"):
             table.add_column(col, no_wrap=col == "ID")
         for s in infos:
             best = f"{s.best.value:.6g} (trial {s.best.number})" if s.best and s.best.value is not None else "-"
+            ended = sum(n for state, n in s.counts.items() if state.is_terminal())
             table.add_row(s.id, s.name, s.status.value, f"{s.spec.metric.name} ({s.spec.metric.goal})", best,
-                          s.reason or "")
+                          f"{ended}/{s.spec.max_trials}", s.reason or "")
         console.print(table)
 
 

@@ -76,6 +76,7 @@ class SweepService:
         found = self.sweeps.trials(row["id"])
         return SweepInfo(id=row["id"], name=row["name"], status=row["status"], reason=row["reason"],
                          spec=row["spec"], owner=row["owner"], team=row["team"], best=best(row["spec"], found),
+                         counts={s: n for s in TrialState if (n := sum(t.state is s for t in found))},
                          trials=found if trials else [], created_at=row["created_at"],
                          updated_at=row["updated_at"], ended_at=row["ended_at"])
 

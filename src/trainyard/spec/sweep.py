@@ -237,7 +237,8 @@ class SweepInfo(BaseModel):
     owner: str | None = None
     team: str | None = None
     best: TrialInfo | None = None
-    trials: list[TrialInfo] = Field(default_factory=list)
+    counts: dict[TrialState, int] = Field(default_factory=dict, description="trials started, by state")
+    trials: list[TrialInfo] = Field(default_factory=list, description="every trial (left out of the list)")
     created_at: float
     updated_at: float
     ended_at: float | None = None

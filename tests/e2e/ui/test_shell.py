@@ -9,7 +9,8 @@ from tests.support.browser import signed_in
 
 
 def test_pages_are_served_without_a_token_and_data_is_not(server):
-    for path in ("/", "/jobs/abc?status=running", "/pipelines", "/ui/app.js", "/ui/style.css"):
+    for path in ("/", "/jobs/abc?status=running", "/pipelines", "/sweeps/abc", "/ui/app.js", "/ui/style.css",
+                 "/ui/pages/sweeps.js", "/ui/sweeps.css"):
         r = httpx.get(server.url + path)
         assert r.status_code == 200, (path, r.status_code)
     assert "text/html" in httpx.get(server.url + "/queues").headers["content-type"]

@@ -16,6 +16,8 @@ const ROUTES = [
   [/^\/submit\/?$/, "submit"],
   [/^\/services\/?$/, "services"],
   [/^\/services\/([^/]+)$/, "service", ["name"]],
+  [/^\/sweeps\/?$/, "sweeps"],
+  [/^\/sweeps\/([^/]+)$/, "sweep", ["id"]],
   [/^\/login\/?$/, "login"],
 ];
 
@@ -36,9 +38,8 @@ export async function show() {
   const root = document.getElementById("app");
   const route = match(location.pathname);
   document.querySelectorAll("#nav a").forEach((a) => {
-    a.classList.toggle("active", route && (a.dataset.nav === route.page || a.dataset.nav + "s" === route.page
-      || (a.dataset.nav === "jobs" && route.page === "job") || (a.dataset.nav === "pipelines" && route.page === "pipeline")
-      || (a.dataset.nav === "services" && route.page === "service")));
+    // a list's link stays lit on one item's page (jobs on /jobs/ID, sweeps on /sweeps/ID…)
+    a.classList.toggle("active", Boolean(route) && (a.dataset.nav === route.page || a.dataset.nav === `${route.page}s`));
   });
   if (!route) {
     root.replaceChildren(Object.assign(document.createElement("p"), { className: "error", textContent: `No page at ${location.pathname}` }));

@@ -22,6 +22,7 @@ export function h(tag, attrs = {}, ...children) {
 export const STATUS_CLASS = {
   pending: "wait", queued: "wait", starting: "run", running: "run", succeeded: "ok",
   failed: "bad", cancelled: "off", cancelling: "off", preempted: "warn", lost: "bad",
+  complete: "ok", pruned: "warn",  // a sweep's trials
 };
 
 // A status as colour and text (never colour alone)
