@@ -75,3 +75,14 @@ def test_metric_line_longer_than_a_chunk_is_read_whole(tmp_path):
     path.write_text(long + "\nnext\n")
     lines, n = tail.metric_lines(str(path), 0, cap=16)
     assert lines == [long, "next"] and n == 56
+
+
+def test_log_chunk_holds_back_a_line_still_being_written_unless_final(tmp_path):
+    log = tmp_path / "output.log"
+    log.write_bytes(b'{"rank": 0}\n{"ra')  # a report read while the second line was being written
+    assert tail.log_chunk(str(log), 0, final=False) == ('{"rank": 0}\n', 12)
+    assert tail.log_chunk(str(log), 0, final=True) == ('{"rank": 0}\n{"ra', 16)
+    log.write_bytes(b"epoch 1\n 10%\r 20%\r 3")  # a progress bar's redraws go as they come
+    assert tail.log_chunk(str(log), 0, final=False) == ("epoch 1\n 10%\r 20%\r", 18)
+    log.write_bytes(b"Enter a number: ")  # no line end at all: sent, not held until one comes
+    assert tail.log_chunk(str(log), 0, final=False) == ("Enter a number: ", 16)

@@ -49,15 +49,25 @@ def file_size(path: str) -> int:
 def log_chunk(path: str, offset: int, final: bool, cap: int = CHUNK) -> tuple[str, int]:
     """Text of ``path`` from ``offset`` and the number of bytes it stands for.
 
-    A multi-byte character cut by the end of what was read is held back for
-    the next chunk, unless the file is ``final`` (the writer is gone) and this
-    is its very end, in which case the broken bytes are sent as U+FFFD.
+    A line still being written (after the last newline or carriage return) and a
+    multi-byte character cut by the end of what was read are held back for the
+    next chunk, unless the file is ``final`` (the writer is gone) and this is its
+    very end, in which case all is sent, broken bytes as U+FFFD.
     """
     data = read_from(path, offset, cap)
     if not data:
         return "", 0
     at_end = len(data) < cap or file_size(path) <= offset + len(data)
-    cut = len(data) if (final and at_end) else utf8_cut(data)
+    if final and at_end:
+        cut = len(data)
+    else:
+        cut = utf8_cut(data)
+        # a line still being written goes whole with its end in a later chunk: a reader that interleaves
+        # several replicas' chunks (a gang's whole log) never glues two of their lines. \r ends a progress
+        # bar's redraw; text with neither (a long line, a prompt) goes as it is, as before
+        end = max(data.rfind(b"\n", 0, cut), data.rfind(b"\r", 0, cut))
+        if end >= 0:
+            cut = end + 1
     return data[:cut].decode("utf-8", errors="replace"), cut
 
 
