@@ -116,6 +116,11 @@ def test_every_number_is_finite_and_in_range_or_its_field_is_named(text, field, 
     assert [(e["field"], e["line"]) for e in errs] == [(field, line)], errs
 
 
+def test_a_name_with_a_trailing_newline_is_refused():
+    # "^...$" with re.match let "abc\n" through into paths and labels
+    assert [(e["field"], e["line"]) for e in errors_of('name: "abc\\n"\ncommand: x\n')] == [("name", 1)]
+
+
 def test_a_nul_anywhere_in_a_spec_is_named_with_its_line():
     # execve stops at a NUL: such a job used to fail at start, as LostContact
     errs = errors_of('command:\n  - echo\n  - "a\\0b"\nparams: {x: {y: ["\\0"]}}\n')

@@ -55,6 +55,7 @@ def test_a_grid_is_every_combination_of_values_in_order():
     ("--seed {{params.seed}}", "--seed {{params.nope}}", ("job", 2)),
     ("metric: {name: val_acc}\n", "metric: {name: val_acc}\ntrials: 100000\n", ("trials", 11)),
     ("metric: {name: val_acc}\n", "metric: {name: val_acc}\nmethod: grid\n", ("", 1)),
+    ("  seed: 7\n", "  seed: .nan\n", ("parameters", 5)),
     ("metric: {name: val_acc}\n", "metric: {name: val_acc}\nearly_stopping: {type: asha}\n",
      ("early_stopping.type", 11)),
 ])

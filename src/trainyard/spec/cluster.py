@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from trainyard.spec.job import NAME, Resources, Strict
+from trainyard.spec.job import Resources, Strict, check_name
 from trainyard.spec.units import Bytes, Cores, Count, Seconds, parse_cpu, parse_duration, parse_memory
 
 MAX_WORKERS = 1000  # each worker is a job the scheduler plans every cycle
@@ -75,9 +75,7 @@ class ClusterSpec(Strict):
     @field_validator("name", "queue")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME.match(v):
-            raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
-        return v
+        return check_name(v)  # type: ignore[return-value]
 
     @field_validator("worker_cpu", "scheduler_cpu", mode="before")
     @classmethod

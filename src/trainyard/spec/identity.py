@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, field_validator
 
-from trainyard.spec.job import NAME, Strict
+from trainyard.spec.job import Strict, check_name
 from trainyard.spec.choices import ROLES, RoleName  # noqa: F401  (re-exported)
 
 OS_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")  # a portable Unix login name
@@ -20,13 +20,7 @@ _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_EXPIRY_S = 5 * 365 * 86400
 
 
-def _check_name(v: str | None) -> str | None:
-    if v is not None and not NAME.fullmatch(v):
-        raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
-    return v
-
-
-Name = Annotated[str, AfterValidator(_check_name)]
+Name = Annotated[str, AfterValidator(check_name)]
 
 
 def parse_duration(text: str) -> int:

@@ -23,6 +23,14 @@ MAX_PROCS = 1024  # processes of one replica, on one node
 ExitCode = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]  # a C int, as a process's status is
 
 
+def check_name(v: str | None) -> str | None:
+    """A job, queue, team, cluster, user or sweep name as :data:`NAME` allows (whole: ``$`` alone would let a
+    trailing newline through)."""
+    if v is not None and not NAME.fullmatch(v):
+        raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
+    return v
+
+
 def parse_priority(v: Any) -> Any:
     """A named priority class as its integer; anything else is left for the int field to check."""
     if isinstance(v, str):
@@ -130,9 +138,7 @@ class JobSpec(Strict):
     @field_validator("name", "queue")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME.match(v):
-            raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
-        return v
+        return check_name(v)  # type: ignore[return-value]
 
     @field_validator("command")
     @classmethod

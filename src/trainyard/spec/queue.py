@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from trainyard.spec.job import NAME, Strict, parse_priority
+from trainyard.spec.job import Strict, check_name, parse_priority
 from trainyard.spec.units import Bytes, Cores, Count, Priority, parse_cpu, parse_memory
 
 ALL_GPU_TYPES = "*"
@@ -63,9 +63,7 @@ class QueueSpec(Strict):
     @field_validator("name", "team")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
-        if v is not None and not NAME.match(v):
-            raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
-        return v
+        return check_name(v)
 
     @field_validator("priority", mode="before")
     @classmethod

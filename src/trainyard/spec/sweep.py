@@ -31,7 +31,8 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from trainyard.spec.job import NAME, JobSpec, Strict
+from trainyard.spec.job import JobSpec, Strict, check_name
+from trainyard.spec.params import check_finite
 from trainyard.spec.records import Digest
 from trainyard.spec.units import Count
 
@@ -131,23 +132,22 @@ class SweepSpec(Strict):
                     given[k] = Param.model_validate(v).placeholder() if isinstance(v, dict) else v
                 except ValueError:
                     given[k] = 0  # the parameter's own error is reported at its field
+                if isinstance(given[k], float) and not math.isfinite(given[k]):
+                    given[k] = 0  # … as is a constant that is no number JSON can hold
             data = {**data, "job": {**data["job"], "params": {**(data["job"].get("params") or {}), **given}}}
         return data
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME.match(v):
-            raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
-        return v
+        return check_name(v)  # type: ignore[return-value]
 
     @field_validator("parameters")
     @classmethod
     def _parameters(cls, v: dict[str, Any]) -> dict[str, Any]:
         if not any(isinstance(p, Param) for p in v.values()):
             raise ValueError("give at least one searched parameter ({values: [...]} or {min: …, max: …})")
-        if any(isinstance(p, float) and not math.isfinite(p) for p in v.values()):
-            raise ValueError("every number must be finite")
+        check_finite({k: p for k, p in v.items() if not isinstance(p, Param)})
         return v
 
     @model_validator(mode="after")
