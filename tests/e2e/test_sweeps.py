@@ -103,10 +103,11 @@ def test_cancelling_a_sweep_stops_its_running_trials(server):
     _until(lambda: c.get(running[0].job_id).status.value == "running" or None)
     done = c.sweeps.cancel(s.id)
     assert done.status.value == "cancelled"
-    assert {t.state.value for t in done.trials} == {"cancelled"} and len(done.trials) == 2
+    # the loop may have been submitting a trial as the cancel came: it is stopped with the others
+    assert {t.state.value for t in done.trials} == {"cancelled"} and 2 <= len(done.trials) <= 3
     for t in done.trials:
         assert c.job(t.job_id).wait(timeout=60).status == "cancelled"
-    assert len(c.sweeps.get(s.id).trials) == 2  # no trial starts after the cancel
+    assert len(c.sweeps.get(s.id).trials) == len(done.trials)  # none starts after the cancel
 
 
 def test_a_server_restarted_mid_sweep_goes_on_with_the_trials_it_has(tmp_path):

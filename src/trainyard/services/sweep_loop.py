@@ -94,6 +94,9 @@ class SweepLoop(Ticker):
                       f"(max_failures {spec.failures_allowed}); see their jobs' logs")
             return set()
         started = len(trials)
+        if count[TrialState.RUNNING] < spec.parallel and started < spec.max_trials \
+                and self.sweeps.get(sid)["status"] is not SweepStatus.RUNNING:
+            return set()  # cancelled since this cycle read it: its trials were stopped, none is started
         while count[TrialState.RUNNING] < spec.parallel and started < spec.max_trials:
             try:
                 self._start_trial(row, search, started)

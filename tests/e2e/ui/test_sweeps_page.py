@@ -89,8 +89,10 @@ def test_a_running_sweep_is_cancelled_from_its_page(server, page):
 
     # then the sweep is cancelled, with its running trial, and says so
     expect(page.locator(".sweep-status .badge")).to_have_text("cancelled", timeout=30_000)
-    expect(page.locator("table.trials tbody tr")).to_have_count(1)
-    expect(page.locator("table.trials tbody tr").first).to_have_attribute("data-state", "cancelled")
+    expect(page.locator("table.trials tr[data-state=running]")).to_have_count(0)
+    # the loop may have been submitting the next trial as the cancel came: it is stopped with the first
+    rows = page.locator("table.trials tbody tr").count()
+    assert 1 <= rows <= 2 and page.locator("table.trials tbody tr[data-state=cancelled]").count() == rows
     expect(page.locator("button[name=cancel]")).to_be_disabled()
     assert "quad" in asked[0]
     assert client.sweeps.get(sweep.id).status.value == "cancelled"
