@@ -97,16 +97,17 @@ class SweepLoop(Ticker):
         if count[TrialState.RUNNING] < spec.parallel and started < spec.max_trials \
                 and self.sweeps.get(sid)["status"] is not SweepStatus.RUNNING:
             return set()  # cancelled since this cycle read it: its trials were stopped, none is started
+        jobs_running = {t.job_id for t in trials if t.state is TrialState.RUNNING}
         while count[TrialState.RUNNING] < spec.parallel and started < spec.max_trials:
             try:
-                self._start_trial(row, search, started)
+                jobs_running.add(self._start_trial(row, search, started))
             except TrainyardError as e:  # its queue gone, no node fits it any more: said, not retried each tick
                 self._end(sid, SweepStatus.FAILED, f"trial {started} could not be submitted: {e.message}")
                 return set()
             started += 1
             count[TrialState.RUNNING] += 1
-        if count[TrialState.RUNNING] == 0:
-            done = best(spec, self.sweeps.trials(sid))
+        if count[TrialState.RUNNING] == 0:  # none was started either: ``trials`` is what there is
+            done = best(spec, trials)
             if done is None:
                 self._end(sid, SweepStatus.FAILED, f"no trial logged a value of {spec.metric.name}")
             else:
@@ -114,7 +115,7 @@ class SweepLoop(Ticker):
                           f"{done.value:.6g}")
             return set()
         self.sweeps.note(sid, _progress(spec, count, best(spec, trials)))
-        return {t.job_id for t in self.sweeps.trials(sid) if t.state is TrialState.RUNNING}
+        return jobs_running
 
     def _follow(self, sid: str, spec: SweepSpec, search: Search, trial: TrialInfo, job: JobInfo) -> None:
         """Tell the study what ``trial`` logged since the last look; end it if its job ended, prune it if
@@ -166,7 +167,8 @@ class SweepLoop(Ticker):
                 by_step[p.step if p.step is not None else len(by_step)] = p.value
         return sorted(by_step.items())
 
-    def _start_trial(self, row: SweepRow, search: Search, number: int) -> None:
+    def _start_trial(self, row: SweepRow, search: Search, number: int) -> str:
+        """Ask the study for trial ``number`` and submit it: its job's id."""
         spec = row["spec"]
         if spec.method == "grid":
             search.study.enqueue_trial(spec.grid()[number])
@@ -179,6 +181,7 @@ class SweepLoop(Ticker):
         log.info("sweep %s: trial %d is job %s with %s", row["id"], number, job.id, params)
         if self.sweeps.get(row["id"])["status"] is not SweepStatus.RUNNING:  # cancelled while it was submitted
             self.service.stop_trials(row["id"], "the sweep was cancelled")
+        return job.id
 
     def _end(self, sid: str, status: SweepStatus, reason: str) -> None:
         if self.sweeps.end(sid, status, reason):
