@@ -173,6 +173,9 @@ class ServerSettings(BaseModel):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings, description="the planner's options")
     component_catalog: list[str] = Field(
         default_factory=list, description="folders and URLs where pipeline steps find Kubeflow components by name")
+    secrets_key_file: Path | None = Field(None, description="the key secrets are sealed with (made, 0600, on first "
+                                          "need); default secrets.key in the home. Servers sharing a database "
+                                          "must share it")
 
     @model_validator(mode="after")
     def _hash_token(self) -> "ServerSettings":
@@ -194,6 +197,10 @@ class ServerSettings(BaseModel):
     def storage_options(self) -> dict[str, dict]:
         """Filesystem options per protocol, handed to the artifact store and to every launcher."""
         return {"s3": {"endpoint_url": self.s3_endpoint_url}} if self.s3_endpoint_url else {}
+
+    @property
+    def secrets_key(self) -> Path:
+        return self.secrets_key_file or self.home / "secrets.key"
 
     @property
     def address_file(self) -> Path:

@@ -114,6 +114,19 @@ class SweepNotFound(NotFound):
     code = "sweep_not_found"
 
 
+class SecretNotFound(NotFound):
+    """No such secret in that team."""
+
+    code = "secret_not_found"
+
+
+class SecretKeyError(TrainyardError):
+    """This server cannot open the secrets: its key is missing or is not the one they were sealed with."""
+
+    code = "secret_key"
+    http_status = 500
+
+
 class ServiceNotFound(NotFound):
     """No such service."""
 

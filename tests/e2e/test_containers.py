@@ -65,6 +65,25 @@ def test_a_job_in_an_image_writes_an_output_that_download_returns(server, busybo
     assert containers_of(job.id) == []
 
 
+def test_a_secret_reaches_the_container_by_name_never_on_a_command_line(server, busybox, tmp_path):
+    import psutil
+
+    value = "ctr-secret-" + "Qz7" * 8
+    c = server.client()
+    c.secrets.set("registry-token", value)
+    job = c.submit({"name": "bb-secret", "image": busybox, "secrets": {"TOKEN": "registry-token"},
+                    "command": 'echo "$TOKEN" > $TRAINYARD_OUTPUT_DIR/t.txt; echo "got $TOKEN"; sleep 3'})
+    seen: list[str] = []
+    while not job.refresh().status.is_terminal():  # podman's client and the container's processes, while they run
+        for p in psutil.process_iter(["cmdline"]):
+            seen.append(" ".join(p.info["cmdline"] or []))
+    assert job.wait(timeout=60).status.value == "succeeded", job.logs()
+    assert job.logs().splitlines() == ["got " + "*" * len(value)]
+    assert any("podman" in s and "run" in s for s in seen) and not any(value in s for s in seen)
+    assert server.cli("download", job.id, "--to", str(tmp_path / "dl")).returncode == 0
+    assert (tmp_path / "dl" / "t.txt").read_text() == value + "\n"
+
+
 def test_the_memory_limit_in_a_container_gives_oomkilled(server, busybox):
     job = server.client().submit({"name": "greedy", "image": busybox, "resources": {"memory": "64Mi", "cpu": 1},
                                   "command": "dd if=/dev/zero of=/dev/null bs=300M count=1"})

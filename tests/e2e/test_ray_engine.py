@@ -227,6 +227,28 @@ def test_env_pip_is_the_launchers_cached_virtualenv_on_the_node(server, tmp_path
     assert answer == "42" and Path(prefix).parent == server.home / "venvs"
 
 
+def test_a_secret_reaches_a_job_on_a_ray_node_and_leaves_ray_unaware(server, cluster):
+    value = "ray-secret-" + "Wd5" * 8
+    c = server.client()
+    c.secrets.set("token", value)
+    job = c.submit({"name": "ray-secret", "secrets": {"TOKEN": "token"},
+                    "command": ["python", "-c", "import os; print(len(os.environ['TOKEN']), os.environ['TOKEN'])"]})
+    assert job.wait(timeout=120).status.value == "succeeded", job.logs()
+    assert job.logs().splitlines()[-1] == f"{len(value)} " + "*" * len(value)
+    # the launcher's config travels through Ray (the agent's call): none of Ray's files (its sessions' logs,
+    # under the cluster's --temp-dir) holds the value
+    scanned, holding = 0, []
+    for path in (cluster.base / "tmp").rglob("*"):
+        try:
+            if path.is_file():
+                scanned += 1
+                if value.encode() in path.read_bytes():
+                    holding.append(str(path))
+        except OSError:
+            pass
+    assert scanned > 10 and holding == []
+
+
 HOLD_ZONE_A = """
 import sys, ray
 from ray.util.placement_group import placement_group

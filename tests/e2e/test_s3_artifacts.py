@@ -64,6 +64,18 @@ def test_snapshot_outputs_and_log_land_in_the_bucket_and_download_intact(s3, s3_
     assert (job.download(tmp_path / "dl") / "model.bin").read_bytes() == MODEL
 
 
+def test_the_log_kept_in_the_bucket_shows_a_secret_masked(s3, s3_server):
+    value = "s3-kept-" + "Vb3" * 9
+    c = s3_server.client()
+    c.secrets.set("token", value)
+    job = c.submit({"name": "s3-secret", "command": [sys.executable, "-c", "import os; print('t=' + os.environ['T'])"],
+                    "secrets": {"T": "token"}})
+    assert job.wait(timeout=120).status.value == "succeeded", job.logs()
+    kept = s3.get(s3_server.bucket, f"ty/jobs/{job.id}/1/logs/replica-0.log").decode()
+    assert kept == "t=" + "*" * len(value) + "\n" == job.logs()
+    assert not [k for k in s3.keys(s3_server.bucket) if "masked" in k]
+
+
 def test_a_corrupt_or_missing_output_is_reported_with_its_key(s3, s3_server, tmp_path):
     code = "import trainyard; (trainyard.output_dir() / 'model.bin').write_bytes(bytes(range(256)) * 4000)"
     job = s3_server.client().submit(py_job(code))

@@ -23,6 +23,9 @@ def test_the_spec_names_the_same_roles_as_the_table():
     (DAVE, Action.CANCEL_OWN, "nlp", "bob", False),
     (DAVE, Action.MANAGE_QUEUES, "vision", None, True),
     (ALICE, Action.MANAGE_QUEUES, "vision", None, False),
+    (DAVE, Action.MANAGE_SECRETS, "vision", None, True),  # a maintainer sets the team's secrets
+    (ALICE, Action.MANAGE_SECRETS, "vision", None, False),  # a member only uses them
+    (DAVE, Action.MANAGE_SECRETS, "nlp", None, False),
     (CAROL, Action.SUBMIT, "vision", None, False),        # a viewer reads
     (CAROL, Action.READ, "vision", None, True),
     (CAROL, Action.SUBMIT, "nlp", None, True),            # roles are per team

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 class Role(str, Enum):
     ADMIN = "admin"            # everything, every team
-    MAINTAINER = "maintainer"  # a member who also cancels the team's jobs and manages its queues
+    MAINTAINER = "maintainer"  # a member who also cancels the team's jobs, manages its queues and secrets
     MEMBER = "member"          # submits to the team's queues, cancels its own jobs, sees the team's
     VIEWER = "viewer"          # reads the team's objects
 
@@ -32,6 +32,7 @@ class Action(str, Enum):
     CANCEL_OWN = "cancel_own"      # cancel or retry what one submitted
     CANCEL_TEAM = "cancel_team"    # cancel or retry anything of the team
     MANAGE_QUEUES = "manage_queues"
+    MANAGE_SECRETS = "manage_secrets"  # set and delete the team's secrets (their values are never read back)
     MANAGE_USERS = "manage_users"  # users, teams, everyone's tokens, the audit log
 
 
@@ -39,7 +40,7 @@ ALLOWED: dict[Role, frozenset[Action]] = {
     Role.VIEWER: frozenset({Action.READ}),
     Role.MEMBER: frozenset({Action.READ, Action.SUBMIT, Action.CANCEL_OWN}),
     Role.MAINTAINER: frozenset({Action.READ, Action.SUBMIT, Action.CANCEL_OWN, Action.CANCEL_TEAM,
-                                Action.MANAGE_QUEUES}),
+                                Action.MANAGE_QUEUES, Action.MANAGE_SECRETS}),
     Role.ADMIN: frozenset(Action),
 }
 TEAM_ROLES = (Role.MAINTAINER, Role.MEMBER, Role.VIEWER)

@@ -38,6 +38,7 @@ COMMANDS = {
     "service": "trainyard.cli.services:app",
     "admin": "trainyard.cli.admin:app",
     "token": "trainyard.cli.tokens:app",
+    "secret": "trainyard.cli.secrets:app",
 }
 
 

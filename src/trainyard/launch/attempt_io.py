@@ -56,6 +56,13 @@ class AttemptIO:
         if cfg.checkpoint_url:
             self._check_cancel()
             self._restore_checkpoint()
+        if cfg.secrets:  # after the venv build: pip runs packages' code, which must not see them
+            from trainyard.launch.secrets import Masks, fetch
+
+            self._check_cancel()
+            values = fetch(cfg, lambda: self.cancelled is not None)
+            cfg.env = {**cfg.env, **values}  # in memory only: build_env (and a container's) read it from here
+            cfg.masks = Masks(list(values.values()))
         env = build_env(cfg, self.dir, inputs, venv, dirs=self.dirs)
         mark("inputs, env")
         self._check_cancel()

@@ -24,7 +24,7 @@ _DEFAULTS: dict = {
     "exit_report_deadline": 3600.0, "container": None, "venv": None, "server_ca": None, "server_ca_pem": None,
     "run_as": None,
     "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None, "checkpoint_url": None,
-    "sample_every": None,
+    "sample_every": None, "secrets": None,
 }
 
 
@@ -57,6 +57,7 @@ class LaunchConfig:
     cgroup_root: str | None          # where cgroups are mounted; None: sample the memory limit (launch.cgroup)
     container: dict | None           # run in an image: {"runtime", "kind", "image", "pull_policy", "cpus"} (launch.container)
     venv: str | None                 # with no python_env: "overlay" or "fresh" per-attempt virtualenv (launch.scratchenv)
+    secrets: list[str] | None        # variables whose values the launcher reads from the server (launch.secrets)
     sample_every: float | None       # seconds between resource samples (launch.sampling); 0 or None: off (the server says 5)
     log_url: str | None              # fsspec URL the full log is copied to when the attempt ends (remote stores only)
     storage: dict | None             # fsspec options per protocol, e.g. {"s3": {"endpoint_url": ...}}; no credentials

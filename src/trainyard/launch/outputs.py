@@ -157,15 +157,21 @@ def upload(files: dict[str, Path], output_url: str | None) -> tuple[list[dict], 
     return records, errors
 
 
-def keep_log(log: Path, url: str) -> str | None:
-    """Copy the attempt's full log to ``url`` (the artifact store); what went wrong, if anything."""
+def keep_log(log: Path, url: str, masks=None) -> str | None:  # noqa: ANN001
+    """Copy the attempt's full log to ``url`` (the artifact store), with ``masks`` (the job's secret
+    values, :class:`trainyard.launch.secrets.Masks`) applied; what went wrong, if anything."""
     if not log.exists():
         return None
+    masked = log.with_name(log.name + ".masked")
     try:
         from trainyard.artifacts.transfer import open_fs, put_file
 
         fs, path = open_fs(url)
-        put_file(fs, log, path)
+        if masks:
+            masks.copy(str(log), str(masked))
+        put_file(fs, masked if masks else log, path)
     except Exception as e:  # the attempt's result matters more than a copy of its log
         return f"log not kept at {url}: {e}"
+    finally:
+        masked.unlink(missing_ok=True)
     return None

@@ -62,6 +62,7 @@ class Reporter:
         self.log_path, self.metrics_path = log_path, metrics_path
         self.on_cancel = on_cancel
         self.token = config.token
+        self.masks = getattr(config, "masks", None)  # the job's secret values (launch.secrets), if it has any
         self.log_offset = 0      # bytes of output.log the server has acknowledged
         self.metrics_offset = 0  # bytes of metrics.jsonl the server has acknowledged
         self.gone = False
@@ -256,7 +257,7 @@ class Reporter:
 
     def _build(self, final: bool) -> tuple[dict, int, int]:
         body: dict = {"phase": "exited" if self._exited else "running", "pid": self._pid}
-        text, log_n = tail.log_chunk(self.log_path, self.log_offset, final=final)
+        text, log_n = tail.log_chunk(self.log_path, self.log_offset, final=final, masks=self.masks)
         if log_n:
             body["log"] = {"offset": self.log_offset, "data": text}
         lines, metrics_n = tail.metric_lines(self.metrics_path, self.metrics_offset)

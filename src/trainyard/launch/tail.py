@@ -46,8 +46,9 @@ def file_size(path: str) -> int:
         return 0
 
 
-def log_chunk(path: str, offset: int, final: bool, cap: int = CHUNK) -> tuple[str, int]:
-    """Text of ``path`` from ``offset`` and the number of bytes it stands for.
+def log_chunk(path: str, offset: int, final: bool, cap: int = CHUNK, masks=None) -> tuple[str, int]:  # noqa: ANN001
+    """Text of ``path`` from ``offset`` and the number of bytes it stands for; ``masks``
+    (:class:`trainyard.launch.secrets.Masks`) replaces the job's secret values by as many ``*``.
 
     A line still being written (after the last newline or carriage return) and a
     multi-byte character cut by the end of what was read are held back for the
@@ -68,7 +69,10 @@ def log_chunk(path: str, offset: int, final: bool, cap: int = CHUNK) -> tuple[st
         end = max(data.rfind(b"\n", 0, cut), data.rfind(b"\r", 0, cut))
         if end >= 0:
             cut = end + 1
-    return data[:cut].decode("utf-8", errors="replace"), cut
+    data = data[:cut]
+    if masks:
+        data = masks.apply(data)
+    return data.decode("utf-8", errors="replace"), cut
 
 
 def metric_lines(path: str, offset: int, cap: int = CHUNK) -> tuple[list[str], int]:

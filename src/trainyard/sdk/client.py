@@ -61,6 +61,13 @@ class Client:
         return Pipelines(self.http)
 
     @property
+    def secrets(self):  # noqa: ANN201
+        """A team's secrets: set (never read back), list, delete (see :mod:`trainyard.sdk.secrets`)."""
+        from trainyard.sdk.secrets import Secrets
+
+        return Secrets(self.http)
+
+    @property
     def sweeps(self):  # noqa: ANN201
         """Hyperparameter sweeps: list, get, cancel, wait (see :mod:`trainyard.sdk.sweeps`)."""
         from trainyard.sdk.sweeps import Sweeps

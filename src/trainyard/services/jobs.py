@@ -52,6 +52,8 @@ class JobService:
         self.notifier = notifier
         self.scheduler = scheduler
         self.team_for = team_for  # who may use which queue, and the job's team (the queue service's rule)
+        # each secret a job names exists in its team (bound by the platform to SecretService.check)
+        self.check_secrets: Callable[[dict[str, str], str | None], None] = lambda wanted, team: None
         self.audit = audit
         self._ended_json: Recent[str] = Recent(5_000)  # ended jobs never change (trainyard.store.cache)
         self._submitted: Recent[tuple[str | None, str | None]] = Recent(5_000)  # job id -> (team, owner), see wait
@@ -82,6 +84,7 @@ class JobService:
         """Everything :meth:`submit` checks, without storing: the job's (owner, team) if it would be accepted."""
         self.engine.validate(spec)
         owner, team = caller.user, self.team_for(caller, spec.queue)
+        self.check_secrets(spec.secrets, team)
         self._check_room(spec, snapshot)
         return owner, team
 

@@ -82,6 +82,7 @@ def launch_configs(
             gpus=list(r.gpus),
             venv=venv,
             sample_every=settings.sample_every,
+            secrets=sorted(spec.secrets) or None,  # names only: the launcher reads the values (launch.secrets)
             # a local store has the database's log chunks beside it; a remote one keeps the whole log too
             log_url=artifacts.log_url(job.id, attempt.number, r.index) if artifacts.remote else None,
             storage=settings.storage_options or None,

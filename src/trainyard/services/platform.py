@@ -42,6 +42,8 @@ from trainyard.services.service_loop import ServiceLoop
 from trainyard.services.service_traffic import TrafficCollector
 from trainyard.services.serving import ServingService
 from trainyard.services.snapshots import SnapshotService
+from trainyard.services.secret_box import SecretBox
+from trainyard.services.secrets import SecretService
 from trainyard.services.sweep_loop import SweepLoop
 from trainyard.services.sweeps import SweepService
 from trainyard.spec.records import AttemptInfo, JobInfo
@@ -93,8 +95,10 @@ class Platform:
             self.queues.load_file(settings.queues_file)
         self.identity = IdentityService(self.store, self.audit, server_token_sha256=settings.token_sha256,
                                         users=settings.auth)
+        self.secrets = SecretService(self.store, SecretBox(settings.secrets_key), self.audit)
         self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, self.scheduler,
                                team_for=self.queues.team_for, audit=self.audit)
+        self.jobs.check_secrets = self.secrets.check
         self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self.scheduler.wake,
                                        stop=self.scheduler.stop_attempt, freed=self.scheduler.freed)
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,

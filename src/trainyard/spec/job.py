@@ -119,6 +119,8 @@ class JobSpec(Strict):
         None, description="image of replicas 1, 2, … where it differs from `image` (a PyTorchJob's Worker); "
                           "replica 0 runs in `image`")
     env_vars: dict[str, str] = Field(default_factory=dict, description="plain environment variables for the command")
+    secrets: dict[str, str] = Field(default_factory=dict, description="environment variable -> the team's secret "
+                                    "it holds (`trainyard secret set`); a list names secrets read under their names")
     params: dict[str, Any] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     inputs: dict[str, str] = Field(default_factory=dict)
@@ -172,6 +174,13 @@ class JobSpec(Strict):
             return {str(k): render(x) for k, x in v.items()}
         return v
 
+    @field_validator("secrets", mode="before")
+    @classmethod
+    def _secrets(cls, v: Any) -> Any:
+        from trainyard.spec.secrets import job_secrets
+
+        return job_secrets(v)
+
     @field_validator("params")
     @classmethod
     def _params(cls, v: dict[str, Any]) -> dict[str, Any]:
@@ -191,6 +200,8 @@ class JobSpec(Strict):
     def _check(self) -> "JobSpec":
         if self.replicas > 1 and self.distributed is None:
             raise ValueError("replicas > 1 needs distributed: torch")
+        if both := sorted(set(self.secrets) & set(self.env_vars)):
+            raise ValueError(f"{', '.join(both)}: set by both env_vars and secrets")
         missing = sorted(set(self.param_refs()) - set(self.params))
         if missing:
             raise ValueError(f"command uses params not given: {', '.join(missing)}")

@@ -397,3 +397,17 @@ class ServiceReplicaRow(Base):
     ready: Mapped[bool] = mapped_column(Boolean)
     draining_since: Mapped[float | None] = mapped_column(Float)  # out of traffic, to be stopped
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class Secret(Base):
+    """A team's secret, its value encrypted with the servers' key (``services/secret_box.py``). ``team`` is ""
+    for secrets of no team (what the admins' own jobs on the default queue read)."""
+
+    __tablename__ = "secrets"
+    team: Mapped[str] = mapped_column(String(63), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    sealed: Mapped[str] = mapped_column(Text)  # the value, encrypted and authenticated (Fernet)
+    length: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    updated_by: Mapped[str | None] = mapped_column(String(63))

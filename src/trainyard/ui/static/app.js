@@ -13,6 +13,7 @@ const ROUTES = [
   [/^\/pipelines\/([^/]+)$/, "pipeline", ["id"]],
   [/^\/queues\/?$/, "queues"],
   [/^\/nodes\/?$/, "nodes"],
+  [/^\/secrets\/?$/, "secrets"],
   [/^\/submit\/?$/, "submit"],
   [/^\/services\/?$/, "services"],
   [/^\/services\/([^/]+)$/, "service", ["name"]],
