@@ -24,9 +24,9 @@ def test_flags_lay_over_a_spec_file_and_a_file_without_flags_goes_as_it_is(tmp_p
     spec = tmp_path / "job.yaml"
     spec.write_text("name: j\ncommand: echo\nenv_vars: {A: '1'}\nresources: {cpu: 2}\n")
     assert build([str(spec)], Flags(), tmp_path).path == spec
-    sub = build([str(spec)], Flags(memory="1Gi", env_vars={"B": "2"}, queue="q1"), tmp_path)
+    sub = build([str(spec)], Flags(memory="1Gi", env_vars={"B": "2"}, queue="q1", secrets={"K": "k"}), tmp_path)
     assert sub.path is None and sub.spec.resources.cpu == 2 and sub.spec.resources.memory == 2**30
-    assert sub.spec.env_vars == {"A": "1", "B": "2"} and sub.spec.queue == "q1"
+    assert sub.spec.env_vars == {"A": "1", "B": "2"} and sub.spec.queue == "q1" and sub.spec.secrets == {"K": "k"}
 
 
 def test_requirements_are_written_relative_to_the_spec_folder(tmp_path):
@@ -38,7 +38,7 @@ def test_requirements_are_written_relative_to_the_spec_folder(tmp_path):
 
 def test_the_dry_run_yaml_reads_back_as_the_same_spec(tmp_path):
     flags = Flags(params={"lr": 0.1}, cpu="500m", memory="1536Mi", gpu=1, env_vars={"X": "y z"}, timeout="2h",
-                  retries=2, priority="high", node_selector={"zone": "a"})
+                  retries=2, priority="high", node_selector={"zone": "a"}, secrets={"HF_TOKEN": "hf-read"})
     spec = build(["python", "t.py", "{{params.lr}}"], flags, tmp_path).spec
     text = to_yaml(spec)
     assert "memory: 1.5Gi" in text and "retry: {max: 2}" in text
@@ -49,6 +49,9 @@ def test_a_bad_flag_value_names_the_flag(tmp_path):
     with pytest.raises(InvalidSpec) as e:
         build(["true"], Flags(memory="3x"), tmp_path)
     assert e.value.errors[0]["where"] == "command line --memory (resources.memory)"
+    with pytest.raises(InvalidSpec) as e:
+        build(["true"], Flags(secrets={"PATH": "p"}), tmp_path)
+    assert e.value.errors[0]["where"] == "command line --secret (secrets)"
 
 
 def test_no_target_says_how_to_give_one(tmp_path):

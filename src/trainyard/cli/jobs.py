@@ -42,6 +42,9 @@ def run(
                                                          rich_help_panel=ENV)] = None,
     env: Annotated[Optional[list[str]], typer.Option("--env", "-e", help="environment variable: KEY=VALUE",
                                                      rich_help_panel=ENV)] = None,
+    secret: Annotated[Optional[list[str]], typer.Option(
+        "--secret", help="a team secret in the environment: NAME, or VARIABLE=NAME (see `trainyard secret`)",
+        rich_help_panel=ENV)] = None,
     queue: Annotated[Optional[str], typer.Option("--queue", "-q", help="queue to submit to")] = None,
     name: Annotated[Optional[str], typer.Option("--name", "-n", help="job name")] = None,
     timeout: Annotated[Optional[str], typer.Option("--timeout", help="e.g. 30m, 2h")] = None,
@@ -66,7 +69,8 @@ def run(
             params=parse_param_overrides(param or []), cpu=cpu, memory=memory, gpu=gpu, gpu_type=gpu_type or [],
             node_selector=key_values(node_selector or [], "--node-selector"), image=image, pip=pip or [],
             requirements=str(requirements) if requirements else None, queue=queue, name=name,
-            env_vars=key_values(env or [], "--env"), timeout=timeout, retries=retries, priority=priority)
+            env_vars=key_values(env or [], "--env"), timeout=timeout, retries=retries, priority=priority,
+            secrets={k: v for k, v in (s.partition("=")[::2] if "=" in s else (s, s) for s in secret or [])})
         sub = build(list(target or []), flags, Path.cwd())
         if sub.undeclared:
             from rich.markup import escape

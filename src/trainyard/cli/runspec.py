@@ -23,7 +23,7 @@ FLAG_OF = {"resources.cpu": "--cpu", "resources.memory": "--memory", "resources.
            "resources.gpu_type": "--gpu-type", "resources.node_selector": "--node-selector", "image": "--image",
            "env.pip": "--pip", "env.requirements": "--requirements", "queue": "--queue", "name": "--name",
            "env_vars": "--env", "params": "-p", "timeout": "--timeout", "retry.max": "--retries",
-           "priority": "--priority", "command": "command"}
+           "priority": "--priority", "command": "command", "secrets": "--secret"}
 
 
 @dataclass
@@ -42,6 +42,7 @@ class Flags:
     queue: str | None = None
     name: str | None = None
     env_vars: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)  # variable -> secret name
     timeout: str | None = None
     retries: int | None = None
     priority: str | None = None
@@ -146,6 +147,8 @@ def _overlay(data: dict[str, Any], f: Flags, base: Path, cwd: Path) -> dict[str,
         out["params"] = {**out.get("params", {}), **f.params}
     if f.env_vars:
         out["env_vars"] = {**out.get("env_vars", {}), **f.env_vars}
+    if f.secrets:
+        out["secrets"] = {**out.get("secrets", {}), **f.secrets}
     if f.retries is not None:
         out["retry"] = {**(out.get("retry") or {}), "max": f.retries}
     for key in ("image", "queue", "name", "timeout", "priority"):
