@@ -104,6 +104,8 @@ def test_a_team_secret_reaches_its_jobs_and_nothing_else(srv):
     assert VALUE not in launch.read_text() and config["secrets"] == ["WANDB_KEY"]
     audit = admin.get("/api/v1/audit", params={"limit": 100}).json()
     assert any(a["action"] == "secret.set" and a["user"] == "dave" and a["target"] == "vision/wandb" for a in audit)
+    [read] = [a for a in audit if a["action"] == "secret.read"]  # the launcher's read, as the job's owner's
+    assert (read["user"], read["target"], read["detail"]["secrets"]) == ("alice", f"{job['id']}-1", ["wandb"])
     assert VALUE not in json.dumps(audit)
     assert stat.S_IMODE((srv.home / "secrets.key").stat().st_mode) == 0o600
     engine = sa.create_engine(normalize_url(srv.db_url))

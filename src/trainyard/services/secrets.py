@@ -104,9 +104,10 @@ class SecretService:
         if errors:
             raise InvalidSpec(errors=errors)
 
-    def for_attempt(self, attempt_id: str, token: str | None) -> dict[str, str]:
+    def for_attempt(self, attempt_id: str, token: str | None, source: str | None = None) -> dict[str, str]:
         """What one attempt's launchers put in the command's environment: each variable its job's spec names,
-        with its secret's value. Only for the attempt's own credential, and only while it runs."""
+        with its secret's value. Only for the attempt's own credential, and only while it runs; each read is
+        in the audit log, as the job's owner's, from the launcher's address."""
         grant = self.rows.grant(attempt_id)
         if grant is None or not (grant.token_hash and token and hmac.compare_digest(grant.token_hash,
                                                                                    token_hash(token))):
@@ -118,8 +119,11 @@ class SecretService:
         if missing:
             raise SecretNotFound(f"no secret {', '.join(missing)} in {_team(grant.team)} (deleted since the job "
                                  "was submitted?)", secret=missing[0], team=grant.team)
-        return {var: self.box.open(sealed[name], f"secret {name} of {_team(grant.team)}")
-                for var, name in grant.wanted.items()}
+        env = {var: self.box.open(sealed[name], f"secret {name} of {_team(grant.team)}")
+               for var, name in grant.wanted.items()}
+        self.audit.record(Caller(user=grant.owner or LOCAL_ADMIN.user, source=source), "secret.read", attempt_id,
+                          job=grant.job_id, team=grant.team, secrets=sorted(set(grant.wanted.values())))
+        return env
 
 
 def _team(team: str | None) -> str:

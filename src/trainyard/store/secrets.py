@@ -26,6 +26,8 @@ class Grant(NamedTuple):
 
     token_hash: str | None
     live: bool
+    job_id: str
+    owner: str | None
     team: str | None
     wanted: dict[str, str]  # environment variable -> secret name, from the job's spec
 
@@ -71,11 +73,11 @@ class SecretStore:
             return dict(s.connection().execute(q).tuples().all())
 
     def grant(self, attempt_id: str) -> Grant | None:
-        q = (select(_A.c.token_hash, _A.c.status, _J.c.team, _J.c.spec)
+        q = (select(_A.c.token_hash, _A.c.status, _J.c.id, _J.c.owner, _J.c.team, _J.c.spec)
              .join(_J, _J.c.id == _A.c.job_id).where(_A.c.id == attempt_id))
         with self.store.read() as s:
             row = s.connection().execute(q).first()
         if row is None:
             return None
         live = not AttemptStatus(row.status).is_terminal()
-        return Grant(row.token_hash, live, row.team, dict((row.spec or {}).get("secrets") or {}))
+        return Grant(row.token_hash, live, row.id, row.owner, row.team, dict((row.spec or {}).get("secrets") or {}))

@@ -56,5 +56,6 @@ async def attempt_secrets(attempt_id: str, request: Request) -> dict[str, dict[s
     """An attempt's launcher, with the attempt's own credential, reads the variables its job's ``secrets:``
     name, once, at its start; it keeps them in memory and in the command's environment only."""
     p = request.app.state.platform
-    env = await run_in_threadpool(p.secrets.for_attempt, attempt_id, bearer(request.headers.get("authorization")))
+    env = await run_in_threadpool(p.secrets.for_attempt, attempt_id, bearer(request.headers.get("authorization")),
+                                  request.client.host if request.client else None)
     return {"env": env}
