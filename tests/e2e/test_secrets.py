@@ -87,6 +87,7 @@ def test_a_team_secret_reaches_its_jobs_and_nothing_else(srv):
     assert bob.get("/api/v1/secrets/wandb", params={"team": "vision"}).status_code == 404
     assert bob.put("/api/v1/secrets/wandb", params={"team": "vision"}, json={"value": "x"}).status_code == 403
     assert dave.get("/api/v1/secrets", params={"team": "-"}).status_code == 403  # no team: admins' only
+    assert dave.post("/api/v1/secrets/rotate").status_code == 403
     theirs = bob.post("/api/v1/jobs", json={"spec": {**SHOW, "queue": "nlp-q"}})
     assert theirs.status_code == 422 and theirs.json()["details"]["errors"][0]["field"] == "secrets.WANDB_KEY"
 
@@ -158,6 +159,21 @@ def test_without_auth_a_file_secret_is_masked_line_by_line(tmp_path):
         assert log.rstrip().endswith("True")
         for line in pem.splitlines():
             assert line not in log  # each line of the value is masked, wherever the chunks were cut
+
+        # the key rotated: a new key first, the old kept below; re-sealed; then the old one dropped
+        from cryptography.fernet import Fernet
+
+        key_path, new_key = srv.home / "secrets.key", Fernet.generate_key().decode()
+        key_path.write_text(new_key + "\n" + key_path.read_text())
+        rotated = srv.cli("secret", "rotate")
+        assert rotated.returncode == 0 and "1 secret(s) re-sealed with the first of 2 key(s)" in rotated.stdout
+        key_path.write_text(new_key + "\n")
+        assert "0 secret(s) re-sealed with the first of 1 key(s)" in srv.cli("secret", "rotate").stdout
+        with srv.client() as c:
+            again = c.submit(py_job("import os; print(os.environ['KEY'] == open(os.environ['KEY_FILE']).read())",
+                                    name="pem2", secrets={"KEY": "deploy-key"}, env_vars={"KEY_FILE": str(key_file)}))
+            assert c.wait(again.id, timeout=60).status.value == "succeeded"
+            assert "".join(chunk.data for chunk in c.logs(again.id)).strip() == "True"
     finally:
         srv.stop_all()
 

@@ -79,3 +79,13 @@ def rm(name: Annotated[str, typer.Argument(help="the secret's name")], team: Tea
     with handled():
         client().secrets.delete(name, team=team)
         console.print(f"secret {name} deleted", highlight=False)
+
+
+@app.command()
+def rotate() -> None:
+    """Re-seal every secret with the newest key (an admin's): first put a new key on the first line of the
+    server's key file (`secrets.key` in its home), keeping the old ones below; after this, drop them."""
+    with handled():
+        done = client().secrets.rotate()
+        console.print(f"{done['resealed']} secret(s) re-sealed with the first of {done['keys']} key(s); the "
+                      "other keys can leave the key file now (on every server sharing it)", highlight=False)

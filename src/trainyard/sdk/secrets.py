@@ -40,5 +40,9 @@ class Secrets:
     def list(self, team: str | None = None) -> list[SecretInfo]:
         return _LIST.validate_python(self.http.request("GET", "/api/v1/secrets", params=self._team(team)).json())
 
+    def rotate(self) -> dict[str, int]:
+        """Re-seal every value with the first key of the server's key file (an admin's); see services/secret_box."""
+        return self.http.request("POST", "/api/v1/secrets/rotate").json()
+
     def delete(self, name: str, team: str | None = None) -> None:
         self.http.request("DELETE", f"/api/v1/secrets/{name}", params=self._team(team))

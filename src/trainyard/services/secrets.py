@@ -92,6 +92,15 @@ class SecretService:
             return self.rows.infos([team])
         return self.rows.infos(None if caller.admin else sorted(caller.teams))
 
+    def rotate(self, caller: Caller = LOCAL_ADMIN) -> dict[str, int]:
+        """Read the key file again and re-seal every value with its first key (an admin's)."""
+        if not caller.admin:
+            raise Forbidden("only admins rotate the secrets' key")
+        keys = self.box.reload()
+        resealed = self.rows.reseal_all(self.box.reseal)
+        self.audit.record(caller, "secret.rotate", None, keys=keys, resealed=resealed)
+        return {"keys": keys, "resealed": resealed}
+
     def check(self, wanted: dict[str, str], team: str | None) -> None:
         """Each secret a job names exists in its team; else the spec is refused naming ``secrets.VAR``."""
         if not wanted:

@@ -72,6 +72,18 @@ class SecretStore:
         with self.store.read() as s:
             return dict(s.connection().execute(q).tuples().all())
 
+    def reseal_all(self, reseal) -> int:  # noqa: ANN001  (sealed, what -> sealed)
+        """Every stored value through ``reseal``, in one transaction; how many changed."""
+        changed = 0
+        with self.store.write() as s:
+            c = s.connection()
+            for team, name, sealed in c.execute(select(_S.c.team, _S.c.name, _S.c.sealed)).all():
+                new = reseal(sealed, f"secret {name} of {team or 'no team'}")
+                if new != sealed:
+                    c.execute(update(_S).where(_S.c.team == team, _S.c.name == name).values(sealed=new))
+                    changed += 1
+        return changed
+
     def grant(self, attempt_id: str) -> Grant | None:
         q = (select(_A.c.token_hash, _A.c.status, _J.c.id, _J.c.owner, _J.c.team, _J.c.spec)
              .join(_J, _J.c.id == _A.c.job_id).where(_A.c.id == attempt_id))

@@ -33,6 +33,13 @@ def list_secrets(p: PlatformDep, caller: CallerDep, team: Team = None) -> list[S
     return p.secrets.list(team, caller)
 
 
+@router.post("/api/v1/secrets/rotate")
+def rotate_secrets(p: PlatformDep, caller: CallerDep) -> dict[str, int]:
+    """Re-read the key file and re-seal every value with its first key (admins); ``resealed`` counts those that
+    were under another key."""
+    return p.secrets.rotate(caller)
+
+
 @router.get("/api/v1/secrets/{name}")
 def get_secret(name: str, p: PlatformDep, caller: CallerDep, team: Team = None) -> SecretInfo:
     return p.secrets.get(named(name), team, caller)
