@@ -70,10 +70,13 @@ class SweepService:
         return self.info(self.sweeps.find(key, visible(caller)))
 
     def list(self, include_ended: bool = True, caller: Caller = LOCAL_ADMIN) -> list[SweepInfo]:
-        return [self.info(r, trials=False) for r in self.sweeps.list(include_ended, visible(caller))]
+        rows = self.sweeps.list(include_ended, visible(caller))
+        trials = self.sweeps.trials_of([r["id"] for r in rows])  # one read for all, not one per sweep
+        return [self.info(r, trials=False, found=trials.get(r["id"], [])) for r in rows]
 
-    def info(self, row: SweepRow, trials: bool = True) -> SweepInfo:
-        found = self.sweeps.trials(row["id"])
+    def info(self, row: SweepRow, trials: bool = True, found: list[TrialInfo] | None = None) -> SweepInfo:
+        if found is None:
+            found = self.sweeps.trials(row["id"])
         return SweepInfo(id=row["id"], name=row["name"], status=row["status"], reason=row["reason"],
                          spec=row["spec"], owner=row["owner"], team=row["team"], best=best(row["spec"], found),
                          counts={s: n for s in TrialState if (n := sum(t.state is s for t in found))},
