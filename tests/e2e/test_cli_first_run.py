@@ -102,6 +102,15 @@ def test_doctor_reports_an_unreachable_server_as_an_error_with_the_fix(server, t
     assert ok.returncode == 0, ok.stdout
     assert f"ok      server      {server.url}" in ok.stdout and "trainyard 0.1.0" in ok.stdout
     assert "1 node(s), 2 cores, 4 GPU(s) (A100)" in ok.stdout
+    key = server.home / "secrets.key"
+    assert f"ok      secrets     no key yet: {key}" in ok.stdout
+    key.write_text("not a key\n")
+    key.chmod(0o644)
+    bad = server.cli("doctor")
+    assert bad.returncode == 1 and f"error   secrets     {key} is readable by others (mode 644)" in bad.stdout
+    key.chmod(0o600)
+    assert "holds a line that is not a Fernet key" in server.cli("doctor").stdout
+    key.unlink()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens there once closed

@@ -40,7 +40,7 @@ def doctor(
 
     findings: list[Finding] = []
     nodes = _server(findings)
-    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _disk]
+    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _disk, _secrets_key]
     if db:
         checks.append(lambda: _database(db))
     if ray_address:
@@ -156,6 +156,40 @@ def _disk() -> Finding:
     if free < 5 * GiB:
         return Finding("disk", "warning", text, "logs, snapshots and virtualenvs live there: free some space")
     return Finding("disk", "ok", text)
+
+
+def _secrets_key() -> Finding:
+    """The home's key for secrets at rest (services/secret_box.py): private, and keys only."""
+    import stat
+
+    from trainyard.config import home
+
+    path = home() / "secrets.key"
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        lines = [x for x in path.read_bytes().splitlines() if x.strip() and not x.startswith(b"#")]
+    except FileNotFoundError:
+        return Finding("secrets", "ok", f"no key yet: {path} is made (0600) with the first secret")
+    except OSError as e:
+        return Finding("secrets", "error", f"{path}: {e.strerror or e}", "the server's user must read its home")
+    if mode & 0o077:
+        return Finding("secrets", "error", f"{path} is readable by others (mode {mode:o}): whoever reads it "
+                       "opens every secret in the database", f"chmod 600 {path}")
+    try:
+        from cryptography.fernet import Fernet
+
+        for line in lines:
+            Fernet(line.strip())
+    except ValueError:
+        return Finding("secrets", "error", f"{path} holds a line that is not a Fernet key",
+                       "one key a line, the newest first (see `trainyard secret rotate --help`)")
+    except ImportError:
+        return Finding("secrets", "warning", "cryptography is not installed here", "pip install cryptography")
+    if not lines:
+        return Finding("secrets", "error", f"{path} holds no key", "remove it: the server makes a new one "
+                       "(secrets sealed with the old key are then lost)")
+    extra = f"; {len(lines) - 1} older key(s) kept for rotation" if len(lines) > 1 else ""
+    return Finding("secrets", "ok", f"{path}: private, {len(lines)} key(s){extra}")
 
 
 def _database(url: str) -> Finding:
