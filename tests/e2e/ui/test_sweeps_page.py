@@ -1,10 +1,12 @@
 """The sweeps pages in a real browser against a real server: the list with each sweep's status, best value and
-trials; one sweep's trials best first, each linked to its job, the best one's params, a link comparing them;
-and cancelling a running sweep from its page."""
+trials; one sweep's optimization history chart, its trials best first, each linked to its job, the best one's
+params, a link comparing them; and cancelling a running sweep from its page."""
 
 from __future__ import annotations
 
+import json
 import sys
+from itertools import accumulate
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -63,9 +65,19 @@ def test_the_sweeps_pages_show_the_trials_best_first_with_their_jobs_and_the_bes
     expect(page.locator(".best-params")).to_have_text("x=0.3")
     expect(page.locator("button[name=cancel]")).to_be_disabled()
     # the compare link names every trial's job, best first
-    jobs = {t.number: t.job_id for t in client.sweeps.get(sweep.id).trials}
+    done = client.sweeps.get(sweep.id).trials
+    jobs = {t.number: t.job_id for t in done}
     href = page.locator("#compare-trials").get_attribute("href")
     assert parse_qs(urlparse(href).query)["jobs"] == [",".join(jobs[n] for n in (1, 2, 0))]
+    # above the best trial, the optimization history: each trial's value by number, and the best so far
+    chart = page.locator(".sweep-history")
+    expect(chart.locator(".u-legend .u-label")).to_have_text(["trial", "best so far", "score"])
+    expect(chart.locator(".uplot")).to_have_count(1)
+    points = [[t.number, t.value] for t in sorted(done, key=lambda t: t.number)]
+    best = accumulate((v for _, v in points), max)
+    assert json.loads(chart.get_attribute("data-points")) == points
+    assert json.loads(chart.get_attribute("data-best")) == [[n, b] for (n, _), b in zip(points, best)]
+    assert json.loads(chart.get_attribute("data-best"))[1:] == [[1, 1], [2, 1]]  # trial 1 scored 1, the most
     screenshot(page, "sweep")
 
     # and a trial's job is one click away
@@ -81,6 +93,7 @@ def test_a_running_sweep_is_cancelled_from_its_page(server, page):
     page.goto(signed_in(server.url, server.token, f"/sweeps/{sweep.id}"))
     expect(page.locator("table.trials tr[data-state=running]")).to_have_count(1, timeout=60_000)
     expect(page.locator(".sweep-status .badge")).to_have_text("running")
+    expect(page.locator(".sweep-history")).to_be_hidden()  # no trial has completed: no history to chart
 
     # when Cancel is clicked and confirmed
     asked = []
@@ -96,3 +109,42 @@ def test_a_running_sweep_is_cancelled_from_its_page(server, page):
     expect(page.locator("button[name=cancel]")).to_be_disabled()
     assert "quad" in asked[0]
     assert client.sweeps.get(sweep.id).status.value == "cancelled"
+
+
+HISTORY = """async ([trials, goal, more]) => {
+  const m = await import('/ui/pages/sweep_chart.js');
+  const chart = new m.HistoryChart();
+  document.body.append(chart.el);
+  const metric = {name: 'loss', goal};
+  await chart.update(trials, metric);
+  const first = chart.el.querySelector('.uplot');
+  await chart.update([...trials], metric);
+  await chart.update([...trials, ...more], metric);
+  const labels = [...chart.el.querySelectorAll('.u-legend .u-label')].map((e) => e.textContent);
+  const kept = chart.el.querySelector('.uplot') === first && chart.el.querySelectorAll('.uplot').length === 1;
+  chart.destroy();
+  return {data: m.history(trials, goal), labels, kept, best: JSON.parse(chart.el.dataset.best)};
+}"""
+
+
+def test_the_optimization_history_charts_completed_values_the_best_so_far_and_pruned_ones_apart(server, page):
+    # given trials out of order, in every state, some without a value
+    trials = [{"number": 3, "state": "complete", "value": 0.5}, {"number": 0, "state": "complete", "value": 0.9},
+              {"number": 1, "state": "pruned", "value": 2.0}, {"number": 2, "state": "failed", "value": 0.1},
+              {"number": 4, "state": "running", "value": 0.05}, {"number": 5, "state": "complete", "value": 0.7},
+              {"number": 6, "state": "pruned", "value": None}, {"number": 7, "state": "cancelled", "value": None}]
+    more = [{"number": 8, "state": "complete", "value": 0.2}]
+    page.goto(signed_in(server.url, server.token, "/sweeps"))
+
+    # when a sweep's history is charted for either goal, then a later trial completing
+    minimize = page.evaluate(HISTORY, [trials, "minimize", more])
+    maximize = page.evaluate(HISTORY, [trials, "maximize", more])
+
+    # then only completed trials are points, the best so far follows the goal, and pruned ones stand apart
+    assert minimize["data"] == {"points": [[0, 0.9], [3, 0.5], [5, 0.7]], "best": [[0, 0.9], [3, 0.5], [5, 0.5]],
+                                "pruned": [[1, 2.0]]}
+    assert maximize["data"]["best"] == [[0, 0.9], [3, 0.9], [5, 0.9]]
+    assert minimize["labels"] == ["trial", "best so far", "loss", "pruned"]
+    # and the new trial is drawn on the same chart, not a new one
+    assert minimize["kept"] and maximize["kept"]
+    assert minimize["best"][-1] == [8, 0.2] and maximize["best"][-1] == [8, 0.9]

@@ -1,8 +1,10 @@
-// /sweeps/:id — one sweep: its best trial, every trial (best first, each a job, linked) with its value and
-// params, a link comparing the trials' metrics, and cancel. Refreshed while the sweep runs.
+// /sweeps/:id — one sweep: its optimization history (sweep_chart.js), its best trial, every trial (best first,
+// each a job, linked) with its value and params, a link comparing the trials' metrics, and cancel. Refreshed
+// while the sweep runs.
 import { api, poll, toast } from "../api.js";
 import { css } from "../css.js";
 import { ago, badge, duration, h, when } from "../ui.js";
+import { HistoryChart } from "./sweep_chart.js";
 
 const COMPARED = 20;  // the compare page reads every job and its metrics: the best this many
 
@@ -40,7 +42,8 @@ export async function render(root, { params }) {
   css("sweeps.css");
   const path = `sweeps/${encodeURIComponent(params.id)}`;
   const head = h("div"); const facts = h("dl.kv"); const best = h("div.panel.best"); const trials = h("div");
-  root.append(head, h("div.panel", null, facts), h("h2", null, "Best trial"), best, h("h2", null, "Trials"), trials);
+  const chart = new HistoryChart(num);
+  root.append(head, h("div.panel", null, facts), chart.el, h("h2", null, "Best trial"), best, h("h2", null, "Trials"), trials);
   let sweep = null;
   let drawn = "";
 
@@ -51,6 +54,7 @@ export async function render(root, { params }) {
     drawn = sig;
     head.replaceChildren(header(sweep, cancel));
     facts.replaceChildren(...pairs(factList(sweep)));
+    chart.update(sweep.trials, sweep.spec.metric).catch(toast);
     best.replaceChildren(bestTrial(sweep));
     trials.replaceChildren(sweep.trials.length ? trialTable(sweep) : h("p.muted", null, "No trial has started yet."));
   }
@@ -75,7 +79,7 @@ export async function render(root, { params }) {
     draw();
     if (sweep.status !== "running" && stop) stop();  // an ended sweep changes no more
   }, 2000);
-  return () => stop();
+  return () => { stop(); chart.destroy(); };
 }
 
 function header(s, cancel) {
