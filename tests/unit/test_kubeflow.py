@@ -168,8 +168,10 @@ def test_elastic_policy_sidecars_and_value_from_are_named():
     text = manifest(
         """\
         env:
+          - name: REGION
+            valueFrom: {configMapKeyRef: {name: c, key: region}}
           - name: TOKEN
-            valueFrom: {secretKeyRef: {name: s, key: k}}
+            valueFrom: {secretKeyRef: {name: wandb, key: api-key}}
         """,
         extra="  elasticPolicy: {rdzvBackend: c10d}\n",
     ).replace("          containers:\n", "          initContainers: [{name: init, image: busybox}]\n"
@@ -180,8 +182,9 @@ def test_elastic_policy_sidecars_and_value_from_are_named():
     assert "spec.elasticPolicy" in by_field
     assert f"{pod}.initContainers" in by_field
     assert by_field[f"{pod}.containers[0]"]["message"] == "container 'logger' is not run: only 'pytorch' is"
-    assert "valueFrom" in by_field[f"{pod}.containers[1].env[0].valueFrom"]["message"]
-    assert c.env_vars == {}
+    assert "secretKeyRef {name, key} only" in by_field[f"{pod}.containers[1].env[0].valueFrom"]["message"]
+    assert f"{pod}.containers[1].env[1].valueFrom" not in by_field  # a Secret's key: the team's secret NAME.KEY
+    assert c.env_vars == {} and c.spec.secrets == {"TOKEN": "wandb.api-key"}
     assert c.spec.command == ["python", "train.py"]  # the container named pytorch, not the first
 
 

@@ -16,6 +16,7 @@ pod ``nodeSelector``                                   ``resources.node_selector
 ``spec.nprocPerNode``                                  ``procs_per_replica``
 annotation ``trainyard.io/workdir``                    ``workdir`` (where the code is)
 container ``env`` (``name``/``value``)                 :attr:`Converted.env_vars`
+``env`` ``valueFrom.secretKeyRef`` ``{name, key}``     ``secrets`` (the team's secret ``NAME.KEY``)
 container ``image``                                    ``image`` (and :attr:`Converted.image`)
 the Worker's ``image`` where it differs                ``worker_image``
 container ``imagePullPolicy``                          ``image_pull_policy``
@@ -118,6 +119,13 @@ def _path(path: Path_) -> str:
     return out
 
 
+def _secret_ref(item: dict[str, Any]) -> str | None:
+    ref = (item.get("valueFrom") or {}).get("secretKeyRef") if isinstance(item.get("valueFrom"), dict) else None
+    if isinstance(ref, dict) and isinstance(ref.get("name"), str) and isinstance(ref.get("key"), str):
+        return f"{ref['name']}.{ref['key']}"
+    return None
+
+
 class _Converter:
     def __init__(self, data: Any, lines: dict[Path_, int], source: str) -> None:
         self.data, self.lines, self.source = data, lines, source
@@ -199,6 +207,8 @@ class _Converter:
         env = master["env"]
         if env and "env_vars" in JobSpec.model_fields:  # once the spec carries them
             out["env_vars"], self.origin["env_vars"] = env, master["path"] + ("env",)
+        if master["secrets"]:
+            out["secrets"] = master["secrets"]
         job = self.validate(out)
         self.warnings.sort(key=lambda w: w["line"] or 0)
         return Converted(job, env, master["image"], self.warnings)
@@ -290,7 +300,8 @@ class _Converter:
         policy = c.get("imagePullPolicy")
         if policy is not None and policy not in _PULL_POLICIES:
             self.error(path + ("imagePullPolicy",), f"expected one of {', '.join(_PULL_POLICIES)}, not {policy!r}")
-        return {"path": path, "command": argv, "image": image, "pull_policy": _PULL_POLICIES.get(policy), "env": self.env(c.get("env"), path + ("env",)),
+        return {"path": path, "command": argv, "image": image, "pull_policy": _PULL_POLICIES.get(policy),
+                "env": self.env(c.get("env"), path + ("env",)), "secrets": self.secret_refs(c.get("env"), path + ("env",)),
                 "resources": self.resources(c.get("resources"), path + ("resources",))}
 
     def env(self, value: Any, path: Path_) -> dict[str, str]:
@@ -304,9 +315,21 @@ class _Converter:
             if not isinstance(item, dict) or not item.get("name"):
                 self.error(path + (i,), "expected {name, value}")
             elif "valueFrom" in item:
-                self.warn(path + (i, "valueFrom"), f"env {item['name']}: valueFrom is not supported; not set")
+                if _secret_ref(item) is None:
+                    self.warn(path + (i, "valueFrom"), f"env {item['name']}: valueFrom is supported for "
+                              "secretKeyRef {name, key} only; not set")
             else:
                 out[str(item["name"])] = "" if item.get("value") is None else str(item["value"])
+        return out
+
+    def secret_refs(self, value: Any, path: Path_) -> dict[str, str]:
+        """``valueFrom.secretKeyRef {name, key}`` as the team's trainyard secret ``NAME.KEY`` (a Kubernetes
+        Secret holds several keys; a trainyard secret is one value)."""
+        out = {}
+        for i, item in enumerate(value if isinstance(value, list) else []):
+            if isinstance(item, dict) and item.get("name") and (ref := _secret_ref(item)) is not None:
+                out[str(item["name"])] = ref
+                self.origin["secrets"] = path + (i, "valueFrom")
         return out
 
     def resources(self, value: Any, path: Path_) -> dict[str, Any]:
