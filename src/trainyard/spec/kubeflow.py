@@ -300,37 +300,28 @@ class _Converter:
         policy = c.get("imagePullPolicy")
         if policy is not None and policy not in _PULL_POLICIES:
             self.error(path + ("imagePullPolicy",), f"expected one of {', '.join(_PULL_POLICIES)}, not {policy!r}")
+        env, secrets = self.env(c.get("env"), path + ("env",))
         return {"path": path, "command": argv, "image": image, "pull_policy": _PULL_POLICIES.get(policy),
-                "env": self.env(c.get("env"), path + ("env",)), "secrets": self.secret_refs(c.get("env"), path + ("env",)),
-                "resources": self.resources(c.get("resources"), path + ("resources",))}
+                "env": env, "secrets": secrets, "resources": self.resources(c.get("resources"), path + ("resources",))}
 
-    def env(self, value: Any, path: Path_) -> dict[str, str]:
-        if value is None:
-            return {}
-        if not isinstance(value, list):
+    def env(self, value: Any, path: Path_) -> tuple[dict[str, str], dict[str, str]]:
+        """Plain variables, and those read ``valueFrom.secretKeyRef {name, key}``: the team's trainyard secret
+        ``NAME.KEY`` (a Kubernetes Secret holds several keys; a trainyard secret is one value)."""
+        out: dict[str, str] = {}
+        secrets: dict[str, str] = {}
+        if value is not None and not isinstance(value, list):
             self.error(path, "expected a list of {name, value}")
-            return {}
-        out = {}
-        for i, item in enumerate(value):
+        for i, item in enumerate(value if isinstance(value, list) else []):
             if not isinstance(item, dict) or not item.get("name"):
                 self.error(path + (i,), "expected {name, value}")
+            elif (ref := _secret_ref(item)) is not None:
+                secrets[str(item["name"])], self.origin["secrets"] = ref, path + (i, "valueFrom")
             elif "valueFrom" in item:
-                if _secret_ref(item) is None:
-                    self.warn(path + (i, "valueFrom"), f"env {item['name']}: valueFrom is supported for "
-                              "secretKeyRef {name, key} only; not set")
+                self.warn(path + (i, "valueFrom"), f"env {item['name']}: valueFrom is supported for "
+                          "secretKeyRef {name, key} only; not set")
             else:
                 out[str(item["name"])] = "" if item.get("value") is None else str(item["value"])
-        return out
-
-    def secret_refs(self, value: Any, path: Path_) -> dict[str, str]:
-        """``valueFrom.secretKeyRef {name, key}`` as the team's trainyard secret ``NAME.KEY`` (a Kubernetes
-        Secret holds several keys; a trainyard secret is one value)."""
-        out = {}
-        for i, item in enumerate(value if isinstance(value, list) else []):
-            if isinstance(item, dict) and item.get("name") and (ref := _secret_ref(item)) is not None:
-                out[str(item["name"])] = ref
-                self.origin["secrets"] = path + (i, "valueFrom")
-        return out
+        return out, secrets
 
     def resources(self, value: Any, path: Path_) -> dict[str, Any]:
         res = self.mapping(value, path, required=False) or {}
