@@ -164,6 +164,17 @@ def test_the_notebook_example_runs_as_a_job(server, tmp_path):
     assert "workers=2 total=9999900000" in "".join(x.data for x in c.logs(job.id))
 
 
+def test_a_secret_reaches_the_workers_tasks(server):
+    value = "dask-secret-" + "Rt4" * 8
+    server.client().secrets.set("s3-key", value)
+    with new(server, workers=1, secrets={"S3_KEY": "s3-key"}) as cluster:
+        client = cluster.get_client()
+        client.wait_for_workers(1, timeout=60)
+        assert client.submit(lambda: os.environ.get("S3_KEY")).result(timeout=60) == value
+    refused = server.cli("cluster", "create", "dask", "--secret", "NOPE")
+    assert refused.returncode == 2 and "secrets.NOPE: no secret 'NOPE'" in refused.stderr
+
+
 def test_bad_requests_name_the_field(server):
     r = server.cli("cluster", "create", "dask", "--worker-cpu", "lots")
     assert r.returncode == 2 and "worker_cpu" in r.stderr

@@ -56,6 +56,8 @@ def create_dask(
     name: Annotated[str, typer.Option(help="a name to find it by")] = "dask",
     minimum: Annotated[Optional[int], typer.Option("--min", help="start adaptive, at least this many workers")] = None,
     maximum: Annotated[Optional[int], typer.Option("--max", help="start adaptive, at most this many workers")] = None,
+    secret: Annotated[Optional[list[str]], typer.Option(
+        "--secret", help="a team secret in each worker's environment: NAME, or VARIABLE=NAME")] = None,
     output: OutputOpt = Output.table,
 ) -> None:
     """Start a Dask scheduler and workers as jobs in QUEUE."""
@@ -64,7 +66,9 @@ def create_dask(
 
         spec = cluster_spec(workers=workers, worker_cpu=worker_cpu, worker_memory=worker_memory,
                             worker_gpu=worker_gpu, worker_gpu_type=worker_gpu_type, pip=pip_list(env or []),
-                            queue=queue, idle_timeout=idle_timeout, name=name, adapt_min=minimum, adapt_max=maximum)
+                            queue=queue, idle_timeout=idle_timeout, name=name, adapt_min=minimum, adapt_max=maximum,
+                            secrets={k: v for k, v in (s.partition("=")[::2] if "=" in s else (s, s)
+                                                         for s in secret or [])})
         info = _clusters().create(spec)
         if output == Output.json:
             write(info.model_dump_json(indent=2) + "\n")

@@ -103,11 +103,12 @@ def new_cluster(workers: int = 2, *, worker_cpu: float | str = 1, worker_memory:
                 worker_gpu: int = 0, worker_gpu_type: str | None = None, pip: list[str] | None = None,
                 queue: str | None = None, idle_timeout: str | float | None = "30m", name: str | None = None,
                 minimum: int | None = None, maximum: int | None = None, client: Any = None,
-                wait: float | None = 300.0) -> DaskCluster:
+                wait: float | None = 300.0, secrets: list[str] | dict[str, str] | None = None) -> DaskCluster:
     """Start a Dask cluster as trainyard jobs and wait (``wait`` seconds) until its scheduler runs.
 
     ``minimum``/``maximum``: start adaptive. ``client``: a :class:`trainyard.Client` (default: one for
-    ``TRAINYARD_SERVER`` or the local server). Inside a job, the cluster ends with that job.
+    ``TRAINYARD_SERVER`` or the local server). ``secrets``: the team's secrets in each worker's environment,
+    as a job's. Inside a job, the cluster ends with that job.
     """
     owned = None
     if client is None:
@@ -117,7 +118,8 @@ def new_cluster(workers: int = 2, *, worker_cpu: float | str = 1, worker_memory:
     spec = cluster_spec(workers=workers, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpu=worker_gpu,
                         worker_gpu_type=worker_gpu_type, pip=pip, queue=queue, name=name,
                         idle_timeout=0 if idle_timeout is None else idle_timeout,
-                        owner_job=os.environ.get(envvars.JOB_ID) or None, adapt_min=minimum, adapt_max=maximum)
+                        owner_job=os.environ.get(envvars.JOB_ID) or None, adapt_min=minimum, adapt_max=maximum,
+                        secrets=secrets or {})
     clusters = Clusters(client.http)
     info = clusters.create(spec)
     cluster = DaskCluster(clusters, info, owns_client=owned)

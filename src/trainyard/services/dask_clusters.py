@@ -42,6 +42,7 @@ class DaskClusterService:
         if dask_jobs.dask_version() is None:
             raise Unsupported("this server has no Dask: install trainyard[dask] where the server runs")
         team = self.jobs.team_for(caller, spec.queue)
+        self.jobs.check_secrets(spec.secrets, team)
         if spec.owner_job is not None:
             owner = self.jobs.get(spec.owner_job, caller)  # raises JobNotFound: the field names the job
             if owner.status.is_terminal():

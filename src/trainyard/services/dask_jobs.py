@@ -64,5 +64,5 @@ def worker_job(cluster_id: str, spec: ClusterSpec, address: str) -> JobSpec:
     return JobSpec(
         name=f"{spec.name}-worker", command=command, env=_env(spec), queue=spec.queue,
         resources=spec.worker_resources(), retry=Retry(max=0),  # a lost worker is replaced by a new job
-        env_vars={envvars.DASK_CLUSTER: cluster_id, envvars.DASK_ROLE: "worker"},
+        env_vars={envvars.DASK_CLUSTER: cluster_id, envvars.DASK_ROLE: "worker"}, secrets=spec.secrets,
     )

@@ -58,6 +58,8 @@ class ClusterSpec(Strict):
     scheduler_cpu: Cores = 0.5
     scheduler_memory: Bytes | None = None
     pip: list[str] = Field(default_factory=list, description="packages for the workers' and scheduler's virtualenv")
+    secrets: dict[str, str] = Field(default_factory=dict, description="the team's secrets in each worker's "
+                                    "environment (the credentials its tasks read data with), as a job's `secrets`")
     queue: str = "default"
     idle_timeout: Seconds | None = Field(
         DEFAULT_IDLE_TIMEOUT, description="seconds with no client and no task before it is shut down; 0: never")
@@ -76,6 +78,13 @@ class ClusterSpec(Strict):
     @classmethod
     def _name(cls, v: str) -> str:
         return check_name(v)  # type: ignore[return-value]
+
+    @field_validator("secrets", mode="before")
+    @classmethod
+    def _secrets(cls, v: Any) -> Any:
+        from trainyard.spec.secrets import job_secrets
+
+        return job_secrets(v)
 
     @field_validator("worker_cpu", "scheduler_cpu", mode="before")
     @classmethod
