@@ -60,7 +60,7 @@ class AttemptIO:
             from trainyard.launch.secrets import Masks, fetch
 
             self._check_cancel()
-            values = fetch(cfg, lambda: self.cancelled is not None)
+            values = fetch(cfg, lambda: self.cancelled is not None, self.dir)
             cfg.env = {**cfg.env, **values}  # in memory only: build_env (and a container's) read it from here
             cfg.masks = Masks(list(values.values()))
         env = build_env(cfg, self.dir, inputs, venv, dirs=self.dirs)

@@ -21,14 +21,15 @@ FIRST_BACKOFF = 0.5  # ... seconds before the second, doubling: about a minute i
 MIN_MASKED = 4       # shorter values (and lines of values) would mask ordinary words of the log
 
 
-def fetch(config, cancelled: Callable[[], bool]) -> dict[str, str]:  # noqa: ANN001  (a LaunchConfig)
-    """{variable: value} for the attempt's job; SetupError saying why when they cannot be had."""
+def fetch(config, cancelled: Callable[[], bool], attempt_dir: str | None = None) -> dict[str, str]:  # noqa: ANN001
+    """{variable: value} for the attempt's job (``config`` a LaunchConfig, read from ``attempt_dir``); SetupError
+    saying why when they cannot be had."""
     path = f"/internal/attempts/{config.attempt_id}/secrets"
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {config.token}"}
-    backoff, problem = FIRST_BACKOFF, ""
+    token, backoff, problem = config.token, FIRST_BACKOFF, ""
     for _ in range(ATTEMPTS):
         if cancelled():
             raise SetupError("cancelled while reading the job's secrets")
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
         try:
             status, body = post_json(config.server.rstrip("/"), path, b"{}", headers, 30.0,
                                      config.server_ca, config.server_ca_pem)
@@ -40,6 +41,9 @@ def fetch(config, cancelled: Callable[[], bool]) -> dict[str, str]:  # noqa: ANN
                 if isinstance(env, dict) and all(isinstance(v, str) for v in env.values()):
                     return env
                 problem = "the server's answer had no variables"
+            elif status == 410 and attempt_dir and (renewed := _token_now(attempt_dir)) not in (None, token):
+                token = renewed  # the engine launched the attempt again with a new credential: ask with it
+                continue
             elif status < 500:
                 raise SetupError(f"the job's secrets: {_message(body, status)}")
             else:
@@ -47,6 +51,16 @@ def fetch(config, cancelled: Callable[[], bool]) -> dict[str, str]:  # noqa: ANN
         time.sleep(backoff)
         backoff *= 2
     raise SetupError(f"the job's secrets could not be read: {problem}")
+
+
+def _token_now(attempt_dir: str) -> str | None:
+    """The credential in ``launch.json`` now (as the reporter re-reads it)."""
+    from trainyard.launch.config import LaunchConfig
+
+    try:
+        return LaunchConfig.read(attempt_dir).token
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def _message(body: bytes, status: int) -> str:
