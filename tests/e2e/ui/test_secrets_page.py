@@ -101,3 +101,11 @@ def test_a_member_sees_why_it_may_not_set_one(auth_server, page):
     expect(page.locator("ul.secret-errors li.error")).to_contain_text("maintainers do")
     expect(page.locator("table.secrets tbody tr[data-secret]")).to_have_count(0)
     never_shown(page, VALUE)
+
+    # an admin in no team is offered every team, and no team
+    page.goto("about:blank")  # a new page load: the same path with another token in its fragment would not be one
+    page.goto(signed_in(auth_server.url, admin, "/secrets"))
+    expect(page.locator("select[name=team] option")).to_have_text(["vision", "no team"])
+    set_secret(page, "wandb", VALUE)  # the first option: team vision
+    expect(page.locator("table.secrets tbody tr[data-secret=wandb] td").nth(1)).to_have_text("vision")
+    never_shown(page, VALUE)

@@ -8,7 +8,9 @@ import { ago, h, when } from "../ui.js";
 export async function render(root) {
   css("secrets.css");
   const me = await api("whoami");
-  const teams = Object.keys(me.teams).sort();
+  // an admin may set any team's: every team is offered, the caller's own with its role
+  const all = me.admin ? (await api("teams").catch(() => [])).map((t) => t.name) : [];
+  const teams = [...new Set([...Object.keys(me.teams), ...all])].sort();
   // "-" names no team (an admin's own secrets) even for an admin who is in a team
   const noTeam = me.admin;
   const cols = ["name", "team", "length", "set by", "updated", ""];
@@ -21,7 +23,7 @@ export async function render(root) {
 
   const name = h("input", { name: "name", placeholder: "NAME", required: true, autocomplete: "off", spellcheck: false });
   const team = h("select", { name: "team" },
-    teams.map((t) => h("option", { value: t }, `${t} (${me.teams[t]})`)),
+    teams.map((t) => h("option", { value: t }, me.teams[t] ? `${t} (${me.teams[t]})` : t)),
     noTeam ? h("option", { value: "-" }, "no team") : null);
   const value = h("input", { type: "password", name: "value", autocomplete: "off", placeholder: "value", required: true });
   const usage = [h("code"), h("code")];
