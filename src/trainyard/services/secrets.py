@@ -12,13 +12,14 @@ import hmac
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller
 from trainyard.auth.tokens import token_hash
-from trainyard.errors import AttemptNotFound, Forbidden, InvalidSpec, SecretNotFound
+from trainyard.errors import AttemptNotFound, Conflict, Forbidden, InvalidSpec, SecretNotFound
 from trainyard.services.audit import AuditLog
 from trainyard.services.secret_box import SecretBox
 from trainyard.spec.secrets import SecretInfo
 from trainyard.store import Store
 from trainyard.store.secrets import SecretStore
 
+MAX_PER_TEAM = 1000  # as GitHub's per organisation: each is a row of up to 64 KiB
 NO_TEAM = "-"  # ?team=- (--team -): the secrets of no team, which only admins have, even an admin in a team
 
 
@@ -59,6 +60,10 @@ class SecretService:
     def set(self, name: str, value: str, team: str | None = None, caller: Caller = LOCAL_ADMIN) -> SecretInfo:
         team = self.scope(caller, team)
         self._manage(caller, team)
+        have = self.rows.names(team)
+        if name not in have and len(have) >= MAX_PER_TEAM:
+            raise Conflict(f"{_team(team)} has {len(have)} secrets, the most a team may hold: delete one first",
+                           team=team)
         created = self.rows.put(team, name, self.box.seal(value), len(value), caller.user)
         self.audit.record(caller, "secret.set", f"{team or NO_TEAM}/{name}", team=team, created=created)
         return self._info(name, team)

@@ -70,7 +70,7 @@ class SecretStore:
         """name -> sealed value, for those of ``names`` that exist."""
         q = select(_S.c.name, _S.c.sealed).where(_S.c.team == scope(team), _S.c.name.in_(names))
         with self.store.read() as s:
-            return dict(s.connection().execute(q).tuples().all())
+            return {name: sealed for name, sealed in s.connection().execute(q)}
 
     def reseal_all(self, reseal) -> int:  # noqa: ANN001  (sealed, what -> sealed)
         """Every stored value through ``reseal``, in one transaction; how many changed."""

@@ -1,0 +1,32 @@
+"""The secrets service's rules on SQLite and PostgreSQL, through the API with a fake engine: a team holds at most
+MAX_PER_TEAM secrets (replacing one is always allowed), `?team=-` names the admins' own, and the launcher's read is
+refused once its attempt has ended."""
+
+from __future__ import annotations
+
+from tests.integration.test_api import env, report  # noqa: F401  (the fixture)
+from tests.support.waiting import until
+from trainyard.services import secrets
+
+
+def test_a_team_holds_at_most_its_share_and_a_replace_still_goes(env, monkeypatch):  # noqa: F811
+    tc, sdk, engine, platform = env
+    monkeypatch.setattr(secrets, "MAX_PER_TEAM", 2)
+    for name in ("a", "b"):
+        assert tc.put(f"/api/v1/secrets/{name}", json={"value": "v"}).status_code == 200
+    full = tc.put("/api/v1/secrets/c", json={"value": "v"})
+    assert full.status_code == 409 and "2 secrets, the most a team may hold" in full.json()["message"]
+    assert tc.put("/api/v1/secrets/a", json={"value": "new"}).status_code == 200  # a replace adds no row
+    assert [s["name"] for s in tc.get("/api/v1/secrets", params={"team": "-"}).json()] == ["a", "b"]
+
+
+def test_the_launchers_read_ends_with_its_attempt(env):  # noqa: F811
+    tc, sdk, engine, platform = env
+    tc.put("/api/v1/secrets/k", json={"value": "the-value"})
+    job = sdk.submit({"name": "j", "command": "true", "secrets": {"K": "k"}})
+    attempt = until(lambda: next((a for a in engine.launched if a.startswith(job.id)), None))
+    read = tc.post(f"/internal/attempts/{attempt}/secrets", headers=engine.launcher_headers(attempt))
+    assert read.status_code == 200 and read.json() == {"env": {"K": "the-value"}}
+    report(tc, engine, attempt, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
+    ended = tc.post(f"/internal/attempts/{attempt}/secrets", headers=engine.launcher_headers(attempt))
+    assert ended.status_code == 403 and "the-value" not in ended.text
