@@ -62,13 +62,13 @@ def create_dask(
 ) -> None:
     """Start a Dask scheduler and workers as jobs in QUEUE."""
     with handled():
+        from trainyard.cli.runspec import secret_flags
         from trainyard.sdk.clusters import cluster_spec
 
         spec = cluster_spec(workers=workers, worker_cpu=worker_cpu, worker_memory=worker_memory,
                             worker_gpu=worker_gpu, worker_gpu_type=worker_gpu_type, pip=pip_list(env or []),
                             queue=queue, idle_timeout=idle_timeout, name=name, adapt_min=minimum, adapt_max=maximum,
-                            secrets={k: v for k, v in (s.partition("=")[::2] if "=" in s else (s, s)
-                                                         for s in secret or [])})
+                            secrets=secret_flags(secret or []))
         info = _clusters().create(spec)
         if output == Output.json:
             write(info.model_dump_json(indent=2) + "\n")

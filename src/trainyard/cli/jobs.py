@@ -61,7 +61,7 @@ def run(
 
     Flags override what a spec file says. A notebook runs with papermill: -p values go into its cell
     tagged `parameters`, and the executed notebook is in the job's outputs (`trainyard download JOB`)."""
-    from trainyard.cli.runspec import Flags, build, key_values, to_yaml
+    from trainyard.cli.runspec import Flags, build, key_values, secret_flags, to_yaml
     from trainyard.spec.loader import parse_param_overrides
 
     with handled():
@@ -70,7 +70,7 @@ def run(
             node_selector=key_values(node_selector or [], "--node-selector"), image=image, pip=pip or [],
             requirements=str(requirements) if requirements else None, queue=queue, name=name,
             env_vars=key_values(env or [], "--env"), timeout=timeout, retries=retries, priority=priority,
-            secrets={k: v for k, v in (s.partition("=")[::2] if "=" in s else (s, s) for s in secret or [])})
+            secrets=secret_flags(secret or []))
         sub = build(list(target or []), flags, Path.cwd())
         if sub.undeclared:
             from rich.markup import escape

@@ -70,6 +70,11 @@ def key_values(items: list[str], flag: str) -> dict[str, str]:
     return out
 
 
+def secret_flags(items: list[str]) -> dict[str, str]:
+    """``--secret NAME`` (read under its own name) and ``--secret VARIABLE=NAME`` as a spec's ``secrets``."""
+    return dict(item.partition("=")[::2] if "=" in item else (item, item) for item in items)
+
+
 def build(target: list[str], flags: Flags, cwd: Path) -> Submission:
     """The job for ``trainyard run TARGET…``: a YAML spec, a notebook, a ``.py`` script (run with
     python, the rest of TARGET its arguments), or else a command run in ``cwd``."""
