@@ -193,3 +193,14 @@ def test_bad_secret_requests_name_the_field(server):
                    json={"spec": {"command": "true", "secrets": {"PATH": "x"}}})
     assert r.status_code == 422 and "set by trainyard itself" in r.text
     assert httpx.get(server.url + "/api/v1/secrets", headers=h).json() == []
+    # a pipeline step and a service naming a secret that does not exist are refused before anything runs
+    from trainyard import errors
+
+    with server.client() as c:
+        with pytest.raises(errors.InvalidSpec) as e:
+            c.pipelines.run({"name": "p", "steps": {"train": {"command": "true", "secrets": ["NOPE"]}}})
+        assert [x["field"] for x in e.value.errors] == ["steps.train.secrets.NOPE"]
+        with pytest.raises(errors.InvalidSpec) as e:
+            c.services.apply({"name": "web", "command": "true", "secrets": {"K": "nope"}, "service": {"port": 8000}})
+        assert [x["field"] for x in e.value.errors] == ["secrets.K"]
+        assert c.pipelines.list().items == [] and c.services.list() == []

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
-from trainyard.errors import ArtifactNotFound, Conflict, Forbidden, PipelineRunNotFound, TrainyardError
+from trainyard.errors import ArtifactNotFound, Conflict, Forbidden, InvalidSpec, PipelineRunNotFound, TrainyardError
 from trainyard.pipelines.special import expand_step
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import pipeline_serve as serving_steps
@@ -108,8 +108,11 @@ class PipelineService(Ticker):
                 continue
             job = JobSpec.model_validate({**inst.job, "inputs": {n: "/" for n in inst.inputs}})
             try:
-                self.jobs.team_for(caller, job.queue)
+                self.jobs.check_secrets(job.secrets, self.jobs.team_for(caller, job.queue))
                 self.jobs.engine.validate(job)
+            except InvalidSpec as e:  # a secret the team lacks: secrets.VAR
+                for err in e.errors:
+                    errs.add((*loc, *str(err.get("field") or "").split(".")), err["message"])
             except TrainyardError as e:
                 errs.add((*loc, str(e.details.get("field") or "")), e.message)
             problem = check_fits_some_node(job, self.jobs.engine.nodes())

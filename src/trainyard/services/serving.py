@@ -89,6 +89,7 @@ class ServingService:
             owner, team = on_behalf
         spec = self._resolved(spec, caller)
         job = service_jobs.replica_job("s-check", spec)
+        self.jobs.check_secrets(job.secrets, team)
         self.engine.validate(job)
         if (problem := check_fits_some_node(job, self.engine.nodes())) is not None:
             raise Unschedulable(f"{problem[0]}: {problem[1]}", field=problem[0])
