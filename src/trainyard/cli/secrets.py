@@ -83,8 +83,10 @@ def rm(name: Annotated[str, typer.Argument(help="the secret's name")], team: Tea
 
 @app.command()
 def rotate() -> None:
-    """Re-seal every secret with the newest key (an admin's): first put a new key on the first line of the
-    server's key file (`secrets.key` in its home), keeping the old ones below; after this, drop them."""
+    """Re-seal every secret with the key file's first key (an admin's).
+
+    First put a new key on the first line of the server's key file (`secrets.key` in its home), keeping the old
+    ones below, on every server sharing it; after this, the old lines can go."""
     with handled():
         done = client().secrets.rotate()
         console.print(f"{done['resealed']} secret(s) re-sealed with the first of {done['keys']} key(s); the "
