@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainyard.spec.job import Resources, Strict, check_name
+from trainyard.spec.secret_refs import job_secrets
 from trainyard.spec.units import Bytes, Cores, Count, Seconds, parse_cpu, parse_duration, parse_memory
 
 MAX_WORKERS = 1000  # each worker is a job the scheduler plans every cycle
@@ -82,8 +83,6 @@ class ClusterSpec(Strict):
     @field_validator("secrets", mode="before")
     @classmethod
     def _secrets(cls, v: Any) -> Any:
-        from trainyard.spec.secrets import job_secrets
-
         return job_secrets(v)
 
     @field_validator("worker_cpu", "scheduler_cpu", mode="before")

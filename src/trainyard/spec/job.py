@@ -8,27 +8,20 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from trainyard.spec.names import NAME, check_name  # noqa: F401  (NAME: also imported from here)
 from trainyard.spec.nul import refuse_nul
 from trainyard.spec.params import check_finite, command_with, refs, render
+from trainyard.spec.secret_refs import job_secrets
 from trainyard.spec.units import (INT32_MAX, Bytes, Cores, Count, Priority, Seconds, parse_cpu, parse_duration,
                                   parse_memory)
 
 PRIORITY_CLASSES = {"low": 0, "normal": 100, "high": 200, "urgent": 300}
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")  # a job or queue name: safe in paths, URLs and labels
 
 Scalar = Union[str, int, float, bool, None]
 MAX_RETRIES = 1000
 MAX_REPLICAS = 10_000  # a gang's replicas are rows and placements, planned every cycle
 MAX_PROCS = 1024  # processes of one replica, on one node
 ExitCode = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]  # a C int, as a process's status is
-
-
-def check_name(v: str | None) -> str | None:
-    """A job, queue, team, cluster, user or sweep name as :data:`NAME` allows (whole: ``$`` alone would let a
-    trailing newline through)."""
-    if v is not None and not NAME.fullmatch(v):
-        raise ValueError("use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
-    return v
 
 
 def parse_priority(v: Any) -> Any:
@@ -177,8 +170,6 @@ class JobSpec(Strict):
     @field_validator("secrets", mode="before")
     @classmethod
     def _secrets(cls, v: Any) -> Any:
-        from trainyard.spec.secrets import job_secrets
-
         return job_secrets(v)
 
     @field_validator("params")

@@ -8,53 +8,11 @@ spec's ``secrets:``, over its attempt's own credential, at the attempt's start.
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from pydantic import BaseModel, Field, field_validator
 
-from trainyard.spec.job import Strict, check_name
+from trainyard.spec.job import Strict
 
 MAX_VALUE = 64 * 1024  # bytes of one value: a token, a key, a small credentials file
-MAX_PER_JOB = 100
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# what a job's launcher or runtime sets itself: a secret by that name would be overwritten, or would change how
-# trainyard runs the job rather than what the job reads
-RESERVED = ("TRAINYARD_", "CUDA_VISIBLE_DEVICES", "PATH", "PYTHONPATH", "HOME", "LD_PRELOAD", "LD_LIBRARY_PATH",
-            "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK")
-
-
-def check_env_name(name: Any) -> str:
-    if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-        raise ValueError(f"environment variable name {name!r}: use letters, digits and '_', not starting with a digit")
-    if any(name == r or (r.endswith("_") and name.startswith(r)) for r in RESERVED):
-        raise ValueError(f"environment variable {name} is set by trainyard itself; name the variable otherwise")
-    return name
-
-
-def job_secrets(v: Any) -> Any:
-    """``secrets:`` of a job as {variable: secret name}; a list names secrets read under their own names."""
-    if v is None:
-        return {}
-    if isinstance(v, (list, tuple)):
-        if len(set(map(str, v))) != len(v):
-            raise ValueError("a secret is named twice")
-        v = {name: name for name in v}
-    if not isinstance(v, dict):
-        raise ValueError("give a list of secret names, or a mapping of environment variable to secret name")
-    if len(v) > MAX_PER_JOB:
-        raise ValueError(f"at most {MAX_PER_JOB} secrets a job")
-    out = {}
-    for var, name in v.items():
-        check_env_name(var)
-        if not isinstance(name, str):
-            raise ValueError(f"{var}: a secret's name is a string")
-        try:
-            check_name(name)
-        except ValueError as e:
-            raise ValueError(f"{var}: secret name {name!r}: {e}") from None
-        out[var] = name
-    return out
 
 
 class SecretValue(Strict):

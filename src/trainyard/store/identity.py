@@ -11,7 +11,7 @@ from sqlalchemy import insert, select, update
 from trainyard.auth.permissions import Caller, Role
 from trainyard.errors import AlreadyExists, TeamNotFound, TokenNotFound, UserNotFound
 from trainyard.spec.identity import AuditRecord, TeamInfo, TokenInfo, UserInfo
-from trainyard.store import tables as t
+from trainyard.store import identity_tables as it
 
 TOKEN_FIELDS = ("id", "user", "name", "created_at", "last_used_at", "expires_at", "revoked_at")
 AUDIT_FIELDS = ("id", "at", "user", "source", "action", "target", "detail")
@@ -31,18 +31,18 @@ class IdentityMixin:
 
     def create_team(self, name: str) -> TeamInfo:
         with self.write() as s:
-            if s.get(t.Team, name) is not None:
+            if s.get(it.Team, name) is not None:
                 raise AlreadyExists(f"team {name} exists already", team=name)
-            s.add(t.Team(name=name, created_at=time.time()))
+            s.add(it.Team(name=name, created_at=time.time()))
         return self.get_team(name)
 
     def teams(self) -> list[TeamInfo]:
         with self.read() as s:
             members: dict[str, dict[str, str]] = {}
-            for m in s.scalars(select(t.Membership)):
+            for m in s.scalars(select(it.Membership)):
                 members.setdefault(m.team, {})[m.user] = m.role
             return [TeamInfo(name=r.name, created_at=r.created_at, members=members.get(r.name, {}))
-                    for r in s.scalars(select(t.Team).order_by(t.Team.name))]
+                    for r in s.scalars(select(it.Team).order_by(it.Team.name))]
 
     def get_team(self, name: str) -> TeamInfo:
         found = next((x for x in self.teams() if x.name == name), None)
@@ -55,39 +55,39 @@ class IdentityMixin:
         """A user, and its membership of ``team`` (made if it does not exist), in one transaction."""
         now = time.time()
         with self.write() as s:
-            if s.get(t.User, name) is not None:
+            if s.get(it.User, name) is not None:
                 raise AlreadyExists(f"user {name} exists already", user=name)
-            s.add(t.User(name=name, admin=admin, os_user=os_user, disabled=False, created_at=now))
+            s.add(it.User(name=name, admin=admin, os_user=os_user, disabled=False, created_at=now))
             if team is not None and role is not None:
-                if s.get(t.Team, team) is None:
-                    s.add(t.Team(name=team, created_at=now))
+                if s.get(it.Team, team) is None:
+                    s.add(it.Team(name=team, created_at=now))
                 s.flush()
-                s.add(t.Membership(user=name, team=team, role=role))
+                s.add(it.Membership(user=name, team=team, role=role))
         return self.get_user(name)
 
     def set_membership(self, user: str, team: str, role: str | None) -> UserInfo:
         """Give ``user`` ``role`` in ``team``; None removes it from the team."""
         with self.write() as s:
-            if s.get(t.User, user) is None:
+            if s.get(it.User, user) is None:
                 raise UserNotFound(f"no such user: {user}", user=user)
-            if s.get(t.Team, team) is None:
+            if s.get(it.Team, team) is None:
                 raise TeamNotFound(f"no such team: {team}", team=team)
-            row = s.get(t.Membership, (user, team))
+            row = s.get(it.Membership, (user, team))
             if row is not None:
                 s.delete(row)
                 s.flush()
             if role is not None:
-                s.add(t.Membership(user=user, team=team, role=role))
+                s.add(it.Membership(user=user, team=team, role=role))
         return self.get_user(user)
 
     def users(self, name: str | None = None) -> list[UserInfo]:
         with self.read() as s:
             teams: dict[str, dict[str, str]] = {}
-            q = select(t.Membership) if name is None else select(t.Membership).where(t.Membership.user == name)
+            q = select(it.Membership) if name is None else select(it.Membership).where(it.Membership.user == name)
             for m in s.scalars(q):
                 teams.setdefault(m.user, {})[m.team] = m.role
-            q = select(t.User).order_by(t.User.name)
-            rows = s.scalars(q if name is None else q.where(t.User.name == name))
+            q = select(it.User).order_by(it.User.name)
+            rows = s.scalars(q if name is None else q.where(it.User.name == name))
             return [UserInfo(name=r.name, admin=r.admin, os_user=r.os_user, disabled=r.disabled,
                              created_at=r.created_at, teams=teams.get(r.name, {})) for r in rows]
 
@@ -100,13 +100,13 @@ class IdentityMixin:
     def disable_user(self, name: str) -> UserInfo:
         """A disabled user's tokens stop working at once (checked with every request)."""
         with self.write() as s:
-            if s.execute(update(t.User).where(t.User.name == name).values(disabled=True)).rowcount != 1:
+            if s.execute(update(it.User).where(it.User.name == name).values(disabled=True)).rowcount != 1:
                 raise UserNotFound(f"no such user: {name}", user=name)
         return self.get_user(name)
 
     def admins(self) -> list[str]:
         with self.read() as s:
-            return list(s.scalars(select(t.User.name).where(t.User.admin.is_(True), t.User.disabled.is_(False))))
+            return list(s.scalars(select(it.User.name).where(it.User.admin.is_(True), it.User.disabled.is_(False))))
 
     # -- tokens ----------------------------------------------------------------------
 
@@ -114,13 +114,13 @@ class IdentityMixin:
         row = dict(id="t-" + secrets.token_hex(6), user=user, name=name, hash=token_hash, created_at=time.time(),
                    last_used_at=None, expires_at=expires_at, revoked_at=None)
         with self.write() as s:
-            if s.get(t.User, user) is None:
+            if s.get(it.User, user) is None:
                 raise UserNotFound(f"no such user: {user}", user=user)
-            s.connection().execute(insert(t.ApiToken.__table__), [row])
+            s.connection().execute(insert(it.ApiToken.__table__), [row])
         return TokenInfo(**{k: row[k] for k in TOKEN_FIELDS})
 
     def tokens(self, user: str | None = None) -> list[TokenInfo]:
-        c = t.ApiToken.__table__.c
+        c = it.ApiToken.__table__.c
         q = select(*(c[k] for k in TOKEN_FIELDS)).order_by(c.created_at)
         with self.read() as s:
             rows = s.connection().execute(q if user is None else q.where(c.user == user)).mappings()
@@ -128,10 +128,10 @@ class IdentityMixin:
 
     def revoke_token(self, token_id: str, user: str | None = None) -> TokenInfo:
         """Revoke a token (``user``'s only, when given); revoking twice keeps the first time."""
-        c = t.ApiToken.__table__.c
+        c = it.ApiToken.__table__.c
         where = [c.id == token_id] + ([c.user == user] if user is not None else [])
         with self.write() as s:
-            s.execute(update(t.ApiToken).where(*where, c.revoked_at.is_(None)).values(revoked_at=time.time()))
+            s.execute(update(it.ApiToken).where(*where, c.revoked_at.is_(None)).values(revoked_at=time.time()))
         found = [x for x in self.tokens(user) if x.id == token_id]
         if not found:
             raise TokenNotFound(f"no such token: {token_id}", token=token_id)
@@ -140,10 +140,10 @@ class IdentityMixin:
     def token_owner(self, token_hash: str, now: float) -> TokenOwner | None:
         """The owner of a live token (not revoked, not expired, user not disabled): one indexed
         lookup by hash, its user and memberships joined in."""
-        tok, u, m = t.ApiToken.__table__.c, t.User.__table__.c, t.Membership.__table__.c
+        tok, u, m = it.ApiToken.__table__.c, it.User.__table__.c, it.Membership.__table__.c
         q = (select(tok.id, tok.last_used_at, tok.expires_at, u.name, u.admin, u.os_user, m.team, m.role)
-             .join(t.User.__table__, u.name == tok.user)
-             .outerjoin(t.Membership.__table__, m.user == u.name)
+             .join(it.User.__table__, u.name == tok.user)
+             .outerjoin(it.Membership.__table__, m.user == u.name)
              .where(tok.hash == token_hash, tok.revoked_at.is_(None), u.disabled.is_(False),
                     (tok.expires_at.is_(None)) | (tok.expires_at > now)))
         with self.read() as s:
@@ -157,19 +157,19 @@ class IdentityMixin:
 
     def touch_token(self, token_id: str, now: float) -> None:
         with self.write() as s:
-            s.execute(update(t.ApiToken).where(t.ApiToken.id == token_id).values(last_used_at=now))
+            s.execute(update(it.ApiToken).where(it.ApiToken.id == token_id).values(last_used_at=now))
 
     # -- audit -----------------------------------------------------------------------
 
     def add_audit(self, *, user: str, source: str | None, action: str, target: str | None,
                   detail: dict[str, Any] | None) -> None:
         with self.write() as s:
-            s.connection().execute(insert(t.AuditEntry.__table__), [dict(
+            s.connection().execute(insert(it.AuditEntry.__table__), [dict(
                 at=time.time(), user=user, source=source, action=action, target=target, detail=detail)])
 
     def audit(self, *, user: str | None = None, since: float | None = None, limit: int = 1000) -> list[AuditRecord]:
         """Oldest first, the last ``limit`` entries matching."""
-        c = t.AuditEntry.__table__.c
+        c = it.AuditEntry.__table__.c
         where = ([c.user == user] if user else []) + ([c.at >= since] if since is not None else [])
         q = select(*(c[k] for k in AUDIT_FIELDS)).where(*where).order_by(c.id.desc()).limit(limit)
         with self.read() as s:

@@ -10,9 +10,10 @@ from sqlalchemy import delete, insert, select, update
 from trainyard.spec.secrets import SecretInfo
 from trainyard.status import AttemptStatus
 from trainyard.store import Store
+from trainyard.store import identity_tables as it
 from trainyard.store import tables as t
 
-_S, _A, _J = t.Secret.__table__, t.Attempt.__table__, t.Job.__table__
+_S, _A, _J = it.Secret.__table__, t.Attempt.__table__, t.Job.__table__
 _INFO = (_S.c.team, _S.c.name, _S.c.length, _S.c.created_at, _S.c.updated_at, _S.c.updated_by)
 
 

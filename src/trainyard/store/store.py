@@ -22,6 +22,7 @@ from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import JobFilter
 from trainyard.spec.records import AttemptInfo, JobInfo, JobPage
 from trainyard.status import AttemptStatus, JobStatus, Reason
+from trainyard.store import identity_tables as it
 from trainyard.store import tables as t
 from trainyard.store.db import data_version, make_engine, migrate, writer_lock
 from trainyard.store.cache import Recent
@@ -106,7 +107,7 @@ class Store(LineReads):
                        owner=owner, team=team)
             s.connection().execute(insert(t.Job.__table__), [row])  # Core, like Store.admit
             if audit is not None:
-                s.connection().execute(insert(t.AuditEntry.__table__), [{**audit, "target": row["id"], "at": now}])
+                s.connection().execute(insert(it.AuditEntry.__table__), [{**audit, "target": row["id"], "at": now}])
         self._specs.put(row["id"], spec)
         return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 

@@ -3,6 +3,7 @@
 from alembic import context
 from sqlalchemy import create_engine
 
+import trainyard.store.identity_tables  # noqa: F401  (its tables in Base.metadata)
 from trainyard.store.tables import Base
 
 config = context.config
