@@ -16,6 +16,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from tests.e2e import test_identity as identity
 from tests.e2e.helpers import py_job, until
 from tests.support.servers import ServerProcess
 from trainyard.store.db import normalize_url
@@ -29,14 +30,12 @@ SHOW = py_job("import os, pathlib, sys; v = os.environ['WANDB_KEY']; print(v); p
               name="shows-key", secrets={"WANDB_KEY": "wandb"})
 
 
-class As:
-    def __init__(self, srv: ServerProcess, token: str) -> None:
-        self.token = token
-        self.srv = srv
-        self.http = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+class As(identity.As):
+    """Raw HTTP and the CLI as one user."""
 
-    def __getattr__(self, name: str):  # noqa: ANN204
-        return getattr(self.http, name)
+    def __init__(self, srv: ServerProcess, token: str) -> None:
+        super().__init__(srv, token)
+        self.token, self.srv = token, srv
 
     def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         env = {**self.srv.env, "TRAINYARD_SERVER": self.srv.url, "TRAINYARD_TOKEN": self.token}
@@ -44,7 +43,7 @@ class As:
                               capture_output=True, text=True, timeout=120)
 
     def run(self, spec: dict) -> dict:
-        job = self.http.post("/api/v1/jobs", json={"spec": spec})
+        job = self.submit(spec)
         assert job.status_code == 201, job.text
         return self.http.get(f"/api/v1/jobs/{job.json()['id']}/wait", params={"timeout": 90}).json()
 

@@ -63,6 +63,8 @@ class LaunchConfig:
     storage: dict | None             # fsspec options per protocol, e.g. {"s3": {"endpoint_url": ...}}; no credentials
     checkpoint_url: str | None       # fsspec folder URL the checkpoint dir syncs to (object stores only; launch.checkpoints)
 
+    masks = None  # the job's secret values once read (launch.secrets.Masks): in memory only, never in to_dict
+
     def __init__(self, **values) -> None:  # noqa: ANN003
         missing = [k for k in _REQUIRED if k not in values]
         unknown = [k for k in values if k not in _REQUIRED and k not in _DEFAULTS]
@@ -119,3 +121,13 @@ class LaunchConfig:
         # bytes to json.loads (UTF-8, as written): no text layer, nor its locale lookup, on the launcher's path
         with open(Path(attempt_dir) / CONFIG_NAME, "rb") as f:
             return cls(**json.loads(f.read()))
+
+
+def read_token(attempt_dir: str | Path) -> str | None:
+    """The attempt's credential in ``launch.json`` now: the engine renews it when it launches the attempt again."""
+    try:
+        with open(Path(attempt_dir) / CONFIG_NAME, encoding="utf-8") as f:
+            token = json.load(f).get("token")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return token if isinstance(token, str) and token else None

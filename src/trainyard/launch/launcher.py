@@ -136,7 +136,7 @@ class Launcher(AttemptIO):
             if self.config.log_url:
                 from trainyard.launch.outputs import keep_log
 
-                if problem := keep_log(self.log, self.config.log_url, getattr(self.config, "masks", None)):
+                if problem := keep_log(self.log, self.config.log_url, self.config.masks):
                     result["message"] = "; ".join(m for m in (result["message"], problem) if m)
         finally:
             if self.proc is not None and self.proc.returncode is None:  # crashed mid-run

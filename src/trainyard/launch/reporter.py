@@ -39,7 +39,7 @@ import time
 from typing import Callable
 
 from trainyard.launch import tail
-from trainyard.launch.config import CONFIG_NAME
+from trainyard.launch.config import read_token
 from trainyard.launch.marks import mark
 from trainyard.launch.transport import connect, post_json
 
@@ -62,7 +62,7 @@ class Reporter:
         self.log_path, self.metrics_path = log_path, metrics_path
         self.on_cancel = on_cancel
         self.token = config.token
-        self.masks = getattr(config, "masks", None)  # the job's secret values (launch.secrets), if it has any
+        self.masks = config.masks  # the job's secret values (launch.secrets), if it has any
         self.log_offset = 0      # bytes of output.log the server has acknowledged
         self.metrics_offset = 0  # bytes of metrics.jsonl the server has acknowledged
         self.gone = False
@@ -305,13 +305,7 @@ class Reporter:
 
     def _reread_token(self) -> None:
         """The token in launch.json (next to the log), which the engine may have renewed."""
-        try:
-            with open(os.path.join(os.path.dirname(self.log_path), CONFIG_NAME), encoding="utf-8") as f:
-                token = json.load(f).get("token")
-        except (OSError, ValueError, AttributeError):
-            return
-        if isinstance(token, str) and token:
-            self.token = token
+        self.token = read_token(os.path.dirname(self.log_path)) or self.token
 
     def _reread_address(self) -> None:
         if not self.config.address_file:

@@ -13,6 +13,7 @@ import json
 import time
 from typing import Callable
 
+from trainyard.launch.config import read_token
 from trainyard.launch.prepare import SetupError
 from trainyard.launch.transport import post_json
 
@@ -41,7 +42,7 @@ def fetch(config, cancelled: Callable[[], bool], attempt_dir: str | None = None)
                 if isinstance(env, dict) and all(isinstance(v, str) for v in env.values()):
                     return env
                 problem = "the server's answer had no variables"
-            elif status == 410 and attempt_dir and (renewed := _token_now(attempt_dir)) not in (None, token):
+            elif status == 410 and attempt_dir and (renewed := read_token(attempt_dir)) not in (None, token):
                 token = renewed  # the engine launched the attempt again with a new credential: ask with it
                 continue
             elif status < 500:
@@ -51,16 +52,6 @@ def fetch(config, cancelled: Callable[[], bool], attempt_dir: str | None = None)
         time.sleep(backoff)
         backoff *= 2
     raise SetupError(f"the job's secrets could not be read: {problem}")
-
-
-def _token_now(attempt_dir: str) -> str | None:
-    """The credential in ``launch.json`` now (as the reporter re-reads it)."""
-    from trainyard.launch.config import LaunchConfig
-
-    try:
-        return LaunchConfig.read(attempt_dir).token
-    except (OSError, ValueError, TypeError, AttributeError):
-        return None
 
 
 def _message(body: bytes, status: int) -> str:
