@@ -18,6 +18,8 @@ import pytest
 from tests.support.pg import PostgresServer, find_pg_bin
 from tests.support.servers import ServerProcess
 
+pytest_plugins = ["tests.support.groups"]
+
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -68,16 +70,14 @@ def shared_ray_cluster(tmp_path_factory):
     ray_cluster.stop_shared()
 
 
-def _uses_shared_ray(item: pytest.Item) -> bool:
-    return "shared_ray_cluster" in getattr(item, "fixturenames", ()) or item.get_closest_marker("ray_cluster") is not None
-
-
 _LAST_RAY_USER = pytest.StashKey[pytest.Item]()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture parameters
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The shared Ray cluster's users as one block, at the place of the last module's first user."""
+    from tests.support.groups import uses_shared_ray as _uses_shared_ray  # registered as a plugin first: not here
+
     users = [i for i in items if _uses_shared_ray(i)]
     if not users:
         return

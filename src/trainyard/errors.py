@@ -114,6 +114,12 @@ class SweepNotFound(NotFound):
     code = "sweep_not_found"
 
 
+class ScheduleNotFound(NotFound):
+    """No such schedule."""
+
+    code = "schedule_not_found"
+
+
 class SecretNotFound(NotFound):
     """No such secret in that team."""
 

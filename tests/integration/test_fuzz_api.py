@@ -85,6 +85,8 @@ def defang_case(case: Any) -> None:
         return
     if case.operation.path in ("/api/v1/jobs", "/api/v1/services"):  # a service's replicas are jobs
         defang(body["spec"])
+    elif case.operation.path in ("/api/v1/schedules", "/api/v1/sweeps"):  # each fire, each trial, is its job
+        defang(body["spec"].get("job"))
     elif case.operation.path == "/api/v1/pipelines" and isinstance(body["spec"].get("steps"), dict):
         for step in body["spec"]["steps"].values():
             defang(step)

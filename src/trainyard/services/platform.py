@@ -44,6 +44,8 @@ from trainyard.services.serving import ServingService
 from trainyard.services.snapshots import SnapshotService
 from trainyard.services.secret_box import SecretBox
 from trainyard.services.secrets import SecretService
+from trainyard.services.schedule_loop import ScheduleLoop
+from trainyard.services.schedules import ScheduleService
 from trainyard.services.sweep_loop import SweepLoop
 from trainyard.services.sweeps import SweepService
 from trainyard.spec.records import AttemptInfo, JobInfo
@@ -115,6 +117,9 @@ class Platform:
         self.sweeps = SweepService(self.store, self.jobs)
         self.sweep_loop = SweepLoop(self.sweeps, self.notifier)
         self.sweeps.wake = self.sweep_loop.wake
+        self.schedules = ScheduleService(self.store, self.jobs, self.identity)
+        self.schedule_loop = ScheduleLoop(self.schedules)
+        self.schedules.wake = self.schedule_loop.wake
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
@@ -171,6 +176,7 @@ class Platform:
         self.dask_loop.start()
         self.service_loop.start()
         self.sweep_loop.start()
+        self.schedule_loop.start()
         self._on_lead()
 
     def _follow(self) -> None:
@@ -181,6 +187,7 @@ class Platform:
         self.dask_loop.stop()
         self.service_loop.stop()
         self.sweep_loop.stop()
+        self.schedule_loop.stop()
         self.loop.stop()
         self.end_watch.stop()
 

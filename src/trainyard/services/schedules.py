@@ -1,0 +1,135 @@
+"""Schedules on request (create, look up, pause, resume, trigger, delete) and one fire of a schedule.
+
+A schedule is a thin layer over jobs: each fire submits its job as the schedule's
+owner, checked as that owner's own submit would be at that moment (a user disabled
+or removed from the team since stops the fires, each recorded as failed). What
+fires schedules when they are due is the leader's loop in
+:mod:`trainyard.services.schedule_loop`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
+from trainyard.errors import Forbidden, TrainyardError
+from trainyard.services.identity import IdentityService
+from trainyard.services.jobs import JobService
+from trainyard.spec.schedule import Concurrency, ScheduleInfo, ScheduleRun, ScheduleSpec, explain, next_fire
+from trainyard.store import Store
+from trainyard.store.schedules import ScheduleRow, ScheduleStore
+
+log = logging.getLogger("trainyard.schedules")
+
+
+class ScheduleService:
+    def __init__(self, store: Store, jobs: JobService, identity: IdentityService,
+                 wake: Callable[[], None] = lambda: None) -> None:
+        self.schedules = ScheduleStore(store)
+        self.jobs = jobs
+        self.identity = identity
+        self.wake = wake  # the schedule loop (bound by the platform)
+
+    def create(self, spec: ScheduleSpec, snapshot: str | None = None, caller: Caller = LOCAL_ADMIN) -> ScheduleInfo:
+        """Check its job as the caller's submit would be checked now, then store it; the loop fires it."""
+        now = time.time()
+        owner, team = self.jobs.check(spec.run_job(now), snapshot, caller)
+        sid = self.schedules.create(spec, snapshot, owner, team, next_fire(spec.cron, spec.timezone, now))
+        self.jobs.audit.record(caller, "schedule.create", sid, name=spec.name, cron=spec.cron, team=team)
+        self.wake()
+        return self.get(sid, caller)
+
+    def pause(self, key: str, caller: Caller = LOCAL_ADMIN) -> ScheduleInfo:
+        row = self._changeable(key, caller, "pause")
+        if self.schedules.set_suspended(row["id"], True, None):
+            self.jobs.audit.record(caller, "schedule.pause", row["id"])
+        return self.get(row["id"], caller)
+
+    def resume(self, key: str, caller: Caller = LOCAL_ADMIN) -> ScheduleInfo:
+        """Fires from now on: those due while it was paused are not made up."""
+        row = self._changeable(key, caller, "resume")
+        spec: ScheduleSpec = row["spec"]
+        if self.schedules.set_suspended(row["id"], False, next_fire(spec.cron, spec.timezone, time.time())):
+            self.jobs.audit.record(caller, "schedule.resume", row["id"])
+        self.wake()
+        return self.get(row["id"], caller)
+
+    def trigger(self, key: str, caller: Caller = LOCAL_ADMIN) -> ScheduleRun:
+        """Fire now, out of the cron (paused or not), as the owner; its concurrency policy applies."""
+        row = self._changeable(key, caller, "trigger")
+        self.jobs.audit.record(caller, "schedule.trigger", row["id"])
+        return self.fire(row, time.time(), manual=True)
+
+    def delete(self, key: str, caller: Caller = LOCAL_ADMIN) -> None:
+        """Forget it and its fires; the jobs it started go on (cancel them as any job)."""
+        row = self._changeable(key, caller, "delete")
+        self.schedules.delete(row["id"])
+        self.jobs.audit.record(caller, "schedule.delete", row["id"], name=row["name"])
+
+    def _changeable(self, key: str, caller: Caller, verb: str) -> ScheduleRow:
+        row = self.schedules.find(key, visible(caller))
+        if not caller.may(Action.CANCEL_OWN, row["team"], row["owner"]):
+            raise Forbidden(f"you may {verb} only your own schedules; {row['name']} is {row['owner']}'s",
+                            schedule=row["id"])
+        return row
+
+    # -- one fire ----------------------------------------------------------------------
+
+    def fire(self, row: ScheduleRow, due: float, manual: bool = False) -> ScheduleRun:
+        """Submit the schedule's job for the fire due at ``due``, as its concurrency policy allows; recorded."""
+        spec: ScheduleSpec = row["spec"]
+        outcome, job_id, message = "started", None, None
+        active = self.schedules.active([row["id"]])[row["id"]]
+        owner = self.owner_caller(row["owner"])
+        if owner is None:
+            outcome, message = "failed", f"its owner {row['owner']} is disabled or gone: pause or delete it"
+        elif active and spec.concurrency is Concurrency.FORBID:
+            outcome, message = "skipped", f"{', '.join(active)} still running (concurrency: forbid)"
+        else:
+            if active and spec.concurrency is Concurrency.REPLACE:
+                for job in active:
+                    self.jobs.stop(job)
+                message = f"replaced {', '.join(active)}"
+            try:
+                job_id = self.jobs.submit(spec.run_job(due), row["snapshot"], owner).id
+            except TrainyardError as e:  # the owner's team, the queue, room for it: as a submit now would be told
+                outcome, message = "failed", e.message
+        run = ScheduleRun(at=due, fired_at=time.time(), outcome=outcome, job_id=job_id, message=message,
+                          manual=manual)
+        self.schedules.add_run(row["id"], run)
+        log.info("schedule %s: %s%s%s", row["id"], outcome, f" {job_id}" if job_id else "",
+                 f" ({message})" if message else "")
+        return run
+
+    def owner_caller(self, owner: str | None) -> Caller | None:
+        """The owner as a request of theirs would be seen now: None if disabled or gone."""
+        if not self.identity.accept_users:
+            return LOCAL_ADMIN  # no users on this server: everything is the local admin's
+        found = self.identity.store.users(owner) if owner else []
+        if not found:
+            return LOCAL_ADMIN if owner == LOCAL_ADMIN.user else None  # made with the server's own token
+        user = found[0]
+        if user.disabled:
+            return None
+        from trainyard.auth.permissions import Role
+
+        return Caller(user=user.name, admin=user.admin, teams={k: Role(v) for k, v in user.teams.items()},
+                      os_user=user.os_user)
+
+    # -- looking up ------------------------------------------------------------------
+
+    def get(self, key: str, caller: Caller = LOCAL_ADMIN) -> ScheduleInfo:
+        return self.infos([self.schedules.find(key, visible(caller))])[0]
+
+    def list(self, caller: Caller = LOCAL_ADMIN) -> list[ScheduleInfo]:
+        return self.infos(self.schedules.list(visible(caller)), runs=5)
+
+    def infos(self, rows: list[ScheduleRow], runs: int = 20) -> list[ScheduleInfo]:
+        ids = [r["id"] for r in rows]
+        fired, active = self.schedules.runs_of(ids, runs), self.schedules.active(ids)
+        return [ScheduleInfo(id=r["id"], name=r["name"], team=r["team"], owner=r["owner"], spec=r["spec"],
+                             suspended=r["suspended"], next_at=r["next_at"], last_at=r["last_at"],
+                             explain=explain(r["spec"].cron), active=active[r["id"]], runs=fired[r["id"]],
+                             created_at=r["created_at"], updated_at=r["updated_at"]) for r in rows]

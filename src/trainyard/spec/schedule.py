@@ -1,0 +1,214 @@
+"""A schedule: a job submitted again and again on a cron schedule (retrain every night, evaluate every hour).
+
+```yaml
+name: nightly-retrain
+cron: "0 3 * * *"           # five fields (minute hour day month weekday), six with seconds first, or @daily
+timezone: Europe/Paris      # the cron's clock (IANA name); default UTC
+concurrency: forbid         # forbid: skip a fire while the last run still runs; allow; replace: cancel it
+starting_deadline: 1h       # a fire the server could not make within this (it was down) is missed, not late
+job:                        # an ordinary job spec; {{params.scheduled_at}} is the fire's time (ISO 8601)
+  command: python train.py --until {{params.scheduled_at}}
+  workdir: .
+```
+
+The forms are Kubernetes CronJob's (``concurrencyPolicy``, ``startingDeadlineSeconds``,
+``suspend``, ``timeZone``); the cron syntax is Debian cron's, read by ``cronsim``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from enum import Enum
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from trainyard.spec.job import JobSpec, Strict, check_name
+from trainyard.spec.records import Digest
+from trainyard.spec.units import Seconds, parse_duration
+
+ALIASES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+           "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
+SCHEDULED_AT = "scheduled_at"  # the param each run is given: the time it was due, ISO 8601 in the schedule's zone
+MAX_CRON = 200  # characters of a cron expression
+COUNT_CAP = 1000  # missed fires counted one by one at most (an every-second cron down for a day: "1000 or more")
+
+
+class Concurrency(str, Enum):
+    FORBID = "forbid"  # a fire while the last run has not ended is skipped
+    ALLOW = "allow"    # runs may overlap
+    REPLACE = "replace"  # the runs still going are cancelled, then the new one is submitted
+
+
+def expand(cron: str) -> str:
+    """The expression with an ``@daily``-style alias written out."""
+    return ALIASES.get(cron.strip().lower(), cron.strip())
+
+
+@lru_cache(maxsize=256)
+def zone(name: str) -> Any:
+    """The time zone named ``name`` (``UTC``, ``Europe/Paris``); ValueError naming it otherwise."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if not name or len(name) > 64:
+        raise ValueError("name a time zone such as UTC or Europe/Paris")
+    try:  # ZoneInfo refuses absolute and ../ keys itself: no file outside the zone database is read
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"{name!r} is not a time zone this server knows (e.g. UTC, Europe/Paris)") from None
+
+
+def _fires(cron: str, tz: str, at: float, reverse: bool = False) -> Any:
+    from cronsim import CronSim
+
+    return CronSim(expand(cron), datetime.fromtimestamp(at, zone(tz)), reverse=reverse)
+
+
+def next_fire(cron: str, tz: str, after: float) -> float | None:
+    """The first time the schedule is due strictly after ``after`` (seconds since the epoch); None if never."""
+    try:
+        return next(_fires(cron, tz, math.floor(after) + 0.5)).timestamp()  # +.5: not ``after``'s own second
+    except StopIteration:
+        return None
+
+
+def last_fire(cron: str, tz: str, at: float) -> float | None:
+    """The latest time the schedule was due at or before ``at``; None if never."""
+    try:
+        return next(_fires(cron, tz, math.floor(at) + 0.5, reverse=True)).timestamp()
+    except StopIteration:
+        return None
+
+
+def fires_between(cron: str, tz: str, start: float, end: float) -> int:
+    """How many times the schedule was due strictly between ``start`` and ``end``, counted up to COUNT_CAP."""
+    n, it = 0, _fires(cron, tz, math.floor(start) + 0.5)
+    for when in it:
+        if when.timestamp() >= end or n >= COUNT_CAP:
+            break
+        n += 1
+    return n
+
+
+def explain(cron: str) -> str:
+    """``At 03:00 every day``; the expression itself where cronsim cannot say it in words."""
+    try:
+        from cronsim.explain import explain as words
+
+        return words(expand(cron))
+    except Exception:  # noqa: BLE001  (words are a courtesy; the expression was checked already)
+        return cron
+
+
+def iso(at: float, tz: str) -> str:
+    return datetime.fromtimestamp(at, zone(tz)).isoformat()
+
+
+class ScheduleSpec(Strict):
+    name: str = Field(description="unique in its team; `trainyard schedule pause NAME`")
+    cron: str = Field(description="minute hour day-of-month month day-of-week (seconds first with six fields), "
+                      "or @hourly, @daily, @weekly, @monthly, @yearly")
+    timezone: str = Field("UTC", description="the cron's clock, an IANA name such as Europe/Paris")
+    concurrency: Concurrency = Field(Concurrency.FORBID, description="forbid (skip while the last run runs), "
+                                     "allow, or replace (cancel it)")
+    starting_deadline: Seconds = Field(3600.0, description="a fire not made within this (the server was down) "
+                                       "is recorded as missed; seconds or e.g. 10m")
+    suspend: bool = Field(False, description="created paused: no fire until resumed")
+    job: JobSpec
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_name(v)  # type: ignore[return-value]
+
+    @field_validator("starting_deadline", mode="before")
+    @classmethod
+    def _deadline(cls, v: Any) -> Any:
+        return parse_duration(v) if isinstance(v, str) else v
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        if len(v) > MAX_CRON:
+            raise ValueError(f"at most {MAX_CRON} characters")
+        from cronsim import CronSimError
+
+        try:
+            _fires(v, "UTC", 0.0)
+        except CronSimError as e:
+            raise ValueError(f"{v!r} is not a cron expression ({e}); e.g. '0 3 * * *' or @daily") from None
+        return v.strip()
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        zone(v)
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _job_params(cls, data: Any) -> Any:
+        """The job is checked with ``scheduled_at`` given (its command may name it), as each run will be."""
+        if isinstance(data, dict) and isinstance(data.get("job"), dict):
+            params = data["job"].get("params")
+            given = {**params} if isinstance(params, dict) else {}
+            given.setdefault(SCHEDULED_AT, "1970-01-01T00:00:00+00:00")
+            data = {**data, "job": {**data["job"], "params": given}}
+        return data
+
+    @model_validator(mode="after")
+    def _fires_at_all(self) -> "ScheduleSpec":
+        if next_fire(self.cron, self.timezone, 0.0) is None:
+            raise ValueError(f"cron {self.cron!r} never fires")
+        return self
+
+    def run_job(self, at: float) -> JobSpec:
+        """The job of the fire due at ``at``."""
+        return self.job.with_params({SCHEDULED_AT: iso(at, self.timezone)})
+
+
+class ScheduleCreate(BaseModel):
+    """``POST /api/v1/schedules``: the spec, and its job's code snapshot if it has a ``workdir``."""
+
+    spec: ScheduleSpec
+    snapshot: Digest | None = None
+
+
+Outcome = Literal["started", "skipped", "missed", "failed"]
+
+
+class ScheduleRun(BaseModel):
+    """One fire: the job it started, or why none was."""
+
+    at: float = Field(description="when it was due")
+    fired_at: float
+    outcome: Outcome
+    job_id: str | None = None
+    message: str | None = None
+    manual: bool = False  # `trainyard schedule trigger`, not the cron
+
+
+class ScheduleInfo(BaseModel):
+    id: str
+    name: str
+    team: str | None = None
+    owner: str | None = None
+    spec: ScheduleSpec
+    suspended: bool
+    next_at: float | None = Field(None, description="the next fire; None while suspended")
+    last_at: float | None = None
+    explain: str = Field("", description="the cron in words")
+    active: list[str] = Field(default_factory=list, description="jobs it started that have not ended")
+    runs: list[ScheduleRun] = Field(default_factory=list, description="the latest fires, newest first")
+    created_at: float
+    updated_at: float
+
+
+def after_deadline(spec: ScheduleSpec, due: float, now: float) -> bool:
+    return now - due > spec.starting_deadline
+
+
+def describe_gap(seconds: float) -> str:
+    return str(timedelta(seconds=round(seconds)))

@@ -1,0 +1,142 @@
+"""Schedules: one row each, and one row per fire naming the job it started (or why none).
+
+A fire is claimed by moving ``next_at`` from the value read to the next one (a
+compare-and-set): two servers, or a fire and a pause, never both act on one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+
+from trainyard.auth.permissions import Visible
+from trainyard.errors import Conflict, ScheduleNotFound
+from trainyard.spec.schedule import ScheduleRun, ScheduleSpec
+from trainyard.store import Store
+from trainyard.store import schedule_tables as st
+from trainyard.store import tables as t
+from trainyard.store.store import ENDED, visible_where
+
+_S, _R = st.Schedule.__table__, st.ScheduleRun.__table__
+_RUN_COLUMNS = [_R.c[k] for k in ScheduleRun.model_fields]
+KEEP_RUNS = 200  # fires remembered per schedule (the jobs themselves stay in the job list)
+NO_TEAM = "-"
+
+
+class ScheduleRow(dict):
+    """A row as a dict, its spec parsed (``row["spec"]`` is a :class:`ScheduleSpec`)."""
+
+
+class ScheduleStore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def create(self, spec: ScheduleSpec, snapshot: str | None, owner: str | None, team: str | None,
+               next_at: float | None) -> str:
+        now = time.time()
+        scope = team or NO_TEAM
+        with self.store.write() as s:
+            taken = s.connection().execute(select(_S.c.id).where(_S.c.scope == scope, _S.c.name == spec.name)).first()
+            if taken is not None:
+                raise Conflict(f"name: team {team or '(none)'} has a schedule named {spec.name} already ({taken[0]}); "
+                               "delete it or choose another name", field="name")
+            seq = (s.scalar(select(func.max(_S.c.seq))) or 0) + 1
+            row = dict(id="sc-" + secrets.token_hex(5), seq=seq, name=spec.name, scope=scope, team=team, owner=owner,
+                       spec=spec.model_dump(mode="json"), snapshot=snapshot, suspended=spec.suspend,
+                       next_at=None if spec.suspend else next_at, last_at=None, created_at=now, updated_at=now)
+            s.connection().execute(insert(_S), [row])
+        return row["id"]
+
+    def find(self, key: str, visible: Visible | None = None) -> ScheduleRow:
+        """A schedule by id, else by name, among those the caller sees; a name two teams use needs the id."""
+        seen = _seen(visible)
+        found = self._rows((_S.c.id == key) & seen) or self._rows((_S.c.name == key) & seen)
+        if not found:
+            raise ScheduleNotFound(f"no such schedule: {key}", schedule=key)
+        if len(found) > 1:
+            raise Conflict(f"{len(found)} schedules are named {key} (teams "
+                           f"{', '.join(r['team'] or '(none)' for r in found)}): name one by its id", schedule=key)
+        return found[0]
+
+    def list(self, visible: Visible | None = None) -> list[ScheduleRow]:
+        return self._rows(_seen(visible))
+
+    def due(self, now: float) -> list[ScheduleRow]:
+        return self._rows(_S.c.next_at <= now)
+
+    def next_due(self) -> float | None:
+        """The earliest fire of any schedule (the loop sleeps until then)."""
+        with self.store.read() as s:
+            return s.scalar(select(func.min(_S.c.next_at)))
+
+    def _rows(self, where: Any) -> list[ScheduleRow]:
+        with self.store.read() as s:
+            rows = s.connection().execute(select(_S).where(where).order_by(_S.c.seq)).mappings().all()
+        return [ScheduleRow({**r, "spec": ScheduleSpec.model_validate(r["spec"])}) for r in rows]
+
+    def claim(self, schedule_id: str, due: float, next_at: float | None, last_at: float) -> bool:
+        """Move the schedule past the fire due at ``due``; False if another fire, a pause or a delete came first."""
+        with self.store.write() as s:
+            stmt = (update(_S).where(_S.c.id == schedule_id, _S.c.next_at == due)
+                    .values(next_at=next_at, last_at=last_at, updated_at=time.time()))
+            return s.connection().execute(stmt).rowcount == 1
+
+    def set_suspended(self, schedule_id: str, suspended: bool, next_at: float | None) -> bool:
+        """Pause (``next_at`` None) or resume; False if it already was."""
+        with self.store.write() as s:
+            stmt = (update(_S).where(_S.c.id == schedule_id, _S.c.suspended.is_(not suspended))
+                    .values(suspended=suspended, next_at=next_at, updated_at=time.time()))
+            return s.connection().execute(stmt).rowcount == 1
+
+    def delete(self, schedule_id: str) -> None:
+        with self.store.write() as s:
+            s.connection().execute(delete(_R).where(_R.c.schedule_id == schedule_id))
+            s.connection().execute(delete(_S).where(_S.c.id == schedule_id))
+
+    # -- fires ----------------------------------------------------------------------
+
+    def add_run(self, schedule_id: str, run: ScheduleRun) -> None:
+        """Record a fire, and forget those past the latest KEEP_RUNS."""
+        with self.store.write() as s:
+            s.connection().execute(insert(_R), [{"schedule_id": schedule_id, **run.model_dump()}])
+            oldest_kept = s.scalar(select(_R.c.id).where(_R.c.schedule_id == schedule_id)
+                                   .order_by(_R.c.id.desc()).offset(KEEP_RUNS - 1).limit(1))
+            if oldest_kept is not None:
+                s.connection().execute(delete(_R).where(_R.c.schedule_id == schedule_id, _R.c.id < oldest_kept))
+
+    def runs_of(self, schedule_ids: list[str], limit: int = 20) -> dict[str, list[ScheduleRun]]:
+        """The latest ``limit`` fires of each schedule, newest first, in one read."""
+        out: dict[str, list[ScheduleRun]] = {i: [] for i in schedule_ids}
+        if not schedule_ids:
+            return out
+        ranked = (select(_R.c.schedule_id, *_RUN_COLUMNS,
+                         func.row_number().over(partition_by=_R.c.schedule_id, order_by=_R.c.id.desc()).label("n"))
+                  .where(_R.c.schedule_id.in_(schedule_ids)).subquery())
+        with self.store.read() as s:
+            rows = s.connection().execute(select(ranked).where(ranked.c.n <= limit)
+                                          .order_by(ranked.c.schedule_id, ranked.c.n)).mappings().all()
+        for r in rows:
+            out[r["schedule_id"]].append(ScheduleRun(**{k: r[k] for k in ScheduleRun.model_fields}))
+        return out
+
+    def active(self, schedule_ids: list[str]) -> dict[str, list[str]]:
+        """The jobs each schedule started that have not ended, oldest first."""
+        out: dict[str, list[str]] = {i: [] for i in schedule_ids}
+        if not schedule_ids:
+            return out
+        j = t.Job.__table__
+        q = (select(_R.c.schedule_id, _R.c.job_id).join(j, j.c.id == _R.c.job_id)
+             .where(_R.c.schedule_id.in_(schedule_ids), _R.c.outcome == "started", j.c.status.notin_(ENDED))
+             .order_by(_R.c.id))
+        with self.store.read() as s:
+            for sid, job_id in s.connection().execute(q):
+                out[sid].append(job_id)
+        return out
+
+
+def _seen(visible: Visible | None) -> Any:
+    """The schedules a caller may see: all (``None`` or an admin), else their teams' and their own."""
+    return _S.c.id.isnot(None) if visible is None or visible.teams is None else visible_where(_S.c, visible)

@@ -1,0 +1,102 @@
+"""Schedules against a real `trainyard server` on the real clock: a six-field cron fires every two seconds,
+each run is a real job that sees its own fire time, a run still going makes the next fire skip, a pause stops
+the fires; with users on, a schedule is its team's, and its owner's being disabled stops its fires."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import httpx
+import pytest
+
+from tests.e2e import test_identity as identity
+from tests.e2e.helpers import until
+from tests.support.servers import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+
+def schedule(name: str, cron: str, command: str, **spec) -> dict:
+    return {"spec": {"name": name, "cron": cron, "job": {"name": name, "command": command,
+                                                         "resources": {"cpu": "100m"}}, **spec}}
+
+
+def test_a_schedule_fires_on_its_cron_skips_while_its_run_runs_and_stops_when_paused(server):
+    http = httpx.Client(base_url=server.url, headers=server.headers, timeout=60)
+    # given a schedule every two seconds whose job prints its fire time, and one every second whose job sleeps
+    made = http.post("/api/v1/schedules", json=schedule("tick", "*/2 * * * * *", "echo fired {{params.scheduled_at}}"))
+    assert made.status_code == 201, made.text
+    slow = http.post("/api/v1/schedules", json=schedule("slow", "* * * * * *", "sleep 4"))
+    assert slow.status_code == 201, slow.text
+    # when the clock runs on
+    started = until(lambda: (r := [x for x in http.get("/api/v1/schedules/tick").json()["runs"]
+                                   if x["outcome"] == "started"])[1:] and r, timeout=60, every=0.5)
+    # then each fire was due on an even second, two seconds or a multiple apart, and its job printed that time
+    ats = sorted(r["at"] for r in started)
+    assert all(at % 2 == 0 for at in ats) and all((b - a) % 2 == 0 and b > a for a, b in zip(ats, ats[1:]))
+    for run in started[:2]:
+        job = http.get(f"/api/v1/jobs/{run['job_id']}/wait", params={"timeout": 60}).json()
+        assert job["status"] == "succeeded", job
+        log = "".join(c["data"] for c in http.get(f"/api/v1/jobs/{run['job_id']}/logs").json()["chunks"])
+        assert datetime.fromisoformat(log.split()[1]).timestamp() == run["at"], log
+    # and the sleeping job's schedule skipped the fires that came while its run ran, naming it
+    slow_runs = until(lambda: (r := http.get("/api/v1/schedules/slow").json()["runs"])
+                      and any(x["outcome"] == "skipped" for x in r) and r, timeout=60, every=0.5)
+    skipped = next(x for x in slow_runs if x["outcome"] == "skipped")
+    assert skipped["message"].endswith("still running (concurrency: forbid)")
+    assert skipped["message"].split()[0] in [x["job_id"] for x in slow_runs if x["outcome"] == "started"]
+    assert len(http.get("/api/v1/schedules/slow").json()["active"]) <= 1
+    # when paused, no more fires come
+    for name in ("tick", "slow"):
+        assert http.post(f"/api/v1/schedules/{name}/pause").json()["suspended"] is True
+    newest = {n: http.get(f"/api/v1/schedules/{n}").json()["runs"][0] for n in ("tick", "slow")}
+    time.sleep(4)
+    assert {n: http.get(f"/api/v1/schedules/{n}").json()["runs"][0] for n in ("tick", "slow")} == newest
+    listed = http.get("/api/v1/schedules").json()
+    assert [(s["name"], s["next_at"]) for s in listed] == [("tick", None), ("slow", None)]
+    assert listed[0]["explain"] == "Every second second of every minute"
+
+
+@pytest.fixture
+def srv(tmp_path):
+    s = ServerProcess(tmp_path / "home", ["--auth", "--cpus", "2", "--memory", "4Gi"])
+    s.start()
+    yield s
+    s.stop_all()
+
+
+def test_with_users_a_schedule_is_its_teams_and_stops_firing_when_its_owner_is_disabled(srv):
+    admin = identity.As(srv, (srv.home / "first-admin-token").read_text().strip())
+    tokens = {}
+    for name, team, role in [("alice", "vision", "member"), ("bob", "nlp", "member"), ("vera", "vision", "viewer")]:
+        made = admin.post("/api/v1/users", json={"name": name, "team": team, "role": role})
+        assert made.status_code == 201, made.text
+        tokens[name] = made.json()["token"]["secret"]
+    for q, team in (("vision-q", "vision"), ("nlp-q", "nlp")):
+        assert admin.post("/api/v1/queues", json={"queue": {"name": q, "team": team}}).status_code == 201
+    alice, bob, vera = (identity.As(srv, tokens[n]) for n in ("alice", "bob", "vera"))
+    body = schedule("hourly-eval", "@hourly", "true")
+    body["spec"]["job"]["queue"] = "vision-q"
+    # a viewer may not make one (she may not submit); a member may, in her team's queue
+    assert vera.post("/api/v1/schedules", json=body).status_code == 403
+    made = alice.post("/api/v1/schedules", json=body)
+    assert made.status_code == 201, made.text
+    assert (made.json()["team"], made.json()["owner"]) == ("vision", "alice")
+    # another team neither sees nor triggers it
+    assert bob.get("/api/v1/schedules").json() == []
+    assert bob.post("/api/v1/schedules/hourly-eval/trigger").status_code == 404
+    assert [s["name"] for s in vera.get("/api/v1/schedules").json()] == ["hourly-eval"]
+    assert vera.post("/api/v1/schedules/hourly-eval/pause").status_code == 403
+    # its fire runs as alice, in her team
+    run = alice.post("/api/v1/schedules/hourly-eval/trigger").json()
+    assert run["outcome"] == "started", run
+    job = alice.get(f"/api/v1/jobs/{run['job_id']}").json()
+    assert (job["owner"], job["team"]) == ("alice", "vision")
+    # once alice is disabled, a fire starts nothing, and says why
+    assert admin.post("/api/v1/users/alice/disable").status_code == 200
+    late = admin.post(f"/api/v1/schedules/{made.json()['id']}/trigger").json()
+    assert (late["outcome"], late["job_id"]) == ("failed", None)
+    assert "owner alice is disabled" in late["message"]
+    actions = [e["action"] for e in admin.get("/api/v1/audit").json()]
+    assert {"schedule.create", "schedule.trigger"} <= set(actions)
