@@ -75,6 +75,22 @@ def test_forbid_skips_while_the_last_run_runs_and_replace_cancels_it(env):  # no
     assert runs(tc, "forbid")[0]["outcome"] == "started"
 
 
+def test_allow_overlaps_runs_up_to_a_bound(env, monkeypatch):  # noqa: F811
+    from trainyard.services import schedules
+
+    tc, sdk, engine, platform = env
+    monkeypatch.setattr(schedules, "MAX_ACTIVE", 2)
+    made = create(tc, concurrency="allow")
+    at = made["next_at"]
+    for _ in range(3):
+        platform.schedule_loop.cycle(now=at + 1)
+        at = tc.get("/api/v1/schedules/nightly").json()["next_at"]
+    third, second, first = runs(tc, "nightly")
+    assert [first["outcome"], second["outcome"]] == ["started", "started"]
+    assert third["outcome"] == "skipped" and third["message"].startswith("2 of its runs have not ended")
+    assert tc.get("/api/v1/schedules/nightly").json()["active"] == [first["job_id"], second["job_id"]]
+
+
 def test_fires_missed_while_no_server_led_are_recorded_and_only_the_latest_in_time_is_made(env):  # noqa: F811
     tc, sdk, engine, platform = env
     made = create(tc, starting_deadline="1h")

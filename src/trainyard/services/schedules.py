@@ -22,6 +22,7 @@ from trainyard.store import Store
 from trainyard.store.schedules import ScheduleRow, ScheduleStore
 
 log = logging.getLogger("trainyard.schedules")
+MAX_ACTIVE = 100  # runs of one schedule not yet ended: past it a fire is skipped (concurrency: allow, every second)
 
 
 class ScheduleService:
@@ -87,6 +88,8 @@ class ScheduleService:
             outcome, message = "failed", f"its owner {row['owner']} is disabled or gone: pause or delete it"
         elif active and spec.concurrency is Concurrency.FORBID:
             outcome, message = "skipped", f"{', '.join(active)} still running (concurrency: forbid)"
+        elif len(active) >= MAX_ACTIVE and spec.concurrency is Concurrency.ALLOW:
+            outcome, message = "skipped", f"{len(active)} of its runs have not ended, the most a schedule keeps going"
         else:
             if active and spec.concurrency is Concurrency.REPLACE:
                 for job in active:

@@ -19,6 +19,8 @@ const ROUTES = [
   [/^\/services\/([^/]+)$/, "service", ["name"]],
   [/^\/sweeps\/?$/, "sweeps"],
   [/^\/sweeps\/([^/]+)$/, "sweep", ["id"]],
+  [/^\/schedules\/?$/, "schedules"],
+  [/^\/schedules\/([^/]+)$/, "schedules", ["key"]],  // one module draws the list and one schedule
   [/^\/login\/?$/, "login"],
 ];
 
