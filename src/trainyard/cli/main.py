@@ -35,6 +35,7 @@ COMMANDS = {
     "artifact": "trainyard.cli.pipelines:artifact_app",
     "cluster": "trainyard.cli.clusters:app",
     "sweep": "trainyard.cli.sweeps:app",
+    "schedule": "trainyard.cli.schedules:app",
     "service": "trainyard.cli.services:app",
     "admin": "trainyard.cli.admin:app",
     "token": "trainyard.cli.tokens:app",

@@ -79,6 +79,18 @@ class Client:
         return self.sweeps.create(spec, base_dir)
 
     @property
+    def schedules(self):  # noqa: ANN201
+        """Jobs submitted on a cron: list, get, pause, resume, trigger, delete (see :mod:`trainyard.sdk.schedules`)."""
+        from trainyard.sdk.schedules import Schedules
+
+        return Schedules(self.http)
+
+    def schedule(self, spec: Any, base_dir: str | Path | None = None) -> Any:
+        """Create a schedule from a YAML file, a dict or a :class:`~trainyard.spec.schedule.ScheduleSpec`: its
+        ScheduleInfo."""
+        return self.schedules.create(spec, base_dir)
+
+    @property
     def monitoring(self):  # noqa: ANN201
         """Events, resource use and usage reports (see :mod:`trainyard.sdk.monitoring`)."""
         from trainyard.sdk.monitoring import Monitoring

@@ -67,19 +67,31 @@ def _fires(cron: str, tz: str, at: float, reverse: bool = False) -> Any:
 
 
 def next_fire(cron: str, tz: str, after: float) -> float | None:
-    """The first time the schedule is due strictly after ``after`` (seconds since the epoch); None if never."""
-    try:
-        return next(_fires(cron, tz, math.floor(after) + 0.5)).timestamp()  # +.5: not ``after``'s own second
-    except StopIteration:
-        return None
+    """The first time the schedule is due strictly after ``after`` (seconds since the epoch); None if never.
+
+    Checked against ``after`` itself: in the hour a clock going back repeats, cronsim (by Debian cron's
+    rule, a fixed-time job is not run twice) may name the first pass's fire, which is already past."""
+    for n, when in enumerate(_fires(cron, tz, math.floor(after) + 0.5)):  # +.5: not ``after``'s own second
+        if when.timestamp() > after:
+            return when.timestamp()
+        if n >= COUNT_CAP:
+            break
+    return None
 
 
 def last_fire(cron: str, tz: str, at: float) -> float | None:
-    """The latest time the schedule was due at or before ``at``; None if never."""
+    """The latest time the schedule was due at or before ``at``; None if never (consistent with
+    :func:`next_fire`: the fire after it is later than ``at``)."""
     try:
-        return next(_fires(cron, tz, math.floor(at) + 0.5, reverse=True)).timestamp()
+        latest = next(_fires(cron, tz, math.floor(at) + 0.5, reverse=True)).timestamp()
     except StopIteration:
         return None
+    for _ in range(COUNT_CAP):
+        later = next_fire(cron, tz, latest)
+        if later is None or later > at:
+            break
+        latest = later
+    return latest
 
 
 def fires_between(cron: str, tz: str, start: float, end: float) -> int:
@@ -128,6 +140,13 @@ class ScheduleSpec(Strict):
     def _deadline(cls, v: Any) -> Any:
         return parse_duration(v) if isinstance(v, str) else v
 
+    @field_validator("starting_deadline")
+    @classmethod
+    def _deadline_room(cls, v: float) -> float:
+        if v < 1:  # the loop wakes a moment after a fire is due: under a second, every fire would be missed
+            raise ValueError("at least 1s")
+        return v
+
     @field_validator("cron")
     @classmethod
     def _cron(cls, v: str) -> str:
@@ -153,7 +172,9 @@ class ScheduleSpec(Strict):
         """The job is checked with ``scheduled_at`` given (its command may name it), as each run will be."""
         if isinstance(data, dict) and isinstance(data.get("job"), dict):
             params = data["job"].get("params")
-            given = {**params} if isinstance(params, dict) else {}
+            if params is not None and not isinstance(params, dict):
+                return data  # the job's own check names it
+            given = {**(params or {})}
             given.setdefault(SCHEDULED_AT, "1970-01-01T00:00:00+00:00")
             data = {**data, "job": {**data["job"], "params": given}}
         return data
