@@ -157,6 +157,33 @@ def test_create_with_a_cron_schedules_a_plain_job_file(env, cli, tmp_path):  # n
     assert (shown["name"], shown["spec"]["cron"], shown["spec"]["concurrency"]) == ("retrain-json", "@daily", "allow")
 
 
+def test_a_pipeline_is_scheduled_from_its_file_or_a_schedule_file_naming_it(env, cli, tmp_path):  # noqa: F811
+    _, sdk, _, platform = env
+    job_folder(tmp_path)
+    (tmp_path / "etl.yaml").write_text(
+        "name: etl\nparams: {scheduled_at: '', rows: 10}\n"
+        "steps:\n  extract: {command: 'python train.py {{params.scheduled_at}}', workdir: code}\n")
+    # a pipeline file wrapped with --cron, from another folder: read, checked and its workdir uploaded as a run's
+    code, out = cli("create", str(tmp_path / "etl.yaml"), "--cron", FAR)
+    assert code == 0, out
+    wrapped = sdk.schedules.get("etl")
+    assert wrapped.spec.job is None and wrapped.spec.pipeline["steps"]["extract"]["workdir"] == "code"
+    # a schedule file naming the pipeline beside it, with params for it
+    (tmp_path / "nightly.yaml").write_text(f"name: etl-nightly\ncron: '{FAR}'\npipeline: etl.yaml\n"
+                                          "params: {rows: 99}\n")
+    code, out = cli("create", str(tmp_path / "nightly.yaml"))
+    assert code == 0, out
+    run = sdk.schedules.trigger("etl-nightly")
+    assert run.outcome == "started" and run.run_id, run
+    started = sdk.pipelines.get(run.run_id)
+    assert started.params == {"scheduled_at": iso(run.at, "UTC"), "rows": 99}
+    # a bad param is refused naming it, before anything is made
+    (tmp_path / "bad.yaml").write_text(f"name: bad\ncron: '{FAR}'\npipeline: etl.yaml\nparams: {{nope: 1}}\n")
+    code, out = cli("create", str(tmp_path / "bad.yaml"))
+    assert code != 0 and "nope" in out, out
+    assert [s.name for s in sdk.schedules.list()] == ["etl", "etl-nightly"]
+
+
 def test_create_of_a_schedule_file(env, cli, tmp_path):  # noqa: F811
     _, sdk, _, _ = env
     job_folder(tmp_path)

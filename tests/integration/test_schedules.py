@@ -142,3 +142,40 @@ def test_bad_specs_are_refused_naming_the_field_and_a_name_is_unique_in_its_team
     again = tc.post("/api/v1/schedules", json={"spec": {"name": "nightly", "cron": "@daily", "job": {"command": "true"}}})
     assert again.status_code == 409 and "nightly" in again.json()["message"]
     assert [s["name"] for s in tc.get("/api/v1/schedules").json()] == ["nightly"]
+
+
+PIPELINE = {"name": "etl", "params": {"scheduled_at": "", "rows": 10},
+            "steps": {"extract": {"command": "echo {{params.scheduled_at}} {{params.rows}}"},
+                      "load": {"command": "true", "needs": ["extract"]}}}
+
+
+def test_a_pipeline_schedule_starts_a_run_with_its_time_and_replace_cancels_the_last(env):  # noqa: F811
+    tc, sdk, engine, platform = env
+    body = {"spec": {"name": "etl-nightly", "cron": YEARLY, "pipeline": PIPELINE, "params": {"rows": 20},
+                     "concurrency": "replace"}}
+    made = tc.post("/api/v1/schedules", json=body)
+    assert made.status_code == 201, made.text
+    due = made.json()["next_at"]
+    platform.schedule_loop.cycle(now=due + 1)
+    [first] = runs(tc, "etl-nightly")
+    assert first["outcome"] == "started" and first["job_id"] is None and first["run_id"].startswith("p-")
+    run = tc.get(f"/api/v1/pipelines/{first['run_id']}").json()
+    assert run["params"] == {"scheduled_at": datetime.fromtimestamp(due, timezone.utc).isoformat(), "rows": 20}
+    assert run["owner"] == "local" and tc.get("/api/v1/schedules/etl-nightly").json()["active"] == [run["id"]]
+    # the next fire, its first run still going, cancels it and starts another
+    platform.schedule_loop.cycle(now=tc.get("/api/v1/schedules/etl-nightly").json()["next_at"] + 1)
+    second = runs(tc, "etl-nightly")[0]
+    assert second["outcome"] == "started" and second["message"] == f"replaced {first['run_id']}"
+    until(lambda: tc.get(f"/api/v1/pipelines/{first['run_id']}").json()["status"] in ("cancelling", "cancelled"))
+
+
+def test_a_pipeline_schedule_is_checked_as_a_run_would_be(env):  # noqa: F811
+    tc, sdk, engine, platform = env
+    for spec, said in [({"pipeline": PIPELINE, "params": {"nope": 1}}, "params.nope"),
+                       ({"pipeline": {"steps": {"a": {"command": "true", "needs": ["b"]}}}}, "b"),
+                       ({"pipeline": "etl.yaml"}, "pipeline"),
+                       ({"pipeline": PIPELINE, "job": {"command": "true"}}, "one of them"),
+                       ({"job": {"command": "true"}, "params": {"x": 1}}, "pipeline's")]:
+        r = tc.post("/api/v1/schedules", json={"spec": {"name": "n", "cron": YEARLY, **spec}})
+        assert r.status_code == 422 and said in r.text, (spec, r.text)
+    assert tc.get("/api/v1/schedules").json() == []

@@ -72,7 +72,7 @@ def ls(output: OutputOpt = Output.table) -> None:
         for s in infos:
             last = s.runs[0] if s.runs else None
             table.add_row(s.name, Text(f"{s.spec.cron}\n{_when(s)}"), _next(s, bare=True, short=True),
-                          "-" if last is None else " ".join(filter(None, (last.outcome, last.job_id))),
+                          "-" if last is None else " ".join(filter(None, (last.outcome, last.job_id or last.run_id))),
                           str(len(s.active)), s.owner or "-")
         console.print(table)
 
@@ -103,7 +103,7 @@ def show(schedule: str, output: OutputOpt = Output.table) -> None:
         for col in ("AT", "OUTCOME", "JOB", "MESSAGE", ""):
             table.add_column(col, overflow="fold")
         for run in info.runs:
-            table.add_row(_local(run.at), run.outcome, run.job_id or "-", Text(run.message or ""),
+            table.add_row(_local(run.at), run.outcome, run.job_id or run.run_id or "-", Text(run.message or ""),
                           "manual" if run.manual else "")
         console.print(table)
 
@@ -135,7 +135,7 @@ def trigger(schedule: str, output: OutputOpt = Output.table) -> None:
         else:
             console.print(f"schedule {schedule}: {_outcome(run)}", highlight=False, markup=False,
                           soft_wrap=True)
-        if run.job_id is None:
+        if run.job_id is None and run.run_id is None:
             raise typer.Exit(1)
 
 
@@ -166,5 +166,6 @@ def _next(info: ScheduleInfo, bare: bool = False, short: bool = False) -> str:
 
 
 def _outcome(run: ScheduleRun) -> str:
-    said = f"{run.outcome} job {run.job_id}" if run.job_id else run.outcome
+    said = (f"{run.outcome} job {run.job_id}" if run.job_id else
+            f"{run.outcome} pipeline run {run.run_id}" if run.run_id else run.outcome)
     return f"{said} ({run.message})" if run.message else said

@@ -41,6 +41,14 @@ class Pipelines:
         A dict has no folder unless ``base_dir`` is given: then steps without a
         ``workdir`` run in an empty folder.
         """
+        body = self.prepare(spec, params, base_dir=base_dir)
+        info = PipelineRunInfo.model_validate(self.http.request("POST", "/api/v1/pipelines", json=body).json())
+        return PipelineRun(self, info)
+
+    def prepare(self, spec: str | Path | dict[str, Any] | PipelineSpec, params: dict[str, Any] | None = None, *,
+                base_dir: str | Path | None = None) -> dict[str, Any]:
+        """What :meth:`run` sends (``{spec, params, workdirs, source}``), its step workdirs uploaded: a
+        schedule of the pipeline sends the same, once, for all its runs."""
         source = None
         if isinstance(spec, (str, Path)):
             loaded = load_pipeline(spec, params)
@@ -64,9 +72,7 @@ class Pipelines:
                 raise _error("workdir", str(e)) from None
             self.http.upload_snapshot(blob, digest)
             digests[w] = digest
-        body = {"spec": raw, "params": params or {}, "workdirs": digests, "source": source}
-        info = PipelineRunInfo.model_validate(self.http.request("POST", "/api/v1/pipelines", json=body).json())
-        return PipelineRun(self, info)
+        return {"spec": raw, "params": params or {}, "workdirs": digests, "source": source}
 
     def _localize(self, steps: dict[str, dict[str, Any]], base: Path,
                   params: dict[str, Any]) -> dict[str, dict[str, Any]]:

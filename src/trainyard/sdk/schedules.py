@@ -37,9 +37,10 @@ def load_schedule(spec: ScheduleSpec | dict[str, Any] | str | Path) -> ScheduleS
             return read_model(ScheduleSpec, spec)
         except errors.InvalidSpec as e:
             fields = {err.get("field") for err in e.errors}
-            if "job" in fields and "command" in fields:  # a job spec, not a schedule
-                e.errors.append(error_entry(str(spec), None, "job", "this is a job spec: schedule it with "
-                                            f"`trainyard schedule create {spec} --cron '0 3 * * *'`"))
+            for key, kind in (("command", "job"), ("steps", "pipeline")):  # a job's or pipeline's file, not a schedule
+                if key in fields and "cron" in fields:
+                    e.errors.append(error_entry(str(spec), None, kind, f"this is a {kind} spec: schedule it with "
+                                                f"`trainyard schedule create {spec} --cron '0 3 * * *'`"))
             raise errors.InvalidSpec(errors=e.errors) from None
     try:
         return ScheduleSpec.model_validate(spec)
@@ -64,6 +65,8 @@ def job_schedule(path: str | Path, cron: str, *, name: str | None = None, timezo
     given = {"timezone": timezone, "concurrency": concurrency}
     data = {"name": name or job.get("name", "job"), "cron": cron, **{k: v for k, v in given.items() if v is not None},
             "job": job}
+    if "steps" in job:  # a pipeline file: read and checked as a run of it is, when the schedule is created
+        data = {**data, "name": name or job.get("name", "pipeline"), "job": None, "pipeline": str(Path(path).resolve())}
     try:
         return ScheduleSpec.model_validate(data)
     except ValidationError as e:
@@ -84,6 +87,9 @@ class Schedules:
         if base_dir is None and isinstance(spec, (str, Path)):
             base_dir = Path(spec).resolve().parent
         schedule = load_schedule(spec)
+        if schedule.pipeline is not None:
+            return self._create_pipeline(schedule, Path(base_dir or Path.cwd()))
+        assert schedule.job is not None
         # the job holds a placeholder `scheduled_at` (its command may name it): each fire is given its own
         job, blob, digest = prepare(schedule.job, Path(base_dir or Path.cwd()))
         if digest is not None:
@@ -91,6 +97,17 @@ class Schedules:
         data = job.model_dump(mode="json")
         data["params"] = {k: v for k, v in data["params"].items() if k != SCHEDULED_AT}
         body = {"spec": {**schedule.model_dump(mode="json"), "job": data}, "snapshot": digest}
+        return ScheduleInfo.model_validate_json(self.http.json_call("POST", "/api/v1/schedules", body=body))
+
+    def _create_pipeline(self, schedule: ScheduleSpec, base_dir: Path) -> ScheduleInfo:
+        """A pipeline's schedule: the pipeline read, checked and its workdirs uploaded as for a run of it."""
+        from trainyard.sdk.pipelines import Pipelines
+
+        target = schedule.pipeline
+        run = Pipelines(self.http).prepare(base_dir / target if isinstance(target, str) else target,
+                                           schedule.params or None, base_dir=base_dir)
+        spec = {**schedule.model_dump(mode="json"), "pipeline": run["spec"], "params": run["params"]}
+        body = {"spec": spec, "workdirs": run["workdirs"], "source": run["source"]}
         return ScheduleInfo.model_validate_json(self.http.json_call("POST", "/api/v1/schedules", body=body))
 
     def list(self) -> list[ScheduleInfo]:

@@ -117,7 +117,7 @@ class Platform:
         self.sweeps = SweepService(self.store, self.jobs)
         self.sweep_loop = SweepLoop(self.sweeps, self.notifier)
         self.sweeps.wake = self.sweep_loop.wake
-        self.schedules = ScheduleService(self.store, self.jobs, self.identity)
+        self.schedules = ScheduleService(self.store, self.jobs, self.identity, self.pipelines)
         self.schedule_loop = ScheduleLoop(self.schedules)
         self.schedules.wake = self.schedule_loop.wake
         self.loop = SchedulerLoop(

@@ -1,7 +1,7 @@
 """Schedules on request (create, look up, pause, resume, trigger, delete) and one fire of a schedule.
 
-A schedule is a thin layer over jobs: each fire submits its job as the schedule's
-owner, checked as that owner's own submit would be at that moment (a user disabled
+A schedule is a thin layer over jobs (or pipeline runs): each fire submits its job, or
+starts its pipeline, as the schedule's owner, checked as that owner's own submit would be at that moment (a user disabled
 or removed from the team since stops the fires, each recorded as failed). What
 fires schedules when they are due is the leader's loop in
 :mod:`trainyard.services.schedule_loop`.
@@ -14,9 +14,10 @@ import time
 from typing import Callable
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
-from trainyard.errors import Forbidden, TrainyardError
+from trainyard.errors import Forbidden, InvalidSpec, TrainyardError
 from trainyard.services.identity import IdentityService
 from trainyard.services.jobs import JobService
+from trainyard.services.pipelines import PipelineService
 from trainyard.spec.schedule import Concurrency, ScheduleInfo, ScheduleRun, ScheduleSpec, explain, next_fire
 from trainyard.store import Store
 from trainyard.store.schedules import ScheduleRow, ScheduleStore
@@ -26,18 +27,29 @@ MAX_ACTIVE = 100  # runs of one schedule not yet ended: past it a fire is skippe
 
 
 class ScheduleService:
-    def __init__(self, store: Store, jobs: JobService, identity: IdentityService,
+    def __init__(self, store: Store, jobs: JobService, identity: IdentityService, pipelines: PipelineService,
                  wake: Callable[[], None] = lambda: None) -> None:
         self.schedules = ScheduleStore(store)
         self.jobs = jobs
+        self.pipelines = pipelines
         self.identity = identity
         self.wake = wake  # the schedule loop (bound by the platform)
 
-    def create(self, spec: ScheduleSpec, snapshot: str | None = None, caller: Caller = LOCAL_ADMIN) -> ScheduleInfo:
-        """Check its job as the caller's submit would be checked now, then store it; the loop fires it."""
+    def create(self, spec: ScheduleSpec, snapshot: str | None = None, caller: Caller = LOCAL_ADMIN,
+               workdirs: dict[str, str] | None = None, source: str | None = None) -> ScheduleInfo:
+        """Check its job (or pipeline) as the caller's submit would be checked now, then store it; the loop
+        fires it."""
         now = time.time()
-        owner, team = self.jobs.check(spec.run_job(now), snapshot, caller)
-        sid = self.schedules.create(spec, snapshot, owner, team, next_fire(spec.cron, spec.timezone, now))
+        if spec.job is not None:
+            owner, team = self.jobs.check(spec.run_job(now), snapshot, caller)
+        else:
+            if not isinstance(spec.pipeline, dict):
+                raise InvalidSpec(errors=[{"field": "pipeline", "line": None, "where": "pipeline", "message":
+                                           "the pipeline itself (the CLI and SDK read the file named here)"}])
+            self.pipelines.check(spec.pipeline, spec.run_params(now), workdirs, source, caller)
+            owner, team = caller.user, self.jobs.team_for(caller, "default")  # as its runs will be
+        sid = self.schedules.create(spec, snapshot, owner, team, next_fire(spec.cron, spec.timezone, now),
+                                    workdirs or None, source)
         self.jobs.audit.record(caller, "schedule.create", sid, name=spec.name, cron=spec.cron, team=team)
         self.wake()
         return self.get(sid, caller)
@@ -81,7 +93,7 @@ class ScheduleService:
     def fire(self, row: ScheduleRow, due: float, manual: bool = False) -> ScheduleRun:
         """Submit the schedule's job for the fire due at ``due``, as its concurrency policy allows; recorded."""
         spec: ScheduleSpec = row["spec"]
-        outcome, job_id, message = "started", None, None
+        outcome, job_id, run_id, message = "started", None, None, None
         active = self.schedules.active([row["id"]])[row["id"]]
         owner = self.owner_caller(row["owner"])
         if owner is None:
@@ -92,19 +104,31 @@ class ScheduleService:
             outcome, message = "skipped", f"{len(active)} of its runs have not ended, the most a schedule keeps going"
         else:
             if active and spec.concurrency is Concurrency.REPLACE:
-                for job in active:
-                    self.jobs.stop(job)
+                for key in active:
+                    self._stop(key)
                 message = f"replaced {', '.join(active)}"
             try:
-                job_id = self.jobs.submit(spec.run_job(due), row["snapshot"], owner).id
+                if spec.job is not None:
+                    job_id = self.jobs.submit(spec.run_job(due), row["snapshot"], owner).id
+                else:
+                    run_id = self.pipelines.create(spec.pipeline, spec.run_params(due), row["workdirs"],  # type: ignore[arg-type]
+                                                   row["source"], owner).id
             except TrainyardError as e:  # the owner's team, the queue, room for it: as a submit now would be told
                 outcome, message = "failed", e.message
-        run = ScheduleRun(at=due, fired_at=time.time(), outcome=outcome, job_id=job_id, message=message,
-                          manual=manual)
+        run = ScheduleRun(at=due, fired_at=time.time(), outcome=outcome, job_id=job_id, run_id=run_id,
+                          message=message, manual=manual)
         self.schedules.add_run(row["id"], run)
-        log.info("schedule %s: %s%s%s", row["id"], outcome, f" {job_id}" if job_id else "",
+        started = job_id or run_id
+        log.info("schedule %s: %s%s%s", row["id"], outcome, f" {started}" if started else "",
                  f" ({message})" if message else "")
         return run
+
+    def _stop(self, key: str) -> None:
+        """Cancel a job or pipeline run a fire replaces (the schedule's own doing: no caller's rights asked)."""
+        if key.startswith("j-"):
+            self.jobs.stop(key)
+        else:
+            self.pipelines.cancel(key)
 
     def owner_caller(self, owner: str | None) -> Caller | None:
         """The owner as a request of theirs would be seen now: None if disabled or gone."""

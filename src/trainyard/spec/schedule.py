@@ -11,6 +11,10 @@ job:                        # an ordinary job spec; {{params.scheduled_at}} is t
   workdir: .
 ```
 
+Or a pipeline, as Kubeflow's recurring runs (``pipeline:`` a pipeline file next to the schedule's,
+read and sent by the CLI or SDK as a pipeline run's is, with ``params:`` for it; a pipeline that
+declares a ``scheduled_at`` param is given the fire's time in it).
+
 The forms are Kubernetes CronJob's (``concurrencyPolicy``, ``startingDeadlineSeconds``,
 ``suspend``, ``timeZone``); the cron syntax is Debian cron's, read by ``cronsim``.
 """
@@ -26,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainyard.spec.job import JobSpec, Strict, check_name
+from trainyard.spec.params import check_finite
 from trainyard.spec.records import Digest
 from trainyard.spec.units import Seconds, parse_duration
 
@@ -128,7 +133,23 @@ class ScheduleSpec(Strict):
     starting_deadline: Seconds = Field(3600.0, description="a fire not made within this (the server was down) "
                                        "is recorded as missed; seconds or e.g. 10m")
     suspend: bool = Field(False, description="created paused: no fire until resumed")
-    job: JobSpec
+    job: JobSpec | None = Field(None, description="the job each fire submits")
+    pipeline: dict[str, Any] | str | None = Field(None, description="or the pipeline each fire runs: its file, "
+                                                  "beside the schedule's (the CLI and SDK send it read)")
+    params: dict[str, Any] = Field(default_factory=dict, description="with pipeline: overrides of its params")
+
+    @field_validator("params")
+    @classmethod
+    def _params(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return check_finite(v)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "ScheduleSpec":
+        if (self.job is None) == (self.pipeline is None):
+            raise ValueError("give a job spec under job:, or a pipeline file under pipeline: (one of them)")
+        if self.params and self.pipeline is None:
+            raise ValueError("params: are a pipeline's (a job's go under job.params)")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -187,14 +208,25 @@ class ScheduleSpec(Strict):
 
     def run_job(self, at: float) -> JobSpec:
         """The job of the fire due at ``at``."""
+        assert self.job is not None
         return self.job.with_params({SCHEDULED_AT: iso(at, self.timezone)})
+
+    def run_params(self, at: float) -> dict[str, Any]:
+        """The pipeline's param overrides for the fire due at ``at``: ``scheduled_at`` where it declares it."""
+        declared = self.pipeline.get("params") if isinstance(self.pipeline, dict) else None
+        if isinstance(declared, dict) and SCHEDULED_AT in declared:
+            return {**self.params, SCHEDULED_AT: iso(at, self.timezone)}
+        return dict(self.params)
 
 
 class ScheduleCreate(BaseModel):
-    """``POST /api/v1/schedules``: the spec, and its job's code snapshot if it has a ``workdir``."""
+    """``POST /api/v1/schedules``: the spec, and its job's code snapshot if it has a ``workdir`` (for a
+    pipeline: its steps' snapshots by workdir, and where the file came from), uploaded once for every fire."""
 
     spec: ScheduleSpec
     snapshot: Digest | None = None
+    workdirs: dict[str, Digest] = Field(default_factory=dict)
+    source: str | None = Field(None, max_length=1000)
 
 
 Outcome = Literal["started", "skipped", "missed", "failed"]
@@ -207,6 +239,7 @@ class ScheduleRun(BaseModel):
     fired_at: float
     outcome: Outcome
     job_id: str | None = None
+    run_id: str | None = Field(None, description="the pipeline run it started")
     message: str | None = None
     manual: bool = False  # `trainyard schedule trigger`, not the cron
 
@@ -221,7 +254,8 @@ class ScheduleInfo(BaseModel):
     next_at: float | None = Field(None, description="the next fire; None while suspended")
     last_at: float | None = None
     explain: str = Field("", description="the cron in words")
-    active: list[str] = Field(default_factory=list, description="jobs it started that have not ended")
+    active: list[str] = Field(default_factory=list, description="jobs (or pipeline runs) it started that have not "
+                                "ended")
     runs: list[ScheduleRun] = Field(default_factory=list, description="the latest fires, newest first")
     created_at: float
     updated_at: float

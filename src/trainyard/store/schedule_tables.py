@@ -22,6 +22,8 @@ class Schedule(Base):
     owner: Mapped[str | None] = mapped_column(String(63), index=True)  # who created it; its jobs are theirs
     spec: Mapped[dict] = mapped_column(JSON)  # the ScheduleSpec as created
     snapshot: Mapped[str | None] = mapped_column(String(80))  # its job's code, uploaded once
+    workdirs: Mapped[dict | None] = mapped_column(JSON)  # a pipeline's: step workdir -> snapshot digest
+    source: Mapped[str | None] = mapped_column(Text)  # a pipeline's file, for its runs' messages
     suspended: Mapped[bool] = mapped_column(Boolean)
     next_at: Mapped[float | None] = mapped_column(Float, index=True)  # the next fire; None while suspended
     last_at: Mapped[float | None] = mapped_column(Float)  # the latest fire's due time
@@ -40,6 +42,7 @@ class ScheduleRun(Base):
     fired_at: Mapped[float] = mapped_column(Float)
     outcome: Mapped[str] = mapped_column(String(16))
     job_id: Mapped[str | None] = mapped_column(String(40))
+    run_id: Mapped[str | None] = mapped_column(String(40))  # the pipeline run it started
     message: Mapped[str | None] = mapped_column(Text)
     manual: Mapped[bool] = mapped_column(Boolean)
     __table_args__ = (Index("ix_schedule_runs_schedule_id", "schedule_id", "id"),)

@@ -14,6 +14,7 @@ from sqlalchemy import delete, func, insert, select, update
 
 from trainyard.auth.permissions import Visible
 from trainyard.errors import Conflict, ScheduleNotFound
+from trainyard.spec.pipeline_records import RunStatus
 from trainyard.spec.schedule import ScheduleRun, ScheduleSpec
 from trainyard.store import Store
 from trainyard.store import schedule_tables as st
@@ -24,6 +25,7 @@ _S, _R = st.Schedule.__table__, st.ScheduleRun.__table__
 _RUN_COLUMNS = [_R.c[k] for k in ScheduleRun.model_fields]
 KEEP_RUNS = 200  # fires remembered per schedule (the jobs themselves stay in the job list)
 NO_TEAM = "-"
+LIVE_RUN = (RunStatus.RUNNING.value, RunStatus.CANCELLING.value)  # a failed run is final until retried: ended here
 
 
 class ScheduleRow(dict):
@@ -35,7 +37,7 @@ class ScheduleStore:
         self.store = store
 
     def create(self, spec: ScheduleSpec, snapshot: str | None, owner: str | None, team: str | None,
-               next_at: float | None) -> str:
+               next_at: float | None, workdirs: dict[str, str] | None = None, source: str | None = None) -> str:
         now = time.time()
         scope = team or NO_TEAM
         with self.store.write() as s:
@@ -45,7 +47,8 @@ class ScheduleStore:
                                "delete it or choose another name", field="name")
             seq = (s.scalar(select(func.max(_S.c.seq))) or 0) + 1
             row = dict(id="sc-" + secrets.token_hex(5), seq=seq, name=spec.name, scope=scope, team=team, owner=owner,
-                       spec=spec.model_dump(mode="json"), snapshot=snapshot, suspended=spec.suspend,
+                       spec=spec.model_dump(mode="json"), snapshot=snapshot, workdirs=workdirs, source=source,
+                       suspended=spec.suspend,
                        next_at=None if spec.suspend else next_at, last_at=None, created_at=now, updated_at=now)
             s.connection().execute(insert(_S), [row])
         return row["id"]
@@ -123,17 +126,20 @@ class ScheduleStore:
         return out
 
     def active(self, schedule_ids: list[str]) -> dict[str, list[str]]:
-        """The jobs each schedule started that have not ended, oldest first."""
+        """The jobs (and pipeline runs) each schedule started that have not ended, oldest first."""
         out: dict[str, list[str]] = {i: [] for i in schedule_ids}
         if not schedule_ids:
             return out
-        j = t.Job.__table__
-        q = (select(_R.c.schedule_id, _R.c.job_id).join(j, j.c.id == _R.c.job_id)
-             .where(_R.c.schedule_id.in_(schedule_ids), _R.c.outcome == "started", j.c.status.notin_(ENDED))
-             .order_by(_R.c.id))
+        j, p = t.Job.__table__, t.PipelineRun.__table__
+        started = (_R.c.schedule_id.in_(schedule_ids), _R.c.outcome == "started")
+        jobs = (select(_R.c.id, _R.c.schedule_id, _R.c.job_id).join(j, j.c.id == _R.c.job_id)
+                .where(*started, j.c.status.notin_(ENDED)))
+        runs = (select(_R.c.id, _R.c.schedule_id, _R.c.run_id).join(p, p.c.id == _R.c.run_id)
+                .where(*started, p.c.status.in_(LIVE_RUN)))
         with self.store.read() as s:
-            for sid, job_id in s.connection().execute(q):
-                out[sid].append(job_id)
+            found = sorted([*s.connection().execute(jobs), *s.connection().execute(runs)])
+        for _, sid, key in found:
+            out[sid].append(key)
         return out
 
 

@@ -155,3 +155,21 @@ def test_a_schedule_is_opened_by_name_and_deleted_from_its_page_and_one_not_ther
     expect(page.locator("table.schedules tbody")).to_have_text("No schedule is set up.")
     expect(page.locator(".toast.info")).to_have_text("Deleted schedule weekly")
     assert fetch(server, weekly["id"]).status_code == 404
+
+
+def test_a_pipeline_schedule_shows_its_steps_and_run_now_links_the_pipeline_run(server, page):
+    pipeline = {"name": "etl", "params": {"rows": 1},
+                "steps": {"extract": {"command": "true"}, "load": {"command": "true", "needs": ["extract"]}}}
+    body = {"spec": {"name": "etl-nightly", "cron": FAR, "pipeline": pipeline, "params": {"rows": 5}}}
+    made = httpx.post(server.url + "/api/v1/schedules", json=body, headers=server.headers, timeout=30)
+    assert made.status_code == 201, made.text
+    page.goto(signed_in(server.url, server.token, "/schedules"))
+    row = page.locator(f"tr[data-schedule='{made.json()['id']}']")
+    row.get_by_role("button", name="Run now").click()
+    link = page.locator(".schedule-said a")
+    expect(link).to_have_attribute("href", re.compile(r"^/pipelines/p-[0-9a-f]+$"))
+    run_id = link.inner_text()
+    assert fetch(server, "etl-nightly").json()["runs"][0]["run_id"] == run_id
+    page.goto(signed_in(server.url, server.token, "/schedules/etl-nightly"))
+    expect(page.locator("main")).to_contain_text("etl: extract, load")
+    expect(page.locator(f"a[href='/pipelines/{run_id}']").first).to_be_visible()

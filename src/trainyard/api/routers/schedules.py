@@ -17,7 +17,7 @@ def list_schedules(p: PlatformDep, caller: CallerDep) -> list[ScheduleInfo]:
 
 @router.post("", status_code=201)
 def create_schedule(body: ScheduleCreate, p: PlatformDep, caller: CallerDep) -> ScheduleInfo:
-    return p.schedules.create(body.spec, body.snapshot, caller)
+    return p.schedules.create(body.spec, body.snapshot, caller, body.workdirs, body.source)
 
 
 @router.get("/{key}")

@@ -24,6 +24,8 @@ def upgrade() -> None:
         sa.Column("owner", sa.String(63), index=True),
         sa.Column("spec", sa.JSON(), nullable=False),
         sa.Column("snapshot", sa.String(80)),
+        sa.Column("workdirs", sa.JSON()),
+        sa.Column("source", sa.Text()),
         sa.Column("suspended", sa.Boolean(), nullable=False),
         sa.Column("next_at", sa.Float(), index=True),
         sa.Column("last_at", sa.Float()),
@@ -39,6 +41,7 @@ def upgrade() -> None:
         sa.Column("fired_at", sa.Float(), nullable=False),
         sa.Column("outcome", sa.String(16), nullable=False),
         sa.Column("job_id", sa.String(40)),
+        sa.Column("run_id", sa.String(40)),
         sa.Column("message", sa.Text()),
         sa.Column("manual", sa.Boolean(), nullable=False),
     )

@@ -50,7 +50,7 @@ function row(s, buttons) {
     h("td.cron", null, h("code", null, s.spec.cron), h("div.explain.muted", null, s.explain)),
     h("td", null, s.spec.timezone),
     h("td.next", null, nextFire(s)),
-    h("td.last", { title: last ? runTitle(last) : null }, last ? [outcome(last.outcome), " ", jobLink(last.job_id)]
+    h("td.last", { title: last ? runTitle(last) : null }, last ? [outcome(last.outcome), " ", jobLink(last.job_id, last.run_id)]
       : h("span.muted", null, "not fired yet")),
     h("td.num.active", { title: s.active.join(", ") || "none running" }, String(s.active.length)),
     h("td", null, s.owner || "–"),
@@ -106,9 +106,12 @@ function factList(s) {
     ["concurrency", h("span", { title: CONCURRENCY[spec.concurrency] }, spec.concurrency)],
     ["starting deadline", h("span", { title: "a fire not made within this (the server was down) is missed" },
       duration(spec.starting_deadline))],
-    ["command", h("code.command", null, commandText(job.command))], ["queue", job.queue],
-    ["resources", resourceText(job)], ["job name", job.name],
-    ["active", s.active.length ? s.active.map((id, i) => [i ? ", " : "", jobLink(id)]) : "none"],
+    ...(job ? [["command", h("code.command", null, commandText(job.command))], ["queue", job.queue],
+      ["resources", resourceText(job)], ["job name", job.name]]
+      : [["pipeline", `${spec.pipeline.name || "pipeline"}: ${Object.keys(spec.pipeline.steps || {}).join(", ")}`],
+        ["params", JSON.stringify(spec.params)]]),
+    ["active", s.active.length ? s.active.map((id, i) => [i ? ", " : "", id.startsWith("j-") ? jobLink(id) : jobLink(null, id)])
+      : "none"],
     ["owner", s.owner || "–"], ["team", s.team || "–"],
     ["created", h("span", { title: when(s.created_at) }, ago(s.created_at))], ["id", h("span.mono", null, s.id)]];
 }
@@ -122,11 +125,11 @@ const CONCURRENCY = {
 function runTable(runs) {
   return h("table.list.runs", null,
     h("thead", null, h("tr", null, ["due", "fired", "outcome", "job", "message", ""].map((c) => h("th", null, c)))),
-    h("tbody", null, runs.map((r) => h("tr", { dataset: { outcome: r.outcome, job: r.job_id || "", manual: String(r.manual) } },
+    h("tbody", null, runs.map((r) => h("tr", { dataset: { outcome: r.outcome, job: r.job_id || r.run_id || "", manual: String(r.manual) } },
       h("td.due", null, when(r.at)),
       h("td.fired", null, when(r.fired_at)),
       h("td", null, outcome(r.outcome)),
-      h("td.mono", null, jobLink(r.job_id)),
+      h("td.mono", null, jobLink(r.job_id, r.run_id)),
       h("td.reason", null, r.message || ""),
       h("td", null, r.manual ? h("span.manual", { title: "run now (trigger), not the cron" }, "manual") : "")))));
 }
@@ -177,7 +180,7 @@ function controls(s, act) {
 // What a run now came to: the job it started, or why none was
 function fired(s, r) {
   if (r.outcome === "started") {
-    return h("span.ok", null, `✓ ${s.name}: started job `, jobLink(r.job_id), r.message ? ` (${r.message})` : "");
+    return h("span.ok", null, `✓ ${s.name}: started ${r.run_id ? "pipeline run" : "job"} `, jobLink(r.job_id, r.run_id), r.message ? ` (${r.message})` : "");
   }
   return h(r.outcome === "failed" ? "span.error" : "span.warn", null, `${s.name}: no job started, ${r.outcome}`,
     r.message ? `: ${r.message}` : "");
@@ -198,7 +201,9 @@ function outcome(o) {
   return h(`span.badge.${OUTCOME_CLASS[o] || "off"}`, { dataset: { outcome: o } }, o);
 }
 
-function jobLink(id) {
+// the job a run started, or the pipeline run
+function jobLink(id, runId) {
+  if (runId) return h("a.mono", { href: `/pipelines/${encodeURIComponent(runId)}` }, runId);
   return id ? h("a.mono", { href: `/jobs/${encodeURIComponent(id)}` }, id) : h("span.muted", null, "–");
 }
 
