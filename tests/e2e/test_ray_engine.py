@@ -238,7 +238,7 @@ def test_a_secret_reaches_a_job_on_a_ray_node_and_leaves_ray_unaware(server, clu
     # the launcher's config travels through Ray (the agent's call): none of Ray's files (its sessions' logs,
     # under the cluster's --temp-dir) holds the value
     scanned, holding = 0, []
-    for path in (cluster.base / "tmp").rglob("*"):
+    for path in cluster.temp.rglob("*"):
         try:
             if path.is_file():
                 scanned += 1

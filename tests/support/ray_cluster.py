@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,9 @@ class RayNode:
 class RayCluster:
     def __init__(self, base: Path, ray_bin: str) -> None:
         self.base = Path(base)
+        # Ray's socket paths (under the temp dir) must fit AF_UNIX's 107 bytes: pytest's tmp paths under
+        # xdist (…/popen-gw0/…) do not leave room, so the temp dir is a short one of its own
+        self.temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
         self.ray = ray_bin
         self.nodes: list[RayNode] = []
         self._pick_ports()
@@ -152,7 +156,7 @@ class RayCluster:
         def args() -> list[str]:
             return ["--head", "--node-ip-address=127.0.0.1", f"--port={self.port}", f"--num-cpus={cpus}",
                     "--num-gpus=0", f"--memory={memory}", "--object-store-memory=80000000",
-                    "--disable-usage-stats", f"--temp-dir={self.base / 'tmp'}", "--include-dashboard=true",
+                    "--disable-usage-stats", f"--temp-dir={self.temp}", "--include-dashboard=true",
                     "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",
                     f"--ray-client-server-port={quiet_port()}"]
 
@@ -212,7 +216,7 @@ class RayCluster:
                 p.kill()
             except psutil.Error:
                 pass
-        shutil.rmtree(self.base / "tmp", ignore_errors=True)
+        shutil.rmtree(self.temp, ignore_errors=True)
 
 
 def ray_bin() -> str | None:
