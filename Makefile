@@ -17,8 +17,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash scripts/demo.sh
 
+# two workers: the suite mostly waits on processes it started, so two keep CI's two cores busy;
+# TEST_WORKERS=0 runs it in one process
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/latency.py
