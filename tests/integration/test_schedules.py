@@ -35,6 +35,7 @@ def test_a_fire_submits_the_job_as_its_owner_once_and_moves_to_the_next(env):  #
     first = made["next_at"]
     assert datetime.fromtimestamp(first, timezone.utc).strftime("%m-%d %H:%M") == "01-01 00:00"
     assert made["explain"] == "At 00:00 on January 1" and made["suspended"] is False
+    assert made["spec"]["job"]["params"] == {}  # the time each fire gives is no param of the schedule's own
     # when the loop looks a second after it is due, twice
     platform.schedule_loop.cycle(now=first + 1)
     platform.schedule_loop.cycle(now=first + 1)

@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from trainyard import errors
 from trainyard.sdk.http import Http
 from trainyard.spec.lines import error_entry, validation_errors
-from trainyard.spec.schedule import SCHEDULED_AT, ScheduleInfo, ScheduleRun, ScheduleSpec
+from trainyard.spec.schedule import PLACEHOLDER, SCHEDULED_AT, ScheduleInfo, ScheduleRun, ScheduleSpec
 
 _LIST = TypeAdapter(list[ScheduleInfo])
 
@@ -91,7 +91,7 @@ class Schedules:
             return self._create_pipeline(schedule, Path(base_dir or Path.cwd()))
         assert schedule.job is not None
         # the job holds a placeholder `scheduled_at` (its command may name it): each fire is given its own
-        job, blob, digest = prepare(schedule.job, Path(base_dir or Path.cwd()))
+        job, blob, digest = prepare(schedule.job.with_params({SCHEDULED_AT: PLACEHOLDER}), Path(base_dir or Path.cwd()))
         if digest is not None:
             self.http.upload_snapshot(blob, digest)
         data = job.model_dump(mode="json")

@@ -37,6 +37,7 @@ from trainyard.spec.units import Seconds, parse_duration
 ALIASES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
            "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
 SCHEDULED_AT = "scheduled_at"  # the param each run is given: the time it was due, ISO 8601 in the schedule's zone
+PLACEHOLDER = "1970-01-01T00:00:00+00:00"  # its value while the spec is checked
 MAX_CRON = 200  # characters of a cron expression
 COUNT_CAP = 1000  # missed fires counted one by one at most (an every-second cron down for a day: "1000 or more")
 
@@ -196,7 +197,7 @@ class ScheduleSpec(Strict):
             if params is not None and not isinstance(params, dict):
                 return data  # the job's own check names it
             given = {**(params or {})}
-            given.setdefault(SCHEDULED_AT, "1970-01-01T00:00:00+00:00")
+            given.setdefault(SCHEDULED_AT, PLACEHOLDER)
             data = {**data, "job": {**data["job"], "params": given}}
         return data
 
@@ -204,6 +205,8 @@ class ScheduleSpec(Strict):
     def _fires_at_all(self) -> "ScheduleSpec":
         if next_fire(self.cron, self.timezone, 0.0) is None:
             raise ValueError(f"cron {self.cron!r} never fires")
+        if self.job is not None and self.job.params.get(SCHEDULED_AT) == PLACEHOLDER:
+            del self.job.params[SCHEDULED_AT]  # checked with it; kept (and shown) without: each fire gives its own
         return self
 
     def run_job(self, at: float) -> JobSpec:
