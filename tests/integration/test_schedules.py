@@ -180,3 +180,28 @@ def test_a_pipeline_schedule_is_checked_as_a_run_would_be(env):  # noqa: F811
         r = tc.post("/api/v1/schedules", json={"spec": {"name": "n", "cron": YEARLY, **spec}})
         assert r.status_code == 422 and said in r.text, (spec, r.text)
     assert tc.get("/api/v1/schedules").json() == []
+
+
+def test_metrics_say_each_schedules_next_and_last_fire_runs_going_and_its_last_outcome(env):  # noqa: F811
+    from tests.integration.test_monitoring_api import scrape, series
+
+    tc, sdk, engine, platform = env
+    made = create(tc)
+    create(tc, name="idle")
+    tc.post("/api/v1/schedules/idle/pause")
+    platform.schedule_loop.cycle(now=made["next_at"] + 1)
+    now = tc.get("/api/v1/schedules/nightly").json()
+    s = scrape(tc)
+
+    def one(name, schedule, **labels):
+        found = series(s, name, schedule=schedule, **labels)
+        return found.popitem()[1] if found else None
+
+    assert one("trainyard_schedule_next_fire_timestamp_seconds", "nightly") == now["next_at"]
+    assert one("trainyard_schedule_last_fire_timestamp_seconds", "nightly") == made["next_at"]
+    assert one("trainyard_schedule_active_runs", "nightly") == 1
+    assert {o: one("trainyard_schedule_last_outcome", "nightly", outcome=o)
+            for o in ("started", "skipped", "missed", "failed")} == {"started": 1, "skipped": 0, "missed": 0, "failed": 0}
+    assert one("trainyard_schedule_suspended", "idle") == 1 and one("trainyard_schedule_suspended", "nightly") == 0
+    assert one("trainyard_schedule_next_fire_timestamp_seconds", "idle") is None  # paused: no next fire
+    assert one("trainyard_schedule_last_outcome", "idle", outcome="started") is None  # never fired

@@ -35,7 +35,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess:
 def test_promtool_checks_the_alert_rules():
     r = promtool("check", "rules", ALERTS.name)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "4 rules found" in r.stdout
+    assert "6 rules found" in r.stdout
 
 
 def test_promtool_runs_the_alert_test_cases():

@@ -37,6 +37,7 @@ class TrainyardCollector(Collector):
         yield from self.stats.cycles.collect()
         yield from self._nodes()
         yield from self._running()
+        yield from self._schedules()
 
     def _jobs(self) -> Iterable[Metric]:
         counts = self.store.queue_counts()
@@ -131,6 +132,41 @@ class TrainyardCollector(Collector):
                 gmem.add_metric(key, r.gpu_memory_bytes or 0)
                 idle.add_metric(key, 1 if r.idle else 0)
         yield from (cpu, mem, gpu, gmem, idle)
+
+
+    def _schedules(self) -> Iterable[Metric]:
+        """kube-state-metrics' CronJob series, for schedules: next and last fire, paused, runs going, and the
+        latest fire's outcome as a state set (an alert on ``failed``/``missed`` says a schedule stopped working)."""
+        from trainyard.spec.schedule import OUTCOMES
+        from trainyard.store.schedules import ScheduleStore
+
+        labels = ["schedule", "team"]
+        nxt = GaugeMetricFamily("trainyard_schedule_next_fire_timestamp_seconds", "When a schedule fires next "
+                                "(absent while paused)", labels=labels)
+        last = GaugeMetricFamily("trainyard_schedule_last_fire_timestamp_seconds", "When a schedule's latest "
+                                 "fire by its cron was due", labels=labels)
+        paused = GaugeMetricFamily("trainyard_schedule_suspended", "1 while a schedule is paused", labels=labels)
+        active = GaugeMetricFamily("trainyard_schedule_active_runs", "Jobs or pipeline runs a schedule started "
+                                   "that have not ended", labels=labels)
+        outcome = GaugeMetricFamily("trainyard_schedule_last_outcome", "1 for the outcome of a schedule's latest "
+                                    "fire (started, skipped, missed, failed), 0 for the others",
+                                    labels=[*labels, "outcome"])
+        store = ScheduleStore(self.store)
+        rows = store.list()
+        ids = [r["id"] for r in rows]
+        runs, going = store.runs_of(ids, limit=1), store.active(ids)
+        for r in rows:
+            key = [r["name"], r["team"] or ""]
+            if r["next_at"] is not None:
+                nxt.add_metric(key, r["next_at"])
+            if r["last_at"] is not None:
+                last.add_metric(key, r["last_at"])
+            paused.add_metric(key, 1.0 if r["suspended"] else 0.0)
+            active.add_metric(key, len(going[r["id"]]))
+            if runs[r["id"]]:
+                for o in OUTCOMES:
+                    outcome.add_metric([*key, o], 1.0 if runs[r["id"]][0].outcome == o else 0.0)
+        yield from (nxt, last, paused, active, outcome)
 
 
 def registry(collector: TrainyardCollector) -> CollectorRegistry:

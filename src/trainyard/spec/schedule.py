@@ -233,6 +233,7 @@ class ScheduleCreate(BaseModel):
 
 
 Outcome = Literal["started", "skipped", "missed", "failed"]
+OUTCOMES: tuple[str, ...] = Outcome.__args__  # type: ignore[attr-defined]
 
 
 class ScheduleRun(BaseModel):
