@@ -45,10 +45,12 @@ The launcher's values stay in the launcher: it must start fast and import nothin
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainyard import envvars
 from trainyard.locations import ADDRESS_FILE, client_token, home, server_url  # noqa: F401  (re-exported)
@@ -133,6 +135,26 @@ LOG_KEEP = 64 << 20  # bytes of a replica's log the server keeps: a job that pri
 METRICS_KEEP = 4000  # points of each metric of a replica the server keeps, evenly spaced, and the newest
 
 
+class WebhookSettings(BaseModel):
+    """One webhook of the server's config."""
+
+    model_config = {"extra": "forbid"}
+
+    url: str = Field(description="http:// or https:// address the events are POSTed to")
+    format: Literal["json", "slack"] = Field("json", description="json: the event; slack: {text} for an "
+                                             "incoming webhook (Slack, Mattermost, Rocket.Chat)")
+    teams: list[str] | None = Field(None, description="the teams whose users may subscribe it; default all")
+    timeout: float = Field(5.0, gt=0, le=60, description="seconds to wait for its answer")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("an http:// or https:// address")
+        return v
+
+
 class ServerSettings(BaseModel):
     home: Path = Field(default_factory=home)
     db: str | None = Field(None, description="database URL; default SQLite in the home folder")
@@ -176,6 +198,17 @@ class ServerSettings(BaseModel):
     secrets_key_file: Path | None = Field(None, description="the key secrets are sealed with (made, 0600, on first "
                                           "need); default secrets.key in the home. Servers sharing a database "
                                           "must share it")
+    webhooks: dict[str, WebhookSettings] = Field(default_factory=dict, description="name -> where job events "
+                                                 "are POSTed (users subscribe them by name: trainyard notify)")
+
+    @field_validator("webhooks")
+    @classmethod
+    def _webhook_names(cls, v: dict[str, WebhookSettings]) -> dict[str, WebhookSettings]:
+        for name in v:  # spec.names' rule (config sits below spec): users name them in requests and URLs
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", name):
+                raise ValueError(f"webhook name {name!r}: use letters, digits, '.', '_' or '-' (at most 63, "
+                                 "starting with a letter or digit)")
+        return v
 
     @model_validator(mode="after")
     def _hash_token(self) -> "ServerSettings":

@@ -78,3 +78,22 @@ def test_a_bad_scheduler_setting_names_its_field(tmp_path, text, field):
     with pytest.raises(InvalidSpec) as e:
         check(path, lambda: ServerSettings(**load(path)))
     assert [err["field"] for err in e.value.errors] == [field]
+
+
+def test_webhooks_are_read_and_a_bad_address_or_name_is_named(tmp_path):
+    from trainyard.cli.server_config import check
+
+    path = tmp_path / "server.yaml"
+    path.write_text("webhooks:\n  chat: {url: 'https://hooks.example/T0/B0', format: slack, teams: [vision]}\n")
+    hooks = ServerSettings(**load(path)).webhooks
+    assert (hooks["chat"].url, hooks["chat"].format, hooks["chat"].teams) == ("https://hooks.example/T0/B0", "slack",
+                                                                            ["vision"])
+    for text, field in [("webhooks:\n  chat: {url: 'file:///etc/passwd'}\n", "webhooks.chat.url"),
+                        ("webhooks:\n  chat: {url: 'http://'}\n", "webhooks.chat.url"),
+                        ("webhooks:\n  chat: {url: 'http://a', format: teams}\n", "webhooks.chat.format"),
+                        ("webhooks:\n  chat: {url: 'http://a', secret: x}\n", "webhooks.chat.secret"),
+                        ("webhooks:\n  ../chat: {url: 'http://a'}\n", "webhooks")]:
+        path.write_text(text)
+        with pytest.raises(InvalidSpec) as e:
+            check(path, lambda: ServerSettings(**load(path)))
+        assert [err["field"] for err in e.value.errors] == [field], text

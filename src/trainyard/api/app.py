@@ -14,7 +14,7 @@ import trainyard
 from trainyard.api.fast_lane import FastLane
 from trainyard.api.guard import MAX_BODY, Guard
 from trainyard.api.routers import (clusters, identity, job_text, jobs, monitoring, pipelines, queues, secrets,
-                                   schedules, services, sweeps, system)
+                                   schedules, services, sweeps, system, webhooks)
 from trainyard.api.serve_proxy import PREFIX as SERVE_PREFIX
 from trainyard.api.serve_lane import ServeLane
 from trainyard.api.serve_proxy import ServeProxy
@@ -84,6 +84,7 @@ def create_app(platform: Platform, server_url: str | None = None,
     app.include_router(clusters.router)
     app.include_router(sweeps.router)
     app.include_router(schedules.router)
+    app.include_router(webhooks.router)
     app.include_router(secrets.router)
     app.include_router(monitoring.router)
     app.include_router(identity.router)

@@ -40,6 +40,7 @@ COMMANDS = {
     "admin": "trainyard.cli.admin:app",
     "token": "trainyard.cli.tokens:app",
     "secret": "trainyard.cli.secrets:app",
+    "notify": "trainyard.cli.notify:app",
 }
 
 

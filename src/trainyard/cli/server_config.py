@@ -15,6 +15,8 @@ prices:
 scheduler:                 # the planner's options (config.SchedulerSettings); left out: its defaults
   reclaim_within: 5m       # a lender stops borrowed work with a timeout only within 5 min of its start
   starve_after: off        # off (or null) turns a setting off
+webhooks:                  # where job events go; users subscribe them by name (`trainyard notify add`)
+  ml-alerts: {url: "https://hooks.slack.com/services/T0/B0/XXXX", format: slack, teams: [vision]}
 ```
 """
 
@@ -26,7 +28,8 @@ from typing import Any
 from trainyard.errors import InvalidSpec
 from trainyard.spec.units import parse_duration, parse_memory
 
-KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "prices", "scheduler")
+KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "prices", "scheduler",
+        "webhooks")
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:

@@ -61,6 +61,13 @@ class Client:
         return Pipelines(self.http)
 
     @property
+    def notify(self):  # noqa: ANN201
+        """Subscriptions of the server's webhooks to job ends (see :mod:`trainyard.sdk.webhooks`)."""
+        from trainyard.sdk.webhooks import Notify
+
+        return Notify(self.http)
+
+    @property
     def secrets(self):  # noqa: ANN201
         """A team's secrets: set (never read back), list, delete (see :mod:`trainyard.sdk.secrets`)."""
         from trainyard.sdk.secrets import Secrets

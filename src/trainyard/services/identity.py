@@ -20,7 +20,7 @@ import secrets
 import threading
 import time
 
-from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller
+from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, Role
 from trainyard.auth.tokens import token_hash
 from trainyard.errors import AlreadyExists, Forbidden, InvalidSpec, TrainyardError
 from trainyard.services.audit import AuditLog
@@ -94,6 +94,19 @@ class IdentityService:
                 self._touched[owner.token_id] = now
             self.store.touch_token(owner.token_id, now)
         return owner.caller
+
+    def caller_of(self, user: str | None) -> Caller | None:
+        """``user`` as a request of theirs would be seen now (what they made acts in their name later: a
+        schedule's fire, a subscription's delivery); None if disabled or gone."""
+        if not self.accept_users:
+            return LOCAL_ADMIN  # no users on this server: everything is the local admin's
+        found = self.store.users(user) if user else []
+        if not found:
+            return LOCAL_ADMIN if user == LOCAL_ADMIN.user else None  # made with the server's own token
+        u = found[0]
+        if u.disabled:
+            return None
+        return Caller(user=u.name, admin=u.admin, teams={k: Role(v) for k, v in u.teams.items()}, os_user=u.os_user)
 
     def run_as(self, owner: str | None) -> dict | None:
         """The Unix account a job of ``owner`` runs as: where users are on, this server is root and the

@@ -47,6 +47,8 @@ from trainyard.services.secrets import SecretService
 from trainyard.services.schedule_loop import ScheduleLoop
 from trainyard.services.schedules import ScheduleService
 from trainyard.services.sweep_loop import SweepLoop
+from trainyard.services.webhook_loop import WebhookLoop
+from trainyard.services.webhooks import WebhookService
 from trainyard.services.sweeps import SweepService
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.store import IdleRule, Store
@@ -120,6 +122,8 @@ class Platform:
         self.schedules = ScheduleService(self.store, self.jobs, self.identity, self.pipelines)
         self.schedule_loop = ScheduleLoop(self.schedules)
         self.schedules.wake = self.schedule_loop.wake
+        self.webhooks = WebhookService(self.store, settings.webhooks, self.identity, self.audit)
+        self.webhook_loop = WebhookLoop(self.webhooks, lambda: self.server_url, self.notifier)
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
@@ -177,6 +181,7 @@ class Platform:
         self.service_loop.start()
         self.sweep_loop.start()
         self.schedule_loop.start()
+        self.webhook_loop.start()
         self._on_lead()
 
     def _follow(self) -> None:
@@ -188,6 +193,7 @@ class Platform:
         self.service_loop.stop()
         self.sweep_loop.stop()
         self.schedule_loop.stop()
+        self.webhook_loop.stop()
         self.loop.stop()
         self.end_watch.stop()
 

@@ -95,7 +95,7 @@ class ScheduleService:
         spec: ScheduleSpec = row["spec"]
         outcome, job_id, run_id, message = "started", None, None, None
         active = self.schedules.active([row["id"]])[row["id"]]
-        owner = self.owner_caller(row["owner"])
+        owner = self.identity.caller_of(row["owner"])
         if owner is None:
             outcome, message = "failed", f"its owner {row['owner']} is disabled or gone: pause or delete it"
         elif active and spec.concurrency is Concurrency.FORBID:
@@ -129,21 +129,6 @@ class ScheduleService:
             self.jobs.stop(key)
         else:
             self.pipelines.cancel(key)
-
-    def owner_caller(self, owner: str | None) -> Caller | None:
-        """The owner as a request of theirs would be seen now: None if disabled or gone."""
-        if not self.identity.accept_users:
-            return LOCAL_ADMIN  # no users on this server: everything is the local admin's
-        found = self.identity.store.users(owner) if owner else []
-        if not found:
-            return LOCAL_ADMIN if owner == LOCAL_ADMIN.user else None  # made with the server's own token
-        user = found[0]
-        if user.disabled:
-            return None
-        from trainyard.auth.permissions import Role
-
-        return Caller(user=user.name, admin=user.admin, teams={k: Role(v) for k, v in user.teams.items()},
-                      os_user=user.os_user)
 
     # -- looking up ------------------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""`trainyard notify …`: have one of the server's webhooks told when jobs end (a chat, an alerting hook)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.render import ago
+
+app = typer.Typer(no_args_is_help=True, help="Webhooks told when jobs end: subscribe, list, remove.")
+OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
+
+
+@app.command()
+def add(webhook: Annotated[str, typer.Argument(help="a webhook of the server's (`trainyard notify webhooks`)")],
+        on: Annotated[str, typer.Option(help="which ends, comma-separated: succeeded, failed, cancelled")] = "failed",
+        team: Annotated[Optional[str], typer.Option(help="every job of this team of yours (default: only "
+                                                    "your own jobs)")] = None,
+        all_jobs: Annotated[bool, typer.Option("--all", help="every job (admins)")] = False,
+        queue: Annotated[Optional[str], typer.Option(help="only jobs of this queue")] = None,
+        name: Annotated[Optional[str], typer.Option(help="only jobs whose name matches this glob, e.g. "
+                                                    "'nightly-*'")] = None) -> None:
+    """Subscribe WEBHOOK to the ends of your jobs, a team's (--team) or all (--all)."""
+    if team is not None and all_jobs:
+        raise typer.BadParameter("--team or --all, not both", param_hint="--all")
+    scope = "all" if all_jobs else "team" if team is not None else "mine"
+    with handled():
+        sub = client().notify.subscribe(webhook, on=[e.strip() for e in on.split(",") if e.strip()], scope=scope,
+                                        team=team, queue=queue, name=name)
+        whose = {"mine": "your jobs", "team": f"team {sub.team}'s jobs", "all": "every job"}[sub.scope.value]
+        narrowed = "".join(f", {k} {v}" for k, v in (("queue", sub.queue), ("named", sub.name)) if v)
+        console.print(f"subscription {sub.id}: {sub.webhook} is told when {whose}{narrowed} end "
+                      f"{' or '.join(sub.on)}", highlight=False, soft_wrap=True)
+
+
+@app.command("ls")
+def ls(output: Annotated[Output, typer.Option("--output", "-o")] = Output.table) -> None:
+    """Your subscriptions (an admin's: everyone's), with how their deliveries went."""
+    from rich.table import Table
+
+    with handled():
+        subs = client().notify.list()
+        if output == Output.json:
+            write(json.dumps([s.model_dump(mode="json") for s in subs], indent=2) + "\n")
+            return
+        table = Table(box=None, header_style="bold")
+        for col in ("ID", "WEBHOOK", "ON", "JOBS", "SENT", "PENDING", "FAILED", "OWNER"):
+            table.add_column(col, no_wrap=col in ("ID", "WEBHOOK"))
+        for s in subs:
+            jobs = {"mine": "mine", "team": f"team {s.team}", "all": "all"}[s.scope.value]
+            jobs += "".join(f", {k} {v}" for k, v in (("queue", s.queue), ("named", s.name)) if v)
+            table.add_row(s.id, s.webhook, ",".join(s.on), jobs, str(s.delivered), str(s.pending), str(s.failed),
+                          s.owner)
+        console.print(table)
+
+
+@app.command()
+def deliveries(subscription: str, output: OutputOpt = Output.table) -> None:
+    """A subscription's latest deliveries: sent, pending (tried again later) or failed, and why."""
+    from rich.table import Table
+
+    with handled():
+        found = client().notify.deliveries(subscription)
+        if output == Output.json:
+            write(json.dumps([d.model_dump(mode="json") for d in found], indent=2) + "\n")
+            return
+        table = Table(box=None, header_style="bold")
+        for col in ("JOB", "EVENT", "STATUS", "TRIES", "WHEN", "ERROR"):
+            table.add_column(col, overflow="fold")
+        for d in found:
+            table.add_row(d.job_id, d.event, d.status, str(d.attempts), ago(d.sent_at or d.created_at),
+                          d.last_error or "")
+        console.print(table)
+
+
+@app.command()
+def webhooks() -> None:
+    """The server's webhooks you may subscribe (their addresses stay with the server)."""
+    with handled():
+        for h in client().notify.webhooks():
+            teams = f" (teams {', '.join(h.teams)})" if h.teams else ""
+            console.print(f"{h.name}  {h.format}{teams}", highlight=False)
+
+
+@app.command("rm")
+def rm(subscription: str) -> None:
+    """Remove a subscription; what it still owed is not sent."""
+    with handled():
+        client().notify.delete(subscription)
+        console.print(f"subscription {subscription} removed", highlight=False)

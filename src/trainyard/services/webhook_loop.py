@@ -1,0 +1,115 @@
+"""The leader's webhook loop: job ends become deliveries, and deliveries are POSTed, with retries.
+
+Each cycle 1 reads the events after its cursor (job ends only), matches each
+against every subscription (its events, scope, queue and name glob, and that its
+owner may still see the job), and records what is owed with the cursor's move,
+in one transaction; 2 POSTs what is due. A 2xx answer is delivered; anything
+else is tried again after 5 s, 30 s, 2 min, 10 min and 30 min, then given up
+(recorded, with the last error). Delivery is at least once: a server that dies
+between a POST and its record sends that event again.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import time
+from typing import Any
+
+import httpx
+
+from trainyard.services.ticker import Ticker
+from trainyard.services.webhooks import WebhookService
+from trainyard.spec.webhooks import Scope, SubscriptionInfo
+from trainyard.store.webhooks import Ended
+
+log = logging.getLogger("trainyard.webhooks")
+BACKOFF = (5.0, 30.0, 120.0, 600.0, 1800.0)  # seconds before each retry; then it is given up
+LOOK = 2.0  # seconds between looks while anyone subscribes (job news wakes it sooner)
+
+
+class WebhookLoop(Ticker):
+    name = "trainyard-webhooks"
+    log = log
+
+    def __init__(self, service: WebhookService, server_url: Any = lambda: "", notifier: Any = None) -> None:
+        super().__init__(notifier)
+        self.service = service
+        self.store = service.store
+        self.server_url = server_url  # where the UI is, for the links in the events
+        self._sleep = LOOK
+        self._any = True  # whether anyone subscribes: job news wakes the loop only then
+
+    def start(self) -> None:
+        self.store.start_cursor()
+        super().start()
+
+    def pause(self) -> float:
+        return self._sleep
+
+    def on_notify(self, key: str) -> bool:
+        return self._any and key.startswith("j-")
+
+    def cycle(self, now: float | None = None) -> None:
+        subs = self.store.subscriptions()
+        self._any = bool(subs)
+        self.enqueue(subs)
+        for d in self.store.due(time.time() if now is None else now):
+            self.send(d)
+        soonest = self.store.next_due()
+        self._sleep = LOOK if soonest is None else min(LOOK, max(0.05, soonest - time.time()))
+
+    def enqueue(self, subs: list[SubscriptionInfo]) -> None:
+        cursor, upto, ends = self.store.ended_since()
+        if upto == cursor:
+            return
+        owed = [self._delivery(sub, end) for end in ends for sub in subs if self._matches(sub, end)]
+        if not self.store.owe(cursor, upto, owed):
+            log.info("webhooks: another server read events %d..%d first", cursor, upto)
+
+    def _matches(self, sub: SubscriptionInfo, end: Ended) -> bool:
+        if end.status not in sub.on or (sub.queue and end.queue != sub.queue):
+            return False
+        if sub.name and not fnmatch.fnmatchcase(end.name, sub.name):
+            return False
+        if sub.scope is Scope.MINE and end.owner != sub.owner:
+            return False
+        if sub.scope is Scope.TEAM and end.team != sub.team:
+            return False
+        caller = self.service.identity.caller_of(sub.owner)  # may the subscriber still see it?
+        return caller is not None and caller.sees(end.team, end.owner)
+
+    def _delivery(self, sub: SubscriptionInfo, end: Ended) -> dict[str, Any]:
+        url = f"{self.server_url().rstrip('/')}/jobs/{end.job_id}"
+        payload = {"event": f"job.{end.status}", "at": end.at, "subscription": sub.id,
+                   "job": {"id": end.job_id, "name": end.name, "status": end.status, "reason": end.reason,
+                           "queue": end.queue, "team": end.team, "owner": end.owner, "url": url}}
+        return {"subscription_id": sub.id, "webhook": sub.webhook, "event_id": end.event_id, "job_id": end.job_id,
+                "event": end.status, "payload": payload}
+
+    def send(self, d: dict[str, Any]) -> None:
+        attempts = d["attempts"] + 1
+        hook = self.service.hooks.get(d["webhook"])
+        if hook is None:
+            self.store.retry(d["id"], attempts, f"webhook {d['webhook']} is no longer in the server's config", None)
+            return
+        body = d["payload"] if hook.format == "json" else {"text": slack_text(d["payload"])}
+        try:
+            r = httpx.post(hook.url, json=body, timeout=hook.timeout, follow_redirects=False)
+            error = None if r.is_success else f"HTTP {r.status_code}: {r.text[:200]}"
+        except httpx.HTTPError as e:
+            error = f"{type(e).__name__}: {e}"
+        if error is None:
+            self.store.sent(d["id"], attempts)
+            return
+        later = time.time() + BACKOFF[attempts - 1] if attempts <= len(BACKOFF) else None
+        self.store.retry(d["id"], attempts, error, later)
+        log.warning("webhook %s, job %s %s: %s (%s)", d["webhook"], d["job_id"], d["event"], error,
+                    "given up" if later is None else f"again in {BACKOFF[attempts - 1]:g}s")
+
+
+def slack_text(payload: dict[str, Any]) -> str:
+    """One line for a chat: ``Job *train* (j-1) failed: Error(exit 1) <url|open>``."""
+    job = payload["job"]
+    why = f": {job['reason']}" if job.get("reason") and job["reason"] != job["status"] else ""
+    return f"Job *{job['name']}* ({job['id']}) {job['status']}{why} <{job['url']}|open>"

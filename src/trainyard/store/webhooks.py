@@ -1,0 +1,151 @@
+"""Subscriptions, the deliveries they owe, and the events table read for them.
+
+Events (one row per status change, written by database triggers) are turned into
+deliveries in the transaction that moves the cursor past them: an event is owed
+at most once per subscription (a unique key), and none is skipped by a server
+that dies halfway.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any, NamedTuple
+
+from sqlalchemy import delete, func, insert, select, update
+
+from trainyard.errors import NotFound
+from trainyard.spec.webhooks import DeliveryInfo, SubscriptionCreate, SubscriptionInfo
+from trainyard.store import Store
+from trainyard.store import tables as t
+from trainyard.store import webhook_tables as wt
+
+_S, _D, _C = wt.Subscription.__table__, wt.Delivery.__table__, wt.Cursor.__table__
+_DELIVERY = [_D.c[k] for k in DeliveryInfo.model_fields]
+CURSOR = "webhooks"
+ENDS = ("succeeded", "failed", "cancelled")
+
+
+class Ended(NamedTuple):
+    """A job's end, from the events table, with what a subscription filters on."""
+
+    event_id: int
+    job_id: str
+    status: str
+    reason: str | None
+    at: float
+    name: str
+    queue: str
+    team: str | None
+    owner: str | None
+
+
+class WebhookStore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # -- subscriptions ----------------------------------------------------------------
+
+    def subscribe(self, owner: str, req: SubscriptionCreate, team: str | None) -> str:
+        row = dict(id="ws-" + secrets.token_hex(5), owner=owner, webhook=req.webhook, on=list(req.on),
+                   scope=req.scope.value, team=team, queue=req.queue, name=req.name, created_at=time.time())
+        with self.store.write() as s:
+            s.connection().execute(insert(_S), [row])
+        return row["id"]
+
+    def count(self, owner: str) -> int:
+        with self.store.read() as s:
+            return s.scalar(select(func.count()).select_from(_S).where(_S.c.owner == owner)) or 0
+
+    def subscriptions(self, owner: str | None = None) -> list[SubscriptionInfo]:
+        """Every subscription (``owner`` None), or one user's, with how their deliveries went."""
+        tally = (select(_D.c.subscription_id, _D.c.status, func.count()).group_by(_D.c.subscription_id, _D.c.status))
+        q = select(_S).order_by(_S.c.created_at, _S.c.id)
+        if owner is not None:
+            q = q.where(_S.c.owner == owner)
+        with self.store.read() as s:
+            rows = s.connection().execute(q).mappings().all()
+            counts: dict[str, dict[str, int]] = {}
+            for sid, status, n in s.connection().execute(tally):
+                counts.setdefault(sid, {})[status] = n
+        return [SubscriptionInfo(**{k: r[k] for k in SubscriptionInfo.model_fields if k in r},
+                                 delivered=counts.get(r["id"], {}).get("sent", 0),
+                                 pending=counts.get(r["id"], {}).get("pending", 0),
+                                 failed=counts.get(r["id"], {}).get("failed", 0)) for r in rows]
+
+    def get(self, sub_id: str) -> SubscriptionInfo:
+        found = [s for s in self.subscriptions() if s.id == sub_id]
+        if not found:
+            raise NotFound(f"no such subscription: {sub_id}", subscription=sub_id)
+        return found[0]
+
+    def unsubscribe(self, sub_id: str) -> None:
+        with self.store.write() as s:
+            s.connection().execute(delete(_D).where(_D.c.subscription_id == sub_id, _D.c.status == "pending"))
+            s.connection().execute(delete(_S).where(_S.c.id == sub_id))
+
+    # -- events -> deliveries -----------------------------------------------------------
+
+    def start_cursor(self) -> None:
+        """A cursor at the newest event, if there is none: a first leader owes nothing from before."""
+        with self.store.write() as s:
+            if s.scalar(select(_C.c.event_id).where(_C.c.name == CURSOR)) is None:
+                last = s.scalar(select(func.max(t.Event.__table__.c.id))) or 0
+                s.connection().execute(insert(_C), [{"name": CURSOR, "event_id": last}])
+
+    def ended_since(self, limit: int = 1000) -> tuple[int, int, list[Ended]]:
+        """(the cursor, how far this read goes, the jobs' ends in between, oldest first): at most ``limit``
+        events read."""
+        e, j = t.Event.__table__.c, t.Job.__table__.c
+        with self.store.read() as s:
+            cursor = s.scalar(select(_C.c.event_id).where(_C.c.name == CURSOR)) or 0
+            last = s.scalar(select(func.max(e.id)).where(e.id > cursor)) or cursor
+            last = min(last, cursor + limit)
+            rows = s.connection().execute(
+                select(e.id, e.object_id, e.new_status, e.reason, e.ts, j.name, j.queue, j.team, j.owner)
+                .join(t.Job.__table__, j.id == e.object_id)
+                .where(e.id > cursor, e.id <= last, e.kind == "job", e.new_status.in_(ENDS))
+                .order_by(e.id)).all()
+        return cursor, last, [Ended(*r) for r in rows]
+
+    def owe(self, cursor: int, upto: int, deliveries: list[dict[str, Any]]) -> bool:
+        """Record ``deliveries`` and move the cursor from ``cursor`` to ``upto``, in one transaction;
+        False (nothing written) if another server moved it first."""
+        with self.store.write() as s:
+            moved = s.connection().execute(update(_C).where(_C.c.name == CURSOR, _C.c.event_id == cursor)
+                                           .values(event_id=upto)).rowcount == 1
+            if moved and deliveries:
+                now = time.time()
+                s.connection().execute(insert(_D), [{**d, "status": "pending", "attempts": 0, "next_at": now,
+                                                     "last_error": None, "created_at": now, "sent_at": None}
+                                                    for d in deliveries])
+            return moved
+
+    # -- sending ----------------------------------------------------------------------
+
+    def due(self, now: float, limit: int = 50) -> list[dict[str, Any]]:
+        with self.store.read() as s:
+            return [dict(r) for r in s.connection().execute(
+                select(_D).where(_D.c.next_at <= now).order_by(_D.c.next_at).limit(limit)).mappings()]
+
+    def next_due(self) -> float | None:
+        with self.store.read() as s:
+            return s.scalar(select(func.min(_D.c.next_at)))
+
+    def sent(self, delivery_id: int, attempts: int) -> None:
+        self._set(delivery_id, status="sent", attempts=attempts, next_at=None, sent_at=time.time(), last_error=None)
+
+    def retry(self, delivery_id: int, attempts: int, error: str, next_at: float | None) -> None:
+        """Another try at ``next_at``, or (None) given up."""
+        self._set(delivery_id, status="pending" if next_at is not None else "failed", attempts=attempts,
+                  next_at=next_at, last_error=error[:1000])
+
+    def _set(self, delivery_id: int, **values: Any) -> None:
+        with self.store.write() as s:
+            s.connection().execute(update(_D).where(_D.c.id == delivery_id).values(**values))
+
+    def deliveries(self, sub_id: str, limit: int = 50) -> list[DeliveryInfo]:
+        with self.store.read() as s:
+            rows = s.connection().execute(select(*_DELIVERY).where(_D.c.subscription_id == sub_id)
+                                          .order_by(_D.c.id.desc()).limit(limit)).mappings().all()
+        return [DeliveryInfo(**r) for r in rows]

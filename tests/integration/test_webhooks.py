@@ -1,0 +1,136 @@
+"""Webhooks through the API with a fake engine, on SQLite and PostgreSQL, POSTing to a real HTTP server on
+loopback: a subscription is told of the job ends it asked for and no others, once each; a receiver that fails
+is tried again until it answers, and given up after the last try, saying why; a webhook is named, never given."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.integration.test_api import NODES, report
+from tests.support.stub_http import JsonServer
+from tests.support.waiting import until
+from trainyard.api.app import create_app
+from trainyard.config import ServerSettings
+from trainyard.engines.fake import FakeEngine
+from trainyard.sdk.client import Client
+from trainyard.services import webhook_loop
+from trainyard.services.platform import Platform
+
+
+class Receiver:
+    """A webhook's far end: records each POST's JSON, answers with ``status`` (changeable)."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        self.server = JsonServer(lambda method, path: (self.status, {}), lambda r: json.loads(r.body))
+
+    @property
+    def got(self) -> list[dict]:
+        return self.server.got
+
+
+@pytest.fixture
+def hooks():
+    ok, chat = Receiver(), Receiver()
+    yield ok, chat
+    ok.server.close()
+    chat.server.close()
+
+
+@pytest.fixture
+def env(db_url, tmp_path, hooks):
+    ok, chat = hooks
+    engine = FakeEngine(NODES)
+    settings = ServerSettings(home=tmp_path / "home", db=db_url, token="s3cret", webhooks={
+        "ops": {"url": ok.server.url + "/hook", "timeout": 2},
+        "chat": {"url": chat.server.url + "/services/T0/B0/XXXX", "format": "slack"},
+        "vision-only": {"url": ok.server.url + "/vision", "teams": ["vision"]}})
+    platform = Platform(settings, engine=engine)
+    with TestClient(create_app(platform, "http://testserver"), headers={"Authorization": "Bearer s3cret"}) as tc:
+        sdk = Client("http://testserver", token="s3cret", transport=tc._transport)
+        yield tc, sdk, engine, platform
+
+
+def end(tc, engine, job, code):
+    attempt = until(lambda: next((a for a in engine.launched if a.startswith(job.id)), None))
+    report(tc, engine, attempt, phase="exited", pid=1,
+           result={"exit_code": code, "reason": "Succeeded" if code == 0 else f"Error(exit {code})", "outputs": []})
+    until(lambda: job.status in ("succeeded", "failed"))
+
+
+def test_a_subscription_is_told_of_the_ends_it_asked_for_once_each(env, hooks):
+    tc, sdk, engine, platform = env
+    ok, chat = hooks
+    assert [h["name"] for h in tc.get("/api/v1/webhooks").json()] == ["chat", "ops", "vision-only"]
+    assert "url" not in tc.get("/api/v1/webhooks").json()[0]  # the address stays with the server
+    failed = tc.post("/api/v1/subscriptions", json={"webhook": "ops", "on": ["failed"], "name": "nightly-*"})
+    assert failed.status_code == 201, failed.text
+    both = tc.post("/api/v1/subscriptions", json={"webhook": "chat", "on": ["succeeded", "failed"]}).json()
+    # when three jobs end: one fails and matches the glob, one fails and does not, one succeeds
+    jobs = [sdk.submit({"name": n, "command": "x"}) for n in ("nightly-etl", "adhoc", "nightly-ok")]
+    for job, code in zip(jobs, (3, 1, 0)):
+        end(tc, engine, job, code)
+    # then ops heard of the one failure it watches, chat of all three, in the format each speaks
+    until(lambda: len(ok.got) == 1 and len(chat.got) == 3, timeout=15)
+    [told] = ok.got
+    assert told["event"] == "job.failed" and told["subscription"] == failed.json()["id"]
+    assert {k: told["job"][k] for k in ("id", "name", "status", "reason", "owner")} == {
+        "id": jobs[0].id, "name": "nightly-etl", "status": "failed", "reason": "Error(exit 3) after 1 attempt", "owner": "local"}
+    assert told["job"]["url"].endswith(f"/jobs/{jobs[0].id}")
+    texts = sorted(m["text"] for m in chat.got)
+    assert any(t.startswith(f"Job *adhoc* ({jobs[1].id}) failed: Error(exit 1) after 1 attempt <") for t in texts), texts
+    assert any(f"({jobs[2].id}) succeeded <" in t for t in texts), texts
+    # and nothing is sent twice, however often the loop looks
+    for _ in range(3):
+        platform.webhook_loop.cycle()
+    assert len(ok.got) == 1 and len(chat.got) == 3
+    subs = {s["id"]: s for s in tc.get("/api/v1/subscriptions").json()}
+    assert (subs[both["id"]]["delivered"], subs[both["id"]]["pending"]) == (3, 0)
+
+
+def test_a_failing_receiver_is_tried_again_then_given_up_saying_why(env, hooks, monkeypatch):
+    tc, sdk, engine, platform = env
+    ok, _ = hooks
+    monkeypatch.setattr(webhook_loop, "BACKOFF", (0.2, 0.2))
+    sub = tc.post("/api/v1/subscriptions", json={"webhook": "ops", "on": ["failed"]}).json()
+    ok.status = 503
+    end(tc, engine, sdk.submit({"name": "a", "command": "x"}), 1)
+    [first] = until(lambda: tc.get(f"/api/v1/subscriptions/{sub['id']}/deliveries").json() or None)
+    until(lambda: len(ok.got) >= 2, timeout=15)  # tried again after its backoff
+    ok.status = 200
+    delivered = until(lambda: (d := tc.get(f"/api/v1/subscriptions/{sub['id']}/deliveries").json()[0])["status"]
+                      == "sent" and d, timeout=15)
+    assert delivered["attempts"] >= 2 and delivered["job_id"] == first["job_id"]
+    # a receiver that never answers well is given up after the last try, with its last answer
+    ok.status = 500
+    end(tc, engine, sdk.submit({"name": "b", "command": "x"}), 1)
+    given_up = until(lambda: (d := tc.get(f"/api/v1/subscriptions/{sub['id']}/deliveries").json()[0])["status"]
+                     == "failed" and d, timeout=15)
+    assert given_up["attempts"] == 3 and given_up["last_error"].startswith("HTTP 500")
+
+
+def test_bad_subscriptions_are_refused_naming_the_field(env):
+    tc, sdk, engine, platform = env
+    for body, field in [({"webhook": "nope"}, "webhook"), ({"webhook": "ops", "on": ["exploded"]}, "on"),
+                        ({"webhook": "ops", "on": []}, "on"), ({"webhook": "ops", "url": "http://evil"}, "url"),
+                        ({"webhook": "ops", "team": "nlp"}, ""), ({"webhook": "ops", "name": "a\nb"}, "name")]:
+        r = tc.post("/api/v1/subscriptions", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert any(e["field"].startswith(field) for e in r.json()["details"]["errors"]), (body, r.json())
+    assert tc.get("/api/v1/subscriptions").json() == []
+    assert tc.get("/api/v1/subscriptions/ws-0123456789").status_code == 404
+
+
+def test_unsubscribed_a_webhook_hears_no_more(env, hooks):
+    tc, sdk, engine, platform = env
+    ok, _ = hooks
+    sub = tc.post("/api/v1/subscriptions", json={"webhook": "ops", "on": ["succeeded"]}).json()
+    end(tc, engine, sdk.submit({"name": "a", "command": "x"}), 0)
+    until(lambda: len(ok.got) == 1, timeout=15)
+    assert tc.delete(f"/api/v1/subscriptions/{sub['id']}").status_code == 204
+    end(tc, engine, sdk.submit({"name": "b", "command": "x"}), 0)
+    platform.webhook_loop.cycle()
+    assert len(ok.got) == 1 and tc.get("/api/v1/subscriptions").json() == []
