@@ -123,7 +123,7 @@ class Platform:
         self.schedule_loop = ScheduleLoop(self.schedules)
         self.schedules.wake = self.schedule_loop.wake
         self.webhooks = WebhookService(self.store, settings.webhooks, self.identity, self.audit)
-        self.webhook_loop = WebhookLoop(self.webhooks, lambda: self.server_url, self.notifier)
+        self.webhook_loop = WebhookLoop(self.webhooks, lambda: self.server_url)
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,

@@ -25,20 +25,21 @@ from trainyard.store.webhooks import Ended
 
 log = logging.getLogger("trainyard.webhooks")
 BACKOFF = (5.0, 30.0, 120.0, 600.0, 1800.0)  # seconds before each retry; then it is given up
-LOOK = 2.0  # seconds between looks while anyone subscribes (job news wakes it sooner)
+KEEP = 7 * 86400.0  # seconds a sent or given-up delivery is kept (its subscription's counts and list)
+LOOK = 2.0  # seconds between looks (not woken by job news: a burst's thousands of ends are read in one look)
 
 
 class WebhookLoop(Ticker):
     name = "trainyard-webhooks"
     log = log
 
-    def __init__(self, service: WebhookService, server_url: Any = lambda: "", notifier: Any = None) -> None:
-        super().__init__(notifier)
+    def __init__(self, service: WebhookService, server_url: Any = lambda: "") -> None:
+        super().__init__()
         self.service = service
         self.store = service.store
         self.server_url = server_url  # where the UI is, for the links in the events
         self._sleep = LOOK
-        self._any = True  # whether anyone subscribes: job news wakes the loop only then
+        self._forgot = 0.0  # when old deliveries were last deleted
 
     def start(self) -> None:
         self.store.start_cursor()
@@ -47,13 +48,11 @@ class WebhookLoop(Ticker):
     def pause(self) -> float:
         return self._sleep
 
-    def on_notify(self, key: str) -> bool:
-        return self._any and key.startswith("j-")
-
     def cycle(self, now: float | None = None) -> None:
-        subs = self.store.subscriptions()
-        self._any = bool(subs)
-        self.enqueue(subs)
+        self.enqueue(self.store.subscriptions(counts=False))
+        if time.time() - self._forgot > 600:
+            self._forgot = time.time()
+            self.store.forget(self._forgot - KEEP)
         for d in self.store.due(time.time() if now is None else now):
             self.send(d)
         soonest = self.store.next_due()

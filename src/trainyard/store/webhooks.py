@@ -57,21 +57,24 @@ class WebhookStore:
         with self.store.read() as s:
             return s.scalar(select(func.count()).select_from(_S).where(_S.c.owner == owner)) or 0
 
-    def subscriptions(self, owner: str | None = None) -> list[SubscriptionInfo]:
-        """Every subscription (``owner`` None), or one user's, with how their deliveries went."""
-        tally = (select(_D.c.subscription_id, _D.c.status, func.count()).group_by(_D.c.subscription_id, _D.c.status))
+    def subscriptions(self, owner: str | None = None, counts: bool = True) -> list[SubscriptionInfo]:
+        """Every subscription (``owner`` None), or one user's, with how their deliveries went (``counts``:
+        the loop, which looks every few seconds, does without)."""
         q = select(_S).order_by(_S.c.created_at, _S.c.id)
         if owner is not None:
             q = q.where(_S.c.owner == owner)
+        tally = select(_D.c.subscription_id, _D.c.status, func.count()).group_by(_D.c.subscription_id, _D.c.status)
+        if owner is not None:
+            tally = tally.where(_D.c.subscription_id.in_(select(_S.c.id).where(_S.c.owner == owner)))
         with self.store.read() as s:
             rows = s.connection().execute(q).mappings().all()
-            counts: dict[str, dict[str, int]] = {}
-            for sid, status, n in s.connection().execute(tally):
-                counts.setdefault(sid, {})[status] = n
+            counts_of: dict[str, dict[str, int]] = {}
+            for sid, status, n in (s.connection().execute(tally) if counts else ()):
+                counts_of.setdefault(sid, {})[status] = n
         return [SubscriptionInfo(**{k: r[k] for k in SubscriptionInfo.model_fields if k in r},
-                                 delivered=counts.get(r["id"], {}).get("sent", 0),
-                                 pending=counts.get(r["id"], {}).get("pending", 0),
-                                 failed=counts.get(r["id"], {}).get("failed", 0)) for r in rows]
+                                 delivered=counts_of.get(r["id"], {}).get("sent", 0),
+                                 pending=counts_of.get(r["id"], {}).get("pending", 0),
+                                 failed=counts_of.get(r["id"], {}).get("failed", 0)) for r in rows]
 
     def get(self, sub_id: str) -> SubscriptionInfo:
         found = [s for s in self.subscriptions() if s.id == sub_id]
@@ -143,6 +146,12 @@ class WebhookStore:
     def _set(self, delivery_id: int, **values: Any) -> None:
         with self.store.write() as s:
             s.connection().execute(update(_D).where(_D.c.id == delivery_id).values(**values))
+
+    def forget(self, before: float) -> int:
+        """Delete the deliveries sent or given up before ``before``; how many."""
+        with self.store.write() as s:
+            return s.connection().execute(delete(_D).where(_D.c.status != "pending",
+                                                           _D.c.created_at < before)).rowcount
 
     def deliveries(self, sub_id: str, limit: int = 50) -> list[DeliveryInfo]:
         with self.store.read() as s:

@@ -14,6 +14,7 @@ const ROUTES = [
   [/^\/queues\/?$/, "queues"],
   [/^\/nodes\/?$/, "nodes"],
   [/^\/secrets\/?$/, "secrets"],
+  [/^\/notifications\/?$/, "notifications"],
   [/^\/submit\/?$/, "submit"],
   [/^\/services\/?$/, "services"],
   [/^\/services\/([^/]+)$/, "service", ["name"]],
