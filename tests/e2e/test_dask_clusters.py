@@ -126,7 +126,10 @@ def test_a_cluster_over_its_queues_quota_waits_with_a_reason(server):
     assert server.cli("queue", "create", "small", "--cpu", "1500m", "--no-borrowing").returncode == 0
     cluster = new(server, workers=2, queue="small", worker_cpu="1", wait=60)
     try:
-        info = until(lambda: "1 waiting" in ((c := cluster.refresh()).reason or "") and c, timeout=60)
+        # the cluster says a worker waits before the scheduler's next cycle has said why
+        info = until(lambda: "1 waiting" in ((c := cluster.refresh()).reason or "")
+                     and any("quota" in (w.reason or "") for w in c.worker_jobs if w.status == "pending") and c,
+                     timeout=60)
         waiting = [w for w in info.worker_jobs if w.status == "pending"]
         assert len(waiting) == 1 and "quota" in waiting[0].reason
         shown = server.cli("cluster", "show", cluster.id).stdout

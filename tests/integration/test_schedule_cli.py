@@ -127,6 +127,9 @@ def cli(env, monkeypatch):  # noqa: F811
     _, sdk, _, _ = env
     monkeypatch.setattr("trainyard.cli.schedules.client", lambda: sdk)
     monkeypatch.setenv("COLUMNS", "200")
+    from trainyard.cli import output  # made once per process: another test of this worker may have made it narrow
+
+    monkeypatch.setattr(output.console, "width", 200)
     runner = CliRunner()
 
     def run(*args: str) -> tuple[int, str]:
