@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from trainyard.auth.permissions import Caller
 from trainyard.services.ticker import Ticker
 from trainyard.services.webhooks import WebhookService
 from trainyard.spec.webhooks import Scope, SubscriptionInfo
@@ -62,11 +63,13 @@ class WebhookLoop(Ticker):
         cursor, upto, ends = self.store.ended_since()
         if upto == cursor:
             return
-        owed = [self._delivery(sub, end) for end in ends for sub in subs if self._matches(sub, end)]
+        callers = {sub.owner: self.service.identity.caller_of(sub.owner) for sub in subs}  # one read a subscriber
+        owed = [self._delivery(sub, end) for end in ends for sub in subs if self._matches(sub, end, callers[sub.owner])]
         if not self.store.owe(cursor, upto, owed):
             log.info("webhooks: another server read events %d..%d first", cursor, upto)
 
-    def _matches(self, sub: SubscriptionInfo, end: Ended) -> bool:
+    def _matches(self, sub: SubscriptionInfo, end: Ended, caller: Caller | None) -> bool:
+        """Whether ``end`` is one ``sub`` asked for, and its owner (``caller``, as seen now) may see the job."""
         if end.status not in sub.on or (sub.queue and end.queue != sub.queue):
             return False
         if sub.name and not fnmatch.fnmatchcase(end.name, sub.name):
@@ -75,7 +78,6 @@ class WebhookLoop(Ticker):
             return False
         if sub.scope is Scope.TEAM and end.team != sub.team:
             return False
-        caller = self.service.identity.caller_of(sub.owner)  # may the subscriber still see it?
         return caller is not None and caller.sees(end.team, end.owner)
 
     def _delivery(self, sub: SubscriptionInfo, end: Ended) -> dict[str, Any]:
