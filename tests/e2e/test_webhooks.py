@@ -80,7 +80,7 @@ def test_a_team_subscription_hears_a_teammates_failure_and_not_another_teams(srv
     [(path, told)] = receiver.got
     assert path == "/vision" and told["job"]["id"] == job["id"] and told["job"]["owner"] == "carol"
     deliveries = alice.get(f"/api/v1/subscriptions/{sub['id']}/deliveries").json()
-    assert [(d["job_id"], d["status"]) for d in deliveries] == [(job["id"], "sent")]
+    assert [(d["object_id"], d["status"]) for d in deliveries] == [(job["id"], "sent")]
 
     removed = cli(srv, tokens["alice"], "notify", "rm", sub["id"])
     assert removed.returncode == 0, removed.stderr

@@ -103,7 +103,7 @@ def test_a_failing_receiver_is_tried_again_then_given_up_saying_why(env, hooks, 
     ok.status = 200
     delivered = until(lambda: (d := tc.get(f"/api/v1/subscriptions/{sub['id']}/deliveries").json()[0])["status"]
                       == "sent" and d, timeout=15)
-    assert delivered["attempts"] >= 2 and delivered["job_id"] == first["job_id"]
+    assert delivered["attempts"] >= 2 and delivered["object_id"] == first["object_id"]
     # a receiver that never answers well is given up after the last try, with its last answer
     ok.status = 500
     end(tc, engine, sdk.submit({"name": "b", "command": "x"}), 1)
@@ -134,3 +134,27 @@ def test_unsubscribed_a_webhook_hears_no_more(env, hooks):
     end(tc, engine, sdk.submit({"name": "b", "command": "x"}), 0)
     platform.webhook_loop.cycle()
     assert len(ok.got) == 1 and tc.get("/api/v1/subscriptions").json() == []
+
+
+def test_a_pipeline_runs_end_is_told_to_a_subscription_of_pipeline_runs_only(env, hooks):
+    tc, sdk, engine, platform = env
+    ok, chat = hooks
+    runs = tc.post("/api/v1/subscriptions", json={"webhook": "ops", "kind": "pipeline_run", "on": ["failed"]})
+    assert runs.status_code == 201, runs.text
+    jobs = tc.post("/api/v1/subscriptions", json={"webhook": "chat", "on": ["failed"]}).json()
+    assert tc.post("/api/v1/subscriptions", json={"webhook": "ops", "kind": "pipeline_run",
+                                                  "queue": "default"}).status_code == 422  # a run has no queue
+    run = tc.post("/api/v1/pipelines", json={"spec": {"name": "etl", "steps": {"a": {"command": "x"}}}}).json()
+    step = until(lambda: tc.get(f"/api/v1/pipelines/{run['id']}").json()["steps"][0].get("job_id"))
+    end(tc, engine, sdk.job(step), 2)
+    until(lambda: tc.get(f"/api/v1/pipelines/{run['id']}").json()["status"] == "failed")
+    # the run's failure went to the runs' subscription, its step's to the jobs' one
+    until(lambda: ok.got and chat.got, timeout=15)
+    [told] = ok.got
+    assert told["event"] == "pipeline_run.failed" and told["pipeline_run"]["id"] == run["id"]
+    assert told["pipeline_run"]["url"].endswith(f"/pipelines/{run['id']}") and "job" not in told
+    [said] = chat.got
+    assert said["text"].startswith(f"Job *") and f"({step})" in said["text"]
+    [d] = tc.get(f"/api/v1/subscriptions/{runs.json()['id']}/deliveries").json()
+    assert (d["kind"], d["object_id"], d["status"]) == ("pipeline_run", run["id"], "sent")
+    assert jobs["kind"] == "job"

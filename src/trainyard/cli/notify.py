@@ -22,15 +22,20 @@ def add(webhook: Annotated[str, typer.Argument(help="a webhook of the server's (
         all_jobs: Annotated[bool, typer.Option("--all", help="every job (admins)")] = False,
         queue: Annotated[Optional[str], typer.Option(help="only jobs of this queue")] = None,
         name: Annotated[Optional[str], typer.Option(help="only jobs whose name matches this glob, e.g. "
-                                                    "'nightly-*'")] = None) -> None:
+                                                    "'nightly-*'")] = None,
+        pipelines: Annotated[bool, typer.Option("--pipelines", help="pipeline runs' ends instead of jobs' "
+                                                "(a run's steps are jobs)")] = False) -> None:
     """Subscribe WEBHOOK to the ends of your jobs, a team's (--team) or all (--all)."""
     if team is not None and all_jobs:
         raise typer.BadParameter("--team or --all, not both", param_hint="--all")
     scope = "all" if all_jobs else "team" if team is not None else "mine"
     with handled():
         sub = client().notify.subscribe(webhook, on=[e.strip() for e in on.split(",") if e.strip()], scope=scope,
-                                        team=team, queue=queue, name=name)
-        whose = {"mine": "your jobs", "team": f"team {sub.team}'s jobs", "all": "every job"}[sub.scope.value]
+                                        team=team, queue=queue, name=name,
+                                        kind="pipeline_run" if pipelines else "job")
+        things = "jobs" if sub.kind == "job" else "pipeline runs"
+        whose = {"mine": f"your {things}", "team": f"team {sub.team}'s {things}",
+                 "all": f"every one of the {things}"}[sub.scope.value]
         narrowed = "".join(f", {k} {v}" for k, v in (("queue", sub.queue), ("named", sub.name)) if v)
         console.print(f"subscription {sub.id}: {sub.webhook} is told when {whose}{narrowed} end "
                       f"{' or '.join(sub.on)}", highlight=False, soft_wrap=True)
@@ -51,6 +56,7 @@ def ls(output: Annotated[Output, typer.Option("--output", "-o")] = Output.table)
             table.add_column(col, no_wrap=col in ("ID", "WEBHOOK"))
         for s in subs:
             jobs = {"mine": "mine", "team": f"team {s.team}", "all": "all"}[s.scope.value]
+            jobs += "" if s.kind == "job" else " (pipeline runs)"
             jobs += "".join(f", {k} {v}" for k, v in (("queue", s.queue), ("named", s.name)) if v)
             table.add_row(s.id, s.webhook, ",".join(s.on), jobs, str(s.delivered), str(s.pending), str(s.failed),
                           s.owner)
@@ -68,10 +74,10 @@ def deliveries(subscription: str, output: OutputOpt = Output.table) -> None:
             write(json.dumps([d.model_dump(mode="json") for d in found], indent=2) + "\n")
             return
         table = Table(box=None, header_style="bold")
-        for col in ("JOB", "EVENT", "STATUS", "TRIES", "WHEN", "ERROR"):
+        for col in ("JOB/RUN", "EVENT", "STATUS", "TRIES", "WHEN", "ERROR"):
             table.add_column(col, overflow="fold")
         for d in found:
-            table.add_row(d.job_id, d.event, d.status, str(d.attempts), ago(d.sent_at or d.created_at),
+            table.add_row(d.object_id, d.event, d.status, str(d.attempts), ago(d.sent_at or d.created_at),
                           d.last_error or "")
         console.print(table)
 

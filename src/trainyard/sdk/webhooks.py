@@ -30,11 +30,12 @@ class Notify:
         return _HOOKS.validate_json(self.http.request("GET", "/api/v1/webhooks").content)
 
     def subscribe(self, webhook: str, on: list[str] | None = None, scope: str = "mine", team: str | None = None,
-                  queue: str | None = None, name: str | None = None) -> SubscriptionInfo:
+                  queue: str | None = None, name: str | None = None, kind: str = "job") -> SubscriptionInfo:
         """Have ``webhook`` told when jobs end as ``on`` says (default: failed): your own (``mine``), a team's
         (``team``, default your first), or (an admin) every job (``all``); only ``queue``'s, or those whose
-        name matches the glob ``name``. Checked here first: a bad field is named before anything is sent."""
-        data = {"webhook": webhook, "on": on or ["failed"], "scope": scope, "team": team, "queue": queue, "name": name}
+        name matches the glob ``name``; ``kind="pipeline_run"``: pipeline runs' ends. Checked here first: a bad field is named before anything is sent."""
+        data = {"webhook": webhook, "on": on or ["failed"], "scope": scope, "team": team, "queue": queue, "name": name,
+                "kind": kind}
         try:
             req = SubscriptionCreate.model_validate(data)
         except ValidationError as e:

@@ -70,7 +70,7 @@ class WebhookLoop(Ticker):
 
     def _matches(self, sub: SubscriptionInfo, end: Ended, caller: Caller | None) -> bool:
         """Whether ``end`` is one ``sub`` asked for, and its owner (``caller``, as seen now) may see the job."""
-        if end.status not in sub.on or (sub.queue and end.queue != sub.queue):
+        if end.kind != sub.kind or end.status not in sub.on or (sub.queue and end.queue != sub.queue):
             return False
         if sub.name and not fnmatch.fnmatchcase(end.name, sub.name):
             return False
@@ -81,12 +81,15 @@ class WebhookLoop(Ticker):
         return caller is not None and caller.sees(end.team, end.owner)
 
     def _delivery(self, sub: SubscriptionInfo, end: Ended) -> dict[str, Any]:
-        url = f"{self.server_url().rstrip('/')}/jobs/{end.job_id}"
-        payload = {"event": f"job.{end.status}", "at": end.at, "subscription": sub.id,
-                   "job": {"id": end.job_id, "name": end.name, "status": end.status, "reason": end.reason,
-                           "queue": end.queue, "team": end.team, "owner": end.owner, "url": url}}
-        return {"subscription_id": sub.id, "webhook": sub.webhook, "event_id": end.event_id, "job_id": end.job_id,
-                "event": end.status, "payload": payload}
+        page = "jobs" if end.kind == "job" else "pipelines"
+        url = f"{self.server_url().rstrip('/')}/{page}/{end.object_id}"
+        what = {"id": end.object_id, "name": end.name, "status": end.status, "reason": end.reason,
+                "team": end.team, "owner": end.owner, "url": url}
+        if end.kind == "job":
+            what["queue"] = end.queue
+        payload = {"event": f"{end.kind}.{end.status}", "at": end.at, "subscription": sub.id, end.kind: what}
+        return {"subscription_id": sub.id, "webhook": sub.webhook, "event_id": end.event_id, "kind": end.kind,
+                "object_id": end.object_id, "event": end.status, "payload": payload}
 
     def send(self, d: dict[str, Any]) -> None:
         attempts = d["attempts"] + 1
@@ -105,12 +108,13 @@ class WebhookLoop(Ticker):
             return
         later = time.time() + BACKOFF[attempts - 1] if attempts <= len(BACKOFF) else None
         self.store.retry(d["id"], attempts, error, later)
-        log.warning("webhook %s, job %s %s: %s (%s)", d["webhook"], d["job_id"], d["event"], error,
+        log.warning("webhook %s, %s %s %s: %s (%s)", d["webhook"], d["kind"], d["object_id"], d["event"], error,
                     "given up" if later is None else f"again in {BACKOFF[attempts - 1]:g}s")
 
 
 def slack_text(payload: dict[str, Any]) -> str:
     """One line for a chat: ``Job *train* (j-1) failed: Error(exit 1) <url|open>``."""
-    job = payload["job"]
-    why = f": {job['reason']}" if job.get("reason") and job["reason"] != job["status"] else ""
-    return f"Job *{job['name']}* ({job['id']}) {job['status']}{why} <{job['url']}|open>"
+    kind = "job" if "job" in payload else "pipeline_run"
+    o = payload[kind]
+    why = f": {o['reason']}" if o.get("reason") and o["reason"] != o["status"] else ""
+    return f"{'Job' if kind == 'job' else 'Pipeline run'} *{o['name']}* ({o['id']}) {o['status']}{why} <{o['url']}|open>"

@@ -23,7 +23,8 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainyard.spec.names import check_name
 
-EVENTS = ("succeeded", "failed", "cancelled")  # the ends of a job a subscription may ask for
+EVENTS = ("succeeded", "failed", "cancelled")  # the ends of a job (or pipeline run) a subscription may ask for
+Kind = Literal["job", "pipeline_run"]
 Event = Literal["succeeded", "failed", "cancelled"]
 MAX_PER_USER = 100  # subscriptions of one user
 
@@ -42,6 +43,7 @@ class SubscriptionCreate(BaseModel):
     webhook: str = Field(description="a webhook of the server's config (GET /api/v1/webhooks)")
     on: list[Event] = Field(default_factory=lambda: ["failed"], min_length=1, max_length=3,
                             description="which ends: succeeded, failed, cancelled")
+    kind: Kind = Field("job", description="whose ends: jobs', or pipeline runs' (their steps are jobs)")
     scope: Scope = Scope.MINE
     team: str | None = Field(None, description="with scope team: which (default your first)")
     queue: str | None = Field(None, description="only jobs of this queue")
@@ -63,6 +65,8 @@ class SubscriptionCreate(BaseModel):
     def _scope(self) -> "SubscriptionCreate":
         if self.team is not None and self.scope is not Scope.TEAM:
             raise ValueError("team: give it with scope team")
+        if self.queue is not None and self.kind != "job":
+            raise ValueError("queue: a pipeline run has none (its steps' jobs do)")
         self.on = sorted(set(self.on), key=EVENTS.index)
         return self
 
@@ -72,6 +76,7 @@ class SubscriptionInfo(BaseModel):
     owner: str
     webhook: str
     on: list[Event]
+    kind: Kind = "job"
     scope: Scope
     team: str | None = None
     queue: str | None = None
@@ -94,7 +99,8 @@ class DeliveryInfo(BaseModel):
     id: int
     subscription_id: str
     webhook: str
-    job_id: str
+    kind: Kind = "job"
+    object_id: str = Field(description="the job's id, or the pipeline run's")
     event: Event
     status: Literal["pending", "sent", "failed"]
     attempts: int

@@ -18,6 +18,7 @@ class Subscription(Base):
     owner: Mapped[str] = mapped_column(String(63), index=True)
     webhook: Mapped[str] = mapped_column(String(63))
     on: Mapped[list] = mapped_column(JSON)  # succeeded, failed, cancelled
+    kind: Mapped[str] = mapped_column(String(16))  # job or pipeline_run: whose ends
     scope: Mapped[str] = mapped_column(String(8))  # mine, team, all
     team: Mapped[str | None] = mapped_column(String(63))
     queue: Mapped[str | None] = mapped_column(String(63))
@@ -33,7 +34,8 @@ class Delivery(Base):
     subscription_id: Mapped[str] = mapped_column(String(40))
     webhook: Mapped[str] = mapped_column(String(63))
     event_id: Mapped[int] = mapped_column(BigInteger)  # the events row it tells of
-    job_id: Mapped[str] = mapped_column(String(40))
+    kind: Mapped[str] = mapped_column(String(16))
+    object_id: Mapped[str] = mapped_column(String(40))  # the job's or pipeline run's id
     event: Mapped[str] = mapped_column(String(16))
     payload: Mapped[dict] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(8))  # pending, sent, failed

@@ -12,7 +12,7 @@ import secrets
 import time
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, null, select, update
 
 from trainyard.errors import NotFound
 from trainyard.spec.webhooks import DeliveryInfo, SubscriptionCreate, SubscriptionInfo
@@ -27,15 +27,16 @@ ENDS = ("succeeded", "failed", "cancelled")
 
 
 class Ended(NamedTuple):
-    """A job's end, from the events table, with what a subscription filters on."""
+    """A job's (or pipeline run's) end, from the events table, with what a subscription filters on."""
 
     event_id: int
-    job_id: str
+    kind: str  # job or pipeline_run
+    object_id: str
     status: str
     reason: str | None
     at: float
     name: str
-    queue: str
+    queue: str | None  # a pipeline run has none
     team: str | None
     owner: str | None
 
@@ -47,7 +48,7 @@ class WebhookStore:
     # -- subscriptions ----------------------------------------------------------------
 
     def subscribe(self, owner: str, req: SubscriptionCreate, team: str | None) -> str:
-        row = dict(id="ws-" + secrets.token_hex(5), owner=owner, webhook=req.webhook, on=list(req.on),
+        row = dict(id="ws-" + secrets.token_hex(5), owner=owner, webhook=req.webhook, on=list(req.on), kind=req.kind,
                    scope=req.scope.value, team=team, queue=req.queue, name=req.name, created_at=time.time())
         with self.store.write() as s:
             s.connection().execute(insert(_S), [row])
@@ -97,19 +98,21 @@ class WebhookStore:
                 s.connection().execute(insert(_C), [{"name": CURSOR, "event_id": last}])
 
     def ended_since(self, limit: int = 1000) -> tuple[int, int, list[Ended]]:
-        """(the cursor, how far this read goes, the jobs' ends in between, oldest first): at most ``limit``
-        events read."""
-        e, j = t.Event.__table__.c, t.Job.__table__.c
+        """(the cursor, how far this read goes, the jobs' and pipeline runs' ends in between, oldest first): at
+        most ``limit`` events read."""
+        e, j, p = t.Event.__table__.c, t.Job.__table__.c, t.PipelineRun.__table__.c
         with self.store.read() as s:
             cursor = s.scalar(select(_C.c.event_id).where(_C.c.name == CURSOR)) or 0
             last = s.scalar(select(func.max(e.id)).where(e.id > cursor)) or cursor
             last = min(last, cursor + limit)
-            rows = s.connection().execute(
-                select(e.id, e.object_id, e.new_status, e.reason, e.ts, j.name, j.queue, j.team, j.owner)
-                .join(t.Job.__table__, j.id == e.object_id)
-                .where(e.id > cursor, e.id <= last, e.kind == "job", e.new_status.in_(ENDS))
-                .order_by(e.id)).all()
-        return cursor, last, [Ended(*r) for r in rows]
+            ends = (e.id > cursor, e.id <= last, e.new_status.in_(ENDS))
+            rows = [*s.connection().execute(
+                select(e.id, e.kind, e.object_id, e.new_status, e.reason, e.ts, j.name, j.queue, j.team, j.owner)
+                .join(t.Job.__table__, j.id == e.object_id).where(*ends, e.kind == "job")),
+                    *s.connection().execute(
+                select(e.id, e.kind, e.object_id, e.new_status, e.reason, e.ts, p.name, null(), p.team, p.owner)
+                .join(t.PipelineRun.__table__, p.id == e.object_id).where(*ends, e.kind == "pipeline_run"))]
+        return cursor, last, sorted(Ended(*r) for r in rows)
 
     def owe(self, cursor: int, upto: int, deliveries: list[dict[str, Any]]) -> bool:
         """Record ``deliveries`` and move the cursor from ``cursor`` to ``upto``, in one transaction;

@@ -163,7 +163,7 @@ def test_a_webhook_is_subscribed_through_the_form_hears_of_a_failed_job_and_is_r
     expect(page.locator("select[name=team]")).to_be_visible()
     page.fill("input[name=queue]", "")
     page.click("form.notify-form button[type=submit]")
-    expect(page.locator("table.subscriptions tbody tr[data-webhook=chat] td.jobs")).to_have_text("team vision")
+    expect(page.locator("table.subscriptions tbody tr[data-webhook=chat] td.jobs")).to_have_text("team vision's jobs")
     [team_sub] = subscriptions(hooked)
     assert (team_sub["webhook"], team_sub["on"], team_sub["scope"], team_sub["team"], team_sub["queue"]) == \
         ("chat", ["cancelled"], "team", "vision", None)

@@ -79,6 +79,10 @@ function subscribeForm(hooks, teams, me, said, changed) {
     teams.map((t) => h("option", { value: t }, me.teams[t] ? `${t} (${me.teams[t]})` : t)));
   scope.addEventListener("change", () => { team.hidden = scope.value !== "team"; });
   const queue = h("input", { name: "queue", placeholder: "any queue", autocomplete: "off", spellcheck: false });
+  // a pipeline run's own end (its steps are jobs, and have a queue; the run has none)
+  const kind = h("select", { name: "kind" }, h("option", { value: "job" }, "jobs"),
+    h("option", { value: "pipeline_run" }, "pipeline runs"));
+  kind.addEventListener("change", () => { queue.hidden = kind.value !== "job"; });
   const name = h("input", { name: "name", placeholder: "any name, or a glob: nightly-*", autocomplete: "off",
     spellcheck: false });
 
@@ -86,9 +90,10 @@ function subscribeForm(hooks, teams, me, said, changed) {
   return h("form.panel.notify-form", { onsubmit: async (e) => {
     e.preventDefault();
     add.disabled = true;
-    const body = { webhook: webhook.value, on: on.filter((c) => c.checked).map((c) => c.value), scope: scope.value };
+    const body = { webhook: webhook.value, on: on.filter((c) => c.checked).map((c) => c.value), scope: scope.value,
+      kind: kind.value };
     if (scope.value === "team") body.team = team.value;
-    if (queue.value.trim()) body.queue = queue.value.trim();
+    if (kind.value === "job" && queue.value.trim()) body.queue = queue.value.trim();
     if (name.value) body.name = name.value;
     try {
       const s = await api("subscriptions", { method: "POST", body });
@@ -105,7 +110,7 @@ function subscribeForm(hooks, teams, me, said, changed) {
   h("h2", null, "Subscribe"),
   h("div.row", null, webhook, h("span.muted", null, "on"),
     on.map((c) => h("label.event", null, c, ` ${c.value}`)),
-    h("span.muted", null, "of"), scope, team, queue, name, add),
+    h("span.muted", null, "of"), scope, team, kind, queue, name, add),
   said.el);
 }
 
@@ -174,8 +179,9 @@ function subscriptions(me, said) {
 function deliveryTable(ds) {
   return h("table.list.delivery-list", null,
     h("thead", null, h("tr", null, ["job", "event", "status", "attempts", "time", "last error"].map((c) => h("th", null, c)))),
-    h("tbody", null, ds.map((d) => h("tr", { dataset: { delivery: String(d.id), job: d.job_id, status: d.status } },
-      h("td", null, h("a.mono", { href: `/jobs/${encodeURIComponent(d.job_id)}` }, d.job_id)),
+    h("tbody", null, ds.map((d) => h("tr", { dataset: { delivery: String(d.id), job: d.object_id, status: d.status } },
+      h("td", null, h("a.mono", { href: `/${d.kind === "job" ? "jobs" : "pipelines"}/${encodeURIComponent(d.object_id)}` },
+        d.object_id)),
       h("td.event", null, d.event),
       h("td", null, h(`span.badge.${DELIVERY_CLASS[d.status] || "off"}`, { "data-status": d.status }, d.status)),
       h("td.num.attempts", null, String(d.attempts)),
@@ -185,7 +191,8 @@ function deliveryTable(ds) {
 
 // Which jobs a subscription watches, in words: the owner's own, a team's, every job
 function jobsText(s, me) {
-  if (s.scope === "team") return `team ${s.team}`;
-  if (s.scope === "all") return "all jobs";
-  return s.owner === me.user ? "my jobs" : `${s.owner}'s jobs`;
+  const what = s.kind === "pipeline_run" ? "pipeline runs" : "jobs";
+  if (s.scope === "team") return `team ${s.team}'s ${what}`;
+  if (s.scope === "all") return `all ${what}`;
+  return s.owner === me.user ? `my ${what}` : `${s.owner}'s ${what}`;
 }
