@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.integration.test_api import NODES, report
-from tests.support.stub_http import JsonServer
+from tests.support.stub_http import JsonServer, Unanswering
 from tests.support.waiting import until
 from trainyard.api.app import create_app
 from trainyard.config import ServerSettings
@@ -41,13 +41,21 @@ def hooks():
 
 
 @pytest.fixture
-def env(db_url, tmp_path, hooks):
+def slow():
+    held = Unanswering(hold=True)  # reads the request, never answers
+    yield held
+    held.sock.close()
+
+
+@pytest.fixture
+def env(db_url, tmp_path, hooks, slow):
     ok, chat = hooks
     engine = FakeEngine(NODES)
     settings = ServerSettings(home=tmp_path / "home", db=db_url, token="s3cret", webhooks={
         "ops": {"url": ok.server.url + "/hook", "timeout": 2},
         "chat": {"url": chat.server.url + "/services/T0/B0/XXXX", "format": "slack"},
-        "vision-only": {"url": ok.server.url + "/vision", "teams": ["vision"]}})
+        "vision-only": {"url": ok.server.url + "/vision", "teams": ["vision"]},
+        "slow": {"url": slow.url + "/hook", "timeout": 4}})
     platform = Platform(settings, engine=engine)
     with TestClient(create_app(platform, "http://testserver"), headers={"Authorization": "Bearer s3cret"}) as tc:
         sdk = Client("http://testserver", token="s3cret", transport=tc._transport)
@@ -64,7 +72,7 @@ def end(tc, engine, job, code):
 def test_a_subscription_is_told_of_the_ends_it_asked_for_once_each(env, hooks):
     tc, sdk, engine, platform = env
     ok, chat = hooks
-    assert [h["name"] for h in tc.get("/api/v1/webhooks").json()] == ["chat", "ops", "vision-only"]
+    assert [h["name"] for h in tc.get("/api/v1/webhooks").json()] == ["chat", "ops", "slow", "vision-only"]
     assert "url" not in tc.get("/api/v1/webhooks").json()[0]  # the address stays with the server
     failed = tc.post("/api/v1/subscriptions", json={"webhook": "ops", "on": ["failed"], "name": "nightly-*"})
     assert failed.status_code == 201, failed.text
@@ -158,3 +166,20 @@ def test_a_pipeline_runs_end_is_told_to_a_subscription_of_pipeline_runs_only(env
     [d] = tc.get(f"/api/v1/subscriptions/{runs.json()['id']}/deliveries").json()
     assert (d["kind"], d["object_id"], d["status"]) == ("pipeline_run", run["id"], "sent")
     assert jobs["kind"] == "job"
+
+
+def test_a_receiver_slow_to_answer_holds_up_no_other(env, hooks, slow):
+    tc, sdk, engine, platform = env
+    ok, _ = hooks
+    held = tc.post("/api/v1/subscriptions", json={"webhook": "slow"}).json()  # made first: its delivery is first
+    tc.post("/api/v1/subscriptions", json={"webhook": "ops"})
+    end(tc, engine, sdk.submit({"name": "a", "command": "x"}), 1)
+    until(lambda: ok.got, timeout=15)
+    # ops was told while the slow receiver still holds its request (4 s): the POSTs went out side by side
+    assert slow.requests == 1
+    [pending] = tc.get(f"/api/v1/subscriptions/{held['id']}/deliveries").json()
+    assert (pending["status"], pending["attempts"]) == ("pending", 0)
+    # and once its timeout passed, the slow one is set to be tried again, saying why
+    again = until(lambda: (d := tc.get(f"/api/v1/subscriptions/{held['id']}/deliveries").json()[0])["attempts"]
+                  == 1 and d, timeout=15)
+    assert again["status"] == "pending" and again["last_error"].startswith("ReadTimeout")

@@ -3,7 +3,7 @@
 Each cycle 1 reads the events after its cursor (job ends only), matches each
 against every subscription (its events, scope, queue and name glob, and that its
 owner may still see the job), and records what is owed with the cursor's move,
-in one transaction; 2 POSTs what is due. A 2xx answer is delivered; anything
+in one transaction; 2 POSTs what is due, up to 8 at once. A 2xx answer is delivered; anything
 else is tried again after 5 s, 30 s, 2 min, 10 min and 30 min, then given up
 (recorded, with the last error). Delivery is at least once: a server that dies
 between a POST and its record sends that event again.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -27,6 +28,7 @@ from trainyard.store.webhooks import Ended
 log = logging.getLogger("trainyard.webhooks")
 BACKOFF = (5.0, 30.0, 120.0, 600.0, 1800.0)  # seconds before each retry; then it is given up
 KEEP = 7 * 86400.0  # seconds a sent or given-up delivery is kept (its subscription's counts and list)
+SENDERS = 8  # POSTs in flight at once
 LOOK = 2.0  # seconds between looks (not woken by job news: a burst's thousands of ends are read in one look)
 
 
@@ -54,8 +56,10 @@ class WebhookLoop(Ticker):
         if time.time() - self._forgot > 600:
             self._forgot = time.time()
             self.store.forget(self._forgot - KEEP)
-        for d in self.store.due(time.time() if now is None else now):
-            self.send(d)
+        due = self.store.due(time.time() if now is None else now)
+        if due:  # at once: a receiver that is slow to answer (up to its timeout) holds up no other
+            with ThreadPoolExecutor(max_workers=min(SENDERS, len(due)), thread_name_prefix="webhook") as pool:
+                list(pool.map(self.send, due))
         soonest = self.store.next_due()
         self._sleep = LOOK if soonest is None else min(LOOK, max(0.05, soonest - time.time()))
 

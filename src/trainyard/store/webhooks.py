@@ -132,7 +132,7 @@ class WebhookStore:
     def due(self, now: float, limit: int = 50) -> list[dict[str, Any]]:
         with self.store.read() as s:
             return [dict(r) for r in s.connection().execute(
-                select(_D).where(_D.c.next_at <= now).order_by(_D.c.next_at).limit(limit)).mappings()]
+                select(_D).where(_D.c.next_at <= now).order_by(_D.c.next_at, _D.c.id).limit(limit)).mappings()]
 
     def next_due(self) -> float | None:
         with self.store.read() as s:
