@@ -61,12 +61,21 @@ class WebhookStore:
     def subscriptions(self, owner: str | None = None, counts: bool = True) -> list[SubscriptionInfo]:
         """Every subscription (``owner`` None), or one user's, with how their deliveries went (``counts``:
         the loop, which looks every few seconds, does without)."""
+        return self._read(None if owner is None else _S.c.owner == owner, counts)
+
+    def get(self, sub_id: str) -> SubscriptionInfo:
+        found = self._read(_S.c.id == sub_id, counts=True)
+        if not found:
+            raise NotFound(f"no such subscription: {sub_id}", subscription=sub_id)
+        return found[0]
+
+    def _read(self, where: Any, counts: bool) -> list[SubscriptionInfo]:
+        """The subscriptions ``where`` picks (all: None), their deliveries counted only for them."""
         q = select(_S).order_by(_S.c.created_at, _S.c.id)
-        if owner is not None:
-            q = q.where(_S.c.owner == owner)
         tally = select(_D.c.subscription_id, _D.c.status, func.count()).group_by(_D.c.subscription_id, _D.c.status)
-        if owner is not None:
-            tally = tally.where(_D.c.subscription_id.in_(select(_S.c.id).where(_S.c.owner == owner)))
+        if where is not None:
+            q = q.where(where)
+            tally = tally.where(_D.c.subscription_id.in_(select(_S.c.id).where(where)))
         with self.store.read() as s:
             rows = s.connection().execute(q).mappings().all()
             counts_of: dict[str, dict[str, int]] = {}
@@ -76,12 +85,6 @@ class WebhookStore:
                                  delivered=counts_of.get(r["id"], {}).get("sent", 0),
                                  pending=counts_of.get(r["id"], {}).get("pending", 0),
                                  failed=counts_of.get(r["id"], {}).get("failed", 0)) for r in rows]
-
-    def get(self, sub_id: str) -> SubscriptionInfo:
-        found = [s for s in self.subscriptions() if s.id == sub_id]
-        if not found:
-            raise NotFound(f"no such subscription: {sub_id}", subscription=sub_id)
-        return found[0]
 
     def unsubscribe(self, sub_id: str) -> None:
         with self.store.write() as s:
