@@ -120,6 +120,12 @@ class ScheduleNotFound(NotFound):
     code = "schedule_not_found"
 
 
+class NodeNotFound(NotFound):
+    """No such node."""
+
+    code = "node_not_found"
+
+
 class SecretNotFound(NotFound):
     """No such secret in that team."""
 

@@ -97,6 +97,7 @@ class Reason(str, enum.Enum):
     MISSING_OUTPUT = "MissingOutput"  # a pipeline step exited 0 without writing a declared output
     CANCELLED = "Cancelled"           # a user cancelled it
     PREEMPTED = "Preempted"           # the scheduler stopped it to make room for higher-priority work
+    DRAINED = "NodeDrained"           # an admin drained its node (maintenance): stopped and requeued
 
     def __str__(self) -> str:  # the value in f-strings too (Python 3.11 formats a mixed-in Enum as "Reason.X")
         return self.value
@@ -159,4 +160,5 @@ CONSEQUENCES: dict[Reason, Consequence] = {
     R.MISSING_OUTPUT: Consequence(A.FAILED, NEVER),  # the same command would write the same outputs
     R.CANCELLED: Consequence(A.CANCELLED, NEVER),
     R.PREEMPTED: Consequence(A.CANCELLED, ALWAYS),  # its job did nothing wrong
+    R.DRAINED: Consequence(A.CANCELLED, ALWAYS),  # nor here: its node is going down for maintenance
 }

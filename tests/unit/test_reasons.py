@@ -29,6 +29,7 @@ def test_a_stored_text_reads_back_as_its_reason():
 
 def test_reasons_lead_to_the_attempt_statuses_they_always_did():
     assert Reason.SUCCEEDED.to_status() == AttemptStatus.SUCCEEDED
-    assert {r for r in Reason if r.to_status() == AttemptStatus.CANCELLED} == {Reason.CANCELLED, Reason.PREEMPTED}
+    assert {r for r in Reason if r.to_status() == AttemptStatus.CANCELLED} == {Reason.CANCELLED, Reason.PREEMPTED,
+                                                                                  Reason.DRAINED}
     assert Reason.PREEMPTED.retry_on == ALWAYS and Reason.SETUP.retry_on == NEVER
     assert Reason.NODE_LOST.retry_on == Reason.LOST.retry_on == "lost_contact"

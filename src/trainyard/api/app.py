@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 import trainyard
 from trainyard.api.fast_lane import FastLane
 from trainyard.api.guard import MAX_BODY, Guard
-from trainyard.api.routers import (clusters, identity, job_text, jobs, monitoring, pipelines, queues, secrets,
+from trainyard.api.routers import (clusters, identity, job_text, jobs, monitoring, nodes, pipelines, queues, secrets,
                                    schedules, services, sweeps, system, webhooks)
 from trainyard.api.serve_proxy import PREFIX as SERVE_PREFIX
 from trainyard.api.serve_lane import ServeLane
@@ -77,6 +77,7 @@ def create_app(platform: Platform, server_url: str | None = None,
     app.lane = ServeLane(app.front)
     app.state.platform = platform
     app.include_router(system.router)
+    app.include_router(nodes.router)
     app.include_router(jobs.router)
     app.include_router(job_text.router)
     app.include_router(queues.router)

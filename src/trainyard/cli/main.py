@@ -28,7 +28,7 @@ COMMANDS = {
     "serve": "trainyard.cli.services:serve",
     "login": "trainyard.cli.tokens:login",
     "audit": "trainyard.cli.admin:audit",
-    "nodes": "trainyard.cli.nodes:nodes",
+    "nodes": "trainyard.cli.nodes:app",
     "server": "trainyard.cli.server:app",
     "queue": "trainyard.cli.queues:app",
     "pipeline": "trainyard.cli.pipelines:app",

@@ -141,14 +141,26 @@ def nodes_table(nodes: list[NodeInfo]) -> Table:
     from trainyard.spec.units import format_memory
 
     table = Table(box=None, header_style="bold")
-    for col in ("NODE", "CPU (used/total)", "MEMORY (used/total)", "MEMORY LIMIT", "GPUS (used/total)", "GPU TYPE",
-                "LABELS"):
+    cordoned = any(n.cordon for n in nodes)
+    for col in ("NODE", "STATE", "CPU (used/total)", "MEMORY (used/total)", "MEMORY LIMIT", "GPUS (used/total)",
+                "GPU TYPE", "LABELS") + (("WHY",) if cordoned else ()):
         table.add_column(col)
     for n in nodes:
         labels = ",".join(f"{k}={v}" for k, v in n.labels.items()) or "-"
-        table.add_row(n.name, f"{n.cpu_used:g}/{n.cpu:g}", f"{format_memory(n.memory_used)}/{format_memory(n.memory)}",
-                      n.memory_enforcement, f"{len(n.gpus_used)}/{n.gpu}", n.gpu_type or "-", labels)
+        why = ((n.cordon.reason or "-") + (f" ({n.cordon.by})" if n.cordon.by else ""),) if n.cordon else ("",)
+        table.add_row(n.name, node_state(n), f"{n.cpu_used:g}/{n.cpu:g}",
+                      f"{format_memory(n.memory_used)}/{format_memory(n.memory)}", n.memory_enforcement,
+                      f"{len(n.gpus_used)}/{n.gpu}", n.gpu_type or "-", labels, *(why if cordoned else ()))
     return table
+
+
+def node_state(n: NodeInfo) -> str:
+    """ready; cordoned; draining (a drain's attempts still stopping); drained."""
+    if n.cordon is None:
+        return "ready"
+    if n.cordon.drained_at is None:
+        return "cordoned"
+    return f"draining ({n.attempts})" if n.attempts else "drained"
 
 
 def metrics_table(points: list[dict]) -> Table:

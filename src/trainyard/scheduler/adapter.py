@@ -29,7 +29,7 @@ def node(info: NodeInfo) -> Node:
     return Node(
         name=info.name, cpu=info.cpu, memory=info.memory, gpus=info.gpu, gpu_type=info.gpu_type,
         labels=dict(info.labels), cpu_free=info.cpu - info.cpu_used, memory_free=info.memory - info.memory_used,
-        free_gpu_ids=[g for g in info.gpu_ids if g not in used],
+        free_gpu_ids=[g for g in info.gpu_ids if g not in used], cordoned=info.cordoned,
     )
 
 

@@ -66,7 +66,12 @@ def selector_ok(labels: dict[str, str], sel: tuple) -> bool:
 
 class Cluster:
     def __init__(self, nodes: list[Node]) -> None:
-        self.slots = [Slot(n) for n in nodes]
+        # A cordoned node is no slot: nothing is placed there, nor preempted to make room there. Its
+        # attempts still count against their queues' quotas by its GPU type, and it names the nodes a
+        # job could run on once uncordoned.
+        self.type_of = {n.name: n.gpu_type if n.gpus else None for n in nodes}
+        self.cordoned = [Slot(n) for n in nodes if n.cordoned]
+        self.slots = [Slot(n) for n in nodes if not n.cordoned]
         self.by_name = {s.name: s for s in self.slots}
         self.typed: dict[str, list[Slot]] = {}
         for s in self.slots:

@@ -164,7 +164,7 @@ def _survey(c: Cycle) -> Survey:
     (and each limited queue) could hand back if preempted, and where. There are thousands, their
     objects spread over memory, so every extra pass costs; this is the only full one."""
     cl, quotas, borrowed = c.cl, c.quotas, c.quotas.borrowed
-    type_of = {s.name: s.type for s in cl.slots}
+    type_of = cl.type_of
     tot = c.held
     by_team: dict[tuple, list] = {}
     limits: dict[str, tuple] = {}  # queue -> (has a quota, has a quota or a cap on running jobs)

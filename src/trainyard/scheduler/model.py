@@ -33,6 +33,7 @@ class Node:
     cpu_free: float | None = None
     memory_free: int | None = None
     free_gpu_ids: list[str] | None = None
+    cordoned: bool = False  # taken out of scheduling by an admin: nothing new is placed here
 
     def __post_init__(self) -> None:
         if self.cpu_free is None:

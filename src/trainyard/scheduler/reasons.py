@@ -46,6 +46,11 @@ def _gpu_kind(job: PendingJob) -> str:
 
 def impossible(cl: Cluster, job: PendingJob, sel: tuple) -> str:
     """Why no node could ever hold one replica, naming the part that does not fit."""
+    types = (job.gpu_types or list({s.type for s in cl.cordoned if s.type})) if job.gpu else [None]
+    waits_for = sorted(s.name for s in cl.cordoned if any(cl.holds(s, job, t, sel) for t in types))
+    if waits_for:  # it waits for an admin, not for a different spec
+        named = ", ".join(waits_for[:3]) + (f" and {len(waits_for) - 3} more" if len(waits_for) > 3 else "")
+        return f"waits for cordoned node{'s' if len(waits_for) > 1 else ''} {named}: no node in service can run it"
     nodes = cl.classes
     if not nodes:
         return "no node can run it: there are no nodes"

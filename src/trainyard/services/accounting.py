@@ -74,7 +74,7 @@ class Accounting:
 
 def _part(span: Span) -> str | None:
     """Which lost time an attempt's hours also count as: preempted, failed, or neither."""
-    if Reason.of(span.reason) is Reason.PREEMPTED:
+    if Reason.of(span.reason) in (Reason.PREEMPTED, Reason.DRAINED):  # stopped and requeued by the platform
         return "preempted"
     if span.status == AttemptStatus.FAILED.value:
         return "failed"

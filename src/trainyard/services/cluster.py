@@ -7,6 +7,7 @@ so it sits below all of them and needs none of them.
 from __future__ import annotations
 
 from trainyard.engines.base import Engine
+from trainyard.services.cordons import Cordons
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
 from trainyard.store import Store
 
@@ -14,9 +15,10 @@ Live = list[tuple[JobInfo, AttemptInfo]]
 
 
 class Cluster:
-    def __init__(self, store: Store, engine: Engine) -> None:
+    def __init__(self, store: Store, engine: Engine, cordons: Cordons | None = None) -> None:
         self.store = store
         self.engine = engine
+        self.cordons = cordons or Cordons(store)
         self._jobs: dict[str, JobInfo] = {}  # live jobs as submitted; spec, queue and priority never change
 
     def live(self, active: list[AttemptInfo] | None = None) -> Live:
@@ -32,10 +34,12 @@ class Cluster:
         return [(self._jobs[a.job_id], a) for a in active]
 
     def nodes(self, live: Live | None = None) -> list[NodeInfo]:
-        """The engine's nodes with what live attempts (default: :meth:`live`) hold on each."""
-        nodes = {n.name: n.model_copy(deep=True) for n in self.engine.nodes()}
+        """The engine's nodes with what live attempts (default: :meth:`live`) hold on each, and their cordons."""
+        cordons = self.cordons.current()
+        nodes = {n.name: n.model_copy(deep=True, update={"cordon": cordons.get(n.name)}) for n in self.engine.nodes()}
         for job, a in self.live() if live is None else live:
             r = job.spec.resources
+            seen = set()
             for rep in a.replicas:
                 node = nodes.get(rep.node)
                 if node is None or rep.status.is_terminal():
@@ -44,4 +48,7 @@ class Cluster:
                 node.memory_used += r.memory or 0
                 node.gpus_used += rep.gpus
                 node.gpu_holders.update(dict.fromkeys(rep.gpus, job.id))
+                if rep.node not in seen:
+                    seen.add(rep.node)
+                    node.attempts += 1
         return list(nodes.values())

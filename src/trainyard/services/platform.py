@@ -34,6 +34,7 @@ from trainyard.services.launching import launch_configs
 from trainyard.services.metrics import TrainyardCollector
 from trainyard.services.metrics import registry as metrics_registry
 from trainyard.services.monitoring import MonitoringService
+from trainyard.services.nodes import NodeService
 from trainyard.services.notify import FOLLOWER_POLL, Notifier
 from trainyard.services.pipelines import PipelineService
 from trainyard.services.queues import QueueService
@@ -94,6 +95,7 @@ class Platform:
         self.cluster = Cluster(self.store, self.engine)
         self.snapshots = SnapshotService(self.artifacts)
         self.audit = AuditLog(self.store)
+        self.nodes = NodeService(self.cluster, self.scheduler, self.audit)
         self.queues = QueueService(self.store, self.cluster, self.scheduler, self.audit)
         if settings.queues_file is not None:
             self.queues.load_file(settings.queues_file)

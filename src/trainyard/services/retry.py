@@ -37,7 +37,9 @@ def decide(
     if cancel_requested or kind is Reason.CANCELLED:  # after success: a job that finished first keeps it
         return Outcome(AttemptStatus.CANCELLED, JobStatus.CANCELLED, "cancelled")
     status = kind.to_status() if kind is not None else AttemptStatus.FAILED
-    if kind is not None and kind.retry_on == ALWAYS:  # preemption, the only such reason
+    if kind is Reason.DRAINED:
+        return Outcome(status, JobStatus.PENDING, "requeued: its node was drained")
+    if kind is not None and kind.retry_on == ALWAYS:  # preemption
         return Outcome(status, JobStatus.PENDING, "requeued after preemption")
     if exit_code is not None and exit_code in policy.permanent_exit_codes:
         return Outcome(status, _JOB_STATUS[status], f"{reason}: exit code {exit_code} is permanent")

@@ -90,6 +90,15 @@ class JobPage(BaseModel):
 MemoryEnforcement = Literal["cgroup-v1", "cgroup-v2", "sampled"]
 
 
+class NodeCordon(BaseModel):
+    """Why a node takes no new attempts, who said so and when; ``drained_at`` once its attempts were requeued."""
+
+    reason: str | None = None
+    by: str | None = None
+    at: float
+    drained_at: float | None = None
+
+
 class NodeInfo(BaseModel):
     name: str
     cpu: float
@@ -105,6 +114,12 @@ class NodeInfo(BaseModel):
     memory_used: int = 0
     gpus_used: list[str] = Field(default_factory=list)
     gpu_holders: dict[str, str] = Field(default_factory=dict, description="GPU id -> the job holding it")
+    attempts: int = Field(0, description="live attempts with a replica here")
+    cordon: NodeCordon | None = Field(None, description="set while an admin keeps new work off this node")
+
+    @property
+    def cordoned(self) -> bool:
+        return self.cordon is not None
 
 
 class MetricPoint(BaseModel):

@@ -10,7 +10,7 @@ from trainyard.store import tables as t
 from trainyard.store.rows import JOB_FIELDS, attempts_query
 
 ACTIVE_ATTEMPT = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
-SCHEDULER_ENDS = {Reason.LOST.value, Reason.NODE_LOST.value, Reason.PREEMPTED.value}
+SCHEDULER_ENDS = {Reason.LOST.value, Reason.NODE_LOST.value, Reason.PREEMPTED.value, Reason.DRAINED.value}
 _ATTEMPT = t.Attempt.__table__.c
 # built once: a burst of admissions sets one handle each, and building the statement cost more than running it
 SET_HANDLE = update(t.Attempt.__table__).where(_ATTEMPT.id == bindparam("b_id")).values(

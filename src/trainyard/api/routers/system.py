@@ -1,4 +1,4 @@
-"""Nodes, snapshots, health, and the launcher's report endpoint."""
+"""Snapshots, health, and the launcher's report endpoint."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from trainyard.api.spec_text import read_json
 from trainyard.auth.tokens import bearer
 from trainyard.errors import Forbidden
 from trainyard.services.platform import Platform
-from trainyard.spec.records import NodeInfo
 from trainyard.spec.reports import LauncherReport, ReportAnswer
 
 router = APIRouter()
@@ -26,11 +25,6 @@ SPOOL_IN_MEMORY = 1 << 20
 @router.get("/healthz", tags=["system"])
 def healthz(p: PlatformDep) -> dict[str, Any]:
     return p.health()
-
-
-@router.get("/api/v1/nodes", tags=["nodes"])
-def nodes(p: PlatformDep) -> list[NodeInfo]:
-    return p.cluster.nodes()
 
 
 @router.head("/api/v1/snapshots/{digest}", tags=["snapshots"])

@@ -5,6 +5,7 @@ from sqlalchemy import create_engine
 
 import trainyard.store.identity_tables  # noqa: F401  (its tables in Base.metadata)
 import trainyard.store.schedule_tables  # noqa: F401  (likewise)
+import trainyard.store.node_tables  # noqa: F401  (likewise)
 import trainyard.store.webhook_tables  # noqa: F401  (likewise)
 from trainyard.store.tables import Base
 
