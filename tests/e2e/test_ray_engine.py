@@ -315,6 +315,26 @@ for i in range(start, 30):
 """
 
 
+def test_a_cordoned_node_takes_no_work_and_a_drain_moves_its_job_to_another_node(server, cluster):
+    c = server.client()
+    nodes = nodes_by_zone(server)
+    a, b = nodes["a"]["name"], nodes["b"]["name"]
+    c.cordon(a, reason="firmware")
+    job = c.submit(py_job(RESUMABLE, resources={"cpu": 2}))  # fits a or b, not the head: b, a being cordoned
+    until(lambda: "step 3" in job.logs(), timeout=60)
+    first = c.get(job.id).attempts[0]
+    assert first.node == b
+    c.uncordon(a)
+    drained = c.drain(b, reason="replace a GPU", wait=60)
+    assert drained.stopped == [first.id] and drained.node.attempts == 0 and drained.node.cordon.drained_at
+    info = c.wait(job.id, timeout=90)
+    assert info.status.value == "succeeded", job.logs()
+    assert [(x.reason, x.node) for x in info.attempts] == [("NodeDrained", b), ("Succeeded", a)]
+    assert int(job.logs(attempt=2).split("resuming from ")[1].split()[0]) >= 3
+    until(lambda: released(cluster, first.id), timeout=20)
+    assert nodes_by_zone(server)["b"]["cordon"]["reason"] == "replace a GPU"
+
+
 @pytest.mark.ray_cluster(kills_node=True)
 def test_a_lost_node_ends_the_attempt_as_node_lost_and_the_retry_resumes_elsewhere(server, cluster):
     c = server.client()
