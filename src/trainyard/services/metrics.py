@@ -102,13 +102,17 @@ class TrainyardCollector(Collector):
         capacity = GaugeMetricFamily("trainyard_node_capacity", "Allocatable resources of each node "
                                      "(cpu: cores, memory: bytes, gpu: devices)", labels=labels)
         used = GaugeMetricFamily("trainyard_node_used", "Resources of each node held by live attempts", labels=labels)
+        # kube-state-metrics' kube_node_spec_unschedulable, for a cordon forgotten after maintenance
+        cordoned = GaugeMetricFamily("trainyard_node_unschedulable", "1 while an admin keeps new work off the node "
+                                     "(cordoned or drained)", labels=["node"])
         for n in self.nodes():
+            cordoned.add_metric([n.name], 1 if n.cordon else 0)
             kind = n.gpu_type or ""
             for resource, cap, use in (("cpu", n.cpu, n.cpu_used), ("memory", n.memory, n.memory_used),
                                        ("gpu", n.gpu, len(n.gpus_used))):
                 capacity.add_metric([n.name, resource, kind], cap)
                 used.add_metric([n.name, resource, kind], use)
-        yield from (capacity, used)
+        yield from (capacity, used, cordoned)
 
     def _running(self) -> Iterable[Metric]:
         cpu = GaugeMetricFamily("trainyard_job_cpu_usage_percent", "CPU use of a running replica's processes "
