@@ -1,12 +1,17 @@
 """The queues and nodes pages in a real browser against a real server (4 × A100 declared): a job holding
-2 GPUs shows against its queue's quota, its team's fair share, and on the GPUs it holds."""
+2 GPUs shows against its queue's quota, its team's fair share, and on the GPUs it holds; an admin cordons,
+uncordons and drains a node from its panel, which a member only sees."""
 
 from __future__ import annotations
+
+import re
 
 import httpx
 import pytest
 from playwright.sync_api import expect
 
+from tests.e2e.helpers import py_job, until
+from tests.e2e.ui.test_secrets_page import auth_server  # noqa: F401  (the fixture: a server with --auth)
 from tests.support.browser import screenshot, signed_in
 
 pytestmark = pytest.mark.slow
@@ -46,3 +51,70 @@ def test_a_job_holding_two_gpus_shows_on_its_queue_and_on_the_gpus_it_holds(serv
     screenshot(page, "nodes")
     node.locator(f".gpu[data-job='{job}'] a").first.click()
     page.wait_for_url(f"**/jobs/{job}")
+
+
+def test_an_admin_cordons_uncordons_and_drains_a_node_from_its_panel(server, page):
+    # given the nodes page, signed in as the server's local admin (no --auth)
+    sdk = server.client()
+    name = sdk.nodes()[0].name
+    page.goto(signed_in(server.url, server.token, "/nodes"))
+    node = page.locator(f".node[data-node='{name}']")
+    expect(node.locator(".badge.state")).to_have_text("ready", timeout=30_000)
+
+    # when they cordon it with a reason, then it shows cordoned, why and who, and the API has it
+    page.once("dialog", lambda d: d.accept("swap a DIMM"))
+    node.locator("button[name=cordon]").click()
+    expect(node.locator(".badge.state")).to_have_text("cordoned")
+    expect(node.locator(".cordon .reason")).to_have_text("swap a DIMM")
+    expect(node.locator(".cordon")).to_contain_text("by local")
+    expect(page.locator("p.muted", has_text="GPUs in use")).to_contain_text("1 node · 1 cordoned · 0/4 GPUs in use")
+    assert sdk.node(name).cordon.reason == "swap a DIMM"
+    # and a job submitted now waits for it
+    waiting = sdk.submit(py_job("print('fresh')", name="fresh"))
+    until(lambda: f"cordoned node {name}" in (waiting.refresh().reason or ""), show=lambda: waiting.info.reason)
+    assert waiting.refresh().status.value == "pending"
+
+    # when they uncordon it, then it is ready again and the job runs
+    node.locator("button[name=uncordon]").click()
+    expect(node.locator(".badge.state")).to_have_text("ready")
+    expect(node.locator("button[name=uncordon]")).to_have_count(0)
+    assert waiting.wait(timeout=60).status.value == "succeeded"
+
+    # when they drain it under a running job, the dialog says what stops, and the job's attempt ends NodeDrained
+    running = sdk.submit(py_job("import time; print('up', flush=True); time.sleep(30)", name="long", grace_period=5))
+    until(lambda: "up" in running.logs(), timeout=30)
+    expect(node).to_have_attribute("data-attempts", "1", timeout=10_000)
+    asked = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.accept("rack move")))
+    node.locator("button[name=drain]").click()
+    expect(node.locator(".badge.state")).to_have_text(re.compile(r"^(draining \(1\)|drained)$"))
+    assert "It stops the 1 attempt running there" in asked[0]
+    expect(node.locator(".cordon .reason")).to_have_text("rack move")
+    expect(node.locator("button[name=drain]")).to_have_count(0)
+    info = until(lambda: (j := running.refresh()).attempts and j.attempts[0].reason and j, timeout=30,
+                 show=lambda: running.info.attempts)
+    assert info.attempts[0].reason == "NodeDrained"
+    expect(node.locator(".badge.state")).to_have_text("drained", timeout=30_000)
+    sdk.cancel(running.id)
+
+
+def test_a_member_sees_a_cordon_but_no_button_to_change_it(auth_server, page):
+    # given a cordoned node, and a member (not an admin) of team vision
+    admin = (auth_server.home / "first-admin-token").read_text().strip()
+    made = auth_server.cli("admin", "user", "create", "alice", "--team", "vision", "--role", "member",
+                           env={"TRAINYARD_TOKEN": admin})
+    assert made.returncode == 0, made.stderr
+    api = httpx.Client(base_url=auth_server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30)
+    name = api.get("/api/v1/nodes").json()[0]["name"]
+    assert api.post(f"/api/v1/nodes/{name}/cordon", json={"reason": "kernel update"}).status_code == 200
+    # when they open the nodes page, then they see the cordon but no Cordon, Drain or Uncordon
+    page.goto(signed_in(auth_server.url, made.stdout.strip().splitlines()[-1], "/nodes"))
+    node = page.locator(f".node[data-node='{name}']")
+    expect(node.locator(".badge.state")).to_have_text("cordoned", timeout=30_000)
+    expect(node.locator(".cordon")).to_contain_text("kernel update")
+    expect(node.locator("button")).to_have_count(0)
+    # while the admin has them
+    page.goto("about:blank")  # a new page load: the same path with another token in its fragment would not be one
+    page.goto(signed_in(auth_server.url, admin, "/nodes"))
+    expect(node.locator("button[name=uncordon]")).to_have_count(1, timeout=30_000)
+    expect(node.locator("button[name=drain]")).to_have_count(1)
