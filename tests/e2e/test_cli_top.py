@@ -43,6 +43,9 @@ def test_top_renders_in_a_terminal_and_quits_on_q(server, tmp_path):
         assert "nodes" in screen and "A100" in screen and "q to quit" in screen, screen
         screen = wait_for(pane, "running")
         assert "2/4" in screen  # the node's GPUs: two of four held by the job
+        node = server.client().nodes()[0].name
+        assert server.cli("nodes", "cordon", node).returncode == 0
+        wait_for(pane, f"{node} (cordoned)")  # its free GPUs are not free to anyone now
         subprocess.run([*tmux, "send-keys", "-t", "top", "q"], check=True)
         wait_for(pane, "top-exited-0", timeout=15)
         subprocess.run([*tmux, "respawn-pane", "-k", "-t", "top", command], check=True)

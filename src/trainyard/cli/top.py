@@ -78,13 +78,17 @@ def _view(c) -> Group:  # noqa: ANN001
 
 def _nodes(nodes: list[NodeInfo]) -> Table:
     from rich.table import Table
+    from rich.text import Text
+
+    from trainyard.cli.render import node_state
     from trainyard.spec.units import format_memory
 
     t = Table(title="nodes", title_justify="left", expand=False)
     for col in ("node", "cpu", "memory", "gpu", "gpu type"):
         t.add_column(col)
     for n in nodes:
-        t.add_row(n.name, _bar(n.cpu_used, n.cpu, f"{n.cpu_used:g}/{n.cpu:g}"),
+        # a cordoned node's name says so: its free room is not room anyone will get
+        t.add_row(n.name if n.cordon is None else Text.assemble(n.name, (f" ({node_state(n)})", "yellow")), _bar(n.cpu_used, n.cpu, f"{n.cpu_used:g}/{n.cpu:g}"),
                   _bar(n.memory_used, n.memory, f"{format_memory(n.memory_used)}/{format_memory(n.memory)}"),
                   _bar(len(n.gpus_used), n.gpu, f"{len(n.gpus_used)}/{n.gpu}"), n.gpu_type or "-")
     return t
