@@ -34,6 +34,8 @@ where                                              seconds    what it paces, and
 ``trainyard.launch.sampling.FIRST_AFTER``          1.0        ... the first one after the start, off its path
 ``ServerSettings.idle_gpu_period``                 1800       GPUs under ``idle_gpu_threshold`` this long: flagged
 ``trainyard.launch.cgroup.STALE_AFTER``            60.0       an empty cgroup this old lost its launcher
+``ServerSettings.retention.every``                 600        the leader's sweep for ended attempts' folders and
+                                                              ended jobs' checkpoints past their retention
 ``trainyard.engines.ray.engine.NODES_TTL``         0.5        a ``ray.nodes()`` answer is reused (asked every cycle)
 ``trainyard.engines.ray.reconcile.ORPHAN_SWEEP_EVERY`` 10.0   looks for placement groups no live attempt owns
 ``trainyard.engines.ray.reconcile.CANCEL_SLACK``   15.0       past a cancel's grace period, actors still running die
@@ -135,6 +137,19 @@ LOG_KEEP = 64 << 20  # bytes of a replica's log the server keeps: a job that pri
 METRICS_KEEP = 4000  # points of each metric of a replica the server keeps, evenly spaced, and the newest
 
 
+class RetentionSettings(BaseModel):
+    """How long what ended attempts leave behind is kept (``retention:`` in the server's ``--config``). Seconds;
+    None keeps it for ever. The database's records (jobs, logs, metrics, outputs) are not touched."""
+
+    model_config = {"extra": "forbid", "allow_inf_nan": False}
+    attempt_folders: float | None = Field(3 * 86400.0, ge=0, description="an ended attempt's folders on its nodes "
+                                          "(work dir with what the job wrote there, the log and outputs as "
+                                          "written: outputs and logs are already in the artifact store)")
+    checkpoints: float | None = Field(None, ge=0, description="an ended job's checkpoints (its folder on each "
+                                      "node, and its sets in an object store); a job retried later starts over")
+    every: float = Field(600.0, gt=0, le=86400, description="seconds between the leader's sweeps")
+
+
 class WebhookSettings(BaseModel):
     """One webhook of the server's config."""
 
@@ -200,6 +215,8 @@ class ServerSettings(BaseModel):
                                           "must share it")
     webhooks: dict[str, WebhookSettings] = Field(default_factory=dict, description="name -> where job events "
                                                  "are POSTed (users subscribe them by name: trainyard notify)")
+    retention: RetentionSettings = Field(default_factory=RetentionSettings, description="how long ended "
+                                         "attempts' folders and ended jobs' checkpoints are kept")
 
     @field_validator("webhooks")
     @classmethod

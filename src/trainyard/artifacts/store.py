@@ -121,6 +121,18 @@ class ArtifactStore:
         """Where the launchers of a job sync its checkpoint sets (see :mod:`trainyard.launch.checkpoints`)."""
         return self._url(f"jobs/{job_id}/checkpoints")
 
+    def remove_checkpoints(self, job_id: str) -> None:
+        """Every checkpoint set of the job (blobs and manifest), if it has any: a retention sweep's."""
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", job_id):
+            raise ValueError(f"not a job id: {job_id!r}")
+        path = self._path(f"jobs/{job_id}/checkpoints")
+        try:
+            if self.fs.exists(path):
+                self.fs.rm(path, recursive=True)
+        except Exception as e:
+            raise StorageError(f"artifact store {self.url}: cannot remove the checkpoints of {job_id}: {_plain(e)}",
+                               key=f"jobs/{job_id}/checkpoints") from None
+
     def log_url(self, job_id: str, attempt: int, replica: int = 0) -> str:
         """Where the launcher leaves the replica's full log when it ends."""
         return self._url(f"jobs/{job_id}/{attempt}/logs/replica-{replica}.log")

@@ -1,5 +1,5 @@
 """`trainyard server --config FILE`: the settings that have no flag of their own (monitoring, prices, the
-planner's options).
+planner's options, webhooks, retention).
 
 ```yaml
 sample_every: 5            # seconds between a launcher's resource samples; 0: off
@@ -17,6 +17,10 @@ scheduler:                 # the planner's options (config.SchedulerSettings); l
   starve_after: off        # off (or null) turns a setting off
 webhooks:                  # where job events go; users subscribe them by name (`trainyard notify add`)
   ml-alerts: {url: "https://hooks.slack.com/services/T0/B0/XXXX", format: slack, teams: [vision]}
+retention:                 # what ended attempts leave on nodes (config.RetentionSettings); off: kept
+  attempt_folders: 3d      # an ended attempt's folders: work dir, log and outputs as written (default 3d)
+  checkpoints: 30d         # an ended job's checkpoints, on nodes and in an object store (default: off)
+  every: 10m               # between the leader's sweeps
 ```
 """
 
@@ -29,7 +33,7 @@ from trainyard.errors import InvalidSpec
 from trainyard.spec.units import parse_duration, parse_memory
 
 KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "prices", "scheduler",
-        "webhooks")
+        "webhooks", "retention")
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:
@@ -61,20 +65,24 @@ def load(path: Path) -> dict[str, Any]:
         except ValueError as e:
             raise _error(path, "log_keep", str(e)) from None
     if "scheduler" in data:
-        data["scheduler"] = _scheduler(path, data["scheduler"])
+        from trainyard.config import SchedulerSettings
+
+        data["scheduler"] = _durations(path, "scheduler", data["scheduler"], SchedulerSettings)
+    if "retention" in data:
+        from trainyard.config import RetentionSettings
+
+        data["retention"] = _durations(path, "retention", data["retention"], RetentionSettings)
     return data
 
 
-def _scheduler(path: Path, section: Any) -> dict[str, Any]:
-    """The ``scheduler:`` section, its durations in seconds (``off`` or null: None); the rest is left to
-    ``SchedulerSettings``, which names any unknown key."""
+def _durations(path: Path, name: str, section: Any, model: Any) -> dict[str, Any]:
+    """A section of durations (and counts), in seconds (``off`` or null: None); the rest is left to its
+    ``model``, which names any unknown key."""
     if section is None:
         return {}
     if not isinstance(section, dict):
-        raise _error(path, "scheduler", "must be a mapping of the planner's settings")
-    from trainyard.config import SchedulerSettings
-
-    counts = {k for k, f in SchedulerSettings.model_fields.items() if f.annotation is int}  # the rest: durations
+        raise _error(path, name, f"must be a mapping of {name} settings")
+    counts = {k for k, f in model.model_fields.items() if f.annotation is int}  # the rest: durations
     out = dict(section)
     for key, value in section.items():
         if key in counts or not isinstance(key, str):
@@ -85,7 +93,7 @@ def _scheduler(path: Path, section: Any) -> dict[str, Any]:
         try:
             out[key] = parse_duration(value, zero=True)
         except ValueError as e:
-            raise _error(path, f"scheduler.{key}", str(e)) from None
+            raise _error(path, f"{name}.{key}", str(e)) from None
     return out
 
 

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from trainyard.engines.leftovers import Leftover
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.reports import LaunchResult
 from trainyard.spec.job import JobSpec
@@ -129,6 +130,11 @@ class Engine(ABC):
         replicas an earlier one launched, running or ended. Never raises for
         unknown attempts; it is called every second and must stay cheap.
         """
+
+    def remove_leftovers(self, items: list[Leftover]) -> tuple[int, int]:
+        """Remove folders ended attempts left on their nodes (:mod:`trainyard.engines.leftovers`); (removed,
+        failed). Folders on nodes that are not in the cluster now are left; the default engine keeps none."""
+        return 0, 0
 
     def close(self) -> None:
         """Release engine resources; running attempts keep running."""

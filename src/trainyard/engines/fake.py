@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from trainyard.engines.base import Engine, Observation
+from trainyard.engines.leftovers import Leftover
 from trainyard.launch.config import LaunchConfig
 from trainyard.spec.job import JobSpec
 from trainyard.spec.reports import LaunchResult
@@ -42,9 +43,15 @@ class FakeEngine(Engine):
         self._reconciles = 0
         self._running: dict[str, int] = {}  # launched, end not yet known -> number of reconciles before launch
         self._ended: set[str] = set()
+        self.removed: list[Leftover] = []  # what the retention sweeps asked to remove, in order
 
     def nodes(self) -> list[NodeInfo]:
         return [n.model_copy(deep=True) for n in self._nodes]
+
+    def remove_leftovers(self, items: list[Leftover]) -> tuple[int, int]:
+        here = {n.name for n in self._nodes}
+        self.removed += [i for i in items if i.node in here]
+        return len([i for i in items if i.node in here]), 0
 
     def rendezvous(self, attempt: AttemptInfo) -> tuple[str, int]:
         return "127.0.0.1", 29500

@@ -22,7 +22,9 @@ from typing import Any
 import psutil
 
 from trainyard.engines import runtime as runtimes
+from trainyard.engines import leftovers
 from trainyard.engines.base import Engine, Launch, Observation
+from trainyard.engines.leftovers import Leftover
 from trainyard.errors import Unsupported
 from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.runas import traversable
@@ -310,6 +312,9 @@ class LocalEngine(Engine):
         for key, proc in list(self._children.items()):
             if proc.poll() is not None:
                 del self._children[key]
+
+    def remove_leftovers(self, items: list[Leftover]) -> tuple[int, int]:
+        return leftovers.remove(self.home, [(i.kind, i.name) for i in items if i.node == self.node.name])
 
     def close(self) -> None:
         with self._zygote_lock:

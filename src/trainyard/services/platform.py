@@ -38,6 +38,7 @@ from trainyard.services.nodes import NodeService
 from trainyard.services.notify import FOLLOWER_POLL, Notifier
 from trainyard.services.pipelines import PipelineService
 from trainyard.services.queues import QueueService
+from trainyard.services.retention import RetentionCollector, RetentionLoop
 from trainyard.services.scheduling import Scheduler
 from trainyard.services.service_loop import ServiceLoop
 from trainyard.services.service_traffic import TrafficCollector
@@ -126,6 +127,7 @@ class Platform:
         self.schedules.wake = self.schedule_loop.wake
         self.webhooks = WebhookService(self.store, settings.webhooks, self.identity, self.audit)
         self.webhook_loop = WebhookLoop(self.webhooks, lambda: self.server_url)
+        self.retention = RetentionLoop(self.store, self.engine, self.artifacts, settings.retention)
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
@@ -137,6 +139,7 @@ class Platform:
                                      gpu_types=lambda: {n.name: n.gpu_type for n in self.engine.nodes() if n.gpu_type})
         registry = metrics_registry(TrainyardCollector(self.store, self.cluster.nodes, self.loop.stats))
         registry.register(TrafficCollector(self.serving.traffic))
+        registry.register(RetentionCollector(self.retention))
         self.monitoring = MonitoringService(self.store, accounting, registry, check_run=self.pipelines.get)
 
     def _configs(self, job: JobInfo, attempt: AttemptInfo, token: str) -> list[LaunchConfig]:
@@ -184,6 +187,7 @@ class Platform:
         self.sweep_loop.start()
         self.schedule_loop.start()
         self.webhook_loop.start()
+        self.retention.start()
         self._on_lead()
 
     def _follow(self) -> None:
@@ -196,6 +200,7 @@ class Platform:
         self.sweep_loop.stop()
         self.schedule_loop.stop()
         self.webhook_loop.stop()
+        self.retention.stop()
         self.loop.stop()
         self.end_watch.stop()
 

@@ -1,7 +1,8 @@
-"""Nodes an admin took out of scheduling: cordoned (no new attempts) or drained (and their attempts requeued).
+"""Node state the server keeps: cordons (nodes an admin took out of scheduling), and how far the sweeps of
+what ended attempts left on nodes have come.
 
-Declared on the same ``Base`` as :mod:`trainyard.store.tables`; the schema is migration 0016's. A node's
-row outlives the node: one that leaves the cluster and comes back is still cordoned, as in Slurm.
+Declared on the same ``Base`` as :mod:`trainyard.store.tables`; the schema is migrations 0016's and 0017's. A
+cordon outlives its node: one that leaves the cluster and comes back is still cordoned, as in Slurm.
 """
 
 from __future__ import annotations
@@ -19,3 +20,11 @@ class NodeCordon(Base):
     by: Mapped[str | None] = mapped_column(String(63))
     at: Mapped[float] = mapped_column(Float)
     drained_at: Mapped[float | None] = mapped_column(Float)  # when a drain stopped its attempts; None: cordon only
+
+
+class SweepCursor(Base):
+    """How far a retention sweep has come: everything that ended at or before ``at`` was swept."""
+
+    __tablename__ = "sweep_cursors"
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    at: Mapped[float] = mapped_column(Float)

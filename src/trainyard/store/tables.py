@@ -77,7 +77,8 @@ class Attempt(Base):
     wait: Mapped[float | None] = mapped_column(Float)  # seconds from submission to admission; first attempts only
     __table_args__ = (UniqueConstraint("job_id", "number", name="uq_attempts_job_number"),
                       Index("ix_attempts_queue_wait", "queue", "wait"),
-                      Index("ix_attempts_queue_outcome", "queue", "reason", "status", "preempted_by"))
+                      Index("ix_attempts_queue_outcome", "queue", "reason", "status", "preempted_by"),
+                      Index("ix_attempts_ended_at", "ended_at"))  # the retention sweeps (migration 0017)
 
 
 class Replica(Base):

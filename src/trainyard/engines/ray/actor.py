@@ -273,6 +273,13 @@ class NodeAgent:
         if slot is not None:
             slot.stop()
 
+    def remove(self, root: str, items: list[tuple[str, str]]) -> tuple[int, int]:
+        """Remove ended attempts' and jobs' folders on this node (:mod:`trainyard.engines.leftovers`): under
+        ``TRAINYARD_NODE_ROOT`` where it is set, else under the server's ``root``; (removed, failed)."""
+        from trainyard.engines import leftovers
+
+        return leftovers.remove(Path(os.environ.get(envvars.NODE_ROOT) or root), items)
+
     def _stopped_early(self, key: str) -> None:
         """Under the lock. Bounded: a stop for a replica that already ended (and was forgotten) is kept
         too, and no run call comes for it."""

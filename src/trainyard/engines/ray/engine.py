@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from trainyard.engines.base import Engine, Observation
+from trainyard.engines.leftovers import Leftover
 from trainyard.engines.ray import nodes as raynodes
 from trainyard.engines.ray.actor import LOST, NOT_STARTED, ReplicaActor
 from trainyard.engines.ray.agents import NodeAgents, agent_name
@@ -49,6 +50,7 @@ from trainyard.spec.reports import LaunchResult
 
 log = logging.getLogger("trainyard.engines.ray")
 NODES_TTL = 0.5          # seconds a ray.nodes() answer is reused (the planner asks on every cycle)
+LEFTOVERS_TIMEOUT = 120.0  # seconds the agents may take to remove a sweep's folders
 
 
 class RayEngine(Engine):
@@ -289,6 +291,20 @@ class RayEngine(Engine):
 
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
         return self._reconciler.reconcile(attempts, self._nodes_raw(fresh=True))
+
+    def remove_leftovers(self, items: list[Leftover]) -> tuple[int, int]:
+        """Each alive node's agent removes its own (made if none is up: it holds no resources); a node that
+        left the cluster keeps its folders."""
+        by_node: dict[str, list[tuple[str, str]]] = {}
+        for i in items:
+            by_node.setdefault(i.node, []).append((i.kind, i.name))
+        alive = {raynodes.node_name(n["NodeID"]): n["NodeID"] for n in raynodes.alive(self._nodes_raw(fresh=True))}
+        calls = [self._agents.on(alive[name]).remove.remote(str(self.root), wanted)
+                 for name, wanted in by_node.items() if name in alive]
+        removed = failed = 0
+        for done, lost in self._ray.get(calls, timeout=LEFTOVERS_TIMEOUT) if calls else []:
+            removed, failed = removed + done, failed + lost
+        return removed, failed
 
     def close(self) -> None:
         """Disconnect; the detached actors and their launchers keep running."""

@@ -1,0 +1,123 @@
+"""The leader's retention sweeps: what ended attempts leave on their nodes is removed once it is old enough.
+
+Two sweeps, each with a cursor on when attempts ended (``store/retention.py``), so each finished attempt is
+looked at once, whatever the history's length:
+
+- ``attempt_folders``: an attempt that ended that long ago loses its folder on every node a replica ran on
+  (work dir, log and outputs as written; its outputs and log are in the artifact store already).
+- ``checkpoints``: a job whose last attempt ended that long ago, and which has ended, loses its checkpoint
+  folder on those nodes and, on an object store, its checkpoint sets there.
+
+Off (None) by default for checkpoints: "keep the checkpoints" is what users expect unless an admin says.
+The engine removes the folders (:meth:`trainyard.engines.base.Engine.remove_leftovers`): the local engine in
+this process, a Ray node's agent on its node.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from trainyard.artifacts.store import ArtifactStore
+from trainyard.config import RetentionSettings
+from trainyard.engines.base import Engine
+from trainyard.engines.leftovers import Leftover
+from trainyard.services.ticker import Ticker
+from trainyard.store import Store
+from trainyard.store.retention import Ended, RetentionStore
+
+log = logging.getLogger("trainyard.retention")
+BATCH = 500  # attempts read, and their folders removed, at a time
+
+
+class RetentionLoop(Ticker):
+    name = "trainyard-retention"
+    log = log
+
+    def __init__(self, store: Store, engine: Engine, artifacts: ArtifactStore, settings: RetentionSettings) -> None:
+        super().__init__()
+        self.rows = RetentionStore(store)
+        self.engine = engine
+        self.artifacts = artifacts
+        self.settings = settings
+        self.removed = {"attempt": 0, "checkpoints": 0}
+        self.failed = 0
+        self.swept_at: float | None = None
+
+    def pause(self) -> float:
+        return self.settings.every
+
+    def cycle(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        keep = self.settings.attempt_folders
+        if keep is not None:
+            self._sweep("attempt_folders", now - keep, self._attempt_folders, last_of_ended_job=False)
+        keep = self.settings.checkpoints
+        if keep is not None:
+            self._sweep("checkpoints", now - keep, self._checkpoints, last_of_ended_job=True)
+        self.swept_at = now
+
+    def _sweep(self, name: str, until: float, remove, last_of_ended_job: bool) -> None:  # noqa: ANN001
+        """Everything that ended after the cursor and by ``until``, a batch at a time; the cursor moves after
+        each batch to the end time all of whose attempts are done (a rerun removes nothing twice: gone is gone)."""
+        after = (self.rows.cursor(name), "")
+        while not self._stop.is_set():
+            batch = self.rows.ended(after, until, BATCH, last_of_ended_job)
+            if batch:
+                remove(batch)
+                after = (batch[-1].ended_at, batch[-1].attempt_id)
+            if len(batch) < BATCH:
+                self.rows.advance(name, until)
+                return
+            done = [e.ended_at for e in batch if e.ended_at < batch[-1].ended_at]
+            if done:
+                self.rows.advance(name, max(done))
+
+    def _attempt_folders(self, batch: list[Ended]) -> None:
+        self._remove([Leftover(node, "attempt", e.attempt_id) for e in batch for node in e.nodes])
+
+    def _checkpoints(self, batch: list[Ended]) -> None:
+        self._remove([Leftover(node, "checkpoints", e.job_id) for e in batch for node in e.nodes])
+        if self.artifacts.remote:
+            for e in batch:
+                try:
+                    self.artifacts.remove_checkpoints(e.job_id)
+                except Exception as exc:  # a store that refuses one job's keys keeps the sweep going
+                    log.warning("checkpoints of %s: %s", e.job_id, exc)
+                    self.failed += 1
+
+    def _remove(self, items: list[Leftover]) -> None:
+        if not items:
+            return
+        try:
+            removed, failed = self.engine.remove_leftovers(items)
+        except Exception:
+            log.exception("removing %d folders failed", len(items))
+            removed, failed = 0, len(items)
+        self.removed[items[0].kind] += removed
+        self.failed += failed
+        if removed or failed:
+            log.info("retention: removed %d %s folders (%d could not be)", removed, items[0].kind, failed)
+
+
+class RetentionCollector(Collector):
+    """The sweeps' work for /metrics, read from the loop's counts (this server's, since it started)."""
+
+    def __init__(self, loop: RetentionLoop) -> None:
+        self.loop = loop
+
+    def collect(self) -> Iterable:
+        removed = CounterMetricFamily("trainyard_retention_removed", "Folders the retention sweeps removed",
+                                      labels=["kind"])
+        for kind, n in self.loop.removed.items():
+            removed.add_metric([kind], n)
+        yield removed
+        yield CounterMetricFamily("trainyard_retention_failed", "Folders (or checkpoint sets) a retention sweep "
+                                  "could not remove", value=self.loop.failed)
+        if self.loop.swept_at is not None:
+            yield GaugeMetricFamily("trainyard_retention_last_sweep_timestamp_seconds", "When the retention "
+                                    "sweeps last ran on this server", value=self.loop.swept_at)
