@@ -43,15 +43,19 @@ class FakeEngine(Engine):
         self._reconciles = 0
         self._running: dict[str, int] = {}  # launched, end not yet known -> number of reconciles before launch
         self._ended: set[str] = set()
-        self.removed: list[Leftover] = []  # what the retention sweeps asked to remove, in order
+        self.removed: list[Leftover] = []  # what the retention sweeps removed, in order (tests may clear it)
+        self._gone: set[Leftover] = set()
 
     def nodes(self) -> list[NodeInfo]:
         return [n.model_copy(deep=True) for n in self._nodes]
 
     def remove_leftovers(self, items: list[Leftover]) -> tuple[int, int]:
+        """As a node would: a folder removed before is gone, so asking again removes nothing."""
         here = {n.name for n in self._nodes}
-        self.removed += [i for i in items if i.node in here]
-        return len([i for i in items if i.node in here]), 0
+        new = [i for i in dict.fromkeys(items) if i.node in here and i not in self._gone]
+        self._gone.update(new)
+        self.removed += new
+        return len(new), 0
 
     def rendezvous(self, attempt: AttemptInfo) -> tuple[str, int]:
         return "127.0.0.1", 29500

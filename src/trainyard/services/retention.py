@@ -32,6 +32,9 @@ from trainyard.store.retention import Ended, RetentionStore
 
 log = logging.getLogger("trainyard.retention")
 BATCH = 500  # attempts read, and their folders removed, at a time
+# seconds the cursor stays behind what was swept: an end committed late, or written by a server whose clock is
+# behind, is still seen by the next sweep (what is gone is not removed twice)
+SLACK = 300.0
 
 
 class RetentionLoop(Ticker):
@@ -63,7 +66,7 @@ class RetentionLoop(Ticker):
 
     def _sweep(self, name: str, until: float, remove, last_of_ended_job: bool) -> None:  # noqa: ANN001
         """Everything that ended after the cursor and by ``until``, a batch at a time; the cursor moves after
-        each batch to the end time all of whose attempts are done (a rerun removes nothing twice: gone is gone)."""
+        each batch to ``SLACK`` before the end time all of whose attempts are done."""
         after = (self.rows.cursor(name), "")
         while not self._stop.is_set():
             batch = self.rows.ended(after, until, BATCH, last_of_ended_job)
@@ -71,11 +74,11 @@ class RetentionLoop(Ticker):
                 remove(batch)
                 after = (batch[-1].ended_at, batch[-1].attempt_id)
             if len(batch) < BATCH:
-                self.rows.advance(name, until)
+                self.rows.advance(name, until - SLACK)
                 return
             done = [e.ended_at for e in batch if e.ended_at < batch[-1].ended_at]
             if done:
-                self.rows.advance(name, max(done))
+                self.rows.advance(name, max(done) - SLACK)
 
     def _attempt_folders(self, batch: list[Ended]) -> None:
         self._remove([Leftover(node, "attempt", e.attempt_id) for e in batch for node in e.nodes])
