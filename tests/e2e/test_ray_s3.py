@@ -85,3 +85,39 @@ def test_a_lost_node_resumes_elsewhere_from_the_checkpoint_restored_from_s3(s3, 
         assert f"ty/jobs/{job.id}/checkpoints/manifest.json" in s3.keys(bucket)
     finally:
         server.stop()
+
+
+SAVES = """
+import os, trainyard
+(trainyard.checkpoint_dir() / "step").write_text("7")
+trainyard.checkpoint_saved(wait=True)
+open(os.path.join(trainyard.output_dir(), "model.txt"), "w").write("model")
+print("trained", flush=True)
+"""
+
+
+def test_retention_removes_a_nodes_folders_through_its_agent_and_the_checkpoint_sets_in_s3(s3, cluster, tmp_path):
+    bucket = s3.bucket()
+    config = tmp_path / "server.yaml"
+    config.write_text("retention: {attempt_folders: 3s, checkpoints: 3s, every: 0.5s}\n")
+    server = ServerProcess(tmp_path / "home", ["--engine", "ray", "--ray-address", cluster.address, "--config",
+                                               str(config), "--artifacts", f"s3://{bucket}/ty",
+                                               "--s3-endpoint-url", s3.endpoint])
+    server.start(timeout=90)
+    try:
+        c = server.client()
+        job = c.submit(py_job(SAVES, resources={"cpu": 1}))
+        assert job.wait(timeout=90).status.value == "succeeded", job.logs()
+        attempt = c.get(job.id).attempts[0].id
+        roots = [*cluster.roots.values(), cluster.roots["a"].parent / "root-head"]
+        root = next(r for r in roots if (r / "attempts" / attempt).is_dir())  # the node's own root, not the server's
+        assert (root / "checkpoints" / job.id / "step").read_text() == "7"
+        assert any(k.startswith(f"ty/jobs/{job.id}/checkpoints/") for k in s3.keys(bucket))
+
+        until(lambda: not (root / "attempts" / attempt).exists() and not (root / "checkpoints" / job.id).exists(),
+              timeout=30)
+        until(lambda: not any(k.startswith(f"ty/jobs/{job.id}/checkpoints/") for k in s3.keys(bucket)), timeout=10)
+        assert f"ty/jobs/{job.id}/1/outputs/model.txt" in s3.keys(bucket)  # outputs are not the sweeps'
+        assert "trained" in job.logs()
+    finally:
+        server.stop()
