@@ -138,13 +138,13 @@ METRICS_KEEP = 4000  # points of each metric of a replica the server keeps, even
 
 
 class RetentionSettings(BaseModel):
-    """How long what ended attempts leave behind is kept (``retention:`` in the server's ``--config``). Seconds;
-    None keeps it for ever. The database's records (jobs, logs, metrics, outputs) are not touched."""
+    """How long what ended attempts leave on their nodes is kept (``retention:`` in the server's ``--config``).
+    Seconds; None keeps it for ever. Nothing the server keeps (jobs, logs, metrics, outputs) is touched."""
 
     model_config = {"extra": "forbid", "allow_inf_nan": False}
-    attempt_folders: float | None = Field(3 * 86400.0, ge=0, description="an ended attempt's folders on its nodes "
-                                          "(work dir with what the job wrote there, the log and outputs as "
-                                          "written: outputs and logs are already in the artifact store)")
+    work_dirs: float | None = Field(3 * 86400.0, ge=0, description="an ended attempt's folders on its nodes but "
+                                    "their records (log, metrics, result): the work dir with what the job wrote "
+                                    "there, the outputs as written (uploaded when it ended), its own virtualenv")
     checkpoints: float | None = Field(None, ge=0, description="an ended job's checkpoints (its folder on each "
                                       "node, and its sets in an object store); a job retried later starts over")
     every: float = Field(600.0, gt=0, le=86400, description="seconds between the leader's sweeps")

@@ -96,10 +96,10 @@ print("trained", flush=True)
 """
 
 
-def test_retention_removes_a_nodes_folders_through_its_agent_and_the_checkpoint_sets_in_s3(s3, cluster, tmp_path):
+def test_retention_sweeps_a_nodes_folders_through_its_agent_and_the_checkpoint_sets_in_s3(s3, cluster, tmp_path):
     bucket = s3.bucket()
     config = tmp_path / "server.yaml"
-    config.write_text("retention: {attempt_folders: 3s, checkpoints: 3s, every: 0.5s}\n")
+    config.write_text("retention: {work_dirs: 3s, checkpoints: 3s, every: 0.5s}\n")
     server = ServerProcess(tmp_path / "home", ["--engine", "ray", "--ray-address", cluster.address, "--config",
                                                str(config), "--artifacts", f"s3://{bucket}/ty",
                                                "--s3-endpoint-url", s3.endpoint])
@@ -114,8 +114,9 @@ def test_retention_removes_a_nodes_folders_through_its_agent_and_the_checkpoint_
         assert (root / "checkpoints" / job.id / "step").read_text() == "7"
         assert any(k.startswith(f"ty/jobs/{job.id}/checkpoints/") for k in s3.keys(bucket))
 
-        until(lambda: not (root / "attempts" / attempt).exists() and not (root / "checkpoints" / job.id).exists(),
-              timeout=30)
+        until(lambda: not (root / "attempts" / attempt / "r0" / "work").exists()
+              and not (root / "checkpoints" / job.id).exists(), timeout=30)
+        assert "trained" in (root / "attempts" / attempt / "r0" / "output.log").read_text()  # its records stay
         until(lambda: not any(k.startswith(f"ty/jobs/{job.id}/checkpoints/") for k in s3.keys(bucket)), timeout=10)
         assert f"ty/jobs/{job.id}/1/outputs/model.txt" in s3.keys(bucket)  # outputs are not the sweeps'
         assert "trained" in job.logs()

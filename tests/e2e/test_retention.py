@@ -1,5 +1,6 @@
-"""Retention with a real server and real processes: an ended attempt's folder and an ended job's checkpoints
-go once they are old enough; a running job's stay; its log and outputs are still there to read."""
+"""Retention with a real server and real processes: an ended attempt's work dir and an ended job's checkpoints
+go once they are old enough, the attempt's log and metrics stay; a running job's stay; what the user reads
+(log, outputs) is still there."""
 
 import time
 
@@ -8,6 +9,7 @@ import pytest
 
 from tests.e2e.helpers import py_job, until
 from tests.support.servers import ServerProcess
+from trainyard.engines.leftovers import KEPT
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +25,7 @@ print("trained", flush=True)
 @pytest.fixture
 def srv(tmp_path):
     config = tmp_path / "server.yaml"
-    config.write_text("retention: {attempt_folders: 2s, checkpoints: 2s, every: 0.5s}\n")
+    config.write_text("retention: {work_dirs: 2s, checkpoints: 2s, every: 0.5s}\n")
     s = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--config", str(config)])
     s.start()
     yield s
@@ -41,10 +43,13 @@ def test_ended_work_is_swept_running_work_is_not_and_logs_and_outputs_stay(srv, 
     assert (folder / "r0" / "work" / "scratch.bin").exists() and (checkpoints / "step.pt").exists()
     ended = time.monotonic()
 
-    until(lambda: not folder.exists() and not checkpoints.exists(), timeout=30)
+    until(lambda: not (folder / "r0" / "work").exists() and not checkpoints.exists(), timeout=30)
+    left = {p.name for p in (folder / "r0").iterdir()}
+    assert {"output.log", "result.json"} <= left <= KEPT, left  # its records
+    assert "trained" in (folder / "r0" / "output.log").read_text()
     assert time.monotonic() - ended >= 1.5  # not before its keep
     running_attempt = sdk.get(running.id).attempts[0].id
-    assert (srv.home / "attempts" / running_attempt / "r0").is_dir()  # still running: kept
+    assert (srv.home / "attempts" / running_attempt / "r0" / "work").is_dir()  # still running: kept
     assert (srv.home / "checkpoints" / running.id).is_dir()
     # what the user reads of the job is the server's, not the folder's
     assert "trained" in done.logs()

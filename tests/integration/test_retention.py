@@ -26,7 +26,7 @@ KEEP_FOLDERS, KEEP_CHECKPOINTS = 100.0, 200.0
 def env(db_url, tmp_path):
     engine = FakeEngine(NODES)
     settings = ServerSettings(home=tmp_path / "home", db=db_url, token="s3cret",
-                              retention=RetentionSettings(attempt_folders=KEEP_FOLDERS, checkpoints=KEEP_CHECKPOINTS))
+                              retention=RetentionSettings(work_dirs=KEEP_FOLDERS, checkpoints=KEEP_CHECKPOINTS))
     platform = Platform(settings, engine=engine)
     with TestClient(create_app(platform, "http://testserver")):  # the platform started, as a server's
         yield platform, engine
@@ -98,4 +98,4 @@ def test_a_backlog_is_swept_in_batches_and_attempts_that_share_an_end_are_each_r
         s.execute(update(t.Attempt).where(t.Attempt.id.in_(attempts[1:4])).values(ended_at=same))
     platform.retention.cycle(now=same + KEEP_FOLDERS + 10)
     assert sorted(i.name for i in engine.removed) == sorted(attempts)
-    assert platform.retention.rows.cursor("attempt_folders") == same + 10 - retention.SLACK
+    assert platform.retention.rows.cursor("work_dirs") == same + 10 - retention.SLACK

@@ -18,12 +18,17 @@ def make(root, kind, name, files=("work/x.py",)):
     return base
 
 
-def test_an_attempts_folder_and_a_jobs_checkpoints_go_and_nothing_else(tmp_path):
-    a = make(tmp_path, "attempts", "j-1-1", ("r0/work/model.bin", "r1/output.log"))
+def test_an_attempt_keeps_only_its_records_and_a_jobs_checkpoints_go(tmp_path):
+    a = make(tmp_path, "attempts", "j-1-1", ("r0/work/model.bin", "r0/outputs/model.bin", "r0/venv/bin/python",
+                                             "r0/launch.json", "r0/output.log", "r0/metrics.jsonl", "r0/result.json",
+                                             "r0/launcher.log", "r1/work/x", "r1/output.log"))
     c = make(tmp_path, "checkpoints", "j-1", ("step.pt",))
     other = make(tmp_path, "attempts", "j-2-1")
     assert remove(tmp_path, [("attempt", "j-1-1"), ("checkpoints", "j-1"), ("attempt", "gone-1")]) == (2, 0)
-    assert not a.exists() and not c.exists() and other.exists()
+    assert sorted(str(p.relative_to(a)) for p in a.rglob("*")) == [
+        "r0", "r0/launcher.log", "r0/metrics.jsonl", "r0/output.log", "r0/result.json", "r1", "r1/output.log"]
+    assert not c.exists() and (other / "work" / "x.py").exists()
+    assert remove(tmp_path, [("attempt", "j-1-1"), ("checkpoints", "j-1")]) == (0, 0)  # nothing left to remove
 
 
 @pytest.mark.parametrize("kind,name", [("attempt", ".."), ("attempt", "../j-2-1"), ("attempt", "a/b"),
@@ -40,11 +45,12 @@ def test_links_a_job_left_are_unlinked_not_followed(tmp_path):
     outside = tmp_path / "precious"
     outside.mkdir()
     (outside / "data.csv").write_text("keep me")
-    a = make(tmp_path, "attempts", "j-1-1")
-    os.symlink(outside, a / "work" / "data")  # a job's link to a shared dataset
+    a = make(tmp_path, "attempts", "j-1-1", ("r0/work/x.py",))
+    os.symlink(outside, a / "r0" / "work" / "data")  # a job's link to a shared dataset
+    os.symlink(outside, a / "r0" / "outputs")  # and one where a folder of ours should be
     os.symlink(outside, tmp_path / "attempts" / "j-3-1")  # a link where our folder should be
     assert remove(tmp_path, [("attempt", "j-1-1"), ("attempt", "j-3-1")]) == (2, 0)
-    assert (outside / "data.csv").read_text() == "keep me" and not a.exists()
+    assert (outside / "data.csv").read_text() == "keep me" and list(a.rglob("*")) == [a / "r0"]
     assert not os.path.lexists(tmp_path / "attempts" / "j-3-1")
 
 
@@ -77,7 +83,7 @@ def test_a_folder_the_job_made_read_only_goes_too(tmp_path):
     os.waitpid(pid, 0)
     try:
         assert os.read(r, 100).decode() == "(1, 0)"
-        assert not a.exists()
+        assert not (a / "r0" / "work").exists()
     finally:
         if home != tmp_path:
             shutil.rmtree(home, ignore_errors=True)

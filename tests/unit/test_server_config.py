@@ -103,14 +103,14 @@ def test_retention_is_read_with_units_off_keeps_and_a_bad_value_is_named(tmp_pat
     from trainyard.cli.server_config import check
 
     path = tmp_path / "server.yaml"
-    path.write_text("retention:\n  attempt_folders: 12h\n  checkpoints: 30d\n  every: 5m\n")
+    path.write_text("retention:\n  work_dirs: 12h\n  checkpoints: 30d\n  every: 5m\n")
     r = ServerSettings(**load(path)).retention
-    assert (r.attempt_folders, r.checkpoints, r.every) == (43200.0, 2592000.0, 300.0)
-    path.write_text("retention:\n  attempt_folders: off\n")
+    assert (r.work_dirs, r.checkpoints, r.every) == (43200.0, 2592000.0, 300.0)
+    path.write_text("retention:\n  work_dirs: off\n")
     r = ServerSettings(**load(path)).retention
-    assert (r.attempt_folders, r.checkpoints, r.every) == (None, None, 600.0)  # checkpoints: kept by default
-    assert ServerSettings().retention.attempt_folders == 3 * 86400.0
-    for text, field in [("retention:\n  attempt_folders: 3 days\n", "retention.attempt_folders"),
+    assert (r.work_dirs, r.checkpoints, r.every) == (None, None, 600.0)  # checkpoints: kept by default
+    assert ServerSettings().retention.work_dirs == 3 * 86400.0
+    for text, field in [("retention:\n  work_dirs: 3 days\n", "retention.work_dirs"),
                         ("retention:\n  checkpoints: -1\n", "retention.checkpoints"),
                         ("retention:\n  every: 0\n", "retention.every"),
                         ("retention:\n  keep: 3d\n", "retention.keep"),

@@ -18,7 +18,7 @@ scheduler:                 # the planner's options (config.SchedulerSettings); l
 webhooks:                  # where job events go; users subscribe them by name (`trainyard notify add`)
   ml-alerts: {url: "https://hooks.slack.com/services/T0/B0/XXXX", format: slack, teams: [vision]}
 retention:                 # what ended attempts leave on nodes (config.RetentionSettings); off: kept
-  attempt_folders: 3d      # an ended attempt's folders: work dir, log and outputs as written (default 3d)
+  work_dirs: 3d            # an ended attempt's work dirs, outputs as written, own venv; its log stays (default 3d)
   checkpoints: 30d         # an ended job's checkpoints, on nodes and in an object store (default: off)
   every: 10m               # between the leader's sweeps
 ```

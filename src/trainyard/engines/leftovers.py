@@ -1,10 +1,14 @@
-"""Removing what ended attempts leave on a node: an attempt's folder (``attempts/<attempt id>``: its replicas'
-work dirs, logs and outputs as written) and a job's checkpoint folder (``checkpoints/<job id>``).
+"""Removing what ended attempts leave on a node: the bulk of an attempt's folder (``attempts/<attempt id>``) and
+a job's checkpoint folder (``checkpoints/<job id>``).
 
-Run where the folders are: by the local engine in the server, by a Ray node's agent on its node. Only those two
-folders under the node's root, named by an id, are ever removed; ``shutil.rmtree`` unlinks the links a job may
-have left in its work dir without following them. Files a job's account or a container wrote are made writable
-before a second try; what still cannot go is counted, not raised: the sweep goes on with the rest.
+Of each replica folder of an attempt, only its records stay: ``output.log`` (on a folder artifact store the one
+whole copy of a log past the server's ``log_keep``), ``metrics.jsonl`` (every point, where the server keeps a
+thinned series), ``result.json`` and ``launcher.log``. The work dir (what the job wrote there), the outputs as
+written (uploaded when the attempt ended), the attempt's own virtualenv and staging folders, and ``launch.json``
+go. Run where the folders are: by the local engine in the server, by a Ray node's agent on its node. Only those
+two folders under the node's root, named by an id, are ever touched; ``shutil.rmtree`` unlinks the links a job
+may have left without following them. Files a job's account or a container wrote are made writable before a
+second try; what still cannot go is counted, not raised: the sweep goes on with the rest.
 """
 
 from __future__ import annotations
@@ -37,8 +41,12 @@ def path_of(root: Path, kind: str, name: str) -> Path:
     return root / FOLDERS[kind] / name
 
 
+KEPT = frozenset({"output.log", "metrics.jsonl", "result.json", "launcher.log"})  # a replica folder's records
+
+
 def remove(root: Path, items: Iterable[tuple[str, str]]) -> tuple[int, int]:
-    """Remove each (kind, name) folder under ``root``; (removed, failed). One already gone counts as neither."""
+    """Remove each (kind, name) under ``root``: a job's checkpoint folder, or all but the records of an attempt's
+    replica folders; (removed, failed). One with nothing left to remove counts as neither."""
     removed = failed = 0
     for kind, name in items:
         try:
@@ -51,15 +59,36 @@ def remove(root: Path, items: Iterable[tuple[str, str]]) -> tuple[int, int]:
             path.unlink(missing_ok=True)
             removed += 1
             continue
-        if not path.exists():
+        if not path.is_dir():
             continue
-        shutil.rmtree(path, onerror=_writable_and_again)
-        if path.exists():
+        doomed = [path] if kind == "checkpoints" else _bulk(path)
+        if not doomed:
+            continue
+        for p in doomed:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, onerror=_writable_and_again)
+            else:
+                try:
+                    p.unlink(missing_ok=True)
+                except OSError:
+                    pass
+        if any(os.path.lexists(p) for p in doomed):
             log.warning("could not remove all of %s", path)
             failed += 1
         else:
             removed += 1
     return removed, failed
+
+
+def _bulk(attempt: Path) -> list[Path]:
+    """What goes of an attempt's folder: every entry of its replica folders but the records."""
+    out = []
+    for replica in attempt.iterdir():
+        if replica.is_dir() and not replica.is_symlink():
+            out += [e for e in replica.iterdir() if e.name not in KEPT]
+        else:
+            out.append(replica)  # nothing of ours is a file or link here
+    return out
 
 
 def _writable_and_again(func, path: str, _exc) -> None:  # noqa: ANN001

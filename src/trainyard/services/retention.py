@@ -3,8 +3,9 @@
 Two sweeps, each with a cursor on when attempts ended (``store/retention.py``), so each finished attempt is
 looked at once, whatever the history's length:
 
-- ``attempt_folders``: an attempt that ended that long ago loses its folder on every node a replica ran on
-  (work dir, log and outputs as written; its outputs and log are in the artifact store already).
+- ``work_dirs``: an attempt that ended that long ago loses the bulk of its folder on every node a replica ran
+  on (work dir, outputs as written and uploaded, its own virtualenv); its log, metrics and result stay
+  (:mod:`trainyard.engines.leftovers`).
 - ``checkpoints``: a job whose last attempt ended that long ago, and which has ended, loses its checkpoint
   folder on those nodes and, on an object store, its checkpoint sets there.
 
@@ -56,9 +57,9 @@ class RetentionLoop(Ticker):
 
     def cycle(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        keep = self.settings.attempt_folders
+        keep = self.settings.work_dirs
         if keep is not None:
-            self._sweep("attempt_folders", now - keep, self._attempt_folders, last_of_ended_job=False)
+            self._sweep("work_dirs", now - keep, self._work_dirs, last_of_ended_job=False)
         keep = self.settings.checkpoints
         if keep is not None:
             self._sweep("checkpoints", now - keep, self._checkpoints, last_of_ended_job=True)
@@ -80,7 +81,7 @@ class RetentionLoop(Ticker):
             if done:
                 self.rows.advance(name, max(done) - SLACK)
 
-    def _attempt_folders(self, batch: list[Ended]) -> None:
+    def _work_dirs(self, batch: list[Ended]) -> None:
         self._remove([Leftover(node, "attempt", e.attempt_id) for e in batch for node in e.nodes])
 
     def _checkpoints(self, batch: list[Ended]) -> None:
