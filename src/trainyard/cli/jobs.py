@@ -50,6 +50,8 @@ def run(
     timeout: Annotated[Optional[str], typer.Option("--timeout", help="e.g. 30m, 2h")] = None,
     retries: Annotated[Optional[int], typer.Option("--retries", help="retries after the first attempt")] = None,
     priority: Annotated[Optional[str], typer.Option("--priority", help="low, normal, high, urgent or an integer")] = None,
+    after: Annotated[Optional[list[str]], typer.Option(
+        "--after", help="start once this job has succeeded; JOB:failed or JOB:ended for other ends; repeatable")] = None,
 ) -> None:
     """Submit a job. Prints its id and returns at once, with --wait when it ends, or with --follow streams its logs.
 
@@ -58,6 +60,7 @@ def run(
       trainyard run train.py -- --lr 0.1          # python train.py --lr 0.1, this folder as work dir
       trainyard run --gpu 1 --pip torch -- python train.py --lr 0.1
       trainyard run --dry-run -- python train.py > job.yaml   # keep it as a spec
+      trainyard run --after j-1a2b3c4d5e -- python evaluate.py  # once that job has succeeded
 
     Flags override what a spec file says. A notebook runs with papermill: -p values go into its cell
     tagged `parameters`, and the executed notebook is in the job's outputs (`trainyard download JOB`)."""
@@ -70,7 +73,7 @@ def run(
             node_selector=key_values(node_selector or [], "--node-selector"), image=image, pip=pip or [],
             requirements=str(requirements) if requirements else None, queue=queue, name=name,
             env_vars=key_values(env or [], "--env"), timeout=timeout, retries=retries, priority=priority,
-            secrets=secret_flags(secret or []))
+            secrets=secret_flags(secret or []), after=list(after or []))
         sub = build(list(target or []), flags, Path.cwd())
         if sub.undeclared:
             from rich.markup import escape

@@ -23,7 +23,7 @@ FLAG_OF = {"resources.cpu": "--cpu", "resources.memory": "--memory", "resources.
            "resources.gpu_type": "--gpu-type", "resources.node_selector": "--node-selector", "image": "--image",
            "env.pip": "--pip", "env.requirements": "--requirements", "queue": "--queue", "name": "--name",
            "env_vars": "--env", "params": "-p", "timeout": "--timeout", "retry.max": "--retries",
-           "priority": "--priority", "command": "command", "secrets": "--secret"}
+           "priority": "--priority", "command": "command", "secrets": "--secret", "after": "--after"}
 
 
 @dataclass
@@ -46,6 +46,7 @@ class Flags:
     timeout: str | None = None
     retries: int | None = None
     priority: str | None = None
+    after: list[str] = field(default_factory=list)  # JOB or JOB:succeeded|failed|ended
 
 
 @dataclass
@@ -156,6 +157,8 @@ def _overlay(data: dict[str, Any], f: Flags, base: Path, cwd: Path) -> dict[str,
         out["secrets"] = {**out.get("secrets", {}), **f.secrets}
     if f.retries is not None:
         out["retry"] = {**(out.get("retry") or {}), "max": f.retries}
+    if f.after:
+        out["after"] = [*(out.get("after") or []), *f.after]
     for key in ("image", "queue", "name", "timeout", "priority"):
         if getattr(f, key) is not None:
             out[key] = getattr(f, key)

@@ -15,6 +15,7 @@ from trainyard.errors import (Forbidden, InvalidSpec, JobNotFound, NotFound, Ran
                               Unschedulable)
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services.audit import AuditLog
+from trainyard.services.dependencies import Dependencies
 from trainyard.services.job_pages import PageCache
 from trainyard.services.notify import Notifier, off_loop
 from trainyard.services.scheduling import Scheduler
@@ -55,6 +56,7 @@ class JobService:
         # each secret a job names exists in its team (bound by the platform to SecretService.check)
         self.check_secrets: Callable[[dict[str, str], str | None], None] = lambda wanted, team: None
         self.audit = audit
+        self.dependencies = Dependencies(store, notifier, scheduler)  # a job's ``after``
         self._ended_json: Recent[str] = Recent(5_000)  # ended jobs never change (trainyard.store.cache)
         self._submitted: Recent[tuple[str | None, str | None]] = Recent(5_000)  # job id -> (team, owner), see wait
         self._pages = PageCache()
@@ -70,9 +72,10 @@ class JobService:
             self.engine.validate(spec)
             self._check_room(spec, snapshot)
             owner, team = on_behalf
+        waits = self.dependencies.check(spec, caller)
         audit = None if on_behalf is not None else self.audit.entry(caller, "job.submit", name=spec.name,
                                                                      queue=spec.queue, team=team)
-        job = self.store.create_job(spec, snapshot, owner=owner, team=team, audit=audit)
+        job = self.store.create_job(spec, snapshot, owner=owner, team=team, audit=audit, waits=waits)
         if self.notifier.max_wait is None:  # a follower's long polls read (see _unchanged)
             self._submitted.put(job.id, (team, owner))
         self.scheduler.remember(job)

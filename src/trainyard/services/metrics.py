@@ -19,6 +19,7 @@ from trainyard.scheduler.stats import CycleStats
 from trainyard.spec.records import NodeInfo
 from trainyard.status import JobStatus, Reason
 from trainyard.store import Store
+from trainyard.store.dependencies import DependencyStore
 
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 3 * 3600.0, 12 * 3600.0)
 ADMITTED = (JobStatus.STARTING.value, JobStatus.RUNNING.value, JobStatus.CANCELLING.value)
@@ -45,7 +46,8 @@ class TrainyardCollector(Collector):
         by_status = GaugeMetricFamily("trainyard_jobs", "Jobs in the store by queue and status",
                                       labels=["queue", "status"])
         pending = GaugeMetricFamily("trainyard_pending_jobs", "Pending jobs by queue and kind of reason they wait "
-                                    "(the scheduler's last cycle; 'unplanned' before it saw them)",
+                                    "(the scheduler's last cycle; 'unplanned' before it saw them; 'dependency': "
+                                    "waiting for other jobs to end)",
                                     labels=["queue", "reason"])
         admitted = GaugeMetricFamily("trainyard_admitted_active_jobs", "Admitted jobs not yet ended "
                                      "(starting, running, cancelling)", labels=["queue"])
@@ -54,6 +56,7 @@ class TrainyardCollector(Collector):
         planned = Counter()
         for (queue, why), n in waiting.items():
             planned[queue] += n
+        blocked = DependencyStore(self.store).by_queue()  # out of the scheduler's line: waiting for other jobs
         for queue in queues:
             c = counts.get(queue, {})
             for status in JobStatus:
@@ -61,7 +64,9 @@ class TrainyardCollector(Collector):
             for (q, why), n in waiting.items():
                 if q == queue:
                     pending.add_metric([queue, why], n)
-            left = c.get(JobStatus.PENDING.value, 0) - planned[queue]
+            if blocked.get(queue):
+                pending.add_metric([queue, "dependency"], blocked[queue])
+            left = c.get(JobStatus.PENDING.value, 0) - planned[queue] - blocked.get(queue, 0)
             if left > 0:
                 pending.add_metric([queue, "unplanned"], left)
             admitted.add_metric([queue], sum(c.get(s, 0) for s in ADMITTED))

@@ -27,6 +27,7 @@ from trainyard.services.audit import AuditLog
 from trainyard.services.cluster import Cluster
 from trainyard.services.dask_clusters import DaskClusterService
 from trainyard.services.dask_loop import DaskClusterLoop
+from trainyard.services.dependencies import DependencyLoop
 from trainyard.services.end_watch import EndWatch
 from trainyard.services.identity import IdentityService
 from trainyard.services.jobs import JobService
@@ -128,6 +129,7 @@ class Platform:
         self.webhooks = WebhookService(self.store, settings.webhooks, self.identity, self.audit)
         self.webhook_loop = WebhookLoop(self.webhooks, lambda: self.server_url)
         self.retention = RetentionLoop(self.store, self.engine, self.artifacts, settings.retention)
+        self.dependency_loop = DependencyLoop(self.jobs.dependencies)
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
@@ -188,6 +190,7 @@ class Platform:
         self.schedule_loop.start()
         self.webhook_loop.start()
         self.retention.start()
+        self.dependency_loop.start()
         self._on_lead()
 
     def _follow(self) -> None:
@@ -201,6 +204,7 @@ class Platform:
         self.schedule_loop.stop()
         self.webhook_loop.stop()
         self.retention.stop()
+        self.dependency_loop.stop()
         self.loop.stop()
         self.end_watch.stop()
 

@@ -96,6 +96,35 @@ class Retry(Strict):
         return 0.0 if v in (0, "0") else parse_duration(v)
 
 
+MAX_AFTER = 64  # jobs one job may wait for
+Condition = Literal["succeeded", "failed", "ended"]
+
+
+class Dependency(Strict):
+    """A job this one waits for, and how that job must end (Slurm's afterok, afternotok, afterany)."""
+
+    job: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$", description="the job's id")
+    on: Condition = Field("succeeded", description="succeeded; failed (failed or cancelled); ended (any end)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short(cls, v: Any) -> Any:
+        """``j-abc`` and ``j-abc:failed`` stand for ``{job: j-abc}`` and ``{job: j-abc, on: failed}``."""
+        if isinstance(v, str):
+            job, _, on = v.partition(":")
+            return {"job": job, **({"on": on} if on else {})}
+        return v
+
+    def on_words(self) -> str:
+        return {"succeeded": "succeeded", "failed": "failed (or was cancelled)", "ended": "ended"}[self.on]
+
+    def met_by(self, status: str) -> bool | None:
+        """Whether a job that is ``status`` lets this one start: True, False (never will), None (not yet)."""
+        if status not in ("succeeded", "failed", "cancelled"):
+            return None
+        return self.on == "ended" or (status == "succeeded") == (self.on == "succeeded")
+
+
 class JobSpec(Strict):
     name: str = "job"
     command: str | list[str]
@@ -129,6 +158,8 @@ class JobSpec(Strict):
     placement: Literal["pack", "spread"] = Field(
         "pack", description="pack: replicas best-fit onto as few nodes as possible; spread: one replica per node")
     preemptible: bool = Field(True, description="whether higher-priority work may stop this job (it is requeued)")
+    after: list[Dependency] = Field(default_factory=list, max_length=MAX_AFTER, description="jobs that must end "
+                                    "first, each as it says (default: succeeded); e.g. [j-abc, 'j-def:ended']")
 
     @field_validator("name", "queue")
     @classmethod
@@ -191,6 +222,8 @@ class JobSpec(Strict):
     def _check(self) -> "JobSpec":
         if self.replicas > 1 and self.distributed is None:
             raise ValueError("replicas > 1 needs distributed: torch")
+        if len({d.job for d in self.after}) < len(self.after):
+            raise ValueError("after: a job is named twice")
         if both := sorted(set(self.secrets) & set(self.env_vars)):
             raise ValueError(f"{', '.join(both)}: set by both env_vars and secrets")
         missing = sorted(set(self.param_refs()) - set(self.params))

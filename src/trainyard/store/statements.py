@@ -3,7 +3,7 @@ construction and cache key) cost more CPU than running it, once per job or per c
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, false, func, select, update
 
 from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import tables as t
@@ -26,14 +26,15 @@ MAX_SEQ = select(func.max(_JOB.seq))
 # what every scheduler cycle reads (prebuilt, like SET_HANDLE: building them cost more than running them,
 # on the path of each submitted job from its row to its launch)
 _PENDING = _JOB.status == JobStatus.PENDING.value
+_IN_LINE = _PENDING & (_JOB.blocked == false())  # a job waiting for others to end is not planned
 WAITING = select(_JOB.id, _JOB.queue, _JOB.priority, _JOB.created_at, _JOB.not_before, _JOB.owner).where(
-    _PENDING).order_by(_JOB.seq)
+    _IN_LINE).order_by(_JOB.seq)
 WAITING_LAST = (select(_ATTEMPT.job_id, _ATTEMPT.reason, _ATTEMPT.preempted_by)
-                .join(t.Job.__table__, _ATTEMPT.job_id == _JOB.id).where(_PENDING).order_by(_ATTEMPT.number))
+                .join(t.Job.__table__, _ATTEMPT.job_id == _JOB.id).where(_IN_LINE).order_by(_ATTEMPT.number))
 # what the last cycle wrote of each pending job, and the one UPDATE (run as an executemany) that sets it
 # again: while a burst waits, every cycle moves every waiting job's position, and building one UPDATE
 # per job cost ~10x what running it did
-WAITING_REASONS = select(_JOB.id, _JOB.reason, _JOB.position).where(_PENDING)
-SET_REASON = update(t.Job.__table__).where(_JOB.id == bindparam("b_id"), _PENDING).values(
+WAITING_REASONS = select(_JOB.id, _JOB.reason, _JOB.position).where(_IN_LINE)
+SET_REASON = update(t.Job.__table__).where(_JOB.id == bindparam("b_id"), _IN_LINE).values(
     reason=bindparam("b_reason"), position=bindparam("b_position"))
 ACTIVE = attempts_query(_ATTEMPT.status.in_(ACTIVE_ATTEMPT), _ATTEMPT.created_at)

@@ -95,17 +95,19 @@ class Store(LineReads):
     # -- jobs -------------------------------------------------------------
 
     def create_job(self, spec: JobSpec, snapshot: str | None = None, *, owner: str | None = None,
-                   team: str | None = None, audit: dict[str, Any] | None = None) -> JobInfo:
+                   team: str | None = None, audit: dict[str, Any] | None = None, waits: str | None = None) -> JobInfo:
         """A pending job; with ``audit`` (an audit entry's ``user``, ``source``, ``action`` and ``detail``),
-        its audit entry too, naming the new job, in the same transaction: one writer turn per submit."""
+        its audit entry too, naming the new job, in the same transaction: one writer turn per submit. With
+        ``waits`` (why), it waits for the jobs of its ``after`` out of the scheduler's line."""
         now = time.time()
         with self.write() as s:
             seq = (s.connection().execute(MAX_SEQ).scalar() or 0) + 1
             row = dict(id=new_job_id(), seq=seq, name=spec.name, status=JobStatus.PENDING.value, queue=spec.queue,
                        priority=spec.priority, spec=spec.model_dump(mode="json"), snapshot=snapshot, created_at=now,
-                       updated_at=now, not_before=None, reason="waiting for the scheduler", position=None,
-                       owner=owner, team=team)
+                       updated_at=now, not_before=None, reason=waits or "waiting for the scheduler", position=None,
+                       owner=owner, team=team, blocked=waits is not None)
             s.connection().execute(insert(t.Job.__table__), [row])  # Core, like Store.admit
+            del row["blocked"]
             if audit is not None:
                 s.connection().execute(insert(it.AuditEntry.__table__), [{**audit, "target": row["id"], "at": now}])
         self._specs.put(row["id"], spec)

@@ -3,7 +3,8 @@ these declarations must match them (a test compares the two)."""
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint,
+                        false)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -29,10 +30,12 @@ class Job(Base):
     owner: Mapped[str | None] = mapped_column(String(63))  # None: the server's own identity
     team: Mapped[str | None] = mapped_column(String(63))
     status_by: Mapped[str | None] = mapped_column(String(32))  # who made the last status change (see Event)
+    # pending and waiting for its spec's ``after`` jobs to end: not in the scheduler's line (migration 0018)
+    blocked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # (column, seq): a listing filtered or sorted by that column is one index scan (migration 0008)
     __table_args__ = (Index("ix_jobs_status_queue", "status", "queue", "created_at"),
                       *(Index(f"ix_jobs_{c}_seq", c, "seq") for c in ("name", "status", "queue", "team", "owner")),
-                      Index("ix_jobs_created_at", "created_at"))
+                      Index("ix_jobs_created_at", "created_at"), Index("ix_jobs_blocked", "blocked", "status"))
 
 
 class Queue(Base):
