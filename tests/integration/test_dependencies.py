@@ -82,7 +82,7 @@ def test_a_dependency_that_is_not_there_or_can_never_be_met_is_refused_naming_th
             sdk.submit(job("x", *after))
         assert [(err["field"], err["message"]) for err in e.value.errors] == [
             (f"after.{len(after) - 1}.job", message)]
-    with pytest.raises(InvalidSpec, match="after.0.on"):
+    with pytest.raises(InvalidSpec, match="after.0.when"):
         sdk.submit(job("x", f"{done.id}:ok"))
     ready = sdk.submit(job("ready", done.id))
     assert ready.info.reason == "waiting for the scheduler"  # met already: straight into the line

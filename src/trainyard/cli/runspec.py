@@ -171,7 +171,8 @@ def _validate(data: dict[str, Any], source: str) -> JobSpec:
     except ValidationError as e:
         errors = validation_errors(e, {}, source, JobSpec)
         for err in errors:
-            flag = FLAG_OF.get(err["field"]) or FLAG_OF.get(err["field"].rpartition(".")[0])
+            f = err["field"]
+            flag = FLAG_OF.get(f) or FLAG_OF.get(f.rpartition(".")[0]) or FLAG_OF.get(f.partition(".")[0])
             if flag:
                 err["where"] = f"{source} {flag} ({err['field']})"
         raise InvalidSpec(errors=errors) from None

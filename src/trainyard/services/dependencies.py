@@ -30,7 +30,7 @@ def waits_for(deps: list[Dependency], statuses: dict[str, str]) -> str | None:
     left = [d for d in deps if d.met_by(statuses.get(d.job, "")) is None]
     if not left:
         return None
-    shown = ", ".join(f"{d.job} ({statuses.get(d.job, 'gone')}) to {_WORD[d.on]}" for d in left[:3])
+    shown = ", ".join(f"{d.job} ({statuses.get(d.job, 'gone')}) to {_WORD[d.when]}" for d in left[:3])
     return f"waits for {shown}" + (f" and {len(left) - 3} more" if len(left) > 3 else "")
 
 

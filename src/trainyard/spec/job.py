@@ -104,25 +104,26 @@ class Dependency(Strict):
     """A job this one waits for, and how that job must end (Slurm's afterok, afternotok, afterany)."""
 
     job: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$", description="the job's id")
-    on: Condition = Field("succeeded", description="succeeded; failed (failed or cancelled); ended (any end)")
+    # not ``on``: YAML 1.1 reads an unquoted ``on:`` key as true
+    when: Condition = Field("succeeded", description="succeeded; failed (failed or cancelled); ended (any end)")
 
     @model_validator(mode="before")
     @classmethod
     def _short(cls, v: Any) -> Any:
-        """``j-abc`` and ``j-abc:failed`` stand for ``{job: j-abc}`` and ``{job: j-abc, on: failed}``."""
+        """``j-abc`` and ``j-abc:failed`` stand for ``{job: j-abc}`` and ``{job: j-abc, when: failed}``."""
         if isinstance(v, str):
-            job, _, on = v.partition(":")
-            return {"job": job, **({"on": on} if on else {})}
+            job, _, when = v.partition(":")
+            return {"job": job, **({"when": when} if when else {})}
         return v
 
     def on_words(self) -> str:
-        return {"succeeded": "succeeded", "failed": "failed (or was cancelled)", "ended": "ended"}[self.on]
+        return {"succeeded": "succeeded", "failed": "failed (or was cancelled)", "ended": "ended"}[self.when]
 
     def met_by(self, status: str) -> bool | None:
         """Whether a job that is ``status`` lets this one start: True, False (never will), None (not yet)."""
         if status not in ("succeeded", "failed", "cancelled"):
             return None
-        return self.on == "ended" or (status == "succeeded") == (self.on == "succeeded")
+        return self.when == "ended" or (status == "succeeded") == (self.when == "succeeded")
 
 
 class JobSpec(Strict):
