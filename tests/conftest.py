@@ -160,6 +160,16 @@ def server(tmp_path):
     srv.stop_all()
 
 
+@pytest.fixture
+def auth_server(tmp_path):
+    """A real server with users and teams (`--auth`, 2 cpus, 4Gi): its first admin's token is in the home's
+    ``first-admin-token``; without one, only the home's own token gets in."""
+    srv = ServerProcess(tmp_path / "home", ["--auth", "--cpus", "2", "--memory", "4Gi"])
+    srv.start()
+    yield srv
+    srv.stop_all()
+
+
 @pytest.fixture(scope="session")
 def chromium():
     """One headless Chromium for the session (Debian's, through Playwright)."""

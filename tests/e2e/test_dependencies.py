@@ -10,14 +10,18 @@ from tests.e2e.helpers import until
 pytestmark = pytest.mark.slow
 
 
-def test_run_after_waits_for_the_job_then_runs_and_the_other_condition_is_cancelled(server):
-    first = server.cli("run", "--name", "train", "--", "sleep", "2").stdout.strip()
+def test_run_after_waits_for_the_job_then_runs_and_the_other_condition_is_cancelled(server, tmp_path):
+    go = tmp_path / "go"  # the first job runs until the test has submitted the others
+    first = server.cli("run", "--name", "train", "--", "sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done"
+                       ).stdout.strip()
     evaluate = server.cli("run", "--name", "evaluate", "--after", first, "--", "echo", "evaluated").stdout.strip()
     cleanup = server.cli("run", "--name", "cleanup", "--after", f"{first}:failed", "--", "echo", "x").stdout.strip()
     shown = server.cli("show", evaluate, env={"COLUMNS": "200"}).stdout
     assert f"waits for {first} (" in shown and "to succeed" in shown, shown
+    assert evaluate and cleanup
     sdk = server.client()
     started = time.time()
+    go.write_text("")
     assert sdk.job(evaluate).wait(timeout=60).status.value == "succeeded"
     info = sdk.get(first)
     assert info.attempts[0].ended_at <= sdk.get(evaluate).attempts[0].started_at  # not before it

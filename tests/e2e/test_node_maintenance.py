@@ -7,7 +7,6 @@ import pytest
 from tests.e2e import test_identity as identity
 from tests.e2e.helpers import py_job, until
 from tests.e2e.test_preemption import RESUMABLE
-from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -76,15 +75,8 @@ def test_unknown_nodes_and_bad_reasons_are_refused_by_name(server):
     assert server.client().node(node).cordon is None
 
 
-@pytest.fixture
-def srv(tmp_path):
-    s = ServerProcess(tmp_path / "home", ["--auth", "--cpus", "2", "--memory", "4Gi"])
-    s.start()
-    yield s
-    s.stop_all()
-
-
-def test_only_an_admin_cordons_and_everyone_sees_it(srv):
+def test_only_an_admin_cordons_and_everyone_sees_it(auth_server):
+    srv = auth_server
     admin = identity.As(srv, (srv.home / "first-admin-token").read_text().strip())
     made = admin.post("/api/v1/users", json={"name": "mia", "team": "vision", "role": "maintainer"})
     assert made.status_code == 201, made.text

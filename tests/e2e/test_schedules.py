@@ -12,7 +12,6 @@ import pytest
 
 from tests.e2e import test_identity as identity
 from tests.e2e.helpers import until
-from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -58,15 +57,8 @@ def test_a_schedule_fires_on_its_cron_skips_while_its_run_runs_and_stops_when_pa
     assert listed[0]["explain"] == "Every second second of every minute"
 
 
-@pytest.fixture
-def srv(tmp_path):
-    s = ServerProcess(tmp_path / "home", ["--auth", "--cpus", "2", "--memory", "4Gi"])
-    s.start()
-    yield s
-    s.stop_all()
-
-
-def test_with_users_a_schedule_is_its_teams_and_stops_firing_when_its_owner_is_disabled(srv):
+def test_with_users_a_schedule_is_its_teams_and_stops_firing_when_its_owner_is_disabled(auth_server):
+    srv = auth_server
     admin = identity.As(srv, (srv.home / "first-admin-token").read_text().strip())
     tokens = {}
     for name, team, role in [("alice", "vision", "member"), ("bob", "nlp", "member"), ("vera", "vision", "viewer")]:

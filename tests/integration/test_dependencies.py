@@ -5,16 +5,12 @@ another team's job as if it were not there."""
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
 from tests.integration.test_monitoring_api import scrape, series
+from tests.support.inprocess import in_process
 from tests.support.waiting import until
-from trainyard.api.app import create_app
-from trainyard.config import ServerSettings
-from trainyard.engines.fake import FakeEngine
 from trainyard.errors import InvalidSpec
 from trainyard.sdk.client import Client
-from trainyard.services.platform import Platform
 from trainyard.spec.records import NodeInfo
 
 pytestmark = pytest.mark.postgres
@@ -24,10 +20,8 @@ NODES = [NodeInfo(name="a", cpu=8, memory=16 * 2**30)]
 
 @pytest.fixture
 def env(db_url, tmp_path):
-    engine = FakeEngine(NODES)
-    platform = Platform(ServerSettings(home=tmp_path / "home", db=db_url, token="s3cret"), engine=engine)
-    with TestClient(create_app(platform, "http://testserver"), headers={"Authorization": "Bearer s3cret"}) as tc:
-        yield tc, Client("http://testserver", token="s3cret", transport=tc._transport), engine
+    with in_process(db_url, tmp_path / "home", NODES) as e:
+        yield e.tc, e.sdk, e.engine
 
 
 def attempt_of(sdk, job) -> str:
@@ -90,15 +84,12 @@ def test_a_dependency_that_is_not_there_or_can_never_be_met_is_refused_naming_th
 
 
 def test_another_teams_job_is_as_if_it_were_not_there(db_url, tmp_path):
-    engine = FakeEngine(NODES)
-    settings = ServerSettings(home=tmp_path / "home", db=db_url, token="s3cret", auth=True)
-    with TestClient(create_app(Platform(settings, engine=engine), "http://testserver")) as tc:
-        admin = Client("http://testserver", token="s3cret", transport=tc._transport)
-        users = {}
+    with in_process(db_url, tmp_path / "home", NODES, auth=True) as e:
+        admin, users = e.sdk, {}
         for user, team in (("alice", "cv"), ("bob", "nlp")):
             admin.create_queue({"name": f"{team}-q", "team": team})
-            users[user] = Client("http://testserver", token=admin.identity.create_user(user, team=team,
-                                 role="member").token.secret, transport=tc._transport)
+            secret = admin.identity.create_user(user, team=team, role="member").token.secret
+            users[user] = Client("http://testserver", token=secret, transport=e.tc._transport)
         theirs = users["bob"].submit({**job("bobs"), "queue": "nlp-q"})
         with pytest.raises(InvalidSpec, match=f"no such job: {theirs.id}"):
             users["alice"].submit({**job("alices", theirs.id), "queue": "cv-q"})

@@ -6,16 +6,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from fastapi.testclient import TestClient
 
 from tests.integration.test_monitoring_api import report, scrape, series
+from tests.support.inprocess import in_process
 from tests.support.waiting import until
-from trainyard.api.app import create_app
-from trainyard.config import ServerSettings
-from trainyard.engines.fake import FakeEngine
 from trainyard.services.cordons import TTL, Cordons
-from trainyard.services.platform import Platform
-from trainyard.sdk.client import Client
 from trainyard.spec.records import NodeInfo
 from trainyard.store import Store
 
@@ -26,10 +21,8 @@ NODES = [NodeInfo(name=n, cpu=8, memory=16 * 2**30, gpu=2, gpu_type="A100", gpu_
 
 @pytest.fixture
 def env(db_url, tmp_path):
-    engine = FakeEngine(NODES)
-    platform = Platform(ServerSettings(home=tmp_path / "home", db=db_url, token="s3cret"), engine=engine)
-    with TestClient(create_app(platform, "http://testserver"), headers={"Authorization": "Bearer s3cret"}) as tc:
-        yield tc, Client("http://testserver", token="s3cret", transport=tc._transport), engine
+    with in_process(db_url, tmp_path / "home", NODES) as e:
+        yield e.tc, e.sdk, e.engine
 
 
 def gpu_job(name: str) -> dict:

@@ -4,15 +4,11 @@ each once, a running job's checkpoints never, a gang's on each of its nodes, and
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
+from tests.support.inprocess import in_process
 from tests.support.waiting import until
-from trainyard.api.app import create_app
-from trainyard.config import RetentionSettings, ServerSettings
-from trainyard.engines.fake import FakeEngine
-from trainyard.engines.leftovers import Leftover
+from trainyard.config import RetentionSettings
 from trainyard.services import retention
-from trainyard.services.platform import Platform
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import NodeInfo
 
@@ -24,12 +20,9 @@ KEEP_FOLDERS, KEEP_CHECKPOINTS = 100.0, 200.0
 
 @pytest.fixture
 def env(db_url, tmp_path):
-    engine = FakeEngine(NODES)
-    settings = ServerSettings(home=tmp_path / "home", db=db_url, token="s3cret",
-                              retention=RetentionSettings(work_dirs=KEEP_FOLDERS, checkpoints=KEEP_CHECKPOINTS))
-    platform = Platform(settings, engine=engine)
-    with TestClient(create_app(platform, "http://testserver")):  # the platform started, as a server's
-        yield platform, engine
+    retention = RetentionSettings(work_dirs=KEEP_FOLDERS, checkpoints=KEEP_CHECKPOINTS)
+    with in_process(db_url, tmp_path / "home", NODES, retention=retention) as e:  # started, as a server's
+        yield e.platform, e.engine
 
 
 def run(platform, engine, spec: dict, exit_code: int = 0) -> tuple[str, str]:

@@ -162,3 +162,19 @@ def test_compare_takes_a_pipelines_step_jobs(server, page, tmp_path):
     expect(legend).to_contain_text("train-0", timeout=30_000)
     expect(legend).to_contain_text("train-1")
     assert sorted(page.locator("textarea[name=jobs]").input_value().split(", ")) == sorted(s.job_id for s in info.steps)
+
+
+@pytest.mark.slow
+def test_a_job_that_waits_for_another_names_it_links_it_and_starts_after_it(server, page, tmp_path):
+    go = tmp_path / "go"
+    first = server.client().submit(py_job(f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)",
+                                          name="first"))
+    second = server.client().submit({**py_job("print('second ran')", name="second"), "after": [first.id]})
+    open_job(page, server, second.id)
+    after = page.locator(".facts .after")
+    expect(after).to_have_text(f"{first.id} succeeded")
+    expect(page.locator(".facts .reason")).to_contain_text(f"waits for {first.id}")
+    go.write_text("")
+    expect(page.locator("h1 [data-status=succeeded]")).to_be_visible(timeout=30_000)  # live: no reload
+    after.locator(f"a[data-job='{first.id}']").click()
+    page.wait_for_url(f"**/jobs/{first.id}")

@@ -11,7 +11,6 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import py_job, until
-from tests.e2e.ui.test_secrets_page import auth_server  # noqa: F401  (the fixture: a server with --auth)
 from tests.support.browser import screenshot, signed_in
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,6 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser import screenshot, signed_in
-from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.slow
 VALUE = "wb-7Hq2-" + "x9" * 12  # 32 characters, unlike anything else on the page
@@ -75,15 +74,6 @@ def test_a_secret_is_set_listed_replaced_and_deleted_and_its_value_never_shown(s
     expect(page.locator("table.secrets tbody")).to_contain_text("No secret is set")
     assert "wandb" in asked[0]
     assert httpx.get(server.url + "/api/v1/secrets", headers=server.headers).json() == []
-
-
-@pytest.fixture
-def auth_server(tmp_path):
-    """A server with users and teams (`--auth`): the default one answers its own home token only."""
-    srv = ServerProcess(tmp_path / "home", ["--auth", "--cpus", "2", "--memory", "4Gi"])
-    srv.start()
-    yield srv
-    srv.stop_all()
 
 
 def test_a_member_sees_why_it_may_not_set_one(auth_server, page):

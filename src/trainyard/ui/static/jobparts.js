@@ -15,6 +15,8 @@ export function facts(job) {
   return h("dl.kv.facts", {},
     row("id", h("code", {}, job.id)), row("queue", job.queue), row("owner", [job.owner || "local", job.team ? ` (team ${job.team})` : ""]),
     row("resources", resources(job.spec)), row("priority", job.priority), row("submitted", when(job.created_at)),
+    row("after", (job.spec.after || []).length ? h("span.after", {}, job.spec.after.flatMap((d, i) => [i ? ", " : "",
+      h("a", { href: `/jobs/${encodeURIComponent(d.job)}`, dataset: { job: d.job } }, d.job), ` ${d.when}`])) : null),
     row(pending ? "waiting because" : "reason", h("span.reason", {}, job.reason || "")),
     row("position in line", pending && job.position !== null && job.position !== undefined ? `${job.position} job(s) ahead` : null));
 }

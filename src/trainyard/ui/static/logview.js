@@ -52,6 +52,9 @@ export class LogView {
         h("button", { type: "button", onclick: () => this.download() }, "Download")),
       this.banner, this.scroller);
     this.pool = [];
+    // its height comes from views.css, linked when the page first shows: drawn before that sheet arrives, the
+    // box is as tall as the whole log; drawn again once it has its own height
+    new ResizeObserver(() => this.schedule()).observe(this.scroller);
   }
 
   // Follow the job's log from the start; returns the stop function
@@ -181,7 +184,7 @@ export class LogView {
 
   geometry() {
     const n = this.shownCount();
-    const view = this.scroller.clientHeight || 400;
+    const view = Math.min(this.scroller.clientHeight || 400, window.innerHeight || 1000);  // never a whole log
     const total = n * LINE_H;
     return { n, view, total, px: Math.min(total, MAX_PX), scaled: total > MAX_PX };
   }
