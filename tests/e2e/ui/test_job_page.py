@@ -178,3 +178,19 @@ def test_a_job_that_waits_for_another_names_it_links_it_and_starts_after_it(serv
     expect(page.locator("h1 [data-status=succeeded]")).to_be_visible(timeout=30_000)  # live: no reload
     after.locator(f"a[data-job='{first.id}']").click()
     page.wait_for_url(f"**/jobs/{first.id}")
+
+
+@pytest.mark.slow
+def test_a_log_drawn_before_its_stylesheet_arrives_still_holds_only_a_screenful(server, page):
+    n = 5_000
+    job = server.client().submit(py_job(f"for i in range({n}): print(f'line {{i}}')", name="early"))
+    assert job.wait(timeout=60).status.value == "succeeded"
+    held = []  # the page's stylesheet, kept back as a slow network (or a loaded machine) would
+    page.route("**/ui/views.css", lambda route: held.append(route))
+    page.goto(signed_in(server.url, server.token, f"/jobs/{job.id}"))
+    expect(page.locator(".count")).to_have_text(f"{n:,} lines · ended", timeout=30_000)
+    assert held and page.locator(".log-line").count() < 500  # drawn with no height of its own yet
+    held[0].continue_()
+    expect(page.locator(".logview")).to_have_css("height", "380px")
+    expect(page.locator(".log-line", has_text=f"line {n - 1}")).to_be_visible()  # redrawn at its height
+    assert page.locator(".log-line").count() < 40
