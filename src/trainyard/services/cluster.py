@@ -37,18 +37,22 @@ class Cluster:
         """The engine's nodes with what live attempts (default: :meth:`live`) hold on each, and their cordons."""
         cordons = self.cordons.current()
         nodes = {n.name: n.model_copy(deep=True, update={"cordon": cordons.get(n.name)}) for n in self.engine.nodes()}
-        for job, a in self.live() if live is None else live:
+        for job, a in self.live() if live is None else live:  # every scheduler cycle: thousands, kept lean
             r = job.spec.resources
-            seen = set()
+            single = len(a.replicas) == 1
             for rep in a.replicas:
                 node = nodes.get(rep.node)
                 if node is None or rep.status.is_terminal():
                     continue
                 node.cpu_used += r.cpu
                 node.memory_used += r.memory or 0
-                node.gpus_used += rep.gpus
-                node.gpu_holders.update(dict.fromkeys(rep.gpus, job.id))
-                if rep.node not in seen:
-                    seen.add(rep.node)
+                if rep.gpus:
+                    node.gpus_used += rep.gpus
+                    node.gpu_holders.update(dict.fromkeys(rep.gpus, job.id))
+                if single:
                     node.attempts += 1
+            if not single:  # a gang counts once on each node it has a live replica on
+                for name in {rep.node for rep in a.replicas if not rep.status.is_terminal()}:
+                    if (node := nodes.get(name)) is not None:
+                        node.attempts += 1
         return list(nodes.values())

@@ -4,7 +4,7 @@ these declarations must match them (a test compares the two)."""
 from __future__ import annotations
 
 from sqlalchemy import (JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint,
-                        false)
+                        false, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -35,7 +35,8 @@ class Job(Base):
     # (column, seq): a listing filtered or sorted by that column is one index scan (migration 0008)
     __table_args__ = (Index("ix_jobs_status_queue", "status", "queue", "created_at"),
                       *(Index(f"ix_jobs_{c}_seq", c, "seq") for c in ("name", "status", "queue", "team", "owner")),
-                      Index("ix_jobs_created_at", "created_at"), Index("ix_jobs_blocked", "blocked", "status"))
+                      Index("ix_jobs_created_at", "created_at"), Index("ix_jobs_blocked", "status", sqlite_where=text("blocked = 1"),
+                            postgresql_where=text("blocked")))
 
 
 class Queue(Base):

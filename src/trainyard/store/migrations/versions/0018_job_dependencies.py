@@ -17,7 +17,9 @@ def upgrade() -> None:
     # a plain ADD COLUMN, never a batch: SQLite's batch mode copies the table, and the copy has none of the
     # triggers that write the jobs' events (migration 0007)
     op.add_column("jobs", sa.Column("blocked", sa.Boolean(), nullable=False, server_default=sa.false()))
-    op.create_index("ix_jobs_blocked", "jobs", ["blocked", "status"])
+    # partial: only the blocked rows are in it, so the status changes of every other job never touch it
+    op.create_index("ix_jobs_blocked", "jobs", ["status"], sqlite_where=sa.text("blocked = 1"),
+                    postgresql_where=sa.text("blocked"))
 
 
 def downgrade() -> None:
