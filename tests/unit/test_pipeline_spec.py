@@ -85,6 +85,12 @@ def test_a_cycle_is_named_with_its_steps_and_line(tmp_path):
     assert errs[0]["where"].startswith(f"{tmp_path / 'p.yaml'}:")
 
 
+def test_a_step_waits_for_steps_not_for_jobs(tmp_path):
+    errs = errors_of(tmp_path, "steps:\n  a:\n    command: x\n  b:\n    command: y\n    after: [j-0123456789]\n")
+    assert [(e["field"], e["line"]) for e in errs] == [("steps.b.after", 6)]
+    assert "needs:" in errs[0]["message"]
+
+
 def test_unknown_steps_outputs_and_params_are_named_with_the_line(tmp_path):
     errs = errors_of(tmp_path, """\
 steps:

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from trainyard.artifact_paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
-from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
+from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, Role, visible
 from trainyard.errors import (Forbidden, InvalidSpec, JobNotFound, NotFound, RangeNotSatisfiable, StorageError,
                               Unschedulable)
 from trainyard.scheduler.fit import check_fits_some_node
@@ -72,7 +72,10 @@ class JobService:
             self.engine.validate(spec)
             self._check_room(spec, snapshot)
             owner, team = on_behalf
-        waits = self.dependencies.check(spec, caller)
+        # whose jobs it may wait for: the caller's sight, or for a step its owner's within the run's team
+        seer = caller if on_behalf is None or on_behalf[0] is None else \
+            Caller(user=on_behalf[0], teams={on_behalf[1]: Role.MEMBER} if on_behalf[1] else {})
+        waits = self.dependencies.check(spec, seer)
         audit = None if on_behalf is not None else self.audit.entry(caller, "job.submit", name=spec.name,
                                                                      queue=spec.queue, team=team)
         job = self.store.create_job(spec, snapshot, owner=owner, team=team, audit=audit, waits=waits)

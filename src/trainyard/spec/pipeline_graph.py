@@ -139,6 +139,8 @@ class _Builder(References):
         except ValidationError as e:
             self.errs.add_validation(self.loc(name), e)
             return
+        if "after" in rest:  # a job id is no step's to know: steps wait for steps
+            self.errs.add((*self.loc(name), "after"), "a step waits for other steps with needs:, not for jobs")
         step_params = rest.get("params") if isinstance(rest.get("params"), dict) else {}
         try:
             JobSpec.model_validate({**rest, "name": name, "params": {**self.params, **step_params}})
