@@ -101,7 +101,10 @@ def test_errors_map_back_to_typed_exceptions_and_auth_is_required(env):
 
 
 def test_cancel_pending_and_running(env):
-    tc, sdk, engine, _ = env
+    tc, sdk, engine, platform = env
+    # no timed reconcile: it would end the cancelled attempt (the fake engine has its result at once) before
+    # the launcher's report below, on a slow enough machine; the report of its end does it instead
+    platform.loop.reconcile_every = 3600.0
     big = sdk.submit({"command": "x", "resources": {"cpu": 4}})
     waiting = sdk.submit({"command": "x", "resources": {"cpu": 1}})
     running_attempt = until(lambda: next(iter(engine.launched), None))
@@ -111,6 +114,8 @@ def test_cancel_pending_and_running(env):
     assert big.cancel().status.value == "cancelling"
     assert report(tc, engine, running_attempt, phase="running", pid=1) == {"cancel": True}
     assert engine.cancelled == [running_attempt]
+    report(tc, engine, running_attempt, phase="exited", pid=1,
+           result={"exit_code": -15, "reason": "Cancelled", "outputs": []})
     assert big.wait(timeout=5).status.value == "cancelled"
     assert big.info.attempts[0].reason == "Cancelled"
 
