@@ -14,10 +14,7 @@ from trainyard.scheduler.simulate import SimJob, Simulator
 
 GB = 10**9
 QUEUES = [Queue("q1", team="t1", gpus={"A": 2}), Queue("q2", team="t2", cpu=8, borrowing=False), Queue("q3", team="t1")]
-# derandomized: every run tries the same 150 examples. A random run can find a counterexample to
-# test_no_job_waits_behind_lower_priority_work_it_could_preempt (--hypothesis-seed=5, also on session 26's
-# code) whose shrinking outlasts the 180 s test timeout; see session 27's note
-RUNS = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+RUNS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
