@@ -68,7 +68,7 @@ class Dependencies:
         blocked = self.rows.blocked()
         if not blocked:
             return
-        statuses = self.rows.statuses(sorted({d.job for b in blocked for d in b.after}))
+        statuses = {k: v[0] for k, v in self.rows.seen(sorted({d.job for b in blocked for d in b.after})).items()}
         released = False
         for b in blocked:
             if (bad := never(b.after, statuses)) is not None:

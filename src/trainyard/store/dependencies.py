@@ -32,18 +32,11 @@ class DependencyStore:
 
     def seen(self, job_ids: list[str]) -> dict[str, tuple[str, str | None, str | None]]:
         """Each job's (status, team, owner); a job that is not there is left out."""
-        with self.store.read() as s:
-            rows = s.connection().execute(select(_J.c.id, _J.c.status, _J.c.team, _J.c.owner).where(
-                _J.c.id.in_(job_ids))).all()
-        return {i: (status, team, owner) for i, status, team, owner in rows}
-
-    def statuses(self, job_ids: list[str]) -> dict[str, str]:
-        """Each job's status; a job that is not there is left out."""
-        out: dict[str, str] = {}
+        out: dict[str, tuple[str, str | None, str | None]] = {}
         with self.store.read() as s:
             for i in range(0, len(job_ids), 500):
-                out.update(s.connection().execute(select(_J.c.id, _J.c.status).where(
-                    _J.c.id.in_(job_ids[i:i + 500]))).all())
+                out.update((j, (status, team, owner)) for j, status, team, owner in s.connection().execute(
+                    select(_J.c.id, _J.c.status, _J.c.team, _J.c.owner).where(_J.c.id.in_(job_ids[i:i + 500]))))
         return out
 
     def by_queue(self) -> dict[str, int]:
