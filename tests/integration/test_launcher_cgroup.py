@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import need
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    log_of, make_config, report_server, run_launcher, script, start_launcher,
+    ATTEMPT_ID, log_of, make_config, report_server, run_launcher, script, start_launcher,
 )
 from tests.support.waiting import until
 from trainyard.engines.detect import local_node
@@ -43,9 +43,9 @@ def cgroups() -> str:
 
 
 def group_path(mode: str) -> str:
-    """Where the launcher makes the group of make_config's attempt (att-1, replica 0)."""
+    """Where the launcher makes the group of make_config's attempt (replica 0)."""
     parent = cgroup.v1_parent(cgroup.MOUNT) if mode == cgroup.V1 else os.path.join(cgroup.MOUNT, cgroup.PARENT)
-    return os.path.join(parent, "att-1-r0")
+    return os.path.join(parent, f"{ATTEMPT_ID}-r0")
 
 
 def most_held(log: str) -> int:
@@ -76,7 +76,7 @@ print(open("/proc/self/cgroup").read(), flush=True)
     make_config(attempt, report_server.url, job, memory_limit=LIMIT)
     result = run_launcher(attempt)
     assert result["reason"] == "Succeeded", (attempt / "output.log").read_text()
-    assert f"/{cgroup.PARENT}/att-1-r0\n" in (attempt / "output.log").read_text()
+    assert f"/{cgroup.PARENT}/{ATTEMPT_ID}-r0\n" in (attempt / "output.log").read_text()
     assert not os.path.exists(group_path(cgroups))
 
 

@@ -9,7 +9,8 @@ import subprocess
 from psutil import pid_exists
 
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    PYTHON, log_of, make_config, pid_alive, read_result, report_server, run_launcher, script, start_launcher,
+    ATTEMPT_ID, PYTHON, log_of, make_config, pid_alive, read_result, report_server, run_launcher, script,
+    start_launcher,
 )
 from tests.support.waiting import until
 
@@ -38,7 +39,7 @@ print("env", os.environ["TRAINYARD_JOB_ID"], os.environ["TRAINYARD_ATTEMPT"], os
     # a command this short is over before the first report is due: one report carries everything
     assert reports[0]["phase"] in ("running", "exited") and isinstance(reports[0]["pid"], int)
     assert reports[-1]["phase"] == "exited" and reports[-1]["result"] == result
-    assert all(p == "/internal/attempts/att-1/replicas/0/report" for p in report_server.paths)
+    assert all(p == f"/internal/attempts/{ATTEMPT_ID}/replicas/0/report" for p in report_server.paths)
     assert all(h["Authorization"] == "Bearer s3cret" for h in report_server.headers)
 
 

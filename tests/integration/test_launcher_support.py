@@ -7,6 +7,7 @@ a mock): it records every report and answers as the test tells it to.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -101,11 +102,16 @@ def report_server():
     server.close()
 
 
+# one per test process: the two workers' launchers share the host's cgroup tree, where the
+# memory group is named for the attempt, and a shared name let one test see the other's group
+ATTEMPT_ID = f"att-{os.getpid()}"
+
+
 def make_config(attempt_dir: Path, server_url: str, command: list[str], **kw) -> LaunchConfig:
     attempt_dir.mkdir(parents=True, exist_ok=True)
     kw.setdefault("grace_period", 1.0)
     kw.setdefault("exit_report_deadline", 10.0)
-    config = LaunchConfig(job_id="job-1", attempt_id="att-1", attempt=1, server=server_url,
+    config = LaunchConfig(job_id="job-1", attempt_id=ATTEMPT_ID, attempt=1, server=server_url,
                           command=command, **kw)
     config.write(attempt_dir)
     return config

@@ -161,6 +161,11 @@ class _Planner:
             entry, reach = self._make_room(job, q, fit, allowed, sel, end, sig)
             if entry is not None:
                 return c.left.append(entry)
+            # idle room on a type beyond its quota starts it now (phase 4); holding nodes of its
+            # quota's types could keep it waiting on work that has no end in sight
+            if len(allowed) < len(fit.types) and q.borrowing and job.preemptible and \
+                    self._fits_now(job, fit, sel, end, sig):
+                return deferred.append((job, q))
         # 3e. hold nodes, on the types it could start on once room frees, quota allowing
         if self._reserve(job, q, fit, allowed + reach, sel):
             return None
