@@ -126,3 +126,18 @@ def test_a_job_that_takes_any_gpu_leaves_scarce_types_to_jobs_that_need_them():
     nodes = [gpu_node("a100", 8, free=["7"]), Node("t4", 32, 256 * GB, 4, "T4")]
     p = plan(nodes, [job("anything", gpu=1), job("only-a100", 1, gpu=1, gpu_types=("A100",))])
     assert p.admissions["anything"][0].node == "t4" and p.admissions["only-a100"][0].node == "a100"
+
+
+def test_idle_room_beyond_the_quota_starts_a_job_rather_than_a_hold_behind_endless_work():
+    # given queue q's quota of A GPUs used by its own low-priority work, an idle A GPU elsewhere, and
+    # the only B node's cores taken by work that cannot be preempted and has no timeout
+    nodes = [Node("a1", 4, 8 * GB, 1, "A", free_gpu_ids=[], cpu_free=3), Node("a2", 4, 8 * GB, 1, "A"),
+             Node("b", 4, 8 * GB, 1, "B", cpu_free=0)]
+    queues = [Queue("q", team="t", gpus={"A": 1})]
+    live = [running("low#1", "a1", ["0"], priority=0, queue="q", team="t"),
+            RunningJob("endless#1", "endless", "q", "t", 0, [ReplicaUse("b", 4, GB, [])], 0.0, preemptible=False)]
+    # when a higher-priority job that takes any GPU and may be preempted arrives
+    p = plan(nodes, [job("hi", queue="q", team="t", priority=100, preemptible=True)], live, queues, now=10)
+    # then it borrows the idle A GPU now: no node held for it on B, whose work may never end
+    assert p.admissions["hi"][0].node == "a2" and p.borrowed == {"hi"}
+    assert not p.reservations and not p.preemptions
