@@ -34,8 +34,8 @@ where                                              seconds    what it paces, and
 ``trainyard.launch.sampling.FIRST_AFTER``          1.0        ... the first one after the start, off its path
 ``ServerSettings.idle_gpu_period``                 1800       GPUs under ``idle_gpu_threshold`` this long: flagged
 ``trainyard.launch.cgroup.STALE_AFTER``            60.0       an empty cgroup this old lost its launcher
-``ServerSettings.retention.every``                 600        the leader's sweep for ended attempts' folders and
-                                                              ended jobs' checkpoints past their retention
+``ServerSettings.retention.every``                 600        the leader's sweep for ended attempts' folders,
+                                                              ended jobs' checkpoints and ended jobs past retention
 ``trainyard.engines.ray.engine.NODES_TTL``         0.5        a ``ray.nodes()`` answer is reused (asked every cycle)
 ``trainyard.engines.ray.reconcile.ORPHAN_SWEEP_EVERY`` 10.0   looks for placement groups no live attempt owns
 ``trainyard.engines.ray.reconcile.CANCEL_SLACK``   15.0       past a cancel's grace period, actors still running die
@@ -138,8 +138,8 @@ METRICS_KEEP = 4000  # points of each metric of a replica the server keeps, even
 
 
 class RetentionSettings(BaseModel):
-    """How long what ended attempts leave on their nodes is kept (``retention:`` in the server's ``--config``).
-    Seconds; None keeps it for ever. Nothing the server keeps (jobs, logs, metrics, outputs) is touched."""
+    """How long what ended attempts leave on their nodes, and ended jobs themselves, are kept (``retention:`` in
+    the server's ``--config``). Seconds; None keeps it for ever."""
 
     model_config = {"extra": "forbid", "allow_inf_nan": False}
     work_dirs: float | None = Field(3 * 86400.0, ge=0, description="an ended attempt's folders on its nodes but "
@@ -147,6 +147,10 @@ class RetentionSettings(BaseModel):
                                     "there, the outputs as written (uploaded when it ended), its own virtualenv")
     checkpoints: float | None = Field(None, ge=0, description="an ended job's checkpoints (its folder on each "
                                       "node, and its sets in an object store); a job retried later starts over")
+    jobs: float | None = Field(None, ge=0, description="an ended job itself, as `trainyard rm` deletes it: its "
+                               "records (attempts, logs, metrics, events), its files on the nodes and in the "
+                               "artifact store; what it used stays in `trainyard usage`. Steps of pipeline runs, "
+                               "trials of sweeps and replicas of services are kept")
     every: float = Field(600.0, gt=0, le=86400, description="seconds between the leader's sweeps")
 
 
@@ -216,7 +220,7 @@ class ServerSettings(BaseModel):
     webhooks: dict[str, WebhookSettings] = Field(default_factory=dict, description="name -> where job events "
                                                  "are POSTed (users subscribe them by name: trainyard notify)")
     retention: RetentionSettings = Field(default_factory=RetentionSettings, description="how long ended "
-                                         "attempts' folders and ended jobs' checkpoints are kept")
+                                         "attempts' folders, ended jobs' checkpoints and ended jobs are kept")
 
     @field_validator("webhooks")
     @classmethod

@@ -136,3 +136,27 @@ def test_a_param_on_a_kubeflow_manifest_is_refused_by_name_and_stores_nothing(se
     assert f"{manifest} (with -p overrides) params.epochs: a Kubeflow PyTorchJob takes no params" in r.stderr
     assert json.loads(server.cli("ls", "-o", "json").stdout) == []
     assert server.cli("run", str(manifest), "--dry-run").returncode == 0  # without -p it is taken as before
+
+
+def test_rm_deletes_an_ended_job_with_its_folders_and_files_and_refuses_a_running_one(server, tmp_path):
+    write = "open(\"model.txt\", \"w\").write(\"m\")"
+    spec = write_spec(tmp_path, f"name: made\ncommand: [{sys.executable}, -c, '{write}']\noutputs: ['*.txt']\n")
+    r = server.cli("run", str(spec), "--wait")
+    assert r.returncode == 0, r.stderr
+    job_id = r.stdout.strip()
+    attempt = server.client().get(job_id).attempts[0].id
+    folders = [server.home / "attempts" / attempt, server.home / "artifacts" / "jobs" / job_id]
+    assert all(f.is_dir() for f in folders) and [a.path for a in server.client().outputs(job_id)] == ["model.txt"]
+    sleepy_spec = write_spec(tmp_path, "name: sleepy\ncommand: sleep 30\n", "sleepy.yaml")
+    sleepy = server.cli("run", str(sleepy_spec)).stdout.strip()
+    # when both are removed in one call
+    r = server.cli("rm", job_id, sleepy)
+    # then the ended one is gone with its folders; the running one is refused, saying why, and runs on
+    assert r.returncode == 1 and r.stdout.strip() == f"deleted {job_id}"
+    assert f"job {sleepy} cannot be deleted: it is" in r.stderr and "cancel it first" in r.stderr
+    assert not any(f.exists() for f in folders)
+    assert server.cli("show", job_id).returncode == 1
+    assert server.client().get(sleepy).status.value in ("starting", "running")
+    again = server.cli("rm", job_id)
+    assert again.returncode == 1 and f"no such job: {job_id}" in again.stderr
+    assert server.cli("cancel", sleepy).returncode == 0

@@ -30,3 +30,12 @@ def test_a_bad_after_is_named(after, field):
         JobSpec.model_validate({"command": "x", "after": after})
     where = {".".join(str(p) for p in err["loc"]) for err in e.value.errors()}
     assert field in where or (field == "after" and where == {""}), where
+
+
+def test_a_dependency_deleted_while_a_job_waits_for_it_means_it_can_never_start():
+    from trainyard.services.dependencies import never, waits_for
+
+    deps = JobSpec.model_validate({"command": "x", "after": ["j-a:ended", "j-b"]}).after
+    assert never(deps, {"j-a": "running", "j-b": "succeeded"}) is None
+    assert waits_for(deps, {"j-a": "running", "j-b": "succeeded"}) == "waits for j-a (running) to end"
+    assert never(deps, {"j-b": "succeeded"}) == (0, "job j-a was deleted; this one was to start only once it ended")

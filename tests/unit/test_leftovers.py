@@ -31,6 +31,16 @@ def test_an_attempt_keeps_only_its_records_and_a_jobs_checkpoints_go(tmp_path):
     assert remove(tmp_path, [("attempt", "j-1-1"), ("checkpoints", "j-1")]) == (0, 0)  # nothing left to remove
 
 
+def test_a_deleted_jobs_attempt_goes_records_and_all(tmp_path):
+    a = make(tmp_path, "attempts", "j-1-1", ("r0/work/x", "r0/output.log", "r0/result.json", "r1/metrics.jsonl"))
+    other = make(tmp_path, "attempts", "j-2-1", ("r0/output.log",))
+    assert remove(tmp_path, [("deleted", "j-1-1")]) == (1, 0)
+    assert not a.exists() and (other / "r0" / "output.log").exists()
+    assert remove(tmp_path, [("deleted", "j-1-1")]) == (0, 0)
+    with pytest.raises(ValueError):
+        path_of(tmp_path, "deleted", "../j-2-1")
+
+
 @pytest.mark.parametrize("kind,name", [("attempt", ".."), ("attempt", "../j-2-1"), ("attempt", "a/b"),
                                        ("venvs", "py3"), ("checkpoints", ""), ("attempt", "-rf")])
 def test_a_name_that_is_no_id_or_a_kind_that_is_not_ours_is_refused(tmp_path, kind, name):

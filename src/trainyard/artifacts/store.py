@@ -123,15 +123,23 @@ class ArtifactStore:
 
     def remove_checkpoints(self, job_id: str) -> None:
         """Every checkpoint set of the job (blobs and manifest), if it has any: a retention sweep's."""
+        self._remove_tree(job_id, "/checkpoints", "the checkpoints")
+
+    def remove_job(self, job_id: str) -> None:
+        """Everything stored under the job (outputs, logs, checkpoints) once it is deleted. Its code snapshot
+        is not the job's own: others may share it."""
+        self._remove_tree(job_id, "", "the files")
+
+    def _remove_tree(self, job_id: str, under: str, what: str) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", job_id):
             raise ValueError(f"not a job id: {job_id!r}")
-        path = self._path(f"jobs/{job_id}/checkpoints")
+        key = f"jobs/{job_id}{under}"
         try:
-            if self.fs.exists(path):
-                self.fs.rm(path, recursive=True)
+            if self.fs.exists(self._path(key)):
+                self.fs.rm(self._path(key), recursive=True)
         except Exception as e:
-            raise StorageError(f"artifact store {self.url}: cannot remove the checkpoints of {job_id}: {_plain(e)}",
-                               key=f"jobs/{job_id}/checkpoints") from None
+            raise StorageError(f"artifact store {self.url}: cannot remove {what} of {job_id}: {_plain(e)}",
+                               key=key) from None
 
     def log_url(self, job_id: str, attempt: int, replica: int = 0) -> str:
         """Where the launcher leaves the replica's full log when it ends."""

@@ -201,6 +201,22 @@ def cancel(job_id: JobArg) -> None:
         console.print(job_id, status_text(info.status.value))
 
 
+def rm(jobs: Annotated[list[str], typer.Argument(help="ids of ended jobs", autocompletion=job_ids)]) -> None:
+    """Delete ended jobs: their attempts, logs, metrics, outputs and checkpoints. What they used stays in
+    `trainyard usage`. A running job, or one that is part of a pipeline run, sweep or service, is refused."""
+    c, failed = client(), 0
+    for job_id in jobs:
+        try:
+            with handled():  # says why on stderr, and goes on with the next
+                c.delete(job_id)
+        except typer.Exit:
+            failed += 1
+        else:
+            console.print(f"deleted {job_id}", highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
 def download(
     job_id: JobArg,
     to: Annotated[Optional[Path], typer.Option("--to", help="folder (default ./<job id>)")] = None,

@@ -18,6 +18,7 @@ COMMANDS = {
     "show": "trainyard.cli.jobs:show",
     "logs": "trainyard.cli.jobs:logs",
     "cancel": "trainyard.cli.jobs:cancel",
+    "rm": "trainyard.cli.jobs:rm",
     "download": "trainyard.cli.jobs:download",
     "doctor": "trainyard.cli.doctor:doctor",
     "init": "trainyard.cli.init:init",

@@ -17,9 +17,10 @@ scheduler:                 # the planner's options (config.SchedulerSettings); l
   starve_after: off        # off (or null) turns a setting off
 webhooks:                  # where job events go; users subscribe them by name (`trainyard notify add`)
   ml-alerts: {url: "https://hooks.slack.com/services/T0/B0/XXXX", format: slack, teams: [vision]}
-retention:                 # what ended attempts leave on nodes (config.RetentionSettings); off: kept
+retention:                 # what ended attempts leave on nodes, and ended jobs (config.RetentionSettings); off: kept
   work_dirs: 3d            # an ended attempt's work dirs, outputs as written, own venv; its log stays (default 3d)
   checkpoints: 30d         # an ended job's checkpoints, on nodes and in an object store (default: off)
+  jobs: 180d               # an ended job itself, as `trainyard rm` deletes it; its usage stays (default: off)
   every: 10m               # between the leader's sweeps
 ```
 """

@@ -1,5 +1,5 @@
-"""Removing what ended attempts leave on a node: the bulk of an attempt's folder (``attempts/<attempt id>``) and
-a job's checkpoint folder (``checkpoints/<job id>``).
+"""Removing what ended attempts leave on a node: the bulk of an attempt's folder (``attempts/<attempt id>``; all
+of it once its job is deleted) and a job's checkpoint folder (``checkpoints/<job id>``).
 
 Of each replica folder of an attempt, only its records stay: ``output.log`` (on a folder artifact store the one
 whole copy of a log past the server's ``log_keep``), ``metrics.jsonl`` (every point, where the server keeps a
@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Iterable, NamedTuple
 
 log = logging.getLogger(__name__)
-FOLDERS = {"attempt": "attempts", "checkpoints": "checkpoints"}
+# "deleted": an attempt of a deleted job, records and all
+FOLDERS = {"attempt": "attempts", "checkpoints": "checkpoints", "deleted": "attempts"}
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")  # job and attempt ids, and nothing that climbs out
 
 
 class Leftover(NamedTuple):
-    """One folder on one node: ``kind`` "attempt" (``name`` an attempt id) or "checkpoints" (a job id)."""
+    """One folder on one node: ``kind`` "attempt" or "deleted" (``name`` an attempt id) or "checkpoints" (a job
+    id)."""
 
     node: str
     kind: str
@@ -45,8 +47,9 @@ KEPT = frozenset({"output.log", "metrics.jsonl", "result.json", "launcher.log"})
 
 
 def remove(root: Path, items: Iterable[tuple[str, str]]) -> tuple[int, int]:
-    """Remove each (kind, name) under ``root``: a job's checkpoint folder, or all but the records of an attempt's
-    replica folders; (removed, failed). One with nothing left to remove counts as neither."""
+    """Remove each (kind, name) under ``root``: a job's checkpoint folder, all but the records of an attempt's
+    replica folders, or all of a deleted job's attempt folder; (removed, failed). One with nothing left to
+    remove counts as neither."""
     removed = failed = 0
     for kind, name in items:
         try:
@@ -61,7 +64,7 @@ def remove(root: Path, items: Iterable[tuple[str, str]]) -> tuple[int, int]:
             continue
         if not path.is_dir():
             continue
-        doomed = [path] if kind == "checkpoints" else _bulk(path)
+        doomed = _bulk(path) if kind == "attempt" else [path]
         if not doomed:
             continue
         for p in doomed:

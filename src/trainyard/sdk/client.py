@@ -184,6 +184,11 @@ class Client:
     def cancel(self, job_id: str) -> JobInfo:
         return JobInfo.model_validate(self.http.request("POST", f"/api/v1/jobs/{job_id}/cancel").json())
 
+    def delete(self, job_id: str) -> None:
+        """An ended job with its records and files (``trainyard rm``); its usage stays counted.
+        :class:`~trainyard.errors.Conflict` says why one may not be deleted (running, a pipeline step…)."""
+        self.http.request("DELETE", f"/api/v1/jobs/{job_id}")
+
     def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
         """Block until the job ends; raises :class:`~trainyard.errors.WaitTimeout` after ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout

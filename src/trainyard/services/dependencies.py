@@ -37,7 +37,9 @@ def waits_for(deps: list[Dependency], statuses: dict[str, str]) -> str | None:
 def never(deps: list[Dependency], statuses: dict[str, str]) -> tuple[int, str] | None:
     """(index, why) of the first dependency that ended so that it can never be met."""
     for i, d in enumerate(deps):
-        if d.met_by(statuses.get(d.job, "")) is False:
+        if d.job not in statuses:  # deleted after this one was submitted (rm refuses while one waits)
+            return i, f"job {d.job} was deleted; this one was to start only once it {d.on_words()}"
+        if d.met_by(statuses[d.job]) is False:
             return i, f"job {d.job} {statuses[d.job]}; this one was to start only once it {d.on_words()}"
     return None
 

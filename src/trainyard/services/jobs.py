@@ -11,11 +11,12 @@ from trainyard.artifact_paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, Role, visible
-from trainyard.errors import (Forbidden, InvalidSpec, JobNotFound, NotFound, RangeNotSatisfiable, StorageError,
-                              Unschedulable)
+from trainyard.errors import (Conflict, Forbidden, InvalidSpec, JobNotFound, NotFound, RangeNotSatisfiable,
+                              StorageError, Unschedulable)
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services.audit import AuditLog
 from trainyard.services.dependencies import Dependencies
+from trainyard.services.job_deletion import JobRemover
 from trainyard.services.job_pages import PageCache
 from trainyard.services.notify import Notifier, off_loop
 from trainyard.services.scheduling import Scheduler
@@ -57,6 +58,7 @@ class JobService:
         self.check_secrets: Callable[[dict[str, str], str | None], None] = lambda wanted, team: None
         self.audit = audit
         self.dependencies = Dependencies(store, notifier, scheduler)  # a job's ``after``
+        self.remover = JobRemover(store, engine, artifacts)
         self._ended_json: Recent[str] = Recent(5_000)  # ended jobs never change (trainyard.store.cache)
         self._submitted: Recent[tuple[str | None, str | None]] = Recent(5_000)  # job id -> (team, owner), see wait
         self._pages = PageCache()
@@ -122,6 +124,19 @@ class JobService:
         self.notifier.notify(job_id)
         self.scheduler.wake()
         return job
+
+    def delete(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> None:
+        """An ended job, with its records and files (:mod:`trainyard.services.job_deletion`); Conflict saying
+        why for one that has not ended or is part of something larger."""
+        found = self.get(job_id, caller)
+        if not caller.may(Action.CANCEL_OWN, found.team, found.owner):
+            raise Forbidden(f"you may delete only your own jobs; {job_id} is {found.owner}'s", job_id=job_id)
+        if (why := self.remover.why_not([job_id]).get(job_id)) is not None:
+            raise Conflict(f"job {job_id} cannot be deleted: {why}", job_id=job_id)
+        if not self.remover.remove([job_id]):  # deleted meanwhile, by another request
+            raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
+        self._ended_json.forget(job_id)
+        self.audit.record(caller, "job.delete", job_id, name=found.name, queue=found.queue, status=found.status.value)
 
     # -- looking up -----------------------------------------------------------
 

@@ -128,7 +128,7 @@ class Platform:
         self.schedules.wake = self.schedule_loop.wake
         self.webhooks = WebhookService(self.store, settings.webhooks, self.identity, self.audit)
         self.webhook_loop = WebhookLoop(self.webhooks, lambda: self.server_url)
-        self.retention = RetentionLoop(self.store, self.engine, self.artifacts, settings.retention)
+        self.retention = RetentionLoop(self.store, self.engine, self.artifacts, settings.retention, self.jobs.remover)
         self.dependency_loop = DependencyLoop(self.jobs.dependencies)
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,

@@ -9,7 +9,10 @@ looked at once, whatever the history's length:
 - ``checkpoints``: a job whose last attempt ended that long ago, and which has ended, loses its checkpoint
   folder on those nodes and, on an object store, its checkpoint sets there.
 
-Off (None) by default for checkpoints: "keep the checkpoints" is what users expect unless an admin says.
+- ``jobs``: an ended job that last changed that long ago is deleted as ``trainyard rm`` deletes it
+  (:mod:`trainyard.services.job_deletion`), unless it is part of something larger.
+
+Off (None) by default for checkpoints and jobs: "keep them" is what users expect unless an admin says.
 The engine removes the folders (:meth:`trainyard.engines.base.Engine.remove_leftovers`): the local engine in
 this process, a Ray node's agent on its node.
 """
@@ -27,6 +30,7 @@ from trainyard.artifacts.store import ArtifactStore
 from trainyard.config import RetentionSettings
 from trainyard.engines.base import Engine
 from trainyard.engines.leftovers import Leftover
+from trainyard.services.job_deletion import JobRemover
 from trainyard.services.ticker import Ticker
 from trainyard.store import Store
 from trainyard.store.retention import Ended, RetentionStore
@@ -42,13 +46,16 @@ class RetentionLoop(Ticker):
     name = "trainyard-retention"
     log = log
 
-    def __init__(self, store: Store, engine: Engine, artifacts: ArtifactStore, settings: RetentionSettings) -> None:
+    def __init__(self, store: Store, engine: Engine, artifacts: ArtifactStore, settings: RetentionSettings,
+                 remover: JobRemover | None = None) -> None:
         super().__init__()
         self.rows = RetentionStore(store)
         self.engine = engine
         self.artifacts = artifacts
         self.settings = settings
+        self.remover = remover or JobRemover(store, engine, artifacts)
         self.removed = {"attempt": 0, "checkpoints": 0}
+        self.jobs_deleted = 0
         self.failed = 0
         self.swept_at: float | None = None
 
@@ -63,7 +70,26 @@ class RetentionLoop(Ticker):
         keep = self.settings.checkpoints
         if keep is not None:
             self._sweep("checkpoints", now - keep, self._checkpoints, last_of_ended_job=True)
+        keep = self.settings.jobs
+        if keep is not None:
+            self._jobs(now - keep)
         self.swept_at = now
+
+    def _jobs(self, before: float) -> None:
+        """Ended jobs that last changed by ``before``, a batch at a time. No cursor: what is swept is gone, and
+        what is kept for being part of something larger (a pipeline step…) is left out by the query itself,
+        or, for the rarer reasons, skipped by id for the rest of this sweep."""
+        skip: set[str] = set()
+        while not self._stop.is_set():
+            batch = self.remover.rows.expired(before, BATCH, skip)
+            kept = self.remover.why_not(batch) if batch else {}
+            skip |= kept.keys()
+            doomed = [j for j in batch if j not in kept]
+            if doomed:
+                self.jobs_deleted += len(self.remover.remove(doomed))
+                log.info("retention: deleted %d ended jobs", len(doomed))
+            if len(batch) < BATCH:
+                return
 
     def _sweep(self, name: str, until: float, remove, last_of_ended_job: bool) -> None:  # noqa: ANN001
         """Everything that ended after the cursor and by ``until``, a batch at a time; the cursor moves after
@@ -120,8 +146,10 @@ class RetentionCollector(Collector):
         for kind, n in self.loop.removed.items():
             removed.add_metric([kind], n)
         yield removed
+        yield CounterMetricFamily("trainyard_retention_jobs_deleted", "Ended jobs the jobs retention deleted",
+                                  value=self.loop.jobs_deleted)
         yield CounterMetricFamily("trainyard_retention_failed", "Folders (or checkpoint sets) a retention sweep "
-                                  "could not remove", value=self.loop.failed)
+                                  "could not remove", value=self.loop.failed + self.loop.remover.failed)
         if self.loop.swept_at is not None:
             yield GaugeMetricFamily("trainyard_retention_last_sweep_timestamp_seconds", "When the retention "
                                     "sweeps last ran on this server", value=self.loop.swept_at)

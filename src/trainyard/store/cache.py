@@ -5,7 +5,9 @@
 - A job that has ended never changes either (no transition leaves a terminal
   status, and its attempts ended with it): reading one again, as a dashboard
   or a client polling a list does, answers from memory. This holds across
-  servers sharing one database too, since the row itself is final.
+  servers sharing one database too, since the row itself is final, until the
+  job is deleted (``trainyard rm``, the ``jobs`` retention): so a server keeps
+  an ended job a minute at most, and another server's delete shows within it.
 
 Bounded, so a store of millions of jobs keeps only the recently read ones.
 """
@@ -13,6 +15,7 @@ Bounded, so a store of millions of jobs keeps only the recently read ones.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar
@@ -23,15 +26,21 @@ V = TypeVar("V")
 class Recent(Generic[V]):
     """A thread-safe map of the ``size`` most recently used keys."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, ttl: float | None = None) -> None:
+        """``ttl``: seconds a value is kept after it was put (None: until pushed out by newer ones)."""
         self.size = size
+        self.ttl = ttl
         self._lock = threading.Lock()
         self._items: OrderedDict[Hashable, V] = OrderedDict()
+        self._until: dict[Hashable, float] = {}  # with a ttl: when each value is no longer answered
 
     def get(self, key: Hashable) -> V | None:
         with self._lock:
             value = self._items.get(key)
             if value is not None:
+                if self.ttl is not None and time.monotonic() > self._until[key]:
+                    del self._items[key], self._until[key]
+                    return None
                 self._items.move_to_end(key)
             return value
 
@@ -39,15 +48,25 @@ class Recent(Generic[V]):
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
+            if self.ttl is not None:
+                self._until[key] = time.monotonic() + self.ttl
             if len(self._items) > self.size:
-                self._items.popitem(last=False)
+                old, _ = self._items.popitem(last=False)
+                self._until.pop(old, None)
 
     def discard(self, key: Hashable, value: V) -> None:
         """Forget ``key`` if it still holds ``value`` (not one put since)."""
         with self._lock:
             if self._items.get(key) is value:
                 del self._items[key]
+                self._until.pop(key, None)
+
+    def forget(self, key: Hashable) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+            self._until.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._until.clear()

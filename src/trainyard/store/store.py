@@ -38,6 +38,7 @@ from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, JOB_
 from trainyard.store.telemetry import Outputs
 
 ENDED = [s.value for s in JobStatus if s.is_terminal()]
+ENDED_TTL = 60.0  # seconds an ended job is answered from memory: another server may delete it
 IN_BATCH = 500  # ids bound in one IN (...): well under any driver's limit (SQLite's older builds: 999)
 
 
@@ -57,7 +58,7 @@ class Store(LineReads):
         # not a count of our own commits: the file's own number, which every commit moves
         self._changes = data_version(self.engine)
         self._specs: Recent[JobSpec] = Recent(20_000)  # see trainyard.store.cache
-        self._ended: Recent[JobInfo] = Recent(5_000)
+        self._ended: Recent[JobInfo] = Recent(5_000, ttl=ENDED_TTL)
 
     def close(self) -> None:
         if self._changes is not None:
@@ -137,6 +138,12 @@ class Store(LineReads):
     def ended_job(self, job_id: str) -> JobInfo | None:
         """The job if it has ended and was read lately; from memory only, so it never blocks."""
         return self._ended.get(job_id)
+
+    def forget_jobs(self, job_ids: list[str]) -> None:
+        """Deleted jobs: out of this store's memory."""
+        for job_id in job_ids:
+            self._ended.forget(job_id)
+            self._specs.forget(job_id)
 
     def ended_among(self, job_ids: list[str]) -> list[str]:
         """Which of ``job_ids`` have ended (ids of no job are left out): one query per 500 ids."""

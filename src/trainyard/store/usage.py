@@ -18,6 +18,7 @@ from trainyard.errors import JobNotFound
 from trainyard.spec.monitoring import EventInfo, ReplicaUsageInfo
 from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import tables as t
+from trainyard.store import usage_tables as ut
 from trainyard.store.job_list import visible_where
 
 PREFIX = "system/"  # as trainyard.launch.sampling writes them
@@ -172,4 +173,17 @@ class SpansMixin:
                 # "user": the submitter (owner); "-" for jobs from before it was recorded (migration 0005)
                 spans.append(Span(queue, team or queue, owner or "-", dict(spec.get("resources") or {}),
                                   int(spec.get("replicas") or 1), node, status, reason, start, end))
-        return spans
+        return spans + self._archived_spans(since, until, visible)
+
+    def _archived_spans(self, since: float, until: float, visible: Visible | None) -> list[Span]:
+        """The attempts of deleted jobs (:mod:`trainyard.store.deletion`), as they were counted before."""
+        u = ut.UsageArchive.__table__.c
+        seen = [visible_where(u, visible)] if visible is not None and visible.teams is not None else []
+        with self.read() as s:  # type: ignore[attr-defined]
+            rows = s.connection().execute(
+                select(u.queue, u.queue_team, u.owner, u.resources, u.replicas, u.node, u.status, u.reason,
+                       u.created_at, u.ended_at).where(u.created_at < until, u.ended_at > since, *seen)).all()
+        return [Span(queue, team or queue, owner or "-", dict(resources or {}), replicas, node, status, reason,
+                     max(created, since), min(ended, until))
+                for queue, team, owner, resources, replicas, node, status, reason, created, ended in rows
+                if min(ended, until) > max(created, since)]

@@ -1,5 +1,5 @@
 """The job page in a real browser against a real server: live logs while the job runs, its metric
-chart, cancel from the page (the process is gone), a large log (the view holds only what is on screen,
+chart, cancel from the page (the process is gone) then delete, a large log (the view holds only what is on screen,
 the download holds every line), and compare (params side by side, the differing one marked)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from tests.e2e.helpers import py_job
 from tests.support.browser import screenshot, signed_in
 from tests.support.waiting import until
+from trainyard.errors import JobNotFound
 
 LIVE = """
 import os, sys, time, trainyard
@@ -71,11 +72,18 @@ def test_cancel_from_the_job_page_stops_the_process(server, page, tmp_path):
     expect(page.locator(".facts")).to_contain_text("position in line")
     open_job(page, server, job.id)
     expect(page.locator("h1 [data-status=running]")).to_be_visible(timeout=30_000)
+    expect(page.locator("button[name=delete]")).to_be_disabled()  # only an ended job may be deleted
     page.once("dialog", lambda d: d.accept())
     page.click("button[name=cancel]")
     expect(page.locator("h1 [data-status=cancelled]")).to_be_visible(timeout=30_000)
     until(lambda: not _alive(pid), timeout=30)
     assert job.refresh().status.value == "cancelled"
+    # once ended, it may be deleted from its page, which then goes back to the list
+    page.once("dialog", lambda d: d.accept())
+    page.click("button[name=delete]")
+    expect(page).to_have_url(re.compile(r"/jobs$"), timeout=10_000)
+    with pytest.raises(JobNotFound):
+        job.refresh()
 
 
 def _alive(pid: int) -> bool:

@@ -1,5 +1,6 @@
 """The jobs page in a real browser against a real server: jobs from the CLI listed, filters kept in the
-address across a reload, cancel from the page stopping the process, and the live running count."""
+address across a reload, cancel from the page stopping the process, the live running count, and deleting
+ended jobs from the page."""
 
 from __future__ import annotations
 
@@ -98,3 +99,11 @@ def test_cancel_selected_stops_the_process_and_the_running_count_is_live(server,
     until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=30)
     page.wait_for_selector(f"tr[data-id={sleeper}] .badge[data-status=cancelled]", timeout=20_000)
     page.wait_for_function("document.getElementById('live-counts')?.textContent !== '1 running · 1 pending'")
+    # and ended jobs selected and deleted from the page leave the list, and the server
+    page.check(f"tr[data-id={done}] input[type=checkbox]")
+    page.check(f"tr[data-id={failed}] input[type=checkbox]")
+    page.click("#delete-selected")
+    page.wait_for_selector(".toast.info >> text=Deleted 2 jobs")
+    page.wait_for_selector(f"tr[data-id={done}]", state="detached")
+    assert not page.locator(f"tr[data-id={failed}]").count()
+    assert {j.id for j in server.client().jobs(limit=100).items}.isdisjoint({done, failed})

@@ -152,6 +152,14 @@ def cancel(job_id: str, p: PlatformDep, caller: CallerDep) -> JobInfo:
     return p.jobs.cancel(job_id, caller)
 
 
+@router.delete("/{job_id}", status_code=204)
+def delete_job(job_id: str, p: PlatformDep, caller: CallerDep) -> Response:
+    """An ended job, with its attempts, logs, metrics and files; what it used stays in the usage report.
+    409 for a job that has not ended or is part of a pipeline run, sweep, service or Dask cluster."""
+    p.jobs.delete(job_id, caller)
+    return Response(status_code=204)
+
+
 @router.get("/{job_id}/logs", response_model=None)
 def logs(job_id: str, p: PlatformDep, caller: CallerDep, after: After = 0, attempt: AttemptNo = None, replica: ReplicaNo = None,
          follow: bool = False) -> LogPage | EventSourceResponse:

@@ -7,6 +7,7 @@ import trainyard.store.identity_tables  # noqa: F401  (its tables in Base.metada
 import trainyard.store.schedule_tables  # noqa: F401  (likewise)
 import trainyard.store.node_tables  # noqa: F401  (likewise)
 import trainyard.store.webhook_tables  # noqa: F401  (likewise)
+import trainyard.store.usage_tables  # noqa: F401  (likewise)
 from trainyard.store.tables import Base
 
 config = context.config

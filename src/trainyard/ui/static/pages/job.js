@@ -49,7 +49,18 @@ export async function render(root, { params, query }) {
       h("button.danger", { type: "button", name: "cancel", disabled: TERMINAL.has(job.status) || job.status === "cancelling", onclick: cancel }, "Cancel"),
       h("button", { type: "button", name: "resubmit", onclick: () => resubmit(job.spec.params) }, "Re-submit"),
       h("button", { type: "button", name: "resubmit-params", onclick: () => { paramsBox.hidden = !paramsBox.hidden; } }, "Re-submit with other params…"),
-      h("a.button", { href: `/compare?jobs=${encodeURIComponent(id)}` }, "Compare…"));
+      h("a.button", { href: `/compare?jobs=${encodeURIComponent(id)}` }, "Compare…"),
+      h("button.danger", { type: "button", name: "delete", disabled: !TERMINAL.has(job.status), onclick: remove,
+        title: "delete this ended job: its logs, metrics, outputs and folders (its usage stays counted)" }, "Delete"));
+  }
+
+  async function remove() {
+    if (!confirm(`Delete job ${job.name} (${id}) with its logs, metrics and outputs? This cannot be undone.`)) return;
+    try {
+      await api(path, { method: "DELETE" });
+      toast(`deleted ${job.name} (${id})`, { kind: "info" });
+      navigate("/jobs");
+    } catch (e) { toast(e); }
   }
 
   async function cancel() {

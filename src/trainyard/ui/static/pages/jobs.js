@@ -73,7 +73,9 @@ export function render(root, { query }) {
   const live = h("span.jobs-live", { id: "live-counts" }, "…");
   const cancelBtn = h("button.danger", { type: "button", id: "cancel-selected", disabled: true, onclick: cancelSelected },
     "Cancel selected");
-  const head = h("div.row", {}, h("h1.grow", {}, "Jobs"), live, cancelBtn);
+  const deleteBtn = h("button.danger", { type: "button", id: "delete-selected", disabled: true, onclick: deleteSelected,
+    title: "ended jobs only: their logs, metrics, outputs and folders go; their usage stays counted" }, "Delete selected");
+  const head = h("div.row", {}, h("h1.grow", {}, "Jobs"), live, cancelBtn, deleteBtn);
 
   // -- table ---------------------------------------------------------------------------------------------
   const all = h("input", { type: "checkbox", "aria-label": "select all on this page", onchange: (e) => {
@@ -101,8 +103,10 @@ export function render(root, { query }) {
   function toggle(id, on, tr) {
     on ? selected.add(id) : selected.delete(id);
     if (tr) tr.classList.toggle("selected", on);
-    cancelBtn.disabled = !selected.size;
-    cancelBtn.textContent = selected.size ? `Cancel selected (${selected.size})` : "Cancel selected";
+    for (const [btn, verb] of [[cancelBtn, "Cancel"], [deleteBtn, "Delete"]]) {
+      btn.disabled = !selected.size;
+      btn.textContent = selected.size ? `${verb} selected (${selected.size})` : `${verb} selected`;
+    }
   }
 
   function row(job) {
@@ -146,14 +150,27 @@ export function render(root, { query }) {
     live.textContent = `${c.running} running · ${c.pending} pending`;
   }
 
-  async function cancelSelected() {
+  const plural = (n) => `${n} job${n > 1 ? "s" : ""}`;
+
+  function cancelSelected() {
+    return onSelected(cancelBtn, (n) => `Cancel ${plural(n)}?`, (id) => api(`jobs/${id}/cancel`, { method: "POST" }),
+      (n) => `Cancel requested for ${plural(n)}`);
+  }
+
+  function deleteSelected() {
+    return onSelected(deleteBtn, (n) => `Delete ${plural(n)} with their logs, metrics and outputs? This cannot be undone.`,
+      (id) => api(`jobs/${id}`, { method: "DELETE" }), (n) => `Deleted ${plural(n)}`);
+  }
+
+  // one request per selected job; each one refused says why (a running job cannot be deleted…)
+  async function onSelected(btn, ask, call, said) {
     const ids = [...selected];
-    if (!ids.length || !confirm(`Cancel ${ids.length} job${ids.length > 1 ? "s" : ""}?\n${ids.join("\n")}`)) return;
-    cancelBtn.disabled = true;
-    const results = await Promise.allSettled(ids.map((id) => api(`jobs/${encodeURIComponent(id)}/cancel`, { method: "POST" })));
+    if (!ids.length || !confirm(`${ask(ids.length)}\n${ids.join("\n")}`)) return;
+    btn.disabled = true;
+    const results = await Promise.allSettled(ids.map((id) => call(encodeURIComponent(id))));
     const failed = results.map((r, i) => [ids[i], r]).filter(([, r]) => r.status === "rejected");
     const done = ids.length - failed.length;
-    if (done) toast(`Cancel requested for ${done} job${done > 1 ? "s" : ""}`, { kind: "info" });
+    if (done) toast(said(done), { kind: "info" });
     for (const [id, r] of failed) toast(`${id}: ${r.reason.message}`);
     for (const id of ids) toggle(id, false, null);
     await refresh();

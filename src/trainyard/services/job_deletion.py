@@ -1,0 +1,63 @@
+"""Deleting ended jobs: ``trainyard rm`` (one by one, by their owner) and the ``jobs`` retention (the leader's).
+
+The records go first, in one transaction per 500 jobs (:mod:`trainyard.store.deletion`: what the attempts used
+stays in the usage report); then the files: each attempt's whole folder and the job's checkpoint folder on the
+nodes it ran on (the engine's :meth:`~trainyard.engines.base.Engine.remove_leftovers`), and everything under the
+job in the artifact store. A file that cannot go is counted and logged; the job is gone either way, as a file
+left over is only disk, which the work-dir retention would not reach again.
+
+A job that is part of something larger stays: a step of a pipeline run, a trial of a sweep, a replica of a
+service, a job of a live Dask cluster, a job another one waits for (``after``), or outputs a live service serves.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from trainyard.artifacts.store import ArtifactStore
+from trainyard.engines.base import Engine
+from trainyard.engines.leftovers import Leftover
+from trainyard.store import Store
+from trainyard.store.deletion import Deleted, JobDeletion
+
+log = logging.getLogger("trainyard.deletion")
+
+
+class JobRemover:
+    def __init__(self, store: Store, engine: Engine, artifacts: ArtifactStore) -> None:
+        self.rows = JobDeletion(store)
+        self.engine = engine
+        self.artifacts = artifacts
+        self.failed = 0  # files that could not be removed, since this server started
+
+    def why_not(self, job_ids: list[str]) -> dict[str, str]:
+        """Why each of ``job_ids`` may not be deleted; those that may are left out."""
+        return self.rows.blockers(job_ids)
+
+    def remove(self, job_ids: list[str]) -> list[Deleted]:
+        """Delete the records of those of ``job_ids`` that have ended, then their files (check :meth:`why_not`
+        first); what was deleted."""
+        deleted = self.rows.delete(job_ids)
+        if deleted:
+            self._files(deleted)
+        return deleted
+
+    def _files(self, deleted: list[Deleted]) -> None:
+        items = []
+        for d in deleted:
+            nodes = sorted({n for _, ns in d.attempts for n in ns})
+            items += [Leftover(n, "deleted", aid) for aid, ns in d.attempts for n in ns]
+            items += [Leftover(n, "checkpoints", d.job_id) for n in nodes]
+        if items:
+            try:
+                _, failed = self.engine.remove_leftovers(items)
+            except Exception:
+                log.exception("removing the folders of %d deleted jobs failed", len(deleted))
+                failed = len(items)
+            self.failed += failed
+        for d in deleted:
+            try:
+                self.artifacts.remove_job(d.job_id)
+            except Exception as e:  # a store that refuses one job's keys keeps the others going
+                log.warning("files of deleted job %s: %s", d.job_id, e)
+                self.failed += 1

@@ -1,0 +1,138 @@
+"""Deleting ended jobs in-process (fake engine), on SQLite and PostgreSQL: ``DELETE /api/v1/jobs/ID`` (what
+``trainyard rm`` sends) takes every record and file of the job and leaves its hours in the usage report;
+what may not go is refused saying why; the ``jobs`` retention deletes what is old enough, and only that."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import func, select
+
+from tests.support.inprocess import in_process
+from tests.support.waiting import until
+from trainyard.auth.permissions import Caller, Role
+from trainyard.config import RetentionSettings
+from trainyard.errors import Conflict, JobNotFound
+from trainyard.spec.records import NodeInfo
+from trainyard.store import tables as t
+from trainyard.store import usage_tables as ut
+
+pytestmark = pytest.mark.postgres
+
+NODES = [NodeInfo(name=n, cpu=8, memory=16 * 2**30) for n in "ab"]
+KEEP = 1000.0
+BY_JOB = (t.Attempt, t.LogChunk, t.Metric, t.Artifact, t.ReplicaUsage)
+
+
+@pytest.fixture
+def env(db_url, tmp_path):
+    with in_process(db_url, tmp_path / "home", NODES, retention=RetentionSettings(jobs=KEEP)) as e:
+        yield e
+
+
+def report(e, attempt_id: str, replica: int = 0, **body) -> None:
+    r = e.tc.post(f"/internal/attempts/{attempt_id}/replicas/{replica}/report", json=body,
+                  headers=e.engine.launcher_headers(attempt_id))
+    assert r.status_code == 200, r.text
+
+
+def ran(e, spec: dict, exit_code: int = 0) -> tuple[str, str]:
+    """Submit ``spec``, have each replica log, report metrics and an output, and end; (job id, attempt id)."""
+    job = e.sdk.submit(spec)
+    attempt = until(lambda: (a := e.sdk.get(job.id).attempts) and a[-1].id)
+    until(lambda: attempt in e.engine.launched)  # admitted first, then launched: its credential is made then
+    for r in range(spec.get("replicas", 1)):
+        report(e, attempt, r, phase="running", pid=1, log={"offset": 0, "data": "hi\n"},
+               metrics={"offset": 0, "lines": ['{"step": 1, "ts": 1, "values": {"loss": 0.5, "system/cpu": 90}}']})
+        report(e, attempt, r, phase="exited", pid=1, result={
+            "exit_code": exit_code, "reason": "Succeeded" if exit_code == 0 else f"Error(exit {exit_code})",
+            "outputs": [{"path": "model.pt", "size": 3, "digest": "sha256:" + "0" * 64}]})
+    job.wait(timeout=10)
+    return job.id, attempt
+
+
+def rows(e, table, job_id: str) -> int:
+    c = table.__table__.c
+    with e.platform.store.read() as s:
+        return s.connection().execute(select(func.count()).where(c.job_id == job_id)).scalar()
+
+
+def events(e, job_id: str) -> int:
+    c = t.Event.__table__.c
+    with e.platform.store.read() as s:
+        return s.connection().execute(select(func.count()).where(c.kind == "job", c.object_id == job_id)).scalar()
+
+
+def test_an_ended_job_goes_with_its_records_and_files_and_its_hours_stay_in_the_usage_report(env):
+    e = env
+    gone, attempt = ran(e, {"name": "gone", "command": "x", "replicas": 2, "distributed": "torch",
+                            "placement": "spread"})
+    kept, _ = ran(e, {"name": "kept", "command": "x"})
+    files = e.platform.settings.home / "artifacts" / "jobs" / gone / "1" / "outputs"
+    files.mkdir(parents=True)
+    (files / "model.pt").write_bytes(b"abc")
+    before = e.sdk.monitoring.usage(by="user", since="1d").rows
+    assert all(rows(e, table, gone) for table in BY_JOB) and events(e, gone)
+    e.sdk.get(gone)  # read once: an ended job is then answered from memory
+
+    r = e.tc.delete(f"/api/v1/jobs/{gone}")
+    assert r.status_code == 204, r.text
+    # then nothing of it is left: its records, its folders on both nodes, its files in the artifact store
+    assert e.tc.get(f"/api/v1/jobs/{gone}").status_code == 404
+    assert not any(rows(e, table, gone) for table in BY_JOB) and not events(e, gone)
+    assert {(i.node, i.kind, i.name) for i in e.engine.removed} == {
+        ("a", "deleted", attempt), ("b", "deleted", attempt), ("a", "checkpoints", gone), ("b", "checkpoints", gone)}
+    assert not (e.platform.settings.home / "artifacts" / "jobs" / gone).exists()
+    listed = {j.id for j in e.sdk.jobs(limit=100).items}
+    assert gone not in listed and kept in listed
+    # and the usage report counts its hours as before, from the archive
+    after = e.sdk.monitoring.usage(by="user", since="1d").rows
+    assert [(r.key, r.attempts) for r in after] == [(r.key, r.attempts) for r in before]
+    assert [r.cpu_hours for r in after] == pytest.approx([r.cpu_hours for r in before])
+    assert rows(e, ut.UsageArchive, gone) == 1
+    assert [a.action for a in e.platform.store.audit(limit=1)] == ["job.delete"]
+    # a second delete finds nothing; the other job is untouched
+    assert e.tc.delete(f"/api/v1/jobs/{gone}").status_code == 404
+    assert rows(e, t.LogChunk, kept) and e.sdk.get(kept).status.value == "succeeded"
+
+
+def test_what_may_not_be_deleted_is_refused_saying_why_and_loses_nothing(env):
+    e = env
+    running = e.sdk.submit({"name": "running", "command": "x"})
+    until(lambda: e.sdk.get(running.id).attempts)
+    done, _ = ran(e, {"name": "done", "command": "x"})
+    waiter = e.sdk.submit({"name": "waiter", "command": "x", "after": [f"{running.id}:ended", done]})
+    for job_id, why in [(running.id, "it is starting: cancel it first"),
+                        (done, f"job {waiter.id} waits for it (after): cancel that one first")]:
+        r = e.tc.delete(f"/api/v1/jobs/{job_id}")
+        assert r.status_code == 409 and why in r.json()["message"], r.text
+        assert e.sdk.get(job_id).id == job_id and rows(e, t.Attempt, job_id) == 1
+    with pytest.raises(Conflict, match="waits for it"):
+        e.sdk.delete(done)
+    # another team's job is as if it were not there
+    with pytest.raises(JobNotFound):
+        e.platform.jobs.delete(done, Caller(user="eve", teams={"elsewhere": Role.MAINTAINER}))
+    with pytest.raises(JobNotFound):
+        e.sdk.delete("j-nothere00")
+
+
+def test_the_jobs_retention_deletes_ended_jobs_old_enough_and_keeps_the_rest(env):
+    e = env
+    old, _ = ran(e, {"name": "old", "command": "x"})
+    failed, _ = ran(e, {"name": "failed", "command": "x", "retry": {"max": 0}}, exit_code=3)
+    young, _ = ran(e, {"name": "young", "command": "x"})
+    waited, _ = ran(e, {"name": "waited", "command": "x"})
+    blocker = e.sdk.submit({"name": "blocker", "command": "x"})
+    until(lambda: e.sdk.get(blocker.id).attempts)
+    waiter = e.sdk.submit({"name": "waiter", "command": "x", "after": [blocker.id, waited]})
+    with e.platform.store.write() as s:  # ended long ago but "young"
+        jobs = t.Job.__table__
+        s.execute(jobs.update().where(jobs.c.id != young).values(updated_at=time.time() - 2 * KEEP))
+    sweep = e.platform.retention
+    sweep.cycle()
+    ids = {j.id for j in e.sdk.jobs(limit=100).items}
+    assert old not in ids and failed not in ids and sweep.jobs_deleted == 2
+    # what has not ended, ended lately, or is waited for stays
+    assert {young, waited, blocker.id, waiter.id} <= ids
+    assert rows(e, ut.UsageArchive, old) == 1
