@@ -149,11 +149,14 @@ def test_rm_deletes_an_ended_job_with_its_folders_and_files_and_refuses_a_runnin
     assert all(f.is_dir() for f in folders) and [a.path for a in server.client().outputs(job_id)] == ["model.txt"]
     sleepy_spec = write_spec(tmp_path, "name: sleepy\ncommand: sleep 30\n", "sleepy.yaml")
     sleepy = server.cli("run", str(sleepy_spec)).stdout.strip()
-    # when both are removed in one call
-    r = server.cli("rm", job_id, sleepy)
+    # when both are removed in one call, as a script finds them
+    listed = server.cli("ls", "--ids", "--all").stdout.split()
+    assert sorted(listed) == sorted([job_id, sleepy])
+    r = server.cli("rm", *listed)
     # then the ended one is gone with its folders; the running one is refused, saying why, and runs on
     assert r.returncode == 1 and r.stdout.strip() == f"deleted {job_id}"
     assert f"job {sleepy} cannot be deleted: it is" in r.stderr and "cancel it first" in r.stderr
+    assert "1 of 2 not deleted" in r.stderr
     assert not any(f.exists() for f in folders)
     assert server.cli("show", job_id).returncode == 1
     assert server.client().get(sleepy).status.value in ("starting", "running")

@@ -139,6 +139,8 @@ def ls(
     all_: Annotated[bool, typer.Option("--all", "-a", help="every matching job, page after page")] = False,
     after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
     output: OutputOpt = Output.table,
+    ids: Annotated[bool, typer.Option("--ids", help="only the ids, one a line: trainyard rm $(trainyard ls "
+                                      "-s failed --ids --all)")] = False,
 ) -> None:
     """List jobs, newest first, filtered; long histories come in pages (--after, --all)."""
     from trainyard.cli.listing import check_statuses, pages, parse_since
@@ -149,8 +151,10 @@ def ls(
         filters = {"status": status, "queue": queue, "name": name, "since": parse_since(since)}
         # JSON is the models' own dump, as it always was: the plain reads would hand on the server's as it is
         jobs, more = read(lambda source: pages(source, limit=None if all_ else limit, cursor=after, **filters),
-                          plain=output == Output.table)
-        if output == Output.json:
+                          plain=output == Output.table or ids)
+        if ids:
+            write("".join(f"{j['id']}\n" for j in jobs))
+        elif output == Output.json:
             write(json.dumps(jobs, indent=2) + "\n")
         else:
             console.print(jobs_table(jobs))
@@ -204,16 +208,23 @@ def cancel(job_id: JobArg) -> None:
 def rm(jobs: Annotated[list[str], typer.Argument(help="ids of ended jobs", autocompletion=job_ids)]) -> None:
     """Delete ended jobs: their attempts, logs, metrics, outputs and checkpoints. What they used stays in
     `trainyard usage`. A running job, or one that is part of a pipeline run, sweep or service, is refused."""
+    from rich.progress import Progress
+
     c, failed = client(), 0
-    for job_id in jobs:
-        try:
-            with handled():  # says why on stderr, and goes on with the next
-                c.delete(job_id)
-        except typer.Exit:
-            failed += 1
-        else:
-            console.print(f"deleted {job_id}", highlight=False)
+    # many ids (from `trainyard ls --ids`): a bar on stderr; stdout keeps one line per job deleted
+    with Progress(console=err_console, transient=True, disable=len(jobs) < 20) as bar:
+        task = bar.add_task("deleting", total=len(jobs))
+        for job_id in jobs:
+            try:
+                with handled():  # says why on stderr, and goes on with the next
+                    c.delete(job_id)
+            except typer.Exit:
+                failed += 1
+            else:
+                console.print(f"deleted {job_id}", highlight=False)
+            bar.advance(task)
     if failed:
+        err_console.print(f"{failed} of {len(jobs)} not deleted", highlight=False)
         raise typer.Exit(1)
 
 
