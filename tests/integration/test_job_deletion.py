@@ -1,5 +1,6 @@
 """Deleting ended jobs in-process (fake engine), on SQLite and PostgreSQL: ``DELETE /api/v1/jobs/ID`` (what
-``trainyard rm`` sends) takes every record and file of the job and leaves its hours in the usage report;
+``trainyard rm`` sends) takes every record and file of the job and leaves its hours in the usage report and
+its counts in ``/metrics``;
 what may not go is refused saying why; the ``jobs`` retention deletes what is old enough, and only that."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import time
 import pytest
 from sqlalchemy import func, select
 
+from tests.integration.test_monitoring_api import scrape
 from tests.support.inprocess import in_process
 from tests.support.waiting import until
 from trainyard.auth.permissions import Caller, Role
@@ -58,6 +60,12 @@ def rows(e, table, job_id: str) -> int:
         return s.connection().execute(select(func.count()).where(c.job_id == job_id)).scalar()
 
 
+def counters(e) -> dict:
+    return {k: v for k, v in scrape(e.tc).items() if k[0] in ("trainyard_attempts_ended_total",
+                                                              "trainyard_admission_wait_time_seconds_count",
+                                                              "trainyard_admission_wait_time_seconds_sum")}
+
+
 def events(e, job_id: str) -> int:
     c = t.Event.__table__.c
     with e.platform.store.read() as s:
@@ -73,6 +81,8 @@ def test_an_ended_job_goes_with_its_records_and_files_and_its_hours_stay_in_the_
     files.mkdir(parents=True)
     (files / "model.pt").write_bytes(b"abc")
     before = e.sdk.monitoring.usage(by="user", since="1d").rows
+    counted = counters(e)
+    assert counted[("trainyard_attempts_ended_total", (("queue", "default"), ("reason", "Succeeded")))] == 2
     assert all(rows(e, table, gone) for table in BY_JOB) and events(e, gone)
     e.sdk.get(gone)  # read once: an ended job is then answered from memory
 
@@ -91,6 +101,7 @@ def test_an_ended_job_goes_with_its_records_and_files_and_its_hours_stay_in_the_
     assert [(r.key, r.attempts) for r in after] == [(r.key, r.attempts) for r in before]
     assert [r.cpu_hours for r in after] == pytest.approx([r.cpu_hours for r in before])
     assert rows(e, ut.UsageArchive, gone) == 1
+    assert counters(e) == counted  # /metrics' counters never go down: Prometheus would read a reset
     assert [a.action for a in e.platform.store.audit(limit=1)] == ["job.delete"]
     # a second delete finds nothing; the other job is untouched
     assert e.tc.delete(f"/api/v1/jobs/{gone}").status_code == 404

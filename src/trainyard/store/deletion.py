@@ -2,7 +2,7 @@
 
 A job goes with everything the server holds of it (attempts, replicas, logs, metrics, resource samples,
 output records, status events); what its attempts used moves to ``usage_archive`` in the same transaction,
-so the usage report does not change. The audit log and webhook deliveries already owed are kept.
+so neither the usage report nor the counters of ``/metrics`` change. The audit log and webhook deliveries already owed are kept.
 """
 
 from __future__ import annotations
@@ -113,17 +113,16 @@ def _delete(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
     ids = list(conn.execute(select(j.id).where(j.id.in_(ids), j.status.in_(ENDED))).scalars())
     if not ids:
         return []
-    attempts = conn.execute(select(a.id, a.job_id, a.node, a.created_at, a.ended_at, a.status, a.reason)
-                            .where(a.job_id.in_(ids))).all()
+    attempts = conn.execute(select(a.id, a.job_id, a.node, a.created_at, a.ended_at, a.status, a.reason,
+                                   a.preempted_by, a.wait).where(a.job_id.in_(ids))).all()
     aids = [r.id for r in attempts]
     nodes: dict[str, set[str]] = {}
     for aid, node in conn.execute(select(_R.c.attempt_id, _R.c.node).where(_R.c.attempt_id.in_(aids))):
         nodes.setdefault(aid, set()).add(node)
     jobs = {r.id: r for r in conn.execute(select(j.id, j.queue, j.team, j.owner, j.spec, _Q.c.team.label("qteam"))
                                           .outerjoin(_Q, _Q.c.name == j.queue).where(j.id.in_(ids)))}
-    kept = [_archived(jobs[r.job_id], r) for r in attempts if r.ended_at is not None and r.ended_at > r.created_at]
-    if kept:
-        conn.execute(insert(_UA), kept)
+    if attempts:
+        conn.execute(insert(_UA), [_archived(jobs[r.job_id], r) for r in attempts])
     for table in _BY_ATTEMPT:
         conn.execute(delete(table).where(table.c.attempt_id.in_(aids)))
     for table in _BY_JOB:
@@ -143,4 +142,5 @@ def _archived(job, attempt) -> dict:  # noqa: ANN001
     return dict(attempt_id=attempt.id, job_id=job.id, queue=job.queue, queue_team=job.qteam, team=job.team,
                 owner=job.owner, resources=dict(spec.get("resources") or {}), replicas=int(spec.get("replicas") or 1),
                 node=attempt.node, status=attempt.status, reason=attempt.reason, created_at=attempt.created_at,
-                ended_at=attempt.ended_at)
+                ended_at=attempt.ended_at if attempt.ended_at is not None else attempt.created_at,
+                preempted_by=attempt.preempted_by, wait=attempt.wait)

@@ -12,8 +12,11 @@ from sqlalchemy import case, func, select
 
 from trainyard.status import AttemptStatus
 from trainyard.store import tables as t
+from trainyard.store import usage_tables as ut
 
 ACTIVE = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
+# attempts, and the archived attempts of deleted jobs: the same columns, counted alike
+_ATTEMPT_TABLES = (t.Attempt.__table__.c, ut.UsageArchive.__table__.c)
 ENDED = (AttemptStatus.SUCCEEDED.value, AttemptStatus.FAILED.value, AttemptStatus.CANCELLED.value)
 
 
@@ -46,34 +49,37 @@ class MonitoringMixin:
     def admission_waits(self, bounds: tuple[float, ...]) -> dict[str, Waits]:
         """Per queue, how long jobs waited from submission to their first admission (as Kueue's
         admission wait time: a retry or requeue is not a new wait). One CASE per row picks its
-        bucket; the cumulative counts are summed here over the few (queue, bucket) groups."""
-        a = t.Attempt.__table__.c
-        bucket = case(*[(a.wait <= b, i) for i, b in enumerate(bounds)], else_=len(bounds))
-        q = (select(a.queue, bucket, func.count(), func.sum(a.wait))
-             .where(a.wait.is_not(None)).group_by(a.queue, bucket))
+        bucket; the cumulative counts are summed here over the few (queue, bucket) groups. Deleted
+        jobs' attempts count from their archive (:mod:`trainyard.store.usage_tables`)."""
         out: dict[str, Waits] = {}
         with self.read() as s:  # type: ignore[attr-defined]
-            for queue, i, n, total in s.connection().execute(q):
-                w = out.setdefault(queue, Waits([0] * len(bounds), 0.0, 0))
-                for k in range(int(i), len(bounds)):
-                    w.buckets[k] += int(n)
-                out[queue] = w._replace(total=w.total + float(total or 0.0), count=w.count + int(n))
+            for a in _ATTEMPT_TABLES:
+                bucket = case(*[(a.wait <= b, i) for i, b in enumerate(bounds)], else_=len(bounds))
+                q = (select(a.queue, bucket, func.count(), func.sum(a.wait))
+                     .where(a.wait.is_not(None)).group_by(a.queue, bucket))
+                for queue, i, n, total in s.connection().execute(q):
+                    w = out.setdefault(queue, Waits([0] * len(bounds), 0.0, 0))
+                    for k in range(int(i), len(bounds)):
+                        w.buckets[k] += int(n)
+                    out[queue] = w._replace(total=w.total + float(total or 0.0), count=w.count + int(n))
         return out
 
     def attempt_outcomes(self) -> Outcomes:
         """Ended attempts per queue and reason as stored, and preempted attempts (told to stop to
-        make room, ended or not) per queue: one pass over the attempts, no join."""
-        a = t.Attempt.__table__.c
-        ended = a.status.in_(ENDED)
-        preempted = a.preempted_by.is_not(None)
-        q = select(a.queue, a.reason, ended, preempted, func.count()).group_by(a.queue, a.reason, ended, preempted)
+        make room, ended or not) per queue: one pass over the attempts (and the archived ones of
+        deleted jobs), no join."""
         out = Outcomes([], {})
         with self.read() as s:  # type: ignore[attr-defined]
-            for queue, reason, is_ended, is_preempted, n in s.connection().execute(q):
-                if is_ended:
-                    out.ended.append((queue, reason, int(n)))
-                if is_preempted:
-                    out.preempted[queue] = out.preempted.get(queue, 0) + int(n)
+            for a in _ATTEMPT_TABLES:
+                ended = a.status.in_(ENDED)
+                preempted = a.preempted_by.is_not(None)
+                q = select(a.queue, a.reason, ended, preempted, func.count()).group_by(a.queue, a.reason, ended,
+                                                                                      preempted)
+                for queue, reason, is_ended, is_preempted, n in s.connection().execute(q):
+                    if is_ended:
+                        out.ended.append((queue, reason, int(n)))
+                    if is_preempted:
+                        out.preempted[queue] = out.preempted.get(queue, 0) + int(n)
         return out
 
     def oldest_pending(self) -> dict[str, float]:

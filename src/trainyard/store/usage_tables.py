@@ -1,5 +1,6 @@
-"""What deleted jobs used: one row per attempt that held resources, so that ``trainyard usage`` still counts
-the hours of jobs whose records were deleted (``trainyard rm``, the ``jobs`` retention).
+"""What deleted jobs used: one row per attempt, so that ``trainyard usage`` still counts the hours of jobs whose
+records were deleted (``trainyard rm``, the ``jobs`` retention), and the counters and admission waits of
+``/metrics`` never go down (Prometheus would read a drop as a reset, and a rate as a burst).
 
 Declared on the same ``Base`` as :mod:`trainyard.store.tables`; the schema is migration 0019's.
 """
@@ -27,4 +28,6 @@ class UsageArchive(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float] = mapped_column(Float)
+    preempted_by: Mapped[str | None] = mapped_column(String(40))  # as the attempt's: counted as a preemption
+    wait: Mapped[float | None] = mapped_column(Float)  # as the attempt's: a first admission's wait
     __table_args__ = (Index("ix_usage_archive_ended_at", "ended_at"),)

@@ -1,4 +1,4 @@
-"""deleting jobs: what their attempts used is kept for the usage report
+"""deleting jobs: what their attempts used is kept for the usage report and /metrics
 
 Revision ID: 0019_usage_archive
 Revises: 0018_job_dependencies
@@ -29,6 +29,8 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text()),
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.Column("ended_at", sa.Float(), nullable=False),
+        sa.Column("preempted_by", sa.String(40)),
+        sa.Column("wait", sa.Float()),
     )
     op.create_index("ix_usage_archive_ended_at", "usage_archive", ["ended_at"])
 
