@@ -121,6 +121,8 @@ def test_what_may_not_be_deleted_is_refused_saying_why_and_loses_nothing(env):
         assert e.sdk.get(job_id).id == job_id and rows(e, t.Attempt, job_id) == 1
     with pytest.raises(Conflict, match="waits for it"):
         e.sdk.delete(done)
+    with pytest.raises(Conflict, match="it is starting"):
+        running.delete()  # the SDK's job handle
     # another team's job is as if it were not there
     with pytest.raises(JobNotFound):
         e.platform.jobs.delete(done, Caller(user="eve", teams={"elsewhere": Role.MAINTAINER}))

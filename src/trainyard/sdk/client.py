@@ -377,3 +377,7 @@ class Job:
         self.info = self.client.cancel(self.id)
         return self.info
 
+    def delete(self) -> None:
+        """The ended job with its records and files (:meth:`Client.delete`)."""
+        self.client.delete(self.id)
+
