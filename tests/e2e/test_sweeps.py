@@ -70,6 +70,13 @@ def test_a_random_sweep_keeps_to_its_trials_and_its_parallel_and_its_cli_shows_t
     assert all(starts[i] >= ends[i - 2] for i in range(2, 4))
     shown = server.cli("sweep", "show", info["id"])
     assert shown.returncode == 0 and f"best: trial {info['best']['number']}" in shown.stdout, shown.stdout
+    # an ended sweep goes with its trials' jobs and their folders
+    folders = [server.home / "attempts" / j.attempts[0].id for j in jobs]
+    assert all(f.is_dir() for f in folders)
+    gone = server.cli("sweep", "rm", info["id"])
+    assert gone.returncode == 0 and gone.stdout.strip() == f"deleted sweep {info['id']}", gone.stderr
+    assert server.cli("sweep", "show", info["id"]).returncode == 1 and not any(f.exists() for f in folders)
+    assert not {j.id for j in server.client().jobs(limit=100).items} & {j.id for j in jobs}
 
 
 @pytest.mark.parametrize("change, field", [

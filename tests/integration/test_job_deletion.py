@@ -15,7 +15,7 @@ from tests.support.inprocess import in_process
 from tests.support.waiting import until
 from trainyard.auth.permissions import Caller, Role
 from trainyard.config import RetentionSettings
-from trainyard.errors import Conflict, JobNotFound
+from trainyard.errors import Conflict, JobNotFound, SweepNotFound
 from trainyard.spec.records import NodeInfo
 from trainyard.store import tables as t
 from trainyard.store import usage_tables as ut
@@ -149,3 +149,56 @@ def test_the_jobs_retention_deletes_ended_jobs_old_enough_and_keeps_the_rest(env
     # what has not ended, ended lately, or is waited for stays
     assert {young, waited, blocker.id, waiter.id} <= ids
     assert rows(e, ut.UsageArchive, old) == 1
+
+
+SWEEP = {"name": "s", "job": {"command": "train --x {{params.x}}", "resources": {"cpu": 1}},
+         "parameters": {"x": {"values": [1, 2]}}, "metric": {"name": "acc"}, "method": "grid", "parallel": 1}
+
+
+def end_trial(e, seen: set, acc: float) -> str:
+    attempt = until(lambda: next((a for a in e.engine.launched if a not in seen), None))
+    seen.add(attempt)
+    report(e, attempt, phase="running", pid=1,
+           metrics={"offset": 0, "lines": ['{"step": 0, "ts": 1, "values": {"acc": %s}}' % acc]})
+    report(e, attempt, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
+    return attempt
+
+
+def test_a_sweep_goes_whole_once_ended_and_its_trials_never_alone(env):
+    e, seen = env, set()
+    s = e.sdk.sweep(SWEEP)
+    end_trial(e, seen, 0.5)
+    trial_job = until(lambda: (t := e.sdk.sweeps.get(s.id).trials) and t[0].job_id)
+    until(lambda: e.sdk.get(trial_job).status.value == "succeeded")
+    # running: refused, and a trial's job alone is refused naming its sweep, even once it has ended
+    r = e.tc.delete(f"/api/v1/sweeps/{s.id}")
+    assert r.status_code == 409 and "it is running: cancel it first" in r.json()["message"], r.text
+    r = e.tc.delete(f"/api/v1/jobs/{trial_job}")
+    assert r.status_code == 409 and f"it is trial 0 of sweep {s.id}" in r.json()["message"], r.text
+    end_trial(e, seen, 0.9)
+    done = e.sdk.sweeps.wait(s.id, timeout=30, every=0.1)
+    assert done.status.value == "succeeded"
+    # ended: it goes with both trials' jobs, whose hours stay counted
+    e.sdk.sweeps.delete(s.id)
+    with pytest.raises(SweepNotFound):
+        e.sdk.sweeps.get(s.id)
+    for t in done.trials:
+        assert e.tc.get(f"/api/v1/jobs/{t.job_id}").status_code == 404 and rows(e, ut.UsageArchive, t.job_id) == 1
+    assert [a.action for a in e.platform.store.audit(limit=1)] == ["sweep.delete"]
+
+
+def test_the_jobs_retention_deletes_an_ended_sweep_with_its_trials(env):
+    e, seen = env, set()
+    s = e.sdk.sweep(SWEEP)
+    end_trial(e, seen, 0.5)
+    end_trial(e, seen, 0.9)
+    done = e.sdk.sweeps.wait(s.id, timeout=30, every=0.1)
+    sweep = e.platform.retention
+    sweep.cycle()  # ended just now: kept
+    assert e.sdk.sweeps.get(s.id).id == s.id and sweep.sweeps_deleted == 0
+    with e.platform.store.write() as w:
+        w.execute(t.Sweep.__table__.update().values(ended_at=time.time() - 2 * KEEP))
+        w.execute(t.Job.__table__.update().values(updated_at=time.time() - 2 * KEEP))
+    sweep.cycle()
+    assert sweep.sweeps_deleted == 1 and sweep.jobs_deleted == 2
+    assert not {j.id for j in e.sdk.jobs(limit=100).items} & {tr.job_id for tr in done.trials}

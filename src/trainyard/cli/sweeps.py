@@ -104,6 +104,14 @@ def cancel(sweep: str) -> None:
         console.print(f"sweep {s.id} {s.status.value}", highlight=False)
 
 
+@app.command()
+def rm(sweep: str) -> None:
+    """Delete an ended sweep with its trials' jobs (their logs, metrics, outputs); their usage stays counted."""
+    with handled():
+        client().sweeps.delete(sweep)
+        console.print(f"deleted sweep {sweep}", highlight=False)
+
+
 def _show(info: SweepInfo, output: Output) -> None:
     from rich.table import Table
 

@@ -69,6 +69,10 @@ class Sweeps:
     def cancel(self, key: str) -> SweepInfo:
         return SweepInfo.model_validate_json(self.http.request("POST", f"/api/v1/sweeps/{key}/cancel").content)
 
+    def delete(self, key: str) -> None:
+        """An ended sweep with its trials' jobs (records and files); their usage stays counted."""
+        self.http.request("DELETE", f"/api/v1/sweeps/{key}")
+
     def wait(self, key: str, timeout: float | None = None, every: float = 1.0) -> SweepInfo:
         """The sweep once it has ended; WaitTimeout after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout

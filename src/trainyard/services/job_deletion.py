@@ -34,6 +34,21 @@ class JobRemover:
         """Why each of ``job_ids`` may not be deleted; those that may are left out."""
         return self.rows.blockers(job_ids)
 
+    def why_not_sweep(self, sweep_id: str) -> str | None:
+        """Why an ended sweep may not be deleted with its trials' jobs: the first trial's job that may not go."""
+        jobs = self.rows.trial_jobs(sweep_id)
+        kept = self.rows.blockers(jobs, sweep=sweep_id)
+        first = next((j for j in jobs if j in kept), None)
+        return None if first is None else f"the job of one of its trials, {first}: {kept[first]}"
+
+    def remove_sweep(self, sweep_id: str) -> list[Deleted] | None:
+        """An ended sweep with its trials' jobs (check :meth:`why_not_sweep` first); None if it was not there
+        (or is running)."""
+        deleted = self.rows.delete_sweep(sweep_id)
+        if deleted:
+            self._files(deleted)
+        return deleted
+
     def remove(self, job_ids: list[str]) -> list[Deleted]:
         """Delete the records of those of ``job_ids`` that have ended, then their files (check :meth:`why_not`
         first); what was deleted."""

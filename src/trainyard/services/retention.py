@@ -10,7 +10,8 @@ looked at once, whatever the history's length:
   folder on those nodes and, on an object store, its checkpoint sets there.
 
 - ``jobs``: an ended job that last changed that long ago is deleted as ``trainyard rm`` deletes it
-  (:mod:`trainyard.services.job_deletion`), unless it is part of something larger.
+  (:mod:`trainyard.services.job_deletion`), unless it is part of something larger; so is an ended sweep,
+  with its trials' jobs (``trainyard sweep rm``).
 
 Off (None) by default for checkpoints and jobs: "keep them" is what users expect unless an admin says.
 The engine removes the folders (:meth:`trainyard.engines.base.Engine.remove_leftovers`): the local engine in
@@ -56,6 +57,7 @@ class RetentionLoop(Ticker):
         self.remover = remover or JobRemover(store, engine, artifacts)
         self.removed = {"attempt": 0, "checkpoints": 0}
         self.jobs_deleted = 0
+        self.sweeps_deleted = 0
         self.failed = 0
         self.swept_at: float | None = None
 
@@ -76,9 +78,21 @@ class RetentionLoop(Ticker):
         self.swept_at = now
 
     def _jobs(self, before: float) -> None:
-        """Ended jobs that last changed by ``before``, a batch at a time. No cursor: what is swept is gone, and
-        what is kept for being part of something larger (a pipeline step…) is left out by the query itself,
-        or, for the rarer reasons, skipped by id for the rest of this sweep."""
+        """Ended sweeps with their trials, then ended jobs, that ended by ``before``, a batch at a time. No
+        cursor: what is swept is gone, and what is kept for being part of something larger (a pipeline
+        step…) is left out by the query itself, or, for the rarer reasons, skipped by id for the rest of
+        this sweep."""
+        kept_sweeps: set[str] = set()
+        while not self._stop.is_set():
+            sweeps = self.remover.rows.expired_sweeps(before, BATCH, kept_sweeps)
+            for sweep_id in sweeps:
+                if self.remover.why_not_sweep(sweep_id) is not None:
+                    kept_sweeps.add(sweep_id)
+                elif (deleted := self.remover.remove_sweep(sweep_id)) is not None:
+                    self.jobs_deleted += len(deleted)
+                    self.sweeps_deleted += 1
+            if len(sweeps) < BATCH:
+                break
         skip: set[str] = set()
         while not self._stop.is_set():
             batch = self.remover.rows.expired(before, BATCH, skip)
@@ -146,8 +160,10 @@ class RetentionCollector(Collector):
         for kind, n in self.loop.removed.items():
             removed.add_metric([kind], n)
         yield removed
-        yield CounterMetricFamily("trainyard_retention_jobs_deleted", "Ended jobs the jobs retention deleted",
-                                  value=self.loop.jobs_deleted)
+        yield CounterMetricFamily("trainyard_retention_jobs_deleted", "Ended jobs the jobs retention deleted "
+                                  "(trials of the sweeps it deleted too)", value=self.loop.jobs_deleted)
+        yield CounterMetricFamily("trainyard_retention_sweeps_deleted", "Ended sweeps the jobs retention deleted",
+                                  value=self.loop.sweeps_deleted)
         yield CounterMetricFamily("trainyard_retention_failed", "Folders (or checkpoint sets) a retention sweep "
                                   "could not remove", value=self.loop.failed + self.loop.remover.failed)
         if self.loop.swept_at is not None:

@@ -1,4 +1,4 @@
-"""Sweeps on request: create, look up, cancel.
+"""Sweeps on request: create, look up, cancel, delete.
 
 A sweep is a thin layer over jobs: each trial is an ordinary job of the sweep's
 owner, in its queue, with the sampled params. What samples the next trials,
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
-from trainyard.errors import Forbidden, Unsupported
+from trainyard.errors import Conflict, Forbidden, SweepNotFound, Unsupported
 from trainyard.services.jobs import JobService
 from trainyard.spec.sweep import SweepInfo, SweepSpec, SweepStatus, TrialInfo, TrialState
 from trainyard.store import Store
@@ -57,6 +57,21 @@ class SweepService:
             self.stop_trials(row["id"], "the sweep was cancelled")
         self.wake()
         return self.get(row["id"])
+
+    def delete(self, key: str, caller: Caller = LOCAL_ADMIN) -> None:
+        """An ended sweep with its trials and their jobs (records and files, as ``trainyard rm``); Conflict
+        saying why for one still running, or whose trials' jobs may not go yet (one still cancelling)."""
+        row = self.sweeps.find(key, visible(caller))
+        if not caller.may(Action.CANCEL_OWN, row["team"], row["owner"]):
+            raise Forbidden(f"you may delete only your own sweeps; {row['id']} is {row['owner']}'s",
+                            sweep_id=row["id"])
+        why = "it is running: cancel it first" if row["status"] is SweepStatus.RUNNING else \
+            self.jobs.remover.why_not_sweep(row["id"])
+        if why is not None:
+            raise Conflict(f"sweep {row['id']} cannot be deleted: {why}", sweep_id=row["id"])
+        if self.jobs.remover.remove_sweep(row["id"]) is None:  # deleted meanwhile, by another request
+            raise SweepNotFound(f"no such sweep: {key}", sweep=key)
+        self.jobs.audit.record(caller, "sweep.delete", row["id"], name=row["name"], status=row["status"].value)
 
     def stop_trials(self, sweep_id: str, reason: str) -> None:
         for trial in self.sweeps.trials(sweep_id):

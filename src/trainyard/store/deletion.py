@@ -20,7 +20,7 @@ from trainyard.store.store import ENDED, IN_BATCH
 
 _J, _A, _R, _Q = t.Job.__table__, t.Attempt.__table__, t.Replica.__table__, t.Queue.__table__
 _STEPS, _TRIALS, _SREPS = t.PipelineStep.__table__, t.SweepTrial.__table__, t.ServiceReplicaRow.__table__
-_UA = ut.UsageArchive.__table__
+_UA, _SWEEPS = ut.UsageArchive.__table__, t.Sweep.__table__
 # rows keyed by the job's id, and by its attempts' ids
 _BY_JOB = (t.LogChunk.__table__, t.Metric.__table__, t.Artifact.__table__, t.ReplicaUsage.__table__)
 _BY_ATTEMPT = (t.MetricSeries.__table__, _R)
@@ -35,8 +35,9 @@ class JobDeletion:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def blockers(self, job_ids: list[str]) -> dict[str, str]:
-        """Why each of ``job_ids`` may not be deleted (those that may are left out; so are unknown ids)."""
+    def blockers(self, job_ids: list[str], sweep: str | None = None) -> dict[str, str]:
+        """Why each of ``job_ids`` may not be deleted (those that may are left out; so are unknown ids); with
+        ``sweep``, its trials may go (with it)."""
         out: dict[str, str] = {}
         with self.store.read() as s:
             conn = s.connection()
@@ -48,9 +49,9 @@ class JobDeletion:
                 for jid, run, step in conn.execute(select(_STEPS.c.job_id, _STEPS.c.run_id, _STEPS.c.name)
                                                    .where(_STEPS.c.job_id.in_(some))):
                     out.setdefault(jid, f"it is step {step} of pipeline run {run}")
-                for jid, sweep, n in conn.execute(select(_TRIALS.c.job_id, _TRIALS.c.sweep_id, _TRIALS.c.number)
-                                                  .where(_TRIALS.c.job_id.in_(some))):
-                    out.setdefault(jid, f"it is trial {n} of sweep {sweep}")
+                for jid, of, n in conn.execute(select(_TRIALS.c.job_id, _TRIALS.c.sweep_id, _TRIALS.c.number)
+                                               .where(_TRIALS.c.job_id.in_(some), _TRIALS.c.sweep_id != (sweep or ""))):
+                    out.setdefault(jid, f"it is trial {n} of sweep {of}")
                 for jid, service in conn.execute(select(_SREPS.c.job_id, _SREPS.c.service_id)
                                                  .where(_SREPS.c.job_id.in_(some))):
                     out.setdefault(jid, f"it is a replica of service {service}")
@@ -93,6 +94,34 @@ class JobDeletion:
                 out += _delete(s.connection(), job_ids[i:i + IN_BATCH])
         self.store.forget_jobs([d.job_id for d in out])
         return out
+
+    def trial_jobs(self, sweep_id: str) -> list[str]:
+        with self.store.read() as s:
+            return list(s.connection().execute(select(_TRIALS.c.job_id).where(_TRIALS.c.sweep_id == sweep_id)
+                                               .order_by(_TRIALS.c.number)).scalars())
+
+    def delete_sweep(self, sweep_id: str) -> list[Deleted] | None:
+        """An ended sweep with its trials' jobs (check :meth:`blockers` with ``sweep`` first), in one transaction;
+        the jobs deleted, or None if the sweep is running or gone."""
+        sw = _SWEEPS.c
+        with self.store.write() as s:
+            conn = s.connection()
+            if conn.execute(delete(_SWEEPS).where(sw.id == sweep_id, sw.status != "running")).rowcount != 1:
+                return None
+            jobs = list(conn.execute(select(_TRIALS.c.job_id).where(_TRIALS.c.sweep_id == sweep_id)).scalars())
+            conn.execute(delete(_TRIALS).where(_TRIALS.c.sweep_id == sweep_id))
+            out: list[Deleted] = []
+            for i in range(0, len(jobs), IN_BATCH):
+                out += _delete(conn, jobs[i:i + IN_BATCH])
+        self.store.forget_jobs([d.job_id for d in out])
+        return out
+
+    def expired_sweeps(self, before: float, limit: int, skip: set[str]) -> list[str]:
+        """Ended sweeps that ended at or before ``before``, none in ``skip``."""
+        sw = _SWEEPS.c
+        where = [sw.status != "running", sw.ended_at <= before] + ([sw.id.notin_(sorted(skip))] if skip else [])
+        with self.store.read() as s:
+            return list(s.connection().execute(select(sw.id).where(*where).limit(limit)).scalars())
 
     def expired(self, before: float, limit: int, skip: set[str]) -> list[str]:
         """Ended jobs that last changed at or before ``before``, none of a pipeline run, sweep or service

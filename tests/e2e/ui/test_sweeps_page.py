@@ -1,10 +1,11 @@
 """The sweeps pages in a real browser against a real server: the list with each sweep's status, best value and
 trials; one sweep's optimization history chart, its trials best first, each linked to its job, the best one's
-params, a link comparing them; and cancelling a running sweep from its page."""
+params, a link comparing them; and cancelling a running sweep from its page, then deleting it."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from itertools import accumulate
 from urllib.parse import parse_qs, urlparse
@@ -13,6 +14,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser import screenshot, signed_in
+from tests.support.waiting import until
+from trainyard.errors import SweepNotFound
 
 pytestmark = pytest.mark.slow
 
@@ -109,6 +112,14 @@ def test_a_running_sweep_is_cancelled_from_its_page(server, page):
     expect(page.locator("button[name=cancel]")).to_be_disabled()
     assert "quad" in asked[0]
     assert client.sweeps.get(sweep.id).status.value == "cancelled"
+    # once its trials' jobs have ended, it is deleted from its page, which goes back to the list
+    jobs = [t.job_id for t in client.sweeps.get(sweep.id).trials]
+    until(lambda: all(client.get(j).status.value == "cancelled" for j in jobs), timeout=30)
+    page.once("dialog", lambda d: d.accept())
+    page.click("button[name=delete]")
+    expect(page).to_have_url(re.compile(r"/sweeps$"), timeout=10_000)
+    with pytest.raises(SweepNotFound):
+        client.sweeps.get(sweep.id)
 
 
 HISTORY = """async ([trials, goal, more]) => {

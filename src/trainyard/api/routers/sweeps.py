@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from trainyard.api.deps import CallerDep, PlatformDep
 from trainyard.spec.sweep import SweepCreate, SweepInfo
@@ -29,3 +29,10 @@ def get_sweep(key: str, p: PlatformDep, caller: CallerDep) -> SweepInfo:
 @router.post("/{key}/cancel")
 def cancel_sweep(key: str, p: PlatformDep, caller: CallerDep) -> SweepInfo:
     return p.sweeps.cancel(key, caller)
+
+
+@router.delete("/{key}", status_code=204)
+def delete_sweep(key: str, p: PlatformDep, caller: CallerDep) -> Response:
+    """An ended sweep with its trials' jobs, as `trainyard rm` deletes jobs; 409 for one still running."""
+    p.sweeps.delete(key, caller)
+    return Response(status_code=204)

@@ -2,6 +2,7 @@
 // each a job, linked) with its value and params, a link comparing the trials' metrics, and cancel. Refreshed
 // while the sweep runs.
 import { api, poll, toast } from "../api.js";
+import { navigate } from "../app.js";
 import { css } from "../css.js";
 import { ago, badge, duration, h, when } from "../ui.js";
 import { HistoryChart } from "./sweep_chart.js";
@@ -52,7 +53,7 @@ export async function render(root, { params }) {
     const sig = JSON.stringify([sweep.status, sweep.reason, sweep.trials]);
     if (!force && sig === drawn) return;
     drawn = sig;
-    head.replaceChildren(header(sweep, cancel));
+    head.replaceChildren(header(sweep, cancel, remove));
     facts.replaceChildren(...pairs(factList(sweep)));
     chart.update(sweep.trials, sweep.spec.metric).catch(toast);
     best.replaceChildren(bestTrial(sweep));
@@ -65,6 +66,16 @@ export async function render(root, { params }) {
       sweep = await api(`${path}/cancel`, { method: "POST" });
       toast(`Cancelled sweep ${sweep.name}`, { kind: "info" });
       draw(true);
+    } catch (e) { toast(e); }
+  }
+
+  async function remove() {
+    if (!confirm(`Delete sweep ${sweep.name} (${sweep.id}) with its trials' jobs, their logs, metrics and outputs? ` +
+      "This cannot be undone.")) return;
+    try {
+      await api(path, { method: "DELETE" });
+      toast(`Deleted sweep ${sweep.name}`, { kind: "info" });
+      navigate("/sweeps");
     } catch (e) { toast(e); }
   }
 
@@ -82,7 +93,7 @@ export async function render(root, { params }) {
   return () => { stop(); chart.destroy(); };
 }
 
-function header(s, cancel) {
+function header(s, cancel, remove) {
   const ids = bestFirst(s.trials, s.spec.metric.goal).slice(0, COMPARED).map((t) => t.job_id);
   const compare = `/compare?jobs=${ids.map(encodeURIComponent).join(",")}`;
   return h("div", null,
@@ -90,7 +101,9 @@ function header(s, cancel) {
       h("h1", null, s.name), h("span.sweep-status", null, badge(s.status)), h("span.grow"),
       ids.length ? h("a.button", { href: compare, id: "compare-trials",
         title: s.trials.length > COMPARED ? `the best ${COMPARED} trials` : "every trial" }, "Compare trials") : null,
-      h("button.danger", { type: "button", name: "cancel", disabled: s.status !== "running", onclick: cancel }, "Cancel")),
+      h("button.danger", { type: "button", name: "cancel", disabled: s.status !== "running", onclick: cancel }, "Cancel"),
+      h("button.danger", { type: "button", name: "delete", disabled: s.status === "running", onclick: remove,
+        title: "delete this ended sweep with its trials' jobs (their usage stays counted)" }, "Delete")),
     s.reason && h("p.reason", { class: s.status === "failed" ? "error" : "muted" }, s.reason));
 }
 
