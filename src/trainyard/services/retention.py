@@ -41,6 +41,7 @@ BATCH = 500  # attempts read, and their folders removed, at a time
 # seconds the cursor stays behind what was swept: an end committed late, or written by a server whose clock is
 # behind, is still seen by the next sweep (what is gone is not removed twice)
 SLACK = 300.0
+BETWEEN = 0.1  # seconds between two batches of jobs deleted
 
 
 class RetentionLoop(Ticker):
@@ -104,6 +105,8 @@ class RetentionLoop(Ticker):
                 log.info("retention: deleted %d ended jobs", len(doomed))
             if len(batch) < BATCH:
                 return
+            # a batch holds the writer ~0.1 s (bench/deletion.py): a backlog leaves the scheduler its turns
+            self._stop.wait(BETWEEN)
 
     def _sweep(self, name: str, until: float, remove, last_of_ended_job: bool) -> None:  # noqa: ANN001
         """Everything that ended after the cursor and by ``until``, a batch at a time; the cursor moves after
