@@ -150,7 +150,10 @@ def test_rm_deletes_an_ended_job_with_its_folders_and_files_and_refuses_a_runnin
     sleepy_spec = write_spec(tmp_path, "name: sleepy\ncommand: sleep 30\n", "sleepy.yaml")
     sleepy = server.cli("run", str(sleepy_spec)).stdout.strip()
     # when both are removed in one call, as a script finds them
-    listed = server.cli("ls", "--ids", "--all").stdout.split()
+    assert server.cli("ls", "--ids", "--before", "1h").stdout == ""  # none submitted over an hour ago
+    bad = server.cli("ls", "--before", "soon")
+    assert bad.returncode == 2 and "--before: 'soon'" in bad.stderr, bad.stderr
+    listed = server.cli("ls", "--ids", "--all", "--before", "2999-01-01").stdout.split()
     assert sorted(listed) == sorted([job_id, sleepy])
     r = server.cli("rm", *listed)
     # then the ended one is gone with its folders; the running one is refused, saying why, and runs on

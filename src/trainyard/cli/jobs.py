@@ -135,6 +135,8 @@ def ls(
     queue: Annotated[Optional[str], typer.Option("--queue", "-q", help="only jobs of this queue")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="only jobs of this name")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="submitted within (2h, 3d) or since (2024-05-01)")] = None,
+    before: Annotated[Optional[str], typer.Option("--before", help="submitted longer ago (30d) or before (2024-05-01)")]
+    = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many jobs")] = 50,
     all_: Annotated[bool, typer.Option("--all", "-a", help="every matching job, page after page")] = False,
     after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
@@ -148,7 +150,8 @@ def ls(
 
     with handled():
         check_statuses(status or [])
-        filters = {"status": status, "queue": queue, "name": name, "since": parse_since(since)}
+        filters = {"status": status, "queue": queue, "name": name, "since": parse_since(since),
+                   "until": parse_since(before, "--before")}
         # JSON is the models' own dump, as it always was: the plain reads would hand on the server's as it is
         jobs, more = read(lambda source: pages(source, limit=None if all_ else limit, cursor=after, **filters),
                           plain=output == Output.table or ids)

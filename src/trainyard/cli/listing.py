@@ -27,7 +27,7 @@ def check_statuses(statuses: list[str]) -> None:
             raise _bad("--status", f"unknown status {s!r}{suggestion(s, known)} (one of {', '.join(known)})")
 
 
-def parse_since(text: str | None) -> float | None:
+def parse_since(text: str | None, flag: str = "--since") -> float | None:
     """A Unix time from ``2h`` / ``3d`` (that long ago) or an ISO date or time (local time unless it says)."""
     if text is None:
         return None
@@ -38,7 +38,7 @@ def parse_since(text: str | None) -> float | None:
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
-        raise _bad("--since", f"{text!r}: give a duration (30m, 2h, 3d) or a date (2024-05-01, "
+        raise _bad(flag, f"{text!r}: give a duration (30m, 2h, 3d) or a date (2024-05-01, "
                    "2024-05-01T12:00)") from None
 
 

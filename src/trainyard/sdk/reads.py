@@ -73,10 +73,11 @@ class Reads:
         return self.get(f"/api/v1/jobs/{_id(job_id)}")
 
     def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
-             limit: int = 50, cursor: str | None = None, since: float | None = None) -> dict[str, Any]:
+             limit: int = 50, cursor: str | None = None, since: float | None = None,
+             until: float | None = None) -> dict[str, Any]:
         """One page of jobs (``items``, ``next_cursor``), with :meth:`Client.jobs`'s filters."""
         query = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor,
-                 "since": since}
+                 "since": since, "until": until}
         return self.get("/api/v1/jobs", {k: v for k, v in query.items() if v not in (None, [])})
 
     def metrics(self, job_id: str) -> list[dict[str, Any]]:
