@@ -124,7 +124,7 @@ def test_the_revisions_are_the_ones_this_test_knows():
     assert revisions() == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008_ui_indexes",
                            "0009_services", "0010_service_restarts", "0011_metric_series", "0012_sweeps",
                            "0013_secrets", "0014_schedules", "0015_webhooks", "0016_node_cordons",
-                           "0017_sweep_cursors", "0018_job_dependencies"]
+                           "0017_sweep_cursors", "0018_job_dependencies", "0019_usage_archive"]
 
 
 @pytest.mark.parametrize("start", EARLIER)

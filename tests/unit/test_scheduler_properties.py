@@ -5,7 +5,7 @@ over-committed, that a gang is placed whole, and that GPU types, selectors
 and spread are honoured; these tests add quotas, priorities and termination.
 """
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from trainyard.scheduler.model import Node, PendingJob, Queue, RunningJob
@@ -14,7 +14,10 @@ from trainyard.scheduler.simulate import SimJob, Simulator
 
 GB = 10**9
 QUEUES = [Queue("q1", team="t1", gpus={"A": 2}), Queue("q2", team="t2", cpu=8, borrowing=False), Queue("q3", team="t1")]
-RUNS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# no explain phase: it traces every line the planner runs, and outlasted the test's timeout after a
+# failure was found (CI then reported the timeout beside the failure)
+RUNS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink])
 
 
 @st.composite
@@ -132,8 +135,12 @@ def test_no_job_waits_behind_lower_priority_work_it_could_preempt(nodes, first, 
         if not victims:
             continue
         alt = _without(sim, victims, options)
-        # nodes held for the job at the head of the line stay held for it: with fewer running jobs,
-        # fair share may order the line differently, but that does not make preempting for it right
+        # with fewer running jobs fair share may order the line differently: another job then holds nodes,
+        # and its queue's share of a quota, in place of the one holding them now, which says nothing of
+        # whether preempting would have been right here
+        if {r.job_id for r in alt.reservations} - {job.id} != {r.job_id for r in p.reservations} - {job.id}:
+            continue
+        # nodes held for the job at the head of the line stay held for it
         places = {a.node for a in alt.admissions.get(job.id, ())}
         assert not places or places & held or job.id in alt.borrowed, (job, p.reasons.get(job.id))
 
