@@ -150,7 +150,8 @@ class RetentionSettings(BaseModel):
     jobs: float | None = Field(None, ge=0, description="an ended job itself, as `trainyard rm` deletes it: its "
                                "records (attempts, logs, metrics, events), its files on the nodes and in the "
                                "artifact store; what it used stays in `trainyard usage`. An ended sweep goes "
-                               "with its trials' jobs; steps of pipeline runs and replicas of services are kept")
+                               "with its trials' jobs, an ended pipeline run with its steps' jobs (once no newer "
+                               "run reuses its outputs); replicas of services are kept")
     every: float = Field(600.0, gt=0, le=86400, description="seconds between the leader's sweeps")
 
 

@@ -121,6 +121,8 @@ def test_cancel_stops_every_running_step_and_starts_nothing_more(server, tmp_pat
     run_id = server.cli("pipeline", "run", str(pipeline)).stdout.strip()
     written = lambda: [p.read_text() for p in pids.iterdir()]  # noqa: E731
     procs = [int(t) for t in until(lambda: len(written()) == 2 and all(written()) and written(), timeout=30)]
+    r = server.cli("pipeline", "rm", run_id)
+    assert r.returncode == 1 and "it is running: cancel it first" in r.stderr, r.stderr
     r = server.cli("pipeline", "cancel", run_id)
     assert r.returncode == 0, r.stderr
     info = server.client().pipelines.wait(run_id, timeout=30)
@@ -129,6 +131,15 @@ def test_cancel_stops_every_running_step_and_starts_nothing_more(server, tmp_pat
     until(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
                           for p in procs), timeout=10)
     assert info.step("after").job_id is None
+    # an ended run goes with its steps' jobs and their folders
+    folders = [server.home / "attempts" / a.id for s in info.steps if s.job_id
+               for a in server.client().get(s.job_id).attempts]
+    assert len(folders) == 2 and all(f.is_dir() for f in folders)
+    r = server.cli("pipeline", "rm", run_id)
+    assert r.returncode == 0 and r.stdout.strip() == f"deleted pipeline run {run_id}", r.stderr
+    assert not any(f.exists() for f in folders)
+    assert server.cli("pipeline", "show", run_id).returncode == 1
+    assert all(server.cli("show", s.job_id).returncode == 1 for s in info.steps if s.job_id)
 
 
 def test_a_bad_pipeline_is_refused_with_its_line_and_nothing_runs(server, tmp_path):

@@ -130,6 +130,24 @@ def test_what_may_not_be_deleted_is_refused_saying_why_and_loses_nothing(env):
         e.sdk.delete("j-nothere00")
 
 
+def test_a_job_whose_outputs_a_live_service_serves_stays_until_the_service_is_deleted(env):
+    from trainyard.spec.service import ServiceSpec
+
+    e = env
+    served, _ = ran(e, {"name": "trained", "command": "x"})
+    e.platform.serving.apply(ServiceSpec.model_validate(
+        {"name": "web", "command": ["serve", "--model", "{{inputs.model}}"], "service": {"replicas": 1},
+         "inputs": {"model": f"job://{served}/model.pt"}}))
+    # the service holds the input as the artifact-store URL it was resolved to, not as job://
+    assert "job://" not in str(e.platform.serving.get("web").spec.inputs)
+    r = e.tc.delete(f"/api/v1/jobs/{served}")
+    assert r.status_code == 409 and "service web" in r.json()["message"], r.text
+    assert "serves its outputs" in r.json()["message"]
+    assert e.sdk.get(served).id == served
+    e.platform.serving.delete("web")
+    until(lambda: e.tc.delete(f"/api/v1/jobs/{served}").status_code == 204)
+
+
 def test_the_jobs_retention_deletes_ended_jobs_old_enough_and_keeps_the_rest(env):
     e = env
     old, _ = ran(e, {"name": "old", "command": "x"})

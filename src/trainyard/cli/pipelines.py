@@ -113,6 +113,14 @@ def cancel(run_id: RunArg) -> None:
         console.print(run_id, status_text(info.status.value))
 
 
+@app.command("rm")
+def rm(run_id: RunArg) -> None:
+    """Delete an ended run with its steps' jobs (logs, metrics, outputs) and artifacts; their usage stays counted."""
+    with handled():
+        client().pipelines.delete(run_id)
+        console.print(f"deleted pipeline run {run_id}", highlight=False)
+
+
 @app.command("ls")
 def ls(
     status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only runs in this status")] = None,

@@ -132,6 +132,11 @@ class Pipelines:
     def retry(self, run_id: str) -> PipelineRunInfo:
         return PipelineRunInfo.model_validate(self.http.request("POST", f"/api/v1/pipelines/{run_id}/retry").json())
 
+    def delete(self, run_id: str) -> None:
+        """An ended run with its steps' jobs (records and files) and its artifacts; their usage stays counted.
+        Refused (Conflict) while another run's cached step reuses its outputs."""
+        self.http.request("DELETE", f"/api/v1/pipelines/{run_id}")
+
     def artifact(self, key: str) -> PipelineArtifact:
         """A step artifact by id or digest, with its lineage (step, job, inputs, code)."""
         return PipelineArtifact.model_validate(self.http.request("GET", f"/api/v1/artifacts/{key}").json())
@@ -203,6 +208,10 @@ class PipelineRun:
     def cancel(self) -> PipelineRunInfo:
         self.info = self.pipelines.cancel(self.id)
         return self.info
+
+    def delete(self) -> None:
+        """This run, once ended, with its steps' jobs and artifacts."""
+        self.pipelines.delete(self.id)
 
     def retry(self) -> PipelineRunInfo:
         """Run the failed and downstream steps again, reusing what succeeded."""

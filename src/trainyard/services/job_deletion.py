@@ -8,6 +8,8 @@ left over is only disk, which the work-dir retention would not reach again.
 
 A job that is part of something larger stays: a step of a pipeline run, a trial of a sweep, a replica of a
 service, a job of a live Dask cluster, a job another one waits for (``after``), or outputs a live service serves.
+A sweep goes whole with its trials' jobs; so does a pipeline run with its steps' jobs
+(:mod:`trainyard.store.run_deletion`), once no other run reuses its outputs.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from trainyard.engines.base import Engine
 from trainyard.engines.leftovers import Leftover
 from trainyard.store import Store
 from trainyard.store.deletion import Deleted, JobDeletion
+from trainyard.store.run_deletion import RunDeletion
 
 log = logging.getLogger("trainyard.deletion")
 
 
 class JobRemover:
     def __init__(self, store: Store, engine: Engine, artifacts: ArtifactStore) -> None:
-        self.rows = JobDeletion(store)
+        self.rows = JobDeletion(store, artifacts.url)
+        self.runs = RunDeletion(self.rows)
         self.engine = engine
         self.artifacts = artifacts
         self.failed = 0  # files that could not be removed, since this server started
@@ -45,6 +49,18 @@ class JobRemover:
         """An ended sweep with its trials' jobs (check :meth:`why_not_sweep` first); None if it was not there
         (or is running)."""
         deleted = self.rows.delete_sweep(sweep_id)
+        if deleted:
+            self._files(deleted)
+        return deleted
+
+    def why_not_run(self, run_id: str, status: str) -> str | None:
+        """Why a pipeline run (``status`` as read) may not be deleted with its steps' jobs."""
+        return self.runs.blocker(run_id, status)
+
+    def remove_run(self, run_id: str) -> list[Deleted] | None:
+        """An ended pipeline run with its steps' jobs (check :meth:`why_not_run` first); None if it was not
+        there, has not ended, or is reused meanwhile."""
+        deleted = self.runs.delete(run_id)
         if deleted:
             self._files(deleted)
         return deleted

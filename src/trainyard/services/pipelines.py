@@ -143,6 +143,18 @@ class PipelineService(Ticker):
             self.advance(run_id)
         return self.runs.get_run(run_id)
 
+    def delete(self, run_id: str, caller: Caller = LOCAL_ADMIN) -> None:
+        """An ended run with its steps' jobs (records and files, as ``trainyard rm``) and its artifacts' records;
+        Conflict saying why for one still running, or whose outputs another run reuses."""
+        run = self.get(run_id, caller)
+        if not caller.may(Action.CANCEL_OWN, run.team, run.owner):
+            raise Forbidden(f"you may delete only your own runs; {run_id} is {run.owner}'s", run_id=run_id)
+        if (why := self.jobs.remover.why_not_run(run_id, run.status.value)) is not None:
+            raise Conflict(f"pipeline run {run_id} cannot be deleted: {why}", run_id=run_id)
+        if self.jobs.remover.remove_run(run_id) is None:
+            raise Conflict(f"pipeline run {run_id} changed meanwhile; look again", run_id=run_id)
+        self.jobs.audit.record(caller, "pipeline.delete", run_id, name=run.name, status=run.status.value)
+
     def retry(self, run_id: str, caller: Caller = LOCAL_ADMIN) -> PipelineRunInfo:
         """Run the failed, cancelled and skipped steps again; what succeeded is kept."""
         run = self._changeable(run_id, caller)

@@ -59,6 +59,7 @@ class RetentionLoop(Ticker):
         self.removed = {"attempt": 0, "checkpoints": 0}
         self.jobs_deleted = 0
         self.sweeps_deleted = 0
+        self.runs_deleted = 0
         self.failed = 0
         self.swept_at: float | None = None
 
@@ -79,10 +80,10 @@ class RetentionLoop(Ticker):
         self.swept_at = now
 
     def _jobs(self, before: float) -> None:
-        """Ended sweeps with their trials, then ended jobs, that ended by ``before``, a batch at a time. No
-        cursor: what is swept is gone, and what is kept for being part of something larger (a pipeline
-        step…) is left out by the query itself, or, for the rarer reasons, skipped by id for the rest of
-        this sweep."""
+        """Ended sweeps with their trials, pipeline runs with their steps' jobs, then ended jobs, that ended by
+        ``before``, a batch at a time. No cursor: what is swept is gone, and what is kept for being part of
+        something larger (a pipeline step…) is left out by the query itself, or, for the rarer reasons, skipped
+        by id for the rest of this sweep."""
         kept_sweeps: set[str] = set()
         while not self._stop.is_set():
             sweeps = self.remover.rows.expired_sweeps(before, BATCH, kept_sweeps)
@@ -94,6 +95,7 @@ class RetentionLoop(Ticker):
                     self.sweeps_deleted += 1
             if len(sweeps) < BATCH:
                 break
+        self._runs(before)
         skip: set[str] = set()
         while not self._stop.is_set():
             batch = self.remover.rows.expired(before, BATCH, skip)
@@ -107,6 +109,23 @@ class RetentionLoop(Ticker):
                 return
             # a batch holds the writer ~0.1 s (bench/deletion.py): a backlog leaves the scheduler its turns
             self._stop.wait(BETWEEN)
+
+    def _runs(self, before: float) -> None:
+        """Ended pipeline runs with their steps' jobs; a run whose outputs a newer run reuses (cached) waits
+        for that one, which ended later."""
+        kept: set[str] = set()
+        while not self._stop.is_set():
+            runs = self.remover.runs.expired(before, BATCH, kept)
+            for run_id, status in runs:
+                if self.remover.why_not_run(run_id, status) is not None:
+                    kept.add(run_id)
+                elif (deleted := self.remover.remove_run(run_id)) is not None:
+                    self.jobs_deleted += len(deleted)
+                    self.runs_deleted += 1
+                else:
+                    kept.add(run_id)
+            if len(runs) < BATCH:
+                return
 
     def _sweep(self, name: str, until: float, remove, last_of_ended_job: bool) -> None:  # noqa: ANN001
         """Everything that ended after the cursor and by ``until``, a batch at a time; the cursor moves after
@@ -165,6 +184,8 @@ class RetentionCollector(Collector):
         yield removed
         yield CounterMetricFamily("trainyard_retention_jobs_deleted", "Ended jobs the jobs retention deleted "
                                   "(trials of the sweeps it deleted too)", value=self.loop.jobs_deleted)
+        yield CounterMetricFamily("trainyard_retention_pipeline_runs_deleted", "Ended pipeline runs the jobs "
+                                  "retention deleted (with their steps' jobs)", value=self.loop.runs_deleted)
         yield CounterMetricFamily("trainyard_retention_sweeps_deleted", "Ended sweeps the jobs retention deleted",
                                   value=self.loop.sweeps_deleted)
         yield CounterMetricFamily("trainyard_retention_failed", "Folders (or checkpoint sets) a retention sweep "

@@ -32,12 +32,14 @@ class Deleted(NamedTuple):
 
 
 class JobDeletion:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, artifacts_url: str = "") -> None:
         self.store = store
+        # a live service's inputs name jobs' outputs by their artifact-store URLs (resolved when applied)
+        self.outputs_prefix = artifacts_url.rstrip("/") + "/jobs/" if artifacts_url else None
 
-    def blockers(self, job_ids: list[str], sweep: str | None = None) -> dict[str, str]:
+    def blockers(self, job_ids: list[str], sweep: str | None = None, run: str | None = None) -> dict[str, str]:
         """Why each of ``job_ids`` may not be deleted (those that may are left out; so are unknown ids); with
-        ``sweep``, its trials may go (with it)."""
+        ``sweep``, its trials may go (with it); with ``run``, that pipeline run's steps' jobs."""
         out: dict[str, str] = {}
         with self.store.read() as s:
             conn = s.connection()
@@ -46,9 +48,9 @@ class JobDeletion:
                 for jid, status in conn.execute(select(_J.c.id, _J.c.status).where(_J.c.id.in_(some),
                                                                                      _J.c.status.notin_(ENDED))):
                     out[jid] = f"it is {status}: cancel it first, or wait for it to end"
-                for jid, run, step in conn.execute(select(_STEPS.c.job_id, _STEPS.c.run_id, _STEPS.c.name)
-                                                   .where(_STEPS.c.job_id.in_(some))):
-                    out.setdefault(jid, f"it is step {step} of pipeline run {run}")
+                for jid, of, step in conn.execute(select(_STEPS.c.job_id, _STEPS.c.run_id, _STEPS.c.name)
+                                                  .where(_STEPS.c.job_id.in_(some), _STEPS.c.run_id != (run or ""))):
+                    out.setdefault(jid, f"it is step {step} of pipeline run {of}")
                 for jid, of, n in conn.execute(select(_TRIALS.c.job_id, _TRIALS.c.sweep_id, _TRIALS.c.number)
                                                .where(_TRIALS.c.job_id.in_(some), _TRIALS.c.sweep_id != (sweep or ""))):
                     out.setdefault(jid, f"it is trial {n} of sweep {of}")
@@ -58,10 +60,10 @@ class JobDeletion:
             wanted = set(job_ids)
             # a step's earlier jobs (before a retry) are listed in its row: few runs have any
             steps = conn.execute(select(_STEPS.c.run_id, _STEPS.c.name, _STEPS.c.jobs)
-                                 .where(cast(_STEPS.c.jobs, String) != "[]")).all()
-            for run, step, earlier in steps:
+                                 .where(cast(_STEPS.c.jobs, String) != "[]", _STEPS.c.run_id != (run or ""))).all()
+            for of, step, earlier in steps:
                 for jid in wanted.intersection(earlier or ()):
-                    out.setdefault(jid, f"it is an earlier try of step {step} of pipeline run {run}")
+                    out.setdefault(jid, f"it is an earlier try of step {step} of pipeline run {of}")
             self._live_users(conn, wanted, out)
         return out
 
@@ -80,10 +82,18 @@ class JobDeletion:
         sc = t.Service.__table__.c
         for sid, name, spec in conn.execute(select(sc.id, sc.name, sc.spec).where(sc.status.in_(LIVE_SERVICE))):
             for ref in (spec.get("inputs") or {}).values():
-                if isinstance(ref, str) and ref.startswith("job://"):
-                    jid = ref[len("job://"):].split("/", 1)[0]
-                    if jid in wanted:
-                        out.setdefault(jid, f"service {name} ({sid}) serves its outputs")
+                if (jid := self._job_of(ref)) in wanted:
+                    out.setdefault(jid, f"service {name} ({sid}) serves its outputs")
+
+    def _job_of(self, ref: object) -> str | None:
+        """The job whose outputs a service input names: ``job://ID/…`` as written, or the artifact-store URL
+        it was resolved to."""
+        if not isinstance(ref, str):
+            return None
+        for prefix in ("job://", self.outputs_prefix):
+            if prefix and ref.startswith(prefix):
+                return ref[len(prefix):].split("/", 1)[0]
+        return None
 
     def delete(self, job_ids: list[str]) -> list[Deleted]:
         """Delete the ended ones of ``job_ids`` (check :meth:`blockers` first), archiving what their attempts
@@ -91,7 +101,7 @@ class JobDeletion:
         out: list[Deleted] = []
         for i in range(0, len(job_ids), IN_BATCH):
             with self.store.write() as s:
-                out += _delete(s.connection(), job_ids[i:i + IN_BATCH])
+                out += delete_in(s.connection(), job_ids[i:i + IN_BATCH])
         self.store.forget_jobs([d.job_id for d in out])
         return out
 
@@ -112,7 +122,7 @@ class JobDeletion:
             conn.execute(delete(_TRIALS).where(_TRIALS.c.sweep_id == sweep_id))
             out: list[Deleted] = []
             for i in range(0, len(jobs), IN_BATCH):
-                out += _delete(conn, jobs[i:i + IN_BATCH])
+                out += delete_in(conn, jobs[i:i + IN_BATCH])
         self.store.forget_jobs([d.job_id for d in out])
         return out
 
@@ -137,7 +147,7 @@ class JobDeletion:
             return list(s.connection().execute(select(j.id).where(*where).limit(limit)).scalars())
 
 
-def _delete(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
+def delete_in(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
     j, a = _J.c, _A.c
     ids = list(conn.execute(select(j.id).where(j.id.in_(ids), j.status.in_(ENDED))).scalars())
     if not ids:

@@ -111,6 +111,16 @@ def test_the_runs_list_filters_by_status_and_name_in_the_url(server, page):
     page.locator("tr[data-run] a").first.click()
     page.wait_for_url("**/pipelines/*")
     expect(page.locator(".dag-node[data-step=one]")).to_be_visible()
+    expect(page.locator("button[name=delete]")).to_be_disabled()  # the slow run runs
+    # an ended run is deleted from its page, which goes back to the list, without it
+    page.goto(signed_in(server.url, server.token, f"/pipelines/{quick['id']}"))
+    expect(page.locator(".dag-node[data-step=one]")).to_be_visible()
+    page.once("dialog", lambda d: d.accept())
+    page.click("button[name=delete]")
+    page.wait_for_url("**/pipelines")
+    expect(page.locator("tr[data-run]")).to_have_count(1)
+    expect(page.locator("tr[data-run]")).to_contain_text("slow")
+    assert httpx.get(f"{server.url}/api/v1/pipelines/{quick['id']}", headers=server.headers).status_code == 404
 
 
 def test_a_fan_out_of_sixty_stays_one_box_until_opened_then_wraps(server, page):

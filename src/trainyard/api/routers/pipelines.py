@@ -99,6 +99,14 @@ def cancel_run(run_id: str, p: PlatformDep, caller: CallerDep) -> PipelineRunInf
     return p.pipelines.cancel(run_id, caller)
 
 
+@router.delete("/pipelines/{run_id}", status_code=204)
+def delete_run(run_id: str, p: PlatformDep, caller: CallerDep) -> Response:
+    """An ended run with its steps' jobs and its artifacts, as `trainyard rm` deletes jobs; 409 saying why for
+    one still running, or whose outputs another run's cached step reuses."""
+    p.pipelines.delete(run_id, caller)
+    return Response(status_code=204)
+
+
 @router.post("/pipelines/{run_id}/retry")
 def retry_run(run_id: str, p: PlatformDep, caller: CallerDep) -> PipelineRunInfo:
     return p.pipelines.retry(run_id, caller)

@@ -1,12 +1,14 @@
-// /pipelines/:id — a run: its DAG with each step's state (live), retry and cancel, its artifacts' lineage.
+// /pipelines/:id — a run: its DAG with each step's state (live), retry, cancel and delete, its artifacts' lineage.
 // A foreach step is one box; past FANOUT_OPEN items it shows its counts until opened, then its items wrap
 // in a grid, so a fan-out of hundreds stays one column of the graph.
 import { api, poll, toast } from "../api.js";
+import { navigate } from "../app.js";
 import { css } from "../css.js";
 import { drawDag } from "../dag.js";
 import { DONE, stepBadge, stepClass, statusMix } from "../steps.js";
 import { ago, badge, bytes, duration, h, when } from "../ui.js";
 
+const ENDED = new Set(["succeeded", "failed", "cancelled"]);
 const FANOUT_OPEN = 8;   // items shown without asking
 const COLS = 8;          // items per row of an open fan-out
 const TILE = { w: 92, h: 40 };
@@ -38,6 +40,15 @@ export function render(root, { params, query }) {
       show(true);
     } catch (e) { toast(e); }
   };
+  const remove = async () => {
+    if (!confirm(`Delete pipeline run ${run.name} (${id}) with its steps' jobs, their logs, metrics, outputs and ` +
+      "artifacts? This cannot be undone.")) return;
+    try {
+      await api(`pipelines/${encodeURIComponent(id)}`, { method: "DELETE" });
+      toast(`Deleted pipeline run ${run.name}`, { kind: "info" });
+      navigate("/pipelines");
+    } catch (e) { toast(e); }
+  };
   const toggle = (step) => { open.has(step) ? open.delete(step) : open.add(step); remember(); show(true); };
   const pick = (key) => { artifact = key; remember(); showLineage(); };
 
@@ -46,7 +57,7 @@ export function render(root, { params, query }) {
     const sig = JSON.stringify([run.status, run.reason, [...open], run.steps.map((s) => [s.name, s.status, s.job_id])]);
     if (!force && sig === drawn) { head.querySelector(".took")?.replaceChildren(took(run)); return; }
     drawn = sig;
-    head.replaceChildren(header(run, act));
+    head.replaceChildren(header(run, act, remove));
     const groups = grouped(run.steps);
     drawDag(graph, groups.map((g) => ({ ...g, ...size(g, open) })), edges(groups), (g) => node(g, open, toggle));
     problems.replaceChildren(...[troubles(run)].filter(Boolean));
@@ -81,7 +92,7 @@ function took(run) {
   return duration((run.ended_at || Date.now() / 1000) - run.created_at);
 }
 
-function header(run, act) {
+function header(run, act, remove) {
   const done = run.steps.filter((s) => DONE.has(s.status)).length;
   const live = run.status === "running";
   const retryable = run.status === "failed" || run.status === "cancelled";
@@ -90,7 +101,9 @@ function header(run, act) {
       h("h1", null, run.name), h("span.run-status", null, badge(run.status)), h("span.grow"),
       h("a.button", { href: `/compare?pipeline=${encodeURIComponent(run.id)}` }, "Compare trainers"),
       h("button", { disabled: !retryable, onclick: () => act("retry"), title: "run the failed, cancelled and skipped steps again" }, "Retry"),
-      h("button.danger", { disabled: !live, onclick: () => act("cancel") }, "Cancel")),
+      h("button.danger", { disabled: !live, onclick: () => act("cancel") }, "Cancel"),
+      h("button.danger", { name: "delete", disabled: !ENDED.has(run.status), onclick: remove,
+        title: "delete this ended run with its steps' jobs and artifacts (their usage stays counted)" }, "Delete")),
     h("p.muted.row", null,
       h("span.mono", null, run.id), h("span", null, `${done}/${run.steps.length} steps done`),
       h("span", { title: when(run.created_at) }, `started ${ago(run.created_at)}`),
