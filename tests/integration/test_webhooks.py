@@ -184,3 +184,29 @@ def test_a_receiver_slow_to_answer_holds_up_no_other(env, hooks, slow):
     again = until(lambda: (d := tc.get(f"/api/v1/subscriptions/{held['id']}/deliveries").json()[0])["attempts"]
                   == 1 and d, timeout=15)
     assert again["status"] == "pending" and again["last_error"].startswith("ReadTimeout")
+
+
+def test_a_job_or_run_is_not_deleted_before_the_webhooks_have_read_its_end(env, hooks, monkeypatch):
+    tc, sdk, engine, platform = env
+    ok, chat = hooks
+    for kind in ("job", "pipeline_run"):
+        assert tc.post("/api/v1/subscriptions", json={"webhook": "ops", "kind": kind, "on": ["succeeded"]}).status_code == 201
+    monkeypatch.setattr(platform.webhook_loop, "cycle", lambda *a, **k: None)  # the loop reads no event
+    job = sdk.submit({"name": "told", "command": "x"})
+    end(tc, engine, job, 0)
+    run = tc.post("/api/v1/pipelines", json={"spec": {"name": "etl", "steps": {"a": {"command": "x"}}}}).json()
+    step = until(lambda: tc.get(f"/api/v1/pipelines/{run['id']}").json()["steps"][0].get("job_id"))
+    end(tc, engine, sdk.job(step), 0)
+    until(lambda: tc.get(f"/api/v1/pipelines/{run['id']}").json()["status"] == "succeeded")
+    # while the ends are unread, deleting would lose their deliveries: refused, saying why
+    for path in (f"/api/v1/jobs/{job.id}", f"/api/v1/pipelines/{run['id']}"):
+        r = tc.delete(path)
+        assert r.status_code == 409 and "not sent to the webhooks yet" in r.json()["message"], r.text
+    # once read, both go, and the webhook heard of each (and of the step's job)
+    monkeypatch.undo()
+    platform.webhook_loop.cycle()
+    assert tc.delete(f"/api/v1/jobs/{job.id}").status_code == 204
+    assert tc.delete(f"/api/v1/pipelines/{run['id']}").status_code == 204
+    until(lambda: len(ok.got) == 3, timeout=15)
+    assert sorted(m["event"] for m in ok.got) == ["job.succeeded", "job.succeeded", "pipeline_run.succeeded"]
+    assert {m["job"]["id"] for m in ok.got if "job" in m} == {job.id, step}

@@ -17,6 +17,7 @@ from trainyard.store import usage_tables as ut
 from trainyard.store.clusters import LIVE as LIVE_CLUSTER
 from trainyard.store.services import LIVE as LIVE_SERVICE
 from trainyard.store.store import ENDED, IN_BATCH
+from trainyard.store.webhooks import unannounced
 
 _J, _A, _R, _Q = t.Job.__table__, t.Attempt.__table__, t.Replica.__table__, t.Queue.__table__
 _STEPS, _TRIALS, _SREPS = t.PipelineStep.__table__, t.SweepTrial.__table__, t.ServiceReplicaRow.__table__
@@ -24,6 +25,7 @@ _UA, _SWEEPS = ut.UsageArchive.__table__, t.Sweep.__table__
 # rows keyed by the job's id, and by its attempts' ids
 _BY_JOB = (t.LogChunk.__table__, t.Metric.__table__, t.Artifact.__table__, t.ReplicaUsage.__table__)
 _BY_ATTEMPT = (t.MetricSeries.__table__, _R)
+NOT_ANNOUNCED = "its end is not sent to the webhooks yet: try again in a few seconds"
 
 
 class Deleted(NamedTuple):
@@ -57,6 +59,8 @@ class JobDeletion:
                 for jid, service in conn.execute(select(_SREPS.c.job_id, _SREPS.c.service_id)
                                                  .where(_SREPS.c.job_id.in_(some))):
                     out.setdefault(jid, f"it is a replica of service {service}")
+                for jid in unannounced(conn, "job", some):
+                    out.setdefault(jid, NOT_ANNOUNCED)
             wanted = set(job_ids)
             # a step's earlier jobs (before a retry) are listed in its row: few runs have any
             steps = conn.execute(select(_STEPS.c.run_id, _STEPS.c.name, _STEPS.c.jobs)

@@ -13,8 +13,9 @@ from sqlalchemy import delete, select
 
 from trainyard.spec.pipeline_records import RunStatus, StepStatus
 from trainyard.store import tables as t
-from trainyard.store.deletion import Deleted, JobDeletion, delete_in
+from trainyard.store.deletion import NOT_ANNOUNCED, Deleted, JobDeletion, delete_in
 from trainyard.store.store import IN_BATCH
+from trainyard.store.webhooks import unannounced
 
 _RUNS, _STEPS, _ARTIFACTS = t.PipelineRun.__table__, t.PipelineStep.__table__, t.PipelineArtifact.__table__
 ENDED = tuple(s.value for s in RunStatus if s.is_terminal())
@@ -46,6 +47,8 @@ class RunDeletion:
         with self.store.read() as s:
             if (why := _reused(s.connection(), run_id, jobs)) is not None:
                 return why
+            if unannounced(s.connection(), "pipeline_run", [run_id]):
+                return NOT_ANNOUNCED
         kept = self.jobs.blockers(jobs, run=run_id)
         first = next((j for j in jobs if j in kept), None)
         return None if first is None else f"the job of one of its steps, {first}: {kept[first]}"

@@ -164,3 +164,16 @@ class WebhookStore:
             rows = s.connection().execute(select(*_DELIVERY).where(_D.c.subscription_id == sub_id)
                                           .order_by(_D.c.id.desc()).limit(limit)).mappings().all()
         return [DeliveryInfo(**r) for r in rows]
+
+
+def unannounced(conn, kind: str, ids: list[str]) -> set[str]:  # noqa: ANN001
+    """Of ``ids`` (jobs, or pipeline runs), those whose end the webhooks have not read yet: deleted now, their
+    deliveries would be lost (a payload is made from the row). None while no one subscribes to ``kind``."""
+    if not ids or conn.execute(select(_S.c.id).where(_S.c.kind == kind).limit(1)).first() is None:
+        return set()
+    cursor = conn.execute(select(_C.c.event_id).where(_C.c.name == CURSOR)).scalar()
+    if cursor is None:
+        return set()
+    e = t.Event.__table__.c
+    return set(conn.execute(select(e.object_id).distinct().where(
+        e.id > cursor, e.kind == kind, e.object_id.in_(ids), e.new_status.in_(ENDS))).scalars())
