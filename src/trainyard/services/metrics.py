@@ -19,9 +19,9 @@ from trainyard.scheduler.stats import CycleStats
 from trainyard.spec.records import NodeInfo
 from trainyard.status import JobStatus, Reason
 from trainyard.store import Store
+from trainyard.store.archive_counts import WAIT_BOUNDS
 from trainyard.store.dependencies import DependencyStore
 
-WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 3 * 3600.0, 12 * 3600.0)
 ADMITTED = (JobStatus.STARTING.value, JobStatus.RUNNING.value, JobStatus.CANCELLING.value)
 JOB = ["job_id", "job_name", "queue", "replica"]
 
@@ -82,8 +82,8 @@ class TrainyardCollector(Collector):
         waits = HistogramMetricFamily("trainyard_admission_wait_time_seconds",
                                       "Time from submission to first admission",
                                       labels=["queue"])
-        for queue, w in sorted(self.store.admission_waits(WAIT_BUCKETS).items()):
-            buckets = [(f"{b:g}", n) for b, n in zip(WAIT_BUCKETS, w.buckets)] + [("+Inf", w.count)]
+        for queue, w in sorted(self.store.admission_waits().items()):
+            buckets = [(f"{b:g}", n) for b, n in zip(WAIT_BOUNDS, w.buckets)] + [("+Inf", w.count)]
             waits.add_metric([queue], buckets, w.total)
         yield waits
         ended = CounterMetricFamily("trainyard_attempts_ended", "Attempts ended, by queue and reason",

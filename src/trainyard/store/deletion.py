@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from sqlalchemy import String, cast, delete, insert, not_, select
 
-from trainyard.store import Store
+from trainyard.store import Store, archive_counts
 from trainyard.store import tables as t
 from trainyard.store import usage_tables as ut
 from trainyard.store.clusters import LIVE as LIVE_CLUSTER
@@ -165,7 +165,9 @@ def delete_in(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
     jobs = {r.id: r for r in conn.execute(select(j.id, j.queue, j.team, j.owner, j.spec, _Q.c.team.label("qteam"))
                                           .outerjoin(_Q, _Q.c.name == j.queue).where(j.id.in_(ids)))}
     if attempts:
-        conn.execute(insert(_UA), [_archived(jobs[r.job_id], r) for r in attempts])
+        archived = [_archived(jobs[r.job_id], r) for r in attempts]
+        conn.execute(insert(_UA), archived)
+        archive_counts.add(conn, archived)
     for table in _BY_ATTEMPT:
         conn.execute(delete(table).where(table.c.attempt_id.in_(aids)))
     for table in _BY_JOB:

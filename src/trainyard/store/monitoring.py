@@ -1,7 +1,8 @@
 """The aggregates ``/metrics`` is made of: a handful of GROUP BY queries, whatever the number of jobs.
 
 A scrape must stay cheap with ten thousand jobs in the store, so nothing here
-reads rows one by one: the database counts, sums and buckets.
+reads rows one by one: the database counts, sums and buckets. Deleted jobs' attempts
+count from their sums (:mod:`trainyard.store.archive_counts`), kept as they are deleted.
 """
 
 from __future__ import annotations
@@ -11,13 +12,11 @@ from typing import NamedTuple
 from sqlalchemy import case, func, select
 
 from trainyard.status import AttemptStatus
+from trainyard.store import archive_counts
 from trainyard.store import tables as t
-from trainyard.store import usage_tables as ut
+from trainyard.store.archive_counts import ENDED, WAIT_BOUNDS
 
 ACTIVE = (AttemptStatus.STARTING.value, AttemptStatus.RUNNING.value)
-# attempts, and the archived attempts of deleted jobs: the same columns, counted alike
-_ATTEMPT_TABLES = (t.Attempt.__table__.c, ut.UsageArchive.__table__.c)
-ENDED = (AttemptStatus.SUCCEEDED.value, AttemptStatus.FAILED.value, AttemptStatus.CANCELLED.value)
 
 
 class Waits(NamedTuple):
@@ -46,40 +45,46 @@ class RunningUsage(NamedTuple):
 
 
 class MonitoringMixin:
-    def admission_waits(self, bounds: tuple[float, ...]) -> dict[str, Waits]:
+    def admission_waits(self) -> dict[str, Waits]:
         """Per queue, how long jobs waited from submission to their first admission (as Kueue's
-        admission wait time: a retry or requeue is not a new wait). One CASE per row picks its
-        bucket; the cumulative counts are summed here over the few (queue, bucket) groups. Deleted
-        jobs' attempts count from their archive (:mod:`trainyard.store.usage_tables`)."""
-        out: dict[str, Waits] = {}
+        admission wait time: a retry or requeue is not a new wait), in buckets of :data:`WAIT_BOUNDS`.
+        One CASE per row picks its bucket; the cumulative counts are summed here over the few (queue,
+        bucket) groups, and over the deleted jobs' sums."""
+        a, n_bounds = t.Attempt.__table__.c, len(WAIT_BOUNDS)
+        bucket = case(*[(a.wait <= b, i) for i, b in enumerate(WAIT_BOUNDS)], else_=n_bounds)
+        q = select(a.queue, bucket, func.count(), func.sum(a.wait)).where(a.wait.is_not(None)).group_by(a.queue, bucket)
         with self.read() as s:  # type: ignore[attr-defined]
-            for a in _ATTEMPT_TABLES:
-                bucket = case(*[(a.wait <= b, i) for i, b in enumerate(bounds)], else_=len(bounds))
-                q = (select(a.queue, bucket, func.count(), func.sum(a.wait))
-                     .where(a.wait.is_not(None)).group_by(a.queue, bucket))
-                for queue, i, n, total in s.connection().execute(q):
-                    w = out.setdefault(queue, Waits([0] * len(bounds), 0.0, 0))
-                    for k in range(int(i), len(bounds)):
-                        w.buckets[k] += int(n)
-                    out[queue] = w._replace(total=w.total + float(total or 0.0), count=w.count + int(n))
+            conn = s.connection()
+            groups = [*conn.execute(q), *((queue, int(key), n, total) for queue, metric, key, n, total
+                                          in archive_counts.read(conn) if metric == "wait")]
+        out: dict[str, Waits] = {}
+        for queue, i, n, total in groups:
+            w = out.setdefault(queue, Waits([0] * n_bounds, 0.0, 0))
+            for k in range(int(i), n_bounds):
+                w.buckets[k] += int(n)
+            out[queue] = w._replace(total=w.total + float(total or 0.0), count=w.count + int(n))
         return out
 
     def attempt_outcomes(self) -> Outcomes:
-        """Ended attempts per queue and reason as stored, and preempted attempts (told to stop to
-        make room, ended or not) per queue: one pass over the attempts (and the archived ones of
-        deleted jobs), no join."""
+        """Ended attempts per queue and reason (as stored; a deleted job's by its kind), and preempted attempts
+        (told to stop to make room, ended or not) per queue: one pass over the attempts, no join, and the
+        deleted jobs' sums."""
         out = Outcomes([], {})
+        a = t.Attempt.__table__.c
+        ended, preempted = a.status.in_(ENDED), a.preempted_by.is_not(None)
+        q = select(a.queue, a.reason, ended, preempted, func.count()).group_by(a.queue, a.reason, ended, preempted)
         with self.read() as s:  # type: ignore[attr-defined]
-            for a in _ATTEMPT_TABLES:
-                ended = a.status.in_(ENDED)
-                preempted = a.preempted_by.is_not(None)
-                q = select(a.queue, a.reason, ended, preempted, func.count()).group_by(a.queue, a.reason, ended,
-                                                                                      preempted)
-                for queue, reason, is_ended, is_preempted, n in s.connection().execute(q):
-                    if is_ended:
-                        out.ended.append((queue, reason, int(n)))
-                    if is_preempted:
-                        out.preempted[queue] = out.preempted.get(queue, 0) + int(n)
+            conn = s.connection()
+            for queue, reason, is_ended, is_preempted, n in conn.execute(q):
+                if is_ended:
+                    out.ended.append((queue, reason, int(n)))
+                if is_preempted:
+                    out.preempted[queue] = out.preempted.get(queue, 0) + int(n)
+            for queue, metric, key, n, _ in archive_counts.read(conn):
+                if metric == "ended":
+                    out.ended.append((queue, key, int(n)))
+                elif metric == "preempted":
+                    out.preempted[queue] = out.preempted.get(queue, 0) + int(n)
         return out
 
     def oldest_pending(self) -> dict[str, float]:
