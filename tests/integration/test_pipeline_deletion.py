@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from tests.integration.test_monitoring_api import scrape
 from tests.integration.test_pipelines_api import PIPELINE, finish, play, step_job
 from tests.support.waiting import until
+from trainyard.auth.permissions import Caller, Role
 from trainyard.config import RetentionSettings, ServerSettings
 from trainyard.engines.fake import FakeEngine
 from trainyard.errors import Conflict, PipelineRunNotFound
@@ -77,6 +78,8 @@ def test_a_run_goes_whole_once_ended_and_no_other_run_reuses_its_outputs(env):
     r = tc.delete(f"/api/v1/jobs/{jobs[0]}")
     assert r.status_code == 409 and f"it is step split of pipeline run {first.id}" in r.json()["message"]
     assert sdk.pipelines.artifact(art).job_id == jobs[-1] and sdk.get(jobs[0]).id == jobs[0]
+    with pytest.raises(PipelineRunNotFound):  # another team's run is as if it were not there
+        platform.pipelines.delete(second.id, Caller(user="eve", teams={"elsewhere": Role.MAINTAINER}))
 
     # the run that only reused goes alone: the first run's jobs and files stay
     sdk.pipelines.delete(second.id)
