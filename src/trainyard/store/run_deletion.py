@@ -9,7 +9,7 @@ runs' jobs, which stay.
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from trainyard.spec.pipeline_records import RunStatus, StepStatus
 from trainyard.store import tables as t
@@ -58,17 +58,18 @@ class RunDeletion:
         :meth:`blocker` first); the jobs deleted, or None if the run has not ended, is gone, or a run that
         started meanwhile reuses its outputs."""
         jobs = self.run_jobs(run_id)
-        ev = t.Event.__table__.c
+        ev, r = t.Event.__table__.c, _RUNS.c
         with self.store.write() as s:
             conn = s.connection()
-            if _reused(conn, run_id, jobs) is not None:
+            # first an update of the run's row that changes nothing: on PostgreSQL it locks the row, so a retry
+            # moving the run back to running waits for this transaction (and then finds no run) instead of
+            # slipping between the steps' delete and the run's
+            held = conn.execute(update(_RUNS).where(r.id == run_id, r.status.in_(ENDED))
+                                .values(updated_at=r.updated_at)).rowcount == 1
+            if not held or _reused(conn, run_id, jobs) is not None:
                 return None
-            # the steps first: their rows point at the run's
-            conn.execute(delete(_STEPS).where(_STEPS.c.run_id == run_id,
-                                              select(_RUNS.c.id).where(_RUNS.c.id == run_id,
-                                                                       _RUNS.c.status.in_(ENDED)).exists()))
-            if conn.execute(delete(_RUNS).where(_RUNS.c.id == run_id, _RUNS.c.status.in_(ENDED))).rowcount != 1:
-                return None
+            conn.execute(delete(_STEPS).where(_STEPS.c.run_id == run_id))  # first: their rows point at the run's
+            conn.execute(delete(_RUNS).where(r.id == run_id))
             conn.execute(delete(_ARTIFACTS).where(_ARTIFACTS.c.run_id == run_id))
             conn.execute(delete(t.Event.__table__).where(ev.kind == "pipeline_run", ev.object_id == run_id))
             out: list[Deleted] = []
