@@ -148,6 +148,26 @@ def test_a_job_whose_outputs_a_live_service_serves_stays_until_the_service_is_de
     until(lambda: e.tc.delete(f"/api/v1/jobs/{served}").status_code == 204)
 
 
+def test_an_ended_dask_cluster_whose_jobs_were_deleted_still_shows(env):
+    from trainyard.spec.cluster import ClusterSpec
+    from trainyard.store.clusters import ClusterStore
+
+    e = env
+    scheduler, _ = ran(e, {"name": "dask-scheduler", "command": "x"})
+    worker, _ = ran(e, {"name": "dask-worker", "command": "x"})
+    clusters = ClusterStore(e.platform.store)
+    cid = clusters.create(ClusterSpec(name="etl", workers=1))
+    with e.platform.store.write() as s:  # as the cluster loop leaves an ended cluster: its jobs named
+        s.execute(t.DaskCluster.__table__.update().where(t.DaskCluster.__table__.c.id == cid).values(
+            status="stopped", scheduler_job=scheduler, worker_jobs=[worker], ended_at=time.time()))
+    for job_id in (scheduler, worker):
+        assert e.tc.delete(f"/api/v1/jobs/{job_id}").status_code == 204
+    r = e.tc.get(f"/api/v1/clusters/{cid}")
+    assert r.status_code == 200, r.text  # not "no such job"
+    assert [(w["job_id"], w["status"]) for w in r.json()["worker_jobs"]] == [(worker, "deleted")]
+    assert r.json()["scheduler_node"] is None and r.json()["scheduler_job"] == scheduler
+
+
 def test_the_jobs_retention_deletes_ended_jobs_old_enough_and_keeps_the_rest(env):
     e = env
     old, _ = ran(e, {"name": "old", "command": "x"})

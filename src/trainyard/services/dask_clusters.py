@@ -13,7 +13,7 @@ from typing import Any, Callable
 from trainyard import envvars
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.engines.base import Engine
-from trainyard.errors import Conflict, Forbidden, Unschedulable, Unsupported
+from trainyard.errors import Conflict, Forbidden, JobNotFound, Unschedulable, Unsupported
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import dask_jobs
 from trainyard.services.jobs import JobService
@@ -113,10 +113,12 @@ class DaskClusterService:
         scheduler_node = None
         worker_jobs: list[ClusterWorker] = []
         if workers:
-            if row["scheduler_job"]:
-                scheduler_node = _node(self.store.get_job(row["scheduler_job"]))
+            if row["scheduler_job"] and (scheduler := self._job(row["scheduler_job"])) is not None:
+                scheduler_node = _node(scheduler)
             for job_id in row["worker_jobs"]:
-                j = self.store.get_job(job_id)
+                if (j := self._job(job_id)) is None:  # an ended cluster's job, deleted since (trainyard rm, retention)
+                    worker_jobs.append(ClusterWorker(job_id=job_id, status="deleted"))
+                    continue
                 worker_jobs.append(ClusterWorker(job_id=j.id, status=j.status.value, node=_node(j),
                                                  reason=j.reason, address=seen.get(j.id)))
         fields: dict[str, Any] = {k: row[k] for k in ("id", "name", "status", "reason", "queue", "spec", "workers",
@@ -124,6 +126,12 @@ class DaskClusterService:
                                                       "owner_job", "owner", "team", "created_at", "updated_at", "ended_at")}
         dashboard = dask_jobs.DASHBOARD_PREFIX.format(id=row["id"]) + "/status" if row["dashboard"] else None
         return ClusterInfo(**fields, scheduler_node=scheduler_node, dashboard=dashboard, worker_jobs=worker_jobs)
+
+    def _job(self, job_id: str) -> JobInfo | None:
+        try:
+            return self.store.get_job(job_id)
+        except JobNotFound:
+            return None
 
     def dashboard_target(self, cluster_id: str, caller: Caller = LOCAL_ADMIN) -> str:
         """``http://HOST:PORT`` of a live cluster's Dask dashboard, for the server's proxy."""
