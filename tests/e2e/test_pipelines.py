@@ -135,8 +135,10 @@ def test_cancel_stops_every_running_step_and_starts_nothing_more(server, tmp_pat
     folders = [server.home / "attempts" / a.id for s in info.steps if s.job_id
                for a in server.client().get(s.job_id).attempts]
     assert len(folders) == 2 and all(f.is_dir() for f in folders)
-    r = server.cli("pipeline", "rm", run_id)
-    assert r.returncode == 0 and r.stdout.strip() == f"deleted pipeline run {run_id}", r.stderr
+    assert server.cli("pipeline", "ls", "-s", "cancelled", "--ids").stdout.split() == [run_id]
+    r = server.cli("pipeline", "rm", run_id, "p-nothere00")
+    assert r.returncode == 1 and r.stdout.strip() == f"deleted pipeline run {run_id}", r.stderr
+    assert "p-nothere00" in r.stderr and "1 of 2 not deleted" in r.stderr
     assert not any(f.exists() for f in folders)
     assert server.cli("pipeline", "show", run_id).returncode == 1
     assert all(server.cli("show", s.job_id).returncode == 1 for s in info.steps if s.job_id)

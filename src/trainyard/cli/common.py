@@ -54,3 +54,26 @@ def client():  # noqa: ANN201
     from trainyard.sdk.client import Client
 
     return Client()
+
+
+def delete_each(keys: list[str], delete, label: str = "") -> None:  # noqa: ANN001
+    """``delete(key)`` for each of ``keys``: ``deleted LABEL KEY`` on stdout per key deleted, why not on stderr
+    (and on with the next), exit 1 with a count if any was refused. Many keys (from an ``ls --ids``): a bar on
+    stderr."""
+    from rich.progress import Progress
+
+    failed = 0
+    with Progress(console=err_console, transient=True, disable=len(keys) < 20) as bar:
+        task = bar.add_task("deleting", total=len(keys))
+        for key in keys:
+            try:
+                with handled():
+                    delete(key)
+            except typer.Exit:
+                failed += 1
+            else:
+                console.print(f"deleted {label}{key}", highlight=False)
+            bar.advance(task)
+    if failed:
+        err_console.print(f"{failed} of {len(keys)} not deleted", highlight=False)
+        raise typer.Exit(1)

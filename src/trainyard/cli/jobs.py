@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from trainyard.cli.completion import job_ids
-from trainyard.cli.common import Output, client, console, err_console, handled, write
+from trainyard.cli.common import Output, client, console, delete_each, err_console, handled, write
 from trainyard.cli.output import LogPrinter
 from trainyard.cli.render import job_detail, jobs_table, metrics_table, status_text
 from trainyard.cli.resources import resource_table
@@ -211,24 +211,9 @@ def cancel(job_id: JobArg) -> None:
 def rm(jobs: Annotated[list[str], typer.Argument(help="ids of ended jobs", autocompletion=job_ids)]) -> None:
     """Delete ended jobs: their attempts, logs, metrics, outputs and checkpoints. What they used stays in
     `trainyard usage`. A running job, or one that is part of a pipeline run, sweep or service, is refused."""
-    from rich.progress import Progress
-
-    c, failed = client(), 0
-    # many ids (from `trainyard ls --ids`): a bar on stderr; stdout keeps one line per job deleted
-    with Progress(console=err_console, transient=True, disable=len(jobs) < 20) as bar:
-        task = bar.add_task("deleting", total=len(jobs))
-        for job_id in jobs:
-            try:
-                with handled():  # says why on stderr, and goes on with the next
-                    c.delete(job_id)
-            except typer.Exit:
-                failed += 1
-            else:
-                console.print(f"deleted {job_id}", highlight=False)
-            bar.advance(task)
-    if failed:
-        err_console.print(f"{failed} of {len(jobs)} not deleted", highlight=False)
-        raise typer.Exit(1)
+    with handled():
+        c = client()
+    delete_each(jobs, c.delete)
 
 
 def download(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Group
 
-from trainyard.cli.common import Output, client, console, err_console, handled, write
+from trainyard.cli.common import Output, client, console, delete_each, err_console, handled, write
 from trainyard.cli.render import ago, duration, status_text
 from trainyard.cli.toplevel import SuggestingGroup
 
@@ -114,11 +114,12 @@ def cancel(run_id: RunArg) -> None:
 
 
 @app.command("rm")
-def rm(run_id: RunArg) -> None:
-    """Delete an ended run with its steps' jobs (logs, metrics, outputs) and artifacts; their usage stays counted."""
+def rm(runs: Annotated[list[str], typer.Argument(help="ids of ended pipeline runs")]) -> None:
+    """Delete ended runs with their steps' jobs (logs, metrics, outputs) and artifacts; their usage stays counted.
+    A run whose outputs a later run reuses (cached) is refused until that one is deleted."""
     with handled():
-        client().pipelines.delete(run_id)
-        console.print(f"deleted pipeline run {run_id}", highlight=False)
+        c = client()
+    delete_each(runs, c.pipelines.delete, "pipeline run ")
 
 
 @app.command("ls")
@@ -126,12 +127,17 @@ def ls(
     status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only runs in this status")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
     output: OutputOpt = Output.table,
+    ids: Annotated[bool, typer.Option("--ids", help="only the ids, one a line: trainyard pipeline rm $(trainyard "
+                                      "pipeline ls -s failed --ids)")] = False,
 ) -> None:
     """Pipeline runs, newest first."""
     from rich.table import Table
 
     with handled():
         page = client().pipelines.list(status=status, limit=limit)
+        if ids:
+            write("".join(f"{r.id}\n" for r in page.items))
+            return
         if output == Output.json:
             write(json.dumps([r.model_dump(mode="json") for r in page.items], indent=2) + "\n")
             return
