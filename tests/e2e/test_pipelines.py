@@ -136,6 +136,10 @@ def test_cancel_stops_every_running_step_and_starts_nothing_more(server, tmp_pat
                for a in server.client().get(s.job_id).attempts]
     assert len(folders) == 2 and all(f.is_dir() for f in folders)
     assert server.cli("pipeline", "ls", "-s", "cancelled", "--ids").stdout.split() == [run_id]
+    assert server.cli("pipeline", "ls", "--ids", "--before", "1h").stdout == ""  # none started over an hour ago
+    assert server.cli("pipeline", "ls", "--ids", "--before", "2999-01-01").stdout.split() == [run_id]
+    bad = server.cli("pipeline", "ls", "--before", "soon")
+    assert bad.returncode == 2 and "--before: 'soon'" in bad.stderr, bad.stderr
     r = server.cli("pipeline", "rm", run_id, "p-nothere00")
     assert r.returncode == 1 and r.stdout.strip() == f"deleted pipeline run {run_id}", r.stderr
     assert "p-nothere00" in r.stderr and "1 of 2 not deleted" in r.stderr

@@ -126,15 +126,19 @@ def rm(runs: Annotated[list[str], typer.Argument(help="ids of ended pipeline run
 def ls(
     status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only runs in this status")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
+    before: Annotated[Optional[str], typer.Option("--before", help="started longer ago (30d) or before (2024-05-01)")]
+    = None,
     output: OutputOpt = Output.table,
     ids: Annotated[bool, typer.Option("--ids", help="only the ids, one a line: trainyard pipeline rm $(trainyard "
-                                      "pipeline ls -s failed --ids)")] = False,
+                                      "pipeline ls -s failed --before 30d --ids)")] = False,
 ) -> None:
     """Pipeline runs, newest first."""
     from rich.table import Table
 
+    from trainyard.cli.listing import parse_since
+
     with handled():
-        page = client().pipelines.list(status=status, limit=limit)
+        page = client().pipelines.list(status=status, limit=limit, until=parse_since(before, "--before"))
         if ids:
             write("".join(f"{r.id}\n" for r in page.items))
             return

@@ -60,7 +60,8 @@ class PipelineStore:
             return self._run_info(s, row, self._steps(s, [run_id]).get(run_id, []))
 
     def list_runs(self, *, status: list[str] | None = None, limit: int = 50, cursor: str | None = None,
-                  visible: Visible | None = None, name: str | None = None) -> PipelineRunPage:
+                  visible: Visible | None = None, name: str | None = None,
+                  until: float | None = None) -> PipelineRunPage:
         q = select(t.PipelineRun).order_by(t.PipelineRun.seq.desc()).limit(limit + 1)
         if visible is not None and visible.teams is not None:
             q = q.where(visible_where(t.PipelineRun.__table__.c, visible))
@@ -68,6 +69,8 @@ class PipelineStore:
             q = q.where(t.PipelineRun.status.in_(status))
         if name:  # a part of the name, any case; % and _ are plain characters
             q = q.where(func.lower(t.PipelineRun.name).contains(name.lower(), autoescape=True))
+        if until is not None:
+            q = q.where(t.PipelineRun.created_at < until)
         if cursor:
             q = q.where(t.PipelineRun.seq < int(cursor))
         with self.store.read() as s:

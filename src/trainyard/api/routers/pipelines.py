@@ -75,8 +75,9 @@ def list_runs(
     name: Annotated[str | None, Query(max_length=200, description="runs whose name contains this, any case")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
+    until: Annotated[float | None, Query(ge=0, le=2**53, description="started before this Unix time")] = None,
 ) -> PipelineRunPage:
-    return p.pipelines.list_runs(status=status, limit=limit, cursor=cursor, caller=caller, name=name)
+    return p.pipelines.list_runs(status=status, limit=limit, cursor=cursor, caller=caller, name=name, until=until)
 
 
 @router.get("/pipelines/{run_id}")
