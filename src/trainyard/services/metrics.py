@@ -17,9 +17,9 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from trainyard.scheduler.stats import CycleStats
 from trainyard.spec.records import NodeInfo
-from trainyard.status import JobStatus, Reason
+from trainyard.status import JobStatus
 from trainyard.store import Store
-from trainyard.store.archive_counts import WAIT_BOUNDS
+from trainyard.store.archive_counts import WAIT_BOUNDS, reason_kind
 from trainyard.store.dependencies import DependencyStore
 
 ADMITTED = (JobStatus.STARTING.value, JobStatus.RUNNING.value, JobStatus.CANCELLING.value)
@@ -91,8 +91,7 @@ class TrainyardCollector(Collector):
         totals: Counter[tuple[str, str]] = Counter()
         outcomes = self.store.attempt_outcomes()
         for queue, reason, n in outcomes.ended:
-            kind = Reason.of(reason)  # "Error(exit 3)" counts as Error: one series per reason, not per exit code
-            totals[(queue, kind.value if kind else "Unknown")] += n
+            totals[(queue, reason_kind(reason))] += n  # Error(exit 3) counts as Error
         for key, n in sorted(totals.items()):
             ended.add_metric(list(key), n)
         yield ended

@@ -124,9 +124,7 @@ class JobDeletion:
                 return None
             jobs = list(conn.execute(select(_TRIALS.c.job_id).where(_TRIALS.c.sweep_id == sweep_id)).scalars())
             conn.execute(delete(_TRIALS).where(_TRIALS.c.sweep_id == sweep_id))
-            out: list[Deleted] = []
-            for i in range(0, len(jobs), IN_BATCH):
-                out += delete_in(conn, jobs[i:i + IN_BATCH])
+            out = delete_all(conn, jobs)
         self.store.forget_jobs([d.job_id for d in out])
         return out
 
@@ -149,6 +147,14 @@ class JobDeletion:
             where.append(j.id.notin_(sorted(skip)))
         with self.store.read() as s:
             return list(s.connection().execute(select(j.id).where(*where).limit(limit)).scalars())
+
+
+def delete_all(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
+    """:func:`delete_in` over any number of ids, ``IN_BATCH`` at a time, in the caller's transaction."""
+    out: list[Deleted] = []
+    for i in range(0, len(ids), IN_BATCH):
+        out += delete_in(conn, ids[i:i + IN_BATCH])
+    return out
 
 
 def delete_in(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001

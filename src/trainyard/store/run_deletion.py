@@ -13,7 +13,7 @@ from sqlalchemy import delete, select, update
 
 from trainyard.spec.pipeline_records import RunStatus, StepStatus
 from trainyard.store import tables as t
-from trainyard.store.deletion import NOT_ANNOUNCED, Deleted, JobDeletion, delete_in
+from trainyard.store.deletion import NOT_ANNOUNCED, Deleted, JobDeletion, delete_all
 from trainyard.store.store import IN_BATCH
 from trainyard.store.webhooks import unannounced
 
@@ -72,9 +72,7 @@ class RunDeletion:
             conn.execute(delete(_RUNS).where(r.id == run_id))
             conn.execute(delete(_ARTIFACTS).where(_ARTIFACTS.c.run_id == run_id))
             conn.execute(delete(t.Event.__table__).where(ev.kind == "pipeline_run", ev.object_id == run_id))
-            out: list[Deleted] = []
-            for i in range(0, len(jobs), IN_BATCH):
-                out += delete_in(conn, jobs[i:i + IN_BATCH])
+            out = delete_all(conn, jobs)
         self.store.forget_jobs([d.job_id for d in out])
         return out
 
