@@ -65,14 +65,18 @@ def server_cpu(server: BenchServer) -> float:
 
 
 def launcher_cpu(server: BenchServer) -> float:
-    """CPU seconds of the launchers that have ended (with the commands they ran): the local engine's
-    zygote forks them and reaps them, so they add up in its children's times."""
+    """CPU seconds of the launchers (with the commands they ran): the local engine's zygote forks
+    them and reaps them, so those that ended add up in its children's times; those it keeps for
+    the next attempts (trainyard.launch.handoff) are read one by one."""
     total = 0.0
     for p in psutil.Process(server.proc.pid).children():
         try:
             if "trainyard.launch.zygote" in p.cmdline():
                 t = p.cpu_times()
                 total += t.children_user + t.children_system
+                for kept in p.children():
+                    t = kept.cpu_times()
+                    total += t.user + t.system + t.children_user + t.children_system
         except psutil.Error:
             pass
     return total

@@ -11,6 +11,7 @@ from tests.integration.test_launcher_support import (  # noqa: F401  (report_ser
     PYTHON, make_config, read_result, report_server,
 )
 from tests.support.waiting import until
+from trainyard.launch.handoff import LEFT_NAME
 
 
 class Zygote:
@@ -96,26 +97,65 @@ def test_a_launcher_forked_ahead_takes_the_next_attempt_and_goes_when_the_zygote
 
     zygote = Zygote()
     try:
+        # given a launcher that could not be kept for another attempt (its attempt set an object
+        # store's options in its process)
         first = tmp_path / "first"
-        make_config(first, report_server.url, ["true"])
+        make_config(first, report_server.url, ["true"], storage={"s3": {"endpoint_url": "http://127.0.0.1:9"}})
         done = zygote.fork(first)
         until(lambda: (first / "result.json").exists() and done not in _waiting(zygote), timeout=30)
+        assert not (first / LEFT_NAME).exists()
         # given a quiet moment: a launcher waits, forked ahead for the next attempt
         [ahead] = _one_waiting(zygote)
         # when the next attempt comes, it is that launcher that runs it
         second = tmp_path / "second"
         make_config(second, report_server.url, [PYTHON, "-c", "print('second')"])
         assert zygote.fork(second) == ahead
-        until(lambda: (second / "result.json").exists() and ahead not in _waiting(zygote), timeout=30)
+        until(lambda: (second / LEFT_NAME).exists(), timeout=30)
         assert read_result(second)["reason"] == "Succeeded" and b"second\n" in (second / "output.log").read_bytes()
-        # and one forked ahead again, which ends with the zygote (EOF on its pipe), not running a thing
-        [idle] = _one_waiting(zygote)
+        # and, kept for the next, it ends with the zygote (EOF on its pipe), not running a thing
+        assert _one_waiting(zygote) == [ahead]
         zygote.close()
-        until(lambda: not psutil.pid_exists(idle) or psutil.Process(idle).status() == psutil.STATUS_ZOMBIE,
+        until(lambda: not psutil.pid_exists(ahead) or psutil.Process(ahead).status() == psutil.STATUS_ZOMBIE,
               timeout=30)
     finally:
         if zygote.proc.poll() is None:
             zygote.close()
+
+
+def test_a_launcher_done_with_its_attempt_runs_the_next_one_as_a_fresh_launcher_would(tmp_path, report_server):
+    zygote = Zygote()
+    try:
+        # given a launcher whose attempt (which printed a line of its own to launcher.log) is over
+        first = tmp_path / "first"
+        make_config(first, report_server.url, [PYTHON, "-c", "import os; print(os.getpid())"])
+        pid = zygote.fork(first)
+        until(lambda: (first / LEFT_NAME).exists(), timeout=30)
+        assert _one_waiting(zygote) == [pid]  # kept: nothing was forked ahead
+        # when the next attempt comes, with an environment and a timeout of its own
+        second = tmp_path / "second"
+        make_config(second, report_server.url, [PYTHON, "-c", "import os, time; print(os.environ['ONLY_HERE']); "
+                                                "time.sleep(30)"], env={"ONLY_HERE": "second"}, timeout=1.0)
+        assert zygote.fork(second) == pid
+        until(lambda: (second / LEFT_NAME).exists(), timeout=30)
+        # then it is run by the same process, with its own settings and nothing of the first
+        result = read_result(second)
+        assert result["reason"] == "Timeout", result
+        assert (second / "output.log").read_text().startswith("second\n")
+        assert read_result(first)["reason"] == "Succeeded"
+        # and its SIGTERM handling is back: a third attempt can be cancelled
+        third = tmp_path / "third"
+        make_config(third, report_server.url, [PYTHON, "-c", "import time; time.sleep(30)"])
+        assert zygote.fork(third) == pid
+        until(lambda: (third / "output.log").exists(), timeout=30)
+        import os
+        import signal
+
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGTERM)
+        until(lambda: (third / "result.json").exists(), timeout=30)
+        assert read_result(third)["reason"] == "Cancelled"
+    finally:
+        zygote.close()
 
 
 def _one_waiting(zygote: Zygote) -> list[int]:

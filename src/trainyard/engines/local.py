@@ -26,6 +26,7 @@ from trainyard.engines import leftovers
 from trainyard.engines.base import Engine, Launch, Observation
 from trainyard.engines.leftovers import Leftover
 from trainyard.errors import Unsupported
+from trainyard.launch import handoff
 from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.runas import traversable
 from trainyard.spec.job import JobSpec
@@ -257,13 +258,15 @@ class LocalEngine(Engine):
     def cancel(self, attempt: AttemptInfo) -> None:
         for r in attempt.replicas:
             workdir = self.launched_dir(attempt, r.index)
-            proc = self._process(workdir)
-            if proc is not None:
-                try:
-                    proc.send_signal(signal.SIGTERM)
-                except psutil.Error:
-                    pass
-            else:  # no launcher to stop it: its container, if one was left, goes now
+            # held from the look to the signal: a launcher that left the attempt takes others (handoff)
+            with handoff.held(workdir):
+                proc = self._process(workdir)
+                if proc is not None:
+                    try:
+                        proc.send_signal(signal.SIGTERM)
+                    except psutil.Error:
+                        pass
+            if proc is None:  # no launcher to stop it: its container, if one was left, goes now
                 self._remove_container(workdir, attempt.id, r.index)
 
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
@@ -304,7 +307,8 @@ class LocalEngine(Engine):
             proc = psutil.Process(handle["pid"])
             if abs(proc.create_time() - handle["create_time"]) > 0.05 or proc.status() == psutil.STATUS_ZOMBIE:
                 return None
-            return proc
+            # a launcher that left for another attempt (after this one's end): this one has none
+            return None if (workdir / handoff.LEFT_NAME).exists() else proc
         except psutil.Error:
             return None
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainyard import envvars
-from trainyard.launch import cgroup, procs, reasons
+from trainyard.launch import cgroup, handoff, procs, reasons
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.attempt_io import AttemptIO
 from trainyard.launch.emptydirs import Pool
@@ -54,6 +54,7 @@ class Launcher(AttemptIO):
         self.readonly: list[str] = []  # the node's cache entries those inputs are in: the job sees them read-only
         self.checkpoints = None  # a launch.checkpoint_sync.CheckpointSync when checkpoints go to an object store
         self._due: list[tuple[float, Callable[[], object]]] = []  # (monotonic time, what to start); _when_due
+        self.niced = False
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -155,22 +156,43 @@ class Launcher(AttemptIO):
             reporter.deliver(result)  # on the thread after all, which sends again
         reporter.wait()
         mark("exit report acknowledged")
-        overlay = self.config.venv == "overlay" and not self.config.container
-        if overlay or self.dirs.wanted():  # the next attempt's, off its path
-            os.nice(10)  # all that is left of this launcher: behind the jobs and the server on a busy node
-        if overlay:
+        if self.config.venv == "overlay" and not self.config.container:  # the next attempt's, off its path
             from trainyard.launch.scratchenv import recycle, refill
 
             if recycle(self.config, self.dir / "venv", self.overlay_seen):
                 mark("overlay put back")
             else:
-                refill(self.config)
+                refill(self.config, before_build=self._behind)
                 mark("spare overlay built")
         if self.dirs.wanted():
             self.dirs.refill()
             mark("empty folders made")
         dump_marks(self.dir)
         return result
+
+    def _behind(self) -> None:
+        """All that is left of this launcher (a spare overlay, a copy of a venv) goes behind the jobs and
+        the server on a busy node: for good, so it takes no other attempt (:meth:`kept`)."""
+        os.nice(10)
+        self.niced = True
+
+    def kept(self) -> bool:
+        """Whether this process may take another attempt (:mod:`trainyard.launch.handoff`): nothing
+        of this one is left in it (an image's client, another account, an object store's options,
+        a lowered priority, a thread or a child)."""
+        cfg = self.config
+        return not (cfg.container or cfg.run_as or cfg.storage or self.readonly or self.checkpoints is not None
+                    or self.niced) and handoff.alone()
+
+    def leave(self) -> None:
+        """Go from this attempt for the next (see :meth:`kept`): the dir marked as left, the
+        signal handling and the self-pipe of this attempt undone."""
+        handoff.leave(self.dir)
+        # blocked until the next attempt's handler is in place, as at the fork (handoff.take_over)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        signal.set_wakeup_fd(-1)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
 
     def _write_result(self, result: dict) -> None:
         atomic_write_json(self.dir / RESULT_NAME, result)

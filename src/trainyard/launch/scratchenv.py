@@ -27,6 +27,7 @@ import site
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 KINDS = ("overlay", "fresh")
 SPARES = 2  # at most this many ready per pool: an attempt takes one, and builds one after its report
@@ -109,12 +110,13 @@ def spares(config) -> Path | None:  # noqa: ANN001
     return spare_pool(Path(config.venv_cache)) if config.venv == "overlay" and config.venv_cache else None
 
 
-def refill(config) -> None:  # noqa: ANN001
-    """The next attempt's overlay, for a launcher to build once its own attempt is reported."""
+def refill(config, before_build: Callable[[], object] | None = None) -> None:  # noqa: ANN001
+    """The next attempt's overlay, for a launcher to build once its own attempt is reported
+    (``before_build`` called first when there is one to build)."""
     if (pool := spares(config)) is None:
         return
     try:
-        replenish(pool)
+        replenish(pool, before_build=before_build)
     except OSError as e:  # the next attempt builds its own; the launcher's log says why
         print(f"spare overlays in {pool}: {e}", flush=True)
 
@@ -183,7 +185,7 @@ def take_spare(pool: Path, venv: Path) -> bool:
     return False
 
 
-def replenish(pool: Path, keep: int = SPARES) -> bool:
+def replenish(pool: Path, keep: int = SPARES, before_build: Callable[[], object] | None = None) -> bool:
     """Build one spare if ``pool`` holds fewer than ``keep``; whether it did.
 
     One per call, whatever is missing: the launchers of a burst finish together and
@@ -204,6 +206,8 @@ def replenish(pool: Path, keep: int = SPARES) -> bool:
             shutil.rmtree(pool / name, ignore_errors=True)
     if ready >= keep:
         return False
+    if before_build is not None:
+        before_build()
     tmp = pool / f".{os.getpid()}-{_name()[:8]}"
     try:
         _build_overlay(tmp)

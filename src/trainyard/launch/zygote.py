@@ -1,4 +1,4 @@
-"""``python -m trainyard.launch.zygote``: fork a launcher per attempt, with imports done once.
+"""``python -m trainyard.launch.zygote``: fork launchers for attempts, with imports done once.
 
 Starting Python and importing the launcher costs ~40 ms of CPU per attempt;
 forking a process that already did it costs ~1 ms. The engine writes one
@@ -7,10 +7,13 @@ line. Each launcher runs in its own session with its output in its
 ``launcher.log`` (made at its first line), so it outlives the zygote and the server alike. EOF on stdin
 (the server stopped or died) ends the zygote; its launchers go on.
 
-When stdin is quiet the zygote forks the next launcher ahead: it lets go of the
-zygote's pipes and waits on a pipe of its own for its attempt dir, so the next
-job's launcher is already there (about 1.5 ms sooner). In a burst the lines
-keep coming, and launchers are forked as they are asked for.
+A launcher whose attempt left nothing in its process then tells the zygote it is
+free and waits on a pipe of its own for the next attempt dir
+(:mod:`trainyard.launch.handoff`): the most recently freed one takes the next
+attempt, and a fork is paid only when none is free. When stdin is quiet and none
+is, the zygote forks one ahead, so the next job's launcher is already there
+(about 1.5 ms sooner). Free launchers past :data:`IDLE_MAX`, or idle for
+:data:`IDLE_FOR` but the last one, are let go (their pipe closed: they exit).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import select
 import signal
 import sys
+import time
 
 from trainyard.launch import fdlimit, marks, warmup
 from trainyard.launch.launchlog import LaunchLog
@@ -27,6 +31,11 @@ from trainyard.launch.launchlog import LaunchLog
 FORKED = "zygote: forked"  # a launcher's first mark when forked for its attempt
 HANDED = "zygote: handed the attempt dir"  # ... when forked ahead (its CPU clock then counts its wait's start)
 QUIET = 0.005  # seconds with nothing on stdin before a launcher is forked ahead for the next attempt
+IDLE_MAX = 64  # free launchers kept at most: more are let go
+IDLE_FOR = 10.0  # seconds a free launcher is kept, but for the last one
+
+
+_reaped: list[int] = []  # pids the SIGCHLD handler reaped: their pipes are closed in the main loop
 
 
 def _reap(*_: object) -> None:
@@ -37,6 +46,7 @@ def _reap(*_: object) -> None:
             return
         if pid == 0:
             return
+        _reaped.append(pid)
 
 
 def _let_go() -> None:
@@ -51,24 +61,73 @@ def _let_go() -> None:
     # line: what the interpreter itself writes before that (a fatal error) is kept there, not lost
 
 
-def _child(attempt_dir: str) -> None:
+def _run(attempt_dir: str):  # noqa: ANN202
+    """One attempt: its Launcher once run, or None if the launcher broke (the traceback in launcher.log)."""
     log = LaunchLog(os.path.join(attempt_dir, "launcher.log"))
     sys.stdout, sys.stderr = log.stream(1), log.stream(2)
-    code = 1
     try:
         from pathlib import Path
 
         from trainyard.launch.launcher import Launcher
 
-        Launcher(Path(attempt_dir)).run()
-        code = 0
+        launcher = Launcher(Path(attempt_dir))
+        launcher.run()
+        return launcher
     except BaseException:  # noqa: BLE001  (a child must never return into the zygote's loop)
         import traceback
 
         traceback.print_exc()
+        return None
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def _read_line(fd: int) -> str | None:
+    """The next attempt dir the zygote hands over on ``fd``, or None at EOF (it let go of this launcher)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        try:
+            more = os.read(fd, 4096)
+        except InterruptedError:
+            continue
+        if not more:
+            return None
+        data += more
+    return os.fsdecode(data[:-1])
+
+
+def _serve(r: int, attempt_dir: str, free: int) -> None:
+    """A launcher's life: its attempt, then, while it is kept (:mod:`trainyard.launch.handoff`), the
+    next ones the zygote hands over on ``r`` once it said on ``free`` that it is free. Never returns."""
+    from trainyard.launch import handoff
+
+    code, stderr, uses = 1, os.dup(2), 0
+    try:
+        while True:
+            launcher = _run(attempt_dir)
+            uses += 1
+            if launcher is None or not launcher.kept() or uses >= handoff.USES:
+                code = 0 if launcher is not None else 1
+                return
+            launcher.leave()
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)  # the attempt's launcher.log goes with it
+            os.close(null)
+            os.dup2(stderr, 2)
+            try:
+                os.write(free, b"%d\n" % os.getpid())
+            except OSError:  # the zygote is gone (or not reading): nothing more will come
+                code = 0
+                return
+            attempt_dir = _read_line(r)
+            if attempt_dir is None:
+                code = 0
+                return
+            handoff.take_over()
+            marks.reset()
+            marks.mark(HANDED)
+    finally:
         os._exit(code)
 
 
@@ -81,53 +140,102 @@ def _fork() -> int:
     return pid
 
 
-def _fork_ahead() -> tuple[int, int]:
-    """A launcher forked before its attempt comes, waiting to be handed its dir on a pipe: its
-    fork and first steps are then off the path of the next job. (pid, the pipe's end to write).
-    EOF on that pipe (the zygote exited) ends it."""
-    r, w = os.pipe()
-    pid = _fork()
-    if pid == 0:
-        os.close(w)
-        _let_go()
-        warmup.touch()
-        data = b""
-        while not data.endswith(b"\n"):
-            try:
-                more = os.read(r, 4096)
-            except InterruptedError:
-                continue
-            if not more:
-                os._exit(0)
-            data += more
+class _Kept:
+    """The zygote's side of its launchers: each has a pipe it is handed attempt dirs on, and says on
+    one pipe shared by all when it is free for another. A launcher let go (its pipe closed) exits."""
+
+    def __init__(self) -> None:
+        self.r, self.free = os.pipe()
+        os.set_blocking(self.r, False)
+        os.set_blocking(self.free, False)  # a launcher never waits on a zygote that stopped reading
+        self.pipes: dict[int, int] = {}  # pid -> the write end of its pipe
+        self.idle: list[tuple[int, float]] = []  # (pid, free since), the most recently freed last
+        self._buf = b""
+
+    def fork(self, attempt_dir: str | None) -> int:
+        """A new launcher, for ``attempt_dir`` or, with None, forked ahead: idle until handed one."""
+        r, w = os.pipe()
+        pid = _fork()
+        if pid == 0:
+            os.close(w)
+            for fd in (self.r, *self.pipes.values()):  # the others' pipes: theirs alone, or EOF never comes
+                os.close(fd)
+            _let_go()
+            if attempt_dir is None:
+                warmup.touch()
+                attempt_dir = _read_line(r)
+                if attempt_dir is None:
+                    os._exit(0)
+                marks.reset()
+                marks.mark(HANDED)
+            else:
+                marks.mark(FORKED)
+            _serve(r, attempt_dir, self.free)
         os.close(r)
-        marks.reset()
-        marks.mark(HANDED)
-        _child(os.fsdecode(data[:-1]))
-    os.close(r)
-    return pid, w
-
-
-def _hand_over(ahead: tuple[int, int], attempt_dir: str) -> int | None:
-    """Give the launcher forked ahead its attempt dir: its pid, or None if it is gone."""
-    pid, w = ahead
-    try:
-        os.write(w, os.fsencode(attempt_dir) + b"\n")  # one write, well under PIPE_BUF: never split
+        self.pipes[pid] = w
+        if attempt_dir is None:
+            self.idle.append((pid, time.monotonic()))
         return pid
-    except OSError:  # killed while it waited: fork one now
+
+    def update(self) -> None:
+        """Take in who said they are free, and forget who exited."""
+        try:
+            while more := os.read(self.r, 65536):
+                self._buf += more
+        except BlockingIOError:
+            pass
+        *lines, self._buf = self._buf.split(b"\n")
+        now = time.monotonic()
+        self.idle.extend((int(pid), now) for pid in lines if int(pid) in self.pipes)
+        while _reaped:
+            self._drop(_reaped.pop())
+
+    def hand(self, attempt_dir: str) -> int | None:
+        """Give the most recently freed launcher ``attempt_dir``: its pid, or None when none is free."""
+        self.update()
+        while self.idle:
+            pid, _ = self.idle.pop()
+            try:
+                os.write(self.pipes[pid], os.fsencode(attempt_dir) + b"\n")  # one write under PIPE_BUF: never split
+                return pid
+            except (OSError, KeyError):  # killed while it waited
+                self._drop(pid)
         return None
-    finally:
-        os.close(w)
+
+    def retire(self) -> float | None:
+        """Let go of launchers idle for longer than :data:`IDLE_FOR` (all but the newest) and of those
+        past :data:`IDLE_MAX`; seconds until the next is due, or None."""
+        self.update()
+        now = time.monotonic()
+        while len(self.idle) > IDLE_MAX or (len(self.idle) > 1 and now - self.idle[0][1] > IDLE_FOR):
+            self._drop(self.idle.pop(0)[0])
+        return IDLE_FOR - (now - self.idle[0][1]) if len(self.idle) > 1 else None
+
+    def _drop(self, pid: int) -> None:
+        self.idle = [i for i in self.idle if i[0] != pid]
+        w = self.pipes.pop(pid, None)
+        if w is not None:
+            os.close(w)
+
+    def close(self) -> None:
+        for pid in list(self.pipes):
+            self._drop(pid)
 
 
 class _Lines:
     """stdin's lines, read unbuffered by anyone else: whether one is waiting must count those read already."""
 
     def __init__(self, fd: int) -> None:
-        self.fd, self.buf = fd, b""
+        self.fd, self.buf, self.woken = fd, b"", False
 
-    def waiting(self, timeout: float) -> bool:
-        return b"\n" in self.buf or bool(select.select([self.fd], [], [], timeout)[0])
+    def waiting(self, timeout: float | None, also: int) -> bool:
+        """Whether a line is waiting, within ``timeout`` (None: however long); also back, with
+        :attr:`woken` set, as soon as ``also`` is readable."""
+        if b"\n" in self.buf:
+            return True
+        ready = select.select([self.fd, also], [], [], timeout)[0]
+        self.woken = also in ready
+        return self.fd in ready
 
     def next(self) -> str | None:
         """The next line, or None at EOF."""
@@ -149,7 +257,7 @@ def main() -> int:
     import shutil  # noqa: F401  (the work dir and the spare overlays import it: ~1 ms per launcher)
     import socket  # noqa: F401  (the reporter's first connection would import it)
 
-    from trainyard.launch import launcher, procs, reporter, sampling, scratchenv, transport  # noqa: F401
+    from trainyard.launch import handoff, launcher, procs, reporter, sampling, scratchenv, transport  # noqa: F401
 
     if sys.platform.startswith("linux"):
         try:
@@ -162,36 +270,33 @@ def main() -> int:
     signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warmed = False
-    ahead: tuple[int, int] | None = None
+    kept = _Kept()
     lines = _Lines(sys.stdin.fileno())
     while True:
-        # at a quiet moment (not before the first fork: the engine started the zygote for a job, nor
-        # in a burst, where it would only compete with the launchers just forked)
-        if ahead is None and not lines.waiting(QUIET):
-            if not warmed:
-                warmup.warm()
-                gc.freeze()  # like the imports
-                warmed = True
-            ahead = _fork_ahead()
+        due = kept.retire()
+        if not lines.waiting(QUIET if not kept.idle else due, also=kept.r):
+            # at a quiet moment with no launcher free, one is forked ahead for the next attempt (not
+            # before the first fork: the engine started the zygote for a job, nor in a burst, where it
+            # would only compete with the launchers just forked)
+            if not kept.idle and not lines.woken:
+                if not warmed:
+                    warmup.warm()
+                    gc.freeze()  # like the imports
+                    warmed = True
+                kept.fork(None)
+            continue
         line = lines.next()
         if line is None:
-            if ahead is not None:
-                os.close(ahead[1])  # EOF: it exits
+            kept.close()  # EOF: the idle launchers exit, the others once their attempt is over
             return 0
         attempt_dir = line.strip()
         if not attempt_dir:
             continue
-        pid = None
-        if ahead is not None:
-            pid, ahead = _hand_over(ahead, attempt_dir), None
+        pid = kept.hand(attempt_dir)
         if pid is None:
             marks.reset()
             marks.mark("zygote: read the attempt dir")
-            pid = _fork()
-            if pid == 0:
-                marks.mark(FORKED)
-                _let_go()
-                _child(attempt_dir)
+            pid = kept.fork(attempt_dir)
         sys.stdout.write(f"{pid}\n")
         sys.stdout.flush()
 
