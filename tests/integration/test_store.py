@@ -407,3 +407,30 @@ def test_a_log_is_read_in_pages_of_bounded_size_that_join_into_the_whole(store):
     assert [len(p) for p in pages] == [300_000, 300_000, 300_000, 100_000]
     assert "".join(pages) == "".join(parts)
     assert [c for _, c in store.read_log_cursors(job.id, after=0, max_bytes=1)] == store.read_logs(job.id, limit=1)[0]
+
+
+def test_on_sqlite_a_write_holds_the_write_lock_from_its_start_and_a_read_inside_it_does_not(tmp_path):
+    import sqlite3
+
+    from sqlalchemy import text
+
+    store = Store(f"sqlite:///{tmp_path / 'trainyard.db'}")
+    other = sqlite3.connect(tmp_path / "trainyard.db", timeout=0, isolation_level=None)  # another process's writer
+    try:
+        with store.write():  # nothing written yet: the lock is taken by BEGIN IMMEDIATE itself
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("BEGIN IMMEDIATE")
+            with store.read() as r:  # on a connection of its own, a read (no second writer: no wait)
+                assert r.execute(text("select count(*) from jobs")).scalar() == 0
+        with store.read() as r:
+            r.execute(text("select count(*) from jobs")).scalar()
+            other.execute("BEGIN IMMEDIATE")  # a read takes no write lock
+            other.execute("ROLLBACK")
+        # and reads see one snapshot: a commit by another writer between two statements is not seen
+        with store.read() as r:
+            before = r.execute(text("select count(*) from jobs")).scalar()
+            store.create_job(parse_job("command: echo hi"))
+            assert r.execute(text("select count(*) from jobs")).scalar() == before
+    finally:
+        other.close()
+        store.close()

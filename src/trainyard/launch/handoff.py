@@ -36,7 +36,10 @@ def held(attempt_dir: str | os.PathLike) -> Iterator[bool]:
         yield False
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a filesystem without locks: the look alone, as before launchers were kept
+            pass
         yield not os.path.exists(os.path.join(attempt_dir, LEFT_NAME))
     finally:
         os.close(fd)  # and with it the lock

@@ -154,6 +154,7 @@ class _Kept:
 
     def fork(self, attempt_dir: str | None) -> int:
         """A new launcher, for ``attempt_dir`` or, with None, forked ahead: idle until handed one."""
+        self.update()  # the pipes of launchers reaped are closed before a new one may get a pid of theirs
         r, w = os.pipe()
         pid = _fork()
         if pid == 0:
@@ -176,6 +177,12 @@ class _Kept:
         if attempt_dir is None:
             self.idle.append((pid, time.monotonic()))
         return pid
+
+    def fork_ahead(self) -> None:
+        """A launcher forked ahead, unless one came free meanwhile (during the warm-up, say)."""
+        self.update()
+        if not self.idle:
+            self.fork(None)
 
     def update(self) -> None:
         """Take in who said they are free, and forget who exited."""
@@ -283,7 +290,7 @@ def main() -> int:
                     warmup.warm()
                     gc.freeze()  # like the imports
                     warmed = True
-                kept.fork(None)
+                kept.fork_ahead()
             continue
         line = lines.next()
         if line is None:

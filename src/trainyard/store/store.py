@@ -22,7 +22,7 @@ from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import identity_tables as it
 from trainyard.store import tables as t
-from trainyard.store.db import data_version, make_engine, migrate, writer_lock
+from trainyard.store.db import data_version, make_engine, migrate, writer_lock, writing
 from trainyard.store.cache import Recent
 from trainyard.store.cas import ACTOR, IfUnset, cas
 from trainyard.store.job_reads import ENDED, IN_BATCH, JobReads  # noqa: F401 (ENDED: the stores' shared list)
@@ -47,7 +47,7 @@ class Store(LineReads, JobReads):
             migrate(url)
         self.engine = make_engine(url)
         self._reader = sessionmaker(self.engine, expire_on_commit=False)
-        self._writer = sessionmaker(self.engine.execution_options(write=True), expire_on_commit=False)
+        self._writer = sessionmaker(self.engine, expire_on_commit=False)
         self._write_lock = writer_lock(self.engine)
         # SQLite: not only this server writes the file (a second Store, an admin command, a script), so
         # not a count of our own commits: the file's own number, which every commit moves
@@ -68,6 +68,8 @@ class Store(LineReads, JobReads):
     @contextmanager
     def write(self) -> Iterator[Session]:
         with self._write_lock, self._writer() as s, s.begin():
+            with writing():
+                s.connection()  # begun here: on SQLite with the write lock (db.writing)
             yield s
         # records of jobs this transaction ended, kept only once it committed (see _finish_replica)
         for job in s.info.get("ended", ()):
