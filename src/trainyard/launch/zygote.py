@@ -32,7 +32,7 @@ FORKED = "zygote: forked"  # a launcher's first mark when forked for its attempt
 HANDED = "zygote: handed the attempt dir"  # ... when forked ahead (its CPU clock then counts its wait's start)
 QUIET = 0.005  # seconds with nothing on stdin before a launcher is forked ahead for the next attempt
 IDLE_MAX = 64  # free launchers kept at most: more are let go
-IDLE_FOR = 10.0  # seconds a free launcher is kept, but for the last one
+IDLE_FOR = 1.0  # seconds a free launcher is kept, but for the last one (the newest): a burst has gone by then
 
 
 _reaped: list[int] = []  # pids the SIGCHLD handler reaped: their pipes are closed in the main loop
