@@ -17,7 +17,8 @@ alone, the server process's own CPU seconds per 1,000 jobs (user + system,
 from psutil; on a shared machine this moves far less than the wall clock),
 the launchers' (with their commands; reaped by the local engine's zygote) and the
 client threads' (this process's own during the burst), the
-CPU-bound ceiling those two imply on this many idle cores, the ratio trainyard time / floor time, and PASS/MISS against the
+CPU-bound ceiling those two imply on this many idle cores and the server's own on one core (its
+Python holds the GIL), the ratio trainyard time / floor time, and PASS/MISS against the
 target (≥ 150 jobs/s end to end). A repeat that fails (a job not succeeded, an
 error) counts as a MISS: the verdict is PASS only if every repeat was measured
 and the median meets the target. It exits 0 whatever the numbers (2 on bad usage).
@@ -217,6 +218,9 @@ def main() -> int:
         cpu_per_job = (statistics.median(cpus) + statistics.median(launchers)) / 1000
         print(f"  info  server + launchers use {cpu_per_job * 1000:.1f} ms of CPU per job: at most "
               f"{(os.cpu_count() or 1) / cpu_per_job:.0f} jobs/s on {os.cpu_count()} idle cores, clients aside")
+        # the server's Python runs one thread at a time (the GIL): its own CPU per job bounds it on any cores
+        print(f"  info  the server alone uses {statistics.median(cpus):.1f} ms of CPU per job, most of it Python under "
+              f"one lock: about {1000 / statistics.median(cpus):.0f} jobs/s at most, on any number of cores")
     else:
         print("  MISS  end to end: not measured")
     return 0

@@ -187,3 +187,52 @@ def _waiting(zygote: Zygote) -> list[int]:
         except psutil.Error:
             pass
     return out
+
+
+def test_a_sigterm_to_a_free_launcher_is_not_taken_as_a_cancel_of_its_next_attempt(tmp_path, report_server):
+    import os
+    import signal
+
+    zygote = Zygote()
+    try:
+        first = tmp_path / "first"
+        make_config(first, report_server.url, ["true"])
+        pid = zygote.fork(first)
+        until(lambda: (first / LEFT_NAME).exists(), timeout=30)
+        assert _one_waiting(zygote) == [pid]
+        # given a SIGTERM to the launcher while it is free (a cancel that came too late, a stray kill)
+        os.kill(pid, signal.SIGTERM)
+        time.sleep(0.3)
+        # then it is still there, and its next attempt runs to its own end
+        second = tmp_path / "second"
+        make_config(second, report_server.url, [PYTHON, "-c", "import time; time.sleep(0.5)"])
+        assert zygote.fork(second) == pid
+        until(lambda: (second / LEFT_NAME).exists(), timeout=30)
+        assert read_result(second)["reason"] == "Succeeded"
+    finally:
+        zygote.close()
+
+
+def test_when_the_free_launcher_is_gone_the_next_attempt_gets_a_new_one(tmp_path, report_server):
+    import os
+    import signal
+
+    import psutil
+
+    zygote = Zygote()
+    try:
+        first = tmp_path / "first"
+        make_config(first, report_server.url, ["true"])
+        pid = zygote.fork(first)
+        until(lambda: (first / LEFT_NAME).exists(), timeout=30)
+        assert _one_waiting(zygote) == [pid]
+        os.kill(pid, signal.SIGKILL)
+        until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=30)
+        second = tmp_path / "second"
+        make_config(second, report_server.url, [PYTHON, "-c", "print('second')"])
+        other = zygote.fork(second)
+        assert other != pid
+        until(lambda: (second / "result.json").exists(), timeout=30)
+        assert read_result(second)["reason"] == "Succeeded"
+    finally:
+        zygote.close()
