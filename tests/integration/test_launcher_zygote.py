@@ -158,6 +158,15 @@ def test_a_launcher_done_with_its_attempt_runs_the_next_one_as_a_fresh_launcher_
         zygote.close()
 
 
+def _free_after_one(zygote: Zygote, attempt: Path, url: str) -> int:
+    """The pid of a launcher that ran one attempt (``true``) and waits, kept, for the next."""
+    make_config(attempt, url, ["true"])
+    pid = zygote.fork(attempt)
+    until(lambda: (attempt / LEFT_NAME).exists(), timeout=30)
+    assert _one_waiting(zygote) == [pid]
+    return pid
+
+
 def _one_waiting(zygote: Zygote) -> list[int]:
     """The one launcher waiting, once the same one is seen twice a moment apart: the zygote's warm-up
     spawns commands, each of which has its command line for the moment before its exec."""
@@ -195,11 +204,7 @@ def test_a_sigterm_to_a_free_launcher_is_not_taken_as_a_cancel_of_its_next_attem
 
     zygote = Zygote()
     try:
-        first = tmp_path / "first"
-        make_config(first, report_server.url, ["true"])
-        pid = zygote.fork(first)
-        until(lambda: (first / LEFT_NAME).exists(), timeout=30)
-        assert _one_waiting(zygote) == [pid]
+        pid = _free_after_one(zygote, tmp_path / "first", report_server.url)
         # given a SIGTERM to the launcher while it is free (a cancel that came too late, a stray kill)
         os.kill(pid, signal.SIGTERM)
         time.sleep(0.3)
@@ -221,11 +226,7 @@ def test_when_the_free_launcher_is_gone_the_next_attempt_gets_a_new_one(tmp_path
 
     zygote = Zygote()
     try:
-        first = tmp_path / "first"
-        make_config(first, report_server.url, ["true"])
-        pid = zygote.fork(first)
-        until(lambda: (first / LEFT_NAME).exists(), timeout=30)
-        assert _one_waiting(zygote) == [pid]
+        pid = _free_after_one(zygote, tmp_path / "first", report_server.url)
         os.kill(pid, signal.SIGKILL)
         until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=30)
         second = tmp_path / "second"
