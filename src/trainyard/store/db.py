@@ -87,7 +87,8 @@ def _sqlite_pragmas(engine: Engine) -> None:
         # A write transaction takes the write lock up front: a deferred one that reads first fails
         # with "database is locked" when it tries to upgrade. The dialect's own step, not a "begin"
         # event: one listener on the engine makes SQLAlchemy dispatch its (empty) events around
-        # every statement, ~10 % of what a statement cost it
+        # every statement, which was more than half of what a small statement cost it (48 → 20 µs,
+        # bench/RESULTS.md, session 30)
         dbapi_conn.cursor().execute("BEGIN IMMEDIATE" if getattr(_writing, "on", False) else "BEGIN")
 
     engine.dialect.do_begin = do_begin  # type: ignore[method-assign]
