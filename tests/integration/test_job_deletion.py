@@ -240,3 +240,33 @@ def test_the_jobs_retention_deletes_an_ended_sweep_with_its_trials(env):
     sweep.cycle()
     assert sweep.sweeps_deleted == 1 and sweep.jobs_deleted == 2
     assert not {j.id for j in e.sdk.jobs(limit=100).items} & {tr.job_id for tr in done.trials}
+
+
+def test_the_jobs_retention_deletes_an_ended_dask_clusters_record_once_its_jobs_are_gone(env):
+    from trainyard.errors import ClusterNotFound
+    from trainyard.spec.cluster import ClusterSpec
+    from trainyard.store.clusters import ClusterStore
+
+    e = env
+    clusters = ClusterStore(e.platform.store)
+    c = t.DaskCluster.__table__.c
+    old = time.time() - 2 * KEEP
+    scheduler, _ = ran(e, {"name": "dask-scheduler", "command": "x"})
+    kept_job, _ = ran(e, {"name": "dask-worker", "command": "x"})
+    ended, holding, live = (clusters.create(ClusterSpec(name=n, workers=1)) for n in ("etl", "held", "live"))
+    with e.platform.store.write() as s:  # ended long ago, as the cluster loop leaves them; one still running
+        s.execute(t.DaskCluster.__table__.update().where(c.id == ended).values(
+            status="stopped", scheduler_job=scheduler, worker_jobs=[], ended_at=old))
+        s.execute(t.DaskCluster.__table__.update().where(c.id == holding).values(
+            status="failed", scheduler_job=None, worker_jobs=[kept_job], ended_at=old))
+        s.execute(t.DaskCluster.__table__.update().where(c.id == live).values(status="running"))
+        s.execute(t.Job.__table__.update().where(t.Job.__table__.c.id == scheduler).values(updated_at=old))
+    sweep = e.platform.retention
+    sweep.cycle()
+    # its old job went first, then its record; a cluster whose job is kept (ended lately) stays, as does a live one
+    with pytest.raises(ClusterNotFound):
+        clusters.get(ended)
+    assert clusters.get(holding)["worker_jobs"] == [kept_job] and clusters.get(live)["status"].value == "running"
+    assert sweep.clusters_deleted == 1 and sweep.jobs_deleted == 1
+    assert scrape(e.tc)[("trainyard_retention_dask_clusters_deleted_total", ())] == 1
+    assert e.tc.get(f"/api/v1/clusters/{ended}").status_code == 404

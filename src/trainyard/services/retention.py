@@ -11,7 +11,8 @@ looked at once, whatever the history's length:
 
 - ``jobs``: an ended job that last changed that long ago is deleted as ``trainyard rm`` deletes it
   (:mod:`trainyard.services.job_deletion`), unless it is part of something larger; so is an ended sweep,
-  with its trials' jobs (``trainyard sweep rm``).
+  with its trials' jobs (``trainyard sweep rm``), and a pipeline run with its steps' jobs; then the record
+  of an ended Dask cluster none of whose jobs is left.
 
 Off (None) by default for checkpoints and jobs: "keep them" is what users expect unless an admin says.
 The engine removes the folders (:meth:`trainyard.engines.base.Engine.remove_leftovers`): the local engine in
@@ -34,6 +35,7 @@ from trainyard.engines.leftovers import Leftover
 from trainyard.services.job_deletion import JobRemover
 from trainyard.services.ticker import Ticker
 from trainyard.store import Store
+from trainyard.store.clusters import ClusterStore
 from trainyard.store.retention import Ended, RetentionStore
 
 log = logging.getLogger("trainyard.retention")
@@ -56,10 +58,12 @@ class RetentionLoop(Ticker):
         self.artifacts = artifacts
         self.settings = settings
         self.remover = remover or JobRemover(store, engine, artifacts)
+        self.clusters = ClusterStore(store)
         self.removed = {"attempt": 0, "checkpoints": 0}
         self.jobs_deleted = 0
         self.sweeps_deleted = 0
         self.runs_deleted = 0
+        self.clusters_deleted = 0
         self.failed = 0
         self.swept_at: float | None = None
 
@@ -106,9 +110,22 @@ class RetentionLoop(Ticker):
                 self.jobs_deleted += len(self.remover.remove(doomed))
                 log.info("retention: deleted %d ended jobs", len(doomed))
             if len(batch) < BATCH:
-                return
+                break
             # a batch holds the writer ~0.1 s (bench/deletion.py): a backlog leaves the scheduler its turns
             self._stop.wait(BETWEEN)
+        self._clusters(before)
+
+    def _clusters(self, before: float) -> None:
+        """Records of Dask clusters that ended by ``before`` once none of the jobs they name is left (the
+        loop above deletes those first; a job kept for its own reason keeps its cluster's record)."""
+        kept: set[str] = set()
+        while not self._stop.is_set():
+            found, gone = self.clusters.expired(before, BATCH, kept)
+            kept.update(set(found) - set(gone))
+            if gone:
+                self.clusters_deleted += self.clusters.delete(gone)
+            if len(found) < BATCH:
+                return
 
     def _runs(self, before: float) -> None:
         """Ended pipeline runs with their steps' jobs; a run whose outputs a newer run reuses (cached) waits
@@ -188,6 +205,8 @@ class RetentionCollector(Collector):
                                   "retention deleted (with their steps' jobs)", value=self.loop.runs_deleted)
         yield CounterMetricFamily("trainyard_retention_sweeps_deleted", "Ended sweeps the jobs retention deleted",
                                   value=self.loop.sweeps_deleted)
+        yield CounterMetricFamily("trainyard_retention_dask_clusters_deleted", "Records of ended Dask clusters the "
+                                  "jobs retention deleted, once their jobs were gone", value=self.loop.clusters_deleted)
         yield CounterMetricFamily("trainyard_retention_failed", "Folders (or checkpoint sets) a retention sweep "
                                   "could not remove", value=self.loop.failed + self.loop.remover.failed)
         if self.loop.swept_at is not None:

@@ -11,14 +11,14 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 
 from trainyard.auth.permissions import Visible
 from trainyard.errors import ClusterNotFound
 from trainyard.spec.cluster import ClusterSpec, ClusterStatus, cluster_sources
 from trainyard.store import Store
 from trainyard.store import tables as t
-from trainyard.store.store import visible_where
+from trainyard.store.store import IN_BATCH, visible_where
 
 LIVE = (ClusterStatus.PENDING.value, ClusterStatus.RUNNING.value, ClusterStatus.STOPPING.value)
 
@@ -78,6 +78,29 @@ class ClusterStore:
             rows = s.connection().execute(select(table).where(where).order_by(table.c.seq)).mappings().all()
         return [ClusterRow({**r, "status": ClusterStatus(r["status"]), "spec": ClusterSpec.model_validate(r["spec"]),
                             "worker_jobs": list(r["worker_jobs"] or [])}) for r in rows]
+
+    def expired(self, before: float, limit: int, kept: set[str]) -> tuple[list[str], list[str]]:
+        """Up to ``limit`` clusters that ended by ``before`` (those in ``kept`` left out), oldest first, and
+        which of them name no job that is left (scheduler, workers): their record is all there is of them."""
+        c, j = t.DaskCluster.__table__.c, t.Job.__table__.c
+        with self.store.read() as s:
+            conn = s.connection()
+            rows = conn.execute(select(c.id, c.scheduler_job, c.worker_jobs)
+                                .where(c.status.notin_(LIVE), c.ended_at <= before, c.id.notin_(kept))
+                                .order_by(c.ended_at, c.id).limit(limit)).all()
+            named = sorted({jid for _, scheduler, workers in rows for jid in (scheduler, *(workers or ())) if jid})
+            left: set[str] = set()
+            for k in range(0, len(named), IN_BATCH):
+                left.update(conn.execute(select(j.id).where(j.id.in_(named[k:k + IN_BATCH]))).scalars())
+        return ([r.id for r in rows],
+                [r.id for r in rows if not left & {r.scheduler_job, *(r.worker_jobs or ())}])
+
+    def delete(self, cluster_ids: list[str]) -> int:
+        """Delete the records of ended clusters (one still live is left as it is); how many went."""
+        c = t.DaskCluster.__table__.c
+        with self.store.write() as s:
+            return s.connection().execute(delete(t.DaskCluster.__table__).where(
+                c.id.in_(cluster_ids), c.status.notin_(LIVE))).rowcount
 
     def move(self, cluster_id: str, new: ClusterStatus, **values: Any) -> bool:
         """``new`` if the transition table lets the cluster's status now move there; False otherwise."""
