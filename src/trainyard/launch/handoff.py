@@ -45,12 +45,18 @@ def held(attempt_dir: str | os.PathLike) -> Iterator[bool]:
         os.close(fd)  # and with it the lock
 
 
-def leave(attempt_dir: str | os.PathLike) -> None:
+def leave(attempt_dir: str | os.PathLike, wake: tuple[int, int]) -> None:
     """Mark the attempt dir as left, under its lock: a SIGTERM the engine sent for it has
     been handled once this returns (a signal that arrives while ``flock`` waits is handled
-    before it returns, as Python retries the call after running the handler)."""
+    before it returns, as Python retries the call after running the handler). Then undo the
+    attempt's signal handling: SIGTERM blocked until the next attempt's handler is in place,
+    as at the fork (:func:`take_over`), and its self-pipe (``wake``) closed."""
     with held(attempt_dir):
         os.close(os.open(os.path.join(attempt_dir, LEFT_NAME), os.O_WRONLY | os.O_CREAT, 0o644))
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    signal.set_wakeup_fd(-1)
+    for fd in wake:
+        os.close(fd)
 
 
 def alone() -> bool:

@@ -185,14 +185,8 @@ class Launcher(AttemptIO):
                     or self.niced) and handoff.alone()
 
     def leave(self) -> None:
-        """Go from this attempt for the next (see :meth:`kept`): the dir marked as left, the
-        signal handling and the self-pipe of this attempt undone."""
-        handoff.leave(self.dir)
-        # blocked until the next attempt's handler is in place, as at the fork (handoff.take_over)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        signal.set_wakeup_fd(-1)
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        """Go from this attempt for the next (see :meth:`kept`)."""
+        handoff.leave(self.dir, (self._wake_r, self._wake_w))
 
     def _write_result(self, result: dict) -> None:
         atomic_write_json(self.dir / RESULT_NAME, result)

@@ -46,8 +46,8 @@ class Store(LineReads, JobReads):
         if run_migrations:
             migrate(url)
         self.engine = make_engine(url)
-        self._reader = sessionmaker(self.engine, expire_on_commit=False)
-        self._writer = sessionmaker(self.engine, expire_on_commit=False)
+        # one kind of session for both: what makes a write is taking its connection in db.writing()
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
         self._write_lock = writer_lock(self.engine)
         # SQLite: not only this server writes the file (a second Store, an admin command, a script), so
         # not a count of our own commits: the file's own number, which every commit moves
@@ -62,12 +62,12 @@ class Store(LineReads, JobReads):
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        with self._reader() as s:
+        with self._session() as s:
             yield s
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._write_lock, self._writer() as s, s.begin():
+        with self._write_lock, self._session() as s, s.begin():
             with writing():
                 s.connection()  # begun here: on SQLite with the write lock (db.writing)
             yield s
