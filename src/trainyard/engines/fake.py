@@ -47,7 +47,7 @@ class FakeEngine(Engine):
         self._gone: set[Leftover] = set()
 
     def nodes(self) -> list[NodeInfo]:
-        return [n.model_copy(deep=True) for n in self._nodes]
+        return [n.fresh() for n in self._nodes]
 
     def remove_leftovers(self, items: list[Leftover]) -> tuple[int, int]:
         """As a node would: a folder removed before is gone, so asking again removes nothing."""

@@ -61,7 +61,7 @@ class LocalEngine(Engine):
         self._ready_lock = threading.Lock()  # launch() may come from other threads than the scheduler's
 
     def nodes(self) -> list[NodeInfo]:
-        return [self.node.model_copy(deep=True)]
+        return [self.node.fresh()]
 
     def replica_dir(self, attempt_id: str, replica: int) -> Path:
         return self.home / "attempts" / attempt_id / f"r{replica}"

@@ -36,7 +36,7 @@ class Cluster:
     def nodes(self, live: Live | None = None) -> list[NodeInfo]:
         """The engine's nodes with what live attempts (default: :meth:`live`) hold on each, and their cordons."""
         cordons = self.cordons.current()
-        nodes = {n.name: n.model_copy(deep=True, update={"cordon": cordons.get(n.name)}) for n in self.engine.nodes()}
+        nodes = {n.name: n.fresh(cordon=cordons.get(n.name)) for n in self.engine.nodes()}
         for job, a in self.live() if live is None else live:  # every scheduler cycle: thousands, kept lean
             r = job.spec.resources
             single = len(a.replicas) == 1

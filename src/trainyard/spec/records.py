@@ -121,6 +121,13 @@ class NodeInfo(BaseModel):
     def cordoned(self) -> bool:
         return self.cordon is not None
 
+    def fresh(self, **update: Any) -> NodeInfo:
+        """A copy whose lists and dicts are its own (what a caller may add to): ``model_copy(deep=True)``
+        went through ``copy.deepcopy`` field by field, ~1.5 % of the server's CPU in a burst of submits."""
+        return self.model_copy(update={"gpu_ids": list(self.gpu_ids), "labels": dict(self.labels),
+                                       "gpus_used": list(self.gpus_used), "gpu_holders": dict(self.gpu_holders),
+                                       **update})
+
 
 class MetricPoint(BaseModel):
     attempt: int
