@@ -33,6 +33,7 @@ from trainyard.store.rows import JOB_FIELDS, attempt_by_id, attempt_record, atte
 from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, MAX_SEQ,
                                         SCHEDULER_ENDS, SET_HANDLE)
 from trainyard.store.telemetry import Outputs
+from trainyard.store.tx import WriteTx
 
 ENDED_TTL = 60.0  # seconds an ended job is answered from memory: another server may delete it
 
@@ -67,10 +68,18 @@ class Store(LineReads, JobReads):
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._write_lock, self._session() as s, s.begin():
+        """One write transaction, under this store's write lock (a :class:`WriteTx`: Core statements on
+        its ``connection()``; the ORM's calls reach a Session on the same connection)."""
+        with self._write_lock, self.engine.connect() as conn:
             with writing():
-                s.connection()  # begun here: on SQLite with the write lock (db.writing)
-            yield s
+                began = conn.begin()  # on SQLite with the write lock (db.writing)
+            s = WriteTx(conn, self._session)
+            try:
+                with began:
+                    yield s  # type: ignore[misc]
+                    s.done()
+            finally:
+                s.close()
         # records of jobs this transaction ended, kept only once it committed (see _finish_replica)
         for job in s.info.get("ended", ()):
             self._ended.put(job.id, job)
