@@ -102,6 +102,12 @@ def test_fan_out_fan_in_then_retry_only_what_failed_then_all_cached(server, tmp_
     assert len(c.jobs(limit=100).items) == jobs_before
     listed = json.loads(server.cli("pipeline", "ls", "-o", "json").stdout)
     assert [x["id"] for x in listed] == [info.id, run_id]
+    # --ids pages like `trainyard ls`: --limit, then --after where it stopped, or --all
+    first = server.cli("pipeline", "ls", "--ids", "-n", "1")
+    assert first.stdout.split() == [info.id] and "1 shown; more: add --after" in first.stderr, first.stderr
+    cursor = first.stderr.split("--after ")[1].split()[0]
+    assert server.cli("pipeline", "ls", "--ids", "--after", cursor).stdout.split() == [run_id]
+    assert server.cli("pipeline", "ls", "--ids", "-n", "1", "--all").stdout.split() == [info.id, run_id]
 
 
 def test_cancel_stops_every_running_step_and_starts_nothing_more(server, tmp_path):

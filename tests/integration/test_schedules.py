@@ -205,3 +205,23 @@ def test_metrics_say_each_schedules_next_and_last_fire_runs_going_and_its_last_o
     assert one("trainyard_schedule_suspended", "idle") == 1 and one("trainyard_schedule_suspended", "nightly") == 0
     assert one("trainyard_schedule_next_fire_timestamp_seconds", "idle") is None  # paused: no next fire
     assert one("trainyard_schedule_last_outcome", "idle", outcome="started") is None  # never fired
+
+
+def test_a_fire_whose_job_was_deleted_since_keeps_its_id_and_says_it_is_gone(env):  # noqa: F811
+    tc, sdk, engine, platform = env
+    made = create(tc)
+    platform.schedule_loop.cycle(now=made["next_at"] + 1)
+    [run] = runs(tc, "nightly")
+    assert run["outcome"] == "started" and run["gone"] is False
+    attempt = until(lambda: next((a for a in engine.launched if a.startswith(run["job_id"])), None))
+    report(tc, engine, attempt, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
+    until(lambda: sdk.get(run["job_id"]).status.value == "succeeded")
+    r = tc.delete(f"/api/v1/jobs/{run['job_id']}")
+    assert r.status_code == 204, r.text
+    [after] = runs(tc, "nightly")
+    assert (after["job_id"], after["gone"]) == (run["job_id"], True)
+    assert tc.get("/api/v1/schedules").json()[0]["runs"][0]["gone"] is True
+    # the next fire's job is there: only the deleted one is gone
+    platform.schedule_loop.cycle(now=tc.get("/api/v1/schedules/nightly").json()["next_at"] + 1)
+    newest, oldest = runs(tc, "nightly")
+    assert newest["gone"] is False and oldest["gone"] is True

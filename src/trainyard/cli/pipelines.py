@@ -125,33 +125,44 @@ def rm(runs: Annotated[list[str], typer.Argument(help="ids of ended pipeline run
 @app.command("ls")
 def ls(
     status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only runs in this status")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many runs")] = 50,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="every matching run, page after page")] = False,
+    after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
     before: Annotated[Optional[str], typer.Option("--before", help="started longer ago (30d) or before (2024-05-01)")]
     = None,
     output: OutputOpt = Output.table,
     ids: Annotated[bool, typer.Option("--ids", help="only the ids, one a line: trainyard pipeline rm $(trainyard "
-                                      "pipeline ls -s failed --before 30d --ids)")] = False,
+                                      "pipeline ls -s failed --before 30d --ids --all)")] = False,
 ) -> None:
-    """Pipeline runs, newest first."""
+    """Pipeline runs, newest first; long histories come in pages (--after, --all)."""
     from rich.table import Table
 
-    from trainyard.cli.listing import parse_since
+    from trainyard.cli.listing import PAGE, parse_since
 
     with handled():
-        page = client().pipelines.list(status=status, limit=limit, until=parse_since(before, "--before"))
+        until, c = parse_since(before, "--before"), client()
+        runs, more = [], after
+        while all_ or len(runs) < limit:
+            page = c.pipelines.list(status=status, limit=PAGE if all_ else min(PAGE, limit - len(runs)),
+                                    cursor=more, until=until)
+            runs += page.items
+            more = page.next_cursor
+            if more is None:
+                break
         if ids:
-            write("".join(f"{r.id}\n" for r in page.items))
-            return
-        if output == Output.json:
-            write(json.dumps([r.model_dump(mode="json") for r in page.items], indent=2) + "\n")
-            return
-        table = Table(box=None, header_style="bold")
-        for col in ("ID", "NAME", "STATUS", "STEPS", "STARTED", "REASON"):
-            table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis", no_wrap=col == "ID")
-        for r in page.items:
-            steps = ", ".join(f"{n} {k}" for k, n in sorted(r.counts().items()))
-            table.add_row(r.id, r.name, status_text(r.status.value), steps, ago(r.created_at), r.reason or "")
-        console.print(table)
+            write("".join(f"{r.id}\n" for r in runs))
+        elif output == Output.json:
+            write(json.dumps([r.model_dump(mode="json") for r in runs], indent=2) + "\n")
+        else:
+            table = Table(box=None, header_style="bold")
+            for col in ("ID", "NAME", "STATUS", "STEPS", "STARTED", "REASON"):
+                table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis", no_wrap=col == "ID")
+            for r in runs:
+                steps = ", ".join(f"{n} {k}" for k, n in sorted(r.counts().items()))
+                table.add_row(r.id, r.name, status_text(r.status.value), steps, ago(r.created_at), r.reason or "")
+            console.print(table)
+        if more:
+            err_console.print(f"{len(runs)} shown; more: add --after {more} (or --all)", highlight=False)
 
 
 @artifact_app.command("show")

@@ -103,8 +103,9 @@ def show(schedule: str, output: OutputOpt = Output.table) -> None:
         for col in ("AT", "OUTCOME", "JOB", "MESSAGE", ""):
             table.add_column(col, overflow="fold")
         for run in info.runs:
-            table.add_row(_local(run.at), run.outcome, run.job_id or run.run_id or "-", Text(run.message or ""),
-                          "manual" if run.manual else "")
+            started = run.job_id or run.run_id or "-"
+            table.add_row(_local(run.at), run.outcome, f"{started} (deleted)" if run.gone else started,
+                          Text(run.message or ""), "manual" if run.manual else "")
         console.print(table)
 
 

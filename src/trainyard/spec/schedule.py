@@ -246,6 +246,7 @@ class ScheduleRun(BaseModel):
     run_id: str | None = Field(None, description="the pipeline run it started")
     message: str | None = None
     manual: bool = False  # `trainyard schedule trigger`, not the cron
+    gone: bool = Field(False, description="its job or pipeline run was deleted since (rm, or the jobs retention)")
 
 
 class ScheduleInfo(BaseModel):

@@ -10,7 +10,7 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import and_, delete, func, insert, or_, select, update
 
 from trainyard.auth.permissions import Visible
 from trainyard.errors import Conflict, ScheduleNotFound
@@ -22,7 +22,7 @@ from trainyard.store import tables as t
 from trainyard.store.store import ENDED, visible_where
 
 _S, _R = st.Schedule.__table__, st.ScheduleRun.__table__
-_RUN_COLUMNS = [_R.c[k] for k in ScheduleRun.model_fields]
+_RUN_COLUMNS = [_R.c[k] for k in ScheduleRun.model_fields if k != "gone"]  # gone: read with the job and run
 KEEP_RUNS = 200  # fires remembered per schedule (the jobs themselves stay in the job list)
 NO_TEAM = "-"
 LIVE_RUN = (RunStatus.RUNNING.value, RunStatus.CANCELLING.value)  # a failed run is final until retried: ended here
@@ -104,7 +104,7 @@ class ScheduleStore:
     def add_run(self, schedule_id: str, run: ScheduleRun) -> None:
         """Record a fire, and forget those past the latest KEEP_RUNS."""
         with self.store.write() as s:
-            s.connection().execute(insert(_R), [{"schedule_id": schedule_id, **run.model_dump()}])
+            s.connection().execute(insert(_R), [{"schedule_id": schedule_id, **run.model_dump(exclude={"gone"})}])
             oldest_kept = s.scalar(select(_R.c.id).where(_R.c.schedule_id == schedule_id)
                                    .order_by(_R.c.id.desc()).offset(KEEP_RUNS - 1).limit(1))
             if oldest_kept is not None:
@@ -118,9 +118,16 @@ class ScheduleStore:
         ranked = (select(_R.c.schedule_id, *_RUN_COLUMNS,
                          func.row_number().over(partition_by=_R.c.schedule_id, order_by=_R.c.id.desc()).label("n"))
                   .where(_R.c.schedule_id.in_(schedule_ids)).subquery())
+        j, p = t.Job.__table__, t.PipelineRun.__table__
+        # a fire keeps the id of the job or run it started; whether that is still there is read with it, so a
+        # page or the CLI does not send anyone to a job the retention (or rm) deleted since
+        gone = or_(and_(ranked.c.job_id.is_not(None), j.c.id.is_(None)),
+                   and_(ranked.c.run_id.is_not(None), p.c.id.is_(None))).label("gone")
+        query = (select(ranked, gone).select_from(ranked.outerjoin(j, j.c.id == ranked.c.job_id)
+                                                  .outerjoin(p, p.c.id == ranked.c.run_id))
+                 .where(ranked.c.n <= limit).order_by(ranked.c.schedule_id, ranked.c.n))
         with self.store.read() as s:
-            rows = s.connection().execute(select(ranked).where(ranked.c.n <= limit)
-                                          .order_by(ranked.c.schedule_id, ranked.c.n)).mappings().all()
+            rows = s.connection().execute(query).mappings().all()
         for r in rows:
             out[r["schedule_id"]].append(ScheduleRun(**{k: r[k] for k in ScheduleRun.model_fields}))
         return out

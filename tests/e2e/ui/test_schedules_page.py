@@ -73,6 +73,15 @@ def test_schedules_are_listed_run_now_paused_resumed_deleted_and_shown_with_thei
     expect(row.locator("td.last [data-outcome]")).to_have_text("skipped")
     expect(row.locator("td.active")).to_have_text("1")
 
+    # when the other one's job has run and been deleted since, then its last run names the job without a link
+    other.locator("button[name=trigger]").click()
+    gone = page.locator(".schedule-said .ok a").inner_text()
+    assert server.client().wait(gone, timeout=60).status.value == "succeeded"
+    server.client().delete(gone)
+    page.reload()
+    expect(other.locator("td.last")).to_contain_text(f"{gone} (deleted)")
+    expect(other.locator("td.last a")).to_have_count(0)
+
     # when it is paused, then its next fire reads "paused", and the server agrees; resumed, it is back
     row.locator("button[name=pause]").click()
     expect(row.locator("td.next")).to_have_text("paused")

@@ -50,7 +50,7 @@ function row(s, buttons) {
     h("td.cron", null, h("code", null, s.spec.cron), h("div.explain.muted", null, s.explain)),
     h("td", null, s.spec.timezone),
     h("td.next", null, nextFire(s)),
-    h("td.last", { title: last ? runTitle(last) : null }, last ? [outcome(last.outcome), " ", jobLink(last.job_id, last.run_id)]
+    h("td.last", { title: last ? runTitle(last) : null }, last ? [outcome(last.outcome), " ", jobLink(last.job_id, last.run_id, last.gone)]
       : h("span.muted", null, "not fired yet")),
     h("td.num.active", { title: s.active.join(", ") || "none running" }, String(s.active.length)),
     h("td", null, s.owner || "–"),
@@ -129,7 +129,7 @@ function runTable(runs) {
       h("td.due", null, when(r.at)),
       h("td.fired", null, when(r.fired_at)),
       h("td", null, outcome(r.outcome)),
-      h("td.mono", null, jobLink(r.job_id, r.run_id)),
+      h("td.mono", null, jobLink(r.job_id, r.run_id, r.gone)),
       h("td.reason", null, r.message || ""),
       h("td", null, r.manual ? h("span.manual", { title: "run now (trigger), not the cron" }, "manual") : "")))));
 }
@@ -180,7 +180,7 @@ function controls(s, act) {
 // What a run now came to: the job it started, or why none was
 function fired(s, r) {
   if (r.outcome === "started") {
-    return h("span.ok", null, `✓ ${s.name}: started ${r.run_id ? "pipeline run" : "job"} `, jobLink(r.job_id, r.run_id), r.message ? ` (${r.message})` : "");
+    return h("span.ok", null, `✓ ${s.name}: started ${r.run_id ? "pipeline run" : "job"} `, jobLink(r.job_id, r.run_id, r.gone), r.message ? ` (${r.message})` : "");
   }
   return h(r.outcome === "failed" ? "span.error" : "span.warn", null, `${s.name}: no job started, ${r.outcome}`,
     r.message ? `: ${r.message}` : "");
@@ -202,7 +202,9 @@ function outcome(o) {
 }
 
 // the job a run started, or the pipeline run
-function jobLink(id, runId) {
+function jobLink(id, runId, gone) {
+  // deleted since it fired (rm, or the jobs retention): its id stays, with no link to a page that is gone
+  if (gone) return h("span.mono.muted", { title: "deleted since" }, `${runId || id} (deleted)`);
   if (runId) return h("a.mono", { href: `/pipelines/${encodeURIComponent(runId)}` }, runId);
   return id ? h("a.mono", { href: `/jobs/${encodeURIComponent(id)}` }, id) : h("span.muted", null, "–");
 }
