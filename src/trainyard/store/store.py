@@ -30,8 +30,8 @@ from trainyard.store.line_reads import LineReads
 from trainyard.store.moves import Admission, Ending
 from trainyard.store.job_list import visible_where  # noqa: F401 (the stores' shared rule)
 from trainyard.store.rows import JOB_FIELDS, attempt_by_id, attempt_record, attempts_from, replica_record
-from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, MAX_SEQ,
-                                        SCHEDULER_ENDS, SET_HANDLE)
+from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, INSERT_ATTEMPT, INSERT_JOB,
+                                        INSERT_REPLICA, MAX_SEQ, SCHEDULER_ENDS, SET_HANDLE)
 from trainyard.store.telemetry import Outputs
 from trainyard.store.tx import WriteTx
 
@@ -113,7 +113,7 @@ class Store(LineReads, JobReads):
                        priority=spec.priority, spec=spec.model_dump(mode="json"), snapshot=snapshot, created_at=now,
                        updated_at=now, not_before=None, reason=waits or "waiting for the scheduler", position=None,
                        owner=owner, team=team, blocked=waits is not None)
-            s.connection().execute(insert(t.Job.__table__), [row])  # Core, like Store.admit
+            s.connection().execute(INSERT_JOB, [row])  # Core, like Store.admit
             del row["blocked"]
             if audit is not None:
                 s.connection().execute(insert(it.AuditEntry.__table__), [{**audit, "target": row["id"], "at": now}])
@@ -151,8 +151,8 @@ class Store(LineReads, JobReads):
                                          .where(a_.job_id.in_(ids[k:k + IN_BATCH])).group_by(a_.job_id)).all())
             rows = [self._attempt_rows(conn, a, (last.get(a.job_id) or 0) + 1, now) for _, a in moved]
             # Core INSERTs: on the path from submit to a running job, the ORM's unit of work costs more than they do
-            conn.execute(insert(t.Attempt.__table__), [attempt for attempt, _ in rows])  # first: replicas reference it
-            conn.execute(insert(t.Replica.__table__), [r for _, replicas in rows for r in replicas])
+            conn.execute(INSERT_ATTEMPT, [attempt for attempt, _ in rows])  # first: replicas reference it
+            conn.execute(INSERT_REPLICA, [r for _, replicas in rows for r in replicas])
         out: list[AttemptInfo | None] = [None] * len(admissions)
         for (i, _), (attempt, replicas) in zip(moved, rows):
             out[i] = attempt_record(attempt, [replica_record(r) for r in replicas])
