@@ -7,10 +7,13 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
+
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
     PYTHON, make_config, read_result, report_server,
 )
 from tests.support.waiting import until
+from trainyard.launch.handle import HANDLE_NAME
 from trainyard.launch.handoff import LEFT_NAME
 
 
@@ -20,9 +23,17 @@ class Zygote:
                                      stdout=subprocess.PIPE, stderr=stderr)
 
     def fork(self, attempt_dir: Path) -> int:
+        """The launcher's pid; its handle, written by the zygote, names it and its start time as psutil reads it."""
         self.proc.stdin.write(f"{attempt_dir}\n".encode())
         self.proc.stdin.flush()
-        return int(self.proc.stdout.readline())
+        pid, started = self.proc.stdout.readline().split()
+        handle = json.loads((attempt_dir / HANDLE_NAME).read_text())
+        assert handle == {"pid": int(pid), "create_time": float(started), "dir": str(attempt_dir)}
+        try:
+            assert psutil.Process(int(pid)).create_time() == float(started)
+        except psutil.NoSuchProcess:  # a launcher whose attempt broke at once
+            pass
+        return int(pid)
 
     def close(self) -> None:
         self.proc.stdin.close()

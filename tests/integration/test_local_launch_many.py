@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+from pathlib import Path
 
 import psutil
 
@@ -12,6 +13,7 @@ from tests.support.waiting import until
 from trainyard.engines.base import Launch
 from trainyard.engines.local import AHEAD
 from trainyard.launch.config import CONFIG_NAME, LaunchConfig
+from trainyard.launch.handle import HANDLE_NAME
 
 
 def test_an_attempt_that_cannot_start_gets_its_error_and_the_others_start(tmp_path):
@@ -41,8 +43,8 @@ def test_an_attempt_that_cannot_start_gets_its_error_and_the_others_start(tmp_pa
 def test_a_launcher_gone_before_its_handle_is_written_was_launched_not_failed(tmp_path):
     rig = LocalRig(tmp_path)
     try:
-        # given a command that ends at once, and a zygote whose launcher has exited (and been reaped)
-        # by the time the engine reads its start time: a quick job's launcher on a busy server
+        # given a command that ends at once, and a zygote that wrote no handle (it read no start time: no
+        # /proc), whose launcher has exited (and been reaped) by the time the engine reads its start time
         attempt = rig.attempt("quick")
         args = rig.launch_args(attempt)
         # one whose launcher exits after it (an object store's options, set in its process, keep it from
@@ -52,10 +54,12 @@ def test_a_launcher_gone_before_its_handle_is_written_was_launched_not_failed(tm
         fork = rig.engine._fork_launchers
 
         def fork_then_wait_for_exit(workdirs):
-            pids = fork(workdirs)
-            for pid in pids:
+            forked = fork(workdirs)
+            for pid, written in forked:
+                assert written is not None  # here the zygote did write it; the test takes it away
+                (Path(written["dir"]) / HANDLE_NAME).unlink()
                 until(lambda: not psutil.pid_exists(pid), timeout=rig.timeout)
-            return pids
+            return [(pid, None) for pid, _ in forked]
 
         rig.engine._fork_launchers = fork_then_wait_for_exit
 

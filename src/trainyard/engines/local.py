@@ -26,14 +26,15 @@ from trainyard.engines import leftovers
 from trainyard.engines.base import Engine, Launch, Observation
 from trainyard.engines.leftovers import Leftover
 from trainyard.errors import Unsupported
+from trainyard.launch import handle as handles
 from trainyard.launch import handoff
+from trainyard.launch.handle import HANDLE_NAME
 from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.runas import traversable
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
 from trainyard.spec.reports import LaunchResult
 
-HANDLE_NAME = "launcher.json"
 ZYGOTE_LOG = "zygote.log"  # in the home
 _FORKS_PER_WRITE = 64  # dirs written to the zygote at once: their lines stay well inside a pipe's buffer
 AHEAD = ".attempts-ahead"  # in the home: an attempt's folders made ahead (attempts/ holds attempts only)
@@ -113,13 +114,13 @@ class LocalEngine(Engine):
                 continue
             out.append([existing for _, existing in prepared])
             forks += [(i, r, workdir) for r, (workdir, existing) in enumerate(prepared) if existing is None]
-        pids = self._fork_launchers([workdir for _, _, workdir in forks])
-        for (i, r, workdir), pid in zip(forks, pids):
-            handles = out[i]
-            if isinstance(handles, Exception):
+        forked = self._fork_launchers([workdir for _, _, workdir in forks])
+        for (i, r, workdir), (pid, written) in zip(forks, forked):
+            made = out[i]
+            if isinstance(made, Exception):
                 continue
             try:
-                handles[r] = self._started(launches[i].attempt.id, r, workdir, pid)
+                made[r] = written or self._started(launches[i].attempt.id, r, workdir, pid)
             except Exception as e:
                 out[i] = e
         if forks:  # the launchers are told and their handles written: the next attempt's folders, off its path
@@ -201,7 +202,8 @@ class LocalEngine(Engine):
             pass
 
     def _started(self, attempt_id: str, replica: int, workdir: Path, pid: int | None) -> dict:
-        """The handle of the replica's launcher (``pid`` from the zygote; started here if None), written beside it."""
+        """The handle of the replica's launcher (``pid`` from a zygote that did not write its handle; started
+        here if None), written beside it (:mod:`trainyard.launch.handle`)."""
         if pid is None:  # no zygote: start a launcher the slow way
             # born with SIGTERM blocked (the mask survives exec): an early cancel waits for the launcher's handler
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
@@ -222,21 +224,19 @@ class LocalEngine(Engine):
             # a quick command's launcher has already reported, exited and been reaped by the zygote: it
             # was launched, not a failed launch (reconcile finds no process and reads its result.json)
             create_time = None
-        handle = {"pid": pid, "create_time": create_time, "dir": str(workdir)}
-        tmp = workdir / (HANDLE_NAME + ".tmp")
-        tmp.write_text(json.dumps(handle))
-        tmp.replace(workdir / HANDLE_NAME)
-        return handle
+        return handles.write(str(workdir), pid, create_time)
 
-    def _fork_launchers(self, workdirs: list[Path]) -> list[int | None]:
-        """A launcher forked by the zygote for each of ``workdirs`` (None where the zygote is not there).
-        The dirs go down the pipe together and the pids come back in order: one round trip, not one each."""
-        pids: list[int | None] = []
+    def _fork_launchers(self, workdirs: list[Path]) -> list[tuple[int | None, dict | None]]:
+        """The zygote's launcher for each of ``workdirs``: its pid (None where the zygote is not there) and its
+        handle where the zygote wrote it. The dirs go down the pipe together and the answers come back in
+        order: one round trip, not one each."""
+        pids: list[tuple[int | None, dict | None]] = []
+        none = (None, None)
         with self._zygote_lock:
             for at in range(0, len(workdirs), _FORKS_PER_WRITE):
                 chunk = workdirs[at:at + _FORKS_PER_WRITE]
                 if self._closed:
-                    return pids + [None] * (len(workdirs) - len(pids))
+                    return pids + [none] * (len(workdirs) - len(pids))
                 if self._zygote is None or self._zygote.poll() is not None:
                     # its stderr, and its launchers' until each makes its launcher.log, is zygote.log
                     with open(self.home / ZYGOTE_LOG, "ab") as log:
@@ -247,12 +247,14 @@ class LocalEngine(Engine):
                 try:
                     self._zygote.stdin.write("".join(f"{w}\n" for w in chunk).encode())
                     self._zygote.stdin.flush()
-                    for _ in chunk:
-                        pids.append(int(self._zygote.stdout.readline()))
+                    for w in chunk:
+                        pid, _, started = self._zygote.stdout.readline().partition(b" ")
+                        written = {"pid": int(pid), "create_time": float(started), "dir": str(w)} if started else None
+                        pids.append((int(pid), written))
                 except (OSError, ValueError):
                     self._zygote.kill()
                     self._zygote = None
-                    return pids + [None] * (len(workdirs) - len(pids))
+                    return pids + [none] * (len(workdirs) - len(pids))
         return pids
 
     def cancel(self, attempt: AttemptInfo) -> None:

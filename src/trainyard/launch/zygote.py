@@ -2,8 +2,9 @@
 
 Starting Python and importing the launcher costs ~40 ms of CPU per attempt;
 forking a process that already did it costs ~1 ms. The engine writes one
-attempt dir per line on stdin and reads back the new launcher's pid, one per
-line. Each launcher runs in its own session with its output in its
+attempt dir per line on stdin and reads back the launcher's pid, one per
+line, followed by its start time where the zygote wrote the attempt's handle
+(:mod:`trainyard.launch.handle`) itself. Each launcher runs in its own session with its output in its
 ``launcher.log`` (made at its first line), so it outlives the zygote and the server alike. EOF on stdin
 (the server stopped or died) ends the zygote; its launchers go on.
 
@@ -25,7 +26,7 @@ import signal
 import sys
 import time
 
-from trainyard.launch import fdlimit, marks, warmup
+from trainyard.launch import fdlimit, handle, marks, warmup
 from trainyard.launch.launchlog import LaunchLog
 
 FORKED = "zygote: forked"  # a launcher's first mark when forked for its attempt
@@ -149,6 +150,7 @@ class _Kept:
         os.set_blocking(self.r, False)
         os.set_blocking(self.free, False)  # a launcher never waits on a zygote that stopped reading
         self.pipes: dict[int, int] = {}  # pid -> the write end of its pipe
+        self.started: dict[int, float | None] = {}  # pid -> its start time (handle.start_time), read at the fork
         self.idle: list[tuple[int, float]] = []  # (pid, free since), the most recently freed last
         self._buf = b""
 
@@ -174,6 +176,7 @@ class _Kept:
             _serve(r, attempt_dir, self.free)
         os.close(r)
         self.pipes[pid] = w
+        self.started[pid] = handle.start_time(pid)
         if attempt_dir is None:
             self.idle.append((pid, time.monotonic()))
         return pid
@@ -221,6 +224,7 @@ class _Kept:
     def _drop(self, pid: int) -> None:
         self.idle = [i for i in self.idle if i[0] != pid]
         w = self.pipes.pop(pid, None)
+        self.started.pop(pid, None)
         if w is not None:
             os.close(w)
 
@@ -304,8 +308,20 @@ def main() -> int:
             marks.reset()
             marks.mark("zygote: read the attempt dir")
             pid = kept.fork(attempt_dir)
-        sys.stdout.write(f"{pid}\n")
+        sys.stdout.write(f"{pid}{_handle(attempt_dir, pid, kept.started.get(pid))}\n")
         sys.stdout.flush()
+
+
+def _handle(attempt_dir: str, pid: int, started: float | None) -> str:
+    """`` START`` once the attempt's handle is written here; empty where the engine must write it (no start
+    time: no /proc, or the launcher gone already; or the dir refused the file)."""
+    if started is None:
+        return ""
+    try:
+        handle.write(attempt_dir, pid, started)
+    except OSError:
+        return ""
+    return f" {started!r}"
 
 
 if __name__ == "__main__":
