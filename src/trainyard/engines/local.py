@@ -274,12 +274,13 @@ class LocalEngine(Engine):
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
         self._reap()
         out = []
+        btime = handles.boot_time()  # None: no /proc, psutil looks
         for a in attempts:
             for r in a.replicas:
                 if r.status.is_terminal():
                     continue
                 workdir = self.launched_dir(a, r.index)
-                if self._process(workdir) is not None:
+                if self._running(workdir, btime):
                     # even with result.json written: the launcher is still delivering its logs
                     out.append(Observation(a.id, r.index, "alive"))
                 elif (result := _read_result(workdir / RESULT_NAME)) is not None:
@@ -300,6 +301,16 @@ class LocalEngine(Engine):
 
             remove(section["runtime"], container_name(attempt_id, replica))
 
+    def _running(self, workdir: Path, btime: float | None) -> bool:
+        """Whether the replica in ``workdir`` has a live launcher: :meth:`_process`, without psutil where there is
+        a /proc (``btime``, :func:`trainyard.launch.handle.boot_time`)."""
+        if btime is None:
+            return self._process(workdir) is not None
+        if (workdir / handoff.LEFT_NAME).exists():  # it left for another attempt, after this one's end
+            return False
+        handle = _read_json(workdir / HANDLE_NAME)
+        return bool(handle) and handle.get("create_time") is not None and handles.running(handle, btime)
+
     def _process(self, workdir: Path) -> psutil.Process | None:
         """The live launcher of the replica in ``workdir``, matched on pid and start time (pids get reused)."""
         handle = _read_json(workdir / HANDLE_NAME)
@@ -307,7 +318,8 @@ class LocalEngine(Engine):
             return None
         try:
             proc = psutil.Process(handle["pid"])
-            if abs(proc.create_time() - handle["create_time"]) > 0.05 or proc.status() == psutil.STATUS_ZOMBIE:
+            if (abs(proc.create_time() - handle["create_time"]) > handles.SAME_START
+                    or proc.status() == psutil.STATUS_ZOMBIE):
                 return None
             # a launcher that left for another attempt (after this one's end): this one has none
             return None if (workdir / handoff.LEFT_NAME).exists() else proc

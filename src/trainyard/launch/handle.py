@@ -18,15 +18,38 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 def start_time(pid: int) -> float | None:
     """When ``pid`` started, as ``psutil.Process(pid).create_time()`` reads it on Linux (its start in
     clock ticks after boot, plus the boot time: the same float); None where it is gone or there is no /proc."""
+    btime = boot_time()
+    found = None if btime is None else _stat(pid, btime)
+    return None if found is None else found[1]
+
+
+def boot_time() -> float | None:
+    """The boot time as psutil reads it (``btime`` in /proc/stat), or None where there is no /proc."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            return next(float(line.split()[1]) for line in f if line.startswith(b"btime"))
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+
+
+def running(handle: dict, btime: float) -> bool:
+    """Whether the handle's process still runs (its pid, started then, not a zombie), read from /proc in one
+    look (psutil took three files, most of a reconcile's CPU). ``btime``: :func:`boot_time`, read once a look."""
+    found = _stat(handle["pid"], btime)
+    return found is not None and found[0] != b"Z" and abs(found[1] - handle["create_time"]) <= SAME_START
+
+
+SAME_START = 0.05  # seconds: two start times this close are one process's (pids get reused, not this fast)
+
+
+def _stat(pid: int, btime: float) -> tuple[bytes, float] | None:
+    """(state, start time) of ``pid``, or None."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        with open("/proc/stat", "rb") as f:
-            btime = next(float(line.split()[1]) for line in f if line.startswith(b"btime"))
-        ticks = stat.rpartition(b")")[2].split()[19]  # field 22, starttime; the name before ")" may hold spaces
-    except (OSError, StopIteration, IndexError):
+            fields = f.read().rpartition(b")")[2].split()  # the name before ")" may hold spaces
+        return fields[0], float(fields[19]) / _TICKS + btime  # field 3, state; field 22, starttime
+    except (OSError, IndexError, ValueError):
         return None
-    return float(ticks) / _TICKS + btime
 
 
 def write(workdir: str, pid: int, create_time: float | None) -> dict:
