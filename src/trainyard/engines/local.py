@@ -230,13 +230,13 @@ class LocalEngine(Engine):
         """The zygote's launcher for each of ``workdirs``: its pid (None where the zygote is not there) and its
         handle where the zygote wrote it. The dirs go down the pipe together and the answers come back in
         order: one round trip, not one each."""
-        pids: list[tuple[int | None, dict | None]] = []
+        out: list[tuple[int | None, dict | None]] = []
         none = (None, None)
         with self._zygote_lock:
             for at in range(0, len(workdirs), _FORKS_PER_WRITE):
                 chunk = workdirs[at:at + _FORKS_PER_WRITE]
                 if self._closed:
-                    return pids + [none] * (len(workdirs) - len(pids))
+                    return out + [none] * (len(workdirs) - len(out))
                 if self._zygote is None or self._zygote.poll() is not None:
                     # its stderr, and its launchers' until each makes its launcher.log, is zygote.log
                     with open(self.home / ZYGOTE_LOG, "ab") as log:
@@ -250,12 +250,12 @@ class LocalEngine(Engine):
                     for w in chunk:
                         pid, _, started = self._zygote.stdout.readline().partition(b" ")
                         written = {"pid": int(pid), "create_time": float(started), "dir": str(w)} if started else None
-                        pids.append((int(pid), written))
+                        out.append((int(pid), written))
                 except (OSError, ValueError):
                     self._zygote.kill()
                     self._zygote = None
-                    return pids + [none] * (len(workdirs) - len(pids))
-        return pids
+                    return out + [none] * (len(workdirs) - len(out))
+        return out
 
     def cancel(self, attempt: AttemptInfo) -> None:
         for r in attempt.replicas:

@@ -2,8 +2,7 @@
 
 The hot writes (a submit, a cycle's admissions, a launcher's report) run Core statements on
 ``connection()``; an ORM ``Session`` around each of them cost more than their SQL (an empty
-write: 127 µs through a Session against 45 µs on a bare connection, bench/RESULTS.md, session
-31). Writers that use the ORM (``add``, ``get``, ``execute`` of an ORM statement…) reach a Session
+write: 127 µs of CPU through a Session, 34 µs this way; bench/RESULTS.md, session 31). Writers that use the ORM (``add``, ``get``, ``execute`` of an ORM statement…) reach a Session
 bound to the same connection, made at their first use and flushed before the commit.
 """
 
@@ -27,8 +26,10 @@ class WriteTx:
         return self._conn
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # a protocol looked up (copy, pickle…): no Session for that
+            raise AttributeError(name)
         if self._orm is None:
-            # rollback_only: its commit (in done) flushes without committing the transaction, which is ours
+            # rollback_only: it writes on our transaction and never commits it; a rollback of its own ends it
             self._orm = self._make(bind=self._conn, join_transaction_mode="rollback_only")
         return getattr(self._orm, name)
 
