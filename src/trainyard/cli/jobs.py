@@ -152,9 +152,15 @@ def ls(
         check_statuses(status or [])
         filters = {"status": status, "queue": queue, "name": name, "since": parse_since(since),
                    "until": parse_since(before, "--before")}
+
+        def listed(source):  # noqa: ANN001, ANN202  (trainyard.cli.reading: the server's JSON, or the SDK's)
+            def fetch(want: int, cursor: str | None) -> tuple[list, str | None]:
+                page = source.jobs(limit=want, cursor=cursor, **filters)
+                return page["items"], page["next_cursor"]
+            return pages(fetch, limit=None if all_ else limit, cursor=after)
+
         # JSON is the models' own dump, as it always was: the plain reads would hand on the server's as it is
-        jobs, more = read(lambda source: pages(source, limit=None if all_ else limit, cursor=after, **filters),
-                          plain=output == Output.table or ids)
+        jobs, more = read(listed, plain=output == Output.table or ids)
         if ids:
             write("".join(f"{j['id']}\n" for j in jobs))
         elif output == Output.json:

@@ -42,15 +42,13 @@ def parse_since(text: str | None, flag: str = "--since") -> float | None:
                    "2024-05-01T12:00)") from None
 
 
-def pages(source, *, limit: int | None, cursor: str | None, **filters) -> tuple[list[dict], str | None]:  # noqa: ANN001
-    """Up to ``limit`` jobs (all with None) as the API's JSON, fetched page by page from ``source``
-    (:mod:`trainyard.cli.reading`), and the cursor where more begin."""
-    jobs: list[dict] = []
-    while limit is None or len(jobs) < limit:
-        want = PAGE if limit is None else min(PAGE, limit - len(jobs))
-        page = source.jobs(limit=want, cursor=cursor, **filters)
-        jobs += page["items"]
-        cursor = page["next_cursor"]
+def pages(fetch, *, limit: int | None, cursor: str | None) -> tuple[list, str | None]:  # noqa: ANN001
+    """Up to ``limit`` items (all with None), fetched page by page by ``fetch(want, cursor)``, which answers
+    ``(items, next cursor)``; and the cursor where more begin."""
+    items: list = []
+    while limit is None or len(items) < limit:
+        found, cursor = fetch(PAGE if limit is None else min(PAGE, limit - len(items)), cursor)
+        items += found
         if cursor is None:
-            return jobs, None
-    return jobs, cursor
+            return items, None
+    return items, cursor

@@ -137,18 +137,16 @@ def ls(
     """Pipeline runs, newest first; long histories come in pages (--after, --all)."""
     from rich.table import Table
 
-    from trainyard.cli.listing import PAGE, parse_since
+    from trainyard.cli.listing import pages, parse_since
 
     with handled():
         until, c = parse_since(before, "--before"), client()
-        runs, more = [], after
-        while all_ or len(runs) < limit:
-            page = c.pipelines.list(status=status, limit=PAGE if all_ else min(PAGE, limit - len(runs)),
-                                    cursor=more, until=until)
-            runs += page.items
-            more = page.next_cursor
-            if more is None:
-                break
+
+        def fetch(want: int, cursor: str | None) -> tuple[list, str | None]:
+            page = c.pipelines.list(status=status, limit=want, cursor=cursor, until=until)
+            return page.items, page.next_cursor
+
+        runs, more = pages(fetch, limit=None if all_ else limit, cursor=after)
         if ids:
             write("".join(f"{r.id}\n" for r in runs))
         elif output == Output.json:

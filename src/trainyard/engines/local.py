@@ -249,7 +249,7 @@ class LocalEngine(Engine):
                     self._zygote.stdin.flush()
                     for w in chunk:
                         pid, _, started = self._zygote.stdout.readline().partition(b" ")
-                        written = {"pid": int(pid), "create_time": float(started), "dir": str(w)} if started else None
+                        written = handles.record(str(w), int(pid), float(started)) if started else None
                         out.append((int(pid), written))
                 except (OSError, ValueError):
                     self._zygote.kill()

@@ -52,9 +52,14 @@ def _stat(pid: int, btime: float) -> tuple[bytes, float] | None:
         return None
 
 
+def record(workdir: str, pid: int, create_time: float | None) -> dict:
+    """The handle as the engine keeps it (in the attempt's row) and :func:`write` writes it."""
+    return {"pid": pid, "create_time": create_time, "dir": workdir}
+
+
 def write(workdir: str, pid: int, create_time: float | None) -> dict:
     """The handle, written beside the attempt's ``launch.json`` (renamed into place: never read half written)."""
-    handle = {"pid": pid, "create_time": create_time, "dir": workdir}
+    handle = record(workdir, pid, create_time)
     tmp = os.path.join(workdir, HANDLE_NAME + ".tmp")
     with open(tmp, "w") as f:  # the engine made this file ahead for most attempts: no new inode on the path
         f.write(json.dumps(handle))
