@@ -109,8 +109,9 @@ class ServerProcess:
                 pass
 
     def cli(self, *args: str, timeout: float = 120, cwd: Path | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        """`trainyard ARGS` against this server, in ``cwd``, with ``env`` added to the environment."""
+            env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+        """`trainyard ARGS` against this server, in ``cwd``, with ``env`` added to the environment (and
+        ``stdin`` on its standard input)."""
         env = {**self.env, "TRAINYARD_SERVER": self.url, **(env or {})}
         return subprocess.run([sys.executable, "-m", "trainyard", *args], env=env, capture_output=True,
-                              text=True, timeout=timeout, cwd=cwd)
+                              text=True, timeout=timeout, cwd=cwd, input=stdin)

@@ -1,8 +1,9 @@
-"""Job commands: run, ls, show, logs, cancel, download."""
+"""Job commands: run, wait, ls, show, logs, cancel, rm, download."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -18,6 +19,7 @@ ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="ov
 JobArg = Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)]
 RES, ENV = "Resources", "Environment"
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
+WAIT_MAX = 7 * 24 * 3600.0  # a --timeout beyond a week is a mistake (or an infinity), not a plan
 
 
 def run(
@@ -128,6 +130,44 @@ def _follow(c, job_id: str) -> int:  # noqa: ANN001
     if points:
         console.print(metrics_table([p.model_dump(mode="json") for p in points]))
     return _ended(info)
+
+
+def wait(
+    jobs: Annotated[list[str], typer.Argument(help="job ids; - reads them from stdin (trainyard ls --ids)",
+                                              autocompletion=job_ids)],
+    timeout: Annotated[Optional[float], typer.Option("--timeout", "-t", min=0, max=WAIT_MAX,
+                                                     help="give up after this many seconds (exit 124)")] = None,
+) -> None:
+    """Wait until jobs end, saying how each ended as it does; exit 0 only if every one succeeded (1 if one did
+    not, 124 when --timeout passed first)."""
+    from trainyard.errors import WaitTimeout
+
+    ids = [i for arg in jobs for i in (sys.stdin.read().split() if arg == "-" else [arg])]
+    if not ids:
+        err_console.print("[red]error:[/red] no job ids (- read none from stdin)")
+        raise typer.Exit(2)
+    from rich.progress import Progress
+
+    failed = 0
+    with handled():
+        c = client()
+        # each ending is said above the bar as it comes (rich prints through the live display); no bar for
+        # one job, nor where no one watches (a script's captured stderr keeps just the lines)
+        with Progress(console=err_console, transient=True,
+                      disable=len(set(ids)) < 2 or not err_console.is_terminal) as bar:
+            task = bar.add_task("waiting", total=len(set(ids)))
+
+            def said(info) -> None:  # noqa: ANN001
+                nonlocal failed
+                failed += _ended(info) != 0
+                bar.advance(task)
+
+            try:
+                c.wait_all(ids, timeout, on_end=said)
+            except WaitTimeout as e:
+                err_console.print(f"[red]timeout:[/red] {e.message}", highlight=False)
+                raise typer.Exit(124) from None
+    raise typer.Exit(1 if failed else 0)
 
 
 def ls(

@@ -14,6 +14,7 @@ from trainyard.cli.lazy import LazyGroup
 
 COMMANDS = {
     "run": "trainyard.cli.jobs:run",
+    "wait": "trainyard.cli.jobs:wait",
     "ls": "trainyard.cli.jobs:ls",
     "show": "trainyard.cli.jobs:show",
     "logs": "trainyard.cli.jobs:logs",
