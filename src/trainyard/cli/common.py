@@ -57,23 +57,39 @@ def client():  # noqa: ANN201
 
 
 def delete_each(keys: list[str], delete, label: str = "") -> None:  # noqa: ANN001
-    """``delete(key)`` for each of ``keys``: ``deleted LABEL KEY`` on stdout per key deleted, why not on stderr
-    (and on with the next), exit 1 with a count if any was refused. Many keys (from an ``ls --ids``): a bar on
-    stderr."""
+    """``delete(key)`` for each of ``keys``: ``deleted LABEL KEY`` on stdout per key deleted (see :func:`each`)."""
+    each(keys, lambda key: (delete(key), f"deleted {label}{key}")[1], "deleting", "not deleted")
+
+
+def each(keys: list[str], act, doing: str, not_done: str) -> None:  # noqa: ANN001
+    """``act(key)`` for each of ``keys``, printing the line it returns on stdout, why not on stderr (and on
+    with the next); exit 1 with a count (``N of M NOT_DONE``) if any was refused. Many keys (from an
+    ``ls --ids``): a bar on stderr, ``doing``."""
     from rich.progress import Progress
 
     failed = 0
     with Progress(console=err_console, transient=True, disable=len(keys) < 20) as bar:
-        task = bar.add_task("deleting", total=len(keys))
+        task = bar.add_task(doing, total=len(keys))
         for key in keys:
             try:
                 with handled():
-                    delete(key)
+                    line = act(key)
             except typer.Exit:
                 failed += 1
             else:
-                console.print(f"deleted {label}{key}", highlight=False)
+                console.print(line, highlight=False)
             bar.advance(task)
     if failed:
-        err_console.print(f"{failed} of {len(keys)} not deleted", highlight=False)
+        err_console.print(f"{failed} of {len(keys)} {not_done}", highlight=False)
         raise typer.Exit(1)
+
+
+def ids_of(args: list[str]) -> list[str]:
+    """Ids as given, ``-`` standing for those on stdin (``trainyard ls --ids``); each once, in order."""
+    import sys
+
+    ids = [i for arg in args for i in (sys.stdin.read().split() if arg == "-" else [arg])]
+    if not ids:
+        err_console.print("[red]error:[/red] no ids (- read none from stdin)")
+        raise typer.Exit(2)
+    return list(dict.fromkeys(ids))

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from trainyard.cli.completion import job_ids
-from trainyard.cli.common import Output, client, console, delete_each, err_console, handled, write
+from trainyard.cli.common import Output, client, console, delete_each, each, err_console, handled, ids_of, write
 from trainyard.cli.output import LogPrinter
 from trainyard.cli.render import job_detail, jobs_table, metrics_table, status_text
 from trainyard.cli.resources import resource_table
@@ -142,20 +141,17 @@ def wait(
     not, 124 when --timeout passed first)."""
     from trainyard.errors import WaitTimeout
 
-    ids = [i for arg in jobs for i in (sys.stdin.read().split() if arg == "-" else [arg])]
-    if not ids:
-        err_console.print("[red]error:[/red] no job ids (- read none from stdin)")
-        raise typer.Exit(2)
     from rich.progress import Progress
+
+    ids = ids_of(jobs)
 
     failed = 0
     with handled():
         c = client()
         # each ending is said above the bar as it comes (rich prints through the live display); no bar for
         # one job, nor where no one watches (a script's captured stderr keeps just the lines)
-        with Progress(console=err_console, transient=True,
-                      disable=len(set(ids)) < 2 or not err_console.is_terminal) as bar:
-            task = bar.add_task("waiting", total=len(set(ids)))
+        with Progress(console=err_console, transient=True, disable=len(ids) < 2 or not err_console.is_terminal) as bar:
+            task = bar.add_task("waiting", total=len(ids))
 
             def said(info) -> None:  # noqa: ANN001
                 nonlocal failed
@@ -247,11 +243,14 @@ def logs(
         read(printed, plain=not follow)  # following (server-sent events, reconnecting) is the SDK's
 
 
-def cancel(job_id: JobArg) -> None:
-    """Cancel a job: pending jobs stop at once; running ones get SIGTERM, then a grace period."""
+def cancel(jobs: Annotated[list[str], typer.Argument(help="job ids; - reads them from stdin (trainyard ls --ids)",
+                                                     autocompletion=job_ids)]) -> None:
+    """Cancel jobs: pending jobs stop at once; running ones get SIGTERM, then a grace period. Each job's status
+    after is printed; exit 1 if one could not be cancelled (not found, not yours), after trying the others."""
     with handled():
-        info = client().cancel(job_id)
-        console.print(job_id, status_text(info.status.value))
+        c = client()
+    each(ids_of(jobs), lambda job_id: f"{job_id} {status_text(c.cancel(job_id).status.value).markup}",
+         "cancelling", "not cancelled")
 
 
 def rm(jobs: Annotated[list[str], typer.Argument(help="ids of ended jobs", autocompletion=job_ids)]) -> None:

@@ -1,5 +1,6 @@
-"""`trainyard wait JOB...` and the SDK's ``Client.wait_all`` against a real server: each ending said as it comes,
-the exit code from how they ended, a timeout that names what still runs."""
+"""Commands on many jobs against a real server: `trainyard wait JOB...` (and the SDK's ``Client.wait_all``), each
+ending said as it comes, the exit code from how they ended, a timeout that names what still runs; `trainyard cancel
+JOB...`, on with the next when one is refused."""
 
 import pytest
 
@@ -68,7 +69,7 @@ def test_an_unknown_job_fails_at_once_and_bad_arguments_are_refused_naming_them(
             r = server.cli("wait", *args, *([slow] if args else []))
             assert r.returncode == 2 and named in r.stderr, (args, r.stderr)
         empty = server.cli("wait", "-", stdin="")
-        assert empty.returncode == 2 and "no job ids" in empty.stderr
+        assert empty.returncode == 2 and "no ids" in empty.stderr
     finally:
         c.cancel(slow)
 
@@ -91,3 +92,23 @@ def test_the_sdk_returns_jobs_in_the_order_given_and_calls_on_end_as_they_end(se
             c.wait_all([slow, "j-0000000000"])
     finally:
         c.cancel(slow)
+
+
+def test_cancel_takes_many_ids_says_each_status_and_goes_on_past_one_it_cannot_cancel(server):
+    c = server.client()
+    tiny = {"cpu": "10m"}  # all fit at once
+    sleepers = [c.submit(py_job("import time; time.sleep(300)", name=f"s{i}", resources=tiny)).id for i in range(2)]
+    waiting = c.submit({"name": "w", "command": "true", "after": [sleepers[1]]}).id  # pending while it sleeps
+    done = c.submit({"name": "d", "command": "true", "resources": tiny}).id
+    c.wait(done)
+    until(lambda: all(c.get(j).status.value == "running" for j in sleepers))
+
+    r = server.cli("cancel", sleepers[0], "j-0000000000", waiting, done, "-", stdin=sleepers[1] + "\n")
+
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [f"{sleepers[0]} cancelling", f"{waiting} cancelled", f"{done} succeeded",
+                                     f"{sleepers[1]} cancelling"]
+    assert "no such job: j-0000000000" in r.stderr and "1 of 5 not cancelled" in r.stderr
+    ended = c.wait_all(sleepers, timeout=60)
+    assert [j.status.value for j in ended] == ["cancelled", "cancelled"]
+    assert server.cli("cancel", *sleepers).returncode == 0  # ended already: said, nothing refused
