@@ -1,4 +1,4 @@
-"""Job commands: run, wait, ls, show, logs, cancel, rm, download."""
+"""Job commands: run, rerun, wait, ls, show, logs, cancel, rm, download."""
 
 from __future__ import annotations
 
@@ -95,13 +95,36 @@ def run(
         with warnings.catch_warnings():  # said above, in the CLI's words
             warnings.simplefilter("ignore", UndeclaredParamWarning)
             job = c.submit(sub.path, params=flags.params) if sub.path else c.submit(sub.spec, base_dir=sub.base_dir)
-        if not follow:
-            write(job.id + "\n")
-            if wait:
-                raise typer.Exit(_ended(job.wait()))
-            return
-        err_console.print(f"submitted [bold]{job.id}[/bold] ({job.info.name})", highlight=False)
-        raise typer.Exit(_follow(c, job.id))
+        _submitted(c, job, wait, follow)
+
+
+def rerun(
+    job_id: JobArg,
+    param: ParamOpt = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")] = False,
+    wait: Annotated[bool, typer.Option("--wait", "-w", help="return when the job ends (exit code 0 only if it succeeded)")] = False,
+) -> None:
+    """Submit a job again as a new job: its spec and code as they were, -p params over its own. Prints the new id.
+
+    \b
+      trainyard rerun j-1a2b3c4d5e -p lr=0.01 --follow"""
+    from trainyard.spec.loader import parse_param_overrides
+
+    with handled():
+        c = client()
+        job = c.rerun(job_id, params=parse_param_overrides(param or []))
+        _submitted(c, job, wait, follow)
+
+
+def _submitted(c, job, wait: bool, follow: bool) -> None:  # noqa: ANN001
+    """What `run` and `rerun` do once the job is in: its id (and how it ended, with --wait), or its logs."""
+    if not follow:
+        write(job.id + "\n")
+        if wait:
+            raise typer.Exit(_ended(job.wait()))
+        return
+    err_console.print(f"submitted [bold]{job.id}[/bold] ({job.info.name})", highlight=False)
+    raise typer.Exit(_follow(c, job.id))
 
 
 def _ended(info) -> int:  # noqa: ANN001

@@ -14,6 +14,7 @@ from trainyard.cli.lazy import LazyGroup
 
 COMMANDS = {
     "run": "trainyard.cli.jobs:run",
+    "rerun": "trainyard.cli.jobs:rerun",
     "wait": "trainyard.cli.jobs:wait",
     "ls": "trainyard.cli.jobs:ls",
     "show": "trainyard.cli.jobs:show",

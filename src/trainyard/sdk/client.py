@@ -160,6 +160,18 @@ class Client:
         body = {"spec": spec.model_dump(mode="json"), "snapshot": digest}
         return Job(self, JobInfo.model_validate_json(self.http.json_call("POST", "/api/v1/jobs", body=body)))
 
+    def rerun(self, job_id: str, *, params: dict[str, Any] | None = None) -> "Job":
+        """Submit a job's spec again, with its code snapshot as it was (the UI's Re-submit): a new job, ``params``
+        over the old ones. A snapshot that is gone (its jobs deleted) is refused, naming it."""
+        old = self.get(job_id)
+        spec = old.spec
+        if params:
+            if spec.params:  # one that declares none reads them all from trainyard.params()
+                _warn_undeclared(f"job {job_id}", params, spec.params)
+            spec = spec.with_params(params)
+        body = {"spec": spec.model_dump(mode="json"), "snapshot": old.snapshot}
+        return Job(self, JobInfo.model_validate_json(self.http.json_call("POST", "/api/v1/jobs", body=body)))
+
     def job(self, job_id: str) -> "Job":
         return Job(self, self.get(job_id))
 
