@@ -434,3 +434,17 @@ def test_on_sqlite_a_write_holds_the_write_lock_from_its_start_and_a_read_inside
     finally:
         other.close()
         store.close()
+
+
+def test_the_tail_of_a_log_reads_back_its_last_lines_per_attempt_and_replica(store):
+    job, attempt = running_attempt(store)
+    offset = 0
+    for text in ["one\ntwo\nthr", "ee\nfour\n", "five\n"]:
+        store.report(attempt.id, 0, token_hash=H, running=True, log=(offset, text))
+        offset += len(text)
+    chunks, cursor = store.read_log_tail(job.id, 3)
+    assert "".join(c.data for c in chunks) == "three\nfour\nfive\n"
+    assert cursor == store.read_logs(job.id)[1]  # following from here brings only what comes next
+    assert store.read_log_tail(job.id, 2, attempt=2) == ([], 0)
+    assert store.read_log_tail(job.id, 2, replica=1) == ([], 0)
+    assert "".join(c.data for c in store.read_log_tail(job.id, 1, attempt=1, replica=0)[0]) == "five\n"

@@ -18,6 +18,7 @@ ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="ov
 JobArg = Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)]
 RES, ENV = "Resources", "Environment"
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
+TAIL_MAX = 100_000  # as the API's: more is `trainyard logs JOB > file`
 WAIT_MAX = 7 * 24 * 3600.0  # a --timeout beyond a week is a mistake (or an infinity), not a plan
 
 
@@ -252,18 +253,22 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep streaming until the job ends")] = False,
     attempt: Annotated[Optional[int], typer.Option("--attempt", "-a", help="only this attempt")] = None,
     replica: Annotated[Optional[int], typer.Option("--replica", "-r", help="only this replica")] = None,
+    tail: Annotated[Optional[int], typer.Option("--tail", "-n", min=0, max=TAIL_MAX,
+                                                help="only the last N lines (with -f: then what comes)")] = None,
 ) -> None:
     """Print a job's logs: all attempts in order; replicas interleaved and prefixed unless --replica."""
     from trainyard.cli.reading import read
 
     def printed(source) -> None:  # noqa: ANN001
         printer = LogPrinter(prefix=replica is None and source.job(job_id)["spec"]["replicas"] > 1)
-        for chunk in source.logs(job_id, follow=follow, attempt=attempt, replica=replica):
+        for chunk in source.logs(job_id, follow=follow, attempt=attempt, replica=replica,
+                                 **({} if tail is None else {"tail": tail})):
             printer.add(chunk)
         printer.flush()
 
     with handled():
-        read(printed, plain=not follow)  # following (server-sent events, reconnecting) is the SDK's
+        # following (server-sent events, reconnecting) and the tail are the SDK's
+        read(printed, plain=not follow and tail is None)
 
 
 def cancel(jobs: Annotated[list[str], typer.Argument(help="job ids; - reads them from stdin (trainyard ls --ids)",

@@ -59,5 +59,5 @@ class SdkReads:
         return [u.model_dump(mode="json") for u in self.client.monitoring.job_usage(job_id)]
 
     def logs(self, job_id: str, *, follow: bool = False, attempt: int | None = None,
-             replica: int | None = None) -> Iterator[Any]:
-        return self.client.logs(job_id, follow=follow, attempt=attempt, replica=replica)
+             replica: int | None = None, tail: int | None = None) -> Iterator[Any]:
+        return self.client.logs(job_id, follow=follow, attempt=attempt, replica=replica, tail=tail)

@@ -273,19 +273,27 @@ class Client:
                 return info
 
     def logs(self, job_id: str, *, follow: bool = False, attempt: int | None = None,
-             replica: int | None = None) -> Iterator[LogChunk]:
-        """Log chunks (attempt, replica, text) in order; with ``follow``, live until the job ends."""
+             replica: int | None = None, tail: int | None = None) -> Iterator[LogChunk]:
+        """Log chunks (attempt, replica, text) in order; with ``follow``, live until the job ends. With ``tail``,
+        only the last ``tail`` lines (the first chunk cut to start at a line), then, following, what comes."""
         params = log_query(attempt, replica)
-        if not follow:
+        after = 0
+        if tail is not None:
+            page = self.http.request("GET", f"/api/v1/jobs/{job_id}/logs", params={**params, "tail": tail}).json()
+            for c in page["chunks"]:
+                yield LogChunk.model_validate(c)
+            if not follow:
+                return
+            after = page["cursor"]
+        elif not follow:
             pages = log_pages(lambda after: self.http.request("GET", f"/api/v1/jobs/{job_id}/logs",
                                                               params={**params, "after": after}).json())
             for c in pages:
                 yield LogChunk.model_validate(c)
             return
-        yield from self._follow(job_id, params)
+        yield from self._follow(job_id, params, after)
 
-    def _follow(self, job_id: str, params: dict[str, Any], give_up: float = 60.0) -> Iterator[LogChunk]:
-        after = 0
+    def _follow(self, job_id: str, params: dict[str, Any], after: int = 0, give_up: float = 60.0) -> Iterator[LogChunk]:
         down_since: float | None = None
         while True:  # reconnect after a dropped stream (a server restart), from the last event id
             try:
@@ -426,13 +434,14 @@ class Job:
         return self.info
 
     def logs(self, *, follow: bool = False, attempt: int | None = None,
-             replica: int | None = None) -> str | Iterator[str]:
-        """All logs as one string; with ``follow``, an iterator of text as it comes.
+             replica: int | None = None, tail: int | None = None) -> str | Iterator[str]:
+        """All logs as one string (``tail``: its last lines); with ``follow``, an iterator of text as it comes.
 
         For a job of several replicas, pass ``replica`` for one replica's log;
         without it, chunks of all replicas come interleaved as they arrived.
         """
-        chunks = (c.data for c in self.client.logs(self.id, follow=follow, attempt=attempt, replica=replica))
+        chunks = (c.data for c in self.client.logs(self.id, follow=follow, attempt=attempt, replica=replica,
+                                                   tail=tail))
         return chunks if follow else "".join(chunks)
 
     def metrics(self, system: bool = False) -> list[MetricPoint]:

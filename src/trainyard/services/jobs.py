@@ -198,10 +198,12 @@ class JobService:
             raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
         return job
 
-    def logs(self, job_id: str, *, after: int, attempt: int | None, replica: int | None,
+    def logs(self, job_id: str, *, after: int, attempt: int | None, replica: int | None, tail: int | None = None,
              caller: Caller = LOCAL_ADMIN) -> tuple[list[LogChunk], int]:
-        """Log chunks after cursor ``after``, and the cursor of the last one."""
+        """Log chunks after cursor ``after`` (or those of its last ``tail`` lines), and the cursor of the last one."""
         self.get(job_id, caller)  # raises JobNotFound for an unknown (or unseen) job
+        if tail is not None:
+            return self.store.read_log_tail(job_id, tail, attempt=attempt, replica=replica)
         return self.store.read_logs(job_id, after=after, attempt=attempt, replica=replica)
 
     def log_text(self, job_id: str, *, attempt: int | None, replica: int | None,

@@ -24,6 +24,7 @@ from trainyard.spec.nul import printable
 from trainyard.spec.units import format_memory
 from trainyard.status import AttemptStatus, JobStatus
 from trainyard.store import tables as t
+from trainyard.store.log_tail import last_lines
 from trainyard.store.metric_series import Point, dropped_note, store_points
 
 logger = logging.getLogger("trainyard.store")
@@ -222,6 +223,21 @@ class TelemetryMixin:
                 if size >= max_bytes:
                     break
         return out
+
+    def read_log_tail(self, job_id: str, lines: int, *, attempt: int | None = None,
+                      replica: int | None = None) -> tuple[list[LogChunk], int]:
+        """The chunks that hold the last ``lines`` lines, oldest first, and the cursor to follow from
+        (:func:`trainyard.store.log_tail.last_lines`)."""
+        c = t.LogChunk.__table__.c
+        q = select(c.id, c.attempt, c.replica, c.offset, c.data).where(c.job_id == job_id)
+        if attempt is not None:
+            q = q.where(c.attempt == attempt)
+        if replica is not None:
+            q = q.where(c.replica == replica)
+        with self.read() as s:  # type: ignore[attr-defined]
+            rows = s.execute(q.order_by(c.id.desc()), execution_options={"yield_per": 4})
+            return last_lines(((id_, LogChunk(attempt=a, replica=r, offset=o, data=d)) for id_, a, r, o, d in rows),
+                              lines)
 
     def add_metrics(self, attempt_id: str, replica: int, offset: int, lines: list[str]) -> int:
         """Store metric lines (JSON from the in-job SDK) starting at byte ``offset``."""

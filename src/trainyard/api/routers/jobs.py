@@ -16,7 +16,7 @@ from trainyard.api import lean
 from trainyard.api.deps import CallerDep, PlatformDep, get_caller
 from trainyard.api.spec_text import SOURCE, SpecCheck, is_yaml, read_json, read_text, with_lines, yaml_body
 from trainyard.auth.permissions import Caller
-from trainyard.errors import RangeNotSatisfiable, TrainyardError
+from trainyard.errors import InvalidSpec, RangeNotSatisfiable, TrainyardError
 from trainyard.services.platform import Platform
 from trainyard.services.jobs import KEEP_ALIVE, LogEnd, LogEvent
 from trainyard.spec.job import JobSpec
@@ -32,6 +32,8 @@ INT64_MAX = 2**63 - 1  # log chunk ids are BIGINT
 After = Annotated[int, Query(ge=0, le=INT64_MAX, description="cursor of the page before")]
 AttemptNo = Annotated[int | None, Query(ge=1, le=INT32_MAX)]
 ReplicaNo = Annotated[int | None, Query(ge=0, le=INT32_MAX)]
+TAIL_MAX = 100_000  # lines: more is a download (GET …/logs.txt), not a look at the end
+Tail = Annotated[int | None, Query(ge=0, le=TAIL_MAX, description="only the last N lines")]
 
 
 class SubmitRequest(BaseModel):
@@ -162,18 +164,31 @@ def delete_job(job_id: str, p: PlatformDep, caller: CallerDep) -> Response:
 
 @router.get("/{job_id}/logs", response_model=None)
 def logs(job_id: str, p: PlatformDep, caller: CallerDep, after: After = 0, attempt: AttemptNo = None, replica: ReplicaNo = None,
-         follow: bool = False) -> LogPage | EventSourceResponse:
-    """Log chunks after cursor ``after``; with ``follow``, a server-sent event stream until the job ends."""
+         follow: bool = False, tail: Tail = None) -> LogPage | EventSourceResponse:
+    """Log chunks after cursor ``after``; with ``follow``, a server-sent event stream until the job ends. With
+    ``tail``, the chunks of the last ``tail`` lines instead (the first cut to start at a line), then, following,
+    what comes after them."""
+    head: tuple[list, int] | None = None
+    if tail is not None:
+        if after:
+            raise InvalidSpec(errors=[{"field": "tail", "line": None, "where": "tail",
+                                       "message": "the end of the log, or after a cursor: not both"}])
+        head = p.jobs.logs(job_id, after=0, attempt=attempt, replica=replica, tail=tail, caller=caller)
+        after = head[1]
     if not follow:
-        chunks, cursor = p.jobs.logs(job_id, after=after, attempt=attempt, replica=replica, caller=caller)
+        chunks, cursor = head or p.jobs.logs(job_id, after=after, attempt=attempt, replica=replica, caller=caller)
         return LogPage(chunks=chunks, cursor=cursor)
     events = p.jobs.follow(job_id, after=after, attempt=attempt, replica=replica, caller=caller)
     # the framing is sse-starlette's; "\n" and a "keep-alive" comment as clients have always seen
-    return EventSourceResponse(_sse(events), sep="\n", ping=KEEP_ALIVE, headers={"Cache-Control": "no-cache"},
+    return EventSourceResponse(_sse(events, head), sep="\n", ping=KEEP_ALIVE, headers={"Cache-Control": "no-cache"},
                                ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"))
 
 
-async def _sse(events: AsyncIterator[LogEvent | LogEnd]) -> AsyncIterator[ServerSentEvent | bytes]:
+async def _sse(events: AsyncIterator[LogEvent | LogEnd],
+               head: tuple[list, int] | None = None) -> AsyncIterator[ServerSentEvent | bytes]:
+    if head is not None:  # the tail: each with the cursor after it all, where a reconnect goes on
+        for chunk in head[0]:
+            yield f"id: {head[1]}\ndata: {chunk.model_dump_json()}\n\n".encode()
     async for e in events:
         if isinstance(e, LogEnd):
             yield ServerSentEvent(json.dumps({"status": e.status.value}), event="end", sep="\n")
