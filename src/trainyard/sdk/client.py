@@ -21,9 +21,6 @@ from trainyard.spec.queue import QueueSpec
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo, QueueInfo
 
 
-WAIT_AT_ONCE = 16  # long polls a wait_all keeps open at once
-
-
 class Client:
     """Talks to a trainyard server.
 
@@ -221,56 +218,11 @@ class Client:
         """Block until every job ends; their records in the order given (an id given twice is waited on once).
 
         ``on_end`` is called with each job as it ends, in the order they end (from this thread). Up to
-        ``WAIT_AT_ONCE`` long polls are open at a time. Raises :class:`~trainyard.errors.WaitTimeout`,
+        ``trainyard.sdk.waits.WAIT_AT_ONCE`` long polls are open at a time. Raises :class:`~trainyard.errors.WaitTimeout`,
         naming the jobs not ended, after ``timeout`` (``on_end`` has then been called for the others)."""
-        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+        from trainyard.sdk.waits import wait_all
 
-        ids = list(dict.fromkeys(job_ids))
-        deadline = None if timeout is None else time.monotonic() + timeout
-        ended: dict[str, JobInfo] = {}
-        going: list[JobInfo] = []
-
-        def seen(info: JobInfo) -> None:
-            if not info.status.is_terminal():
-                going.append(info)
-                return
-            ended[info.id] = info
-            if on_end is not None:
-                on_end(info)
-
-        # each read once first: an unknown id fails here, before any long poll is open, and what has
-        # ended already is said in the order given
-        waiting = []
-        for job_id in ids:
-            info = self.get(job_id)
-            if info.status.is_terminal():
-                seen(info)
-            else:
-                waiting.append(job_id)
-        if waiting:
-            # the kept plain connection is one request at a time: the long polls go through httpx's pool
-            with ThreadPoolExecutor(min(WAIT_AT_ONCE, len(waiting)), thread_name_prefix="wait") as pool:
-                todo = {pool.submit(self._wait_pooled, job_id, deadline) for job_id in waiting}
-                while todo:
-                    done, todo = wait(todo, return_when=FIRST_COMPLETED)
-                    for f in done:
-                        seen(f.result())
-        if going:
-            order = {job_id: i for i, job_id in enumerate(ids)}
-            going.sort(key=lambda info: order[info.id])
-            named = ", ".join(f"{i.id} ({i.status.value})" for i in going)
-            raise errors.WaitTimeout(f"{len(going)} of {len(ids)} jobs not ended after {timeout}s: {named}",
-                                     job_id=going[0].id)
-        return [ended[job_id] for job_id in ids]
-
-    def _wait_pooled(self, job_id: str, deadline: float | None) -> JobInfo:
-        """One job's long polls until it ends or ``deadline`` passes (then its record as it is)."""
-        while True:
-            left = 60.0 if deadline is None else max(0.0, min(60.0, deadline - time.monotonic()))
-            info = JobInfo.model_validate_json(self.http.request(
-                "GET", f"/api/v1/jobs/{job_id}/wait", params={"timeout": left}, timeout=left + 10).content)
-            if info.status.is_terminal() or (deadline is not None and time.monotonic() >= deadline):
-                return info
+        return wait_all(self.http, self.get, job_ids, timeout, on_end)
 
     def logs(self, job_id: str, *, follow: bool = False, attempt: int | None = None,
              replica: int | None = None, tail: int | None = None) -> Iterator[LogChunk]:
