@@ -73,11 +73,14 @@ def test_fan_out_fan_in_then_retry_only_what_failed_then_all_cached(server, tmp_
     assert states == {"split": "succeeded", "train-0": "succeeded", "train-1": "failed", "merge": "skipped",
                       "evaluate": "skipped"}
     assert "train-1" in first["reason"]
+    failed = server.cli("pipeline", "wait", run_id)  # ended: its tree, how it ended, the exit code of --follow
+    assert failed.returncode == 1 and f"{run_id} failed" in failed.stderr, failed.stderr
 
     # retry re-runs train-1 and what follows only
     marker.write_text("ok")
     r = server.cli("pipeline", "retry", run_id, "--follow")
     assert r.returncode == 0, r.stdout + r.stderr
+    assert server.cli("pipeline", "wait", run_id).returncode == 0
     after = show(server, run_id)
     before_jobs = {s["name"]: s["job_id"] for s in first["steps"]}
     after_jobs = {s["name"]: s["job_id"] for s in after["steps"]}

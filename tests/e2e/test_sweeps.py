@@ -70,6 +70,8 @@ def test_a_random_sweep_keeps_to_its_trials_and_its_parallel_and_its_cli_shows_t
     assert all(starts[i] >= ends[i - 2] for i in range(2, 4))
     shown = server.cli("sweep", "show", info["id"])
     assert shown.returncode == 0 and f"best: trial {info['best']['number']}" in shown.stdout, shown.stdout
+    waited = server.cli("sweep", "wait", info["id"], "-o", "json")  # ended already: at once, as run --wait said
+    assert waited.returncode == 0 and json.loads(waited.stdout)["best"] == info["best"], waited.stderr
     # an ended sweep goes with its trials' jobs and their folders
     folders = [server.home / "attempts" / j.attempts[0].id for j in jobs]
     assert all(f.is_dir() for f in folders)

@@ -66,7 +66,8 @@ def _follow(handle) -> int:  # noqa: ANN001
                     write(f"{s.name}: {s.status}" + (f" ({s.reason})" if s.reason and s.status != "succeeded" else "")
                           + "\n")
         console.print(run_tree(info))
-    err_console.print(f"{info.id} ", status_text(info.status.value), f" {info.reason or ''}".rstrip())
+    err_console.print(f"{info.id} ", status_text(info.status.value), f" {info.reason or ''}".rstrip(), sep="",
+                      highlight=False)
     return 0 if info.status.value == "succeeded" else 1
 
 
@@ -103,6 +104,14 @@ def retry(run_id: RunArg, follow: FollowOpt = False) -> None:
         err_console.print(f"{run_id}: running again: {', '.join(again) or 'nothing'}", highlight=False)
         if follow:
             raise typer.Exit(_follow(c.pipelines.run_handle(run_id)))
+
+
+@app.command("wait")
+def wait(run_id: RunArg) -> None:
+    """Wait until a run ends, showing its steps as they go (a live tree on a terminal, a line per change
+    otherwise); exit 0 only if it succeeded."""
+    with handled():
+        raise typer.Exit(_follow(client().pipelines.run_handle(run_id)))
 
 
 @app.command("cancel")

@@ -67,6 +67,19 @@ def _follow(c, sweep_id: str, timeout: float | None, quiet: bool) -> SweepInfo: 
             status.stop()
 
 
+@app.command()
+def wait(sweep: str,
+         timeout: Annotated[Optional[float], typer.Option(min=0, max=7 * 24 * 3600.0,
+                                                          help="give up after this many seconds (exit 1)")] = None,
+         output: OutputOpt = Output.table) -> None:
+    """Wait until a sweep ends (a live line of its progress on a terminal), then show its trials; exit 0 only if
+    it succeeded."""
+    with handled():
+        info = _follow(client(), sweep, timeout, quiet=output == Output.json)
+        _show(info, output)
+        raise typer.Exit(0 if info.status.value == "succeeded" else 1)
+
+
 @app.command("ls")
 def ls(running: Annotated[bool, typer.Option("--running", help="only those still running")] = False,
        output: OutputOpt = Output.table) -> None:
