@@ -42,9 +42,22 @@ def ago(ts: float | None) -> str:
 
 
 def duration(start: float | None, end: float | None) -> str:
+    """How long from ``start`` to ``end`` (or now), to the second that matters: 9.4s, 4m05s, 3h07m, 2d04h."""
     if start is None:
         return "-"
-    return f"{(end or time.time()) - start:.1f}s"
+    d = max(0.0, (end or time.time()) - start)
+    if d < 60:
+        return f"{d:.1f}s"
+    s = int(d)
+    big, small, first, second = next(u for u in ((86400, 3600, "d", "h"), (3600, 60, "h", "m"), (60, 1, "m", "s"))
+                                     if s >= u[0])
+    return f"{s // big}{first}{s % big // small:02d}{second}"
+
+
+def run_time(job: dict) -> str:
+    """How long its last attempt ran (runs: so far), as ``duration`` says it; - before any attempt started."""
+    last = job["attempts"][-1] if job.get("attempts") else None
+    return duration(last.get("started_at"), last.get("ended_at")) if last else "-"
 
 
 def resources(job: dict) -> str:
@@ -72,12 +85,12 @@ def jobs_table(jobs: list[dict]) -> Table:
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
-    for col in ("ID", "NAME", "STATUS", "RESOURCES", "ATTEMPTS", "SUBMITTED", "REASON"):
+    for col in ("ID", "NAME", "STATUS", "RESOURCES", "ATTEMPTS", "SUBMITTED", "TIME", "REASON"):
         # an id is copied into the next command: never cut (no_wrap keeps it out of rich's shrinking)
         table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis", no_wrap=col == "ID")
     for j in jobs:
         table.add_row(j["id"], j["name"], status_text(j["status"]), resources(j), str(len(j["attempts"])),
-                      ago(j["created_at"]), j.get("reason") or "")
+                      ago(j["created_at"]), run_time(j), j.get("reason") or "")
     return table
 
 
