@@ -18,6 +18,8 @@ ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="ov
 JobArg = Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)]
 RES, ENV = "Resources", "Environment"
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
+FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")]
+WaitOpt = Annotated[bool, typer.Option("--wait", "-w", help="return when the job ends (exit code 0 only if it succeeded)")]
 TAIL_MAX = 100_000  # as the API's: more is `trainyard logs JOB > file`
 WAIT_MAX = 7 * 24 * 3600.0  # a --timeout beyond a week is a mistake (or an infinity), not a plan
 
@@ -27,8 +29,8 @@ def run(
         help="a job spec (YAML), a notebook (.ipynb), a script (.py, run with python), "
              "or after -- any command, run in this folder", show_default=False)] = None,
     param: ParamOpt = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")] = False,
-    wait: Annotated[bool, typer.Option("--wait", "-w", help="return when the job ends (exit code 0 only if it succeeded)")] = False,
+    follow: FollowOpt = False,
+    wait: WaitOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the spec (YAML) instead of submitting it")] = False,
     cpu: Annotated[Optional[str], typer.Option("--cpu", help="cores, e.g. 2 or 500m", rich_help_panel=RES)] = None,
     memory: Annotated[Optional[str], typer.Option("--memory", help="e.g. 4Gi", rich_help_panel=RES)] = None,
@@ -99,12 +101,7 @@ def run(
         _submitted(c, job, wait, follow)
 
 
-def rerun(
-    job_id: JobArg,
-    param: ParamOpt = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")] = False,
-    wait: Annotated[bool, typer.Option("--wait", "-w", help="return when the job ends (exit code 0 only if it succeeded)")] = False,
-) -> None:
+def rerun(job_id: JobArg, param: ParamOpt = None, follow: FollowOpt = False, wait: WaitOpt = False) -> None:
     """Submit a job again as a new job: its spec and code as they were, -p params over its own. Prints the new id.
 
     \b
@@ -163,13 +160,11 @@ def wait(
 ) -> None:
     """Wait until jobs end, saying how each ended as it does; exit 0 only if every one succeeded (1 if one did
     not, 124 when --timeout passed first)."""
-    from trainyard.errors import WaitTimeout
-
     from rich.progress import Progress
 
-    ids = ids_of(jobs)
+    from trainyard.errors import WaitTimeout
 
-    failed = 0
+    ids, failed = ids_of(jobs), 0
     with handled():
         c = client()
         # each ending is said above the bar as it comes (rich prints through the live display); no bar for

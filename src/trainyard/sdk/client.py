@@ -218,8 +218,9 @@ class Client:
         """Block until every job ends; their records in the order given (an id given twice is waited on once).
 
         ``on_end`` is called with each job as it ends, in the order they end (from this thread). Up to
-        ``trainyard.sdk.waits.WAIT_AT_ONCE`` long polls are open at a time. Raises :class:`~trainyard.errors.WaitTimeout`,
-        naming the jobs not ended, after ``timeout`` (``on_end`` has then been called for the others)."""
+        ``trainyard.sdk.waits.WAIT_AT_ONCE`` long polls are open at a time. Raises
+        :class:`~trainyard.errors.WaitTimeout`, naming the jobs not ended, after ``timeout`` (``on_end`` has then
+        been called for the others)."""
         from trainyard.sdk.waits import wait_all
 
         return wait_all(self.http, self.get, job_ids, timeout, on_end)
