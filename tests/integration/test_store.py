@@ -448,3 +448,21 @@ def test_the_tail_of_a_log_reads_back_its_last_lines_per_attempt_and_replica(sto
     assert store.read_log_tail(job.id, 2, attempt=2) == ([], 0)
     assert store.read_log_tail(job.id, 2, replica=1) == ([], 0)
     assert "".join(c.data for c in store.read_log_tail(job.id, 1, attempt=1, replica=0)[0]) == "five\n"
+
+
+def test_a_listing_keeps_the_jobs_with_every_label_asked_for(store):
+    from trainyard.spec.job_query import JobFilter
+
+    a = store.create_job(parse_job("command: a\nlabels: {experiment: baseline, team.example.com/owner: ann}"))
+    b = store.create_job(parse_job("command: b\nlabels: {experiment: baseline, team.example.com/owner: bob}"))
+    store.create_job(parse_job("command: c\nlabels: {experiment: other}"))
+    store.create_job(parse_job("command: d"))
+
+    def ids(**labels: str) -> list[str]:
+        return [j.id for j in store.list_jobs(JobFilter(labels=tuple(labels.items()))).items]
+
+    assert ids(experiment="baseline") == [b.id, a.id]
+    assert ids(**{"experiment": "baseline", "team.example.com/owner": "ann"}) == [a.id]
+    assert ids(experiment="nope") == [] and ids(missing="") == []
+    page = store.list_jobs(JobFilter(labels=(("experiment", "baseline"),)), count=True, limit=1)
+    assert [j.id for j in page.items] == [b.id] and page.total == 2

@@ -56,6 +56,8 @@ def run(
     priority: Annotated[Optional[str], typer.Option("--priority", help="low, normal, high, urgent or an integer")] = None,
     after: Annotated[Optional[list[str]], typer.Option(
         "--after", help="start once this job has succeeded; JOB:failed or JOB:ended for other ends; repeatable")] = None,
+    label: Annotated[Optional[list[str]], typer.Option(
+        "--label", "-l", help="tag the job: key=value, repeatable (trainyard ls --label key=value)")] = None,
 ) -> None:
     """Submit a job. Prints its id and returns at once, with --wait when it ends, or with --follow streams its logs.
 
@@ -77,7 +79,8 @@ def run(
             node_selector=key_values(node_selector or [], "--node-selector"), image=image, pip=pip or [],
             requirements=str(requirements) if requirements else None, queue=queue, name=name,
             env_vars=key_values(env or [], "--env"), timeout=timeout, retries=retries, priority=priority,
-            secrets=secret_flags(secret or []), after=list(after or []))
+            secrets=secret_flags(secret or []), after=list(after or []),
+            labels=key_values(label or [], "--label"))
         sub = build(list(target or []), flags, Path.cwd())
         if sub.undeclared:
             from rich.markup import escape
@@ -195,18 +198,20 @@ def ls(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many jobs")] = 50,
     all_: Annotated[bool, typer.Option("--all", "-a", help="every matching job, page after page")] = False,
     after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
+    label: Annotated[Optional[list[str]], typer.Option("--label", "-l", help="only jobs with this label: key=value "
+                                                       "(repeat: with all of them)")] = None,
     output: OutputOpt = Output.table,
     ids: Annotated[bool, typer.Option("--ids", help="only the ids, one a line: trainyard rm $(trainyard ls "
                                       "-s failed --ids --all)")] = False,
 ) -> None:
     """List jobs, newest first, filtered; long histories come in pages (--after, --all)."""
-    from trainyard.cli.listing import check_statuses, pages, parse_since
+    from trainyard.cli.listing import check_statuses, labels_of, pages, parse_since
     from trainyard.cli.reading import read
 
     with handled():
         check_statuses(status or [])
         filters = {"status": status, "queue": queue, "name": name, "since": parse_since(since),
-                   "until": parse_since(before, "--before")}
+                   "until": parse_since(before, "--before"), "labels": labels_of(label or [])}
 
         def listed(source):  # noqa: ANN001, ANN202  (trainyard.cli.reading: the server's JSON, or the SDK's)
             def fetch(want: int, cursor: str | None) -> tuple[list, str | None]:

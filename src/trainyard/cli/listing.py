@@ -52,3 +52,15 @@ def pages(fetch, *, limit: int | None, cursor: str | None) -> tuple[list, str | 
         if cursor is None:
             return items, None
     return items, cursor
+
+
+def labels_of(items: list[str]) -> dict[str, str] | None:
+    """``--label key=value`` filters, checked as the server checks them (the error names the flag); None for none."""
+    if not items:
+        return None
+    from trainyard.spec.labels import parse_selector
+
+    try:
+        return parse_selector(items, "--label")
+    except ValueError as e:
+        raise _bad("--label", str(e).removeprefix("--label: ")) from None

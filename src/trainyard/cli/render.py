@@ -110,6 +110,8 @@ def job_detail(job: dict) -> Group:
         head.add_row("position", f"{n} job{'s' if n != 1 else ''} ahead in queue {job['queue']}")
     head.add_row("queue", f"{job['queue']}, priority {job['priority']}")
     head.add_row("resources", resources(job))
+    if labels := job["spec"].get("labels"):
+        head.add_row("labels", ", ".join(f"{k}={v}" for k, v in labels.items()))
     head.add_row("command", command(job["spec"]))
     head.add_row("submitted", ago(job["created_at"]))
     parts: list = [head]

@@ -23,7 +23,8 @@ FLAG_OF = {"resources.cpu": "--cpu", "resources.memory": "--memory", "resources.
            "resources.gpu_type": "--gpu-type", "resources.node_selector": "--node-selector", "image": "--image",
            "env.pip": "--pip", "env.requirements": "--requirements", "queue": "--queue", "name": "--name",
            "env_vars": "--env", "params": "-p", "timeout": "--timeout", "retry.max": "--retries",
-           "priority": "--priority", "command": "command", "secrets": "--secret", "after": "--after"}
+           "priority": "--priority", "command": "command", "secrets": "--secret", "after": "--after",
+           "labels": "--label"}
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Flags:
     retries: int | None = None
     priority: str | None = None
     after: list[str] = field(default_factory=list)  # JOB or JOB:succeeded|failed|ended
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -159,6 +161,8 @@ def _overlay(data: dict[str, Any], f: Flags, base: Path, cwd: Path) -> dict[str,
         out["retry"] = {**(out.get("retry") or {}), "max": f.retries}
     if f.after:
         out["after"] = [*(out.get("after") or []), *f.after]
+    if f.labels:
+        out["labels"] = {**(out.get("labels") or {}), **f.labels}
     for key in ("image", "queue", "name", "timeout", "priority"):
         if getattr(f, key) is not None:
             out[key] = getattr(f, key)

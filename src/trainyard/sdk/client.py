@@ -15,7 +15,7 @@ from trainyard.home import moved_leader, token_for
 from trainyard.locations import client_token, server_url
 from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.http import Http
-from trainyard.sdk.reads import log_pages, log_query
+from trainyard.sdk.reads import label_query, log_pages, log_query
 from trainyard.spec.job import JobSpec
 from trainyard.spec.queue import QueueSpec
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo, QueueInfo
@@ -178,14 +178,14 @@ class Client:
     def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
              limit: int = 50, cursor: str | None = None, since: float | None = None, until: float | None = None,
              team: str | None = None, owner: str | None = None, q: str | None = None, sort: str | None = None,
-             offset: int | None = None, count: bool = False) -> JobPage:
+             offset: int | None = None, count: bool = False, labels: dict[str, str] | None = None) -> JobPage:
         """One page of jobs, newest first (or ``sort``: name, -name, status, queue, created…); pass the
         page's ``next_cursor`` as ``cursor`` for the next, or an ``offset``. ``since``/``until`` are Unix
         times (submitted at or after / before); ``q`` a part of the name or the start of the id;
-        ``count`` also fills ``total`` (up to a cap)."""
+        ``count`` also fills ``total`` (up to a cap); ``labels`` keeps the jobs with every one of them."""
         params = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor,
                   "since": since, "until": until, "team": team, "owner": owner, "q": q, "sort": sort,
-                  "offset": offset, "count": count or None}
+                  "offset": offset, "count": count or None, "label": label_query(labels)}
         params = {k: v for k, v in params.items() if v not in (None, [])}
         return JobPage.model_validate(self.http.request("GET", "/api/v1/jobs", params=params).json())
 

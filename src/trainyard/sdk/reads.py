@@ -74,10 +74,10 @@ class Reads:
 
     def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
              limit: int = 50, cursor: str | None = None, since: float | None = None,
-             until: float | None = None) -> dict[str, Any]:
+             until: float | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
         """One page of jobs (``items``, ``next_cursor``), with :meth:`Client.jobs`'s filters."""
         query = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor,
-                 "since": since, "until": until}
+                 "since": since, "until": until, "label": label_query(labels)}
         return self.get("/api/v1/jobs", {k: v for k, v in query.items() if v not in (None, [])})
 
     def metrics(self, job_id: str) -> list[dict[str, Any]]:
@@ -108,6 +108,11 @@ class Reads:
                 raise errors.ServerUnavailable(f"cannot reach the trainyard server at {self.server}: {e}") from None
 
         return (SimpleNamespace(**c) for c in log_pages(page))
+
+
+def label_query(labels: dict[str, str] | None) -> list[str]:
+    """A listing's ``labels`` filter as the API's repeated ``label=key=value``."""
+    return [f"{k}={v}" for k, v in (labels or {}).items()]
 
 
 def log_query(attempt: int | None, replica: int | None) -> dict[str, int]:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from trainyard.spec.labels import MAX_LABELS, LabelKey, LabelValue
 from trainyard.spec.names import NAME, check_name  # noqa: F401  (NAME: also imported from here)
 from trainyard.spec.nul import refuse_nul
 from trainyard.spec.params import check_finite, command_with, refs, render
@@ -145,6 +146,9 @@ class JobSpec(Strict):
     secrets: dict[str, str] = Field(default_factory=dict, description="environment variable -> the team's secret "
                                     "it holds (`trainyard secret set`); a list names secrets read under their names")
     params: dict[str, Any] = Field(default_factory=dict)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=MAX_LABELS,
+                                               description="key: value tags to list and filter jobs by "
+                                                           "(trainyard ls --label key=value)")
     resources: Resources = Field(default_factory=Resources)
     inputs: dict[str, str] = Field(default_factory=dict)
     outputs: list[str] = Field(default_factory=list, description="globs in the work dir uploaded besides TRAINYARD_OUTPUT_DIR")

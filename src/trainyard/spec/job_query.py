@@ -27,3 +27,4 @@ class JobFilter:
     q: str | None = None  # a substring of the name, or the start of the id
     since: float | None = None  # submitted at or after (Unix time)
     until: float | None = None  # submitted before (Unix time)
+    labels: tuple[tuple[str, str], ...] = ()  # (key, value) pairs, every one of them on the job

@@ -46,6 +46,8 @@ def job_where(f: JobFilter, visible: Visible | None) -> list:
     where += [or_(_C.name.contains(f.q, autoescape=True), _C.id.startswith(f.q, autoescape=True))] if f.q else []
     where += [_C.created_at >= f.since] if f.since is not None else []
     where += [_C.created_at < f.until] if f.until is not None else []
+    # read from the spec's JSON, no index: the other filters (and the page's limit) bound what is read
+    where += [_C.spec["labels"][key].as_string() == value for key, value in f.labels]
     return where
 
 

@@ -202,3 +202,10 @@ def test_a_log_drawn_before_its_stylesheet_arrives_still_holds_only_a_screenful(
     expect(page.locator(".logview")).to_have_css("height", "380px")
     expect(page.locator(".log-line", has_text=f"line {n - 1}")).to_be_visible()  # redrawn at its height
     assert page.locator(".log-line").count() < 40
+
+
+def test_a_jobs_labels_show_among_its_facts(server, page):
+    job = server.client().submit({"name": "tagged", "command": "true",
+                                  "labels": {"experiment": "baseline", "team.example.com/owner": "ann"}})
+    open_job(page, server, job.id)
+    expect(page.locator(".facts .labels code")).to_have_text(["experiment=baseline", "team.example.com/owner=ann"])

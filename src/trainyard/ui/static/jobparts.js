@@ -15,6 +15,8 @@ export function facts(job) {
   return h("dl.kv.facts", {},
     row("id", h("code", {}, job.id)), row("queue", job.queue), row("owner", [job.owner || "local", job.team ? ` (team ${job.team})` : ""]),
     row("resources", resources(job.spec)), row("priority", job.priority), row("submitted", when(job.created_at)),
+    row("labels", Object.keys(job.spec.labels || {}).length ? h("span.labels", {}, Object.entries(job.spec.labels)
+      .flatMap(([k, v], i) => [i ? " " : "", h("code", {}, `${k}=${v}`)])) : null),
     row("after", (job.spec.after || []).length ? h("span.after", {}, job.spec.after.flatMap((d, i) => [i ? ", " : "",
       h("a", { href: `/jobs/${encodeURIComponent(d.job)}`, dataset: { job: d.job } }, d.job), ` ${d.when}`])) : null),
     row(pending ? "waiting because" : "reason", h("span.reason", {}, job.reason || "")),

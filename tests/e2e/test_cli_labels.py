@@ -1,0 +1,33 @@
+"""Labels end to end: `trainyard run --label`, `ls --label`, `show`, and the API's ``label`` filter."""
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_jobs_are_tagged_listed_by_label_shown_and_bad_labels_are_named(server):
+    ann = server.cli("run", "--label", "exp=lbl-base", "-l", "team.example.com/owner=ann", "--", "true")
+    bob = server.cli("run", "-l", "exp=lbl-base", "-l", "team.example.com/owner=bob", "--", "true")
+    other = server.cli("run", "-l", "exp=lbl-other", "--", "true")
+    assert [r.returncode for r in (ann, bob, other)] == [0, 0, 0], ann.stderr
+    ann, bob, other = ann.stdout.strip(), bob.stdout.strip(), other.stdout.strip()
+
+    assert server.cli("ls", "-l", "exp=lbl-base", "--ids").stdout.split() == [bob, ann]
+    both = server.cli("ls", "-l", "exp=lbl-base", "--label", "team.example.com/owner=ann", "--ids")
+    assert both.stdout.split() == [ann]
+    assert server.cli("ls", "-l", "exp=lbl-none", "--ids").stdout == ""
+    shown = server.cli("show", ann)
+    assert "labels" in shown.stdout and "exp=lbl-base, team.example.com/owner=ann" in shown.stdout
+    assert server.client().jobs(labels={"exp": "lbl-other"}).items[0].id == other
+
+    for args, said in [(["run", "-l", "bad key=x", "--", "true"], "--label"), (["ls", "-l", "novalue"], "--label"),
+                       (["ls", "-l", "k=a b"], "label value")]:
+        r = server.cli(*args)
+        assert r.returncode == 2 and said in r.stderr, (args, r.stderr)
+    r = httpx.get(f"{server.url}/api/v1/jobs", params={"label": "k=a b"},
+                  headers={"Authorization": f"Bearer {server.token}"})
+    assert r.status_code == 422 and r.json()["details"]["errors"][0]["field"] == "label"
+    counts = httpx.get(f"{server.url}/api/v1/jobs/counts", params={"label": "exp=lbl-base"},
+                       headers={"Authorization": f"Bearer {server.token}"}).json()
+    assert sum(counts.values()) == 2
