@@ -107,3 +107,22 @@ def test_cancel_selected_stops_the_process_and_the_running_count_is_live(server,
     page.wait_for_selector(f"tr[data-id={done}]", state="detached")
     assert not page.locator(f"tr[data-id={failed}]").count()
     assert {j.id for j in server.client().jobs(limit=100).items}.isdisjoint({done, failed})
+
+
+def test_the_label_filter_keeps_the_jobs_with_every_label_typed_and_lives_in_the_address(server, page):
+    c = server.client()
+    ann = c.submit({"name": "lab-ann", "command": "true", "labels": {"exp": "ui-base", "owner": "ann"}}).id
+    bob = c.submit({"name": "lab-bob", "command": "true", "labels": {"exp": "ui-base", "owner": "bob"}}).id
+    c.submit({"name": "lab-other", "command": "true", "labels": {"exp": "ui-other"}})
+
+    page.goto(signed_in(server.url, server.token, "/jobs"))
+    page.fill("input[name=label]", "exp=ui-base")
+    page.press("input[name=label]", "Enter")
+    page.wait_for_function(f"[...document.querySelectorAll('tbody tr[data-id]')].map(t => t.dataset.id).sort().join()"
+                           f" === '{','.join(sorted([ann, bob]))}'")
+    page.fill("input[name=label]", "exp=ui-base, owner=ann")
+    page.press("input[name=label]", "Enter")
+    page.wait_for_function(f"[...document.querySelectorAll('tbody tr[data-id]')].map(t => t.dataset.id).join() === '{ann}'")
+    page.reload()
+    page.wait_for_selector(f"tr[data-id={ann}]")
+    assert rows(page) == [ann] and page.input_value("input[name=label]") == "exp=ui-base, owner=ann"
