@@ -31,3 +31,14 @@ def test_jobs_are_tagged_listed_by_label_shown_and_bad_labels_are_named(server):
     counts = httpx.get(f"{server.url}/api/v1/jobs/counts", params={"label": "exp=lbl-base"},
                        headers={"Authorization": f"Bearer {server.token}"}).json()
     assert sum(counts.values()) == 2
+
+
+def test_the_sdk_iterates_every_matching_job_across_pages(server):
+    c = server.client()
+    made = [c.submit({"name": "iter", "command": "true", "labels": {"exp": "iter-all"}}).id for _ in range(7)]
+    c.submit({"name": "iter", "command": "true", "labels": {"exp": "iter-not"}})
+    assert [j.id for j in c.iter_jobs(labels={"exp": "iter-all"}, page=3)] == made[::-1]
+    assert [j.id for j in c.iter_jobs(labels={"exp": "iter-none"})] == []
+    assert [j.id for j in c.iter_jobs(labels={"exp": "iter-all"}, page=2, sort="created")] == made
+    by_name = list(c.iter_jobs(labels={"exp": "iter-all"}, page=2, sort="name"))  # pages by offset
+    assert sorted(j.id for j in by_name) == sorted(made) and len(by_name) == 7

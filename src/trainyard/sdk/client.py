@@ -189,6 +189,19 @@ class Client:
         params = {k: v for k, v in params.items() if v not in (None, [])}
         return JobPage.model_validate(self.http.request("GET", "/api/v1/jobs", params=params).json())
 
+    def iter_jobs(self, *, page: int = 200, **filters: Any) -> Iterator[JobInfo]:
+        """Every job matching :meth:`jobs`' filters (``status=``, ``labels=``, ``since=``…), newest first (or in
+        ``sort=`` order), read a page of ``page`` at a time as the loop goes on."""
+        by_cursor = filters.get("sort") in (None, "-created", "created")  # cursors follow submit order only
+        cursor, offset = None, 0
+        while True:
+            got = self.jobs(limit=page, **({"cursor": cursor} if by_cursor else {"offset": offset}), **filters)
+            yield from got.items
+            offset += len(got.items)
+            if not got.items or not (got.next_cursor if by_cursor else got.more):
+                return
+            cursor = got.next_cursor
+
     def job_counts(self, **filters: Any) -> dict[str, int]:
         """How many jobs are in each status, under the filters of :meth:`jobs` (``queue=``, ``team=``…)."""
         return self.http.request("GET", "/api/v1/jobs/counts", params=filters).json()
