@@ -78,7 +78,7 @@ def test_a_subscription_is_told_of_the_ends_it_asked_for_once_each(env, hooks):
     assert failed.status_code == 201, failed.text
     both = tc.post("/api/v1/subscriptions", json={"webhook": "chat", "on": ["succeeded", "failed"]}).json()
     # when three jobs end: one fails and matches the glob, one fails and does not, one succeeds
-    jobs = [sdk.submit({"name": n, "command": "x"}) for n in ("nightly-etl", "adhoc", "nightly-ok")]
+    jobs = [sdk.submit({"name": n, "command": "x", "labels": {"n": n}}) for n in ("nightly-etl", "adhoc", "nightly-ok")]
     for job, code in zip(jobs, (3, 1, 0)):
         end(tc, engine, job, code)
     # then ops heard of the one failure it watches, chat of all three, in the format each speaks
@@ -88,6 +88,7 @@ def test_a_subscription_is_told_of_the_ends_it_asked_for_once_each(env, hooks):
     assert {k: told["job"][k] for k in ("id", "name", "status", "reason", "owner")} == {
         "id": jobs[0].id, "name": "nightly-etl", "status": "failed", "reason": "Error(exit 3) after 1 attempt", "owner": "local"}
     assert told["job"]["url"].endswith(f"/jobs/{jobs[0].id}")
+    assert told["job"]["labels"] == {"n": "nightly-etl"}  # a receiver may route on them
     texts = sorted(m["text"] for m in chat.got)
     assert any(t.startswith(f"Job *adhoc* ({jobs[1].id}) failed: Error(exit 1) after 1 attempt <") for t in texts), texts
     assert any(f"({jobs[2].id}) succeeded <" in t for t in texts), texts

@@ -90,7 +90,7 @@ class WebhookLoop(Ticker):
         what = {"id": end.object_id, "name": end.name, "status": end.status, "reason": end.reason,
                 "team": end.team, "owner": end.owner, "url": url}
         if end.kind == "job":
-            what["queue"] = end.queue
+            what["queue"], what["labels"] = end.queue, end.labels or {}
         payload = {"event": f"{end.kind}.{end.status}", "at": end.at, "subscription": sub.id, end.kind: what}
         return {"subscription_id": sub.id, "webhook": sub.webhook, "event_id": end.event_id, "kind": end.kind,
                 "object_id": end.object_id, "event": end.status, "payload": payload}

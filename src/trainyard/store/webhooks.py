@@ -39,6 +39,7 @@ class Ended(NamedTuple):
     queue: str | None  # a pipeline run has none
     team: str | None
     owner: str | None
+    labels: dict[str, str] | None = None  # a job's (its spec's); a pipeline run has none
 
 
 class WebhookStore:
@@ -110,8 +111,8 @@ class WebhookStore:
             last = min(last, cursor + limit)
             ends = (e.id > cursor, e.id <= last, e.new_status.in_(ENDS))
             rows = [*s.connection().execute(
-                select(e.id, e.kind, e.object_id, e.new_status, e.reason, e.ts, j.name, j.queue, j.team, j.owner)
-                .join(t.Job.__table__, j.id == e.object_id).where(*ends, e.kind == "job")),
+                select(e.id, e.kind, e.object_id, e.new_status, e.reason, e.ts, j.name, j.queue, j.team, j.owner,
+                       j.spec["labels"]).join(t.Job.__table__, j.id == e.object_id).where(*ends, e.kind == "job")),
                     *s.connection().execute(
                 select(e.id, e.kind, e.object_id, e.new_status, e.reason, e.ts, p.name, null(), p.team, p.owner)
                 .join(t.PipelineRun.__table__, p.id == e.object_id).where(*ends, e.kind == "pipeline_run"))]
