@@ -19,7 +19,8 @@ JobArg = Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)]
 RES, ENV = "Resources", "Environment"
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")]
-WaitOpt = Annotated[bool, typer.Option("--wait", "-w", help="return when the job ends (exit code 0 only if it succeeded)")]
+WaitOpt = Annotated[bool, typer.Option("--wait", "-w",
+                                        help="return when the job ends (exit code 0 only if it succeeded)")]
 TAIL_MAX = 100_000  # as the API's: more is `trainyard logs JOB > file`
 WAIT_MAX = 7 * 24 * 3600.0  # a --timeout beyond a week is a mistake (or an infinity), not a plan
 

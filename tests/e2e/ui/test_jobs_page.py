@@ -118,11 +118,11 @@ def test_the_label_filter_keeps_the_jobs_with_every_label_typed_and_lives_in_the
     page.goto(signed_in(server.url, server.token, "/jobs"))
     page.fill("input[name=label]", "exp=ui-base")
     page.press("input[name=label]", "Enter")
-    page.wait_for_function(f"[...document.querySelectorAll('tbody tr[data-id]')].map(t => t.dataset.id).sort().join()"
-                           f" === '{','.join(sorted([ann, bob]))}'")
+    shown = "[...document.querySelectorAll('tbody tr[data-id]')].map(t => t.dataset.id).sort().join()"
+    page.wait_for_function(f"{shown} === '{','.join(sorted([ann, bob]))}'")
     page.fill("input[name=label]", "exp=ui-base, owner=ann")
     page.press("input[name=label]", "Enter")
-    page.wait_for_function(f"[...document.querySelectorAll('tbody tr[data-id]')].map(t => t.dataset.id).join() === '{ann}'")
+    page.wait_for_function(f"{shown} === '{ann}'")
     page.reload()
     page.wait_for_selector(f"tr[data-id={ann}]")
     assert rows(page) == [ann] and page.input_value("input[name=label]") == "exp=ui-base, owner=ann"
