@@ -31,6 +31,7 @@ def test_jobs_are_tagged_listed_by_label_shown_and_bad_labels_are_named(server):
     counts = httpx.get(f"{server.url}/api/v1/jobs/counts", params={"label": "exp=lbl-base"},
                        headers={"Authorization": f"Bearer {server.token}"}).json()
     assert sum(counts.values()) == 2
+    assert sum(server.client().job_counts(labels={"exp": "lbl-base"}).values()) == 2
 
 
 def test_the_sdk_iterates_every_matching_job_across_pages(server):

@@ -203,7 +203,9 @@ class Client:
             cursor = got.next_cursor
 
     def job_counts(self, **filters: Any) -> dict[str, int]:
-        """How many jobs are in each status, under the filters of :meth:`jobs` (``queue=``, ``team=``…)."""
+        """How many jobs are in each status, under the filters of :meth:`jobs` (``queue=``, ``labels=``…)."""
+        if "labels" in filters:
+            filters["label"] = label_query(filters.pop("labels"))
         return self.http.request("GET", "/api/v1/jobs/counts", params=filters).json()
 
     def cancel(self, job_id: str) -> JobInfo:
