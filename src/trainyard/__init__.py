@@ -38,7 +38,7 @@ _httpx_cli_on_call()
 
 _LAZY = {
     "Client": "trainyard.sdk.client",
-    "Job": "trainyard.sdk.client",
+    "Job": "trainyard.sdk.job",
     "JobSpec": "trainyard.spec",
     "log_metrics": "trainyard.sdk.injob",
     "params": "trainyard.sdk.injob",

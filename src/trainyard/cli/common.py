@@ -56,9 +56,16 @@ def client():  # noqa: ANN201
     return Client()
 
 
+WAIT_MAX = 7 * 24 * 3600.0  # a --timeout beyond a week is a mistake (or an infinity), not a plan
+
+
 def delete_each(keys: list[str], delete, label: str = "") -> None:  # noqa: ANN001
     """``delete(key)`` for each of ``keys``: ``deleted LABEL KEY`` on stdout per key deleted (see :func:`each`)."""
-    each(keys, lambda key: (delete(key), f"deleted {label}{key}")[1], "deleting", "not deleted")
+    def deleted(key: str) -> str:
+        delete(key)
+        return f"deleted {label}{key}"
+
+    each(keys, deleted, "deleting", "not deleted")
 
 
 def each(keys: list[str], act, doing: str, not_done: str) -> None:  # noqa: ANN001

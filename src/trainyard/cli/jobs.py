@@ -9,10 +9,12 @@ from typing import Annotated, Optional
 import typer
 
 from trainyard.cli.completion import job_ids
-from trainyard.cli.common import Output, client, console, delete_each, each, err_console, handled, ids_of, write
+from trainyard.cli.common import (WAIT_MAX, Output, client, console, delete_each, each, err_console, handled, ids_of,
+                                  write)
 from trainyard.cli.output import LogPrinter
 from trainyard.cli.render import job_detail, jobs_table, metrics_table, status_text
 from trainyard.cli.resources import resource_table
+from trainyard.spec.choices import LOG_TAIL_MAX
 
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="override a param: key=value")]
 JobArg = Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)]
@@ -21,8 +23,6 @@ OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")]
 WaitOpt = Annotated[bool, typer.Option("--wait", "-w",
                                         help="return when the job ends (exit code 0 only if it succeeded)")]
-TAIL_MAX = 100_000  # as the API's: more is `trainyard logs JOB > file`
-WAIT_MAX = 7 * 24 * 3600.0  # a --timeout beyond a week is a mistake (or an infinity), not a plan
 
 
 def run(
@@ -254,7 +254,7 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep streaming until the job ends")] = False,
     attempt: Annotated[Optional[int], typer.Option("--attempt", "-a", help="only this attempt")] = None,
     replica: Annotated[Optional[int], typer.Option("--replica", "-r", help="only this replica")] = None,
-    tail: Annotated[Optional[int], typer.Option("--tail", "-n", min=0, max=TAIL_MAX,
+    tail: Annotated[Optional[int], typer.Option("--tail", "-n", min=0, max=LOG_TAIL_MAX,
                                                 help="only the last N lines (with -f: then what comes)")] = None,
 ) -> None:
     """Print a job's logs: all attempts in order; replicas interleaved and prefixed unless --replica."""
@@ -262,14 +262,12 @@ def logs(
 
     def printed(source) -> None:  # noqa: ANN001
         printer = LogPrinter(prefix=replica is None and source.job(job_id)["spec"]["replicas"] > 1)
-        for chunk in source.logs(job_id, follow=follow, attempt=attempt, replica=replica,
-                                 **({} if tail is None else {"tail": tail})):
+        for chunk in source.logs(job_id, follow=follow, attempt=attempt, replica=replica, tail=tail):
             printer.add(chunk)
         printer.flush()
 
     with handled():
-        # following (server-sent events, reconnecting) and the tail are the SDK's
-        read(printed, plain=not follow and tail is None)
+        read(printed, plain=not follow)  # following (server-sent events, reconnecting) is the SDK's
 
 
 def cancel(jobs: Annotated[list[str], typer.Argument(help="job ids; - reads them from stdin (trainyard ls --ids)",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.common import WAIT_MAX, Output, client, console, handled, write
 from trainyard.cli.toplevel import SuggestingGroup
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def _follow(c, sweep_id: str, timeout: float | None, quiet: bool) -> SweepInfo: 
 
 @app.command()
 def wait(sweep: str,
-         timeout: Annotated[Optional[float], typer.Option(min=0, max=7 * 24 * 3600.0,
+         timeout: Annotated[Optional[float], typer.Option(min=0, max=WAIT_MAX,
                                                           help="give up after this many seconds (exit 1)")] = None,
          output: OutputOpt = Output.table) -> None:
     """Wait until a sweep ends (a live line of its progress on a terminal), then show its trials; exit 0 only if

@@ -15,6 +15,7 @@ from trainyard.home import moved_leader, token_for
 from trainyard.locations import client_token, server_url
 from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.http import Http
+from trainyard.sdk.job import Job
 from trainyard.sdk.reads import label_query, log_pages, log_query
 from trainyard.spec.job import JobSpec
 from trainyard.spec.queue import QueueSpec
@@ -147,26 +148,20 @@ class Client:
                     spec = JobSpec.model_validate(spec)
                 except ValidationError as e:
                     raise errors.InvalidSpec(errors=validation_errors(e, {}, "<spec>", JobSpec)) from None
-            if params:
-                if spec.params:  # one that declares none reads them all from trainyard.params()
-                    _warn_undeclared(f"spec {spec.name!r}", params, spec.params)
-                spec = spec.with_params(params)
+            spec = _with_params(spec, params, f"spec {spec.name!r}")
         spec, blob, digest = prepare(spec, Path(base_dir or Path.cwd()))
         if digest is not None:
             self.http.upload_snapshot(blob, digest)
-        body = {"spec": spec.model_dump(mode="json"), "snapshot": digest}
-        return Job(self, JobInfo.model_validate_json(self.http.json_call("POST", "/api/v1/jobs", body=body)))
+        return self._post_job(spec, digest)
 
     def rerun(self, job_id: str, *, params: dict[str, Any] | None = None) -> "Job":
         """Submit a job's spec again, with its code snapshot as it was (the UI's Re-submit): a new job, ``params``
         over the old ones. A snapshot that is gone (its jobs deleted) is refused, naming it."""
         old = self.get(job_id)
-        spec = old.spec
-        if params:
-            if spec.params:  # one that declares none reads them all from trainyard.params()
-                _warn_undeclared(f"job {job_id}", params, spec.params)
-            spec = spec.with_params(params)
-        body = {"spec": spec.model_dump(mode="json"), "snapshot": old.snapshot}
+        return self._post_job(_with_params(old.spec, params, f"job {job_id}"), old.snapshot)
+
+    def _post_job(self, spec: JobSpec, snapshot: str | None) -> Job:
+        body = {"spec": spec.model_dump(mode="json"), "snapshot": snapshot}
         return Job(self, JobInfo.model_validate_json(self.http.json_call("POST", "/api/v1/jobs", body=body)))
 
     def job(self, job_id: str) -> "Job":
@@ -218,15 +213,15 @@ class Client:
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
         """Block until the job ends; raises :class:`~trainyard.errors.WaitTimeout` after ``timeout``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = 60.0 if deadline is None else max(0.0, min(60.0, deadline - time.monotonic()))
-            info = JobInfo.model_validate_json(self.http.json_call("GET", f"/api/v1/jobs/{job_id}/wait",
-                                                                   query={"timeout": left}, timeout=left + 10))
-            if info.status.is_terminal():
-                return info
-            if deadline is not None and time.monotonic() >= deadline:
-                raise errors.WaitTimeout(f"job {job_id} is still {info.status.value} after {timeout}s", job_id=job_id)
+        from trainyard.sdk.waits import until_ended
+
+        def poll(left: float) -> bytes:  # over the kept plain connection, where it can go
+            return self.http.json_call("GET", f"/api/v1/jobs/{job_id}/wait", query={"timeout": left}, timeout=left + 10)
+
+        info = until_ended(poll, None if timeout is None else time.monotonic() + timeout)
+        if not info.status.is_terminal():
+            raise errors.WaitTimeout(f"job {job_id} is still {info.status.value} after {timeout}s", job_id=job_id)
+        return info
 
     def wait_all(self, job_ids: list[str], timeout: float | None = None, *,
                  on_end: Callable[[JobInfo], None] | None = None) -> list[JobInfo]:
@@ -363,6 +358,15 @@ class Client:
         self.http.request("DELETE", f"/api/v1/queues/{name}")
 
 
+def _with_params(spec: JobSpec, params: dict[str, Any] | None, source: str) -> JobSpec:
+    """``spec`` with ``params`` over its own, warning of those it does not declare (see _warn_undeclared)."""
+    if not params:
+        return spec
+    if spec.params:  # one that declares none reads them all from trainyard.params()
+        _warn_undeclared(source, params, spec.params)
+    return spec.with_params(params)
+
+
 def _warn_undeclared(source: str, given: dict[str, Any], declared: dict[str, Any]) -> None:
     """Warn (not refuse: a script may read any param from trainyard.params()) of params the spec does not
     declare, which its command cannot use: a misspelt one would otherwise run the job with the default."""
@@ -373,59 +377,3 @@ def _warn_undeclared(source: str, given: dict[str, Any], declared: dict[str, Any
         import warnings
 
         warnings.warn(UndeclaredParamWarning(said), stacklevel=3)
-
-
-class Job:
-    """A handle on one job. ``status`` asks the server each time it is read."""
-
-    def __init__(self, client: Client, info: JobInfo) -> None:
-        self.client = client
-        self.id = info.id
-        self.info = info
-
-    def __repr__(self) -> str:
-        return f"<Job {self.id} {self.info.name} {self.info.status.value}>"
-
-    def refresh(self) -> JobInfo:
-        self.info = self.client.get(self.id)
-        return self.info
-
-    @property
-    def status(self) -> str:
-        return self.refresh().status.value
-
-    def wait(self, timeout: float | None = None, *, check: bool = False) -> JobInfo:
-        """Block until the job ends; with ``check``, raise :class:`~trainyard.errors.JobFailed` unless it succeeded."""
-        self.info = self.client.wait(self.id, timeout)
-        if check and self.info.status.value != "succeeded":
-            raise errors.JobFailed(f"job {self.id} {self.info.status.value}: {self.info.reason}", job_id=self.id)
-        return self.info
-
-    def logs(self, *, follow: bool = False, attempt: int | None = None,
-             replica: int | None = None, tail: int | None = None) -> str | Iterator[str]:
-        """All logs as one string (``tail``: its last lines); with ``follow``, an iterator of text as it comes.
-
-        For a job of several replicas, pass ``replica`` for one replica's log;
-        without it, chunks of all replicas come interleaved as they arrived.
-        """
-        chunks = (c.data for c in self.client.logs(self.id, follow=follow, attempt=attempt, replica=replica,
-                                                   tail=tail))
-        return chunks if follow else "".join(chunks)
-
-    def metrics(self, system: bool = False) -> list[MetricPoint]:
-        return self.client.metrics(self.id, system)
-
-    def outputs(self) -> list[ArtifactInfo]:
-        return self.client.outputs(self.id)
-
-    def download(self, to: str | Path | None = None) -> Path:
-        return self.client.download(self.id, to)
-
-    def cancel(self) -> JobInfo:
-        self.info = self.client.cancel(self.id)
-        return self.info
-
-    def delete(self) -> None:
-        """The ended job with its records and files (:meth:`Client.delete`)."""
-        self.client.delete(self.id)
-

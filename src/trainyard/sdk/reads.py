@@ -88,14 +88,14 @@ class Reads:
         return self.get(f"/api/v1/jobs/{_id(job_id)}/usage")
 
     def logs(self, job_id: str, *, follow: bool = False, attempt: int | None = None,
-             replica: int | None = None) -> Iterator[SimpleNamespace]:
+             replica: int | None = None, tail: int | None = None) -> Iterator[SimpleNamespace]:
         """Log chunks (``attempt``, ``replica``, ``data``) in order, page after page, as they are now;
         following them (server-sent events, reconnecting after a restart) is the full SDK's.
 
         Once the first page is read, a page this connection cannot get is a lost server: the chunks
         before it have been handed on, and reading them all again elsewhere would repeat them."""
-        if follow:
-            raise NotQuick("following a log is the full SDK's")
+        if follow or tail is not None:
+            raise NotQuick("following a log, or its tail, is the full SDK's")
         path = f"/api/v1/jobs/{_id(job_id)}/logs"
         query = log_query(attempt, replica)
 

@@ -15,3 +15,5 @@ class UsageBy(str, Enum):
     user = "user"
     queue = "queue"
     gpu_type = "gpu_type"
+
+LOG_TAIL_MAX = 100_000  # lines a log's tail may ask for (logs --tail): more is a download (GET …/logs.txt)

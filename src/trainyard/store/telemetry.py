@@ -82,6 +82,15 @@ def log_note(keep: int) -> str:
             "node)]\n")
 
 
+def _log_rows(job_id: str, attempt: int | None, replica: int | None):  # noqa: ANN202
+    """(cursor, attempt, replica, offset, text) of a job's log chunks, of one attempt or replica if named."""
+    c = t.LogChunk.__table__.c
+    q = select(c.id, c.attempt, c.replica, c.offset, c.data).where(c.job_id == job_id)
+    if attempt is not None:
+        q = q.where(c.attempt == attempt)
+    return q if replica is None else q.where(c.replica == replica)
+
+
 class TelemetryMixin:
     log_keep: int = LOG_KEEP  # ServerSettings.log_keep: its first and its last half are kept; 0: every byte
     metrics_keep: int = METRICS_KEEP  # ServerSettings.metrics_keep: points of each series (metric_series); 0: all
@@ -207,11 +216,7 @@ class TelemetryMixin:
         ``max_bytes`` of text, each with its own cursor: a stream that breaks mid-page resumes after the last
         chunk the client got, not after the page."""
         c = t.LogChunk.__table__.c
-        q = select(c.id, c.attempt, c.replica, c.offset, c.data).where(c.job_id == job_id, c.id > after)
-        if attempt is not None:
-            q = q.where(c.attempt == attempt)
-        if replica is not None:
-            q = q.where(c.replica == replica)
+        q = _log_rows(job_id, attempt, replica).where(c.id > after)
         out, size = [], 0
         with self.read() as s:  # type: ignore[attr-defined]
             # streamed a few rows at a time (a server-side cursor on PostgreSQL): a page of a log of 1 MiB
@@ -228,14 +233,9 @@ class TelemetryMixin:
                       replica: int | None = None) -> tuple[list[LogChunk], int]:
         """The chunks that hold the last ``lines`` lines, oldest first, and the cursor to follow from
         (:func:`trainyard.store.log_tail.last_lines`)."""
-        c = t.LogChunk.__table__.c
-        q = select(c.id, c.attempt, c.replica, c.offset, c.data).where(c.job_id == job_id)
-        if attempt is not None:
-            q = q.where(c.attempt == attempt)
-        if replica is not None:
-            q = q.where(c.replica == replica)
+        q = _log_rows(job_id, attempt, replica).order_by(t.LogChunk.__table__.c.id.desc())
         with self.read() as s:  # type: ignore[attr-defined]
-            rows = s.execute(q.order_by(c.id.desc()), execution_options={"yield_per": 4})
+            rows = s.execute(q, execution_options={"yield_per": 4})
             return last_lines(((id_, LogChunk(attempt=a, replica=r, offset=o, data=d)) for id_, a, r, o, d in rows),
                               lines)
 

@@ -23,6 +23,7 @@ from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import TOTAL_CAP, JobFilter, JobSort
 from trainyard.spec.labels import MAX_LABELS, parse_selector
 from trainyard.spec.loader import parse_job_text
+from trainyard.spec.choices import LOG_TAIL_MAX
 from trainyard.spec.records import CURSOR_PATTERN, ArtifactInfo, Digest, JobInfo, JobPage, LogChunk, MetricPoint
 from trainyard.spec.units import INT32_MAX
 from trainyard.status import JobStatus
@@ -33,8 +34,7 @@ INT64_MAX = 2**63 - 1  # log chunk ids are BIGINT
 After = Annotated[int, Query(ge=0, le=INT64_MAX, description="cursor of the page before")]
 AttemptNo = Annotated[int | None, Query(ge=1, le=INT32_MAX)]
 ReplicaNo = Annotated[int | None, Query(ge=0, le=INT32_MAX)]
-TAIL_MAX = 100_000  # lines: more is a download (GET …/logs.txt), not a look at the end
-Tail = Annotated[int | None, Query(ge=0, le=TAIL_MAX, description="only the last N lines")]
+Tail = Annotated[int | None, Query(ge=0, le=LOG_TAIL_MAX, description="only the last N lines")]
 
 
 class SubmitRequest(BaseModel):
