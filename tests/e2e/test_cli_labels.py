@@ -17,11 +17,17 @@ def test_jobs_are_tagged_listed_by_label_shown_and_bad_labels_are_named(server):
     both = server.cli("ls", "-l", "exp=lbl-base", "--label", "team.example.com/owner=ann", "--ids")
     assert both.stdout.split() == [ann]
     assert server.cli("ls", "-l", "exp=lbl-none", "--ids").stdout == ""
+    assert server.cli("ls", "-l", "exp in (lbl-base, lbl-other),team.example.com/owner!=bob", "--ids"
+                      ).stdout.split() == [other, ann]
+    assert server.cli("ls", "-l", "exp notin (lbl-base)", "-l", "exp", "--ids").stdout.split()[0] == other
+    assert server.cli("ls", "-l", "exp=lbl-base", "-l", "!team.example.com/owner", "--ids").stdout == ""
     shown = server.cli("show", ann)
     assert "labels" in shown.stdout and "exp=lbl-base, team.example.com/owner=ann" in shown.stdout
     assert server.client().jobs(labels={"exp": "lbl-other"}).items[0].id == other
+    assert [j.id for j in server.client().jobs(labels="exp=lbl-base,team.example.com/owner notin (bob)").items] == [ann]
 
-    for args, said in [(["run", "-l", "bad key=x", "--", "true"], "--label"), (["ls", "-l", "novalue"], "--label"),
+    for args, said in [(["run", "-l", "bad key=x", "--", "true"], "--label"), (["ls", "-l", "a b"], "--label"),
+                       (["ls", "-l", "k in (a"], "parentheses"),
                        (["ls", "-l", "k=a b"], "label value")]:
         r = server.cli(*args)
         assert r.returncode == 2 and said in r.stderr, (args, r.stderr)

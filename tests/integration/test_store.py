@@ -450,19 +450,24 @@ def test_the_tail_of_a_log_reads_back_its_last_lines_per_attempt_and_replica(sto
     assert "".join(c.data for c in store.read_log_tail(job.id, 1, attempt=1, replica=0)[0]) == "five\n"
 
 
-def test_a_listing_keeps_the_jobs_with_every_label_asked_for(store):
+def test_a_listing_keeps_the_jobs_a_label_selector_picks_as_the_selector_itself_would(store):
     from trainyard.spec.job_query import JobFilter
+    from trainyard.spec.label_selector import matches, parse_selector
 
-    a = store.create_job(parse_job("command: a\nlabels: {experiment: baseline, team.example.com/owner: ann}"))
-    b = store.create_job(parse_job("command: b\nlabels: {experiment: baseline, team.example.com/owner: bob}"))
-    store.create_job(parse_job("command: c\nlabels: {experiment: other}"))
-    store.create_job(parse_job("command: d"))
+    made = {store.create_job(parse_job(f"command: x\nlabels: {labels}")).id: labels for labels in (
+        {"experiment": "baseline", "team.example.com/owner": "ann"},
+        {"experiment": "baseline", "team.example.com/owner": "bob"},
+        {"experiment": "other", "stage": ""}, {})}
 
-    def ids(**labels: str) -> list[str]:
-        return [j.id for j in store.list_jobs(JobFilter(labels=tuple(labels.items()))).items]
+    def ids(text: str) -> set[str]:
+        return {j.id for j in store.list_jobs(JobFilter(labels=parse_selector(text, "label"))).items}
 
-    assert ids(experiment="baseline") == [b.id, a.id]
-    assert ids(**{"experiment": "baseline", "team.example.com/owner": "ann"}) == [a.id]
-    assert ids(experiment="nope") == [] and ids(missing="") == []
-    page = store.list_jobs(JobFilter(labels=(("experiment", "baseline"),)), count=True, limit=1)
-    assert [j.id for j in page.items] == [b.id] and page.total == 2
+    for text in ["experiment=baseline", "experiment=baseline,team.example.com/owner=ann", "experiment=nope",
+                 "missing=", "stage=", "experiment!=baseline", "experiment in (other, baseline)",
+                 "experiment notin (other)", "stage", "!stage", "!experiment", "experiment,!stage",
+                 "team.example.com/owner in (bob),experiment!=other"]:
+        expected = {i for i, labels in made.items() if matches(labels, parse_selector(text, "label"))}
+        assert ids(text) == expected, text
+    assert len(ids("experiment notin (other)")) == 3  # the job with no labels too, as Kubernetes has it
+    page = store.list_jobs(JobFilter(labels=parse_selector("experiment=baseline", "label")), count=True, limit=1)
+    assert len(page.items) == 1 and page.total == 2

@@ -4,7 +4,8 @@ import pytest
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec import parse_job
-from trainyard.spec.labels import MAX_LABELS, parse_selector
+from trainyard.spec.label_selector import Requirement, matches, parse_selector, selector_text
+from trainyard.spec.labels import MAX_LABELS
 
 
 def test_labels_are_kept_as_given():
@@ -30,8 +31,36 @@ def test_a_bad_label_is_refused_naming_it_and_its_line(labels, named):
     assert err["field"] == named and err["line"] == 3, err
 
 
-def test_a_selector_is_pairs_checked_as_labels_are():
-    assert parse_selector(["a=b", "x.io/y=", "a=c"], "label") == {"a": "c", "x.io/y": ""}
-    for bad, said in [("novalue", "expected KEY=VALUE"), ("bad key=x", "label key"), ("k=a b", "label value")]:
-        with pytest.raises(ValueError, match=said):
-            parse_selector([bad], "label")
+@pytest.mark.parametrize("text, labels, kept", [
+    ("a=b", {"a": "b"}, True), ("a==b", {"a": "b"}, True), ("a=b", {"a": "c"}, False), ("a=b", {}, False),
+    ("a!=b", {"a": "c"}, True), ("a!=b", {}, True), ("a!=b", {"a": "b"}, False),
+    ("a in (b, c)", {"a": "c"}, True), ("a in (b,c)", {"a": "d"}, False), ("a in (b,c)", {}, False),
+    ("a notin (b,c)", {"a": "d"}, True), ("a notin (b,c)", {}, True), ("a notin (b,c)", {"a": "b"}, False),
+    ("a", {"a": ""}, True), ("a", {"b": "a"}, False), ("!a", {}, True), ("! a", {"a": "x"}, False),
+    ("a=", {"a": ""}, True), ("a=", {"a": "x"}, False),
+    ("a=b, c in (d,e),!f", {"a": "b", "c": "e"}, True), ("a=b,c in (d,e),!f", {"a": "b", "c": "e", "f": ""}, False),
+])
+def test_a_selector_keeps_what_kubernetes_would(text, labels, kept):
+    assert matches(labels, parse_selector(text, "label")) is kept
+
+
+def test_a_selector_reads_back_as_written_and_several_texts_are_all_met():
+    sel = parse_selector(["x.io/y in (a, b)", "c!=d,!e", "f", "g=h", "g=h"], "label")
+    assert selector_text(sel) == "x.io/y in (a,b),c!=d,!e,f,g=h"
+    assert parse_selector(selector_text(sel), "label") == sel
+    assert parse_selector([], "label") == ()
+
+
+@pytest.mark.parametrize("bad, said", [
+    ("-k=x", "label key"), ("bad key=x", "label key"), ("k=a b", "label value"), ("k=a-", "label value"), ("k in (a,b", "parenth"),
+    ("k in ((a))", "parenth"), ("a=b,,c=d", "empty requirement"), ("", "empty requirement"), ("k in a,b", "label key"),
+    ("k == ", None), ("x" * 2001, "2000 characters"), ("k in (" + ",".join(f"v{i}" for i in range(33)) + ")", "32"),
+    (",".join(f"k{i}" for i in range(MAX_LABELS + 1)), "requirements"), ("k=(a)", "expected"),
+])
+def test_a_bad_selector_is_refused_naming_the_field(bad, said):
+    if said is None:  # an empty value is a value
+        assert parse_selector(bad, "label") == (Requirement("k", "=", ("",)),)
+        return
+    with pytest.raises(ValueError, match=said) as e:
+        parse_selector(["a=b", bad], "--label")
+    assert str(e.value).startswith("--label: ")

@@ -199,8 +199,9 @@ def ls(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many jobs")] = 50,
     all_: Annotated[bool, typer.Option("--all", "-a", help="every matching job, page after page")] = False,
     after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
-    label: Annotated[Optional[list[str]], typer.Option("--label", "-l", help="only jobs with this label: key=value "
-                                                       "(repeat: with all of them)")] = None,
+    label: Annotated[Optional[list[str]], typer.Option("--label", "-l", help="only jobs these labels select: key=value, "
+                                                       "key!=value, 'key in (a,b)', 'key notin (a,b)', key, !key; "
+                                                       "comma-separated or repeated: all of them")] = None,
     output: OutputOpt = Output.table,
     ids: Annotated[bool, typer.Option("--ids", help="only the ids, one a line: trainyard rm $(trainyard ls "
                                       "-s failed --ids --all)")] = False,

@@ -54,13 +54,14 @@ def pages(fetch, *, limit: int | None, cursor: str | None) -> tuple[list, str | 
     return items, cursor
 
 
-def labels_of(items: list[str]) -> dict[str, str] | None:
-    """``--label key=value`` filters, checked as the server checks them (the error names the flag); None for none."""
+def labels_of(items: list[str]) -> list[str] | None:
+    """``--label`` selectors, checked as the server checks them (the error names the flag); None for none."""
     if not items:
         return None
-    from trainyard.spec.labels import parse_selector
+    from trainyard.spec.label_selector import parse_selector
 
     try:
-        return parse_selector(items, "--label")
+        parse_selector(items, "--label")
+        return items
     except ValueError as e:
         raise _bad("--label", str(e).removeprefix("--label: ")) from None

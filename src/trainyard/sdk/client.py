@@ -173,11 +173,13 @@ class Client:
     def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
              limit: int = 50, cursor: str | None = None, since: float | None = None, until: float | None = None,
              team: str | None = None, owner: str | None = None, q: str | None = None, sort: str | None = None,
-             offset: int | None = None, count: bool = False, labels: dict[str, str] | None = None) -> JobPage:
+             offset: int | None = None, count: bool = False,
+             labels: dict[str, str] | str | list[str] | None = None) -> JobPage:
         """One page of jobs, newest first (or ``sort``: name, -name, status, queue, created…); pass the
         page's ``next_cursor`` as ``cursor`` for the next, or an ``offset``. ``since``/``until`` are Unix
         times (submitted at or after / before); ``q`` a part of the name or the start of the id;
-        ``count`` also fills ``total`` (up to a cap); ``labels`` keeps the jobs with every one of them."""
+        ``count`` also fills ``total`` (up to a cap); ``labels`` keeps the jobs with every one of them
+        (a dict of ``key: value``), or those a label selector picks (``"stage!=dev,gpu in (a100,h100)"``)."""
         params = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor,
                   "since": since, "until": until, "team": team, "owner": owner, "q": q, "sort": sort,
                   "offset": offset, "count": count or None, "label": label_query(labels)}

@@ -74,7 +74,7 @@ class Reads:
 
     def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
              limit: int = 50, cursor: str | None = None, since: float | None = None,
-             until: float | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+             until: float | None = None, labels: dict[str, str] | str | list[str] | None = None) -> dict[str, Any]:
         """One page of jobs (``items``, ``next_cursor``), with :meth:`Client.jobs`'s filters."""
         query = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor,
                  "since": since, "until": until, "label": label_query(labels)}
@@ -110,9 +110,12 @@ class Reads:
         return (SimpleNamespace(**c) for c in log_pages(page))
 
 
-def label_query(labels: dict[str, str] | None) -> list[str]:
-    """A listing's ``labels`` filter as the API's repeated ``label=key=value``."""
-    return [f"{k}={v}" for k, v in (labels or {}).items()]
+def label_query(labels: dict[str, str] | str | list[str] | None) -> list[str]:
+    """A listing's ``labels`` filter as the API's repeated ``label``: a dict's pairs each ``key=value``; a
+    selector (``"stage!=dev,gpu in (a100,h100)"``), or a list of them, as it is."""
+    if isinstance(labels, dict):
+        return [f"{k}={v}" for k, v in labels.items()]
+    return [labels] if isinstance(labels, str) else list(labels or ())
 
 
 def log_query(attempt: int | None, replica: int | None) -> dict[str, int]:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from trainyard.spec.label_selector import Selector
 
 # The sorts a listing offers: a column, "-" for descending. Ties go by submit order in the same
 # direction, so each sort is one index scan (forwards or backwards) over (column, seq).
@@ -27,4 +30,4 @@ class JobFilter:
     q: str | None = None  # a substring of the name, or the start of the id
     since: float | None = None  # submitted at or after (Unix time)
     until: float | None = None  # submitted before (Unix time)
-    labels: tuple[tuple[str, str], ...] = ()  # (key, value) pairs, every one of them on the job
+    labels: Selector = ()  # a label selector's requirements, every one of them met

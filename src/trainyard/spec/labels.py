@@ -35,13 +35,3 @@ def check_value(v: str) -> str:
 LabelKey = Annotated[str, AfterValidator(check_key)]
 LabelValue = Annotated[str, AfterValidator(check_value)]
 
-
-def parse_selector(items: list[str], field: str) -> dict[str, str]:
-    """``["k=v", …]`` (a listing's ``label`` filters) as a dict; ValueError naming ``field`` for a bad one."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"{field}: {item!r}: expected KEY=VALUE")
-        out[check_key(key)] = check_value(value)
-    return out

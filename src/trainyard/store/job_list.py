@@ -14,6 +14,7 @@ from sqlalchemy import Text, cast, func, literal, or_, select
 from trainyard.auth.permissions import Visible
 from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import SORT_COLUMNS, TOTAL_CAP, JobFilter
+from trainyard.spec.label_selector import Requirement
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.status import JobStatus
 from trainyard.store import tables as t
@@ -47,8 +48,18 @@ def job_where(f: JobFilter, visible: Visible | None) -> list:
     where += [_C.created_at >= f.since] if f.since is not None else []
     where += [_C.created_at < f.until] if f.until is not None else []
     # read from the spec's JSON, no index: the other filters (and the page's limit) bound what is read
-    where += [_C.spec["labels"][key].as_string() == value for key, value in f.labels]
+    where += [_label_where(r) for r in f.labels]
     return where
+
+
+def _label_where(r: Requirement) -> Any:
+    """One requirement of a label selector as SQL (an absent label reads as NULL)."""
+    v = _C.spec["labels"][r.key].as_string()
+    if r.op in ("=", "in"):
+        return v.in_(r.values) if len(r.values) > 1 else v == r.values[0]
+    if r.op in ("!=", "notin"):
+        return or_(v.is_(None), v.not_in(r.values))
+    return v.is_not(None) if r.op == "exists" else v.is_(None)
 
 
 def job_order(sort: str) -> list:

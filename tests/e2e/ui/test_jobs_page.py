@@ -126,3 +126,10 @@ def test_the_label_filter_keeps_the_jobs_with_every_label_typed_and_lives_in_the
     page.reload()
     page.wait_for_selector(f"tr[data-id={ann}]")
     assert rows(page) == [ann] and page.input_value("input[name=label]") == "exp=ui-base, owner=ann"
+    page.fill("input[name=label]", "exp, owner in (bob, carl), !gone")  # a selector, as kubectl takes one
+    page.press("input[name=label]", "Enter")
+    page.wait_for_function(f"{shown} === '{bob}'")
+    page.fill("input[name=label]", "owner in (bob")
+    page.press("input[name=label]", "Enter")
+    page.wait_for_selector("p.error:not([hidden])")
+    assert "parentheses" in page.text_content("p.error")

@@ -21,7 +21,8 @@ from trainyard.services.platform import Platform
 from trainyard.services.jobs import KEEP_ALIVE, LogEnd, LogEvent
 from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import TOTAL_CAP, JobFilter, JobSort
-from trainyard.spec.labels import MAX_LABELS, parse_selector
+from trainyard.spec.label_selector import parse_selector
+from trainyard.spec.labels import MAX_LABELS
 from trainyard.spec.loader import parse_job_text
 from trainyard.spec.choices import LOG_TAIL_MAX
 from trainyard.spec.records import CURSOR_PATTERN, ArtifactInfo, Digest, JobInfo, JobPage, LogChunk, MetricPoint
@@ -101,15 +102,16 @@ async def job_filter(  # async: no I/O, and a plain function would be run in a w
                                    description="part of the name, or the id's start")] = None,
     since: Annotated[Time, Query(description="submitted at or after this Unix time")] = None,
     until: Annotated[Time, Query(description="submitted before this Unix time")] = None,
-    label: Annotated[list[str] | None, Query(max_length=MAX_LABELS, description="key=value: jobs with this label "
-                                             "(repeated: with all of them)")] = None,
+    label: Annotated[list[str] | None, Query(max_length=MAX_LABELS, description="a label selector: key=value, "
+                                             "key!=value, key in (a,b), key notin (a,b), key, !key, several "
+                                             "separated by commas (repeated: all of them)")] = None,
 ) -> JobFilter:
     try:
         labels = parse_selector(label or [], "label")
     except ValueError as e:
         raise InvalidSpec(errors=[{"field": "label", "line": None, "where": "label", "message": str(e)}]) from None
     return JobFilter(status=tuple(s.value for s in status or ()), queue=queue, team=team, owner=owner, name=name,
-                     q=q, since=since, until=until, labels=tuple(labels.items()))
+                     q=q, since=since, until=until, labels=labels)
 
 
 FilterDep = Annotated[JobFilter, Depends(job_filter)]

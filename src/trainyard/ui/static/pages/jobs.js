@@ -8,7 +8,7 @@ import { ago, badge, duration, h, when, withQuery } from "../ui.js";
 const STATUSES = ["pending", "starting", "running", "cancelling", "succeeded", "failed", "cancelled"];
 const SIZES = [25, 50, 100, 200];
 const TEXT_FILTERS = [["q", "search name or id", "search"], ["queue", "queue"], ["team", "team"], ["owner", "owner"],
-  ["label", "labels: key=value, …"]];
+  ["label", "labels: key=value, key!=value, key in (a,b), …"]];
 // column → the server's sort key, and the direction a first click sorts in
 const SORTABLE = { name: ["name", ""], status: ["status", ""], queue: ["queue", ""], submitted: ["created", "-"] };
 const REFRESH_MS = 3000;
@@ -29,7 +29,6 @@ function dayStart(day, next = false) {
 function filters(query, withStatus = true) {
   const q = {};
   for (const [k] of TEXT_FILTERS) if (query.get(k)) q[k] = query.get(k);
-  if (q.label) q.label = q.label.split(",").map((x) => x.trim()).filter(Boolean);  // each one the job must have
   if (withStatus) q.status = query.getAll("status");
   q.since = dayStart(query.get("from"));
   q.until = dayStart(query.get("to"), true);
