@@ -61,11 +61,16 @@ def test_a_team_subscription_hears_a_teammates_failure_and_not_another_teams(srv
     assert bob.post("/api/v1/subscriptions", json={"webhook": "chat", "scope": "all"}).status_code == 403
 
     # alice subscribes her team's failures from the CLI
-    added = cli(srv, tokens["alice"], "notify", "add", "vision-alerts", "--team", "vision", "--on", "failed")
+    added = cli(srv, tokens["alice"], "notify", "add", "vision-alerts", "--team", "vision", "--on", "failed",
+                "-l", "stage!=dev", "-l", "!scratch")  # carol's job has no labels: neither keeps it out
     assert added.returncode == 0, added.stderr
+    assert "labelled stage!=dev,!scratch end failed" in added.stdout, added.stdout
+    bad = cli(srv, tokens["alice"], "notify", "add", "vision-alerts", "-l", "stage in (a")
+    assert bad.returncode == 2 and "labels" in bad.stderr and "parentheses" in bad.stderr, bad.stderr
     listed = cli(srv, tokens["alice"], "notify", "ls", "-o", "json")
     [sub] = json.loads(listed.stdout)
-    assert (sub["webhook"], sub["scope"], sub["team"], sub["on"]) == ("vision-alerts", "team", "vision", ["failed"])
+    assert (sub["webhook"], sub["scope"], sub["team"], sub["on"], sub["labels"]) == (
+        "vision-alerts", "team", "vision", ["failed"], "stage!=dev,!scratch")
     assert bob.get(f"/api/v1/subscriptions/{sub['id']}").status_code == 404
 
     # when carol's job fails, and bob's too

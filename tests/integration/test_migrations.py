@@ -99,6 +99,8 @@ def rows() -> dict[str, list[dict]]:
                                 "job_id": "j-old2", "attempt": 1, "output": "model", "url": "file:///tmp/m",
                                 "size": 7, "files": 1, "inputs": {}, "code": None, "cache_key": "k" * 64,
                                 "created_at": NOW + 2}],
+        "subscriptions": [{"id": "ws-old1", "owner": "alice", "webhook": "ops", "on": ["failed"], "kind": "job",
+                           "scope": "mine", "team": None, "queue": None, "name": "nightly-*", "created_at": NOW}],
         # deleted jobs' attempts (0019): summed for /metrics from 0020
         "usage_archive": [{"attempt_id": f"j-gone-{i}", "job_id": "j-gone", "queue": "gone-q", "queue_team": None,
                            "team": None, "owner": "alice", "resources": {"cpu": 1}, "replicas": 1, "node": "node-a",
@@ -131,7 +133,8 @@ def test_the_revisions_are_the_ones_this_test_knows():
     assert revisions() == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008_ui_indexes",
                            "0009_services", "0010_service_restarts", "0011_metric_series", "0012_sweeps",
                            "0013_secrets", "0014_schedules", "0015_webhooks", "0016_node_cordons",
-                           "0017_sweep_cursors", "0018_job_dependencies", "0019_usage_archive", "0020_archive_counts"]
+                           "0017_sweep_cursors", "0018_job_dependencies", "0019_usage_archive", "0020_archive_counts",
+                           "0021_subscription_labels"]
 
 
 @pytest.mark.parametrize("start", EARLIER)
@@ -167,11 +170,17 @@ def test_upgrading_from_an_earlier_revision_keeps_the_data(db_url, start):
             assert run.status.value == "succeeded" and run.params == {"workers": 1}
             assert [(s.name, s.status, s.job_id) for s in run.steps] == [("train", "succeeded", "j-old2")]
 
-        if start >= "0019":  # the archive's counts, summed by 0020, as /metrics reads them
+        if "0019" <= start < "0020":  # the archive's counts, summed by 0020, as /metrics reads them
             outcomes, waits = store.attempt_outcomes(), store.admission_waits()["gone-q"]
             assert sorted(e for e in outcomes.ended if e[0] == "gone-q") == [("gone-q", "Error", 1),
                                                                              ("gone-q", "Preempted", 1)]
             assert outcomes.preempted["gone-q"] == 1 and (waits.count, waits.total, waits.buckets[:2]) == (1, 3.0, [0, 1])
+
+        if start >= "0015":  # a subscription from before 0021 hears of jobs whatever their labels
+            from trainyard.store.webhooks import WebhookStore
+
+            [sub] = WebhookStore(store).subscriptions()
+            assert (sub.id, sub.name, sub.labels) == ("ws-old1", "nightly-*", None)
 
         # jobs from before 0005 belong to the server's own identity: no owner, no team
         assert (running.owner, running.team) == (None, None)

@@ -121,11 +121,30 @@ def test_a_failing_receiver_is_tried_again_then_given_up_saying_why(env, hooks, 
     assert given_up["attempts"] == 3 and given_up["last_error"].startswith("HTTP 500")
 
 
+def test_a_subscription_narrowed_by_labels_hears_of_the_jobs_its_selector_picks(env, hooks):
+    tc, sdk, engine, platform = env
+    ok, _ = hooks
+    sub = sdk.notify.subscribe("ops", on=["succeeded", "failed"], labels="stage in (prod, canary) , !scratch")
+    assert sub.labels == "stage in (prod,canary),!scratch"  # one spelling, as read back
+    assert tc.get(f"/api/v1/subscriptions/{sub.id}").json()["labels"] == sub.labels
+    jobs = {name: sdk.submit({"name": name, "command": "x", "labels": labels}) for name, labels in [
+        ("prod", {"stage": "prod"}), ("canary", {"stage": "canary"}), ("dev", {"stage": "dev"}),
+        ("bare", {}), ("scratch", {"stage": "prod", "scratch": ""})]}
+    for job in jobs.values():
+        end(tc, engine, job, 0)
+    until(lambda: len(ok.got) == 2, timeout=15)
+    platform.webhook_loop.cycle()
+    assert sorted(m["job"]["name"] for m in ok.got) == ["canary", "prod"]
+
+
 def test_bad_subscriptions_are_refused_naming_the_field(env):
     tc, sdk, engine, platform = env
     for body, field in [({"webhook": "nope"}, "webhook"), ({"webhook": "ops", "on": ["exploded"]}, "on"),
                         ({"webhook": "ops", "on": []}, "on"), ({"webhook": "ops", "url": "http://evil"}, "url"),
-                        ({"webhook": "ops", "team": "nlp"}, ""), ({"webhook": "ops", "name": "a\nb"}, "name")]:
+                        ({"webhook": "ops", "team": "nlp"}, ""), ({"webhook": "ops", "name": "a\nb"}, "name"),
+                        ({"webhook": "ops", "labels": "k in (a"}, "labels"), ({"webhook": "ops", "labels": "x" * 2001},
+                                                                                 "labels"),
+                        ({"webhook": "ops", "labels": "k", "kind": "pipeline_run"}, "")]:
         r = tc.post("/api/v1/subscriptions", json=body)
         assert r.status_code == 422, (body, r.text)
         assert any(e["field"].startswith(field) for e in r.json()["details"]["errors"]), (body, r.json())

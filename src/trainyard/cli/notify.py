@@ -23,6 +23,9 @@ def add(webhook: Annotated[str, typer.Argument(help="a webhook of the server's (
         queue: Annotated[Optional[str], typer.Option(help="only jobs of this queue")] = None,
         name: Annotated[Optional[str], typer.Option(help="only jobs whose name matches this glob, e.g. "
                                                     "'nightly-*'")] = None,
+        label: Annotated[Optional[list[str]], typer.Option(
+            "--label", "-l", help="only jobs these labels select: key=value, key!=value, 'key in (a,b)', key, !key "
+            "(repeat: all of them)")] = None,
         pipelines: Annotated[bool, typer.Option("--pipelines", help="pipeline runs' ends instead of jobs' "
                                                 "(a run's steps are jobs)")] = False) -> None:
     """Subscribe WEBHOOK to the ends of your jobs, a team's (--team) or all (--all)."""
@@ -31,12 +34,13 @@ def add(webhook: Annotated[str, typer.Argument(help="a webhook of the server's (
     scope = "all" if all_jobs else "team" if team is not None else "mine"
     with handled():
         sub = client().notify.subscribe(webhook, on=[e.strip() for e in on.split(",") if e.strip()], scope=scope,
-                                        team=team, queue=queue, name=name,
+                                        team=team, queue=queue, name=name, labels=",".join(label) if label else None,
                                         kind="pipeline_run" if pipelines else "job")
         things = "jobs" if sub.kind == "job" else "pipeline runs"
         whose = {"mine": f"your {things}", "team": f"team {sub.team}'s {things}",
                  "all": f"every one of the {things}"}[sub.scope.value]
-        narrowed = "".join(f", {k} {v}" for k, v in (("queue", sub.queue), ("named", sub.name)) if v)
+        narrowed = "".join(f", {k} {v}" for k, v in (("queue", sub.queue), ("named", sub.name),
+                                                     ("labelled", sub.labels)) if v)
         console.print(f"subscription {sub.id}: {sub.webhook} is told when {whose}{narrowed} end "
                       f"{' or '.join(sub.on)}", highlight=False, soft_wrap=True)
 
@@ -57,7 +61,8 @@ def ls(output: Annotated[Output, typer.Option("--output", "-o")] = Output.table)
         for s in subs:
             jobs = {"mine": "mine", "team": f"team {s.team}", "all": "all"}[s.scope.value]
             jobs += "" if s.kind == "job" else " (pipeline runs)"
-            jobs += "".join(f", {k} {v}" for k, v in (("queue", s.queue), ("named", s.name)) if v)
+            jobs += "".join(f", {k} {v}" for k, v in (("queue", s.queue), ("named", s.name), ("labelled", s.labels))
+                            if v)
             table.add_row(s.id, s.webhook, ",".join(s.on), jobs, str(s.delivered), str(s.pending), str(s.failed),
                           s.owner)
         console.print(table)

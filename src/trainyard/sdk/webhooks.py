@@ -30,12 +30,14 @@ class Notify:
         return _HOOKS.validate_json(self.http.request("GET", "/api/v1/webhooks").content)
 
     def subscribe(self, webhook: str, on: list[str] | None = None, scope: str = "mine", team: str | None = None,
-                  queue: str | None = None, name: str | None = None, kind: str = "job") -> SubscriptionInfo:
+                  queue: str | None = None, name: str | None = None, kind: str = "job",
+                  labels: str | None = None) -> SubscriptionInfo:
         """Have ``webhook`` told when jobs end as ``on`` says (default: failed): your own (``mine``), a team's
         (``team``, default your first), or (an admin) every job (``all``); only ``queue``'s, or those whose
-        name matches the glob ``name``; ``kind="pipeline_run"``: pipeline runs' ends. Checked here first: a bad field is named before anything is sent."""
+        name matches the glob ``name``, or those the label selector ``labels`` picks (``"stage=prod,!scratch"``);
+        ``kind="pipeline_run"``: pipeline runs' ends. Checked here first: a bad field is named before anything is sent."""
         data = {"webhook": webhook, "on": on or ["failed"], "scope": scope, "team": team, "queue": queue, "name": name,
-                "kind": kind}
+                "kind": kind, "labels": labels}
         try:
             req = SubscriptionCreate.model_validate(data)
         except ValidationError as e:

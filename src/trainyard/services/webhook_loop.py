@@ -15,6 +15,7 @@ import fnmatch
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ import httpx
 from trainyard.auth.permissions import Caller
 from trainyard.services.ticker import Ticker
 from trainyard.services.webhooks import WebhookService
+from trainyard.spec.label_selector import Selector, matches, parse_selector
 from trainyard.spec.webhooks import Scope, SubscriptionInfo
 from trainyard.store.webhooks import Ended
 
@@ -78,6 +80,8 @@ class WebhookLoop(Ticker):
             return False
         if sub.name and not fnmatch.fnmatchcase(end.name, sub.name):
             return False
+        if sub.labels and not matches(end.labels, _selector(sub.labels)):
+            return False
         if sub.scope is Scope.MINE and end.owner != sub.owner:
             return False
         if sub.scope is Scope.TEAM and end.team != sub.team:
@@ -114,6 +118,12 @@ class WebhookLoop(Ticker):
         self.store.retry(d["id"], attempts, error, later)
         log.warning("webhook %s, %s %s %s: %s (%s)", d["webhook"], d["kind"], d["object_id"], d["event"], error,
                     "given up" if later is None else f"again in {BACKOFF[attempts - 1]:g}s")
+
+
+@lru_cache(maxsize=256)
+def _selector(text: str) -> Selector:
+    """A subscription's selector, parsed once (it was checked when subscribed)."""
+    return parse_selector(text, "labels")
 
 
 def slack_text(payload: dict[str, Any]) -> str:

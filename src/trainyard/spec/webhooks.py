@@ -9,7 +9,7 @@ webhooks:
 ```
 
 A user subscribes one to the ends of jobs they may see (``trainyard notify add ml-alerts --on failed``):
-their own, a team's, or (an admin) everyone's, narrowed by queue or name. The URL stays with the
+their own, a team's, or (an admin) everyone's, narrowed by queue, name or labels. The URL stays with the
 server (a Slack hook holds its token): users name webhooks, never see or give addresses, so no request
 can make the server call an address of the caller's choosing.
 """
@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from trainyard.spec.label_selector import MAX_TEXT, parse_selector, selector_text
 from trainyard.spec.names import check_name
 
 EVENTS = ("succeeded", "failed", "cancelled")  # the ends of a job (or pipeline run) a subscription may ask for
@@ -48,6 +49,8 @@ class SubscriptionCreate(BaseModel):
     team: str | None = Field(None, description="with scope team: which (default your first)")
     queue: str | None = Field(None, description="only jobs of this queue")
     name: str | None = Field(None, max_length=63, description="only jobs whose name matches this glob (nightly-*)")
+    labels: str | None = Field(None, max_length=MAX_TEXT, description="only jobs this label selector picks "
+                               "(stage=prod,owner in (ann,bob),!scratch)")
 
     @field_validator("webhook", "team", "queue")
     @classmethod
@@ -61,12 +64,24 @@ class SubscriptionCreate(BaseModel):
             raise ValueError("a glob such as nightly-* (one line)")
         return v
 
+    @field_validator("labels")
+    @classmethod
+    def _selector(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        try:  # kept as it reads back: one spelling of each selector
+            return selector_text(parse_selector(v, "labels")) or None
+        except ValueError as e:
+            raise ValueError(str(e).removeprefix("labels: ")) from None
+
     @model_validator(mode="after")
     def _scope(self) -> "SubscriptionCreate":
         if self.team is not None and self.scope is not Scope.TEAM:
             raise ValueError("team: give it with scope team")
         if self.queue is not None and self.kind != "job":
             raise ValueError("queue: a pipeline run has none (its steps' jobs do)")
+        if self.labels is not None and self.kind != "job":
+            raise ValueError("labels: a pipeline run has none (its steps' jobs do)")
         self.on = sorted(set(self.on), key=EVENTS.index)
         return self
 
@@ -81,6 +96,7 @@ class SubscriptionInfo(BaseModel):
     team: str | None = None
     queue: str | None = None
     name: str | None = None
+    labels: str | None = None
     created_at: float
     delivered: int = 0
     pending: int = 0

@@ -23,6 +23,7 @@ class Subscription(Base):
     team: Mapped[str | None] = mapped_column(String(63))
     queue: Mapped[str | None] = mapped_column(String(63))
     name: Mapped[str | None] = mapped_column(String(63))  # a glob of job names
+    labels: Mapped[str | None] = mapped_column(String(2000))  # a label selector of the jobs (0021)
     created_at: Mapped[float] = mapped_column(Float)
 
 

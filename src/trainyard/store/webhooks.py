@@ -50,7 +50,8 @@ class WebhookStore:
 
     def subscribe(self, owner: str, req: SubscriptionCreate, team: str | None) -> str:
         row = dict(id="ws-" + secrets.token_hex(5), owner=owner, webhook=req.webhook, on=list(req.on), kind=req.kind,
-                   scope=req.scope.value, team=team, queue=req.queue, name=req.name, created_at=time.time())
+                   scope=req.scope.value, team=team, queue=req.queue, name=req.name, labels=req.labels,
+                   created_at=time.time())
         with self.store.write() as s:
             s.connection().execute(insert(_S), [row])
         return row["id"]
