@@ -1,4 +1,6 @@
-"""Labels end to end: `trainyard run --label`, `ls --label`, `show`, and the API's ``label`` filter."""
+"""Labels end to end: `trainyard run --label`, `ls --label` (selectors), `show`, the API's ``label`` filter; `ls --sort`."""
+
+import json
 
 import httpx
 import pytest
@@ -49,3 +51,26 @@ def test_the_sdk_iterates_every_matching_job_across_pages(server):
     assert [j.id for j in c.iter_jobs(labels={"exp": "iter-all"}, page=2, sort="created")] == made
     by_name = list(c.iter_jobs(labels={"exp": "iter-all"}, page=2, sort="name"))  # pages by offset
     assert sorted(j.id for j in by_name) == sorted(made) and len(by_name) == 7
+
+
+def test_ls_sorts_by_a_column_paging_by_offset_and_names_a_bad_sort(server):
+    c = server.client()
+    made = {n: c.submit({"name": n, "command": "true", "labels": {"exp": "sort-by"}}).id for n in ("sb-b", "sb-a", "sb-c")}
+
+    def ls(*args: str) -> list[str]:
+        r = server.cli("ls", "-l", "exp=sort-by", "--ids", *args)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    assert ls("--sort", "name") == [made["sb-a"], made["sb-b"], made["sb-c"]]
+    assert ls("--sort", "-name") == [made["sb-c"], made["sb-b"], made["sb-a"]]
+    assert ls("--sort", "created") == [made["sb-b"], made["sb-a"], made["sb-c"]]
+    assert ls("--sort", "name", "-n", "2", "--all") == ls("--sort", "name")
+    first = server.cli("ls", "-l", "exp=sort-by", "--sort", "name", "-n", "2")
+    assert "sb-a" in first.stdout and "sb-c" not in first.stdout and "2 shown; more: raise --limit" in first.stderr
+    as_json = server.cli("ls", "-l", "exp=sort-by", "--sort", "-name", "-o", "json")  # the SDK's way
+    assert [j["spec"]["name"] for j in json.loads(as_json.stdout)] == ["sb-c", "sb-b", "sb-a"]
+    for args, flag in [(["--sort", "size"], "--sort"), (["--sort", "--name"], "--sort"),
+                       (["--sort", "name", "--after", "1"], "--after")]:
+        r = server.cli("ls", *args)
+        assert r.returncode == 2 and flag in r.stderr, (args, r.stderr)

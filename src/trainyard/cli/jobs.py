@@ -202,23 +202,31 @@ def ls(
     label: Annotated[Optional[list[str]], typer.Option("--label", "-l", help="only jobs these labels select: key=value, "
                                                        "key!=value, 'key in (a,b)', 'key notin (a,b)', key, !key; "
                                                        "comma-separated or repeated: all of them")] = None,
+    sort: Annotated[str, typer.Option("--sort", help="order: created, name, status or queue; '-' first for "
+                                      "descending (default -created, newest first)")] = "-created",
     output: OutputOpt = Output.table,
     ids: Annotated[bool, typer.Option("--ids", help="only the ids, one a line: trainyard rm $(trainyard ls "
                                       "-s failed --ids --all)")] = False,
 ) -> None:
-    """List jobs, newest first, filtered; long histories come in pages (--after, --all)."""
-    from trainyard.cli.listing import check_statuses, labels_of, pages, parse_since
+    """List jobs, newest first (or --sort), filtered; long histories come in pages (--after, --all)."""
+    from trainyard.cli.listing import check_sort, check_statuses, labels_of, pages, parse_since
     from trainyard.cli.reading import read
 
     with handled():
         check_statuses(status or [])
+        by_offset = check_sort(sort, after)
         filters = {"status": status, "queue": queue, "name": name, "since": parse_since(since),
-                   "until": parse_since(before, "--before"), "labels": labels_of(label or [])}
+                   "until": parse_since(before, "--before"), "labels": labels_of(label or []),
+                   "sort": None if sort == "-created" else sort}
 
         def listed(source):  # noqa: ANN001, ANN202  (trainyard.cli.reading: the server's JSON, or the SDK's)
             def fetch(want: int, cursor: str | None) -> tuple[list, str | None]:
-                page = source.jobs(limit=want, cursor=cursor, **filters)
-                return page["items"], page["next_cursor"]
+                if not by_offset:
+                    page = source.jobs(limit=want, cursor=cursor, **filters)
+                    return page["items"], page["next_cursor"]
+                skip = int(cursor or 0)  # a sort other than submit order pages by offset
+                page = source.jobs(limit=want, offset=skip or None, **filters)
+                return page["items"], str(skip + len(page["items"])) if page["more"] else None
             return pages(fetch, limit=None if all_ else limit, cursor=after)
 
         # JSON is the models' own dump, as it always was: the plain reads would hand on the server's as it is
@@ -230,7 +238,8 @@ def ls(
         else:
             console.print(jobs_table(jobs))
         if more:
-            err_console.print(f"{len(jobs)} shown; more: add --after {more} (or --all)", highlight=False)
+            hint = "raise --limit" if by_offset else f"add --after {more}"
+            err_console.print(f"{len(jobs)} shown; more: {hint} (or --all)", highlight=False)
 
 
 def show(job_id: JobArg, output: OutputOpt = Output.table) -> None:

@@ -50,7 +50,8 @@ class SdkReads:
 
     def jobs(self, **filters: Any) -> dict[str, Any]:
         page = self.client.jobs(**filters)
-        return {"items": [j.model_dump(mode="json") for j in page.items], "next_cursor": page.next_cursor}
+        return {"items": [j.model_dump(mode="json") for j in page.items], "next_cursor": page.next_cursor,
+                "more": page.more}
 
     def metrics(self, job_id: str) -> list[dict[str, Any]]:
         return [p.model_dump(mode="json") for p in self.client.metrics(job_id)]

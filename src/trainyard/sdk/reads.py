@@ -74,10 +74,11 @@ class Reads:
 
     def jobs(self, *, status: list[str] | None = None, name: str | None = None, queue: str | None = None,
              limit: int = 50, cursor: str | None = None, since: float | None = None,
-             until: float | None = None, labels: dict[str, str] | str | list[str] | None = None) -> dict[str, Any]:
-        """One page of jobs (``items``, ``next_cursor``), with :meth:`Client.jobs`'s filters."""
+             until: float | None = None, labels: dict[str, str] | str | list[str] | None = None,
+             sort: str | None = None, offset: int | None = None) -> dict[str, Any]:
+        """One page of jobs (``items``, ``next_cursor``, ``more``), with :meth:`Client.jobs`'s filters."""
         query = {"status": status or [], "name": name, "queue": queue, "limit": limit, "cursor": cursor,
-                 "since": since, "until": until, "label": label_query(labels)}
+                 "since": since, "until": until, "label": label_query(labels), "sort": sort, "offset": offset}
         return self.get("/api/v1/jobs", {k: v for k, v in query.items() if v not in (None, [])})
 
     def metrics(self, job_id: str) -> list[dict[str, Any]]:
