@@ -110,6 +110,8 @@ def test_cancelling_a_sweep_stops_its_running_trials(server):
     s = c.sweep(spec)
     running = _until(lambda: [t for t in c.sweeps.get(s.id).trials if t.state.value == "running"] or None)
     _until(lambda: c.get(running[0].job_id).status.value == "running" or None)
+    gave_up = server.cli("sweep", "wait", s.id, "--timeout", "0.5")  # as timeout(1) and `trainyard wait` exit
+    assert gave_up.returncode == 124 and f"timeout: sweep {s.id} still running" in gave_up.stderr, gave_up.stderr
     done = c.sweeps.cancel(s.id)
     assert done.status.value == "cancelled"
     # the loop may have been submitting a trial as the cancel came: it is stopped with the others

@@ -9,7 +9,7 @@ from enum import Enum
 
 import typer
 from trainyard.cli.output import console, err_console, write  # noqa: F401  (re-exported for the commands)
-from trainyard.errors import InvalidSpec, TrainyardError
+from trainyard.errors import InvalidSpec, TrainyardError, WaitTimeout
 
 
 class Output(str, Enum):
@@ -37,6 +37,9 @@ def handled() -> Iterator[None]:
             err_console.print(f"{item.get('where') or item.get('field')}: {item.get('message')}", markup=False,
                               highlight=False)
         raise typer.Exit(2) from None
+    except WaitTimeout as e:  # as timeout(1) exits: a script tells "gave up waiting" from "it failed"
+        err_console.print(f"[red]timeout:[/red] {e.message}", highlight=False)
+        raise typer.Exit(124) from None
     except TrainyardError as e:
         err_console.print(f"[red]error:[/red] {e.message}", highlight=False)
         raise typer.Exit(1) from None

@@ -166,8 +166,6 @@ def wait(
     not, 124 when --timeout passed first)."""
     from rich.progress import Progress
 
-    from trainyard.errors import WaitTimeout
-
     ids, failed = ids_of(jobs), 0
     with handled():
         c = client()
@@ -181,11 +179,7 @@ def wait(
                 failed += _ended(info) != 0
                 bar.advance(task)
 
-            try:
-                c.wait_all(ids, timeout, on_end=said)
-            except WaitTimeout as e:
-                err_console.print(f"[red]timeout:[/red] {e.message}", highlight=False)
-                raise typer.Exit(124) from None
+            c.wait_all(ids, timeout, on_end=said)  # past --timeout: handled() exits 124
     raise typer.Exit(1 if failed else 0)
 
 

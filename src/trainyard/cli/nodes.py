@@ -52,7 +52,7 @@ def cordon(node: str, reason: ReasonOpt = None) -> None:
 def drain(node: str, reason: ReasonOpt = None,
           wait: Annotated[bool, typer.Option("--wait/--no-wait", help="return once nothing runs there")] = True,
           timeout: Annotated[Optional[float], typer.Option(help="with --wait: give up after this many seconds "
-                                                            "(exit 1; the node stays cordoned)")] = None) -> None:
+                                                            "(exit 124; the node stays cordoned)")] = None) -> None:
     """Cordon NODE and stop what runs there (checkpoint signal, grace period), putting those jobs back in line.
     Their attempts end NodeDrained, which is not counted as a retry."""
     with handled():
