@@ -129,6 +129,14 @@ def test_the_label_filter_keeps_the_jobs_with_every_label_typed_and_lives_in_the
     page.fill("input[name=label]", "exp, owner in (bob, carl), !gone")  # a selector, as kubectl takes one
     page.press("input[name=label]", "Enter")
     page.wait_for_function(f"{shown} === '{bob}'")
+    # each job's labels sit under its name; one clicked narrows the listing to the jobs that have it too
+    page.fill("input[name=label]", "exp=ui-base")
+    page.press("input[name=label]", "Enter")
+    page.wait_for_function(f"{shown} === '{','.join(sorted([ann, bob]))}'")
+    assert page.locator(f"tr[data-id={ann}] .label-chip").all_text_contents() == ["exp=ui-base", "owner=ann"]
+    page.click(f"tr[data-id={ann}] .label-chip:text('owner=ann')")
+    page.wait_for_function(f"{shown} === '{ann}'")
+    assert page.input_value("input[name=label]") == "exp=ui-base,owner=ann"
     page.fill("input[name=label]", "owner in (bob")
     page.press("input[name=label]", "Enter")
     page.wait_for_selector("p.error:not([hidden])")

@@ -115,7 +115,7 @@ export function render(root, { query }) {
       h("td", {}, h("input", { type: "checkbox", value: job.id, "aria-label": `select ${job.id}`, checked: selected.has(job.id),
         onchange: (e) => toggle(job.id, e.target.checked, tr) })),
       h("td.mono", {}, h("a", { href: `/jobs/${encodeURIComponent(job.id)}` }, job.id)),
-      h("td", {}, h("a", { href: `/jobs/${encodeURIComponent(job.id)}` }, job.name)),
+      h("td", {}, h("a", { href: `/jobs/${encodeURIComponent(job.id)}` }, job.name), labelChips(job)),
       h("td", {}, badge(job.status)),
       h("td", {}, job.queue),
       h("td", {}, resourceText(job.spec)),
@@ -125,6 +125,17 @@ export function render(root, { query }) {
       h("td.reason", {}, job.reason || ""));
     if (selected.has(job.id)) tr.classList.add("selected");
     return tr;
+  }
+
+  // a job's labels under its name; each one narrows the listing to the jobs that have it too
+  function labelChips(job) {
+    const labels = Object.entries(job.spec.labels || {});
+    if (!labels.length) return null;
+    const typed = query.get("label") || "";
+    return h("span.label-chips", {}, labels.map(([k, v]) => h("a.label-chip", {
+      href: location.pathname + withQuery(query, { label: typed ? `${typed},${k}=${v}` : `${k}=${v}`, page: null }),
+      title: `only jobs labelled ${k}=${v}`,
+    }, `${k}=${v}`)));
   }
 
   let ctl = null;
