@@ -1,4 +1,4 @@
-"""A listing on an 80-column terminal prints every id whole, however long the other columns: the id is what
+"""A listing into a pipe prints each row on one line; on an 80-column terminal it prints every id whole, however long the other columns: the id is what
 a user copies into the next command (`trainyard show JOB`, `trainyard token revoke t-…`). Real `trainyard`
 processes against real servers."""
 
@@ -26,6 +26,10 @@ def test_ls_prints_whole_job_ids_beside_a_long_name_and_a_long_pending_reason(se
 
     assert listed.returncode == 0, listed.stderr
     assert busy.id in listed.stdout and waits.id in listed.stdout, listed.stdout
+    # into a pipe with no COLUMNS, each job is one whole line, as grep and awk want it
+    piped = server.cli("ls", env={"COLUMNS": ""})
+    [line] = [x for x in piped.stdout.splitlines() if waits.id in x]
+    assert "waits-" + "y" * 40 in line and c.get(waits.id).reason in line, piped.stdout
 
 
 def test_token_ls_prints_whole_token_ids(tmp_path):

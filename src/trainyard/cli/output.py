@@ -4,12 +4,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 from rich.console import Console
 
+PIPE_WIDTH = 400  # columns of a table written to a pipe or a file
+
 console = Console()
+if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+    # whole rows, one a line, as kubectl's and docker's tables are (grep, awk, a file); rich would fold them at 80
+    console.width = PIPE_WIDTH
 err_console = Console(stderr=True, soft_wrap=True)  # never wrap: errors are grepped and copied
 
 
