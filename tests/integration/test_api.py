@@ -108,7 +108,7 @@ def test_cancel_pending_and_running(env):
     big = sdk.submit({"command": "x", "resources": {"cpu": 4}})
     waiting = sdk.submit({"command": "x", "resources": {"cpu": 1}})
     running_attempt = until(lambda: next(iter(engine.launched), None))
-    until(lambda: "needs 1 cores (0 free on any node)" in (waiting.refresh().reason or ""))
+    until(lambda: "needs 1 core (0 free on any node)" in (waiting.refresh().reason or ""))
     assert waiting.cancel().status.value == "cancelled"
     report(tc, engine, running_attempt, phase="running", pid=1)
     assert big.cancel().status.value == "cancelling"

@@ -109,19 +109,23 @@ class Shortfalls:
             best = max((cl.max_free(t) for t in types), default=0)
             total = sum(cl.gfree.get(t, 0) for t in types)
             if best >= job.gpu and total >= job.gpu * n:
-                return (f"{gang}needs {job.gpu} × {_gpu_kind(job)} with {job.cpu:g} cores and "
+                return (f"{gang}needs {job.gpu} × {_gpu_kind(job)} with {_cores(job.cpu)} and "
                         f"{format_memory(job.memory)}; nodes with free GPUs lack the cores or memory")
             tail = f", {total} in all" if n > 1 else ""
             return f"{gang}needs {job.gpu} × {_gpu_kind(job)}, {best} free on any node{tail}"
         self._maxima()
         want = []
         if job.cpu > self._cpu + 1e-9:
-            want.append(f"{job.cpu:g} cores ({max(self._cpu, 0):g} free on any node)")
+            want.append(f"{_cores(job.cpu)} ({max(self._cpu, 0):g} free on any node)")
         if job.memory > self._mem:
             want.append(f"{format_memory(job.memory)} memory ({format_memory(max(self._mem, 0))} free on any node)")
         if not want:
-            want.append(f"{job.cpu:g} cores and {format_memory(job.memory)} on one node (none has both free)")
+            want.append(f"{_cores(job.cpu)} and {format_memory(job.memory)} on one node (none has both free)")
         return gang + "needs " + ", ".join(want)
+
+
+def _cores(n: float) -> str:
+    return "1 core" if n == 1 else f"{n:g} cores"
 
 
 def head(res: Reservation, now: float) -> str:
