@@ -80,10 +80,15 @@ def test_a_webhook_is_subscribed_through_the_form_hears_of_a_failed_job_and_is_r
     page.click("form.notify-form button[type=submit]")
     expect(page.locator("ul.notify-said li.error[data-field=name]")).to_contain_text("at most 63 characters")
     expect(page.locator("ul.notify-said li")).to_have_count(1)
+    # and a label selector that does not parse, by its own
+    page.fill("input[name=name]", "nightly-*")
+    page.fill("input[name=labels]", "stage in (prod")
+    page.click("form.notify-form button[type=submit]")
+    expect(page.locator("ul.notify-said li.error[data-field=labels]")).to_contain_text("parentheses")
     assert subscriptions(hooked) == []
 
-    # when alerts is subscribed to the failures of my jobs named nightly-*
-    page.fill("input[name=name]", "nightly-*")
+    # when alerts is subscribed to the failures of my jobs named nightly-*, with no scratch label
+    page.fill("input[name=labels]", "!scratch")
     page.click("form.notify-form button[type=submit]")
 
     # then it is listed, the form's glob is cleared, and the server has it so
@@ -91,15 +96,16 @@ def test_a_webhook_is_subscribed_through_the_form_hears_of_a_failed_job_and_is_r
     [sub] = subscriptions(hooked)
     expect(page.locator("ul.notify-said li.ok")).to_have_text(f"✓ alerts hears of failed of my jobs ({sub['id']})")
     expect(page.locator("input[name=name]")).to_have_value("")
+    expect(page.locator("input[name=labels]")).to_have_value("")
     row = page.locator(f"tr[data-subscription='{sub['id']}']")
     expect(row.locator("td").nth(0)).to_have_text("alerts")
     expect(row.locator("td.on")).to_have_text("failed")
-    expect(row.locator("td.jobs")).to_have_text("my jobs · name nightly-*")
+    expect(row.locator("td.jobs")).to_have_text("my jobs · name nightly-* · labels !scratch")
     for cell in ("sent", "pending", "failed"):
         expect(row.locator(f"td.{cell}")).to_have_text("0")
     expect(row.locator("td").nth(6)).to_have_text("local")
-    assert (sub["webhook"], sub["on"], sub["scope"], sub["name"], sub["queue"], sub["owner"]) == \
-        ("alerts", ["failed"], "mine", "nightly-*", None, "local")
+    assert (sub["webhook"], sub["on"], sub["scope"], sub["name"], sub["queue"], sub["owner"], sub["labels"]) == \
+        ("alerts", ["failed"], "mine", "nightly-*", None, "local", "!scratch")
 
     # given a form half filled in meanwhile
     page.check("input[name=on][value=succeeded]")

@@ -65,7 +65,7 @@ function noWebhook() {
       h("code", null, "trainyard notify add ml-alerts --on failed")));
 }
 
-// The form that subscribes: which webhook, which ends, whose jobs, narrowed by queue or name. The server's
+// The form that subscribes: which webhook, which ends, whose jobs, narrowed by queue, name or labels. The server's
 // refusal shows by the field it names; `changed()` redraws the list after a subscription is made.
 function subscribeForm(hooks, teams, me, said, changed) {
   const webhook = h("select", { name: "webhook" }, hooks.map((w) => h("option", { value: w.name }, `${w.name} (${w.format})`)));
@@ -82,9 +82,11 @@ function subscribeForm(hooks, teams, me, said, changed) {
   // a pipeline run's own end (its steps are jobs, and have a queue; the run has none)
   const kind = h("select", { name: "kind" }, h("option", { value: "job" }, "jobs"),
     h("option", { value: "pipeline_run" }, "pipeline runs"));
-  kind.addEventListener("change", () => { queue.hidden = kind.value !== "job"; });
   const name = h("input", { name: "name", placeholder: "any name, or a glob: nightly-*", autocomplete: "off",
     spellcheck: false });
+  const labels = h("input", { name: "labels", placeholder: "any labels, or: stage=prod,!scratch", autocomplete: "off",
+    spellcheck: false, title: "a label selector, as trainyard ls --label takes: k=v, k!=v, k in (a,b), k, !k" });
+  kind.addEventListener("change", () => { queue.hidden = labels.hidden = kind.value !== "job"; });
 
   const add = h("button.primary", { type: "submit" }, "Subscribe");
   return h("form.panel.notify-form", { onsubmit: async (e) => {
@@ -95,11 +97,13 @@ function subscribeForm(hooks, teams, me, said, changed) {
     if (scope.value === "team") body.team = team.value;
     if (kind.value === "job" && queue.value.trim()) body.queue = queue.value.trim();
     if (name.value) body.name = name.value;
+    if (kind.value === "job" && labels.value.trim()) body.labels = labels.value.trim();
     try {
       const s = await api("subscriptions", { method: "POST", body });
       said.say(h("li.ok", null, `✓ ${s.webhook} hears of ${s.on.join(", ")} of ${jobsText(s, me)} (${s.id})`));
       queue.value = "";
       name.value = "";
+      labels.value = "";
       await changed();
     } catch (err) {
       said.failed(err);
@@ -110,7 +114,7 @@ function subscribeForm(hooks, teams, me, said, changed) {
   h("h2", null, "Subscribe"),
   h("div.row", null, webhook, h("span.muted", null, "on"),
     on.map((c) => h("label.event", null, c, ` ${c.value}`)),
-    h("span.muted", null, "of"), scope, team, kind, queue, name, add),
+    h("span.muted", null, "of"), scope, team, kind, queue, name, labels, add),
   said.el);
 }
 
@@ -159,7 +163,7 @@ function subscriptions(me, said) {
     h("td.mono", null, s.webhook),
     h("td.on", null, s.on.join(", ")),
     h("td.jobs", null, jobsText(s, me), s.queue ? [" · queue ", h("code", null, s.queue)] : null,
-      s.name ? [" · name ", h("code", null, s.name)] : null),
+      s.name ? [" · name ", h("code", null, s.name)] : null, s.labels ? [" · labels ", h("code", null, s.labels)] : null),
     h("td.num.sent", { title: "delivered (answered 2xx)" }, String(s.delivered)),
     h("td.num.pending", { title: "not answered yet: tried again after 5 s, 30 s, 2 min, 10 min, 30 min" }, String(s.pending)),
     h(`td.num.failed${s.failed ? ".bad" : ""}`, { title: "given up after its retries" }, String(s.failed)),
