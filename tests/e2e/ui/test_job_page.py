@@ -139,6 +139,30 @@ def test_compare_shows_params_side_by_side_and_marks_the_difference(server, page
     screenshot(page, "compare")
 
 
+def test_the_jobs_a_label_picks_or_the_ones_ticked_are_compared_from_the_jobs_list(server, page):
+    c = server.client()
+    a, b, other = (c.submit({"name": n, "command": "true", "params": {"lr": lr}, "labels": {"exp": exp}})
+                   for n, lr, exp in (("cmp-a", 0.1, "cmp-label"), ("cmp-b", 0.3, "cmp-label"), ("cmp-c", 0.5, "cmp-x")))
+    page.goto(signed_in(server.url, server.token, "/jobs?label=exp%3Dcmp-label"))
+    page.wait_for_selector(f"tr[data-id={a.id}]")
+    expect(page.locator("#compare-selected")).to_have_text("Compare these")
+    page.click("#compare-selected")
+    page.wait_for_url(re.compile(r"/compare\?label=exp%3Dcmp-label$"))
+    expect(page.locator("p.by-label")).to_have_text("The jobs labelled exp=cmp-label.")
+    expect(page.locator("tr[data-param=lr] td.differs")).to_have_count(2, timeout=30_000)
+    assert page.input_value("textarea[name=jobs]") == f"{a.id}, {b.id}"  # oldest first, as submitted
+    # ticked rows are compared whatever the filter; one alone is not a comparison
+    page.goto(signed_in(server.url, server.token, "/jobs"))
+    page.check(f"tr[data-id={other.id}] input[type=checkbox]")
+    expect(page.locator("#compare-selected")).to_be_disabled()
+    page.check(f"tr[data-id={a.id}] input[type=checkbox]")
+    expect(page.locator("#compare-selected")).to_have_text("Compare selected (2)")
+    page.click("#compare-selected")
+    page.wait_for_url(re.compile(r"/compare\?jobs="))
+    expect(page.locator("tr[data-param=lr] td.differs")).to_have_count(2, timeout=30_000)
+    assert sorted(page.input_value("textarea[name=jobs]").split(", ")) == sorted([a.id, other.id])
+
+
 @pytest.mark.slow
 def test_resubmit_with_other_params_submits_a_copy_with_the_new_values(server, page):
     c = server.client()

@@ -1,10 +1,13 @@
-// /compare?jobs=ID1,ID2,… (or ?pipeline=RUN_ID: that run's step jobs) — metrics overlaid, one chart per
+// /compare?jobs=ID1,ID2,… (or ?pipeline=RUN_ID: that run's step jobs; ?label=SELECTOR: the newest jobs a label
+// selector picks, oldest first) — metrics overlaid, one chart per
 // metric and one series per job, and params side by side with the values that differ marked.
 import { api, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { metricCharts } from "../chart.js";
 import { css } from "../assets.js";
 import { badge, h } from "../ui.js";
+
+const BY_LABEL = 20;  // jobs a label selector brings, the newest: more series than a chart can tell apart
 
 // ids from pasted text: ids, or links to job pages, separated by commas, spaces or lines
 export function parseIds(textIn) {
@@ -19,6 +22,13 @@ export async function render(root, { query }) {
     const info = await api(`pipelines/${encodeURIComponent(run)}`);
     ids = [...new Set([...ids, ...info.steps.map((s) => s.job_id).filter(Boolean)])];
   }
+  const selector = query.get("label");
+  let cut = false;
+  if (selector) {
+    const page = await api("jobs", { query: { label: selector, limit: BY_LABEL } });
+    ids = [...new Set([...ids, ...page.items.map((j) => j.id).reverse()])];
+    cut = page.more;
+  }
   const x = query.get("x") === "time" ? "time" : "step";
   const input = h("textarea", { name: "jobs", rows: 2, cols: 70, placeholder: "job ids or links to jobs, separated by commas or spaces" }, ids.join(", "));
   const go = (e) => {
@@ -30,8 +40,12 @@ export async function render(root, { query }) {
     h("option", { value: "step", selected: x === "step" }, "x: step"), h("option", { value: "time", selected: x === "time" }, "x: time"));
   root.append(h("h1", {}, "Compare jobs"),
     h("form.panel.row", { onsubmit: go }, input, h("button.primary", { type: "submit" }, "Compare")));
+  if (selector) {
+    root.append(h("p.muted.by-label", {}, cut ? `The newest ${BY_LABEL} jobs labelled ` : "The jobs labelled ",
+      h("code", {}, selector), ids.length ? "." : ": none."));
+  }
   if (!ids.length) {
-    root.append(h("p.muted", {}, "Paste two or more job ids (or links to their pages), or open /compare?pipeline=RUN_ID for a pipeline's steps."));
+    if (!selector) root.append(h("p.muted", {}, "Paste two or more job ids (or links to their pages), open /compare?pipeline=RUN_ID for a pipeline's steps, or /compare?label=k=v for the jobs with a label."));
     return;
   }
   const jobs = (await Promise.all(ids.map((id) => api(`jobs/${encodeURIComponent(id)}`).catch((e) => { toast(e); return null; })))).filter(Boolean);

@@ -76,7 +76,13 @@ export function render(root, { query }) {
     "Cancel selected");
   const deleteBtn = h("button.danger", { type: "button", id: "delete-selected", disabled: true, onclick: deleteSelected,
     title: "ended jobs only: their logs, metrics, outputs and folders go; their usage stays counted" }, "Delete selected");
-  const head = h("div.row", {}, h("h1.grow", {}, "Jobs"), live, cancelBtn, deleteBtn);
+  // two or more jobs side by side: their params and metrics (/compare); with none ticked, those the label filter picks
+  const compareBtn = h("button", { type: "button", id: "compare-selected", disabled: !query.get("label"),
+    title: "their params side by side and their metrics overlaid", onclick: () => navigate(selected.size
+      ? `/compare?jobs=${[...selected].map(encodeURIComponent).join(",")}`
+      : `/compare${withQuery(new URLSearchParams(), { label: query.get("label") })}`) },
+  query.get("label") ? "Compare these" : "Compare selected");
+  const head = h("div.row", {}, h("h1.grow", {}, "Jobs"), live, compareBtn, cancelBtn, deleteBtn);
 
   // -- table ---------------------------------------------------------------------------------------------
   const all = h("input", { type: "checkbox", "aria-label": "select all on this page", onchange: (e) => {
@@ -108,6 +114,9 @@ export function render(root, { query }) {
       btn.disabled = !selected.size;
       btn.textContent = selected.size ? `${verb} selected (${selected.size})` : `${verb} selected`;
     }
+    compareBtn.disabled = selected.size === 1 || (!selected.size && !query.get("label"));
+    compareBtn.textContent = selected.size ? `Compare selected (${selected.size})`
+      : query.get("label") ? "Compare these" : "Compare selected";
   }
 
   function row(job) {
