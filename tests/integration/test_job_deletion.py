@@ -24,7 +24,7 @@ pytestmark = pytest.mark.postgres
 
 NODES = [NodeInfo(name=n, cpu=8, memory=16 * 2**30) for n in "ab"]
 KEEP = 1000.0
-BY_JOB = (t.Attempt, t.LogChunk, t.Metric, t.Artifact, t.ReplicaUsage)
+BY_JOB = (t.Attempt, t.LogChunk, t.Metric, t.Artifact, t.ReplicaUsage, t.JobLabel)
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def events(e, job_id: str) -> int:
 def test_an_ended_job_goes_with_its_records_and_files_and_its_hours_stay_in_the_usage_report(env):
     e = env
     gone, attempt = ran(e, {"name": "gone", "command": "x", "replicas": 2, "distributed": "torch",
-                            "placement": "spread"})
+                            "placement": "spread", "labels": {"exp": "gone"}})
     kept, _ = ran(e, {"name": "kept", "command": "x"})
     files = e.platform.settings.home / "artifacts" / "jobs" / gone / "1" / "outputs"
     files.mkdir(parents=True)

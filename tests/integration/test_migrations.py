@@ -56,7 +56,7 @@ def rows() -> dict[str, list[dict]]:
              "spec": spec, "snapshot": None, "created_at": NOW, "updated_at": NOW, "not_before": None,
              "reason": None, "position": None},
             {"id": "j-old2", "seq": 2, "name": "old", "status": "succeeded", "queue": "default", "priority": 50,
-             "spec": spec, "snapshot": None, "created_at": NOW + 1, "updated_at": NOW + 2, "not_before": None,
+             "spec": {**spec, "labels": {"exp": "old", "team.example.com/owner": "ann"}}, "snapshot": None, "created_at": NOW + 1, "updated_at": NOW + 2, "not_before": None,
              "reason": None, "position": None},
         ],
         "attempts": [
@@ -134,7 +134,7 @@ def test_the_revisions_are_the_ones_this_test_knows():
                            "0009_services", "0010_service_restarts", "0011_metric_series", "0012_sweeps",
                            "0013_secrets", "0014_schedules", "0015_webhooks", "0016_node_cordons",
                            "0017_sweep_cursors", "0018_job_dependencies", "0019_usage_archive", "0020_archive_counts",
-                           "0021_subscription_labels"]
+                           "0021_subscription_labels", "0022_job_labels"]
 
 
 @pytest.mark.parametrize("start", EARLIER)
@@ -181,6 +181,15 @@ def test_upgrading_from_an_earlier_revision_keeps_the_data(db_url, start):
 
             [sub] = WebhookStore(store).subscriptions()
             assert (sub.id, sub.name, sub.labels) == ("ws-old1", "nightly-*", None)
+
+        # a job's labels from before 0022 are found by a label filter, from the table 0022 filled
+        from trainyard.spec.job_query import JobFilter
+        from trainyard.spec.label_selector import parse_selector
+
+        def labelled(text: str) -> list[str]:
+            return [j.id for j in store.list_jobs(JobFilter(labels=parse_selector(text, "label"))).items]
+
+        assert labelled("exp=old,team.example.com/owner") == ["j-old2"] and labelled("exp!=old") == ["j-old1"]
 
         # jobs from before 0005 belong to the server's own identity: no owner, no team
         assert (running.owner, running.team) == (None, None)

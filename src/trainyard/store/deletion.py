@@ -23,7 +23,8 @@ _J, _A, _R, _Q = t.Job.__table__, t.Attempt.__table__, t.Replica.__table__, t.Qu
 _STEPS, _TRIALS, _SREPS = t.PipelineStep.__table__, t.SweepTrial.__table__, t.ServiceReplicaRow.__table__
 _UA, _SWEEPS = ut.UsageArchive.__table__, t.Sweep.__table__
 # rows keyed by the job's id, and by its attempts' ids
-_BY_JOB = (t.LogChunk.__table__, t.Metric.__table__, t.Artifact.__table__, t.ReplicaUsage.__table__)
+_BY_JOB = (t.LogChunk.__table__, t.Metric.__table__, t.Artifact.__table__, t.ReplicaUsage.__table__,
+           t.JobLabel.__table__)
 _BY_ATTEMPT = (t.MetricSeries.__table__, _R)
 NOT_ANNOUNCED = "its end is not sent to the webhooks yet: try again in a few seconds"
 

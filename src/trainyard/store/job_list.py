@@ -22,6 +22,7 @@ from trainyard.store.cache import Recent
 from trainyard.store.rows import JOB_FIELDS, attempt_records
 
 _C = t.Job.__table__.c
+_L = t.JobLabel.__table__.c
 
 
 class Listed(NamedTuple):
@@ -47,19 +48,17 @@ def job_where(f: JobFilter, visible: Visible | None) -> list:
     where += [or_(_C.name.contains(f.q, autoescape=True), _C.id.startswith(f.q, autoescape=True))] if f.q else []
     where += [_C.created_at >= f.since] if f.since is not None else []
     where += [_C.created_at < f.until] if f.until is not None else []
-    # read from the spec's JSON, no index: the other filters (and the page's limit) bound what is read
     where += [_label_where(r) for r in f.labels]
     return where
 
 
 def _label_where(r: Requirement) -> Any:
-    """One requirement of a label selector as SQL (an absent label reads as NULL)."""
-    v = _C.spec["labels"][r.key].as_string()
-    if r.op in ("=", "in"):
-        return v.in_(r.values) if len(r.values) > 1 else v == r.values[0]
-    if r.op in ("!=", "notin"):
-        return or_(v.is_(None), v.not_in(r.values))
-    return v.is_not(None) if r.op == "exists" else v.is_(None)
+    """One requirement of a label selector as SQL, over the labels' own table: the jobs with (or without) the
+    key and one of the values, found by its index, however few of them there are among how many jobs."""
+    having = select(_L.job_id).where(_L.key == r.key)
+    if r.op in ("=", "in", "!=", "notin"):
+        having = having.where(_L.value.in_(r.values) if len(r.values) > 1 else _L.value == r.values[0])
+    return _C.id.in_(having) if r.op in ("=", "in", "exists") else _C.id.not_in(having)
 
 
 def job_order(sort: str) -> list:

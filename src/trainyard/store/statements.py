@@ -24,7 +24,8 @@ ENDING_JOB = {with_spec: select(_JOB.status, *(_JOB[k] for k in JOB_FIELDS), *([
 JOB_STATE = select(_JOB.status, _JOB.team, _JOB.owner).where(_JOB.id == bindparam("job_id"))
 MAX_SEQ = select(func.max(_JOB.seq))
 # the rows of a submit and of a cycle's admissions (an insert() built anew computed its cache key each time)
-INSERT_JOB, INSERT_ATTEMPT, INSERT_REPLICA = (insert(m.__table__) for m in (t.Job, t.Attempt, t.Replica))
+INSERT_JOB, INSERT_ATTEMPT, INSERT_REPLICA, INSERT_LABELS = (insert(m.__table__) for m in (
+    t.Job, t.Attempt, t.Replica, t.JobLabel))
 # what every scheduler cycle reads (prebuilt, like SET_HANDLE: building them cost more than running them,
 # on the path of each submitted job from its row to its launch)
 _PENDING = _JOB.status == JobStatus.PENDING.value

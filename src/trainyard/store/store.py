@@ -30,7 +30,7 @@ from trainyard.store.line_reads import LineReads
 from trainyard.store.moves import Admission, Ending
 from trainyard.store.job_list import visible_where  # noqa: F401 (the stores' shared rule)
 from trainyard.store.rows import JOB_FIELDS, attempt_by_id, attempt_record, attempts_from, replica_record
-from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, INSERT_ATTEMPT, INSERT_JOB,
+from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, INSERT_ATTEMPT, INSERT_JOB, INSERT_LABELS,
                                         INSERT_REPLICA, MAX_SEQ, SCHEDULER_ENDS, SET_HANDLE)
 from trainyard.store.telemetry import Outputs
 from trainyard.store.tx import WriteTx
@@ -114,6 +114,9 @@ class Store(LineReads, JobReads):
                        updated_at=now, not_before=None, reason=waits or "waiting for the scheduler", position=None,
                        owner=owner, team=team, blocked=waits is not None)
             s.connection().execute(INSERT_JOB, [row])  # Core, like Store.admit
+            if spec.labels:
+                s.connection().execute(INSERT_LABELS, [{"job_id": row["id"], "key": k, "value": v}
+                                                       for k, v in spec.labels.items()])
             del row["blocked"]
             if audit is not None:
                 s.connection().execute(insert(it.AuditEntry.__table__), [{**audit, "target": row["id"], "at": now}])

@@ -39,6 +39,17 @@ class Job(Base):
                             postgresql_where=text("blocked")))
 
 
+
+class JobLabel(Base):
+    """A job's label (its spec's ``labels``), one row each, for filters that would otherwise read every spec
+    (migration 0022). Written with the job, deleted with it; a spec never changes, nor do these."""
+
+    __tablename__ = "job_labels"
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(317), primary_key=True)  # a 253-character prefix, "/", a name
+    value: Mapped[str] = mapped_column(String(63))
+    __table_args__ = (Index("ix_job_labels_key_value", "key", "value"),)
+
 class Queue(Base):
     """A queue created through the API or loaded from the server's queue file."""
 
