@@ -198,6 +198,7 @@ def ls(
                                                        "comma-separated or repeated: all of them")] = None,
     sort: Annotated[str, typer.Option("--sort", help="order: created, name, status or queue; '-' first for "
                                       "descending (default -created, newest first)")] = "-created",
+    show_labels: Annotated[bool, typer.Option("--show-labels", help="a LABELS column")] = False,
     output: OutputOpt = Output.table,
     ids: Annotated[bool, typer.Option("--ids", help="only the ids, one a line: trainyard rm $(trainyard ls "
                                       "-s failed --ids --all)")] = False,
@@ -230,7 +231,7 @@ def ls(
         elif output == Output.json:
             write(json.dumps(jobs, indent=2) + "\n")
         else:
-            console.print(jobs_table(jobs))
+            console.print(jobs_table(jobs, show_labels))
         if more:
             hint = "raise --limit" if by_offset else f"add --after {more}"
             err_console.print(f"{len(jobs)} shown; more: {hint} (or --all)", highlight=False)

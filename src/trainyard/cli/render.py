@@ -81,16 +81,20 @@ def command(spec: dict) -> str:
     return command if isinstance(command, str) else " ".join(command)
 
 
-def jobs_table(jobs: list[dict]) -> Table:
+def jobs_table(jobs: list[dict], show_labels: bool = False) -> Table:
+    """``show_labels``: a LABELS column (``k=v,k=v``, as ``kubectl get --show-labels`` prints them)."""
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
-    for col in ("ID", "NAME", "STATUS", "RESOURCES", "ATTEMPTS", "SUBMITTED", "TIME", "REASON"):
+    for col in ("ID", "NAME", "STATUS", "RESOURCES", "ATTEMPTS", "SUBMITTED", "TIME", "REASON",
+                *(["LABELS"] if show_labels else [])):
         # an id is copied into the next command: never cut (no_wrap keeps it out of rich's shrinking)
-        table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis", no_wrap=col == "ID")
+        table.add_column(col, overflow="fold" if col in ("REASON", "LABELS") else "ellipsis", no_wrap=col == "ID")
     for j in jobs:
+        labels = [",".join(f"{k}={v}" for k, v in (j["spec"].get("labels") or {}).items()) or "-"] if show_labels \
+            else []
         table.add_row(j["id"], j["name"], status_text(j["status"]), resources(j), str(len(j["attempts"])),
-                      ago(j["created_at"]), run_time(j), j.get("reason") or "")
+                      ago(j["created_at"]), run_time(j), j.get("reason") or "", *labels)
     return table
 
 
