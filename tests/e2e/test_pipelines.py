@@ -73,6 +73,9 @@ def test_fan_out_fan_in_then_retry_only_what_failed_then_all_cached(server, tmp_
     assert states == {"split": "succeeded", "train-0": "succeeded", "train-1": "failed", "merge": "skipped",
                       "evaluate": "skipped"}
     assert "train-1" in first["reason"]
+    # each step's job is labelled with its run and its step (a foreach step's items share the step)
+    trainers = server.cli("ls", "-l", f"trainyard.io/pipeline-run={run_id},trainyard.io/step=train", "--ids")
+    assert sorted(trainers.stdout.split()) == sorted(s["job_id"] for s in first["steps"] if s["step"] == "train")
     failed = server.cli("pipeline", "wait", run_id)  # ended: its tree, how it ended, the exit code of --follow
     assert failed.returncode == 1 and f"{run_id} failed" in failed.stderr, failed.stderr
 

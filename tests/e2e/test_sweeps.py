@@ -65,6 +65,11 @@ def test_a_random_sweep_keeps_to_its_trials_and_its_parallel_and_its_cli_shows_t
     assert info["best"]["value"] == pytest.approx(max(score(x, 1) for x in xs))
     # never more than two trials at once: each trial's job started after an earlier one's ended, but the first two
     jobs = [server.client().get(t["job_id"]) for t in info["trials"]]
+    # each trial is labelled with its sweep and number: the sweep's jobs are one label filter away
+    assert [j.spec.labels for j in jobs] == [{"trainyard.io/sweep": info["id"], "trainyard.io/trial": str(t["number"])}
+                                             for t in info["trials"]]
+    labelled = server.cli("ls", "-l", f"trainyard.io/sweep={info['id']}", "--ids", "--all").stdout.split()
+    assert sorted(labelled) == sorted(t["job_id"] for t in info["trials"])
     starts = sorted(j.attempts[0].started_at for j in jobs)
     ends = sorted(j.attempts[0].ended_at for j in jobs)
     assert all(starts[i] >= ends[i - 2] for i in range(2, 4))

@@ -94,6 +94,11 @@ def test_a_job_param_the_command_uses_but_nobody_gives_is_still_refused():
     assert list(errors) == ["job"] and "lr" in errors["job"] and "scheduled_at" not in errors["job"], errors
 
 
+def test_a_job_leaves_room_for_the_label_each_run_gets():
+    errors = refused(schedule(job={**JOB, "labels": {f"k{i}": "v" for i in range(32)}}))
+    assert list(errors) == ["job"] and "at most 31" in errors["job"] and "trainyard.io/schedule" in errors["job"]
+
+
 def test_job_params_that_are_not_a_mapping_are_refused_not_dropped():
     assert "job.params" in refused(schedule(job={"command": "echo hi", "params": "oops"}))
 
@@ -213,6 +218,7 @@ def test_each_run_is_given_its_time_in_the_schedules_zone_and_the_command_says_i
     assert job.params == {"lr": 0.1, "scheduled_at": "2026-07-01T03:00:00+02:00"}
     assert job.argv()[-1] == "python train.py --until 2026-07-01T03:00:00+02:00"
     assert spec.run_job(at(2026, 1, 1, 2)).argv()[-1] == "python train.py --until 2026-01-01T03:00:00+01:00"
+    assert job.labels == {"trainyard.io/schedule": "nightly"}  # its runs: trainyard ls -l trainyard.io/schedule=nightly
 
 
 def test_a_list_command_gets_the_time_as_one_argument():

@@ -35,6 +35,16 @@ def test_ranges_of_whole_numbers_stay_whole_and_constants_go_to_every_trial():
     # the values the job was checked with are not kept as its own params
     assert s.job.params == {"epochs": 3}
     assert SweepSpec.model_validate(s.model_dump(mode="json")) == s
+    # a trial is labelled with its sweep and number beside the job's own labels
+    labelled = parse_model(SweepSpec, SWEEP.replace("  params: {epochs: 3}\n", "  params: {epochs: 3}\n  labels: {exp: a}\n"),
+                           "s.yaml").trial_job(4, {"lr": 0.01, "depth": 4, "layers": 2}, "s-1a2b")
+    assert labelled.labels == {"exp": "a", "trainyard.io/sweep": "s-1a2b", "trainyard.io/trial": "4"}
+
+
+def test_a_sweeps_job_leaves_room_for_the_trials_own_labels():
+    many = "{" + ", ".join(f"k{i}: v" for i in range(31)) + "}"
+    assert errors_of(SWEEP.replace("  params: {epochs: 3}\n", f"  params: {{epochs: 3}}\n  labels: {many}\n")) == [
+        ("job", 2)]
 
 
 def test_a_grid_is_every_combination_of_values_in_order():

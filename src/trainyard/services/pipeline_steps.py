@@ -16,6 +16,7 @@ from trainyard.errors import TrainyardError
 from trainyard.services import pipeline_io as io
 from trainyard.services import pipeline_serve as serving_steps
 from trainyard.spec.job import JobSpec
+from trainyard.spec.labels import with_own
 from trainyard.spec.pipeline_records import PipelineRunInfo, StepInfo, StepStatus
 
 if TYPE_CHECKING:
@@ -149,7 +150,10 @@ class Steps:
                                    reason=f"same spec, code and inputs as job {job_id}: its outputs are reused"):
                 return StepStatus.CACHED, outputs
         try:
-            spec = JobSpec.model_validate({**s.job, "inputs": {n: r["url"] for n, r in inputs.items()}})
+            job = {**s.job, "inputs": {n: r["url"] for n, r in inputs.items()}}
+            if isinstance(job.get("labels") or {}, dict):  # labelled with its run and step: ls -l trainyard.io/step=…
+                job["labels"] = with_own(job.get("labels") or {}, pipeline_run=run.id, step=s.step)
+            spec = JobSpec.model_validate(job)
             job = self.jobs.submit(spec, code, on_behalf=(run.owner, run.team))
         except TrainyardError as e:
             self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"submit: {e.message}", ended_at=now)

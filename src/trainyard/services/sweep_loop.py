@@ -174,7 +174,7 @@ class SweepLoop(Ticker):
             search.study.enqueue_trial(spec.grid()[number])
         handle = search.study.ask(search.distributions)
         params = dict(handle.params)
-        job = self.service.jobs.submit(spec.trial_job(number, params), row["snapshot"],
+        job = self.service.jobs.submit(spec.trial_job(number, params, row["id"]), row["snapshot"],
                                        on_behalf=(row["owner"], row["team"]))
         self.sweeps.add_trial(row["id"], number, job.id, params)
         search.running[number] = handle

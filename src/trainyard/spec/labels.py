@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 MAX_LABELS = 32
+OWN = "trainyard.io/"  # the prefix of the labels trainyard puts on the jobs it submits (a sweep's trials…)
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?"
 KEY = re.compile(rf"^(?:[a-z0-9](?:[a-z0-9.-]{{0,251}}[a-z0-9])?/)?{_NAME}$")
 VALUE = re.compile(rf"^(?:{_NAME})?$")
@@ -35,3 +36,21 @@ def check_value(v: str) -> str:
 LabelKey = Annotated[str, AfterValidator(check_key)]
 LabelValue = Annotated[str, AfterValidator(check_value)]
 
+
+
+def with_own(labels: dict[str, str], **own: str) -> dict[str, str]:
+    """``labels`` and trainyard's own over them (``sweep="s-1"`` as ``trainyard.io/sweep: s-1``), so that
+    ``trainyard ls -l trainyard.io/sweep=s-1`` lists a sweep's trials. A value no label may hold is left out, and
+    so are those past ``MAX_LABELS`` (a spec kept from before :func:`room_for_own` checked it)."""
+    out = dict(labels)
+    for k, v in own.items():
+        key = OWN + k.replace("_", "-")
+        if VALUE.match(v) and (key in out or len(out) < MAX_LABELS):
+            out[key] = v
+    return out
+
+
+def room_for_own(labels: dict[str, str], n: int, what: str) -> None:
+    """ValueError unless ``labels`` leave room for ``n`` of trainyard's own (``what`` says whose)."""
+    if len(labels) > MAX_LABELS - n:
+        raise ValueError(f"labels: at most {MAX_LABELS - n} here: {what}")

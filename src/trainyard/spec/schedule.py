@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainyard.spec.job import JobSpec, Strict, check_name
+from trainyard.spec.labels import room_for_own, with_own
 from trainyard.spec.params import check_finite
 from trainyard.spec.records import Digest
 from trainyard.spec.units import Seconds, parse_duration
@@ -144,6 +145,13 @@ class ScheduleSpec(Strict):
     def _params(cls, v: dict[str, Any]) -> dict[str, Any]:
         return check_finite(v)
 
+    @field_validator("job")
+    @classmethod
+    def _room(cls, v: JobSpec | None) -> JobSpec | None:
+        if v is not None:
+            room_for_own(v.labels, 1, "each run also gets trainyard.io/schedule")
+        return v
+
     @model_validator(mode="after")
     def _one_target(self) -> "ScheduleSpec":
         if (self.job is None) == (self.pipeline is None):
@@ -210,9 +218,10 @@ class ScheduleSpec(Strict):
         return self
 
     def run_job(self, at: float) -> JobSpec:
-        """The job of the fire due at ``at``."""
+        """The job of the fire due at ``at``, labelled with the schedule's name (``trainyard.io/schedule``)."""
         assert self.job is not None
-        return self.job.with_params({SCHEDULED_AT: iso(at, self.timezone)})
+        job = self.job.with_params({SCHEDULED_AT: iso(at, self.timezone)})
+        return job.model_copy(update={"labels": with_own(job.labels, schedule=self.name)})
 
     def run_params(self, at: float) -> dict[str, Any]:
         """The pipeline's param overrides for the fire due at ``at``: ``scheduled_at`` where it declares it."""

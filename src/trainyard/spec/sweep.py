@@ -32,6 +32,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainyard.spec.job import JobSpec, Strict, check_name
+from trainyard.spec.labels import room_for_own, with_own
 from trainyard.spec.params import check_finite
 from trainyard.spec.records import Digest
 from trainyard.spec.units import Count
@@ -150,6 +151,12 @@ class SweepSpec(Strict):
         check_finite({k: p for k, p in v.items() if not isinstance(p, Param)})
         return v
 
+    @field_validator("job")
+    @classmethod
+    def _room(cls, v: JobSpec) -> JobSpec:
+        room_for_own(v.labels, 2, "each trial also gets trainyard.io/sweep and trainyard.io/trial")
+        return v
+
     @model_validator(mode="after")
     def _grid(self) -> "SweepSpec":
         for k in self.parameters:  # given to every trial by the sweep: the placeholders above are not kept
@@ -187,11 +194,13 @@ class SweepSpec(Strict):
     def failures_allowed(self) -> int:
         return self.max_failures if self.max_failures is not None else self.parallel + 2
 
-    def trial_job(self, number: int, params: dict[str, Any]) -> JobSpec:
-        """Trial ``number``'s job: the job with the constants and the sampled ``params``."""
+    def trial_job(self, number: int, params: dict[str, Any], sweep_id: str = "") -> JobSpec:
+        """Trial ``number``'s job: the job with the constants and the sampled ``params``, labelled with the
+        sweep's id and its number (``trainyard.io/sweep``, ``trainyard.io/trial``)."""
         data = self.job.model_dump(mode="json", exclude_unset=True)
         data["name"] = f"{self.name}-{number}"[:63]
         data["params"] = {**self.job.params, **self.constants(), **params}
+        data["labels"] = with_own(self.job.labels, sweep=sweep_id, trial=str(number))
         return JobSpec.model_validate(data)
 
 
