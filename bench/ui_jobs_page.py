@@ -8,14 +8,15 @@ owners, every status (most ended), an attempt with its replicas for every job th
 (some retried), submitted over 30 days. The scheduler does not run: the numbers are the request's own.
 
 Then times the request the jobs page makes (``GET /api/v1/jobs?…&count=true``) for typical filter
-and sort combinations, ``--requests`` times each, through the real app in this process (httpx's
+and sort combinations and label selectors (each job has one of 50 ``exp`` labels; 10 in all are
+``stage=rare``), ``--requests`` times each, through the real app in this process (httpx's
 ASGITransport: routing, auth, service, store and JSON, no socket), and the page's live count
-(``GET /api/v1/jobs/counts``), and label selectors (each job has one of 50 ``exp`` labels; 10 in all are
-``stage=rare``). The baseline, measured the same way in the same run, is reading one
-job (``GET /api/v1/jobs/ID``). A commit before each request (not timed) keeps the server from answering
-a page again from memory, as on a server whose jobs report all the time. Prints p50/p95 per combination, the ratio of its p95 to the baseline's,
-the SQL queries per request (counted on the store's engine), and PASS/MISS: every p95 < 300 ms and
-at most 3 queries per request. Exits 0 whatever the numbers.
+(``GET /api/v1/jobs/counts``). The baseline, measured the same way in the same run, is reading one
+job (``GET /api/v1/jobs/ID``). A commit before each request (not timed) keeps the server from
+answering a page again from memory, as on a server whose jobs report all the time. Prints p50/p95
+per combination, the ratio of its p95 to the baseline's, the SQL queries per request (counted on
+the store's engine), and PASS/MISS: every p95 < 300 ms and at most 3 queries per request. Exits 0
+whatever the numbers.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Labels end to end: `trainyard run --label`, `ls --label` (selectors), `show`, the API's ``label`` filter; `ls --sort`."""
+"""Labels end to end: `trainyard run --label`, `ls --label` (selectors), `show`, the API's ``label`` filter;
+`ls --sort`."""
 
 import json
 
@@ -57,7 +58,8 @@ def test_the_sdk_iterates_every_matching_job_across_pages(server):
 
 def test_ls_sorts_by_a_column_paging_by_offset_and_names_a_bad_sort(server):
     c = server.client()
-    made = {n: c.submit({"name": n, "command": "true", "labels": {"exp": "sort-by"}}).id for n in ("sb-b", "sb-a", "sb-c")}
+    made = {n: c.submit({"name": n, "command": "true", "labels": {"exp": "sort-by"}}).id
+            for n in ("sb-b", "sb-a", "sb-c")}
 
     def ls(*args: str) -> list[str]:
         r = server.cli("ls", "-l", "exp=sort-by", "--ids", *args)

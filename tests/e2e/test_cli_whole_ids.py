@@ -1,4 +1,5 @@
-"""A listing into a pipe prints each row on one line; on an 80-column terminal it prints every id whole, however long the other columns: the id is what
+"""A listing into a pipe prints each row on one line; on an 80-column terminal it prints every id
+whole, however long the other columns: the id is what
 a user copies into the next command (`trainyard show JOB`, `trainyard token revoke t-…`). Real `trainyard`
 processes against real servers."""
 

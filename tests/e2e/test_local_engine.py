@@ -19,7 +19,8 @@ def test_jobs_wait_for_room_and_the_node_is_never_overcommitted(server, tmp_path
     code = ("import json,time,os; t=time.time(); time.sleep(0.8); "
             f"open({str(log)!r},'a').write(json.dumps([t,time.time()])+'\\n')")
     jobs = [c.submit(py_job(code, resources={"cpu": 1})) for _ in range(4)]
-    waiting = until(lambda: next((j for j in jobs if "needs 1 core (0 free on any node)" in (j.refresh().reason or "")), None))
+    waiting = until(lambda: next((j for j in jobs if "needs 1 core (0 free on any node)" in (j.refresh().reason or "")),
+                                 None))
     assert waiting.info.status.value == "pending"
     for j in jobs:
         assert j.wait(timeout=60).status.value == "succeeded"

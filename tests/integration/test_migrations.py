@@ -56,7 +56,8 @@ def rows() -> dict[str, list[dict]]:
              "spec": spec, "snapshot": None, "created_at": NOW, "updated_at": NOW, "not_before": None,
              "reason": None, "position": None},
             {"id": "j-old2", "seq": 2, "name": "old", "status": "succeeded", "queue": "default", "priority": 50,
-             "spec": {**spec, "labels": {"exp": "old", "team.example.com/owner": "ann"}}, "snapshot": None, "created_at": NOW + 1, "updated_at": NOW + 2, "not_before": None,
+             "spec": {**spec, "labels": {"exp": "old", "team.example.com/owner": "ann"}},
+             "snapshot": None, "created_at": NOW + 1, "updated_at": NOW + 2, "not_before": None,
              "reason": None, "position": None},
         ],
         "attempts": [

@@ -52,7 +52,8 @@ def test_a_selector_reads_back_as_written_and_several_texts_are_all_met():
 
 
 @pytest.mark.parametrize("bad, said", [
-    ("-k=x", "label key"), ("bad key=x", "label key"), ("k=a b", "label value"), ("k=a-", "label value"), ("k in (a,b", "parenth"),
+    ("-k=x", "label key"), ("bad key=x", "label key"), ("k=a b", "label value"),
+    ("k=a-", "label value"), ("k in (a,b", "parenth"),
     ("k in ((a))", "parenth"), ("a=b,,c=d", "empty requirement"), ("", "empty requirement"), ("k in a,b", "label key"),
     ("k == ", None), ("x" * 2001, "2000 characters"), ("k in (" + ",".join(f"v{i}" for i in range(33)) + ")", "32"),
     (",".join(f"k{i}" for i in range(MAX_LABELS + 1)), "requirements"), ("k=(a)", "expected"),

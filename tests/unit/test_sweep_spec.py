@@ -36,8 +36,8 @@ def test_ranges_of_whole_numbers_stay_whole_and_constants_go_to_every_trial():
     assert s.job.params == {"epochs": 3}
     assert SweepSpec.model_validate(s.model_dump(mode="json")) == s
     # a trial is labelled with its sweep and number beside the job's own labels
-    labelled = parse_model(SweepSpec, SWEEP.replace("  params: {epochs: 3}\n", "  params: {epochs: 3}\n  labels: {exp: a}\n"),
-                           "s.yaml").trial_job(4, {"lr": 0.01, "depth": 4, "layers": 2}, "s-1a2b")
+    text = SWEEP.replace("  params: {epochs: 3}\n", "  params: {epochs: 3}\n  labels: {exp: a}\n")
+    labelled = parse_model(SweepSpec, text, "s.yaml").trial_job(4, {"lr": 0.01, "depth": 4, "layers": 2}, "s-1a2b")
     assert labelled.labels == {"exp": "a", "trainyard.io/sweep": "s-1a2b", "trainyard.io/trial": "4"}
 
 

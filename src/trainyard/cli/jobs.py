@@ -193,9 +193,9 @@ def ls(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many jobs")] = 50,
     all_: Annotated[bool, typer.Option("--all", "-a", help="every matching job, page after page")] = False,
     after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
-    label: Annotated[Optional[list[str]], typer.Option("--label", "-l", help="only jobs these labels select: key=value, "
-                                                       "key!=value, 'key in (a,b)', 'key notin (a,b)', key, !key; "
-                                                       "comma-separated or repeated: all of them")] = None,
+    label: Annotated[Optional[list[str]], typer.Option(
+        "--label", "-l", help="only jobs these labels select: key=value, key!=value, 'key in (a,b)', "
+        "'key notin (a,b)', key, !key; comma-separated or repeated: all of them")] = None,
     sort: Annotated[str, typer.Option("--sort", help="order: created, name, status or queue; '-' first for "
                                       "descending (default -created, newest first)")] = "-created",
     show_labels: Annotated[bool, typer.Option("--show-labels", help="a LABELS column")] = False,

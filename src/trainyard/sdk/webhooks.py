@@ -35,7 +35,8 @@ class Notify:
         """Have ``webhook`` told when jobs end as ``on`` says (default: failed): your own (``mine``), a team's
         (``team``, default your first), or (an admin) every job (``all``); only ``queue``'s, or those whose
         name matches the glob ``name``, or those the label selector ``labels`` picks (``"stage=prod,!scratch"``);
-        ``kind="pipeline_run"``: pipeline runs' ends. Checked here first: a bad field is named before anything is sent."""
+        ``kind="pipeline_run"``: pipeline runs' ends. Checked here first: a bad field is named before anything
+        is sent."""
         data = {"webhook": webhook, "on": on or ["failed"], "scope": scope, "team": team, "queue": queue, "name": name,
                 "kind": kind, "labels": labels}
         try:

@@ -68,7 +68,8 @@ def _requirement(item: str) -> Requirement:
             raise ValueError(f"{item!r}: at most {MAX_VALUES} values in a set")
         return Requirement(check_key(m["key"]), m["op"], values)
     if m := _EQ.match(item):
-        return Requirement(check_key(m["key"].strip()), "!=" if m["op"] == "!=" else "=", (check_value(m["value"].strip()),))
+        op = "!=" if m["op"] == "!=" else "="
+        return Requirement(check_key(m["key"].strip()), op, (check_value(m["value"].strip()),))
     if m := _HAS.match(item):
         return Requirement(check_key(m["key"].strip()), "!exists" if m["neg"] else "exists")
     raise ValueError(f"{item!r}: expected KEY=VALUE, KEY!=VALUE, KEY in (V1,V2), KEY notin (V1,V2), KEY or !KEY")

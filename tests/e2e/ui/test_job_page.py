@@ -141,8 +141,9 @@ def test_compare_shows_params_side_by_side_and_marks_the_difference(server, page
 
 def test_the_jobs_a_label_picks_or_the_ones_ticked_are_compared_from_the_jobs_list(server, page):
     c = server.client()
+    made = (("cmp-a", 0.1, "cmp-label"), ("cmp-b", 0.3, "cmp-label"), ("cmp-c", 0.5, "cmp-x"))
     a, b, other = (c.submit({"name": n, "command": "true", "params": {"lr": lr}, "labels": {"exp": exp}})
-                   for n, lr, exp in (("cmp-a", 0.1, "cmp-label"), ("cmp-b", 0.3, "cmp-label"), ("cmp-c", 0.5, "cmp-x")))
+                   for n, lr, exp in made)
     page.goto(signed_in(server.url, server.token, "/jobs?label=exp%3Dcmp-label"))
     page.wait_for_selector(f"tr[data-id={a.id}]")
     expect(page.locator("#compare-selected")).to_have_text("Compare these")
