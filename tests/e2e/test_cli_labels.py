@@ -20,7 +20,8 @@ def test_jobs_are_tagged_listed_by_label_shown_and_bad_labels_are_named(server):
     both = server.cli("ls", "-l", "exp=lbl-base", "--label", "team.example.com/owner=ann", "--ids")
     assert both.stdout.split() == [ann]
     assert server.cli("ls", "-l", "exp=lbl-none", "--ids").stdout == ""
-    shown = server.cli("ls", "-l", "exp=lbl-base", "--show-labels").stdout.splitlines()
+    # a pipe gets whole rows (no COLUMNS: pytest-xdist's workers set 80, which the CLI would follow)
+    shown = server.cli("ls", "-l", "exp=lbl-base", "--show-labels", env={"COLUMNS": ""}).stdout.splitlines()
     assert shown[0].split()[-1] == "LABELS" and shown[2].split()[-1] == "exp=lbl-base,team.example.com/owner=ann"
     assert server.cli("ls", "-l", "exp in (lbl-base, lbl-other),team.example.com/owner!=bob", "--ids"
                       ).stdout.split() == [other, ann]
