@@ -45,6 +45,8 @@ def test_worker_and_scheduler_jobs_carry_the_clusters_resources_and_queue():
     assert w.env.pip[0] == "pandas" and w.env.pip[1].startswith("distributed==")
     sched = dask_jobs.scheduler_job("c-1", s)
     assert not sched.preemptible and "/api/v1/clusters/c-1/dashboard" in sched.command
+    assert (w.labels, sched.labels["trainyard.io/dask-role"]) == (
+        {"trainyard.io/dask-cluster": "c-1", "trainyard.io/dask-role": "worker"}, "scheduler")
 
 
 def test_env_takes_a_requirements_file_or_packages(tmp_path):

@@ -5,6 +5,7 @@ import shlex
 import subprocess
 
 import pytest
+from pydantic import ValidationError
 
 from trainyard.errors import InvalidSpec
 from trainyard.services.service_jobs import replica_job, resolve_ref, with_port
@@ -67,11 +68,17 @@ def test_the_port_reaches_string_and_list_commands_as_one_word(tmp_path):
 
 def test_a_replica_job_has_no_retry_of_its_own_and_knows_its_service():
     spec = ServiceSpec.model_validate({"name": "web", "command": ["app", "{{port}}"], "retry": {"max": 3},
-                                       "params": {"x": 1}, "service": {"replicas": 2}})
+                                       "params": {"x": 1}, "service": {"replicas": 2}, "labels": {"team": "a"}})
     job = replica_job("s-1", spec, version=3)
     assert job.retry.max == 0 and not job.preemptible
     assert job.env_vars["TRAINYARD_SERVICE"] == "s-1" and job.env_vars["TRAINYARD_SERVICE_VERSION"] == "3"
     assert shlex.split(job.command)[:2] == ["exec", "app"]
+    assert job.labels == {"team": "a", "trainyard.io/service": "web", "trainyard.io/service-version": "3"}
+
+
+def test_a_service_leaves_room_for_its_replicas_own_labels():
+    with pytest.raises(ValidationError, match="at most 30 labels here: each replica also gets"):
+        ServiceSpec.model_validate({"name": "web", "command": "app", "labels": {f"k{i}": "v" for i in range(31)}})
 
 
 def test_input_references_resolve_to_artifact_urls_and_bad_paths_are_named():

@@ -16,6 +16,7 @@ import shlex
 from trainyard import envvars
 from trainyard.spec.cluster import ClusterSpec
 from trainyard.spec.job import Env, JobSpec, Retry
+from trainyard.spec.labels import with_own
 
 DASHBOARD_PREFIX = "/api/v1/clusters/{id}/dashboard"
 # a worker the scheduler cannot reach for this long exits: no worker outlives a lost scheduler for long
@@ -47,6 +48,7 @@ def scheduler_job(cluster_id: str, spec: ClusterSpec) -> JobSpec:
         name=f"{spec.name}-scheduler", command=command, env=_env(spec), queue=spec.queue,
         resources=spec.scheduler_resources(), retry=Retry(max=0),
         env_vars={envvars.DASK_CLUSTER: cluster_id, envvars.DASK_ROLE: "scheduler"},
+        labels=with_own({}, dask_cluster=cluster_id, dask_role="scheduler"),
         # its state (tasks, results) dies with it: stopping it would fail the whole cluster
         preemptible=False,
     )
@@ -65,4 +67,5 @@ def worker_job(cluster_id: str, spec: ClusterSpec, address: str) -> JobSpec:
         name=f"{spec.name}-worker", command=command, env=_env(spec), queue=spec.queue,
         resources=spec.worker_resources(), retry=Retry(max=0),  # a lost worker is replaced by a new job
         env_vars={envvars.DASK_CLUSTER: cluster_id, envvars.DASK_ROLE: "worker"}, secrets=spec.secrets,
+        labels=with_own({}, dask_cluster=cluster_id, dask_role="worker"),
     )

@@ -20,6 +20,7 @@ from trainyard import envvars
 from trainyard.artifact_paths import check_artifact_path
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec, Retry
+from trainyard.spec.labels import with_own
 from trainyard.spec.params import substitute
 from trainyard.spec.service import ServiceSpec
 from trainyard.status import JobStatus
@@ -46,6 +47,7 @@ def replica_job(service_id: str, spec: ServiceSpec, version: int = 0) -> JobSpec
     data["command"] = with_port(job.command, job.params)
     data["retry"] = Retry(max=0).model_dump()
     data["env_vars"] = {**job.env_vars, envvars.SERVICE: service_id, envvars.SERVICE_VERSION: str(version)}
+    data["labels"] = with_own(job.labels, service=spec.name, service_version=str(version))
     return JobSpec.model_validate(data)
 
 

@@ -53,4 +53,4 @@ def with_own(labels: dict[str, str], **own: str) -> dict[str, str]:
 def room_for_own(labels: dict[str, str], n: int, what: str) -> None:
     """ValueError unless ``labels`` leave room for ``n`` of trainyard's own (``what`` says whose)."""
     if len(labels) > MAX_LABELS - n:
-        raise ValueError(f"labels: at most {MAX_LABELS - n} here: {what}")
+        raise ValueError(f"at most {MAX_LABELS - n} labels here: {what}")

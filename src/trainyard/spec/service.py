@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainyard.spec.job import JobSpec, Strict
+from trainyard.spec.labels import room_for_own
 from trainyard.spec.units import Seconds, parse_duration
 
 MAX_SERVICE_REPLICAS = 100  # each replica is a job the scheduler plans and the server probes every period
@@ -143,6 +144,12 @@ class ServiceSpec(JobSpec):
             raise ValueError("a service's replicas go under service.replicas (top-level replicas is the gang size "
                              "of a distributed job)")
         return 1 if v is None else v
+
+    @field_validator("labels")
+    @classmethod
+    def _room(cls, v: dict[str, str]) -> dict[str, str]:
+        room_for_own(v, 2, "each replica also gets trainyard.io/service and trainyard.io/service-version")
+        return v
 
     def job_spec(self) -> JobSpec:
         """The spec each replica job runs (before its port and inputs are filled in)."""
