@@ -52,6 +52,9 @@ def test_the_dag_shows_each_steps_state_live_and_a_step_opens_its_job(server, pa
     report = page.locator(".dag-node[data-step=report]")
     expect(report).to_have_attribute("data-status", "waiting")
     expect(report).to_contain_text("waiting")
+    # its steps' jobs are a label filter away (each is labelled with the run)
+    assert page.locator("#step-jobs").get_attribute("href") == \
+        f"/jobs?label=trainyard.io%2Fpipeline-run%3D{run['id']}"
     # and the fan-out of 10 is one box with its counts until opened
     group = page.locator(".dag-group[data-step=train]")
     expect(group).to_contain_text("train × 10")

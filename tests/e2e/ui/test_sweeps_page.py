@@ -87,6 +87,14 @@ def test_the_sweeps_pages_show_the_trials_best_first_with_their_jobs_and_the_bes
     trials.first.locator(f"a[href='/jobs/{jobs[1]}']").click()
     page.wait_for_url(f"**/jobs/{jobs[1]}")
     expect(page.locator("h1")).to_contain_text("quad-1")
+    # and all of them, by their sweep's label, in the jobs list
+    page.go_back()
+    page.click("#trial-jobs")
+    page.wait_for_url("**/jobs?label=*")
+    expect(page.locator("input[name=label]")).to_have_value(f"trainyard.io/sweep={sweep.id}")
+    expect(page.locator("tbody tr[data-id]")).to_have_count(3)
+    assert sorted(page.locator("tbody tr[data-id]").evaluate_all("rs => rs.map(r => r.dataset.id)")) == \
+        sorted(jobs.values())
 
 
 def test_a_running_sweep_is_cancelled_from_its_page(server, page):

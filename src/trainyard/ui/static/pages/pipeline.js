@@ -99,6 +99,8 @@ function header(run, act, remove) {
   return h("div", null,
     h("div.row", null,
       h("h1", null, run.name), h("span.run-status", null, badge(run.status)), h("span.grow"),
+      h("a.button", { href: `/jobs?label=${encodeURIComponent(`trainyard.io/pipeline-run=${run.id}`)}`, id: "step-jobs",
+        title: "its steps in the jobs list (trainyard ls -l trainyard.io/pipeline-run=…)" }, "Steps' jobs"),
       h("a.button", { href: `/compare?pipeline=${encodeURIComponent(run.id)}` }, "Compare trainers"),
       h("button", { disabled: !retryable, onclick: () => act("retry"), title: "run the failed, cancelled and skipped steps again" }, "Retry"),
       h("button.danger", { disabled: !live, onclick: () => act("cancel") }, "Cancel"),

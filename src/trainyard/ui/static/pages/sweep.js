@@ -99,6 +99,8 @@ function header(s, cancel, remove) {
   return h("div", null,
     h("div.row", null,
       h("h1", null, s.name), h("span.sweep-status", null, badge(s.status)), h("span.grow"),
+      h("a.button", { href: `/jobs?label=${encodeURIComponent(`trainyard.io/sweep=${s.id}`)}`, id: "trial-jobs",
+        title: "its trials in the jobs list (trainyard ls -l trainyard.io/sweep=…)" }, "Trials' jobs"),
       ids.length ? h("a.button", { href: compare, id: "compare-trials",
         title: s.trials.length > COMPARED ? `the best ${COMPARED} trials` : "every trial" }, "Compare trials") : null,
       h("button.danger", { type: "button", name: "cancel", disabled: s.status !== "running", onclick: cancel }, "Cancel"),
