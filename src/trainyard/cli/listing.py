@@ -27,15 +27,15 @@ def check_statuses(statuses: list[str]) -> None:
             raise _bad("--status", f"unknown status {s!r}{suggestion(s, known)} (one of {', '.join(known)})")
 
 
-SORTS = ("created", "name", "status", "queue")
-
-
 def check_sort(sort: str, after: str | None) -> bool:
     """Whether ``--sort`` pages by offset (any order but submit order's, which pages by cursor)."""
-    if sort.lstrip("-") not in SORTS or sort.count("-") > 1:
+    from trainyard.spec.job_query import SORT_COLUMNS  # the server's own list of sorts
+
+    if sort.lstrip("-") not in SORT_COLUMNS or sort.count("-") > 1:
         from trainyard.spec.lines import suggestion
 
-        raise _bad("--sort", f"{sort!r}{suggestion(sort.lstrip('-'), list(SORTS))}: one of {', '.join(SORTS)}, "
+        raise _bad("--sort", f"{sort!r}{suggestion(sort.lstrip('-'), list(SORT_COLUMNS))}: one of "
+                   f"{', '.join(SORT_COLUMNS)}, "
                    "with '-' first for descending")
     if sort.lstrip("-") != "created" and after is not None:
         raise _bad("--after", f"continues a listing in submit order, not --sort {sort}")

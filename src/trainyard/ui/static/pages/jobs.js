@@ -77,11 +77,11 @@ export function render(root, { query }) {
   const deleteBtn = h("button.danger", { type: "button", id: "delete-selected", disabled: true, onclick: deleteSelected,
     title: "ended jobs only: their logs, metrics, outputs and folders go; their usage stays counted" }, "Delete selected");
   // two or more jobs side by side: their params and metrics (/compare); with none ticked, those the label filter picks
-  const compareBtn = h("button", { type: "button", id: "compare-selected", disabled: !query.get("label"),
+  const compareBtn = h("button", { type: "button", id: "compare-selected",
     title: "their params side by side and their metrics overlaid", onclick: () => navigate(selected.size
       ? `/compare?jobs=${[...selected].map(encodeURIComponent).join(",")}`
-      : `/compare${withQuery(new URLSearchParams(), { label: query.get("label") })}`) },
-  query.get("label") ? "Compare these" : "Compare selected");
+      : `/compare${withQuery(new URLSearchParams(), { label: query.get("label") })}`) });
+  compareState();
   const head = h("div.row", {}, h("h1.grow", {}, "Jobs"), live, compareBtn, cancelBtn, deleteBtn);
 
   // -- table ---------------------------------------------------------------------------------------------
@@ -114,6 +114,10 @@ export function render(root, { query }) {
       btn.disabled = !selected.size;
       btn.textContent = selected.size ? `${verb} selected (${selected.size})` : `${verb} selected`;
     }
+    compareState();
+  }
+
+  function compareState() {
     compareBtn.disabled = selected.size === 1 || (!selected.size && !query.get("label"));
     compareBtn.textContent = selected.size ? `Compare selected (${selected.size})`
       : query.get("label") ? "Compare these" : "Compare selected";
