@@ -63,6 +63,16 @@ def test_the_report_route_s_prebuilt_answers_are_every_answer_there_is():
     from trainyard.api.routers.system import _ANSWERS
     from trainyard.spec.reports import ReportAnswer
 
-    assert set(ReportAnswer.model_fields) == {"cancel"}  # a new field needs its answers built in system.py
+    # a new field needs its answers built in system.py (stacks: serialized there when there are some)
+    assert set(ReportAnswer.model_fields) == {"cancel", "stacks"}
     assert {k: ReportAnswer.model_validate_json(v) for k, v in _ANSWERS.items()} == \
         {False: ReportAnswer(cancel=False), True: ReportAnswer(cancel=True)}
+
+
+def test_a_launcher_s_stack_answers_are_bounded_and_strict():
+    ok = LauncherReport.model_validate({"phase": "running", "stacks": [{"id": 3, "text": "a\x00b"}]})
+    assert ok.stacks[0].text == "a\ufffdb" and ok.stacks[0].error is None
+    for bad in ([{"id": "3"}], [{"id": 0}], [{"id": 1, "text": "x" * (256 * 1024 + 1)}],
+                [{"id": 1, "error": "e" * 2001}], [{"id": i} for i in range(1, 10)]):
+        with pytest.raises(ValidationError):
+            LauncherReport.model_validate({"phase": "running", "stacks": bad})

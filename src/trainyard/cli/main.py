@@ -20,6 +20,7 @@ COMMANDS = {
     "show": "trainyard.cli.jobs:show",
     "logs": "trainyard.cli.jobs:logs",
     "cancel": "trainyard.cli.jobs:cancel",
+    "stack": "trainyard.cli.stacks:stack",
     "rm": "trainyard.cli.jobs:rm",
     "download": "trainyard.cli.jobs:download",
     "doctor": "trainyard.cli.doctor:doctor",

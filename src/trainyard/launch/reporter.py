@@ -79,6 +79,11 @@ class Reporter:
         self._first_at = 0.0
         self._started = False
         self._kept = None  # a connection opened ahead for the next report (transport.connect)
+        self._stacks_seen: set[int] = set()  # requests for stacks already dumped for
+        self._stack_answers: list[dict] = []  # dumps waiting for the next report (appended by their thread)
+        self._stacks_queued: list[int] = []
+        self._stacks_busy = False
+        self._stacks_lock = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -240,20 +245,56 @@ class Reporter:
         body, log_n, metrics_n = self._build(final)
         if final and not log_n and not metrics_n and self._drained():
             body["result"] = self._result
-        news = "log" in body or "metrics" in body or "result" in body
+        answers = self._stack_answers[:8]  # a report carries 8 at most (spec.reports)
+        if answers:
+            body["stacks"] = answers
+        news = "log" in body or "metrics" in body or "result" in body or answers
         if not news and self._last_sent is not None and time.monotonic() - self._last_sent < HEARTBEAT:
             return "idle"
         mark("reporter: posting" + (" the result" if "result" in body else ""))
-        cancel = self._post(body)
+        cancel, asked = self._post(body)
         mark("reporter: answered")
         self._last_sent = time.monotonic()
         self.log_offset += log_n
         self.metrics_offset += metrics_n
+        del self._stack_answers[:len(answers)]
         if "result" in body:
             return "done"
         if cancel:
             self.on_cancel()
-        return "more" if final or self._behind() else "idle"
+        if asked:
+            self._dump_stacks(asked)
+        return "more" if final or self._behind() or self._stack_answers else "idle"
+
+    def _dump_stacks(self, ids: list) -> None:
+        """Dump the command's stacks for the requests not seen before, in a thread (py-spy takes ~20 ms a
+        process; one dump at a time, so none dumps another's py-spy); the answers go with the next report."""
+        new = [i for i in ids if isinstance(i, int) and i not in self._stacks_seen]
+        if not new or self._exited:
+            return
+        self._stacks_seen.update(new)
+        with self._stacks_lock:
+            self._stacks_queued.extend(new)
+            if self._stacks_busy:
+                return  # the running dump's thread takes these next
+            self._stacks_busy = True
+        threading.Thread(target=self._stacks_thread, name="trainyard-stacks", daemon=True).start()
+
+    def _stacks_thread(self) -> None:
+        from trainyard.launch import stacks
+
+        while True:
+            with self._stacks_lock:
+                ids, self._stacks_queued = self._stacks_queued, []
+                if not ids:
+                    self._stacks_busy = False
+                    return
+            try:
+                result = stacks.dump(self.masks)
+            except Exception as e:  # a bug here must not leave the requests unanswered
+                result = {"text": "", "error": f"the launcher could not dump: {type(e).__name__}: {e}"[:1900]}
+            self._stack_answers.extend({"id": i, **result} for i in ids)
+            self._poke()
 
     def _build(self, final: bool) -> tuple[dict, int, int]:
         body: dict = {"phase": "exited" if self._exited else "running", "pid": self._pid}
@@ -274,7 +315,7 @@ class Reporter:
         return (tail.file_size(self.log_path) - self.log_offset >= tail.CHUNK
                 or tail.file_size(self.metrics_path) - self.metrics_offset >= tail.CHUNK)
 
-    def _post(self, body: dict, sent: Callable[[], None] | None = None) -> bool:
+    def _post(self, body: dict, sent: Callable[[], None] | None = None) -> tuple[bool, list]:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -292,9 +333,10 @@ class Reporter:
         if not 200 <= status < 300:
             raise ConnectionError(f"HTTP {status}")
         try:
-            return bool(json.loads(data or b"{}").get("cancel"))
+            answer = json.loads(data or b"{}")
+            return bool(answer.get("cancel")), answer.get("stacks") or []
         except (ValueError, AttributeError):
-            return False
+            return False, []
 
     def _on_failure(self, backoff: float) -> None:
         self._reread_address()

@@ -20,6 +20,7 @@ from trainyard.sdk.reads import label_query, log_pages, log_query
 from trainyard.spec.job import JobSpec
 from trainyard.spec.queue import QueueSpec
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo, QueueInfo
+from trainyard.spec.stacks import StackDump
 
 
 class Client:
@@ -207,6 +208,13 @@ class Client:
 
     def cancel(self, job_id: str) -> JobInfo:
         return JobInfo.model_validate(self.http.request("POST", f"/api/v1/jobs/{job_id}/cancel").json())
+
+    def stacks(self, job_id: str, *, replica: int | None = None, timeout: float = 30.0) -> list[StackDump]:
+        """The Python stacks of a running job's command, each replica's (or ``replica``'s) dumped by its
+        launcher with py-spy; waits for every answer (:class:`~trainyard.errors.WaitTimeout` after ``timeout``)."""
+        from trainyard.sdk.stacks import dump
+
+        return dump(self.http, job_id, replica, timeout)
 
     def delete(self, job_id: str) -> None:
         """An ended job with its records and files (``trainyard rm``); its usage stays counted.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Observation
@@ -24,6 +24,9 @@ from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.spec.job import JobSpec
 from trainyard.store import Ending, Outputs, Store
 
+if TYPE_CHECKING:
+    from trainyard.services.stacks import StackService
+
 log = logging.getLogger("trainyard.attempts")
 
 
@@ -36,6 +39,7 @@ class AttemptService:
         self.wake = wake
         self.freed = freed or wake  # a job that ended for good: the scheduler plans only if a job waits
         self.stop = stop  # asks the engine to stop every replica of an attempt
+        self.stacks: StackService | None = None  # requests for a running command's stacks (Platform sets it)
 
     def report(self, attempt_id: str, replica: int, report: LauncherReport, token: str | None) -> ReportAnswer:
         """One launcher report (see :mod:`trainyard.launch`); answers whether to stop.
@@ -57,7 +61,12 @@ class AttemptService:
             stop_reason = self._after_replica(done, replica, end["reason"]).stop_reason
         else:
             self.notifier.notify(job_id)
-        return ReportAnswer(cancel=stop_reason is not None)
+        if self.stacks is None:
+            return ReportAnswer(cancel=stop_reason is not None)
+        if report.stacks:  # the credential was checked with the report, in store.report
+            self.stacks.answered(attempt_id, replica, report.stacks)
+        asked = self.stacks.asked(attempt_id, replica) if result is None and stop_reason is None else []
+        return ReportAnswer(cancel=stop_reason is not None, stacks=asked)
 
     def finish_replica(self, attempt: AttemptInfo, replica: int, result: LaunchResult) -> AttemptInfo | None:
         """Apply one replica's final result once; ends the attempt when it was the last."""

@@ -90,6 +90,19 @@ class MetricsPart(_Wire):
     lines: list[str]  # complete JSON lines
 
 
+# a dump of a few dozen threads is a few KiB; the bound keeps one report's body small (the launcher cuts to it)
+MAX_STACK_TEXT = 256 * 1024
+StackId = Annotated[int, Field(strict=True, ge=1, le=2**63 - 1)]
+
+
+class StackAnswer(_Wire):
+    """A launcher's answer to one request for its command's stacks (``trainyard stack``)."""
+
+    id: StackId
+    text: Annotated[str, Field(max_length=MAX_STACK_TEXT), AfterValidator(printable)] = ""
+    error: Annotated[str, Field(max_length=2000), AfterValidator(printable)] | None = None
+
+
 class LauncherReport(_Wire):
     """One report (``POST /internal/attempts/{id}/replicas/{n}/report``); see :mod:`trainyard.launch.reporter`."""
 
@@ -98,6 +111,7 @@ class LauncherReport(_Wire):
     log: LogPart | None = None
     metrics: MetricsPart | None = None
     result: LaunchResult | None = None  # with the last report only (phase "exited")
+    stacks: list[StackAnswer] = Field(default_factory=list, max_length=8)  # answers to ReportAnswer.stacks
 
     @property
     def running(self) -> bool:
@@ -112,3 +126,5 @@ class LauncherReport(_Wire):
 
 class ReportAnswer(BaseModel):
     cancel: bool  # stop the attempt, as SIGTERM would
+    # requests for the command's stacks (their ids), answered in a later report's ``stacks``
+    stacks: list[int] = Field(default_factory=list)

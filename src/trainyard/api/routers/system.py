@@ -77,4 +77,5 @@ async def report(request: Request) -> Response:
     p: Platform = request.app.state.platform
     answer = await run_in_threadpool(p.attempts.report, request.path_params["attempt_id"], replica, body,
                                      bearer(request.headers.get("authorization")))
-    return Response(_ANSWERS[answer.cancel], media_type="application/json")
+    return Response(answer.model_dump_json().encode() if answer.stacks else _ANSWERS[answer.cancel],
+                    media_type="application/json")

@@ -23,6 +23,7 @@ export const STATUS_CLASS = {
   pending: "wait", queued: "wait", starting: "run", running: "run", succeeded: "ok",
   failed: "bad", cancelled: "off", cancelling: "off", preempted: "warn", lost: "bad",
   complete: "ok", pruned: "warn",  // a sweep's trials
+  done: "ok", expired: "warn",  // a job's stack dumps
 };
 
 // A status as colour and text (never colour alone)

@@ -5,6 +5,7 @@ import { navigate } from "../app.js";
 import { metricCharts } from "../chart.js";
 import { artifactsTable, attemptsTable, eventsList, facts, paramsForm } from "../jobparts.js";
 import { LogView } from "../logview.js";
+import { stackPanel } from "../stacks.js";
 import { badge, h } from "../ui.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "lost"]);
@@ -23,6 +24,7 @@ export async function render(root, { params, query }) {
   const chartBox = h("div.charts"); const outputs = h("div"); const specBox = h("pre.yaml", {}, "…");
   const systemBox = h("div.charts");
   const logs = new LogView(id);
+  const stacks = stackPanel(path);
   const xSel = h("select", { name: "x", onchange: () => {
     xMode = xSel.value;
     history.replaceState(null, "", `/jobs/${encodeURIComponent(id)}${xMode === "time" ? "?x=time" : ""}`);
@@ -33,7 +35,7 @@ export async function render(root, { params, query }) {
   const system = h("details.panel.system", { ontoggle: () => system.open && drawSystem() },
     h("summary", {}, "System samples (CPU, memory, GPU)"), systemBox);
 
-  root.append(title, h("div.panel", {}, head, actions, paramsBox),
+  root.append(title, h("div.panel", {}, head, actions, paramsBox), stacks.el,
     h("h2", {}, "Attempts"), attempts,
     h("h2", {}, "Logs"), h("div.panel", {}, logs.el),
     h("div.row", {}, h("h2.grow", {}, "Metrics"), xSel), h("div.panel", {}, chartBox), system,
@@ -50,6 +52,8 @@ export async function render(root, { params, query }) {
       h("button", { type: "button", name: "resubmit", onclick: () => resubmit(job.spec.params) }, "Re-submit"),
       h("button", { type: "button", name: "resubmit-params", onclick: () => { paramsBox.hidden = !paramsBox.hidden; } }, "Re-submit with other params…"),
       h("a.button", { href: `/compare?jobs=${encodeURIComponent(id)}` }, "Compare…"),
+      h("button", { type: "button", name: "stacks", disabled: job.status !== "running", onclick: stacks.ask,
+        title: "where the running command is: each replica's Python threads (py-spy)" }, "Stacks"),
       h("button.danger", { type: "button", name: "delete", disabled: !TERMINAL.has(job.status), onclick: remove,
         title: "delete this ended job: its logs, metrics, outputs and folders (its usage stays counted)" }, "Delete"));
   }

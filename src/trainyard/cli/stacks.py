@@ -1,0 +1,48 @@
+"""`trainyard stack JOB`: where a running job's Python processes are, every thread, as py-spy dumps them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from trainyard.cli.common import WAIT_MAX, Output, client, console, err_console, handled
+from trainyard.cli.completion import job_ids
+
+
+def stack(
+    job_id: Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)],
+    replica: Annotated[Optional[int], typer.Option("--replica", "-r", min=0, help="only this replica")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0, max=WAIT_MAX,
+                                           help="seconds to wait for the answers (exit 124 after)")] = 30.0,
+    output: Annotated[Output, typer.Option("--output", "-o", help="table (the dumps as text) or json")] = Output.table,
+) -> None:
+    """Dump the Python stacks of a running job's command, every replica's (or --replica's), each thread's:
+    where a hung or slow job is. Its launcher runs py-spy on the node; the answer comes within ~3 s. Exit 1
+    if a replica could not be dumped."""
+    from trainyard.sdk.stacks import dump
+    from trainyard.spec.stacks import StackDump
+
+    bad = 0
+
+    def show(d: StackDump) -> None:
+        nonlocal bad
+        bad += d.status != "done"
+        if output is Output.json:
+            return
+        console.print(f"[bold]replica {d.replica}[/bold] on {d.node or '?'} ({d.attempt_id})", highlight=False)
+        if d.text:
+            console.print(d.text, markup=False, highlight=False, soft_wrap=True)
+        if d.error or d.status == "expired":
+            why = d.error or "no answer from its launcher: the replica ended, or its launcher predates `stack`"
+            err_console.print(f"[red]replica {d.replica}:[/red] {why}", highlight=False)
+        console.print()
+
+    with handled():
+        c = client()
+        with console.status(f"asking {job_id}'s launchers…", spinner="dots"):  # prints go above it
+            dumps = dump(c.http, job_id, replica, timeout, on_answer=show)
+    if output is Output.json:
+        console.print_json(data=[d.model_dump(mode="json") for d in dumps])
+    if bad:
+        raise typer.Exit(1)

@@ -1,0 +1,39 @@
+"""The job page's Stacks button in a real browser against a real server: each replica's dump appears as its
+launcher answers; an ended job's button is off."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.helpers import py_job
+from tests.support.browser import screenshot, signed_in
+
+STUCK = """
+import time
+def evaluate_checkpoint():
+    print("evaluating", flush=True)
+    time.sleep(600)
+evaluate_checkpoint()
+"""
+
+
+@pytest.mark.slow
+def test_the_stacks_button_shows_where_a_running_job_is(server, page):
+    c = server.client()
+    job = c.submit(py_job(STUCK, name="stuck"))
+    page.goto(signed_in(server.url, server.token, f"/jobs/{job.id}"))
+    expect(page.locator(".log-line", has_text="evaluating")).to_be_visible(timeout=30_000)
+    button = page.locator("button[name=stacks]")
+    expect(button).to_be_enabled()
+
+    button.click()
+
+    dump = page.locator(".stack[data-replica='0']")
+    expect(dump).to_have_attribute("data-status", "done", timeout=30_000)
+    expect(dump.locator("pre")).to_contain_text("evaluate_checkpoint (")
+    expect(dump.locator("[data-status=done]")).to_have_text("done")
+    screenshot(page, "job-stacks")
+    c.cancel(job.id)
+    expect(page.locator("h1 [data-status=cancelled]")).to_be_visible(timeout=30_000)
+    expect(button).to_be_disabled()

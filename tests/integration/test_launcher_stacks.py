@@ -1,0 +1,93 @@
+"""A launcher asked for its command's stacks (``ReportAnswer.stacks``) dumps them with py-spy and answers with
+a later report, once per request; `trainyard.launch.stacks.dump` names what it could not dump."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
+    PYTHON, make_config, read_result, report_server, script, start_launcher,
+)
+from tests.support.waiting import until
+
+STUCK = """
+import pathlib, sys, threading, time
+def prefetch_batches():
+    while True:
+        time.sleep(0.05)
+def wait_for_allreduce(flag):
+    while not pathlib.Path(flag).exists():
+        time.sleep(0.05)
+threading.Thread(target=prefetch_batches, name="prefetcher", daemon=True).start()
+print("started", flush=True)
+wait_for_allreduce(sys.argv[1])
+"""
+
+
+def test_a_launcher_dumps_each_request_once_and_answers_with_its_next_report(tmp_path, report_server):
+    flag = tmp_path / "flag"
+    asked = {"n": 0}
+
+    def answer(body: dict) -> tuple[int, dict]:
+        if body.get("phase") == "running" and not body.get("stacks"):
+            asked["n"] += 1
+            return 200, {"cancel": False, "stacks": [7] if asked["n"] < 4 else [7, 8]}  # 7 again: answered once
+        return 200, {"cancel": False}
+
+    report_server.answer = answer
+    attempt = tmp_path / "attempt"
+    make_config(attempt, report_server.url, [*script(tmp_path, "job.py", STUCK), str(flag)])
+    proc = start_launcher(attempt)
+    try:
+        until(lambda: sum(len(r.get("stacks", [])) for r in report_server.reports) >= 2, timeout=30)
+    finally:
+        flag.touch()
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out.decode()
+    assert read_result(attempt)["exit_code"] == 0
+
+    answers = [a for r in report_server.reports for a in r.get("stacks", [])]
+    assert sorted(a["id"] for a in answers) == [7, 8]
+    for a in answers:
+        assert a["error"] is None, a
+        assert "wait_for_allreduce (" in a["text"] and "job.py" in a["text"]
+        assert '"prefetcher"' in a["text"] and "prefetch_batches (" in a["text"]
+
+
+def _dump_beside(children: str, masked: list[str]) -> dict:
+    """``stacks.dump`` in a process of its own (its descendants are what it dumps), after starting ``children``."""
+    code = (f"import json, subprocess, sys, time\n{children}\ntime.sleep(0.5)\n"
+            "from trainyard.launch.secrets import Masks\nfrom trainyard.launch.stacks import dump\n"
+            f"print(json.dumps(dump(Masks({masked!r}))))\n"
+            "import psutil\nfor p in psutil.Process().children(): p.kill()\n")
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_secrets_are_masked_and_processes_that_are_not_python_are_named():
+    secret = "tok-9f8e7d6c5b4a"
+    child = (f"import threading, time; threading.Thread(target=time.sleep, args=(60,), name={secret!r}, "
+             "daemon=True).start(); time.sleep(60)")
+    spawn = f"subprocess.Popen([sys.executable, '-c', {child!r}])\nsubprocess.Popen(['sleep', '60'])"
+    got = _dump_beside(spawn, [secret])
+    assert got["error"] is None
+    assert secret not in got["text"] and "*" * len(secret) in got["text"]
+    assert "not Python: " in got["text"] and "(sleep)" in got["text"]
+
+
+def test_a_tree_without_python_says_so():
+    got = _dump_beside("subprocess.Popen(['sleep', '60'])", [])
+    assert got["text"] == "" and got["error"].startswith("no Python process in the command's tree (only ")
+    assert "(sleep)" in got["error"]
+
+
+def test_without_py_spy_the_answer_says_how_to_get_it(monkeypatch):
+    from trainyard.launch import stacks
+
+    monkeypatch.setattr(stacks, "py_spy", lambda: None)
+    assert stacks.dump() == {"text": "", "error": "py-spy is not installed where this replica runs "
+                                                  "(pip install py-spy)"}
+    monkeypatch.undo()
+    assert stacks.py_spy() is not None  # a dependency of trainyard: installed beside its interpreter
