@@ -44,7 +44,7 @@ def test_stack_dumps_every_replica_and_refuses_what_it_cannot(server):
     assert "replica 0 on " in out.stdout and "replica 1 on " in out.stdout
     assert out.stdout.count("wait_for_allreduce (") == 2 and out.stdout.count('): "prefetcher"') == 2
     assert out.stdout.count("not Python: ") == 2 and "(bash)" in out.stdout
-    [one] = c.stacks(job.id, replica=1)
+    [one] = job.stacks(replica=1)  # the handle asks through Client.stacks
     assert (one.replica, one.status, one.error) == (1, "done", None) and "prefetch_batches (" in one.text
     kept = httpx.get(f"{server.url}/api/v1/jobs/{job.id}/stacks", headers=server.headers).json()
     assert [d["replica"] for d in kept] == [1, 1, 0] and [d["status"] for d in kept] == ["done"] * 3

@@ -60,6 +60,9 @@ def rows() -> dict[str, list[dict]]:
              "snapshot": None, "created_at": NOW + 1, "updated_at": NOW + 2, "not_before": None,
              "reason": None, "position": None},
         ],
+        # from 0022 the app writes a job's labels beside its spec (before, 0022's upgrade fills them)
+        "job_labels": [{"job_id": "j-old2", "key": "exp", "value": "old"},
+                       {"job_id": "j-old2", "key": "team.example.com/owner", "value": "ann"}],
         "attempts": [
             {"id": "j-old1-1", "job_id": "j-old1", "number": 1, "status": "running", "node": "node-a", "gpus": [],
              "handle": {"replicas": []}, "exit_code": None, "reason": None, "message": None, "created_at": NOW,
@@ -183,7 +186,7 @@ def test_upgrading_from_an_earlier_revision_keeps_the_data(db_url, start):
             [sub] = WebhookStore(store).subscriptions()
             assert (sub.id, sub.name, sub.labels) == ("ws-old1", "nightly-*", None)
 
-        # a job's labels from before 0022 are found by a label filter, from the table 0022 filled
+        # a job's labels are found by a label filter, from the table 0022 filled (or the app wrote)
         from trainyard.spec.job_query import JobFilter
         from trainyard.spec.label_selector import parse_selector
 

@@ -59,6 +59,10 @@ class Job:
     def download(self, to: str | Path | None = None) -> Path:
         return self.client.download(self.id, to)
 
+    def stacks(self, *, replica: int | None = None, timeout: float = 30.0) -> list:
+        """Where the running command is: each replica's Python stacks (see :meth:`Client.stacks`)."""
+        return self.client.stacks(self.id, replica=replica, timeout=timeout)
+
     def cancel(self) -> JobInfo:
         self.info = self.client.cancel(self.id)
         return self.info
