@@ -56,7 +56,8 @@ async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: Ca
 _REPLICA = TypeAdapter(Annotated[int, Field(ge=0, le=2**31 - 1)])
 # every answer a report can get, serialized once (tests/unit/test_reports.py fails if ReportAnswer grows a field)
 # (without stacks: most answers ask for none, and a launcher from before them reads only cancel)
-_ANSWERS = {cancel: ReportAnswer(cancel=cancel).model_dump_json(exclude={"stacks"}).encode() for cancel in (False, True)}
+_ANSWERS = {cancel: ReportAnswer(cancel=cancel).model_dump_json(exclude={"stacks"}).encode()
+            for cancel in (False, True)}
 
 
 @router.post("/internal/attempts/{attempt_id}/replicas/{replica}/report", tags=["internal"],
