@@ -40,7 +40,9 @@ class StackService:
         attempt = job.attempts[-1] if job.attempts else None
         running = [r for r in attempt.replicas if r.status is AttemptStatus.RUNNING] if attempt else []
         if not running:
-            raise Conflict(f"job {job_id} has no running command to dump ({job.status.value})", job_id=job_id)
+            state = job.status.value if job.status.is_terminal() or attempt is None else \
+                "replicas " + ", ".join(sorted({r.status.value for r in attempt.replicas}))
+            raise Conflict(f"job {job_id} has no running command to dump ({state})", job_id=job_id)
         if req.replica is not None:
             running = [r for r in running if r.index == req.replica]
             if not running:
