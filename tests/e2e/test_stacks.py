@@ -46,8 +46,12 @@ def test_stack_dumps_every_replica_and_refuses_what_it_cannot(server):
     assert out.stdout.count("not Python: ") == 2 and "(bash)" in out.stdout
     [one] = job.stacks(replica=1)  # the handle asks through Client.stacks
     assert (one.replica, one.status, one.error) == (1, "done", None) and "prefetch_batches (" in one.text
+    deep = server.cli("stack", job.id, "-r", "0", "--native", "--locals")
+    assert deep.returncode == 0, deep.stderr
+    assert "(libc" in deep.stdout  # a C frame under time.sleep, in glibc
     kept = httpx.get(f"{server.url}/api/v1/jobs/{job.id}/stacks", headers=server.headers).json()
-    assert [d["replica"] for d in kept] == [1, 1, 0] and [d["status"] for d in kept] == ["done"] * 3
+    assert [d["replica"] for d in kept] == [0, 1, 1, 0] and [d["status"] for d in kept] == ["done"] * 4
+    assert [(d["native"], d["locals"]) for d in kept] == [(True, True)] + [(False, False)] * 3
     assert kept[0]["requested_by"] == "local" and kept[0]["answered_at"] >= kept[0]["requested_at"]
 
     # what is refused, and why

@@ -32,7 +32,8 @@ def test_a_launcher_dumps_each_request_once_and_answers_with_its_next_report(tmp
     def answer(body: dict) -> tuple[int, dict]:
         if body.get("phase") == "running" and not body.get("stacks"):
             asked["n"] += 1
-            return 200, {"cancel": False, "stacks": [7] if asked["n"] < 4 else [7, 8]}  # 7 again: answered once
+            ask = [{"id": 7}] if asked["n"] < 4 else [{"id": 7}, {"id": 8, "locals": True}]  # 7 again: once
+            return 200, {"cancel": False, "stacks": ask}
         return 200, {"cancel": False}
 
     report_server.answer = answer
@@ -47,12 +48,15 @@ def test_a_launcher_dumps_each_request_once_and_answers_with_its_next_report(tmp
     assert proc.returncode == 0, out.decode()
     assert read_result(attempt)["exit_code"] == 0
 
-    answers = [a for r in report_server.reports for a in r.get("stacks", [])]
-    assert sorted(a["id"] for a in answers) == [7, 8]
-    for a in answers:
+    answers = {a["id"]: a for r in report_server.reports for a in r.get("stacks", [])}
+    assert sorted(answers) == [7, 8] and sum(len(r.get("stacks", [])) for r in report_server.reports) == 2
+    for a in answers.values():
         assert a["error"] is None, a
         assert "wait_for_allreduce (" in a["text"] and "job.py" in a["text"]
         assert '"prefetcher"' in a["text"] and "prefetch_batches (" in a["text"]
+    # 8 asked for local variables: wait_for_allreduce's argument is one
+    assert "flag: " not in answers[7]["text"] and "Arguments:" not in answers[7]["text"]
+    assert f"flag: {str(flag)!r}".replace("'", '"') in answers[8]["text"]
 
 
 def _dump_beside(children: str, masked: list[str]) -> dict:

@@ -4,7 +4,7 @@ and replica's requests, once; an unanswered one expires; a job keeps its newest 
 import pytest
 
 from trainyard.spec import parse_job
-from trainyard.spec.reports import StackAnswer
+from trainyard.spec.reports import StackAnswer, StackAsk
 from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store import stacks as stacks_mod
@@ -24,9 +24,11 @@ def store(db_url):
 def test_requests_answers_expiry_and_what_is_kept(store, monkeypatch):
     job = store.create_job(parse_job("command: x\nreplicas: 2\ndistributed: torch"))
     rows = StackStore(store)
-    a0, a1 = rows.request(job.id, f"{job.id}-1", [(0, "n0"), (1, "n1")], "alice")
-    assert (a0.status, a0.node, a0.requested_by, a1.replica) == ("pending", "n0", "alice", 1)
-    assert rows.pending() == {(f"{job.id}-1", 0): [a0.id], (f"{job.id}-1", 1): [a1.id]}
+    a0, a1 = rows.request(job.id, f"{job.id}-1", [(0, "n0"), (1, "n1")], "alice", native=True)
+    assert (a0.status, a0.node, a0.requested_by, a1.replica, a1.native, a1.locals) == \
+        ("pending", "n0", "alice", 1, True, False)
+    assert rows.pending() == {(f"{job.id}-1", 0): [StackAsk(id=a0.id, native=True)],
+                              (f"{job.id}-1", 1): [StackAsk(id=a1.id, native=True)]}
 
     # another replica's or attempt's launcher cannot answer: nothing changes
     assert rows.answer(f"{job.id}-1", 1, [StackAnswer(id=a0.id, text="forged")]) == 0
@@ -35,7 +37,7 @@ def test_requests_answers_expiry_and_what_is_kept(store, monkeypatch):
     assert rows.answer(f"{job.id}-1", 0, [StackAnswer(id=a0.id, text="again")]) == 0  # once
     assert rows.answer(f"{job.id}-1", 1, [StackAnswer(id=a1.id, error="ptrace: Operation not permitted")]) == 1
     got = {d.id: d for d in rows.of_job(job.id)}
-    assert (got[a0.id].status, got[a0.id].text) == ("done", "Thread 1 (idle)")
+    assert (got[a0.id].status, got[a0.id].text, got[a0.id].native) == ("done", "Thread 1 (idle)", True)
     assert (got[a1.id].status, got[a1.id].error) == ("failed", "ptrace: Operation not permitted")
     assert rows.pending() == {}
 
@@ -68,10 +70,10 @@ def test_a_server_hears_of_another_s_requests_within_a_second_and_forgets_what_w
     attempt, clock = f"{job.id}-1", service_mod.time.monotonic()
     monkeypatch.setattr(service_mod.time, "monotonic", lambda: clock)
     assert there.asked(attempt, 0) == []  # read now: nothing yet
-    [d] = here.rows.request(job.id, attempt, [(0, None)], None)  # as another server's request() writes it
+    [d] = here.rows.request(job.id, attempt, [(0, None)], None, with_locals=True)  # as another server's would
     assert there.asked(attempt, 0) == []  # its copy is under a second old
     monkeypatch.setattr(service_mod.time, "monotonic", lambda: clock + REFRESH)
-    assert there.asked(attempt, 0) == [d.id] and there.asked(attempt, 1) == []
+    assert there.asked(attempt, 0) == [StackAsk(id=d.id, locals=True)] and there.asked(attempt, 1) == []
     there.answered(attempt, 0, [StackAnswer(id=d.id, text="x")])
     assert there.asked(attempt, 0) == []  # not asked again before the next read
     assert here.rows.of_job(job.id)[0].status == "done"

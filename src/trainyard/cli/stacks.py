@@ -13,6 +13,8 @@ from trainyard.cli.completion import job_ids
 def stack(
     job_id: Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)],
     replica: Annotated[Optional[int], typer.Option("--replica", "-r", min=0, help="only this replica")] = None,
+    with_locals: Annotated[bool, typer.Option("--locals", help="each frame's local variables too")] = False,
+    native: Annotated[bool, typer.Option("--native", help="C and C++ frames too (inside NCCL, CUDA…)")] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=1.0, max=WAIT_MAX,
                                            help="seconds to wait for the answers (exit 124 after)")] = 30.0,
     output: Annotated[Output, typer.Option("--output", "-o", help="table (the dumps as text) or json")] = Output.table,
@@ -41,7 +43,7 @@ def stack(
     with handled():
         c = client()
         with console.status(f"asking {job_id}'s launchers…", spinner="dots"):  # prints go above it
-            dumps = dump(c.http, job_id, replica, timeout, on_answer=show)
+            dumps = dump(c.http, job_id, replica, timeout, on_answer=show, with_locals=with_locals, native=native)
     if output is Output.json:
         console.print_json(data=[d.model_dump(mode="json") for d in dumps])
     if bad:

@@ -81,7 +81,7 @@ class Reporter:
         self._kept = None  # a connection opened ahead for the next report (transport.connect)
         self._stacks_seen: set[int] = set()  # requests for stacks already dumped for
         self._stack_answers: list[dict] = []  # dumps waiting for the next report (appended by their thread)
-        self._stacks_queued: list[int] = []
+        self._stacks_queued: list[tuple[int, bool, bool]] = []  # (id, locals, native)
         self._stacks_busy = False
         self._stacks_lock = threading.Lock()
 
@@ -266,13 +266,15 @@ class Reporter:
             self._dump_stacks(asked)
         return "more" if final or self._behind() or self._stack_answers else "idle"
 
-    def _dump_stacks(self, ids: list) -> None:
-        """Dump the command's stacks for the requests not seen before, in a thread (py-spy takes ~20 ms a
-        process; one dump at a time, so none dumps another's py-spy); the answers go with the next report."""
-        new = [i for i in ids if isinstance(i, int) and i not in self._stacks_seen]
+    def _dump_stacks(self, asked: list) -> None:
+        """Dump the command's stacks for the requests (``{"id", "locals", "native"}``) not seen before, in a
+        thread (py-spy takes ~20 ms a process; one dump at a time, so none dumps another's py-spy); the
+        answers go with the next report."""
+        new = [(a["id"], bool(a.get("locals")), bool(a.get("native"))) for a in asked
+               if isinstance(a, dict) and isinstance(a.get("id"), int) and a["id"] not in self._stacks_seen]
         if not new or self._exited:
             return
-        self._stacks_seen.update(new)
+        self._stacks_seen.update(i for i, _, _ in new)
         with self._stacks_lock:
             self._stacks_queued.extend(new)
             if self._stacks_busy:
@@ -285,16 +287,17 @@ class Reporter:
 
         while True:
             with self._stacks_lock:
-                ids, self._stacks_queued = self._stacks_queued, []
-                if not ids:
+                queued, self._stacks_queued = self._stacks_queued, []
+                if not queued:
                     self._stacks_busy = False
                     return
-            try:
-                result = stacks.dump(self.masks)
-            except Exception as e:  # a bug here must not leave the requests unanswered
-                result = {"text": "", "error": f"the launcher could not dump: {type(e).__name__}: {e}"[:1900]}
-            self._stack_answers.extend({"id": i, **result} for i in ids)
-            self._poke()
+            for flags in dict.fromkeys((with_locals, native) for _, with_locals, native in queued):
+                try:
+                    result = stacks.dump(self.masks, *flags)
+                except Exception as e:  # a bug here must not leave the requests unanswered
+                    result = {"text": "", "error": f"the launcher could not dump: {type(e).__name__}: {e}"[:1900]}
+                self._stack_answers.extend({"id": i, **result} for i, *f in queued if tuple(f) == flags)
+                self._poke()
 
     def _build(self, final: bool) -> tuple[dict, int, int]:
         body: dict = {"phase": "exited" if self._exited else "running", "pid": self._pid}

@@ -45,19 +45,21 @@ def _masked(text: str, masks) -> str:  # noqa: ANN001
     return masks.apply(text.encode()).decode(errors="replace") if masks and text else text
 
 
-def dump(masks=None) -> dict:  # noqa: ANN001  (launch.secrets.Masks)
-    """``{"text": ..., "error": ...}`` for the command's processes now; ``masks`` hides the job's secrets."""
+def dump(masks=None, with_locals: bool = False, native: bool = False) -> dict:  # noqa: ANN001  (secrets.Masks)
+    """``{"text": ..., "error": ...}`` for the command's processes now, with each frame's local variables
+    and C/C++ frames if asked; ``masks`` hides the job's secrets."""
     exe = py_spy()
     if exe is None:
         return {"text": "", "error": "py-spy is not installed where this replica runs (pip install py-spy)"}
     texts, problems, others = [], [], []
+    flags = [*(["--locals"] if with_locals else []), *(["--native"] if native else [])]
     for p in descendants()[:MOST]:
         try:
             name = p.name()
         except Exception:  # gone meanwhile
             continue
         try:
-            r = subprocess.run([exe, "dump", "--pid", str(p.pid)], capture_output=True, text=True,
+            r = subprocess.run([exe, "dump", "--pid", str(p.pid), *flags], capture_output=True, text=True,
                                errors="replace", timeout=PER_PROCESS, stdin=subprocess.DEVNULL, env=_ENV)
         except subprocess.TimeoutExpired:
             problems.append(f"pid {p.pid} ({name}): py-spy took over {PER_PROCESS:.0f} s")

@@ -209,12 +209,14 @@ class Client:
     def cancel(self, job_id: str) -> JobInfo:
         return JobInfo.model_validate(self.http.request("POST", f"/api/v1/jobs/{job_id}/cancel").json())
 
-    def stacks(self, job_id: str, *, replica: int | None = None, timeout: float = 30.0) -> list[StackDump]:
+    def stacks(self, job_id: str, *, replica: int | None = None, locals: bool = False,  # noqa: A002
+               native: bool = False, timeout: float = 30.0) -> list[StackDump]:
         """The Python stacks of a running job's command, each replica's (or ``replica``'s) dumped by its
-        launcher with py-spy; waits for every answer (:class:`~trainyard.errors.WaitTimeout` after ``timeout``)."""
+        launcher with py-spy, with each frame's local variables (``locals``) and C/C++ frames (``native``) if
+        asked; waits for every answer (:class:`~trainyard.errors.WaitTimeout` after ``timeout``)."""
         from trainyard.sdk.stacks import dump
 
-        return dump(self.http, job_id, replica, timeout)
+        return dump(self.http, job_id, replica, timeout, with_locals=locals, native=native)
 
     def delete(self, job_id: str) -> None:
         """An ended job with its records and files (``trainyard rm``); its usage stays counted.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trainyard import errors
 from trainyard.spec.records import ArtifactInfo, JobInfo, MetricPoint
@@ -59,9 +59,9 @@ class Job:
     def download(self, to: str | Path | None = None) -> Path:
         return self.client.download(self.id, to)
 
-    def stacks(self, *, replica: int | None = None, timeout: float = 30.0) -> list:
+    def stacks(self, **kw: Any) -> list:
         """Where the running command is: each replica's Python stacks (see :meth:`Client.stacks`)."""
-        return self.client.stacks(self.id, replica=replica, timeout=timeout)
+        return self.client.stacks(self.id, **kw)
 
     def cancel(self) -> JobInfo:
         self.info = self.client.cancel(self.id)

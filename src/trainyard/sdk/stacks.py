@@ -22,10 +22,11 @@ POLL = 0.25  # seconds between reads while launchers dump (each answers with a r
 
 
 def dump(http: Http, job_id: str, replica: int | None, timeout: float,
-         on_answer: Callable[[StackDump], None] | None = None) -> list[StackDump]:
+         on_answer: Callable[[StackDump], None] | None = None, *, with_locals: bool = False,
+         native: bool = False) -> list[StackDump]:
     """Ask for the stacks and wait until every replica asked has answered (or its request expired); each
     answer is passed to ``on_answer`` as it comes. :class:`~trainyard.errors.WaitTimeout` after ``timeout``."""
-    body = {} if replica is None else {"replica": replica}
+    body = {"locals": with_locals, "native": native, **({} if replica is None else {"replica": replica})}
     asked = _DUMPS.validate_json(http.json_call("POST", f"/api/v1/jobs/{job_id}/stacks", body=body))
     ids, told = {d.id for d in asked}, set()
     deadline = time.monotonic() + timeout

@@ -15,7 +15,7 @@ from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller
 from trainyard.errors import Conflict, Forbidden
 from trainyard.services.audit import AuditLog
 from trainyard.services.jobs import JobService
-from trainyard.spec.reports import StackAnswer
+from trainyard.spec.reports import StackAnswer, StackAsk
 from trainyard.spec.stacks import StackDump, StackRequest
 from trainyard.status import AttemptStatus
 from trainyard.store import Store
@@ -29,7 +29,7 @@ class StackService:
         self.rows = StackStore(store)
         self.jobs, self.audit = jobs, audit
         self._lock = threading.Lock()
-        self._pending: dict[tuple[str, int], list[int]] = {}
+        self._pending: dict[tuple[str, int], list[StackAsk]] = {}
         self._read_at = -REFRESH
 
     def request(self, job_id: str, req: StackRequest, caller: Caller = LOCAL_ADMIN) -> list[StackDump]:
@@ -48,10 +48,12 @@ class StackService:
             if not running:
                 raise Conflict(f"replica {req.replica} of job {job_id} is not running", job_id=job_id,
                                replica=req.replica)
-        dumps = self.rows.request(job_id, attempt.id, [(r.index, r.node) for r in running], caller.user)
+        dumps = self.rows.request(job_id, attempt.id, [(r.index, r.node) for r in running], caller.user,
+                                  with_locals=req.locals, native=req.native)
         with self._lock:
             self._read_at = -REFRESH  # the next report reads them
-        self.audit.record(caller, "job.stack", job_id, replicas=[d.replica for d in dumps])
+        self.audit.record(caller, "job.stack", job_id, replicas=[d.replica for d in dumps], locals=req.locals,
+                          native=req.native)
         return dumps
 
     def of_job(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> list[StackDump]:
@@ -59,7 +61,7 @@ class StackService:
         self.jobs.get(job_id, caller)
         return self.rows.of_job(job_id)
 
-    def asked(self, attempt_id: str, replica: int) -> list[int]:
+    def asked(self, attempt_id: str, replica: int) -> list[StackAsk]:
         """The requests a running replica's launcher has yet to answer (with the answer to its report)."""
         now = time.monotonic()
         with self._lock:
@@ -73,5 +75,5 @@ class StackService:
         self.rows.answer(attempt_id, replica, answers)
         with self._lock:
             ids = {a.id for a in answers}
-            left = [i for i in self._pending.get((attempt_id, replica), []) if i not in ids]
+            left = [a for a in self._pending.get((attempt_id, replica), []) if a.id not in ids]
             self._pending[(attempt_id, replica)] = left

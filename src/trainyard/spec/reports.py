@@ -124,7 +124,14 @@ class LauncherReport(_Wire):
         return self.result if self.phase == "exited" else None
 
 
+class StackAsk(BaseModel):
+    """A request for the command's stacks, as a report's answer carries it (see :mod:`trainyard.launch.stacks`)."""
+
+    id: int
+    locals: bool = False
+    native: bool = False
+
+
 class ReportAnswer(BaseModel):
     cancel: bool  # stop the attempt, as SIGTERM would
-    # requests for the command's stacks (their ids), answered in a later report's ``stacks``
-    stacks: list[int] = Field(default_factory=list)
+    stacks: list[StackAsk] = Field(default_factory=list)  # answered in a later report's ``stacks``

@@ -16,6 +16,8 @@ class StackRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     replica: int | None = Field(None, ge=0, lt=MAX_REPLICAS, strict=True)
+    locals: bool = Field(False, strict=True, description="each frame's local variables too (py-spy --locals)")
+    native: bool = Field(False, strict=True, description="C and C++ frames too, e.g. inside NCCL (py-spy --native)")
 
 
 class StackDump(BaseModel):
@@ -30,6 +32,8 @@ class StackDump(BaseModel):
     status: StackStatus
     requested_at: float
     requested_by: str | None = None
+    locals: bool = False
+    native: bool = False
     answered_at: float | None = None
     text: str = Field("", description="py-spy's dump of each Python process the replica's command runs")
     error: str | None = None

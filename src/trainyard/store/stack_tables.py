@@ -7,7 +7,7 @@ Deleted with their job, and only the newest few per job are kept.
 
 from __future__ import annotations
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from trainyard.store.tables import Base
@@ -22,6 +22,8 @@ class StackDump(Base):
     node: Mapped[str | None] = mapped_column(String(255))
     requested_at: Mapped[float] = mapped_column(Float)
     requested_by: Mapped[str | None] = mapped_column(String(63))
+    locals: Mapped[bool] = mapped_column(Boolean, default=False)  # py-spy's --locals
+    native: Mapped[bool] = mapped_column(Boolean, default=False)  # and --native
     answered_at: Mapped[float | None] = mapped_column(Float)
     text: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)

@@ -7,7 +7,7 @@ from typing import Iterable
 
 from sqlalchemy import delete, insert, select, update
 
-from trainyard.spec.reports import StackAnswer
+from trainyard.spec.reports import StackAnswer, StackAsk
 from trainyard.spec.stacks import StackDump, StackStatus
 from trainyard.store import Store
 from trainyard.store import stack_tables as st
@@ -26,8 +26,8 @@ def _status(row, now: float) -> StackStatus:  # noqa: ANN001  (a row mapping)
 def _dump(row, now: float) -> StackDump:  # noqa: ANN001
     return StackDump(id=row["id"], job_id=row["job_id"], attempt_id=row["attempt_id"], replica=row["replica"],
                      node=row["node"], status=_status(row, now), requested_at=row["requested_at"],
-                     requested_by=row["requested_by"], answered_at=row["answered_at"], text=row["text"] or "",
-                     error=row["error"])
+                     requested_by=row["requested_by"], locals=row["locals"], native=row["native"],
+                     answered_at=row["answered_at"], text=row["text"] or "", error=row["error"])
 
 
 class StackStore:
@@ -35,11 +35,11 @@ class StackStore:
         self.store = store
 
     def request(self, job_id: str, attempt_id: str, replicas: Iterable[tuple[int, str | None]],
-                by: str | None) -> list[StackDump]:
+                by: str | None, with_locals: bool = False, native: bool = False) -> list[StackDump]:
         """A request for each ``(replica, node)``; the job's older dumps past the newest :data:`KEEP` go."""
         now = time.time()
-        rows = [dict(job_id=job_id, attempt_id=attempt_id, replica=r, node=node, requested_at=now, requested_by=by)
-                for r, node in replicas]
+        rows = [dict(job_id=job_id, attempt_id=attempt_id, replica=r, node=node, requested_at=now, requested_by=by,
+                     locals=with_locals, native=native) for r, node in replicas]
         with self.store.write() as s:
             conn = s.connection()
             ids = [conn.execute(insert(_D).values(**row)).inserted_primary_key[0] for row in rows]
@@ -48,14 +48,14 @@ class StackStore:
         return [_dump({**row, "id": i, "answered_at": None, "text": None, "error": None}, now)
                 for i, row in zip(ids, rows)]
 
-    def pending(self) -> dict[tuple[str, int], list[int]]:
-        """Unanswered requests that have not expired: (attempt id, replica) → their ids."""
-        out: dict[tuple[str, int], list[int]] = {}
+    def pending(self) -> dict[tuple[str, int], list[StackAsk]]:
+        """Unanswered requests that have not expired: (attempt id, replica) → what each asks."""
+        out: dict[tuple[str, int], list[StackAsk]] = {}
         with self.store.read() as s:
-            for i, attempt, replica in s.connection().execute(
-                    select(_D.c.id, _D.c.attempt_id, _D.c.replica)
+            for i, attempt, replica, locals_, native in s.connection().execute(
+                    select(_D.c.id, _D.c.attempt_id, _D.c.replica, _D.c.locals, _D.c.native)
                     .where(_D.c.answered_at.is_(None), _D.c.requested_at > time.time() - EXPIRE)):
-                out.setdefault((attempt, replica), []).append(i)
+                out.setdefault((attempt, replica), []).append(StackAsk(id=i, locals=locals_, native=native))
         return out
 
     def answer(self, attempt_id: str, replica: int, answers: list[StackAnswer]) -> int:

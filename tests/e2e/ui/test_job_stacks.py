@@ -34,6 +34,10 @@ def test_the_stacks_button_shows_where_a_running_job_is(server, page):
     expect(dump.locator("pre")).to_contain_text("evaluate_checkpoint (")
     expect(dump.locator("[data-status=done]")).to_have_text("done")
     screenshot(page, "job-stacks")
+    # again, with the C frames under time.sleep
+    page.locator("input[name=native]").check()
+    page.locator("button[name=stacks-again]").click()
+    expect(dump.locator("pre")).to_contain_text("(libc", timeout=30_000)  # a C frame, in glibc
     c.cancel(job.id)
     expect(page.locator("h1 [data-status=cancelled]")).to_be_visible(timeout=30_000)
     expect(button).to_be_disabled()

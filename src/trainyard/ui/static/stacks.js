@@ -7,7 +7,15 @@ const GIVE_UP_MS = 40000;  // a launcher answers within ~3 s; the server reads a
 
 export function stackPanel(path) {
   const body = h("div.stacks");
-  const el = h("details.panel", { hidden: true }, h("summary", {}, "Stacks"), body);
+  const withLocals = h("input", { type: "checkbox", name: "locals" });
+  const native = h("input", { type: "checkbox", name: "native" });
+  const again = h("button", { type: "button", name: "stacks-again", onclick: () => ask() }, "Ask again");
+  const el = h("details.panel", { hidden: true }, h("summary", {}, "Stacks"),
+    h("div.row", {},
+      h("label", { title: "each frame's local variables (py-spy --locals)" }, withLocals, " local variables"),
+      h("label", { title: "C and C++ frames, e.g. inside NCCL or CUDA (py-spy --native)" }, native, " native frames"),
+      again),
+    body);
 
   function draw(dumps) {
     body.replaceChildren(...dumps.map((d) => h("div.stack", { dataset: { replica: d.replica, status: d.status } },
@@ -21,7 +29,8 @@ export function stackPanel(path) {
   async function ask() {
     el.hidden = false; el.open = true;
     let asked;
-    try { asked = await api(`${path}/stacks`, { method: "POST", body: {} }); } catch (e) { toast(e); return; }
+    const options = { locals: withLocals.checked, native: native.checked };
+    try { asked = await api(`${path}/stacks`, { method: "POST", body: options }); } catch (e) { toast(e); return; }
     draw(asked);
     const ids = new Set(asked.map((d) => d.id));
     const until = Date.now() + GIVE_UP_MS;

@@ -23,6 +23,8 @@ def upgrade() -> None:
         sa.Column("node", sa.String(255)),
         sa.Column("requested_at", sa.Float(), nullable=False),
         sa.Column("requested_by", sa.String(63)),
+        sa.Column("locals", sa.Boolean(), nullable=False),
+        sa.Column("native", sa.Boolean(), nullable=False),
         sa.Column("answered_at", sa.Float()),
         sa.Column("text", sa.Text()),
         sa.Column("error", sa.Text()),
