@@ -158,6 +158,9 @@ def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server
     # no GPUs asked: the node's agent runs its launcher, no actor of its own
     [replica] = c.get(job.id).attempts[0].handle["replicas"]
     assert replica["agent"] in live_agents(cluster) and not live_actors(cluster, attempt_id)
+    # where it is, dumped on its Ray node by its launcher (`trainyard stack`)
+    [dump] = job.stacks(timeout=30)
+    assert (dump.status, dump.node) == ("done", c.get(job.id).attempts[0].node) and "<module> (<string>:3)" in dump.text
 
     job.cancel()
     assert job.wait(timeout=30).status.value == "cancelled"
