@@ -30,6 +30,12 @@ def test_requests_answers_expiry_and_what_is_kept(store, monkeypatch):
     assert rows.pending() == {(f"{job.id}-1", 0): [StackAsk(id=a0.id, native=True)],
                               (f"{job.id}-1", 1): [StackAsk(id=a1.id, native=True)]}
 
+    # asked again while pending (the same options): the same request; other options: a new one
+    assert [d.id for d in rows.request(job.id, f"{job.id}-1", [(0, "n0")], "bob", native=True)] == [a0.id]
+    [other] = rows.request(job.id, f"{job.id}-1", [(0, "n0")], "bob")
+    assert other.id not in (a0.id, a1.id)
+    assert rows.answer(f"{job.id}-1", 0, [StackAnswer(id=other.id, text="plain")]) == 1
+
     # another replica's or attempt's launcher cannot answer: nothing changes
     assert rows.answer(f"{job.id}-1", 1, [StackAnswer(id=a0.id, text="forged")]) == 0
     assert rows.answer(f"{job.id}-2", 0, [StackAnswer(id=a0.id, text="forged")]) == 0
@@ -49,8 +55,9 @@ def test_requests_answers_expiry_and_what_is_kept(store, monkeypatch):
     monkeypatch.undo()
 
     # the newest KEEP are kept, newest first
-    for _ in range(KEEP):
-        rows.request(job.id, f"{job.id}-1", [(0, "n0")], None)
+    for i in range(KEEP):
+        [d] = rows.request(job.id, f"{job.id}-1", [(0, "n0")], None, with_locals=True)  # not the pending `late`
+        rows.answer(f"{job.id}-1", 0, [StackAnswer(id=d.id, text=str(i))])
     kept = rows.of_job(job.id)
     assert len(kept) == KEEP and late.id not in {d.id for d in kept}
     assert [d.id for d in kept] == sorted((d.id for d in kept), reverse=True)

@@ -36,17 +36,26 @@ class StackStore:
 
     def request(self, job_id: str, attempt_id: str, replicas: Iterable[tuple[int, str | None]],
                 by: str | None, with_locals: bool = False, native: bool = False) -> list[StackDump]:
-        """A request for each ``(replica, node)``; the job's older dumps past the newest :data:`KEEP` go."""
+        """A request for each ``(replica, node)``, or the same one still pending (two people asking at once, or
+        a hand on the button, make one dump); the job's older dumps past the newest :data:`KEEP` go."""
         now = time.time()
         rows = [dict(job_id=job_id, attempt_id=attempt_id, replica=r, node=node, requested_at=now, requested_by=by,
                      locals=with_locals, native=native) for r, node in replicas]
+        out = []
         with self.store.write() as s:
             conn = s.connection()
-            ids = [conn.execute(insert(_D).values(**row)).inserted_primary_key[0] for row in rows]
+            waiting = {r["replica"]: r for r in conn.execute(select(_D).where(
+                _D.c.attempt_id == attempt_id, _D.c.answered_at.is_(None), _D.c.requested_at > now - EXPIRE,
+                _D.c.locals == with_locals, _D.c.native == native)).mappings()}
+            for row in rows:
+                if (same := waiting.get(row["replica"])) is not None:
+                    out.append(_dump(same, now))
+                    continue
+                i = conn.execute(insert(_D).values(**row)).inserted_primary_key[0]
+                out.append(_dump({**row, "id": i, "answered_at": None, "text": None, "error": None}, now))
             kept = select(_D.c.id).where(_D.c.job_id == job_id).order_by(_D.c.id.desc()).limit(KEEP)
             conn.execute(delete(_D).where(_D.c.job_id == job_id, _D.c.id.not_in(kept.scalar_subquery())))
-        return [_dump({**row, "id": i, "answered_at": None, "text": None, "error": None}, now)
-                for i, row in zip(ids, rows)]
+        return out
 
     def pending(self) -> dict[tuple[str, int], list[StackAsk]]:
         """Unanswered requests that have not expired: (attempt id, replica) → what each asks."""
