@@ -192,16 +192,21 @@ def test_resource_samples_are_of_the_containers_processes(server, python_image):
     assert samples and hold <= max(samples) < hold + (25 << 20), samples  # the bytes, python3 and its init
 
 
-def test_stack_dumps_the_python_in_the_container(server, python_image):
+def test_stack_and_exec_reach_the_python_in_the_container(server, python_image):
     """py-spy on the node reads the container's python3 (its own binary, under the container's root)."""
     job = server.client().submit({
         "name": "deep", "image": python_image, "resources": {"cpu": 1},
-        "command": ["python3", "-c", "import time\ndef score_batch():\n    print('scoring', flush=True)\n"
-                                     "    time.sleep(120)\nscore_batch()"]})
+        "command": ["python3", "-c", "import os, time\ndef score_batch():\n    print('scoring', flush=True)\n"
+                                     "    time.sleep(120)\nopen(f'/tmp/in-{os.getpid()}-{time.time()}', 'w').close()\n"
+                                     "score_batch()"]})
     until(lambda: "scoring" in job.logs(), timeout=90)
     [dump] = job.stacks(timeout=30)
     assert dump.status == "done", dump.error
     assert "score_batch (<string>:4)" in dump.text and "Python v3" in dump.text
+    # and `trainyard exec` runs in the container: the file the job left in its own /tmp is there, not here
+    inside = job.exec(["sh", "-c", "ls /tmp/in-*"], timeout=20)
+    assert inside.status == "done" and inside.exit_code == 0, inside
+    assert not Path(inside.output.strip()).exists()
     job.cancel()
 
 

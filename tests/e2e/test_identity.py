@@ -86,7 +86,7 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     assert {j["id"] for j in carol.get("/api/v1/jobs").json()["items"]} == {a_job}  # a viewer reads its team's
     # every GET the API has under a job (read from its own schema, so a new endpoint is covered too)
     schema = bob.get("/openapi.json").json()["paths"]
-    job_paths = [p.replace("{job_id}", b_out).replace("{path}", "model.txt")
+    job_paths = [p.replace("{job_id}", b_out).replace("{path}", "model.txt").replace("{exec_id}", "1")
                  for p, ops in schema.items() if p.startswith("/api/v1/jobs/{job_id}") and "get" in ops]
     assert len(job_paths) >= 8, job_paths
     for path in (*job_paths, f"/api/v1/jobs/{b_out}/wait?timeout=0", f"/api/v1/jobs/{b_out}/logs?follow=true"):

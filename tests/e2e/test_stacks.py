@@ -64,7 +64,7 @@ def test_stack_dumps_every_replica_and_refuses_what_it_cannot(server):
     c.cancel(job.id)
     c.wait(job.id, timeout=60)
     ended = server.cli("stack", job.id)
-    assert ended.returncode == 1 and f"job {job.id} has no running command to dump (cancelled)" in ended.stderr
+    assert ended.returncode == 1 and f"job {job.id} has no running command (cancelled)" in ended.stderr
     # the dumps go with the job
     c.delete(job.id)
     assert httpx.get(f"{server.url}/api/v1/jobs/{job.id}/stacks", headers=server.headers).status_code == 404
@@ -83,7 +83,7 @@ def test_who_may_ask_for_stacks(auth_server):
     # a viewer and another member of the team read the job, but may not pause its processes
     for who in (carol, erin):
         refused = who.post(f"/api/v1/jobs/{job}/stacks")
-        assert refused.status_code == 403 and "only of your own jobs" in refused.json()["message"]
+        assert refused.status_code == 403 and "dump the stacks of your own jobs only" in refused.json()["message"]
         assert who.get(f"/api/v1/jobs/{job}/stacks").json() == []
     out = cli_as(auth_server, tokens["alice"], "stack", job, "-o", "json")
     assert out.returncode == 0, out.stderr

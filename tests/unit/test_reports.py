@@ -63,8 +63,8 @@ def test_the_report_route_s_prebuilt_answers_are_every_answer_there_is():
     from trainyard.api.routers.system import _ANSWERS
     from trainyard.spec.reports import ReportAnswer
 
-    # a new field needs its answers built in system.py (stacks: serialized there when there are some)
-    assert set(ReportAnswer.model_fields) == {"cancel", "stacks"}
+    # a new field needs its answers built in system.py (stacks, execs: serialized there when there are some)
+    assert set(ReportAnswer.model_fields) == {"cancel", "stacks", "execs"}
     assert {k: ReportAnswer.model_validate_json(v) for k, v in _ANSWERS.items()} == \
         {False: ReportAnswer(cancel=False), True: ReportAnswer(cancel=True)}
 

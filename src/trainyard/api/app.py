@@ -14,7 +14,7 @@ import trainyard
 from trainyard.api.fast_lane import FastLane
 from trainyard.api.guard import MAX_BODY, Guard
 from trainyard.api.routers import (clusters, identity, job_text, jobs, monitoring, nodes, pipelines, queues, secrets,
-                                   schedules, services, stacks, sweeps, system, webhooks)
+                                   replica_requests, schedules, services, sweeps, system, webhooks)
 from trainyard.api.serve_proxy import PREFIX as SERVE_PREFIX
 from trainyard.api.serve_lane import ServeLane
 from trainyard.api.serve_proxy import ServeProxy
@@ -80,7 +80,7 @@ def create_app(platform: Platform, server_url: str | None = None,
     app.include_router(nodes.router)
     app.include_router(jobs.router)
     app.include_router(job_text.router)
-    app.include_router(stacks.router)
+    app.include_router(replica_requests.router)
     app.include_router(queues.router)
     app.include_router(pipelines.router)
     app.include_router(clusters.router)

@@ -79,11 +79,13 @@ class Reporter:
         self._first_at = 0.0
         self._started = False
         self._kept = None  # a connection opened ahead for the next report (transport.connect)
-        self._stacks_seen: set[int] = set()  # requests for stacks already dumped for
-        self._stack_answers: list[dict] = []  # dumps waiting for the next report (appended by their thread)
-        self._stacks_queued: list[tuple[int, bool, bool]] = []  # (id, locals, native)
-        self._stacks_busy = False
-        self._stacks_lock = threading.Lock()
+        # what the server asks of this replica (trainyard stack, trainyard exec), done by a thread of its own
+        self.exec_in = None  # a launch.execs.Where once the command runs: how `trainyard exec` runs beside it
+        self._seen: set[tuple[str, int]] = set()  # (kind, id) of requests already taken
+        self._answers: dict[str, list[dict]] = {"stacks": [], "execs": []}  # for the next reports
+        self._queued: list[tuple[str, dict]] = []  # (kind, request)
+        self._busy = False
+        self._asks_lock = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -245,9 +247,8 @@ class Reporter:
         body, log_n, metrics_n = self._build(final)
         if final and not log_n and not metrics_n and self._drained():
             body["result"] = self._result
-        answers = self._stack_answers[:8]  # a report carries 8 at most (spec.reports)
-        if answers:
-            body["stacks"] = answers
+        answers = {kind: got[:8] for kind, got in self._answers.items() if got}  # 8 of each at most (spec.reports)
+        body.update(answers)
         news = "log" in body or "metrics" in body or "result" in body or answers
         if not news and self._last_sent is not None and time.monotonic() - self._last_sent < HEARTBEAT:
             return "idle"
@@ -257,47 +258,66 @@ class Reporter:
         self._last_sent = time.monotonic()
         self.log_offset += log_n
         self.metrics_offset += metrics_n
-        del self._stack_answers[:len(answers)]
+        for kind, sent in answers.items():
+            del self._answers[kind][:len(sent)]
         if "result" in body:
             return "done"
         if cancel:
             self.on_cancel()
         if asked:
-            self._dump_stacks(asked)
-        return "more" if final or self._behind() or self._stack_answers else "idle"
+            self._take(asked)
+        return "more" if final or self._behind() or any(self._answers.values()) else "idle"
 
-    def _dump_stacks(self, asked: list) -> None:
-        """Dump the command's stacks for the requests (``{"id", "locals", "native"}``) not seen before, in a
-        thread (py-spy takes ~20 ms a process; one dump at a time, so none dumps another's py-spy); the
-        answers go with the next report."""
-        new = [(a["id"], bool(a.get("locals")), bool(a.get("native"))) for a in asked
-               if isinstance(a, dict) and isinstance(a.get("id"), int) and a["id"] not in self._stacks_seen]
+    def _take(self, asked: dict) -> None:
+        """Queue the requests (``{"stacks": [...], "execs": [...]}`` of a report's answer) not taken before, for
+        the thread that does them one at a time (so no dump reads another's py-spy); answers go with the next
+        reports."""
+        new = [(kind, a) for kind in ("stacks", "execs") for a in asked.get(kind) or ()
+               if isinstance(a, dict) and isinstance(a.get("id"), int) and (kind, a["id"]) not in self._seen]
         if not new or self._exited:
             return
-        self._stacks_seen.update(i for i, _, _ in new)
-        with self._stacks_lock:
-            self._stacks_queued.extend(new)
-            if self._stacks_busy:
-                return  # the running dump's thread takes these next
-            self._stacks_busy = True
-        threading.Thread(target=self._stacks_thread, name="trainyard-stacks", daemon=True).start()
+        self._seen.update((kind, a["id"]) for kind, a in new)
+        with self._asks_lock:
+            self._queued.extend(new)
+            if self._busy:
+                return  # the running thread takes these next
+            self._busy = True
+        threading.Thread(target=self._asks_thread, name="trainyard-asks", daemon=True).start()
 
-    def _stacks_thread(self) -> None:
+    def _asks_thread(self) -> None:
+        while True:
+            with self._asks_lock:
+                queued, self._queued = self._queued, []
+                if not queued:
+                    self._busy = False
+                    return
+            stacks = [a for kind, a in queued if kind == "stacks"]
+            for flags in dict.fromkeys((bool(a.get("locals")), bool(a.get("native"))) for a in stacks):
+                result = self._guarded(lambda: self._stacks_module().dump(self.masks, *flags))
+                self._answers["stacks"].extend({"id": a["id"], "text": "", **result} for a in stacks
+                                               if (bool(a.get("locals")), bool(a.get("native"))) == flags)
+                self._poke()
+            for a in (a for kind, a in queued if kind == "execs"):
+                from trainyard.launch import execs
+
+                argv, timeout = [str(x) for x in a.get("argv") or ()], float(a.get("timeout") or 30.0)
+                result = self._guarded(lambda: execs.run(argv, timeout, self.exec_in, self.masks)) if argv else \
+                    {"error": "no command"}
+                self._answers["execs"].append({"id": a["id"], "exit_code": None, "output": "", **result})
+                self._poke()
+
+    @staticmethod
+    def _stacks_module():  # noqa: ANN205
         from trainyard.launch import stacks
 
-        while True:
-            with self._stacks_lock:
-                queued, self._stacks_queued = self._stacks_queued, []
-                if not queued:
-                    self._stacks_busy = False
-                    return
-            for flags in dict.fromkeys((with_locals, native) for _, with_locals, native in queued):
-                try:
-                    result = stacks.dump(self.masks, *flags)
-                except Exception as e:  # a bug here must not leave the requests unanswered
-                    result = {"text": "", "error": f"the launcher could not dump: {type(e).__name__}: {e}"[:1900]}
-                self._stack_answers.extend({"id": i, **result} for i, *f in queued if tuple(f) == flags)
-                self._poke()
+        return stacks
+
+    @staticmethod
+    def _guarded(do) -> dict:  # noqa: ANN001
+        try:
+            return do()
+        except Exception as e:  # a bug here must not leave the request unanswered
+            return {"error": f"the launcher could not: {type(e).__name__}: {e}"[:1900]}
 
     def _build(self, final: bool) -> tuple[dict, int, int]:
         body: dict = {"phase": "exited" if self._exited else "running", "pid": self._pid}
@@ -318,7 +338,7 @@ class Reporter:
         return (tail.file_size(self.log_path) - self.log_offset >= tail.CHUNK
                 or tail.file_size(self.metrics_path) - self.metrics_offset >= tail.CHUNK)
 
-    def _post(self, body: dict, sent: Callable[[], None] | None = None) -> tuple[bool, list]:
+    def _post(self, body: dict, sent: Callable[[], None] | None = None) -> tuple[bool, dict | None]:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -337,9 +357,9 @@ class Reporter:
             raise ConnectionError(f"HTTP {status}")
         try:
             answer = json.loads(data or b"{}")
-            return bool(answer.get("cancel")), answer.get("stacks") or []
+            return bool(answer.get("cancel")), answer if answer.get("stacks") or answer.get("execs") else None
         except (ValueError, AttributeError):
-            return False, []
+            return False, None
 
     def _on_failure(self, backoff: float) -> None:
         self._reread_address()

@@ -20,6 +20,7 @@ from trainyard.sdk.reads import label_query, log_pages, log_query
 from trainyard.spec.job import JobSpec
 from trainyard.spec.queue import QueueSpec
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo, QueueInfo
+from trainyard.spec.execs import ExecResult
 from trainyard.spec.stacks import StackDump
 
 
@@ -214,9 +215,17 @@ class Client:
         """The Python stacks of a running job's command, each replica's (or ``replica``'s) dumped by its
         launcher with py-spy, with each frame's local variables (``locals``) and C/C++ frames (``native``) if
         asked; waits for every answer (:class:`~trainyard.errors.WaitTimeout` after ``timeout``)."""
-        from trainyard.sdk.stacks import dump
+        from trainyard.sdk.replica_requests import dump
 
         return dump(self.http, job_id, replica, timeout, with_locals=locals, native=native)
+
+    def exec(self, job_id: str, argv: list[str], *, replica: int = 0, timeout: float = 30.0) -> ExecResult:
+        """Run ``argv`` beside a running job's command, on its node (its work dir, environment, account or
+        container), and wait for its end: ``exit_code`` and ``output``, or ``error`` if it could not run or
+        ran past ``timeout`` seconds. :class:`~trainyard.errors.WaitTimeout` if the launcher never answered."""
+        from trainyard.sdk.replica_requests import execute
+
+        return execute(self.http, job_id, list(argv), replica, timeout)
 
     def delete(self, job_id: str) -> None:
         """An ended job with its records and files (``trainyard rm``); its usage stays counted.

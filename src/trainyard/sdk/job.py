@@ -63,6 +63,10 @@ class Job:
         """Where the running command is: each replica's Python stacks (see :meth:`Client.stacks`)."""
         return self.client.stacks(self.id, **kw)
 
+    def exec(self, argv: list[str], **kw: Any):  # noqa: ANN201
+        """Run a command beside the running one (see :meth:`Client.exec`)."""
+        return self.client.exec(self.id, argv, **kw)
+
     def cancel(self) -> JobInfo:
         self.info = self.client.cancel(self.id)
         return self.info

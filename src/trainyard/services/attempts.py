@@ -25,7 +25,7 @@ from trainyard.spec.job import JobSpec
 from trainyard.store import Ending, Outputs, Store
 
 if TYPE_CHECKING:
-    from trainyard.services.stacks import StackService
+    from trainyard.services.replica_requests import ReplicaRequests
 
 log = logging.getLogger("trainyard.attempts")
 
@@ -39,7 +39,7 @@ class AttemptService:
         self.wake = wake
         self.freed = freed or wake  # a job that ended for good: the scheduler plans only if a job waits
         self.stop = stop  # asks the engine to stop every replica of an attempt
-        self.stacks: StackService | None = None  # requests for a running command's stacks (Platform sets it)
+        self.requests: ReplicaRequests | None = None  # stacks and commands asked of launchers (Platform sets it)
 
     def report(self, attempt_id: str, replica: int, report: LauncherReport, token: str | None) -> ReportAnswer:
         """One launcher report (see :mod:`trainyard.launch`); answers whether to stop.
@@ -61,12 +61,14 @@ class AttemptService:
             stop_reason = self._after_replica(done, replica, end["reason"]).stop_reason
         else:
             self.notifier.notify(job_id)
-        if self.stacks is None:
+        if self.requests is None:
             return ReportAnswer(cancel=stop_reason is not None)
-        if report.stacks:  # the credential was checked with the report, in store.report
-            self.stacks.answered(attempt_id, replica, report.stacks)
-        asked = self.stacks.asked(attempt_id, replica) if result is None and stop_reason is None else []
-        return ReportAnswer(cancel=stop_reason is not None, stacks=asked)
+        if report.stacks or report.execs:  # the credential was checked with the report, in store.report
+            self.requests.answered(attempt_id, replica, [*report.stacks, *report.execs])
+        if result is not None or stop_reason is not None:
+            return ReportAnswer(cancel=stop_reason is not None)
+        asked = self.requests.asked(attempt_id, replica)
+        return ReportAnswer(cancel=False, stacks=asked.stacks, execs=asked.execs)
 
     def finish_replica(self, attempt: AttemptInfo, replica: int, result: LaunchResult) -> AttemptInfo | None:
         """Apply one replica's final result once; ends the attempt when it was the last."""

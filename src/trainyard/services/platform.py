@@ -52,7 +52,7 @@ from trainyard.services.schedules import ScheduleService
 from trainyard.services.sweep_loop import SweepLoop
 from trainyard.services.webhook_loop import WebhookLoop
 from trainyard.services.webhooks import WebhookService
-from trainyard.services.stacks import StackService
+from trainyard.services.replica_requests import ReplicaRequests
 from trainyard.services.sweeps import SweepService
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.store import IdleRule, Store
@@ -110,8 +110,8 @@ class Platform:
         self.jobs.check_secrets = self.secrets.check
         self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self.scheduler.wake,
                                        stop=self.scheduler.stop_attempt, freed=self.scheduler.freed)
-        self.stacks = StackService(self.store, self.jobs, self.audit)
-        self.attempts.stacks = self.stacks
+        self.replica_requests = ReplicaRequests(self.store, self.jobs, self.audit)
+        self.attempts.requests = self.replica_requests
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,
                                          catalog=functools.partial(make_catalog, settings))
         self.dask = DaskClusterService(self.store, self.jobs, self.engine)

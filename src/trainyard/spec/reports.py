@@ -103,6 +103,15 @@ class StackAnswer(_Wire):
     error: Annotated[str, Field(max_length=2000), AfterValidator(printable)] | None = None
 
 
+class ExecAnswer(_Wire):
+    """A launcher's answer to a request to run a command beside its own (``trainyard exec``)."""
+
+    id: StackId
+    exit_code: ExitCode | None = None  # None: it did not run, or ran past its timeout (``error`` says)
+    output: Annotated[str, Field(max_length=MAX_STACK_TEXT), AfterValidator(printable)] = ""
+    error: Annotated[str, Field(max_length=2000), AfterValidator(printable)] | None = None
+
+
 class LauncherReport(_Wire):
     """One report (``POST /internal/attempts/{id}/replicas/{n}/report``); see :mod:`trainyard.launch.reporter`."""
 
@@ -112,6 +121,7 @@ class LauncherReport(_Wire):
     metrics: MetricsPart | None = None
     result: LaunchResult | None = None  # with the last report only (phase "exited")
     stacks: list[StackAnswer] = Field(default_factory=list, max_length=8)  # answers to ReportAnswer.stacks
+    execs: list[ExecAnswer] = Field(default_factory=list, max_length=8)  # and to ReportAnswer.execs
 
     @property
     def running(self) -> bool:
@@ -132,6 +142,15 @@ class StackAsk(BaseModel):
     native: bool = False
 
 
+class ExecAsk(BaseModel):
+    """A command to run beside the replica's own, as a report's answer carries it (:mod:`trainyard.launch.execs`)."""
+
+    id: int
+    argv: list[str]
+    timeout: float
+
+
 class ReportAnswer(BaseModel):
     cancel: bool  # stop the attempt, as SIGTERM would
     stacks: list[StackAsk] = Field(default_factory=list)  # answered in a later report's ``stacks``
+    execs: list[ExecAsk] = Field(default_factory=list)  # and in its ``execs``

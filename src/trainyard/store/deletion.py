@@ -12,7 +12,7 @@ from typing import NamedTuple
 from sqlalchemy import String, cast, delete, insert, not_, select
 
 from trainyard.store import Store, archive_counts
-from trainyard.store import stack_tables as st
+from trainyard.store import request_tables as rq
 from trainyard.store import tables as t
 from trainyard.store import usage_tables as ut
 from trainyard.store.clusters import LIVE as LIVE_CLUSTER
@@ -25,7 +25,7 @@ _STEPS, _TRIALS, _SREPS = t.PipelineStep.__table__, t.SweepTrial.__table__, t.Se
 _UA, _SWEEPS = ut.UsageArchive.__table__, t.Sweep.__table__
 # rows keyed by the job's id, and by its attempts' ids
 _BY_JOB = (t.LogChunk.__table__, t.Metric.__table__, t.Artifact.__table__, t.ReplicaUsage.__table__,
-           t.JobLabel.__table__, st.StackDump.__table__)
+           t.JobLabel.__table__, rq.ReplicaRequest.__table__)
 _BY_ATTEMPT = (t.MetricSeries.__table__, _R)
 NOT_ANNOUNCED = "its end is not sent to the webhooks yet: try again in a few seconds"
 

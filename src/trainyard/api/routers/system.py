@@ -55,8 +55,8 @@ async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: Ca
 
 _REPLICA = TypeAdapter(Annotated[int, Field(ge=0, le=2**31 - 1)])
 # every answer a report can get, serialized once (tests/unit/test_reports.py fails if ReportAnswer grows a field)
-# (without stacks: most answers ask for none, and a launcher from before them reads only cancel)
-_ANSWERS = {cancel: ReportAnswer(cancel=cancel).model_dump_json(exclude={"stacks"}).encode()
+# (without requests: most answers carry none, and a launcher from before them reads only cancel)
+_ANSWERS = {cancel: ReportAnswer(cancel=cancel).model_dump_json(exclude={"stacks", "execs"}).encode()
             for cancel in (False, True)}
 
 
@@ -79,5 +79,5 @@ async def report(request: Request) -> Response:
     p: Platform = request.app.state.platform
     answer = await run_in_threadpool(p.attempts.report, request.path_params["attempt_id"], replica, body,
                                      bearer(request.headers.get("authorization")))
-    return Response(answer.model_dump_json().encode() if answer.stacks else _ANSWERS[answer.cancel],
+    return Response(answer.model_dump_json().encode() if answer.stacks or answer.execs else _ANSWERS[answer.cancel],
                     media_type="application/json")

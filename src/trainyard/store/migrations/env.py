@@ -9,7 +9,7 @@ import trainyard.store.node_tables  # noqa: F401  (likewise)
 import trainyard.store.webhook_tables  # noqa: F401  (likewise)
 import trainyard.store.usage_tables  # noqa: F401  (likewise)
 import trainyard.store.archive_counts  # noqa: F401  (likewise)
-import trainyard.store.stack_tables  # noqa: F401  (likewise)
+import trainyard.store.request_tables  # noqa: F401  (likewise)
 from trainyard.store.tables import Base
 
 config = context.config

@@ -1,4 +1,5 @@
-"""`trainyard stack JOB`: where a running job's Python processes are, every thread, as py-spy dumps them."""
+"""`trainyard stack JOB` (where a running job's Python processes are, every thread, as py-spy dumps them) and
+`trainyard exec JOB -- CMD` (a command run beside the job's, on its node)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def stack(
     """Dump the Python stacks of a running job's command, every replica's (or --replica's), each thread's:
     where a hung or slow job is. Its launcher runs py-spy on the node; the answer comes within ~3 s. Exit 1
     if a replica could not be dumped."""
-    from trainyard.sdk.stacks import dump
+    from trainyard.sdk.replica_requests import dump
     from trainyard.spec.stacks import StackDump
 
     bad = 0
@@ -48,3 +49,30 @@ def stack(
         console.print_json(data=[d.model_dump(mode="json") for d in dumps])
     if bad:
         raise typer.Exit(1)
+
+
+def exec_(
+    job_id: Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)],
+    command: Annotated[list[str], typer.Argument(help="after --, the command and its arguments", show_default=False)],
+    replica: Annotated[int, typer.Option("--replica", "-r", min=0, help="the replica to run it beside")] = 0,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0, max=600.0,
+                                           help="seconds it may run; then it is stopped")] = 30.0,
+) -> None:
+    """Run a command beside a running job's, on its node: in its work dir, with its environment, as its account,
+    in its container. Its output is printed, and its exit code is this one's (1 if it could not run, 124 if
+    the launcher never answered). No shell, no input: `-- sh -c '...'` for pipes."""
+    import sys
+
+    from trainyard.sdk.replica_requests import execute
+
+    with handled():
+        c = client()
+        with console.status(f"running on {job_id}…", spinner="dots"):
+            got = execute(c.http, job_id, command, replica, timeout)
+    sys.stdout.write(got.output)
+    sys.stdout.flush()
+    if got.status == "done":
+        raise typer.Exit(got.exit_code if 0 <= got.exit_code < 256 else 128 + (-got.exit_code % 128))
+    err_console.print(f"[red]error:[/red] {got.error or 'no answer from its launcher: the replica ended'}",
+                      highlight=False)
+    raise typer.Exit(1)
