@@ -66,3 +66,35 @@ def test_a_viewer_may_not_run_commands_in_a_job(auth_server):
     audit = As(auth_server, admin).get("/api/v1/audit").json()
     assert [(e["user"], e["detail"]["argv"]) for e in audit if e["action"] == "job.exec"] == [("alice", ["echo", "hi"])]
     alice.post(f"/api/v1/jobs/{job}/cancel")
+
+
+def test_a_command_runs_as_the_job_s_account_and_its_stacks_are_read(tmp_path):
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from tests.conftest import need
+    from tests.support.servers import ServerProcess
+
+    need(os.geteuid() == 0 and shutil.which("setpriv") is not None, "needs root and setpriv to switch accounts")
+    root = tempfile.mkdtemp(prefix="trainyard-iso-")
+    os.chmod(root, 0o711)  # as test_identity's: other accounts pass through to their folders
+    srv = ServerProcess(Path(root) / "home", ["--auth", "--cpus", "2", "--memory", "2Gi"])
+    srv.start()
+    try:
+        with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=60) as admin:
+            made = admin.post("/api/v1/users", json={"name": "alice", "team": "vision", "os_user": "nobody"}).json()
+        token = made["token"]["secret"]
+        alice = As(srv, token)
+        job = alice.submit({"name": "h", "command": [PY, "-c", HOLD], "resources": {"cpu": 0.5}}).json()["id"]
+        until(lambda: "holding" in alice.get(f"/api/v1/jobs/{job}/logs").text, timeout=60)
+
+        ran = cli_as(srv, token, "exec", job, "--", "id", "-u")  # not the launcher's root
+        assert (ran.returncode, ran.stdout) == (0, "65534\n"), ran.stderr
+        dumped = cli_as(srv, token, "stack", job)
+        assert dumped.returncode == 0 and "<module> (<string>:3)" in dumped.stdout, dumped.stderr
+        alice.post(f"/api/v1/jobs/{job}/cancel")
+    finally:
+        srv.stop_all()
+        shutil.rmtree(root, ignore_errors=True)
