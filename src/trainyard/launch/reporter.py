@@ -285,6 +285,8 @@ class Reporter:
         threading.Thread(target=self._asks_thread, name="trainyard-asks", daemon=True).start()
 
     def _asks_thread(self) -> None:
+        from trainyard.launch import execs, stacks
+
         while True:
             with self._asks_lock:
                 queued, self._queued = self._queued, []
@@ -293,24 +295,16 @@ class Reporter:
                     return
             stacks = [a for kind, a in queued if kind == "stacks"]
             for flags in dict.fromkeys((bool(a.get("locals")), bool(a.get("native"))) for a in stacks):
-                result = self._guarded(lambda: self._stacks_module().dump(self.masks, *flags))
+                result = self._guarded(lambda: stacks.dump(self.masks, *flags))
                 self._answers["stacks"].extend({"id": a["id"], "text": "", **result} for a in stacks
                                                if (bool(a.get("locals")), bool(a.get("native"))) == flags)
                 self._poke()
             for a in (a for kind, a in queued if kind == "execs"):
-                from trainyard.launch import execs
-
                 argv, timeout = [str(x) for x in a.get("argv") or ()], float(a.get("timeout") or 30.0)
                 result = self._guarded(lambda: execs.run(argv, timeout, self.exec_in, self.masks)) if argv else \
                     {"error": "no command"}
                 self._answers["execs"].append({"id": a["id"], "exit_code": None, "output": "", **result})
                 self._poke()
-
-    @staticmethod
-    def _stacks_module():  # noqa: ANN205
-        from trainyard.launch import stacks
-
-        return stacks
 
     @staticmethod
     def _guarded(do) -> dict:  # noqa: ANN001
