@@ -293,10 +293,10 @@ class Reporter:
                 if not queued:
                     self._busy = False
                     return
-            stacks = [a for kind, a in queued if kind == "stacks"]
-            for flags in dict.fromkeys((bool(a.get("locals")), bool(a.get("native"))) for a in stacks):
+            dumps = [a for kind, a in queued if kind == "stacks"]
+            for flags in dict.fromkeys((bool(a.get("locals")), bool(a.get("native"))) for a in dumps):
                 result = self._guarded(lambda: stacks.dump(self.masks, *flags))
-                self._answers["stacks"].extend({"id": a["id"], "text": "", **result} for a in stacks
+                self._answers["stacks"].extend({"id": a["id"], "text": "", **result} for a in dumps
                                                if (bool(a.get("locals")), bool(a.get("native"))) == flags)
                 self._poke()
             for a in (a for kind, a in queued if kind == "execs"):
