@@ -1,5 +1,5 @@
-"""The job page's Stacks button in a real browser against a real server: each replica's dump appears as its
-launcher answers; an ended job's button is off."""
+"""The job page's Stacks button and command box in a real browser against a real server: each replica's dump
+appears as its launcher answers, a command's output and exit code as it ends; an ended job has neither."""
 
 from __future__ import annotations
 
@@ -38,6 +38,13 @@ def test_the_stacks_button_shows_where_a_running_job_is(server, page):
     page.locator("input[name=native]").check()
     page.locator("button[name=stacks-again]").click()
     expect(dump.locator("pre")).to_contain_text("(libc", timeout=30_000)  # a C frame, in glibc
+    # a command beside it, on its node
+    page.locator("summary", has_text="Run a command on its node").click()
+    page.locator("input[name=command]").fill("echo job=$TRAINYARD_JOB_ID; exit 2")
+    page.locator("button[name=run]").click()
+    expect(page.locator(".exec-result pre")).to_have_text(f"job={job.id}\n", timeout=30_000)
+    expect(page.locator(".exec-result")).to_contain_text("exit 2")
     c.cancel(job.id)
     expect(page.locator("h1 [data-status=cancelled]")).to_be_visible(timeout=30_000)
     expect(button).to_be_disabled()
+    expect(page.locator("input[name=command]")).to_have_count(0)

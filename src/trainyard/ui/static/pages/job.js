@@ -5,6 +5,7 @@ import { navigate } from "../app.js";
 import { metricCharts } from "../chart.js";
 import { artifactsTable, attemptsTable, eventsList, facts, paramsForm } from "../jobparts.js";
 import { LogView } from "../logview.js";
+import { execBox } from "../execbox.js";
 import { stackPanel } from "../stacks.js";
 import { badge, h } from "../ui.js";
 
@@ -25,6 +26,7 @@ export async function render(root, { params, query }) {
   const systemBox = h("div.charts");
   const logs = new LogView(id);
   const stacks = stackPanel(path);
+  const execs = h("div");  // while the job runs: a command beside it (execbox.js)
   const xSel = h("select", { name: "x", onchange: () => {
     xMode = xSel.value;
     history.replaceState(null, "", `/jobs/${encodeURIComponent(id)}${xMode === "time" ? "?x=time" : ""}`);
@@ -35,7 +37,7 @@ export async function render(root, { params, query }) {
   const system = h("details.panel.system", { ontoggle: () => system.open && drawSystem() },
     h("summary", {}, "System samples (CPU, memory, GPU)"), systemBox);
 
-  root.append(title, h("div.panel", {}, head, actions, paramsBox), stacks.el,
+  root.append(title, h("div.panel", {}, head, actions, paramsBox), stacks.el, execs,
     h("h2", {}, "Attempts"), attempts,
     h("h2", {}, "Logs"), h("div.panel", {}, logs.el),
     h("div.row", {}, h("h2.grow", {}, "Metrics"), xSel), h("div.panel", {}, chartBox), system,
@@ -45,6 +47,8 @@ export async function render(root, { params, query }) {
 
   function drawHead() {
     title.replaceChildren(job.name, " ", badge(job.status));
+    if (job.status !== "running") execs.replaceChildren();
+    else if (!execs.firstChild) execs.append(execBox(path, job.spec.replicas || 1));
     head.replaceChildren(facts(job));
     attempts.replaceChildren(attemptsTable(job));
     actions.replaceChildren(
