@@ -44,6 +44,7 @@ def test_the_stacks_button_shows_where_a_running_job_is(server, page):
     page.locator("button[name=run]").click()
     expect(page.locator(".exec-result pre")).to_have_text(f"job={job.id}\n", timeout=30_000)
     expect(page.locator(".exec-result")).to_contain_text("exit 2")
+    screenshot(page, "job-exec")
     c.cancel(job.id)
     expect(page.locator("h1 [data-status=cancelled]")).to_be_visible(timeout=30_000)
     expect(button).to_be_disabled()
