@@ -33,7 +33,7 @@ class ExecRequest(BaseModel):
 
 class ExecResult(BaseModel):
     """What the command did: ``exit_code`` and ``output`` (standard output and error as they came, the first
-    256 KiB) once "done"; "failed" with ``error`` when it could not run or ran past its timeout; "expired"
+    250 KiB) once "done"; "failed" with ``error`` when it could not run or ran past its timeout; "expired"
     when the launcher never answered (the replica ended)."""
 
     id: int
