@@ -161,6 +161,9 @@ def test_cancel_stops_the_job_and_releases_its_placement_group_and_actors(server
     # where it is, dumped on its Ray node by its launcher (`trainyard stack`)
     [dump] = job.stacks(timeout=30)
     assert (dump.status, dump.node) == ("done", c.get(job.id).attempts[0].node) and "<module> (<string>:3)" in dump.text
+    # and a command beside it there, in its environment (`trainyard exec`)
+    ran = job.exec(["sh", "-c", "echo $TRAINYARD_JOB_ID"], timeout=20)
+    assert (ran.status, ran.exit_code, ran.output, ran.node) == ("done", 0, f"{job.id}\n", dump.node)
 
     job.cancel()
     assert job.wait(timeout=30).status.value == "cancelled"
