@@ -129,12 +129,12 @@ def test_a_command_s_output_is_cut_and_masked_and_its_whole_group_stopped(tmp_pa
     from trainyard.launch.secrets import Masks
 
     big = execs.run(["sh", "-c", "echo tok-9f8e7d6c5b4a; head -c 1000000 /dev/zero | tr '\\0' x"], 30,
-                    ([], str(tmp_path), {"PATH": "/usr/bin:/bin"}), Masks(["tok-9f8e7d6c5b4a"]))
+                    (None, None, str(tmp_path), {"PATH": "/usr/bin:/bin"}), Masks(["tok-9f8e7d6c5b4a"]))
     assert big["exit_code"] == 0 and big["output"].startswith("*" * 16 + "\n")
     assert big["output"].endswith("\n… (cut)") and len(big["output"]) < execs.CAP + 20
     marker = tmp_path / "survivor"
     slow = execs.run(["sh", "-c", f"(sleep 3; touch {marker}) & sleep 30"], 1,
-                     ([], str(tmp_path), {"PATH": "/usr/bin:/bin"}))
+                     (None, None, str(tmp_path), {"PATH": "/usr/bin:/bin"}))
     assert slow["error"] == "still running after 1s: stopped"
     import time
 

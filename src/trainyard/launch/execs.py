@@ -16,20 +16,31 @@ import subprocess
 import threading
 
 CAP = 250 * 1024  # bytes of output kept, under the server's 256 KiB an answer
-# how a command runs beside the replica's: (what goes before it, in which folder, with which environment),
-# set by the launcher once its command runs (a plain tuple: nothing of this module is imported before then)
-Where = tuple[list[str], str, dict[str, str]]
+# where the replica's command runs: (its launch.container.Container or None, launch.json's run_as, its work dir,
+# its environment), set by the launcher once it runs (plain values: nothing here is done before a request)
+Where = tuple[object, "dict | None", str, dict[str, str]]
 
 
-def _masked(text: str, masks) -> str:  # noqa: ANN001  (launch.secrets.Masks)
-    return masks.apply(text.encode()).decode(errors="replace") if masks and text else text
+def _place(where: Where) -> tuple[list[str], str, dict[str, str]]:
+    """What goes before a command to run it beside the replica's, in which folder, with which environment."""
+    container, run_as, work, env = where
+    if container is not None:  # the runtime's client, with the launcher's own environment
+        return [container.runtime, "exec", "-w", work, container.name], work, dict(os.environ)
+    if run_as:
+        from trainyard.launch.runas import RunAs
+
+        return RunAs(run_as).prefix(), work, env
+    return [], work, env
 
 
 def run(argv: list[str], timeout: float, where: Where | None, masks=None) -> dict:  # noqa: ANN001
     """``{"exit_code", "output", "error"}`` of ``argv`` run beside the command (see the module's doc)."""
     if where is None:
         return {"exit_code": None, "output": "", "error": "the replica's command is not running here"}
-    prefix, cwd, env = where
+    try:
+        prefix, cwd, env = _place(where)
+    except OSError as e:  # no setpriv here
+        return {"exit_code": None, "output": "", "error": str(e)}
     try:
         proc = subprocess.Popen([*prefix, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -60,5 +71,6 @@ def run(argv: list[str], timeout: float, where: Where | None, masks=None) -> dic
         exit_code, error = None, f"still running after {timeout:g}s: stopped"
     reader.join(5)
     proc.stdout.close()
-    output = _masked(kept.decode(errors="replace") + ("\n… (cut)" if cut[0] else ""), masks)
+    output = kept.decode(errors="replace") + ("\n… (cut)" if cut[0] else "")
+    output = masks.text(output) if masks else output
     return {"exit_code": exit_code, "output": output, "error": error}

@@ -192,17 +192,6 @@ class Launcher(AttemptIO):
         atomic_write_json(self.dir / RESULT_NAME, result)
         mark("result.json written")
 
-    def _beside(self, work: str, env: dict[str, str]) -> tuple:
-        """How ``trainyard exec`` runs a command beside this one (:mod:`trainyard.launch.execs`): in its
-        container, or dropped to its account, in its work dir with its environment."""
-        if self.container is not None:
-            return [self.container.runtime, "exec", "-w", work, self.container.name], work, dict(os.environ)
-        if self.config.run_as:
-            from trainyard.launch.runas import RunAs
-
-            return RunAs(self.config.run_as).prefix(), work, env
-        return [], work, env
-
     def _reporter(self):
         """The reporter, made on first need (once the command runs, or setup failed); its thread is
         started only when its first report is due (see :mod:`trainyard.launch.reporter`)."""
@@ -267,7 +256,7 @@ class Launcher(AttemptIO):
             append_log(self.log, message)
             return _result(None, reasons.SETUP, message)
         reporter = self._reporter()
-        reporter.exec_in = self._beside(str(work), env)
+        reporter.exec_in = (self.container, cfg.run_as, str(work), env)  # for trainyard exec (launch.execs)
         # a command over by then is reported from this thread, and no thread is ever started
         self._when_due(reporter.started(self.proc.pid), reporter.start)
         mark("reporter due")

@@ -82,6 +82,10 @@ class Masks:
                 data = data.replace(m, b"*" * len(m))
         return data
 
+    def text(self, text: str) -> str:
+        """:meth:`apply` to text (a stack dump, a command's output)."""
+        return self.apply(text.encode("utf-8", "surrogatepass")).decode("utf-8", "replace") if text else text
+
     def copy(self, src: str, dst: str, block: int = 1 << 20) -> None:
         """``src`` to ``dst`` masked, a block at a time: a value across two blocks is masked too, since
         the last ``longest - 1`` bytes of each wait for the next."""

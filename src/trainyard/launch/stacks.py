@@ -41,10 +41,6 @@ def _not_python(stderr: str) -> bool:
     return "Failed to find python version" in stderr
 
 
-def _masked(text: str, masks) -> str:  # noqa: ANN001
-    return masks.apply(text.encode()).decode(errors="replace") if masks and text else text
-
-
 def dump(masks=None, with_locals: bool = False, native: bool = False) -> dict:  # noqa: ANN001  (secrets.Masks)
     """``{"text": ..., "error": ...}`` for the command's processes now, with each frame's local variables
     and C/C++ frames if asked; ``masks`` hides the job's secrets."""
@@ -76,7 +72,8 @@ def dump(masks=None, with_locals: bool = False, native: bool = False) -> dict:  
     error = "; ".join(problems) or (None if texts else
                                      "no Python process in the command's tree" +
                                      (f" (only {', '.join(others)})" if others else ""))
-    text, error = _masked(text, masks), _masked(error, masks) if error else None
+    if masks:
+        text, error = masks.text(text), masks.text(error) if error else None
     if len(text) > CAP:
         text = text[:CAP] + "\n… (cut)"
     return {"text": text, "error": error[:ERROR_CAP] if error else None}

@@ -90,25 +90,25 @@ class MetricsPart(_Wire):
     lines: list[str]  # complete JSON lines
 
 
-# a dump of a few dozen threads is a few KiB; the bound keeps one report's body small (the launcher cuts to it)
-MAX_STACK_TEXT = 256 * 1024
-StackId = Annotated[int, Field(strict=True, ge=1, le=2**63 - 1)]
+# a stack dump or a command's output: the bound keeps one report's body small (the launcher cuts to it)
+MAX_ANSWER_TEXT = 256 * 1024
+RequestId = Annotated[int, Field(strict=True, ge=1, le=2**63 - 1)]
 
 
 class StackAnswer(_Wire):
     """A launcher's answer to one request for its command's stacks (``trainyard stack``)."""
 
-    id: StackId
-    text: Annotated[str, Field(max_length=MAX_STACK_TEXT), AfterValidator(printable)] = ""
+    id: RequestId
+    text: Annotated[str, Field(max_length=MAX_ANSWER_TEXT), AfterValidator(printable)] = ""
     error: Annotated[str, Field(max_length=2000), AfterValidator(printable)] | None = None
 
 
 class ExecAnswer(_Wire):
     """A launcher's answer to a request to run a command beside its own (``trainyard exec``)."""
 
-    id: StackId
+    id: RequestId
     exit_code: ExitCode | None = None  # None: it did not run, or ran past its timeout (``error`` says)
-    output: Annotated[str, Field(max_length=MAX_STACK_TEXT), AfterValidator(printable)] = ""
+    output: Annotated[str, Field(max_length=MAX_ANSWER_TEXT), AfterValidator(printable)] = ""
     error: Annotated[str, Field(max_length=2000), AfterValidator(printable)] | None = None
 
 
