@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import need
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    ATTEMPT_ID, log_of, make_config, report_server, run_launcher, script, start_launcher,
+    ATTEMPT_ID, PYTHON, log_of, make_config, report_server, run_launcher, script, start_launcher,
 )
 from tests.support.waiting import until
 from trainyard.engines.detect import local_node
@@ -161,3 +161,35 @@ def test_empty_groups_of_dead_launchers_are_swept_and_busy_ones_kept(cgroups):
 
 def test_this_node_reports_how_it_enforces_memory(cgroups):
     assert local_node(cpus=1, memory=1 << 30, gpus=0).memory_enforcement == cgroups
+
+
+def test_a_command_run_beside_the_job_is_inside_its_group_and_counted_against_its_limit(tmp_path, report_server,
+                                                                                           cgroups):
+    from tests.integration.test_launcher_requests import answered
+
+    asks = [{"id": 1, "argv": ["cat", "/proc/self/cgroup"], "timeout": 10},
+            {"id": 2, "argv": ["no-such-program-here"], "timeout": 10}]
+    report_server.answer = lambda body: (200, {"cancel": False,
+                                               "execs": asks if body.get("phase") == "running" else []})
+
+    _, got = answered(tmp_path, report_server, "execs", 2, memory_limit=LIMIT)
+
+    assert got[1]["exit_code"] == 0 and f"/{cgroup.PARENT}/{ATTEMPT_ID}-r0\n" in got[1]["output"], got[1]
+    assert got[2]["exit_code"] is None and got[2]["error"].startswith("cannot run 'no-such-program-here': ")
+    assert not os.path.exists(group_path(cgroups))
+
+
+def test_a_command_beside_the_job_past_its_limit_is_stopped_by_the_kernel(tmp_path, cgroups):
+    from tests.integration.test_launcher_requests import beside
+    from trainyard.launch import execs
+
+    parent = cgroup.v1_parent(cgroup.MOUNT) if cgroups == cgroup.V1 else os.path.join(cgroup.MOUNT, cgroup.PARENT)
+    group = cgroup.MemoryGroup.make(cgroup.MOUNT, cgroups, f"exec-test-{os.getpid()}-r0", LIMIT)
+    try:
+        hog = execs.run([PYTHON, "-c", "b = bytearray(400 << 20); print('survived')"], 30, beside(tmp_path, group))
+        assert hog["exit_code"] == -9 and group.oom_kills() and "survived" not in hog["output"], hog
+        calm = execs.run(["echo", "fine"], 10, beside(tmp_path, group))
+        assert (calm["exit_code"], calm["output"]) == (0, "fine\n")
+    finally:
+        assert group.remove()
+    assert not os.path.exists(os.path.join(parent, f"exec-test-{os.getpid()}-r0"))

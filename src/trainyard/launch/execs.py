@@ -3,9 +3,11 @@ checkpoints``, ``df -h`` on the node, as the job sees it.
 
 It runs where the command runs and as whom: in its work dir, with its environment (its secrets included,
 and masked in what comes back, as in the logs), dropped to its account (``run_as``), or in its container
-(``podman exec``/``docker exec``). No shell, no standard input; the first :data:`CAP` bytes of standard
-output and error, interleaved as they came, go back; past its timeout its process group is killed. Standard
-library only, imported when the first request comes.
+(``podman exec``/``docker exec``). It is bounded as the command is, as ``kubectl exec`` is by its container:
+inside the replica's memory cgroup (counted against the job's limit; past it the kernel's OOM killer acts on
+the group) and seeing the node's cached inputs read-only. No shell, no standard input; the first :data:`CAP`
+bytes of standard output and error, interleaved as they came, go back; past its timeout its process group is
+killed. Standard library only, imported when the first request comes.
 """
 
 from __future__ import annotations
@@ -17,20 +19,30 @@ import threading
 
 CAP = 250 * 1024  # bytes of output kept, under the server's 256 KiB an answer
 # where the replica's command runs: (its launch.container.Container or None, launch.json's run_as, its work dir,
-# its environment), set by the launcher once it runs (plain values: nothing here is done before a request)
-Where = tuple[object, "dict | None", str, dict[str, str]]
+# its environment, its launch.cgroup.MemoryGroup or None, the cached inputs it sees read-only), set by the
+# launcher once it runs (plain values: nothing here is done, or imported, before a request)
+Where = tuple[object, "dict | None", str, dict[str, str], object, tuple[str, ...]]
 
 
 def _place(where: Where) -> tuple[list[str], str, dict[str, str]]:
-    """What goes before a command to run it beside the replica's, in which folder, with which environment."""
-    container, run_as, work, env = where
-    if container is not None:  # the runtime's client, with the launcher's own environment
+    """What goes before a command to run it beside the replica's, in which folder, with which environment:
+    wrapped as the launcher wraps the replica's own (the cgroup shim outermost, then the read-only mounts,
+    which root makes before the drop to the job's account)."""
+    container, run_as, work, env, group, cached = where
+    if container is not None:  # the runtime's client, with the launcher's own environment; the image bounds it
         return [container.runtime, "exec", "-w", work, container.name], work, dict(os.environ)
+    prefix: list[str] = []
     if run_as:
         from trainyard.launch.runas import RunAs
 
-        return RunAs(run_as).prefix(), work, env
-    return [], work, env
+        prefix = RunAs(run_as).prefix()
+    if cached:
+        from trainyard.launch import readonly
+
+        prefix = readonly.mount_prefix(list(cached)) + prefix
+    if group is not None:
+        prefix = group.wrap(prefix)
+    return prefix, work, env
 
 
 def run(argv: list[str], timeout: float, where: Where | None, masks=None) -> dict:  # noqa: ANN001
@@ -41,6 +53,13 @@ def run(argv: list[str], timeout: float, where: Where | None, masks=None) -> dic
         prefix, cwd, env = _place(where)
     except OSError as e:  # no setpriv here
         return {"exit_code": None, "output": "", "error": str(e)}
+    if where[4] is not None:  # behind the cgroup shim the exec happens too late to tell "cannot run"
+        from trainyard.launch.procs import check_executable
+
+        try:
+            check_executable(argv[0], cwd, env)
+        except OSError as e:
+            return {"exit_code": None, "output": "", "error": f"cannot run {argv[0]!r}: {e.strerror or e}"}
     try:
         proc = subprocess.Popen([*prefix, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)

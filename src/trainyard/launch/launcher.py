@@ -256,7 +256,9 @@ class Launcher(AttemptIO):
             append_log(self.log, message)
             return _result(None, reasons.SETUP, message)
         reporter = self._reporter()
-        reporter.exec_in = (self.container, cfg.run_as, str(work), env)  # for trainyard exec (launch.execs)
+        # for trainyard exec (launch.execs): where and as whom the command runs, and what bounds it
+        reporter.exec_in = (self.container, cfg.run_as, str(work), env, self.group,
+                            tuple(self.readonly) if self.container is None else ())
         # a command over by then is reported from this thread, and no thread is ever started
         self._when_due(reporter.started(self.proc.pid), reporter.start)
         mark("reporter due")
