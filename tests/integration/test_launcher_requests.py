@@ -164,3 +164,24 @@ def test_a_command_sees_the_job_s_cached_inputs_read_only_as_the_job_does(tmp_pa
     assert got["output"].startswith("alpha") and "written" not in got["output"]
     assert (cached / "a.txt").read_text() == "alpha"
     assert execs.run(write, 10, beside(tmp_path))["output"].endswith("written\n")  # without it, root writes
+
+
+def test_the_launcher_s_reaping_of_orphans_leaves_a_command_s_exit_status_to_it(tmp_path):
+    # the launcher's main loop reaps every exited child but its command's; a command run beside it waits for
+    # its own in another thread, and read 0 whenever the loop took its status first. In a process of its own:
+    # reaping in the test's would touch the worker's children.
+    code = f"""
+import threading
+from trainyard.launch import execs, procs
+stop = threading.Event()
+def reap():
+    while not stop.is_set():
+        procs.reap_orphans(keep=None)
+threading.Thread(target=reap, daemon=True).start()
+codes = [execs.run(["sh", "-c", "sleep 0.01; exit 5"], 10, {beside(tmp_path)!r})["exit_code"] for _ in range(30)]
+stop.set()
+print(codes)
+"""
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str([5] * 30)

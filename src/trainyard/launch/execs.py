@@ -17,6 +17,8 @@ import signal
 import subprocess
 import threading
 
+from trainyard.launch.procs import check_executable, owned
+
 CAP = 250 * 1024  # bytes of output kept, under the server's 256 KiB an answer
 # where the replica's command runs: (its launch.container.Container or None, launch.json's run_as, its work dir,
 # its environment, its launch.cgroup.MemoryGroup or None, the cached inputs it sees read-only), set by the
@@ -54,8 +56,6 @@ def run(argv: list[str], timeout: float, where: Where | None, masks=None) -> dic
     except OSError as e:  # no setpriv here
         return {"exit_code": None, "output": "", "error": str(e)}
     if where[4] is not None:  # behind the cgroup shim the exec happens too late to tell "cannot run"
-        from trainyard.launch.procs import check_executable
-
         try:
             check_executable(argv[0], cwd, env)
         except OSError as e:
@@ -65,6 +65,11 @@ def run(argv: list[str], timeout: float, where: Where | None, masks=None) -> dic
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as e:
         return {"exit_code": None, "output": "", "error": f"cannot run {argv[0]!r}: {e.strerror or e}"}
+    with owned(proc):
+        return _collect(proc, timeout, masks)
+
+
+def _collect(proc: subprocess.Popen, timeout: float, masks) -> dict:  # noqa: ANN001
     kept, cut = bytearray(), [False]
 
     def read() -> None:  # keeps the first CAP bytes and drains the rest, so the command never blocks on a pipe

@@ -23,6 +23,9 @@ import time
 from trainyard.launch.marks import mark
 
 PR_SET_CHILD_SUBREAPER = 36
+# children whose exit status a Popen in another thread waits for (`trainyard exec`'s commands, py-spy): not
+# orphans, though the main loop's reaping would otherwise take their status first (and Popen would read 0)
+OWNED: set[int] = set()
 _subreaper_pid = 0  # the process that became one (a fork does not inherit it: its pid differs)
 
 
@@ -279,6 +282,20 @@ def has_exited(pid: int) -> bool:
         return True  # already reaped
 
 
+class owned:  # noqa: N801  (a context, named for what it makes of the process)
+    """``with owned(proc):`` keeps :func:`reap_orphans` off ``proc`` until its Popen has its status."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.pid = proc.pid
+        OWNED.add(self.pid)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        OWNED.discard(self.pid)
+
+
 def reap_orphans(keep: int | None) -> bool:
     """Reap exited children other than ``keep`` (whose status belongs to Popen).
 
@@ -289,7 +306,7 @@ def reap_orphans(keep: int | None) -> bool:
             info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return False
-        if info is None or info.si_pid == keep:
+        if info is None or info.si_pid == keep or info.si_pid in OWNED:
             return True
         try:
             os.waitpid(info.si_pid, 0)

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from trainyard.launch.procs import descendants
+from trainyard.launch.procs import descendants, owned
 
 MOST = 16             # processes dumped at most (a DDP replica with its data loader workers is a handful)
 PER_PROCESS = 10.0    # seconds for one py-spy dump (a process with hundreds of threads takes ~1 s)
@@ -54,18 +54,22 @@ def dump(masks=None, with_locals: bool = False, native: bool = False) -> dict:  
             name = p.name()
         except Exception:  # gone meanwhile
             continue
-        try:
-            r = subprocess.run([exe, "dump", "--pid", str(p.pid), *flags], capture_output=True, text=True,
-                               errors="replace", timeout=PER_PROCESS, stdin=subprocess.DEVNULL, env=_ENV)
-        except subprocess.TimeoutExpired:
-            problems.append(f"pid {p.pid} ({name}): py-spy took over {PER_PROCESS:.0f} s")
-            continue
-        if r.returncode == 0:
-            texts.append(r.stdout.rstrip())
-        elif _not_python(r.stderr):
+        with subprocess.Popen([exe, "dump", "--pid", str(p.pid), *flags], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, errors="replace", stdin=subprocess.DEVNULL,
+                              env=_ENV) as spy, owned(spy):
+            try:
+                out, err = spy.communicate(timeout=PER_PROCESS)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+                spy.communicate()
+                problems.append(f"pid {p.pid} ({name}): py-spy took over {PER_PROCESS:.0f} s")
+                continue
+        if spy.returncode == 0:
+            texts.append(out.rstrip())
+        elif _not_python(err):
             others.append(f"{p.pid} ({name})")
         else:
-            problems.append(f"pid {p.pid} ({name}): {_why(r.stderr)}")
+            problems.append(f"pid {p.pid} ({name}): {_why(err)}")
     text = "\n\n".join(texts)
     if others and texts:
         text += "\n\nnot Python: " + ", ".join(others)
