@@ -79,3 +79,61 @@ def test_ls_sorts_by_a_column_paging_by_offset_and_names_a_bad_sort(server):
                        (["--sort", "name", "--after", "1"], "--after")]:
         r = server.cli("ls", *args)
         assert r.returncode == 2 and flag in r.stderr, (args, r.stderr)
+
+
+def test_labels_change_after_submit_running_or_ended_and_what_is_refused_is_named(server):
+    from tests.e2e.helpers import PY, until
+
+    c = server.client()
+    job = c.submit({"name": "held", "command": [PY, "-c", "import time; print('up', flush=True); time.sleep(600)"],
+                    "labels": {"exp": "relabel-a"}, "resources": {"cpu": 0.5}})
+    until(lambda: "up" in job.logs(), timeout=60)
+
+    r = server.cli("label", job.id, "stage=warm", "exp-")
+    assert (r.returncode, r.stdout) == (0, "stage=warm\n"), r.stderr
+    assert server.cli("ls", "-l", "stage=warm", "--ids").stdout.split() == [job.id]
+    assert server.cli("ls", "-l", "exp=relabel-a", "--ids").stdout == ""
+    clash = server.cli("label", job.id, "stage=hot")
+    assert clash.returncode == 1 and "already has label stage=warm: ask to overwrite" in clash.stderr
+    assert server.cli("label", job.id, "stage=hot", "--overwrite").stdout == "stage=hot\n"
+
+    c.cancel(job.id)
+    assert c.wait(job.id, timeout=60).spec.labels == {"stage": "hot"}  # the end kept them
+    assert job.label({"keep": "yes"}) == {"keep": "yes", "stage": "hot"}  # an ended job's change too
+    assert c.get(job.id).spec.labels == {"keep": "yes", "stage": "hot"}
+    listed = json.loads(server.cli("ls", "-l", "keep=yes", "-o", "json").stdout)
+    assert [(j["id"], j["spec"]["labels"]) for j in listed] == [(job.id, {"keep": "yes", "stage": "hot"})]
+
+    # refused, naming what, and nothing changed
+    for args, said, code in [(["label", job.id, "novalue"], "write KEY=VALUE to set a label, KEY- to remove it", 2),
+                             (["label", job.id, "a=1", "a-"], "label 'a' is given twice", 2),
+                             (["label", job.id, "bad key=x"], "label key 'bad key'", 2),
+                             (["label", job.id, "trainyard.io/sweep=s-1"], "trainyard's own", 2),
+                             (["label", "j-0000000000", "a=1"], "no such job", 1)]:
+        r = server.cli(*args)
+        assert r.returncode == code and said in r.stderr, (args, r.stderr)
+    url = f"{server.url}/api/v1/jobs/{job.id}/labels"
+    for body, field in (({"labels": {}}, "labels"), ({"labels": {"a": 5}}, "labels"),
+                        ({"labels": {"a": "b"}, "overwrite": "yes"}, "overwrite"), ({"labels": {"a": "b"}, "x": 1}, "x"),
+                        ({"labels": {f"k{i}": "v" for i in range(31)}}, "at most 32 labels")):
+        r = httpx.patch(url, json=body, headers=server.headers)
+        assert r.status_code == 422 and field in r.text, (body, r.text)
+    assert c.get(job.id).spec.labels == {"keep": "yes", "stage": "hot"}
+
+
+def test_a_viewer_may_not_change_a_job_s_labels_and_a_change_is_audited(auth_server):
+    from tests.e2e.test_identity import As, cli_as, last_line
+
+    admin = (auth_server.home / "first-admin-token").read_text().strip()
+    tokens = {n: last_line(cli_as(auth_server, admin, "admin", "user", "create", n, "--team", "nlp", "--role", r))
+              for n, r in (("dora", "member"), ("eve", "viewer"))}
+    assert cli_as(auth_server, admin, "queue", "create", "nlp-q", "--team", "nlp").returncode == 0
+    dora, eve = As(auth_server, tokens["dora"]), As(auth_server, tokens["eve"])
+    job = dora.submit({"name": "t", "command": ["true"], "queue": "nlp-q", "resources": {"cpu": 0.5}}).json()["id"]
+
+    refused = eve.patch(f"/api/v1/jobs/{job}/labels", json={"labels": {"a": "1"}})
+    assert refused.status_code == 403 and "change the labels of your own jobs only" in refused.json()["message"]
+    done = cli_as(auth_server, tokens["dora"], "label", job, "best=yes")
+    assert done.returncode == 0 and done.stdout == "best=yes\n", done.stderr
+    audit = As(auth_server, admin).get("/api/v1/audit").json()
+    assert [(e["user"], e["detail"]) for e in audit if e["action"] == "job.label"] == [("dora", {"labels": {"best": "yes"}})]

@@ -138,7 +138,8 @@ def test_the_revisions_are_the_ones_this_test_knows():
                            "0009_services", "0010_service_restarts", "0011_metric_series", "0012_sweeps",
                            "0013_secrets", "0014_schedules", "0015_webhooks", "0016_node_cordons",
                            "0017_sweep_cursors", "0018_job_dependencies", "0019_usage_archive", "0020_archive_counts",
-                           "0021_subscription_labels", "0022_job_labels", "0023_replica_requests"]
+                           "0021_subscription_labels", "0022_job_labels", "0023_replica_requests",
+                           "0024_labels_rev"]
 
 
 @pytest.mark.parametrize("start", EARLIER)

@@ -21,6 +21,7 @@ COMMANDS = {
     "logs": "trainyard.cli.jobs:logs",
     "stack": "trainyard.cli.replica_requests:stack",
     "exec": "trainyard.cli.replica_requests:exec_",
+    "label": "trainyard.cli.labels:label",
     "cancel": "trainyard.cli.jobs:cancel",
     "rm": "trainyard.cli.jobs:rm",
     "download": "trainyard.cli.jobs:download",

@@ -210,6 +210,12 @@ class Client:
     def cancel(self, job_id: str) -> JobInfo:
         return JobInfo.model_validate(self.http.request("POST", f"/api/v1/jobs/{job_id}/cancel").json())
 
+    def label(self, job_id: str, labels: dict[str, str | None], *, overwrite: bool = False) -> dict[str, str]:
+        """Set labels of a job (running or ended), or remove those given ``None``; its labels after.
+        :class:`~trainyard.errors.Conflict` for a label already set to another value, unless ``overwrite``."""
+        body = {"labels": labels, "overwrite": overwrite}
+        return self.http.request("PATCH", f"/api/v1/jobs/{job_id}/labels", json=body).json()["labels"]
+
     def stacks(self, job_id: str, *, replica: int | None = None, locals: bool = False,  # noqa: A002
                native: bool = False, timeout: float = 30.0) -> list[StackDump]:
         """The Python stacks of a running job's command, each replica's (or ``replica``'s) dumped by its

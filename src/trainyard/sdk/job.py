@@ -59,6 +59,10 @@ class Job:
     def download(self, to: str | Path | None = None) -> Path:
         return self.client.download(self.id, to)
 
+    def label(self, labels: dict[str, str | None], **kw: Any) -> dict[str, str]:
+        """Set or remove (``None``) its labels (see :meth:`Client.label`); its labels after."""
+        return self.client.label(self.id, labels, **kw)
+
     def stacks(self, **kw: Any) -> list:
         """Where the running command is: each replica's Python stacks (see :meth:`Client.stacks`)."""
         return self.client.stacks(self.id, **kw)

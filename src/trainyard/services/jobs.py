@@ -23,6 +23,7 @@ from trainyard.services.scheduling import Scheduler
 from trainyard.spec.dump import to_yaml
 from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import JobFilter
+from trainyard.spec.labels import LabelChange
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint
 from trainyard.status import JobStatus
 from trainyard.store import Store
@@ -59,7 +60,7 @@ class JobService:
         self.audit = audit
         self.dependencies = Dependencies(store, notifier, scheduler)  # a job's ``after``
         self.remover = JobRemover(store, engine, artifacts)
-        self._ended_json: Recent[str] = Recent(5_000)  # ended jobs never change (trainyard.store.cache)
+        self._ended_json: Recent[tuple[JobSpec, str]] = Recent(5_000)  # ended jobs change only their labels
         self._submitted: Recent[tuple[str | None, str | None]] = Recent(5_000)  # job id -> (team, owner), see wait
         self._pages = PageCache()
 
@@ -112,6 +113,17 @@ class JobService:
         job = self.stop(job_id)
         self.audit.record(caller, "job.cancel", job_id, status=job.status.value)
         return job
+
+    def relabel(self, job_id: str, change: LabelChange, caller: Caller = LOCAL_ADMIN) -> dict[str, str]:
+        """The job's labels after ``change`` (as its cancel, the owner's or a maintainer's to make)."""
+        found = self.get(job_id, caller)
+        if not caller.may(Action.CANCEL_OWN, found.team, found.owner):
+            raise Forbidden(f"you may change the labels of your own jobs only; {job_id} is {found.owner}'s",
+                            job_id=job_id)
+        before, after = self.store.relabel(job_id, change.labels, change.overwrite)
+        if after != before:
+            self.audit.record(caller, "job.label", job_id, labels=change.labels)
+        return after
 
     def stop(self, job_id: str) -> JobInfo:
         """Cancel without asking who (a pipeline run stopping its steps)."""
@@ -174,9 +186,12 @@ class JobService:
     def _json(self, job: JobInfo) -> str:
         if not job.status.is_terminal():
             return job.model_dump_json()
-        if (text := self._ended_json.get(job.id)) is None:
-            text = job.model_dump_json()
-            self._ended_json.put(job.id, text)
+        # kept with the spec it was made of: one whose labels changed since (here or on another server) is
+        # another spec object, read again by the store
+        if (kept := self._ended_json.get(job.id)) is not None and kept[0] is job.spec:
+            return kept[1]
+        text = job.model_dump_json()
+        self._ended_json.put(job.id, (job.spec, text))
         return text
 
     def get(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> JobInfo:

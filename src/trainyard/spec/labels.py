@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 MAX_LABELS = 32
 OWN = "trainyard.io/"  # the prefix of the labels trainyard puts on the jobs it submits (a sweep's trials…)
@@ -36,6 +36,30 @@ def check_value(v: str) -> str:
 LabelKey = Annotated[str, AfterValidator(check_key)]
 LabelValue = Annotated[str, AfterValidator(check_value)]
 
+
+class LabelChange(BaseModel):
+    """A change of a job's labels after submit (``trainyard label``, ``PATCH /api/v1/jobs/{id}/labels``): each
+    key of ``labels`` set to its value, or removed where it is null; a label already set to another value
+    changes only with ``overwrite`` (as ``kubectl label --overwrite``). trainyard's own (``trainyard.io/``)
+    stay as it set them: the sweep, pipeline run or service a job belongs to is found by them."""
+
+    model_config = ConfigDict(extra="forbid")
+    labels: dict[LabelKey, LabelValue | None] = Field(min_length=1, max_length=2 * MAX_LABELS)
+    overwrite: bool = Field(False, strict=True)
+
+    @field_validator("labels")
+    @classmethod
+    def _not_own(cls, labels: dict[str, str | None]) -> dict[str, str | None]:
+        if own := [k for k in labels if k.startswith(OWN)]:
+            raise ValueError(f"{own[0]}: labels under {OWN} are trainyard's own and stay as it set them")
+        return labels
+
+
+class JobLabels(BaseModel):
+    """A job's labels now."""
+
+    job_id: str
+    labels: dict[str, str]
 
 
 def with_own(labels: dict[str, str], **own: str) -> dict[str, str]:

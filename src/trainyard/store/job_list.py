@@ -19,7 +19,7 @@ from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.status import JobStatus
 from trainyard.store import tables as t
 from trainyard.store.cache import Recent
-from trainyard.store.rows import JOB_FIELDS, attempt_records
+from trainyard.store.rows import JOB_FIELDS, Specs, attempt_records, remembered
 
 _C = t.Job.__table__.c
 _L = t.JobLabel.__table__.c
@@ -67,15 +67,15 @@ def job_order(sort: str) -> list:
     return [k.desc() for k in keys] if sort.startswith("-") else [k.asc() for k in keys]
 
 
-def page(conn: Any, where: list, sort: str, limit: int, offset: int, specs: Recent[JobSpec],
+def page(conn: Any, where: list, sort: str, limit: int, offset: int, specs: Specs,
          ended: Recent[JobInfo]) -> Listed:
     """One page of jobs in ``sort`` order: two queries at most (jobs, then the attempts of those not in
     ``ended``, the store's memory of jobs that can no longer change)."""
     order = job_order(sort)
     ids = select(_C.id).where(*where).order_by(*order).limit(limit + 1).offset(offset)
     # the spec as text: decoded only for jobs whose spec is not in memory (most are)
-    rows = conn.execute(select(*(_C[k] for k in JOB_FIELDS), _C.status, _C.seq, cast(_C.spec, Text).label("spec"))
-                        .where(_C.id.in_(ids)).order_by(*order)).mappings().all()
+    rows = conn.execute(select(*(_C[k] for k in JOB_FIELDS), _C.status, _C.seq, _C.labels_rev,
+                               cast(_C.spec, Text).label("spec")).where(_C.id.in_(ids)).order_by(*order)).mappings().all()
     more = len(rows) > limit
     rows = rows[:limit]
     found = {r["id"]: job for r in rows if (job := ended.get(r["id"])) is not None}
@@ -86,9 +86,9 @@ def page(conn: Any, where: list, sort: str, limit: int, offset: int, specs: Rece
         for att in attempt_records(conn, a.job_id.in_([r["id"] for r in fresh]), a.number):
             of.setdefault(att.job_id, []).append(att)
     for r in fresh:
-        if (spec := specs.get(r["id"])) is None:
+        if (spec := remembered(specs, r["id"], r["labels_rev"])) is None:
             spec = JobSpec.model_validate_json(r["spec"])
-            specs.put(r["id"], spec)
+            specs.put(r["id"], (r["labels_rev"], spec))
         job = JobInfo.model_construct(**{k: r[k] for k in JOB_FIELDS}, status=JobStatus(r["status"]), spec=spec,
                                       attempts=of.get(r["id"], []))
         found[r["id"]] = job

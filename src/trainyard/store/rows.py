@@ -17,17 +17,27 @@ JOB_FIELDS = ("id", "name", "queue", "priority", "snapshot", "created_at", "upda
 _REPLICA = "replica_"  # the label prefix of replica columns joined to their attempt's
 
 
-def job_records(conn: Any, where: Any, specs: Recent[JobSpec], attempts: bool = True) -> list[JobInfo]:
+# a job's spec as last read, with the count of its labels' changes then: only its labels may change
+Specs = Recent[tuple[int, JobSpec]]
+
+
+def remembered(specs: Specs, job_id: str, rev: int) -> JobSpec | None:
+    """The job's spec from memory if it is the one of labels revision ``rev`` (its row's now)."""
+    got = specs.get(job_id)
+    return got[1] if got is not None and got[0] == rev else None
+
+
+def job_records(conn: Any, where: Any, specs: Specs, attempts: bool = True) -> list[JobInfo]:
     """Jobs matching ``where``, in submit order, each with its attempts unless ``attempts`` is False;
     specs from ``specs`` where it has them, else read and validated once."""
     j, a = t.Job.__table__, t.Attempt.__table__
-    rows = conn.execute(select(*(j.c[k] for k in (*JOB_FIELDS, "status"))).where(where).order_by(j.c.seq)
-                        ).mappings().all()
-    found = {r["id"]: specs.get(r["id"]) for r in rows}
+    rows = conn.execute(select(*(j.c[k] for k in (*JOB_FIELDS, "status", "labels_rev"))).where(where)
+                        .order_by(j.c.seq)).mappings().all()
+    found = {r["id"]: remembered(specs, r["id"], r["labels_rev"]) for r in rows}
     if missing := [i for i, spec in found.items() if spec is None]:
-        for job_id, raw in conn.execute(select(j.c.id, j.c.spec).where(j.c.id.in_(missing))):
+        for job_id, rev, raw in conn.execute(select(j.c.id, j.c.labels_rev, j.c.spec).where(j.c.id.in_(missing))):
             found[job_id] = JobSpec.model_validate(raw)
-            specs.put(job_id, found[job_id])
+            specs.put(job_id, (rev, found[job_id]))
     of: dict[str, list[AttemptInfo]] = {}
     if attempts and rows:
         for att in attempt_records(conn, a.c.job_id.in_([r["id"] for r in rows]), a.c.number):
@@ -35,14 +45,14 @@ def job_records(conn: Any, where: Any, specs: Recent[JobSpec], attempts: bool = 
     return [_job(r, found[r["id"]], of.get(r["id"], [])) for r in rows]
 
 
-def job_by_id(conn: Any, job_id: str, specs: Recent[JobSpec]) -> JobInfo | None:
+def job_by_id(conn: Any, job_id: str, specs: Specs) -> JobInfo | None:
     """:func:`job_records` of one job, with its attempts, in prebuilt queries (see _JOB_BY_ID)."""
     row = conn.execute(_JOB_BY_ID, {"job_id": job_id}).mappings().first()
     if row is None:
         return None
-    if (spec := specs.get(job_id)) is None:
-        spec = JobSpec.model_validate(conn.execute(_SPEC_BY_ID, {"job_id": job_id}).scalar_one())
-        specs.put(job_id, spec)
+    if (spec := remembered(specs, job_id, row["labels_rev"])) is None:
+        spec, rev = spec_now(conn, job_id)
+        specs.put(job_id, (rev, spec))
     return _job(row, spec, attempts_from(conn.execute(_ATTEMPTS_OF_JOB, {"job_id": job_id}).mappings()))
 
 
@@ -64,9 +74,16 @@ _ATTEMPT_BY_ID = attempts_query(t.Attempt.__table__.c.id == bindparam("attempt_i
 
 _JOB = t.Job.__table__.c
 # a job by id (each long poll's first look, each cancel, each job the API reads): built once, like _ATTEMPT_BY_ID
-_JOB_BY_ID = select(*(_JOB[k] for k in (*JOB_FIELDS, "status"))).where(_JOB.id == bindparam("job_id"))
-_SPEC_BY_ID = select(_JOB.spec).where(_JOB.id == bindparam("job_id"))
+_JOB_BY_ID = select(*(_JOB[k] for k in (*JOB_FIELDS, "status", "labels_rev"))).where(
+    _JOB.id == bindparam("job_id"))
+_SPEC_BY_ID = select(_JOB.spec, _JOB.labels_rev).where(_JOB.id == bindparam("job_id"))
 _ATTEMPTS_OF_JOB = attempts_query(t.Attempt.__table__.c.job_id == bindparam("job_id"), t.Attempt.__table__.c.number)
+
+
+def spec_now(conn: Any, job_id: str) -> tuple[JobSpec, int]:
+    """The job's spec as stored now, validated, with its labels revision."""
+    raw, rev = conn.execute(_SPEC_BY_ID, {"job_id": job_id}).one()
+    return JobSpec.model_validate(raw), rev
 
 
 def attempt_by_id(conn: Any, attempt_id: str) -> AttemptInfo | None:

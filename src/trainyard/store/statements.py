@@ -18,8 +18,9 @@ SET_HANDLE = update(t.Attempt.__table__).where(_ATTEMPT.id == bindparam("b_id"))
 
 _JOB = t.Job.__table__.c
 # the job of an attempt that ends, with its spec when that is not in memory (prebuilt, like SET_HANDLE)
-ENDING_JOB = {with_spec: select(_JOB.status, *(_JOB[k] for k in JOB_FIELDS), *([_JOB.spec] if with_spec else []))
-              .where(_JOB.id == bindparam("job_id")) for with_spec in (False, True)}
+ENDING_JOB = {with_spec: select(_JOB.status, *(_JOB[k] for k in JOB_FIELDS), _JOB.labels_rev,
+                                *([_JOB.spec] if with_spec else [])).where(_JOB.id == bindparam("job_id"))
+              for with_spec in (False, True)}
 # what a long poll checks before it waits: whether the job is there, may be seen, and has ended
 JOB_STATE = select(_JOB.status, _JOB.team, _JOB.owner).where(_JOB.id == bindparam("job_id"))
 MAX_SEQ = select(func.max(_JOB.seq))

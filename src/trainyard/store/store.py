@@ -25,11 +25,13 @@ from trainyard.store import tables as t
 from trainyard.store.db import data_version, make_engine, migrate, writer_lock, writing
 from trainyard.store.cache import Recent
 from trainyard.store.cas import ACTOR, IfUnset, cas
+from trainyard.store.job_labels import JobLabels
 from trainyard.store.job_reads import ENDED, IN_BATCH, JobReads  # noqa: F401 (ENDED: the stores' shared list)
 from trainyard.store.line_reads import LineReads
 from trainyard.store.moves import Admission, Ending
 from trainyard.store.job_list import visible_where  # noqa: F401 (the stores' shared rule)
-from trainyard.store.rows import JOB_FIELDS, attempt_by_id, attempt_record, attempts_from, replica_record
+from trainyard.store.rows import (JOB_FIELDS, Specs, attempt_by_id, attempt_record, attempts_from, replica_record,
+                                  spec_now)
 from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, INSERT_ATTEMPT, INSERT_JOB, INSERT_LABELS,
                                         INSERT_REPLICA, MAX_SEQ, SCHEDULER_ENDS, SET_HANDLE)
 from trainyard.store.telemetry import Outputs
@@ -42,7 +44,7 @@ def new_job_id() -> str:
     return "j-" + secrets.token_hex(5)
 
 
-class Store(LineReads, JobReads):
+class Store(LineReads, JobReads, JobLabels):
     def __init__(self, url: str, *, run_migrations: bool = True) -> None:
         if run_migrations:
             migrate(url)
@@ -53,7 +55,7 @@ class Store(LineReads, JobReads):
         # SQLite: not only this server writes the file (a second Store, an admin command, a script), so
         # not a count of our own commits: the file's own number, which every commit moves
         self._changes = data_version(self.engine)
-        self._specs: Recent[JobSpec] = Recent(20_000)  # see trainyard.store.cache
+        self._specs: Specs = Recent(20_000)  # see trainyard.store.cache
         self._ended: Recent[JobInfo] = Recent(5_000, ttl=ENDED_TTL)
 
     def close(self) -> None:
@@ -120,7 +122,7 @@ class Store(LineReads, JobReads):
             del row["blocked"]
             if audit is not None:
                 s.connection().execute(insert(it.AuditEntry.__table__), [{**audit, "target": row["id"], "at": now}])
-        self._specs.put(row["id"], spec)
+        self._specs.put(row["id"], (0, spec))
         return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 
     # -- attempts ---------------------------------------------------------
@@ -243,11 +245,15 @@ class Store(LineReads, JobReads):
                 if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, **first):
                     self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)
             return attempt, False
-        spec = self._specs.get(attempt.job_id)  # validating it again cost more than the rest of the end
-        row = s.connection().execute(ENDING_JOB[spec is None], {"job_id": attempt.job_id}).one()
-        if spec is None:
-            spec = JobSpec.model_validate(row[-1])
-            self._specs.put(attempt.job_id, spec)
+        known = self._specs.get(attempt.job_id)  # validating it again cost more than the rest of the end
+        row = s.connection().execute(ENDING_JOB[known is None], {"job_id": attempt.job_id}).one()
+        rev = row[1 + len(JOB_FIELDS)]
+        if known is not None and known[0] == rev:
+            spec = known[1]
+        else:  # not in memory, or its labels changed since
+            spec, rev = (JobSpec.model_validate(row[-1]), rev) if known is None else \
+                spec_now(s.connection(), attempt.job_id)
+            self._specs.put(attempt.job_id, (rev, spec))
         ending = conclude(attempt, JobStatus(row[0]), spec)
         now = time.time()
         if not self._end_attempt(s, attempt_id, attempt.job_id, ending, started_at, now):

@@ -32,6 +32,9 @@ class Job(Base):
     status_by: Mapped[str | None] = mapped_column(String(32))  # who made the last status change (see Event)
     # pending and waiting for its spec's ``after`` jobs to end: not in the scheduler's line (migration 0018)
     blocked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # how many times its labels were changed since submit (``trainyard label``): a remembered spec of an older
+    # count is read again (trainyard.store.cache; migration 0024)
+    labels_rev: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # (column, seq): a listing filtered or sorted by that column is one index scan (migration 0008)
     __table_args__ = (Index("ix_jobs_status_queue", "status", "queue", "created_at"),
                       *(Index(f"ix_jobs_{c}_seq", c, "seq") for c in ("name", "status", "queue", "team", "owner")),
@@ -42,7 +45,7 @@ class Job(Base):
 
 class JobLabel(Base):
     """A job's label (its spec's ``labels``), one row each, for filters that would otherwise read every spec
-    (migration 0022). Written with the job, deleted with it; a spec never changes, nor do these."""
+    (migration 0022). Written with the job, rewritten with the spec's labels when they change, deleted with it."""
 
     __tablename__ = "job_labels"
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
