@@ -114,7 +114,8 @@ def test_labels_change_after_submit_running_or_ended_and_what_is_refused_is_name
         assert r.returncode == code and said in r.stderr, (args, r.stderr)
     url = f"{server.url}/api/v1/jobs/{job.id}/labels"
     for body, field in (({"labels": {}}, "labels"), ({"labels": {"a": 5}}, "labels"),
-                        ({"labels": {"a": "b"}, "overwrite": "yes"}, "overwrite"), ({"labels": {"a": "b"}, "x": 1}, "x"),
+                        ({"labels": {"a": "b"}, "overwrite": "yes"}, "overwrite"),
+                        ({"labels": {"a": "b"}, "x": 1}, "x"),
                         ({"labels": {f"k{i}": "v" for i in range(31)}}, "at most 32 labels")):
         r = httpx.patch(url, json=body, headers=server.headers)
         assert r.status_code == 422 and field in r.text, (body, r.text)
@@ -136,4 +137,5 @@ def test_a_viewer_may_not_change_a_job_s_labels_and_a_change_is_audited(auth_ser
     done = cli_as(auth_server, tokens["dora"], "label", job, "best=yes")
     assert done.returncode == 0 and done.stdout == "best=yes\n", done.stderr
     audit = As(auth_server, admin).get("/api/v1/audit").json()
-    assert [(e["user"], e["detail"]) for e in audit if e["action"] == "job.label"] == [("dora", {"labels": {"best": "yes"}})]
+    labelled = [(e["user"], e["detail"]) for e in audit if e["action"] == "job.label"]
+    assert labelled == [("dora", {"labels": {"best": "yes"}})]

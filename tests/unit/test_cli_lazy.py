@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 from trainyard.cli.main import COMMANDS, app
 
 EVERY_COMMAND = ["run", "rerun", "wait", "ls", "show", "logs", "stack", "exec", "label", "cancel", "rm", "download",
-                 "doctor", "init", "top", "events", "usage", "ui", "serve", "login", "audit", "nodes", "server", "queue", "pipeline",
-                 "artifact", "cluster", "sweep", "schedule", "service", "admin", "token", "secret", "notify"]
+                 "doctor", "init", "top", "events", "usage", "ui", "serve", "login", "audit", "nodes", "server",
+                 "queue", "pipeline", "artifact", "cluster", "sweep", "schedule", "service", "admin", "token",
+                 "secret", "notify"]
 runner = CliRunner()
 
 

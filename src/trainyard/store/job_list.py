@@ -75,7 +75,8 @@ def page(conn: Any, where: list, sort: str, limit: int, offset: int, specs: Spec
     ids = select(_C.id).where(*where).order_by(*order).limit(limit + 1).offset(offset)
     # the spec as text: decoded only for jobs whose spec is not in memory (most are)
     rows = conn.execute(select(*(_C[k] for k in JOB_FIELDS), _C.status, _C.seq, _C.labels_rev,
-                               cast(_C.spec, Text).label("spec")).where(_C.id.in_(ids)).order_by(*order)).mappings().all()
+                               cast(_C.spec, Text).label("spec")).where(_C.id.in_(ids)).order_by(*order)
+                        ).mappings().all()
     more = len(rows) > limit
     rows = rows[:limit]
     found = {r["id"]: job for r in rows if (job := ended.get(r["id"])) is not None}
