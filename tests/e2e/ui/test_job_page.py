@@ -234,3 +234,31 @@ def test_a_jobs_labels_show_among_its_facts(server, page):
                                   "labels": {"experiment": "baseline", "team.example.com/owner": "ann"}})
     open_job(page, server, job.id)
     expect(page.locator(".facts .labels code")).to_have_text(["experiment=baseline", "team.example.com/owner=ann"])
+
+
+def test_labels_are_changed_from_the_job_page_and_a_refusal_is_shown_there(server, page):
+    job = server.client().submit({"name": "relabelled", "command": "true", "labels": {"stage": "dev"}})
+    open_job(page, server, job.id)
+    page.locator("button[name=edit-labels]").click()
+    box, said = page.locator("input[name=labels]"), page.locator(".labels-error")
+
+    box.fill("best=yes stage-")
+    page.locator("button[name=apply-labels]").click()
+
+    expect(page.locator(".facts .labels code")).to_have_text(["best=yes"])
+    assert server.client().get(job.id).spec.labels == {"best": "yes"}
+    box.fill("best=no")  # set to another value: only with overwrite
+    page.locator("button[name=apply-labels]").click()
+    expect(said).to_contain_text("already has label best=yes")
+    page.locator("input[name=overwrite]").check()
+    page.locator("button[name=apply-labels]").click()
+    expect(page.locator(".facts .labels code")).to_have_text(["best=no"])
+    expect(said).to_have_text("")
+    box.fill("trainyard.io/sweep=s-1")  # refused by the server, naming why
+    page.locator("button[name=apply-labels]").click()
+    expect(said).to_contain_text("trainyard's own")
+    box.fill("oops")  # neither form: said before asking
+    page.locator("button[name=apply-labels]").click()
+    expect(said).to_have_text("oops: write key=value to set a label, key- to remove it")
+    screenshot(page, "job-labels")
+    assert server.client().get(job.id).spec.labels == {"best": "no"}

@@ -6,6 +6,7 @@ import { metricCharts } from "../chart.js";
 import { artifactsTable, attemptsTable, eventsList, facts, paramsForm } from "../jobparts.js";
 import { LogView } from "../logview.js";
 import { execBox } from "../execbox.js";
+import { labelBox } from "../labelbox.js";
 import { stackPanel } from "../stacks.js";
 import { badge, h } from "../ui.js";
 
@@ -27,6 +28,7 @@ export async function render(root, { params, query }) {
   const logs = new LogView(id);
   const stacks = stackPanel(path);
   const execs = h("div");  // while the job runs: a command beside it (execbox.js)
+  const labelsBox = labelBox(path, async () => { job = await api(path); drawHead(); });
   const xSel = h("select", { name: "x", onchange: () => {
     xMode = xSel.value;
     history.replaceState(null, "", `/jobs/${encodeURIComponent(id)}${xMode === "time" ? "?x=time" : ""}`);
@@ -37,7 +39,7 @@ export async function render(root, { params, query }) {
   const system = h("details.panel.system", { ontoggle: () => system.open && drawSystem() },
     h("summary", {}, "System samples (CPU, memory, GPU)"), systemBox);
 
-  root.append(title, h("div.panel", {}, head, actions, paramsBox), stacks.el, execs,
+  root.append(title, h("div.panel", {}, head, actions, paramsBox, labelsBox), stacks.el, execs,
     h("h2", {}, "Attempts"), attempts,
     h("h2", {}, "Logs"), h("div.panel", {}, logs.el),
     h("div.row", {}, h("h2.grow", {}, "Metrics"), xSel), h("div.panel", {}, chartBox), system,
@@ -56,6 +58,8 @@ export async function render(root, { params, query }) {
       h("button", { type: "button", name: "resubmit", onclick: () => resubmit(job.spec.params) }, "Re-submit"),
       h("button", { type: "button", name: "resubmit-params", onclick: () => { paramsBox.hidden = !paramsBox.hidden; } }, "Re-submit with other params…"),
       h("a.button", { href: `/compare?jobs=${encodeURIComponent(id)}` }, "Compare…"),
+      h("button", { type: "button", name: "edit-labels", onclick: () => { labelsBox.hidden = !labelsBox.hidden; },
+        title: "set or remove this job's labels" }, "Labels…"),
       h("button", { type: "button", name: "stacks", disabled: job.status !== "running", onclick: stacks.ask,
         title: "where the running command is: each replica's Python threads (py-spy)" }, "Stacks"),
       h("button.danger", { type: "button", name: "delete", disabled: !TERMINAL.has(job.status), onclick: remove,
