@@ -63,18 +63,65 @@ def test_a_label_set_to_another_value_changes_only_when_asked_to_and_nothing_is_
         store.relabel("j-0000000000", {"a": "b"})
 
 
-def test_an_ended_job_read_before_shows_its_new_labels_and_its_last_report_ends_it_with_them(store):
+def test_an_ended_job_read_before_shows_its_new_labels_and_its_last_report_ends_it_with_them(store, db_url):
     done = {"status": AttemptStatus.SUCCEEDED, "exit_code": 0, "reason": Reason.SUCCEEDED, "message": None,
             "conclude": _conclude}
-    # a running job whose spec the store remembers, relabelled before its last report
-    job = store.create_job(parse_job("command: x\nlabels: {a: '1'}"))
-    attempt = store.admit(job.id, [("n", [])], token_hash=H)
-    store.relabel(job.id, {"b": "2"})
-    _, _, (ended, over) = store.report(attempt.id, 0, token_hash=H, running=True, end=done)
-    assert over and ended.status == AttemptStatus.SUCCEEDED
-    info = store.get_job(job.id)  # an ended job: from the record the report built, then from memory
-    assert info.status == JobStatus.SUCCEEDED and info.spec.labels == {"a": "1", "b": "2"}
-    # an ended job's labels still change, and a read no longer answers the old record
-    store.relabel(job.id, {"a": None})
-    assert store.get_job(job.id).spec.labels == {"b": "2"}
-    assert store.list_jobs().items[0].spec.labels == {"b": "2"}
+    other = Store(db_url, run_migrations=False)  # another server, which changes the labels
+    try:
+        # a running job whose spec this store remembers, relabelled by the other before its last report here
+        job = store.create_job(parse_job("command: x\nlabels: {a: '1'}"))
+        attempt = store.admit(job.id, [("n", [])], token_hash=H)
+        other.relabel(job.id, {"b": "2"})
+        _, _, (ended, over) = store.report(attempt.id, 0, token_hash=H, running=True, end=done)
+        assert over and ended.status == AttemptStatus.SUCCEEDED
+        info = store.get_job(job.id)  # an ended job: from the record the report built, then from memory
+        assert info.status == JobStatus.SUCCEEDED and info.spec.labels == {"a": "1", "b": "2"}
+        # an ended job's labels still change: the store that changed them forgets its record at once, and a
+        # listing elsewhere, which reads the row, sees the change although a record is kept there
+        assert other.get_job(job.id).spec.labels == {"a": "1", "b": "2"}
+        store.relabel(job.id, {"a": None})
+        assert store.get_job(job.id).spec.labels == {"b": "2"}
+        assert [j.spec.labels for j in other.list_jobs().items] == [{"b": "2"}]
+    finally:
+        other.close()
+
+
+def test_two_changes_at_once_to_other_keys_are_both_kept(store, db_url):
+    import threading
+
+    job = store.create_job(parse_job("command: x"))
+    stores = [Store(db_url, run_migrations=False) for _ in range(4)]  # as many servers
+    errors: list[Exception] = []
+
+    def change(s: Store, i: int) -> None:
+        try:
+            for n in range(5):
+                s.relabel(job.id, {f"k{i}": str(n)}, overwrite=True)
+        except Exception as e:  # noqa: BLE001  (asserted below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=change, args=(s, i)) for i, s in enumerate(stores)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        for s in stores:
+            s.close()
+    assert errors == []
+    assert store.get_job(job.id).spec.labels == {f"k{i}": "4" for i in range(4)}
+    assert labelled(store, "k3=4") == [job.id]
+
+
+def test_a_key_or_value_ending_in_a_newline_is_refused():
+    from pydantic import ValidationError
+
+    from trainyard.spec.labels import LabelChange
+
+    for labels in ({"exp\n": "v"}, {"exp": "v\n"}):
+        with pytest.raises(ValidationError, match="label (key|value)"):
+            LabelChange(labels=labels)
+    with pytest.raises(InvalidSpec) as refused:  # at submit too
+        parse_job("command: x\nlabels: {\"exp\\n\": v}")
+    assert refused.value.errors[0]["message"].startswith(f"label key {'exp' + chr(10)!r}")

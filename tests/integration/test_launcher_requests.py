@@ -185,3 +185,20 @@ print(codes)
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str([5] * 30)
+
+
+def test_the_launcher_s_last_reaping_leaves_a_command_s_exit_status_to_it(tmp_path):
+    # when the job's command has ended, the launcher kills and reaps every descendant left; one whose Popen
+    # waits in another thread (a command run beside the job, py-spy) keeps its status for that Popen
+    code = """
+import time
+from trainyard.launch import procs
+with procs.Owned(["sh", "-c", "exit 7"]) as proc:
+    while open(f"/proc/{proc.pid}/stat").read().split(")")[-1].split()[0] != "Z":  # exited, not reaped
+        time.sleep(0.01)
+    procs.reap_all(None, timeout=0.3)
+    print(proc.wait(5))
+"""
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "7"

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 
-from trainyard.launch.procs import check_executable, owned
+from trainyard.launch.procs import Owned, check_executable
 
 CAP = 250 * 1024  # bytes of output kept, under the server's 256 KiB an answer
 # where the replica's command runs: (its launch.container.Container or None, launch.json's run_as, its work dir,
@@ -55,17 +55,17 @@ def run(argv: list[str], timeout: float, where: Where | None, masks=None) -> dic
         prefix, cwd, env = _place(where)
     except OSError as e:  # no setpriv here
         return {"exit_code": None, "output": "", "error": str(e)}
-    if where[4] is not None:  # behind the cgroup shim the exec happens too late to tell "cannot run"
+    if prefix and where[0] is None:  # behind a shim, unshare or setpriv the exec is too late to tell "cannot run"
         try:
             check_executable(argv[0], cwd, env)
         except OSError as e:
             return {"exit_code": None, "output": "", "error": f"cannot run {argv[0]!r}: {e.strerror or e}"}
     try:
-        proc = subprocess.Popen([*prefix, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        child = Owned([*prefix, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as e:
         return {"exit_code": None, "output": "", "error": f"cannot run {argv[0]!r}: {e.strerror or e}"}
-    with owned(proc):
+    with child as proc:
         return _collect(proc, timeout, masks)
 
 

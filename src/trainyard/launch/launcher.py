@@ -256,7 +256,8 @@ class Launcher(AttemptIO):
             append_log(self.log, message)
             return _result(None, reasons.SETUP, message)
         reporter = self._reporter()
-        # for trainyard exec (launch.execs): where and as whom the command runs, and what bounds it
+        # plain values (nothing is imported or done unless `trainyard exec` asks): a command run beside this one
+        # runs where it does, as whom, and bounded as it is (launch.execs)
         reporter.exec_in = (self.container, cfg.run_as, str(work), env, self.group,
                             tuple(self.readonly) if self.container is None else ())
         # a command over by then is reported from this thread, and no thread is ever started

@@ -26,6 +26,7 @@ PR_SET_CHILD_SUBREAPER = 36
 # children whose exit status a Popen in another thread waits for (`trainyard exec`'s commands, py-spy): not
 # orphans, though the main loop's reaping would otherwise take their status first (and Popen would read 0)
 OWNED: set[int] = set()
+_SPAWNING = threading.Lock()  # held from the fork of such a child until its pid is in OWNED
 _subreaper_pid = 0  # the process that became one (a fork does not inherit it: its pid differs)
 
 
@@ -282,18 +283,23 @@ def has_exited(pid: int) -> bool:
         return True  # already reaped
 
 
-class owned:  # noqa: N801  (a context, named for what it makes of the process)
-    """``with owned(proc):`` keeps :func:`reap_orphans` off ``proc`` until its Popen has its status."""
+class Owned:
+    """``with Owned(argv, **popen_args) as proc:`` a child whose exit status only its Popen takes: the launcher's
+    reaping (:func:`reap_orphans`, :func:`reap_all`) leaves it alone from its fork until the block's end."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.pid = proc.pid
-        OWNED.add(self.pid)
+    def __init__(self, argv: list[str], **popen_args: object) -> None:
+        with _SPAWNING:  # a quick command may have exited before Popen returns
+            self.proc = subprocess.Popen(argv, **popen_args)
+            OWNED.add(self.proc.pid)
 
-    def __enter__(self) -> None:
-        return None
+    def __enter__(self) -> subprocess.Popen:
+        return self.proc
 
     def __exit__(self, *exc: object) -> None:
-        OWNED.discard(self.pid)
+        try:
+            self.proc.__exit__(*exc)  # waits for it
+        finally:
+            OWNED.discard(self.proc.pid)
 
 
 def reap_orphans(keep: int | None) -> bool:
@@ -301,17 +307,22 @@ def reap_orphans(keep: int | None) -> bool:
 
     Returns whether the launcher still has any child at all.
     """
-    while True:
-        try:
-            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return False
-        if info is None or info.si_pid == keep or info.si_pid in OWNED:
-            return True
-        try:
-            os.waitpid(info.si_pid, 0)
-        except ChildProcessError:
-            pass
+    if not _SPAWNING.acquire(blocking=False):
+        return True  # an Owned child is being started: its pid is not known yet; the next tick
+    try:
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return False
+            if info is None or info.si_pid == keep or info.si_pid in OWNED:
+                return True
+            try:
+                os.waitpid(info.si_pid, 0)
+            except ChildProcessError:
+                pass
+    finally:
+        _SPAWNING.release()
 
 
 def descendants() -> list:
@@ -359,12 +370,17 @@ def reap_all(pgid: int | None, timeout: float = 10.0) -> None:
     end = time.monotonic() + timeout
     killed = False
     while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid:
-            continue
+        with _SPAWNING:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is not None and info.si_pid not in OWNED:  # an Owned one's status is its Popen's
+                try:
+                    os.waitpid(info.si_pid, 0)
+                except ChildProcessError:
+                    pass
+                continue
         if killed and time.monotonic() > end:
             return
         kill_tree(pgid)

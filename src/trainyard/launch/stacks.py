@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from trainyard.launch.procs import descendants, owned
+from trainyard.launch.procs import Owned, descendants
 
 MOST = 16             # processes dumped at most (a DDP replica with its data loader workers is a handful)
 PER_PROCESS = 10.0    # seconds for one py-spy dump (a process with hundreds of threads takes ~1 s)
@@ -54,9 +54,8 @@ def dump(masks=None, with_locals: bool = False, native: bool = False) -> dict:  
             name = p.name()
         except Exception:  # gone meanwhile
             continue
-        with subprocess.Popen([exe, "dump", "--pid", str(p.pid), *flags], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, errors="replace", stdin=subprocess.DEVNULL,
-                              env=_ENV) as spy, owned(spy):
+        with Owned([exe, "dump", "--pid", str(p.pid), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                   text=True, errors="replace", stdin=subprocess.DEVNULL, env=_ENV) as spy:
             try:
                 out, err = spy.communicate(timeout=PER_PROCESS)
             except subprocess.TimeoutExpired:

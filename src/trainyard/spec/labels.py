@@ -15,8 +15,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 MAX_LABELS = 32
 OWN = "trainyard.io/"  # the prefix of the labels trainyard puts on the jobs it submits (a sweep's trials…)
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?"
-KEY = re.compile(rf"^(?:[a-z0-9](?:[a-z0-9.-]{{0,251}}[a-z0-9])?/)?{_NAME}$")
-VALUE = re.compile(rf"^(?:{_NAME})?$")
+# \Z, not $: $ also matches before a last newline, which a key or value must not end with
+KEY = re.compile(rf"^(?:[a-z0-9](?:[a-z0-9.-]{{0,251}}[a-z0-9])?/)?{_NAME}\Z")
+VALUE = re.compile(rf"^(?:{_NAME})?\Z")
 
 
 def check_key(k: str) -> str:
@@ -55,8 +56,8 @@ class LabelChange(BaseModel):
         return labels
 
 
-class JobLabels(BaseModel):
-    """A job's labels now."""
+class LabelsNow(BaseModel):
+    """A job's labels after a change."""
 
     job_id: str
     labels: dict[str, str]

@@ -1,13 +1,15 @@
-"""What the store keeps between reads, because it can no longer change.
+"""What the store keeps between reads, because it can no longer change, or says when it did.
 
-- A job's spec never changes once written: reading a job back validated its
-  spec from JSON every time, the largest part of listing a page of 50 jobs.
-- A job that has ended never changes either (no transition leaves a terminal
+- A job's spec never changes once written but for its labels (``trainyard label``), and each change of those
+  counts up ``jobs.labels_rev``: reading a job back validated its spec from JSON every time, the largest part
+  of listing a page of 50 jobs, so a spec is kept with that count, and a read whose row says another reads it
+  again (``store.rows.remembered``).
+- A job that has ended changes only its labels (no transition leaves a terminal
   status, and its attempts ended with it): reading one again, as a dashboard
-  or a client polling a list does, answers from memory. This holds across
-  servers sharing one database too, since the row itself is final, until the
-  job is deleted (``trainyard rm``, the ``jobs`` retention): so a server keeps
-  an ended job a minute at most, and another server's delete shows within it.
+  or a client polling a list does, answers from memory. Across servers sharing
+  one database, another server's change of labels, or delete (``trainyard rm``,
+  the ``jobs`` retention), shows within a minute: a server keeps an ended job
+  that long at most (a listing, which reads the row, sees a change at once).
 
 Bounded, so a store of millions of jobs keeps only the recently read ones.
 """

@@ -161,7 +161,8 @@ def delete_all(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
 
 def delete_in(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
     j, a = _J.c, _A.c
-    ids = list(conn.execute(select(j.id).where(j.id.in_(ids), j.status.in_(ENDED))).scalars())
+    # the jobs' rows locked first, as a change of labels locks them before their label rows (PostgreSQL)
+    ids = list(conn.execute(select(j.id).where(j.id.in_(ids), j.status.in_(ENDED)).with_for_update()).scalars())
     if not ids:
         return []
     attempts = conn.execute(select(a.id, a.job_id, a.node, a.created_at, a.ended_at, a.status, a.reason,

@@ -3,7 +3,8 @@
 A job's spec is otherwise final, and servers keep specs in memory on that understanding; each change counts
 up ``jobs.labels_rev``, which every read of a job row carries, so a server holding an older copy reads the
 spec again (``rows.remembered``). The spec's ``labels`` and the ``job_labels`` rows change in one transaction,
-under a compare-and-set on that count: of two changes at once, the second is refused, not lost.
+with the job's row locked first (PostgreSQL; SQLite has one writer): two changes at once are made one after the
+other, each on what the other left, and a deletion (which locks the row first too) waits or makes it not found.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ _J, _L = t.Job.__table__, t.JobLabel.__table__
 
 
 class JobLabels:
-    """Mixed into the Store, whose ``write()`` and ``_specs`` and ``_ended`` memories it uses."""
+    """Mixed into the Store, whose ``write()``, ``_specs`` and ``_ended`` memories and ``_relabels`` count it
+    uses."""
 
     def relabel(self, job_id: str, changes: dict[str, str | None], overwrite: bool = False
                 ) -> tuple[dict[str, str], dict[str, str]]:
@@ -28,7 +30,8 @@ class JobLabels:
         and after. Without ``overwrite`` a label already set to another value is a Conflict naming it."""
         with self.write() as s:
             conn = s.connection()
-            row = conn.execute(select(_J.c.spec, _J.c.labels_rev).where(_J.c.id == job_id)).first()
+            # locked: a change made at once to other keys waits for this one instead of being refused
+            row = conn.execute(select(_J.c.spec, _J.c.labels_rev).where(_J.c.id == job_id).with_for_update()).first()
             if row is None:
                 raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
             raw, rev = dict(row[0]), row[1]
@@ -48,11 +51,12 @@ class JobLabels:
             spec = JobSpec.model_validate(raw)
             done = conn.execute(update(_J).where(_J.c.id == job_id, _J.c.labels_rev == rev)
                                 .values(spec=spec.model_dump(mode="json"), labels_rev=rev + 1)).rowcount
-            if done != 1:  # another server changed them between the read and this write (PostgreSQL)
+            if done != 1:  # cannot happen under the row's lock; kept so that a change is never lost
                 raise Conflict(f"the labels of job {job_id} changed meanwhile: try again", job_id=job_id)
             conn.execute(delete(_L).where(_L.c.job_id == job_id))
             if after:
                 conn.execute(INSERT_LABELS, [{"job_id": job_id, "key": k, "value": v} for k, v in after.items()])
+        self._relabels += 1  # before the forget: a read that began before the change keeps nothing after it
         self._specs.put(job_id, (rev + 1, spec))
         self._ended.forget(job_id)
         return before, after

@@ -7,6 +7,7 @@ joined query, and, when asked, the number of matching jobs counted up to a cap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from sqlalchemy import Text, cast, func, literal, or_, select
@@ -68,9 +69,10 @@ def job_order(sort: str) -> list:
 
 
 def page(conn: Any, where: list, sort: str, limit: int, offset: int, specs: Specs,
-         ended: Recent[JobInfo]) -> Listed:
+         ended: Recent[tuple[int, JobInfo]], keep: Callable[[JobInfo, int], None]) -> Listed:
     """One page of jobs in ``sort`` order: two queries at most (jobs, then the attempts of those not in
-    ``ended``, the store's memory of jobs that can no longer change)."""
+    ``ended``, the store's memory of jobs that can no longer change but for their labels); ``keep`` puts an
+    ended job read here into that memory, with its labels revision."""
     order = job_order(sort)
     ids = select(_C.id).where(*where).order_by(*order).limit(limit + 1).offset(offset)
     # the spec as text: decoded only for jobs whose spec is not in memory (most are)
@@ -79,7 +81,8 @@ def page(conn: Any, where: list, sort: str, limit: int, offset: int, specs: Spec
                         ).mappings().all()
     more = len(rows) > limit
     rows = rows[:limit]
-    found = {r["id"]: job for r in rows if (job := ended.get(r["id"])) is not None}
+    found = {r["id"]: kept[1] for r in rows
+             if (kept := ended.get(r["id"])) is not None and kept[0] == r["labels_rev"]}
     fresh = [r for r in rows if r["id"] not in found]
     of: dict[str, list[AttemptInfo]] = {}
     if fresh:
@@ -94,7 +97,7 @@ def page(conn: Any, where: list, sort: str, limit: int, offset: int, specs: Spec
                                       attempts=of.get(r["id"], []))
         found[r["id"]] = job
         if job.status.is_terminal():
-            ended.put(job.id, job)
+            keep(job, r["labels_rev"])
     return Listed([found[r["id"]] for r in rows], rows[-1]["seq"] if rows else None, more)
 
 

@@ -24,19 +24,22 @@ IN_BATCH = 500  # ids bound in one IN (...): well under any driver's limit (SQLi
 
 
 class JobReads:
-    """Mixed into the Store, whose ``read()`` sessions and ``_specs`` and ``_ended`` memories it uses."""
+    """Mixed into the Store, whose ``read()`` sessions, ``_specs`` and ``_ended`` memories and ``_keep_ended``
+    it uses."""
 
     def get_job(self, job_id: str) -> JobInfo:
         """A job with its attempts (read on every long poll and every ended attempt)."""
         if (ended := self._ended.get(job_id)) is not None:
-            return ended
+            return ended[1]
+        seen = self._relabels
         with self.read() as s:
             found = job_by_id(s.connection(), job_id, self._specs)
         if found is None:
             raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
-        if found.status.is_terminal():
-            self._ended.put(job_id, found)
-        return found
+        job, rev = found
+        if job.status.is_terminal():
+            self._keep_ended(job, rev, seen)
+        return job
 
     def job_state(self, job_id: str) -> tuple[JobStatus, str | None, str | None]:
         """A job's (status, team, owner): what a long poll looks at before it waits, at a quarter
@@ -49,7 +52,8 @@ class JobReads:
 
     def ended_job(self, job_id: str) -> JobInfo | None:
         """The job if it has ended and was read lately; from memory only, so it never blocks."""
-        return self._ended.get(job_id)
+        kept = self._ended.get(job_id)
+        return kept[1] if kept is not None else None
 
     def forget_jobs(self, job_ids: list[str]) -> None:
         """Deleted jobs: out of this store's memory."""
@@ -67,15 +71,16 @@ class JobReads:
         return found
 
     def _job_records(self, conn: Any, where: Any, attempts: bool = True) -> list[JobInfo]:
+        seen = self._relabels
         found = job_records(conn, where, self._specs, attempts)
         if attempts:
-            for job in found:
+            for job, rev in found:
                 if job.status.is_terminal():
-                    self._ended.put(job.id, job)
-        return found
+                    self._keep_ended(job, rev, seen)
+        return [job for job, _ in found]
 
     def get_jobs(self, job_ids: list[str]) -> list[JobInfo]:
-        """Jobs by id, without their attempts (for what never changes: spec, queue, priority)."""
+        """Jobs by id, without their attempts (for what never changes: queue, priority, the spec but its labels)."""
         with self.read() as s:
             return self._job_records(s.connection(), t.Job.__table__.c.id.in_(list(job_ids)), attempts=False)
 
@@ -91,9 +96,11 @@ class JobReads:
         if cursor:
             seq = t.Job.__table__.c.seq
             conds.append(seq < int(cursor) if sort == "-created" else seq > int(cursor))
+        seen = self._relabels
         with self.read() as s:
             conn = s.connection()
-            found = job_list.page(conn, conds, sort, limit, offset, self._specs, self._ended)
+            found = job_list.page(conn, conds, sort, limit, offset, self._specs, self._ended,
+                                  lambda job, rev: self._keep_ended(job, rev, seen))
             total, capped = None, False
             if count:
                 # a first page that is not full has counted itself

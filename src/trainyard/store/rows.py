@@ -27,33 +27,35 @@ def remembered(specs: Specs, job_id: str, rev: int) -> JobSpec | None:
     return got[1] if got is not None and got[0] == rev else None
 
 
-def job_records(conn: Any, where: Any, specs: Specs, attempts: bool = True) -> list[JobInfo]:
-    """Jobs matching ``where``, in submit order, each with its attempts unless ``attempts`` is False;
-    specs from ``specs`` where it has them, else read and validated once."""
+def job_records(conn: Any, where: Any, specs: Specs, attempts: bool = True) -> list[tuple[JobInfo, int]]:
+    """Jobs matching ``where``, in submit order, each with its attempts unless ``attempts`` is False, and the
+    labels revision of its spec; specs from ``specs`` where it has them, else read and validated once."""
     j, a = t.Job.__table__, t.Attempt.__table__
     rows = conn.execute(select(*(j.c[k] for k in (*JOB_FIELDS, "status", "labels_rev"))).where(where)
                         .order_by(j.c.seq)).mappings().all()
-    found = {r["id"]: remembered(specs, r["id"], r["labels_rev"]) for r in rows}
-    if missing := [i for i, spec in found.items() if spec is None]:
+    found = {r["id"]: (spec, r["labels_rev"]) for r in rows
+             if (spec := remembered(specs, r["id"], r["labels_rev"])) is not None}
+    if missing := [r["id"] for r in rows if r["id"] not in found]:
         for job_id, rev, raw in conn.execute(select(j.c.id, j.c.labels_rev, j.c.spec).where(j.c.id.in_(missing))):
-            found[job_id] = JobSpec.model_validate(raw)
-            specs.put(job_id, (rev, found[job_id]))
+            found[job_id] = (JobSpec.model_validate(raw), rev)
+            specs.put(job_id, (rev, found[job_id][0]))
     of: dict[str, list[AttemptInfo]] = {}
     if attempts and rows:
         for att in attempt_records(conn, a.c.job_id.in_([r["id"] for r in rows]), a.c.number):
             of.setdefault(att.job_id, []).append(att)
-    return [_job(r, found[r["id"]], of.get(r["id"], [])) for r in rows]
+    return [(_job(r, found[r["id"]][0], of.get(r["id"], [])), found[r["id"]][1]) for r in rows]
 
 
-def job_by_id(conn: Any, job_id: str, specs: Specs) -> JobInfo | None:
+def job_by_id(conn: Any, job_id: str, specs: Specs) -> tuple[JobInfo, int] | None:
     """:func:`job_records` of one job, with its attempts, in prebuilt queries (see _JOB_BY_ID)."""
     row = conn.execute(_JOB_BY_ID, {"job_id": job_id}).mappings().first()
     if row is None:
         return None
-    if (spec := remembered(specs, job_id, row["labels_rev"])) is None:
+    rev = row["labels_rev"]
+    if (spec := remembered(specs, job_id, rev)) is None:
         spec, rev = spec_now(conn, job_id)
         specs.put(job_id, (rev, spec))
-    return _job(row, spec, attempts_from(conn.execute(_ATTEMPTS_OF_JOB, {"job_id": job_id}).mappings()))
+    return _job(row, spec, attempts_from(conn.execute(_ATTEMPTS_OF_JOB, {"job_id": job_id}).mappings())), rev
 
 
 def _job(row: Any, spec: JobSpec, attempts: list[AttemptInfo]) -> JobInfo:

@@ -56,7 +56,9 @@ class Store(LineReads, JobReads, JobLabels):
         # not a count of our own commits: the file's own number, which every commit moves
         self._changes = data_version(self.engine)
         self._specs: Specs = Recent(20_000)  # see trainyard.store.cache
-        self._ended: Recent[JobInfo] = Recent(5_000, ttl=ENDED_TTL)
+        # ended jobs, with their labels revision; another server's change of labels shows within the ttl
+        self._ended: Recent[tuple[int, JobInfo]] = Recent(5_000, ttl=ENDED_TTL)
+        self._relabels = 0  # changes of labels this store made: a read that began before one keeps nothing
 
     def close(self) -> None:
         if self._changes is not None:
@@ -72,6 +74,7 @@ class Store(LineReads, JobReads, JobLabels):
     def write(self) -> Iterator[Session]:
         """One write transaction, under this store's write lock (a :class:`WriteTx`: Core statements on
         its ``connection()``; the ORM's calls reach a Session on the same connection)."""
+        seen = self._relabels
         with self._write_lock, self.engine.connect() as conn:
             with writing():
                 began = conn.begin()  # on SQLite with the write lock (db.writing)
@@ -83,8 +86,14 @@ class Store(LineReads, JobReads, JobLabels):
             finally:
                 s.close()
         # records of jobs this transaction ended, kept only once it committed (see _finish_replica)
-        for job in s.info.get("ended", ()):
-            self._ended.put(job.id, job)
+        for job, rev in s.info.get("ended", ()):
+            self._keep_ended(job, rev, seen)
+
+    def _keep_ended(self, job: JobInfo, rev: int, seen: int) -> None:
+        """Remember an ended job read as of labels revision ``rev``, unless this store changed labels since the
+        read began (``seen``, :attr:`_relabels` then): it may hold labels older than the change's."""
+        if self._relabels == seen:
+            self._ended.put(job.id, (rev, job))
 
     @property
     def version(self) -> int | None:
@@ -266,8 +275,8 @@ class Store(LineReads, JobReads, JobLabels):
             # of a burst's jobs are answered without reading each job back (its only attempt is this one)
             fields = dict(zip(JOB_FIELDS, row[1:1 + len(JOB_FIELDS)]))
             fields.update(reason=ending.job_reason, not_before=ending.not_before, updated_at=now)
-            s.info.setdefault("ended", []).append(JobInfo.model_construct(
-                **fields, status=ending.job_status, spec=spec, attempts=[ended]))
+            s.info.setdefault("ended", []).append((JobInfo.model_construct(
+                **fields, status=ending.job_status, spec=spec, attempts=[ended]), rev))
         return ended, True
 
     def request_stop(self, attempt_id: str, why: str) -> bool:

@@ -260,5 +260,8 @@ def test_labels_are_changed_from_the_job_page_and_a_refusal_is_shown_there(serve
     box.fill("oops")  # neither form: said before asking
     page.locator("button[name=apply-labels]").click()
     expect(said).to_have_text("oops: write key=value to set a label, key- to remove it")
+    box.fill("constructor=1 constructor-")
+    page.locator("button[name=apply-labels]").click()
+    expect(said).to_have_text("constructor-: label constructor is given twice")
     screenshot(page, "job-labels")
     assert server.client().get(job.id).spec.labels == {"best": "no"}

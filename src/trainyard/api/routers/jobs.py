@@ -22,7 +22,7 @@ from trainyard.services.jobs import KEEP_ALIVE, LogEnd, LogEvent
 from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import TOTAL_CAP, JobFilter, JobSort
 from trainyard.spec.label_selector import parse_selector
-from trainyard.spec.labels import MAX_LABELS, JobLabels, LabelChange
+from trainyard.spec.labels import MAX_LABELS, LabelChange, LabelsNow
 from trainyard.spec.loader import parse_job_text
 from trainyard.spec.choices import LOG_TAIL_MAX
 from trainyard.spec.records import CURSOR_PATTERN, ArtifactInfo, Digest, JobInfo, JobPage, LogChunk, MetricPoint
@@ -164,10 +164,10 @@ def cancel(job_id: str, p: PlatformDep, caller: CallerDep) -> JobInfo:
 
 
 @router.patch("/{job_id}/labels")
-def relabel(job_id: str, change: LabelChange, p: PlatformDep, caller: CallerDep) -> JobLabels:
+def relabel(job_id: str, change: LabelChange, p: PlatformDep, caller: CallerDep) -> LabelsNow:
     """Set (or, with null, remove) labels of a job, running or ended; 409 for a label already set to another
     value without ``overwrite``. trainyard's own ``trainyard.io/`` labels are refused (422)."""
-    return JobLabels(job_id=job_id, labels=p.jobs.relabel(job_id, change, caller))
+    return LabelsNow(job_id=job_id, labels=p.jobs.relabel(job_id, change, caller))
 
 
 @router.delete("/{job_id}", status_code=204)

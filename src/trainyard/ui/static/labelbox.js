@@ -7,9 +7,11 @@ export function parseChanges(text) {
   const out = {};
   for (const item of text.split(/[\s,]+/).filter(Boolean)) {
     const eq = item.indexOf("=");
-    if (eq > 0) out[item.slice(0, eq)] = item.slice(eq + 1);
-    else if (item.length > 1 && item.endsWith("-")) out[item.slice(0, -1)] = null;
-    else throw new Error(`${item}: write key=value to set a label, key- to remove it`);
+    const [key, value] = eq > 0 ? [item.slice(0, eq), item.slice(eq + 1)]
+      : item.length > 1 && item.endsWith("-") ? [item.slice(0, -1), null] : [null, null];
+    if (key === null) throw new Error(`${item}: write key=value to set a label, key- to remove it`);
+    if (Object.hasOwn(out, key)) throw new Error(`${item}: label ${key} is given twice`);
+    out[key] = value;
   }
   return out;
 }
@@ -36,9 +38,10 @@ export function labelBox(path, changed) {
       line.value = "";
       await changed();
     } catch (e) {
-      said.textContent = e.errors.length ? e.errors.map((x) => x.message || x.msg).join("; ") : e.message;
+      said.textContent = e.errors && e.errors.length ? e.errors.map((x) => x.message || x.msg).join("; ") : e.message;
+    } finally {
+      apply.disabled = false;
     }
-    apply.disabled = false;
   }
 
   return el;
