@@ -152,6 +152,10 @@ class RetentionSettings(BaseModel):
                                "artifact store; what it used stays in `trainyard usage`. An ended sweep goes "
                                "with its trials' jobs, an ended pipeline run with its steps' jobs (once no newer "
                                "run reuses its outputs); replicas of services are kept")
+    keep: str | None = Field("keep=true", max_length=1024, description="a label selector (`keep=true`, "
+                             "`tier in (gold,silver)`): an ended job whose labels match it is never deleted by "
+                             "the `jobs` retention, nor the sweep or pipeline run it belongs to "
+                             "(`trainyard label JOB keep=true` pins one); empty or null: none is kept so")
     every: float = Field(600.0, gt=0, le=86400, description="seconds between the leader's sweeps")
 
 

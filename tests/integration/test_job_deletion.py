@@ -270,3 +270,36 @@ def test_the_jobs_retention_deletes_an_ended_dask_clusters_record_once_its_jobs_
     assert sweep.clusters_deleted == 1 and sweep.jobs_deleted == 1
     assert scrape(e.tc)[("trainyard_retention_dask_clusters_deleted_total", ())] == 1
     assert e.tc.get(f"/api/v1/clusters/{ended}").status_code == 404
+
+
+def test_the_jobs_retention_leaves_a_job_labelled_to_be_kept_until_the_label_goes(env):
+    e = env
+    pinned, _ = ran(e, {"name": "pinned", "command": "x"})
+    plain, _ = ran(e, {"name": "plain", "command": "x", "labels": {"keep": "false"}})  # not the selector's value
+    e.sdk.label(pinned, {"keep": "true"})  # after it ended: the retention's default selector, keep=true
+    with e.platform.store.write() as s:  # both ended long ago
+        s.execute(t.Job.__table__.update().values(updated_at=time.time() - 2 * KEEP))
+    sweep = e.platform.retention
+    sweep.cycle()
+    ids = {j.id for j in e.sdk.jobs(limit=100).items}
+    assert pinned in ids and plain not in ids and sweep.jobs_deleted == 1
+    e.sdk.label(pinned, {"keep": None})  # unpinned: gone with the next sweep (a label is not a status change)
+    sweep.cycle()
+    assert pinned not in {j.id for j in e.sdk.jobs(limit=100).items} and sweep.jobs_deleted == 2
+
+
+def test_a_sweep_one_of_whose_trials_is_labelled_to_be_kept_stays_whole(env):
+    e, seen = env, set()
+    s = e.sdk.sweep(SWEEP)
+    end_trial(e, seen, 0.5)
+    end_trial(e, seen, 0.9)
+    done = e.sdk.sweeps.wait(s.id, timeout=30, every=0.1)
+    best = max(done.trials, key=lambda tr: tr.value or 0).job_id
+    e.sdk.label(best, {"keep": "true"})
+    with e.platform.store.write() as w:
+        w.execute(t.Sweep.__table__.update().values(ended_at=time.time() - 2 * KEEP))
+        w.execute(t.Job.__table__.update().values(updated_at=time.time() - 2 * KEEP))
+    sweep = e.platform.retention
+    sweep.cycle()
+    assert e.sdk.sweeps.get(s.id).id == s.id and sweep.sweeps_deleted == 0 and sweep.jobs_deleted == 0
+    assert {tr.job_id for tr in done.trials} <= {j.id for j in e.sdk.jobs(limit=100).items}

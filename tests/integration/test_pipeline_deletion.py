@@ -130,3 +130,21 @@ def test_the_jobs_retention_deletes_old_ended_runs_the_newest_reuser_first(env):
     assert scrape(tc)[("trainyard_retention_pipeline_runs_deleted_total", ())] == 2
     with pytest.raises(PipelineRunNotFound):
         sdk.pipelines.get(first.id)
+
+
+def test_the_jobs_retention_leaves_a_run_one_of_whose_steps_is_labelled_to_be_kept(env):
+    tc, sdk, engine, platform = env
+    run = succeeded(tc, sdk, engine)
+    merge = step_job(run, "merge")
+    sdk.label(merge, {"keep": "true"})  # the averaged model's job: the run stays whole with it
+    with platform.store.write() as w:
+        runs = t.PipelineRun.__table__
+        w.execute(runs.update().where(runs.c.id == run.id).values(ended_at=time.time() - 2 * KEEP))
+    sweep = platform.retention
+    sweep.cycle()
+    assert sweep.runs_deleted == 0 and sdk.pipelines.get(run.id).id == run.id
+    sdk.label(merge, {"keep": None})
+    sweep.cycle()
+    assert sweep.runs_deleted == 1
+    with pytest.raises(PipelineRunNotFound):
+        sdk.pipelines.get(run.id)

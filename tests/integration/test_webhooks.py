@@ -230,3 +230,21 @@ def test_a_job_or_run_is_not_deleted_before_the_webhooks_have_read_its_end(env, 
     until(lambda: len(ok.got) == 3, timeout=15)
     assert sorted(m["event"] for m in ok.got) == ["job.succeeded", "job.succeeded", "pipeline_run.succeeded"]
     assert {m["job"]["id"] for m in ok.got if "job" in m} == {job.id, step}
+
+
+def test_a_delivery_taken_to_be_sent_is_due_to_no_other_sender_until_its_claim_lapses(env, hooks):
+    from trainyard.store.webhooks import CLAIM
+
+    tc, sdk, engine, platform = env
+    loop = platform.webhook_loop
+    loop.stop()  # this test is the only sender
+    sdk.notify.subscribe("ops", on=["succeeded"], name="claimed-*")
+    for i in range(3):
+        end(tc, engine, sdk.submit({"name": f"claimed-{i}", "command": "x"}), 0)
+    loop.enqueue(loop.store.subscriptions(counts=False))
+    now = 1e12  # all of them due
+    first = loop.store.due(now)
+    assert len(first) == 3
+    assert loop.store.due(now) == [] and loop.store.due(now + CLAIM - 1) == []  # a second cycle at once: none
+    again = loop.store.due(now + CLAIM)  # never marked sent (its sender died): due again
+    assert sorted(d["id"] for d in again) == sorted(d["id"] for d in first)

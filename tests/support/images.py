@@ -12,12 +12,14 @@ for a store that was wiped.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 CACHE = Path(os.environ.get("TRAINYARD_TEST_IMAGES", Path.home() / ".cache" / "trainyard-test-images"))
@@ -35,6 +37,22 @@ def _import(tar: Path, tag: str) -> str:
     return tag
 
 
+def _built(tar_path: Path, tag: str, build: Callable[[Path], None]) -> str:
+    """The image ``tag``, imported from ``tar_path``, which ``build(tmp)`` writes first where it is missing.
+    One process at a time: pytest-xdist's two workers may each ask for the same image at once (a module's
+    tests are spread over both), and two builds into one file lost one's rename."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{tar_path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _exists(tag):  # the other worker's, while this one waited
+            return tag
+        if not tar_path.exists():
+            tmp = tar_path.with_name(f"{tar_path.stem}.{os.getpid()}.building.tar")  # mmdebstrap reads .tar
+            build(tmp)
+            tmp.replace(tar_path)
+        return _import(tar_path, tag)
+
+
 def busybox_image(marker: str | None = None) -> str:
     """``localhost/trainyard-test/busybox:<recipe hash>``, built if missing.
 
@@ -44,10 +62,8 @@ def busybox_image(marker: str | None = None) -> str:
     tag = f"localhost/trainyard-test/busybox{'-' + marker if marker else ''}:{key}"
     if _exists(tag):
         return tag
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tar_path = CACHE / f"busybox-{marker + '-' if marker else ''}{key}.tar"
-    if not tar_path.exists():
-        tmp = tar_path.with_suffix(".tmp")
+
+    def build(tmp: Path) -> None:
         with tarfile.open(tmp, "w") as tar:
             for d in ("bin", "tmp", "proc", "sys", "dev", "etc"):
                 info = tarfile.TarInfo(d)
@@ -64,8 +80,8 @@ def busybox_image(marker: str | None = None) -> str:
                 link = tarfile.TarInfo(f"bin/{applet}")
                 link.type, link.linkname = tarfile.SYMTYPE, "busybox"
                 tar.addfile(link)
-        tmp.replace(tar_path)
-    return _import(tar_path, tag)
+
+    return _built(CACHE / f"busybox-{marker + '-' if marker else ''}{key}.tar", tag, build)
 
 
 def python_image() -> str:
@@ -74,13 +90,8 @@ def python_image() -> str:
     tag = f"localhost/trainyard-test/python:{key}"
     if _exists(tag):
         return tag
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tar_path = CACHE / f"python-{key}.tar"
-    if not tar_path.exists():
-        tmp = CACHE / f"python-{key}.building.tar"
-        subprocess.run([*PYTHON_RECIPE, str(tmp)], check=True, capture_output=True, timeout=900)
-        tmp.replace(tar_path)
-    return _import(tar_path, tag)
+    return _built(CACHE / f"python-{key}.tar", tag, lambda tmp: subprocess.run(
+        [*PYTHON_RECIPE, str(tmp)], check=True, capture_output=True, timeout=900))
 
 
 def image_python_version(tag: str) -> str:

@@ -110,10 +110,16 @@ def test_retention_is_read_with_units_off_keeps_and_a_bad_value_is_named(tmp_pat
     r = ServerSettings(**load(path)).retention
     assert (r.work_dirs, r.checkpoints, r.every) == (None, None, 600.0)  # checkpoints: kept by default
     assert ServerSettings().retention.work_dirs == 3 * 86400.0
+    assert ServerSettings().retention.keep == "keep=true"  # a job labelled keep=true stays
+    path.write_text("retention:\n  jobs: 90d\n  keep: 'tier in (gold, silver)'\n")
+    assert ServerSettings(**load(path)).retention.keep == "tier in (gold, silver)"
+    path.write_text("retention:\n  keep: off\n")
+    assert ServerSettings(**load(path)).retention.keep is None
     for text, field in [("retention:\n  work_dirs: 3 days\n", "retention.work_dirs"),
                         ("retention:\n  checkpoints: -1\n", "retention.checkpoints"),
                         ("retention:\n  every: 0\n", "retention.every"),
-                        ("retention:\n  keep: 3d\n", "retention.keep"),
+                        ("retention:\n  keep: a b\n", "retention.keep"),
+                        ("retention:\n  keeps: 3d\n", "retention.keeps"),
                         ("retention: 3d\n", "retention")]:
         path.write_text(text)
         with pytest.raises(InvalidSpec) as e:

@@ -21,6 +21,7 @@ retention:                 # what ended attempts leave on nodes, and ended jobs 
   work_dirs: 3d            # an ended attempt's work dirs, outputs as written, own venv; its log stays (default 3d)
   checkpoints: 30d         # an ended job's checkpoints, on nodes and in an object store (default: off)
   jobs: 180d               # an ended job itself, as `trainyard rm` deletes it; its usage stays (default: off)
+  keep: keep=true          # a label selector: jobs it matches stay whatever their age (default keep=true; off: none)
   every: 10m               # between the leader's sweeps
 ```
 """
@@ -73,23 +74,33 @@ def load(path: Path) -> dict[str, Any]:
         from trainyard.config import RetentionSettings
 
         data["retention"] = _durations(path, "retention", data["retention"], RetentionSettings)
+        if keep := data["retention"].get("keep"):
+            from trainyard.spec.label_selector import parse_selector
+
+            try:  # here, as config may not import spec; the retention loop parses it again at start
+                parse_selector(keep, "retention.keep")
+            except (ValueError, TypeError) as e:
+                raise _error(path, "retention.keep", str(e)) from None
     return data
 
 
 def _durations(path: Path, name: str, section: Any, model: Any) -> dict[str, Any]:
-    """A section of durations (and counts), in seconds (``off`` or null: None); the rest is left to its
-    ``model``, which names any unknown key."""
+    """A section of durations (and counts and texts), in seconds (``off`` or null: None); the rest is left to
+    its ``model``, which names any unknown key."""
     if section is None:
         return {}
     if not isinstance(section, dict):
         raise _error(path, name, f"must be a mapping of {name} settings")
     counts = {k for k, f in model.model_fields.items() if f.annotation is int}  # the rest: durations
+    texts = {k for k, f in model.model_fields.items() if f.annotation in (str, str | None)}  # but these
     out = dict(section)
     for key, value in section.items():
         if key in counts or not isinstance(key, str):
             continue
         if value is None or value is False or value == "off":  # YAML reads a bare off as false
             out[key] = None
+            continue
+        if key in texts:
             continue
         try:
             out[key] = parse_duration(value, zero=True)

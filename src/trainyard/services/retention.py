@@ -10,9 +10,11 @@ looked at once, whatever the history's length:
   folder on those nodes and, on an object store, its checkpoint sets there.
 
 - ``jobs``: an ended job that last changed that long ago is deleted as ``trainyard rm`` deletes it
-  (:mod:`trainyard.services.job_deletion`), unless it is part of something larger; so is an ended sweep,
-  with its trials' jobs (``trainyard sweep rm``), and a pipeline run with its steps' jobs; then the record
-  of an ended Dask cluster none of whose jobs is left.
+  (:mod:`trainyard.services.job_deletion`), unless it is part of something larger or labelled to be kept
+  (``keep``, a label selector: ``keep=true`` by default, so ``trainyard label JOB keep=true`` pins one); so is
+  an ended sweep, with its trials' jobs (``trainyard sweep rm``), and a pipeline run with its steps' jobs,
+  unless one of those is labelled to be kept; then the record of an ended Dask cluster none of whose jobs is
+  left.
 
 Off (None) by default for checkpoints and jobs: "keep them" is what users expect unless an admin says.
 The engine removes the folders (:meth:`trainyard.engines.base.Engine.remove_leftovers`): the local engine in
@@ -34,6 +36,7 @@ from trainyard.engines.base import Engine
 from trainyard.engines.leftovers import Leftover
 from trainyard.services.job_deletion import JobRemover
 from trainyard.services.ticker import Ticker
+from trainyard.spec.label_selector import parse_selector
 from trainyard.store import Store
 from trainyard.store.clusters import ClusterStore
 from trainyard.store.retention import Ended, RetentionStore
@@ -57,6 +60,8 @@ class RetentionLoop(Ticker):
         self.engine = engine
         self.artifacts = artifacts
         self.settings = settings
+        # the jobs retention leaves these, and the sweep or pipeline run of one of them, whatever their age
+        self.keep = parse_selector(settings.keep, "retention.keep") if settings.keep else ()
         self.remover = remover or JobRemover(store, engine, artifacts)
         self.clusters = ClusterStore(store)
         self.removed = {"attempt": 0, "checkpoints": 0}
@@ -92,7 +97,8 @@ class RetentionLoop(Ticker):
         while not self._stop.is_set():
             sweeps = self.remover.rows.expired_sweeps(before, BATCH, kept_sweeps)
             for sweep_id in sweeps:
-                if self.remover.why_not_sweep(sweep_id) is not None:
+                if self.remover.why_not_sweep(sweep_id) is not None or \
+                        self._kept(self.remover.rows.trial_jobs(sweep_id)):
                     kept_sweeps.add(sweep_id)
                 elif (deleted := self.remover.remove_sweep(sweep_id)) is not None:
                     self.jobs_deleted += len(deleted)
@@ -102,7 +108,7 @@ class RetentionLoop(Ticker):
         self._runs(before)
         skip: set[str] = set()
         while not self._stop.is_set():
-            batch = self.remover.rows.expired(before, BATCH, skip)
+            batch = self.remover.rows.expired(before, BATCH, skip, self.keep)
             kept = self.remover.why_not(batch) if batch else {}
             skip |= kept.keys()
             doomed = [j for j in batch if j not in kept]
@@ -114,6 +120,11 @@ class RetentionLoop(Ticker):
             # a batch holds the writer ~0.1 s (bench/deletion.py): a backlog leaves the scheduler its turns
             self._stop.wait(BETWEEN)
         self._clusters(before)
+
+    def _kept(self, job_ids: list[str]) -> bool:
+        """Whether one of ``job_ids`` (a sweep's trials', a run's steps') is labelled to be kept: all of them
+        stay then, as the whole goes or stays together."""
+        return bool(self.keep) and bool(self.remover.rows.matching(job_ids, self.keep))
 
     def _clusters(self, before: float) -> None:
         """Records of Dask clusters that ended by ``before`` once none of the jobs they name is left (the
@@ -134,7 +145,8 @@ class RetentionLoop(Ticker):
         while not self._stop.is_set():
             runs = self.remover.runs.expired(before, BATCH, kept)
             for run_id, status in runs:
-                if self.remover.why_not_run(run_id, status) is not None:
+                if self.remover.why_not_run(run_id, status) is not None or \
+                        self._kept(self.remover.runs.run_jobs(run_id)):
                     kept.add(run_id)
                 elif (deleted := self.remover.remove_run(run_id)) is not None:
                     self.jobs_deleted += len(deleted)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sqlalchemy import String, cast, delete, insert, not_, select
+from sqlalchemy import String, and_, cast, delete, insert, not_, select
 
 from trainyard.store import Store, archive_counts
 from trainyard.store import request_tables as rq
 from trainyard.store import tables as t
 from trainyard.store import usage_tables as ut
+from trainyard.spec.label_selector import Selector
 from trainyard.store.clusters import LIVE as LIVE_CLUSTER
+from trainyard.store.job_list import label_where
 from trainyard.store.services import LIVE as LIVE_SERVICE
 from trainyard.store.store import ENDED, IN_BATCH
 from trainyard.store.webhooks import unannounced
@@ -111,6 +113,15 @@ class JobDeletion:
         self.store.forget_jobs([d.job_id for d in out])
         return out
 
+    def matching(self, job_ids: list[str], selector: Selector) -> list[str]:
+        """Those of ``job_ids`` whose labels match ``selector`` (one query per 500 ids)."""
+        found: list[str] = []
+        with self.store.read() as s:
+            for i in range(0, len(job_ids), IN_BATCH):
+                found += s.connection().execute(select(_J.c.id).where(_J.c.id.in_(job_ids[i:i + IN_BATCH]),
+                                                                      *(label_where(r) for r in selector))).scalars()
+        return found
+
     def trial_jobs(self, sweep_id: str) -> list[str]:
         with self.store.read() as s:
             return list(s.connection().execute(select(_TRIALS.c.job_id).where(_TRIALS.c.sweep_id == sweep_id)
@@ -137,14 +148,16 @@ class JobDeletion:
         with self.store.read() as s:
             return list(s.connection().execute(select(sw.id).where(*where).limit(limit)).scalars())
 
-    def expired(self, before: float, limit: int, skip: set[str]) -> list[str]:
-        """Ended jobs that last changed at or before ``before``, none of a pipeline run, sweep or service
-        and none in ``skip``: the ``jobs`` retention's next batch."""
+    def expired(self, before: float, limit: int, skip: set[str], keep: Selector = ()) -> list[str]:
+        """Ended jobs that last changed at or before ``before``, none of a pipeline run, sweep or service,
+        none whose labels match ``keep`` and none in ``skip``: the ``jobs`` retention's next batch."""
         j = _J.c
         where = [j.status.in_(ENDED), j.updated_at <= before,
                  not_(select(_STEPS.c.job_id).where(_STEPS.c.job_id == j.id).exists()),
                  not_(select(_TRIALS.c.job_id).where(_TRIALS.c.job_id == j.id).exists()),
                  not_(select(_SREPS.c.job_id).where(_SREPS.c.job_id == j.id).exists())]
+        if keep:
+            where.append(not_(and_(*(label_where(r) for r in keep))))
         if skip:
             where.append(j.id.notin_(sorted(skip)))
         with self.store.read() as s:

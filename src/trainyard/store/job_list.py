@@ -49,11 +49,11 @@ def job_where(f: JobFilter, visible: Visible | None) -> list:
     where += [or_(_C.name.contains(f.q, autoescape=True), _C.id.startswith(f.q, autoescape=True))] if f.q else []
     where += [_C.created_at >= f.since] if f.since is not None else []
     where += [_C.created_at < f.until] if f.until is not None else []
-    where += [_label_where(r) for r in f.labels]
+    where += [label_where(r) for r in f.labels]
     return where
 
 
-def _label_where(r: Requirement) -> Any:
+def label_where(r: Requirement) -> Any:
     """One requirement of a label selector as SQL, over the labels' own table: the jobs with (or without) the
     key and one of the values, found by its index, however few of them there are among how many jobs."""
     having = select(_L.job_id).where(_L.key == r.key)

@@ -23,6 +23,7 @@ from trainyard.store import webhook_tables as wt
 _S, _D, _C = wt.Subscription.__table__, wt.Delivery.__table__, wt.Cursor.__table__
 _DELIVERY = [_D.c[k] for k in DeliveryInfo.model_fields]
 CURSOR = "webhooks"
+CLAIM = 300.0  # seconds a delivery taken to be sent is not due to anyone else (a send times out within 60)
 ENDS = ("succeeded", "failed", "cancelled")
 
 
@@ -135,9 +136,20 @@ class WebhookStore:
     # -- sending ----------------------------------------------------------------------
 
     def due(self, now: float, limit: int = 50) -> list[dict[str, Any]]:
-        with self.store.read() as s:
-            return [dict(r) for r in s.connection().execute(
-                select(_D).where(_D.c.next_at <= now).order_by(_D.c.next_at, _D.c.id).limit(limit)).mappings()]
+        """Deliveries due at ``now``, each taken for ``CLAIM`` seconds (its ``next_at`` moved on, compare-and-set)
+        so that one sender alone sends it: a cycle of another loop at the same moment (a second server's, a
+        test's) skips it, and one neither sent nor retried by then (its server died mid-send) is due again."""
+        query = select(_D).where(_D.c.next_at <= now).order_by(_D.c.next_at, _D.c.id).limit(limit)
+        with self.store.read() as s:  # most cycles find none: no writer's turn for them
+            if not s.connection().execute(query.with_only_columns(_D.c.id)).first():
+                return []
+        with self.store.write() as s:
+            conn, taken = s.connection(), []
+            for row in [dict(r) for r in conn.execute(query).mappings()]:
+                if conn.execute(update(_D).where(_D.c.id == row["id"], _D.c.next_at == row["next_at"])
+                                .values(next_at=now + CLAIM)).rowcount == 1:
+                    taken.append(row)
+            return taken
 
     def next_due(self) -> float | None:
         with self.store.read() as s:
