@@ -303,3 +303,12 @@ def test_a_sweep_one_of_whose_trials_is_labelled_to_be_kept_stays_whole(env):
     sweep.cycle()
     assert e.sdk.sweeps.get(s.id).id == s.id and sweep.sweeps_deleted == 0 and sweep.jobs_deleted == 0
     assert {tr.job_id for tr in done.trials} <= {j.id for j in e.sdk.jobs(limit=100).items}
+
+
+def test_a_job_pinned_after_the_sweep_picked_it_is_still_kept_and_rm_is_not_held_by_it(env):
+    e = env
+    job, _ = ran(e, {"name": "late-pin", "command": "x"})
+    remover, keep = e.platform.retention.remover, e.platform.retention.keep
+    e.sdk.label(job, {"keep": "true"})  # between the sweep's query and its delete
+    assert remover.remove([job], keep) == [] and e.sdk.get(job).id == job
+    assert [d.job_id for d in remover.remove([job])] == [job]  # `trainyard rm` deletes a pinned job

@@ -232,19 +232,40 @@ def test_a_job_or_run_is_not_deleted_before_the_webhooks_have_read_its_end(env, 
     assert {m["job"]["id"] for m in ok.got if "job" in m} == {job.id, step}
 
 
-def test_a_delivery_taken_to_be_sent_is_due_to_no_other_sender_until_its_claim_lapses(env, hooks):
-    from trainyard.store.webhooks import CLAIM
+def test_a_delivery_taken_to_be_sent_is_due_to_no_other_sender_until_its_claim_lapses(env, hooks, db_url):
+    import threading
+
+    from trainyard.store import Store
+    from trainyard.store.webhooks import CLAIM, WebhookStore
 
     tc, sdk, engine, platform = env
     loop = platform.webhook_loop
     loop.stop()  # this test is the only sender
     sdk.notify.subscribe("ops", on=["succeeded"], name="claimed-*")
-    for i in range(3):
+    for i in range(6):
         end(tc, engine, sdk.submit({"name": f"claimed-{i}", "command": "x"}), 0)
     loop.enqueue(loop.store.subscriptions(counts=False))
     now = 1e12  # all of them due
-    first = loop.store.due(now)
-    assert len(first) == 3
-    assert loop.store.due(now) == [] and loop.store.due(now + CLAIM - 1) == []  # a second cycle at once: none
-    again = loop.store.due(now + CLAIM)  # never marked sent (its sender died): due again
-    assert sorted(d["id"] for d in again) == sorted(d["id"] for d in first)
+    # four servers' loops take at once: each delivery goes to one of them
+    stores = [Store(db_url, run_migrations=False) for _ in range(4)]
+    taken: list[list[int]] = [[] for _ in stores]
+    gate = threading.Barrier(len(stores))
+
+    def take(i: int) -> None:
+        gate.wait()
+        taken[i] = [d["id"] for d in WebhookStore(stores[i]).due(now, 50)]
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(len(stores))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        for s in stores:
+            s.close()
+    every = [i for ids in taken for i in ids]
+    assert len(every) == len(set(every)) == 6, taken
+    assert loop.store.due(now, 50) == [] and loop.store.due(now + CLAIM - 1, 50) == []  # taken: none due
+    again = loop.store.due(now + CLAIM, 3)  # never marked sent (their sender died): due again, as many as asked
+    assert len(again) == 3 and set(d["id"] for d in again) <= set(every)

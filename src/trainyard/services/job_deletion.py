@@ -19,6 +19,7 @@ import logging
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
 from trainyard.engines.leftovers import Leftover
+from trainyard.spec.label_selector import Selector
 from trainyard.store import Store
 from trainyard.store.deletion import Deleted, JobDeletion
 from trainyard.store.run_deletion import RunDeletion
@@ -65,10 +66,10 @@ class JobRemover:
             self._files(deleted)
         return deleted
 
-    def remove(self, job_ids: list[str]) -> list[Deleted]:
-        """Delete the records of those of ``job_ids`` that have ended, then their files (check :meth:`why_not`
-        first); what was deleted."""
-        deleted = self.rows.delete(job_ids)
+    def remove(self, job_ids: list[str], keep: Selector = ()) -> list[Deleted]:
+        """Delete the records of those of ``job_ids`` that have ended and whose labels do not match ``keep``,
+        then their files (check :meth:`why_not` first); what was deleted."""
+        deleted = self.rows.delete(job_ids, keep)
         if deleted:
             self._files(deleted)
         return deleted

@@ -113,7 +113,7 @@ class RetentionLoop(Ticker):
             skip |= kept.keys()
             doomed = [j for j in batch if j not in kept]
             if doomed:
-                self.jobs_deleted += len(self.remover.remove(doomed))
+                self.jobs_deleted += len(self.remover.remove(doomed, self.keep))  # pinned meanwhile: kept
                 log.info("retention: deleted %d ended jobs", len(doomed))
             if len(batch) < BATCH:
                 break

@@ -3,10 +3,11 @@
 Each cycle 1 reads the events after its cursor (job ends only), matches each
 against every subscription (its events, scope, queue and name glob, and that its
 owner may still see the job), and records what is owed with the cursor's move,
-in one transaction; 2 POSTs what is due, up to 8 at once. A 2xx answer is delivered; anything
+in one transaction; 2 takes up to 8 due deliveries (each due to no other sender
+for 5 minutes) and POSTs them at once. A 2xx answer is delivered; anything
 else is tried again after 5 s, 30 s, 2 min, 10 min and 30 min, then given up
 (recorded, with the last error). Delivery is at least once: a server that dies
-between a POST and its record sends that event again.
+between a POST and its record sends that event again, 5 minutes later.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class WebhookLoop(Ticker):
         if time.time() - self._forgot > 600:
             self._forgot = time.time()
             self.store.forget(self._forgot - KEEP)
-        due = self.store.due(time.time() if now is None else now)
+        due = self.store.due(time.time() if now is None else now, SENDERS)  # no more taken than sent at once
         if due:  # at once: a receiver that is slow to answer (up to its timeout) holds up no other
             with ThreadPoolExecutor(max_workers=min(SENDERS, len(due)), thread_name_prefix="webhook") as pool:
                 list(pool.map(self.send, due))

@@ -103,13 +103,14 @@ class JobDeletion:
                 return ref[len(prefix):].split("/", 1)[0]
         return None
 
-    def delete(self, job_ids: list[str]) -> list[Deleted]:
-        """Delete the ended ones of ``job_ids`` (check :meth:`blockers` first), archiving what their attempts
-        used; what was deleted, with where its attempts ran."""
+    def delete(self, job_ids: list[str], keep: Selector = ()) -> list[Deleted]:
+        """Delete the ended ones of ``job_ids`` but those whose labels match ``keep`` (checked in the same
+        transaction: a label put on meanwhile counts), archiving what their attempts used (check
+        :meth:`blockers` first); what was deleted, with where its attempts ran."""
         out: list[Deleted] = []
         for i in range(0, len(job_ids), IN_BATCH):
             with self.store.write() as s:
-                out += delete_in(s.connection(), job_ids[i:i + IN_BATCH])
+                out += delete_in(s.connection(), job_ids[i:i + IN_BATCH], keep)
         self.store.forget_jobs([d.job_id for d in out])
         return out
 
@@ -172,10 +173,12 @@ def delete_all(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
     return out
 
 
-def delete_in(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
+def delete_in(conn, ids: list[str], keep: Selector = ()) -> list[Deleted]:  # noqa: ANN001
     j, a = _J.c, _A.c
+    kept = [not_(and_(*(label_where(r) for r in keep)))] if keep else []
     # the jobs' rows locked first, as a change of labels locks them before their label rows (PostgreSQL)
-    ids = list(conn.execute(select(j.id).where(j.id.in_(ids), j.status.in_(ENDED)).with_for_update()).scalars())
+    ids = list(conn.execute(select(j.id).where(j.id.in_(ids), j.status.in_(ENDED), *kept).with_for_update()
+                            ).scalars())
     if not ids:
         return []
     attempts = conn.execute(select(a.id, a.job_id, a.node, a.created_at, a.ended_at, a.status, a.reason,

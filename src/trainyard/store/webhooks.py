@@ -23,7 +23,9 @@ from trainyard.store import webhook_tables as wt
 _S, _D, _C = wt.Subscription.__table__, wt.Delivery.__table__, wt.Cursor.__table__
 _DELIVERY = [_D.c[k] for k in DeliveryInfo.model_fields]
 CURSOR = "webhooks"
-CLAIM = 300.0  # seconds a delivery taken to be sent is not due to anyone else (a send times out within 60)
+# seconds a delivery taken to be sent is due to no one else: a loop takes as many as it sends at once, and each
+# send's connect, write and read time out within 60 s each
+CLAIM = 300.0
 ENDS = ("succeeded", "failed", "cancelled")
 
 
@@ -135,7 +137,7 @@ class WebhookStore:
 
     # -- sending ----------------------------------------------------------------------
 
-    def due(self, now: float, limit: int = 50) -> list[dict[str, Any]]:
+    def due(self, now: float, limit: int) -> list[dict[str, Any]]:
         """Deliveries due at ``now``, each taken for ``CLAIM`` seconds (its ``next_at`` moved on, compare-and-set)
         so that one sender alone sends it: a cycle of another loop at the same moment (a second server's, a
         test's) skips it, and one neither sent nor retried by then (its server died mid-send) is due again."""
@@ -146,7 +148,8 @@ class WebhookStore:
         with self.store.write() as s:
             conn, taken = s.connection(), []
             for row in [dict(r) for r in conn.execute(query).mappings()]:
-                if conn.execute(update(_D).where(_D.c.id == row["id"], _D.c.next_at == row["next_at"])
+                # still due: not taken by another sender since this read (no float compared for equality)
+                if conn.execute(update(_D).where(_D.c.id == row["id"], _D.c.next_at <= now)
                                 .values(next_at=now + CLAIM)).rowcount == 1:
                     taken.append(row)
             return taken
