@@ -105,7 +105,7 @@ def test_labels_change_after_submit_running_or_ended_and_what_is_refused_is_name
     assert [(j["id"], j["spec"]["labels"]) for j in listed] == [(job.id, {"keep": "yes", "stage": "hot"})]
 
     # refused, naming what, and nothing changed
-    for args, said, code in [(["label", job.id, "novalue"], "write KEY=VALUE to set a label, KEY- to remove it", 2),
+    for args, said, code in [(["label", job.id, "novalue"], "no change: write KEY=VALUE to set a label, KEY- to", 2),
                              (["label", job.id, "a=1", "a-"], "label 'a' is given twice", 2),
                              (["label", job.id, "bad key=x"], "label key 'bad key'", 2),
                              (["label", job.id, "trainyard.io/sweep=s-1"], "trainyard's own", 2),
@@ -120,6 +120,28 @@ def test_labels_change_after_submit_running_or_ended_and_what_is_refused_is_name
         r = httpx.patch(url, json=body, headers=server.headers)
         assert r.status_code == 422 and field in r.text, (body, r.text)
     assert c.get(job.id).spec.labels == {"keep": "yes", "stage": "hot"}
+
+
+def test_many_jobs_are_labelled_at_once_by_selector_or_ids_and_a_refusal_stops_only_its_own(server):
+    made = [server.cli("run", "-l", "exp=bulk-a", "--", "true").stdout.strip() for _ in range(3)]
+    other = server.cli("run", "-l", "exp=bulk-b", "--", "true").stdout.strip()
+    server.client().label(made[0], {"stage": "dev"})
+
+    r = server.cli("label", "-l", "exp=bulk-a", "keep=true")
+
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == sorted([f"{made[0]} exp=bulk-a,keep=true,stage=dev"] +
+                                                   [f"{j} exp=bulk-a,keep=true" for j in made[1:]])
+    assert server.cli("ls", "-l", "keep=true,exp in (bulk-a,bulk-b)", "--ids").stdout.split() == made[::-1]
+    # ids on stdin, and the job named beside them; one of them refuses (stage=dev without --overwrite)
+    ids = server.cli("ls", "-l", "exp=bulk-a", "--ids").stdout
+    r = server.cli("label", "-", other, "stage=eval", "-o", "json", stdin=ids)
+    assert r.returncode == 1 and "already has label stage=dev" in r.stderr
+    assert sorted(d["job_id"] for d in json.loads(r.stdout)) == sorted([*made[1:], other])
+    assert server.client().get(made[0]).spec.labels["stage"] == "dev"
+    assert server.client().get(other).spec.labels == {"exp": "bulk-b", "stage": "eval"}
+    none = server.cli("label", "-l", "exp=bulk-none", "keep=true")
+    assert none.returncode == 2 and "no job: name one, - for ids on stdin, or --selector" in none.stderr
 
 
 def test_a_viewer_may_not_change_a_job_s_labels_and_a_change_is_audited(auth_server):

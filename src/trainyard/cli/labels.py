@@ -1,49 +1,83 @@
-"""`trainyard label JOB KEY=VALUE... KEY-...`: change a job's labels after submit, as `kubectl label` does."""
+"""`trainyard label JOB... KEY=VALUE... KEY-...`: change jobs' labels after submit, as `kubectl label` does."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import Output, client, console, handled
+from trainyard.cli.common import Output, client, console, each, handled, ids_of
 from trainyard.cli.completion import job_ids
 from trainyard.errors import InvalidSpec
 
 
 def label(
-    job_id: Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)],
-    changes: Annotated[list[str], typer.Argument(help="KEY=VALUE to set, KEY- to remove", show_default=False)],
+    args: Annotated[list[str], typer.Argument(help="job ids (- reads them from stdin), then KEY=VALUE to set and "
+                                              "KEY- to remove", autocompletion=job_ids, show_default=False,
+                                              metavar="[JOB]... KEY=VALUE|KEY-...")],
+    selector: Annotated[Optional[str], typer.Option("--selector", "-l", help="the jobs whose labels match this "
+                                                    "selector (as `ls -l`), besides any named")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="change labels already set to another value")] = False,
     output: Annotated[Output, typer.Option("--output", "-o", help="table (KEY=VALUE lines) or json")] = Output.table,
 ) -> None:
-    """Set or remove labels of a job, running or ended (`experiment=baseline`, `keep-`), and print its labels
-    after. A label already set to another value changes only with --overwrite. trainyard's own labels
-    (`trainyard.io/…`) stay as it set them. Filter on them with `trainyard ls -l KEY=VALUE`."""
+    """Set or remove labels of jobs, running or ended (`experiment=baseline`, `scratch-`), and print their
+    labels after: `trainyard label JOB best=yes`, `trainyard label -l experiment=wide keep=true`,
+    `trainyard ls -s failed --ids | trainyard label - triaged=no`. A label already set to another value changes
+    only with --overwrite. trainyard's own labels (`trainyard.io/…`) stay as it set them. A job labelled
+    keep=true is left by the server's jobs retention. Exit 1 if a job's could not be changed, after the others."""
+    named = [a for a in args if not _is_change(a)]
     with handled():
-        wanted = parse(changes)
-        labels = client().label(job_id, wanted, overwrite=overwrite)
-    if output is Output.json:
-        console.print_json(data={"job_id": job_id, "labels": labels})
+        wanted = parse([a for a in args if _is_change(a)])
+        c = client()
+        jobs = ids_of(named) if named or selector is None else []
+        if selector is not None:
+            jobs += [j.id for j in c.iter_jobs(labels=selector) if j.id not in jobs]
+        if not jobs:
+            raise _bad("no job: name one, - for ids on stdin, or --selector")
+    if len(jobs) == 1:  # its labels alone, as before any bulk change
+        with handled():
+            labels = c.label(jobs[0], wanted, overwrite=overwrite)
+        if output is Output.json:
+            console.print_json(data={"job_id": jobs[0], "labels": labels})
+        else:
+            for k, v in sorted(labels.items()):
+                console.print(f"{k}={v}", markup=False, highlight=False)
         return
-    for k, v in sorted(labels.items()):
-        console.print(f"{k}={v}", markup=False, highlight=False)
+    if output is Output.json:
+        done, failed = [], 0
+        for job_id in jobs:
+            try:
+                with handled():
+                    done.append({"job_id": job_id, "labels": c.label(job_id, wanted, overwrite=overwrite)})
+            except typer.Exit:
+                failed += 1
+        console.print_json(data=done)
+        if failed:
+            raise typer.Exit(1)
+        return
+
+    def change(job_id: str) -> str:
+        labels = c.label(job_id, wanted, overwrite=overwrite)
+        return f"{job_id} {','.join(f'{k}={v}' for k, v in sorted(labels.items())) or '(no labels)'}"
+
+    each(jobs, change, "labelling", "not labelled")
+
+
+def _is_change(arg: str) -> bool:
+    return "=" in arg or (arg.endswith("-") and len(arg) > 1)
 
 
 def parse(changes: list[str]) -> dict[str, str | None]:
-    """``["a=1", "b-"]`` as ``{"a": "1", "b": None}``; an argument of neither form, or one key twice, is refused
-    naming it (the server checks what keys and values may be)."""
+    """``["a=1", "b-"]`` as ``{"a": "1", "b": None}``; none at all, or one key twice, is refused naming it (the
+    server checks what keys and values may be)."""
     out: dict[str, str | None] = {}
     for arg in changes:
-        if "=" in arg:
-            key, value = arg.split("=", 1)
-        elif arg.endswith("-") and len(arg) > 1:
-            key, value = arg[:-1], None
-        else:
-            raise _bad(f"{arg!r}: write KEY=VALUE to set a label, KEY- to remove it")
+        key, value = arg.split("=", 1) if "=" in arg else (arg[:-1], None)
         if key in out:
             raise _bad(f"{arg!r}: label {key!r} is given twice")
         out[key] = value
+    if not out:
+        raise _bad("no change: write KEY=VALUE to set a label, KEY- to remove it")
     return out
 
 
