@@ -239,7 +239,13 @@ def test_when_the_free_launcher_is_gone_the_next_attempt_gets_a_new_one(tmp_path
     try:
         pid = _free_after_one(zygote, tmp_path / "first", report_server.url)
         os.kill(pid, signal.SIGKILL)
-        until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=30)
+        def gone() -> bool:  # reaped (the zygote's SIGCHLD handler may do it between two looks) or a zombie
+            try:
+                return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return True
+
+        until(gone, timeout=30)
         second = tmp_path / "second"
         make_config(second, report_server.url, [PYTHON, "-c", "print('second')"])
         other = zygote.fork(second)

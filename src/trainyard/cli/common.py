@@ -72,8 +72,8 @@ def delete_each(keys: list[str], delete, label: str = "") -> None:  # noqa: ANN0
 
 
 def each(keys: list[str], act, doing: str, not_done: str) -> None:  # noqa: ANN001
-    """``act(key)`` for each of ``keys``, printing the line it returns on stdout, why not on stderr (and on
-    with the next); exit 1 with a count (``N of M NOT_DONE``) if any was refused. Many keys (from an
+    """``act(key)`` for each of ``keys``, printing the line it returns (if any) on stdout, why not on stderr
+    (and on with the next); exit 1 with a count (``N of M NOT_DONE``) if any was refused. Many keys (from an
     ``ls --ids``): a bar on stderr, ``doing``."""
     from rich.progress import Progress
 
@@ -87,7 +87,8 @@ def each(keys: list[str], act, doing: str, not_done: str) -> None:  # noqa: ANN0
             except typer.Exit:
                 failed += 1
             else:
-                console.print(line, highlight=False)
+                if line is not None:
+                    console.print(line, highlight=False)
             bar.advance(task)
     if failed:
         err_console.print(f"{failed} of {len(keys)} {not_done}", highlight=False)

@@ -43,24 +43,19 @@ def label(
             for k, v in sorted(labels.items()):
                 console.print(f"{k}={v}", markup=False, highlight=False)
         return
-    if output is Output.json:
-        done, failed = [], 0
-        for job_id in jobs:
-            try:
-                with handled():
-                    done.append({"job_id": job_id, "labels": c.label(job_id, wanted, overwrite=overwrite)})
-            except typer.Exit:
-                failed += 1
-        console.print_json(data=done)
-        if failed:
-            raise typer.Exit(1)
-        return
+    done: list[dict] = []
 
-    def change(job_id: str) -> str:
+    def change(job_id: str) -> str | None:
         labels = c.label(job_id, wanted, overwrite=overwrite)
-        return f"{job_id} {','.join(f'{k}={v}' for k, v in sorted(labels.items())) or '(no labels)'}"
+        done.append({"job_id": job_id, "labels": labels})
+        return None if output is Output.json else \
+            f"{job_id} {','.join(f'{k}={v}' for k, v in sorted(labels.items())) or '(no labels)'}"
 
-    each(jobs, change, "labelling", "not labelled")
+    try:
+        each(jobs, change, "labelling", "not labelled")
+    finally:  # those changed, also when another was refused
+        if output is Output.json:
+            console.print_json(data=done)
 
 
 def _is_change(arg: str) -> bool:

@@ -36,6 +36,7 @@ import errno
 import os
 import signal
 import time
+from collections.abc import Callable
 
 MOUNT = "/sys/fs/cgroup"
 V1, V2, SAMPLED = "cgroup-v1", "cgroup-v2", "sampled"
@@ -187,6 +188,12 @@ class MemoryGroup:
         # v1 before Linux 4.13: no counter; the limit was hit and the command got SIGKILL
         return returncode == -signal.SIGKILL and int(_read(self._file("memory.failcnt")) or 0) > 0
 
+    def oom_message(self) -> str:
+        """What the replica's end says of an OOM kill in the group."""
+        peak = self.peak()
+        return (f"the kernel's OOM killer stopped it at the memory limit of {mib(self.limit)}"
+                f" ({self.version}{f', peak {mib(peak)}' if peak else ''})")
+
     def peak(self) -> int | None:
         """The group's highest memory use, in bytes, where the kernel keeps it."""
         text = _read(self._file("memory.max_usage_in_bytes" if self.version == V1 else "memory.peak"))
@@ -219,6 +226,25 @@ class MemoryGroup:
                 except OSError:
                     pass
             time.sleep(0.01)
+
+
+def for_replica(root: str | None, limit: int | None, name: str, say: Callable[[str], None]) -> MemoryGroup | None:
+    """The replica's own memory cgroup under ``root`` with ``limit``, or None to sample the tree's RSS instead:
+    no limit, no usable cgroups here, or the host looked able but refused (``say`` tells the job's log)."""
+    if not limit or not root:
+        return None
+    mode = detect(root)
+    if mode == SAMPLED:
+        return None
+    try:
+        return MemoryGroup.make(root, mode, name, limit)
+    except OSError as e:  # the limit still holds, sampled
+        say(f"cannot make a memory cgroup ({mode}): {e}; sampling the memory use instead")
+        return None
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
 
 
 def sweep(parent: str, stale_after: float = STALE_AFTER) -> int:

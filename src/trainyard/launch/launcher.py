@@ -229,7 +229,10 @@ class Launcher(AttemptIO):
             except OSError as e:
                 append_log(self.log, f"container runtime: {e}")
                 return _result(None, reasons.SETUP, f"container runtime: {e}")
-        self.group = self._memory_group()
+        # made right before the spawn, so a group is empty only for the moment between the two (cgroup.sweep);
+        # in a container the runtime enforces the limit
+        self.group = None if self.container is not None else cgroup.for_replica(
+            cfg.cgroup_root, cfg.memory_limit, f"{cfg.attempt_id}-r{cfg.replica}", lambda m: append_log(self.log, m))
         try:
             argv = command
             if cfg.run_as:  # hand the job its folders; the command drops to the account after the cgroup shim
@@ -299,25 +302,6 @@ class Launcher(AttemptIO):
             result["message"] = "; ".join(m for m in (result["message"], f"outputs: {e}") if m)
             return result
 
-    def _memory_group(self) -> cgroup.MemoryGroup | None:
-        """The replica's own memory cgroup, or None to sample the tree's RSS instead.
-
-        Made right before the spawn, so a group is empty only for the moment
-        between the two (see :func:`trainyard.launch.cgroup.sweep`).
-        """
-        cfg = self.config
-        if not cfg.memory_limit or not cfg.cgroup_root or self.container is not None:
-            return None  # in a container the runtime enforces the limit
-        mode = cgroup.detect(cfg.cgroup_root)
-        if mode == cgroup.SAMPLED:
-            return None
-        try:
-            return cgroup.MemoryGroup.make(cfg.cgroup_root, mode, f"{cfg.attempt_id}-r{cfg.replica}",
-                                           cfg.memory_limit)
-        except OSError as e:  # the host looked able but refused: the limit still holds, sampled
-            append_log(self.log, f"cannot make a memory cgroup ({mode}): {e}; sampling the memory use instead")
-            return None
-
     def _remove_group(self) -> None:
         if self.group is not None:
             self.group.remove()
@@ -359,7 +343,7 @@ class Launcher(AttemptIO):
                 if rss > cfg.memory_limit:
                     procs.kill_tree(proc.pid)
                     reason = reasons.OOM
-                    message = f"memory use {_mib(rss)} passed the limit of {_mib(cfg.memory_limit)}"
+                    message = f"memory use {cgroup.mib(rss)} passed the limit of {cgroup.mib(cfg.memory_limit)}"
                     append_log(self.log, f"{message}: killed")
                     break
             procs.reap_orphans(keep=proc.pid)
@@ -380,10 +364,7 @@ class Launcher(AttemptIO):
         return rc, reason, message or ""
 
     def _oom_message(self) -> str:
-        group = self.group
-        peak = group.peak()
-        message = (f"the kernel's OOM killer stopped it at the memory limit of {_mib(group.limit)}"
-                   f" ({group.version}{f', peak {_mib(peak)}' if peak else ''})")
+        message = self.group.oom_message()
         append_log(self.log, message)
         return message
 
@@ -406,6 +387,3 @@ def _result(exit_code: int | None, reason: str, message: str) -> dict:
     """A plain dict in the shape of :class:`trainyard.spec.reports.LaunchResult` (no pydantic here: start-up time)."""
     return {"exit_code": exit_code, "reason": reason, "message": message, "outputs": []}
 
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.0f} MiB"

@@ -369,18 +369,7 @@ def reap_all(pgid: int | None, timeout: float = 10.0) -> None:
     """
     end = time.monotonic() + timeout
     killed = False
-    while True:
-        with _SPAWNING:
-            try:
-                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                return
-            if info is not None and info.si_pid not in OWNED:  # an Owned one's status is its Popen's
-                try:
-                    os.waitpid(info.si_pid, 0)
-                except ChildProcessError:
-                    pass
-                continue
+    while reap_orphans(keep=None):  # an Owned child's status stays its Popen's
         if killed and time.monotonic() > end:
             return
         kill_tree(pgid)

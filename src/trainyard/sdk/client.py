@@ -16,15 +16,16 @@ from trainyard.locations import client_token, server_url
 from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.http import Http
 from trainyard.sdk.job import Job
+from trainyard.sdk.nodes import NodeCalls
 from trainyard.sdk.reads import label_query, log_pages, log_query
 from trainyard.spec.job import JobSpec
 from trainyard.spec.queue import QueueSpec
-from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, NodeInfo, QueueInfo
+from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, QueueInfo
 from trainyard.spec.execs import ExecResult
 from trainyard.spec.stacks import StackDump
 
 
-class Client:
+class Client(NodeCalls):
     """Talks to a trainyard server.
 
     With no ``server``, uses ``TRAINYARD_SERVER``, else the local server of
@@ -332,37 +333,6 @@ class Client:
     def health(self) -> dict[str, Any]:
         """The server's ``/healthz``: status, version, engine and role (needs no token)."""
         return self.http.request("GET", "/healthz").json()
-
-    def nodes(self) -> list[NodeInfo]:
-        return [NodeInfo.model_validate(n) for n in self.http.request("GET", "/api/v1/nodes").json()]
-
-    def node(self, name: str) -> NodeInfo:
-        from trainyard.sdk import nodes
-
-        return nodes.get(self.http, name)
-
-    def cordon(self, node: str, reason: str | None = None) -> NodeInfo:
-        """Place no new attempt on ``node`` (an admin's); what runs there goes on."""
-        from trainyard.sdk import nodes
-
-        return NodeInfo.model_validate(nodes.change(self.http, node, "cordon", reason))
-
-    def drain(self, node: str, reason: str | None = None, wait: float | bool = False):  # noqa: ANN201
-        """Cordon ``node`` and stop what runs there, requeueing it; with ``wait`` (seconds, or True for no
-        limit), return once nothing runs there. A :class:`trainyard.sdk.nodes.Drained`."""
-        from trainyard.sdk import nodes
-
-        drained = nodes.Drained.model_validate(nodes.change(self.http, node, "drain", reason))
-        if wait is not False:
-            drained.node = nodes.wait_empty(self.http, node, None if wait is True else float(wait))
-        return drained
-
-    def uncordon(self, node: str) -> NodeInfo | None:
-        """Let new attempts onto ``node`` again; None if it has left the cluster."""
-        from trainyard.sdk import nodes
-
-        found = nodes.change(self.http, node, "uncordon", None)
-        return NodeInfo.model_validate(found) if found else None
 
     def queues(self) -> list[QueueInfo]:
         """Every queue with what its running jobs hold and how many wait."""

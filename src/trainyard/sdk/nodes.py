@@ -53,3 +53,32 @@ def wait_empty(http: Http, name: str, timeout: float | None,
                                         f"{'s' if node.attempts != 1 else ''} after {timeout:g} s", node=name)
         time.sleep(pause)
         pause = min(pause * 1.5, 2.0)
+
+
+class NodeCalls:
+    """Client's calls on nodes (mixed into :class:`trainyard.sdk.client.Client`, whose ``http`` they use)."""
+
+    http: Http
+
+    def nodes(self) -> list[NodeInfo]:
+        return [NodeInfo.model_validate(n) for n in self.http.request("GET", "/api/v1/nodes").json()]
+
+    def node(self, name: str) -> NodeInfo:
+        return get(self.http, name)
+
+    def cordon(self, node: str, reason: str | None = None) -> NodeInfo:
+        """Place no new attempt on ``node`` (an admin's); what runs there goes on."""
+        return NodeInfo.model_validate(change(self.http, node, "cordon", reason))
+
+    def drain(self, node: str, reason: str | None = None, wait: float | bool = False) -> Drained:
+        """Cordon ``node`` and stop what runs there, requeueing it; with ``wait`` (seconds, or True for no
+        limit), return once nothing runs there."""
+        drained = Drained.model_validate(change(self.http, node, "drain", reason))
+        if wait is not False:
+            drained.node = wait_empty(self.http, node, None if wait is True else float(wait))
+        return drained
+
+    def uncordon(self, node: str) -> NodeInfo | None:
+        """Let new attempts onto ``node`` again; None if it has left the cluster."""
+        found = change(self.http, node, "uncordon", None)
+        return NodeInfo.model_validate(found) if found else None

@@ -157,12 +157,16 @@ class JobDeletion:
                  not_(select(_STEPS.c.job_id).where(_STEPS.c.job_id == j.id).exists()),
                  not_(select(_TRIALS.c.job_id).where(_TRIALS.c.job_id == j.id).exists()),
                  not_(select(_SREPS.c.job_id).where(_SREPS.c.job_id == j.id).exists())]
-        if keep:
-            where.append(not_(and_(*(label_where(r) for r in keep))))
+        where += not_kept(keep)
         if skip:
             where.append(j.id.notin_(sorted(skip)))
         with self.store.read() as s:
             return list(s.connection().execute(select(j.id).where(*where).limit(limit)).scalars())
+
+
+def not_kept(keep: Selector) -> list:
+    """The condition (none, or one) that leaves out the jobs whose labels match ``keep``."""
+    return [not_(and_(*(label_where(r) for r in keep)))] if keep else []
 
 
 def delete_all(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
@@ -175,10 +179,9 @@ def delete_all(conn, ids: list[str]) -> list[Deleted]:  # noqa: ANN001
 
 def delete_in(conn, ids: list[str], keep: Selector = ()) -> list[Deleted]:  # noqa: ANN001
     j, a = _J.c, _A.c
-    kept = [not_(and_(*(label_where(r) for r in keep)))] if keep else []
     # the jobs' rows locked first, as a change of labels locks them before their label rows (PostgreSQL)
-    ids = list(conn.execute(select(j.id).where(j.id.in_(ids), j.status.in_(ENDED), *kept).with_for_update()
-                            ).scalars())
+    ids = list(conn.execute(select(j.id).where(j.id.in_(ids), j.status.in_(ENDED), *not_kept(keep))
+                            .with_for_update()).scalars())
     if not ids:
         return []
     attempts = conn.execute(select(a.id, a.job_id, a.node, a.created_at, a.ended_at, a.status, a.reason,

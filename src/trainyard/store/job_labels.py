@@ -49,10 +49,8 @@ class JobLabels:
                                            f"a job has at most {MAX_LABELS} labels; this would leave {len(after)}"}])
             raw["labels"] = after
             spec = JobSpec.model_validate(raw)
-            done = conn.execute(update(_J).where(_J.c.id == job_id, _J.c.labels_rev == rev)
-                                .values(spec=spec.model_dump(mode="json"), labels_rev=rev + 1)).rowcount
-            if done != 1:  # cannot happen under the row's lock; kept so that a change is never lost
-                raise Conflict(f"the labels of job {job_id} changed meanwhile: try again", job_id=job_id)
+            conn.execute(update(_J).where(_J.c.id == job_id).values(spec=spec.model_dump(mode="json"),
+                                                                    labels_rev=rev + 1))
             conn.execute(delete(_L).where(_L.c.job_id == job_id))
             if after:
                 conn.execute(INSERT_LABELS, [{"job_id": job_id, "key": k, "value": v} for k, v in after.items()])
