@@ -99,6 +99,12 @@ def test_a_job_leaves_room_for_the_label_each_run_gets():
     assert list(errors) == ["job"] and "at most 31" in errors["job"] and "trainyard.io/schedule" in errors["job"]
 
 
+def test_a_job_may_not_claim_the_label_each_run_gets():
+    errors = refused(schedule(job={**JOB, "labels": {"trainyard.io/schedule": "other"}}))
+    assert list(errors) == ["job"] and "trainyard.io/schedule: labels under trainyard.io/ are trainyard's own" in \
+        errors["job"], errors
+
+
 def test_job_params_that_are_not_a_mapping_are_refused_not_dropped():
     assert "job.params" in refused(schedule(job={"command": "echo hi", "params": "oops"}))
 

@@ -19,6 +19,7 @@ from trainyard.sdk.job import Job
 from trainyard.sdk.nodes import NodeCalls
 from trainyard.sdk.reads import label_query, log_pages, log_query
 from trainyard.spec.job import JobSpec
+from trainyard.spec.labels import OWN, own_key
 from trainyard.spec.queue import QueueSpec
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, QueueInfo
 from trainyard.spec.execs import ExecResult
@@ -161,7 +162,10 @@ class Client(NodeCalls):
         """Submit a job's spec again, with its code snapshot as it was (the UI's Re-submit): a new job, ``params``
         over the old ones. A snapshot that is gone (its jobs deleted) is refused, naming it."""
         old = self.get(job_id)
-        return self._post_job(_with_params(old.spec, params, f"job {job_id}"), old.snapshot)
+        spec = _with_params(old.spec, params, f"job {job_id}")
+        if own_key(spec.labels) is not None:  # a sweep's trial run again is a job of the user's, in no sweep
+            spec = spec.model_copy(update={"labels": {k: v for k, v in spec.labels.items() if not k.startswith(OWN)}})
+        return self._post_job(spec, old.snapshot)
 
     def _post_job(self, spec: JobSpec, snapshot: str | None) -> Job:
         body = {"spec": spec.model_dump(mode="json"), "snapshot": snapshot}

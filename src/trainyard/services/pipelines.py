@@ -26,6 +26,7 @@ from trainyard.services.notify import FOLLOWER_POLL, Notifier, off_loop
 from trainyard.services.pipeline_steps import Steps
 from trainyard.services.ticker import Ticker
 from trainyard.spec.job import JobSpec
+from trainyard.spec.labels import not_own
 from trainyard.spec.pipeline import Errors, PipelineSpec, is_special, merge_params, parse_pipeline
 from trainyard.spec.pipeline_graph import Graph, build
 from trainyard.spec.pipeline_records import (PipelineArtifact, PipelineRunInfo, PipelineRunPage, RunStatus,
@@ -107,6 +108,8 @@ class PipelineService(Ticker):
             if serving_steps.is_serve_step(inst.job):
                 continue
             job = JobSpec.model_validate({**inst.job, "inputs": {n: "/" for n in inst.inputs}})
+            if (why := not_own(job.labels)) is not None:
+                errs.add((*loc, "labels"), why)
             try:
                 self.jobs.check_secrets(job.secrets, self.jobs.team_for(caller, job.queue))
                 self.jobs.engine.validate(job)

@@ -8,7 +8,7 @@ and ``/`` (``team.example.com/owner``); a value is at most 63 such characters, o
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Iterable
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
@@ -51,8 +51,8 @@ class LabelChange(BaseModel):
     @field_validator("labels")
     @classmethod
     def _not_own(cls, labels: dict[str, str | None]) -> dict[str, str | None]:
-        if own := [k for k in labels if k.startswith(OWN)]:
-            raise ValueError(f"{own[0]}: labels under {OWN} are trainyard's own and stay as it set them")
+        if (key := own_key(labels)) is not None:
+            raise ValueError(f"{key}: labels under {OWN} are trainyard's own and stay as it set them")
         return labels
 
 
@@ -75,7 +75,23 @@ def with_own(labels: dict[str, str], **own: str) -> dict[str, str]:
     return out
 
 
+def own_key(labels: Iterable[str]) -> str | None:
+    """The first of ``labels``' keys under trainyard's own prefix, if any."""
+    return next((k for k in labels if k.startswith(OWN)), None)
+
+
+def not_own(labels: Iterable[str]) -> str | None:
+    """What to say of a user's labels that take trainyard's own prefix (None when none does): the sweep, pipeline
+    run or service a job belongs to is found by those, so a job of the user's own must not claim one."""
+    key = own_key(labels)
+    return None if key is None else (f"{key}: labels under {OWN} are trainyard's own; it sets them on the jobs it "
+                                     "submits (a sweep's trials, a run's steps, a service's replicas)")
+
+
 def room_for_own(labels: dict[str, str], n: int, what: str) -> None:
-    """ValueError unless ``labels`` leave room for ``n`` of trainyard's own (``what`` says whose)."""
+    """ValueError unless ``labels`` (a template's) leave room for ``n`` of trainyard's own (``what`` says whose)
+    and claim none of them."""
+    if (why := not_own(labels)) is not None:
+        raise ValueError(why)
     if len(labels) > MAX_LABELS - n:
         raise ValueError(f"at most {MAX_LABELS - n} labels here: {what}")

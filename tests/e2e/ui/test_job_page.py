@@ -166,9 +166,12 @@ def test_the_jobs_a_label_picks_or_the_ones_ticked_are_compared_from_the_jobs_li
 
 @pytest.mark.slow
 def test_resubmit_with_other_params_submits_a_copy_with_the_new_values(server, page):
-    c = server.client()
-    job = c.submit(py_job("print('hi')", name="tune", params={"lr": 0.1, "tag": "base"}))
-    assert job.wait(timeout=60).status.value == "succeeded"
+    c = server.client()  # a pipeline step's job: the copy is the user's, without the run's own labels
+    step = {"command": py_job("print('hi')")["command"], "params": {"lr": 0.1, "tag": "base"}, "labels": {"exp": "a"}}
+    run = c.pipelines.wait(c.pipelines.run({"steps": {"tune": step}}).id, timeout=120)
+    assert run.status.value == "succeeded", run.reason
+    job = c.job(run.steps[0].job_id)
+    assert job.info.spec.labels == {"exp": "a", "trainyard.io/pipeline-run": run.id, "trainyard.io/step": "tune"}
     open_job(page, server, job.id)
     page.click("button[name=resubmit-params]")
     page.fill("input[name=param-lr]", "not a number")
@@ -178,8 +181,8 @@ def test_resubmit_with_other_params_submits_a_copy_with_the_new_values(server, p
     page.click("form.params button[type=submit]")
     page.wait_for_url(re.compile(r"/jobs/(?!" + re.escape(job.id) + ")"))
     copy = c.get(page.url.rsplit("/", 1)[-1])
-    assert copy.spec.params == {"lr": 0.5, "tag": "base"}
-    assert copy.spec.command == job.info.spec.command and copy.name == "tune"
+    assert copy.spec.params == {"lr": 0.5, "tag": "base"} and copy.spec.labels == {"exp": "a"}
+    assert copy.spec.command == job.info.spec.command and copy.name == job.info.name
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from trainyard.services.jobs import KEEP_ALIVE, LogEnd, LogEvent
 from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import TOTAL_CAP, JobFilter, JobSort
 from trainyard.spec.label_selector import parse_selector
-from trainyard.spec.labels import MAX_LABELS, LabelChange, LabelsNow
+from trainyard.spec.labels import MAX_LABELS, LabelChange, LabelsNow, not_own
 from trainyard.spec.loader import parse_job_text
 from trainyard.spec.choices import LOG_TAIL_MAX
 from trainyard.spec.records import CURSOR_PATTERN, ArtifactInfo, Digest, JobInfo, JobPage, LogChunk, MetricPoint
@@ -84,6 +84,8 @@ def _submit(p: Platform, caller: Caller, spec: JobSpec | None, snapshot: str | N
             text: str | None = None) -> Response:
     if spec is None:
         spec = parse_job_text(text or "", SOURCE)
+    if (why := not_own(spec.labels)) is not None:
+        raise InvalidSpec(errors=[{"field": "labels", "line": None, "where": "labels", "message": why}])
     if dry_run:
         p.jobs.check(spec, snapshot, caller)
         return _json(SpecCheck(kind="job", name=spec.name).model_dump_json())
