@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import need_readonly_mounts
 
+from trainyard.launch import untar
 from trainyard.launch.files import local_path
 from trainyard.launch.prepare import SetupError, prepare_workdir, resolve_inputs, safe_extract
 
@@ -58,6 +59,73 @@ def test_unsafe_archives_are_refused(tmp_path, members):
     with pytest.raises(SetupError), open(snap, "rb") as f:
         safe_extract(f, dest)
     assert not (tmp_path / "evil").exists() and not (tmp_path / "dest" / "evil").exists()
+
+
+@pytest.mark.parametrize("members", [
+    [("l", ("sym", "d/../x")), ("d/x", b"")],  # a name then '..': not where the text says when d is a link
+    [("a", ("sym", "d")), ("d/x", b""), ("a/y", ("sym", "x"))],  # a link made inside another link
+    [("a", ("sym", "d")), ("a/x", b"")],  # a file through a link: a's folder is made first, the link then refused
+    [("h", ("hard", "nope"))],  # a hard link to nothing of the archive
+])
+def test_links_are_made_last_and_never_through_another_link(tmp_path, members):
+    snap = make_tar(tmp_path / "bad.tar.gz", members)
+    dest = tmp_path / "dest" / "work"
+    dest.mkdir(parents=True)
+    with pytest.raises(SetupError, match="snapshot"), open(snap, "rb") as f:
+        safe_extract(f, dest)
+
+
+def test_a_chain_of_links_past_path_max_cannot_write_outside(tmp_path):
+    """CVE-2025-4517: links nested past PATH_MAX made tarfile's data filter (before 3.11.13) judge a path by its
+    text; a later member was written through the chain to anywhere."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("original\n")
+    dest = tmp_path / "work"
+    dest.mkdir()
+    steps, comp = "abcdefghijklmnop", "d" * min((4095 - len(str(dest))) // 16 - 1, 254)
+
+    def info(name, **attrs):
+        member = tarfile.TarInfo(name)
+        for k, v in attrs.items():
+            setattr(member, k, v)
+        return member
+
+    with tarfile.open(tmp_path / "chain.tar.gz", "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        path = ""
+        for s in steps:
+            tar.addfile(info(os.path.join(path, comp), type=tarfile.DIRTYPE, mode=0o755))
+            tar.addfile(info(os.path.join(path, s), type=tarfile.SYMTYPE, linkname=comp))
+            path = os.path.join(path, comp)
+        deep = os.path.join(*steps, "l" * 254)
+        tar.addfile(info(deep, type=tarfile.SYMTYPE, linkname="/".join([".."] * 16)))
+        for name in ("escape", "escape2"):  # with the name-then-.. target, and without (a link through links)
+            target = deep + "/.." * 17 if name == "escape" else deep
+            tar.addfile(info(name, type=tarfile.SYMTYPE, linkname=target))
+        payload = b"PWNED\n"
+        tar.addfile(info("escape2/" + str(victim).lstrip("/"), size=len(payload)), io.BytesIO(payload))
+    with pytest.raises(SetupError, match="snapshot"), open(tmp_path / "chain.tar.gz", "rb") as f:
+        safe_extract(f, dest)
+    assert victim.read_text() == "original\n"
+
+
+def test_links_inside_the_archive_resolve_and_too_much_is_refused(tmp_path, monkeypatch):
+    snap = make_tar(tmp_path / "ok.tar.gz", [("pkg/sub/mod.py", b"x = 1\n"), ("pkg/up.py", ("sym", "sub/mod.py")),
+                                             ("pkg/sub/back", ("sym", "../up.py")), ("top", ("sym", "pkg/sub/back")),
+                                             ("copy.py", ("hard", "pkg/sub/mod.py")), ("pkg/up.py", b"replaced\n")])
+    dest = tmp_path / "work"
+    dest.mkdir()
+    with open(snap, "rb") as f:
+        safe_extract(f, dest)
+    assert (dest / "top").read_text() == "x = 1\n" and (dest / "top").is_symlink()  # the later link replaced the file
+    assert (dest / "copy.py").read_text() == "x = 1\n" and not (dest / "copy.py").is_symlink()
+    monkeypatch.setattr(untar, "MAX_BYTES", 10)
+    big = make_tar(tmp_path / "big.tar.gz", [("a", b"123456"), ("b", b"78901")])
+    with pytest.raises(SetupError, match="more than 0 GiB once extracted"), open(big, "rb") as f:
+        safe_extract(f, tmp_path / "work2")
+    monkeypatch.setattr(untar, "MAX_MEMBERS", 1)
+    with pytest.raises(SetupError, match="2 members, more than 1"), open(big, "rb") as f:
+        safe_extract(f, tmp_path / "work2")
+    assert not (tmp_path / "work2").exists()
 
 
 def test_missing_or_corrupt_snapshot_is_setup_error(tmp_path):

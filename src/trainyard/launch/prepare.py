@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from trainyard import envvars
+from trainyard.launch import untar
 from trainyard.launch.files import file_lock, local_path
 
 
@@ -46,38 +47,12 @@ def _open_url(url: str):
     return fsspec.open(url, "rb").open()
 
 
-def safe_extract(fileobj, dest: Path) -> None:
-    """Extract a tar.gz into ``dest``, refusing anything that would land outside it.
-
-    Absolute names and ``..`` are rejected up front (whatever the Python);
-    the ``data`` filter, where this Python has it, also rejects links that
-    point outside, device files, and setuid bits.
-    """
-    import tarfile
-
-    with tarfile.open(fileobj=fileobj, mode="r:*") as tar:
-        members = tar.getmembers()
-        for m in members:
-            if _escapes(m.name):
-                raise SetupError(f"snapshot: unsafe path in archive: {m.name!r}")
-            if m.issym() and _escapes(os.path.join(os.path.dirname(m.name), m.linkname)):
-                raise SetupError(f"snapshot: link points outside: {m.name!r} -> {m.linkname!r}")
-            if m.islnk() and _escapes(m.linkname):
-                raise SetupError(f"snapshot: link points outside: {m.name!r} -> {m.linkname!r}")
-            if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
-                raise SetupError(f"snapshot: unsupported member type: {m.name!r}")
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(dest, members=members, filter="data")
-        else:
-            tar.extractall(dest, members=members)
-
-
-def _escapes(name: str) -> bool:
-    """Whether an archive path is absolute or climbs out of the folder it is extracted in."""
-    if name.startswith(("/", "\\")) or os.path.isabs(name):
-        return True
-    norm = os.path.normpath(name)
-    return norm == ".." or norm.startswith("../")
+def safe_extract(fileobj, dest: Path) -> None:  # noqa: ANN001
+    """Extract a tar.gz into ``dest``, refusing anything that would land outside it (:mod:`.untar`)."""
+    try:
+        untar.extract(fileobj, dest)
+    except untar.UnsafeArchive as e:
+        raise SetupError(f"snapshot: {e}") from None
 
 
 # -- inputs --------------------------------------------------------------------
