@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import need_readonly_mounts
 
-from trainyard.launch import untar
+from trainyard.launch import prepare, untar
 from trainyard.launch.files import local_path
 from trainyard.launch.prepare import SetupError, prepare_workdir, resolve_inputs, safe_extract
 
@@ -142,6 +142,19 @@ def test_local_path_forms(tmp_path):
     assert local_path("rel/x", base=tmp_path) == tmp_path / "rel" / "x"
     assert local_path("s3://bucket/x") is None
     assert local_path("memory://x") is None
+
+
+def test_no_form_of_url_makes_the_launcher_copy_a_local_file_into_the_shared_cache(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("root's")
+    got = resolve_inputs({"a": f"local://{secret}"}, tmp_path / "cache", tmp_path)
+    assert got == {"a": str(secret)}  # read in place, by the job's own account
+    for url in (f"simplecache::file://{secret}", f"filecache::local://{secret}", f"dir::file://{tmp_path}"):
+        with pytest.raises(SetupError, match="a chain of URLs"):
+            resolve_inputs({"b": url}, tmp_path / "cache", tmp_path)
+    with pytest.raises(SetupError, match="read in place"):
+        prepare.fetch_input(f"file://{secret}", tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
 
 
 def test_local_inputs_used_in_place(tmp_path):

@@ -146,3 +146,21 @@ def test_queue_numbers_are_bounded_and_named(tmp_path):
     assert sorted((e["field"], e["line"]) for e in exc.value.errors) == [
         ("queues.0.priority", 3), ("queues.1.quota.cpu", 7), ("queues.1.quota.gpu.A100", 8),
         ("queues.1.quota.jobs", 9), ("queues.1.quota.memory", 6)]
+
+
+@pytest.mark.parametrize("url, said", [
+    ("local:///etc/shadow", "local:// is not taken"),
+    ("simplecache::file:///etc/shadow", "a chain of URLs"),
+    ("zip://a.txt::file:///root/x.zip", "a chain of URLs"),
+    ("tar:///x", "tar:// is not taken"),
+    ("/data/x\nrm", "printable characters"),
+])
+def test_an_input_url_that_would_make_the_launcher_read_a_local_file_is_refused(url, said):
+    [e] = errors_of(f"command: x\ninputs:\n  data: {url!r}\n".replace("'", '"'))
+    assert (e["field"], e["line"]) == ("inputs.data", 3) and said in e["message"], e
+
+
+def test_paths_file_urls_and_remote_stores_are_taken_as_inputs():
+    urls = {"a": "/data/x", "b": "rel/x", "c": "file:///data/x", "d": "s3://b/k", "e": "https://h/x.csv",
+            "f": "gs://b/k", "g": "hf://datasets/x", "h": "job://j-1/model"}
+    assert parse_job("command: x\ninputs: " + repr(urls).replace("'", '"') + "\n").inputs == urls

@@ -14,7 +14,7 @@ def local_path(url: str, base: Path | None = None) -> Path | None:
 
     Relative paths are taken relative to ``base`` when given.
     """
-    if url.startswith("file://"):
+    if url.startswith(("file://", "local://")):  # fsspec's local:// too: never fetched into the shared cache
         from urllib.parse import unquote, urlsplit
 
         return Path(unquote(urlsplit(url).path))

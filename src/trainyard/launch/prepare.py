@@ -92,7 +92,12 @@ def fetch_input(url: str, cache: Path) -> Path:
 
     import fsspec
 
+    if "::" in url:  # a chain may end in the node's files, which this root process would copy where all read them
+        raise SetupError("a chain of URLs (a::b) is not fetched: give a path or a remote store's URL")
     fs, remote = fsspec.core.url_to_fs(url)
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if {"file", "local"} & set(protocols):
+        raise SetupError("a local file is read in place, by the job: give its path")
     if not fs.exists(remote):
         raise SetupError("not found")
     key = hashlib.sha256(f"{url}\0{content_tag(fs, remote)}".encode()).hexdigest()[:16]

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from trainyard.spec.input_urls import InputUrl
 from trainyard.spec.labels import MAX_LABELS, LabelKey, LabelValue
 from trainyard.spec.names import NAME, check_name  # noqa: F401  (NAME: also imported from here)
 from trainyard.spec.nul import refuse_nul
@@ -150,7 +151,7 @@ class JobSpec(Strict):
                                                description="key: value tags to list and filter jobs by "
                                                            "(trainyard ls --label key=value)")
     resources: Resources = Field(default_factory=Resources)
-    inputs: dict[str, str] = Field(default_factory=dict)
+    inputs: dict[str, InputUrl] = Field(default_factory=dict)
     outputs: list[str] = Field(default_factory=list, description="globs in the work dir uploaded besides TRAINYARD_OUTPUT_DIR")
     retry: Retry = Field(default_factory=Retry)
     timeout: Seconds | None = None
