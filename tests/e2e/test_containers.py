@@ -65,6 +65,20 @@ def test_a_job_in_an_image_writes_an_output_that_download_returns(server, busybo
     assert containers_of(job.id) == []
 
 
+def test_a_host_folder_given_as_an_input_is_read_only_in_the_container(server, busybox, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("A")
+    job = server.client().submit({"name": "ro", "image": busybox, "inputs": {"data": str(data)},
+                                  "command": 'cat "$TRAINYARD_INPUT_DATA/a.txt"; echo; '
+                                             'echo x > "$TRAINYARD_INPUT_DATA/b.txt" || echo refused'})
+    info = job.wait(timeout=60)
+    assert info.status.value == "succeeded", job.logs()
+    lines = job.logs().splitlines()
+    assert lines[0] == "A" and "refused" in lines and "Read-only file system" in job.logs(), lines
+    assert sorted(p.name for p in data.iterdir()) == ["a.txt"]
+
+
 def test_a_secret_reaches_the_container_by_name_never_on_a_command_line(server, busybox, tmp_path):
     import psutil
 

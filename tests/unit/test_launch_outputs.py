@@ -65,8 +65,33 @@ def test_links_out_of_the_job_are_skipped_and_said_so(tmp_path):
     files, problems = collect(out, work, ["logs/*", "logs", "*.txt", "secret"])
 
     assert sorted(files) == ["alias", "model.bin", "notes.txt"]
-    for name in ("hostname", "etc", "logs/hostname", "logs", "secret"):
+    for name in ("hostname", "etc", "logs", "secret"):
         assert any(f"output {name!r} skipped" in p for p in problems), (name, problems)
+    # what is behind a link the job made is not said to it (the launcher may see what the job may not)
+    assert "output glob 'logs/*' skipped under 'logs': a link is not followed" in problems
+    assert not any("logs/hostname" in p or str(host) in p for p in problems), problems
+
+
+def test_a_file_swapped_for_a_link_after_the_look_is_not_uploaded(tmp_path):
+    out, work, host = tmp_path / "outputs", tmp_path / "work", tmp_path / "host"
+    for d in (out, work, host, work / "sub"):
+        d.mkdir()
+    (host / "shadow").write_text("root's")
+    (out / "model.bin").write_bytes(b"m")
+    (work / "sub" / "a.txt").write_text("a")
+    files, _ = collect(out, work, ["sub/*"])
+    assert sorted(files) == ["model.bin", "sub/a.txt"]
+    (out / "model.bin").unlink()
+    (out / "model.bin").symlink_to(host / "shadow")  # another job of the account, between the look and the upload
+    (work / "sub").rename(work / "old")
+    (work / "sub").symlink_to(host, target_is_directory=True)
+    (host / "a.txt").write_text("host's")
+    dest = tmp_path / "store"
+
+    records, errors = upload(files, f"file://{dest}")
+
+    assert records == [] and len(errors) == 2, errors
+    assert not dest.exists() or not any(p.is_file() for p in dest.rglob("*"))
 
 
 def test_a_linked_outputs_folder_is_not_walked(tmp_path):

@@ -185,11 +185,14 @@ def start(config, attempt_dir: Path, inputs: dict[str, str], command: list[str],
     job_env = build_env(config, attempt_dir, inputs, None, base={})  # the job's own variables only
     metrics = Path(job_env[envvars.METRICS_FILE])
     metrics.touch()  # mounted as a file: it must exist first
-    mounts = [str(work), job_env[envvars.OUTPUT_DIR], job_env[envvars.CHECKPOINT_DIR], str(metrics),
-              *(p for p in inputs.values() if os.path.isabs(p) and os.path.dirname(p) not in readonly)]
+    mounts = [str(work), job_env[envvars.OUTPUT_DIR], job_env[envvars.CHECKPOINT_DIR], str(metrics)]
+    # an input is read, not written: a host path named as one is no way for the job to change the host
+    given = [p for p in inputs.values() if os.path.isabs(p) and os.path.dirname(p) not in readonly
+             and not Path(p).is_relative_to(work)]
     if envvars.CHECKPOINT_SOCKET in job_env:  # trainyard.checkpoint_saved() in the container reaches the launcher
         mounts.append(os.path.dirname(job_env[envvars.CHECKPOINT_SOCKET]))
-    return box, box.argv(command, job_env, work, mounts, config.memory_limit, list(config.gpus), list(readonly))
+    return box, box.argv(command, job_env, work, mounts, config.memory_limit, list(config.gpus),
+                         [*readonly, *given])
 
 
 def outcome(box: Container, exit_code: int | None, reason: str, message: str, memory: int | None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 from trainyard.artifact_paths import is_artifact_path
@@ -37,7 +38,7 @@ def collect(outputs_dir: Path, work: Path, globs: list[str]) -> tuple[dict[str, 
         problems.append(f"output folder {outputs_dir.name!r} is a link: not followed, nothing uploaded from it")
     elif outputs_dir.is_dir():
         for p in _walk(outputs_dir, outputs_dir.resolve(), problems, outputs_dir):
-            files[p.relative_to(outputs_dir).as_posix()] = p
+            files[p.relative_to(outputs_dir).as_posix()] = p.resolve()
     if work.is_symlink():
         return files, [*problems, f"work dir {work.name!r} is a link: not followed, output globs skipped"]
     root = work.resolve()
@@ -50,16 +51,19 @@ def collect(outputs_dir: Path, work: Path, globs: list[str]) -> tuple[dict[str, 
         except ValueError as e:
             problems.append(f"output glob {pattern!r}: {e}")
             continue
+        said = set()
         for match in matches:
-            if _through_link(match, work):
-                problems.append(f"output {match.relative_to(work).as_posix()!r} skipped: it is reached "
-                                "through a link")
+            if (link := _through_link(match, work)) is not None:
+                # said once, by the link's name: what the launcher (maybe root) saw behind it is not the job's to read
+                if link not in said:
+                    said.add(link)
+                    problems.append(f"output glob {pattern!r} skipped under {link!r}: a link is not followed")
                 continue
             found = _walk(match, root, problems, work) if _real_dir(match) else [match]
             for p in found:
                 if p is match and not _safe_file(p, root, problems, work):
                     continue
-                files.setdefault(p.relative_to(work).as_posix(), p)
+                files.setdefault(p.relative_to(work).as_posix(), p.resolve())
     for rel in [r for r in files if not is_artifact_path(r)]:  # the server would refuse the whole report
         problems.append(f"output {rel!r} skipped: a path with a backslash cannot be an output")
         del files[rel]
@@ -70,12 +74,12 @@ def _real_dir(p: Path) -> bool:
     return p.is_dir() and not p.is_symlink()
 
 
-def _through_link(p: Path, top: Path) -> bool:
-    """Whether a folder between ``top`` and ``p`` is a link (glob patterns walk through them)."""
-    for parent in p.relative_to(top).parents:
+def _through_link(p: Path, top: Path) -> str | None:
+    """The first folder between ``top`` and ``p`` that is a link (glob patterns walk through them), if any."""
+    for parent in reversed(p.relative_to(top).parents):
         if parent != Path(".") and (top / parent).is_symlink():
-            return True
-    return False
+            return parent.as_posix()
+    return None
 
 
 def _walk(folder: Path, root: Path, problems: list[str], shown_from: Path) -> list[Path]:
@@ -102,15 +106,32 @@ def _safe_file(p: Path, root: Path, problems: list[str], shown_from: Path) -> bo
     target = p.resolve()
     if target.is_relative_to(root) and target.is_file():
         return True
-    problems.append(f"output {p.relative_to(shown_from).as_posix()!r} skipped: a link to {target} "
-                    "(outside the job's folder, or not a file)")
+    problems.append(f"output {p.relative_to(shown_from).as_posix()!r} skipped: a link out of the job's folder, or "
+                    "not to a file")
     return False
 
 
-def _copy_hashing(src: Path, dst) -> str:
-    """Copy ``src`` into the open file ``dst`` (or just read it when None); its sha256."""
+def _open_checked(src: Path) -> int:
+    """``src`` (a file's real path, as :func:`collect` found it) opened for reading, only if it is still that file:
+    the job may swap it, or a folder on its way, for a link between the look and the upload, which this process
+    (maybe root) would otherwise follow to a file the job may not read (another job of its account can)."""
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # NONBLOCK: a FIFO swapped in
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{src.name} is no longer a file")
+        where = f"/proc/self/fd/{fd}"
+        if os.path.exists(where) and os.readlink(where) != str(src):
+            raise OSError(f"{src.name} was moved or reached through a new link since it was found")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _copy_hashing(fd: int, dst) -> str:  # noqa: ANN001
+    """Copy the open file ``fd`` into the open file ``dst`` (or just read it when None); its sha256."""
     h = hashlib.sha256()
-    with open(src, "rb") as f:
+    with os.fdopen(os.dup(fd), "rb") as f:
         while block := f.read(BLOCK):
             h.update(block)
             if dst is not None:
@@ -135,24 +156,32 @@ def upload(files: dict[str, Path], output_url: str | None) -> tuple[list[dict], 
             return [], [f"outputs: cannot open {output_url}: {e}"]
     for rel, src in files.items():
         try:
-            size = src.stat().st_size
+            fd = _open_checked(src)
+        except Exception as e:
+            errors.append(f"output {rel}: {e}")
+            continue
+        try:
+            size = os.fstat(fd).st_size
             if dest is not None:
                 target = dest / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
                 with open(tmp, "wb") as out:
-                    digest = _copy_hashing(src, out)
+                    digest = _copy_hashing(fd, out)
                 os.replace(tmp, target)
             elif fs is not None:
                 from trainyard.artifacts.transfer import put_file
 
-                size, digest = put_file(fs, src, f"{remote.rstrip('/')}/{rel}")
+                opened = Path(f"/proc/self/fd/{fd}")  # the file checked, whatever its path now leads to
+                size, digest = put_file(fs, opened if opened.exists() else src, f"{remote.rstrip('/')}/{rel}")
                 digest = digest.removeprefix("sha256:")
             else:
-                digest = _copy_hashing(src, None)
+                digest = _copy_hashing(fd, None)
         except Exception as e:
             errors.append(f"output {rel}: {e}")
             continue
+        finally:
+            os.close(fd)
         records.append({"path": rel, "size": size, "digest": f"sha256:{digest}"})
     return records, errors
 
