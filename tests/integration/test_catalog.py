@@ -50,22 +50,22 @@ def test_a_component_by_url_runs_offline_once_cached(served, tmp_path):
     cache = tmp_path / "home" / "components"
     url = f"{served.url}/scale/component.yaml"
     step = {"component": url, "arguments": {"numbers": "1 2"}}
-    online = expand_step("s", step, Catalog([], cache), {})
+    online = expand_step("s", step, Catalog([served.url], cache), {})
     assert (cache / "sha256" / f"{digest_of(COMPONENT)}.yaml").read_text() == COMPONENT
     served.stop()
-    offline = expand_step("s", step, Catalog([], cache), {})
+    offline = expand_step("s", step, Catalog([served.url], cache), {})
     assert offline.steps == online.steps
     with pytest.raises(InvalidSpec, match=r"steps.s.component: cannot fetch .* not in the component cache"):
-        expand_step("s", {"component": f"{served.url}/other.yaml", "arguments": {}}, Catalog([], cache), {})
+        expand_step("s", {"component": f"{served.url}/other.yaml", "arguments": {}}, Catalog([served.url], cache), {})
 
 
 def test_a_graph_fetched_by_url_fetches_its_tasks_relative_to_it(served, tmp_path):
-    catalog = Catalog([], tmp_path / "cache")
+    catalog = Catalog([served.url], tmp_path / "cache")
     exp = expand_step("g", {"component": f"{served.url}/twice.yaml", "arguments": {"numbers": "1"}}, catalog, {})
     assert list(exp.steps) == ["g-first", "g-second"]
     served.stop()
     again = expand_step("g", {"component": f"{served.url}/twice.yaml", "arguments": {"numbers": "1"}},
-                        Catalog([], tmp_path / "cache"), {})
+                        Catalog([served.url], tmp_path / "cache"), {})
     assert again.steps == exp.steps
 
 
@@ -95,7 +95,25 @@ def test_a_url_whose_text_changed_is_refused_when_the_digest_is_pinned(served, t
     url = f"{served.url}/scale/component.yaml"
     step = {"component": {"url": url, "digest": "0" * 64}, "arguments": {"numbers": "1"}}
     with pytest.raises(InvalidSpec, match=r"has digest .* not the 000000000000"):
-        expand_step("s", step, Catalog([], tmp_path / "cache"), {})
+        expand_step("s", step, Catalog([served.url], tmp_path / "cache"), {})
+
+
+def test_a_url_a_user_names_is_fetched_over_http_from_a_public_address_only(served, tmp_path):
+    """The server's files, its store credentials and the networks it reaches are not a user's to read through a
+    component, whose parse errors quote what came back."""
+    secret = tmp_path / "server.yaml"
+    secret.write_text("db: postgresql://admin:pw@db/trainyard\n")
+    catalog = Catalog([str(EXAMPLES)], tmp_path / "cache")
+    for ref, said in [(f"{served.url}/scale/component.yaml", "127.0.0.1 is a private address"),
+                      (f"file://{secret}", "only http(s) URLs are fetched"),
+                      (f"local://{secret}", "only http(s) URLs are fetched"),
+                      ({"url": str(secret)}, "not found"),
+                      ({"url": "file:///etc/passwd"}, "only http(s) URLs are fetched")]:
+        with pytest.raises(InvalidSpec) as e:
+            expand_step("s", {"component": ref, "arguments": {}}, catalog, {})
+        assert said in str(e.value) and "admin" not in str(e.value), (ref, str(e.value))
+    assert Catalog([f"{served.url}/"], tmp_path / "c2").trusted(f"{served.url}/scale/component.yaml")
+    assert not Catalog([served.url], tmp_path / "c2").trusted(f"{served.url}.evil.example/x.yaml")
 
 
 def test_the_catalog_comes_from_the_server_settings(tmp_path):
