@@ -6,17 +6,25 @@ needed: the test runs offline.
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import subprocess
+import sys
 import tarfile
+import tempfile
+from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.conftest import need
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    make_config, pid_alive, read_result, report_server, run_launcher, start_launcher,
+    PYTHON, make_config, pid_alive, read_result, report_server, run_launcher, start_launcher,
 )
 from tests.support.waiting import until
 from trainyard.launch.pyenv import READY
+from trainyard.launch.runas import RunAs
 
 BACKEND = '''
 import base64, hashlib, os, time, zipfile
@@ -166,3 +174,55 @@ def test_without_uv_falls_back_to_venv_and_pip(tmp_path, monkeypatch):
     out = subprocess.run([str(venv / "bin" / "python"), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path)
     assert out.stdout.startswith(f"42 {venv} "), out.stderr
     assert (venv / "bin" / "pip").exists()  # built by venv + pip, not uv
+
+
+def test_a_job_run_as_an_account_has_its_venv_built_as_that_account_in_a_cache_of_its_own(report_server):
+    """A package's build runs its own code: as the job's account, never as the launcher's root, and without the
+    server's token; and the venv that account may change is not another account's. A launcher whose Python the
+    account cannot run refuses the build rather than run it as root."""
+    need(os.geteuid() == 0 and shutil.which("setpriv") is not None, "needs root and setpriv to switch accounts")
+    nobody = RunAs({"uid": 65534, "gid": 65534})
+    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"  # Debian's, as a node's would be
+    runnable = PYTHON if nobody.can_run(PYTHON) else system if nobody.can_run(system) else None
+    need(runnable is not None, f"a Python {sys.version_info[:2]} that nobody can run ({system})")
+    root = Path(tempfile.mkdtemp(prefix="trainyard-pyenv-"))
+    os.chmod(root, 0o711)  # the account passes through to its folders, as under a server's home
+    try:
+        snap = snapshot_with_tinypkg(root)
+        tell = ('    open(os.path.join(NAME, "__init__.py"), "a").write(\n'
+                '        f"BUILT_BY = {os.getuid()}\\nTOKEN = {os.environ.get(\'TRAINYARD_SERVER_TOKEN\')!r}\\n")\n')
+        backend = root / "code" / "tinypkg" / "tinybackend.py"
+        backend.write_text(backend.read_text().replace("    time.sleep(DELAY)\n", "    time.sleep(DELAY)\n" + tell))
+        with tarfile.open(snap, "w:gz") as tar:  # the same package, its build telling who ran it
+            tar.add(root / "code" / "tinypkg", arcname="tinypkg")
+        # this venv's packages and trainyard's source, for a launcher started by another interpreter
+        path = os.pathsep.join([str(Path(__file__).parents[2] / "src"), *[p for p in sys.path if "site-packages" in p]])
+        env = {**os.environ, "TRAINYARD_SERVER_TOKEN": "the-servers-own", "PYTHONPATH": path}
+
+        def launch(python: str, name: str) -> tuple[dict, str, Path]:
+            attempt, cache = root / name, root / f"venvs-{name}"
+            make_config(attempt, report_server.url,
+                        ["python", "-c", "import tinypkg, sys; print(tinypkg.BUILT_BY, tinypkg.TOKEN, sys.prefix)"],
+                        snapshot=str(snap), python_env={"pip": ["./tinypkg"]}, venv_cache=str(cache),
+                        run_as={"uid": 65534, "gid": 65534, "name": "nobody"})
+            os.chmod(attempt, 0o711)
+            proc = subprocess.run([python, "-m", "trainyard.launch", str(attempt)], env=env, capture_output=True,
+                                  timeout=120)
+            assert proc.returncode == 0, proc.stdout
+            return read_result(attempt), (attempt / "output.log").read_text(), cache
+
+        if runnable != PYTHON:  # as here: this Python is under /root (0700), which nobody cannot pass
+            result, log, cache = launch(PYTHON, "refused")
+            assert result["reason"] == "SetupFailed" and "built as nobody, who cannot run this node's Python" in \
+                result["message"], result
+            assert not any(cache.rglob(READY)) and "BUILT_BY" not in log  # refused, not built as root
+
+        result, log, cache = launch(runnable, "built")
+
+        assert result["reason"] == "Succeeded", log
+        mine = cache / "uid-65534"
+        [venv] = [p for p in mine.iterdir() if (p / READY).exists()]
+        assert f"65534 None {venv}\n" in log
+        assert (venv.stat().st_uid, mine.stat().st_uid, oct(mine.stat().st_mode & 0o777)) == (65534, 65534, "0o700")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

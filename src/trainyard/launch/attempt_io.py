@@ -38,7 +38,12 @@ class AttemptIO:
 
             self._check_cancel()
             cache = Path(cfg.venv_cache) if cfg.venv_cache else self.dir / "venvs"
-            venv = ensure_venv(cfg.python_env, cache, work, self.log, lambda: self.cancelled is not None)
+            if cfg.run_as:  # the build runs as the job's account, in its work dir (local packages: ./pkg)
+                from trainyard.launch.runas import RunAs
+
+                RunAs(cfg.run_as).hand_over(work)
+            venv = ensure_venv(cfg.python_env, cache, work, self.log, lambda: self.cancelled is not None,
+                               cfg.run_as)
         elif cfg.venv and not cfg.container:  # pip installs in the job must not reach the server's env
             from trainyard.launch.scratchenv import make, seen, spares as scratchenv_spares
 

@@ -89,11 +89,27 @@ def find_uv() -> str | None:
         return None
 
 
-def ensure_venv(
-    python_env: dict, cache: Path, work: Path, log: Path, cancelled: Callable[[], bool],
-) -> Path:
-    """The ready venv for ``python_env``, building it first if needed."""
+def ensure_venv(python_env: dict, cache: Path, work: Path, log: Path, cancelled: Callable[[], bool],
+                run_as: dict | None = None) -> Path:
+    """The ready venv for ``python_env``, building it first if needed.
+
+    With ``run_as`` (the job's OS account) pip runs as that account, in a cache of the account's own: building a
+    package runs its code (``setup.py``), which must not run as this launcher's root, and one account's venvs,
+    which it may change, are never another's."""
     key = venv_key(python_env, work)
+    account = None
+    if run_as:
+        from trainyard.launch.runas import RunAs, traversable
+
+        account = RunAs(run_as)
+        if not account.can_run(sys.executable):
+            raise SetupError(f"python_env: the environment is built as {account.name}, who cannot run this node's "
+                             f"Python ({os.path.realpath(sys.executable)}): install trainyard where every account "
+                             "can run it (/usr, /opt), or give the job an image")
+        top, cache = cache, cache / f"uid-{account.uid}"
+        cache.mkdir(parents=True, exist_ok=True)
+        traversable(cache, top)  # the account passes through the node's cache to its own
+        account.hand_over(cache)
     venv = cache / key
     if (venv / READY).exists():
         return venv
@@ -103,7 +119,7 @@ def ensure_venv(
         shutil.rmtree(venv, ignore_errors=True)
         append_log(log, f"building python environment {key[:12]} ...")
         try:
-            _build(python_env, venv, cache, work, log, cancelled)
+            _build(python_env, venv, cache, work, log, cancelled, account)
         except BaseException:
             shutil.rmtree(venv, ignore_errors=True)
             raise
@@ -112,9 +128,10 @@ def ensure_venv(
     return venv
 
 
-def _build(python_env: dict, venv: Path, cache: Path, work: Path, log: Path, cancelled) -> None:
+def _build(python_env: dict, venv: Path, cache: Path, work: Path, log: Path, cancelled,  # noqa: ANN001
+           account=None) -> None:  # noqa: ANN001
     pip, reqs = _normalized(python_env)
-    env = dict(os.environ)
+    env = _build_env(account)
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONHOME", None)
     # Caches stay inside venv_cache: the launcher writes nowhere else.
@@ -128,7 +145,8 @@ def _build(python_env: dict, venv: Path, cache: Path, work: Path, log: Path, can
     else:
         create = [sys.executable, "-m", "venv", str(venv)]
         install = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
-    run_logged(create, work, env, log, cancelled)
+    drop = account.prefix() if account is not None else []
+    run_logged(drop + create, work, env, log, cancelled)
     link_trainyard(venv)
     args = list(pip)
     if reqs:
@@ -136,7 +154,17 @@ def _build(python_env: dict, venv: Path, cache: Path, work: Path, log: Path, can
         req_file.write_text("\n".join(reqs) + "\n")
         args += ["-r", str(req_file)]
     if args:  # relative paths ("./tinypkg") are relative to the work dir, the cwd here
-        run_logged(install + args, work, env, log, cancelled)
+        run_logged(drop + install + args, work, env, log, cancelled)
+
+
+def _build_env(account) -> dict[str, str]:  # noqa: ANN001
+    """The build's environment: a package's build runs its own code, so it gets what the job's command gets of this
+    launcher's (no server token; with an account of its own, no store keys either)."""
+    from trainyard.launch.prepare import INHERITED_SECRETS, STORE_SECRETS
+
+    drop = INHERITED_SECRETS + (STORE_SECRETS if account is not None else ())
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    return env if account is None else account.env(env)
 
 
 def _trainyard_dir() -> Path:

@@ -40,6 +40,20 @@ class RunAs:
             os.lchown(top, self.uid, self.gid)
             top.chmod(0o700 if top.is_dir() else 0o600)
 
+    def can_run(self, path: str) -> bool:
+        """Whether the account may run the program at ``path`` (its real path): every folder on the way searchable
+        and the file executable by it, as owner, group or other (the account's other groups aside)."""
+        real = os.path.realpath(path)
+        try:
+            for p in [*reversed(Path(real).parents), Path(real)]:
+                st = os.stat(p)
+                shift = 6 if st.st_uid == self.uid else 3 if st.st_gid == self.gid else 0
+                if not (st.st_mode >> shift) & 0o1:
+                    return False
+        except OSError:
+            return False
+        return True
+
     def env(self, env: dict[str, str]) -> dict[str, str]:
         """The account's own name and home, as a login would give them."""
         out = {**env, "USER": self.name, "LOGNAME": self.name}
