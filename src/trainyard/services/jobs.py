@@ -19,6 +19,7 @@ from trainyard.services.dependencies import Dependencies
 from trainyard.services.job_deletion import JobRemover
 from trainyard.services.job_pages import PageCache
 from trainyard.services.notify import Notifier, off_loop
+from trainyard.services import store_inputs
 from trainyard.services.scheduling import Scheduler
 from trainyard.spec.dump import to_yaml
 from trainyard.spec.job import JobSpec
@@ -91,6 +92,7 @@ class JobService:
     def check(self, spec: JobSpec, snapshot: str | None = None,
               caller: Caller = LOCAL_ADMIN) -> tuple[str | None, str | None]:
         """Everything :meth:`submit` checks, without storing: the job's (owner, team) if it would be accepted."""
+        store_inputs.check_for(self, spec.inputs, caller)  # first: the engine's look for local inputs says more
         self.engine.validate(spec)
         owner, team = caller.user, self.team_for(caller, spec.queue)
         self.check_secrets(spec.secrets, team)

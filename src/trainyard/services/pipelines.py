@@ -23,6 +23,7 @@ from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import pipeline_serve as serving_steps
 from trainyard.services.jobs import JobService
 from trainyard.services.notify import FOLLOWER_POLL, Notifier, off_loop
+from trainyard.services import store_inputs
 from trainyard.services.pipeline_steps import Steps
 from trainyard.services.ticker import Ticker
 from trainyard.spec.job import JobSpec
@@ -110,6 +111,11 @@ class PipelineService(Ticker):
             job = JobSpec.model_validate({**inst.job, "inputs": {n: "/" for n in inst.inputs}})
             if (why := not_own(job.labels)) is not None:
                 errs.add((*loc, "labels"), why)
+            given = {n: i["url"] for n, i in inst.inputs.items() if i.get("kind") == "path"}
+            try:
+                store_inputs.check_for(self.jobs, given, caller, "inputs")
+            except InvalidSpec as e:
+                errs.add((*loc, *e.errors[0]["field"].split(".")), e.errors[0]["message"])
             try:
                 self.jobs.check_secrets(job.secrets, self.jobs.team_for(caller, job.queue))
                 self.jobs.engine.validate(job)

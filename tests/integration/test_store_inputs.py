@@ -1,0 +1,53 @@
+"""An input in trainyard's own artifact store is fetched with the store's credentials, which no job holds: it must
+be the outputs of a job the caller may see. Another team's outputs and any snapshot are refused naming the field,
+in a job, a sweep's job and a pipeline step; as written any other way (s3a://, doubled slashes, ..) too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.inprocess import in_process
+from trainyard.errors import InvalidSpec
+from trainyard.sdk.client import Client
+from trainyard.spec.records import NodeInfo
+
+pytestmark = pytest.mark.postgres
+
+NODES = [NodeInfo(name="a", cpu=8, memory=16 * 2**30)]
+
+
+def test_only_outputs_of_jobs_the_caller_sees_are_taken_from_the_store(db_url, tmp_path):
+    with in_process(db_url, tmp_path / "home", NODES, auth=True) as e:
+        users = {}
+        for user, team in (("alice", "cv"), ("bob", "nlp")):
+            e.sdk.create_queue({"name": f"{team}-q", "team": team})
+            secret = e.sdk.identity.create_user(user, team=team, role="member").token.secret
+            users[user] = Client("http://testserver", token=secret, transport=e.tc._transport)
+        alice, bob = users["alice"], users["bob"]
+        store = e.platform.artifacts.url
+        outputs = f"{store}/jobs/{alice.submit({'command': 'x', 'queue': 'cv-q'}).id}/1/outputs"
+
+        mine = alice.submit({"command": "x", "queue": "cv-q", "inputs": {"model": f"{outputs}/model.pkl"}})
+        assert mine.info.spec.inputs == {"model": f"{outputs}/model.pkl"}
+
+        snapshot = f"{store}/snapshots/sha256-{'0' * 64}.tar.gz"
+        plain = outputs.replace("file://", "")  # as a path, climbing in from beside it, with a doubled slash
+        Path(plain).mkdir(parents=True)  # the SDK looks for a local path before it sends the job
+        for url in (outputs, f"{outputs}/model.pkl", plain.replace("/jobs/", "/snapshots/../jobs/"),
+                    outputs.replace("/jobs/", "//jobs/"), snapshot):
+            with pytest.raises(InvalidSpec) as err:
+                bob.submit({"command": "x", "queue": "nlp-q", "inputs": {"data": url}})
+            [one] = err.value.errors
+            assert one["field"] == "inputs.data" and "in trainyard's artifact store" in one["message"], (url, one)
+        with pytest.raises(InvalidSpec, match="inputs.data"):
+            alice.submit({"command": "x", "queue": "cv-q", "inputs": {"data": snapshot}})
+        sweep = {"name": "s", "job": {"command": "x {{params.a}}", "queue": "nlp-q", "inputs": {"data": outputs}},
+                 "parameters": {"a": {"values": [1]}}, "metric": {"name": "acc"}}
+        with pytest.raises(InvalidSpec, match="artifact store"):
+            bob.sweep(sweep)
+        with pytest.raises(InvalidSpec) as err:
+            bob.pipelines.run({"steps": {"a": {"command": "x", "queue": "nlp-q", "inputs": {"data": outputs}}}})
+        assert any(x["field"] == "steps.a.inputs.data" for x in err.value.errors), err.value.errors
+        assert bob.jobs().items == [] and bob.sweeps.list() == []
