@@ -206,6 +206,13 @@ BAD_REQUESTS = [  # (method, url, json body, the field the 422 names): each was 
     ("POST", "/api/v1/jobs", {"spec": {"command": "x", "priority": 1e23}}, "priority"),
     ("POST", "/api/v1/jobs", {"spec": {"command": "x", "priority": 10**20}}, "priority"),
     ("POST", "/api/v1/jobs", {"spec": {"command": "x"}, "snapshot": "abc"}, "snapshot"),
+    ("PUT", "/api/v1/snapshots/sha256:" + "g" * 64, None, "workdir"),
+    # strings that reach podman's argv, pip's, the upload of outputs and a node selector
+    ("POST", "/api/v1/jobs", {"spec": {"command": "x", "image": "--privileged"}}, "image"),
+    ("POST", "/api/v1/jobs", {"spec": {"command": "x", "env": {"pip": ["numpy", "-r/etc/shadow"]}}}, "env.pip[1]"),
+    ("POST", "/api/v1/jobs", {"spec": {"command": "x", "outputs": ["/etc/*"]}}, "outputs[0]"),
+    ("POST", "/api/v1/jobs", {"spec": {"command": "x", "resources": {"gpu_type": "A" * 64}}}, "resources.gpu_type"),
+    ("POST", "/api/v1/jobs", {"spec": {"command": "x", "env_vars": {"A": None}}}, "env_vars.A"),
     # a NUL no argv or environment can carry: the job failed later as LostContact
     ("POST", "/api/v1/jobs", {"spec": {"command": ["echo", "a\x00b"]}}, "command[1]"),
     ("POST", "/api/v1/jobs", {"spec": {"command": "x", "params": {"p": {"q": ["\x00"]}}}}, "params.p.q[0]"),
@@ -245,6 +252,9 @@ def test_bad_input_is_a_422_naming_the_field_and_one_bad_job_cannot_break_listin
         assert [e["field"] for e in r.json()["details"]["errors"]][:1] == [field], (url, body, r.text)
     assert [j.id for j in sdk.jobs().items] == [job.id]
     assert sdk.get(job.id).spec.resources.cpu == 2
+    # a HEAD's answer has no body to name the field in: its status says it, as the PUT's does
+    assert tc.head("/api/v1/snapshots/sha256:" + "g" * 64).status_code == 422
+    assert tc.head("/api/v1/snapshots/sha256:" + "0" * 64).status_code == 404
 
 
 def test_reads_answered_from_memory_match_the_database_and_follow_a_job_to_its_end(env):

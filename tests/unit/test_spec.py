@@ -2,10 +2,14 @@ import shlex
 import subprocess
 
 import pytest
+from pydantic import ValidationError
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec import load_job, parse_job, parse_param_overrides
+from trainyard.spec.job import JobSpec
 from trainyard.spec.queue import load_queues
+from trainyard.spec.records import JobInfo
+from trainyard.spec.submitted import STORED
 
 
 def errors_of(text: str) -> list[dict]:
@@ -164,3 +168,42 @@ def test_paths_file_urls_and_remote_stores_are_taken_as_inputs():
     urls = {"a": "/data/x", "b": "rel/x", "c": "file:///data/x", "d": "s3://b/k", "e": "https://h/x.csv",
             "f": "gs://b/k", "g": "hf://datasets/x", "h": "job://j-1/model"}
     assert parse_job("command: x\ninputs: " + repr(urls).replace("'", '"') + "\n").inputs == urls
+
+
+@pytest.mark.parametrize("text, field, line", [
+    ("image: --privileged\n", "image", 2),
+    ("image: 'x; rm -rf /'\n", "image", 2),
+    ("image: python:3.11\nworker_image: 'a b'\n", "worker_image", 3),
+    ("outputs: [model/*.pt, /etc/passwd]\n", "outputs.1", 2),
+    ("outputs:\n  - ../../secrets/*\n", "outputs.0", 3),
+    ("resources: {gpu: 1, gpu_type: " + "A" * 64 + "}\n", "resources.gpu_type", 2),
+    ("resources: {gpu: 1, gpu_type: [A100, 'H100; x']}\n", "resources.gpu_type", 2),
+    ("env_vars:\n  A: .nan\n", "env_vars.A", 3),
+    ("env_vars: {A: x, B: [1]}\n", "env_vars.B", 2),
+    ("env: {pip: [numpy, -r/etc/shadow]}\n", "env.pip.1", 2),
+    ("env: {pip: ['--index-url=https://evil.example/simple']}\n", "env.pip.0", 2),
+    ("env: {pip: ['numpy --extra-index-url https://evil.example']}\n", "env.pip.0", 2),
+    ("env: {pip: [-e /etc]}\n", "env.pip.0", 2),
+    ("env: {pip: [/etc]}\n", "env.pip.0", 2),
+    ("env: {pip: [./pkg/../../x]}\n", "env.pip.0", 2),
+])
+def test_strings_that_reach_a_command_line_or_a_path_are_checked_at_submit(text, field, line):
+    assert [(e["field"], e["line"]) for e in errors_of("command: x\n" + text)] == [(field, line)]
+
+
+def test_what_jobs_legitimately_say_still_passes_and_a_stored_spec_loads_as_it_was():
+    spec = parse_job("command: x\nimage: localhost/trainyard-test/busybox-m:0f1e\nworker_image: reg:5000/a/b_c:1.2"
+                     "@sha256:" + "a" * 64 + "\noutputs: [model/*.pt, '**/*.json']\n"
+                     "resources: {gpu: 1, gpu_type: [A100, H100, RTX4090, RTX-4090, T4, Tesla-V100-SXM2-16GB]}\n"
+                     "env_vars: {A: 1, B: true, C: 0.5, D: ''}\n"
+                     "env: {pip: ['torch==2.3.0', 'numpy>=1.26', 'pkg[extra]', 'pkg @ https://x.example/p.whl',"
+                     " './tinypkg', 'git+https://github.com/a/b', 'x; python_version >= \"3.8\"']}\n")
+    assert spec.env_vars == {"A": "1", "B": "true", "C": "0.5", "D": ""} and len(spec.env.pip) == 7
+    # a spec stored before these checks still reads back (a listing or the scheduler must not fail on it)
+    old = {"command": "x", "image": "--privileged", "outputs": ["/abs"], "env": {"pip": ["-r/x"]},
+           "resources": {"gpu_type": "a b"}}
+    with pytest.raises(ValidationError):
+        JobSpec.model_validate(old)
+    assert JobSpec.model_validate(old, context=STORED).image == "--privileged"
+    assert JobInfo.model_validate({"id": "j-1", "name": "job", "status": "failed", "queue": "default", "priority": 0,
+                                   "spec": old, "created_at": 0, "updated_at": 0}).spec.outputs == ["/abs"]

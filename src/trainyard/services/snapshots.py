@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import IO
 
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.config import snapshot_limits
 from trainyard.errors import BodyTooLarge, InvalidSpec
+from trainyard.spec.records import DIGEST_PATTERN
 from trainyard.spec.units import format_memory, parse_memory
+
+BAD_DIGEST = "bad digest: expected sha256: and 64 lower-case hex digits"
 
 
 def _invalid(message: str) -> InvalidSpec:
@@ -15,7 +19,8 @@ def _invalid(message: str) -> InvalidSpec:
 
 
 def valid_digest(digest: str) -> bool:
-    return digest.startswith("sha256:") and len(digest) == 71
+    # the digest names a key in the artifact store: anything but lower-case hex could name another path there
+    return re.fullmatch(DIGEST_PATTERN, digest) is not None
 
 
 def max_bytes() -> int:
@@ -38,7 +43,7 @@ class SnapshotService:
         """Before any of an upload's body is read: its digest well-formed, and its declared length (the
         ``Content-Length`` header, if any) within :attr:`max_bytes`."""
         if not valid_digest(digest):
-            raise _invalid("bad digest")
+            raise _invalid(BAD_DIGEST)
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             raise self.too_large()
 
@@ -48,13 +53,16 @@ class SnapshotService:
                             ".trainyardignore, or pass data as the job's inputs", limit=self.max_bytes)
 
     def has(self, digest: str) -> bool:
-        return valid_digest(digest) and self.artifacts.has_snapshot(digest)
+        """Whether the snapshot is stored; a malformed digest is refused (422) as an upload of it is."""
+        if not valid_digest(digest):
+            raise _invalid(BAD_DIGEST)
+        return self.artifacts.has_snapshot(digest)
 
     def put(self, digest: str, body: IO[bytes]) -> str:
         """Store ``body`` (read as it is stored) under ``digest``, checked against it; returns its URL.
         Identical code is stored once."""
         if not valid_digest(digest):
-            raise _invalid("bad digest")
+            raise _invalid(BAD_DIGEST)
         try:
             return self.artifacts.put_snapshot(body, digest)
         except ValueError as e:

@@ -8,12 +8,13 @@ placed like any job. These models are shared by the API, the SDK and the store.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainyard.spec.job import Resources, Strict, check_name
 from trainyard.spec.secret_refs import job_secrets
+from trainyard.spec.submitted import PipRequirement, as_stored
 from trainyard.spec.units import Bytes, Cores, Count, Seconds, parse_cpu, parse_duration, parse_memory
 
 MAX_WORKERS = 1000  # each worker is a job the scheduler plans every cycle
@@ -58,7 +59,8 @@ class ClusterSpec(Strict):
     worker_gpu_type: str | None = None
     scheduler_cpu: Cores = 0.5
     scheduler_memory: Bytes | None = None
-    pip: list[str] = Field(default_factory=list, description="packages for the workers' and scheduler's virtualenv")
+    pip: list[PipRequirement] = Field(default_factory=list, description="packages for the workers' and "
+                                      "scheduler's virtualenv")
     secrets: dict[str, str] = Field(default_factory=dict, description="the team's secrets in each worker's "
                                     "environment (the credentials its tasks read data with), as a job's `secrets`")
     queue: str = "default"
@@ -101,14 +103,6 @@ class ClusterSpec(Strict):
         if v in (None, 0, "0", "never"):
             return None
         return parse_duration(v)
-
-    @field_validator("pip")
-    @classmethod
-    def _pip(cls, v: list[str]) -> list[str]:
-        for item in v:
-            if not item.strip() or item.strip().startswith("-"):
-                raise ValueError(f"{item!r}: give package requirements (e.g. pandas>=2), not pip options")
-        return [i.strip() for i in v]
 
     @model_validator(mode="after")
     def _check(self) -> "ClusterSpec":
@@ -164,7 +158,7 @@ class ClusterInfo(BaseModel):
     queue: str
     owner: str | None = Field(None, description="who created it; its jobs are theirs (None: the server itself)")
     team: str | None = None
-    spec: ClusterSpec
+    spec: Annotated[ClusterSpec, as_stored(ClusterSpec)]
     workers: int = Field(description="workers wanted now (fixed, or the adaptive target within min/max)")
     adapt_min: int | None = None
     adapt_max: int | None = None

@@ -12,8 +12,9 @@ from trainyard.spec.input_urls import InputUrl
 from trainyard.spec.labels import MAX_LABELS, LabelKey, LabelValue
 from trainyard.spec.names import NAME, check_name  # noqa: F401  (NAME: also imported from here)
 from trainyard.spec.nul import refuse_nul
-from trainyard.spec.params import check_finite, command_with, refs, render
+from trainyard.spec.params import check_finite, command_with, refs
 from trainyard.spec.secret_refs import job_secrets
+from trainyard.spec.submitted import EnvValue, ImageRef, OutputGlob, PipRequirement, gpu_type
 from trainyard.spec.units import (INT32_MAX, Bytes, Cores, Count, Priority, Seconds, parse_cpu, parse_duration,
                                   parse_memory)
 
@@ -63,9 +64,11 @@ class Resources(Strict):
 
     @field_validator("gpu_type")
     @classmethod
-    def _gpu_type(cls, v: Any) -> Any:
+    def _gpu_type(cls, v: Any, info: ValidationInfo) -> Any:
         if isinstance(v, list) and not v:
             raise ValueError("give at least one GPU type, or leave gpu_type out")
+        for one in [v] if isinstance(v, str) else v or []:  # here, not per item: a list's error names no branch
+            gpu_type(one, info)
         return v
 
     @property
@@ -76,7 +79,8 @@ class Resources(Strict):
 
 
 class Env(Strict):
-    pip: list[str] = Field(default_factory=list, description="packages for a virtualenv cached by content hash")
+    pip: list[PipRequirement] = Field(default_factory=list, description="packages for a virtualenv cached by "
+                                      "content hash: requirements, URLs, or paths in the work dir (./mypkg)")
     requirements: str | None = Field(None, description="a requirements file, relative to the spec file")
 
 
@@ -133,17 +137,19 @@ class JobSpec(Strict):
     command: str | list[str]
     workdir: str | None = Field(None, description="folder snapshotted at submit time")
     env: Env | None = None
-    image: str | None = Field(None, description="container image the command runs in (podman or docker on the node)")
+    image: ImageRef | None = Field(None, description="container image the command runs in (podman or docker on "
+                                   "the node)")
     image_pull_policy: Literal["if-not-present", "always", "never"] = Field(
         "if-not-present", description="pull the image when missing (if-not-present), on every attempt (always), or never")
     image_fallback: Literal["refuse", "host", "fresh-venv"] = Field(
         "refuse", description="where no container runtime is: refuse the job at submit; run it on the host as a "
                               "job with no env would (PyTorchJob manifests); or on the host in a fresh, empty "
                               "virtualenv with pip (Kubeflow component steps)")
-    worker_image: str | None = Field(
+    worker_image: ImageRef | None = Field(
         None, description="image of replicas 1, 2, … where it differs from `image` (a PyTorchJob's Worker); "
                           "replica 0 runs in `image`")
-    env_vars: dict[str, str] = Field(default_factory=dict, description="plain environment variables for the command")
+    env_vars: dict[str, EnvValue] = Field(default_factory=dict, description="plain environment variables for the "
+                                          "command")
     secrets: dict[str, str] = Field(default_factory=dict, description="environment variable -> the team's secret "
                                     "it holds (`trainyard secret set`); a list names secrets read under their names")
     params: dict[str, Any] = Field(default_factory=dict)
@@ -152,7 +158,8 @@ class JobSpec(Strict):
                                                            "(trainyard ls --label key=value)")
     resources: Resources = Field(default_factory=Resources)
     inputs: dict[str, InputUrl] = Field(default_factory=dict)
-    outputs: list[str] = Field(default_factory=list, description="globs in the work dir uploaded besides TRAINYARD_OUTPUT_DIR")
+    outputs: list[OutputGlob] = Field(default_factory=list, description="globs in the work dir uploaded besides "
+                                      "TRAINYARD_OUTPUT_DIR")
     retry: Retry = Field(default_factory=Retry)
     timeout: Seconds | None = None
     grace_period: Seconds = 10.0
@@ -201,7 +208,7 @@ class JobSpec(Strict):
             for name in v:
                 if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(name)):
                     raise ValueError(f"environment variable name {name!r}: use letters, digits and '_'")
-            return {str(k): render(x) for k, x in v.items()}
+            return {str(k): x for k, x in v.items()}  # each value is made text (or refused) by EnvValue
         return v
 
     @field_validator("secrets", mode="before")

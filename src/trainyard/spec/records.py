@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from trainyard.spec.job import JobSpec
 from trainyard.spec.queue import QueueSpec
+from trainyard.spec.submitted import as_stored
 from trainyard.status import AttemptStatus, JobStatus
 
 # a code snapshot's content address, as the artifact store names it
@@ -61,7 +62,7 @@ class JobInfo(BaseModel):
     status: JobStatus
     queue: str
     priority: int
-    spec: JobSpec
+    spec: Annotated[JobSpec, as_stored(JobSpec)]
     snapshot: str | None = None
     created_at: float
     updated_at: float

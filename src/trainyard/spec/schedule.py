@@ -25,7 +25,7 @@ import math
 from datetime import datetime, timedelta
 from enum import Enum
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -34,6 +34,7 @@ from trainyard.spec.labels import room_for_own, with_own
 from trainyard.spec.params import check_finite
 from trainyard.spec.records import Digest
 from trainyard.spec.units import Seconds, parse_duration
+from trainyard.spec.submitted import as_stored
 
 ALIASES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
            "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
@@ -263,7 +264,7 @@ class ScheduleInfo(BaseModel):
     name: str
     team: str | None = None
     owner: str | None = None
-    spec: ScheduleSpec
+    spec: Annotated[ScheduleSpec, as_stored(ScheduleSpec)]
     suspended: bool
     next_at: float | None = Field(None, description="the next fire; None while suspended")
     last_at: float | None = None

@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 import re
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainyard.spec.job import JobSpec, Strict
 from trainyard.spec.labels import room_for_own
 from trainyard.spec.units import Seconds, parse_duration
+from trainyard.spec.submitted import as_stored
 
 MAX_SERVICE_REPLICAS = 100  # each replica is a job the scheduler plans and the server probes every period
 DEFAULT_COLD_START_TIMEOUT = 60.0
@@ -229,7 +230,7 @@ class ServiceInfo(BaseModel):
     owner: str | None = None
     team: str | None = None
     version: int = Field(description="bumped by each apply of a changed spec; replicas of older ones are rolled out")
-    spec: ServiceSpec
+    spec: Annotated[ServiceSpec, as_stored(ServiceSpec)]
     wanted: int = Field(description="replicas wanted now (fixed, or the autoscaler's choice within min/max)")
     ready: int = 0
     restarts: int = Field(0, description="crashed replicas replaced since the service was created")

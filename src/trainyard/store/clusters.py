@@ -16,6 +16,7 @@ from sqlalchemy import delete, func, insert, select, update
 from trainyard.auth.permissions import Visible
 from trainyard.errors import ClusterNotFound
 from trainyard.spec.cluster import ClusterSpec, ClusterStatus, cluster_sources
+from trainyard.spec.submitted import STORED
 from trainyard.store import Store
 from trainyard.store import tables as t
 from trainyard.store.store import IN_BATCH, visible_where
@@ -76,7 +77,8 @@ class ClusterStore:
         table = t.DaskCluster.__table__
         with self.store.read() as s:
             rows = s.connection().execute(select(table).where(where).order_by(table.c.seq)).mappings().all()
-        return [ClusterRow({**r, "status": ClusterStatus(r["status"]), "spec": ClusterSpec.model_validate(r["spec"]),
+        return [ClusterRow({**r, "status": ClusterStatus(r["status"]),
+                            "spec": ClusterSpec.model_validate(r["spec"], context=STORED),
                             "worker_jobs": list(r["worker_jobs"] or [])}) for r in rows]
 
     def expired(self, before: float, limit: int, kept: set[str]) -> tuple[list[str], list[str]]:

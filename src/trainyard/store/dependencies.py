@@ -7,6 +7,7 @@ from typing import NamedTuple
 from sqlalchemy import false, func, select, true, update
 
 from trainyard.spec.job import Dependency, JobSpec
+from trainyard.spec.submitted import STORED
 from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store import tables as t
@@ -28,7 +29,7 @@ class DependencyStore:
     def blocked(self) -> list[Blocked]:
         with self.store.read() as s:
             rows = s.connection().execute(select(_J.c.id, _J.c.spec, _J.c.reason).where(_BLOCKED)).all()
-        return [Blocked(i, JobSpec.model_validate(spec).after, reason) for i, spec, reason in rows]
+        return [Blocked(i, JobSpec.model_validate(spec, context=STORED).after, reason) for i, spec, reason in rows]
 
     def seen(self, job_ids: list[str]) -> dict[str, tuple[str, str | None, str | None]]:
         """Each job's (status, team, owner); a job that is not there is left out."""

@@ -14,6 +14,7 @@ from sqlalchemy import delete, select, update
 from trainyard.errors import Conflict, InvalidSpec, JobNotFound
 from trainyard.spec.job import JobSpec
 from trainyard.spec.labels import MAX_LABELS
+from trainyard.spec.submitted import STORED
 from trainyard.store import tables as t
 from trainyard.store.statements import INSERT_LABELS
 
@@ -48,7 +49,7 @@ class JobLabels:
                 raise InvalidSpec(errors=[{"field": "labels", "line": None, "where": "labels", "message":
                                            f"a job has at most {MAX_LABELS} labels; this would leave {len(after)}"}])
             raw["labels"] = after
-            spec = JobSpec.model_validate(raw)
+            spec = JobSpec.model_validate(raw, context=STORED)
             conn.execute(update(_J).where(_J.c.id == job_id).values(spec=spec.model_dump(mode="json"),
                                                                     labels_rev=rev + 1))
             conn.execute(delete(_L).where(_L.c.job_id == job_id))

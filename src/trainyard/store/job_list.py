@@ -17,6 +17,7 @@ from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import SORT_COLUMNS, TOTAL_CAP, JobFilter
 from trainyard.spec.label_selector import Requirement
 from trainyard.spec.records import AttemptInfo, JobInfo
+from trainyard.spec.submitted import STORED
 from trainyard.status import JobStatus
 from trainyard.store import tables as t
 from trainyard.store.cache import Recent
@@ -91,7 +92,7 @@ def page(conn: Any, where: list, sort: str, limit: int, offset: int, specs: Spec
             of.setdefault(att.job_id, []).append(att)
     for r in fresh:
         if (spec := remembered(specs, r["id"], r["labels_rev"])) is None:
-            spec = JobSpec.model_validate_json(r["spec"])
+            spec = JobSpec.model_validate_json(r["spec"], context=STORED)
             specs.put(r["id"], (r["labels_rev"], spec))
         job = JobInfo.model_construct(**{k: r[k] for k in JOB_FIELDS}, status=JobStatus(r["status"]), spec=spec,
                                       attempts=of.get(r["id"], []))

@@ -6,6 +6,7 @@ from sqlalchemy import select
 
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo
+from trainyard.spec.submitted import STORED
 from trainyard.store import tables as t
 from trainyard.store.moves import Waiting
 from trainyard.store.rows import attempts_from
@@ -38,7 +39,7 @@ class LineReads:
         c = t.Job.__table__.c
         with self.read() as s:
             rows = s.connection().execute(select(c.id, c.spec, c.snapshot).where(c.id.in_(list(job_ids))))
-            return {i: (JobSpec.model_validate(spec), snap) for i, spec, snap in rows}
+            return {i: (JobSpec.model_validate(spec, context=STORED), snap) for i, spec, snap in rows}
 
     def set_reasons(self, reasons: dict[str, str], positions: dict[str, int] | None = None) -> None:
         """Record why pending jobs wait and how many jobs are ahead of each; only pending rows are touched."""

@@ -8,6 +8,7 @@ from sqlalchemy import bindparam, select
 
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo, ReplicaInfo
+from trainyard.spec.submitted import STORED
 from trainyard.status import AttemptStatus, JobStatus
 from trainyard.store import tables as t
 from trainyard.store.cache import Recent
@@ -37,7 +38,7 @@ def job_records(conn: Any, where: Any, specs: Specs, attempts: bool = True) -> l
              if (spec := remembered(specs, r["id"], r["labels_rev"])) is not None}
     if missing := [r["id"] for r in rows if r["id"] not in found]:
         for job_id, rev, raw in conn.execute(select(j.c.id, j.c.labels_rev, j.c.spec).where(j.c.id.in_(missing))):
-            found[job_id] = (JobSpec.model_validate(raw), rev)
+            found[job_id] = (JobSpec.model_validate(raw, context=STORED), rev)
             specs.put(job_id, (rev, found[job_id][0]))
     of: dict[str, list[AttemptInfo]] = {}
     if attempts and rows:
@@ -85,7 +86,7 @@ _ATTEMPTS_OF_JOB = attempts_query(t.Attempt.__table__.c.job_id == bindparam("job
 def spec_now(conn: Any, job_id: str) -> tuple[JobSpec, int]:
     """The job's spec as stored now, validated, with its labels revision."""
     raw, rev = conn.execute(_SPEC_BY_ID, {"job_id": job_id}).one()
-    return JobSpec.model_validate(raw), rev
+    return JobSpec.model_validate(raw, context=STORED), rev
 
 
 def attempt_by_id(conn: Any, attempt_id: str) -> AttemptInfo | None:

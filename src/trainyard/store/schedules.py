@@ -16,6 +16,7 @@ from trainyard.auth.permissions import Visible
 from trainyard.errors import Conflict, ScheduleNotFound
 from trainyard.spec.pipeline_records import RunStatus
 from trainyard.spec.schedule import ScheduleRun, ScheduleSpec
+from trainyard.spec.submitted import STORED
 from trainyard.store import Store
 from trainyard.store import schedule_tables as st
 from trainyard.store import tables as t
@@ -78,7 +79,7 @@ class ScheduleStore:
     def _rows(self, where: Any) -> list[ScheduleRow]:
         with self.store.read() as s:
             rows = s.connection().execute(select(_S).where(where).order_by(_S.c.seq)).mappings().all()
-        return [ScheduleRow({**r, "spec": ScheduleSpec.model_validate(r["spec"])}) for r in rows]
+        return [ScheduleRow({**r, "spec": ScheduleSpec.model_validate(r["spec"], context=STORED)}) for r in rows]
 
     def claim(self, schedule_id: str, due: float, next_at: float | None, last_at: float) -> bool:
         """Move the schedule past the fire due at ``due``; False if another fire, a pause or a delete came first."""

@@ -16,6 +16,7 @@ from sqlalchemy import delete, func, insert, or_, select, update
 from trainyard.auth.permissions import Visible
 from trainyard.errors import ServiceNotFound
 from trainyard.spec.service import ServiceSpec, ServiceStatus, service_sources
+from trainyard.spec.submitted import STORED
 from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store import tables as t
@@ -164,8 +165,8 @@ class ServiceStore:
 
 
 def _parsed(rows: Any) -> list[ServiceRow]:
-    return [ServiceRow({**r, "status": ServiceStatus(r["status"]), "spec": ServiceSpec.model_validate(r["spec"])})
-            for r in rows]
+    return [ServiceRow({**r, "status": ServiceStatus(r["status"]),
+                        "spec": ServiceSpec.model_validate(r["spec"], context=STORED)}) for r in rows]
 
 
 # the service loop's reads (tick_view), built once; statuses compared one by one, not with in_(): an expanding IN is

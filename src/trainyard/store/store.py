@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo
+from trainyard.spec.submitted import STORED
 from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import identity_tables as it
 from trainyard.store import tables as t
@@ -260,7 +261,7 @@ class Store(LineReads, JobReads, JobLabels):
         if known is not None and known[0] == rev:
             spec = known[1]
         else:  # not in memory, or its labels changed since
-            spec, rev = (JobSpec.model_validate(row[-1]), rev) if known is None else \
+            spec, rev = (JobSpec.model_validate(row[-1], context=STORED), rev) if known is None else \
                 spec_now(s.connection(), attempt.job_id)
             self._specs.put(attempt.job_id, (rev, spec))
         ending = conclude(attempt, JobStatus(row[0]), spec)

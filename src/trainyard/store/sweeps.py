@@ -15,6 +15,7 @@ from sqlalchemy import func, insert, select, update
 from trainyard.auth.permissions import Visible
 from trainyard.errors import SweepNotFound
 from trainyard.spec.sweep import SweepSpec, SweepStatus, TrialInfo, TrialState
+from trainyard.spec.submitted import STORED
 from trainyard.store import Store
 from trainyard.store import tables as t
 from trainyard.store.store import visible_where
@@ -68,8 +69,8 @@ class SweepStore:
     def _rows(self, where: Any) -> list[SweepRow]:
         with self.store.read() as s:
             rows = s.connection().execute(select(_S).where(where).order_by(_S.c.seq)).mappings().all()
-        return [SweepRow({**r, "status": SweepStatus(r["status"]), "spec": SweepSpec.model_validate(r["spec"])})
-                for r in rows]
+        return [SweepRow({**r, "status": SweepStatus(r["status"]),
+                          "spec": SweepSpec.model_validate(r["spec"], context=STORED)}) for r in rows]
 
     def end(self, sweep_id: str, status: SweepStatus, reason: str) -> bool:
         """Move a running sweep to ``status``; False if it had already ended."""
