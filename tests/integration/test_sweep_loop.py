@@ -6,6 +6,8 @@ import pytest
 
 from tests.integration.test_api import env, report  # noqa: F401  (the fixture)
 from tests.support.waiting import until
+from trainyard.spec.submitted import STORED
+from trainyard.spec.sweep import SweepSpec
 
 pytestmark = pytest.mark.postgres
 
@@ -41,3 +43,18 @@ def test_a_grid_sweep_ends_with_its_best_trial_and_every_trial_as_a_job_with_its
     done = sdk.sweeps.wait(s.id, timeout=30, every=0.1)
     assert done.status.value == "succeeded" and done.best.number == 1 and done.best.value == 0.9
     assert [sdk.get(t.job_id).spec.argv()[-1] for t in done.trials] == [f"train --x {x}" for x in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("x", [{"min": 0.0, "max": 1e300, "step": 1e-300}, {"min": -1e308, "max": 1e308}])
+def test_a_stored_sweep_optuna_cannot_sample_fails_saying_why_instead_of_jamming_the_loop(env, x):  # noqa: F811
+    tc, sdk, engine, platform = env
+    # given a sweep stored before its range was checked at submit (the API refuses this spec now)
+    spec = SweepSpec.model_validate({**SPEC, "method": "random", "parameters": {"x": x}}, context=STORED)
+    assert tc.post("/api/v1/sweeps", json={"spec": spec.model_dump(mode="json")}).status_code == 422
+    sid = platform.sweeps.sweeps.create(spec, None, owner=None, team=None)
+    platform.sweeps.wake()
+    done = sdk.sweeps.wait(sid, timeout=30, every=0.1)
+    assert done.status.value == "failed" and done.trials == [] and not engine.launched
+    assert done.reason.startswith("trial 0 could not be sampled from the parameters: "), done.reason
+    # and the loop goes on with the sweeps it can run
+    assert sdk.sweep(SPEC).id and until(lambda: next(iter(engine.launched), None))

@@ -73,5 +73,24 @@ def test_every_bad_field_is_named_with_its_line(old, new, error):
     assert errors_of(SWEEP.replace(old, new)) == [error]
 
 
+@pytest.mark.parametrize("layers, message", [
+    ("{min: -1.0e+308, max: 1.0e+308}", "too large a span for a float"),
+    ("{min: 0.0, max: 1.0, step: .inf}", "step must be a finite number"),
+    ("{min: 0.0, max: 1.0e+300, step: 1.0e-300}", "at most 9,007,199,254,740,992"),
+    ("{min: 0, max: 100000000000000000000}", "within ±9,007,199,254,740,992"),
+])
+def test_a_range_optuna_cannot_sample_is_refused_at_its_line(layers, message):
+    with pytest.raises(InvalidSpec) as e:
+        parse_model(SweepSpec, SWEEP.replace("{min: 1, max: 4}", layers), "s.yaml")
+    assert [(x["field"], x["line"]) for x in e.value.errors] == [("parameters.layers", 8)]
+    assert message in e.value.errors[0]["message"]
+
+
+def test_wide_ranges_that_optuna_samples_still_pass():
+    for layers in ("{min: 0, max: 4294967295}", "{min: 0.0, max: 1.0, step: 1.0e-15}",
+                   "{min: -1.0e+307, max: 1.0e+307}", "{min: 1.0e-300, max: 1.0e+308, log: true}"):
+        assert parse_model(SweepSpec, SWEEP.replace("{min: 1, max: 4}", layers), "s.yaml").searched()["layers"]
+
+
 def test_a_sweep_searches_something():
     assert errors_of("job: {command: x}\nparameters: {seed: 7}\nmetric: {name: val_acc}\n") == [("parameters", 2)]

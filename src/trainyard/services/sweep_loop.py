@@ -18,6 +18,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from trainyard.errors import TrainyardError
 from trainyard.services.notify import Notifier
 from trainyard.services.sweeps import SweepService, best
@@ -80,7 +82,14 @@ class SweepLoop(Ticker):
         """One sweep's step forward; the jobs of its trials still running."""
         sid, spec = row["id"], row["spec"]
         trials = self.sweeps.trials(sid)
-        search = self._searches.get(sid) or self._rebuild(sid, spec, trials)
+        search = self._searches.get(sid)
+        if search is None:
+            try:  # Optuna checks a range as it is given one: a range stored before Param's checks raises here
+                distributions = {k: _distribution(p) for k, p in spec.searched().items()}
+            except Exception as e:
+                self._unsampled(sid, len(trials), e)
+                return set()
+            search = self._rebuild(sid, spec, trials, distributions)
         self._searches[sid] = search
         running = [t for t in trials if t.state is TrialState.RUNNING]
         jobs = {j.id: j for j in self.service.store.get_jobs([t.job_id for t in running])}
@@ -100,9 +109,15 @@ class SweepLoop(Ticker):
         jobs_running = {t.job_id for t in trials if t.state is TrialState.RUNNING}
         while count[TrialState.RUNNING] < spec.parallel and started < spec.max_trials:
             try:
-                jobs_running.add(self._start_trial(row, search, started))
-            except TrainyardError as e:  # its queue gone, no node fits it any more: said, not retried each tick
-                self._end(sid, SweepStatus.FAILED, f"trial {started} could not be submitted: {e.message}")
+                handle = self._ask(spec, search, started)
+            except Exception as e:  # … or as it samples one: said once, not raised again every tick
+                self._unsampled(sid, started, e)
+                return set()
+            try:
+                jobs_running.add(self._start_trial(row, search, started, handle))
+            except (TrainyardError, ValidationError) as e:  # its queue gone, no node fits it any more, its job
+                # stored before a check it fails: said, not retried each tick
+                self._end(sid, SweepStatus.FAILED, f"trial {started} could not be submitted: {_why(e)}")
                 return set()
             started += 1
             count[TrialState.RUNNING] += 1
@@ -167,12 +182,15 @@ class SweepLoop(Ticker):
                 by_step[p.step if p.step is not None else len(by_step)] = p.value
         return sorted(by_step.items())
 
-    def _start_trial(self, row: SweepRow, search: Search, number: int) -> str:
-        """Ask the study for trial ``number`` and submit it: its job's id."""
-        spec = row["spec"]
+    def _ask(self, spec: SweepSpec, search: Search, number: int) -> Any:
+        """The study's trial ``number`` (an ``optuna.Trial``): the next combination of a grid, else sampled."""
         if spec.method == "grid":
             search.study.enqueue_trial(spec.grid()[number])
-        handle = search.study.ask(search.distributions)
+        return search.study.ask(search.distributions)
+
+    def _start_trial(self, row: SweepRow, search: Search, number: int, handle: Any) -> str:
+        """Submit trial ``number`` with the params the study gave ``handle``: its job's id."""
+        spec = row["spec"]
         params = dict(handle.params)
         job = self.service.jobs.submit(spec.trial_job(number, params, row["id"]), row["snapshot"],
                                        on_behalf=(row["owner"], row["team"]))
@@ -183,6 +201,11 @@ class SweepLoop(Ticker):
             self.service.stop_trials(row["id"], "the sweep was cancelled")
         return job.id
 
+    def _unsampled(self, sid: str, number: int, e: Exception) -> None:
+        log.warning("sweep %s: trial %d could not be sampled", sid, number, exc_info=e)
+        self._end(sid, SweepStatus.FAILED, f"trial {number} could not be sampled from the parameters: "
+                  f"{type(e).__name__}: {e}"[:1000])
+
     def _end(self, sid: str, status: SweepStatus, reason: str) -> None:
         if self.sweeps.end(sid, status, reason):
             self.service.stop_trials(sid, f"the sweep ended: {reason}")
@@ -191,7 +214,7 @@ class SweepLoop(Ticker):
 
     # -- the study -------------------------------------------------------------------
 
-    def _rebuild(self, sid: str, spec: SweepSpec, trials: list[TrialInfo]) -> Search:
+    def _rebuild(self, sid: str, spec: SweepSpec, trials: list[TrialInfo], distributions: dict[str, Any]) -> Search:
         import optuna
         from optuna.trial import TrialState as Told
         from optuna.trial import create_trial
@@ -200,7 +223,7 @@ class SweepLoop(Ticker):
         sampler = (optuna.samplers.TPESampler(seed=spec.seed) if spec.method == "tpe"
                    else optuna.samplers.RandomSampler(seed=spec.seed))
         study = optuna.create_study(direction=spec.metric.goal, sampler=sampler, pruner=_pruner(spec))
-        search = Search(study, {k: _distribution(p) for k, p in spec.searched().items()})
+        search = Search(study, distributions)
         told = {TrialState.COMPLETE: Told.COMPLETE, TrialState.PRUNED: Told.PRUNED, TrialState.FAILED: Told.FAIL,
                 TrialState.CANCELLED: Told.FAIL, TrialState.RUNNING: Told.RUNNING}
         for t in trials:  # in number order: the study numbers them alike
@@ -234,6 +257,12 @@ def _pruner(spec: SweepSpec) -> Any:
         return optuna.pruners.MedianPruner(n_startup_trials=rule.min_trials, n_warmup_steps=rule.warmup_steps)
     return optuna.pruners.HyperbandPruner(min_resource=rule.min_steps, max_resource=rule.max_steps,
                                           reduction_factor=rule.reduction_factor)
+
+
+def _why(e: TrainyardError | ValidationError) -> str:
+    if isinstance(e, TrainyardError):
+        return e.message
+    return "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg'].removeprefix('Value error, ')}" for x in e.errors())
 
 
 def _value(spec: SweepSpec, points: list[tuple[int, float]]) -> float | None:

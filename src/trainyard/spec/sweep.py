@@ -27,19 +27,24 @@ from __future__ import annotations
 import itertools
 import math
 from enum import Enum
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from trainyard.spec.job import JobSpec, Strict, check_name
 from trainyard.spec.labels import room_for_own, with_own
 from trainyard.spec.params import check_finite
 from trainyard.spec.records import Digest
+from trainyard.spec.submitted import as_stored, submitting
 from trainyard.spec.units import Count
 
 Scalar = Union[str, int, float, bool, None]
 MAX_TRIALS = 10_000  # each trial is a job: a row, a place in line
 MAX_VALUES = 1000  # of one ``values`` list
+# A stepped range is a grid; more points than a float's 53-bit mantissa can count apart is no grid at all, and a
+# seed searched over 0 … 2**32 - 1 still fits
+MAX_STEPS = 2**53
+MAX_EXACT = 2**53  # a range's ends are floats: whole numbers past this are not held exactly
 
 
 class Param(Strict):
@@ -63,7 +68,7 @@ class Param(Strict):
         return data
 
     @model_validator(mode="after")
-    def _check(self) -> "Param":
+    def _check(self, info: ValidationInfo) -> "Param":
         ranged = self.min is not None or self.max is not None
         if self.values is not None:
             if ranged or self.log or self.step is not None:
@@ -81,7 +86,26 @@ class Param(Strict):
             raise ValueError("log: a log-scale range needs min > 0")
         if self.log and self.step is not None:
             raise ValueError("step and log cannot go together")
+        if submitting(info):  # a sweep stored before these checks loads, and its loop fails it with the reason
+            self._samplable()
         return self
+
+    def _samplable(self) -> None:
+        """ValueError unless Optuna can sample the range: it works out a stepped range's grid in decimals (which
+        give out near 1e28 steps) and draws a float range across max - min (which must be a float itself)."""
+        assert self.min is not None and self.max is not None
+        if self.integer and max(abs(self.min), abs(self.max)) > MAX_EXACT:
+            raise ValueError(f"a range of whole numbers must lie within ±{MAX_EXACT:,} (2**53): beyond that a "
+                             "number is not held exactly")
+        if not math.isfinite(self.max - self.min):
+            raise ValueError(f"max - min ({self.max:g} - {self.min:g}) is too large a span for a float; narrow it or "
+                             "give log: true")
+        if self.step is not None and not math.isfinite(self.step):
+            raise ValueError("step must be a finite number")
+        step = self.step or (1 if self.integer else None)
+        if step is not None and (self.max - self.min) / step > MAX_STEPS:
+            raise ValueError(f"the range has {(self.max - self.min) / step:.3g} steps of {step:g}; at most "
+                             f"{MAX_STEPS:,}: give a larger step, or none for a float range")
 
     def placeholder(self) -> Any:
         """A value of this parameter (to check the trial job's spec before any trial is sampled)."""
@@ -242,7 +266,7 @@ class SweepInfo(BaseModel):
     name: str
     status: SweepStatus
     reason: str | None = None
-    spec: SweepSpec
+    spec: Annotated[SweepSpec, as_stored(SweepSpec)]
     owner: str | None = None
     team: str | None = None
     best: TrialInfo | None = None
