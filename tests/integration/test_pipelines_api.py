@@ -215,6 +215,24 @@ def test_bad_pipelines_are_rejected_before_anything_runs(env, steps, field, mess
     assert sdk.pipelines.list().items == [] and sdk.jobs().items == [] and engine.launched == {}
 
 
+def test_yaml_a_spec_cannot_store_as_json_is_text_or_a_422_naming_its_line(env):
+    tc, sdk, engine = env
+    yaml_text = {"Content-Type": "application/yaml"}
+    # a date is the text as written (JSON has no dates): it was a 500 at the run's INSERT
+    text = "params: {d: 2024-01-01}\nsteps:\n  a:\n    command: echo {{params.d}}\n    name: 2024-01-01\n"
+    r = tc.post("/api/v1/pipelines", content=text, headers=yaml_text)
+    assert r.status_code == 201, r.text
+    run = sdk.pipelines.get(r.json()["id"])
+    assert run.params == {"d": "2024-01-01"} and sdk.get(step_job(run, "a")).spec.argv()[-1] == "echo 2024-01-01"
+    # bytes and a list as a key are refused where they are written (a TypeError, a 500, once)
+    for text, field, line in [("steps:\n  a:\n    command: !!binary aGVsbG8=\n", "steps.a.command", 3),
+                              ("steps:\n  a:\n    command: x\n    ? [a, b]\n    : 1\n", "steps.a", 4)]:
+        r = tc.post("/api/v1/pipelines?dry_run=true", content=text, headers=yaml_text)
+        assert r.status_code == 422, r.text
+        assert [(e["field"], e["line"]) for e in r.json()["details"]["errors"]] == [(field, line)]
+    assert len(sdk.pipelines.list().items) == 1
+
+
 def test_a_restarted_server_picks_up_its_runs_where_they_were(db_url, tmp_path):
     settings = ServerSettings(home=tmp_path / "home", db=db_url)
     engine = FakeEngine(NODES)

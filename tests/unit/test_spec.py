@@ -170,6 +170,16 @@ def test_paths_file_urls_and_remote_stores_are_taken_as_inputs():
     assert parse_job("command: x\ninputs: " + repr(urls).replace("'", '"') + "\n").inputs == urls
 
 
+def test_yaml_is_read_as_json_holds_it_or_refused_at_its_line():
+    # a date is the text as written; JSON, where a spec is stored, has no dates
+    spec = parse_job("name: 2024-01-01\ncommand: echo {{params.d}}\nparams: {d: 2024-01-01 10:00:00}\n")
+    assert spec.name == "2024-01-01" and spec.params == {"d": "2024-01-01 10:00:00"}
+    for text, field, line in [("command: !!binary aGVsbG8=\n", "command", 1), ("command: x\n? [a, b]\n: 1\n", "", 2),
+                              ("command: x\nparams:\n  ? {a: 1}\n  : 1\n", "params", 3),
+                              ("command: !!python/name:os.system x\n", "command", 1)]:
+        assert [(e["field"], e["line"]) for e in errors_of(text)] == [(field, line)], text
+
+
 @pytest.mark.parametrize("text, field, line", [
     ("image: --privileged\n", "image", 2),
     ("image: 'x; rm -rf /'\n", "image", 2),

@@ -18,6 +18,7 @@ from trainyard.errors import InvalidSpec
 
 Path_ = tuple[Any, ...]  # where in the data: the keys and list indexes from the top
 MAX_VALUES = 100_000  # keys, items and scalars of one spec: far past any real one
+TIMESTAMP = "tag:yaml.org,2002:timestamp"
 
 
 def compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
@@ -37,6 +38,25 @@ def compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     loader = yaml.SafeLoader("")
     left = [MAX_VALUES]
 
+    def scalar(n: yaml.Node, path: Path_, what: str) -> Any:
+        """A scalar as JSON holds it (a spec is stored as JSON): a date as the text written, since JSON has
+        no dates; a list or mapping as a key, or ``!!binary`` bytes, an error at its line."""
+        def refuse(message: str) -> InvalidSpec:
+            field = ".".join(str(p) for p in path)
+            return InvalidSpec(errors=[error_entry(source, n.start_mark.line + 1, field, message)])
+
+        if not isinstance(n, yaml.ScalarNode):
+            raise refuse(f"a {what} must be text or a number, not a list or mapping")
+        if n.tag == TIMESTAMP:
+            return n.value
+        try:
+            value = loader.construct_object(n, deep=True)
+        except yaml.YAMLError as e:  # a tag the safe loader does not know (!foo)
+            raise refuse(f"not valid YAML: {getattr(e, 'problem', None) or e}") from None
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            raise refuse(f"{n.tag.rsplit(':', 1)[-1]} is not a {what} a spec holds: write it as text")
+        return value
+
     def walk(n: yaml.Node, path: Path_) -> Any:
         left[0] -= 1
         if left[0] < 0:  # aliases can make a short text expand without end ("billion laughs")
@@ -45,13 +65,13 @@ def compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
         if isinstance(n, yaml.MappingNode):
             out = {}
             for k, v in n.value:
-                key = loader.construct_object(k, deep=True)
+                key = scalar(k, path, "key")
                 lines[path + (key,)] = k.start_mark.line + 1
                 out[key] = walk(v, path + (key,))
             return out
         if isinstance(n, yaml.SequenceNode):
             return [walk(v, path + (i,)) for i, v in enumerate(n.value)]
-        return loader.construct_object(n, deep=True)
+        return scalar(n, path, "value")
 
     try:
         return walk(node, ()), lines
