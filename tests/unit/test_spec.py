@@ -211,7 +211,7 @@ def test_what_jobs_legitimately_say_still_passes_and_a_stored_spec_loads_as_it_w
     assert spec.env_vars == {"A": "1", "B": "true", "C": "0.5", "D": ""} and len(spec.env.pip) == 7
     # a spec stored before these checks still reads back (a listing or the scheduler must not fail on it)
     old = {"command": "x", "image": "--privileged", "outputs": ["/abs"], "env": {"pip": ["-r/x"]},
-           "resources": {"gpu_type": "a b"}}
+           "resources": {"gpu_type": "a b"}, "inputs": {"a": "simplecache::file:///x"}}
     with pytest.raises(ValidationError):
         JobSpec.model_validate(old)
     assert JobSpec.model_validate(old, context=STORED).image == "--privileged"

@@ -94,3 +94,13 @@ def test_wide_ranges_that_optuna_samples_still_pass():
 
 def test_a_sweep_searches_something():
     assert errors_of("job: {command: x}\nparameters: {seed: 7}\nmetric: {name: val_acc}\n") == [("parameters", 2)]
+
+
+def test_a_sweep_stored_before_its_job_could_not_claim_trainyards_labels_still_loads():
+    from trainyard.spec.submitted import STORED
+
+    data = parse_model(SweepSpec, SWEEP, "s.yaml").model_dump(mode="json")
+    data["job"]["labels"] = {"trainyard.io/sweep": "s-other"}
+    with pytest.raises(ValueError, match="trainyard's own"):
+        SweepSpec.model_validate(data)
+    assert SweepSpec.model_validate(data, context=STORED).job.labels == {"trainyard.io/sweep": "s-other"}

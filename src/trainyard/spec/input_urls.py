@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, ValidationInfo
+
+from trainyard.spec.submitted import submitting
 
 MAX_URL = 4096
 # fetched by the launcher: object stores, HTTP, Hugging Face; memory:// is a process's own (tests' artifact stores)
@@ -16,8 +18,11 @@ REMOTE = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "htt
 REFS = frozenset({"file", "job", "artifact", "pipeline"})  # read in place, or refs the server resolves first
 
 
-def check_input_url(url: str) -> str:
-    """``url`` if it is a path or a URL of a protocol in REMOTE or REFS; ValueError saying why not."""
+def check_input_url(url: str, info: ValidationInfo) -> str:
+    """``url`` if it is a path or a URL of a protocol in REMOTE or REFS; ValueError saying why not (at submit: a
+    spec stored before this check loads as it was, spec.submitted)."""
+    if not submitting(info):
+        return url
     if not url or len(url) > MAX_URL or any(ord(c) < 32 or c == "\x7f" for c in url):
         raise ValueError(f"a path or URL of 1 to {MAX_URL} printable characters")
     if "::" in url:

@@ -88,10 +88,10 @@ def not_own(labels: Iterable[str]) -> str | None:
                                      "submits (a sweep's trials, a run's steps, a service's replicas)")
 
 
-def room_for_own(labels: dict[str, str], n: int, what: str) -> None:
+def room_for_own(labels: dict[str, str], n: int, what: str, submitted: bool = True) -> None:
     """ValueError unless ``labels`` (a template's) leave room for ``n`` of trainyard's own (``what`` says whose)
-    and claim none of them."""
-    if (why := not_own(labels)) is not None:
+    and, when ``submitted`` (not read back from the database), claim none of them."""
+    if submitted and (why := not_own(labels)) is not None:
         raise ValueError(why)
     if len(labels) > MAX_LABELS - n:
         raise ValueError(f"at most {MAX_LABELS - n} labels here: {what}")

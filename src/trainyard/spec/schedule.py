@@ -27,14 +27,14 @@ from enum import Enum
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from trainyard.spec.job import JobSpec, Strict, check_name
 from trainyard.spec.labels import room_for_own, with_own
 from trainyard.spec.params import check_finite
 from trainyard.spec.records import Digest
 from trainyard.spec.units import Seconds, parse_duration
-from trainyard.spec.submitted import as_stored
+from trainyard.spec.submitted import as_stored, submitting
 
 ALIASES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
            "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
@@ -148,9 +148,9 @@ class ScheduleSpec(Strict):
 
     @field_validator("job")
     @classmethod
-    def _room(cls, v: JobSpec | None) -> JobSpec | None:
+    def _room(cls, v: JobSpec | None, info: ValidationInfo) -> JobSpec | None:
         if v is not None:
-            room_for_own(v.labels, 1, "each run also gets trainyard.io/schedule")
+            room_for_own(v.labels, 1, "each run also gets trainyard.io/schedule", submitting(info))
         return v
 
     @model_validator(mode="after")

@@ -14,12 +14,12 @@ import re
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from trainyard.spec.job import JobSpec, Strict
 from trainyard.spec.labels import room_for_own
 from trainyard.spec.units import Seconds, parse_duration
-from trainyard.spec.submitted import as_stored
+from trainyard.spec.submitted import as_stored, submitting
 
 MAX_SERVICE_REPLICAS = 100  # each replica is a job the scheduler plans and the server probes every period
 DEFAULT_COLD_START_TIMEOUT = 60.0
@@ -148,8 +148,9 @@ class ServiceSpec(JobSpec):
 
     @field_validator("labels")
     @classmethod
-    def _room(cls, v: dict[str, str]) -> dict[str, str]:
-        room_for_own(v, 2, "each replica also gets trainyard.io/service and trainyard.io/service-version")
+    def _room(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        room_for_own(v, 2, "each replica also gets trainyard.io/service and trainyard.io/service-version",
+                     submitting(info))
         return v
 
     def job_spec(self) -> JobSpec:

@@ -177,8 +177,8 @@ class SweepSpec(Strict):
 
     @field_validator("job")
     @classmethod
-    def _room(cls, v: JobSpec) -> JobSpec:
-        room_for_own(v.labels, 2, "each trial also gets trainyard.io/sweep and trainyard.io/trial")
+    def _room(cls, v: JobSpec, info: ValidationInfo) -> JobSpec:
+        room_for_own(v.labels, 2, "each trial also gets trainyard.io/sweep and trainyard.io/trial", submitting(info))
         return v
 
     @model_validator(mode="after")
