@@ -23,7 +23,9 @@ from tests.integration.test_launcher_support import (  # noqa: F401  (report_ser
     PYTHON, make_config, pid_alive, read_result, report_server, run_launcher, start_launcher,
 )
 from tests.support.waiting import until
+from trainyard.launch.prepare import SetupError
 from trainyard.launch.pyenv import READY
+from trainyard.launch.pyenv_account import own_cache
 from trainyard.launch.runas import RunAs
 
 BACKEND = '''
@@ -217,6 +219,17 @@ def test_a_job_run_as_an_account_has_its_venv_built_as_that_account_in_a_cache_o
                 result["message"], result
             assert not any(cache.rglob(READY)) and "BUILT_BY" not in log  # refused, not built as root
 
+        # a folder of venvs that is not the account's own (a link it made to root's folder, or root's) is not used
+        victim = root / "victim"
+        victim.mkdir(mode=0o755)
+        (root / "venvs-link").mkdir()
+        (root / "venvs-link" / "uid-65534").symlink_to(victim, target_is_directory=True)
+        (root / "venvs-roots" / "uid-65534").mkdir(parents=True)
+        for top in ("venvs-link", "venvs-roots"):
+            with pytest.raises(SetupError, match="is not a folder of nobody's"):
+                own_cache(RunAs({"uid": 65534, "gid": 65534, "name": "nobody"}), root / top)
+        assert list(victim.iterdir()) == []
+
         result, log, cache = launch(runnable, "built")
 
         assert result["reason"] == "Succeeded", log
@@ -224,5 +237,7 @@ def test_a_job_run_as_an_account_has_its_venv_built_as_that_account_in_a_cache_o
         [venv] = [p for p in mine.iterdir() if (p / READY).exists()]
         assert f"65534 None {venv}\n" in log
         assert (venv.stat().st_uid, mine.stat().st_uid, oct(mine.stat().st_mode & 0o777)) == (65534, 65534, "0o700")
+        # root wrote nothing in the account's folder: the marker and the helpers' .pth are the account's too
+        assert {p.stat().st_uid for p in [venv / READY, *venv.glob("lib/python*/site-packages/*.pth")]} == {65534}
     finally:
         shutil.rmtree(root, ignore_errors=True)

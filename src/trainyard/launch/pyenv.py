@@ -26,6 +26,7 @@ from typing import Callable
 
 from trainyard.launch.files import append_log, file_lock
 from trainyard.launch.prepare import SetupError
+from trainyard.launch.runas import RunAs
 
 READY = ".trainyard-ready"
 _SKIP_DIRS = {"__pycache__", ".git", "build", "dist", ".venv", ".tox"}
@@ -97,39 +98,31 @@ def ensure_venv(python_env: dict, cache: Path, work: Path, log: Path, cancelled:
     package runs its code (``setup.py``), which must not run as this launcher's root, and one account's venvs,
     which it may change, are never another's."""
     key = venv_key(python_env, work)
-    account = None
+    account, locks = None, cache
     if run_as:
-        from trainyard.launch.runas import RunAs, traversable
+        from trainyard.launch.pyenv_account import own_cache
 
         account = RunAs(run_as)
-        if not account.can_run(sys.executable):
-            raise SetupError(f"python_env: the environment is built as {account.name}, who cannot run this node's "
-                             f"Python ({os.path.realpath(sys.executable)}): install trainyard where every account "
-                             "can run it (/usr, /opt), or give the job an image")
-        top, cache = cache, cache / f"uid-{account.uid}"
-        cache.mkdir(parents=True, exist_ok=True)
-        traversable(cache, top)  # the account passes through the node's cache to its own
-        account.hand_over(cache)
+        locks, cache = own_cache(account, cache)
     venv = cache / key
     if (venv / READY).exists():
         return venv
-    with file_lock(cache / f"{key}.lock"):
+    with file_lock(locks / f"{cache.name}-{key}.lock" if account else locks / f"{key}.lock"):
         if (venv / READY).exists():
             return venv
-        shutil.rmtree(venv, ignore_errors=True)
+        shutil.rmtree(venv, ignore_errors=True)  # fd by fd, no link followed (shutil.rmtree.avoids_symlink_attacks)
         append_log(log, f"building python environment {key[:12]} ...")
         try:
             _build(python_env, venv, cache, work, log, cancelled, account)
         except BaseException:
             shutil.rmtree(venv, ignore_errors=True)
             raise
-        (venv / READY).write_text(json.dumps(python_env))
         append_log(log, "python environment ready")
     return venv
 
 
 def _build(python_env: dict, venv: Path, cache: Path, work: Path, log: Path, cancelled,  # noqa: ANN001
-           account=None) -> None:  # noqa: ANN001
+           account: RunAs | None = None) -> None:
     pip, reqs = _normalized(python_env)
     env = _build_env(account)
     env.pop("VIRTUAL_ENV", None)
@@ -138,23 +131,39 @@ def _build(python_env: dict, venv: Path, cache: Path, work: Path, log: Path, can
     env.setdefault("UV_CACHE_DIR", str(cache / ".cache" / "uv"))
     env.setdefault("PIP_CACHE_DIR", str(cache / ".cache" / "pip"))
     python = venv / "bin" / "python"
-    uv = find_uv()
+    uv, drop = find_uv(), []
+    if account is not None:
+        from trainyard.launch.pyenv_account import can_build
+
+        uv, drop = can_build(account, sys.executable, uv), account.prefix()
     if uv:
         create = [uv, "venv", "--python", sys.executable, str(venv)]
         install = [uv, "pip", "install", "--python", str(python)]
     else:
         create = [sys.executable, "-m", "venv", str(venv)]
         install = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
-    drop = account.prefix() if account is not None else []
     run_logged(drop + create, work, env, log, cancelled)
-    link_trainyard(venv)
+    if account is None:
+        link_trainyard(venv)
     args = list(pip)
     if reqs:
-        req_file = venv / "requirements.txt"
-        req_file.write_text("\n".join(reqs) + "\n")
+        if account is None:
+            req_file = venv / "requirements.txt"
+            req_file.write_text("\n".join(reqs) + "\n")
+        else:
+            from trainyard.launch.pyenv_account import requirements_file
+
+            req_file = requirements_file(log.parent, reqs)
         args += ["-r", str(req_file)]
     if args:  # relative paths ("./tinypkg") are relative to the work dir, the cwd here
         run_logged(drop + install + args, work, env, log, cancelled)
+    if account is None:
+        (venv / READY).write_text(json.dumps(python_env))
+    else:  # the account's own venv: root writes nothing in it (pyenv_account)
+        from trainyard.launch.pyenv_account import FINISH
+
+        run_logged(drop + [str(python), "-c", FINISH, str(venv), str(_trainyard_dir()), str(venv / READY),
+                           json.dumps(python_env)], work, env, log, cancelled)
 
 
 def _build_env(account) -> dict[str, str]:  # noqa: ANN001
@@ -197,6 +206,18 @@ def run_logged(argv: list[str], cwd: Path, env: dict, log: Path, cancelled) -> N
             )
         except OSError as e:
             raise SetupError(f"python_env: cannot run {argv[0]}: {e}") from e
+    try:
+        _wait(proc, cancelled)
+    finally:  # what the build left running (a daemon a setup.py started) goes with it
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if proc.returncode != 0:
+        raise SetupError(f"python_env: `{' '.join(argv[:4])} ...` failed with exit code {proc.returncode} (see the log)")
+
+
+def _wait(proc: subprocess.Popen, cancelled) -> None:  # noqa: ANN001
     while proc.poll() is None:
         if cancelled():
             try:
@@ -206,5 +227,3 @@ def run_logged(argv: list[str], cwd: Path, env: dict, log: Path, cancelled) -> N
             proc.wait()
             raise SetupError("python_env: build interrupted")
         time.sleep(0.05)
-    if proc.returncode != 0:
-        raise SetupError(f"python_env: `{' '.join(argv[:4])} ...` failed with exit code {proc.returncode} (see the log)")

@@ -30,26 +30,31 @@ class RunAs:
         return [setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--"]
 
     def hand_over(self, *paths: Path) -> None:
-        """Give the job's own folders and files (recursively) to the account, closed to others."""
+        """Give the job's own folders and files (recursively) to the account, closed to others. The walk holds each
+        folder open (``os.fwalk``, no link followed): the account may already own a folder here and swap it for a
+        link meanwhile, which a walk by path would follow, chowning what is not the job's."""
         for top in paths:
             if not top.exists():
                 continue
-            for root, dirs, files in os.walk(top, followlinks=False):
-                for name in [*dirs, *files]:
-                    os.lchown(os.path.join(root, name), self.uid, self.gid)
+            if top.is_dir() and not top.is_symlink():
+                for _, dirs, files, fd in os.fwalk(top, follow_symlinks=False):
+                    for name in [*dirs, *files]:
+                        os.chown(name, self.uid, self.gid, dir_fd=fd, follow_symlinks=False)
             os.lchown(top, self.uid, self.gid)
-            top.chmod(0o700 if top.is_dir() else 0o600)
+            if not top.is_symlink():
+                top.chmod(0o700 if top.is_dir() else 0o600)
 
     def can_run(self, path: str) -> bool:
-        """Whether the account may run the program at ``path`` (its real path): every folder on the way searchable
-        and the file executable by it, as owner, group or other (the account's other groups aside)."""
-        real = os.path.realpath(path)
+        """Whether the account may run the program at ``path``: every folder on the way to it, as written and as
+        its links lead, searchable, and the file executable, by the account as owner, group or other (its other
+        groups aside)."""
         try:
-            for p in [*reversed(Path(real).parents), Path(real)]:
-                st = os.stat(p)
-                shift = 6 if st.st_uid == self.uid else 3 if st.st_gid == self.gid else 0
-                if not (st.st_mode >> shift) & 0o1:
-                    return False
+            for way in {os.path.abspath(path), os.path.realpath(path)}:
+                for p in [*reversed(Path(way).parents), Path(way)]:
+                    st = os.stat(p)
+                    shift = 6 if st.st_uid == self.uid else 3 if st.st_gid == self.gid else 0
+                    if not (st.st_mode >> shift) & 0o1:
+                        return False
         except OSError:
             return False
         return True
