@@ -121,3 +121,31 @@ def test_the_catalog_comes_from_the_server_settings(tmp_path):
     catalog = Catalog.from_settings(settings)  # as the server's platform makes it
     assert catalog.sources == [str(EXAMPLES)] and catalog.cache_dir == tmp_path / "components"
     assert expand_step("s", {"component": "scale", "arguments": {"numbers": "1"}}, catalog, {}).steps
+
+
+def test_a_redirect_out_of_the_catalog_to_a_private_host_is_refused_and_no_cached_copy_stands_in(served, tmp_path):
+    url = f"{served.url}/scale/component.yaml"
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(302)
+            self.send_header("Location", url)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    hop = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=hop.serve_forever, daemon=True).start()
+    try:
+        via = f"http://127.0.0.1:{hop.server_address[1]}/c.yaml"
+        cache = tmp_path / "cache"
+        assert expand_step("s", {"component": via, "arguments": {"numbers": "1"}},  # all the admin's: followed
+                           Catalog([via, served.url], cache), {}).steps["s"]
+        with pytest.raises(InvalidSpec, match="127.0.0.1 is a private address"):  # the hop's target is not
+            expand_step("s", {"component": via, "arguments": {"numbers": "1"}}, Catalog([via], cache), {})
+        with pytest.raises(InvalidSpec, match="127.0.0.1 is a private address"):  # fetched before, refused now
+            expand_step("s", {"component": url, "arguments": {"numbers": "1"}}, Catalog([], cache), {})
+    finally:
+        hop.shutdown()
+        hop.server_close()

@@ -50,4 +50,6 @@ def test_only_outputs_of_jobs_the_caller_sees_are_taken_from_the_store(db_url, t
         with pytest.raises(InvalidSpec) as err:
             bob.pipelines.run({"steps": {"a": {"command": "x", "queue": "nlp-q", "inputs": {"data": outputs}}}})
         assert any(x["field"] == "steps.a.inputs.data" for x in err.value.errors), err.value.errors
-        assert bob.jobs().items == [] and bob.sweeps.list() == []
+        with pytest.raises(InvalidSpec, match="artifact store"):  # a service's model too (trainyard serve URL)
+            bob.services.apply({"name": "web", "command": "app", "queue": "nlp-q", "inputs": {"model": outputs}})
+        assert bob.jobs().items == [] and bob.sweeps.list() == [] and bob.services.list() == []

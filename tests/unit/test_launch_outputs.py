@@ -24,7 +24,7 @@ def test_upload_to_local_folder_records_size_and_digest(tmp_path):
     src = tmp_path / "x.bin"
     src.write_bytes(b"hello")
     dest = tmp_path / "store"
-    records, errors = upload({"sub/x.bin": src}, f"file://{dest}")
+    records, errors = upload({"sub/x.bin": src}, f"file://{dest}", (tmp_path,))
     assert errors == []
     assert records == [{"path": "sub/x.bin", "size": 5, "digest": "sha256:" + hashlib.sha256(b"hello").hexdigest()}]
     assert (dest / "sub" / "x.bin").read_bytes() == b"hello"
@@ -35,7 +35,7 @@ def test_upload_errors_are_reported_not_raised(tmp_path):
     src.write_bytes(b"hello")
     blocker = tmp_path / "store"
     blocker.write_text("a file where a folder should be")
-    records, errors = upload({"x.bin": src}, str(blocker))
+    records, errors = upload({"x.bin": src}, str(blocker), (tmp_path,))
     assert records == [] and len(errors) == 1 and "x.bin" in errors[0]
 
 
@@ -44,7 +44,7 @@ def test_upload_through_fsspec(tmp_path):
 
     src = tmp_path / "x.bin"
     src.write_bytes(b"data")
-    records, errors = upload({"a/x.bin": src}, "memory://ty-out/run1")
+    records, errors = upload({"a/x.bin": src}, "memory://ty-out/run1", (tmp_path,))
     assert errors == [] and records[0]["size"] == 4
     assert fsspec.filesystem("memory").cat("/ty-out/run1/a/x.bin") == b"data"
 
@@ -88,10 +88,13 @@ def test_a_file_swapped_for_a_link_after_the_look_is_not_uploaded(tmp_path):
     (host / "a.txt").write_text("host's")
     dest = tmp_path / "store"
 
-    records, errors = upload(files, f"file://{dest}")
+    records, errors = upload(files, f"file://{dest}", (out, work))
 
     assert records == [] and len(errors) == 2, errors
     assert not dest.exists() or not any(p.is_file() for p in dest.rglob("*"))
+    # swapped before collect's last look, so that it took the link's target for the file: still not uploaded
+    records, errors = upload({"model.bin": host / "shadow"}, f"file://{dest}", (out, work))
+    assert records == [] and "moved or reached through a new link" in errors[0]
 
 
 def test_a_linked_outputs_folder_is_not_walked(tmp_path):

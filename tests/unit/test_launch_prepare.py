@@ -123,7 +123,7 @@ def test_links_inside_the_archive_resolve_and_too_much_is_refused(tmp_path, monk
     with pytest.raises(SetupError, match="more than 0 GiB once extracted"), open(big, "rb") as f:
         safe_extract(f, tmp_path / "work2")
     monkeypatch.setattr(untar, "MAX_MEMBERS", 1)
-    with pytest.raises(SetupError, match="2 members, more than 1"), open(big, "rb") as f:
+    with pytest.raises(SetupError, match="more than 1 members"), open(big, "rb") as f:
         safe_extract(f, tmp_path / "work2")
     assert not (tmp_path / "work2").exists()
 

@@ -122,7 +122,7 @@ class AttemptIO:
             return result
         for problem in problems:  # in the attempt's log too, where the user looks for why a file is missing
             append_log(self.log, problem)
-        records, errors = outputs.upload(files, self.config.output_url)
+        records, errors = outputs.upload(files, self.config.output_url, (self.dir / "outputs", work))
         result["outputs"] = records
         notes = [m for m in [result["message"], *problems, *errors] if m]
         result["message"] = "; ".join(notes)

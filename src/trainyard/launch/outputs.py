@@ -111,16 +111,17 @@ def _safe_file(p: Path, root: Path, problems: list[str], shown_from: Path) -> bo
     return False
 
 
-def _open_checked(src: Path) -> int:
-    """``src`` (a file's real path, as :func:`collect` found it) opened for reading, only if it is still that file:
-    the job may swap it, or a folder on its way, for a link between the look and the upload, which this process
-    (maybe root) would otherwise follow to a file the job may not read (another job of its account can)."""
+def _open_checked(src: Path, roots: tuple[Path, ...]) -> int:
+    """``src`` (a file's real path, as :func:`collect` found it) opened for reading, only if what was opened is a
+    file inside one of ``roots`` (the job's folders, real paths): the job may swap it, or a folder on its way, for a
+    link between the look and the upload, which this process (maybe root) would otherwise follow to a file the job
+    may not read (another job of its account can swap it)."""
     fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # NONBLOCK: a FIFO swapped in
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{src.name} is no longer a file")
-        where = f"/proc/self/fd/{fd}"
-        if os.path.exists(where) and os.readlink(where) != str(src):
+        opened = Path(os.readlink(f"/proc/self/fd/{fd}"))  # where the file opened is, whatever path led to it
+        if opened != src or not any(opened.is_relative_to(root) for root in roots):
             raise OSError(f"{src.name} was moved or reached through a new link since it was found")
     except BaseException:
         os.close(fd)
@@ -139,11 +140,13 @@ def _copy_hashing(fd: int, dst) -> str:  # noqa: ANN001
     return h.hexdigest()
 
 
-def upload(files: dict[str, Path], output_url: str | None) -> tuple[list[dict], list[str]]:
-    """Send ``files`` to ``output_url``; the records of those that made it, and errors.
+def upload(files: dict[str, Path], output_url: str | None, roots: tuple[Path, ...]) -> tuple[list[dict], list[str]]:
+    """Send ``files`` (found by :func:`collect` in the folders ``roots``) to ``output_url``; the records of those
+    that made it, and errors.
 
     With no ``output_url`` nothing is copied, but the files are still listed.
     """
+    roots = tuple(Path(os.path.realpath(r)) for r in roots)
     records, errors = [], []
     dest = local_path(output_url) if output_url else None
     fs = remote = None
@@ -156,7 +159,7 @@ def upload(files: dict[str, Path], output_url: str | None) -> tuple[list[dict], 
             return [], [f"outputs: cannot open {output_url}: {e}"]
     for rel, src in files.items():
         try:
-            fd = _open_checked(src)
+            fd = _open_checked(src, roots)
         except Exception as e:
             errors.append(f"output {rel}: {e}")
             continue
@@ -173,7 +176,7 @@ def upload(files: dict[str, Path], output_url: str | None) -> tuple[list[dict], 
                 from trainyard.artifacts.transfer import put_file
 
                 opened = Path(f"/proc/self/fd/{fd}")  # the file checked, whatever its path now leads to
-                size, digest = put_file(fs, opened if opened.exists() else src, f"{remote.rstrip('/')}/{rel}")
+                size, digest = put_file(fs, opened, f"{remote.rstrip('/')}/{rel}")
                 digest = digest.removeprefix("sha256:")
             else:
                 digest = _copy_hashing(fd, None)

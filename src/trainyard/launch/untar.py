@@ -34,8 +34,15 @@ def extract(fileobj: IO[bytes], dest: Path) -> None:
     """Extract the tar archive ``fileobj`` into the existing folder ``dest``; :class:`UnsafeArchive` before
     anything is written when the archive fails a check of its own, or when a link's place turns out unsafe."""
     with tarfile.open(fileobj=fileobj, mode="r:*") as tar:
-        members = tar.getmembers()
-        _check(members)
+        members, total = [], 0
+        for m in tar:  # one header at a time: a stream of empty headers stops at the limit, not at root's memory
+            if len(members) == MAX_MEMBERS:
+                raise UnsafeArchive(f"more than {MAX_MEMBERS:,} members")
+            _check(m)
+            total += max(m.size, 0)
+            if total > MAX_BYTES:
+                raise UnsafeArchive(f"more than {MAX_BYTES >> 30} GiB once extracted")
+            members.append(m)
         plain = [m for m in members if m.isfile() or m.isdir()]
         if hasattr(tarfile, "data_filter"):
             tar.extractall(dest, members=plain, filter="data")
@@ -53,24 +60,17 @@ def extract(fileobj: IO[bytes], dest: Path) -> None:
             _replace(root, m.name, lambda p, t=m.linkname: os.symlink(t, p))
 
 
-def _check(members: list[tarfile.TarInfo]) -> None:
-    if len(members) > MAX_MEMBERS:
-        raise UnsafeArchive(f"{len(members):,} members, more than {MAX_MEMBERS:,}")
-    total = 0
-    for m in members:
-        if _escapes(m.name):
-            raise UnsafeArchive(f"unsafe path in archive: {m.name!r}")
-        if m.issym():
-            if not _plain(m.linkname) or _escapes(os.path.join(os.path.dirname(m.name), m.linkname)):
-                raise UnsafeArchive(f"link points outside: {m.name!r} -> {m.linkname!r}")
-        elif m.islnk():
-            if _escapes(m.linkname):
-                raise UnsafeArchive(f"link points outside: {m.name!r} -> {m.linkname!r}")
-        elif not (m.isfile() or m.isdir()):
-            raise UnsafeArchive(f"unsupported member type: {m.name!r}")
-        total += max(m.size, 0)
-        if total > MAX_BYTES:
-            raise UnsafeArchive(f"more than {MAX_BYTES >> 30} GiB once extracted")
+def _check(m: tarfile.TarInfo) -> None:
+    if _escapes(m.name):
+        raise UnsafeArchive(f"unsafe path in archive: {m.name!r}")
+    if m.issym():
+        if not _plain(m.linkname) or _escapes(os.path.join(os.path.dirname(m.name), m.linkname)):
+            raise UnsafeArchive(f"link points outside: {m.name!r} -> {m.linkname!r}")
+    elif m.islnk():
+        if _escapes(m.linkname):
+            raise UnsafeArchive(f"link points outside: {m.name!r} -> {m.linkname!r}")
+    elif not (m.isfile() or m.isdir()):
+        raise UnsafeArchive(f"unsupported member type: {m.name!r}")
 
 
 def _escapes(name: str) -> bool:

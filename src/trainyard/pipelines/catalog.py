@@ -26,11 +26,11 @@ from typing import Any
 import yaml
 
 from trainyard.errors import InvalidSpec
+from trainyard.pipelines.fetch import Refused, get_text
 from trainyard.pipelines.kfp_component import digest_of
 
 log = logging.getLogger(__name__)
 _DIGEST = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
-MAX_REDIRECTS = 5
 
 
 def invalid(field: str, message: str) -> InvalidSpec:
@@ -39,23 +39,6 @@ def invalid(field: str, message: str) -> InvalidSpec:
 
 def is_url(text: str) -> bool:
     return "://" in text
-
-
-def public_address(url: str) -> None:
-    """ValueError unless every address ``url``'s host has is a public one (not loopback, private, link-local…)."""
-    import ipaddress
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    try:
-        infos = socket.getaddrinfo(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
-    except (OSError, UnicodeError) as e:
-        raise ValueError(f"cannot resolve {parts.hostname!r}: {e}") from None
-    for info in infos:
-        if not ipaddress.ip_address(info[4][0].split("%")[0]).is_global:
-            raise ValueError(f"{parts.hostname} is a private address: only URLs under the server's "
-                             "component_catalog are fetched from one")
 
 
 def catalog_key(name: str) -> str:
@@ -119,6 +102,8 @@ class Catalog:
             return text, url
         try:
             text = self._fetch(url)
+        except Refused as e:  # not this server's to fetch: no copy of an earlier fetch stands in for it
+            raise invalid(field, f"cannot fetch {url}: {e}") from None
         except Exception as e:  # noqa: BLE001 - any failure to fetch falls back to the cache
             memo = self._url_file(url)
             if memo.exists() and (text := self.cached(memo.read_text().strip())) is not None:
@@ -176,25 +161,13 @@ class Catalog:
 
     def _fetch(self, url: str) -> str:
         """The text at ``url``. A URL a user named (not under a configured source) is fetched over http(s) only and
-        never from a private address: this server's files, its store credentials and the networks it reaches
-        are not the user's to read through a component (whose parse errors would quote what came back)."""
-        trusted = self.trusted(url)
+        never from a private address (:mod:`.fetch`): this server's files, its store credentials and the networks
+        it reaches are not the user's to read through a component (whose parse errors would quote what came back)."""
         if url.startswith(("http://", "https://")):
-            import httpx
-
-            for _ in range(MAX_REDIRECTS + 1):
-                if not trusted:
-                    public_address(url)
-                resp = httpx.get(url, timeout=self.timeout, follow_redirects=False)
-                if not resp.is_redirect:
-                    resp.raise_for_status()
-                    return resp.text
-                url = str(resp.next_request.url) if resp.next_request else url
-                trusted = trusted and self.trusted(url)
-            raise ValueError(f"more than {MAX_REDIRECTS} redirects")
-        if not trusted:
-            raise ValueError("only http(s) URLs are fetched for a pipeline; file and store URLs only from the "
-                             "server's component_catalog")
+            return get_text(url, self.timeout, self.trusted)
+        if not self.trusted(url):
+            raise Refused("only http(s) URLs are fetched for a pipeline; file and store URLs only from the server's "
+                          "component_catalog")
         import fsspec
 
         with fsspec.open(url, "rt", encoding="utf-8") as f:

@@ -17,6 +17,7 @@ from trainyard import envvars
 from trainyard.spec.cluster import ClusterSpec
 from trainyard.spec.job import Env, JobSpec, Retry
 from trainyard.spec.labels import with_own
+from trainyard.spec.submitted import STORED
 
 DASHBOARD_PREFIX = "/api/v1/clusters/{id}/dashboard"
 # a worker the scheduler cannot reach for this long exits: no worker outlives a lost scheduler for long
@@ -36,7 +37,7 @@ def _env(spec: ClusterSpec) -> Env | None:
         return None
     named = {re.split(r"[<>=!~\[; ]", p, maxsplit=1)[0].lower() for p in spec.pip}
     extra = [] if named & {"distributed", "dask"} else [f"distributed=={dask_version()}"]
-    return Env(pip=[*spec.pip, *extra])
+    return Env.model_validate({"pip": [*spec.pip, *extra]}, context=STORED)  # checked with the cluster's spec
 
 
 def scheduler_job(cluster_id: str, spec: ClusterSpec) -> JobSpec:

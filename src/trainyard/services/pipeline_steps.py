@@ -12,12 +12,15 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
 from trainyard.errors import TrainyardError
 from trainyard.services import pipeline_io as io
 from trainyard.services import pipeline_serve as serving_steps
 from trainyard.spec.job import JobSpec
 from trainyard.spec.labels import with_own
 from trainyard.spec.pipeline_records import PipelineRunInfo, StepInfo, StepStatus
+from trainyard.spec.submitted import STORED
 
 if TYPE_CHECKING:
     from trainyard.services.pipelines import PipelineService
@@ -153,10 +156,12 @@ class Steps:
             job = {**s.job, "inputs": {n: r["url"] for n, r in inputs.items()}}
             if isinstance(job.get("labels") or {}, dict):  # labelled with its run and step: ls -l trainyard.io/step=…
                 job["labels"] = with_own(job.get("labels") or {}, pipeline_run=run.id, step=s.step)
-            spec = JobSpec.model_validate(job)
+            spec = JobSpec.model_validate(job, context=STORED)  # checked with the run's spec when it was created
             job = self.jobs.submit(spec, code, on_behalf=(run.owner, run.team))
-        except TrainyardError as e:
-            self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"submit: {e.message}", ended_at=now)
+        except (TrainyardError, ValidationError) as e:
+            why = e.message if isinstance(e, TrainyardError) else "; ".join(
+                f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+            self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"submit: {why}", ended_at=now)
             return StepStatus.FAILED, {}
         self._job_runs[job.id] = run.id
         if not self.runs.move_step(run.id, s.name, StepStatus.SUBMITTED, job_id=job.id, inputs=inputs,

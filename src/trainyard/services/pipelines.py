@@ -26,6 +26,7 @@ from trainyard.services.notify import FOLLOWER_POLL, Notifier, off_loop
 from trainyard.services import store_inputs
 from trainyard.services.pipeline_steps import Steps
 from trainyard.services.ticker import Ticker
+from trainyard.spec import input_urls
 from trainyard.spec.job import JobSpec
 from trainyard.spec.labels import not_own
 from trainyard.spec.pipeline import Errors, PipelineSpec, is_special, merge_params, parse_pipeline
@@ -112,6 +113,9 @@ class PipelineService(Ticker):
             if (why := not_own(job.labels)) is not None:
                 errs.add((*loc, "labels"), why)
             given = {n: i["url"] for n, i in inst.inputs.items() if i.get("kind") == "path"}
+            for n, url in given.items():
+                if (why := input_urls.why_not(url)) is not None:
+                    errs.add((*loc, "inputs", n), why)
             try:
                 store_inputs.check_for(self.jobs, given, caller, "inputs")
             except InvalidSpec as e:

@@ -23,6 +23,7 @@ from trainyard.spec.job import JobSpec, Retry
 from trainyard.spec.labels import with_own
 from trainyard.spec.params import substitute
 from trainyard.spec.service import ServiceSpec
+from trainyard.spec.submitted import STORED
 from trainyard.status import JobStatus
 from trainyard.templates import PORT_REF
 
@@ -48,7 +49,7 @@ def replica_job(service_id: str, spec: ServiceSpec, version: int = 0) -> JobSpec
     data["retry"] = Retry(max=0).model_dump()
     data["env_vars"] = {**job.env_vars, envvars.SERVICE: service_id, envvars.SERVICE_VERSION: str(version)}
     data["labels"] = with_own(job.labels, service=spec.name, service_version=str(version))
-    return JobSpec.model_validate(data)
+    return JobSpec.model_validate(data, context=STORED)  # the service's spec was checked when it was applied
 
 
 def resolve_ref(name: str, value: str, job_outputs: Callable[[str], str], artifact_url: Callable[[str], str]) -> str:

@@ -20,7 +20,7 @@ from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.engines.base import Engine
 from trainyard.errors import Conflict, Forbidden, InvalidSpec, ServiceNotFound, Unschedulable
 from trainyard.scheduler.fit import check_fits_some_node
-from trainyard.services import service_jobs
+from trainyard.services import service_jobs, store_inputs
 from trainyard.services.jobs import JobService
 from trainyard.services.service_traffic import Traffic
 from trainyard.spec.records import AttemptInfo, JobInfo
@@ -87,6 +87,7 @@ class ServingService:
             owner, team = caller.user, self.jobs.team_for(caller, spec.queue)
         else:
             owner, team = on_behalf
+        store_inputs.check_for(self.jobs, spec.inputs, caller)  # before job:// and artifact:// become store URLs
         spec = self._resolved(spec, caller)
         job = service_jobs.replica_job("s-check", spec)
         self.jobs.check_secrets(job.secrets, team)

@@ -9,43 +9,53 @@ import re
 from typing import TYPE_CHECKING, Callable
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
-from trainyard.errors import InvalidSpec, JobNotFound
+from trainyard.errors import InvalidSpec, JobNotFound, NotFound
 
 if TYPE_CHECKING:
     from trainyard.services.jobs import JobService
 
 _OUTPUTS = re.compile(r"jobs/([A-Za-z0-9][A-Za-z0-9._-]*)/\d+/outputs(?:/|$)")
-_ALIASES = {"s3a": "s3", "gcs": "gs", "abfss": "abfs", "local": "file"}
+_RUN = re.compile(r"pipelines/([A-Za-z0-9][A-Za-z0-9._-]*)/")
+_ALIASES = {"s3a": "s3", "gcs": "gs", "abfss": "abfs", "az": "abfs", "local": "file"}  # fsspec's names of one store
 
 
 def check_for(jobs: "JobService", inputs: dict[str, str], caller: Caller, where: str = "inputs") -> None:
-    """:func:`check` for ``caller``, with what ``jobs`` knows of the store and of who sees which job."""
+    """:func:`check` for ``caller``, with what ``jobs`` knows of the store and of who sees which job and run."""
     if not inputs or caller is LOCAL_ADMIN:
         return
 
-    def sees(job_id: str) -> bool:
-        try:
-            jobs.get(job_id, caller)
-        except JobNotFound:
-            return False
-        return True
+    def sees(key: str) -> bool:
+        if (m := _OUTPUTS.match(key)) is not None:
+            try:
+                jobs.get(m.group(1), caller)
+            except JobNotFound:
+                return False
+            return True
+        if (m := _RUN.match(key)) is not None:  # a step's fan-in: a rerun of a step job names it
+            from trainyard.store.pipelines import PipelineStore
+
+            try:
+                run = PipelineStore(jobs.store).get_run(m.group(1))
+            except NotFound:
+                return False
+            return caller.sees(run.team, run.owner)
+        return key.startswith("values/")  # a pipeline's value inputs, stored by their content's digest
 
     check(inputs, jobs.artifacts.url, sees, where)
 
 
-def check(inputs: dict[str, str], store_url: str, sees_job: Callable[[str], bool], where: str = "inputs") -> None:
-    """InvalidSpec naming ``WHERE.NAME`` for an input under ``store_url`` that is not a seen job's outputs."""
+def check(inputs: dict[str, str], store_url: str, sees: Callable[[str], bool], where: str = "inputs") -> None:
+    """InvalidSpec naming ``WHERE.NAME`` for an input under ``store_url`` whose key ``sees`` refuses."""
     base = _plain(store_url)
     for name, url in inputs.items():
         found = _plain(url)
         if found != base and not found.startswith(base + "/"):
             continue
-        m = _OUTPUTS.match(found[len(base) + 1:])
-        if m is None or not sees_job(m.group(1)):
+        if not sees(found[len(base) + 1:]):
             field = f"{where}.{name}"
             raise InvalidSpec(errors=[{"field": field, "line": None, "where": field, "message": (
                 f"{url[:200]!r} is in trainyard's artifact store: an input there must be the outputs of a job you "
-                "may see (jobs/ID/ATTEMPT/outputs/…)")}])
+                "may see (jobs/ID/ATTEMPT/outputs/…), or of a pipeline run you may see")}])
 
 
 def _plain(url: str) -> str:

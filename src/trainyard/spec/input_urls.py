@@ -21,18 +21,22 @@ REFS = frozenset({"file", "job", "artifact", "pipeline"})  # read in place, or r
 def check_input_url(url: str, info: ValidationInfo) -> str:
     """``url`` if it is a path or a URL of a protocol in REMOTE or REFS; ValueError saying why not (at submit: a
     spec stored before this check loads as it was, spec.submitted)."""
-    if not submitting(info):
-        return url
+    if submitting(info) and (why := why_not(url)) is not None:
+        raise ValueError(why)
+    return url
+
+
+def why_not(url: str) -> str | None:
+    """What is wrong with ``url`` as an input, or None."""
     if not url or len(url) > MAX_URL or any(ord(c) < 32 or c == "\x7f" for c in url):
-        raise ValueError(f"a path or URL of 1 to {MAX_URL} printable characters")
+        return f"a path or URL of 1 to {MAX_URL} printable characters"
     if "::" in url:
-        raise ValueError(f"{url[:100]!r} is a chain of URLs, which is not taken: give a path, or the URL of a "
-                         "remote store")
+        return f"{url[:100]!r} is a chain of URLs, which is not taken: give a path, or the URL of a remote store"
     protocol, sep, _ = url.partition("://")
     if sep and protocol.lower() not in REMOTE | REFS:
-        raise ValueError(f"{protocol}:// is not taken: give a path, file://, or a remote store's URL "
-                         f"({', '.join(sorted(REMOTE - {'memory'}))})")
-    return url
+        return (f"{protocol}:// is not taken: give a path, file://, or a remote store's URL "
+                f"({', '.join(sorted(REMOTE - {'memory'}))})")
+    return None
 
 
 InputUrl = Annotated[str, AfterValidator(check_input_url)]

@@ -14,7 +14,7 @@ from trainyard.spec.names import NAME, check_name  # noqa: F401  (NAME: also imp
 from trainyard.spec.nul import refuse_nul
 from trainyard.spec.params import check_finite, command_with, refs
 from trainyard.spec.secret_refs import job_secrets
-from trainyard.spec.submitted import EnvValue, ImageRef, OutputGlob, PipRequirement, gpu_type
+from trainyard.spec.submitted import STORED, EnvValue, ImageRef, OutputGlob, PipRequirement, gpu_type
 from trainyard.spec.units import (INT32_MAX, Bytes, Cores, Count, Priority, Seconds, parse_cpu, parse_duration,
                                   parse_memory)
 
@@ -264,4 +264,5 @@ class JobSpec(Strict):
     def with_params(self, overrides: dict[str, Any]) -> "JobSpec":
         data = self.model_dump()
         data["params"] = {**self.params, **overrides}
-        return JobSpec.model_validate(data)
+        # the rest was checked when this spec was (a stored schedule's job too): only the params are new
+        return JobSpec.model_validate(data, context=STORED)

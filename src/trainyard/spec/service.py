@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 from trainyard.spec.job import JobSpec, Strict
 from trainyard.spec.labels import room_for_own
 from trainyard.spec.units import Seconds, parse_duration
-from trainyard.spec.submitted import as_stored, submitting
+from trainyard.spec.submitted import STORED, as_stored, submitting
 
 MAX_SERVICE_REPLICAS = 100  # each replica is a job the scheduler plans and the server probes every period
 DEFAULT_COLD_START_TIMEOUT = 60.0
@@ -155,7 +155,7 @@ class ServiceSpec(JobSpec):
 
     def job_spec(self) -> JobSpec:
         """The spec each replica job runs (before its port and inputs are filled in)."""
-        return JobSpec.model_validate(self.model_dump(exclude={"kind", "service"}))
+        return JobSpec.model_validate(self.model_dump(exclude={"kind", "service"}), context=STORED)
 
     @property
     def fixed(self) -> bool:
