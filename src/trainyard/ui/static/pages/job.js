@@ -82,9 +82,11 @@ export async function render(root, { params, query }) {
 
   async function resubmit(newParams) {
     try {
-      // trainyard's own labels (a sweep's, a run's) name what submitted the old job, not this one: the server refuses them
-      const labels = Object.fromEntries(Object.entries(job.spec.labels || {}).filter(([k]) => !k.startsWith("trainyard.io/")));
-      const made = await api("jobs", { method: "POST", body: { spec: { ...job.spec, params: newParams, labels }, snapshot: job.snapshot } });
+      // trainyard's own labels (a sweep's, a run's) name what submitted the old job, not this one: refused
+      const own = ([k]) => k.startsWith("trainyard.io/");
+      const labels = Object.fromEntries(Object.entries(job.spec.labels || {}).filter((kv) => !own(kv)));
+      const spec = { ...job.spec, params: newParams, labels };
+      const made = await api("jobs", { method: "POST", body: { spec, snapshot: job.snapshot } });
       toast(`submitted ${made.name} (${made.id})`, { kind: "info" });
       navigate(`/jobs/${encodeURIComponent(made.id)}`);
     } catch (e) { toast(e); }
