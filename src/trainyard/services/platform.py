@@ -45,6 +45,7 @@ from trainyard.services.service_loop import ServiceLoop
 from trainyard.services.service_traffic import TrafficCollector
 from trainyard.services.serving import ServingService
 from trainyard.services.snapshots import SnapshotService
+from trainyard.store.snapshot_owners import SnapshotOwners
 from trainyard.services.secret_box import SecretBox
 from trainyard.services.secrets import SecretService
 from trainyard.services.schedule_loop import ScheduleLoop
@@ -96,7 +97,7 @@ class Platform:
         self.engine = engine or make_engine(settings)
         self.scheduler = Scheduler()
         self.cluster = Cluster(self.store, self.engine)
-        self.snapshots = SnapshotService(self.artifacts)
+        self.snapshots = SnapshotService(self.artifacts, SnapshotOwners(self.store))
         self.audit = AuditLog(self.store)
         self.nodes = NodeService(self.cluster, self.scheduler, self.audit)
         self.queues = QueueService(self.store, self.cluster, self.scheduler, self.audit)

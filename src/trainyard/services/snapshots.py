@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import IO
 
 from trainyard.artifacts.store import ArtifactStore
+from trainyard.auth.permissions import Caller
 from trainyard.config import snapshot_limits
 from trainyard.errors import BodyTooLarge, InvalidSpec
 from trainyard.spec.records import DIGEST_PATTERN
 from trainyard.spec.units import format_memory, parse_memory
+from trainyard.store.snapshot_owners import SnapshotOwners
 
 BAD_DIGEST = "bad digest: expected sha256: and 64 lower-case hex digits"
 
@@ -35,9 +38,30 @@ def max_bytes() -> int:
 
 
 class SnapshotService:
-    def __init__(self, artifacts: ArtifactStore) -> None:
+    """Snapshots are named by their content's digest, which a job's spec shows to whoever sees the job: the digest
+    alone lets no one else read or run the code. A caller may use a snapshot it uploaded (its upload is checked
+    against the digest even when the code is stored already: proof it has the code) or one a job it sees ran (a
+    teammate's re-run); to anyone else it is as if it were not there, in HEAD as at submit."""
+
+    def __init__(self, artifacts: ArtifactStore, owners: SnapshotOwners) -> None:
         self.artifacts = artifacts
+        self.owners = owners
         self.max_bytes = max_bytes()
+
+    def may_use(self, caller: Caller, digest: str) -> bool:
+        if caller.admin or self.owners.owns(digest, caller.user):
+            return True
+        return any(caller.sees(team, owner) for team, owner in self.owners.job_owners(digest))
+
+    def check_use(self, caller: Caller, digest: str | None, field: str = "workdir") -> None:
+        """InvalidSpec naming ``field``, worded as for a snapshot never uploaded, unless ``caller`` may use it."""
+        if digest is not None and not self.may_use(caller, digest):
+            raise InvalidSpec(errors=[{"field": field, "line": None, "where": field,
+                                       "message": f"snapshot {digest} was not uploaded"}])
+
+    def visible(self, caller: Caller, digest: str) -> bool:
+        """HEAD's answer: stored, and the caller's to use (else its client uploads it, and so may use it)."""
+        return self.has(digest) and self.may_use(caller, digest)
 
     def check_upload(self, digest: str, declared: str | None) -> None:
         """Before any of an upload's body is read: its digest well-formed, and its declared length (the
@@ -58,12 +82,22 @@ class SnapshotService:
             raise _invalid(BAD_DIGEST)
         return self.artifacts.has_snapshot(digest)
 
-    def put(self, digest: str, body: IO[bytes]) -> str:
-        """Store ``body`` (read as it is stored) under ``digest``, checked against it; returns its URL.
-        Identical code is stored once."""
+    def put(self, digest: str, body: IO[bytes], caller: Caller) -> str:
+        """Store ``body`` (read as it is stored) under ``digest``, checked against it, as ``caller``'s; returns its
+        URL. Identical code is stored once, and checked all the same."""
         if not valid_digest(digest):
             raise _invalid(BAD_DIGEST)
-        try:
-            return self.artifacts.put_snapshot(body, digest)
-        except ValueError as e:
-            raise _invalid(str(e)) from None
+        if self.artifacts.has_snapshot(digest):
+            h = hashlib.sha256()
+            while block := body.read(1 << 20):
+                h.update(block)
+            if f"sha256:{h.hexdigest()}" != digest:
+                raise _invalid("snapshot content does not match its digest")
+            url = self.artifacts.snapshot_url(digest)
+        else:
+            try:
+                url = self.artifacts.put_snapshot(body, digest)
+            except ValueError as e:
+                raise _invalid(str(e)) from None
+        self.owners.add(digest, caller.user)
+        return url

@@ -39,7 +39,17 @@ class Job(Base):
     __table_args__ = (Index("ix_jobs_status_queue", "status", "queue", "created_at"),
                       *(Index(f"ix_jobs_{c}_seq", c, "seq") for c in ("name", "status", "queue", "team", "owner")),
                       Index("ix_jobs_created_at", "created_at"), Index("ix_jobs_blocked", "status", sqlite_where=text("blocked = 1"),
-                            postgresql_where=text("blocked")))
+                            postgresql_where=text("blocked")),
+                      Index("ix_jobs_snapshot", "snapshot"))  # the jobs of a snapshot: who may use it (0025)
+
+
+class SnapshotOwner(Base):
+    """A user who uploaded a code snapshot (migration 0025): with the jobs that ran it, who may use it."""
+
+    __tablename__ = "snapshot_owners"
+    digest: Mapped[str] = mapped_column(String(100), primary_key=True)
+    user: Mapped[str] = mapped_column(String(63), primary_key=True)
+    created_at: Mapped[float] = mapped_column(Float)
 
 
 

@@ -86,6 +86,7 @@ def _submit(p: Platform, caller: Caller, spec: JobSpec | None, snapshot: str | N
         spec = parse_job_text(text or "", SOURCE)
     if (why := not_own(spec.labels)) is not None:
         raise InvalidSpec(errors=[{"field": "labels", "line": None, "where": "labels", "message": why}])
+    p.snapshots.check_use(caller, snapshot)
     if dry_run:
         p.jobs.check(spec, snapshot, caller)
         return _json(SpecCheck(kind="job", name=spec.name).model_dump_json())

@@ -59,6 +59,8 @@ def _run_text(p: Platform, caller: Caller, dry_run: bool, text: str) -> Response
 
 def _run(p: Platform, caller: Caller, dry_run: bool, spec: dict[str, Any], params: dict[str, Any],
          workdirs: dict[str, str], source: str | None, lines: dict | None = None) -> Response:
+    for folder, digest in workdirs.items():
+        p.snapshots.check_use(caller, digest, f"workdirs.{folder}")
     if dry_run:
         checked, _, graph = p.pipelines.check(spec, params, workdirs, source, caller, lines)
         found = SpecCheck(kind="pipeline", name=checked.name, steps=len(graph.instances), warnings=graph.warnings)

@@ -20,6 +20,7 @@ def list_services(p: PlatformDep, caller: CallerDep,
 @router.post("", status_code=200)
 def apply_service(body: ApplyRequest, p: PlatformDep, caller: CallerDep) -> ServiceInfo:
     """Create the service, or roll out a changed spec as its next version."""
+    p.snapshots.check_use(caller, body.snapshot)
     return p.serving.apply(body.spec, body.snapshot, caller)
 
 

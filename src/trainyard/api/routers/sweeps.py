@@ -18,6 +18,7 @@ def list_sweeps(p: PlatformDep, caller: CallerDep,
 
 @router.post("", status_code=201)
 def create_sweep(body: SweepCreate, p: PlatformDep, caller: CallerDep) -> SweepInfo:
+    p.snapshots.check_use(caller, body.snapshot)
     return p.sweeps.create(body.spec, body.snapshot, caller)
 
 

@@ -28,8 +28,8 @@ def healthz(p: PlatformDep) -> dict[str, Any]:
 
 
 @router.head("/api/v1/snapshots/{digest}", tags=["snapshots"])
-def has_snapshot(digest: str, p: PlatformDep) -> Response:
-    return Response(status_code=200 if p.snapshots.has(digest) else 404)
+def has_snapshot(digest: str, p: PlatformDep, caller: CallerDep) -> Response:
+    return Response(status_code=200 if p.snapshots.visible(caller, digest) else 404)
 
 
 @router.put("/api/v1/snapshots/{digest}", status_code=201, tags=["snapshots"])
@@ -50,7 +50,7 @@ async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: Ca
                 raise snapshots.too_large()
             body.write(chunk)
         body.seek(0)
-        return {"digest": digest, "url": await run_in_threadpool(snapshots.put, digest, body)}
+        return {"digest": digest, "url": await run_in_threadpool(snapshots.put, digest, body, caller)}
 
 
 _REPLICA = TypeAdapter(Annotated[int, Field(ge=0, le=2**31 - 1)])

@@ -1,0 +1,41 @@
+"""Who may use a code snapshot: its uploaders (``snapshot_owners``, migration 0025) and who sees a job that ran it."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import exists, select
+from sqlalchemy.exc import IntegrityError
+
+from trainyard.store import tables as t
+from trainyard.store.store import Store
+
+_O = t.SnapshotOwner.__table__
+_J = t.Job.__table__
+SEEN_JOBS = 200  # jobs of a snapshot looked at for one the caller sees (newest first)
+
+
+class SnapshotOwners:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def add(self, digest: str, user: str) -> None:
+        """``user`` uploaded ``digest`` (again: nothing changes)."""
+        if self.owns(digest, user):
+            return
+        try:
+            with self.store.write() as s:
+                s.connection().execute(_O.insert().values(digest=digest, user=user, created_at=time.time()))
+        except IntegrityError:  # another request of the same user's, at the same moment
+            pass
+
+    def owns(self, digest: str, user: str) -> bool:
+        with self.store.read() as s:
+            return bool(s.scalar(select(exists().where(_O.c.digest == digest, _O.c.user == user))))
+
+    def job_owners(self, digest: str) -> list[tuple[str | None, str | None]]:
+        """(team, owner) of the newest jobs that ran ``digest``."""
+        with self.store.read() as s:
+            rows = s.connection().execute(select(_J.c.team, _J.c.owner).where(_J.c.snapshot == digest)
+                                          .order_by(_J.c.seq.desc()).limit(SEEN_JOBS))
+            return [(r.team, r.owner) for r in rows]
