@@ -149,3 +149,19 @@ def test_a_redirect_out_of_the_catalog_to_a_private_host_is_refused_and_no_cache
     finally:
         hop.shutdown()
         hop.server_close()
+
+
+def test_a_public_url_is_fetched_from_the_address_that_was_checked_by_its_name(served, tmp_path, monkeypatch):
+    """The name resolves once: the request goes to the address checked (not resolved again: DNS rebinding), with
+    the name in Host. Here a name of this test's stands for a public host, and its checked address is loopback."""
+    from trainyard.pipelines import fetch
+
+    port = served.url.rsplit(":", 1)[1]
+    asked = []
+    monkeypatch.setattr(fetch, "public_address", lambda url: asked.append(url) or "127.0.0.1")
+    real = fetch.socket.getaddrinfo
+    monkeypatch.setattr(fetch.socket, "getaddrinfo", lambda host, *a, **k: pytest.fail(f"{host} resolved again")
+                        if host == "components.example" else real(host, *a, **k))
+    url = f"http://components.example:{port}/scale/component.yaml"
+    step = expand_step("s", {"component": url, "arguments": {"numbers": "1"}}, Catalog([], tmp_path / "c"), {})
+    assert step.steps["s"] and asked == [url]

@@ -229,6 +229,10 @@ def test_a_job_run_as_an_account_has_its_venv_built_as_that_account_in_a_cache_o
             with pytest.raises(SetupError, match="is not a folder of nobody's"):
                 own_cache(RunAs({"uid": 65534, "gid": 65534, "name": "nobody"}), root / top)
         assert list(victim.iterdir()) == []
+        (root / "venvs-open").mkdir()
+        (root / "venvs-open").chmod(0o777)  # a cache others may write in: they could plant links in it
+        with pytest.raises(SetupError, match="must be a folder of root's that no one else may write in"):
+            own_cache(RunAs({"uid": 65534, "gid": 65534, "name": "nobody"}), root / "venvs-open")
 
         result, log, cache = launch(runnable, "built")
 

@@ -219,3 +219,12 @@ def test_a_cached_input_is_a_read_only_mount_for_a_root_job(tmp_path):
     readonly.remove(cache)  # the frozen tree can still be evicted
     assert not cache.exists()
 
+
+
+def test_a_long_name_past_the_bound_is_refused_before_it_is_read_into_memory(tmp_path):
+    snap = tmp_path / "long.tar.gz"
+    with tarfile.open(snap, "w:gz", format=tarfile.GNU_FORMAT) as tar:
+        tar.addfile(tarfile.TarInfo("a" * (2 << 20)))  # compresses to a few KiB; read whole by tarfile
+    (tmp_path / "work").mkdir()
+    with pytest.raises(SetupError, match="a long name of 2,097,153 bytes"), open(snap, "rb") as f:
+        safe_extract(f, tmp_path / "work")

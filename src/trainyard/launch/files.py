@@ -32,7 +32,7 @@ def file_lock(path: Path) -> Iterator[None]:
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a link planted there is not followed
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -32,21 +32,42 @@ marker.write_text(sys.argv[4])
 
 
 def own_cache(account: RunAs, top: Path) -> tuple[Path, Path]:
-    """(root's folder of build locks, the account's own folder of venvs) under the node's venv cache ``top``."""
-    locks = top / ".locks"
-    locks.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """(root's folder of build locks, the account's own folder of venvs) under the node's venv cache ``top``, which
+    must be root's alone: a folder the account could write in would let it put links where root makes these."""
+    top.mkdir(parents=True, exist_ok=True)
+    _roots(top)
     if top.stat().st_mode & 0o111 != 0o111:  # the account passes through to its own folder, and lists nothing
         top.chmod((top.stat().st_mode & 0o7777) | 0o711)
+    locks = top / ".locks"
+    try:
+        os.mkdir(locks, 0o700)
+    except FileExistsError:
+        pass
+    _roots(locks)
     mine = top / f"uid-{account.uid}"
     try:
-        st = os.lstat(mine)
-    except FileNotFoundError:
         os.mkdir(mine, 0o700)
-        os.chown(mine, account.uid, account.gid)
-        st = os.lstat(mine)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != account.uid:
-        raise SetupError(f"python_env: {mine} is not a folder of {account.name}'s")
+    except FileExistsError:  # made before, or by another launcher of this account's at this moment
+        pass
+    try:
+        fd = os.open(mine, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:  # a link, or a file
+        raise SetupError(f"python_env: {mine} is not a folder of {account.name}'s") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid == 0 and st.st_mode & 0o077 == 0:  # made just now (or by root): given to the account, by fd
+            os.fchown(fd, account.uid, account.gid)
+        elif st.st_uid != account.uid:
+            raise SetupError(f"python_env: {mine} is not a folder of {account.name}'s")
+    finally:
+        os.close(fd)
     return locks, mine
+
+
+def _roots(folder: Path) -> None:
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+        raise SetupError(f"python_env: {folder} must be a folder of root's that no one else may write in")
 
 
 def can_build(account: RunAs, python: str, uv: str | None) -> str | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 MAX_MEMBERS = 500_000  # a repository's files; more is not code
+MAX_HEADER = 1 << 20  # a PAX header or GNU long name: paths are at most 4 KiB
 MAX_BYTES = 4 << 30  # extracted: a 512 MiB upload of zeros would otherwise fill a node's disk (~1000:1)
 
 
@@ -33,7 +34,7 @@ class UnsafeArchive(Exception):
 def extract(fileobj: IO[bytes], dest: Path) -> None:
     """Extract the tar archive ``fileobj`` into the existing folder ``dest``; :class:`UnsafeArchive` before
     anything is written when the archive fails a check of its own, or when a link's place turns out unsafe."""
-    with tarfile.open(fileobj=fileobj, mode="r:*") as tar:
+    with tarfile.open(fileobj=fileobj, mode="r:*", tarinfo=_Bounded) as tar:
         members, total = [], 0
         for m in tar:  # one header at a time: a stream of empty headers stops at the limit, not at root's memory
             if len(members) == MAX_MEMBERS:
@@ -58,6 +59,21 @@ def extract(fileobj: IO[bytes], dest: Path) -> None:
     for m in members:
         if m.issym():
             _replace(root, m.name, lambda p, t=m.linkname: os.symlink(t, p))
+
+
+class _Bounded(tarfile.TarInfo):
+    """A header whose long name or PAX records tarfile would read whole into memory is refused past MAX_HEADER: a
+    small gzip can declare gigabytes of them."""
+
+    def _proc_pax(self, tarfile):  # noqa: ANN001, ANN202 - tarfile's own hooks
+        if self.size > MAX_HEADER:
+            raise UnsafeArchive(f"an extended header of {self.size:,} bytes")
+        return super()._proc_pax(tarfile)
+
+    def _proc_gnulong(self, tarfile):  # noqa: ANN001, ANN202
+        if self.size > MAX_HEADER:
+            raise UnsafeArchive(f"a long name of {self.size:,} bytes")
+        return super()._proc_gnulong(tarfile)
 
 
 def _check(m: tarfile.TarInfo) -> None:

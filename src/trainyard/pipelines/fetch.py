@@ -25,10 +25,25 @@ def public_address(url: str) -> str:
     except (OSError, UnicodeError) as e:
         raise Refused(f"cannot resolve {parts.hostname!r}: {e}") from None
     addresses = [info[4][0].split("%")[0] for info in infos]
-    if not addresses or not all(ipaddress.ip_address(a).is_global for a in addresses):
+    if not addresses or not all(_global(ipaddress.ip_address(a)) for a in addresses):
         raise Refused(f"{parts.hostname} is a private address: only URLs under the server's component_catalog are "
                       "fetched from one")
     return addresses[0]
+
+
+def _global(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Public, and so is any IPv4 address inside it (NAT64 64:ff9b::/96, 6to4, ::a.b.c.d, ::ffff:a.b.c.d): a
+    private IPv4 reached through an IPv6 form is still private."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = ip.ipv4_mapped or ip.sixtofour
+        if inner is None and (ip in _NAT64 or int(ip) >> 32 == 0):
+            inner = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if inner is not None and not inner.is_global:
+            return False
+    return ip.is_global
+
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 def get_text(url: str, timeout: float, trusted: Callable[[str], bool]) -> str:
@@ -36,15 +51,24 @@ def get_text(url: str, timeout: float, trusted: Callable[[str], bool]) -> str:
     the module says."""
     import httpx
 
+    # no proxy from the environment for a user's URL: a proxy would connect by the name, not the address checked
+    with httpx.Client(timeout=timeout, follow_redirects=False) as admins, \
+            httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as users:
+        return _follow(url, trusted, admins, users)
+
+
+def _follow(url: str, trusted: Callable[[str], bool], admins, users) -> str:  # noqa: ANN001
+    import httpx
+
     for _ in range(MAX_REDIRECTS + 1):
         if trusted(url):
-            resp = httpx.get(url, timeout=timeout, follow_redirects=False)
+            resp = admins.get(url)
         else:
             parts = urlsplit(url)
             address = public_address(url)
             literal = f"[{address}]" if ":" in address else address
             netloc = f"{literal}:{parts.port}" if parts.port else literal
-            resp = httpx.get(urlunsplit(parts._replace(netloc=netloc)), timeout=timeout, follow_redirects=False,
+            resp = users.get(urlunsplit(parts._replace(netloc=netloc)),
                              headers={"Host": parts.netloc.rpartition("@")[2]},
                              extensions={"sni_hostname": parts.hostname})  # TLS checks the name, not the address
         if not resp.is_redirect:

@@ -51,7 +51,7 @@ class SnapshotService:
     def may_use(self, caller: Caller, digest: str) -> bool:
         if caller.admin or self.owners.owns(digest, caller.user):
             return True
-        return any(caller.sees(team, owner) for team, owner in self.owners.job_owners(digest))
+        return self.owners.ran_for(digest, caller.user, list(caller.teams))  # as Caller.sees, in the query
 
     def check_use(self, caller: Caller, digest: str | None, field: str = "workdir") -> None:
         """InvalidSpec naming ``field``, worded as for a snapshot never uploaded, unless ``caller`` may use it."""
@@ -87,17 +87,15 @@ class SnapshotService:
         URL. Identical code is stored once, and checked all the same."""
         if not valid_digest(digest):
             raise _invalid(BAD_DIGEST)
-        if self.artifacts.has_snapshot(digest):
-            h = hashlib.sha256()
-            while block := body.read(1 << 20):
-                h.update(block)
-            if f"sha256:{h.hexdigest()}" != digest:
-                raise _invalid("snapshot content does not match its digest")
-            url = self.artifacts.snapshot_url(digest)
-        else:
-            try:
-                url = self.artifacts.put_snapshot(body, digest)
-            except ValueError as e:
-                raise _invalid(str(e)) from None
+        h = hashlib.sha256()  # first, whatever is stored: another's upload may land while this one is read
+        while block := body.read(1 << 20):
+            h.update(block)
+        if f"sha256:{h.hexdigest()}" != digest:
+            raise _invalid("snapshot content does not match its digest")
+        body.seek(0)
+        try:
+            url = self.artifacts.put_snapshot(body, digest)
+        except ValueError as e:
+            raise _invalid(str(e)) from None
         self.owners.add(digest, caller.user)
         return url

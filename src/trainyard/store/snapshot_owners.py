@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import exists, select
+from sqlalchemy import exists, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from trainyard.store import tables as t
@@ -12,7 +12,6 @@ from trainyard.store.store import Store
 
 _O = t.SnapshotOwner.__table__
 _J = t.Job.__table__
-SEEN_JOBS = 200  # jobs of a snapshot looked at for one the caller sees (newest first)
 
 
 class SnapshotOwners:
@@ -33,9 +32,8 @@ class SnapshotOwners:
         with self.store.read() as s:
             return bool(s.scalar(select(exists().where(_O.c.digest == digest, _O.c.user == user))))
 
-    def job_owners(self, digest: str) -> list[tuple[str | None, str | None]]:
-        """(team, owner) of the newest jobs that ran ``digest``."""
+    def ran_for(self, digest: str, user: str, teams: list[str]) -> bool:
+        """Whether a job that ran ``digest`` is ``user``'s or of one of ``teams`` (one the user sees)."""
+        sees = or_(_J.c.owner == user, _J.c.team.in_(teams)) if teams else _J.c.owner == user
         with self.store.read() as s:
-            rows = s.connection().execute(select(_J.c.team, _J.c.owner).where(_J.c.snapshot == digest)
-                                          .order_by(_J.c.seq.desc()).limit(SEEN_JOBS))
-            return [(r.team, r.owner) for r in rows]
+            return bool(s.scalar(select(exists().where(_J.c.snapshot == digest, sees))))

@@ -17,8 +17,9 @@ def list_schedules(p: PlatformDep, caller: CallerDep) -> list[ScheduleInfo]:
 
 @router.post("", status_code=201)
 def create_schedule(body: ScheduleCreate, p: PlatformDep, caller: CallerDep) -> ScheduleInfo:
-    for digest in [body.snapshot, *(body.workdirs or {}).values()]:
-        p.snapshots.check_use(caller, digest)
+    p.snapshots.check_use(caller, body.snapshot)
+    for folder, digest in (body.workdirs or {}).items():
+        p.snapshots.check_use(caller, digest, f"workdirs.{folder}")
     return p.schedules.create(body.spec, body.snapshot, caller, body.workdirs, body.source)
 
 
