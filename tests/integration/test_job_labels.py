@@ -12,6 +12,7 @@ from trainyard.spec.label_selector import parse_selector
 from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import Store
 from tests.integration.test_store import H
+from tests.support.at_once import at_once
 
 pytestmark = pytest.mark.postgres
 
@@ -87,8 +88,6 @@ def test_an_ended_job_read_before_shows_its_new_labels_and_its_last_report_ends_
 
 
 def test_two_changes_at_once_to_other_keys_are_both_kept(store, db_url):
-    import threading
-
     job = store.create_job(parse_job("command: x"))
     stores = [Store(db_url, run_migrations=False) for _ in range(4)]  # as many servers
     errors: list[Exception] = []
@@ -100,12 +99,8 @@ def test_two_changes_at_once_to_other_keys_are_both_kept(store, db_url):
         except Exception as e:  # noqa: BLE001  (asserted below)
             errors.append(e)
 
-    threads = [threading.Thread(target=change, args=(s, i)) for i, s in enumerate(stores)]
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        at_once(lambda i: change(stores[i], i), len(stores))
     finally:
         for s in stores:
             s.close()

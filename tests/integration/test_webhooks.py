@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.integration.test_api import NODES, report
+from tests.support.at_once import at_once
 from tests.support.stub_http import JsonServer, Unanswering
 from tests.support.waiting import until
 from trainyard.api.app import create_app
@@ -233,8 +234,6 @@ def test_a_job_or_run_is_not_deleted_before_the_webhooks_have_read_its_end(env, 
 
 
 def test_a_delivery_taken_to_be_sent_is_due_to_no_other_sender_until_its_claim_lapses(env, hooks, db_url):
-    import threading
-
     from trainyard.store import Store
     from trainyard.store.webhooks import CLAIM, WebhookStore
 
@@ -249,18 +248,12 @@ def test_a_delivery_taken_to_be_sent_is_due_to_no_other_sender_until_its_claim_l
     # four servers' loops take at once: each delivery goes to one of them
     stores = [Store(db_url, run_migrations=False) for _ in range(4)]
     taken: list[list[int]] = [[] for _ in stores]
-    gate = threading.Barrier(len(stores))
 
     def take(i: int) -> None:
-        gate.wait()
         taken[i] = [d["id"] for d in WebhookStore(stores[i]).due(now, 50)]
 
-    threads = [threading.Thread(target=take, args=(i,)) for i in range(len(stores))]
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        at_once(take, len(stores))
     finally:
         for s in stores:
             s.close()

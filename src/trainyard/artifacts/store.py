@@ -13,6 +13,7 @@ credentials are never among them: each process finds its own the standard way
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from typing import IO, Iterator
@@ -89,11 +90,19 @@ class ArtifactStore:
         return self._exists(self.snapshot_key(digest))
 
     def put_snapshot(self, stream: IO[bytes], digest: str) -> str:
-        """Store a tarball whose sha256 must equal ``digest`` (``ValueError`` otherwise); its URL.
+        """Store a tarball whose sha256 must equal ``digest`` (``ValueError`` otherwise); its URL. One stored
+        already is not written again, but ``stream`` is checked against the digest all the same: an upload is
+        its uploader's proof of having the code (services.snapshots).
 
         Streamed through a temporary key: memory stays one block whatever the size."""
         key = self.snapshot_key(digest)
-        if not self._exists(key):
+        if self._exists(key):
+            h = hashlib.sha256()
+            for block in transfer.chunks_of(stream):
+                h.update(block)
+            if f"sha256:{h.hexdigest()}" != digest:
+                raise ValueError("snapshot content does not match its digest")
+        else:
             try:
                 transfer.write_stream(self.fs, self._path(key), transfer.chunks_of(stream), expect=digest)
             except transfer.Corrupt:

@@ -143,8 +143,6 @@ def _build(python_env: dict, venv: Path, cache: Path, work: Path, log: Path, can
         create = [sys.executable, "-m", "venv", str(venv)]
         install = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
     run_logged(drop + create, work, env, log, cancelled)
-    if account is None:
-        link_trainyard(venv)
     args = list(pip)
     if reqs:
         if account is None:
@@ -158,12 +156,10 @@ def _build(python_env: dict, venv: Path, cache: Path, work: Path, log: Path, can
     if args:  # relative paths ("./tinypkg") are relative to the work dir, the cwd here
         run_logged(drop + install + args, work, env, log, cancelled)
     if account is None:
-        (venv / READY).write_text(json.dumps(python_env))
-    else:  # the account's own venv: root writes nothing in it (pyenv_account)
-        from trainyard.launch.pyenv_account import FINISH
-
-        run_logged(drop + [str(python), "-c", FINISH, str(venv), str(_trainyard_dir()), str(venv / READY),
-                           json.dumps(python_env)], work, env, log, cancelled)
+        finish(venv, json.dumps(python_env))
+    else:  # the account's own venv: root writes nothing in it (pyenv_account), so the account finishes it
+        run_logged(drop + [sys.executable, "-m", "trainyard.launch.pyenv", str(venv), json.dumps(python_env)],
+                   work, env, log, cancelled)
 
 
 def _build_env(account) -> dict[str, str]:  # noqa: ANN001
@@ -197,6 +193,12 @@ def link_trainyard(venv: Path) -> None:
         (site / "_trainyard_launcher.pth").write_text(f"{holder}\n")
 
 
+def finish(venv: Path, python_env_json: str) -> None:
+    """The venv's last touches: the in-job helpers linked in, then the ready marker."""
+    link_trainyard(venv)
+    (venv / READY).write_text(python_env_json)
+
+
 def run_logged(argv: list[str], cwd: Path, env: dict, log: Path, cancelled) -> None:
     with open(log, "ab") as out:
         try:
@@ -227,3 +229,7 @@ def _wait(proc: subprocess.Popen, cancelled) -> None:  # noqa: ANN001
             proc.wait()
             raise SetupError("python_env: build interrupted")
         time.sleep(0.05)
+
+
+if __name__ == "__main__":  # run as a job's account: finish() of its own venv (pyenv_account)
+    finish(Path(sys.argv[1]), sys.argv[2])

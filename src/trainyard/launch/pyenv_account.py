@@ -17,20 +17,6 @@ from pathlib import Path
 from trainyard.launch.prepare import SetupError
 from trainyard.launch.runas import RunAs
 
-# run by the account with the venv's Python: the folder of the link to trainyard, named in a .pth of each
-# site-packages (pyenv.link_trainyard's work), then the ready marker, last
-FINISH = """
-import pathlib, sys
-venv, package, marker = map(pathlib.Path, sys.argv[1:4])
-holder = venv / "trainyard-link"
-holder.mkdir(exist_ok=True)
-(holder / "trainyard").symlink_to(package, target_is_directory=True)
-for site in venv.glob("lib/python*/site-packages"):
-    (site / "_trainyard_launcher.pth").write_text(f"{holder}\\n")
-marker.write_text(sys.argv[4])
-"""
-
-
 def own_cache(account: RunAs, top: Path) -> tuple[Path, Path]:
     """(root's folder of build locks, the account's own folder of venvs) under the node's venv cache ``top``, which
     must be root's alone: a folder the account could write in would let it put links where root makes these."""

@@ -49,7 +49,7 @@ def image_ref(v: str, info: ValidationInfo) -> str:
 
 def output_glob(v: str, info: ValidationInfo) -> str:
     # the launcher skips these (it uploads only from the work dir); saying so at submit beats a silent skip
-    if submitting(info) and (not v.strip() or v.startswith(("/", "~")) or ".." in re.split(r"[/\\]", v)):
+    if submitting(info) and (not v.strip() or v.startswith(("/", "~")) or _climbs(v)):
         raise ValueError(f"{v!r}: an output is a glob inside the work dir (e.g. model/*.pt): not empty, not an "
                          "absolute path, no '..'")
     return v
@@ -64,7 +64,7 @@ def pip_requirement(v: str, info: ValidationInfo) -> str:
     if not item or any(word.startswith("-") for word in item.split()):
         raise ValueError(f"{v!r}: give package requirements (e.g. pandas>=2), not pip options")
     path = item.removeprefix("file:")
-    if item.startswith(("/", "~", "file:")) or ".." in re.split(r"[/\\]", path):
+    if item.startswith(("/", "~", "file:")) or _climbs(path):
         raise ValueError(f"{v!r}: a local package is a path inside the work dir (e.g. ./mypkg), not an absolute "
                          "path or one with '..'")
     return item
@@ -92,6 +92,11 @@ def env_value(v: Any) -> Any:
     what = "null" if v is None else repr(v) if isinstance(v, float) else type(v).__name__
     raise ValueError(f"{what} is not a value an environment variable holds: give a string, a number or true/false "
                      "(quote it to pass it as text, e.g. 'nan' or '')")
+
+
+def _climbs(path: str) -> bool:
+    """Whether ``path`` has a ``..`` among its parts (either slash)."""
+    return ".." in re.split(r"[/\\]", path)
 
 
 ImageRef = Annotated[str, AfterValidator(image_ref)]
