@@ -202,6 +202,14 @@ def end_trial(e, seen: set, acc: float) -> str:
     return attempt
 
 
+def ended_sweep(e):
+    """A sweep whose two trials ended, as its loop ended it."""
+    s, seen = e.sdk.sweep(SWEEP), set()
+    end_trial(e, seen, 0.5)
+    end_trial(e, seen, 0.9)
+    return e.sdk.sweeps.wait(s.id, timeout=30, every=0.1)
+
+
 def test_a_sweep_goes_whole_once_ended_and_its_trials_never_alone(env):
     e, seen = env, set()
     s = e.sdk.sweep(SWEEP)
@@ -226,14 +234,11 @@ def test_a_sweep_goes_whole_once_ended_and_its_trials_never_alone(env):
 
 
 def test_the_jobs_retention_deletes_an_ended_sweep_with_its_trials(env):
-    e, seen = env, set()
-    s = e.sdk.sweep(SWEEP)
-    end_trial(e, seen, 0.5)
-    end_trial(e, seen, 0.9)
-    done = e.sdk.sweeps.wait(s.id, timeout=30, every=0.1)
+    e = env
+    done = ended_sweep(e)
     sweep = e.platform.retention
     sweep.cycle()  # ended just now: kept
-    assert e.sdk.sweeps.get(s.id).id == s.id and sweep.sweeps_deleted == 0
+    assert e.sdk.sweeps.get(done.id).id == done.id and sweep.sweeps_deleted == 0
     with e.platform.store.write() as w:
         w.execute(t.Sweep.__table__.update().values(ended_at=time.time() - 2 * KEEP))
         w.execute(t.Job.__table__.update().values(updated_at=time.time() - 2 * KEEP))
@@ -289,11 +294,8 @@ def test_the_jobs_retention_leaves_a_job_labelled_to_be_kept_until_the_label_goe
 
 
 def test_a_sweep_one_of_whose_trials_is_labelled_to_be_kept_stays_whole(env):
-    e, seen = env, set()
-    s = e.sdk.sweep(SWEEP)
-    end_trial(e, seen, 0.5)
-    end_trial(e, seen, 0.9)
-    done = e.sdk.sweeps.wait(s.id, timeout=30, every=0.1)
+    e = env
+    done = ended_sweep(e)
     best = max(done.trials, key=lambda tr: tr.value or 0).job_id
     e.sdk.label(best, {"keep": "true"})
     with e.platform.store.write() as w:
@@ -301,7 +303,7 @@ def test_a_sweep_one_of_whose_trials_is_labelled_to_be_kept_stays_whole(env):
         w.execute(t.Job.__table__.update().values(updated_at=time.time() - 2 * KEEP))
     sweep = e.platform.retention
     sweep.cycle()
-    assert e.sdk.sweeps.get(s.id).id == s.id and sweep.sweeps_deleted == 0 and sweep.jobs_deleted == 0
+    assert e.sdk.sweeps.get(done.id).id == done.id and sweep.sweeps_deleted == 0 and sweep.jobs_deleted == 0
     assert {tr.job_id for tr in done.trials} <= {j.id for j in e.sdk.jobs(limit=100).items}
 
 
