@@ -8,6 +8,8 @@ not repaired, unless it is already in its one normal form.
 
 from __future__ import annotations
 
+import posixpath
+
 MAX_LENGTH = 4096
 
 
@@ -50,3 +52,27 @@ def output_record_problem(item: object) -> tuple[str, str] | None:
     if not isinstance(digest, str) or not digest or len(digest) > 80:
         return "digest", "must be a string of at most 80 characters"
     return None
+
+
+# fsspec's several names of one store
+URL_ALIASES = {"s3a": "s3", "gcs": "gs", "abfss": "abfs", "az": "abfs", "local": "file"}
+
+
+def plain_url(url: str) -> str:
+    """``url`` spelt one way: protocol aliases, ``file://`` as a path, no ``.``, ``..`` or doubled slashes; a path
+    relative to a work dir is in no store (""). Whether one URL lies under another is asked of these."""
+    protocol, sep, rest = url.partition("://")
+    if not sep:
+        if not url.startswith("/"):
+            return ""
+        protocol, rest = "file", url
+    protocol = URL_ALIASES.get(protocol.lower(), protocol.lower())
+    return f"{protocol}://{posixpath.normpath('/' + rest).lstrip('/')}"
+
+
+def under_url(url: str, base: str) -> str | None:
+    """The key of ``url`` below ``base`` ("" for ``base`` itself), or None when it is not there, however spelt."""
+    found, top = plain_url(url), plain_url(base)
+    if not top or (found != top and not found.startswith(top + "/")):
+        return None
+    return found[len(top) + 1:]

@@ -4,7 +4,8 @@
 trainyard server and launchers reach it over HTTP like any S3 endpoint. Credentials
 are the AWS variables, set for this process and so inherited by every subprocess.
 ``strict_moto_s3()`` starts one in a subprocess that checks credentials from its
-first request, so that any key is a wrong key.
+first request, so that any key is a wrong key; ``iam_moto_s3()`` one that checks the keys
+and policies of the IAM users a test makes.
 """
 
 from __future__ import annotations
@@ -82,11 +83,64 @@ def moto_s3() -> Iterator[S3]:
 @contextmanager
 def strict_moto_s3() -> Iterator[str]:
     """The endpoint of a moto server that refuses every credential (none were ever issued)."""
+    with _moto_process(0) as endpoint:
+        yield endpoint
+
+
+class IamS3:
+    """A moto server that checks IAM: keys are those :meth:`user` issued, each allowed what its policy says, once
+    the test's set-up (up to :attr:`SETUP_ACTIONS` requests, with any key) has called :meth:`enforce`."""
+
+    SETUP_ACTIONS = 20  # requests allowed with any key first: the users, their keys and policies, the buckets
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+
+    def client(self, service: str, keys: tuple[str, str] = ("setup", "setup")):  # noqa: ANN201
+        import boto3
+
+        return boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id=keys[0], aws_secret_access_key=keys[1])
+
+    def enforce(self) -> None:
+        """Spend what is left of the unauthenticated requests: from here on every request needs an issued key."""
+        from botocore.exceptions import ClientError
+
+        for _ in range(self.SETUP_ACTIONS + 1):
+            try:
+                self.client("s3").list_buckets()
+            except ClientError:
+                return
+        raise AssertionError("moto never began to check keys")
+
+    def user(self, name: str, actions: list[str], resources: list[str]) -> tuple[str, str]:
+        """A user allowed ``actions`` on ``resources`` (ARNs); its (access key id, secret key). Three setup actions."""
+        import json
+
+        iam = self.client("iam")
+        iam.create_user(UserName=name)
+        iam.put_user_policy(UserName=name, PolicyName="only", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": resources}]}))
+        key = iam.create_access_key(UserName=name)["AccessKey"]
+        return key["AccessKeyId"], key["SecretAccessKey"]
+
+
+@contextmanager
+def iam_moto_s3() -> Iterator[IamS3]:
+    """A moto server whose first :attr:`IamS3.SETUP_ACTIONS` requests need no key, and every later one a key it
+    issued, allowed by that key's policy."""
+    need_module("boto3", "pip install 'moto[server]'")
+    with _moto_process(IamS3.SETUP_ACTIONS) as endpoint:
+        yield IamS3(endpoint)
+
+
+@contextmanager
+def _moto_process(no_auth_actions: int) -> Iterator[str]:
     need_module("moto.server", "pip install 'moto[server]'")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(no_auth_actions)}
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"

@@ -15,7 +15,8 @@ from trainyard.launch import reasons
 from trainyard.launch.config import LaunchConfig
 from trainyard.launch.files import append_log
 from trainyard.launch.marks import mark
-from trainyard.launch.prepare import SetupError, build_env, cache_entries, checkpoint_folder, prepare_workdir, resolve_inputs
+from trainyard.launch.prepare import (SetupError, build_env, cache_entries, checkpoint_folder, job_env, prepare_workdir,
+                                      resolve_inputs)
 
 
 class AttemptIO:
@@ -54,13 +55,6 @@ class AttemptIO:
             if cfg.venv == "overlay" and not relaunch:
                 self.overlay_seen = seen(venv)
         mark("venv")
-        self._check_cancel()
-        cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
-        inputs = resolve_inputs(cfg.inputs, cache, work)
-        self.inputs, self.readonly = inputs, cache_entries(inputs, cache)
-        if cfg.checkpoint_url:
-            self._check_cancel()
-            self._restore_checkpoint()
         if cfg.secrets:  # after the venv build: pip runs packages' code, which must not see them
             from trainyard.launch.secrets import Masks, fetch
 
@@ -68,10 +62,28 @@ class AttemptIO:
             values = fetch(cfg, lambda: self.cancelled is not None, self.dir)
             cfg.env = {**cfg.env, **values}  # in memory only: build_env (and a container's) read it from here
             cfg.masks = Masks(list(values.values()))
+        self._check_cancel()
+        cache = Path(cfg.input_cache) if cfg.input_cache else self.dir / "input_cache"
+        inputs = resolve_inputs(cfg.inputs, cache, work, *self._as_job()) if cfg.inputs else {}
+        self.inputs, self.readonly = inputs, cache_entries(inputs, cache)
+        if cfg.checkpoint_url:
+            self._check_cancel()
+            self._restore_checkpoint()
         env = build_env(cfg, self.dir, inputs, venv, dirs=self.dirs)
         mark("inputs, env")
         self._check_cancel()
         return env, work
+
+    def _as_job(self) -> tuple:
+        """What :func:`resolve_inputs` needs to fetch an input as the job: a JobFetch with the job's environment and
+        account, the store's URL (what is under it is fetched with the launcher's keys), the account."""
+        from trainyard.launch.fetch_as_job import JobFetch
+        from trainyard.launch.runas import RunAs
+
+        cfg = self.config
+        account = RunAs(cfg.run_as) if cfg.run_as else None
+        env = job_env(cfg)
+        return JobFetch(env if account is None else account.env(env), account, cfg.storage), cfg.store_url, account
 
     def _restore_checkpoint(self) -> None:
         """The job's last complete checkpoint set into its checkpoint dir; on replica 0, the sync started

@@ -24,7 +24,7 @@ _DEFAULTS: dict = {
     "exit_report_deadline": 3600.0, "container": None, "venv": None, "server_ca": None, "server_ca_pem": None,
     "run_as": None,
     "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None, "checkpoint_url": None,
-    "sample_every": None, "secrets": None,
+    "sample_every": None, "secrets": None, "store_url": None,
 }
 
 
@@ -62,6 +62,7 @@ class LaunchConfig:
     log_url: str | None              # fsspec URL the full log is copied to when the attempt ends (remote stores only)
     storage: dict | None             # fsspec options per protocol, e.g. {"s3": {"endpoint_url": ...}}; no credentials
     checkpoint_url: str | None       # fsspec folder URL the checkpoint dir syncs to (object stores only; launch.checkpoints)
+    store_url: str | None            # the artifact store's root: inputs under it are fetched with the launcher's keys
 
     masks = None  # the job's secret values once read (launch.secrets.Masks): in memory only, never in to_dict
 

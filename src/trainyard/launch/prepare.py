@@ -11,6 +11,7 @@ from pathlib import Path
 
 from trainyard import envvars
 from trainyard.launch import untar
+from trainyard.artifact_paths import under_url
 from trainyard.launch.files import file_lock, local_path
 
 
@@ -58,14 +59,19 @@ def safe_extract(fileobj, dest: Path) -> None:  # noqa: ANN001
 # -- inputs --------------------------------------------------------------------
 
 
-def resolve_inputs(inputs: dict[str, str], cache: Path, work: Path) -> dict[str, str]:
-    """NAME -> local path. Local inputs are used in place; URLs are fetched once into ``cache``."""
+def resolve_inputs(inputs: dict[str, str], cache: Path, work: Path, as_job=None, store_url: str | None = None,
+                   account=None) -> dict[str, str]:  # noqa: ANN001
+    """NAME -> local path. Local inputs are used in place; URLs are fetched once into ``cache``: those under
+    ``store_url`` (vetted by the server) with the launcher's credentials, others as the job (``as_job``, a
+    :class:`~trainyard.launch.fetch_as_job.JobFetch`) where one is given. With ``account`` (a RunAs), what is
+    fetched is that account's alone: keyed by its uid, readable by its group only."""
     resolved = {}
     for name, url in inputs.items():
         path = local_path(url, base=work)
         if path is None:
+            job = None if as_job is None or (store_url and under_url(url, store_url) is not None) else as_job
             try:
-                path = fetch_input(url, cache)
+                path = fetch_input(url, cache, account, job)
             except Exception as e:
                 raise SetupError(f"input {name!r}: cannot fetch {url}: {e}") from e
         elif not path.exists():
@@ -74,7 +80,7 @@ def resolve_inputs(inputs: dict[str, str], cache: Path, work: Path) -> dict[str,
     return resolved
 
 
-def fetch_input(url: str, cache: Path) -> Path:
+def fetch_input(url: str, cache: Path, account=None, as_job=None) -> Path:  # noqa: ANN001
     """Download ``url`` (a file or a folder) to ``cache/<key>/<basename>``, once per content.
 
     The key hashes the URL and the content's tag (ETags on S3, else sizes and times; see
@@ -83,25 +89,44 @@ def fetch_input(url: str, cache: Path) -> Path:
     Concurrent attempts wait on one lock; the download lands in a temporary folder that is
     renamed into place, so a half-fetched input is never seen. Files stream to disk. The entry
     is made read-only before it appears (:mod:`trainyard.launch.readonly`): jobs use it in place.
+    ``as_job``: the lookup and the download are the job's (:mod:`trainyard.launch.fetch_as_job`).
     """
-    import hashlib
-    import shutil
+    if "::" in url:  # a chain may end in the node's files, which this root process would copy where all read them
+        raise SetupError("a chain of URLs (a::b) is not fetched: give a path or a remote store's URL")
+    name = url.rstrip("/").rsplit("/", 1)[-1] or "input"
+    if as_job is not None:
+        return as_job.fetch(url, lambda tag, fill: _entry(cache, f"{url}\0{tag}", name, account, fill))
 
     from trainyard.artifacts.transfer import content_tag
-    from trainyard.launch import readonly
 
     import fsspec
 
-    if "::" in url:  # a chain may end in the node's files, which this root process would copy where all read them
-        raise SetupError("a chain of URLs (a::b) is not fetched: give a path or a remote store's URL")
     fs, remote = fsspec.core.url_to_fs(url)
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     if {"file", "local"} & set(protocols):
         raise SetupError("a local file is read in place, by the job: give its path")
     if not fs.exists(remote):
         raise SetupError("not found")
-    key = hashlib.sha256(f"{url}\0{content_tag(fs, remote)}".encode()).hexdigest()[:16]
-    name = url.rstrip("/").rsplit("/", 1)[-1] or "input"
+
+    def fill(tmp: Path) -> None:
+        if fs.isdir(remote):
+            fs.get(remote.rstrip("/") + "/", str(tmp / name), recursive=True)
+        else:
+            fs.get_file(remote, str(tmp / name))
+
+    return _entry(cache, f"{url}\0{content_tag(fs, remote)}", name, account, fill)
+
+
+def _entry(cache: Path, what: str, name: str, account, fill) -> Path:  # noqa: ANN001
+    """``cache/<key>/<name>``, made by ``fill(folder)`` unless there already; an account's own when one is given."""
+    import hashlib
+    import shutil
+
+    from trainyard.launch import readonly
+
+    if account is not None:
+        what += f"\0uid-{account.uid}"
+    key = hashlib.sha256(what.encode()).hexdigest()[:16]
     final = cache / key
     if (final / name).exists():
         return final / name
@@ -112,11 +137,10 @@ def fetch_input(url: str, cache: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         try:
-            if fs.isdir(remote):
-                fs.get(remote.rstrip("/") + "/", str(tmp / name), recursive=True)
-            else:
-                fs.get_file(remote, str(tmp / name))
+            fill(tmp)
             readonly.freeze(tmp)
+            if account is not None:
+                readonly.confine(tmp, account.gid)
             readonly.remove(final)
             os.replace(tmp, final)
         finally:
@@ -154,6 +178,16 @@ def checkpoint_folder(config, attempt_dir: Path) -> Path:
     return Path(config.checkpoint_dir) if config.checkpoint_dir else attempt_dir / "checkpoints"
 
 
+def job_env(config, base: dict[str, str] | None = None) -> dict[str, str]:  # noqa: ANN001
+    """The launcher's environment (or ``base``) without its tokens (and the store's keys, for an account), with
+    ``config.env`` over it: what a job has before the launcher's own ``TRAINYARD_*``."""
+    env = dict(os.environ if base is None else base)
+    for name in INHERITED_SECRETS + (STORE_SECRETS if getattr(config, "run_as", None) else ()):
+        env.pop(name, None)
+    env.update({str(k): str(v) for k, v in config.env.items()})
+    return env
+
+
 def build_env(
     config, attempt_dir: Path, inputs: dict[str, str], venv: Path | None = None,
     base: dict[str, str] | None = None, dirs=None,  # noqa: ANN001
@@ -165,10 +199,7 @@ def build_env(
     Tokens the launcher inherited from the server are not passed on: the job
     runs user code, which must not act as the server or as its users.
     """
-    env = dict(os.environ if base is None else base)
-    for name in INHERITED_SECRETS + (STORE_SECRETS if getattr(config, "run_as", None) else ()):
-        env.pop(name, None)
-    env.update({str(k): str(v) for k, v in config.env.items()})
+    env = job_env(config, base)
     outputs = attempt_dir / "outputs"
     checkpoints = checkpoint_folder(config, attempt_dir)
     for d in (outputs, checkpoints):

@@ -39,6 +39,15 @@ def freeze(top: Path) -> None:
     _drop_write(top)
 
 
+def confine(top: Path, gid: int) -> None:
+    """``top`` (made by this process, read-only already) readable by the group ``gid`` only: an account's own."""
+    for path in [top, *(Path(root, name) for root, dirs, files in os.walk(top) for name in [*dirs, *files])]:
+        st = os.lstat(path)
+        if not stat.S_ISLNK(st.st_mode):
+            os.chown(path, -1, gid)
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o007)
+
+
 def thaw(top: Path) -> None:
     """Its folders writable again by their owner, so that it can be removed (a stale cache entry)."""
     if not top.is_dir() or top.is_symlink():

@@ -88,5 +88,6 @@ def launch_configs(
             storage=settings.storage_options or None,
             # on an object store, the checkpoint dir follows the job to whatever node runs its next attempt
             checkpoint_url=artifacts.checkpoint_url(job.id) if artifacts.remote else None,
+            store_url=artifacts.url,  # what is under it the server vetted; other inputs are fetched as the job
         ))
     return configs

@@ -4,10 +4,10 @@ an input there must be the outputs of a job the caller may see. Snapshots and ot
 
 from __future__ import annotations
 
-import posixpath
 import re
 from typing import TYPE_CHECKING, Callable
 
+from trainyard.artifact_paths import under_url
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.errors import InvalidSpec, JobNotFound, NotFound
 
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
 _OUTPUTS = re.compile(r"jobs/([A-Za-z0-9][A-Za-z0-9._-]*)/\d+/outputs(?:/|$)")
 _RUN = re.compile(r"pipelines/([A-Za-z0-9][A-Za-z0-9._-]*)/")
-_ALIASES = {"s3a": "s3", "gcs": "gs", "abfss": "abfs", "az": "abfs", "local": "file"}  # fsspec's names of one store
 
 
 def check_for(jobs: "JobService", inputs: dict[str, str], caller: Caller, where: str = "inputs") -> None:
@@ -46,25 +45,10 @@ def check_for(jobs: "JobService", inputs: dict[str, str], caller: Caller, where:
 
 def check(inputs: dict[str, str], store_url: str, sees: Callable[[str], bool], where: str = "inputs") -> None:
     """InvalidSpec naming ``WHERE.NAME`` for an input under ``store_url`` whose key ``sees`` refuses."""
-    base = _plain(store_url)
     for name, url in inputs.items():
-        found = _plain(url)
-        if found != base and not found.startswith(base + "/"):
-            continue
-        if not sees(found[len(base) + 1:]):
+        key = under_url(url, store_url)
+        if key is not None and not sees(key):
             field = f"{where}.{name}"
             raise InvalidSpec(errors=[{"field": field, "line": None, "where": field, "message": (
                 f"{url[:200]!r} is in trainyard's artifact store: an input there must be the outputs of a job you "
                 "may see (jobs/ID/ATTEMPT/outputs/…), or of a pipeline run you may see")}])
-
-
-def _plain(url: str) -> str:
-    """``url`` spelt one way: protocol aliases, ``file://`` as a path, no ``.``, ``..`` or doubled slashes; a path
-    relative to the work dir is in no store ("")."""
-    protocol, sep, rest = url.partition("://")
-    if not sep:
-        if not url.startswith("/"):
-            return ""
-        protocol, rest = "file", url
-    protocol = _ALIASES.get(protocol.lower(), protocol.lower())
-    return f"{protocol}://{posixpath.normpath('/' + rest).lstrip('/')}"

@@ -1,0 +1,168 @@
+"""A remote input outside trainyard's store, fetched with the job's own credentials, never the node's.
+
+The launcher holds the node's keys to the artifact store (snapshots, outputs, checkpoints); an input the server
+did not vet as the store's (``services.store_inputs``) must not be fetched with them, or a job would read any
+bucket those keys reach. So such an input is fetched by a child process that has what the job will have: the
+job's environment (its secrets included, the launcher's tokens and, for an account, the store's keys left out)
+and, with ``run_as``, the job's OS account. The child looks the object up and says its content tag; the launcher
+decides whether the node's cache has it already (the key holds the tag the job's own credentials read, so a job
+that may not read the object finds nothing) and, if not, the child sends the files over its stdout: a JSON line
+``{"path", "size"}`` before each file's bytes, ``{}`` at the end. The launcher writes them itself, as regular
+files in folders it made, so nothing the child sends can be a link or land outside the entry.
+
+    python -m trainyard.launch.fetch_as_job URL STORAGE_JSON    (the child; stdin says "send" or "skip")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Callable
+
+from trainyard.artifact_paths import check_artifact_path
+
+BLOCK = 1 << 20
+
+
+class JobFetch:
+    """How to fetch as the job: its environment, its account (a RunAs) or None, the node's storage options."""
+
+    def __init__(self, env: dict[str, str], account=None, storage: dict | None = None) -> None:  # noqa: ANN001
+        self.env, self.account, self.storage = env, account, storage or {}
+
+    def start(self, url: str) -> subprocess.Popen:
+        argv = [sys.executable, "-m", __name__, url, json.dumps(self.storage)]
+        if self.account is not None:
+            if not self.account.can_run(sys.executable):
+                raise OSError(f"it is fetched as {self.account.name}, who cannot run this node's Python "
+                              f"({sys.executable})")
+            argv = self.account.prefix() + argv
+        err = tempfile.TemporaryFile()  # a file, not a pipe: warnings never fill it and stall the child
+        try:
+            proc = subprocess.Popen(argv, env=self.env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=err, start_new_session=True)
+        except BaseException:
+            err.close()
+            raise
+        proc.err = err
+        return proc
+
+    def fetch(self, url: str, place: Callable[[str, Callable[[Path], None]], Path]) -> Path:
+        """The local path of ``url``: ``place(tag, fill)`` finds the cache entry for the tag the child
+        read, or makes it with ``fill(folder)``, which has the child send the files into ``folder``."""
+        proc = self.start(url)
+        try:
+            line = proc.stdout.readline()
+            try:
+                said = json.loads(line) if line else {"error": ""}
+            except ValueError:
+                raise OSError(f"the fetch said {line[:200]!r}") from None
+            if "error" in said:
+                raise OSError(said["error"] or _stderr(proc))
+
+            def fill(folder: Path) -> None:
+                proc.stdin.write(b"send\n")
+                proc.stdin.flush()
+                try:
+                    receive(proc.stdout, folder)
+                except OSError:
+                    if proc.wait() != 0:  # the child's own words say more than a stream cut short
+                        raise OSError(_stderr(proc)) from None
+                    raise
+                if proc.wait() != 0:
+                    raise OSError(_stderr(proc))
+
+            return place(str(said["tag"]), fill)
+        finally:
+            if proc.poll() is None:
+                try:
+                    proc.stdin.write(b"skip\n")
+                    proc.stdin.close()
+                    proc.wait(10)
+                except (OSError, subprocess.TimeoutExpired):
+                    proc.kill()
+                    proc.wait()
+            proc.stdout.close()
+            proc.err.close()
+
+
+def _stderr(proc: subprocess.Popen) -> str:
+    proc.wait()
+    proc.err.seek(0)
+    lines = proc.err.read(64 << 10).decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else f"the fetch exited {proc.returncode}"
+
+
+def receive(stream: IO[bytes], folder: Path) -> None:
+    """The child's files, written into ``folder`` (made by the caller, empty) as regular files only."""
+    while True:
+        head = json.loads(stream.readline() or b'{"path": ""}')
+        if not head:
+            return
+        rel, size = check_artifact_path(head.get("path")), head.get("size")
+        if not isinstance(size, int) or size < 0:
+            raise OSError(f"the fetch sent {head!r}")
+        target = folder / rel
+        for parent in reversed(target.relative_to(folder).parents[:-1]):
+            (folder / parent).mkdir(exist_ok=True)  # made here: a folder, never a link
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with open(fd, "wb") as out:
+            while size:
+                block = stream.read(min(size, BLOCK))
+                if not block:
+                    raise OSError(f"the fetch stopped within {rel}")
+                out.write(block)
+                size -= len(block)
+
+
+def _send(fs, remote: str, name: str, out: IO[bytes]) -> None:  # noqa: ANN001
+    files = fs.find(remote, detail=True, withdirs=False) if fs.isdir(remote) else {remote: fs.info(remote)}
+    top = remote.rstrip("/")
+    for path, info in sorted(files.items()):
+        rel = name if path.rstrip("/") == top else f"{name}/{path[len(top):].lstrip('/')}"
+        size = int(info["size"])
+        out.write(json.dumps({"path": rel, "size": size}).encode() + b"\n")
+        with fs.open(path, "rb") as f:
+            left = size
+            while left:
+                block = f.read(min(left, BLOCK))
+                if not block:
+                    raise OSError(f"{path} is shorter than listed: it changed while fetched")
+                out.write(block)
+                left -= len(block)
+            if f.read(1):
+                raise OSError(f"{path} is longer than listed: it changed while fetched")
+    out.write(b"{}\n")
+    out.flush()
+
+
+def main(url: str, storage: str) -> int:
+    out = sys.stdout.buffer
+    try:
+        import fsspec
+
+        from trainyard.artifacts.transfer import content_tag, use_storage
+
+        use_storage(json.loads(storage))
+        fs, remote = fsspec.core.url_to_fs(url)
+        said = {"tag": content_tag(fs, remote)} if fs.exists(remote) else {"error": "not found"}
+    except Exception as e:  # noqa: BLE001 - said to the launcher, which fails the attempt with it
+        said = {"error": f"{type(e).__name__}: {e}"}
+    out.write(json.dumps(said).encode() + b"\n")
+    out.flush()
+    if "error" in said or sys.stdin.readline().strip() != "send":
+        return 0
+    try:
+        _send(fs, remote, url.rstrip("/").rsplit("/", 1)[-1] or "input", out)
+    except Exception as e:  # noqa: BLE001 - its last line is what the attempt's message says
+        sys.stderr.write(f"{type(e).__name__}: {e}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
