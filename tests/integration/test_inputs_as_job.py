@@ -53,7 +53,8 @@ def launch(world, report_server, attempt: Path, node: str, job_keys: str | None,
            command: str = READ, python: str = PYTHON, **kw) -> tuple[dict, str]:  # noqa: ANN001
     make_config(attempt, report_server.url, [python, "-c", command], inputs=inputs,
                 input_cache=str(attempt.parent / "cache"), storage={"s3": {"endpoint_url": world.endpoint}},
-                store_url="s3://store/ty", env=aws(world.keys[job_keys]) if job_keys else {}, **kw)
+                store_url="s3://store/ty", env=aws(world.keys[job_keys]) if job_keys else {},
+                inputs_as_job=job_keys is not None, **kw)  # as the server sets it: the job has secrets
     if kw.get("run_as"):
         os.chmod(attempt, 0o711)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}

@@ -25,6 +25,7 @@ _DEFAULTS: dict = {
     "run_as": None,
     "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None, "checkpoint_url": None,
     "sample_every": None, "secrets": None, "store_url": None,
+    "inputs_as_job": False,
 }
 
 
@@ -63,6 +64,7 @@ class LaunchConfig:
     storage: dict | None             # fsspec options per protocol, e.g. {"s3": {"endpoint_url": ...}}; no credentials
     checkpoint_url: str | None       # fsspec folder URL the checkpoint dir syncs to (object stores only; launch.checkpoints)
     store_url: str | None            # the artifact store's root: inputs under it are fetched with the launcher's keys
+    inputs_as_job: bool              # other remote inputs fetched as the job without run_as too (env of its own)
 
     masks = None  # the job's secret values once read (launch.secrets.Masks): in memory only, never in to_dict
 

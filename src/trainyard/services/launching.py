@@ -89,5 +89,8 @@ def launch_configs(
             # on an object store, the checkpoint dir follows the job to whatever node runs its next attempt
             checkpoint_url=artifacts.checkpoint_url(job.id) if artifacts.remote else None,
             store_url=artifacts.url,  # what is under it the server vetted; other inputs are fetched as the job
+            # by a child with the job's environment: always for an account; for the server's own account only when
+            # the job brings variables of its own (its credentials may be among them), else the launcher's are its
+            inputs_as_job=bool(spec.env_vars or spec.secrets),
         ))
     return configs
