@@ -37,7 +37,7 @@ def _place(where: Where) -> tuple[list[str], str, dict[str, str]]:
     if run_as:
         from trainyard.launch.runas import RunAs
 
-        prefix = RunAs(run_as).prefix()
+        prefix, env = RunAs(run_as).drop(env)  # root's part of the chain starts without the job's loader vars
     if cached:
         from trainyard.launch import readonly
 
@@ -57,7 +57,7 @@ def run(argv: list[str], timeout: float, where: Where | None, masks=None) -> dic
         return {"exit_code": None, "output": "", "error": str(e)}
     if prefix and where[0] is None:  # behind a shim, unshare or setpriv the exec is too late to tell "cannot run"
         try:
-            check_executable(argv[0], cwd, env)
+            check_executable(argv[0], cwd, where[3])  # on the job's PATH, where the command will look
         except OSError as e:
             return {"exit_code": None, "output": "", "error": f"cannot run {argv[0]!r}: {e.strerror or e}"}
     try:

@@ -26,6 +26,7 @@ from typing import IO, Callable
 from trainyard.artifact_paths import check_artifact_path
 
 BLOCK = 1 << 20
+MAX_LINE = 64 << 10  # a record's or the look-up's line: a path of 4 KiB, a tag
 
 
 class JobFetch:
@@ -36,14 +37,18 @@ class JobFetch:
 
     def start(self, url: str) -> subprocess.Popen:
         argv = [sys.executable, "-m", __name__, url, json.dumps(self.storage)]
+        # the node's Python as the launcher runs it: the job's variables choose credentials, not which code runs
+        env = {k: v for k, v in self.env.items() if not k.startswith("PYTHON")}
+        env.update({k: v for k, v in os.environ.items() if k.startswith("PYTHON")}, PYTHONNOUSERSITE="1")
         if self.account is not None:
             if not self.account.can_run(sys.executable):
                 raise OSError(f"it is fetched as {self.account.name}, who cannot run this node's Python "
                               f"({sys.executable})")
-            argv = self.account.prefix() + argv
+            drop, env = self.account.drop(env)
+            argv = drop + argv
         err = tempfile.TemporaryFile()  # a file, not a pipe: warnings never fill it and stall the child
         try:
-            proc = subprocess.Popen(argv, env=self.env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=err, start_new_session=True)
         except BaseException:
             err.close()
@@ -56,7 +61,7 @@ class JobFetch:
         read, or makes it with ``fill(folder)``, which has the child send the files into ``folder``."""
         proc = self.start(url)
         try:
-            line = proc.stdout.readline()
+            line = _line(proc.stdout)
             try:
                 said = json.loads(line) if line else {"error": ""}
             except ValueError:
@@ -70,7 +75,9 @@ class JobFetch:
                 try:
                     receive(proc.stdout, folder)
                 except OSError:
-                    if proc.wait() != 0:  # the child's own words say more than a stream cut short
+                    if proc.poll() is None:  # still sending: it would wait on its full pipe, and this on it
+                        proc.kill()
+                    if proc.wait() not in (0, -9):  # the child's own words say more than a stream cut short
                         raise OSError(_stderr(proc)) from None
                     raise
                 if proc.wait() != 0:
@@ -97,10 +104,22 @@ def _stderr(proc: subprocess.Popen) -> str:
     return lines[-1] if lines else f"the fetch exited {proc.returncode}"
 
 
+def _line(stream: IO[bytes]) -> bytes:
+    line = stream.readline(MAX_LINE)
+    if len(line) == MAX_LINE and not line.endswith(b"\n"):
+        raise OSError(f"the fetch said more than {MAX_LINE} bytes in a line")
+    return line
+
+
 def receive(stream: IO[bytes], folder: Path) -> None:
     """The child's files, written into ``folder`` (made by the caller, empty) as regular files only."""
     while True:
-        head = json.loads(stream.readline() or b'{"path": ""}')
+        try:
+            head = json.loads(_line(stream) or b'{"path": ""}')
+        except ValueError:
+            raise OSError("the fetch sent what is not a file's record") from None
+        if not isinstance(head, dict):
+            raise OSError("the fetch sent what is not a file's record")
         if not head:
             return
         rel, size = check_artifact_path(head.get("path")), head.get("size")
@@ -123,6 +142,8 @@ def _send(fs, remote: str, name: str, out: IO[bytes]) -> None:  # noqa: ANN001
     files = fs.find(remote, detail=True, withdirs=False) if fs.isdir(remote) else {remote: fs.info(remote)}
     top = remote.rstrip("/")
     for path, info in sorted(files.items()):
+        if path.endswith("/") or info.get("type") == "directory":  # a console's folder marker: nothing to write
+            continue
         rel = name if path.rstrip("/") == top else f"{name}/{path[len(top):].lstrip('/')}"
         size = int(info["size"])
         out.write(json.dumps({"path": rel, "size": size}).encode() + b"\n")

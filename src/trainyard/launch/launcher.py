@@ -209,7 +209,8 @@ class Launcher(AttemptIO):
             if self.cancelled:
                 return _result(None, self._stop_reason(), f"cancelled during setup: {self.cancelled}")
             append_log(self.log, f"setup failed: {e}")
-            return _result(None, reasons.SETUP, str(e))
+            # a fetch run as the job, or a build, may quote the job's secrets, which are known by now
+            return _result(None, reasons.SETUP, cfg.masks.text(str(e)) if cfg.masks else str(e))
         command = cfg.command
         if self.inputs or any("{{" in part for part in command):
             from trainyard.launch.named import substitute
@@ -234,14 +235,16 @@ class Launcher(AttemptIO):
         self.group = None if self.container is not None else cgroup.for_replica(
             cfg.cgroup_root, cfg.memory_limit, f"{cfg.attempt_id}-r{cfg.replica}", lambda m: append_log(self.log, m))
         try:
-            argv = command
+            argv, start_env = command, env
             if cfg.run_as:  # hand the job its folders; the command drops to the account after the cgroup shim
                 from trainyard.launch.runas import RunAs
 
                 run_as = RunAs(cfg.run_as)
                 self.metrics.touch(exist_ok=True)
                 run_as.hand_over(work, self.dir / "outputs", Path(env[envvars.CHECKPOINT_DIR]), self.metrics)
-                argv, env = run_as.prefix() + argv, run_as.env(env)
+                env = run_as.env(env)
+                drop, start_env = run_as.drop(env)  # root's part of the chain starts without the job's loader vars
+                argv = drop + argv
             if self.readonly and self.container is None:  # mounted by root, before the drop to the account
                 from trainyard.launch import readonly
 
@@ -251,7 +254,7 @@ class Launcher(AttemptIO):
                 argv = self.group.wrap(argv)
             mark("memory group, argv")
             self.dirs.place_file(self.log)
-            self.proc = procs.spawn(argv, str(work), env, str(self.log))
+            self.proc = procs.spawn(argv, str(work), start_env, str(self.log))
             mark("spawned (exec done)")
         except OSError as e:
             self._remove_group()

@@ -69,7 +69,8 @@ def resolve_inputs(inputs: dict[str, str], cache: Path, work: Path, as_job=None,
     for name, url in inputs.items():
         path = local_path(url, base=work)
         if path is None:
-            job = None if as_job is None or (store_url and under_url(url, store_url) is not None) else as_job
+            # (a launch.json of before store_url: as the launcher fetched then)
+            job = None if as_job is None or not store_url or under_url(url, store_url) is not None else as_job
             try:
                 path = fetch_input(url, cache, account, job)
             except Exception as e:
@@ -135,7 +136,8 @@ def _entry(cache: Path, what: str, name: str, account, fill) -> Path:  # noqa: A
             return final / name
         tmp = cache / f".{key}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir(0o700 if account is not None else 0o777)  # an account's: no one else reads it as it comes
         try:
             fill(tmp)
             readonly.freeze(tmp)

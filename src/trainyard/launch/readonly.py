@@ -17,14 +17,18 @@ Standard library only: this runs in the launcher.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
+from trainyard.launch.runas import ROOT_PATH
+
 # mounts each path up to "--" read-only over itself, then execs the rest: pid and signals stay the job's
-_SCRIPT = ('while [ "$1" != -- ]; do mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" "$1" || exit 126; '
+# (run as root with the job's PATH: `mount` is named by its path, never looked up there)
+_SCRIPT = ('while [ "$1" != -- ]; do {m} --bind "$1" "$1" && {m} -o remount,bind,ro "$1" "$1" || exit 126; '
            'shift; done; shift; exec "$@"')
 _usable: bool | None = None
 
@@ -40,12 +44,14 @@ def freeze(top: Path) -> None:
 
 
 def confine(top: Path, gid: int) -> None:
-    """``top`` (made by this process, read-only already) readable by the group ``gid`` only: an account's own."""
+    """``top`` (made by this process, read-only already) readable by the group ``gid`` as by its owner, and by no
+    one else: an account's own (its primary group must be its alone, as user private groups are)."""
     for path in [top, *(Path(root, name) for root, dirs, files in os.walk(top) for name in [*dirs, *files])]:
         st = os.lstat(path)
         if not stat.S_ISLNK(st.st_mode):
             os.chown(path, -1, gid)
-            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o007)
+            mine = stat.S_IMODE(st.st_mode) & 0o500
+            os.chmod(path, mine | mine >> 3)
 
 
 def thaw(top: Path) -> None:
@@ -74,7 +80,9 @@ def mount_prefix(paths: list[str]) -> list[str]:
     cannot (not root, no util-linux, or mount namespaces refused); checked once per launcher."""
     if not paths or not usable():
         return []
-    return [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT,
+    script = _SCRIPT.format(m=shlex.quote(shutil.which("mount", path=ROOT_PATH) or "/bin/mount"))
+    return [shutil.which("unshare", path=ROOT_PATH) or "/usr/bin/unshare", "--mount", "--propagation", "private",
+            shutil.which("sh", path=ROOT_PATH) or "/bin/sh", "-c", script,
             "trainyard-readonly", *paths, "--"]
 
 
@@ -85,7 +93,8 @@ def usable() -> bool:
         _usable = False
         if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("mount"):
             with tempfile.TemporaryDirectory(prefix="trainyard-ro-") as d:
-                probe = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT, "probe", d, "--",
+                probe = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT.format(m="mount"),
+                         "probe", d, "--",
                          "sh", "-c", 'touch "$1/x" 2>/dev/null && exit 1 || exit 0', "sh", d]
                 try:
                     _usable = subprocess.run(probe, capture_output=True, timeout=10).returncode == 0

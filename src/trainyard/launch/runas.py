@@ -15,6 +15,16 @@ import shutil
 from pathlib import Path
 
 
+# where what root runs before the drop (the cgroup shim, the read-only mounts, setpriv) is found: by absolute path,
+# never on the job's PATH, where the job may have put its own `sh` or `mount`
+ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# variables that make the dynamic loader or a shell load or run other code at start: a program run as root with
+# the job's values would run the job's code as root
+_LOADS_CODE = ("LD_", "GCONV_", "GLIBC_", "MALLOC_", "RESOLV_", "BASH_FUNC_")
+_LOADS_CODE_NAMES = frozenset({"LOCPATH", "NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN", "NIS_PATH",
+                               "TZDIR", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "CDPATH"})
+
+
 class RunAs:
     def __init__(self, spec: dict) -> None:
         self.uid = int(spec["uid"])
@@ -24,10 +34,20 @@ class RunAs:
 
     def prefix(self) -> list[str]:
         """What goes before the command: drop to the account, its groups only."""
-        setpriv = shutil.which("setpriv")
+        setpriv = shutil.which("setpriv", path=ROOT_PATH)
         if setpriv is None:
             raise OSError(f"running as {self.name} needs setpriv (util-linux) on this machine")
         return [setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--"]
+
+    def drop(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        """``(prefix, start_env)``: run ``prefix + argv`` with ``start_env`` to run ``argv`` as the account with
+        ``env``. What runs as root before the drop (setpriv, and whatever a caller puts before it) starts with
+        ``start_env``: ``env`` without the variables that make a program load or run other code; those reach the
+        command through env(1), run after the drop (only when the job sets any: ``LD_LIBRARY_PATH``, say)."""
+        held = {k: v for k, v in env.items() if k in _LOADS_CODE_NAMES or k.startswith(_LOADS_CODE)}
+        start = {k: v for k, v in env.items() if k not in held}
+        back = [shutil.which("env", path=ROOT_PATH) or "/usr/bin/env", *(f"{k}={v}" for k, v in held.items())]
+        return self.prefix() + (back if held else []), start
 
     def hand_over(self, *paths: Path) -> None:
         """Give the job's own folders and files (recursively) to the account, closed to others. The walk holds each

@@ -1,0 +1,59 @@
+"""A job run as an OS account sets its own environment, loader variables included, and none of it reaches what
+the launcher runs as root on the way to the drop (the cgroup shim, setpriv): a library a job names in
+``LD_PRELOAD`` is loaded by the job's processes, as the account, never by root's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.conftest import need
+from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
+    PYTHON, make_config, read_result, report_server,
+)
+
+MARKS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) {
+    const char *d = getenv("MARK_DIR");
+    char p[1024];
+    if (!d) return;
+    snprintf(p, sizeof p, "%s/loaded-by-%d", d, (int)getuid());
+    FILE *f = fopen(p, "a");
+    if (f) fclose(f);
+}
+"""
+
+
+def test_a_loader_variable_of_the_job_reaches_its_command_and_no_process_of_roots(report_server):
+    need(os.geteuid() == 0 and shutil.which("setpriv") is not None, "needs root and setpriv to switch accounts")
+    need(shutil.which("cc") is not None, "a C compiler (Debian's gcc) to build the library the job preloads")
+    root = Path(tempfile.mkdtemp(prefix="trainyard-env-"))
+    os.chmod(root, 0o711)
+    try:
+        (root / "marks.c").write_text(MARKS)
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(root / "marks.so"), str(root / "marks.c")], check=True)
+        os.chmod(root / "marks.so", 0o755)
+        marks = root / "marks"
+        marks.mkdir(mode=0o777)
+        marks.chmod(0o777)  # the account writes its mark too
+        attempt = root / "attempt"
+        make_config(attempt, report_server.url, ["/bin/sh", "-c", 'echo "preload=$LD_PRELOAD lib=$LD_LIBRARY_PATH"'],
+                    run_as={"uid": 65534, "gid": 65534, "name": "nobody"},
+                    env={"LD_PRELOAD": str(root / "marks.so"), "LD_LIBRARY_PATH": "/opt/cuda/lib64",
+                         "MARK_DIR": str(marks)})
+        os.chmod(attempt, 0o711)
+        proc = subprocess.run([PYTHON, "-m", "trainyard.launch", str(attempt)], capture_output=True, timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert read_result(attempt)["reason"] == "Succeeded", (attempt / "output.log").read_text()
+        assert f"preload={root / 'marks.so'} lib=/opt/cuda/lib64" in (attempt / "output.log").read_text()
+        loaded = sorted(p.name for p in marks.iterdir())
+        assert "loaded-by-65534" in loaded and "loaded-by-0" not in loaded, loaded
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
