@@ -87,7 +87,8 @@ class AttemptIO:
         if account is None and not cfg.inputs_as_job:  # the job's environment is the launcher's: no child needed
             return None, cfg.store_url, None
         env = job_env(cfg)
-        return JobFetch(env if account is None else account.env(env), account, cfg.storage), cfg.store_url, account
+        return (JobFetch(env if account is None else account.env(env), account, cfg.storage,
+                         lambda: self.cancelled is not None), cfg.store_url, account)
 
     def _restore_checkpoint(self) -> None:
         """The job's last complete checkpoint set into its checkpoint dir; on replica 0, the sync started

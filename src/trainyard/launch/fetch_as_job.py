@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,19 +27,25 @@ from pathlib import Path
 from typing import IO, Callable
 
 from trainyard.artifact_paths import check_artifact_path
+from trainyard.launch.runas import ROOT_PATH
 
 BLOCK = 1 << 20
 MAX_LINE = 64 << 10  # a record's or the look-up's line: a path of 4 KiB, a tag
+DIES_WITH_US = ("--pdeathsig", "KILL")  # setpriv's: the fetch ends with the launcher, whatever ends it
 
 
 class JobFetch:
     """How to fetch as the job: its environment, its account (a RunAs) or None, the node's storage options."""
 
-    def __init__(self, env: dict[str, str], account=None, storage: dict | None = None) -> None:  # noqa: ANN001
-        self.env, self.account, self.storage = env, account, storage or {}
+    def __init__(self, env: dict[str, str], account=None, storage: dict | None = None,  # noqa: ANN001
+                 cancelled: Callable[[], bool] = lambda: False) -> None:
+        self.env, self.account, self.storage, self.cancelled = env, account, storage or {}, cancelled
+
+    def child(self, url: str) -> list[str]:
+        return [sys.executable, "-m", __name__, url, json.dumps(self.storage)]
 
     def start(self, url: str) -> subprocess.Popen:
-        argv = [sys.executable, "-m", __name__, url, json.dumps(self.storage)]
+        argv = self.child(url)
         # the node's Python as the launcher runs it: the job's variables choose credentials, not which code runs
         env = {k: v for k, v in self.env.items() if not k.startswith("PYTHON")}
         env.update({k: v for k, v in os.environ.items() if k.startswith("PYTHON")}, PYTHONNOUSERSITE="1")
@@ -44,8 +53,10 @@ class JobFetch:
             if not self.account.can_run(sys.executable):
                 raise OSError(f"it is fetched as {self.account.name}, who cannot run this node's Python "
                               f"({sys.executable})")
-            drop, env = self.account.drop(env)
+            drop, env = self.account.drop(env, *DIES_WITH_US)
             argv = drop + argv
+        elif setpriv := shutil.which("setpriv", path=ROOT_PATH):
+            argv = [setpriv, *DIES_WITH_US, "--"] + argv
         err = tempfile.TemporaryFile()  # a file, not a pipe: warnings never fill it and stall the child
         try:
             proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -60,8 +71,9 @@ class JobFetch:
         """The local path of ``url``: ``place(tag, fill)`` finds the cache entry for the tag the child
         read, or makes it with ``fill(folder)``, which has the child send the files into ``folder``."""
         proc = self.start(url)
+        out = _Pipe(proc.stdout.fileno(), self.cancelled)
         try:
-            line = _line(proc.stdout)
+            line = _line(out)
             try:
                 said = json.loads(line) if line else {"error": ""}
             except ValueError:
@@ -73,7 +85,7 @@ class JobFetch:
                 proc.stdin.write(b"send\n")
                 proc.stdin.flush()
                 try:
-                    receive(proc.stdout, folder)
+                    receive(out, folder)
                 except OSError:
                     if proc.poll() is None:  # still sending: it would wait on its full pipe, and this on it
                         proc.kill()
@@ -84,17 +96,55 @@ class JobFetch:
                     raise OSError(_stderr(proc))
 
             return place(str(said["tag"]), fill)
+        except BaseException:
+            proc.kill()  # whatever it is doing: a cancel or an error ends it now
+            raise
         finally:
-            if proc.poll() is None:
+            if proc.poll() is None:  # the node's copy was there: it is told to go
                 try:
                     proc.stdin.write(b"skip\n")
                     proc.stdin.close()
-                    proc.wait(10)
+                    proc.wait(5)
                 except (OSError, subprocess.TimeoutExpired):
                     proc.kill()
-                    proc.wait()
+            proc.wait()
+            try:  # what it left running (a daemon its imports started) goes with it
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
             proc.stdout.close()
             proc.err.close()
+
+
+class _Pipe:
+    """The child's stdout, read so that the attempt's cancel is heard within a second whatever the child does."""
+
+    def __init__(self, fd: int, cancelled: Callable[[], bool]) -> None:
+        self.fd, self.cancelled, self.buf = fd, cancelled, bytearray()
+
+    def _more(self) -> bool:
+        while not select.select([self.fd], [], [], 0.5)[0]:
+            if self.cancelled():
+                raise OSError("cancelled")
+        data = os.read(self.fd, BLOCK)
+        self.buf += data
+        return bool(data)
+
+    def _take(self, n: int) -> bytes:
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def readline(self, limit: int) -> bytes:
+        while (end := self.buf.find(b"\n", 0, limit)) < 0 and len(self.buf) < limit:
+            if not self._more():
+                return self._take(len(self.buf))
+        return self._take(end + 1 if end >= 0 else limit)
+
+    def read(self, n: int) -> bytes:
+        if not self.buf and not self._more():
+            return b""
+        return self._take(n)
 
 
 def _stderr(proc: subprocess.Popen) -> str:

@@ -32,14 +32,14 @@ class RunAs:
         self.name = str(spec.get("name") or self.uid)
         self.home = spec.get("home")
 
-    def prefix(self) -> list[str]:
-        """What goes before the command: drop to the account, its groups only."""
+    def prefix(self, *more: str) -> list[str]:
+        """What goes before the command: drop to the account, its groups only (``more``: setpriv's other options)."""
         setpriv = shutil.which("setpriv", path=ROOT_PATH)
         if setpriv is None:
             raise OSError(f"running as {self.name} needs setpriv (util-linux) on this machine")
-        return [setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--"]
+        return [setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", *more, "--"]
 
-    def drop(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    def drop(self, env: dict[str, str], *more: str) -> tuple[list[str], dict[str, str]]:
         """``(prefix, start_env)``: run ``prefix + argv`` with ``start_env`` to run ``argv`` as the account with
         ``env``. What runs as root before the drop (setpriv, and whatever a caller puts before it) starts with
         ``start_env``: ``env`` without the variables that make a program load or run other code; those reach the
@@ -47,7 +47,7 @@ class RunAs:
         held = {k: v for k, v in env.items() if k in _LOADS_CODE_NAMES or k.startswith(_LOADS_CODE)}
         start = {k: v for k, v in env.items() if k not in held}
         back = [shutil.which("env", path=ROOT_PATH) or "/usr/bin/env", *(f"{k}={v}" for k, v in held.items())]
-        return self.prefix() + (back if held else []), start
+        return self.prefix(*more) + (back if held else []), start
 
     def hand_over(self, *paths: Path) -> None:
         """Give the job's own folders and files (recursively) to the account, closed to others. The walk holds each
