@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -160,27 +161,50 @@ class Store:
 
 def capture(folder: Path, stage: Path) -> list[str]:
     """Hard-link (copy where links fail: another filesystem) every regular file of ``folder``
-    into the empty folder ``stage``; their paths, relative to both. Quick: nothing is read."""
+    into the empty folder ``stage``; their paths, relative to both. Quick: nothing is read.
+
+    The folder is the job's (its account's, when it runs as one) and this launcher may be root: the walk holds each
+    folder open (``os.fwalk``), and a file is linked as the name is now (``linkat`` without following), then kept
+    only if what was linked is a regular file. A name the job swaps for a link meanwhile is linked as that link and
+    dropped, never followed to a file of root's."""
     paths: list[str] = []
-    if not folder.is_dir():
+    if folder.is_symlink() or not folder.is_dir():
         return paths
-    for root, dirs, names in os.walk(folder):
+    for root, dirs, names, fd in os.fwalk(folder, follow_symlinks=False):
         dirs.sort()
+        here = os.path.relpath(root, folder)
         for name in sorted(names):
-            src = Path(root) / name
-            if name.endswith(SKIPPED_SUFFIXES) or src.is_symlink() or not src.is_file():
+            if name.endswith(SKIPPED_SUFFIXES):
                 continue
-            rel = src.relative_to(folder).as_posix()
+            rel = name if here == "." else f"{here}/{name}"
             dst = stage / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             try:
-                os.link(src, dst)
+                os.link(name, dst, src_dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue  # renamed away meanwhile: the new name is listed or not, either way consistent
             except OSError:
-                shutil.copyfile(src, dst)
+                if not _copy_plain(fd, name, dst):
+                    continue
+            if not stat.S_ISREG(os.lstat(dst).st_mode):  # a link or a fifo, linked as itself
+                os.unlink(dst)
+                continue
             paths.append(rel)
     return paths
+
+
+def _copy_plain(dir_fd: int, name: str, dst: Path) -> bool:
+    """Copy ``name`` (in the folder ``dir_fd``) to ``dst`` if it is a regular file, read from what was opened."""
+    try:
+        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return False
+    with open(src, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return False
+        with open(dst, "wb") as out:
+            shutil.copyfileobj(f, out)
+    return True
 
 
 def describe(stage: Path, paths: list[str]) -> dict[str, dict]:

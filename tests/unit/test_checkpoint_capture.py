@@ -1,0 +1,45 @@
+"""What a sync captures of the job's checkpoint folder, which the job (its account) controls while a root launcher
+reads it: regular files only, never a file a link leads to, even one swapped in while the folder is walked."""
+
+from __future__ import annotations
+
+import os
+
+from trainyard.launch import checkpoints
+from trainyard.launch.checkpoints import capture
+
+
+def test_regular_files_are_captured_and_links_and_scratch_files_are_not(tmp_path):
+    folder, stage, outside = tmp_path / "ck", tmp_path / "stage", tmp_path / "outside"
+    (folder / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_text("root's")
+    (folder / "model.pt").write_bytes(b"weights")
+    (folder / "sub" / "opt.pt").write_bytes(b"moments")
+    (folder / "step.tmp").write_text("being written")
+    (folder / "leak").symlink_to(outside / "secret")
+    (folder / "dir").symlink_to(outside, target_is_directory=True)
+    stage.mkdir()
+    assert capture(folder, stage) == ["model.pt", "sub/opt.pt"]
+    assert (stage / "sub" / "opt.pt").read_bytes() == b"moments"
+    assert sorted(p.name for p in stage.rglob("*")) == ["model.pt", "opt.pt", "sub"]
+
+
+def test_a_file_swapped_for_a_link_while_the_folder_is_walked_is_dropped_not_followed(tmp_path, monkeypatch):
+    folder, stage, secret = tmp_path / "ck", tmp_path / "stage", tmp_path / "secret"
+    folder.mkdir()
+    stage.mkdir()
+    secret.write_text("root's")
+    (folder / "a.pt").write_bytes(b"weights")
+    (folder / "b.pt").write_bytes(b"kept")
+    walk = os.fwalk
+
+    def swapping(*args, **kw):  # noqa: ANN002, ANN003
+        for root, dirs, names, fd in walk(*args, **kw):
+            os.unlink(os.path.join(root, "a.pt"))  # listed as a file; a link by the time it is captured
+            os.symlink(secret, os.path.join(root, "a.pt"))
+            yield root, dirs, names, fd
+
+    monkeypatch.setattr(checkpoints.os, "fwalk", swapping)
+    assert capture(folder, stage) == ["b.pt"]
+    assert not (stage / "a.pt").exists() and not (stage / "a.pt").is_symlink()
