@@ -43,3 +43,42 @@ def test_a_file_swapped_for_a_link_while_the_folder_is_walked_is_dropped_not_fol
     monkeypatch.setattr(checkpoints.os, "fwalk", swapping)
     assert capture(folder, stage) == ["b.pt"]
     assert not (stage / "a.pt").exists() and not (stage / "a.pt").is_symlink()
+
+
+class Blobs(checkpoints.Store):
+    """A store of one set, in memory: what a restore reads."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        import hashlib
+
+        self.url = "memory://ck"
+        self.blobs = {f"sha256:{hashlib.sha256(b).hexdigest()}": b for b in files.values()}
+        self.entries = {p: {"size": len(b), "digest": f"sha256:{hashlib.sha256(b).hexdigest()}"}
+                        for p, b in files.items()}
+
+    def _fetch(self, entry, parent, name):  # noqa: ANN001
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=parent)
+        with open(fd, "wb") as f:
+            f.write(self.blobs[entry["digest"]])
+
+
+def test_a_folder_swapped_for_a_link_during_a_restore_leads_no_write_or_removal_outside(tmp_path, monkeypatch):
+    folder, outside = tmp_path / "ck", tmp_path / "outside"
+    (folder / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "keep").write_text("root's")
+    (folder / "stale.pt").write_text("after the last set")
+    store = Blobs({"sub/model.pt": b"weights", "top.pt": b"top"})
+    holds = checkpoints._holds
+
+    def swapping(parent, name, entry):  # noqa: ANN001
+        if name == "model.pt" and not (folder / "sub").is_symlink():  # the account's other process, meanwhile
+            (folder / "sub").rename(folder / "sub.old")
+            (folder / "sub").symlink_to(outside, target_is_directory=True)
+        return holds(parent, name, entry)
+
+    monkeypatch.setattr(checkpoints, "_holds", swapping)
+    store._mirror(store.entries, folder)
+    assert sorted(p.name for p in outside.iterdir()) == ["keep"]
+    assert (folder / "top.pt").read_bytes() == b"top" and not (folder / "stale.pt").exists()
+    assert not (folder / "sub").is_symlink()  # the job's link is gone, not followed

@@ -19,6 +19,8 @@ launcher loads this module only when the attempt has a checkpoint URL.
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
 import shutil
@@ -95,34 +97,46 @@ class Store:
         return manifest
 
     def _mirror(self, files: dict[str, dict], folder: Path) -> None:
-        for path, entry in files.items():
-            target = folder / path
-            _unlink_links(folder, target)
-            if target.is_file() and target.stat().st_size == entry["size"] and \
-                    transfer.file_digest(target) == entry["digest"]:
-                continue
-            self._fetch(entry, target)
-        for root, dirs, names in os.walk(folder, topdown=False):
-            for name in names:
-                local = Path(root) / name
-                if local.relative_to(folder).as_posix() not in files:
-                    local.unlink()
-            for name in dirs:
-                try:
-                    (Path(root) / name).rmdir()  # only when empty
-                except OSError:
-                    pass
-
-    def _fetch(self, entry: dict, target: Path) -> None:
-        name = self.blob_name(entry["digest"])
-        where = f"{self.url}/{name}"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.restore.part")
+        """``folder`` made to hold ``files``. It is the job's (its account's, when it runs as one) from an earlier
+        attempt and this launcher may be root: every step goes through folders held open and never follows a link
+        (a link or a file where a folder goes is the job's, and removed), so nothing the account swaps in while
+        this runs leads a write or a removal outside the folder."""
+        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
-            with open(tmp, "wb") as f:
-                for chunk in transfer.read_checked(self.fs, self._key(name), entry["size"], entry["digest"]):
+            for path, entry in files.items():
+                *parents, name = path.split("/")
+                parent = _open_folders(top, parents)
+                try:
+                    if not _holds(parent, name, entry):
+                        self._fetch(entry, parent, name)
+                finally:
+                    os.close(parent)
+            for root, dirs, names, fd in os.fwalk(".", dir_fd=top, topdown=False, follow_symlinks=False):
+                for name in names:  # a link to a file among them: unlink removes the link
+                    if os.path.normpath(os.path.join(root, name)) not in files:
+                        os.unlink(name, dir_fd=fd)
+                for name in dirs:  # a link to a folder is listed here, not entered: removed as the link it is
+                    try:
+                        if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                            os.unlink(name, dir_fd=fd)
+                        else:
+                            os.rmdir(name, dir_fd=fd)  # only when empty
+                    except OSError:
+                        pass
+        finally:
+            os.close(top)
+
+    def _fetch(self, entry: dict, parent: int, name: str) -> None:
+        blob = self.blob_name(entry["digest"])
+        where = f"{self.url}/{blob}"
+        tmp = f".{name}.restore.part"
+        try:
+            _unlink(tmp, parent)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=parent)
+            with open(fd, "wb") as f:
+                for chunk in transfer.read_checked(self.fs, self._key(blob), entry["size"], entry["digest"]):
                     f.write(chunk)
-            os.replace(tmp, target)
+            os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
         except FileNotFoundError:
             raise CheckpointError(f"checkpoint object {where} is missing") from None
         except transfer.Corrupt as e:
@@ -130,7 +144,7 @@ class Store:
         except Exception as e:  # OS errors, and what botocore raises unwrapped (a refused connection)
             raise CheckpointError(f"cannot read checkpoint object {where}: {_plain(e)}") from None
         finally:
-            tmp.unlink(missing_ok=True)
+            _unlink(tmp, parent)
 
     # -- writing -------------------------------------------------------------------
 
@@ -213,17 +227,47 @@ def describe(stage: Path, paths: list[str]) -> dict[str, dict]:
             for rel in paths}
 
 
-def _unlink_links(folder: Path, target: Path) -> None:
-    """Remove links on the way from ``folder`` to ``target`` (and ``target`` itself, if a link): the
-    launcher may be root, and a link the job left must not lead a restore out of its folder."""
-    here = folder
-    for part in target.relative_to(folder).parts:
-        here = here / part
-        if here.is_symlink():
-            here.unlink()
-            return
-        if not here.exists():
-            return
+def _open_folders(top: int, parts: list[str]) -> int:
+    """The folder ``top/parts…``, opened (the caller closes it): each step opened without following a link, made
+    where missing, and where a link or a file stands in its place (the job's), that removed first."""
+    here = os.dup(top)
+    for part in parts:
+        try:
+            there = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=here)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                os.close(here)
+                raise
+            if e.errno != errno.ENOENT:
+                os.unlink(part, dir_fd=here)
+            os.mkdir(part, dir_fd=here)
+            there = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=here)
+        os.close(here)
+        here = there
+    return here
+
+
+def _holds(parent: int, name: str, entry: dict) -> bool:
+    """Whether ``name`` in the folder ``parent`` is a regular file with the entry's size and digest."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
+    except OSError:
+        return False
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != entry["size"]:
+            return False
+        h = hashlib.sha256()
+        while block := f.read(1 << 20):
+            h.update(block)
+    return f"sha256:{h.hexdigest()}" == entry["digest"]
+
+
+def _unlink(name: str, parent: int) -> None:
+    try:
+        os.unlink(name, dir_fd=parent)
+    except FileNotFoundError:
+        pass
 
 
 def _confined(path: str) -> None:
