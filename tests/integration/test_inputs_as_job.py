@@ -9,16 +9,16 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import need
+from tests.support.accounts import nobody_python
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
     PYTHON, make_config, read_result, report_server,
 )
 from tests.support.s3 import iam_moto_s3
-from trainyard.launch.runas import RunAs
 
 READ = ("import os; d = os.environ['TRAINYARD_INPUT_DATA']; print('got', open(d + '/a.txt').read(), "
         "open(d + '/sub/b.txt').read(), os.getuid())")
@@ -100,13 +100,7 @@ def test_an_input_outside_the_store_is_fetched_with_the_jobs_own_keys_and_its_ca
 
 def test_an_accounts_input_is_fetched_as_that_account_without_the_nodes_keys_into_an_entry_of_its_own(
         world, report_server):
-    need(os.geteuid() == 0 and shutil.which("setpriv") is not None, "needs root and setpriv to switch accounts")
-    nobody = RunAs({"uid": 65534, "gid": 65534, "name": "nobody"})
-    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"  # Debian's, as a node's would be
-    runnable = PYTHON if nobody.can_run(PYTHON) else system if nobody.can_run(system) else None
-    need(runnable is not None, f"a Python {sys.version_info[:2]} that nobody can run ({system})")
-    import tempfile
-
+    runnable = nobody_python(PYTHON)
     root = Path(tempfile.mkdtemp(prefix="trainyard-inputs-"))
     os.chmod(root, 0o711)  # the account passes through to its folders, as under a server's home
     try:

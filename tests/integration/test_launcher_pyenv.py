@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import need
+from tests.support.accounts import nobody_python
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
     PYTHON, make_config, pid_alive, read_result, report_server, run_launcher, start_launcher,
 )
@@ -182,11 +182,7 @@ def test_a_job_run_as_an_account_has_its_venv_built_as_that_account_in_a_cache_o
     """A package's build runs its own code: as the job's account, never as the launcher's root, and without the
     server's token; and the venv that account may change is not another account's. A launcher whose Python the
     account cannot run refuses the build rather than run it as root."""
-    need(os.geteuid() == 0 and shutil.which("setpriv") is not None, "needs root and setpriv to switch accounts")
-    nobody = RunAs({"uid": 65534, "gid": 65534})
-    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"  # Debian's, as a node's would be
-    runnable = PYTHON if nobody.can_run(PYTHON) else system if nobody.can_run(system) else None
-    need(runnable is not None, f"a Python {sys.version_info[:2]} that nobody can run ({system})")
+    runnable = nobody_python(PYTHON)
     root = Path(tempfile.mkdtemp(prefix="trainyard-pyenv-"))
     os.chmod(root, 0o711)  # the account passes through to its folders, as under a server's home
     try:

@@ -209,16 +209,25 @@ def capture(folder: Path, stage: Path) -> list[str]:
 
 def _copy_plain(dir_fd: int, name: str, dst: Path) -> bool:
     """Copy ``name`` (in the folder ``dir_fd``) to ``dst`` if it is a regular file, read from what was opened."""
-    try:
-        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-    except OSError:
+    f = _open_plain(dir_fd, name)
+    if f is None:
         return False
-    with open(src, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return False
-        with open(dst, "wb") as out:
-            shutil.copyfileobj(f, out)
+    with f, open(dst, "wb") as out:
+        shutil.copyfileobj(f, out)
     return True
+
+
+def _open_plain(dir_fd: int, name: str):  # noqa: ANN202
+    """``name`` in the folder ``dir_fd`` opened for reading if it is a regular file (never through a link), or None."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return None
+    f = open(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        return None
+    return f
 
 
 def describe(stage: Path, paths: list[str]) -> dict[str, dict]:
@@ -249,13 +258,11 @@ def _open_folders(top: int, parts: list[str]) -> int:
 
 def _holds(parent: int, name: str, entry: dict) -> bool:
     """Whether ``name`` in the folder ``parent`` is a regular file with the entry's size and digest."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
-    except OSError:
+    f = _open_plain(parent, name)
+    if f is None:
         return False
-    with open(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != entry["size"]:
+    with f:
+        if os.fstat(f.fileno()).st_size != entry["size"]:
             return False
         h = hashlib.sha256()
         while block := f.read(1 << 20):

@@ -180,12 +180,17 @@ def receive(stream: IO[bytes], folder: Path) -> None:
             (folder / parent).mkdir(exist_ok=True)  # made here: a folder, never a link
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         with open(fd, "wb") as out:
-            while size:
-                block = stream.read(min(size, BLOCK))
-                if not block:
-                    raise OSError(f"the fetch stopped within {rel}")
-                out.write(block)
-                size -= len(block)
+            _copy(stream.read, out.write, size, f"the fetch stopped within {rel}")
+
+
+def _copy(read: Callable[[int], bytes], write: Callable[[bytes], object], size: int, short: str) -> None:
+    """``size`` bytes from ``read`` to ``write``; OSError(``short``) if ``read`` ends before."""
+    while size:
+        block = read(min(size, BLOCK))
+        if not block:
+            raise OSError(short)
+        write(block)
+        size -= len(block)
 
 
 def _send(fs, remote: str, name: str, out: IO[bytes]) -> None:  # noqa: ANN001
@@ -198,13 +203,7 @@ def _send(fs, remote: str, name: str, out: IO[bytes]) -> None:  # noqa: ANN001
         size = int(info["size"])
         out.write(json.dumps({"path": rel, "size": size}).encode() + b"\n")
         with fs.open(path, "rb") as f:
-            left = size
-            while left:
-                block = f.read(min(left, BLOCK))
-                if not block:
-                    raise OSError(f"{path} is shorter than listed: it changed while fetched")
-                out.write(block)
-                left -= len(block)
+            _copy(f.read, out.write, size, f"{path} is shorter than listed: it changed while fetched")
             if f.read(1):
                 raise OSError(f"{path} is longer than listed: it changed while fetched")
     out.write(b"{}\n")
