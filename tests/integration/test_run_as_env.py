@@ -54,5 +54,15 @@ def test_a_loader_variable_of_the_job_reaches_its_command_and_no_process_of_root
         assert f"preload={root / 'marks.so'} lib=/opt/cuda/lib64" in (attempt / "output.log").read_text()
         loaded = sorted(p.name for p in marks.iterdir())
         assert "loaded-by-65534" in loaded and "loaded-by-0" not in loaded, loaded
+
+        # a command whose name holds "=" is run, not taken for one more variable by env(1)
+        odd = root / "run=1"
+        odd.write_text("#!/bin/sh\necho ran as $(id -u) with $LD_LIBRARY_PATH\n")
+        odd.chmod(0o755)
+        make_config(attempt, report_server.url, [str(odd)], run_as={"uid": 65534, "gid": 65534, "name": "nobody"},
+                    env={"LD_LIBRARY_PATH": "/opt/cuda/lib64"})
+        proc = subprocess.run([PYTHON, "-m", "trainyard.launch", str(attempt)], capture_output=True, timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "ran as 65534 with /opt/cuda/lib64" in (attempt / "output.log").read_text()
     finally:
         shutil.rmtree(root, ignore_errors=True)

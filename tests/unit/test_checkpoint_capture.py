@@ -32,15 +32,15 @@ def test_a_file_swapped_for_a_link_while_the_folder_is_walked_is_dropped_not_fol
     secret.write_text("root's")
     (folder / "a.pt").write_bytes(b"weights")
     (folder / "b.pt").write_bytes(b"kept")
-    walk = os.fwalk
+    walk = checkpoints.walk_held
 
     def swapping(*args, **kw):  # noqa: ANN002, ANN003
         for root, dirs, names, fd in walk(*args, **kw):
-            os.unlink(os.path.join(root, "a.pt"))  # listed as a file; a link by the time it is captured
-            os.symlink(secret, os.path.join(root, "a.pt"))
+            os.unlink("a.pt", dir_fd=fd)  # listed as a file; a link by the time it is captured
+            os.symlink(secret, "a.pt", dir_fd=fd)
             yield root, dirs, names, fd
 
-    monkeypatch.setattr(checkpoints.os, "fwalk", swapping)
+    monkeypatch.setattr(checkpoints, "walk_held", swapping)
     assert capture(folder, stage) == ["b.pt"]
     assert not (stage / "a.pt").exists() and not (stage / "a.pt").is_symlink()
 
@@ -82,3 +82,28 @@ def test_a_folder_swapped_for_a_link_during_a_restore_leads_no_write_or_removal_
     assert sorted(p.name for p in outside.iterdir()) == ["keep"]
     assert (folder / "top.pt").read_bytes() == b"top" and not (folder / "stale.pt").exists()
     assert not (folder / "sub").is_symlink()  # the job's link is gone, not followed
+
+
+def test_a_folder_swapped_for_a_link_to_a_fifo_after_it_was_listed_is_not_opened(tmp_path, monkeypatch):
+    import contextlib
+
+    from trainyard.launch import files
+
+    folder, stage, fifo = tmp_path / "ck", tmp_path / "stage", tmp_path / "fifo"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "x.pt").write_bytes(b"x")
+    (folder / "top.pt").write_bytes(b"top")
+    stage.mkdir()
+    os.mkfifo(fifo)  # opened as root, it would block the capture for good
+    listed = files.os.scandir
+
+    def listing(fd):  # noqa: ANN001
+        with listed(fd) as it:
+            entries = list(it)
+        if (folder / "sub").is_dir() and not (folder / "sub").is_symlink():  # the account, right after the listing
+            (folder / "sub").rename(folder / "sub.gone")
+            (folder / "sub").symlink_to(fifo)
+        return contextlib.nullcontext(entries)
+
+    monkeypatch.setattr(files.os, "scandir", listing)
+    assert capture(folder, stage) == ["top.pt"]

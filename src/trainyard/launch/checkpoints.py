@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from trainyard.artifacts import transfer
-from trainyard.launch.files import file_lock
+from trainyard.launch.files import file_lock, walk_held
 
 MANIFEST = "manifest.json"
 SKIPPED_SUFFIXES = (".tmp", ".part")
@@ -101,7 +101,7 @@ class Store:
         attempt and this launcher may be root: every step goes through folders held open and never follows a link
         (a link or a file where a folder goes is the job's, and removed), so nothing the account swaps in while
         this runs leads a write or a removal outside the folder."""
-        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
             for path, entry in files.items():
                 *parents, name = path.split("/")
@@ -111,16 +111,13 @@ class Store:
                         self._fetch(entry, parent, name)
                 finally:
                     os.close(parent)
-            for root, dirs, names, fd in os.fwalk(".", dir_fd=top, topdown=False, follow_symlinks=False):
-                for name in names:  # a link to a file among them: unlink removes the link
+            for root, dirs, names, fd in walk_held(top, topdown=False):
+                for name in names:  # links among them: unlink removes the link
                     if os.path.normpath(os.path.join(root, name)) not in files:
                         os.unlink(name, dir_fd=fd)
-                for name in dirs:  # a link to a folder is listed here, not entered: removed as the link it is
+                for name in dirs:
                     try:
-                        if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                            os.unlink(name, dir_fd=fd)
-                        else:
-                            os.rmdir(name, dir_fd=fd)  # only when empty
+                        os.rmdir(name, dir_fd=fd)  # only when empty
                     except OSError:
                         pass
         finally:
@@ -178,15 +175,24 @@ def capture(folder: Path, stage: Path) -> list[str]:
     into the empty folder ``stage``; their paths, relative to both. Quick: nothing is read.
 
     The folder is the job's (its account's, when it runs as one) and this launcher may be root: the walk holds each
-    folder open (``os.fwalk``), and a file is linked as the name is now (``linkat`` without following), then kept
+    folder open (``files.walk_held``), and a file is linked as the name is now (``linkat`` without following), then kept
     only if what was linked is a regular file. A name the job swaps for a link meanwhile is linked as that link and
     dropped, never followed to a file of root's."""
     paths: list[str] = []
-    if folder.is_symlink() or not folder.is_dir():
+    try:
+        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
         return paths
-    for root, dirs, names, fd in os.fwalk(folder, follow_symlinks=False):
+    try:
+        _capture(top, stage, paths)
+    finally:
+        os.close(top)
+    return paths
+
+
+def _capture(top: int, stage: Path, paths: list[str]) -> None:
+    for here, dirs, names, fd in walk_held(top):
         dirs.sort()
-        here = os.path.relpath(root, folder)
         for name in sorted(names):
             if name.endswith(SKIPPED_SUFFIXES):
                 continue
@@ -204,7 +210,6 @@ def capture(folder: Path, stage: Path) -> list[str]:
                 os.unlink(dst)
                 continue
             paths.append(rel)
-    return paths
 
 
 def _copy_plain(dir_fd: int, name: str, dst: Path) -> bool:
@@ -239,20 +244,24 @@ def describe(stage: Path, paths: list[str]) -> dict[str, dict]:
 def _open_folders(top: int, parts: list[str]) -> int:
     """The folder ``top/parts…``, opened (the caller closes it): each step opened without following a link, made
     where missing, and where a link or a file stands in its place (the job's), that removed first."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK
     here = os.dup(top)
-    for part in parts:
-        try:
-            there = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=here)
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-                os.close(here)
-                raise
-            if e.errno != errno.ENOENT:
-                os.unlink(part, dir_fd=here)
-            os.mkdir(part, dir_fd=here)
-            there = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=here)
+    try:
+        for part in parts:
+            try:
+                there = os.open(part, flags, dir_fd=here)
+            except OSError as e:
+                if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                    raise
+                if e.errno != errno.ENOENT:
+                    os.unlink(part, dir_fd=here)
+                os.mkdir(part, dir_fd=here)
+                there = os.open(part, flags, dir_fd=here)
+            os.close(here)
+            here = there
+    except BaseException:
         os.close(here)
-        here = there
+        raise
     return here
 
 

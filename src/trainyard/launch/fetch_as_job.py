@@ -10,7 +10,7 @@ that may not read the object finds nothing) and, if not, the child sends the fil
 ``{"path", "size"}`` before each file's bytes, ``{}`` at the end. The launcher writes them itself, as regular
 files in folders it made, so nothing the child sends can be a link or land outside the entry.
 
-    python -m trainyard.launch.fetch_as_job URL STORAGE_JSON    (the child; stdin says "send" or "skip")
+    python -m trainyard.launch.fetch_as_job URL STORAGE_JSON LAUNCHER_PID    (the child; stdin says "send" or "skip")
 """
 
 from __future__ import annotations
@@ -18,20 +18,18 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import IO, Callable
 
 from trainyard.artifact_paths import check_artifact_path
-from trainyard.launch.runas import ROOT_PATH
 
 BLOCK = 1 << 20
 MAX_LINE = 64 << 10  # a record's or the look-up's line: a path of 4 KiB, a tag
-DIES_WITH_US = ("--pdeathsig", "KILL")  # setpriv's: the fetch ends with the launcher, whatever ends it
 
 
 class JobFetch:
@@ -42,7 +40,7 @@ class JobFetch:
         self.env, self.account, self.storage, self.cancelled = env, account, storage or {}, cancelled
 
     def child(self, url: str) -> list[str]:
-        return [sys.executable, "-m", __name__, url, json.dumps(self.storage)]
+        return [sys.executable, "-m", __name__, url, json.dumps(self.storage), str(os.getpid())]
 
     def start(self, url: str) -> subprocess.Popen:
         argv = self.child(url)
@@ -53,10 +51,8 @@ class JobFetch:
             if not self.account.can_run(sys.executable):
                 raise OSError(f"it is fetched as {self.account.name}, who cannot run this node's Python "
                               f"({sys.executable})")
-            drop, env = self.account.drop(env, *DIES_WITH_US)
+            drop, env = self.account.drop(env)
             argv = drop + argv
-        elif setpriv := shutil.which("setpriv", path=ROOT_PATH):
-            argv = [setpriv, *DIES_WITH_US, "--"] + argv
         err = tempfile.TemporaryFile()  # a file, not a pipe: warnings never fill it and stall the child
         try:
             proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -87,12 +83,11 @@ class JobFetch:
                 try:
                     receive(out, folder)
                 except OSError:
-                    if proc.poll() is None:  # still sending: it would wait on its full pipe, and this on it
-                        proc.kill()
-                    if proc.wait() not in (0, -9):  # the child's own words say more than a stream cut short
+                    proc.kill()  # if still sending: it would wait on its full pipe, and this on it
+                    if _status(proc) not in (0, -9):  # the child's own words say more than a stream cut short
                         raise OSError(_stderr(proc)) from None
                     raise
-                if proc.wait() != 0:
+                if _status(proc) != 0:
                     raise OSError(_stderr(proc))
 
             return place(str(said["tag"]), fill)
@@ -100,20 +95,28 @@ class JobFetch:
             proc.kill()  # whatever it is doing: a cancel or an error ends it now
             raise
         finally:
-            if proc.poll() is None:  # the node's copy was there: it is told to go
-                try:
-                    proc.stdin.write(b"skip\n")
-                    proc.stdin.close()
-                    proc.wait(5)
-                except (OSError, subprocess.TimeoutExpired):
-                    proc.kill()
-            proc.wait()
-            try:  # what it left running (a daemon its imports started) goes with it
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            _end(proc)
             proc.stdout.close()
             proc.err.close()
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """The child told to go (the node's copy was there) and given 5 s, then its group killed (a daemon its imports
+    started goes too) while the child is not yet reaped, so that the group's id is still its own; then reaped."""
+    try:
+        proc.stdin.write(b"skip\n")
+        proc.stdin.close()
+    except OSError:
+        pass
+    deadline = time.monotonic() + 5
+    while proc.returncode is None and time.monotonic() < deadline \
+            and os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+        time.sleep(0.01)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait()
 
 
 class _Pipe:
@@ -123,9 +126,11 @@ class _Pipe:
         self.fd, self.cancelled, self.buf = fd, cancelled, bytearray()
 
     def _more(self) -> bool:
-        while not select.select([self.fd], [], [], 0.5)[0]:
+        while True:
             if self.cancelled():
                 raise OSError("cancelled")
+            if select.select([self.fd], [], [], 0.5)[0]:
+                break
         data = os.read(self.fd, BLOCK)
         self.buf += data
         return bool(data)
@@ -147,11 +152,17 @@ class _Pipe:
         return self._take(n)
 
 
+def _status(proc: subprocess.Popen) -> int:
+    """The child's exit status (-N: killed by signal N) once it ends, leaving it unreaped for :func:`_end`."""
+    info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
 def _stderr(proc: subprocess.Popen) -> str:
-    proc.wait()
+    status = _status(proc)
     proc.err.seek(0)
     lines = proc.err.read(64 << 10).decode(errors="replace").strip().splitlines()
-    return lines[-1] if lines else f"the fetch exited {proc.returncode}"
+    return lines[-1] if lines else f"the fetch exited {status}"
 
 
 def _line(stream: IO[bytes]) -> bytes:
@@ -210,7 +221,8 @@ def _send(fs, remote: str, name: str, out: IO[bytes]) -> None:  # noqa: ANN001
     out.flush()
 
 
-def main(url: str, storage: str) -> int:
+def main(url: str, storage: str, parent: int) -> int:
+    _die_with(parent)
     out = sys.stdout.buffer
     try:
         import fsspec
@@ -234,5 +246,17 @@ def main(url: str, storage: str) -> int:
     return 0
 
 
+def _die_with(parent: int) -> None:
+    """Killed when the launcher ends, whatever ends it; gone already if it ended before this was asked."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the launcher's kill of the group is what there is
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))

@@ -73,3 +73,27 @@ def real_dir(folder: Path | str) -> Path:
     finally:
         os.close(fd)
     return Path(real) if real.startswith("/") else Path(folder).resolve()
+
+
+def walk_held(top: int, topdown: bool = True, here: str = ".") -> Iterator[tuple[str, list[str], list[str], int]]:
+    """``os.fwalk`` over the folder open as ``top``, for a tree another account may change while root walks it:
+    a subfolder is opened ``O_NOFOLLOW|O_DIRECTORY|O_NONBLOCK`` (fwalk opens it by name first and compares after,
+    so a link swapped in meanwhile, to a FIFO or a device, is opened as root), and a link is listed with the names,
+    never as a folder. Yields ``(path relative to top, folders, names, fd of the folder)``."""
+    with os.scandir(top) as it:
+        entries = list(it)
+    dirs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    names = [e.name for e in entries if not e.is_dir(follow_symlinks=False)]
+    if topdown:
+        yield here, dirs, names, top
+    for name in dirs:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=top)
+        except OSError:  # gone, or no longer a folder: nothing of it is walked
+            continue
+        try:
+            yield from walk_held(fd, topdown, name if here == "." else f"{here}/{name}")
+        finally:
+            os.close(fd)
+    if not topdown:
+        yield here, dirs, names, top

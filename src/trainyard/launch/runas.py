@@ -14,15 +14,20 @@ import os
 import shutil
 from pathlib import Path
 
+from trainyard.launch.files import walk_held
+
 
 # where what root runs before the drop (the cgroup shim, the read-only mounts, setpriv) is found: by absolute path,
 # never on the job's PATH, where the job may have put its own `sh` or `mount`
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# variables that make the dynamic loader or a shell load or run other code at start: a program run as root with
-# the job's values would run the job's code as root
-_LOADS_CODE = ("LD_", "GCONV_", "GLIBC_", "MALLOC_", "RESOLV_", "BASH_FUNC_")
+# variables that make the dynamic loader, libc, a library or a shell read or run other files at start (code, message
+# catalogues whose texts are printf formats, zone files): a program run as root with the job's values would read or
+# run the job's files as root
+_LOADS_CODE = ("LD_", "GCONV_", "GLIBC_", "MALLOC_", "RESOLV_", "BASH_FUNC_", "LC_", "LIBMOUNT_", "LIBBLKID_",
+               "LIBSMARTCOLS_", "TERMINFO")
 _LOADS_CODE_NAMES = frozenset({"LOCPATH", "NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN", "NIS_PATH",
-                               "TZDIR", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "CDPATH"})
+                               "TZDIR", "TZ", "LANG", "LANGUAGE", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4",
+                               "IFS", "CDPATH"})
 
 
 class RunAs:
@@ -42,24 +47,36 @@ class RunAs:
     def drop(self, env: dict[str, str], *more: str) -> tuple[list[str], dict[str, str]]:
         """``(prefix, start_env)``: run ``prefix + argv`` with ``start_env`` to run ``argv`` as the account with
         ``env``. What runs as root before the drop (setpriv, and whatever a caller puts before it) starts with
-        ``start_env``: ``env`` without the variables that make a program load or run other code; those reach the
-        command through env(1), run after the drop (only when the job sets any: ``LD_LIBRARY_PATH``, say)."""
-        held = {k: v for k, v in env.items() if k in _LOADS_CODE_NAMES or k.startswith(_LOADS_CODE)}
-        start = {k: v for k, v in env.items() if k not in held}
-        back = [shutil.which("env", path=ROOT_PATH) or "/usr/bin/env", *(f"{k}={v}" for k, v in held.items())]
-        return self.prefix(*more) + (back if held else []), start
+        ``start_env``: ``env`` with the variables that make a program read or run other files (:data:`_LOADS_CODE`)
+        as this launcher has them (the node's, trusted); where the job's differ (``LD_LIBRARY_PATH``, say), they
+        reach the command through env(1) and sh's ``exec``, run after the drop."""
+        risky = {k for k in {*env, *os.environ} if k in _LOADS_CODE_NAMES or k.startswith(_LOADS_CODE)}
+        held = {k: env[k] for k in risky if k in env and env[k] != os.environ.get(k)}  # the node's own are trusted
+        start = {k: v for k, v in env.items() if k not in risky}
+        start.update({k: os.environ[k] for k in risky if k in os.environ})
+        if not held and all(k in env for k in risky if k in os.environ):
+            return self.prefix(*more), start
+        # a command whose name holds "=" would be one more assignment to env(1): sh's exec takes it as a name
+        back = [shutil.which("env", path=ROOT_PATH) or "/usr/bin/env", *(f"-u{k}" for k in risky if k not in env),
+                *(f"{k}={v}" for k, v in held.items()), shutil.which("sh", path=ROOT_PATH) or "/bin/sh", "-c",
+                'exec "$@"', "sh"]
+        return self.prefix(*more) + back, start
 
     def hand_over(self, *paths: Path) -> None:
         """Give the job's own folders and files (recursively) to the account, closed to others. The walk holds each
-        folder open (``os.fwalk``, no link followed): the account may already own a folder here and swap it for a
+        folder open (``files.walk_held``, no link followed): the account may already own a folder here and swap it for a
         link meanwhile, which a walk by path would follow, chowning what is not the job's."""
         for top in paths:
             if not top.exists():
                 continue
             if top.is_dir() and not top.is_symlink():
-                for _, dirs, files, fd in os.fwalk(top, follow_symlinks=False):
-                    for name in [*dirs, *files]:
-                        os.chown(name, self.uid, self.gid, dir_fd=fd, follow_symlinks=False)
+                held = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                try:
+                    for _, dirs, files, fd in walk_held(held):
+                        for name in [*dirs, *files]:
+                            os.chown(name, self.uid, self.gid, dir_fd=fd, follow_symlinks=False)
+                finally:
+                    os.close(held)
             os.lchown(top, self.uid, self.gid)
             if not top.is_symlink():
                 top.chmod(0o700 if top.is_dir() else 0o600)
