@@ -66,10 +66,15 @@ def atomic_puts(fs) -> bool:  # noqa: ANN001
 
 
 def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        while block := f.read(BLOCK):
-            h.update(block)
+        return stream_digest(f)
+
+
+def stream_digest(f) -> str:  # noqa: ANN001
+    """``sha256:<hex>`` of what is left to read in the open binary file ``f``."""
+    h = hashlib.sha256()
+    while block := f.read(BLOCK):
+        h.update(block)
     return f"sha256:{h.hexdigest()}"
 
 

@@ -77,18 +77,17 @@ class AttemptIO:
     def _as_job(self) -> tuple:
         """What :func:`resolve_inputs` needs to fetch an input as the job: a JobFetch with the job's environment and
         account (None when both are the launcher's: the fetch is then the same in this process, without a child's
-        start, ~0.5 s with s3fs), the store's URL (what is under it is fetched with the launcher's keys), the
-        account."""
+        start, ~0.5 s with s3fs), and the store's URL (what is under it is fetched with the launcher's keys)."""
         from trainyard.launch.fetch_as_job import JobFetch
         from trainyard.launch.runas import RunAs
 
         cfg = self.config
         account = RunAs(cfg.run_as) if cfg.run_as else None
         if account is None and not cfg.inputs_as_job:  # the job's environment is the launcher's: no child needed
-            return None, cfg.store_url, None
+            return None, cfg.store_url
         env = job_env(cfg)
         return (JobFetch(env if account is None else account.env(env), account, cfg.storage,
-                         lambda: self.cancelled is not None), cfg.store_url, account)
+                         lambda: self.cancelled is not None), cfg.store_url)
 
     def _restore_checkpoint(self) -> None:
         """The job's last complete checkpoint set into its checkpoint dir; on replica 0, the sync started

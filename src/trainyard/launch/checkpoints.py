@@ -20,7 +20,6 @@ launcher loads this module only when the attempt has a checkpoint URL.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -29,7 +28,7 @@ import time
 from pathlib import Path
 
 from trainyard.artifacts import transfer
-from trainyard.launch.files import file_lock, walk_held
+from trainyard.launch.files import file_lock, open_folder, walk_held
 
 MANIFEST = "manifest.json"
 SKIPPED_SUFFIXES = (".tmp", ".part")
@@ -101,7 +100,7 @@ class Store:
         attempt and this launcher may be root: every step goes through folders held open and never follows a link
         (a link or a file where a folder goes is the job's, and removed), so nothing the account swaps in while
         this runs leads a write or a removal outside the folder."""
-        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        top = open_folder(folder)
         try:
             for path, entry in files.items():
                 *parents, name = path.split("/")
@@ -180,7 +179,7 @@ def capture(folder: Path, stage: Path) -> list[str]:
     dropped, never followed to a file of root's."""
     paths: list[str] = []
     try:
-        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        top = open_folder(folder)
     except OSError:
         return paths
     try:
@@ -244,19 +243,18 @@ def describe(stage: Path, paths: list[str]) -> dict[str, dict]:
 def _open_folders(top: int, parts: list[str]) -> int:
     """The folder ``top/parts…``, opened (the caller closes it): each step opened without following a link, made
     where missing, and where a link or a file stands in its place (the job's), that removed first."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK
     here = os.dup(top)
     try:
         for part in parts:
             try:
-                there = os.open(part, flags, dir_fd=here)
+                there = open_folder(part, dir_fd=here)
             except OSError as e:
                 if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                     raise
                 if e.errno != errno.ENOENT:
                     os.unlink(part, dir_fd=here)
                 os.mkdir(part, dir_fd=here)
-                there = os.open(part, flags, dir_fd=here)
+                there = open_folder(part, dir_fd=here)
             os.close(here)
             here = there
     except BaseException:
@@ -271,12 +269,7 @@ def _holds(parent: int, name: str, entry: dict) -> bool:
     if f is None:
         return False
     with f:
-        if os.fstat(f.fileno()).st_size != entry["size"]:
-            return False
-        h = hashlib.sha256()
-        while block := f.read(1 << 20):
-            h.update(block)
-    return f"sha256:{h.hexdigest()}" == entry["digest"]
+        return os.fstat(f.fileno()).st_size == entry["size"] and transfer.stream_digest(f) == entry["digest"]
 
 
 def _unlink(name: str, parent: int) -> None:

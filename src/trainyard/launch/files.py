@@ -75,6 +75,12 @@ def real_dir(folder: Path | str) -> Path:
     return Path(real) if real.startswith("/") else Path(folder).resolve()
 
 
+def open_folder(path: str | Path, dir_fd: int | None = None) -> int:
+    """``path`` opened as a folder, never through a link (a link is refused, ELOOP), and without waiting on a FIFO
+    or device swapped in for it: what root holds open to walk or write in a tree another account may change."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+
+
 def walk_held(top: int, topdown: bool = True, here: str = ".") -> Iterator[tuple[str, list[str], list[str], int]]:
     """``os.fwalk`` over the folder open as ``top``, for a tree another account may change while root walks it:
     a subfolder is opened ``O_NOFOLLOW|O_DIRECTORY|O_NONBLOCK`` (fwalk opens it by name first and compares after,
@@ -88,7 +94,7 @@ def walk_held(top: int, topdown: bool = True, here: str = ".") -> Iterator[tuple
         yield here, dirs, names, top
     for name in dirs:
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=top)
+            fd = open_folder(name, dir_fd=top)
         except OSError:  # gone, or no longer a folder: nothing of it is walked
             continue
         try:

@@ -59,12 +59,13 @@ def safe_extract(fileobj, dest: Path) -> None:  # noqa: ANN001
 # -- inputs --------------------------------------------------------------------
 
 
-def resolve_inputs(inputs: dict[str, str], cache: Path, work: Path, as_job=None, store_url: str | None = None,
-                   account=None) -> dict[str, str]:  # noqa: ANN001
+def resolve_inputs(inputs: dict[str, str], cache: Path, work: Path, as_job=None,  # noqa: ANN001
+                   store_url: str | None = None) -> dict[str, str]:
     """NAME -> local path. Local inputs are used in place; URLs are fetched once into ``cache``: those under
     ``store_url`` (vetted by the server) with the launcher's credentials, others as the job (``as_job``, a
-    :class:`~trainyard.launch.fetch_as_job.JobFetch`) where one is given. With ``account`` (a RunAs), what is
+    :class:`~trainyard.launch.fetch_as_job.JobFetch`) where one is given. With its account (a RunAs), what is
     fetched is that account's alone: keyed by its uid, readable by its group only."""
+    account = None if as_job is None else as_job.account
     resolved = {}
     for name, url in inputs.items():
         path = local_path(url, base=work)

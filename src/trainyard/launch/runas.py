@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from trainyard.launch.files import walk_held
+from trainyard.launch.files import open_folder, walk_held
 
 
 # where what root runs before the drop (the cgroup shim, the read-only mounts, setpriv) is found: by absolute path,
@@ -37,14 +37,14 @@ class RunAs:
         self.name = str(spec.get("name") or self.uid)
         self.home = spec.get("home")
 
-    def prefix(self, *more: str) -> list[str]:
-        """What goes before the command: drop to the account, its groups only (``more``: setpriv's other options)."""
+    def prefix(self) -> list[str]:
+        """What goes before the command: drop to the account, its groups only."""
         setpriv = shutil.which("setpriv", path=ROOT_PATH)
         if setpriv is None:
             raise OSError(f"running as {self.name} needs setpriv (util-linux) on this machine")
-        return [setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", *more, "--"]
+        return [setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--"]
 
-    def drop(self, env: dict[str, str], *more: str) -> tuple[list[str], dict[str, str]]:
+    def drop(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """``(prefix, start_env)``: run ``prefix + argv`` with ``start_env`` to run ``argv`` as the account with
         ``env``. What runs as root before the drop (setpriv, and whatever a caller puts before it) starts with
         ``start_env``: ``env`` with the variables that make a program read or run other files (:data:`_LOADS_CODE`)
@@ -55,12 +55,12 @@ class RunAs:
         start = {k: v for k, v in env.items() if k not in risky}
         start.update({k: os.environ[k] for k in risky if k in os.environ})
         if not held and all(k in env for k in risky if k in os.environ):
-            return self.prefix(*more), start
+            return self.prefix(), start
         # a command whose name holds "=" would be one more assignment to env(1): sh's exec takes it as a name
         back = [shutil.which("env", path=ROOT_PATH) or "/usr/bin/env", *(f"-u{k}" for k in risky if k not in env),
                 *(f"{k}={v}" for k, v in held.items()), shutil.which("sh", path=ROOT_PATH) or "/bin/sh", "-c",
                 'exec "$@"', "sh"]
-        return self.prefix(*more) + back, start
+        return self.prefix() + back, start
 
     def hand_over(self, *paths: Path) -> None:
         """Give the job's own folders and files (recursively) to the account, closed to others. The walk holds each
@@ -70,7 +70,7 @@ class RunAs:
             if not top.exists():
                 continue
             if top.is_dir() and not top.is_symlink():
-                held = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                held = open_folder(top)
                 try:
                     for _, dirs, files, fd in walk_held(held):
                         for name in [*dirs, *files]:
