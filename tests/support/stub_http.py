@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, NamedTuple
 
@@ -67,14 +68,16 @@ class JsonServer:
 
 class Unanswering:
     """Reads each request's head and counts it in :attr:`requests`, never answering: ``hold`` keeps the
-    connection open (a server that is slow), else it is closed at once (a server killed mid-request)."""
+    connection open (a server that is slow), else it is closed at once (a server killed mid-request); ``trickle``
+    (with ``hold``) sends a status line, then one byte of a header every 0.2 s for as long as it is read."""
 
-    def __init__(self, hold: bool) -> None:
+    def __init__(self, hold: bool, trickle: bool = False) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.requests = 0
         self.held: list[socket.socket] = []
         self._hold = hold
+        self._trickle = trickle
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -89,5 +92,17 @@ class Unanswering:
             self.requests += 1
             if self._hold:
                 self.held.append(conn)
+                if self._trickle:
+                    threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
             else:
                 conn.close()
+
+    @staticmethod
+    def _drip(conn: socket.socket) -> None:
+        try:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            while True:
+                time.sleep(0.2)
+                conn.sendall(b"a")
+        except OSError:
+            return

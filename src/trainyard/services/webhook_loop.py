@@ -12,6 +12,7 @@ between a POST and its record sends that event again, 5 minutes later.
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import logging
 import time
@@ -107,11 +108,7 @@ class WebhookLoop(Ticker):
             self.store.retry(d["id"], attempts, f"webhook {d['webhook']} is no longer in the server's config", None)
             return
         body = d["payload"] if hook.format == "json" else {"text": slack_text(d["payload"])}
-        try:
-            r = httpx.post(hook.url, json=body, timeout=hook.timeout, follow_redirects=False)
-            error = None if r.is_success else f"HTTP {r.status_code}: {r.text[:200]}"
-        except httpx.HTTPError as e:
-            error = f"{type(e).__name__}: {e}"
+        error = post(hook.url, body, hook.timeout)
         if error is None:
             self.store.sent(d["id"], attempts)
             return
@@ -119,6 +116,31 @@ class WebhookLoop(Ticker):
         self.store.retry(d["id"], attempts, error, later)
         log.warning("webhook %s, %s %s %s: %s (%s)", d["webhook"], d["kind"], d["object_id"], d["event"], error,
                     "given up" if later is None else f"again in {BACKOFF[attempts - 1]:g}s")
+
+
+def post(url: str, body: Any, timeout: float) -> str | None:
+    """POST ``body`` as JSON; None when answered 2xx, else why not. The whole answer must come within ``timeout``:
+    httpx's own timeout is per read, so a receiver sending a byte now and then would hold a sender (and the cycle
+    that waits for it) for good; and no more than the first 200 bytes of a refusal are read."""
+    try:
+        return asyncio.run(asyncio.wait_for(_post(url, body, timeout), timeout))
+    except (asyncio.TimeoutError, httpx.TimeoutException):
+        return f"TimeoutError: no whole answer within {timeout:g} s"
+    except httpx.HTTPError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+async def _post(url: str, body: Any, timeout: float) -> str | None:
+    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
+        async with client.stream("POST", url, json=body, headers={"Accept-Encoding": "identity"}) as r:
+            if r.is_success:
+                return None
+            said = b""
+            async for chunk in r.aiter_raw():
+                said += chunk
+                if len(said) >= 200:
+                    break
+            return f"HTTP {r.status_code}: {said[:200].decode(errors='replace')}"
 
 
 @lru_cache(maxsize=256)
