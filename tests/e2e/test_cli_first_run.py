@@ -104,6 +104,7 @@ def test_doctor_reports_an_unreachable_server_as_an_error_with_the_fix(server, t
     assert "1 node(s), 2 cores, 4 GPU(s) (A100)" in ok.stdout
     key = server.home / "secrets.key"
     assert f"ok      secrets     no key yet: {key}" in ok.stdout
+    assert "ok      accounts    jobs may run as the accounts of users made with --os-user" in ok.stdout
     key.write_text("not a key\n")
     key.chmod(0o644)
     bad = server.cli("doctor")

@@ -40,7 +40,7 @@ def doctor(
 
     findings: list[Finding] = []
     nodes = _server(findings)
-    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _disk, _secrets_key]
+    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _accounts, _disk, _secrets_key]
     if db:
         checks.append(lambda: _database(db))
     if ray_address:
@@ -141,6 +141,15 @@ def _cgroups(nodes: list | None) -> Finding:
                        "a fast allocation can pass them", "run the server as root or with a delegated cgroup "
                        "(systemd `Delegate=yes`) so each job gets a hard limit")
     return Finding("cgroups", "ok", f"{where}: memory limits are hard limits ({', '.join(kinds)})")
+
+
+def _accounts() -> Finding:
+    from trainyard.launch.runas import node_problem
+
+    if problem := node_problem():
+        return Finding("accounts", "warning", f"jobs of users made with --os-user fail here: {problem}",
+                       "sysctl -w fs.protected_hardlinks=1 (and in /etc/sysctl.d to keep it)")
+    return Finding("accounts", "ok", "jobs may run as the accounts of users made with --os-user")
 
 
 def _disk() -> Finding:

@@ -31,6 +31,11 @@ class AttemptIO:
         cfg = self.config
         if not cfg.command:
             raise SetupError("the command is empty")
+        if cfg.run_as:  # before root makes or hands over anything in the account's folders
+            from trainyard.launch.runas import node_problem
+
+            if problem := node_problem():
+                raise SetupError(problem)
         work = prepare_workdir(cfg.snapshot, self.dir / "work", self.dirs)
         mark("work dir")
         venv = None

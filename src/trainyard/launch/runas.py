@@ -30,6 +30,25 @@ _LOADS_CODE_NAMES = frozenset({"LOCPATH", "NLSPATH", "HOSTALIASES", "RES_OPTIONS
                                "IFS", "CDPATH"})
 
 
+# with 0, any account may hard-link a file of root's into its own folders, which root then captures, uploads or
+# hands over (chown) by that name: the kernel's own check, which trainyard's walks rely on for files as O_NOFOLLOW and
+# their folder fds do for links
+PROTECTED_HARDLINKS = Path("/proc/sys/fs/protected_hardlinks")
+
+
+def node_problem() -> str | None:
+    """Why jobs may not run as an account on this node, or None."""
+    try:
+        value = PROTECTED_HARDLINKS.read_text().strip()
+    except OSError:
+        return None  # not Linux's /proc (nothing else runs setpriv): prefix() says what is missing
+    if value != "0":
+        return None
+    return ("this node lets users hard-link files they do not own (fs.protected_hardlinks=0), so a job could have "
+            "root copy or give it any file: jobs do not run as an account here until it is 1 "
+            "(sysctl -w fs.protected_hardlinks=1, the default of every major distribution)")
+
+
 class RunAs:
     def __init__(self, spec: dict) -> None:
         self.uid = int(spec["uid"])

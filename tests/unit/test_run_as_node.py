@@ -1,0 +1,48 @@
+"""A node that lets users hard-link files they do not own (``fs.protected_hardlinks=0``) runs no job as an
+account: its setup fails saying so, before root makes or hands over anything in the account's folders (where a
+link to a file of root's would be captured, uploaded or chowned by name)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainyard.launch import runas
+from trainyard.launch.attempt_io import AttemptIO
+from trainyard.launch.config import LaunchConfig
+from trainyard.launch.prepare import SetupError
+
+
+def _attempt(tmp_path, run_as):  # noqa: ANN001, ANN202
+    a = AttemptIO()
+    a.config = LaunchConfig(job_id="j-1", attempt_id="a-1", attempt=1, server="http://127.0.0.1:9",
+                            command=["true"], run_as=run_as)
+    a.dir, a.log, a.cancelled = tmp_path / "attempt", tmp_path / "attempt" / "output.log", None
+    a.dir.mkdir()
+    return a
+
+
+@pytest.fixture
+def hardlinks(tmp_path, monkeypatch):
+    setting = tmp_path / "protected_hardlinks"
+    monkeypatch.setattr(runas, "PROTECTED_HARDLINKS", setting)
+    return setting
+
+
+def test_an_accounts_job_is_refused_where_users_may_hard_link_others_files(tmp_path, hardlinks):
+    hardlinks.write_text("0\n")
+    with pytest.raises(SetupError, match=r"fs\.protected_hardlinks=0.*until it is 1"):
+        _attempt(tmp_path, {"uid": 65534, "gid": 65534, "name": "nobody"})._prepare()
+    assert not (tmp_path / "attempt" / "work").exists()  # refused before the work dir was made
+
+
+@pytest.mark.parametrize("value", ["1\n", None])
+def test_the_check_passes_where_the_kernel_protects_hard_links_or_there_is_no_such_setting(tmp_path, hardlinks, value):
+    if value is not None:
+        hardlinks.write_text(value)
+    assert runas.node_problem() is None
+
+
+def test_a_job_of_the_servers_own_account_is_not_held_to_it(tmp_path, hardlinks):
+    hardlinks.write_text("0\n")
+    env, work = _attempt(tmp_path, None)._prepare()  # root's own jobs may read root's files anyway
+    assert work.is_dir()
