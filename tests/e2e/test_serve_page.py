@@ -105,8 +105,9 @@ def test_the_page_works_behind_the_proxys_path_prefix(prefix_proxy, page):
     assert label == "positive"
 
 
-def test_the_imdb_model_served_by_trainyard_answers_a_review_typed_in_the_ui(imdb_model, server, page):
-    # given the README's command, from the example's folder (its snapshot holds serving.py)
+def test_the_imdb_model_served_by_trainyard_answers_a_review_typed_in_the_ui(imdb_model, auth_server, page):
+    # given the README's command, from the example's folder (its snapshot holds serving.py), on a server with users
+    server = auth_server
     done = server.cli("serve", imdb_model.as_uri(), "--name", "imdb", "--module", "serving:ReviewClassifier",
                       cwd=EXAMPLE)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -114,12 +115,20 @@ def test_the_imdb_model_served_by_trainyard_answers_a_review_typed_in_the_ui(imd
     page.goto(signed_in(server.url, server.token, "/services/imdb"))
     page.wait_for_selector("iframe[name=try]", timeout=120_000)  # once a replica has loaded the model
     frame = page.frame(name="try")
-    # then a review typed there comes back positive or negative, with its probability
+    # then a review typed there comes back positive or negative, with its probability: the page runs sandboxed,
+    # in an origin of its own, its requests sent by the services page around it
     label, p = predict(frame, "What a luminous drama: honest, sincere and beguiling from start to end.")
     assert label == "positive" and 0.5 < p <= 1
+    assert frame.evaluate("self.origin") == "null"
     label, p = predict(frame, "The pacing was tedious, the plot was dreary and the acting clumsy.")
     assert label == "negative" and 0.5 < p <= 1
     assert server.client().services.get("imdb").traffic.requests >= 3  # the page's and its two predictions
+    # and opened at its address, the same page in the frame page's frame
+    page.goto(server.url + "/serve/imdb/")
+    page.wait_for_selector("iframe[sandbox]")
+    framed = next(f for f in page.frames if f.parent_frame is not None)
+    label, p = predict(framed, "A classic. Fantastic and honest.")
+    assert label == "positive" and framed.evaluate("self.origin") == "null"
 
 
 def test_a_tabular_model_gets_a_field_per_feature_and_a_json_box(tmp_path, page):

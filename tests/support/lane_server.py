@@ -27,6 +27,16 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
+    yield from _serve(tmp_path_factory, auth=False)
+
+
+@pytest.fixture(scope="module")
+def served_with_users(tmp_path_factory):
+    """The same on a server with users (``--auth``; TOKEN is its local admin)."""
+    yield from _serve(tmp_path_factory, auth=True)
+
+
+def _serve(tmp_path_factory, auth: bool):  # noqa: ANN001, ANN202
     # a route cached for the module: what takes the lane must not hang on how long a loaded machine takes
     # between a test's requests (the 0.5 s default sends the first request after it the usual way)
     fresh = pytest.MonkeyPatch()
@@ -36,7 +46,7 @@ def served(tmp_path_factory):
     sock.listen(128)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     settings = ServerSettings(home=tmp_path_factory.mktemp("lane") / "home", token=TOKEN, cpus=4,
-                              memory=8 * 2**30, container_runtime="none")
+                              memory=8 * 2**30, container_runtime="none", auth=auth)
     platform = Platform(settings)
     app = create_app(platform, url, allowed_hosts=("127.0.0.1",))
     server = uvicorn.Server(uvicorn.Config(app, http=lane_protocol(app.lane), log_level="warning", lifespan="on"))

@@ -11,7 +11,8 @@ then closes its kept-alive connection on the next request without answering: a r
 ``/hang-up`` (answers, then closes every connection at its next request but ``/healthz`` without answering: a
 replica on its way out), ``/ws`` (a WebSocket echoing each message; the text ``close CODE`` closes it with
 that code; subprotocol ``echo.v1`` when asked), ``/ws-refused`` (refuses the upgrade with its own 403, a
-header and a JSON body) and ``/ws-closed`` (the close code and reason it last received).
+header and a JSON body) and ``/ws-closed`` (the close code and reason it last received), ``/cookies`` (sets this server's sign-in cookie and one
+of its own, and allows a service worker over ``/``).
 """
 
 import json
@@ -68,6 +69,14 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+            return None
+        if url.path == "/cookies":  # a service that would sign its visitors in as its owner, and widen a worker
+            self.send_response(200)
+            self.send_header("Set-Cookie", "trainyard_serve=OWNERS; Path=/serve/; HttpOnly")
+            self.send_header("Set-Cookie", "session=abc; Path=/serve/echo/")
+            self.send_header("Service-Worker-Allowed", "/")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
             return None
         if url.path == "/healthz":
             ready = time.monotonic() - STARTED >= READY_AFTER

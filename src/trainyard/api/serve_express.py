@@ -98,11 +98,11 @@ class _Express:
         if not parsed.done:
             return
         self._stop()
+        serving = self.lane.proxy.serving
         try:
-            self.ex.write_whole(response.status, returned(response.headers), b"".join(parsed.body))
+            self.ex.write_whole(response.status, returned(response.headers, serving.sandboxed), b"".join(parsed.body))
         finally:  # once the answer is on its way: the caller does not wait for the counting
             response.release()
-            serving = self.lane.proxy.serving
             release(serving, self.job_id)
             serving.traffic.ended(self.ex.route.name, response.status, time.perf_counter() - self.began)
 

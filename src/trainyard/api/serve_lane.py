@@ -15,7 +15,8 @@ A request takes the lane only when all this holds once its head is parsed; any o
 (the Guard, then :class:`~trainyard.api.serve_proxy.ServeProxy`), which answers every case left out here:
 
 - HTTP/1.1 kept alive; no earlier request of the connection still in flight (pipelined requests keep their
-  order); no Upgrade, ``Expect``, ``Transfer-Encoding`` or cookie; a body of known length up to
+  order); no Upgrade, ``Expect``, ``Transfer-Encoding`` or cookie, not a browser opening a page (nor its sandboxed
+  frame: api/serve_origin.py); a body of known length up to
   :data:`~trainyard.api.serve_proxy.BUFFER`; a service name with nothing to decode;
 - a Host this server answers to, and a caller known without a database read (the Guard's
   :meth:`~trainyard.api.guard.Guard.caller_now`);
@@ -37,6 +38,7 @@ from trainyard.api.bounded_http import BoundedProtocol
 from trainyard.api.guard import Guard
 from trainyard.api.serve_express import _Express, express
 from trainyard.api.serve_hop import PREFIX, forward_headers, pick
+from trainyard.api.serve_origin import FRAME_MARK
 from trainyard.api.serve_proxy import BUFFER, NOT_FORWARDED, ServeProxy, relay
 from trainyard.api.upstream import Headers, Response
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
@@ -67,7 +69,7 @@ class ServeLane:
         """The request whose head ``proto`` has just parsed, if it takes the lane; None for the usual way."""
         url: bytes = proto.url
         parser = proto.parser
-        if (not url.startswith(_PREFIX) or b"#" in url or parser.should_upgrade()
+        if (not url.startswith(_PREFIX) or b"#" in url or FRAME_MARK in url or parser.should_upgrade()
                 or parser.get_http_version() != "1.1" or not parser.should_keep_alive()):
             return None
         end = url.find(b"/", len(_PREFIX))
@@ -88,8 +90,8 @@ class ServeLane:
                 authorization = value
             elif name == b"host":
                 host = value
-            elif name in _ELSEWHERE:
-                return None
+            elif name in _ELSEWHERE or (name == b"sec-fetch-dest" and value == b"document"):
+                return None  # (a browser opening a page: the frame page may answer it, api/serve_origin.py)
         guard = self.guard
         if host != proto.host_ok:
             if not guard.answers(host):

@@ -27,6 +27,8 @@ from urllib.parse import unquote
 from trainyard.api.guard import CALLER_KEY
 from trainyard.api.serve_hop import (HOP, PREFIX, answer, error_answer, forward_headers, open_hop, release, route_for,
                                      with_replica)
+from trainyard.api.serve_origin import frame_page, is_navigation, without_mark
+from trainyard.api.serve_origin import returned as kept_headers
 from trainyard.api.serve_websocket import proxy_websocket
 from trainyard.api.upstream import ConnectFailed, Headers, NoAnswer, Response, UpstreamError, UpstreamPool
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
@@ -36,8 +38,6 @@ from trainyard.services.serving import Route, ServingService
 log = logging.getLogger(__name__)
 # the hop to the replica frames its own body, and this server already answered any Expect: 100-continue
 NOT_FORWARDED = HOP | {b"content-length", b"expect"}
-# uvicorn adds its own Date and Server to every answer: the replica's would be a second copy (nginx drops them too)
-NOT_RETURNED = HOP | {b"date", b"server"}
 BUFFER = 1 << 20  # bytes: bodies up to this size (with a length) are passed whole, larger ones streamed
 GONE = 499  # what the traffic counts for a caller that left before its request was sent (nginx's code)
 
@@ -68,6 +68,11 @@ class ServeProxy:
         if end < 0:  # /serve/NAME: its pages' relative links need the trailing slash
             location = raw + b"/" + (b"?" + query if query else b"")
             return await answer(send, 307, b"", [(b"location", location), (b"content-length", b"0")])
+        if self.serving.sandboxed:  # a service's pages open in a sandboxed frame (api/serve_origin.py)
+            query = without_mark(query)
+            if is_navigation(dict(scope["headers"]), scope["method"]):
+                headers, body = frame_page()
+                return await answer(send, 200, body, headers)
         target = raw[end:] + (b"?" + query if query else b"")
         await self._proxy(scope, receive, send, name, target)
 
@@ -156,7 +161,7 @@ async def deliver(serving: ServingService, name: str, job_id: str, upstream: Res
                   began: float) -> None:
     """The replica's answer, whose head has arrived, to ``sink``; then the request is released and counted."""
     status = upstream.status
-    kept = returned(upstream.headers)
+    kept = returned(upstream.headers, serving.sandboxed)
     if upstream.length is not None and upstream.length <= BUFFER:  # small: one message to the caller
         try:
             data = await upstream.read()
@@ -186,9 +191,9 @@ async def deliver(serving: ServingService, name: str, job_id: str, upstream: Res
         serving.traffic.ended(name, status if ok else 502, time.perf_counter() - began)
 
 
-def returned(headers: Headers) -> Headers:
-    """The replica's answer headers that go on to the caller."""
-    return [(k, v) for k, v in headers if k not in NOT_RETURNED]
+def returned(headers: Headers, sandboxed: bool) -> Headers:
+    """The replica's answer headers that go on to the caller (api/serve_origin.py)."""
+    return kept_headers(headers, HOP, sandboxed)
 
 
 async def sink_error(sink: Sink, error: TrainyardError) -> None:

@@ -22,6 +22,7 @@ from websockets.frames import EXTERNAL_CLOSE_CODES, CloseCode
 
 from trainyard.api.guard import CALLER_KEY
 from trainyard.api.serve_hop import HOP, error_answer, forward_headers, open_hop, release, route_for, with_replica
+from trainyard.api.serve_origin import returned
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
 from trainyard.services.serving import ServingService
@@ -66,7 +67,8 @@ async def proxy_websocket(scope: dict, receive: Any, send: Any, service: Serving
         status = e.response.status_code
         release(service, job_id)
         service.traffic.ended(name, status, None)
-        return await _refuse_with(scope, send, status, _returned(e.response.headers.raw_items()), e.response.body)
+        kept = _returned(e.response.headers.raw_items(), service.sandboxed)
+        return await _refuse_with(scope, send, status, kept, e.response.body)
     except (InvalidHandshake, TimeoutError) as e:
         release(service, job_id)
         service.traffic.ended(name, 502, None)
@@ -82,7 +84,8 @@ async def proxy_websocket(scope: dict, receive: Any, send: Any, service: Serving
         raise
     try:
         await send({"type": "websocket.accept", "subprotocol": replica.subprotocol,
-                    "headers": _returned(replica.response.headers.raw_items()) if replica.response else []})
+                    "headers": _returned(replica.response.headers.raw_items(), service.sandboxed)
+                    if replica.response else []})
         await _relay(receive, send, replica)
     except BaseException:
         status = 502
@@ -147,9 +150,8 @@ def _sendable(code: int | None, gone: int) -> int:
     return code if code in EXTERNAL_CLOSE_CODES or 3000 <= code < 5000 else gone
 
 
-def _returned(items: Any) -> list[tuple[bytes, bytes]]:
-    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in items
-            if k.lower().encode("latin-1") not in NOT_RETURNED]
+def _returned(items: Any, sandboxed: bool) -> list[tuple[bytes, bytes]]:
+    return returned([(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in items], NOT_RETURNED, sandboxed)
 
 
 async def _refuse(scope: dict, send: Any, error: TrainyardError) -> None:

@@ -56,6 +56,7 @@ class ServingService:
         self.find_artifact = find_artifact
         self.wake = wake  # the service loop (bound by the platform)
         self.traffic = Traffic()
+        self.sandboxed = False  # a service's pages run in an origin of their own (api/serve_origin.py): with --auth
         self._routes: dict[str, Route] = {}
         self._demanded: dict[str, float] = {}
         self.outstanding: dict[str, int] = {}  # replica job -> requests this server's proxy has on it now

@@ -17,6 +17,8 @@ from fastapi.staticfiles import StaticFiles
 STATIC = Path(__file__).parent / "static"
 ASSETS = "/ui/"
 # what the API, the launchers and the tools own: never answered with the page shell
+SHELL_HEADERS = {"Cache-Control": "no-cache", "X-Frame-Options": "DENY",
+                 "Content-Security-Policy": "frame-ancestors 'none'"}
 NOT_PAGES = ("/api/", "/internal/", "/serve/", "/metrics", "/healthz", "/docs", "/redoc", "/openapi.json")
 
 
@@ -35,5 +37,6 @@ def mount(app: FastAPI) -> None:
     def page(path: str) -> FileResponse:
         if not is_page("/" + path):
             raise HTTPException(404)
-        # the shell names its assets by path; no-cache so an upgraded server is picked up on reload
-        return FileResponse(shell, media_type="text/html", headers={"Cache-Control": "no-cache"})
+        # the shell names its assets by path; no-cache so an upgraded server is picked up on reload. Framed by no
+        # page (a page of another port of this host is same-site, and would be shown the UI signed in)
+        return FileResponse(shell, media_type="text/html", headers=SHELL_HEADERS)

@@ -4,7 +4,8 @@ A text model (a BYTES input) gets a text box; a tabular one a field per feature 
 and a JSON box for whole rows. It shows the label and, for a classifier, each class's
 probability. Every URL it fetches is relative to the page (its ``<base>``, when the platform's UI
 embeds it), so it works at ``/`` and behind the platform's ``/serve/NAME/`` proxy alike; there it
-sends the UI's token (same origin), which the proxy asks for like the API.
+sends the UI's token (same origin), which the proxy asks for like the API, or, sandboxed in a frame on a server
+with users, asks the page around it to send its requests.
 """
 
 from __future__ import annotations
@@ -44,10 +45,31 @@ const MODEL = __MODEL__;
 const HERE = new URL(document.baseURI).pathname;
 const BASE = HERE.endsWith("/") ? HERE : HERE + "/";
 const api = (p) => BASE + p;
-// behind the platform's proxy this page shares the UI's origin: its token opens /serve/NAME/ as it opens the API
+// behind the platform's proxy without users this page shares the UI's origin: its token opens /serve/NAME/ as
+// it opens the API. With users it runs sandboxed (an origin of its own, "null", which reads no token): the page
+// framing it sends its requests, signed in (the platform's ui/static/serve_bridge.js)
+const SANDBOXED = self.origin === "null" && window.parent !== window;
 const TOKEN = (() => { try { return localStorage.getItem("trainyard.token"); } catch (e) { return null; } })();
 const $ = (id) => document.getElementById(id);
 let meta = null;
+let asked = 0;
+const waiting = new Map();
+window.addEventListener("message", (e) => {
+  const m = e.data;
+  if (e.source !== window.parent || !m || m.trainyard !== "fetched" || !waiting.has(m.id)) return;
+  waiting.get(m.id)(m);
+  waiting.delete(m.id);
+});
+
+function viaParent(path, init) {
+  return new Promise((resolve, reject) => {
+    const id = ++asked;
+    const gone = () => { waiting.delete(id); reject(new Error("the page around this one did not answer")); };
+    const timer = setTimeout(gone, 60000);
+    waiting.set(id, (m) => { clearTimeout(timer); m.error ? reject(new Error(m.error)) : resolve(m); });
+    window.parent.postMessage({trainyard: "fetch", id, path, ...init}, "*");
+  });
+}
 
 function el(tag, attrs, text) {
   const e = document.createElement(tag);
@@ -57,11 +79,21 @@ function el(tag, attrs, text) {
 }
 
 async function call(path, body) {
-  const headers = TOKEN ? {authorization: "Bearer " + TOKEN} : {};
-  const r = await fetch(api(path), body ? {method: "POST", headers: {...headers, "content-type": "application/json"},
-                                            body: JSON.stringify(body)} : {headers});
-  const doc = await r.json().catch(() => ({error: r.status + " " + r.statusText}));
-  if (!r.ok) throw new Error(doc.error || r.statusText);
+  const init = body ? {method: "POST", contentType: "application/json", body: JSON.stringify(body)} : {method: "GET"};
+  let status, statusText, text;
+  if (SANDBOXED) {
+    ({status, statusText, body: text} = await viaParent(api(path), init));
+  } else {
+    const headers = TOKEN ? {authorization: "Bearer " + TOKEN} : {};
+    if (init.contentType) headers["content-type"] = init.contentType;
+    const r = await fetch(api(path), {method: init.method, headers, body: init.body});
+    status = r.status;
+    statusText = r.statusText;
+    text = await r.text();
+  }
+  let doc;
+  try { doc = JSON.parse(text); } catch (e) { doc = {error: status + " " + statusText}; }
+  if (status < 200 || status > 299) throw new Error(doc.error || statusText);
   return doc;
 }
 

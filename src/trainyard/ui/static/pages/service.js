@@ -3,7 +3,10 @@
 // which the page then sends with its own requests: /serve/NAME/ needs it like the API does).
 import { api, poll, toast, token } from "../api.js";
 import { css } from "../css.js";
+import { SANDBOX, bridge } from "../serve_bridge.js";
 import { ago, badge, h, when } from "../ui.js";
+
+let unbridge = null;  // the try frame's relay, one at a time
 
 export function errorRate(t) {
   return t.requests ? `${((100 * t.errors) / t.requests).toFixed(1)}%` : "–";
@@ -85,14 +88,19 @@ function replicaTable(s) {
 }
 
 // The model server's page from /serve/NAME/, shown in a frame: fetched here with the token (a frame's own
-// navigation could not send it), with a <base> so its relative requests go to /serve/NAME/ too
+// navigation could not send it), with a <base> so its relative requests go to /serve/NAME/ too. The frame is
+// sandboxed (an origin of its own: the page is the service owner's, and must not read this page's token); its
+// requests come here to be sent to that service only (serve_bridge.js)
 async function tryPage(s, box) {
   const base = s.url.endsWith("/") ? s.url : `${s.url}/`;
+  const path = new URL(base, location.origin).pathname;
   try {
     const res = await fetch(base, { headers: token() ? { Authorization: `Bearer ${token()}` } : {} });
     if (!res.ok) throw new Error(`${base}: ${res.status} ${res.statusText}`);
-    const html = (await res.text()).replace(/<head>/i, `<head><base href="${base}">`);
-    const frame = h("iframe", { title: `try ${s.name}`, name: "try" });
+    const html = (await res.text()).replace(/<head>/i, `<head><base href="${path}">`);
+    const frame = h("iframe", { title: `try ${s.name}`, name: "try", sandbox: SANDBOX });
+    unbridge?.();
+    unbridge = bridge(frame, path);
     frame.srcdoc = html;
     box.replaceChildren(h("p.muted", null, "The model server's own page, through ", h("span.mono", null, base), ":"), frame);
   } catch (e) {

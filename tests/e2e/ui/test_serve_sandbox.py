@@ -1,0 +1,60 @@
+"""A service's page, written by its owner, seen by an admin on a server with users, in a real browser: shown in the
+UI's services page or opened at its address, it runs in an origin of its own and gets neither the admin's token,
+nor the API, nor a service worker over the UI; through the page framing it, it reaches its own service only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.helpers import PY
+from tests.support.browser import signed_in
+
+pytestmark = pytest.mark.slow
+EVIL = str(Path(__file__).resolve().parents[2] / "support" / "page_replica.py")
+
+
+def _results(frame) -> dict:  # noqa: ANN001
+    expect(frame.locator("#result")).not_to_have_text("waiting", timeout=30_000)
+    return json.loads(frame.inner_text("#result"))
+
+
+def _assert_contained(got: dict, token: str) -> None:
+    assert got["origin"] == "null"
+    assert token not in json.dumps(got)
+    for what in ("token", "cookie", "parent_token"):
+        assert str(got[what]).startswith("denied: "), (what, got[what])
+    assert got["api"] != 200 and got["worker"] != "registered"
+    assert got["bridge_api"]["error"] == "only /serve/evil/ is reachable from here"
+    assert got["bridge_climb"]["error"] == "only /serve/evil/ is reachable from here"
+    own = got["bridge_own"]
+    assert own["status"] == 200, own
+    seen = json.loads(own["body"])
+    assert seen["path"] == "/whoami?via=bridge" and "authorization" not in {k.lower() for k in seen["headers"]}
+
+
+def test_a_services_page_reaches_neither_the_viewers_token_nor_the_api(auth_server, page):
+    # a "model server" by its command's words, so that the UI embeds its page
+    client = auth_server.client()
+    client.services.apply({"name": "evil", "command": [PY, EVIL, "trainyard.serving.model_server"],
+                           "resources": {"cpu": 0.5}, "service": {"replicas": 1, "readiness": {"path": "/whoami"}}})
+    client.services.wait_ready("evil", 1, timeout=60)
+
+    # shown in the services page's try frame
+    page.goto(signed_in(auth_server.url, auth_server.token, "/services/evil"))
+    page.wait_for_selector("iframe[name=try]", timeout=60_000)
+    assert page.get_attribute("iframe[name=try]", "sandbox") is not None
+    _assert_contained(_results(page.frame(name="try")), auth_server.token)
+
+    # opened at its address: the frame page, the service's page in its frame
+    page.goto(auth_server.url + "/serve/evil/")
+    framed = page.frame_locator("iframe[sandbox]")
+    expect(framed.locator("#result")).not_to_have_text("waiting", timeout=30_000)
+    inner = next(f for f in page.frames if f.parent_frame is not None)
+    _assert_contained(_results(inner), auth_server.token)
+    assert page.evaluate("navigator.serviceWorker.getRegistrations().then((r) => r.length)") == 0
+    # the UI itself is framed by no page
+    assert page.goto(auth_server.url + "/jobs").headers["x-frame-options"] == "DENY"
