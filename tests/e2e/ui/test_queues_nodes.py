@@ -114,6 +114,7 @@ def test_a_member_sees_a_cordon_but_no_button_to_change_it(auth_server, page):
     expect(node.locator("button")).to_have_count(0)
     # while the admin has them
     page.goto("about:blank")  # a new page load: the same path with another token in its fragment would not be one
+    page.once("dialog", lambda d: d.accept())  # a link replacing the browser's token asks first
     page.goto(signed_in(auth_server.url, admin, "/nodes"))
     expect(node.locator("button[name=uncordon]")).to_have_count(1, timeout=30_000)
     expect(node.locator("button[name=drain]")).to_have_count(1)

@@ -94,6 +94,7 @@ def test_a_member_sees_why_it_may_not_set_one(auth_server, page):
 
     # an admin in no team is offered every team, and no team
     page.goto("about:blank")  # a new page load: the same path with another token in its fragment would not be one
+    page.once("dialog", lambda d: d.accept())  # a link replacing the browser's token asks first
     page.goto(signed_in(auth_server.url, admin, "/secrets"))
     expect(page.locator("select[name=team] option")).to_have_text(["vision", "no team"])
     set_secret(page, "wandb", VALUE)  # the first option: team vision

@@ -28,6 +28,30 @@ def test_the_token_in_the_address_signs_in_and_leaves_the_address_bar(server, pa
     assert page.evaluate("localStorage.getItem('trainyard.token')") == server.token
 
 
+def test_a_link_with_another_token_asks_before_it_replaces_the_browsers(server, page):
+    page.goto(signed_in(server.url, server.token, "/jobs"))
+    page.wait_for_function("document.getElementById('who').textContent.length > 0")
+    # a link written by someone else (another site's, say): declined, the browser keeps its own token
+    asked: list[str] = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    page.goto("about:blank")
+    page.goto(signed_in(server.url, "ty_someone-elses", "/secrets"))
+    page.wait_for_function("location.pathname === '/secrets' && !location.hash")
+    assert asked and "another API token" in asked[0]
+    assert page.evaluate("localStorage.getItem('trainyard.token')") == server.token
+    # accepted, it is taken; the same token again asks nothing
+    page.once("dialog", lambda d: d.accept())
+    page.goto("about:blank")
+    page.goto(signed_in(server.url, "ty_someone-elses", "/jobs"))
+    page.wait_for_function("!location.hash")
+    assert page.evaluate("localStorage.getItem('trainyard.token')") == "ty_someone-elses"
+    page.on("dialog", lambda d: asked.append(d.message))
+    page.goto("about:blank")
+    page.goto(signed_in(server.url, "ty_someone-elses", "/jobs"))
+    page.wait_for_function("!location.hash")
+    assert len(asked) == 1
+
+
 def test_a_page_without_a_token_asks_for_one_and_a_pasted_token_signs_in(server, page):
     page.goto(server.url + "/login?next=/nodes")
     page.fill("input[name=token]", "not-a-token")
