@@ -3,6 +3,9 @@ data), signing in with a token, and the API's own paths never answered with the 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import httpx
 
 from tests.support.browser import signed_in
@@ -77,6 +80,28 @@ def test_trainyard_ui_gives_the_address_that_signs_in(server, page):
     page.goto(url)
     page.wait_for_function("document.getElementById('who').textContent.length > 0")
     assert page.inner_text("#who") == "local" and "token" not in page.url
+
+
+def test_trainyard_ui_gives_the_browser_a_private_file_not_the_token(server, page, tmp_path):
+    import stat
+    import subprocess
+    import sys
+
+    seen = tmp_path / "argv"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}\n')
+    browser.chmod(0o755)
+    out = subprocess.run([sys.executable, "-m", "trainyard", "ui"], env={**server.env, "BROWSER": f"{browser} %s"},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    [arg] = seen.read_text().split()
+    # what every user of the machine may read (/proc/PID/cmdline) names a file, never the token
+    assert server.token not in arg and arg.startswith("file://")
+    opened = Path(arg.removeprefix("file://"))
+    assert stat.S_IMODE(opened.stat().st_mode) == 0o600 and opened.stat().st_uid == os.getuid()
+    page.goto(arg)
+    page.wait_for_function("document.getElementById('who') && document.getElementById('who').textContent.length > 0")
+    assert page.inner_text("#who") == "local" and "token" not in page.url and page.url.startswith(server.url)
 
 
 def test_signing_out_clears_the_serve_cookie_forgets_the_token_and_shows_the_sign_in(server, page):
