@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller, visible
-from trainyard.errors import InvalidSpec
+from trainyard.errors import Forbidden, InvalidSpec
 from trainyard.services.accounting import Accounting
 from trainyard.spec.monitoring import EventInfo, ReplicaUsageInfo, UsageBy, UsageReport
 from trainyard.spec.units import parse_duration
@@ -31,7 +31,10 @@ class MonitoringService:
         self.registry = registry
         self.check_run = check_run
 
-    def metrics_text(self) -> bytes:
+    def metrics_text(self, caller: Caller) -> bytes:
+        # the scrape names every team's jobs, queues and schedules: it is not cut per caller, so it is the admin's
+        if not caller.admin:
+            raise Forbidden("only an admin, or the server's own token, reads /metrics")
         return generate_latest(self.registry)
 
     def job_events(self, job_id: str) -> list[EventInfo]:

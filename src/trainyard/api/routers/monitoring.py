@@ -12,8 +12,8 @@ router = APIRouter(tags=["monitoring"])
 
 
 @router.get("/metrics", include_in_schema=False)
-def metrics(p: PlatformDep) -> Response:
-    return Response(p.monitoring.metrics_text(), media_type=METRICS_CONTENT_TYPE)
+def metrics(p: PlatformDep, caller: CallerDep) -> Response:
+    return Response(p.monitoring.metrics_text(caller), media_type=METRICS_CONTENT_TYPE)
 
 
 @router.get("/api/v1/jobs/{job_id}/events")

@@ -1,0 +1,68 @@
+"""Views over the whole cluster, seen by users of two teams: what another team runs is not shown beyond what
+the caller may see. In-process with the fake engine and users on, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import httpx
+import pytest
+
+from tests.support.inprocess import InProcess, in_process
+from tests.support.waiting import until
+from trainyard.spec.records import NodeInfo
+
+pytestmark = pytest.mark.postgres
+
+NODES = [NodeInfo(name="a", cpu=8, memory=16 * 2**30, gpu=2, gpu_type="A100", gpu_ids=["0", "1"])]
+USERS = (("alice", "vision", "member"), ("carol", "vision", "viewer"), ("bob", "nlp", "member"),
+         ("root", None, "admin"))
+
+
+class Yard(NamedTuple):
+    e: InProcess
+    tokens: dict[str, str]
+
+    def call(self, user: str, method: str, path: str, **kw: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.tokens[user]}"} if user != "server" else {}
+        return self.e.tc.request(method, path, headers=headers, **kw)
+
+    def get(self, user: str, path: str) -> httpx.Response:
+        return self.call(user, "GET", path)
+
+    def submit(self, user: str, **spec: Any) -> httpx.Response:
+        return self.call(user, "POST", "/api/v1/jobs", json={"spec": {"name": "j", "command": "x", **spec}})
+
+    def running(self, user: str, **spec: Any) -> str:
+        """The id of a job of ``user`` once the engine has launched it."""
+        r = self.submit(user, **spec)
+        assert r.status_code == 201, r.text
+        job = r.json()["id"]
+        until(lambda: any(c[0].job_id == job for c in self.e.engine.launched.values()))
+        return job
+
+
+@pytest.fixture
+def yard(db_url, tmp_path) -> Iterator[Yard]:
+    # alice (member) and carol (viewer) of vision, bob (member) of nlp, root an admin; a queue per team
+    with in_process(db_url, tmp_path / "home", NODES, auth=True) as e:
+        for team in ("vision", "nlp"):
+            e.sdk.create_queue({"name": f"{team}-q", "team": team})
+        tokens = {user: e.sdk.identity.create_user(user, team=team, role=role).token.secret
+                  for user, team, role in USERS}
+        yield Yard(e, tokens)
+
+
+def test_metrics_answer_only_an_admin_or_the_servers_own_token(yard):
+    # given bob's job running on nlp's queue, named for what his team works on
+    yard.running("bob", name="bob-secret-project", queue="nlp-q")
+    # then a member or viewer of either team is refused the scrape, which would name it
+    for user in ("alice", "carol", "bob"):
+        r = yard.get(user, "/metrics")
+        assert r.status_code == 403 and r.json()["code"] == "forbidden", (user, r.text)
+        assert "bob-secret-project" not in r.text
+    # and an admin user, or the server's own token (what a Prometheus scrape config holds), reads it all
+    for user in ("root", "server"):
+        r = yard.get(user, "/metrics")
+        assert r.status_code == 200 and 'queue="nlp-q"' in r.text, user
