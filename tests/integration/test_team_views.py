@@ -66,3 +66,24 @@ def test_metrics_answer_only_an_admin_or_the_servers_own_token(yard):
     for user in ("root", "server"):
         r = yard.get(user, "/metrics")
         assert r.status_code == 200 and 'queue="nlp-q"' in r.text, user
+
+
+def test_nodes_show_every_gpu_in_use_but_name_only_the_jobs_the_caller_may_see(yard):
+    # given bob's job holding one GPU and alice's the other
+    bobs = yard.running("bob", queue="nlp-q", resources={"cpu": 1, "gpu": 1})
+    alices = yard.running("alice", queue="vision-q", resources={"cpu": 2, "gpu": 1})
+
+    def node(user: str) -> dict:
+        [listed] = yard.get(user, "/api/v1/nodes").json()
+        assert yard.get(user, "/api/v1/nodes/a").json() == listed
+        return listed
+
+    # then each team reads its own job on its GPU and "hidden" on the other team's; a viewer as its team
+    holders = {user: sorted(node(user)["gpu_holders"].values()) for user in ("alice", "carol", "bob", "root")}
+    assert holders["alice"] == holders["carol"] == sorted([alices, "hidden"])
+    assert holders["bob"] == sorted([bobs, "hidden"])
+    assert holders["root"] == sorted([alices, bobs])
+    # and capacity and use are the cluster's, whoever asks
+    use = {user: {k: node(user)[k] for k in ("cpu_used", "gpus_used", "memory_used", "attempts")}
+           for user in ("alice", "bob", "root")}
+    assert use["alice"] == use["bob"] == use["root"] and use["root"]["cpu_used"] == 3

@@ -15,7 +15,7 @@ from trainyard.errors import Forbidden, InvalidSpec, NodeNotFound
 from trainyard.services.audit import AuditLog
 from trainyard.services.cluster import Cluster
 from trainyard.services.scheduling import Scheduler
-from trainyard.spec.records import NodeInfo
+from trainyard.spec.records import HIDDEN_HOLDER, NodeInfo
 from trainyard.status import Reason
 
 log = logging.getLogger(__name__)
@@ -29,11 +29,21 @@ class NodeService:
         self.scheduler = scheduler
         self.audit = audit
 
-    def list(self) -> list[NodeInfo]:
-        return self.cluster.nodes()
+    def list(self, caller: Caller = LOCAL_ADMIN) -> list[NodeInfo]:
+        """Every node with what it holds; a GPU held by a job ``caller`` may not see names no job."""
+        live = self.cluster.live()
+        nodes = self.cluster.nodes(live)  # copies made for this call: changing them changes nothing else
+        if caller.admin:
+            return nodes
+        # capacity and use stay whole (they are the cluster's); only whose job holds a GPU is another team's
+        unseen = {job.id for job, _ in live if not caller.sees(job.team, job.owner)}
+        for n in nodes:
+            if unseen & set(n.gpu_holders.values()):
+                n.gpu_holders = {gpu: HIDDEN_HOLDER if job in unseen else job for gpu, job in n.gpu_holders.items()}
+        return nodes
 
-    def get(self, name: str) -> NodeInfo:
-        for n in self.cluster.nodes():
+    def get(self, name: str, caller: Caller = LOCAL_ADMIN) -> NodeInfo:
+        for n in self.list(caller):
             if n.name == name:
                 return n
         raise NodeNotFound(f"no such node: {name} (trainyard nodes lists them)", node=name)
@@ -41,17 +51,17 @@ class NodeService:
     def cordon(self, name: str, reason: str | None = None, caller: Caller = LOCAL_ADMIN) -> NodeInfo:
         """No new attempt is placed on ``name``; those running there go on."""
         _admin(caller, "cordon")
-        self.get(name)
+        self.get(name, caller)
         self.cordons.rows.cordon(name, _reason(reason), caller.user)
         self._changed()
         self.audit.record(caller, "node.cordon", name, reason=reason)
-        return self.get(name)
+        return self.get(name, caller)
 
     def drain(self, name: str, reason: str | None = None, caller: Caller = LOCAL_ADMIN) -> tuple[NodeInfo, list[str]]:
         """Cordon ``name`` and stop every live attempt with a replica there, requeueing its job;
         the node and the ids of the attempts told to stop (a gang's other replicas stop with it)."""
         _admin(caller, "drain")
-        self.get(name)
+        self.get(name, caller)
         self.cordons.rows.cordon(name, _reason(reason), caller.user, drained=True)
         self._changed()  # cordoned before anything stops: a requeued job cannot come straight back here
         stopped = []
@@ -63,17 +73,17 @@ class NodeService:
                     stopped.append(a.id)
         log.info("node %s drained by %s: %d attempts stopped", name, caller.user, len(stopped))
         self.audit.record(caller, "node.drain", name, reason=reason, attempts=stopped)
-        return self.get(name), stopped
+        return self.get(name, caller), stopped
 
     def uncordon(self, name: str, caller: Caller = LOCAL_ADMIN) -> NodeInfo | None:
         """New attempts may be placed on ``name`` again; None if the node is no longer in the cluster."""
         _admin(caller, "uncordon")
         if not self.cordons.rows.uncordon(name):
-            self.get(name)  # a node that is there and was not cordoned: nothing to do
+            self.get(name, caller)  # a node that is there and was not cordoned: nothing to do
         self._changed()
         self.audit.record(caller, "node.uncordon", name)
         try:
-            return self.get(name)
+            return self.get(name, caller)
         except NodeNotFound:
             return None
 

@@ -100,6 +100,10 @@ class NodeCordon(BaseModel):
     drained_at: float | None = None
 
 
+# a word, not null, where a GPU's job is another team's: clients from before it read the holder as a string
+HIDDEN_HOLDER = "hidden"
+
+
 class NodeInfo(BaseModel):
     name: str
     cpu: float
@@ -114,7 +118,8 @@ class NodeInfo(BaseModel):
     cpu_used: float = 0.0
     memory_used: int = 0
     gpus_used: list[str] = Field(default_factory=list)
-    gpu_holders: dict[str, str] = Field(default_factory=dict, description="GPU id -> the job holding it")
+    gpu_holders: dict[str, str] = Field(default_factory=dict, description=f"GPU id -> the job holding it "
+                                        f"({HIDDEN_HOLDER!r}: a job the caller may not see)")
     attempts: int = Field(0, description="live attempts with a replica here")
     cordon: NodeCordon | None = Field(None, description="set while an admin keeps new work off this node")
 

@@ -1,6 +1,6 @@
 """The queues and nodes pages in a real browser against a real server (4 × A100 declared): a job holding
-2 GPUs shows against its queue's quota, its team's fair share, and on the GPUs it holds; an admin cordons,
-uncordons and drains a node from its panel, which a member only sees."""
+2 GPUs shows against its queue's quota, its team's fair share, and on the GPUs it holds (another team's job
+there as busy, unnamed); an admin cordons, uncordons and drains a node from its panel, which a member only sees."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from tests.e2e.helpers import py_job, until
 from tests.support.browser import screenshot, signed_in
+from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -118,3 +119,37 @@ def test_a_member_sees_a_cordon_but_no_button_to_change_it(auth_server, page):
     page.goto(signed_in(auth_server.url, admin, "/nodes"))
     expect(node.locator("button[name=uncordon]")).to_have_count(1, timeout=30_000)
     expect(node.locator("button[name=drain]")).to_have_count(1)
+
+
+def test_a_gpu_another_teams_job_holds_shows_busy_without_naming_the_job(tmp_path, page):
+    # given a server with users and 2 GPUs, and bob of team nlp running a job on one of them
+    srv = ServerProcess(tmp_path / "home", ["--auth", "--cpus", "2", "--memory", "4Gi", "--gpus", "2",
+                                            "--gpu-type", "A100"])
+    srv.start()
+    try:
+        admin = (srv.home / "first-admin-token").read_text().strip()
+        tokens = {}
+        for user, team in (("alice", "vision"), ("bob", "nlp")):
+            made = srv.cli("admin", "user", "create", user, "--team", team, "--role", "member",
+                           env={"TRAINYARD_TOKEN": admin})
+            assert made.returncode == 0, made.stderr
+            tokens[user] = made.stdout.strip().splitlines()[-1]
+        bob = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {tokens['bob']}"}, timeout=30)
+        spec = {"name": "b", "command": "sleep 300", "resources": {"cpu": 0.5, "gpu": 1}}
+        r = bob.post("/api/v1/jobs", json={"spec": spec})
+        assert r.status_code == 201, r.text
+        job = r.json()["id"]
+        # when alice of team vision opens the nodes page, then that GPU is busy, with no id and no link
+        page.goto(signed_in(srv.url, tokens["alice"], "/nodes"))
+        held = page.locator(".node .gpu.held")
+        expect(held).to_have_count(1, timeout=30_000)
+        expect(held).to_contain_text("another team's job")
+        expect(held.locator("a")).to_have_count(0)
+        expect(page.locator(".node .gpu:not(.held)")).to_have_count(1)
+        # while bob reads his job there, linked
+        page.goto("about:blank")
+        page.goto(signed_in(srv.url, tokens["bob"], "/nodes"))
+        expect(page.locator(f".node .gpu[data-job='{job}'] a")).to_have_text(job, timeout=30_000)
+        bob.post(f"/api/v1/jobs/{job}/cancel")
+    finally:
+        srv.stop_all()

@@ -21,13 +21,13 @@ class Drained(BaseModel):
 
 
 @router.get("")
-def list_nodes(p: PlatformDep) -> list[NodeInfo]:
-    return p.nodes.list()
+def list_nodes(p: PlatformDep, caller: CallerDep) -> list[NodeInfo]:
+    return p.nodes.list(caller)
 
 
 @router.get("/{name}")
-def get_node(name: str, p: PlatformDep) -> NodeInfo:
-    return p.nodes.get(name)
+def get_node(name: str, p: PlatformDep, caller: CallerDep) -> NodeInfo:
+    return p.nodes.get(name, caller)
 
 
 @router.post("/{name}/cordon")

@@ -1,5 +1,6 @@
 // /nodes — each node's capacity and what running jobs hold of it (cores, memory, GPUs), which job holds each
-// GPU, and whether it takes new work (ready, cordoned, draining, drained: the CLI's words) with why and who.
+// GPU (another team's only as busy), and whether it takes new work (ready, cordoned, draining, drained: the CLI's
+// words) with why and who.
 // An admin cordons, drains and uncordons a node from its panel. Refreshed every few seconds.
 import { api, poll, toast } from "../api.js";
 import { css } from "../css.js";
@@ -112,8 +113,11 @@ function gpuIds(n) {
   return ids;
 }
 
+// the server names the holder "hidden" where its job is one the caller may not see: busy, but no link to follow
 function gpu(id, job) {
+  const holder = job === "hidden"
+    ? h("span.muted", { title: "held by a job you may not see" }, "another team's job")
+    : job ? h("a", { href: `/jobs/${encodeURIComponent(job)}`, title: "the job holding this GPU" }, job) : null;
   return h(`div.gpu${job ? ".held" : ""}`, { dataset: { gpu: id, job: job || "" } },
-    h("b", null, `GPU ${id}`), " ",
-    job ? h("a", { href: `/jobs/${encodeURIComponent(job)}`, title: "the job holding this GPU" }, job) : h("span.muted", null, "free"));
+    h("b", null, `GPU ${id}`), " ", holder || h("span.muted", null, "free"));
 }
