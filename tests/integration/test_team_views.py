@@ -87,3 +87,21 @@ def test_nodes_show_every_gpu_in_use_but_name_only_the_jobs_the_caller_may_see(y
     use = {user: {k: node(user)[k] for k in ("cpu_used", "gpus_used", "memory_used", "attempts")}
            for user in ("alice", "bob", "root")}
     assert use["alice"] == use["bob"] == use["root"] and use["root"]["cpu_used"] == 3
+
+
+def test_another_teams_queue_is_answered_as_one_never_defined(yard):
+    def answer(r: httpx.Response, name: str) -> tuple[int, str]:
+        return r.status_code, r.text.replace(name, "NAME")
+
+    # when alice reads, or submits to, nlp's queue and a queue that does not exist
+    for user in ("alice", "carol"):
+        got = {name: answer(yard.get(user, f"/api/v1/queues/{name}"), name) for name in ("nlp-q", "no-such-q")}
+        # then both are not found, in the same words
+        assert got["nlp-q"] == got["no-such-q"] and got["nlp-q"][0] == 404, got
+    sent = {name: answer(yard.submit("alice", queue=name), name) for name in ("nlp-q", "no-such-q")}
+    assert sent["nlp-q"] == sent["no-such-q"] and sent["nlp-q"][0] == 422, sent
+    assert "unknown queue 'NAME' (defined: default, vision-q)" in sent["nlp-q"][1]
+    # while a viewer of vision is told its role is what stops it on its own team's queue
+    r = yard.submit("carol", queue="vision-q")
+    assert r.status_code == 403 and "your role in team vision does not allow submitting" in r.json()["message"]
+    assert yard.get("bob", "/api/v1/queues/nlp-q").json()["queue"]["team"] == "nlp"

@@ -87,6 +87,8 @@ class QueueService:
         A defined queue gives its team. The implicit default queue (and any queue while none is
         defined) takes the caller's own team: the first, by name, where it may submit."""
         q = next((q for q in self.models() if q.name == name), None)
+        if q is not None and name != DEFAULT and not caller.sees(q.team, None):
+            q = None  # refused as a queue never defined: the two answers must not tell another team's apart
         if q is None and name != DEFAULT and self.models():
             mine = sorted({x.name for x in self.models() if caller.sees(x.team, None)} | {DEFAULT})
             raise InvalidSpec(errors=[{"field": "queue", "line": None, "where": "queue",
@@ -127,8 +129,8 @@ class QueueService:
 
     def get(self, name: str, caller: Caller | None = None) -> QueueInfo:
         found = next((q for q in self.list(caller) if q.queue.name == name), None)
-        if found is None:
-            self.store.get_queue(name)  # raises QueueNotFound
+        if found is None:  # another team's queue too, answered as one never defined
+            raise QueueNotFound(f"no such queue: {name}", queue=name)
         return found
 
     def _usage(self) -> tuple[dict[str, QueueUsage], list[NodeInfo]]:
