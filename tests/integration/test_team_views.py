@@ -105,3 +105,20 @@ def test_another_teams_queue_is_answered_as_one_never_defined(yard):
     r = yard.submit("carol", queue="vision-q")
     assert r.status_code == 403 and "your role in team vision does not allow submitting" in r.json()["message"]
     assert yard.get("bob", "/api/v1/queues/nlp-q").json()["queue"]["team"] == "nlp"
+
+
+def test_the_default_queues_row_counts_only_the_jobs_the_caller_may_see(yard):
+    # given on the default queue (every team's): bob's job holding a GPU and another waiting, alice's running
+    yard.running("bob", resources={"cpu": 1, "gpu": 1})
+    assert yard.submit("bob", resources={"cpu": 1, "gpu": 2}).status_code == 201  # one GPU is free: it waits
+    yard.running("alice", resources={"cpu": 2})
+
+    def row(user: str) -> tuple[dict, int]:
+        [found] = [q for q in yard.get(user, "/api/v1/queues").json() if q["queue"]["name"] == "default"]
+        assert yard.get(user, "/api/v1/queues/default").json() == found
+        return {k: found["usage"][k] for k in ("running", "cpu", "gpu")}, found["pending"]
+
+    # then each team's users read their team's jobs on it; an admin, every job
+    assert row("alice") == row("carol") == ({"running": 1, "cpu": 2.0, "gpu": {}}, 0)
+    assert row("bob") == ({"running": 1, "cpu": 1.0, "gpu": {"A100": 1}}, 1)
+    assert row("root") == row("server") == ({"running": 2, "cpu": 3.0, "gpu": {"A100": 1}}, 1)

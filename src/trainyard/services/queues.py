@@ -15,8 +15,10 @@ from trainyard.services.audit import AuditLog
 from trainyard.services.cluster import Cluster
 from trainyard.services.scheduling import Scheduler
 from trainyard.spec.lines import suggestion
+from trainyard.spec.job_query import JobFilter
 from trainyard.spec.queue import QueueSpec, load_queues
-from trainyard.spec.records import NodeInfo, QueueInfo, QueueUsage, TeamShare
+from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo, QueueInfo, QueueUsage, TeamShare
+from trainyard.status import JobStatus
 from trainyard.store import Store
 
 DEFAULT = "default"  # always accepted: jobs that name no queue land here, unlimited unless defined
@@ -118,11 +120,15 @@ class QueueService:
         counts = self.store.queue_counts()
         for name in counts:
             specs.setdefault(name, QueueSpec(name=name))  # jobs in the implicit default queue
-        usage, nodes = self._usage()
+        usage, seen, nodes = self._usage(caller)
         # ranked among every team, whichever the caller sees
         shares = team_shares(usage, {n: q.team for n, q in specs.items()}, nodes)
         if shown is not None:
             specs = {n: q for n, q in specs.items() if q.team in shown or n == DEFAULT}
+            if DEFAULT in specs:  # every team's jobs may be there: the row counts only those the caller sees
+                usage = {**usage, DEFAULT: seen}
+                pending = JobFilter(queue=DEFAULT, status=(JobStatus.PENDING.value,))
+                counts = {**counts, DEFAULT: self.store.job_counts(pending, visible(caller))}
         return [QueueInfo(queue=q, usage=usage.get(n, QueueUsage()), pending=counts.get(n, {}).get("pending", 0),
                           fair_share=shares.get(q.team or n))
                 for n, q in sorted(specs.items())]
@@ -133,24 +139,32 @@ class QueueService:
             raise QueueNotFound(f"no such queue: {name}", queue=name)
         return found
 
-    def _usage(self) -> tuple[dict[str, QueueUsage], list[NodeInfo]]:
-        """What each queue's running jobs hold, and the nodes (the cluster's capacity)."""
+    def _usage(self, caller: Caller | None) -> tuple[dict[str, QueueUsage], QueueUsage, list[NodeInfo]]:
+        """What each queue's running jobs hold, what those on the default queue that ``caller`` may see hold
+        (all of them without a caller), and the nodes (the cluster's capacity)."""
         live = self.cluster.live()
         nodes = self.cluster.nodes(live)
         gpu_type = {n.name: n.gpu_type or "gpu" for n in nodes}
         out: dict[str, QueueUsage] = {}
+        seen = QueueUsage()
         for job, a in live:
-            u = out.setdefault(job.queue, QueueUsage())
-            u.running += 1
-            u.borrowed += bool(a.borrowed)
-            r = job.spec.resources
-            for rep in a.replicas:
-                u.cpu += r.cpu
-                u.memory += r.memory or 0
-                if rep.gpus:
-                    kind = gpu_type.get(rep.node, "gpu")
-                    u.gpu[kind] = u.gpu.get(kind, 0) + len(rep.gpus)
-        return out, nodes
+            _hold(out.setdefault(job.queue, QueueUsage()), job, a, gpu_type)
+            if job.queue == DEFAULT and (caller is None or caller.sees(job.team, job.owner)):
+                _hold(seen, job, a, gpu_type)
+        return out, seen, nodes
+
+
+def _hold(u: QueueUsage, job: JobInfo, a: AttemptInfo, gpu_type: dict[str, str]) -> None:
+    """Add what the attempt ``a`` of ``job`` holds to ``u``."""
+    u.running += 1
+    u.borrowed += bool(a.borrowed)
+    r = job.spec.resources
+    for rep in a.replicas:
+        u.cpu += r.cpu
+        u.memory += r.memory or 0
+        if rep.gpus:
+            kind = gpu_type.get(rep.node, "gpu")
+            u.gpu[kind] = u.gpu.get(kind, 0) + len(rep.gpus)
 
 
 def team_shares(usage: dict[str, QueueUsage], team_of: dict[str, str | None],
