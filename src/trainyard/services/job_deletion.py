@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 
 from trainyard.artifacts.store import ArtifactStore
+from trainyard.auth.permissions import Visible
 from trainyard.engines.base import Engine
 from trainyard.engines.leftovers import Leftover
 from trainyard.spec.label_selector import Selector
@@ -54,9 +55,10 @@ class JobRemover:
             self._files(deleted)
         return deleted
 
-    def why_not_run(self, run_id: str, status: str) -> str | None:
-        """Why a pipeline run (``status`` as read) may not be deleted with its steps' jobs."""
-        return self.runs.blocker(run_id, status)
+    def why_not_run(self, run_id: str, status: str, seen: Visible | None = None) -> str | None:
+        """Why a pipeline run (``status`` as read) may not be deleted with its steps' jobs; naming only the runs
+        ``seen`` shows."""
+        return self.runs.blocker(run_id, status, seen)
 
     def remove_run(self, run_id: str) -> list[Deleted] | None:
         """An ended pipeline run with its steps' jobs (check :meth:`why_not_run` first); None if it was not

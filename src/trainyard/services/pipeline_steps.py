@@ -3,7 +3,7 @@
 Split from :mod:`trainyard.services.pipelines`, which decides when a run is looked
 at; this module decides what each step does then. A step is a job (submitted for
 the run's owner, or taken from the cache when the same spec, code and inputs ran
-before) or a serve step (a service applied over its model, done once ready).
+before in a run of its team) or a serve step (a service applied over its model, done once ready).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ class Steps:
             log.exception("run %s: step %s could not start", run.id, s.name)
             self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"inputs: {e}", ended_at=now)
             return StepStatus.FAILED, {}
-        hit = self.runs.find_cached(key) if s.cache else None
+        hit = self.runs.find_cached(key, run.team) if s.cache else None
         if hit is not None and set(s.outputs) <= set(hit[1]):
             job_id, outputs = hit
             if self.runs.move_step(run.id, s.name, StepStatus.CACHED, inputs=inputs, cache_key=key,

@@ -162,7 +162,7 @@ class PipelineService(Ticker):
         run = self.get(run_id, caller)
         if not caller.may(Action.CANCEL_OWN, run.team, run.owner):
             raise Forbidden(f"you may delete only your own runs; {run_id} is {run.owner}'s", run_id=run_id)
-        if (why := self.jobs.remover.why_not_run(run_id, run.status.value)) is not None:
+        if (why := self.jobs.remover.why_not_run(run_id, run.status.value, visible(caller))) is not None:
             raise Conflict(f"pipeline run {run_id} cannot be deleted: {why}", run_id=run_id)
         if self.jobs.remover.remove_run(run_id) is None:
             raise Conflict(f"pipeline run {run_id} changed meanwhile; look again", run_id=run_id)

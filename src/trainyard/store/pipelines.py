@@ -152,11 +152,15 @@ class PipelineStore:
 
     # -- cache and artifacts --------------------------------------------------
 
-    def find_cached(self, cache_key: str) -> tuple[str, dict[str, str]] | None:
-        """(producing job id, output -> artifact id) of the newest step that succeeded with this key."""
+    def find_cached(self, cache_key: str, team: str | None) -> tuple[str, dict[str, str]] | None:
+        """(producing job id, output -> artifact id) of the newest step that succeeded with this key in a run of
+        ``team`` (None: the runs without a team, an admin's)."""
         done = [StepStatus.SUCCEEDED.value, StepStatus.CACHED.value]
+        # only the team's own runs: another team's outputs are not the caller's to read, nor its to overwrite
+        same = t.PipelineRun.team.is_(None) if team is None else t.PipelineRun.team == team
         with self.store.read() as s:
-            q = (select(t.PipelineStep).where(t.PipelineStep.cache_key == cache_key, t.PipelineStep.status.in_(done))
+            q = (select(t.PipelineStep).join(t.PipelineRun, t.PipelineRun.id == t.PipelineStep.run_id)
+                 .where(t.PipelineStep.cache_key == cache_key, t.PipelineStep.status.in_(done), same)
                  .order_by(t.PipelineStep.ended_at.desc()).limit(1))
             row = s.scalars(q).first()
             if row is None:

@@ -4,17 +4,20 @@ steps' jobs (each as :mod:`trainyard.store.deletion` deletes a job: what they us
 A run's artifacts are its steps' jobs' outputs. While a cached step of another run reuses them (its
 ``cached_from`` is one of this run's jobs) they are that run's outputs too, so the run stays until that one is
 deleted first (as ``docker rmi`` refuses an image a container uses). A run's own cached steps point at other
-runs' jobs, which stay.
+runs' jobs, which stay. A step is taken from the cache of its own team's runs only, so the runs that hold one
+back are its team's; one cached across teams before that rule still holds it back, named only to who may see it.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, true, update
+
+from trainyard.auth.permissions import Visible
 
 from trainyard.spec.pipeline_records import RunStatus, StepStatus
 from trainyard.store import tables as t
 from trainyard.store.deletion import NOT_ANNOUNCED, Deleted, JobDeletion, delete_all
-from trainyard.store.store import IN_BATCH
+from trainyard.store.store import IN_BATCH, visible_where
 from trainyard.store.webhooks import unannounced
 
 _RUNS, _STEPS, _ARTIFACTS = t.PipelineRun.__table__, t.PipelineStep.__table__, t.PipelineArtifact.__table__
@@ -39,13 +42,13 @@ class RunDeletion:
                 out.append(job_id)
         return list(dict.fromkeys(out))
 
-    def blocker(self, run_id: str, status: str) -> str | None:
-        """Why the run may not be deleted (``status`` as read), or None."""
+    def blocker(self, run_id: str, status: str, seen: Visible | None = None) -> str | None:
+        """Why the run may not be deleted (``status`` as read), or None; naming only runs ``seen`` shows."""
         if status not in ENDED:
             return f"it is {status}: cancel it first, or wait for it to end"
         jobs = self.run_jobs(run_id)
         with self.store.read() as s:
-            if (why := _reused(s.connection(), run_id, jobs)) is not None:
+            if (why := _reused(s.connection(), run_id, jobs, seen)) is not None:
                 return why
             if unannounced(s.connection(), "pipeline_run", [run_id]):
                 return NOT_ANNOUNCED
@@ -85,16 +88,23 @@ class RunDeletion:
                 select(r.id, r.status).where(*where).order_by(r.ended_at).limit(limit))]
 
 
-def _reused(conn, run_id: str, jobs: list[str]) -> str | None:  # noqa: ANN001
-    """Why the run's outputs must stay: other runs' cached steps reuse them."""
-    st = _STEPS.c
-    runs: set[str] = set()
+def _reused(conn, run_id: str, jobs: list[str], seen: Visible | None = None) -> str | None:  # noqa: ANN001
+    """Why the run's outputs must stay: other runs' cached steps reuse them. A run ``seen`` does not show is
+    counted, not named: its id is not the caller's to learn."""
+    st, r = _STEPS.c, _RUNS.c
+    shown = visible_where(r, seen) if seen is not None and seen.teams is not None else true()
+    runs: dict[str, bool] = {}
     for i in range(0, len(jobs), IN_BATCH):
-        runs.update(conn.execute(select(st.run_id).distinct().where(
+        runs.update(conn.execute(select(st.run_id, shown).distinct().join(_RUNS, r.id == st.run_id).where(
             st.cached_from.in_(jobs[i:i + IN_BATCH]), st.run_id != run_id,
-            st.status == StepStatus.CACHED.value)).scalars())
+            st.status == StepStatus.CACHED.value)).all())
     if not runs:
         return None
+    named = sorted(run for run, ok in runs.items() if ok)
+    hidden = len(runs) - len(named)
     if len(runs) == 1:
-        return f"pipeline run {min(runs)} reuses its outputs (a cached step): delete that run first"
-    return f"pipeline runs {', '.join(sorted(runs))} reuse its outputs (cached steps): delete those runs first"
+        return (f"pipeline run {named[0]} reuses its outputs (a cached step): delete that run first" if named else
+                "a pipeline run you cannot see reuses its outputs (a cached step): an admin may delete it first")
+    who = ", ".join(named + ([f"{hidden} you cannot see"] if hidden else []))
+    return f"pipeline runs {who} reuse its outputs (cached steps): delete those runs first" + (
+        " (an admin, those you cannot see)" if hidden else "")
