@@ -10,7 +10,7 @@ from sqlalchemy import update
 from tests.integration.test_pipelines_api import finish, step_job
 from tests.support.inprocess import in_process
 from tests.support.waiting import until
-from trainyard.errors import Conflict
+from trainyard.errors import ArtifactNotFound, Conflict
 from trainyard.sdk.client import Client
 from trainyard.spec.records import NodeInfo
 from trainyard.store import tables as t
@@ -79,3 +79,28 @@ def test_a_run_held_back_by_a_run_the_caller_cannot_see_does_not_name_it(yard):
     assert "a pipeline run you cannot see reuses its outputs" in refused.value.message
     with pytest.raises(Conflict, match=f"pipeline run {alices.id} reuses its outputs"):
         e.sdk.pipelines.delete(bobs.id)  # an admin sees it
+
+
+def test_an_artifact_is_found_only_among_those_of_runs_the_caller_sees(yard):
+    e, u = yard
+    alice, bob = u["alice"], u["bob"]
+    bobs = trained(e, bob, "nlp-q", b"bob-model-v1")
+    theirs = bob.pipelines.artifact(bobs.step("train").artifacts["model"])
+    # alice, with no artifact of her own, is told the same for bob's id, its prefix, his output's digest and
+    # anything that matches nothing
+    for key in (theirs.id, "a-", theirs.id[:4], theirs.digest, theirs.digest.removeprefix("sha256:")[:8], "a-zz",
+                "sha256:" + "0" * 64):
+        with pytest.raises(ArtifactNotFound) as missed:
+            alice.pipelines.artifact(key)
+        assert missed.value.message == f"no artifact with id or digest {key!r}"
+    # once she has one, a prefix both share is hers alone: bob's does not make it ambiguous
+    alices = trained(e, alice, "vision-q", b"alice's", seed=2)
+    mine = alices.step("train").artifacts["model"]
+    assert alice.pipelines.artifact("a-").id == mine and bob.pipelines.artifact("a-").id == theirs.id
+    # a run of bob's that reuses her job's outputs (cached across teams before that was refused) is not named
+    steps = t.PipelineStep.__table__.c
+    with e.platform.store.write() as w:
+        w.execute(update(t.PipelineStep.__table__).where(steps.run_id == bobs.id).values(
+            status="cached", cached_from=alices.step("train").job_id))
+    assert alice.pipelines.artifact(mine).used_by == []
+    assert e.sdk.pipelines.artifact(mine).used_by == [f"{bobs.id}/train"]

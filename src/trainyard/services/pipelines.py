@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
-from trainyard.errors import ArtifactNotFound, Conflict, Forbidden, InvalidSpec, PipelineRunNotFound, TrainyardError
+from trainyard.errors import Conflict, Forbidden, InvalidSpec, PipelineRunNotFound, TrainyardError
 from trainyard.pipelines.special import expand_step
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import pipeline_serve as serving_steps
@@ -196,12 +196,7 @@ class PipelineService(Ticker):
 
     def find_artifact(self, key: str, caller: Caller = LOCAL_ADMIN) -> PipelineArtifact:
         """A step artifact by id or digest (or a unique prefix), with its lineage; only of runs the caller sees."""
-        found = self.runs.find_artifact(key)
-        try:
-            self.get(found.run_id, caller)
-        except PipelineRunNotFound:
-            raise ArtifactNotFound(f"no artifact matches {key!r}", key=key) from None
-        return found
+        return self.runs.find_artifact(key, visible(caller))
 
     async def wait(self, run_id: str, timeout: float, changed_after: float | None = None,
                    caller: Caller = LOCAL_ADMIN) -> str:

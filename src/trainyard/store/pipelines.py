@@ -13,7 +13,7 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import Select, func, or_, select, update
 
 from trainyard.auth.permissions import Visible
 from trainyard.errors import ArtifactNotFound, PipelineRunNotFound as RunNotFound
@@ -181,23 +181,27 @@ class PipelineStore:
             return {r.id: _artifact(r) for r in s.scalars(select(t.PipelineArtifact).where(
                 t.PipelineArtifact.id.in_(ids)))}
 
-    def find_artifact(self, key: str) -> PipelineArtifact:
-        """By id, digest, or a unique prefix of either (``sha256:`` may be left out)."""
+    def find_artifact(self, key: str, seen: Visible | None = None) -> PipelineArtifact:
+        """By id, digest, or a unique prefix of either (``sha256:`` may be left out), among the artifacts of the
+        runs ``seen`` shows; ``used_by`` names only those runs too."""
         digest = key if key.startswith("sha256:") else f"sha256:{key}"
+        a, st = t.PipelineArtifact, t.PipelineStep
+        # what the caller may not see is left out before anything is matched: an answer that differed for
+        # another team's artifact would give its ids and digests away, a character at a time
         with self.store.read() as s:
-            row = s.get(t.PipelineArtifact, key)
+            row = s.scalars(_shown(select(a).where(a.id == key), a.run_id, seen)).first()
             if row is None:
-                q = select(t.PipelineArtifact).where(or_(t.PipelineArtifact.digest.startswith(digest, autoescape=True),
-                                                         t.PipelineArtifact.id.startswith(key, autoescape=True)))
-                rows = list(s.scalars(q.order_by(t.PipelineArtifact.created_at).limit(50)))
+                q = _shown(select(a).where(or_(a.digest.startswith(digest, autoescape=True),
+                                               a.id.startswith(key, autoescape=True))), a.run_id, seen)
+                rows = list(s.scalars(q.order_by(a.created_at).limit(50)))
                 if len({r.digest for r in rows}) > 1:
                     raise ArtifactNotFound(f"{key!r} matches several artifacts; give more of it", key=key)
                 row = rows[0] if rows else None
             if row is None:
                 raise ArtifactNotFound(f"no artifact with id or digest {key!r}", key=key)
             info = _artifact(row)
-            users = s.execute(select(t.PipelineStep.run_id, t.PipelineStep.name).where(
-                t.PipelineStep.cached_from == row.job_id, t.PipelineStep.status == StepStatus.CACHED.value)).all()
+            users = s.execute(_shown(select(st.run_id, st.name).where(
+                st.cached_from == row.job_id, st.status == StepStatus.CACHED.value), st.run_id, seen)).all()
             info.used_by = [f"{r}/{n}" for r, n in users]
             return info
 
@@ -230,6 +234,13 @@ class PipelineStore:
             spec=dict(row.spec or {}), workdirs=dict(row.workdirs or {}), source=row.source,
             warnings=list(row.warnings or []), retries=row.retries, reason=row.reason, created_at=row.created_at,
             updated_at=row.updated_at, ended_at=row.ended_at, owner=row.owner, team=row.team, steps=steps)
+
+
+def _shown(q: Select, run_id: Any, seen: Visible | None) -> Select:
+    """``q`` less the rows whose run (its id in ``run_id``) ``seen`` does not show."""
+    if seen is None or seen.teams is None:
+        return q
+    return q.join(t.PipelineRun, t.PipelineRun.id == run_id).where(visible_where(t.PipelineRun.__table__.c, seen))
 
 
 def _artifact(r: t.PipelineArtifact) -> PipelineArtifact:
