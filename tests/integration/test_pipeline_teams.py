@@ -4,13 +4,15 @@ belongs to the one team whose queues its steps use."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import update
 
 from tests.integration.test_pipelines_api import finish, step_job
 from tests.support.inprocess import in_process
 from tests.support.waiting import until
-from trainyard.errors import ArtifactNotFound, Conflict
+from trainyard.errors import ArtifactNotFound, Conflict, InvalidSpec, JobNotFound
 from trainyard.sdk.client import Client
 from trainyard.spec.records import NodeInfo
 from trainyard.store import tables as t
@@ -30,6 +32,15 @@ def yard(db_url, tmp_path):
             secret = e.sdk.identity.create_user(user, team=team, role="member").token.secret
             users[user] = Client("http://testserver", token=secret, transport=e.tc._transport)
         yield e, users
+
+
+@pytest.fixture
+def frank(yard):
+    """A member of both teams: his first team by name, where the default queue puts him, is nlp."""
+    e, _ = yard
+    secret = e.sdk.identity.create_user("frank", team="vision", role="member").token.secret
+    e.sdk.identity.set_membership("frank", "nlp", "member")
+    return Client("http://testserver", token=secret, transport=e.tc._transport)
 
 
 def train(queue: str, seed: int = 1) -> dict:
@@ -104,3 +115,50 @@ def test_an_artifact_is_found_only_among_those_of_runs_the_caller_sees(yard):
             status="cached", cached_from=alices.step("train").job_id))
     assert alice.pipelines.artifact(mine).used_by == []
     assert e.sdk.pipelines.artifact(mine).used_by == [f"{bobs.id}/train"]
+
+
+def steps_on(*queues: str) -> dict:
+    return {"name": "p", "steps": {f"s{i}": {"command": f"x {i}", "queue": q} for i, q in enumerate(queues)}}
+
+
+def test_a_run_and_its_steps_jobs_belong_to_the_team_of_its_steps_queues(yard, frank):
+    e, u = yard
+    run = frank.pipelines.run(steps_on("vision-q", "vision-q"))
+    assert run.info.team == "vision"
+    job = step_job(run, "s0")
+    assert e.sdk.get(job).team == "vision"
+    assert u["alice"].get(job).id == job  # his team's members see it, as any job on vision's queue
+    with pytest.raises(JobNotFound):
+        u["bob"].get(job)
+    # a run without a team's queue is the team the default queue gives him
+    assert frank.pipelines.run(steps_on("default")).info.team == "nlp"
+    # an admin's step on the default queue goes with the team of the run's other steps
+    mixed = e.sdk.pipelines.run(steps_on("default", "vision-q"))
+    assert mixed.info.team == "vision" and e.sdk.get(step_job(mixed, "s0")).team == "vision"
+
+
+@pytest.mark.parametrize("who, queues, field, message", [
+    ("frank", ("vision-q", "nlp-q"), "steps.s1.queue", "queue 'nlp-q' is team nlp's, while step s0's queue "
+                                                        "'vision-q' is team vision's"),
+    ("frank", ("vision-q", "default"), "steps.s1.queue", "queue 'default' is team nlp's"),
+    ("admin", ("nlp-q", "vision-q"), "steps.s1.queue", "queue 'vision-q' is team vision's"),
+])
+def test_a_run_whose_steps_use_queues_of_two_teams_is_refused_naming_the_queue(yard, frank, who, queues, field,
+                                                                               message):
+    e, _ = yard
+    client = frank if who == "frank" else e.sdk
+    with pytest.raises(InvalidSpec) as refused:
+        client.pipelines.run(steps_on(*queues))
+    [err] = refused.value.errors
+    assert err["field"] == field and "a run's steps use the queues of one team" in err["message"], err
+    assert message in err["message"], err
+    assert e.sdk.pipelines.list().items == [] and e.sdk.jobs().items == []
+
+
+def test_a_pipelines_schedule_is_the_team_its_runs_will_be(yard, frank):
+    spec = {"name": "nightly", "cron": "0 0 1 1 *", "pipeline": steps_on("vision-q")}
+    made = json.loads(frank.http.json_call("POST", "/api/v1/schedules", body={"spec": spec}))
+    assert made["team"] == "vision"
+    with pytest.raises(InvalidSpec, match="a run's steps use the queues of one team"):
+        frank.http.json_call("POST", "/api/v1/schedules", body={"spec": {
+            **spec, "name": "mixed", "pipeline": steps_on("vision-q", "nlp-q")}})

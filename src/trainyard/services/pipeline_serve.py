@@ -39,6 +39,11 @@ def is_serve_step(job: dict[str, Any]) -> bool:
     return "serve" in job
 
 
+def queue_of(job: dict[str, Any]) -> str:
+    """The queue the step's service's replicas wait in."""
+    return ServeStep.model_validate(job["serve"]).queue
+
+
 def run_caller(run: PipelineRunInfo) -> Caller:
     """The run as a caller: its owner, seeing what its team sees (a run without a team was an admin's)."""
     return Caller(user=run.owner or "local", admin=run.team is None,

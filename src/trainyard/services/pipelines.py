@@ -13,6 +13,7 @@ import asyncio
 import logging
 import threading
 import time
+from contextlib import suppress
 from typing import Any, Callable
 
 from trainyard.artifacts.store import ArtifactStore
@@ -72,11 +73,10 @@ class PipelineService(Ticker):
         """Check the whole pipeline (graph, every step's job and queue, snapshots), store the run, start it.
 
         Nothing is stored or run when anything is wrong. The run and its steps' jobs belong to the
-        caller and the team its default queue gives it. ``lines``: where each key of ``raw`` was written
-        (:func:`trainyard.spec.lines.compose`), so errors name the user's lines."""
-        spec, merged, graph = self.check(raw, params, workdirs, source, caller, lines)
+        caller and the one team whose queues its steps use (see :func:`run_team`). ``lines``: where each key
+        of ``raw`` was written (:func:`trainyard.spec.lines.compose`), so errors name the user's lines."""
+        spec, merged, graph, team = self.check(raw, params, workdirs, source, caller, lines)
         workdirs = dict(workdirs or {})
-        team = self.jobs.team_for(caller, "default")
         run_id = self.runs.create_run(name=spec.name, spec=raw, params=merged, workdirs=workdirs, source=source,
                                       warnings=graph.warnings, instances=graph.instances, owner=caller.user,
                                       team=team)
@@ -88,8 +88,10 @@ class PipelineService(Ticker):
 
     def check(self, raw: dict[str, Any], params: dict[str, Any] | None = None,
               workdirs: dict[str, str] | None = None, source: str | None = None,
-              caller: Caller = LOCAL_ADMIN, lines: dict | None = None) -> tuple[PipelineSpec, dict[str, Any], Graph]:
-        """Everything :meth:`create` checks, without storing: the spec, its params in effect, its steps."""
+              caller: Caller = LOCAL_ADMIN, lines: dict | None = None,
+              ) -> tuple[PipelineSpec, dict[str, Any], Graph, str | None]:
+        """Everything :meth:`create` checks, without storing: the spec, its params in effect, its steps, the
+        team a run of it belongs to."""
         src = source or "<pipeline>"
         spec = parse_pipeline(raw, src, lines)
         merged = merge_params(spec, params, src)
@@ -97,11 +99,16 @@ class PipelineService(Ticker):
         graph: Graph = build(spec, merged, lines=lines, source=src, expand=self._expander() if specials else None)
         workdirs = dict(workdirs or {})
         errs = Errors(src, lines)
+        placed: list[tuple[tuple[str, ...], str, str | None]] = []  # each step's (field, queue, team)
+        wanted: list[tuple[tuple[str, ...], dict[str, str]]] = []  # each job step's secrets
         for inst in graph.instances:
             loc = ("steps", inst.step)
             if serving_steps.is_serve_step(inst.job):
                 for field, message in serving_steps.check(self.serving, inst.job, "model" in inst.inputs, caller):
                     errs.add((*loc, *field.split(".")), message)
+                queue = serving_steps.queue_of(inst.job)
+                with suppress(TrainyardError):  # a queue the caller may not use: the service's check said why
+                    placed.append(((*loc, "serve", "queue"), queue, self.jobs.team_for(caller, queue)))
             code = workdirs.get(inst.workdir)
             if code is None and inst.workdir != ".":
                 errs.add((*loc, "workdir"), f"no code snapshot was uploaded for workdir {inst.workdir!r}")
@@ -121,9 +128,10 @@ class PipelineService(Ticker):
             except InvalidSpec as e:
                 errs.add((*loc, *e.errors[0]["field"].split(".")), e.errors[0]["message"])
             try:
-                self.jobs.check_secrets(job.secrets, self.jobs.team_for(caller, job.queue))
+                placed.append(((*loc, "queue"), job.queue, self.jobs.team_for(caller, job.queue)))
+                wanted.append((loc, job.secrets))
                 self.jobs.engine.validate(job)
-            except InvalidSpec as e:  # a secret the team lacks: secrets.VAR
+            except InvalidSpec as e:  # an unknown queue, or another team's: queue
                 for err in e.errors:
                     errs.add((*loc, *str(err.get("field") or "").split(".")), err["message"])
             except TrainyardError as e:
@@ -131,8 +139,15 @@ class PipelineService(Ticker):
             problem = check_fits_some_node(job, self.jobs.engine.nodes())
             if problem is not None:
                 errs.add((*loc, problem[0]), problem[1])
+        team = run_team(placed, errs)
+        for loc, secrets in wanted:  # read from the run's team when its steps run
+            try:
+                self.jobs.check_secrets(secrets, team)
+            except InvalidSpec as e:  # a secret the team lacks: secrets.VAR
+                for err in e.errors:
+                    errs.add((*loc, *str(err.get("field") or "").split(".")), err["message"])
         errs.raise_if_any()
-        return spec, merged, graph
+        return spec, merged, graph, team
 
     def _expander(self) -> Callable[[str, dict, dict], Any]:
         if self._catalog is None:
@@ -303,3 +318,17 @@ class PipelineService(Ticker):
                 self.advance(run_id)
             except Exception:
                 log.exception("advancing run %s failed", run_id)
+
+
+def run_team(placed: list[tuple[tuple[str, ...], str, str | None]], errs: Errors) -> str | None:
+    """The team a run belongs to, from each step's (field, queue, team its queue gives the caller): its steps'
+    jobs and services are the run's, so they must all be that team's, as a job is its queue's team's. A step on
+    the default queue of a caller in no team (an admin) goes with the others. Another team's queue is refused."""
+    first = next((p for p in placed if p[2] is not None), None)
+    if first is None:
+        return None
+    for field, queue, team in placed:
+        if team is not None and team != first[2]:
+            errs.add(field, f"a run's steps use the queues of one team: queue {queue!r} is team {team}'s, "
+                            f"while step {first[0][1]}'s queue {first[1]!r} is team {first[2]}'s")
+    return first[2]

@@ -46,8 +46,8 @@ class ScheduleService:
             if not isinstance(spec.pipeline, dict):
                 raise InvalidSpec(errors=[{"field": "pipeline", "line": None, "where": "pipeline", "message":
                                            "the pipeline itself (the CLI and SDK read the file named here)"}])
-            self.pipelines.check(spec.pipeline, spec.run_params(now), workdirs, source, caller)
-            owner, team = caller.user, self.jobs.team_for(caller, "default")  # as its runs will be
+            team = self.pipelines.check(spec.pipeline, spec.run_params(now), workdirs, source, caller)[3]
+            owner = caller.user  # and the team of its steps' queues, as its runs will be
         sid = self.schedules.create(spec, snapshot, owner, team, next_fire(spec.cron, spec.timezone, now),
                                     workdirs or None, source)
         self.jobs.audit.record(caller, "schedule.create", sid, name=spec.name, cron=spec.cron, team=team)

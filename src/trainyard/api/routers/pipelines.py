@@ -62,7 +62,7 @@ def _run(p: Platform, caller: Caller, dry_run: bool, spec: dict[str, Any], param
     for folder, digest in workdirs.items():
         p.snapshots.check_use(caller, digest, f"workdirs.{folder}")
     if dry_run:
-        checked, _, graph = p.pipelines.check(spec, params, workdirs, source, caller, lines)
+        checked, _, graph, _ = p.pipelines.check(spec, params, workdirs, source, caller, lines)
         found = SpecCheck(kind="pipeline", name=checked.name, steps=len(graph.instances), warnings=graph.warnings)
         return JSONResponse(found.model_dump(mode="json"), status_code=200)
     return JSONResponse(p.pipelines.create(spec, params, workdirs, source, caller, lines).model_dump(mode="json"),
