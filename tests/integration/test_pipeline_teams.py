@@ -135,13 +135,16 @@ def test_a_run_and_its_steps_jobs_belong_to_the_team_of_its_steps_queues(yard, f
     # an admin's step on the default queue goes with the team of the run's other steps
     mixed = e.sdk.pipelines.run(steps_on("default", "vision-q"))
     assert mixed.info.team == "vision" and e.sdk.get(step_job(mixed, "s0")).team == "vision"
+    # an admin's run across two teams' queues (as any run without --auth, where queues are their own teams) is
+    # no team's, as its steps' jobs
+    across = e.sdk.pipelines.run(steps_on("nlp-q", "vision-q"))
+    assert across.info.team is None and e.sdk.get(step_job(across, "s1")).team is None
 
 
 @pytest.mark.parametrize("who, queues, field, message", [
     ("frank", ("vision-q", "nlp-q"), "steps.s1.queue", "queue 'nlp-q' is team nlp's, while step s0's queue "
                                                         "'vision-q' is team vision's"),
     ("frank", ("vision-q", "default"), "steps.s1.queue", "queue 'default' is team nlp's"),
-    ("admin", ("nlp-q", "vision-q"), "steps.s1.queue", "queue 'vision-q' is team vision's"),
 ])
 def test_a_run_whose_steps_use_queues_of_two_teams_is_refused_naming_the_queue(yard, frank, who, queues, field,
                                                                                message):

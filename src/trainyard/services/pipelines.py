@@ -139,7 +139,7 @@ class PipelineService(Ticker):
             problem = check_fits_some_node(job, self.jobs.engine.nodes())
             if problem is not None:
                 errs.add((*loc, problem[0]), problem[1])
-        team = run_team(placed, errs)
+        team = run_team(placed, errs, across=caller.admin)
         for loc, secrets in wanted:  # read from the run's team when its steps run
             try:
                 self.jobs.check_secrets(secrets, team)
@@ -320,15 +320,18 @@ class PipelineService(Ticker):
                 log.exception("advancing run %s failed", run_id)
 
 
-def run_team(placed: list[tuple[tuple[str, ...], str, str | None]], errs: Errors) -> str | None:
+def run_team(placed: list[tuple[tuple[str, ...], str, str | None]], errs: Errors, across: bool = False) -> str | None:
     """The team a run belongs to, from each step's (field, queue, team its queue gives the caller): its steps'
     jobs and services are the run's, so they must all be that team's, as a job is its queue's team's. A step on
-    the default queue of a caller in no team (an admin) goes with the others. Another team's queue is refused."""
+    the default queue of a caller in no team (an admin) goes with the others. Another team's queue is refused,
+    but to an admin (``across``: without --auth, everyone), whose run across teams is no team's, as its jobs."""
     first = next((p for p in placed if p[2] is not None), None)
     if first is None:
         return None
-    for field, queue, team in placed:
-        if team is not None and team != first[2]:
-            errs.add(field, f"a run's steps use the queues of one team: queue {queue!r} is team {team}'s, "
-                            f"while step {first[0][1]}'s queue {first[1]!r} is team {first[2]}'s")
+    mixed = [(field, queue, team) for field, queue, team in placed if team is not None and team != first[2]]
+    if mixed and across:
+        return None
+    for field, queue, team in mixed:
+        errs.add(field, f"a run's steps use the queues of one team: queue {queue!r} is team {team}'s, "
+                        f"while step {first[0][1]}'s queue {first[1]!r} is team {first[2]}'s")
     return first[2]
