@@ -148,6 +148,7 @@ def test_a_gpu_another_teams_job_holds_shows_busy_without_naming_the_job(tmp_pat
         expect(page.locator(".node .gpu:not(.held)")).to_have_count(1)
         # while bob reads his job there, linked
         page.goto("about:blank")
+        page.once("dialog", lambda d: d.accept())  # a link replacing the browser's token asks first
         page.goto(signed_in(srv.url, tokens["bob"], "/nodes"))
         expect(page.locator(f".node .gpu[data-job='{job}'] a")).to_have_text(job, timeout=30_000)
         bob.post(f"/api/v1/jobs/{job}/cancel")
