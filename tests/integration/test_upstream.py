@@ -236,3 +236,32 @@ def test_a_replica_whose_answer_head_never_ends_is_cut_off_past_the_bound():
         await pool.close()
 
     run(main())
+
+
+def test_interim_answers_are_skipped_and_their_connection_is_not_reused():
+    async def main() -> None:
+        pool = UpstreamPool()
+        hints = b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\n"
+        replica = Scripted([(hints + b"HTTP/1.1 100 Continue\r\n\r\n" + OK, CLOSE)])
+        async with replica as address:
+            r = await pool.request(address, b"GET", b"/", [], None)  # the interim answers and the final one at once
+            assert (r.status, r.headers, await r.read()) == (200, [(b"content-length", b"2")], b"ok")
+            r.release()
+
+            class Later(Scripted):  # the final answer after a pause
+                async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                    await reader.readuntil(b"\r\n\r\n")
+                    writer.write(hints)
+                    await asyncio.sleep(0.2)
+                    writer.write(OK)
+                    await reader.read()
+                    writer.close()
+
+        async with Later([]) as address:
+            r = await pool.request(address, b"GET", b"/", [], None)
+            assert (r.status, await r.read()) == (200, b"ok")
+            r.release()
+            assert pool.idle(address) is None  # no final answer left owed on it, but no reuse on a rare path
+        await pool.close()
+
+    run(main())

@@ -13,6 +13,9 @@ replica on its way out), ``/ws`` (a WebSocket echoing each message; the text ``c
 that code; subprotocol ``echo.v1`` when asked), ``/ws-refused`` (refuses the upgrade with its own 403, a
 header and a JSON body) and ``/ws-closed`` (the close code and reason it last received), ``/cookies`` (sets this server's sign-in cookie and one
 of its own, and allows a service worker over ``/``).
+
+Replicas that break HTTP's rules on the hop: ``/early-hints?s=SECONDS`` (a ``103 Early Hints``, then /whoami's
+answer that many seconds later).
 """
 
 import json
@@ -107,6 +110,11 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
             return None
+        if url.path == "/early-hints":
+            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+            self.wfile.flush()
+            time.sleep(float(parse_qs(url.query).get("s", ["0.5"])[0]))
+            return self._send(200, self._who())
         if url.path == "/slow":
             time.sleep(float(parse_qs(url.query).get("s", ["0.1"])[0]))
         return self._send(200, self._who())

@@ -40,7 +40,7 @@ class Response:
     def __init__(self, pool: "UpstreamPool", conn: Connection, parser: httptools.HttpResponseParser,
                  parsed: _Parsed, head_only: bool) -> None:
         self._pool, self._conn, self._parser, self._parsed = pool, conn, parser, parsed
-        self.status: int = parser.get_status_code()
+        self.status: int = parsed.status
         self.headers = parsed.headers
         self.length: int | None = None
         chunked = False
@@ -88,6 +88,7 @@ class Response:
             return
         parsed = self._parsed
         conn.parser = None
+        # one message, whole: a connection that carried an interim answer is not reused (rare, and none is left owed)
         if parsed.done and self._keep and not self._to_close and parsed.messages == 1 and conn.error is None:
             if not self._head_only:
                 conn.spare = (self._parser, parsed)

@@ -38,20 +38,24 @@ class NoAnswer(UpstreamBroken):
 
 
 class _Parsed:
-    """httptools' callbacks for one answer."""
+    """httptools' callbacks for one answer: its final one (``status`` 200 or more). An interim answer before it
+    (``100 Continue``, ``103 Early Hints``) is skipped: taken for the answer, it ended the request early, and the
+    connection went back to the pool with the real answer still to come, which the next request on it then got."""
 
-    __slots__ = ("headers", "body", "buffered", "headers_done", "done", "messages", "head_seen")
+    __slots__ = ("parser", "status", "headers", "body", "buffered", "headers_done", "done", "messages", "head_seen")
 
     def __init__(self) -> None:
+        self.parser: httptools.HttpResponseParser | None = None  # the parser calling these (set by its maker)
+        self.status = 0  # read once headers_done
         self.reset()
 
     def reset(self) -> None:
         self.headers: Headers = []
         self.body: list[bytes] = []
         self.buffered = 0  # bytes in body
-        self.headers_done = False
+        self.headers_done = False  # of the final answer
         self.done = False
-        self.messages = 0
+        self.messages = 0  # interim ones too: the request reached the replica once any began
         self.head_seen = 0  # bytes read before the head was whole (of reads that did not end it)
 
     def on_message_begin(self) -> None:
@@ -61,14 +65,18 @@ class _Parsed:
         self.headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
-        self.headers_done = True
+        self.status = self.parser.get_status_code()  # type: ignore[union-attr]
+        self.headers_done = self.status >= 200
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
         self.buffered += len(body)
 
     def on_message_complete(self) -> None:
-        self.done = True
+        if self.headers_done:
+            self.done = True
+        else:  # an interim answer ended: nothing of it is kept, the final one follows
+            self.headers, self.body, self.buffered = [], [], 0
 
 
 class Listener(Protocol):
@@ -102,7 +110,7 @@ class Connection(asyncio.Protocol):
             parsed.reset()
         else:
             parsed = _Parsed()
-            self.parser = httptools.HttpResponseParser(parsed)
+            self.parser = parsed.parser = httptools.HttpResponseParser(parsed)
         self.parsed = parsed
         return parsed
 
