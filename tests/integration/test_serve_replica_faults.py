@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.support.lane_server import TOKEN, served, warm  # noqa: F401  (served: the fixture)
-from tests.support.raw_http import read_answer
+from tests.support.raw_http import more_within, read_answer
 
 pytestmark = pytest.mark.slow
 WAYS = pytest.mark.parametrize("extra", ["", "Cookie: a=b\r\n"], ids=["the lane", "the usual way"])
@@ -45,4 +45,35 @@ def test_an_interim_answer_is_skipped_and_the_final_one_goes_to_its_own_caller(s
             assert (status, _path(body), rest) == (200, "/whoami?who=b", b"")
         status, _, body, rest = read_answer(first)
         assert (status, _path(body), rest) == (200, "/early-hints?s=0.8&who=a", b"")
+    assert lane.taken == before + (0 if extra else 2)
+
+
+@WAYS
+def test_a_second_message_behind_an_answer_is_a_502_and_answers_no_later_request(served, extra):
+    url, lane, _, _ = served
+    warm(url)
+    before = lane.taken
+    # passed on, the second message would be read by the caller as the answer to its next request on the connection
+    with _send(url, "/serve/echo/extra", extra) as conn:
+        status, head, body, rest = read_answer(conn)
+        assert (status, rest) == (502, b""), head + body
+        assert b"more than its answer" in body and more_within(conn, 0.5) == b""
+        conn.sendall(_request("/api/v1/whoami"))
+        status, _, body, rest = read_answer(conn)
+        assert (status, rest) == (200, b"") and json.loads(body)["admin"] is True
+    assert lane.taken == before + (0 if extra else 1)
+
+
+@WAYS
+def test_a_body_behind_an_answer_to_head_is_not_passed_on(served, extra):
+    url, lane, _, _ = served
+    warm(url)
+    before = lane.taken
+    with _send(url, "/serve/echo/head-body", extra, method="HEAD") as conn:
+        status, head, body, rest = read_answer(conn, head_only=True)
+        assert (status, rest) == (200, b"") and b"\r\ncontent-length: 8" in head
+        assert more_within(conn, 0.5) == b""
+        conn.sendall(_request("/serve/echo/whoami?after=head", extra))
+        status, _, body, rest = read_answer(conn)
+        assert (status, _path(body), rest) == (200, "/whoami?after=head", b"")
     assert lane.taken == before + (0 if extra else 2)

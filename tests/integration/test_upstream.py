@@ -265,3 +265,27 @@ def test_interim_answers_are_skipped_and_their_connection_is_not_reused():
         await pool.close()
 
     run(main())
+
+
+def test_bytes_past_an_answer_are_never_read_as_part_of_it_and_its_connection_is_not_reused():
+    async def main() -> None:
+        pool = UpstreamPool()
+        second = b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nINJECTED"
+        for method, answer in ((b"GET", OK + second), (b"GET", b"HTTP/1.1 204 No Content\r\n\r\nstray"),
+                               (b"HEAD", OK + second)):
+            async with Scripted([(answer, CLOSE)]) as address:
+                with pytest.raises(UpstreamBroken, match="more than its answer"):  # with the head, or with the body
+                    r = await pool.request(address, method, b"/", [], None)
+                    try:
+                        await r.read()
+                    finally:
+                        r.release()
+                assert pool.idle(address) is None
+        async with Scripted([(OK, CLOSE)]) as address:  # an answer to HEAD, with the body a GET would get
+            r = await pool.request(address, b"HEAD", b"/", [], None)
+            assert (r.status, r.length, await r.read()) == (200, 2, b"")
+            r.release()
+            assert pool.idle(address) is None
+        await pool.close()
+
+    run(main())

@@ -15,7 +15,9 @@ header and a JSON body) and ``/ws-closed`` (the close code and reason it last re
 of its own, and allows a service worker over ``/``).
 
 Replicas that break HTTP's rules on the hop: ``/early-hints?s=SECONDS`` (a ``103 Early Hints``, then /whoami's
-answer that many seconds later).
+answer that many seconds later), ``/extra`` (a 5-byte answer and, in the same write, a second message nothing
+asked for: an answer for whatever the caller asks next), ``HEAD /head-body`` (its answer with the body a GET
+would get, in one write).
 """
 
 import json
@@ -110,6 +112,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
             return None
+        if url.path == "/extra":
+            inner = b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 8\r\n\r\nINJECTED"
+            self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nAAAAA" + inner)
+            return None
         if url.path == "/early-hints":
             self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
             self.wfile.flush()
@@ -118,6 +124,12 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/slow":
             time.sleep(float(parse_qs(url.query).get("s", ["0.1"])[0]))
         return self._send(200, self._who())
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        if urlsplit(self.path).path != "/head-body":
+            return self.send_error(501, f"Unsupported method ({self.command!r})")  # as without do_HEAD
+        self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nINJECTED")
+        return None
 
     def _websocket(self) -> None:
         from websockets.frames import Opcode

@@ -100,7 +100,8 @@ class _Express:
         self._stop()
         serving = self.lane.proxy.serving
         try:
-            self.ex.write_whole(response.status, returned(response.headers, serving.sandboxed), b"".join(parsed.body))
+            self.ex.write_whole(response.status, returned(response.headers, serving.sandboxed),
+                                b"".join(parsed.body) if not response.head_only else b"")
         finally:  # once the answer is on its way: the caller does not wait for the counting
             response.release()
             release(serving, self.job_id)

@@ -32,10 +32,14 @@ __all__ = ["CONNECT_TIMEOUT", "IDEMPOTENT", "IDLE", "MAX_IDLE", "READ_SIZE", "RE
 
 class Response:
     """An answer whose head has arrived; its body is read with :meth:`read` or :meth:`chunks`, and
-    :meth:`release` must follow (it keeps the connection for the next request when the answer ended cleanly)."""
+    :meth:`release` must follow (it keeps the connection for the next request when the answer ended cleanly).
 
-    __slots__ = ("status", "headers", "length", "_conn", "_parser", "_parsed", "_to_close", "_pool", "_keep",
-                 "_head_only")
+    Only the answer's own bytes pass: anything the replica sends past its framing (a second message, a body
+    after an answer to HEAD) is never read as part of it, and the connection is not reused; a second message
+    that arrived before the answer was read makes it :class:`UpstreamBroken`."""
+
+    __slots__ = ("status", "headers", "length", "head_only", "_conn", "_parser", "_parsed", "_to_close", "_pool",
+                 "_keep")
 
     def __init__(self, pool: "UpstreamPool", conn: Connection, parser: httptools.HttpResponseParser,
                  parsed: _Parsed, head_only: bool) -> None:
@@ -53,21 +57,22 @@ class Response:
                 chunked = b"chunked" in value.lower()
             elif name == b"connection":
                 self._keep = b"close" not in value.lower() and (self._keep or b"keep-alive" in value.lower())
-        self._head_only = head_only
-        if head_only:  # llhttp is not told: the parser waits for a body, and is not used again
+        self.head_only = head_only
+        if head_only:  # llhttp is not told: the parser waits for a body (never passed on), and is not used again
             parsed.done = True
         # no length and not chunked: the body runs until the replica closes the connection (RFC 9112 §6.3)
         self._to_close = not parsed.done and self.length is None and not chunked
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        parsed = self._parsed
+        parsed, conn = self._parsed, self._conn
         while True:
-            if parsed.body:
+            if parsed.body and not self.head_only:
                 body, parsed.body, parsed.buffered = parsed.body, [], 0
                 yield body[0] if len(body) == 1 else b"".join(body)
             if parsed.done:
+                if conn.error is not None:  # more than the answer came with it
+                    raise conn.error
                 return
-            conn = self._conn
             if conn.ended:
                 if self._to_close:
                     parsed.done = True
@@ -90,8 +95,11 @@ class Response:
         conn.parser = None
         # one message, whole: a connection that carried an interim answer is not reused (rare, and none is left owed)
         if parsed.done and self._keep and not self._to_close and parsed.messages == 1 and conn.error is None:
-            if not self._head_only:
+            if not self.head_only:
                 conn.spare = (self._parser, parsed)
+            elif parsed.body:  # a body after an answer to HEAD: more may follow, to be read as the next answer
+                conn.close()
+                return
             self._pool.free(conn)
         else:
             conn.close()

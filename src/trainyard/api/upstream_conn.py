@@ -59,6 +59,8 @@ class _Parsed:
         self.head_seen = 0  # bytes read before the head was whole (of reads that did not end it)
 
     def on_message_begin(self) -> None:
+        if self.done:  # it would answer a request not sent yet (the caller's next one, even one no replica gets)
+            raise UpstreamBroken("the replica sent more than its answer")
         self.messages += 1
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -126,7 +128,9 @@ class Connection(asyncio.Protocol):
             try:
                 self.parser.feed_data(data)
             except (httptools.HttpParserError, httptools.HttpParserUpgrade) as e:
-                self.error = UpstreamBroken(f"the replica's answer is not valid HTTP/1.1: {e}")
+                cause = e.__context__  # what a callback raised
+                self.error = cause if isinstance(cause, UpstreamBroken) else UpstreamBroken(
+                    f"the replica's answer is not valid HTTP/1.1: {e}")
                 self.transport.close()  # type: ignore[union-attr]
             parsed = self.parsed
             if not parsed.headers_done:  # a replica's head is bounded as a caller's is (api/bounded_http.py)
