@@ -77,3 +77,19 @@ def test_a_body_behind_an_answer_to_head_is_not_passed_on(served, extra):
         status, _, body, rest = read_answer(conn)
         assert (status, _path(body), rest) == (200, "/whoami?after=head", b"")
     assert lane.taken == before + (0 if extra else 2)
+
+
+@WAYS
+@pytest.mark.parametrize("framing", ["", "?length=1"], ids=["chunked", "with a length"])
+def test_a_streamed_answer_the_replica_breaks_off_closes_the_callers_connection(served, extra, framing):
+    url, lane, _, _ = served
+    warm(url)
+    before = lane.taken
+    with _send(url, "/serve/echo/break-stream" + framing, extra) as conn:
+        got = b""
+        end = time.monotonic() + 10
+        while time.monotonic() < end and (chunk := more_within(conn, 0.5)) is not None:
+            got += chunk
+        assert time.monotonic() < end, f"the connection is still open: {got[:200]!r}"  # not told the answer broke
+    assert got.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert lane.taken == before + (0 if extra else 1)

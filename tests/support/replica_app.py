@@ -17,7 +17,8 @@ of its own, and allows a service worker over ``/``).
 Replicas that break HTTP's rules on the hop: ``/early-hints?s=SECONDS`` (a ``103 Early Hints``, then /whoami's
 answer that many seconds later), ``/extra`` (a 5-byte answer and, in the same write, a second message nothing
 asked for: an answer for whatever the caller asks next), ``HEAD /head-body`` (its answer with the body a GET
-would get, in one write).
+would get, in one write), ``/break-stream?length=1`` (a streamed answer, chunked or with a content-length,
+broken off half-way: the connection closed).
 """
 
 import json
@@ -115,6 +116,14 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/extra":
             inner = b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 8\r\n\r\nINJECTED"
             self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nAAAAA" + inner)
+            return None
+        if url.path == "/break-stream":
+            self.close_connection = True
+            framing = b"content-length: 2000000" if parse_qs(url.query).get("length") else b"transfer-encoding: chunked"
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n%s\r\n\r\n" % framing)
+            self.wfile.flush()
+            time.sleep(0.2)  # the head and what follows apart: the answer is streamed as it comes
+            self.wfile.write(b"5\r\nhello\r\n" if b"chunked" in framing else b"x" * 1000)
             return None
         if url.path == "/early-hints":
             self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")

@@ -141,6 +141,9 @@ class ServeLane:
         except BaseException:
             ex.fail()
             raise
+        else:
+            if not ex.response_complete:  # a streamed answer the replica broke off: its end would never come, and
+                ex.fail()  # the caller would wait on the connection for good (uvicorn closes it the usual way)
 
 
 class LaneProtocol(BoundedProtocol):
