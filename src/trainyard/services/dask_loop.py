@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from trainyard.errors import Forbidden
 from trainyard.services import dask_jobs, dask_probe
 from trainyard.services.dask_clusters import DaskClusterService
 from trainyard.services.notify import Notifier
@@ -128,11 +129,13 @@ class DaskClusterLoop(Ticker):
                 wanted = target
                 self.clusters.set(cid, workers=wanted)
         # 6. start or retire
-        self._resize(row, mem, [jobs[w] for w in live_workers], wanted, seen)
-        self._set_reason(row, ClusterStatus.RUNNING, self._summary(row, [jobs[w] for w in live_workers], wanted))
+        refused = self._resize(row, mem, [jobs[w] for w in live_workers], wanted, seen)
+        summary = self._summary(row, [jobs[w] for w in live_workers], wanted)
+        self._set_reason(row, ClusterStatus.RUNNING, summary + (f"; no worker is added: {refused}" if refused else ""))
 
     def _resize(self, row: ClusterRow, mem: Memory, workers: list[JobInfo], wanted: int,
-                seen: dask_probe.Probe | None) -> None:
+                seen: dask_probe.Probe | None) -> str | None:
+        """Start or retire workers towards ``wanted``; why none could be started, if so."""
         now = time.time()
         for w, asked in list(mem.retiring.items()):
             if now - asked > RETIRE_GRACE:  # Dask could not move its data off in time
@@ -140,15 +143,21 @@ class DaskClusterLoop(Ticker):
                 mem.retiring.pop(w)
         staying = [w for w in workers if w.id not in mem.retiring and w.status != JobStatus.CANCELLING]
         if len(staying) < wanted:
-            added = [self.service.jobs.submit(dask_jobs.worker_job(row["id"], row["spec"], row["address"]),
-                                              on_behalf=(row["owner"], row["team"])).id
-                     for _ in range(wanted - len(staying))]
-            self.clusters.set(row["id"], worker_jobs=[w.id for w in workers] + added)
-            self._jobs.update(added)
-            return
+            added, refused = [], None
+            for _ in range(wanted - len(staying)):
+                try:
+                    job = dask_jobs.worker_job(row["id"], row["spec"], row["address"])
+                    added.append(self.service.jobs.submit(job, on_behalf=(row["owner"], row["team"])).id)
+                except Forbidden as e:  # its owner was disabled or lost the right: the workers running stay
+                    refused = e.message
+                    break
+            if added:
+                self.clusters.set(row["id"], worker_jobs=[w.id for w in workers] + added)
+                self._jobs.update(added)
+            return refused
         extra = len(staying) - wanted
         if extra <= 0:
-            return
+            return None
         joined = seen.workers if seen is not None else {}
         # cheapest first: workers still waiting for room, then those that have not joined Dask yet
         for w in sorted(staying, key=lambda w: (w.status != JobStatus.PENDING, w.id in joined, -w.created_at)):
@@ -165,6 +174,7 @@ class DaskClusterLoop(Ticker):
             if names:
                 threading.Thread(target=dask_probe.retire, args=(row["address"], names),
                                  name=f"trainyard-retire-{row['id']}", daemon=True).start()
+        return None
 
     def _stop_cluster(self, row: ClusterRow, reason: str) -> None:
         if self.clusters.move(row["id"], ClusterStatus.STOPPING, reason=reason):

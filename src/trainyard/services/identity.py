@@ -19,6 +19,7 @@ import pwd
 import secrets
 import threading
 import time
+from collections.abc import Callable
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, Role
 from trainyard.auth.tokens import token_hash
@@ -51,6 +52,7 @@ class IdentityService:
         self.accept_users = users
         self._touched: dict[str, float] = {}  # token id -> when this process last wrote its last_used_at
         self._known: dict[str, tuple[Caller, float]] = {}  # token hash -> (its owner, good until)
+        self._owners: dict[str, tuple[Caller | None, float]] = {}  # user -> (caller_of, good until)
         self._lock = threading.Lock()
 
     # -- who is calling --------------------------------------------------------------
@@ -107,6 +109,42 @@ class IdentityService:
         if u.disabled:
             return None
         return Caller(user=u.name, admin=u.admin, teams={k: Role(v) for k, v in u.teams.items()}, os_user=u.os_user)
+
+    def check_submitter(self, owner: str | None, team: str | None, queue: str, *,
+                        team_for: Callable[[Caller, str], str | None]) -> None:
+        """Refuse (Forbidden, saying why) a job made later in ``owner``'s name (a sweep's trial, a pipeline
+        step, a service's replica, a Dask worker) unless they could submit it themselves now: not disabled,
+        and allowed on ``queue`` by ``team_for`` (a direct submit's rule) and in the job's ``team``.
+
+        What they made was checked when they made it; a disabled user, or one since made a viewer or taken
+        out of the team, must not go on getting jobs (run as their Unix account) through it."""
+        if not self.accept_users or owner is None or owner == LOCAL_ADMIN.user:
+            return  # no users on this server (all is the local admin's), or the local admin's own: never refused
+        who = self._owner_now(owner)
+        if who is None:
+            raise Forbidden(f"its owner {owner} is disabled or gone: no new job starts in their name", owner=owner)
+        try:
+            team_for(who, queue)
+        except (Forbidden, InvalidSpec) as e:
+            why = e.errors[0]["message"] if isinstance(e, InvalidSpec) and e.errors else e.message
+            raise Forbidden(f"its owner {owner} may no longer submit to queue {queue}: {why.removeprefix('queue: ')}",
+                            owner=owner, queue=queue) from None
+        if team is not None and not who.may(Action.SUBMIT, team):
+            raise Forbidden(f"its owner {owner} may no longer submit to team {team}'s queues", owner=owner, team=team)
+
+    def _owner_now(self, user: str) -> Caller | None:
+        """:meth:`caller_of`, reused for :data:`REMEMBER_FOR` seconds as a token's owner is (a burst of a sweep's
+        trials is one read); a change made here forgets it at once."""
+        now = time.time()
+        known = self._owners.get(user)
+        if known is not None and now < known[1]:
+            return known[0]
+        who = self.caller_of(user)
+        with self._lock:
+            if len(self._owners) > 10_000:
+                self._owners.clear()
+            self._owners[user] = (who, now + REMEMBER_FOR)
+        return who
 
     def run_as(self, owner: str | None) -> dict | None:
         """The Unix account a job of ``owner`` runs as: where users are on, this server is root and the
@@ -220,6 +258,7 @@ class IdentityService:
     def _forget(self) -> None:
         with self._lock:
             self._known.clear()
+            self._owners.clear()
 
     def _new_token(self, user: str, name: str, expires_at: float | None) -> NewToken:
         secret = new_secret()

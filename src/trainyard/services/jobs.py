@@ -58,6 +58,8 @@ class JobService:
         self.team_for = team_for  # who may use which queue, and the job's team (the queue service's rule)
         # each secret a job names exists in its team (bound by the platform to SecretService.check)
         self.check_secrets: Callable[[dict[str, str], str | None], None] = lambda wanted, team: None
+        # one made later in an owner's name: they may still submit it (bound to IdentityService.check_submitter)
+        self.check_owner: Callable[[str | None, str | None, str], None] = lambda owner, team, queue: None
         self.audit = audit
         self.dependencies = Dependencies(store, notifier, scheduler)  # a job's ``after``
         self.remover = JobRemover(store, engine, artifacts)
@@ -69,13 +71,15 @@ class JobService:
                on_behalf: tuple[str | None, str | None] | None = None) -> JobInfo:
         """Validate against this platform, store, and wake the scheduler. Nothing is stored on error.
 
-        ``on_behalf``: (owner, team) of a pipeline step, whose run was checked when it was created."""
+        ``on_behalf``: (owner, team) of a pipeline step, a sweep's trial, a replica: what made it was checked
+        when it was created, and its owner is asked again now (may they still submit it?)."""
         if on_behalf is None:
             owner, team = self.check(spec, snapshot, caller)
         else:
+            owner, team = on_behalf
+            self.check_owner(owner, team, spec.queue)
             self.engine.validate(spec)
             self._check_room(spec, snapshot)
-            owner, team = on_behalf
         # whose jobs it may wait for: the caller's sight, or for a step its owner's within the run's team
         seer = caller if on_behalf is None or on_behalf[0] is None else \
             Caller(user=on_behalf[0], teams={on_behalf[1]: Role.MEMBER} if on_behalf[1] else {})

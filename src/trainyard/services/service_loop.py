@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from trainyard.errors import Forbidden
 from trainyard.services import service_jobs
 from trainyard.services.serving import ServingService
 from trainyard.services.ticker import Ticker
@@ -46,6 +47,7 @@ class Memory:
     below_since: float | None = None
     next_probe: dict[str, float] = field(default_factory=dict)  # replica job -> when to probe it next
     was_ready: set[str] = field(default_factory=set)  # replica jobs that have been ready (no longer starting)
+    refused: str | None = None  # why its owner may not have a replica started now (asked again each start)
 
 
 class ServiceLoop(Ticker):
@@ -205,11 +207,20 @@ class ServiceLoop(Ticker):
         elif old:
             missing = min(missing, 1)
         if missing > 0 and now >= mem.next_start:
-            spec = row["spec"]
+            spec, refused = row["spec"], None
             for _ in range(missing):
-                job = self.service.jobs.submit(service_jobs.replica_job(row["id"], spec, row["version"]),
-                                               row["snapshot"], on_behalf=(row["owner"], row["team"]))
+                try:
+                    job = self.service.jobs.submit(service_jobs.replica_job(row["id"], spec, row["version"]),
+                                                   row["snapshot"], on_behalf=(row["owner"], row["team"]))
+                except Forbidden as e:  # its owner was disabled or lost the right: those running are left be
+                    refused = e.message
+                    break
                 self.services.add_replica(row["id"], job.id, row["version"])
+            if refused != mem.refused and refused is not None:
+                log.warning("service %s: no replica started: %s", row["id"], refused)
+            mem.refused = refused
+        elif missing <= 0:
+            mem.refused = None
         # older versions leave once enough of the current one is ready; not-ready ones first
         keep_old = max(0, wanted - len(ready_current))
         for r in sorted(old, key=lambda r: (r["ready"], r["created_at"]))[:max(0, len(old) - keep_old)]:
@@ -237,6 +248,8 @@ class ServiceLoop(Ticker):
         text = f"{ready} of {wanted} replicas ready" if wanted or reps else IDLE_REASON
         if any(r["version"] != row["version"] and r["draining_since"] is None for r in reps):
             text += f"; rolling out version {row['version']}"
+        if mem.refused:
+            text += f"; no replica is started: {mem.refused} (those running go on; delete it to stop them)"
         if mem.crashes and now < mem.next_start:
             text += f"; a replica crashed ({mem.crashes} in a row), restarting in {mem.next_start - now:.0f}s"
         if text != row["reason"]:
