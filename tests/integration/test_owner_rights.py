@@ -28,7 +28,7 @@ JOB = {"queue": "vision-q", "resources": {"cpu": 1}}
 CHANGES = {
     "disabled": "its owner alice is disabled or gone",
     "viewer": "its owner alice may no longer submit to queue vision-q: your role in team vision does not allow",
-    "removed": "its owner alice may no longer submit to queue vision-q: queue 'vision-q' is not one of your teams'",
+    "removed": "its owner alice may no longer submit to queue vision-q: it is not one of their teams' queues",
 }
 
 

@@ -125,10 +125,12 @@ class IdentityService:
             raise Forbidden(f"its owner {owner} is disabled or gone: no new job starts in their name", owner=owner)
         try:
             team_for(who, queue)
-        except (Forbidden, InvalidSpec) as e:
-            why = e.errors[0]["message"] if isinstance(e, InvalidSpec) and e.errors else e.message
-            raise Forbidden(f"its owner {owner} may no longer submit to queue {queue}: {why.removeprefix('queue: ')}",
-                            owner=owner, queue=queue) from None
+        except InvalidSpec:  # the queue is there (the job was made on it): the owner no longer sees it
+            raise Forbidden(f"its owner {owner} may no longer submit to queue {queue}: it is not one of their teams' "
+                            "queues", owner=owner, queue=queue) from None
+        except Forbidden as e:
+            raise Forbidden(f"its owner {owner} may no longer submit to queue {queue}: "
+                            f"{e.message.removeprefix('queue: ')}", owner=owner, queue=queue) from None
         if team is not None and not who.may(Action.SUBMIT, team):
             raise Forbidden(f"its owner {owner} may no longer submit to team {team}'s queues", owner=owner, team=team)
 
