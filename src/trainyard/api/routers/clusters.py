@@ -10,10 +10,12 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.api.serve_origin import SANDBOX
 from trainyard.errors import DashboardUnavailable
 from trainyard.services.notify import off_loop
 from trainyard.spec.cluster import AdaptRequest, ClusterInfo, ClusterSpec, ScaleRequest
 
+NOT_RETURNED = {"set-cookie", "service-worker-allowed"}
 router = APIRouter(prefix="/api/v1/clusters", tags=["clusters"])
 # headers that belong to one hop (RFC 9110 §7.6.1), and the caller's trainyard token, are not passed on
 HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -64,7 +66,9 @@ async def dashboard(cluster_id: str, path: str, request: Request, p: PlatformDep
     except httpx.TransportError as e:
         await client.aclose()
         raise DashboardUnavailable(f"the dashboard of cluster {cluster_id} does not answer: {e}") from None
-    kept = {k: v for k, v in upstream.headers.items() if k.lower() not in HOP}
+    kept = {k: v for k, v in upstream.headers.items() if k.lower() not in HOP | NOT_RETURNED}
+    # the scheduler runs as its owner's job: its pages get an origin of their own, as a service's (api/serve_origin.py)
+    kept["content-security-policy"] = SANDBOX[1].decode()
 
     async def close() -> None:
         await upstream.aclose()
