@@ -30,6 +30,9 @@ PLACEHOLDERS = ("inputValue", "inputPath", "outputPath", "concat", "if")
 UNSUPPORTED = {"inputUri": "artifact URIs", "outputUri": "artifact URIs", "executorInput": "the v2 executor input",
                "inputMetadata": "artifact metadata", "outputMetadata": "artifact metadata"}
 Scalar = Union[str, int, float, bool]
+# arguments and placeholders (concat parts, if branches, v2 placeholders) of one container's command and args: far
+# past any real component, and what bounds the walks over them, whose input may repeat one node by YAML aliases
+MAX_NODES = 10_000
 
 
 class _Strict(BaseModel):
@@ -158,6 +161,7 @@ def dotted(path: Path_) -> str:
 
 
 def parse_component(text: str, source: str = "<component>") -> Component:
+    """A component from its YAML text, read as a spec is (:func:`compose`): bounded, each field's line known."""
     data, lines = compose(text, source)
     if not isinstance(data, dict):
         raise InvalidSpec(errors=[error_entry(source, 1, "", "expected a KFP component (a mapping with implementation)")])
@@ -174,9 +178,10 @@ def component_from_data(data: Any, source: str, text: str, lines: dict[Path_, in
     _check_names(comp)
     if spec.implementation.container is not None:
         problems: list[dict[str, Any]] = []
+        nodes = [0]
         for key in ("command", "args"):
             for i, item in enumerate(getattr(spec.implementation.container, key)):
-                _check_placeholder(comp, item, ("implementation", "container", key, i), problems)
+                _check_placeholder(comp, item, ("implementation", "container", key, i), problems, nodes)
         if problems:
             raise InvalidSpec(errors=problems)
     return comp
@@ -200,7 +205,14 @@ def safe_name(name: str) -> str:
     return f"_{out}" if out[:1].isdigit() else out
 
 
-def _check_placeholder(comp: Component, item: Any, path: Path_, problems: list[dict[str, Any]]) -> None:
+def _check_placeholder(comp: Component, item: Any, path: Path_, problems: list[dict[str, Any]],
+                       nodes: list[int]) -> None:
+    """Each placeholder in ``item`` checked; ``nodes`` counts what the component's command holds so far."""
+    nodes[0] += 1 + (len(V2_ANY.findall(item)) if isinstance(item, str) else 0)
+    if nodes[0] > MAX_NODES:  # raised at once: what follows would only repeat the walk
+        raise comp.error(path, f"command and args hold more than {MAX_NODES} arguments and placeholders "
+                               f"(concat parts, if branches and v2 placeholders counted): not a component's command")
+
     def bad(where: Path_, message: str) -> None:
         problems.append(comp.entry(where, message))
 
@@ -241,9 +253,9 @@ def _check_placeholder(comp: Component, item: Any, path: Path_, problems: list[d
                 bad(where, "expected a list of arguments to join")
             else:
                 for i, part in enumerate(value):
-                    _check_placeholder(comp, part, where + (i,), problems)
+                    _check_placeholder(comp, part, where + (i,), problems, nodes)
         elif key == "if":
-            _check_if(comp, value, where, problems, need, bad)
+            _check_if(comp, value, where, problems, nodes, need, bad)
         elif key in UNSUPPORTED:
             bad(where, f"{key}: {UNSUPPORTED[key]} are not supported by trainyard (use inputPath/outputPath)")
         else:
@@ -252,7 +264,7 @@ def _check_placeholder(comp: Component, item: Any, path: Path_, problems: list[d
         bad(path, "expected a string, a number or a placeholder")
 
 
-def _check_if(comp, value, where, problems, need, bad) -> None:  # noqa: ANN001
+def _check_if(comp, value, where, problems, nodes, need, bad) -> None:  # noqa: ANN001
     if not isinstance(value, dict) or "cond" not in value or not set(value) <= {"cond", "then", "else"}:
         bad(where, "expected {cond: ..., then: [...], else: [...]}")
         return
@@ -270,7 +282,7 @@ def _check_if(comp, value, where, problems, need, bad) -> None:  # noqa: ANN001
         items = value.get(branch, [])
         for i, part in enumerate(items if isinstance(items, list) else [items]):
             _check_placeholder(comp, part, where + (branch, i) if isinstance(items, list) else where + (branch,),
-                               problems)
+                               problems, nodes)
 
 
 def _v2_form(side: str, kind: str, name: str, attr: str | None) -> str:

@@ -29,6 +29,9 @@ from trainyard.templates import PARAM_REF
 
 STEP_REF = re.compile(r"^\{\{\s*steps\.[^}]+\}\}")
 TOKEN = "@@kfp:{}@@"
+# characters of one step's translated command, counted as it is built: past what exec takes anyway (Linux: 128 KiB
+# an argument, 2 MiB all of them), and without it a value repeated by concat or v2 placeholders grows without end
+MAX_COMMAND = 1 << 20
 
 
 @dataclass
@@ -85,6 +88,7 @@ class Resolver:
     def __init__(self, comp: Component, bindings: dict[str, Binding], params: dict[str, Any], step: str) -> None:
         self.comp, self.bindings, self.params, self.step = comp, bindings, params, step
         self.out = Translated([])
+        self.made = 0  # characters of arguments made so far (see grow)
 
     def translate(self) -> Translated:
         container = self.comp.spec.implementation.container
@@ -94,27 +98,48 @@ class Resolver:
                 self.out.argv += self.items(item, ("implementation", "container", key, i))
         return self.out
 
+    def grow(self, more: int, path: Path_) -> None:
+        """Count ``more`` characters about to be made, refused past :data:`MAX_COMMAND` before they are.
+
+        Every argument and every join is counted as it is made (a concat's parts again in the join), so
+        the count is at least the command's length and bounds the memory the translation takes."""
+        self.made += more
+        if self.made > MAX_COMMAND:
+            raise self.comp.error(path, f"step {self.step!r}: the command would be longer than {MAX_COMMAND} "
+                                        f"characters, with the arguments put in")
+
     # -- one placeholder -> a list of arguments ------------------------------------------------------
 
     def items(self, item: Any, path: Path_) -> list[str]:
         if isinstance(item, str):
-            return [V2.sub(lambda m: self.v2(m, path), item)]
+            return [self.text(item, path)]
         if isinstance(item, (int, float)):
             return [str(item)]
         (key, value), = item.items()
         where = path + (key,)
-        if key == "inputValue":
-            return [self.value(value, where)]
-        if key == "inputPath":
-            return [self.path(value, where)]
-        if key == "outputPath":
-            return [self.output(value)]
+        if key in ("inputValue", "inputPath", "outputPath"):
+            arg = self.value(value, where) if key == "inputValue" else (
+                self.path(value, where) if key == "inputPath" else self.output(value))
+            self.grow(len(arg), where)
+            return [arg]
         if key == "concat":
-            return ["".join("".join(self.items(p, where + (i,))) for i, p in enumerate(value))]
+            parts = [a for i, p in enumerate(value) for a in self.items(p, where + (i,))]
+            self.grow(sum(map(len, parts)), where)
+            return ["".join(parts)]
         branch = "then" if self.condition(value["cond"], where + ("cond",)) else "else"
         chosen = value.get(branch, [])
         chosen = chosen if isinstance(chosen, list) else [chosen]
         return [a for i, p in enumerate(chosen) for a in self.items(p, where + (branch, i))]
+
+    def text(self, item: str, path: Path_) -> str:
+        self.grow(len(item), path)
+
+        def one(m: re.Match) -> str:
+            value = self.v2(m, path)
+            self.grow(len(value), path)
+            return value
+
+        return V2.sub(one, item)
 
     def v2(self, m: re.Match, path: Path_) -> str:
         side, kind, name, _ = m.groups()
