@@ -205,6 +205,9 @@ def test_a_step_that_does_not_write_its_output_fails_naming_it(env):
     ({"a": {"command": "x", "outputs": ["m"]}, "b": {"command": "y", "inputs": {"m": "{{steps.a.outputs.w}}"}}},
      "steps.b.inputs.m", "step 'a' has no output 'w' (it has: m)"),
     ({"a": {"command": "x", "resources": {"cpu": 64}}}, "steps.a.resources.cpu", "64"),
+    # each foreach within its bound, the run's jobs past theirs: refused before a row of them is made
+    ({"a": {"command": "x", "foreach": 10_000}, "b": {"command": "y", "foreach": 10_000}}, "steps.b.foreach",
+     "20000 step jobs (each foreach item is one), more than the 10000 a run may make"),
 ])
 def test_bad_pipelines_are_rejected_before_anything_runs(env, steps, field, message):
     tc, sdk, engine = env

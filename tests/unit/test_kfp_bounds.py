@@ -28,13 +28,13 @@ def laughs(levels: int) -> str:
     return "name: laughs\nimplementation:\n  container:\n    image: busybox\n    command:\n" + "\n".join(lines) + "\n"
 
 
-def refused(catalog, component, arguments=None) -> dict:
+def refused(catalog, component, arguments=None, field="component") -> dict:
     started = time.monotonic()
     with pytest.raises(InvalidSpec) as e:
         expand_step("s", {"component": component, "arguments": arguments or {}}, catalog, {})
     assert time.monotonic() - started < 5  # refused as soon as the bound is passed, not after the work
     [err] = e.value.errors
-    assert err["field"] == "component"
+    assert err["field"] == field  # relative to the step: "" is steps.s itself
     return err
 
 
@@ -77,3 +77,15 @@ def test_one_text_named_from_many_tasks_counts_each_time_it_is_read(catalog):
     tasks = {f"t{i}": {"componentRef": {"spec": leaf}} for i in range(MAX_VALUES // 1000)}
     err = refused(catalog, {"spec": {"name": "g", "implementation": {"graph": {"tasks": tasks}}}})
     assert f"hold more than {MAX_VALUES} values together" in err["message"]
+
+
+def test_a_graph_expands_to_no_more_steps_than_a_run_may_make(catalog, monkeypatch):
+    monkeypatch.setattr("trainyard.pipelines.kfp_expand.MAX_STEP_JOBS", 50)
+    leaf = "name: leaf\nimplementation: {container: {image: b, command: [e]}}\n"
+    level = {"name": "g", "implementation": {"graph": {"tasks": {f"t{i}": {"componentRef": {"spec": leaf}}
+                                                                 for i in range(8)}}}}
+    top = {"name": "top", "implementation": {"graph": {"tasks": {f"t{i}": {"componentRef": {"spec": level}}
+                                                                 for i in range(8)}}}}
+    err = refused(catalog, {"spec": top}, field="")
+    assert err["message"] == "expands to more than 50 steps: a run makes at most 50 step jobs"
+    assert len(expand_step("s", {"component": {"spec": level}}, catalog, {}).steps) == 8

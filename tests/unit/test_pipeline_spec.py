@@ -5,7 +5,8 @@ import pytest
 from trainyard.errors import InvalidSpec
 from trainyard.launch.named import missing_outputs, substitute
 from trainyard.spec.job import JobSpec
-from trainyard.spec.pipeline import parse_pipeline
+from trainyard.pipelines.expansion import Expansion
+from trainyard.spec.pipeline import MAX_STEP_JOBS, parse_pipeline
 from trainyard.spec.pipeline_file import load_pipeline
 from trainyard.spec.pipeline_graph import build
 
@@ -183,3 +184,32 @@ def test_fan_out_and_param_values_are_bounded_and_named(tmp_path):
     assert overridden[0]["field"] == "params" and "inf" in overridden[0]["message"]
     top = errors_of(tmp_path, "int: 1\nsteps:\n  a:\n    command: x\n")
     assert [(e["field"], e["line"], e["message"]) for e in top] == [("int", 1, "unknown field 'int'")]
+
+
+def test_the_step_jobs_of_one_run_are_bounded_before_any_is_built(tmp_path):
+    # each foreach is within its own bound; together they are not, named where the count passes the run's
+    text = ("steps:\n  a:\n    command: x\n  b:\n    foreach: 6000\n    command: y\n"
+            "  c:\n    foreach: 6000\n    command: z\n")
+    errs = errors_of(tmp_path, text)  # the client's check: before anything is uploaded
+    assert [(e["field"], e["line"]) for e in errs] == [("steps.c.foreach", 8)]
+    assert errs[0]["message"] == (f"12001 step jobs (each foreach item is one), more than the {MAX_STEP_JOBS} "
+                                  f"a run may make")
+    many = parse_pipeline({"steps": {f"s{i}": {"command": "x"} for i in range(MAX_STEP_JOBS + 1)}})
+    with pytest.raises(InvalidSpec) as exc:
+        build(many, {})
+    assert [e["field"] for e in exc.value.errors] == ["steps"]
+    assert f"more than {MAX_STEP_JOBS} steps" in exc.value.errors[0]["message"]
+
+
+def test_component_steps_stop_being_expanded_once_the_run_has_too_many_steps(monkeypatch):
+    monkeypatch.setattr("trainyard.spec.pipeline_graph.MAX_STEP_JOBS", 5)
+    expanded = []
+
+    def expand(name, raw, params):
+        expanded.append(name)
+        return Expansion({f"{name}-{i}": {"command": "x"} for i in range(3)}, {})
+
+    spec = parse_pipeline({"steps": {f"c{i}": {"component": "x"} for i in range(10)}})
+    with pytest.raises(InvalidSpec) as exc:
+        build(spec, {}, expand=expand)
+    assert expanded == ["c0", "c1"] and [e["field"] for e in exc.value.errors] == ["steps"]

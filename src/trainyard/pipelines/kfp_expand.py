@@ -10,6 +10,7 @@ from trainyard.pipelines.kfp_component import Component, safe_name
 from trainyard.pipelines.kfp_graph import expand_graph
 from trainyard.pipelines.kfp_load import Context, load
 from trainyard.pipelines.kfp_placeholders import Binding, Resolver, bind, render
+from trainyard.spec.pipeline import MAX_STEP_JOBS
 
 MAX_DEPTH = 8
 NOT_ON_COMPONENT = {"command": "the component's container gives the command",
@@ -18,7 +19,7 @@ NOT_ON_COMPONENT = {"command": "the component's container gives the command",
 
 
 def expand_component_step(name: str, raw: dict[str, Any], catalog: Catalog, params: dict[str, Any]) -> Expansion:
-    ctx = Context(catalog, params)
+    ctx = Context(catalog, params, step=name)
     comp = load(raw["component"], ctx, f"steps.{name}.component")
     arguments = raw.get("arguments") or {}
     if not isinstance(arguments, dict):
@@ -69,6 +70,10 @@ def expand_component(step: str, comp: Component, arguments: dict[str, Any], extr
         return expand_graph(step, comp, bound, extras, ctx, expand_component)
     container = impl.container
     assert container is not None
+    ctx.steps[0] += 1
+    if ctx.steps[0] > MAX_STEP_JOBS:  # counted as they are made: W tasks nested 8 deep are W**8 of them
+        raise invalid(f"steps.{ctx.step}", f"expands to more than {MAX_STEP_JOBS} steps: a run makes at most "
+                                           f"{MAX_STEP_JOBS} step jobs")
     t = Resolver(comp, bound, ctx.params, step).translate()
     plain = {**extras, "command": t.command(), "inputs": t.inputs, "outputs": t.outputs}
     if container.env:

@@ -24,9 +24,11 @@ class Context:
     params: dict[str, Any]
     files: dict[str, str] = field(default_factory=dict)  # local component files the client inlined, by path
     depth: int = 0
+    step: str = ""  # the pipeline's step being expanded: what a bound on the whole expansion names
     # values of every component text read for one step, shared by the graph's nested contexts: each text is
     # bounded on its own, but a graph may name one text (an alias) from many tasks on many levels
     values: list[int] = field(default_factory=lambda: [0])
+    steps: list[int] = field(default_factory=lambda: [0])  # plain steps made so far, shared likewise
 
 
 def _parse(ctx: Context, text: str, source: str, where: str) -> Component:

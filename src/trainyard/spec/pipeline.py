@@ -28,6 +28,8 @@ STEP_KEYS = ("needs", "foreach", "cache", "inputs", "outputs")
 SPECIAL_KEYS = ("notebook", "component")
 SERVE_KEYS = ("serve", "needs", "workdir")  # all a serve step may have: it runs no command of its own
 MAX_ITEMS = 10_000  # jobs one foreach step may fan out to: each is a row, a job and a folder
+MAX_STEP_JOBS = 10_000  # jobs one run may make, all steps, items and component tasks together: a few KB of
+                        # request would otherwise make millions of rows (30 steps × foreach 10,000; graphs W**8)
 
 
 class ValueInput(Strict):

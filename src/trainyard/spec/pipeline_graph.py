@@ -22,8 +22,8 @@ from trainyard.spec.job import JobSpec
 from trainyard.spec.lines import Path_
 from trainyard.spec.params import render, substitute, word
 from trainyard.templates import ITEM_REF, LEADING_STEP_REF, PARAM_REF, STEP_REF, WHOLE_PARAM_REF
-from trainyard.spec.pipeline import (MAX_ITEMS, SERVE_KEYS, Errors, PipelineSpec, StepOptions, ValueInput, is_serve,
-                                     is_special, split_step)
+from trainyard.spec.pipeline import (MAX_ITEMS, MAX_STEP_JOBS, SERVE_KEYS, Errors, PipelineSpec, StepOptions,
+                                     ValueInput, is_serve, is_special, split_step)
 from trainyard.spec.pipeline_refs import References
 from trainyard.spec.serve import ServeStep
 
@@ -83,16 +83,21 @@ class _Builder(References):
 
     def run(self) -> Graph:
         self._expand_special()
+        if len(self.plain) + len(self.opaque) > MAX_STEP_JOBS:
+            self.errs.add(("steps",), f"more than {MAX_STEP_JOBS} steps, with component steps expanded: a run "
+                                      f"makes at most {MAX_STEP_JOBS} step jobs")
+            self.errs.raise_if_any()
         for name, raw in self.plain.items():
             self._validate_step(name, raw)
         for name in self.jobs:
             self._check_references(name)
         self._check_cycles()
         self.errs.raise_if_any()
+        items = {name: self._items(name) for name in self.jobs}
+        self._check_total(items)
+        self.errs.raise_if_any()
         if self.opaque:
             return Graph(warnings=self.warnings)
-        items = {name: self._items(name) for name in self.jobs}
-        self.errs.raise_if_any()
         instances = self._instances(items)
         self.errs.raise_if_any()
         return Graph(instances=instances, warnings=self.warnings)
@@ -101,6 +106,8 @@ class _Builder(References):
 
     def _expand_special(self) -> None:
         for name, raw in self.spec.steps.items():
+            if len(self.plain) + len(self.opaque) > MAX_STEP_JOBS:  # stop: each expansion may make thousands more
+                break
             if not is_special(raw):
                 self.plain[name], self.origin[name] = raw, name
                 continue
@@ -202,6 +209,18 @@ class _Builder(References):
             self.errs.add(loc, f"{shown}: no items to run")
             return None
         return items
+
+    def _check_total(self, items: dict[str, list[Any] | None]) -> None:
+        """Refuse, before any is built, more step jobs than a run may make; named where the count passes it."""
+        total, over = len(self.opaque), None
+        for name in self.jobs:
+            total += 1 if items[name] is None else len(items[name])
+            if over is None and total > MAX_STEP_JOBS:
+                over = name
+        if over is not None:
+            loc = self.loc(over, "foreach") if items[over] is not None else ("steps",)
+            self.errs.add(loc, f"{total} step jobs (each foreach item is one), more than the {MAX_STEP_JOBS} a run "
+                               f"may make")
 
     def _instances(self, items: dict[str, list[Any] | None]) -> list[StepInstance]:
         names = {n: ([n] if items[n] is None else [f"{n}-{i}" for i in range(len(items[n]))]) for n in self.jobs}
