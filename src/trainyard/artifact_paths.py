@@ -29,6 +29,19 @@ def check_artifact_path(path: object) -> str:
     return path
 
 
+def check_sub_path(sub: str) -> str:
+    """``sub`` itself when it is "" or a path inside an artifact as written after a pipeline step's reference
+    (``/shard/0``); ``ValueError`` saying why otherwise: it is appended to the artifact's URL, where ``/..``
+    would reach any other job's artifacts in the store."""
+    if sub:
+        if not sub.startswith("/"):
+            raise ValueError("must start with '/'")
+        if sub.startswith("//"):
+            raise ValueError("must not have empty, '.' or '..' parts")
+        check_artifact_path(sub[1:])
+    return sub
+
+
 def is_artifact_path(path: object) -> bool:
     try:
         check_artifact_path(path)

@@ -213,3 +213,22 @@ def test_component_steps_stop_being_expanded_once_the_run_has_too_many_steps(mon
     with pytest.raises(InvalidSpec) as exc:
         build(spec, {}, expand=expand)
     assert expanded == ["c0", "c1"] and [e["field"] for e in exc.value.errors] == ["steps"]
+
+
+@pytest.mark.parametrize("path", ["/../../../../j-other/1/outputs/secret.txt", "/a/../../b", "/./a", "//a", "/a//b",
+                                  "/a\\..\\b", "/{{item}}/x"])
+def test_a_path_after_a_step_reference_stays_inside_that_output(tmp_path, path):
+    text = ("params: {p: [..]}\nsteps:\n  a:\n    command: x\n    outputs: [o]\n  b:\n    foreach: '{{params.p}}'\n"
+            f"    inputs: {{x: '{{{{steps.a.outputs.o}}}}{path}'}}\n    command: cat {{{{inputs.x}}}}\n")
+    errs = errors_of(tmp_path, text)  # an item is put in first: it may be ".." too
+    assert [(e["field"], e["line"]) for e in errs] == [("steps.b.inputs.x", 8)]
+    assert "must not" in errs[0]["message"] and repr(path.replace("{{item}}", "..")) in errs[0]["message"]
+
+
+def test_a_serve_model_path_after_the_reference_stays_inside_that_output():
+    serve = {"model": "{{steps.a.outputs.m}}/../../x/model.pkl", "name": "m"}
+    spec = parse_pipeline({"steps": {"a": {"command": "x", "outputs": ["m"]}, "d": {"serve": serve}}})
+    with pytest.raises(InvalidSpec) as exc:
+        build(spec, {})
+    assert [e["field"] for e in exc.value.errors] == ["steps.d.serve.model"]
+    assert "'/../../x/model.pkl' must not have empty, '.' or '..' parts" in exc.value.errors[0]["message"]

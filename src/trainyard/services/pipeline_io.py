@@ -18,6 +18,7 @@ import json
 import os
 from typing import Any, Callable
 
+from trainyard.artifact_paths import check_sub_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.launch.files import local_path
 from trainyard.spec.job import JobSpec
@@ -58,6 +59,10 @@ def resolve_input(store: ArtifactStore, run_id: str, step: str, name: str, ref: 
             raise MissingInput(f"input {name!r}: step {inst} has no output {ref['output']!r}")
         sources.append(arts[art_id])
     sub = ref.get("subpath") or ""
+    try:  # checked when the run was made; a run stored before that was is checked here, before it is appended
+        check_sub_path(sub)
+    except ValueError as e:
+        raise MissingInput(f"input {name!r}: the path {sub!r} inside step output {ref['output']!r} {e}") from None
 
     def digest_of(art: PipelineArtifact) -> str:
         if not sub:

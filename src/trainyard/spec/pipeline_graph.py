@@ -17,6 +17,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from trainyard import envvars
+from trainyard.artifact_paths import check_sub_path
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
 from trainyard.spec.lines import Path_
@@ -278,11 +279,8 @@ class _Builder(References):
             if m is None:
                 inputs[in_name] = {"kind": "path", "url": text}
                 continue
-            subpath = m.group(3).strip()
-            if subpath and not subpath.startswith("/"):
-                self.errs.add(self.loc(step, "inputs", in_name),
-                              f"after the reference comes a path inside it, starting with '/': {subpath!r}")
-            inputs[in_name] = source(m.group(1), m.group(2), subpath.rstrip("/"))
+            subpath = _sub_path(m.group(3), self.errs, self.loc(step, "inputs", in_name))
+            inputs[in_name] = source(m.group(1), m.group(2), subpath)
         used = set(PARAM_REF.findall(" ".join([command] if isinstance(command, str) else command)))
         env_vars = {k: sub(str(v)) for k, v in (rest.get("env_vars") or {}).items()}
         env_vars[envvars.STEP] = step
@@ -311,15 +309,12 @@ class _Builder(References):
         m = LEADING_STEP_REF.match(data["model"])
         if m is not None:
             target = self._resolve((*loc, "model"), m.group(1), m.group(2)) or (m.group(1), m.group(2))
-            subpath = m.group(3).strip()
-            if subpath and not subpath.startswith("/"):
-                self.errs.add((*loc, "model"), f"after the reference comes a path inside it, starting with '/': "
-                                               f"{subpath!r}")
+            subpath = _sub_path(m.group(3), self.errs, (*loc, "model"))
             if items.get(target[0]) is not None:
                 self.errs.add((*loc, "model"), f"step {target[0]!r} runs once per item, so its output is a folder "
                                                "of models: serve one, or merge them in a step first")
-            inputs["model"] = {"kind": "step", "step": target[0], "output": target[1],
-                               "subpath": subpath.rstrip("/"), "from": names.get(target[0], []), "fan_in": False}
+            inputs["model"] = {"kind": "step", "step": target[0], "output": target[1], "subpath": subpath,
+                               "from": names.get(target[0], []), "fan_in": False}
         try:
             ServeStep.model_validate(data).service("pipeline://model" if m else data["model"])
         except InvalidSpec as e:
@@ -329,6 +324,17 @@ class _Builder(References):
         needs = sorted({n for d in self.deps[step] for n in names.get(d, [])})
         return StepInstance(name=step, step=step, index=None, item=None, job={"serve": data, "workdir": workdir},
                             needs=needs, inputs=inputs, outputs=[], cache=False, workdir=workdir)
+
+
+def _sub_path(written: str, errs: Errors, loc: Path_) -> str:
+    """The path after a step reference, as stored ("" or ``/a/b``); an error at ``loc`` unless it stays inside
+    the output (with items and params put in: an item may be ``..`` too)."""
+    subpath = written.strip()
+    try:
+        return check_sub_path(subpath.rstrip("/"))
+    except ValueError as e:
+        errs.add(loc, f"after the reference comes a path inside it, starting with '/': {subpath!r} {e}")
+        return ""
 
 
 def _item_text(m: re.Match, item: Any, index: int | None, errs: Errors, loc: Path_) -> str:
