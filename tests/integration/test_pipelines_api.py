@@ -208,6 +208,9 @@ def test_a_step_that_does_not_write_its_output_fails_naming_it(env):
     # each foreach within its bound, the run's jobs past theirs: refused before a row of them is made
     ({"a": {"command": "x", "foreach": 10_000}, "b": {"command": "y", "foreach": 10_000}}, "steps.b.foreach",
      "20000 step jobs (each foreach item is one), more than the 10000 a run may make"),
+    # job fields of the wrong type: the job's check names them (the reference checks after it were a 500)
+    ({"a": {"command": "x", "env_vars": ["A=1"]}}, "steps.a.env_vars", "valid dictionary"),
+    ({"a": {"command": ["echo", 1]}}, "steps.a.command.1", "valid string"),
 ])
 def test_bad_pipelines_are_rejected_before_anything_runs(env, steps, field, message):
     tc, sdk, engine = env
@@ -229,7 +232,8 @@ def test_yaml_a_spec_cannot_store_as_json_is_text_or_a_422_naming_its_line(env):
     assert run.params == {"d": "2024-01-01"} and sdk.get(step_job(run, "a")).spec.argv()[-1] == "echo 2024-01-01"
     # bytes and a list as a key are refused where they are written (a TypeError, a 500, once)
     for text, field, line in [("steps:\n  a:\n    command: !!binary aGVsbG8=\n", "steps.a.command", 3),
-                              ("steps:\n  a:\n    command: x\n    ? [a, b]\n    : 1\n", "steps.a", 4)]:
+                              ("steps:\n  a:\n    command: x\n    ? [a, b]\n    : 1\n", "steps.a", 4),
+                              ("steps:\n  a:\n    command: x\n    env_vars: [A=1]\n", "steps.a.env_vars", 4)]:
         r = tc.post("/api/v1/pipelines?dry_run=true", content=text, headers=yaml_text)
         assert r.status_code == 422, r.text
         assert [(e["field"], e["line"]) for e in r.json()["details"]["errors"]] == [(field, line)]

@@ -232,3 +232,15 @@ def test_a_serve_model_path_after_the_reference_stays_inside_that_output():
         build(spec, {})
     assert [e["field"] for e in exc.value.errors] == ["steps.d.serve.model"]
     assert "'/../../x/model.pkl' must not have empty, '.' or '..' parts" in exc.value.errors[0]["message"]
+
+
+@pytest.mark.parametrize("fields, field, line", [
+    ("    command: 'true'\n    env_vars: [A=1]\n", "steps.a.env_vars", 4),
+    ("    command: 'true'\n    env_vars: A=1\n", "steps.a.env_vars", 4),
+    ("    command: 5\n", "steps.a.command", 3),
+    ("    command: [echo, 1]\n", "steps.a.command.1", 3),
+])
+def test_a_job_field_of_the_wrong_type_is_named_not_a_crash(tmp_path, fields, field, line):
+    # the job's check names it; the reference checks that follow once read it as a mapping or list of text
+    errs = errors_of(tmp_path, "steps:\n  a:\n" + fields)
+    assert (field, line) in [(e["field"], e["line"]) for e in errs]

@@ -95,12 +95,17 @@ class References:
         """Every text of a step where references may appear, with where it is."""
         opts, rest = self.opts[name], self.jobs[name]
         out: list[tuple[Path_, str]] = []
+        # a step whose job fields failed their check is still read here (its references are reported too),
+        # so a command or env_vars of the wrong type, already an error naming it, is passed over
         command = rest.get("command")
-        for i, part in enumerate([command] if isinstance(command, str) else list(command or [])):
-            out.append((self.loc(name, "command") if isinstance(command, str) else self.loc(name, "command", i), part))
+        if isinstance(command, str):
+            out.append((self.loc(name, "command"), command))
+        elif isinstance(command, list):
+            out += [(self.loc(name, "command", i), part) for i, part in enumerate(command) if isinstance(part, str)]
         for k, v in opts.inputs.items():
             out.append((self.loc(name, "inputs", k), v if isinstance(v, str) else v.value))
-        for k, v in (rest.get("env_vars") or {}).items():
+        env_vars = rest.get("env_vars")
+        for k, v in (env_vars.items() if isinstance(env_vars, dict) else ()):
             out.append((self.loc(name, "env_vars", k), str(v)))
         if isinstance(opts.foreach, str):
             out.append((self.loc(name, "foreach"), opts.foreach))
