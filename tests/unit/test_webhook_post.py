@@ -7,9 +7,17 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from tests.support.stub_http import Unanswering
-from trainyard.services.webhook_loop import post
+from trainyard.services import webhook_loop
+
+
+def post(url: str, body: dict, timeout: float) -> str | None:
+    """As the loop sends: from a sender thread (this one may run a loop of its own: Playwright's, in a session
+    that opened a browser)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(webhook_loop.post, url, body, timeout).result()
 
 
 def test_a_receiver_that_trickles_its_answer_is_given_up_at_the_timeout():
