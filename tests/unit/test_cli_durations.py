@@ -29,4 +29,4 @@ def test_ls_has_a_time_column_beside_submitted():
     table = jobs_table([job])
     headers = [c.header for c in table.columns]
     assert headers[headers.index("SUBMITTED") + 1] == "TIME"
-    assert list(table.columns[headers.index("TIME")].cells) == ["1h01m"]
+    assert [str(c) for c in table.columns[headers.index("TIME")].cells] == ["1h01m"]

@@ -16,7 +16,7 @@ from trainyard.errors import InvalidSpec, TrainyardError
 from trainyard.spec.choices import ROLES
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from trainyard.spec.identity import UserInfo
 
 app = typer.Typer(no_args_is_help=True, help="Users and teams (admins only), and the first admin.")
@@ -51,7 +51,7 @@ def bootstrap(
 
 
 def users_table(users: list[UserInfo]) -> Table:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     table = Table("NAME", "ROLE", "TEAMS", "OS USER", "STATUS", "CREATED", box=None)
     for u in users:
@@ -116,7 +116,7 @@ def team_create(name: Annotated[str, typer.Argument()]) -> None:
 @team_app.command("ls")
 def team_ls(output: OutputOpt = Output.table) -> None:
     """Teams with their members (yours only, unless you are an admin)."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     with handled():
         teams = client().identity.teams()
@@ -157,7 +157,7 @@ def audit(
     output: OutputOpt = Output.table,
 ) -> None:
     """Who changed what, when and from where (an admin sees everyone's; others their own)."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     with handled():
         entries = client().identity.audit(user=user, since=parse_since(since) if since else None, limit=limit)

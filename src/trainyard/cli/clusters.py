@@ -81,7 +81,7 @@ def create_dask(
 def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped and failed ones")] = False,
        output: OutputOpt = Output.table) -> None:
     """Clusters with their status and workers."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     with handled():
         infos = _clusters().list(include_ended=all)
@@ -99,7 +99,7 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped and f
 @app.command()
 def show(cluster: str, output: OutputOpt = Output.table) -> None:
     """One cluster: scheduler address, dashboard, and each worker with where it runs."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from trainyard.spec.units import format_memory
 
     with handled():

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from enum import Enum
 
 import typer
+from rich.markup import escape
 from trainyard.cli.output import console, err_console, write  # noqa: F401  (re-exported for the commands)
 from trainyard.errors import InvalidSpec, TrainyardError, WaitTimeout
 
@@ -38,18 +39,16 @@ def handled() -> Iterator[None]:
                               highlight=False)
         raise typer.Exit(2) from None
     except WaitTimeout as e:  # as timeout(1) exits: a script tells "gave up waiting" from "it failed"
-        err_console.print(f"[red]timeout:[/red] {e.message}", highlight=False)
+        err_console.print(f"[red]timeout:[/red] {escape(e.message)}", highlight=False)
         raise typer.Exit(124) from None
     except TrainyardError as e:
-        err_console.print(f"[red]error:[/red] {e.message}", highlight=False)
+        err_console.print(f"[red]error:[/red] {escape(e.message)}", highlight=False)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
 
 def _show_warning(message, category, *_args, **_kwargs) -> None:  # noqa: ANN001
-    from rich.markup import escape
-
     err_console.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False)
 
 

@@ -89,9 +89,11 @@ def quick(argv: list[str]) -> int | None:
         return None
     except errors.TrainyardError as e:  # after the job exists: said as the full CLI says it
         if follow:
+            from rich.markup import escape
+
             from trainyard.cli.output import err_console
 
-            err_console.print(f"[red]error:[/red] {e.message}", highlight=False)
+            err_console.print(f"[red]error:[/red] {escape(e.message)}", highlight=False)
         else:
             print(f"error: {e.message}", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.render import status_text
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from trainyard.spec.monitoring import EventInfo
 
 
@@ -32,7 +32,7 @@ def events(
 
 
 def events_table(found: list[EventInfo]) -> Table:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     table = Table(box=None, header_style="bold")
     for col in ("TIME", "FROM", "TO", "BY", "REASON"):

@@ -48,7 +48,7 @@ def add(webhook: Annotated[str, typer.Argument(help="a webhook of the server's (
 @app.command("ls")
 def ls(output: Annotated[Output, typer.Option("--output", "-o")] = Output.table) -> None:
     """Your subscriptions (an admin's: everyone's), with how their deliveries went."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     with handled():
         subs = client().notify.list()
@@ -71,7 +71,7 @@ def ls(output: Annotated[Output, typer.Option("--output", "-o")] = Output.table)
 @app.command()
 def deliveries(subscription: str, output: OutputOpt = Output.table) -> None:
     """A subscription's latest deliveries: sent, pending (tried again later) or failed, and why."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     with handled():
         found = client().notify.deliveries(subscription)

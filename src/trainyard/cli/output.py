@@ -27,6 +27,15 @@ def write(text: str) -> None:
     sys.stdout.flush()
 
 
+def _shown() -> Any:
+    """How a job's output is written here: to a terminal, without what would make it act (cli/safe_text.py)."""
+    if sys.stdout is None or not sys.stdout.isatty():
+        return lambda text: text
+    from trainyard.cli.safe_text import for_terminal
+
+    return for_terminal
+
+
 class LogPrinter:
     """Writes log chunks; for gangs, whole lines prefixed ``[rN]`` (chunks of replicas interleave).
 
@@ -35,12 +44,13 @@ class LogPrinter:
     def __init__(self, prefix: bool) -> None:
         self.prefix = prefix
         self.partial: dict[int, str] = {}
+        self.shown = _shown()
 
     def add(self, chunk: Any) -> None:
         if not self.prefix:
-            write(chunk.data)
+            write(self.shown(chunk.data))
             return
-        text = self.partial.pop(chunk.replica, "") + chunk.data
+        text = self.partial.pop(chunk.replica, "") + self.shown(chunk.data)
         *lines, rest = text.split("\n")
         if rest:
             self.partial[chunk.replica] = rest

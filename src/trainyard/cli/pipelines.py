@@ -144,7 +144,7 @@ def ls(
                                       "pipeline ls -s failed --before 30d --ids --all)")] = False,
 ) -> None:
     """Pipeline runs, newest first; long histories come in pages (--after, --all)."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     from trainyard.cli.listing import pages, parse_since
 
@@ -178,7 +178,7 @@ def artifact_show(
     output: OutputOpt = Output.table,
 ) -> None:
     """What produced an artifact: its step, job, inputs (with their digests) and code snapshot."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from rich.text import Text
 
     with handled():

@@ -76,7 +76,7 @@ def _from_options(name: str, team: str | None, priority: str, cpu: str | None, m
 @app.command("ls")
 def ls(output: OutputOpt = Output.table) -> None:
     """Queues with their quotas, what their running jobs hold, and how many jobs wait."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     with handled():
         infos = client().queues()
@@ -95,7 +95,7 @@ def ls(output: OutputOpt = Output.table) -> None:
 @app.command()
 def show(name: str, output: OutputOpt = Output.table) -> None:
     """One queue: quota, usage, waiting jobs."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     with handled():
         c = client()

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from rich.console import Group
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from rich.text import Text
     from trainyard.spec.records import NodeInfo
 
@@ -83,7 +83,7 @@ def command(spec: dict) -> str:
 
 def jobs_table(jobs: list[dict], show_labels: bool = False) -> Table:
     """``show_labels``: a LABELS column (``k=v,k=v``, as ``kubectl get --show-labels`` prints them)."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     table = Table(box=None, header_style="bold")
     for col in ("ID", "NAME", "STATUS", "RESOURCES", "ATTEMPTS", "SUBMITTED", "TIME", "REASON",
@@ -99,7 +99,7 @@ def jobs_table(jobs: list[dict], show_labels: bool = False) -> Table:
 
 
 def job_detail(job: dict) -> Group:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     pending = job["status"] == "pending"
     head = Table.grid(padding=(0, 2))
@@ -125,7 +125,7 @@ def job_detail(job: dict) -> Group:
 
 
 def _attempts_table(attempts: list[dict]) -> Table:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     table = Table(title="attempts", box=None, header_style="bold", title_justify="left")
     for col in ("#", "STATUS", "NODE", "GPUS", "EXIT", "REASON", "DURATION", "MESSAGE"):
@@ -156,7 +156,7 @@ def _exit(a: dict) -> str:
 
 
 def nodes_table(nodes: list[NodeInfo]) -> Table:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from trainyard.spec.units import format_memory
 
     table = Table(box=None, header_style="bold")
@@ -183,7 +183,7 @@ def node_state(n: NodeInfo) -> str:
 
 
 def metrics_table(points: list[dict]) -> Table:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     series: "OrderedDict[str, list[float]]" = OrderedDict()
     for p in points:

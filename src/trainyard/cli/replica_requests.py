@@ -69,10 +69,12 @@ def exec_(
         c = client()
         with console.status(f"running on {job_id}…", spinner="dots"):
             got = execute(c.http, job_id, command, replica, timeout)
-    sys.stdout.write(got.output)
+    from trainyard.cli.safe_text import escape, for_terminal
+
+    sys.stdout.write(for_terminal(got.output) if sys.stdout.isatty() else got.output)
     sys.stdout.flush()
     if got.status == "done":
         raise typer.Exit(got.exit_code if 0 <= got.exit_code < 256 else 128 + (-got.exit_code % 128))
-    err_console.print(f"[red]error:[/red] {got.error or 'no answer from its launcher: the replica ended'}",
+    err_console.print(f"[red]error:[/red] {escape(got.error or 'no answer from its launcher: the replica ended')}",
                       highlight=False)
     raise typer.Exit(1)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
 
 def resource_table(usage: list[dict]) -> Table | None:
     """``usage``: the API's JSON of each replica's use (``ReplicaUsageInfo``), as :mod:`trainyard.cli.render`
     takes jobs."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     if not usage:
         return None

@@ -57,7 +57,7 @@ def create(spec: Annotated[Path, typer.Argument(help="the schedule's YAML; with 
 @app.command("ls")
 def ls(output: OutputOpt = Output.table) -> None:
     """Schedules, with their next fire and how the last one went."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from rich.text import Text
 
     with handled():
@@ -80,7 +80,7 @@ def ls(output: OutputOpt = Output.table) -> None:
 @app.command()
 def show(schedule: str, output: OutputOpt = Output.table) -> None:
     """One schedule: its cron, policy, next fire, and its latest fires, newest first."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from rich.text import Text
 
     with handled():

@@ -65,7 +65,7 @@ def ls(team: TeamOpt = None, output: OutputOpt = Output.table) -> None:
         if output == Output.json:
             write(json.dumps([s.model_dump(mode="json") for s in found], indent=2) + "\n")
             return
-        from rich.table import Table
+        from trainyard.cli.safe_text import Table
 
         table = Table("NAME", "TEAM", "LENGTH", "SET BY", "UPDATED", box=None)
         for s in found:

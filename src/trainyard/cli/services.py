@@ -40,7 +40,7 @@ def apply(file: Annotated[Path, typer.Argument(help="a service spec: a job spec 
 def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped ones")] = False,
        output: OutputOpt = Output.table) -> None:
     """Services with their replicas and traffic."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     with handled():
         infos = client().services.list(include_ended=all)
@@ -58,7 +58,7 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped ones"
 @app.command()
 def show(service: str, output: OutputOpt = Output.table) -> None:
     """One service: its replicas (job, version, address, ready) and its traffic."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     with handled():
         c = client()

@@ -85,7 +85,7 @@ def wait(sweep: str,
 def ls(running: Annotated[bool, typer.Option("--running", help="only those still running")] = False,
        output: OutputOpt = Output.table) -> None:
     """Sweeps, oldest first, with their best trial."""
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     with handled():
         infos = client().sweeps.list(include_ended=not running)
@@ -127,7 +127,7 @@ def rm(sweep: str) -> None:
 
 
 def _show(info: SweepInfo, output: Output) -> None:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     if output == Output.json:
         write(info.model_dump_json(indent=2) + "\n")

@@ -14,7 +14,7 @@ from trainyard.cli.render import ago
 from trainyard.errors import InvalidSpec, TrainyardError
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from trainyard.spec.identity import NewToken, TokenInfo
 
 app = typer.Typer(no_args_is_help=True, help="Your API tokens: create (shown once), list, revoke.")
@@ -51,7 +51,9 @@ def create(
 
 
 def tokens_table(tokens: list[TokenInfo]) -> Table:
-    from rich.table import Column, Table
+    from rich.table import Column
+
+    from trainyard.cli.safe_text import Table
 
     # the id is what `token revoke` takes: never cut
     table = Table(Column("ID", no_wrap=True), "USER", "NAME", "CREATED", "LAST USED", "EXPIRES", "REVOKED",

@@ -17,7 +17,7 @@ from trainyard.cli.common import client, console, handled
 from trainyard.cli.render import duration, status_text
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from rich.text import Text
     from trainyard.spec.records import JobInfo, NodeInfo
 
@@ -77,7 +77,7 @@ def _view(c) -> Group:  # noqa: ANN001
 
 
 def _nodes(nodes: list[NodeInfo]) -> Table:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from rich.text import Text
 
     from trainyard.cli.render import node_state
@@ -103,7 +103,7 @@ def _bar(used: float, total: float, label: str, width: int = 10) -> Text:
 
 
 def _jobs(active: list[JobInfo], pending: list[JobInfo]) -> Table:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from trainyard.spec.units import format_memory
 
     t = Table(title="jobs", title_justify="left")

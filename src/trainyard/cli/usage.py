@@ -13,7 +13,7 @@ from trainyard.cli.common import client, console, handled, write
 from trainyard.spec.choices import UsageBy
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
     from trainyard.spec.monitoring import UsageReport
 
 class UsageOutput(str, Enum):
@@ -53,7 +53,7 @@ def to_csv(report: UsageReport) -> str:
 
 
 def usage_table(report: UsageReport, since: str) -> Table:
-    from rich.table import Table
+    from trainyard.cli.safe_text import Table
 
     money = report.currency is not None
     table = Table(title=f"usage by {report.by.value}, last {since}", box=None, header_style="bold",
