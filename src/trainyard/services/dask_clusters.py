@@ -8,19 +8,23 @@ and ends idle or orphaned clusters is the leader's loop in
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 from trainyard import envvars
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.engines.base import Engine
-from trainyard.errors import Conflict, Forbidden, JobNotFound, Unschedulable, Unsupported
+from trainyard.errors import ClusterNotFound, Conflict, Forbidden, JobNotFound, Unschedulable, Unsupported
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import dask_jobs
 from trainyard.services.jobs import JobService
 from trainyard.spec.cluster import AdaptRequest, ClusterInfo, ClusterSpec, ClusterStatus, ClusterWorker
+from trainyard.spec.labels import own_label
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.store import Store
 from trainyard.store.clusters import ClusterRow, ClusterStore
+
+log = logging.getLogger(__name__)
 
 
 class DaskClusterService:
@@ -148,9 +152,21 @@ class DaskClusterService:
         env = job.spec.env_vars
         if env.get(envvars.DASK_ROLE) != "scheduler" or envvars.DASK_CLUSTER not in env:
             return {}
+        cluster_id = env[envvars.DASK_CLUSTER]
+        labels = job.spec.labels
+        try:
+            self.clusters.get(cluster_id)
+        except ClusterNotFound:
+            return {}
+        # the cluster's own scheduler, as it was submitted: trainyard's labels, which no user's job may carry. A job
+        # naming a cluster in its own env_vars must not become its scheduler, which its workers and clients then reach
+        if labels.get(own_label("dask_cluster")) != cluster_id or labels.get(own_label("dask_role")) != "scheduler":
+            log.warning("job %s names cluster %s in its environment but is not its scheduler: ignored", job.id,
+                        cluster_id)
+            return {}
         host, port = self.engine.rendezvous(attempt)
         _, dashboard = self.engine.rendezvous(attempt)
-        self.clusters.set(env[envvars.DASK_CLUSTER], address=f"tcp://{host}:{port}", dashboard=f"{host}:{dashboard}")
+        self.clusters.set(cluster_id, address=f"tcp://{host}:{port}", dashboard=f"{host}:{dashboard}")
         self.wake()
         return {envvars.DASK_HOST: host, envvars.DASK_PORT: str(port), envvars.DASK_DASHBOARD_PORT: str(dashboard)}
 

@@ -10,6 +10,7 @@ write what is wanted and wake it. The proxy (``/serve/NAME``) asks
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -23,10 +24,13 @@ from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import service_jobs, store_inputs
 from trainyard.services.jobs import JobService
 from trainyard.services.service_traffic import Traffic
+from trainyard.spec.labels import own_label
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.spec.service import ScaleRequest, ServiceInfo, ServiceReplica, ServiceSpec, ServiceStatus
 from trainyard.store import Store
 from trainyard.store.services import ReplicaRow, ServiceRow, ServiceStore
+
+log = logging.getLogger(__name__)
 
 ROUTE_TTL = 0.5  # seconds a route is reused before the database is read again (the loop also clears it)
 DEMAND_EVERY = 0.5  # seconds between two writes of a service's latest request (what autoscaling reads)
@@ -263,12 +267,18 @@ class ServingService:
         service_id = job.spec.env_vars.get(envvars.SERVICE)
         if service_id is None:
             return {}
-        host, port = self.engine.rendezvous(attempt)
         try:
-            fixed = self.services.find(service_id)["spec"].service.port
+            row = self.services.find(service_id)
         except ServiceNotFound:
-            fixed = None
-        port = fixed or port
+            return {}
+        # the service's own replica, as its loop made it: trainyard's label, which no user's job may carry. A job
+        # naming the service in its own env_vars must not become a replica of it and take its traffic
+        if job.spec.labels.get(own_label("service")) != row["name"] or service_id != row["id"]:
+            log.warning("job %s names service %s in its environment but is not its replica: ignored", job.id,
+                        service_id)
+            return {}
+        host, port = self.engine.rendezvous(attempt)
+        port = row["spec"].service.port or port
         version = int(job.spec.env_vars.get(envvars.SERVICE_VERSION, "0"))
         self.services.add_replica(service_id, job.id, version, address=f"{host}:{port}", ready=False)
         self.wake()

@@ -69,10 +69,15 @@ def with_own(labels: dict[str, str], **own: str) -> dict[str, str]:
     so are those past ``MAX_LABELS`` (a spec kept from before :func:`room_for_own` checked it)."""
     out = dict(labels)
     for k, v in own.items():
-        key = OWN + k.replace("_", "-")
+        key = own_label(k)
         if VALUE.match(v) and (key in out or len(out) < MAX_LABELS):
             out[key] = v
     return out
+
+
+def own_label(name: str) -> str:
+    """The key of trainyard's own label ``name`` (``dask_cluster`` as ``trainyard.io/dask-cluster``)."""
+    return OWN + name.replace("_", "-")
 
 
 def own_key(labels: Iterable[str]) -> str | None:
