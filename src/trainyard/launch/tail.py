@@ -79,18 +79,13 @@ def metric_lines(path: str, offset: int, cap: int = CHUNK) -> tuple[list[str], i
     """Complete lines of ``path`` from ``offset`` (no newline), and bytes consumed.
 
     A line still being written (no newline yet) is left for later. Blank lines
-    are skipped but consumed.
+    are skipped but consumed. A line longer than ``cap`` is no metric line: it is passed over a chunk at a time,
+    never held whole (a job could make this process, outside its memory limit, hold any size), and what is left
+    of it arrives as a torn line, which the server skips.
     """
     data = read_from(path, offset, cap)
     end = data.rfind(b"\n")
-    while end < 0 and len(data) == cap:  # one line longer than a chunk: read on to its end
-        more = read_from(path, offset + len(data), cap)
-        if not more:
-            break
-        data += more
-        end = data.rfind(b"\n")
-        cap = len(data)
     if end < 0:
-        return [], 0
+        return [], len(data) if len(data) >= cap else 0
     lines = [ln.decode("utf-8", errors="replace") for ln in data[:end].split(b"\n")]
     return [ln for ln in lines if ln.strip()], end + 1

@@ -310,11 +310,21 @@ def _points(line: str) -> list[Point]:
     try:
         item = json.loads(line)
         values, step, ts = item["values"], item.get("step"), float(item.get("ts") or 0)
-    except (ValueError, KeyError, TypeError, AttributeError):
+        if not isinstance(values, dict):
+            return []
+        step = int(step) if isinstance(step, (int, float)) and math.isfinite(step) and abs(step) < 2**63 else None
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError):  # an integer past a float's range too
         return []
-    if not isinstance(values, dict):
-        return []
-    step = int(step) if isinstance(step, (int, float)) and math.isfinite(step) and abs(step) < 2**63 else None
     ts = ts if math.isfinite(ts) else 0.0
     return [Point(printable(str(name)[:255]), step, float(value), ts) for name, value in values.items()
-            if name != "" and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)]
+            if name != "" and _finite(value)]
+
+
+def _finite(value: object) -> bool:
+    """A number a float holds, not inf or NaN (``10**400`` is an int JSON reads, and no float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
