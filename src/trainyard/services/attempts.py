@@ -150,10 +150,13 @@ def _outcome(attempt: AttemptInfo) -> tuple[int | None, str, str | None]:
         return _first_by_end([r for r in reps if _stopped(r.reason)] or reps).exit_code, attempt.stop_reason, None
     # the root cause: the first replica that ended badly on its own, not one we stopped
     cause = _first_by_end([r for r in reps if r.status == AttemptStatus.FAILED] or reps)
+    reason = cause.reason or Reason.LOST.value
+    if _stopped(reason):  # said by its launcher, which the job may speak for: no stop was asked, so none is taken
+        reason = Reason.LOST.value if cause.exit_code is None else f"Error(exit {cause.exit_code})"
     message = cause.message
     if len(reps) > 1:
-        message = f"replica {cause.index} on {cause.node}: {cause.reason}" + (f"; {cause.message}" if cause.message else "")
-    return cause.exit_code, cause.reason or Reason.LOST.value, message
+        message = f"replica {cause.index} on {cause.node}: {reason}" + (f"; {cause.message}" if cause.message else "")
+    return cause.exit_code, reason, message
 
 
 def _stopped(reason: str | None) -> bool:
