@@ -53,3 +53,12 @@ SERVICE = "TRAINYARD_SERVICE"            # the service a replica job belongs to 
 SERVICE_VERSION = "TRAINYARD_SERVICE_VERSION"  # the service version a replica runs
 SERVICE_HOST = "TRAINYARD_SERVICE_HOST"  # the address a service replica listens on (its node's)
 SERVICE_PORT = "TRAINYARD_SERVICE_PORT"  # the port a service replica listens on, chosen at launch (also PORT)
+
+# variables that make the dynamic loader, libc, a library or a shell read or run other files at start (code, message
+# catalogues whose texts are printf formats, zone files): root's steps of the launcher never take a job's values
+# (launch/runas.py), and no secret is put in one (spec/secret_refs.py)
+LOADS_CODE = ("LD_", "GCONV_", "GLIBC_", "MALLOC_", "RESOLV_", "BASH_FUNC_", "LC_", "LIBMOUNT_", "LIBBLKID_",
+              "LIBSMARTCOLS_", "TERMINFO")
+LOADS_CODE_NAMES = frozenset({"LOCPATH", "NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN", "NIS_PATH", "TZDIR",
+                              "TZ", "LANG", "LANGUAGE", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS",
+                              "CDPATH"})

@@ -52,8 +52,22 @@ def test_job_secrets_name_the_field_and_line():
                         ("command: t\nsecrets: {A: 'no spaces'}\n", "secret name 'no spaces'"),
                         ("command: t\nsecrets: [A, A]\n", "named twice"),
                         ("command: t\nsecrets: {A: a}\nenv_vars: {A: '1'}\n", "set by both env_vars and secrets"),
-                        ("command: t\nsecrets: {1A: a}\n", "not starting with a digit")]:
+                        ("command: t\nsecrets: {1A: a}\n", "not starting with a digit"),
+                        # its value would reach the command through env(1)'s arguments, which any user may read
+                        ("command: t\nsecrets: {LC_ALL: a}\n", "one the loader or shell reads"),
+                        ("command: t\nsecrets: {BASH_ENV: a}\n", "one the loader or shell reads")]:
         with pytest.raises(InvalidSpec) as e:
             parse_job(text)
         (err,) = e.value.errors
         assert words in err["message"] and err["line"] is not None, err
+
+
+def test_a_dump_that_cut_a_long_secret_short_shows_none_of_its_head():
+    key = "sk-proj-" + "A1b2C3d4" * 20  # 168 characters: py-spy shows the first ~128 and "..."
+    masks = Masks([key])
+    dump = f'  File "train.py", line 3, in <module>\n      api_key: "{key[:123]}..."\n      n: 5\n'
+    shown = masks.truncated(dump)
+    assert key[:8] not in shown and '"' + "*" * 123 + '..."' in shown
+    assert "n: 5" in shown and masks.truncated("loading...") == "loading..."
+    # a value shown whole is masked whole, as always
+    assert masks.truncated(f"x = {key}") == "x = " + "*" * len(key)

@@ -14,20 +14,13 @@ import os
 import shutil
 from pathlib import Path
 
+from trainyard import envvars
 from trainyard.launch.files import open_folder, walk_held
 
 
 # where what root runs before the drop (the cgroup shim, the read-only mounts, setpriv) is found: by absolute path,
 # never on the job's PATH, where the job may have put its own `sh` or `mount`
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# variables that make the dynamic loader, libc, a library or a shell read or run other files at start (code, message
-# catalogues whose texts are printf formats, zone files): a program run as root with the job's values would read or
-# run the job's files as root
-_LOADS_CODE = ("LD_", "GCONV_", "GLIBC_", "MALLOC_", "RESOLV_", "BASH_FUNC_", "LC_", "LIBMOUNT_", "LIBBLKID_",
-               "LIBSMARTCOLS_", "TERMINFO")
-_LOADS_CODE_NAMES = frozenset({"LOCPATH", "NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN", "NIS_PATH",
-                               "TZDIR", "TZ", "LANG", "LANGUAGE", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4",
-                               "IFS", "CDPATH"})
 
 
 # with 0, any account may hard-link a file of root's into its own folders, which root then captures, uploads or
@@ -66,10 +59,10 @@ class RunAs:
     def drop(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """``(prefix, start_env)``: run ``prefix + argv`` with ``start_env`` to run ``argv`` as the account with
         ``env``. What runs as root before the drop (setpriv, and whatever a caller puts before it) starts with
-        ``start_env``: ``env`` with the variables that make a program read or run other files (:data:`_LOADS_CODE`)
+        ``start_env``: ``env`` with the variables that make a program read or run other files (``envvars.LOADS_CODE``)
         as this launcher has them (the node's, trusted); where the job's differ (``LD_LIBRARY_PATH``, say), they
         reach the command through env(1) and sh's ``exec``, run after the drop."""
-        risky = {k for k in {*env, *os.environ} if k in _LOADS_CODE_NAMES or k.startswith(_LOADS_CODE)}
+        risky = {k for k in {*env, *os.environ} if k in envvars.LOADS_CODE_NAMES or k.startswith(envvars.LOADS_CODE)}
         held = {k: env[k] for k in risky if k in env and env[k] != os.environ.get(k)}  # the node's own are trusted
         start = {k: v for k, v in env.items() if k not in risky}
         start.update({k: os.environ[k] for k in risky if k in os.environ})

@@ -19,6 +19,7 @@ from trainyard.launch.transport import post_json
 
 ATTEMPTS = 8         # tries while the server is unreachable (a restart) ...
 FIRST_BACKOFF = 0.5  # ... seconds before the second, doubling: about a minute in all
+MIN_PREFIX = 8  # characters of a value's head masked where a dump cut the value short
 MIN_MASKED = 4       # shorter values (and lines of values) would mask ordinary words of the log
 
 
@@ -85,6 +86,26 @@ class Masks:
     def text(self, text: str) -> str:
         """:meth:`apply` to text (a stack dump, a command's output)."""
         return self.apply(text.encode("utf-8", "surrogatepass")).decode("utf-8", "replace") if text else text
+
+    def truncated(self, text: str) -> str:
+        """:meth:`text`, and a value's first characters (8 or more) where a dump cut it short with "...": py-spy
+        shows a string local's first ~128 characters only, and a longer secret's head is most of it."""
+        text = self.text(text)
+        if not self.masks or "..." not in text:
+            return text
+        raw = text.encode("utf-8", "surrogatepass")
+        out = bytearray(raw)
+        at = raw.find(b"...")
+        while at >= 0:
+            for m in self.masks:
+                k = min(len(m) - 1, at)
+                while k >= MIN_PREFIX and raw[at - k:at] != m[:k]:
+                    k -= 1
+                if k >= MIN_PREFIX:
+                    out[at - k:at] = b"*" * k
+                    break
+            at = raw.find(b"...", at + 3)
+        return bytes(out).decode("utf-8", "replace")
 
     def copy(self, src: str, dst: str, block: int = 1 << 20) -> None:
         """``src`` to ``dst`` masked, a block at a time: a value across two blocks is masked too, since

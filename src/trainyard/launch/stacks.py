@@ -76,7 +76,7 @@ def dump(masks=None, with_locals: bool = False, native: bool = False) -> dict:  
                                      "no Python process in the command's tree" +
                                      (f" (only {', '.join(others)})" if others else ""))
     if masks:
-        text, error = masks.text(text), masks.text(error) if error else None
+        text, error = masks.truncated(text), masks.text(error) if error else None
     if len(text) > CAP:
         text = text[:CAP] + "\n… (cut)"
     return {"text": text, "error": error[:ERROR_CAP] if error else None}

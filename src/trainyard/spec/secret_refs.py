@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from trainyard.envvars import LOADS_CODE, LOADS_CODE_NAMES
 from trainyard.spec.names import check_name
 
 MAX_PER_JOB = 100
@@ -23,6 +24,9 @@ def check_env_name(name: Any) -> str:
         raise ValueError(f"environment variable name {name!r}: use letters, digits and '_', not starting with a digit")
     if any(name == r or (r.endswith("_") and name.startswith(r)) for r in RESERVED):
         raise ValueError(f"environment variable {name} is set by trainyard itself; name the variable otherwise")
+    if name in LOADS_CODE_NAMES or name.startswith(LOADS_CODE):  # it would reach the command through env(1)'s
+        # arguments, which any user of the node may read while they run (launch/runas.py)
+        raise ValueError(f"environment variable {name} is one the loader or shell reads; name the variable otherwise")
     return name
 
 
