@@ -50,7 +50,6 @@ def test_a_job_naming_another_teams_service_or_cluster_in_its_env_is_neither_a_r
         assert e.platform.dask.clusters.get(cluster)["address"] == "tcp://10.0.0.5:8786"
 
         # while the service's own replica is one
-        e.platform.serving.scale("web", ScaleRequest(replicas=1))
-        e.platform.service_loop.cycle()
-        [replica] = until(lambda: e.platform.serving.get("web").replicas or None, timeout=10)
+        e.platform.serving.scale("web", ScaleRequest(replicas=1))  # the server's own service loop starts it
+        replica = until(lambda: e.platform.serving.get("web").replicas or None, timeout=10)[0]
         assert envvars.SERVICE_PORT in _env_of(e, replica.job_id)
