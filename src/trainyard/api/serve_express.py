@@ -26,8 +26,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from trainyard.api.serve_hop import error_answer, release
-from trainyard.api.serve_proxy import BUFFER, deliver, relay, returned
+from trainyard.api.serve_hop import HOP, error_answer, release
+from trainyard.api.serve_origin import returned
+from trainyard.api.serve_proxy import BUFFER, deliver, relay
 from trainyard.api.upstream import IDEMPOTENT, READ_TIMEOUT, Connection, Headers, Response, UpstreamBroken
 from trainyard.errors import ReplicaUnreachable
 from trainyard.services.notify import off_loop
@@ -100,7 +101,7 @@ class _Express:
         self._stop()
         serving = self.lane.proxy.serving
         try:
-            self.ex.write_whole(response.status, returned(response.headers, serving.sandboxed),
+            self.ex.write_whole(response.status, returned(response.headers, HOP, serving.sandboxed),
                                 b"".join(parsed.body) if not response.head_only else b"")
         finally:  # once the answer is on its way: the caller does not wait for the counting
             response.release()

@@ -13,6 +13,7 @@ does the same. Without ``--auth`` the one user owns every service and the token:
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from trainyard.api.serve_cookie import COOKIE
@@ -50,6 +51,8 @@ def without_mark(query: bytes) -> bytes:
     return query
 
 
+@cache
 def frame_page() -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """Its headers and body, read once (a shipped file)."""
     body = FRAME_PAGE.read_bytes()
     return [*_FRAME_HEADERS, (b"content-length", b"%d" % len(body))], body

@@ -27,8 +27,7 @@ from urllib.parse import unquote
 from trainyard.api.guard import CALLER_KEY
 from trainyard.api.serve_hop import (HOP, PREFIX, answer, error_answer, forward_headers, open_hop, release, route_for,
                                      with_replica)
-from trainyard.api.serve_origin import frame_page, is_navigation, without_mark
-from trainyard.api.serve_origin import returned as kept_headers
+from trainyard.api.serve_origin import frame_page, is_navigation, returned, without_mark
 from trainyard.api.serve_websocket import proxy_websocket
 from trainyard.api.upstream import ConnectFailed, Headers, NoAnswer, Response, UpstreamError, UpstreamPool
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
@@ -161,7 +160,7 @@ async def deliver(serving: ServingService, name: str, job_id: str, upstream: Res
                   began: float) -> None:
     """The replica's answer, whose head has arrived, to ``sink``; then the request is released and counted."""
     status = upstream.status
-    kept = returned(upstream.headers, serving.sandboxed)
+    kept = returned(upstream.headers, HOP, serving.sandboxed)
     if upstream.length is not None and upstream.length <= BUFFER:  # small: one message to the caller
         try:
             data = await upstream.read()
@@ -189,11 +188,6 @@ async def deliver(serving: ServingService, name: str, job_id: str, upstream: Res
         upstream.release()
         release(serving, job_id)
         serving.traffic.ended(name, status if ok else 502, time.perf_counter() - began)
-
-
-def returned(headers: Headers, sandboxed: bool) -> Headers:
-    """The replica's answer headers that go on to the caller (api/serve_origin.py)."""
-    return kept_headers(headers, HOP, sandboxed)
 
 
 async def sink_error(sink: Sink, error: TrainyardError) -> None:

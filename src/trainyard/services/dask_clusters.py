@@ -14,7 +14,7 @@ from typing import Any, Callable
 from trainyard import envvars
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.engines.base import Engine
-from trainyard.errors import ClusterNotFound, Conflict, Forbidden, JobNotFound, Unschedulable, Unsupported
+from trainyard.errors import Conflict, Forbidden, JobNotFound, Unschedulable, Unsupported
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import dask_jobs
 from trainyard.services.jobs import JobService
@@ -154,10 +154,6 @@ class DaskClusterService:
             return {}
         cluster_id = env[envvars.DASK_CLUSTER]
         labels = job.spec.labels
-        try:
-            self.clusters.get(cluster_id)
-        except ClusterNotFound:
-            return {}
         # the cluster's own scheduler, as it was submitted: trainyard's labels, which no user's job may carry. A job
         # naming a cluster in its own env_vars must not become its scheduler, which its workers and clients then reach
         if labels.get(own_label("dask_cluster")) != cluster_id or labels.get(own_label("dask_role")) != "scheduler":
