@@ -142,3 +142,19 @@ def test_a_dask_cluster_adds_no_worker_for_an_owner_who_may_no_longer_submit(db_
         why = loop._resize(row, mem, [e.platform.jobs.get(worker)], 2, None)
         assert why is not None and why.startswith(CHANGES["disabled"]), why
         assert alices_jobs(e) == [worker] and e.platform.dask.clusters.get(cid)["worker_jobs"] == [worker]
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_failed_job_is_not_retried_for_an_owner_who_may_no_longer_submit(db_url, tmp_path, change):
+    with vision(db_url, tmp_path / "home") as (e, alice):
+        spec = {**JOB, "name": "flaky", "command": "train", "retry": {"max": 3, "backoff": 0}}
+        r = e.tc.post("/api/v1/jobs", json={"spec": spec}, headers=alice)
+        assert r.status_code == 201, r.text
+        [first] = launched(e, 1)
+        take_rights(e, change)
+        end(e, first, exit_code=1)
+        # the old code launched attempt 2 at once (no backoff), as alice's Unix account where she has one
+        until(lambda: e.sdk.get(r.json()["id"]).status.is_terminal() or len(e.engine.launched) > 1)
+        job = e.sdk.get(r.json()["id"])
+        assert job.status.value == "failed" and len(e.engine.launched) == 1, job
+        assert CHANGES[change] in job.attempts[-1].message, job.attempts[-1]

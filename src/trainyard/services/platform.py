@@ -151,6 +151,9 @@ class Platform:
         self.monitoring = MonitoringService(self.store, accounting, registry, check_run=self.pipelines.get)
 
     def _configs(self, job: JobInfo, attempt: AttemptInfo, token: str) -> list[LaunchConfig]:
+        # every attempt (a retry, a requeue, a job that waited long) is new work in its owner's name: one since
+        # disabled, made a viewer or taken out of the queue's team starts none (a launch refused is not retried)
+        self.identity.check_submitter(job.owner, None, job.queue, team_for=self.queues.team_for)
         master = self.engine.rendezvous(attempt) if job.spec.distributed else None
         run_as = self.identity.run_as(job.owner) if self.engine.name == "local" else None
         configs = launch_configs(job, attempt, token=token, settings=self.settings, artifacts=self.artifacts,
