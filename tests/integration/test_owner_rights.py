@@ -158,3 +158,23 @@ def test_a_failed_job_is_not_retried_for_an_owner_who_may_no_longer_submit(db_ur
         job = e.sdk.get(r.json()["id"])
         assert job.status.value == "failed" and len(e.engine.launched) == 1, job
         assert CHANGES[change] in job.attempts[-1].message, job.attempts[-1]
+
+
+def test_a_pipeline_runs_serve_step_applies_no_service_for_an_owner_who_may_no_longer_submit(db_url, tmp_path):
+    from tests.integration.test_pipelines_api import finish
+
+    with vision(db_url, tmp_path / "home") as (e, alice):
+        steps = {"train": {**JOB, "command": "train {{outputs.model}}", "outputs": ["model"]},
+                 "deploy": {"serve": {"model": "{{steps.train.outputs.model}}/m.pkl", "name": "web",
+                                      "queue": "vision-q", "resources": {"cpu": 1}}}}
+        r = e.tc.post("/api/v1/pipelines", json={"spec": {"name": "ship", "steps": steps}}, headers=alice)
+        assert r.status_code == 201, r.text
+        run_id = r.json()["id"]
+        [first] = launched(e, 1)
+        take_rights(e, "disabled")
+        finish(e.tc, e.engine, first.rsplit("-", 1)[0], files={"model/m.pkl": b"not a model"})
+        until(lambda: e.sdk.pipelines.get(run_id).status.is_terminal())
+        deploy = e.sdk.pipelines.get(run_id).step("deploy")
+        # the old code applied service web in alice's name (its replicas then refused, one by one)
+        assert deploy.state.value == "failed" and CHANGES["disabled"] in deploy.reason, deploy
+        assert e.sdk.services.list() == []

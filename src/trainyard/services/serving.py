@@ -92,6 +92,7 @@ class ServingService:
             owner, team = caller.user, self.jobs.team_for(caller, spec.queue)
         else:
             owner, team = on_behalf
+            self.jobs.check_owner(owner, team, spec.queue)  # a run's serve step: may its owner still submit?
         store_inputs.check_for(self.jobs, spec.inputs, caller)  # before job:// and artifact:// become store URLs
         spec = self._resolved(spec, caller)
         job = service_jobs.replica_job("s-check", spec)
