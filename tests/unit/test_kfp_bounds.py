@@ -7,7 +7,7 @@ import pytest
 from trainyard.errors import InvalidSpec
 from trainyard.pipelines.catalog import Catalog
 from trainyard.pipelines.kfp_component import MAX_NODES
-from trainyard.pipelines.kfp_placeholders import MAX_COMMAND
+from trainyard.pipelines.kfp_placeholders import MAX_COMMAND, MAX_COMMANDS
 from trainyard.pipelines.special import expand_step
 from trainyard.spec.lines import MAX_VALUES
 
@@ -89,3 +89,15 @@ def test_a_graph_expands_to_no_more_steps_than_a_run_may_make(catalog, monkeypat
     err = refused(catalog, {"spec": top}, field="")
     assert err["message"] == "expands to more than 50 steps: a run makes at most 50 step jobs"
     assert len(expand_step("s", {"component": {"spec": level}}, catalog, {}).steps) == 8
+
+
+def test_a_graphs_tasks_together_make_no_more_command_text_than_one_step_may(catalog):
+    # each task's command is within MAX_COMMAND; 40 tasks of 0.5 MB are 20 MB from a few KB of text
+    leaf = container('[echo, "' + "{{$.inputs.parameters['x']}}" * 4 + '"]', "[{name: x}]")
+    value = "a" * (MAX_COMMAND // 8)
+    tasks = {f"t{i}": {"componentRef": {"spec": leaf}, "arguments": {"x": value}} for i in range(40)}
+    err = refused(catalog, {"spec": {"name": "g", "implementation": {"graph": {"tasks": tasks}}}})
+    assert f"its tasks' commands together would be longer than {MAX_COMMANDS} characters" in err["message"]
+    few = {k: tasks[k] for k in list(tasks)[:8]}
+    assert len(expand_step("s", {"component": {"spec": {"name": "g", "implementation": {"graph": {"tasks": few}}}}},
+                           catalog, {}).steps) == 8

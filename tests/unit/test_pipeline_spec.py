@@ -6,7 +6,7 @@ from trainyard.errors import InvalidSpec
 from trainyard.launch.named import missing_outputs, substitute
 from trainyard.spec.job import JobSpec
 from trainyard.pipelines.expansion import Expansion
-from trainyard.spec.pipeline import MAX_STEP_JOBS, parse_pipeline
+from trainyard.spec.pipeline import MAX_RUN_TEXT, MAX_STEP_JOBS, parse_pipeline
 from trainyard.spec.pipeline_file import load_pipeline
 from trainyard.spec.pipeline_graph import build
 
@@ -214,6 +214,31 @@ def test_component_steps_stop_being_expanded_once_the_run_has_too_many_steps(mon
         build(spec, {}, expand=expand)
     assert expanded == ["c0", "c1"] and [e["field"] for e in exc.value.errors] == ["steps"]
 
+
+
+def test_what_a_run_stores_is_bounded_with_each_foreach_item_counted(tmp_path):
+    # 9,000 jobs are within MAX_STEP_JOBS; a 10 KB command each is ~90 MB of specs from a 10 KB request
+    big = "x" * 10_000
+    errs = errors_of(tmp_path, f"steps:\n  a:\n    command: echo\n  b:\n    foreach: 9000\n    command: {big}\n")
+    assert [(e["field"], e["line"]) for e in errs] == [("steps.b.foreach", 5)]
+    assert errs[0]["message"] == (f"its step jobs' specs come to more than {MAX_RUN_TEXT} characters (each foreach "
+                                  "item counted): more than a run may make")
+    assert len(graph(tmp_path, f"steps:\n  b:\n    foreach: 5000\n    command: {big}\n")) == 5000
+
+
+def test_component_steps_stop_being_expanded_once_the_run_has_made_too_much_text(monkeypatch):
+    monkeypatch.setattr("trainyard.spec.pipeline_graph.MAX_RUN_TEXT", 10_000)
+    expanded = []
+
+    def expand(name, raw, params):
+        expanded.append(name)
+        return Expansion({name: {"command": "x" * 4_000}}, {})
+
+    spec = parse_pipeline({"steps": {f"c{i}": {"component": "x"} for i in range(10)}})
+    with pytest.raises(InvalidSpec) as exc:
+        build(spec, {}, expand=expand)
+    assert expanded == ["c0", "c1", "c2"] and [e["field"] for e in exc.value.errors] == ["steps"]
+    assert "more than 10000 characters" in exc.value.errors[0]["message"]
 
 @pytest.mark.parametrize("path", ["/../../../../j-other/1/outputs/secret.txt", "/a/../../b", "/./a", "//a", "/a//b",
                                   "/a\\..\\b", "/{{item}}/x"])

@@ -74,7 +74,7 @@ def expand_component(step: str, comp: Component, arguments: dict[str, Any], extr
     if ctx.steps[0] > MAX_STEP_JOBS:  # counted as they are made: W tasks nested 8 deep are W**8 of them
         raise invalid(f"steps.{ctx.step}", f"expands to more than {MAX_STEP_JOBS} steps: a run makes at most "
                                            f"{MAX_STEP_JOBS} step jobs")
-    t = Resolver(comp, bound, ctx.params, step).translate()
+    t = Resolver(comp, bound, ctx.params, step, ctx.made).translate()
     plain = {**extras, "command": t.command(), "inputs": t.inputs, "outputs": t.outputs}
     if container.env:
         plain["env_vars"] = {**container.env, **(extras.get("env_vars") or {})}

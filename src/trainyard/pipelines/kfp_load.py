@@ -29,6 +29,7 @@ class Context:
     # bounded on its own, but a graph may name one text (an alias) from many tasks on many levels
     values: list[int] = field(default_factory=lambda: [0])
     steps: list[int] = field(default_factory=lambda: [0])  # plain steps made so far, shared likewise
+    made: list[int] = field(default_factory=lambda: [0])  # characters of their commands made so far, likewise
 
 
 def _parse(ctx: Context, text: str, source: str, where: str) -> Component:

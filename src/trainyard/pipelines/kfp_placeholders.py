@@ -32,6 +32,9 @@ TOKEN = "@@kfp:{}@@"
 # characters of one step's translated command, counted as it is built: past what exec takes anyway (Linux: 128 KiB
 # an argument, 2 MiB all of them), and without it a value repeated by concat or v2 placeholders grows without end
 MAX_COMMAND = 1 << 20
+# and of all the commands one component step makes (a graph's tasks together): a run is bounded as a whole
+# (spec.pipeline.MAX_RUN_TEXT) only once they are made
+MAX_COMMANDS = 16 << 20
 
 
 @dataclass
@@ -85,10 +88,12 @@ class Translated:
 class Resolver:
     """Resolves one container component for one step, given each input's :class:`Binding`."""
 
-    def __init__(self, comp: Component, bindings: dict[str, Binding], params: dict[str, Any], step: str) -> None:
+    def __init__(self, comp: Component, bindings: dict[str, Binding], params: dict[str, Any], step: str,
+                 made: list[int] | None = None) -> None:
         self.comp, self.bindings, self.params, self.step = comp, bindings, params, step
         self.out = Translated([])
         self.made = 0  # characters of arguments made so far (see grow)
+        self.all_made = made if made is not None else [0]  # and by the other tasks of the step's graph
 
     def translate(self) -> Translated:
         container = self.comp.spec.implementation.container
@@ -104,9 +109,13 @@ class Resolver:
         Every argument and every join is counted as it is made (a concat's parts again in the join), so
         the count is at least the command's length and bounds the memory the translation takes."""
         self.made += more
+        self.all_made[0] += more
         if self.made > MAX_COMMAND:
             raise self.comp.error(path, f"step {self.step!r}: the command would be longer than {MAX_COMMAND} "
                                         f"characters, with the arguments put in")
+        if self.all_made[0] > MAX_COMMANDS:
+            raise self.comp.error(path, f"step {self.step!r}: its tasks' commands together would be longer than "
+                                        f"{MAX_COMMANDS} characters, with the arguments put in")
 
     # -- one placeholder -> a list of arguments ------------------------------------------------------
 

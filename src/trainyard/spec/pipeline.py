@@ -30,6 +30,9 @@ SERVE_KEYS = ("serve", "needs", "workdir")  # all a serve step may have: it runs
 MAX_ITEMS = 10_000  # jobs one foreach step may fan out to: each is a row, a job and a folder
 MAX_STEP_JOBS = 10_000  # jobs one run may make, all steps, items and component tasks together: a few KB of
                         # request would otherwise make millions of rows (30 steps × foreach 10,000; graphs W**8)
+# characters of step specs (as JSON) one run may make, each foreach item counted: a few KB of request would
+# otherwise make gigabytes (10,000 items of a 1 MB step; component tasks each translated to a 1 MB command)
+MAX_RUN_TEXT = 64 << 20
 
 
 class ValueInput(Strict):

@@ -10,6 +10,7 @@ per item (``0``, ``1``, …).
 from __future__ import annotations
 
 import graphlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -23,7 +24,7 @@ from trainyard.spec.job import JobSpec
 from trainyard.spec.lines import Path_
 from trainyard.spec.params import render, substitute, word
 from trainyard.templates import ITEM_REF, LEADING_STEP_REF, PARAM_REF, STEP_REF, WHOLE_PARAM_REF
-from trainyard.spec.pipeline import (MAX_ITEMS, MAX_STEP_JOBS, SERVE_KEYS, Errors, PipelineSpec, StepOptions,
+from trainyard.spec.pipeline import (MAX_ITEMS, MAX_RUN_TEXT, MAX_STEP_JOBS, SERVE_KEYS, Errors, PipelineSpec, StepOptions,
                                      ValueInput, is_serve, is_special, split_step)
 from trainyard.spec.pipeline_refs import References
 from trainyard.spec.serve import ServeStep
@@ -69,6 +70,7 @@ class _Builder(References):
     def __init__(self, spec: PipelineSpec, params: dict[str, Any], errs: Errors, expand: Expand | None) -> None:
         self.spec, self.params, self.errs, self.expand = spec, params, errs, expand
         self.plain: dict[str, dict[str, Any]] = {}        # plain step -> raw
+        self.text: dict[str, int] = {}                    # plain step -> characters of its raw as JSON
         self.origin: dict[str, str] = {}                  # plain step -> the step of the file it comes from
         self.groups: dict[str, list[str]] = {}            # special step -> its plain steps
         self.aliases: dict[tuple[str, str], tuple[str, str]] = {}  # (special, output) -> (plain, output)
@@ -109,8 +111,12 @@ class _Builder(References):
         for name, raw in self.spec.steps.items():
             if len(self.plain) + len(self.opaque) > MAX_STEP_JOBS:  # stop: each expansion may make thousands more
                 break
+            if sum(self.text.values()) > MAX_RUN_TEXT:  # likewise: each may make MBs more
+                self.errs.add(("steps",), f"its steps' specs come to more than {MAX_RUN_TEXT} characters, with "
+                                          f"component steps expanded: more than a run may make")
+                break
             if not is_special(raw):
-                self.plain[name], self.origin[name] = raw, name
+                self.plain[name], self.origin[name], self.text[name] = raw, name, _size(raw)
                 continue
             if self.expand is None:
                 self.opaque.add(name)
@@ -128,7 +134,7 @@ class _Builder(References):
             for sub, sub_raw in exp.steps.items():
                 if sub in self.plain or (sub != name and sub in self.spec.steps):
                     self.errs.add(("steps", name), f"expands to a step named {sub!r}, which already exists")
-                self.plain[sub], self.origin[sub] = sub_raw, name
+                self.plain[sub], self.origin[sub], self.text[sub] = sub_raw, name, _size(sub_raw)
             self.groups[name] = list(exp.steps)
             for out, ref in exp.outputs.items():
                 sub, _, sub_out = ref.partition(".")
@@ -222,6 +228,15 @@ class _Builder(References):
             loc = self.loc(over, "foreach") if items[over] is not None else ("steps",)
             self.errs.add(loc, f"{total} step jobs (each foreach item is one), more than the {MAX_STEP_JOBS} a run "
                                f"may make")
+            return
+        text = 0
+        for name in self.jobs:
+            text += self.text.get(name, 0) * (1 if items[name] is None else len(items[name]))
+            if text > MAX_RUN_TEXT:
+                loc = self.loc(name, "foreach") if items[name] is not None else ("steps",)
+                self.errs.add(loc, f"its step jobs' specs come to more than {MAX_RUN_TEXT} characters (each foreach "
+                                   f"item counted): more than a run may make")
+                return
 
     def _instances(self, items: dict[str, list[Any] | None]) -> list[StepInstance]:
         names = {n: ([n] if items[n] is None else [f"{n}-{i}" for i in range(len(items[n]))]) for n in self.jobs}
@@ -353,3 +368,8 @@ def _item_text(m: re.Match, item: Any, index: int | None, errs: Errors, loc: Pat
 def workdirs(spec: PipelineSpec) -> list[str]:
     """The distinct step workdirs as written (default: the pipeline file's folder, "."); one snapshot each."""
     return sorted({str(raw.get("workdir") or ".") for raw in spec.steps.values()})
+
+
+def _size(raw: dict[str, Any]) -> int:
+    """Characters of a step as JSON: what each of its jobs stores, about."""
+    return len(json.dumps(raw, default=str))
