@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, Callable
@@ -9,6 +10,7 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 
 import trainyard
 from trainyard.api.fast_lane import FastLane
@@ -23,6 +25,8 @@ from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
 from trainyard.spec.lines import field_loc
 from trainyard.ui import mount as mount_ui
+
+log = logging.getLogger(__name__)
 
 
 # FastAPI's own OpenTelemetry stays off: it would record a span and metrics of every request, with its path and query,
@@ -99,6 +103,14 @@ def create_app(platform: Platform, server_url: str | None = None,
         if isinstance(exc, AttemptNotFound) and request.url.path.startswith("/internal/"):
             status = 410  # tells a launcher to stop reporting for an attempt the server forgot
         return JSONResponse(exc.to_dict(), status_code=status)
+
+    @app.exception_handler(DataError)
+    async def _unstorable(request: Request, exc: DataError) -> JSONResponse:
+        # a value the database refuses (a NUL in text on PostgreSQL, a number past its column) that no check
+        # before it caught: the caller's input, not the server's fault
+        log.warning("%s %s: the database refused a value: %s", request.method, request.url.path, exc.orig)
+        error = InvalidSpec("a value in the request cannot be stored (a NUL byte, or a number out of range)")
+        return JSONResponse(error.to_dict(), status_code=422)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 from typing import Any, Protocol
+from urllib.parse import parse_qsl
 
 from anyio.to_thread import run_sync
 
-from trainyard.api.serve_cookie import cookie_token, sign_in_location, wants_page
+from trainyard.api.serve_cookie import PATH as SERVE_PATH, cookie_token, sign_in_location, wants_page
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.auth.tokens import bearer
-from trainyard.errors import AttemptUnauthorized, BodyTooLarge, TrainyardError, Unauthorized
+from trainyard.errors import AttemptUnauthorized, BodyTooLarge, InvalidSpec, TrainyardError, Unauthorized
 from trainyard.ui import is_page
 
 OPEN_PATHS = frozenset({"/healthz"})
@@ -96,6 +97,11 @@ class Guard:
                     if b"authorization" not in headers and wants_page(scope, headers):
                         return await _redirect(send, sign_in_location(scope))
                     return await _refuse(send, Unauthorized(), _CHALLENGE, websocket=websocket)
+        # PostgreSQL refuses a NUL in any text: a 500 on most routes. Asked once the sender is known (a stranger
+        # gets 401 as anywhere), and before a launcher's credential is checked with its report
+        if (nul := _nul_in(scope)) is not None:
+            return await _refuse(send, InvalidSpec(errors=[{"field": nul, "line": None, "where": nul,
+                                                            "message": "holds a NUL byte"}]), websocket=websocket)
         client = scope.get("client")
         scope[CALLER_KEY] = caller.at(client[0]) if client else caller
         return await self.app(scope, receive, send)
@@ -149,6 +155,20 @@ def _bounded(receive: Any, limit: int) -> Any:
         return message
 
     return bounded
+
+
+def _nul_in(scope: dict) -> str | None:
+    """Where a request's path or query holds a NUL: ``path``, or the query parameter's name; None if nowhere,
+    and for ``/serve/`` (a service's own addresses, for it to read)."""
+    path, query = scope["path"], scope.get("query_string", b"")
+    if path.startswith(SERVE_PATH) or ("\x00" not in path and b"%00" not in query and b"\x00" not in query):
+        return None
+    if "\x00" in path:
+        return "path"
+    for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if "\x00" in name or "\x00" in value:
+            return name.replace("\x00", "\\x00") or "query"
+    return "query"
 
 
 def _text(raw: bytes | None) -> str | None:

@@ -87,7 +87,7 @@ def is_pytorchjob_text(text: str) -> bool:
         return False
     try:
         return is_pytorchjob(yaml.safe_load(text))
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # compose(), which reads it next, says what is wrong and where
         return False
 
 

@@ -66,6 +66,10 @@ def compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
             out = {}
             for k, v in n.value:
                 key = scalar(k, path, "key")
+                if key in out:  # YAML forbids it; PyYAML keeps the last, and what the first said was lost unseen
+                    field = ".".join(str(p) for p in path + (key,))
+                    raise InvalidSpec(errors=[error_entry(source, k.start_mark.line + 1, field,
+                                                          f"given twice (first at line {lines[path + (key,)]})")])
                 lines[path + (key,)] = k.start_mark.line + 1
                 out[key] = walk(v, path + (key,))
             return out

@@ -59,22 +59,29 @@ def command_with(command: str | list[str], params: Mapping[str, Any]) -> str | l
     return [substitute(p, params) for p in command]
 
 
+# lists and mappings within lists and mappings a param may hold: far past any real one, and short of the 255 at which
+# encoding it for the store fails (a 500 where a 422 belongs)
+MAX_DEPTH = 64
+
 def check_finite(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` as they are, or ValueError naming the first NaN or infinity in them (at any depth).
+    """``params`` as they are, or ValueError naming the first NaN or infinity in them (at any depth), or where
+    they nest deeper than :data:`MAX_DEPTH`.
 
     JSON has neither: PostgreSQL refuses them, and they would come back as null.
     """
 
-    def walk(value: Any, where: str) -> None:
+    def walk(value: Any, where: str, depth: int) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{where}: {value} is not a number JSON can hold; give a finite number or a string")
+        if isinstance(value, (dict, list, tuple)) and depth >= MAX_DEPTH:
+            raise ValueError(f"{where}: nested more than {MAX_DEPTH} deep")
         if isinstance(value, dict):
             for k, x in value.items():
-                walk(x, f"{where}.{k}")
+                walk(x, f"{where}.{k}", depth + 1)
         elif isinstance(value, (list, tuple)):
             for i, x in enumerate(value):
-                walk(x, f"{where}[{i}]")
+                walk(x, f"{where}[{i}]", depth + 1)
 
     for name, value in params.items():
-        walk(value, str(name))
+        walk(value, str(name), 1)
     return params

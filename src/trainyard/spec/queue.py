@@ -92,13 +92,17 @@ class QueueFile(Strict):
 
 def load_queues(path: str | Path) -> list[QueueSpec]:
     """Read a queue file (``queues: [...]``, or a single queue); errors name the field and the line."""
-    import yaml  # the reading is the queue commands' alone: every API record imports these models
-
+    # the reading is the queue commands' alone: every API record imports these models
+    from trainyard.errors import InvalidSpec
+    from trainyard.spec.lines import compose, error_entry
     from trainyard.spec.loader import parse_model
 
     path = Path(path)
-    text = path.read_text()
-    data = yaml.safe_load(text)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InvalidSpec(errors=[error_entry(str(path), None, "", f"cannot read: {e.strerror}")]) from None
+    data, _ = compose(text, str(path))  # bad YAML is an error naming the file and line, not a traceback
     if isinstance(data, dict) and "queues" not in data:
         return [parse_model(QueueSpec, text, str(path))]
     return parse_model(QueueFile, text, str(path)).queues

@@ -146,6 +146,12 @@ class ScheduleSpec(Strict):
     def _params(cls, v: dict[str, Any]) -> dict[str, Any]:
         return check_finite(v)
 
+    @field_validator("pipeline")
+    @classmethod
+    def _pipeline(cls, v: dict[str, Any] | str | None) -> dict[str, Any] | str | None:
+        # stored as written and read at each fire: a NaN became null there, and every fire failed
+        return check_finite(v) if isinstance(v, dict) else v
+
     @field_validator("job")
     @classmethod
     def _room(cls, v: JobSpec | None, info: ValidationInfo) -> JobSpec | None:
@@ -239,7 +245,7 @@ class ScheduleCreate(BaseModel):
     spec: ScheduleSpec
     snapshot: Digest | None = None
     workdirs: dict[str, Digest] = Field(default_factory=dict)
-    source: str | None = Field(None, max_length=1000)
+    source: str | None = Field(None, max_length=1000, pattern=r"^[^\x00]*$")  # no NUL: PostgreSQL refuses it
 
 
 Outcome = Literal["started", "skipped", "missed", "failed"]

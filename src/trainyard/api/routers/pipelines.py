@@ -17,7 +17,7 @@ from trainyard.errors import InvalidSpec
 from trainyard.services.platform import Platform
 from trainyard.spec.lines import error_entry
 from trainyard.spec.params import check_finite
-from trainyard.spec.pipeline_records import PipelineArtifact, PipelineRunInfo, PipelineRunPage
+from trainyard.spec.pipeline_records import PipelineArtifact, PipelineRunInfo, PipelineRunPage, RunStatus
 from trainyard.spec.records import CURSOR_PATTERN, Digest
 
 router = APIRouter(prefix="/api/v1", tags=["pipelines"])
@@ -27,7 +27,8 @@ class RunRequest(BaseModel):
     spec: dict[str, Any] = Field(description="the pipeline (YAML as JSON), component files inlined")
     params: dict[str, Any] = Field(default_factory=dict, description="overrides of the pipeline's params")
     workdirs: dict[str, Digest] = Field(default_factory=dict, description="step workdir as written -> snapshot digest")
-    source: str | None = Field(None, description="where the pipeline came from, for messages")
+    source: str | None = Field(None, max_length=1000, pattern=r"^[^\x00]*$",
+                               description="where the pipeline came from, for messages")
 
     @field_validator("spec", "params")
     @classmethod
@@ -73,13 +74,14 @@ def _run(p: Platform, caller: Caller, dry_run: bool, spec: dict[str, Any], param
 def list_runs(
     p: PlatformDep,
     caller: CallerDep,
-    status: Annotated[list[str] | None, Query()] = None,
-    name: Annotated[str | None, Query(max_length=200, description="runs whose name contains this, any case")] = None,
+    status: Annotated[list[RunStatus] | None, Query()] = None,
+    name: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$",
+                                      description="runs whose name contains this, any case")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
     until: Annotated[float | None, Query(ge=0, le=2**53, description="started before this Unix time")] = None,
 ) -> PipelineRunPage:
-    return p.pipelines.list_runs(status=status, limit=limit, cursor=cursor, caller=caller, name=name, until=until)
+    return p.pipelines.list_runs(status=[s.value for s in status] if status else None, limit=limit, cursor=cursor, caller=caller, name=name, until=until)
 
 
 @router.get("/pipelines/{run_id}")
