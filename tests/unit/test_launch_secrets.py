@@ -71,3 +71,43 @@ def test_a_dump_that_cut_a_long_secret_short_shows_none_of_its_head():
     assert "n: 5" in shown and masks.truncated("loading...") == "loading..."
     # a value shown whole is masked whole, as always
     assert masks.truncated(f"x = {key}") == "x = " + "*" * len(key)
+
+
+@pytest.mark.parametrize("before", [100, 1000 - 10, 1000 - len(KEY), 1000 - 1])
+def test_a_value_on_a_long_line_cut_by_the_chunk_is_masked_whole_in_the_next(tmp_path, before):
+    # a line longer than a chunk (a one-line JSON dump) goes in pieces: the piece that ends inside the value
+    # ended its head in clear; a later read saw only its tail, which matched nothing
+    log = tmp_path / "output.log"
+    log.write_bytes(b"x" * before + KEY.encode() + b"y" * 3000)
+    masks, sent, offset = Masks([KEY]), "", 0
+    while True:
+        text, n = tail.log_chunk(str(log), offset, final=False, cap=1000, masks=masks)
+        if not n:
+            break
+        sent, offset = sent + text, offset + n
+    assert offset == log.stat().st_size and sent == "x" * before + "*" * len(KEY) + "y" * 3000
+
+
+def test_the_start_of_a_value_still_being_written_waits_for_the_rest(tmp_path):
+    log = tmp_path / "output.log"
+    log.write_bytes(b"token: " + KEY[:10].encode())
+    text, n = tail.log_chunk(str(log), 0, final=False, masks=Masks([KEY]))
+    assert text == "token: " and n == 7
+    log.write_bytes(b"token: " + KEY.encode() + b" done")
+    assert tail.log_chunk(str(log), 7, final=False, masks=Masks([KEY]))[0] == "*" * len(KEY) + " done"
+    assert Masks([KEY]).held(b"no secret here") == 0
+
+
+@pytest.mark.parametrize("shift", [-len(KEY), -10, -1, 0])
+def test_exec_output_cut_inside_a_value_shows_none_of_it(shift):
+    import subprocess
+    import sys
+
+    from trainyard.launch import execs
+
+    fill = execs.CAP + shift
+    code = f"import sys; sys.stdout.write('x' * {fill} + {KEY!r} + 'tail')"
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE) as proc:
+        out = execs._collect(proc, 30, Masks([KEY]))["output"]
+    assert KEY[:3] not in out.replace("x", ""), out[-80:]  # the old code showed the value's head before the cut
+    assert out.endswith("\n… (cut)") and out.startswith("x" * fill)

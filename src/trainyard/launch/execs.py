@@ -71,11 +71,13 @@ def run(argv: list[str], timeout: float, where: Where | None, masks=None) -> dic
 
 def _collect(proc: subprocess.Popen, timeout: float, masks) -> dict:  # noqa: ANN001
     kept, cut = bytearray(), [False]
+    # a secret's value that starts within the first CAP bytes is kept whole, so that it is masked before the cut
+    keep = CAP + (masks.longest if masks else 0)
 
-    def read() -> None:  # keeps the first CAP bytes and drains the rest, so the command never blocks on a pipe
+    def read() -> None:  # keeps the first bytes and drains the rest, so the command never blocks on a pipe
         try:
             while chunk := proc.stdout.read1(65536):
-                room = CAP - len(kept)
+                room = keep - len(kept)
                 kept.extend(chunk[:max(room, 0)])
                 cut[0] = cut[0] or len(chunk) > room
         except (OSError, ValueError):  # closed below, under a daemon that kept it open
@@ -95,6 +97,8 @@ def _collect(proc: subprocess.Popen, timeout: float, masks) -> dict:  # noqa: AN
         exit_code, error = None, f"still running after {timeout:g}s: stopped"
     reader.join(5)
     proc.stdout.close()
-    output = kept.decode(errors="replace") + ("\n… (cut)" if cut[0] else "")
-    output = masks.text(output) if masks else output
+    data = masks.apply(bytes(kept)) if masks else bytes(kept)
+    if len(data) > CAP:
+        data, cut[0] = data[:CAP], True
+    output = data.decode(errors="replace") + ("\n… (cut)" if cut[0] else "")
     return {"exit_code": exit_code, "output": output, "error": error}

@@ -83,6 +83,17 @@ class Masks:
                 data = data.replace(m, b"*" * len(m))
         return data
 
+    def held(self, data: bytes) -> int:
+        """How many bytes at the end of ``data`` may be the start of a value, cut by the end of what was read:
+        held back until the rest comes (sent before it, they would show that part of the value)."""
+        most = 0
+        for m in self.masks:
+            for k in range(min(len(m) - 1, len(data)), most, -1):
+                if data.endswith(m[:k]):
+                    most = k
+                    break
+        return most
+
     def text(self, text: str) -> str:
         """:meth:`apply` to text (a stack dump, a command's output)."""
         return self.apply(text.encode("utf-8", "surrogatepass")).decode("utf-8", "replace") if text else text

@@ -69,6 +69,8 @@ def log_chunk(path: str, offset: int, final: bool, cap: int = CHUNK, masks=None)
         end = max(data.rfind(b"\n", 0, cut), data.rfind(b"\r", 0, cut))
         if end >= 0:
             cut = end + 1
+        elif masks and (held := masks.held(data[:cut])) and (held < cut or len(data) < cap):
+            cut -= held  # a long line cut in a secret's value (or a value being written): the rest comes later
     data = data[:cut]
     if masks:
         data = masks.apply(data)
