@@ -269,3 +269,13 @@ def test_a_job_field_of_the_wrong_type_is_named_not_a_crash(tmp_path, fields, fi
     # the job's check names it; the reference checks that follow once read it as a mapping or list of text
     errs = errors_of(tmp_path, "steps:\n  a:\n" + fields)
     assert (field, line) in [(e["field"], e["line"]) for e in errs]
+
+
+def test_a_steps_labels_leave_room_for_the_runs_own(tmp_path):
+    labels = "{" + ", ".join(f"k{i}: v" for i in range(31)) + "}"
+    errs = errors_of(tmp_path, f"steps:\n  a:\n    command: x\n    labels: {labels}\n")
+    assert [(e["field"], e["line"]) for e in errs] == [("steps.a.labels", 4)]
+    assert errs[0]["message"] == ("at most 30 labels here: each step's job also gets trainyard.io/pipeline-run and "
+                                  "trainyard.io/step")
+    ok = "{" + ", ".join(f"k{i}: v" for i in range(30)) + "}"
+    assert len(graph(tmp_path, f"steps:\n  a:\n    command: x\n    labels: {ok}\n")) == 1

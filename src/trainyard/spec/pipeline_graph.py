@@ -21,6 +21,7 @@ from trainyard import envvars
 from trainyard.artifact_paths import check_sub_path
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
+from trainyard.spec.labels import MAX_LABELS
 from trainyard.spec.lines import Path_
 from trainyard.spec.params import render, substitute, word
 from trainyard.templates import ITEM_REF, LEADING_STEP_REF, PARAM_REF, STEP_REF, WHOLE_PARAM_REF
@@ -160,6 +161,10 @@ class _Builder(References):
             JobSpec.model_validate({**rest, "name": name, "params": {**self.params, **step_params}})
         except ValidationError as e:
             self.errs.add_validation(self.loc(name), e, JobSpec)  # its references are still checked below
+        labels = rest.get("labels")
+        if isinstance(labels, dict) and len(labels) > MAX_LABELS - 2:  # with_own would leave the run's out, unseen
+            self.errs.add(self.loc(name, "labels"), f"at most {MAX_LABELS - 2} labels here: each step's job also "
+                                                    "gets trainyard.io/pipeline-run and trainyard.io/step")
         self.jobs[name] = rest
 
     def _validate_serve(self, name: str, raw: dict[str, Any]) -> None:
