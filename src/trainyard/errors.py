@@ -229,6 +229,11 @@ class Unauthorized(TrainyardError):
 
     code = "unauthorized"
     http_status = 401
+    # what the CLI adds: its users send no header themselves, and the server cannot tell a missing token from a
+    # revoked, expired or mistyped one (it says nothing of which to a stranger)
+    HINT = ("the server took no token from this client: none was sent, or it is wrong, revoked or expired. Set "
+            "TRAINYARD_TOKEN, or run `trainyard login --server URL` (a token saved per server); a server started "
+            "with --token-file takes that file's token, not the home's")
 
 
 class Forbidden(TrainyardError):

@@ -196,6 +196,10 @@ def test_login_saves_a_private_file_the_cli_then_uses(srv, tmp_path):
     assert not (home / "server.json").exists()
     bad = run("login", "--server", srv.url, env=env, input="not-a-token\n")
     assert bad.returncode == 1 and "not-a-token" not in bad.stderr
+    # a token the server does not take: the CLI says what to do about it, not only which header to send
+    refused = run("ls", env={**env, "TRAINYARD_TOKEN": "revoked-or-mistyped"})
+    assert refused.returncode == 1 and "hint:" in refused.stderr and "trainyard login" in refused.stderr, refused.stderr
+    assert "TRAINYARD_TOKEN" in refused.stderr and "revoked-or-mistyped" not in refused.stderr
 
 
 ISOLATED = """

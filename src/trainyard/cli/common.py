@@ -10,7 +10,7 @@ from enum import Enum
 import typer
 from rich.markup import escape
 from trainyard.cli.output import console, err_console, write  # noqa: F401  (re-exported for the commands)
-from trainyard.errors import InvalidSpec, TrainyardError, WaitTimeout
+from trainyard.errors import InvalidSpec, TrainyardError, Unauthorized, WaitTimeout
 
 
 class Output(str, Enum):
@@ -43,6 +43,8 @@ def handled() -> Iterator[None]:
         raise typer.Exit(124) from None
     except TrainyardError as e:
         err_console.print(f"[red]error:[/red] {escape(e.message)}", highlight=False)
+        if isinstance(e, Unauthorized):
+            err_console.print(f"[yellow]hint:[/yellow] {escape(e.HINT)}", highlight=False)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
