@@ -133,6 +133,7 @@ class SchedulerSettings(BaseModel):
                                                   "nodes once it has waited this long")
 
 
+OUTPUTS_MAX = 100 << 30  # bytes of one replica's outputs: a name or a sparse file costs a job nothing, a copy does
 LOG_KEEP = 64 << 20  # bytes of a replica's log the server keeps: a job that prints without end cannot fill its database
 METRICS_KEEP = 4000  # points of each metric of a replica the server keeps, evenly spaced, and the newest
 
@@ -213,6 +214,9 @@ class ServerSettings(BaseModel):
     idle_gpu_period: float = Field(1800.0, gt=0, description="seconds a job's GPUs stay idle before it is flagged")
     log_keep: int = Field(LOG_KEEP, ge=0, description="bytes of each replica's log the server keeps: its first half "
                           "and its last half (0: all of it)")
+    outputs_max: int = Field(OUTPUTS_MAX, ge=0, description="bytes of outputs one replica of an attempt may "
+                             "upload, sizes as stored (a sparse file counts whole); past it none are and the "
+                             "attempt fails (OutputsTooLarge). 0: no bound")
     metrics_keep: int = Field(METRICS_KEEP, ge=0, le=10_000_000, description="points of each metric of a replica "
                               "the server keeps: between half and all of this many, evenly spaced, and the newest "
                               "(0: every point)")

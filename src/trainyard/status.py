@@ -95,6 +95,7 @@ class Reason(str, enum.Enum):
     SETUP = "SetupFailed"             # its environment, code or inputs could not be prepared
     IMAGE_PULL = "ImagePullFailed"    # its image was not here and could not be pulled
     MISSING_OUTPUT = "MissingOutput"  # a pipeline step exited 0 without writing a declared output
+    OUTPUTS_TOO_LARGE = "OutputsTooLarge"  # its outputs passed the server's outputs_max: none were uploaded
     CANCELLED = "Cancelled"           # a user cancelled it
     PREEMPTED = "Preempted"           # the scheduler stopped it to make room for higher-priority work
     DRAINED = "NodeDrained"           # an admin drained its node (maintenance): stopped and requeued
@@ -158,6 +159,7 @@ CONSEQUENCES: dict[Reason, Consequence] = {
     R.SETUP: Consequence(A.FAILED, NEVER),  # the same setup would fail again
     R.IMAGE_PULL: Consequence(A.FAILED, NEVER),  # a missing image or a refused pull stays so: no retry loop
     R.MISSING_OUTPUT: Consequence(A.FAILED, NEVER),  # the same command would write the same outputs
+    R.OUTPUTS_TOO_LARGE: Consequence(A.FAILED, NEVER),  # and as much of them
     R.CANCELLED: Consequence(A.CANCELLED, NEVER),
     R.PREEMPTED: Consequence(A.CANCELLED, ALWAYS),  # its job did nothing wrong
     R.DRAINED: Consequence(A.CANCELLED, ALWAYS),  # nor here: its node is going down for maintenance

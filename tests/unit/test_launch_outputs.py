@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from trainyard.launch.outputs import collect, upload
+from trainyard.launch.outputs import collect, over_bound, upload
 
 
 def test_outputs_dir_and_globs_at_relative_paths(tmp_path):
@@ -57,14 +57,15 @@ def test_links_out_of_the_job_are_skipped_and_said_so(tmp_path):
     (out / "model.bin").write_bytes(b"m")
     (out / "hostname").symlink_to(host / "hostname")
     (out / "etc").symlink_to(host, target_is_directory=True)
-    (out / "alias").symlink_to("model.bin")  # a link inside the outputs: kept
+    (out / "alias").symlink_to("model.bin")  # a link inside the outputs: another name of model.bin
     (work / "logs").symlink_to(host, target_is_directory=True)
     (work / "notes.txt").write_text("n")
     (work / "secret").symlink_to(host / "hostname")
 
     files, problems = collect(out, work, ["logs/*", "logs", "*.txt", "secret"])
 
-    assert sorted(files) == ["alias", "model.bin", "notes.txt"]
+    assert sorted(files) == ["model.bin", "notes.txt"]
+    assert "output 'alias' skipped: another name of 'model.bin', which is uploaded once" in problems
     for name in ("hostname", "etc", "logs", "secret"):
         assert any(f"output {name!r} skipped" in p for p in problems), (name, problems)
     # what is behind a link the job made is not said to it (the launcher may see what the job may not)
@@ -107,3 +108,42 @@ def test_a_linked_outputs_folder_is_not_walked(tmp_path):
     files, problems = collect(tmp_path / "outputs", work, [])
 
     assert files == {} and "is a link" in problems[0]
+
+
+def test_a_file_is_collected_once_by_its_own_name_whatever_links_and_hard_links_it_has(tmp_path):
+    out, work = tmp_path / "outputs", tmp_path / "work"
+    out.mkdir()
+    work.mkdir()
+    (out / "z.bin").write_bytes(b"z")
+    (out / "a-link.bin").symlink_to("z.bin")  # sorts first, but the file's own name is kept
+    (out / "y-hard.bin").hardlink_to(out / "z.bin")
+    (work / "w.bin").hardlink_to(out / "z.bin")  # a glob's match too: the first name of all is kept
+
+    files, problems = collect(out, work, ["*.bin"])
+
+    assert files == {"w.bin": (work / "w.bin").resolve()}
+    assert sorted(p.split("'")[1] for p in problems) == ["a-link.bin", "y-hard.bin", "z.bin"]
+
+
+def test_the_bound_counts_what_the_store_would_hold(tmp_path):
+    sparse = tmp_path / "sparse.bin"
+    with open(sparse, "wb") as f:
+        f.truncate(3 << 30)
+    assert over_bound({"sparse.bin": sparse}, None) is None and over_bound({"sparse.bin": sparse}, 0) is None
+    assert over_bound({"sparse.bin": sparse}, 3 << 30) is None
+    assert "1 files of 3.00 GiB in all, over this server's bound of 2.00 GiB" in over_bound({"s": sparse}, 2 << 30)
+
+
+def test_upload_sends_each_file_once_and_no_more_than_its_bound(tmp_path):
+    (tmp_path / "a").write_bytes(b"a" * 10)
+    (tmp_path / "b").hardlink_to(tmp_path / "a")  # a name added since collect looked
+    (tmp_path / "c").write_bytes(b"c" * 10)
+    (tmp_path / "d").write_bytes(b"d")
+    dest = tmp_path / "store"
+    files = {n: tmp_path / n for n in "abcd"}
+
+    records, errors = upload(files, f"file://{dest}", (tmp_path,), limit=15)
+
+    assert [r["path"] for r in records] == ["a", "d"]
+    assert errors == ["output b: another name of a file uploaded already",
+                      "output c: over the bound of 0.0 MiB on outputs (outputs_max)"]

@@ -125,3 +125,23 @@ def test_retention_is_read_with_units_off_keeps_and_a_bad_value_is_named(tmp_pat
         with pytest.raises(InvalidSpec) as e:
             check(path, lambda: ServerSettings(**load(path)))
         assert [err["field"] for err in e.value.errors] == [field], text
+
+
+def test_outputs_max_is_read_with_units_and_reaches_each_launcher(tmp_path):
+    from trainyard.artifacts.store import ArtifactStore
+    from trainyard.services.launching import launch_configs
+    from trainyard.spec.job import JobSpec
+    from trainyard.spec.records import AttemptInfo, JobInfo, ReplicaInfo
+
+    path = tmp_path / "server.yaml"
+    path.write_text("outputs_max: 5Gi\n")
+    settings = ServerSettings(home=tmp_path, **load(path))
+    assert settings.outputs_max == 5 << 30 and ServerSettings(home=tmp_path).outputs_max == 100 << 30
+    spec = JobSpec(command="true")
+    job = JobInfo(id="j", name="j", status="running", queue="default", priority=100, spec=spec, created_at=0,
+                  updated_at=0)
+    attempt = AttemptInfo(id="j-1", job_id="j", number=1, status="running", created_at=0.0,
+                          replicas=[ReplicaInfo(index=0, node="n", status="running")])
+    store = ArtifactStore(f"file://{tmp_path}")
+    (config,) = launch_configs(job, attempt, token="t", settings=settings, artifacts=store, server_url="http://x")
+    assert config.outputs_max == 5 << 30

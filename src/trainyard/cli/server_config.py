@@ -7,6 +7,7 @@ idle_gpu_threshold: 5      # % GPU utilisation under which a job's GPUs are idle
 idle_gpu_period: 30m       # ... for this long before the job is flagged
 log_keep: 64Mi             # of a replica's log, the first half and the last half are kept; 0: all of it
 metrics_keep: 4000         # points of each metric of a replica: evenly spaced, and the newest; 0: every point
+outputs_max: 100Gi         # bytes of outputs one replica may upload (over it: none, OutputsTooLarge); 0: no bound
 prices:
   currency: EUR
   gpu_hour: {A100: 2.5, "*": 1.0}
@@ -34,8 +35,8 @@ from typing import Any
 from trainyard.errors import InvalidSpec
 from trainyard.spec.units import parse_duration, parse_memory
 
-KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "prices", "scheduler",
-        "webhooks", "retention")
+KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "outputs_max", "prices",
+        "scheduler", "webhooks", "retention")
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:
@@ -61,11 +62,12 @@ def load(path: Path) -> dict[str, Any]:
                 data[key] = parse_duration(data[key], zero=key == "sample_every")
             except ValueError as e:
                 raise _error(path, key, str(e)) from None
-    if "log_keep" in data:
-        try:
-            data["log_keep"] = parse_memory(data["log_keep"])
-        except ValueError as e:
-            raise _error(path, "log_keep", str(e)) from None
+    for key in ("log_keep", "outputs_max"):
+        if key in data:
+            try:
+                data[key] = parse_memory(data[key])
+            except ValueError as e:
+                raise _error(path, key, str(e)) from None
     if "scheduler" in data:
         from trainyard.config import SchedulerSettings
 

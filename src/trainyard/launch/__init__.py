@@ -47,6 +47,7 @@ whole tree's sampled RSS passed ``memory_limit``; see
 (the environment, snapshot or an input could not be prepared, or the container
 runtime could not start the container), ``ImagePullFailed`` (the job's image is
 not here and could not be pulled; :mod:`trainyard.launch.container`), ``MissingOutput``
-(a pipeline step exited 0 without writing a declared output); the strings are in
+(a pipeline step exited 0 without writing a declared output), ``OutputsTooLarge`` (the outputs passed the
+server's ``outputs_max``: none were uploaded); the strings are in
 :mod:`trainyard.launch.reasons`, what each leads to in :class:`trainyard.status.Reason`.
 """

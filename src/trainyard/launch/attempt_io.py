@@ -143,7 +143,14 @@ class AttemptIO:
             return result
         for problem in problems:  # in the attempt's log too, where the user looks for why a file is missing
             append_log(self.log, problem)
-        records, errors = outputs.upload(files, self.config.output_url, (self.dir / "outputs", work))
+        if too_big := outputs.over_bound(files, self.config.outputs_max):
+            append_log(self.log, too_big)
+            if result["reason"] == reasons.SUCCEEDED:  # a failure keeps its own reason: its retries depend on it
+                result["reason"] = reasons.OUTPUTS_TOO_LARGE
+            result["message"] = "; ".join(m for m in [result["message"], *problems, too_big] if m)
+            return result
+        records, errors = outputs.upload(files, self.config.output_url, (self.dir / "outputs", work),
+                                         self.config.outputs_max)
         result["outputs"] = records
         notes = [m for m in [result["message"], *problems, *errors] if m]
         result["message"] = "; ".join(notes)

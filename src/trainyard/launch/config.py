@@ -25,7 +25,7 @@ _DEFAULTS: dict = {
     "run_as": None,
     "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None, "checkpoint_url": None,
     "sample_every": None, "secrets": None, "store_url": None,
-    "inputs_as_job": False,
+    "inputs_as_job": False, "outputs_max": None,
 }
 
 
@@ -48,6 +48,7 @@ class LaunchConfig:
     input_cache: str | None          # where URL inputs are fetched once, by URL hash
     outputs: list[str]               # extra globs, relative to the work dir, to upload too
     output_url: str | None           # fsspec URL (folder) the outputs go to
+    outputs_max: int | None          # bytes of outputs this replica may upload in all; None: no bound
     checkpoint_dir: str | None
     memory_limit: int | None         # bytes, whole process tree
     timeout: float | None            # seconds of run time

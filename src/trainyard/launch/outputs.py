@@ -4,7 +4,15 @@ What goes: everything under ``ATTEMPT_DIR/outputs`` (``TRAINYARD_OUTPUT_DIR``),
 plus files of the work dir matching the spec's ``outputs`` globs, each at its
 path relative to the folder it came from. Where it goes: ``output_url``
 (a local folder or ``file://`` is a plain copy; any other URL goes through
-fsspec, verified and never half-visible: :mod:`trainyard.artifacts.transfer`). Each file is recorded as ``{"path", "size", "digest": "sha256:<hex>"}``.
+fsspec, verified and never half-visible: :mod:`trainyard.artifacts.transfer`).
+Each file is recorded as ``{"path", "size", "digest": "sha256:<hex>"}``.
+
+A file goes once, under one name (its other names, hard links or links to it,
+are left out and said so), and what goes is bounded as a whole (the server's
+``outputs_max``, checked by :func:`over_bound` before anything is sent): a
+name costs a job nothing, nor does a sparse file's size, while each upload is
+a whole copy in the store.
+
 An upload error is reported in the message, never raised: the attempt's
 result matters more than any one file.
 """
@@ -23,9 +31,10 @@ BLOCK = 1 << 20
 
 
 def collect(outputs_dir: Path, work: Path, globs: list[str]) -> tuple[dict[str, Path], list[str]]:
-    """Relative posix path -> local file, and complaints (bad globs, links left out).
+    """Relative posix path -> local file, and complaints (bad globs, links and further names left out).
 
-    The outputs folder wins when both places have a file at the same path.
+    The outputs folder wins when both places have a file at the same path. A file found under several names
+    (hard links, links to it) is taken once, by its own name where one is a link, else by the first name.
     Links are never followed out of the job: folder links are not walked into,
     and a file link is taken only when its target is a file inside the folder
     it was found in (the outputs folder, or the work dir for globs). A job in a
@@ -38,9 +47,10 @@ def collect(outputs_dir: Path, work: Path, globs: list[str]) -> tuple[dict[str, 
         problems.append(f"output folder {outputs_dir.name!r} is a link: not followed, nothing uploaded from it")
     elif outputs_dir.is_dir():
         for p in _walk(outputs_dir, outputs_dir.resolve(), problems, outputs_dir):
-            files[p.relative_to(outputs_dir).as_posix()] = p.resolve()
+            files[p.relative_to(outputs_dir).as_posix()] = p
     if work.is_symlink():
-        return files, [*problems, f"work dir {work.name!r} is a link: not followed, output globs skipped"]
+        problems.append(f"work dir {work.name!r} is a link: not followed, output globs skipped")
+        return _once_each(files, problems), problems
     root = work.resolve()
     for pattern in globs:
         if os.path.isabs(pattern) or ".." in Path(pattern).parts:
@@ -63,11 +73,51 @@ def collect(outputs_dir: Path, work: Path, globs: list[str]) -> tuple[dict[str, 
             for p in found:
                 if p is match and not _safe_file(p, root, problems, work):
                     continue
-                files.setdefault(p.relative_to(work).as_posix(), p.resolve())
+                files.setdefault(p.relative_to(work).as_posix(), p)
     for rel in [r for r in files if not is_artifact_path(r)]:  # the server would refuse the whole report
         problems.append(f"output {rel!r} skipped: a path with a backslash cannot be an output")
         del files[rel]
-    return files, problems
+    return _once_each(files, problems), problems
+
+
+def _once_each(found: dict[str, Path], problems: list[str]) -> dict[str, Path]:
+    """``found`` (names as found, links among them) with one name per file, as real paths. Each upload is a
+    whole copy: a thousand names of one file would otherwise fill the store a thousand times over."""
+    first: dict[tuple[int, int], str] = {}
+    dropped = set()
+    for rel in sorted(found, key=lambda r: (found[r].is_symlink(), r)):  # a link's target keeps its own name
+        try:
+            st = found[rel].stat()
+        except OSError:  # gone since the look: the upload says so
+            continue
+        if (st.st_dev, st.st_ino) in first:
+            dropped.add(rel)
+            problems.append(f"output {rel!r} skipped: another name of {first[st.st_dev, st.st_ino]!r}, "
+                            "which is uploaded once")
+        else:
+            first[st.st_dev, st.st_ino] = rel
+    return {rel: p.resolve() for rel, p in found.items() if rel not in dropped}
+
+
+def over_bound(files: dict[str, Path], limit: int | None) -> str | None:
+    """Why ``files`` (from :func:`collect`) may not be uploaded: more bytes in all than ``limit`` (the server's
+    ``outputs_max``; None or 0: no bound). Sizes as the store would hold them: a sparse file counts whole."""
+    if not limit:
+        return None
+    total = 0
+    for p in files.values():
+        try:
+            total += p.stat().st_size
+        except OSError:
+            pass
+    if total <= limit:
+        return None
+    return (f"outputs not uploaded: {len(files)} files of {_gib(total)} in all, over this server's bound of "
+            f"{_gib(limit)} per replica (outputs_max); write less to $TRAINYARD_OUTPUT_DIR and the output globs")
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 def _real_dir(p: Path) -> bool:
@@ -129,25 +179,33 @@ def _open_checked(src: Path, roots: tuple[Path, ...]) -> int:
     return fd
 
 
-def _copy_hashing(fd: int, dst) -> str:  # noqa: ANN001
-    """Copy the open file ``fd`` into the open file ``dst`` (or just read it when None); its sha256."""
+def _copy_hashing(fd: int, dst, size: int) -> str:  # noqa: ANN001
+    """Copy the first ``size`` bytes (its size when opened: what is recorded and counted against the bound,
+    however it grows since) of the open file ``fd`` into the open file ``dst`` (or just read them when None);
+    their sha256."""
     h = hashlib.sha256()
     with os.fdopen(os.dup(fd), "rb") as f:
-        while block := f.read(BLOCK):
+        while size > 0 and (block := f.read(min(BLOCK, size))):
+            size -= len(block)
             h.update(block)
             if dst is not None:
                 dst.write(block)
     return h.hexdigest()
 
 
-def upload(files: dict[str, Path], output_url: str | None, roots: tuple[Path, ...]) -> tuple[list[dict], list[str]]:
+def upload(files: dict[str, Path], output_url: str | None, roots: tuple[Path, ...],
+           limit: int | None = None) -> tuple[list[dict], list[str]]:
     """Send ``files`` (found by :func:`collect` in the folders ``roots``) to ``output_url``; the records of those
     that made it, and errors.
 
-    With no ``output_url`` nothing is copied, but the files are still listed.
+    With no ``output_url`` nothing is copied, but the files are still listed. Each file goes once, and no more
+    than ``limit`` bytes in all (None or 0: no bound), as each is opened: another process of the job's account
+    may have added a name or bytes since :func:`collect` and :func:`over_bound` looked.
     """
     roots = tuple(Path(os.path.realpath(r)) for r in roots)
     records, errors = [], []
+    sent: set[tuple[int, int]] = set()
+    left = limit or None
     dest = local_path(output_url) if output_url else None
     fs = remote = None
     if output_url and dest is None:
@@ -164,13 +222,21 @@ def upload(files: dict[str, Path], output_url: str | None, roots: tuple[Path, ..
             errors.append(f"output {rel}: {e}")
             continue
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            size = st.st_size
+            if (st.st_dev, st.st_ino) in sent:
+                raise OSError("another name of a file uploaded already")
+            if left is not None and size > left:
+                raise OSError(f"over the bound of {_gib(limit)} on outputs (outputs_max)")
+            sent.add((st.st_dev, st.st_ino))
+            if left is not None:
+                left -= size
             if dest is not None:
                 target = dest / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
                 with open(tmp, "wb") as out:
-                    digest = _copy_hashing(fd, out)
+                    digest = _copy_hashing(fd, out, size)
                 os.replace(tmp, target)
             elif fs is not None:
                 from trainyard.artifacts.transfer import put_file
@@ -179,7 +245,7 @@ def upload(files: dict[str, Path], output_url: str | None, roots: tuple[Path, ..
                 size, digest = put_file(fs, opened, f"{remote.rstrip('/')}/{rel}")
                 digest = digest.removeprefix("sha256:")
             else:
-                digest = _copy_hashing(fd, None)
+                digest = _copy_hashing(fd, None, size)
         except Exception as e:
             errors.append(f"output {rel}: {e}")
             continue

@@ -13,6 +13,7 @@ LOST = "LostContact"  # stopped because the process that started it died (a Ray 
 SETUP = "SetupFailed"
 IMAGE_PULL = "ImagePullFailed"  # the job's image was not here and could not be pulled
 MISSING_OUTPUT = "MissingOutput"  # a pipeline step exited 0 without writing a declared output
+OUTPUTS_TOO_LARGE = "OutputsTooLarge"  # its outputs passed the server's outputs_max: none were uploaded
 
 
 def error(exit_code: int) -> str:

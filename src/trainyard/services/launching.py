@@ -76,6 +76,7 @@ def launch_configs(
             inputs=dict(spec.inputs),
             outputs=list(spec.outputs),
             output_url=artifacts.outputs_url(job.id, attempt.number, r.index),
+            outputs_max=settings.outputs_max or None,
             memory_limit=spec.resources.memory,
             timeout=spec.timeout,
             grace_period=spec.grace_period,
