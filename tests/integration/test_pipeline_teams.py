@@ -165,3 +165,24 @@ def test_a_pipelines_schedule_is_the_team_its_runs_will_be(yard, frank):
     with pytest.raises(InvalidSpec, match="a run's steps use the queues of one team"):
         frank.http.json_call("POST", "/api/v1/schedules", body={"spec": {
             **spec, "name": "mixed", "pipeline": steps_on("vision-q", "nlp-q")}})
+
+
+def test_only_an_admin_may_name_a_path_on_the_servers_host_as_a_step_input(yard, tmp_path):
+    # the server would look at it as its own account: whether a file their jobs may not read is there, and when
+    # it changed
+    e, users = yard
+    data = tmp_path / "data.txt"
+    data.write_text("x")
+    for url in (str(data), f"file://{data}", str(tmp_path / "no-such-file")):
+        spec = {"name": "p", "steps": {"s": {"command": "true", "inputs": {"d": url}, "queue": "vision-q"}}}
+        with pytest.raises(InvalidSpec) as err:
+            users["alice"].http.request("POST", "/api/v1/pipelines", json={"spec": spec})
+        assert [x["field"] for x in err.value.errors] == ["steps.s.inputs.d"], err.value.errors
+        assert "a path on the server's host, which only an admin's pipeline may name" in err.value.errors[0]["message"]
+    spec = {"name": "p", "steps": {"s": {"command": "true", "inputs": {"d": str(data)}, "queue": "vision-q"}}}
+    assert e.sdk.pipelines.run(spec).info.steps[0].inputs["d"]["url"] == str(data)
+    # the outputs of her own job in the artifact store, by path, are hers to name (vetted as for a job)
+    job = users["alice"].submit({"command": "x", "queue": "vision-q"})
+    outputs = f"{e.platform.artifacts.url}/jobs/{job.id}/1/outputs"
+    spec["steps"]["s"]["inputs"]["d"] = outputs
+    assert users["alice"].pipelines.run(spec).info.steps[0].inputs["d"]["url"] == outputs

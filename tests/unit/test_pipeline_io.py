@@ -24,3 +24,26 @@ def test_a_stored_path_that_leaves_the_output_fails_the_input_before_it_is_appen
     # runs stored before the spec refused these: the runner must not read another job's artifacts for them
     with pytest.raises(MissingInput, match=r"input 'x': the path .* inside step output 'o' must"):
         resolve(subpath)
+
+
+def test_a_folder_input_is_walked_only_up_to_the_cap(tmp_path, monkeypatch):
+    # the walk runs in the request: naming / must cost what a small folder does
+    import os
+
+    from trainyard.services import pipeline_io
+
+    for d in range(30):
+        (tmp_path / f"d{d:02}").mkdir()
+        for f in range(10):
+            (tmp_path / f"d{d:02}" / f"f{f}").write_text("x")
+    opened = []
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda p=".": opened.append(str(p)) or scandir(p))
+    monkeypatch.setattr(pipeline_io, "FINGERPRINT_ENTRIES", 45)
+
+    first = pipeline_io.fingerprint(str(tmp_path))
+
+    assert len(opened) <= 3, opened  # the top (30 entries) and d00 (10); d01 gets the 5 left
+    assert pipeline_io.fingerprint(str(tmp_path)) == first
+    (tmp_path / "d00" / "f0").write_text("changed")
+    assert pipeline_io.fingerprint(str(tmp_path)) != first

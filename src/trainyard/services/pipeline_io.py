@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from pathlib import Path
 from typing import Any, Callable
 
 from trainyard.artifact_paths import check_sub_path
@@ -28,7 +29,7 @@ from trainyard.spec.records import ArtifactInfo
 # fields that change where and when a step runs, not what it computes
 NOT_HASHED = {"name", "priority", "queue", "retry", "timeout", "grace_period", "resources", "workdir", "inputs",
               "placement", "preemptible"}
-FINGERPRINT_FILES = 20000
+FINGERPRINT_ENTRIES = 20000  # of a folder input walked to see when it changes: files and folders
 
 
 class MissingInput(Exception):
@@ -103,15 +104,42 @@ def assemble(store: ArtifactStore, key: str, entries: dict[str, str]) -> str:
 
 
 def fingerprint(url: str) -> str:
-    """What the cache sees of an outside input: size and mtime of every file of a local path, else the URL."""
+    """What the cache sees of an outside input: size and mtime of the files of a local path, else the URL.
+
+    A folder is walked for at most FINGERPRINT_ENTRIES entries in all, without following links to folders, each
+    folder's entries sorted as read: the walk runs in a request, as the server's account, so its cost must not be
+    the size of the tree named (a run of ``/`` stops as soon as a small one would)."""
     path = local_path(url)
     if path is None or not path.exists():
         return sha(url)
     h = hashlib.sha256(str(path).encode())
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for p in files[:FINGERPRINT_FILES]:
-        st = p.stat()
-        h.update(f"{p.relative_to(path) if p != path else ''}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    if path.is_file():
+        st = path.stat()
+        h.update(f"\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        return "sha256:" + h.hexdigest()
+    left = FINGERPRINT_ENTRIES
+    folders = [path]
+    while folders and left > 0:
+        here = folders.pop()
+        try:
+            with os.scandir(here) as it:
+                entries = sorted((e for _, e in zip(range(left), it)), key=lambda e: e.name)
+        except OSError:
+            continue
+        left -= len(entries)
+        inside = []
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    inside.append(Path(e.path))
+                elif e.is_file():
+                    st = e.stat()
+                    h.update(f"{Path(e.path).relative_to(path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            except OSError:
+                continue
+        folders.extend(reversed(inside))  # the next walked is the first by name: the same order every time
+    if left <= 0:
+        h.update(b"\0cut")
     return "sha256:" + h.hexdigest()
 
 

@@ -16,9 +16,11 @@ import time
 from contextlib import suppress
 from typing import Any, Callable
 
+from trainyard.artifact_paths import under_url
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.errors import Conflict, Forbidden, InvalidSpec, PipelineRunNotFound, TrainyardError
+from trainyard.launch.files import local_path
 from trainyard.pipelines.special import expand_step
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import pipeline_serve as serving_steps
@@ -39,6 +41,21 @@ from trainyard.store.pipelines import PipelineStore
 
 log = logging.getLogger("trainyard.pipelines")
 SERVE_POLL = 0.5  # seconds between two looks at a serve step's service while it waits for a ready replica
+
+
+def host_path_refused(url: str, caller: Caller, store_url: str) -> str | None:
+    """Why ``caller`` may not name ``url``, a path on the server's host, as a step's input, or None.
+
+    The server looks at such a path itself, as its own account, to see when it changes
+    (:func:`trainyard.services.pipeline_io.fingerprint`): for a user of a server with users, a look at files their
+    jobs may not read (whether one is there, its size and time). An admin may; the others name remote stores,
+    other steps' outputs, values, or outputs in the artifact store (which :mod:`store_inputs` vets as for a job).
+    Without users the one caller is the server's own admin."""
+    if caller.admin or local_path(url) is None or under_url(url, store_url) is not None:
+        return None
+    return (f"{url[:200]!r} is a path on the server's host, which only an admin's pipeline may name on a server with "
+            "users: give a remote store's URL (s3://…), another step's output ({{steps.S.outputs.NAME}}), or "
+            "{value: …}")
 
 
 class PipelineService(Ticker):
@@ -103,6 +120,10 @@ class PipelineService(Ticker):
         wanted: list[tuple[tuple[str, ...], dict[str, str]]] = []  # each job step's secrets
         for inst in graph.instances:
             loc = ("steps", inst.step)
+            for n, i in inst.inputs.items():
+                why = host_path_refused(i["url"], caller, self.artifacts.url) if i.get("kind") == "path" else None
+                if why is not None:
+                    errs.add((*loc, "inputs", n), why)
             if serving_steps.is_serve_step(inst.job):
                 for field, message in serving_steps.check(self.serving, inst.job, "model" in inst.inputs, caller):
                     errs.add((*loc, *field.split(".")), message)
