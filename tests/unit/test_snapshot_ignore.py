@@ -69,3 +69,19 @@ def test_a_bad_limit_names_its_variable(tmp_path, monkeypatch):
 @pytest.mark.parametrize("rel, pattern", [("data/a/b.csv", "data/"), ("model.ckpt", "*.ckpt"), ("Makefile", "/Makefile")])
 def test_the_suggested_pattern(rel, pattern):
     assert pattern_for(rel) == pattern
+
+
+def test_other_trainyard_homes_and_python_environments_are_left_out_whatever_their_names(tmp_path):
+    import subprocess
+    import sys
+
+    tree(tmp_path, {
+        "train.py": "",
+        ".yard/server.lock": "", ".yard/token": "server token", ".yard/secrets.key": "k", ".yard/trainyard.db": "",
+        "old-home/token": "t", "old-home/secrets.key": "k",  # a home whose server never ran here: no lock
+        "conda-env/conda-meta/history": "", "conda-env/lib/site.py": "",
+        "notes/token": "a file of the project that happens to be named so", "notes/secrets.key.md": "",
+    })
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True)
+
+    assert sorted(names(tmp_path)) == ["notes/secrets.key.md", "notes/token", "train.py"]

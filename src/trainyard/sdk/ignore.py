@@ -39,9 +39,20 @@ class Ignore:
         return False
 
 
+def not_code(folder: str) -> bool:
+    """Whether ``folder`` is a trainyard home (its lock, or its token with the key its secrets are sealed with:
+    :mod:`trainyard.home`) or a Python environment (a virtualenv's ``pyvenv.cfg``, conda's ``conda-meta/``),
+    whatever its name: a home's token and key must not travel with every job, nor an environment's packages."""
+    def has(name: str) -> bool:
+        return os.path.lexists(os.path.join(folder, name))
+
+    return has("server.lock") or (has("secrets.key") and has("token")) or has("pyvenv.cfg") or has("conda-meta")
+
+
 def walk(root: Path, leave_out: tuple[Path, ...] = ()) -> Iterator[tuple[str, Path]]:
     """``(path relative to root, path)`` of every regular file kept, in sorted order; links are skipped,
-    and so are the folders ``leave_out`` (resolved paths: trainyard's own home, when it is in the code)."""
+    and so are the folders ``leave_out`` (resolved paths: trainyard's own home, when it is in the code) and those
+    :func:`not_code` finds (any other home, any virtualenv)."""
     rules = Ignore(root)
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
@@ -50,7 +61,7 @@ def walk(root: Path, leave_out: tuple[Path, ...] = ()) -> Iterator[tuple[str, Pa
         join = (lambda n: f"{rel_dir}/{n}") if rel_dir else (lambda n: n)
         dirnames[:] = sorted(d for d in dirnames
                              if not os.path.islink(os.path.join(dirpath, d)) and not rules.ignored(join(d), True)
-                             and Path(dirpath, d).resolve() not in leave_out)
+                             and Path(dirpath, d).resolve() not in leave_out and not not_code(os.path.join(dirpath, d)))
         for name in sorted(filenames):
             path = Path(dirpath) / name
             if path.is_symlink() or not path.is_file() or rules.ignored(join(name), False):
