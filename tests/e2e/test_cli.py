@@ -166,3 +166,17 @@ def test_rm_deletes_an_ended_job_with_its_folders_and_files_and_refuses_a_runnin
     again = server.cli("rm", job_id)
     assert again.returncode == 1 and f"no such job: {job_id}" in again.stderr
     assert server.cli("cancel", sleepy).returncode == 0
+
+
+def test_cleanups_that_match_nothing_do_nothing_and_rm_reads_ids_from_stdin(server, tmp_path):
+    # README's nightly cleanups: `trainyard rm $(trainyard ls -s failed --before 30d --ids --all)` and the like
+    assert server.cli("ls", "-s", "failed", "--ids", "--all").stdout == ""
+    for args in (["rm"], ["cancel"], ["pipeline", "rm"], ["rm", "-"], ["cancel", "-"], ["pipeline", "rm", "-"]):
+        r = server.cli(*args, stdin="")
+        assert r.returncode == 0 and r.stdout == "" and "nothing to do" in r.stderr, (args, r.stderr)
+    spec = write_spec(tmp_path, f"name: done\ncommand: [{sys.executable}, -c, 'pass']\n")
+    job_id = server.cli("run", str(spec), "--wait").stdout.strip()
+    r = server.cli("rm", "-", stdin=server.cli("ls", "--ids", "--all").stdout)
+    assert r.returncode == 0 and r.stdout.strip() == f"deleted {job_id}", r.stderr
+    r = server.cli("pipeline", "rm", "-", stdin="p-nosuchrun\n")
+    assert r.returncode == 1 and "p-nosuchrun" in r.stderr, r.stderr

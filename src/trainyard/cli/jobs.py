@@ -275,22 +275,27 @@ def logs(
         read(printed, plain=not follow)  # following (server-sent events, reconnecting) is the SDK's
 
 
-def cancel(jobs: Annotated[list[str], typer.Argument(help="job ids; - reads them from stdin (trainyard ls --ids)",
-                                                     autocompletion=job_ids)]) -> None:
+def cancel(jobs: Annotated[Optional[list[str]], typer.Argument(
+        help="job ids; - reads them from stdin (trainyard ls --ids); none: nothing to do", autocompletion=job_ids,
+        show_default=False)] = None) -> None:
     """Cancel jobs: pending jobs stop at once; running ones get SIGTERM, then a grace period. Each job's status
     after is printed; exit 1 if one could not be cancelled (not found, not yours), after trying the others."""
+    ids = ids_of(jobs, none_is_done=True)
     with handled():
         c = client()
-    each(ids_of(jobs), lambda job_id: f"{job_id} {status_text(c.cancel(job_id).status.value).markup}",
+    each(ids, lambda job_id: f"{job_id} {status_text(c.cancel(job_id).status.value).markup}",
          "cancelling", "not cancelled")
 
 
-def rm(jobs: Annotated[list[str], typer.Argument(help="ids of ended jobs", autocompletion=job_ids)]) -> None:
+def rm(jobs: Annotated[Optional[list[str]], typer.Argument(
+        help="ids of ended jobs; - reads them from stdin (trainyard ls --ids); none: nothing to do",
+        autocompletion=job_ids, show_default=False)] = None) -> None:
     """Delete ended jobs: their attempts, logs, metrics, outputs and checkpoints. What they used stays in
     `trainyard usage`. A running job, or one that is part of a pipeline run, sweep or service, is refused."""
+    ids = ids_of(jobs, none_is_done=True)
     with handled():
         c = client()
-    delete_each(jobs, c.delete)
+    delete_each(ids, c.delete)
 
 
 def download(

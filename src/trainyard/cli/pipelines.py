@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Group
 
-from trainyard.cli.common import Output, client, console, delete_each, err_console, handled, write
+from trainyard.cli.common import Output, client, console, delete_each, err_console, handled, ids_of, write
 from trainyard.cli.render import ago, duration, status_text
 from trainyard.cli.toplevel import SuggestingGroup
 
@@ -123,12 +123,15 @@ def cancel(run_id: RunArg) -> None:
 
 
 @app.command("rm")
-def rm(runs: Annotated[list[str], typer.Argument(help="ids of ended pipeline runs")]) -> None:
+def rm(runs: Annotated[Optional[list[str]], typer.Argument(
+        help="ids of ended pipeline runs; - reads them from stdin (pipeline ls --ids); none: nothing to do",
+        show_default=False)] = None) -> None:
     """Delete ended runs with their steps' jobs (logs, metrics, outputs) and artifacts; their usage stays counted.
     A run whose outputs a later run reuses (cached) is refused until that one is deleted."""
+    ids = ids_of(runs, none_is_done=True)
     with handled():
         c = client()
-    delete_each(runs, c.pipelines.delete, "pipeline run ")
+    delete_each(ids, c.pipelines.delete, "pipeline run ")
 
 
 @app.command("ls")
