@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.integration.test_monitoring_api import report, scrape, series
+from tests.integration.test_monitoring_api import launched, report, scrape, series
 from tests.support.inprocess import in_process
 from tests.support.waiting import until
 from trainyard.services.cordons import TTL, Cordons
@@ -86,3 +86,19 @@ def test_a_cordon_made_through_another_server_is_seen_within_its_ttl(db_url):
     assert one.current() == {}  # read less than TTL ago
     time.sleep(TTL + 0.05)
     assert one.current()["gpu-3"].reason == "rack move"
+
+
+def test_a_drained_attempt_is_no_try_of_the_job_it_retries_as_its_first_failure(env):
+    tc, sdk, engine = env
+    job = sdk.submit({**gpu_job("drained"), "retry": {"max": 1, "backoff": "1s"}})
+    first = launched(engine)
+    report(tc, engine, first, phase="running", pid=1)
+    sdk.drain(sdk.get(job.id).attempts[0].node, reason="firmware")
+    report(tc, engine, first, phase="exited", pid=1, result={"exit_code": -15, "reason": "Cancelled", "outputs": []})
+    second = launched(engine, 2)  # on the other node
+    report(tc, engine, second, phase="running", pid=1)
+    report(tc, engine, second, phase="exited", pid=1,
+           result={"exit_code": 1, "reason": "Error(exit 1)", "outputs": []})
+    ended = sdk.get(job.id)  # one failure of max 1: retried, at the first backoff, not failed "after 2 attempts"
+    assert ended.status.value == "pending", ended.reason
+    assert ended.not_before - ended.attempts[1].ended_at == pytest.approx(1.0, abs=0.5)

@@ -132,10 +132,10 @@ class AttemptService:
         return list(relaunch.values())
 
 
-def _conclude(attempt: AttemptInfo, job_status: JobStatus, spec: JobSpec) -> Ending:
-    """How a gang whose replicas have all ended ends, and what becomes of its job."""
+def _conclude(attempt: AttemptInfo, job_status: JobStatus, spec: JobSpec, tries: int) -> Ending:
+    """How a gang whose replicas have all ended ends, and what becomes of its job (``tries``: see decide)."""
     exit_code, reason, message = _outcome(attempt)
-    outcome = decide(spec.retry, attempt_number=attempt.number, exit_code=exit_code, reason=reason,
+    outcome = decide(spec.retry, tries=tries, exit_code=exit_code, reason=reason,
                      cancel_requested=job_status == JobStatus.CANCELLING, now=time.time())
     return Ending(outcome.attempt_status, exit_code, reason, message, outcome.job_status, outcome.job_reason,
                   outcome.not_before)

@@ -25,11 +25,14 @@ class Outcome:
 
 
 def decide(
-    policy: Retry, *, attempt_number: int, exit_code: int | None, reason: str, cancel_requested: bool, now: float,
+    policy: Retry, *, tries: int, exit_code: int | None, reason: str, cancel_requested: bool, now: float,
 ) -> Outcome:
     """The attempt's final status and the job's next status for an attempt that ended.
 
     ``reason`` is the attempt's reason as stored (a :class:`Reason`, or ``Error(exit N)``).
+    ``tries`` is which try of the job this attempt was: its number, less the earlier
+    attempts that were requeued for free (preempted, drained), which count neither
+    against ``retry.max`` nor in the backoff.
     """
     kind = Reason.of(reason)  # None only for a text no part of trainyard writes: a failure, not retried
     if kind is Reason.SUCCEEDED:
@@ -45,9 +48,9 @@ def decide(
         return Outcome(status, _JOB_STATUS[status], f"{reason}: exit code {exit_code} is permanent")
     if kind is None or kind.retry_on not in policy.on:
         return Outcome(status, _JOB_STATUS[status], f"{reason} (not retried)")
-    if attempt_number > policy.max:
-        tries = f"{attempt_number} attempt{'s' if attempt_number > 1 else ''}"
-        return Outcome(status, _JOB_STATUS[status], f"{reason} after {tries}")
-    delay = policy.backoff * (2 ** (attempt_number - 1))
+    if tries > policy.max:
+        words = f"{tries} attempt{'s' if tries > 1 else ''}"
+        return Outcome(status, _JOB_STATUS[status], f"{reason} after {words}")
+    delay = policy.backoff * (2 ** (tries - 1))
     return Outcome(status, JobStatus.PENDING,
-                   f"retrying after {reason} (attempt {attempt_number} of {policy.max + 1})", now + delay)
+                   f"retrying after {reason} (attempt {tries} of {policy.max + 1})", now + delay)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import bindparam, false, func, insert, select, update
 
-from trainyard.status import AttemptStatus, JobStatus, Reason
+from trainyard.status import ALWAYS, AttemptStatus, JobStatus, Reason
 from trainyard.store import tables as t
 from trainyard.store.rows import JOB_FIELDS, attempts_query
 
@@ -24,6 +24,10 @@ ENDING_JOB = {with_spec: select(_JOB.status, *(_JOB[k] for k in JOB_FIELDS), _JO
 # what a long poll checks before it waits: whether the job is there, may be seen, and has ended
 JOB_STATE = select(_JOB.status, _JOB.team, _JOB.owner).where(_JOB.id == bindparam("job_id"))
 MAX_SEQ = select(func.max(_JOB.seq))
+# a job's earlier attempts that ended through no fault of its own (preempted, drained): none counts as a try
+FREE_REQUEUES = select(func.count()).where(
+    _ATTEMPT.job_id == bindparam("job_id"), _ATTEMPT.number < bindparam("number"),
+    _ATTEMPT.reason.in_([r.value for r in Reason if r.retry_on == ALWAYS]))
 # the rows of a submit and of a cycle's admissions (an insert() built anew computed its cache key each time)
 INSERT_JOB, INSERT_ATTEMPT, INSERT_REPLICA, INSERT_LABELS = (insert(m.__table__) for m in (
     t.Job, t.Attempt, t.Replica, t.JobLabel))

@@ -33,8 +33,8 @@ from trainyard.store.moves import Admission, Ending
 from trainyard.store.job_list import visible_where  # noqa: F401 (the stores' shared rule)
 from trainyard.store.rows import (JOB_FIELDS, Specs, attempt_by_id, attempt_record, attempts_from, replica_record,
                                   spec_now)
-from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, INSERT_ATTEMPT, INSERT_JOB, INSERT_LABELS,
-                                        INSERT_REPLICA, MAX_SEQ, SCHEDULER_ENDS, SET_HANDLE)
+from trainyard.store.statements import (ACTIVE, ACTIVE_ATTEMPT, ENDING_JOB, FREE_REQUEUES, INSERT_ATTEMPT, INSERT_JOB,
+                                        INSERT_LABELS, INSERT_REPLICA, MAX_SEQ, SCHEDULER_ENDS, SET_HANDLE)
 from trainyard.store.telemetry import Outputs
 from trainyard.store.tx import WriteTx
 
@@ -223,15 +223,16 @@ class Store(LineReads, JobReads, JobLabels):
 
     def finish_replica(
         self, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None, reason: str,
-        message: str | None, conclude: Callable[[AttemptInfo, JobStatus, JobSpec], Ending] | None = None,
+        message: str | None, conclude: Callable[[AttemptInfo, JobStatus, JobSpec, int], Ending] | None = None,
         outputs: Outputs | None = None,
     ) -> tuple[AttemptInfo, bool] | None:
         """End one replica, recording its ``outputs``; None (and no change) when it had already ended.
 
         When it was the last one running and ``conclude`` is given, the attempt
         and its job are ended in the same transaction, as ``conclude`` says from
-        the gang's replicas and the job's status and spec. Returns the attempt
-        and whether it ended.
+        the gang's replicas, the job's status and spec, and which try of the job
+        this attempt is (its number less the earlier attempts preempted or
+        drained). Returns the attempt and whether it ended.
         """
         with self.write() as s:
             return self._finish_replica(s, attempt_id, replica, status, exit_code=exit_code, reason=reason,
@@ -239,7 +240,7 @@ class Store(LineReads, JobReads, JobLabels):
 
     def _finish_replica(
         self, s: Session, attempt_id: str, replica: int, status: AttemptStatus, *, exit_code: int | None,
-        reason: str, message: str | None, conclude: Callable[[AttemptInfo, JobStatus, JobSpec], Ending] | None,
+        reason: str, message: str | None, conclude: Callable[[AttemptInfo, JobStatus, JobSpec, int], Ending] | None,
         started_at: float | None = None, outputs: Outputs | None = None,
     ) -> tuple[AttemptInfo, bool] | None:
         """``started_at``: the replica's first report is also its last (a command that ended at once)."""
@@ -264,7 +265,9 @@ class Store(LineReads, JobReads, JobLabels):
             spec, rev = (JobSpec.model_validate(row[-1], context=STORED), rev) if known is None else \
                 spec_now(s.connection(), attempt.job_id)
             self._specs.put(attempt.job_id, (rev, spec))
-        ending = conclude(attempt, JobStatus(row[0]), spec)
+        tries = attempt.number - (s.connection().execute(FREE_REQUEUES, {
+            "job_id": attempt.job_id, "number": attempt.number}).scalar_one() if attempt.number > 1 else 0)
+        ending = conclude(attempt, JobStatus(row[0]), spec, tries)
         now = time.time()
         if not self._end_attempt(s, attempt_id, attempt.job_id, ending, started_at, now):
             return attempt, False
