@@ -27,7 +27,7 @@ from trainyard.engines.base import Engine, Launch, Observation
 from trainyard.engines.leftovers import Leftover
 from trainyard.errors import Unsupported
 from trainyard.launch import handle as handles
-from trainyard.launch import handoff
+from trainyard.launch import handoff, leftover_tree
 from trainyard.launch.handle import HANDLE_NAME
 from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.runas import traversable
@@ -268,7 +268,8 @@ class LocalEngine(Engine):
                         proc.send_signal(signal.SIGTERM)
                     except psutil.Error:
                         pass
-            if proc is None:  # no launcher to stop it: its container, if one was left, goes now
+            if proc is None:  # no launcher to stop it: what it left, its command or container, goes now
+                leftover_tree.kill_left(str(workdir))
                 self._remove_container(workdir, attempt.id, r.index)
 
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
@@ -287,6 +288,10 @@ class LocalEngine(Engine):
                     out.append(Observation(a.id, r.index, "exited", result))
                 elif not (workdir / HANDLE_NAME).exists():
                     out.append(Observation(a.id, r.index, "not_launched"))
+                elif leftover_tree.kill_left(str(workdir)):
+                    # the launcher died and its command ran on: killed now, lost once gone (its retry must
+                    # not run beside it)
+                    out.append(Observation(a.id, r.index, "alive"))
                 else:
                     self._remove_container(workdir, a.id, r.index)  # the launcher died: nobody else will
                     out.append(Observation(a.id, r.index, "lost",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainyard import envvars
-from trainyard.launch import cgroup, handoff, procs, reasons
+from trainyard.launch import cgroup, handoff, leftover_tree, procs, reasons
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.attempt_io import AttemptIO
 from trainyard.launch.emptydirs import Pool
@@ -261,6 +261,10 @@ class Launcher(AttemptIO):
             message = f"cannot start {cfg.command[0]!r}: {e.strerror or e}"
             append_log(self.log, message)
             return _result(None, reasons.SETUP, message)
+        try:  # for the engine, should this launcher die: the command, in a session of its own, would run on
+            leftover_tree.record(str(self.dir), self.proc.pid, self.group.path if self.group is not None else None)
+        except OSError as e:
+            append_log(self.log, f"cannot record the command for the engine: {e}")
         reporter = self._reporter()
         # plain values (nothing is imported or done unless `trainyard exec` asks): a command run beside this one
         # runs where it does, as whom, and bounded as it is (launch.execs)
