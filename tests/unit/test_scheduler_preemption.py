@@ -141,3 +141,28 @@ def test_idle_room_beyond_the_quota_starts_a_job_rather_than_a_hold_behind_endle
     # then it borrows the idle A GPU now: no node held for it on B, whose work may never end
     assert p.admissions["hi"][0].node == "a2" and p.borrowed == {"hi"}
     assert not p.reservations and not p.preemptions
+
+
+def test_a_cancelled_attempt_counts_against_its_queue_until_it_has_exited():
+    # given a queue (a 1-GPU quota, or a cap of 1 running job) whose only job was cancelled and is still stopping
+    nodes = [gpu_node("n", 4, free=["1", "2", "3"])]
+    live = [running("cancelled#1", "n", ["0"], queue="a", stopping=True)]
+    for limit, why in [({"gpus": {"A100": 1}, "borrowing": False}, "queue quota 1/1 A100 GPUs in use (borrowing off)"),
+                       ({"max_running": 1}, "queue a runs 1/1 jobs")]:
+        # when another job of the queue is planned
+        p = plan(nodes, [job("next", queue="a", team="a")], live, [Queue("a", team="a", **limit)], now=10)
+        # then it waits for the quota that attempt still holds, though the node has room
+        assert not p.admissions and not p.preemptions
+        assert p.reasons["next"] == f"{why}; first in queue a"
+
+
+def test_inside_a_queue_a_preempted_attempt_hands_its_share_to_the_job_it_was_stopped_for():
+    # given last cycle's in-queue preemption: its victim still stopping, the preemptor waiting
+    nodes = [gpu_node("n", 4, free=["2", "3"])]
+    queues = [Queue("a", team="a", gpus={"A100": 2}, borrowing=False)]
+    live = [running("low0#1", "n", ["0"], priority=0, queue="a"),
+            running("low1#1", "n", ["1"], priority=0, queue="a", started_at=1, stopping=True, preempted=True)]
+    # when the preemptor is planned again
+    p = plan(nodes, [job("high", queue="a", team="a", priority=200)], live, queues, now=10)
+    # then it runs in the share handed back, and stops nothing more
+    assert not p.preemptions and list(p.admissions) == ["high"]

@@ -217,3 +217,9 @@ def test_what_jobs_legitimately_say_still_passes_and_a_stored_spec_loads_as_it_w
     assert JobSpec.model_validate(old, context=STORED).image == "--privileged"
     assert JobInfo.model_validate({"id": "j-1", "name": "job", "status": "failed", "queue": "default", "priority": 0,
                                    "spec": old, "created_at": 0, "updated_at": 0}).spec.outputs == ["/abs"]
+
+
+def test_a_grace_period_is_at_most_an_hour_and_one_stored_before_the_bound_still_loads():
+    assert parse_job("command: x\ngrace_period: 1h").grace_period == 3600
+    assert [(e["field"], e["line"]) for e in errors_of("command: x\ngrace_period: 30d")] == [("grace_period", 2)]
+    assert JobSpec.model_validate({"command": "x", "grace_period": 86400}, context=STORED).grace_period == 86400

@@ -14,6 +14,7 @@ from typing import Iterable
 from trainyard.scheduler.model import Node, PendingJob, Queue, ReplicaUse, RunningJob, default_queue
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
+from trainyard.status import Reason
 from trainyard.store.moves import Waiting
 
 
@@ -59,7 +60,8 @@ def running_job(attempt: AttemptInfo, spec: JobSpec, queue: str, priority: int,
         priority=priority, replicas=[ReplicaUse(n, r.cpu, r.memory or 0, g) for n, g in placed if n],
         started_at=started, expected_end=started + spec.timeout if spec.timeout is not None else None,
         preemptible=spec.preemptible, borrowed=None,  # the planner re-decides borrowing each cycle
-        stopping=attempt.stop_reason is not None, submitted_at=submitted_at,
+        stopping=attempt.stop_reason is not None, preempted=attempt.stop_reason == Reason.PREEMPTED.value,
+        submitted_at=submitted_at,
     )
 
 

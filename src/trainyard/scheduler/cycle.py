@@ -201,18 +201,19 @@ def _survey(c: Cycle) -> Survey:
         acc[2] += gpus
         if r.borrowed:
             borrowed.add(aid)
-        if r.stopping:  # its room comes back soon; its share is handed back, and it is no victim
+        if r.stopping:  # its room comes back soon, and it is no victim
             for p in reps:
                 if p.node in cl.by_name:
                     cl.add_soon(cl.by_name[p.node], p.cpu, p.memory, len(p.gpu_ids))
-            continue
+            if r.preempted:  # its share is handed back: the job it was stopped for took it
+                continue
         lim = limits.get(r.queue)
         if lim is None:
             q = quotas.queue(r.queue)
             lim = limits[r.queue] = (has_quota(q), has_quota(q) or q.max_running is not None)
         if lim[1]:
             limited.append(r)
-        if not r.preemptible:  # never a victim, whatever it borrowed
+        if not r.preemptible or r.stopping:  # never a victim, whatever it borrowed
             continue
         prio = r.priority
         a = by_prio.get(prio)

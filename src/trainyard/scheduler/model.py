@@ -130,6 +130,9 @@ class RunningJob:
     preemptible: bool = True
     borrowed: bool | None = None
     stopping: bool = False
+    # stopping for another job (preempted): its share of its queue's quota and cap is that job's. Any other
+    # stop (a cancel, a drain, a timeout) keeps it charged to its queue until it has exited: it still runs
+    preempted: bool = False
     # when its job was submitted (None: unknown): a job that waited past ``Options.starve_after`` before this
     # attempt started is no victim of priority, else the work it waited hours for is stopped minutes in
     submitted_at: float | None = None

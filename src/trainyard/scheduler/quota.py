@@ -18,6 +18,7 @@ from trainyard.spec.units import format_memory
 
 EPS = 1e-9
 _started_at, _priority, _preemptible = attrgetter("started_at"), attrgetter("priority"), attrgetter("preemptible")
+_stopping = attrgetter("stopping")
 
 
 @dataclass(slots=True, frozen=True)
@@ -86,16 +87,20 @@ class Quotas:
 
     def count(self, limited: list[RunningJob], totals: dict[str, Held]) -> None:
         """Count running attempts against their queues: ``limited`` holds the live attempts of queues
-        with a quota or a cap on running jobs (only those need their usage; stopping attempts hand
-        their share back: their room is still held, and the planner waits for it, so the job they were
-        stopped for is inside the quota). The caller has put the ones marked borrowed in ``borrowed``."""
-        # what counts inside the quota: work that cannot be preempted, then the highest priority, then
-        # the oldest; the rest is borrowed, so a lender reclaims the least important work first
-        # (three stable sorts on keys read in C, least significant first: one sort on a tuple built by a
-        # Python function per attempt costs more)
+        with a quota or a cap on running jobs (only those need their usage). Preempted attempts that
+        are stopping hand their share back (their room is still held, and the planner waits for it, so
+        the job they were stopped for is inside the quota); other stopping ones (cancelled, drained,
+        timed out) count until they exit, since they still run: a cancelled job ignoring SIGTERM ran
+        on for its whole grace period outside its queue's quota. The caller has put the ones marked
+        borrowed in ``borrowed``."""
+        # what counts inside the quota: live work that cannot be preempted, then the highest priority,
+        # then the oldest, then stopping work; the rest is borrowed, so a lender reclaims the least
+        # important work first (stable sorts on keys read in C, least significant first: one sort on a
+        # tuple built by a Python function per attempt costs more)
         limited.sort(key=_started_at)
         limited.sort(key=_priority, reverse=True)  # reverse keeps the order of equal keys
         limited.sort(key=_preemptible)
+        limited.sort(key=_stopping)
         # _within and Usage.add, written out: this runs for every attempt of a limited queue, and two
         # calls per attempt cost more than the arithmetic (same sums, in the same order)
         use, queues, borrowed = self.use, self.queues, self.borrowed

@@ -11,6 +11,7 @@ from trainyard.artifacts.store import ArtifactStore
 from trainyard import envvars
 from trainyard.config import ServerSettings
 from trainyard.launch.config import LaunchConfig
+from trainyard.spec.job import MAX_GRACE
 from trainyard.spec.records import AttemptInfo, JobInfo
 
 
@@ -79,7 +80,7 @@ def launch_configs(
             outputs_max=settings.outputs_max or None,
             memory_limit=spec.resources.memory,
             timeout=spec.timeout,
-            grace_period=spec.grace_period,
+            grace_period=min(spec.grace_period, MAX_GRACE),  # a spec stored before the bound has its own
             gpus=list(r.gpus),
             venv=venv,
             sample_every=settings.sample_every,

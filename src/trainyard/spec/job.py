@@ -14,7 +14,7 @@ from trainyard.spec.names import NAME, check_name  # noqa: F401  (NAME: also imp
 from trainyard.spec.nul import refuse_nul
 from trainyard.spec.params import check_finite, command_with, refs
 from trainyard.spec.secret_refs import job_secrets
-from trainyard.spec.submitted import STORED, EnvValue, ImageRef, OutputGlob, PipRequirement, gpu_type
+from trainyard.spec.submitted import STORED, EnvValue, ImageRef, OutputGlob, PipRequirement, gpu_type, submitting
 from trainyard.spec.units import (INT32_MAX, Bytes, Cores, Count, Priority, Seconds, parse_cpu, parse_duration,
                                   parse_memory)
 
@@ -24,6 +24,7 @@ Scalar = Union[str, int, float, bool, None]
 MAX_RETRIES = 1000
 MAX_REPLICAS = 10_000  # a gang's replicas are rows and placements, planned every cycle
 MAX_PROCS = 1024  # processes of one replica, on one node
+MAX_GRACE = 3600.0  # seconds: a stopping attempt still runs and holds its room; a job needs minutes to checkpoint
 ExitCode = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]  # a C int, as a process's status is
 
 
@@ -162,7 +163,8 @@ class JobSpec(Strict):
                                       "TRAINYARD_OUTPUT_DIR")
     retry: Retry = Field(default_factory=Retry)
     timeout: Seconds | None = None
-    grace_period: Seconds = 10.0
+    grace_period: Seconds = Field(10.0, description=(
+        "seconds a stopped job has after SIGTERM before its tree is killed; at most an hour (MAX_GRACE)"))
     priority: Priority = 100
     queue: str = "default"
     replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
@@ -225,6 +227,15 @@ class JobSpec(Strict):
     @classmethod
     def _duration(cls, v: Any) -> float | None:
         return None if v is None else parse_duration(v)
+
+    @field_validator("grace_period")
+    @classmethod
+    def _bounded_grace(cls, v: float, info: ValidationInfo) -> float:
+        # a stopping attempt holds its room, and runs on after its cancel, for this long: unbounded, a
+        # cancelled job that ignores SIGTERM ran for days (a spec stored before the bound keeps its own)
+        if submitting(info) and v > MAX_GRACE:
+            raise ValueError(f"at most {MAX_GRACE:.0f} seconds (1h), not {v:.0f}")
+        return v
 
     @field_validator("priority", mode="before")
     @classmethod
