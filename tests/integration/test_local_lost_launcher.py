@@ -41,3 +41,27 @@ def test_a_replica_whose_launcher_was_killed_is_lost_only_once_its_command_is_go
     finally:
         rig.end(attempt)  # a command left running (as the engine did before) ends too
         rig.close()
+
+
+def test_kill_ends_a_stopped_launcher_and_the_command_it_left(tmp_path):
+    rig = LocalRig(tmp_path)
+    launcher = None
+    try:
+        # given a replica whose launcher hangs (SIGSTOP) while its command runs on
+        attempt, _ = rig.launch(rig.attempt("hung"))
+        until(lambda: rig.starts(attempt) == 1, timeout=rig.timeout)
+        launcher = json.loads((rig.engine.replica_dir(attempt.id, 0) / HANDLE_NAME).read_text())["pid"]
+        [command] = [p.pid for p in psutil.Process(launcher).children()]
+        os.kill(launcher, signal.SIGSTOP)
+
+        # when the engine kills it
+        assert until(lambda: rig.engine.kill(attempt, 0), timeout=rig.timeout)
+
+        # then neither runs, and the replica reads lost
+        assert gone(launcher) and gone(command)
+        assert rig.observe(attempt).state == "lost"
+    finally:
+        if launcher is not None and not gone(launcher):
+            os.kill(launcher, signal.SIGCONT)  # an engine that could not kill it leaves it to the cancel
+        rig.end(attempt)
+        rig.close()

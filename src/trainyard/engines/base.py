@@ -131,6 +131,17 @@ class Engine(ABC):
         unknown attempts; it is called every second and must stay cheap.
         """
 
+    def kill(self, attempt: AttemptInfo, replica: int) -> bool:
+        """Stop one replica now, with no grace period: its launcher stopped reporting (hung, or cut off
+        from the server), so it would neither hear a cancel nor enforce the job's timeout.
+
+        Returns whether nothing of the replica runs any more (then the caller ends it ``LostContact``);
+        False: it is being killed, ask again later. Never raises. This default, for an engine that can
+        do no more, stops the attempt as :meth:`cancel` does and takes that as done.
+        """
+        self.cancel(attempt)
+        return True
+
     def remove_leftovers(self, items: list[Leftover]) -> tuple[int, int]:
         """Remove folders ended attempts left on their nodes (:mod:`trainyard.engines.leftovers`); (removed,
         failed). Folders on nodes that are not in the cluster now are left; the default engine keeps none."""

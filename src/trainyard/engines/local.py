@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +272,22 @@ class LocalEngine(Engine):
             if proc is None:  # no launcher to stop it: what it left, its command or container, goes now
                 leftover_tree.kill_left(str(workdir))
                 self._remove_container(workdir, attempt.id, r.index)
+
+    def kill(self, attempt: AttemptInfo, replica: int) -> bool:
+        workdir = self.launched_dir(attempt, replica)
+        with handoff.held(workdir):
+            if (proc := self._process(workdir)) is not None:
+                try:
+                    proc.kill()  # SIGKILL ends a stopped (SIGSTOP) process too
+                except psutil.Error:
+                    pass
+        end = time.monotonic() + 1.0  # a killed process is gone in ms: the caller then says why it ended
+        while (left := self._process(workdir) is not None or leftover_tree.kill_left(str(workdir))) \
+                and time.monotonic() < end:
+            time.sleep(0.02)
+        if not left:
+            self._remove_container(workdir, attempt.id, replica)
+        return not left
 
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
         self._reap()

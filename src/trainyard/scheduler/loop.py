@@ -17,13 +17,14 @@ from typing import Callable, Protocol
 from trainyard.auth.tokens import new_attempt_token
 from trainyard.engines.base import Engine, Launch, Observation
 from trainyard.launch.config import LaunchConfig
+from trainyard.launch.reporter import HEARTBEAT
 from trainyard.scheduler import adapter
 from trainyard.scheduler.model import Queue, Reservation
 from trainyard.scheduler.plan import Options, plan
 from trainyard.scheduler.stats import CycleStats
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo
 from trainyard.spec.job import JobSpec
-from trainyard.status import JobStatus, Reason
+from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import Admission, Store, Waiting
 
 log = logging.getLogger("trainyard.scheduler")
@@ -60,6 +61,9 @@ class SchedulerLoop:
         self._thread: threading.Thread | None = None
         self._signalled: set[str] = set()  # attempts already told to stop by this process
         self._last_reconcile = 0.0
+        # a launcher reports at least every HEARTBEAT seconds; one silent for this long is hung or cut off
+        self.silent_for = max(60.0, 10 * HEARTBEAT)
+        self.since = time.time()  # launchers could not reach a server that was down: silence counts from here
         self._next_due: float | None = None
         # True only between a cycle that finished leaving no job waiting and the next cycle's start;
         # read and written under the lock, so freed() never needs a thought about thread order
@@ -133,11 +137,31 @@ class SchedulerLoop:
         for a in active:
             if a.stop_reason:
                 self.stop_attempt(a)
-        for a in self.attempts.observe(self.engine.reconcile(active), by_id):
+        observed = self.engine.reconcile(active)
+        for a in self.attempts.observe(observed + self._silenced(observed, by_id, time.time()), by_id):
             # launched again after a restart: the first token's plaintext is gone, so a new one replaces it
             token = new_attempt_token()
             self.store.set_token_hash(a.id, token.hash)
             self._launch(self.store.get_job(a.job_id), a, token.secret)
+
+    def _silenced(self, observed: list[Observation], by_id: dict[str, AttemptInfo], now: float) -> list[Observation]:
+        """Replicas the engine sees alive that have not reported for ``silent_for`` seconds: a launcher
+        that hangs (or is cut off) would never end them, not even at their timeout. Killed, and lost once
+        nothing of them runs. A replica still setting up (starting) reports nothing yet, and silence
+        while this server was down is not theirs."""
+        if now - self.since < self.silent_for:
+            return []
+        out = []
+        for o in observed:
+            if o.state != "alive":
+                continue
+            r = next(x for x in by_id[o.attempt_id].replicas if x.index == o.replica)
+            if r.status != AttemptStatus.RUNNING or now - (r.last_contact_at or now) < self.silent_for:
+                continue
+            if self.engine.kill(by_id[o.attempt_id], o.replica):
+                out.append(Observation(o.attempt_id, o.replica, "lost", detail=(
+                    f"its launcher sent no report for {now - r.last_contact_at:.0f}s and was killed")))
+        return out
 
     def stop_attempt(self, attempt: AttemptInfo) -> None:
         """Tell the engine to stop every replica of ``attempt`` (once per attempt from this process)."""

@@ -1,0 +1,39 @@
+"""A replica whose launcher stopped reporting (hung, or cut off from the server) is killed and ends
+LostContact: nothing else would end it, not even its timeout, which its launcher enforces."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.test_monitoring_api import launched, report
+from tests.support.inprocess import in_process
+from tests.support.waiting import until
+from trainyard.spec.records import NodeInfo
+
+
+@pytest.fixture
+def env(tmp_path):
+    with in_process(f"sqlite:///{tmp_path / 'trainyard.db'}", tmp_path / "home",
+                    [NodeInfo(name="n", cpu=8, memory=16 * 2**30)]) as e:
+        e.platform.loop.silent_for = 1.0
+        yield e
+
+
+def test_a_running_replica_silent_past_the_bound_is_killed_and_lost_and_one_still_setting_up_is_not(env):
+    tc, sdk, engine = env.tc, env.sdk, env.engine
+    # given a job whose launcher reported once, then fell silent, and one whose launcher is still setting up
+    silent = sdk.submit({"name": "silent", "command": "train", "resources": {"cpu": 1}, "retry": {"max": 0}})
+    report(tc, engine, launched(engine), phase="running", pid=1)
+    setting_up = sdk.submit({"name": "setup", "command": "train", "resources": {"cpu": 1}})
+    launched(engine, 2)
+    # when the bound passes with no report
+    ended = until(lambda: (j := sdk.get(silent.id)).status.is_terminal() and j, timeout=15)
+    # then the silent one was killed and lost; the other still runs
+    attempt = ended.attempts[0]
+    assert (attempt.reason, ended.status.value) == ("LostContact", "failed")
+    assert "sent no report for" in attempt.message and attempt.id in engine.cancelled
+    created = sdk.get(setting_up.id).attempts[0].created_at
+    until(lambda: time.time() > created + 2 * env.platform.loop.silent_for + 1, timeout=15)  # reconciled since
+    assert sdk.get(setting_up.id).status.value == "starting" and len(engine.cancelled) == 1
