@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller
 from trainyard.errors import Conflict, Forbidden, NotFound
@@ -31,6 +32,8 @@ _NONE = Pending([], [])
 class ReplicaRequests:
     def __init__(self, store: Store, jobs: JobService, audit: AuditLog) -> None:
         self.rows = RequestRows(store)
+        # the Unix account a job of this owner runs as, if any (bound by the platform to IdentityService.run_as)
+        self.runs_as: Callable[[str | None], dict | None] = lambda owner: None
         self.jobs, self.audit = jobs, audit
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, int], Pending] = {}
@@ -79,7 +82,11 @@ class ReplicaRequests:
 
     def request_exec(self, job_id: str, req: ExecRequest, caller: Caller = LOCAL_ADMIN) -> ExecResult:
         """Ask replica ``req.replica``'s launcher to run ``req.argv`` beside the command."""
-        _, attempt, running = self._running(job_id, caller, "run commands in")
+        job, attempt, running = self._running(job_id, caller, "run commands in")
+        if not caller.admin and caller.user != job.owner and (account := self.runs_as(job.owner)) is not None:
+            # a command beside the job runs as its account: a maintainer's would read the owner's own files
+            raise Forbidden(f"job {job_id} runs as {job.owner}'s Unix account {account['name']}: only {job.owner} "
+                            "or an admin may run commands in it", job_id=job_id)
         [r] = self._one(job_id, running, req.replica)
         made = self.rows.request_exec(job_id, attempt.id, r.index, r.node, req.argv, req.timeout, caller.user)
         self._asked_now()

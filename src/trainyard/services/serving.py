@@ -123,9 +123,14 @@ class ServingService:
             return self.get(row["id"], caller)
         auto = spec.service.autoscale
         wanted = _initial(spec) if auto is None else max(auto.min, min(row["wanted"], auto.max))
+        # a teammate's new version (a maintainer's, an admin's) is theirs: its replicas run their code, so in their
+        # name and as their Unix account, never as the owner's, whose files that code could then read
+        owner = row["owner"] if on_behalf is not None or caller.user == row["owner"] else caller.user
         self.services.set(row["id"], spec=spec.model_dump(mode="json"), snapshot=snapshot, queue=spec.queue,
-                          version=row["version"] + 1, wanted=wanted, reason=f"rolling out version {row['version'] + 1}")
-        self.jobs.audit.record(caller, "service.update", row["id"], version=row["version"] + 1)
+                          version=row["version"] + 1, wanted=wanted, reason=f"rolling out version {row['version'] + 1}",
+                          owner=owner)
+        self.jobs.audit.record(caller, "service.update", row["id"], version=row["version"] + 1,
+                               **({"owner": owner} if owner != row["owner"] else {}))
         self._changed()
         return self.get(row["id"], caller)
 

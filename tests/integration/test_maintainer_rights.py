@@ -1,0 +1,64 @@
+"""What a team's maintainer may do to a member's work where members' jobs run as their own Unix accounts: cancel it,
+but not run code as the member. A command in the member's job (`exec`) ran as the member's account, and a new
+version of the member's service ran the maintainer's code as the member; now exec is the owner's (or an admin's)
+and a new version is its author's. In-process with the fake engine, as root (a mapped account needs it)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.integration.test_api import report
+from tests.support.inprocess import in_process
+from tests.support.waiting import until
+from trainyard.spec.records import NodeInfo
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a user mapped to a Unix account needs a root server")
+
+NODES = [NodeInfo(name="a", cpu=8, memory=16 * 2**30)]
+JOB = {"queue": "vision-q", "resources": {"cpu": 1}}
+
+
+@pytest.fixture
+def team(tmp_path):
+    """alice (a member, run as `nobody`) and carol (the team's maintainer): (the server, alice's, carol's headers)."""
+    with in_process(f"sqlite:///{tmp_path / 'db'}", tmp_path / "home", NODES, auth=True) as e:
+        e.sdk.create_queue({"name": "vision-q", "team": "vision"})
+        made = {n: e.sdk.identity.create_user(n, team="vision", role=r, os_user=u).token.secret
+                for n, r, u in [("alice", "member", "nobody"), ("carol", "maintainer", None)]}
+        # the platform binds this for the local engine only (jobs of other engines run as no account)
+        e.platform.replica_requests.runs_as = e.platform.identity.run_as
+        yield e, *({"Authorization": f"Bearer {made[n]}"} for n in ("alice", "carol"))
+
+
+def test_only_the_owner_or_an_admin_runs_commands_in_a_job_run_as_the_owners_account(team):
+    e, alice, carol = team
+    job = e.tc.post("/api/v1/jobs", json={"spec": {**JOB, "command": "train"}}, headers=alice).json()
+    attempt = until(lambda: next(iter(e.engine.launched), None))
+    report(e.tc, e.engine, attempt, phase="running", pid=1)
+    body = {"argv": ["cat", "/home/alice/.ssh/id_ed25519"]}
+    refused = e.tc.post(f"/api/v1/jobs/{job['id']}/exec", json=body, headers=carol)
+    assert refused.status_code == 403, refused.text  # the old code queued it, to run as nobody
+    assert "runs as alice's Unix account nobody: only alice or an admin" in refused.json()["message"]
+    assert e.tc.post(f"/api/v1/jobs/{job['id']}/cancel", headers=carol).status_code == 200  # still theirs to stop
+    mine = e.tc.post("/api/v1/jobs", json={"spec": {**JOB, "command": "eval"}}, headers=alice).json()
+    attempt = until(lambda: next((a for a in e.engine.launched if a.startswith(mine["id"])), None))
+    report(e.tc, e.engine, attempt, phase="running", pid=1)
+    assert e.tc.post(f"/api/v1/jobs/{mine['id']}/exec", json=body, headers=alice).status_code == 202
+    assert e.tc.post(f"/api/v1/jobs/{mine['id']}/exec", json=body).status_code == 202  # the server's admin
+
+
+def test_a_maintainers_new_version_of_a_members_service_is_the_maintainers(team):
+    e, alice, carol = team
+    spec = {**JOB, "name": "web", "command": ["python", "app.py"], "service": {"replicas": 1}}
+    assert e.tc.post("/api/v1/services", json={"spec": spec}, headers=alice).status_code in (200, 201)
+    until(lambda: len(e.engine.launched) == 1)
+    changed = {**spec, "command": ["python", "-c", "print(open('/home/alice/.ssh/id_ed25519').read())"]}
+    r = e.tc.post("/api/v1/services", json={"spec": changed}, headers=carol)
+    assert r.status_code in (200, 201) and r.json()["owner"] == "carol", r.text
+    until(lambda: len(e.engine.launched) == 2)
+    owners = {j["owner"] for j in e.tc.get("/api/v1/jobs", params={"limit": 10}).json()["items"]}
+    assert owners == {"alice", "carol"}  # the new replica runs in carol's name (the old code: alice's, as nobody)
+    again = e.tc.post("/api/v1/services", json={"spec": {**changed, "command": ["python", "v3.py"]}}, headers=carol)
+    assert again.json()["owner"] == "carol"
