@@ -76,10 +76,15 @@ def test_server_tokens_are_not_passed_on_to_the_command(tmp_path):
 
 def test_store_credentials_reach_no_job_run_as_another_account(tmp_path):
     base = {"AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "s3-secret", "AWS_SESSION_TOKEN": "t-secret",
-            "AWS_DEFAULT_REGION": "eu-west-1"}
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.23/v1/credentials",
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN": "ecs-secret", "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/irsa",
+            "AWS_ROLE_ARN": "arn:aws:iam::1:role/r", "AWS_PROFILE": "node", "AZURE_STORAGE_CONNECTION_STRING": "az",
+            "GOOGLE_APPLICATION_CREDENTIALS": "/etc/g.json", "GCE_METADATA_HOST": "h", "FSSPEC_S3_KEY": "k",
+            "AWS_DEFAULT_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "http://minio:9000", "AWS_CA_BUNDLE": "/ca.pem"}
     run_as = {"uid": 1234, "gid": 1234, "name": "alice"}
-    env = build_env(config(run_as=run_as), tmp_path, {}, base=base)
-    assert not any(k in env for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"))
-    assert env["AWS_DEFAULT_REGION"] == "eu-west-1"  # not a secret
+    env = build_env(config(run_as=run_as, env={"AWS_PROFILE": "own"}), tmp_path, {}, base=base)
+    assert {k: v for k, v in env.items() if k in base} == {
+        "AWS_DEFAULT_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "http://minio:9000", "AWS_CA_BUNDLE": "/ca.pem",
+        "AWS_PROFILE": "own"}  # where the store is is no secret; the job's own variables are its own
     # a job of the server's own account could read ~/.aws anyway: it keeps what it inherits
     assert build_env(config(), tmp_path, {}, base=base)["AWS_SECRET_ACCESS_KEY"] == "s3-secret"

@@ -167,9 +167,22 @@ def cache_entries(inputs: dict[str, str], cache: Path) -> list[str]:
 
 # the server's bearer token (`trainyard server`) and the CLI/SDK's: launchers forked by a server inherit them
 INHERITED_SECRETS = (envvars.SERVER_TOKEN, envvars.TOKEN)
-# the object store's credentials, which the launcher needs (outputs, checkpoints) and a job run as another
-# account must not see: the launcher's own environment is readable by its account only
-STORE_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+# The object store's credentials, which the launcher needs (outputs, checkpoints) and a job run as another
+# account must not see (the launcher's own environment is readable by its account only): every variable from which
+# botocore, google-auth, azure-identity or fsspec's own config find a key, a token, a file holding one or a place
+# that hands one out. AWS_* goes whole, since each new credential provider is a new AWS_ name, less what only says
+# where the store is and how to reach it.
+STORE_SECRET_PREFIXES = ("AWS_", "AZURE_", "GCE_METADATA_", "FSSPEC_")
+STORE_SECRET_NAMES = frozenset({"GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG"})
+STORE_SETTINGS = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CA_BUNDLE", "AWS_USE_FIPS_ENDPOINT",
+                            "AWS_USE_DUALSTACK_ENDPOINT"})
+
+
+def store_secret(name: str) -> bool:
+    """Whether ``name`` may carry the node's object-store credentials (see :data:`STORE_SECRET_PREFIXES`)."""
+    if name in STORE_SETTINGS or name.startswith("AWS_ENDPOINT_URL"):
+        return False
+    return name in STORE_SECRET_NAMES or name.startswith(STORE_SECRET_PREFIXES)
 
 
 def env_name(name: str) -> str:
@@ -185,8 +198,8 @@ def job_env(config, base: dict[str, str] | None = None) -> dict[str, str]:  # no
     """The launcher's environment (or ``base``) without its tokens (and the store's keys, for an account), with
     ``config.env`` over it: what a job has before the launcher's own ``TRAINYARD_*``."""
     env = dict(os.environ if base is None else base)
-    for name in INHERITED_SECRETS + (STORE_SECRETS if getattr(config, "run_as", None) else ()):
-        env.pop(name, None)
+    account = bool(getattr(config, "run_as", None))
+    env = {k: v for k, v in env.items() if k not in INHERITED_SECRETS and not (account and store_secret(k))}
     env.update({str(k): str(v) for k, v in config.env.items()})
     return env
 

@@ -165,10 +165,10 @@ def _build(python_env: dict, venv: Path, cache: Path, work: Path, log: Path, can
 def _build_env(account) -> dict[str, str]:  # noqa: ANN001
     """The build's environment: a package's build runs its own code, so it gets what the job's command gets of this
     launcher's (no server token; with an account of its own, no store keys either)."""
-    from trainyard.launch.prepare import INHERITED_SECRETS, STORE_SECRETS
+    from trainyard.launch.prepare import INHERITED_SECRETS, store_secret
 
-    drop = INHERITED_SECRETS + (STORE_SECRETS if account is not None else ())
-    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env = {k: v for k, v in os.environ.items()
+           if k not in INHERITED_SECRETS and not (account is not None and store_secret(k))}
     return env if account is None else account.env(env)
 
 
