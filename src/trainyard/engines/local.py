@@ -31,7 +31,7 @@ from trainyard.launch import handle as handles
 from trainyard.launch import handoff, leftover_tree
 from trainyard.launch.handle import HANDLE_NAME
 from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig
-from trainyard.launch.runas import traversable
+from trainyard.launch.runas import group_folder, traversable
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
 from trainyard.spec.reports import LaunchResult
@@ -140,6 +140,9 @@ class LocalEngine(Engine):
             workdir.mkdir(parents=True, exist_ok=True, mode=0o700)  # launch.json in it holds the attempt's credential
             workdir.chmod(0o700)  # mkdir's mode is masked by the umask, and not applied to a folder already there
         config.venv_cache = config.venv_cache or str(self.home / "venvs")
+        if config.run_as and not config.input_cache:  # the node's cache is root's alone: the account's own, apart
+            config.input_cache = str(group_folder(self.home / "cache" / f"uid-{config.run_as['uid']}",
+                                                  int(config.run_as["gid"]), self.home))
         config.input_cache = config.input_cache or str(self.home / "cache" / "inputs")
         config.checkpoint_dir = config.checkpoint_dir or str(self.home / "checkpoints" / attempt.job_id)
         image = spec.image_of(replica)  # a PyTorchJob's Workers keep their own image

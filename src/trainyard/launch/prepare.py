@@ -7,11 +7,13 @@ reason ``SetupFailed`` and the error's text as the message.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+from typing import Iterator
 
 from trainyard import envvars
 from trainyard.launch import untar
-from trainyard.artifact_paths import under_url
+from trainyard.artifact_paths import check_artifact_path, under_url
 from trainyard.launch.files import file_lock, local_path
 
 
@@ -64,12 +66,19 @@ def resolve_inputs(inputs: dict[str, str], cache: Path, work: Path, as_job=None,
     """NAME -> local path. Local inputs are used in place; URLs are fetched once into ``cache``: those under
     ``store_url`` (vetted by the server) with the launcher's credentials, others as the job (``as_job``, a
     :class:`~trainyard.launch.fetch_as_job.JobFetch`) where one is given. With its account (a RunAs), what is
-    fetched is that account's alone: keyed by its uid, readable by its group only."""
+    fetched is that account's alone: keyed by its uid, readable by its group only; and an input in a local store,
+    which is root's alone, is copied into the cache as a remote store's is fetched."""
     account = None if as_job is None else as_job.account
     resolved = {}
     for name, url in inputs.items():
         path = local_path(url, base=work)
-        if path is None:
+        key = None if account is None or path is None or not store_url else under_url(url, store_url)
+        if key is not None:
+            try:
+                path = copy_stored(url, key, store_url, cache, account)
+            except (OSError, ValueError, SetupError) as e:
+                raise SetupError(f"input {name!r}: cannot copy {url} from the store: {e}") from e
+        elif path is None:
             # (a launch.json of before store_url: as the launcher fetched then)
             job = None if as_job is None or not store_url or under_url(url, store_url) is not None else as_job
             try:
@@ -117,6 +126,53 @@ def fetch_input(url: str, cache: Path, account=None, as_job=None) -> Path:  # no
             fs.get_file(remote, str(tmp / name))
 
     return _entry(cache, f"{url}\0{content_tag(fs, remote)}", name, account, fill)
+
+
+def copy_stored(url: str, key: str, store_url: str, cache: Path, account) -> Path:  # noqa: ANN001
+    """What ``url`` names in a local store (``key`` under ``store_url``, vetted by the server) copied to
+    ``cache/<key>/<basename>`` for ``account``, once per content (sizes and times, as :func:`fetch_input` keys a
+    store without ETags). The key is checked once decoded as :func:`local_path` decodes a URL: root copies it, and
+    ``%2e%2e`` must not become a ``..`` the server never saw."""
+    from urllib.parse import unquote
+
+    path = local_path(store_url) / check_artifact_path(unquote(key) if "://" in url else key)
+    if not os.path.lexists(path):
+        raise SetupError("not found")
+    tag = sorted((str(p.relative_to(path)), st.st_size, st.st_mtime_ns) for p, st in _plain_tree(path))
+    return _entry(cache, f"{url}\0{tag}", path.name or "input", account,
+                  lambda tmp: _copy_plain(path, tmp / (path.name or "input")))
+
+
+def _plain_tree(top: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """``(path, lstat)`` of ``top`` and, for a folder, of all under it, parents first; OSError on a link or anything
+    else not a file or a folder, which root would otherwise copy (or follow) to where an account reads it."""
+    def checked(p: Path) -> tuple[Path, os.stat_result]:
+        st = os.lstat(p)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise OSError(f"{p} is not a regular file or a folder")
+        return p, st
+
+    def fail(e: OSError) -> None:
+        raise e
+
+    yield (first := checked(top))
+    if stat.S_ISDIR(first[1].st_mode):
+        for root, dirs, files in os.walk(top, onerror=fail):
+            for n in [*dirs, *files]:
+                yield checked(Path(root, n))
+
+
+def _copy_plain(src: Path, dest: Path) -> None:
+    """``src`` copied to ``dest`` as regular files in folders made here, never through a link."""
+    import shutil
+
+    for p, st in _plain_tree(src):
+        to = dest / p.relative_to(src)
+        if stat.S_ISDIR(st.st_mode):
+            to.mkdir()
+            continue
+        with os.fdopen(os.open(p, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f, open(to, "xb") as out:
+            shutil.copyfileobj(f, out, 1 << 20)
 
 
 def _entry(cache: Path, what: str, name: str, account, fill) -> Path:  # noqa: ANN001

@@ -126,3 +126,14 @@ def traversable(path: Path, up_to: Path) -> None:
             p.chmod((p.stat().st_mode & 0o7777) | 0o711)
         if p == up_to:
             break
+
+
+def group_folder(path: Path, gid: int, up_to: Path) -> Path:
+    """``path``, made if missing, this process's, which the group ``gid`` may list and pass through and no one else
+    may (0750), with its parents up to ``up_to`` passable (:func:`traversable`): where root keeps what only one
+    account's jobs read (their cached inputs), in a home that is otherwise root's alone."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, os.geteuid(), gid)
+    path.chmod(0o750)
+    traversable(path.parent, up_to)
+    return path
