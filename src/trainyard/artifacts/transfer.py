@@ -42,11 +42,20 @@ class Corrupt(ValueError):
 
 def open_fs(url: str, storage: dict[str, dict] | None = None):  # noqa: ANN201
     """``(filesystem, path)`` for ``url``, with the options ``storage`` holds for its protocol
-    (``{"s3": {"endpoint_url": ...}}``, the shape of ``fsspec.config.conf``)."""
+    (``{"s3": {"endpoint_url": ...}}``, the shape of ``fsspec.config.conf``).
+
+    A ``file://`` URL is decoded as the launcher decodes it (``launch.files.local_path``): fsspec takes its path
+    literally, so the default store of a home with a space or a non-ASCII letter (``Path.as_uri()``, ``home%20x``)
+    would be a folder of another name for the server than for the launchers."""
     import fsspec
 
     protocol = url.split("://", 1)[0] if "://" in url else "file"
-    return fsspec.core.url_to_fs(url, **dict((storage or {}).get(protocol, {})))
+    options = dict((storage or {}).get(protocol, {}))
+    if "://" in url and protocol in ("file", "local"):
+        from urllib.parse import unquote, urlsplit
+
+        return fsspec.filesystem("file", **options), unquote(urlsplit(url).path)  # a path: never a chain (a::b)
+    return fsspec.core.url_to_fs(url, **options)
 
 
 def use_storage(storage: dict[str, dict] | None) -> None:
