@@ -169,3 +169,28 @@ def test_replicas_sharing_a_folder_restore_it_once_per_attempt(s3, store, tmp_pa
     assert read_all(node) == {"step": b"6", "new.pt": b"written by replica 0's job"}
     store.restore(node, "j1-3")  # the next attempt starts from the set again
     assert read_all(node) == {"step": b"5"}
+
+
+@pytest.mark.parametrize("where", ["s3", "folder"])
+def test_a_file_written_in_place_between_its_hash_and_its_upload_never_lands_under_that_hash(s3, store, tmp_path,
+                                                                                             where):
+    from trainyard.launch.checkpoints import capture, describe
+
+    if where == "folder":
+        store = Store((tmp_path / "store").as_uri())
+    ck, stage = tmp_path / "ck", tmp_path / "set-1"
+    write(ck, {"state.bin": b"A" * 70_000})
+    stage.mkdir()
+    files = describe(stage, capture(ck, stage))
+    with open(ck / "state.bin", "r+b") as f:  # the job rewrites the captured file itself, same size
+        f.write(b"B" * 1000)
+    blob = f"{store.root}/{store.blob_name(files['state.bin']['digest'])}"
+    with pytest.raises(CheckpointError, match="checkpoint file state.bin was written in place while its set went up"):
+        store.upload(stage, files, 1, None)
+    assert not store.fs.exists(blob) and store.manifest() is None  # no blob with other bytes than its name says
+
+    with open(ck / "state.bin", "r+b") as f:  # and back: the next set names the same digest, and its bytes go up
+        f.write(b"A" * 1000)
+    store.upload(stage, files, 1, None)
+    store.restore(tmp_path / "elsewhere")
+    assert read_all(tmp_path / "elsewhere") == {"state.bin": b"A" * 70_000}

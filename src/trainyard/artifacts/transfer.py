@@ -140,6 +140,33 @@ def put_file(fs, src: Path, path: str) -> tuple[int, str]:  # noqa: ANN001
     return size, digest
 
 
+def put_named(fs, src: Path, path: str, digest: str) -> int:  # noqa: ANN001
+    """Upload the local file ``src`` to ``path`` (a content-addressed key) only as the bytes whose sha256 is ``digest``;
+    their size. The digest is taken of the very bytes sent, not of a second read as :func:`put_file` takes it: a file
+    changed in place since it was hashed is ``Corrupt``, and nothing is left at ``path`` (on an object store it was
+    there for the moment between the upload's end and its removal; elsewhere it never was)."""
+    size = src.stat().st_size
+    _folder_for(fs, path)
+    target = path if atomic_puts(fs) else _temporary(path)
+    h, sent = hashlib.sha256(), 0
+    try:
+        # parts of at least 5 MiB, and few enough for S3's 10,000 for whatever the file's size
+        with open(src, "rb") as f, fs.open(target, "wb", block_size=max(WRITE_BLOCK, size // 9000 + 1)) as out:
+            while block := f.read(BLOCK):
+                h.update(block)
+                out.write(block)
+                sent += len(block)
+        if f"sha256:{h.hexdigest()}" != digest:
+            raise Corrupt(f"changed while it was uploaded: sent sha256:{h.hexdigest()}, named {digest}")
+        _check_size(fs, target, sent)
+        if target != path:
+            fs.mv(target, path)
+    except BaseException:
+        _drop(fs, target)
+        raise
+    return sent
+
+
 def write_stream(fs, path: str, chunks: Iterable[bytes], expect: str | None = None) -> tuple[int, str]:  # noqa: ANN001
     """Write ``chunks`` to ``path`` through a temporary key; moved into place only when the
     size stored matches and the sha256 equals ``expect`` (when given), else ``Corrupt``."""

@@ -153,7 +153,10 @@ class Store:
             try:
                 if entry["digest"] in known or self.fs.exists(self._key(name)):
                     continue  # content-addressed: the same bytes are there already
-                transfer.put_file(self.fs, staged / path, self._key(name))
+                transfer.put_named(self.fs, staged / path, self._key(name), entry["digest"])
+            except transfer.Corrupt as e:  # the job wrote the file in place: this set is not one whole moment
+                raise CheckpointError(f"checkpoint file {path} was written in place while its set went up (write "
+                                      f"it aside, then rename it: docs/CHECKPOINTS.md); set not kept: {e}") from None
             except Exception as e:
                 raise CheckpointError(f"cannot upload checkpoint object {self.url}/{name}: {_plain(e)}") from None
         body = json.dumps({"attempt": attempt, "time": time.time(), "files": files}, indent=1).encode()
