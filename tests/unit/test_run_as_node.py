@@ -46,3 +46,17 @@ def test_a_job_of_the_servers_own_account_is_not_held_to_it(tmp_path, hardlinks)
     hardlinks.write_text("0\n")
     env, work = _attempt(tmp_path, None)._prepare()  # root's own jobs may read root's files anyway
     assert work.is_dir()
+
+
+@pytest.mark.parametrize("options, level", [("rw,nosuid,nodev,noexec,relatime", "warning"),
+                                            ("rw,nosuid,relatime,hidepid=invisible", "ok"),
+                                            ("rw,relatime,hidepid=2,gid=4", "ok")])
+def test_doctor_says_whether_accounts_see_each_others_command_lines(tmp_path, monkeypatch, options, level):
+    from trainyard.cli.doctor import _process_list
+
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"sysfs /sys sysfs rw 0 0\nproc /proc proc {options} 0 0\n")
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    found = _process_list(str(mounts))
+    assert found.level == level, found
+    assert ("hidepid=invisible" in found.fix) == (level == "warning")

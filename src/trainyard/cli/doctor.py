@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 from collections.abc import Callable
@@ -40,7 +41,8 @@ def doctor(
 
     findings: list[Finding] = []
     nodes = _server(findings)
-    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _accounts, _disk, _secrets_key]
+    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _accounts, _process_list,
+                                           _disk, _secrets_key]
     if db:
         checks.append(lambda: _database(db))
     if ray_address:
@@ -150,6 +152,22 @@ def _accounts() -> Finding:
         return Finding("accounts", "warning", f"jobs of users made with --os-user fail here: {problem}",
                        "sysctl -w fs.protected_hardlinks=1 (and in /etc/sysctl.d to keep it)")
     return Finding("accounts", "ok", "jobs may run as the accounts of users made with --os-user")
+
+
+def _process_list(mounts: str = "/proc/mounts") -> Finding:
+    """Whether one account's jobs see the others' command lines (their params, their job ids) in /proc."""
+    try:
+        options = [line.split()[3] for line in open(mounts) if line.split()[1:3] == ["/proc", "proc"]]
+    except (OSError, IndexError):
+        return Finding("processes", "ok", "no /proc here to read others' command lines from")
+    hidden = any(o in ("hidepid=1", "hidepid=2", "hidepid=noaccess", "hidepid=invisible")
+                 for opts in options for o in opts.split(","))
+    if hidden or os.geteuid() != 0:  # not root: every job runs as the server's own account anyway
+        return Finding("processes", "ok", "jobs see only their own account's processes" if hidden else
+                       "jobs all run as this server's account: /proc hides nothing from them, nor needs to")
+    return Finding("processes", "warning", "/proc shows every process's command line to every account: jobs of "
+                   "users made with --os-user see other teams' commands and params",
+                   "mount -o remount,hidepid=invisible /proc (and in /etc/fstab to keep it)")
 
 
 def _disk() -> Finding:
