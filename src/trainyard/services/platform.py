@@ -113,7 +113,8 @@ class Platform:
         self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self.scheduler.wake,
                                        stop=self.scheduler.stop_attempt, freed=self.scheduler.freed)
         self.replica_requests = ReplicaRequests(self.store, self.jobs, self.audit)
-        self.replica_requests.runs_as = lambda owner: self.identity.run_as(owner) if self.engine.name == "local" else None
+        local = self.engine.name == "local"  # jobs of other engines run as no account
+        self.replica_requests.runs_as = lambda owner: self.identity.run_as(owner) if local else None
         self.attempts.requests = self.replica_requests
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,
                                          catalog=functools.partial(make_catalog, settings))
