@@ -153,6 +153,9 @@ class RetentionSettings(BaseModel):
                                "artifact store; what it used stays in `trainyard usage`. An ended sweep goes "
                                "with its trials' jobs, an ended pipeline run with its steps' jobs (once no newer "
                                "run reuses its outputs); replicas of services are kept")
+    snapshots: float | None = Field(7 * 86400.0, ge=0, description="a code snapshot that nothing names (no "
+                                    "job, sweep, service, schedule or pipeline run), this long after it was "
+                                    "uploaded: one a job was refused with, or whose jobs were deleted")
     keep: str | None = Field("keep=true", max_length=1024, description="a label selector (`keep=true`, "
                              "`tier in (gold,silver)`): an ended job whose labels match it is never deleted by "
                              "the `jobs` retention, nor the sweep or pipeline run it belongs to "

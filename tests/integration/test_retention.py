@@ -92,3 +92,35 @@ def test_a_backlog_is_swept_in_batches_and_attempts_that_share_an_end_are_each_r
     platform.retention.cycle(now=same + KEEP_FOLDERS + 10)
     assert sorted(i.name for i in engine.removed) == sorted(attempts)
     assert platform.retention.rows.cursor("work_dirs") == same + 10 - retention.SLACK
+
+
+def test_a_snapshot_nothing_names_goes_a_week_after_its_upload_and_one_still_named_stays(env):
+    import hashlib
+    import io
+    import time
+
+    from trainyard.auth.permissions import LOCAL_ADMIN
+    from trainyard.spec.schedule import ScheduleSpec
+
+    platform, engine = env
+    digests = {}
+    for name in ("unused", "job", "schedule", "scheduled pipeline"):
+        data = f"code of {name}".encode()
+        digests[name] = "sha256:" + hashlib.sha256(data).hexdigest()
+        platform.snapshots.put(digests[name], io.BytesIO(data), LOCAL_ADMIN)
+    run(platform, engine, {"name": "ran", "command": "x"})
+    platform.jobs.submit(JobSpec.model_validate({"name": "coded", "command": "x"}), digests["job"])
+    sched = platform.schedules
+    sched.create(ScheduleSpec.model_validate({"name": "s", "cron": "@daily", "suspend": True,
+                                              "job": {"command": "x", "workdir": "."}}), snapshot=digests["schedule"])
+    sched.create(ScheduleSpec.model_validate({"name": "p", "cron": "@daily", "suspend": True, "pipeline": {
+        "name": "p", "steps": {"a": {"command": "x", "workdir": "src"}}}}),
+        workdirs={"src": digests["scheduled pipeline"]})
+    week = RetentionSettings().snapshots
+    platform.retention.cycle(now=time.time() + week - 60)  # not a week yet: all stay
+    assert all(platform.artifacts.has_snapshot(d) for d in digests.values())
+    platform.retention.cycle(now=time.time() + week + 60)
+    assert {n for n, d in digests.items() if platform.artifacts.has_snapshot(d)} == {"job", "schedule",
+                                                                                     "scheduled pipeline"}
+    assert platform.retention.removed["snapshot"] == 1
+    assert not platform.snapshots.owners.owns(digests["unused"], LOCAL_ADMIN.user)  # its use is refused now

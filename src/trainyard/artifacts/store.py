@@ -89,6 +89,13 @@ class ArtifactStore:
     def has_snapshot(self, digest: str) -> bool:
         return self._exists(self.snapshot_key(digest))
 
+    def remove_snapshot(self, digest: str) -> None:
+        """The snapshot's tarball, if it is there (retention, once nothing names it)."""
+        try:
+            self.fs.rm_file(self._path(self.snapshot_key(digest)))
+        except FileNotFoundError:
+            pass
+
     def put_snapshot(self, stream: IO[bytes], digest: str) -> str:
         """Store a tarball whose sha256 must equal ``digest`` (``ValueError`` otherwise); its URL. One stored
         already is not written again, but ``stream`` is checked against the digest all the same: an upload is

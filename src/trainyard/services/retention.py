@@ -40,6 +40,7 @@ from trainyard.spec.label_selector import parse_selector
 from trainyard.store import Store
 from trainyard.store.clusters import ClusterStore
 from trainyard.store.retention import Ended, RetentionStore
+from trainyard.store.snapshot_owners import SnapshotOwners
 
 log = logging.getLogger("trainyard.retention")
 BATCH = 500  # attempts read, and their folders removed, at a time
@@ -64,7 +65,8 @@ class RetentionLoop(Ticker):
         self.keep = parse_selector(settings.keep, "retention.keep") if settings.keep else ()
         self.remover = remover or JobRemover(store, engine, artifacts)
         self.clusters = ClusterStore(store)
-        self.removed = {"attempt": 0, "checkpoints": 0}
+        self.owners = SnapshotOwners(store)
+        self.removed = {"attempt": 0, "checkpoints": 0, "snapshot": 0}
         self.jobs_deleted = 0
         self.sweeps_deleted = 0
         self.runs_deleted = 0
@@ -85,8 +87,29 @@ class RetentionLoop(Ticker):
             self._sweep("checkpoints", now - keep, self._checkpoints, last_of_ended_job=True)
         keep = self.settings.jobs
         if keep is not None:
-            self._jobs(now - keep)
+            self._jobs(now - keep)  # first: a snapshot whose last jobs go now may go with this sweep
+        keep = self.settings.snapshots
+        if keep is not None:
+            self._snapshots(now - keep)
         self.swept_at = now
+
+    def _snapshots(self, before: float) -> None:
+        """Code snapshots nothing names, uploaded by ``before``: their uploaders' rights, then their tarballs."""
+        kept: set[str] = set()  # named meanwhile, or the store would not delete it: not asked again this sweep
+        while not self._stop.is_set():
+            found = [d for d in self.owners.unused(before, BATCH + len(kept)) if d not in kept]
+            for digest in found:
+                kept.add(digest)
+                if not self.owners.forget(digest):
+                    continue
+                try:
+                    self.artifacts.remove_snapshot(digest)
+                    self.removed["snapshot"] += 1
+                except Exception as exc:  # a store that refuses one key keeps the sweep going
+                    log.warning("snapshot %s: %s", digest, exc)
+                    self.failed += 1
+            if len(found) < BATCH:
+                return
 
     def _jobs(self, before: float) -> None:
         """Ended sweeps with their trials, pipeline runs with their steps' jobs, then ended jobs, that ended by

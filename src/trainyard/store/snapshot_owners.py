@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import exists, or_, select
+from sqlalchemy import delete, exists, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from trainyard.store import tables as t
+from trainyard.store.schedule_tables import Schedule
 from trainyard.store.store import Store
 
 _O = t.SnapshotOwner.__table__
 _J = t.Job.__table__
+# what names a snapshot by its digest column (a job, a sweep's trials, a service's replicas, a schedule's job)
+_NAMED_BY = (_J.c.snapshot, t.Sweep.__table__.c.snapshot, t.Service.__table__.c.snapshot,
+             Schedule.__table__.c.snapshot)
+# and in a JSON map of workdirs (a pipeline run's steps, a scheduled pipeline's), read whole
+_WORKDIRS = (t.PipelineRun.__table__.c.workdirs, Schedule.__table__.c.workdirs)
 
 
 class SnapshotOwners:
@@ -37,3 +43,26 @@ class SnapshotOwners:
         sees = or_(_J.c.owner == user, _J.c.team.in_(teams)) if teams else _J.c.owner == user
         with self.store.read() as s:
             return bool(s.scalar(select(exists().where(_J.c.snapshot == digest, sees))))
+
+    def unused(self, before: float, limit: int) -> list[str]:
+        """Up to ``limit`` snapshots uploaded (by each of their uploaders) before ``before`` that nothing names:
+        no job, sweep, service, schedule or pipeline run (retention removes them)."""
+        named = [~exists().where(col == _O.c.digest) for col in _NAMED_BY]
+        q = (select(_O.c.digest).where(*named).group_by(_O.c.digest)
+             .having(func.max(_O.c.created_at) < before).limit(limit))
+        with self.store.read() as s:
+            found = list(s.scalars(q))
+            if not found:
+                return []
+            in_workdirs = {d for col in _WORKDIRS for m in s.scalars(select(col).where(col.is_not(None)))
+                           for d in (m or {}).values()}
+        return [d for d in found if d not in in_workdirs]
+
+    def forget(self, digest: str) -> bool:
+        """Drop who uploaded ``digest``, unless something named it meanwhile; whether it is gone (its file may
+        go: a use from now on is refused, as of a snapshot never uploaded)."""
+        with self.store.write() as s:
+            if any(s.scalar(select(exists().where(col == digest))) for col in _NAMED_BY):
+                return False
+            s.connection().execute(delete(_O).where(_O.c.digest == digest))
+            return True
