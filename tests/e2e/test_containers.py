@@ -369,3 +369,50 @@ def test_a_container_whose_launcher_died_is_removed_by_the_server(server, busybo
     info = job.wait(timeout=60)
     assert info.status.value == "failed" and info.attempts[0].reason == "LostContact"
     assert containers_of(job.id) == []
+
+
+# busybox has no `id`: the shell reads from the kernel its uid, the capabilities it could ever have, and whether a
+# setuid binary could give it more
+IDS = 'while read k v r; do case "$k" in Uid:|CapBnd:|NoNewPrivs:) echo "$k $v";; esac; done < /proc/self/status'
+CONFINED = ["Uid: 65534", "CapBnd: 0000000000000000", "NoNewPrivs: 1"]
+
+
+def test_an_image_job_of_a_user_on_an_account_runs_as_it_in_roots_runtime(busybox):
+    """The runtime stays root's (one store for pull, run, exec, rm; its --memory enforced); the job drops inside."""
+    import shutil
+    import tempfile
+
+    from tests.e2e.test_identity import As, cli_as
+
+    need(os.geteuid() == 0, "needs root to run jobs as another account")
+    root = tempfile.mkdtemp(prefix="trainyard-iso-")
+    os.chmod(root, 0o711)  # as test_identity's: the account passes through to its folders
+    srv = ServerProcess(Path(root) / "home", ["--auth", "--cpus", "2", "--memory", "2Gi", "--container-runtime",
+                                              "podman"])
+    srv.start()
+    try:
+        admin = As(srv, (srv.home / "first-admin-token").read_text().strip())
+        made = admin.post("/api/v1/users", json={"name": "alice", "team": "vision", "os_user": "nobody"}).json()
+        token = made["token"]["secret"]
+        alice = As(srv, token)
+        # given an image only root's store has (never pulled), a job over its memory limit and one that waits
+        greedy = alice.submit({"name": "greedy", "image": busybox, "image_pull_policy": "never",
+                               "resources": {"memory": "64Mi", "cpu": 1}, "retry": {"max": 0},
+                               "command": f"{IDS}; dd if=/dev/zero of=/dev/null bs=300M count=1"}).json()["id"]
+        held = alice.submit({"name": "held", "image": busybox, "image_pull_policy": "never", "grace_period": 1,
+                             "command": "echo up; sleep 300", "resources": {"cpu": 0.5}}).json()["id"]
+        until(lambda: "up" in alice.get(f"/api/v1/jobs/{held}/logs").text, timeout=90)
+        # when alice runs a command in the waiting one, it runs as her account, in the job's own container
+        ran = cli_as(srv, token, "exec", held, "--", "sh", "-c", IDS)
+        assert (ran.returncode, ran.stdout.splitlines()) == (0, CONFINED), ran.stderr
+        alice.post(f"/api/v1/jobs/{held}/cancel")
+        # then the greedy one ran as the account, ended OOMKilled, and no container of either is left
+        c = srv.client()
+        info, logs = c.wait(greedy, timeout=90), c.job(greedy).logs()
+        assert info.status.value == "failed" and info.attempts[-1].reason == "OOMKilled", logs
+        assert logs.splitlines()[:3] == CONFINED, logs
+        assert c.wait(held, timeout=60).status.value == "cancelled"
+        assert containers_of(greedy) == [] and containers_of(held) == []
+    finally:
+        srv.stop_all()
+        shutil.rmtree(root, ignore_errors=True)

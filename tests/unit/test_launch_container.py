@@ -87,3 +87,29 @@ def test_any_other_runtime_error_is_passed_on_in_its_own_words(tmp_path):
     log = tmp_path / "log"
     log.write_text("Error: no such command\nError: executable file `nope` not found in $PATH\n")
     assert runtime_failure_hint(log) == "Error: executable file `nope` not found in $PATH"
+
+
+def test_a_job_of_an_account_drops_inside_roots_container_and_its_variables_never_steer_roots_client(monkeypatch):
+    # given a job run as an account (uid 4242), whose variables name what podman or the loader act on
+    monkeypatch.setenv("PATH", "/usr/bin")
+    monkeypatch.delenv("CONTAINERS_CONF", raising=False)
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    account = Container({"runtime": "/usr/bin/podman", "kind": "podman", "image": "img:1"}, container_name("J-1", 0),
+                        {"uid": 4242, "gid": 4343, "name": "no-such-account-here"})
+    job_env = {"TRAINYARD_JOB_ID": "J", "SECRET": "s3cret", "CONTAINERS_CONF": "/home/a/evil.conf",
+               "LD_PRELOAD": "/home/a/evil.so", "STORAGE_OPTS": "mount_program=/home/a/evil"}
+    # when the launcher builds the client's command line and environment
+    argv = account.argv(["sh", "-c", "id"], job_env, Path("/w"), [], 64 << 20, [])
+    client = account.client_env({**job_env, "PATH": "/home/a/bin"})
+    # then podman runs the container as the account, not as itself under setpriv
+    assert argv[0] == "/usr/bin/podman" and flags(argv, "--user") == ["4242:4343"] and "--group-add" not in argv
+    assert f"--memory={64 << 20}" in argv  # root's runtime enforces it
+    assert {"--security-opt=no-new-privileges", "--cap-drop=all"} <= set(argv)  # no setuid way back to root
+    # the job's values of what the client reads go in by value; a secret (any other name) by name, as before
+    envs = flags(argv, "-e")
+    assert {"CONTAINERS_CONF=/home/a/evil.conf", "LD_PRELOAD=/home/a/evil.so", "SECRET"} <= set(envs)
+    assert client["SECRET"] == "s3cret" and client["PATH"] == "/usr/bin"
+    assert not {"CONTAINERS_CONF", "LD_PRELOAD", "STORAGE_OPTS"} & set(client)
+    # a job of no account keeps today's client: its own user, its environment
+    assert box("podman").client_env(job_env) == job_env and "--user" not in box("podman").argv([], {}, Path("/w"),
+                                                                                                [], None, [])

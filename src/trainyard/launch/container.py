@@ -28,6 +28,7 @@ from pathlib import Path
 
 import trainyard
 from trainyard import envvars
+from trainyard.envvars import LOADS_CODE, LOADS_CODE_NAMES
 
 PULL_FAILED = "ImagePullFailed"
 PULL_TIMEOUT = 1800.0  # seconds: a pull that hangs (a registry that never answers) ends the attempt
@@ -35,6 +36,12 @@ TRAINYARD_MOUNT = "/opt/trainyard/python"  # `import trainyard` inside: the host
 NAME_PREFIX = "trainyard-"
 # the host's own interpreter and tools mean nothing inside the image
 _HOST_ONLY = {"PATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH", "HOME", "LD_LIBRARY_PATH"}  # PYTHONPATH: composed
+# read by the runtime's client (podman, docker: its storage, configuration, helpers, temporary files) or by the
+# loader that starts it: with a job run as an account the client is root's, so the job's values of these must not
+# be in its environment; they reach the container by value (`-e NAME=VALUE`), a secret never does (see Container)
+_CLIENT_READS = ("CONTAINER", "_CONTAINERS", "STORAGE_", "REGISTR", "XDG_", "DOCKER", "PODMAN", "BUILDAH", "CONMON",
+                 "CDI_", "OCI_", "DBUS_", "TMP", "NOTIFY_SOCKET", "GODEBUG", "GOTRACEBACK", "GOMAXPROCS", "GOGC",
+                 "GOMEMLIMIT", *LOADS_CODE)
 _CONF = "in /etc/containers/containers.conf (podman), or start the server with --container-runtime none"
 # what the runtime says when this host cannot do what its defaults ask -> what to change
 HINTS = (
@@ -51,20 +58,61 @@ class PullError(Exception):
     """The image is not here and could not be pulled."""
 
 
+def client_reads(name: str) -> bool:
+    """Whether the runtime's client (or the loader before it) acts on the variable ``name`` itself."""
+    return name in _HOST_ONLY or name in LOADS_CODE_NAMES or name.startswith(_CLIENT_READS)
+
+
 def container_name(attempt_id: str, replica: int) -> str:
     return f"{NAME_PREFIX}{attempt_id}-r{replica}".lower()
 
 
 class Container:
-    """One replica's container: ``section`` is ``launch.json``'s ``container`` (see ``LocalEngine``)."""
+    """One replica's container: ``section`` is ``launch.json``'s ``container`` (see ``LocalEngine``).
 
-    def __init__(self, section: dict, name: str) -> None:
+    With ``run_as`` (the job's account) the runtime stays root's, as for any other job: pull, run, exec, inspect
+    and rm use one store, and its ``--memory`` is enforced (rootless podman on cgroup v1 ignores it). The job
+    drops to the account inside the container (``--user``, with the account's groups), not before the client.
+    """
+
+    def __init__(self, section: dict, name: str, run_as: dict | None = None) -> None:
         self.runtime: str = section["runtime"]
         self.kind: str = section.get("kind") or Path(self.runtime).name
         self.image: str = section["image"]
         self.pull_policy: str = section.get("pull_policy") or "if-not-present"
         self.cpus: float | None = section.get("cpus")
         self.name = name
+        self.run_as = run_as
+
+    def user(self) -> list[str]:
+        """``--user UID:GID`` for a job run as an account (``podman exec`` takes it too); [] otherwise."""
+        return ["--user", f"{self.run_as['uid']}:{self.run_as['gid']}"] if self.run_as else []
+
+    def confined(self) -> list[str]:
+        """For a job run as an account: no way back to root inside (a setuid binary of the image it chose), which
+        the rootful runtime would make the host's root over the host folders mounted in (a setuid file left there)."""
+        return ["--security-opt=no-new-privileges", "--cap-drop=all"] if self.run_as else []
+
+    def groups(self) -> list[str]:
+        """``--group-add`` for each of the account's other groups, as ``setpriv --init-groups`` gives them."""
+        if not self.run_as:
+            return []
+        gid = int(self.run_as["gid"])
+        try:
+            found = os.getgrouplist(str(self.run_as.get("name") or ""), gid)
+        except OSError:  # an account known by its uid only: its own group
+            found = [gid]
+        return [arg for g in sorted(set(found) - {gid}) for arg in ("--group-add", str(g))]
+
+    def client_env(self, env: dict[str, str]) -> dict[str, str]:
+        """The client's environment, from which it reads the job's variables by name. For a job run as an account
+        (the client is root's), what the client itself acts on is this launcher's own: :meth:`argv` passes the
+        job's values of those by value."""
+        if not self.run_as:
+            return env
+        out = {k: v for k, v in env.items() if not client_reads(k)}
+        out.update({k: v for k, v in os.environ.items() if client_reads(k)})
+        return out
 
     # -- before the run --------------------------------------------------------------
 
@@ -107,7 +155,8 @@ class Container:
         """``podman run …`` for ``command``. The job's own variables (``job_env``) go in by name,
         read from the client's environment, so their values never show in ``ps``."""
         argv = [self.runtime, "run", "--name", self.name, "--init", "--network=host",
-                "--label", f"trainyard.attempt={self.name}", "-w", str(work)]
+                "--label", f"trainyard.attempt={self.name}", "-w", str(work),
+                *self.user(), *self.groups(), *self.confined()]
         if self.kind == "podman":
             argv.append("--sig-proxy=true")
         for path in _distinct(mounts):
@@ -126,7 +175,7 @@ class Container:
                 for g in gpus:
                     argv += ["--device", f"nvidia.com/gpu={g}"]
         for key in sorted(set(job_env) - _HOST_ONLY - {"CUDA_VISIBLE_DEVICES"}):
-            argv += ["-e", key]
+            argv += ["-e", f"{key}={job_env[key]}" if self.run_as and client_reads(key) else key]
         pythonpath = os.pathsep.join(p for p in (job_env.get("PYTHONPATH"), TRAINYARD_MOUNT) if p)
         # the container sees only its own GPUs, numbered from 0
         argv += ["-e", f"PYTHONPATH={pythonpath}",
@@ -176,11 +225,14 @@ def start(config, attempt_dir: Path, inputs: dict[str, str], command: list[str],
     """The replica's container, its image pulled, and the argv that runs ``command`` in it. ``readonly``:
     folders mounted read-only (the node's cached inputs, shared with the next job on the node).
 
-    Raises :class:`PullError` when the image cannot be had.
+    Raises :class:`PullError` when the image cannot be had, ``SetupError`` for a secret it may not pass.
     """
-    from trainyard.launch.prepare import build_env
+    from trainyard.launch.prepare import SetupError, build_env
 
-    box = Container(config.container, container_name(config.attempt_id, config.replica))
+    box = Container(config.container, container_name(config.attempt_id, config.replica), config.run_as)
+    if config.run_as and (named := sorted(k for k in config.secrets or () if client_reads(k))):
+        # its value would go on root's client's command line, or in its environment
+        raise SetupError(f"secret {', '.join(named)}: a name the container runtime reads itself; use another")
     box.pull(log, cancelled)
     job_env = build_env(config, attempt_dir, inputs, None, base={})  # the job's own variables only
     metrics = Path(job_env[envvars.METRICS_FILE])

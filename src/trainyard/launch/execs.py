@@ -32,7 +32,7 @@ def _place(where: Where) -> tuple[list[str], str, dict[str, str]]:
     which root makes before the drop to the job's account)."""
     container, run_as, work, env, group, cached = where
     if container is not None:  # the runtime's client, with the launcher's own environment; the image bounds it
-        return [container.runtime, "exec", "-w", work, container.name], work, dict(os.environ)
+        return [container.runtime, "exec", "-w", work, *container.user(), container.name], work, dict(os.environ)
     prefix: list[str] = []
     if run_as:
         from trainyard.launch.runas import RunAs

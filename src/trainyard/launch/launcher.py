@@ -227,9 +227,10 @@ class Launcher(AttemptIO):
                     return _result(None, self._stop_reason(), f"cancelled while pulling the image: {self.cancelled}")
                 append_log(self.log, str(e))
                 return _result(None, reasons.IMAGE_PULL, str(e))
-            except OSError as e:
-                append_log(self.log, f"container runtime: {e}")
-                return _result(None, reasons.SETUP, f"container runtime: {e}")
+            except (OSError, SetupError) as e:  # the runtime's own failure, or a secret it may not be given
+                text = f"container runtime: {e}" if isinstance(e, OSError) else str(e)
+                append_log(self.log, text)
+                return _result(None, reasons.SETUP, text)
         # made right before the spawn, so a group is empty only for the moment between the two (cgroup.sweep);
         # in a container the runtime enforces the limit
         self.group = None if self.container is not None else cgroup.for_replica(
@@ -243,8 +244,11 @@ class Launcher(AttemptIO):
                 self.metrics.touch(exist_ok=True)
                 run_as.hand_over(work, self.dir / "outputs", Path(env[envvars.CHECKPOINT_DIR]), self.metrics)
                 env = run_as.env(env)
-                drop, start_env = run_as.drop(env)  # root's part of the chain starts without the job's loader vars
-                argv = drop + argv
+                if self.container is None:
+                    drop, start_env = run_as.drop(env)  # root's part of the chain starts without the job's loader vars
+                    argv = drop + argv
+            if self.container is not None:  # root's client; an account's job drops inside (--user): one store
+                start_env = self.container.client_env(env)
             if self.readonly and self.container is None:  # mounted by root, before the drop to the account
                 from trainyard.launch import readonly
 
