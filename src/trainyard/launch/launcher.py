@@ -249,10 +249,10 @@ class Launcher(AttemptIO):
                     argv = drop + argv
             if self.container is not None:  # root's client; an account's job drops inside (--user): one store
                 start_env = self.container.client_env(env)
-            if self.readonly and self.container is None:  # mounted by root, before the drop to the account
+            if (self.readonly or cfg.run_as) and self.container is None:  # by root, before the drop to the account
                 from trainyard.launch import readonly
 
-                argv = readonly.mount_prefix(self.readonly) + argv
+                argv = readonly.mount_prefix(self.readonly, (cfg.memory_limit or 0) if cfg.run_as else None) + argv
             if self.group is not None:
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
                 argv = self.group.wrap(argv)

@@ -75,13 +75,23 @@ def _drop_write(p: Path) -> None:
         os.chmod(p, stat.S_IMODE(st.st_mode) & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
-def mount_prefix(paths: list[str]) -> list[str]:
+def mount_prefix(paths: list[str], shm: int | None = None) -> list[str]:
     """What goes before the command so that it sees ``paths`` read-only, or ``[]`` where this node
-    cannot (not root, no util-linux, or mount namespaces refused); checked once per launcher."""
-    if not paths or not usable():
+    cannot (not root, no util-linux, or mount namespaces refused); checked once per launcher.
+
+    With ``shm`` (bytes; 0: the kernel's default size), also a ``/dev/shm`` and SysV IPC of its own: a tmpfs and an
+    IPC namespace that the kernel frees with the command's last process. On the node's, what a job run as an account
+    left there stayed the account's, in RAM, after its end; removing it then would need to know that no other job of
+    that account on the node still uses it, and which files were whose."""
+    if not (paths or shm is not None) or not usable():
         return []
-    script = _SCRIPT.format(m=shlex.quote(shutil.which("mount", path=ROOT_PATH) or "/bin/mount"))
-    return [shutil.which("unshare", path=ROOT_PATH) or "/usr/bin/unshare", "--mount", "--propagation", "private",
+    mount = shlex.quote(shutil.which("mount", path=ROOT_PATH) or "/bin/mount")
+    script = _SCRIPT.format(m=mount)
+    if shm is not None:
+        size = f",size={shm}" if shm else ""
+        script = f"{mount} -t tmpfs -o nosuid,nodev,mode=1777{size} trainyard-shm /dev/shm || exit 126; {script}"
+    return [shutil.which("unshare", path=ROOT_PATH) or "/usr/bin/unshare", "--mount",
+            *(["--ipc"] if shm is not None else []), "--propagation", "private",
             shutil.which("sh", path=ROOT_PATH) or "/bin/sh", "-c", script,
             "trainyard-readonly", *paths, "--"]
 
