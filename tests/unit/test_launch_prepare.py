@@ -228,3 +228,17 @@ def test_a_long_name_past_the_bound_is_refused_before_it_is_read_into_memory(tmp
     (tmp_path / "work").mkdir()
     with pytest.raises(SetupError, match="a long name of 2,097,153 bytes"), open(snap, "rb") as f:
         safe_extract(f, tmp_path / "work")
+
+
+def test_an_accounts_command_gets_a_dev_shm_of_its_own_but_a_gangs_replicas_keep_the_nodes():
+    from types import SimpleNamespace
+
+    from trainyard.launch.readonly import own_shm
+
+    account = {"uid": 65534, "gid": 65534, "name": "nobody"}
+    cfg = lambda run_as, env, limit=None: SimpleNamespace(run_as=run_as, env=env, memory_limit=limit)  # noqa: E731
+    assert own_shm(cfg(account, {}, 64 << 20)) == 64 << 20 and own_shm(cfg(account, {})) == 0
+    assert own_shm(cfg(None, {}, 64 << 20)) is None  # the server's own jobs
+    # NCCL between two replicas on one node meets in /dev/shm; one replica's several processes share its own
+    assert own_shm(cfg(account, {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"})) is None
+    assert own_shm(cfg(account, {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"})) == 0

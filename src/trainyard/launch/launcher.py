@@ -252,7 +252,7 @@ class Launcher(AttemptIO):
             if (self.readonly or cfg.run_as) and self.container is None:  # by root, before the drop to the account
                 from trainyard.launch import readonly
 
-                argv = readonly.mount_prefix(self.readonly, (cfg.memory_limit or 0) if cfg.run_as else None) + argv
+                argv = readonly.mount_prefix(self.readonly, readonly.own_shm(cfg)) + argv
             if self.group is not None:
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
                 argv = self.group.wrap(argv)
