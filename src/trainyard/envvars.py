@@ -49,6 +49,8 @@ DASK_ROLE = "TRAINYARD_DASK_ROLE"        # scheduler | worker
 DASK_HOST = "TRAINYARD_DASK_HOST"        # where the scheduler listens: its node's address ...
 DASK_PORT = "TRAINYARD_DASK_PORT"        # ... a port free there, chosen at launch
 DASK_DASHBOARD_PORT = "TRAINYARD_DASK_DASHBOARD_PORT"
+# a scheduler's or worker's TLS identity (PEM), read by its launcher as secrets: its command writes them to files
+DASK_TLS_CA, DASK_TLS_CERT, DASK_TLS_KEY = "TRAINYARD_DASK_TLS_CA", "TRAINYARD_DASK_TLS_CERT", "TRAINYARD_DASK_TLS_KEY"
 SERVICE = "TRAINYARD_SERVICE"            # the service a replica job belongs to (its id)
 SERVICE_VERSION = "TRAINYARD_SERVICE_VERSION"  # the service version a replica runs
 SERVICE_HOST = "TRAINYARD_SERVICE_HOST"  # the address a service replica listens on (its node's)

@@ -10,7 +10,9 @@
     # closed: every worker and the scheduler have stopped
 
 Inside a trainyard job (or notebook job) the cluster is tied to that job and ends
-with it even if ``close()`` is never called.
+with it even if ``close()`` is never called. Its scheduler and workers speak mutual
+TLS with certificates of their own: ``get_client()`` (or ``security()``, for a
+``distributed.Client`` made by hand) fetches the client's from the server.
 """
 
 from __future__ import annotations
@@ -52,11 +54,18 @@ class DaskCluster:
         self.info = self._clusters.get(self.id)
         return self.info
 
+    def security(self):  # noqa: ANN201
+        """The ``distributed.security.Security`` this cluster's scheduler asks of a client (None where the
+        cluster, made before clusters had TLS, speaks plain TCP). Kept in memory: never written to a file."""
+        if not (self.info.address or "").startswith("tls://"):
+            return None
+        return self._clusters.tls(self.id).security()
+
     def get_client(self, **kwargs: Any):  # noqa: ANN201
         """A ``distributed.Client`` connected to this cluster's scheduler."""
         from distributed import Client
 
-        client = Client(self.info.address, **{"timeout": "60s", **kwargs})
+        client = Client(self.info.address, **{"timeout": "60s", "security": self.security(), **kwargs})
         self._dask_clients.append(client)
         return client
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from trainyard import errors
 from trainyard.sdk.http import Http
-from trainyard.spec.cluster import ClusterInfo, ClusterSpec, ClusterStatus
+from trainyard.spec.cluster import ClusterInfo, ClusterSpec, ClusterStatus, ClusterTLS
 from trainyard.spec.lines import validation_errors
 
 
@@ -37,6 +37,10 @@ class Clusters:
 
     def get(self, key: str) -> ClusterInfo:
         return ClusterInfo.model_validate_json(self.http.request("GET", f"/api/v1/clusters/{key}").content)
+
+    def tls(self, key: str) -> ClusterTLS:
+        """A client's credentials for the cluster's scheduler (``.security()`` for ``distributed.Client``)."""
+        return ClusterTLS.model_validate_json(self.http.request("GET", f"/api/v1/clusters/{key}/tls").content)
 
     def scale(self, key: str, workers: int) -> ClusterInfo:
         resp = self.http.request("POST", f"/api/v1/clusters/{key}/scale", json={"workers": workers})

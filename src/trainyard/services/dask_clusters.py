@@ -16,26 +16,29 @@ from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.engines.base import Engine
 from trainyard.errors import Conflict, Forbidden, JobNotFound, Unschedulable, Unsupported
 from trainyard.scheduler.fit import check_fits_some_node
-from trainyard.services import dask_jobs
+from trainyard.services import dask_jobs, dask_tls
+from trainyard.services.secret_box import SecretBox
 from trainyard.services.jobs import JobService
-from trainyard.spec.cluster import AdaptRequest, ClusterInfo, ClusterSpec, ClusterStatus, ClusterWorker
+from trainyard.spec.cluster import AdaptRequest, ClusterInfo, ClusterSpec, ClusterStatus, ClusterTLS, ClusterWorker
 from trainyard.spec.labels import own_label
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.store import Store
-from trainyard.store.clusters import ClusterRow, ClusterStore
+from trainyard.store.clusters import ClusterRow, ClusterStore, new_cluster_id
 
 log = logging.getLogger(__name__)
 
 
 class DaskClusterService:
-    def __init__(self, store: Store, jobs: JobService, engine: Engine, wake: Callable[[], None] = lambda: None,
-                 ) -> None:
+    def __init__(self, store: Store, jobs: JobService, engine: Engine, box: SecretBox,
+                 wake: Callable[[], None] = lambda: None) -> None:
         self.clusters = ClusterStore(store)
+        self.box = box  # seals each cluster's TLS identity in the database
         self.store = store
         self.jobs = jobs
         self.engine = engine
         self.wake = wake  # the cluster loop (bound by the platform)
         self.worker_addresses: dict[str, dict[str, str]] = {}  # cluster -> worker job -> Dask address (last probe)
+        self.securities: dict[str, Any] = {}  # cluster -> the loop's client credentials (opened once)
 
     # -- requests -------------------------------------------------------------
 
@@ -57,7 +60,10 @@ class DaskClusterService:
             if (problem := check_fits_some_node(job, self.engine.nodes())) is not None:
                 raise Unschedulable(f"{what}_{problem[0].removeprefix('resources.')}: {problem[1]}",
                                     field=f"{what}_{problem[0].removeprefix('resources.')}")
-        cluster_id = self.clusters.create(spec, owner=caller.user, team=team)
+        cluster_id = new_cluster_id()
+        # its own CA and certificates: its Dask accepts no peer without one (any job on the node reaches its port)
+        sealed = self.box.seal(dask_tls.dumps(dask_tls.make(cluster_id)))
+        cluster_id = self.clusters.create(spec, owner=caller.user, team=team, tls=sealed, cluster_id=cluster_id)
         job = self.jobs.submit(dask_jobs.scheduler_job(cluster_id, spec), on_behalf=(caller.user, team))
         self.jobs.audit.record(caller, "cluster.create", cluster_id, name=spec.name, queue=spec.queue, team=team)
         self.clusters.set(cluster_id, scheduler_job=job.id)
@@ -144,6 +150,46 @@ class DaskClusterService:
             raise Conflict(f"cluster {cluster_id} has no dashboard now ({row['status'].value})", cluster_id=cluster_id)
         return "http://" + row["dashboard"]
 
+    # -- its TLS identity -----------------------------------------------------------
+
+    def keys(self, row: ClusterRow) -> dask_tls.ClusterKeys | None:
+        """The cluster's CA and certificates; None for one made before clusters had them (plain TCP)."""
+        if not row.get("tls"):
+            return None
+        return dask_tls.loads(self.box.open(row["tls"], f"the TLS identity of cluster {row['id']}"))
+
+    def security(self, row: ClusterRow) -> Any:
+        """The server's own client credentials for the cluster (a ``distributed.security.Security``), None where it
+        speaks plain TCP."""
+        if row["id"] not in self.securities:
+            keys = self.keys(row)
+            self.securities[row["id"]] = keys.client().security() if keys is not None else None
+        return self.securities[row["id"]]
+
+    def client_tls(self, key: str, caller: Caller = LOCAL_ADMIN) -> ClusterTLS:
+        """A client's credentials for the cluster's scheduler, for those who may see the cluster (its team);
+        each read is in the audit log."""
+        row = self.clusters.find(key, visible(caller))
+        keys = self.keys(row)
+        if keys is None:
+            raise Conflict(f"cluster {row['id']} was made without TLS: its scheduler takes plain TCP",
+                           cluster_id=row["id"])
+        self.jobs.audit.record(caller, "cluster.tls", row["id"])
+        return keys.client()
+
+    def tls_env(self, job_id: str) -> dict[str, str]:
+        """The PEMs a cluster's scheduler or worker job is given with its secrets (launch.secrets), {} for other
+        jobs: only trainyard's labels make a job the cluster's, and no user's job may carry them."""
+        job = self._job(job_id)
+        if job is None or (cluster_id := _cluster_of(job)) is None:
+            return {}
+        keys = self.keys(self.clusters.get(cluster_id))
+        return keys.node_env() if keys is not None else {}
+
+    def tls_vars(self, job: JobInfo) -> list[str]:
+        """The variables :meth:`tls_env` will give this job, so its launcher asks for them (as secrets)."""
+        return [dask_tls.CA_VAR, dask_tls.CERT_VAR, dask_tls.KEY_VAR] if _cluster_of(job) else []
+
     # -- launching its scheduler -------------------------------------------------
 
     def launch_env(self, job: JobInfo, attempt: AttemptInfo) -> dict[str, str]:
@@ -162,9 +208,20 @@ class DaskClusterService:
             return {}
         host, port = self.engine.rendezvous(attempt)
         _, dashboard = self.engine.rendezvous(attempt)
-        self.clusters.set(cluster_id, address=f"tcp://{host}:{port}", dashboard=f"{host}:{dashboard}")
+        # tls: the scheduler's command was made with it (dask_jobs); tcp only for a cluster made before that
+        row = self.clusters.get(cluster_id)
+        scheme = "tls" if row.get("tls") else "tcp"
+        self.clusters.set(cluster_id, address=f"{scheme}://{host}:{port}", dashboard=f"{host}:{dashboard}")
         self.wake()
         return {envvars.DASK_HOST: host, envvars.DASK_PORT: str(port), envvars.DASK_DASHBOARD_PORT: str(dashboard)}
+
+
+def _cluster_of(job: JobInfo) -> str | None:
+    """The cluster whose scheduler or worker the job is, by the labels only trainyard sets."""
+    labels = job.spec.labels
+    if labels.get(own_label("dask_role")) not in ("scheduler", "worker"):
+        return None
+    return labels.get(own_label("dask_cluster")) or None
 
 
 def _node(job: JobInfo) -> str | None:

@@ -5,6 +5,7 @@ and reasons apply to them as to any job. The commands are Dask's own CLIs,
 run by ``python`` from the job's environment (the server's interpreter, or the
 virtualenv built from the cluster's ``pip`` list, which then gets ``distributed``
 at this server's version so client, scheduler and workers speak the same protocol).
+They speak it over mutual TLS with the cluster's own certificates (:mod:`trainyard.services.dask_tls`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import shlex
 
 from trainyard import envvars
+from trainyard.services import dask_tls
 from trainyard.spec.cluster import ClusterSpec
 from trainyard.spec.job import Env, JobSpec, Retry
 from trainyard.spec.labels import with_own
@@ -41,9 +43,11 @@ def _env(spec: ClusterSpec) -> Env | None:
 
 
 def scheduler_job(cluster_id: str, spec: ClusterSpec) -> JobSpec:
-    """The Dask scheduler: host and ports are given at launch (see ClusterService.launch_env)."""
+    """The Dask scheduler: host and ports are given at launch (see ClusterService.launch_env), its TLS identity
+    by its launcher (as its secrets). Its dashboard is plain HTTP, which runs no code (the server proxies it)."""
     h, p, d = (f'"${v}"' for v in (envvars.DASK_HOST, envvars.DASK_PORT, envvars.DASK_DASHBOARD_PORT))
-    command = (f"exec python -m distributed.cli.dask_scheduler --host {h} --port {p} "
+    command = (dask_tls.shell_prologue() + "exec python -m distributed.cli.dask_scheduler --protocol tls "
+               f"{' '.join(dask_tls.cli_args())} --host {h} --port {p} "
                f"--dashboard-address {h}:{d} --dashboard-prefix {DASHBOARD_PREFIX.format(id=cluster_id)}")
     return JobSpec(
         name=f"{spec.name}-scheduler", command=command, env=_env(spec), queue=spec.queue,
@@ -56,14 +60,18 @@ def scheduler_job(cluster_id: str, spec: ClusterSpec) -> JobSpec:
 
 
 def worker_job(cluster_id: str, spec: ClusterSpec, address: str) -> JobSpec:
-    """One Dask worker (no nanny: the job is the worker, so a lost worker is a job that ended)."""
-    args = ["exec", "python", "-m", "distributed.cli.dask_worker", address, "--no-nanny",
+    """One Dask worker (no nanny: the job is the worker, so a lost worker is a job that ended). It listens with
+    the scheduler's protocol: TLS, unless the cluster was made before clusters had it (a ``tcp://`` address)."""
+    tls = address.startswith("tls://")
+    args = ["exec", "python", "-m", "distributed.cli.dask_worker", address, *(dask_tls.cli_args() if tls else ()),
+            "--no-nanny",
             "--nthreads", str(max(1, math.ceil(spec.worker_cpu))), "--death-timeout", WORKER_DEATH_TIMEOUT]
     if spec.worker_memory:
         args += ["--memory-limit", str(spec.worker_memory)]
     if spec.worker_gpu:
         args += ["--resources", f"GPU={spec.worker_gpu}"]
-    command = " ".join(shlex.quote(a) for a in args) + f' --name "${envvars.JOB_ID}"'
+    command = ((dask_tls.shell_prologue() if tls else "") + " ".join(shlex.quote(a) for a in args)
+               + f' --name "${envvars.JOB_ID}"')
     return JobSpec(
         name=f"{spec.name}-worker", command=command, env=_env(spec), queue=spec.queue,
         resources=spec.worker_resources(), retry=Retry(max=0),  # a lost worker is replaced by a new job

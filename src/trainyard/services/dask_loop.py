@@ -65,6 +65,7 @@ class DaskClusterLoop(Ticker):
         for gone in set(self._memory) - {r["id"] for r in rows}:
             self._memory.pop(gone, None)
             self.service.worker_addresses.pop(gone, None)
+            self.service.securities.pop(gone, None)
         for row in rows:
             try:
                 self.reconcile(row)
@@ -108,7 +109,7 @@ class DaskClusterLoop(Ticker):
             if not row["address"]:
                 return
         # 3. ask Dask
-        seen = dask_probe.probe(row["address"])
+        seen = dask_probe.probe(row["address"], self.service.security(row))
         if seen is not None:
             self.service.worker_addresses[cid] = seen.workers
         # 4. idle
@@ -167,12 +168,14 @@ class DaskClusterLoop(Ticker):
             extra -= 1
         if extra and seen is not None:
             by_address = {a: n for n, a in joined.items()}
-            names = [by_address[a] for a in dask_probe.workers_to_close(row["address"], extra) if a in by_address]
+            security = self.service.security(row)
+            names = [by_address[a] for a in dask_probe.workers_to_close(row["address"], extra, security)
+                     if a in by_address]
             names = [n for n in names if n not in mem.retiring][:extra]
             for n in names:
                 mem.retiring[n] = now
             if names:
-                threading.Thread(target=dask_probe.retire, args=(row["address"], names),
+                threading.Thread(target=dask_probe.retire, args=(row["address"], names, security),
                                  name=f"trainyard-retire-{row['id']}", daemon=True).start()
         return None
 

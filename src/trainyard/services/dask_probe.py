@@ -2,7 +2,8 @@
 adaptive target, which workers joined; and retiring workers gracefully.
 
 Over Dask's own RPC (``distributed.core.rpc``), which is not a client: the
-server's questions never keep a cluster from being idle.
+server's questions never keep a cluster from being idle. ``security``: the
+cluster's client credentials (a ``distributed.security.Security``), None for plain TCP.
 """
 
 from __future__ import annotations
@@ -44,17 +45,18 @@ def _dumps(fn: Any) -> bytes:
         cloudpickle.unregister_pickle_by_value(me)
 
 
-async def _ask(address: str, handler: str, timeout: float, **kwargs: Any) -> Any:
+async def _ask(address: str, security: Any, handler: str, timeout: float, **kwargs: Any) -> Any:
     from distributed.core import rpc
 
-    async with rpc(address, timeout=min(timeout, 3.0)) as r:
+    args = security.get_connection_args("client") if security is not None else {}
+    async with rpc(address, timeout=min(timeout, 3.0), connection_args=args) as r:
         return await asyncio.wait_for(getattr(r, handler)(**kwargs), timeout)
 
 
-def probe(address: str) -> Probe | None:
+def probe(address: str, security: Any = None) -> Probe | None:
     """The scheduler's state, or None when it does not answer (starting, or gone)."""
     try:
-        out = asyncio.run(_ask(address, "run_function", TIMEOUT, function=_dumps(_state), wait=True))
+        out = asyncio.run(_ask(address, security, "run_function", TIMEOUT, function=_dumps(_state), wait=True))
     except Exception as e:  # unreachable, closing: the loop asks again
         log.debug("probing %s: %s", address, e)
         return None
@@ -64,18 +66,19 @@ def probe(address: str) -> Probe | None:
     return Probe(**out["result"])
 
 
-def workers_to_close(address: str, n: int) -> list[str]:
+def workers_to_close(address: str, n: int, security: Any = None) -> list[str]:
     """The addresses of the ``n`` workers Dask would rather lose (least data held)."""
     try:
-        return list(asyncio.run(_ask(address, "workers_to_close", TIMEOUT, n=n)))
+        return list(asyncio.run(_ask(address, security, "workers_to_close", TIMEOUT, n=n)))
     except Exception as e:
         log.warning("asking %s which workers to close: %s", address, e)
         return []
 
 
-def retire(address: str, names: list[str]) -> None:
+def retire(address: str, names: list[str], security: Any = None) -> None:
     """Move the workers' data to the others, then close them (their jobs end as succeeded)."""
     try:
-        asyncio.run(_ask(address, "retire_workers", RETIRE_TIMEOUT, names=names, close_workers=True, remove=True))
+        asyncio.run(_ask(address, security, "retire_workers", RETIRE_TIMEOUT, names=names, close_workers=True,
+                         remove=True))
     except Exception as e:
         log.warning("retiring %s on %s: %s", names, address, e)

@@ -118,7 +118,8 @@ class Platform:
         self.attempts.requests = self.replica_requests
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,
                                          catalog=functools.partial(make_catalog, settings))
-        self.dask = DaskClusterService(self.store, self.jobs, self.engine)
+        self.dask = DaskClusterService(self.store, self.jobs, self.engine, self.secrets.box)
+        self.secrets.more = self.dask.tls_env  # a cluster's jobs read their TLS identity as their secrets
         self.dask_loop = DaskClusterLoop(self.dask, self.notifier)
         self.end_watch = EndWatch(self.store, self.notifier)
         self.dask.wake = self.dask_loop.wake
@@ -165,7 +166,10 @@ class Platform:
         found = {envvars.SERVER: self.server_url, envvars.SERVER_FILE: str(self.settings.leader_file)}
         extra = {**(found if self.server_url else {}), **self.dask.launch_env(job, attempt),
                  **self.serving.launch_env(job, attempt)}
+        tls = self.dask.tls_vars(job)
         for c in configs:
+            if tls:  # the launcher asks for the job's secrets only when it has some: a cluster's have these
+                c.secrets = sorted({*(c.secrets or ()), *tls})
             if envvars.SERVER in c.env:  # a server the job names itself is not followed to ours
                 c.env = {envvars.SERVER_FILE: "", **c.env}
             c.env = {**extra, **c.env}

@@ -9,6 +9,7 @@ of no team (an admin's, on the default queue) those of no team.
 from __future__ import annotations
 
 import hmac
+from typing import Callable
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller
 from trainyard.auth.tokens import token_hash
@@ -29,6 +30,8 @@ class SecretService:
         self.store = store
         self.box = box
         self.audit = audit
+        # job id -> variables trainyard itself gives the job with its secrets (a Dask cluster's TLS identity)
+        self.more: Callable[[str], dict[str, str]] = lambda job_id: {}
 
     def scope(self, caller: Caller, team: str | None) -> str | None:
         """The team a request means: the one named (``-``: no team, an admin's), else the caller's own (the
@@ -135,6 +138,7 @@ class SecretService:
                                  "was submitted?)", secret=missing[0], team=grant.team)
         env = {var: self.box.open(sealed[name], f"secret {name} of {_team(grant.team)}")
                for var, name in grant.wanted.items()}
+        env.update(self.more(grant.job_id))
         self.audit.record(Caller(user=grant.owner or LOCAL_ADMIN.user, source=source), "secret.read", attempt_id,
                           job=grant.job_id, team=grant.team, secrets=sorted(set(grant.wanted.values())))
         return env

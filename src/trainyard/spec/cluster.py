@@ -164,7 +164,8 @@ class ClusterInfo(BaseModel):
     adapt_max: int | None = None
     scheduler_job: str | None = None
     scheduler_node: str | None = None
-    address: str | None = Field(None, description="the Dask scheduler, tcp://HOST:PORT")
+    address: str | None = Field(None, description="the Dask scheduler, tls://HOST:PORT (tcp:// for a cluster made "
+                                "before clusters had TLS); connect with the credentials of its /tls")
     dashboard: str | None = Field(None, description="the Dask dashboard, a path on the trainyard server")
     worker_jobs: list[ClusterWorker] = Field(default_factory=list)
     owner_job: str | None = None
@@ -175,3 +176,18 @@ class ClusterInfo(BaseModel):
     @property
     def adaptive(self) -> bool:
         return self.adapt_max is not None
+
+
+class ClusterTLS(BaseModel):
+    """A client's credentials for one cluster's Dask scheduler (mutual TLS): PEM text, never written to a file."""
+
+    ca: str
+    cert: str
+    key: str
+
+    def security(self):  # noqa: ANN201  (a distributed.security.Security)
+        """For ``distributed.Client(address, security=...)``: no plain TCP allowed."""
+        from distributed.security import Security
+
+        return Security(tls_ca_file=self.ca, tls_client_cert=self.cert, tls_client_key=self.key,
+                        require_encryption=True)

@@ -36,15 +36,17 @@ class ClusterStore:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def create(self, spec: ClusterSpec, owner: str | None = None, team: str | None = None) -> str:
+    def create(self, spec: ClusterSpec, owner: str | None = None, team: str | None = None,
+               tls: str | None = None, cluster_id: str | None = None) -> str:
+        """A new cluster; ``tls``: its sealed TLS identity (None: its Dask speaks plain TCP)."""
         now = time.time()
         workers = spec.workers if spec.adapt_min is None else max(spec.adapt_min, min(spec.workers, spec.adapt_max))
         with self.store.write() as s:
             seq = (s.scalar(select(func.max(t.DaskCluster.seq))) or 0) + 1
-            row = dict(id=new_cluster_id(), seq=seq, name=spec.name, status=ClusterStatus.PENDING.value,
+            row = dict(id=cluster_id or new_cluster_id(), seq=seq, name=spec.name, status=ClusterStatus.PENDING.value,
                        queue=spec.queue, spec=spec.model_dump(mode="json"), workers=workers,
                        adapt_min=spec.adapt_min, adapt_max=spec.adapt_max, scheduler_job=None, worker_jobs=[],
-                       address=None, dashboard=None, owner_job=spec.owner_job, owner=owner, team=team,
+                       address=None, dashboard=None, tls=tls, owner_job=spec.owner_job, owner=owner, team=team,
                        reason="starting its Dask scheduler", created_at=now, updated_at=now, ended_at=None)
             s.connection().execute(insert(t.DaskCluster.__table__), [row])
         return row["id"]

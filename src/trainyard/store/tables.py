@@ -262,8 +262,9 @@ class DaskCluster(Base):
     adapt_max: Mapped[int | None] = mapped_column(Integer)  # set: adaptive within [adapt_min, adapt_max]
     scheduler_job: Mapped[str | None] = mapped_column(String(40))
     worker_jobs: Mapped[list] = mapped_column(JSON, default=list)  # live worker jobs (ended ones are dropped)
-    address: Mapped[str | None] = mapped_column(Text)    # tcp://HOST:PORT of the Dask scheduler
+    address: Mapped[str | None] = mapped_column(Text)    # tls://HOST:PORT of the Dask scheduler
     dashboard: Mapped[str | None] = mapped_column(Text)  # HOST:PORT of its dashboard, proxied by the server
+    tls: Mapped[str | None] = mapped_column(Text)  # its CA and certificates, sealed (services/dask_tls.py)
     owner_job: Mapped[str | None] = mapped_column(String(40), index=True)
     owner: Mapped[str | None] = mapped_column(String(63), index=True)  # who created it; its jobs are theirs
     team: Mapped[str | None] = mapped_column(String(63), index=True)

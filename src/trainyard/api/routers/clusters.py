@@ -13,7 +13,7 @@ from trainyard.api.deps import CallerDep, PlatformDep
 from trainyard.api.serve_origin import SANDBOX
 from trainyard.errors import DashboardUnavailable
 from trainyard.services.notify import off_loop
-from trainyard.spec.cluster import AdaptRequest, ClusterInfo, ClusterSpec, ScaleRequest
+from trainyard.spec.cluster import AdaptRequest, ClusterInfo, ClusterSpec, ClusterTLS, ScaleRequest
 
 NOT_RETURNED = {"set-cookie", "service-worker-allowed"}
 router = APIRouter(prefix="/api/v1/clusters", tags=["clusters"])
@@ -36,6 +36,13 @@ def create_cluster(spec: ClusterSpec, p: PlatformDep, caller: CallerDep) -> Clus
 @router.get("/{key}")
 def get_cluster(key: str, p: PlatformDep, caller: CallerDep) -> ClusterInfo:
     return p.dask.get(key, caller)
+
+
+@router.get("/{key}/tls")
+def cluster_tls(key: str, p: PlatformDep, caller: CallerDep) -> ClusterTLS:
+    """A client's credentials for the cluster's Dask scheduler (its CA, a certificate and its key), for those who
+    may see the cluster: its scheduler and workers take no connection without them."""
+    return p.dask.client_tls(key, caller)
 
 
 @router.post("/{key}/scale")
