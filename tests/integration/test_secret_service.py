@@ -30,3 +30,23 @@ def test_the_launchers_read_ends_with_its_attempt(env):  # noqa: F811
     report(tc, engine, attempt, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded", "outputs": []})
     ended = tc.post(f"/internal/attempts/{attempt}/secrets", headers=engine.launcher_headers(attempt))
     assert ended.status_code == 403 and "the-value" not in ended.text
+
+
+def test_a_key_rotation_reseals_dask_clusters_tls_identities_too(tmp_path):
+    from cryptography.fernet import Fernet
+
+    from tests.support.inprocess import in_process
+    from trainyard.spec.cluster import ClusterSpec
+    from trainyard.spec.records import NodeInfo
+
+    with in_process(f"sqlite:///{tmp_path / 'db'}", tmp_path / "home", [NodeInfo(name="a", cpu=8, memory=2**33)]) as e:
+        dask = e.platform.dask
+        cid = dask.create(ClusterSpec.model_validate({"name": "etl", "workers": 0})).id  # sealed with the first key
+        key_file = e.platform.secrets.box.key_file
+        new = Fernet.generate_key().decode()
+        key_file.write_text(new + "\n" + key_file.read_text())
+        assert e.platform.secrets.rotate()["resealed"] >= 1
+        key_file.write_text(new + "\n")  # the old key dropped, as README says to once all is re-sealed
+        e.platform.secrets.box.reload()
+        row = dask.clusters.get(cid)
+        assert dask.keys(row) is not None  # the old code left it sealed with the dropped key: unreadable

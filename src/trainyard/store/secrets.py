@@ -13,7 +13,7 @@ from trainyard.store import Store
 from trainyard.store import identity_tables as it
 from trainyard.store import tables as t
 
-_S, _A, _J = it.Secret.__table__, t.Attempt.__table__, t.Job.__table__
+_S, _A, _J, _D = it.Secret.__table__, t.Attempt.__table__, t.Job.__table__, t.DaskCluster.__table__
 _INFO = (_S.c.team, _S.c.name, _S.c.length, _S.c.created_at, _S.c.updated_at, _S.c.updated_by)
 
 
@@ -82,6 +82,13 @@ class SecretStore:
                 new = reseal(sealed, f"secret {name} of {team or 'no team'}")
                 if new != sealed:
                     c.execute(update(_S).where(_S.c.team == team, _S.c.name == name).values(sealed=new))
+                    changed += 1
+            # a Dask cluster's TLS identity is sealed with the same key: once an old key is dropped, a live cluster
+            # would start no worker and its server could not reach it
+            for cluster_id, sealed in c.execute(select(_D.c.id, _D.c.tls).where(_D.c.tls.is_not(None))).all():
+                new = reseal(sealed, f"the TLS identity of Dask cluster {cluster_id}")
+                if new != sealed:
+                    c.execute(update(_D).where(_D.c.id == cluster_id).values(tls=new))
                     changed += 1
         return changed
 
