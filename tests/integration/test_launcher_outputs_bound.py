@@ -1,5 +1,6 @@
-"""What a job hands back costs the store what it costs the job: one copy per file, and a bound in all.
-Through the real launcher process."""
+"""What a job hands back is bounded by what the store would hold: a sparse file at its size, a file under several
+names once per name (a pipeline's declared outputs may be names of one file, so each name is kept). Through the
+real launcher process."""
 
 from __future__ import annotations
 
@@ -11,17 +12,29 @@ NAMES = "cd \"$TRAINYARD_OUTPUT_DIR\"; truncate -s 64M big.bin; for i in 1 2 3; 
         "ln big.bin hard.bin"
 
 
-def test_a_file_under_many_names_is_uploaded_once(tmp_path, report_server):
+def test_a_sparse_file_under_many_names_counts_once_per_name_against_the_bound(tmp_path, report_server):
+    # 64 MiB that cost the job nothing, five names: 320 MiB in the store, past a 256 MiB bound (the old code
+    # uploaded all five, unbounded)
     attempt, store = tmp_path / "attempt", tmp_path / "store"
-    make_config(attempt, report_server.url, ["sh", "-c", NAMES], output_url=f"file://{store}")
+    make_config(attempt, report_server.url, ["sh", "-c", NAMES], output_url=f"file://{store}", outputs_max=256 << 20)
+
+    result = run_launcher(attempt)
+
+    assert result["reason"] == "OutputsTooLarge" and not store.exists(), result
+    assert "5 files of 320.0 MiB in all" in result["message"], result["message"]
+
+
+def test_each_name_of_a_file_is_an_output_within_the_bound(tmp_path, report_server):
+    attempt, store = tmp_path / "attempt", tmp_path / "store"
+    names = 'cd "$TRAINYARD_OUTPUT_DIR"; echo w > final.bin; ln -s final.bin best.bin; ln final.bin latest.bin'
+    make_config(attempt, report_server.url, ["sh", "-c", names], output_url=f"file://{store}", outputs_max=1 << 20)
 
     result = run_launcher(attempt)
 
     assert result["reason"] == "Succeeded", result
-    assert [o["path"] for o in result["outputs"]] == ["big.bin"]
-    assert [p.name for p in store.iterdir()] == ["big.bin"]
-    for name in ("copy1.bin", "copy2.bin", "copy3.bin", "hard.bin"):
-        assert f"output {name!r} skipped: another name of 'big.bin'" in result["message"], result["message"]
+    assert sorted(o["path"] for o in result["outputs"]) == ["best.bin", "final.bin", "latest.bin"]
+    assert {p.name: p.read_text() for p in store.iterdir()} == {n: "w\n" for n in ("best.bin", "final.bin",
+                                                                                   "latest.bin")}
 
 
 def test_outputs_past_the_bound_fail_the_attempt_and_nothing_is_uploaded(tmp_path, report_server):

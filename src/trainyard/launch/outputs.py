@@ -34,7 +34,8 @@ def collect(outputs_dir: Path, work: Path, globs: list[str]) -> tuple[dict[str, 
     """Relative posix path -> local file, and complaints (bad globs, links and further names left out).
 
     The outputs folder wins when both places have a file at the same path. A file found under several names
-    (hard links, links to it) is taken once, by its own name where one is a link, else by the first name.
+    (hard links, links to it) is taken under each (a pipeline's declared outputs may be names of one file): each
+    is a whole copy in the store, and counts whole against the bound (:func:`over_bound`).
     Links are never followed out of the job: folder links are not walked into,
     and a file link is taken only when its target is a file inside the folder
     it was found in (the outputs folder, or the work dir for globs). A job in a
@@ -50,7 +51,7 @@ def collect(outputs_dir: Path, work: Path, globs: list[str]) -> tuple[dict[str, 
             files[p.relative_to(outputs_dir).as_posix()] = p
     if work.is_symlink():
         problems.append(f"work dir {work.name!r} is a link: not followed, output globs skipped")
-        return _once_each(files, problems), problems
+        return _resolved(files), problems
     root = work.resolve()
     for pattern in globs:
         if os.path.isabs(pattern) or ".." in Path(pattern).parts:
@@ -77,31 +78,18 @@ def collect(outputs_dir: Path, work: Path, globs: list[str]) -> tuple[dict[str, 
     for rel in [r for r in files if not is_artifact_path(r)]:  # the server would refuse the whole report
         problems.append(f"output {rel!r} skipped: a path with a backslash cannot be an output")
         del files[rel]
-    return _once_each(files, problems), problems
+    return _resolved(files), problems
 
 
-def _once_each(found: dict[str, Path], problems: list[str]) -> dict[str, Path]:
-    """``found`` (names as found, links among them) with one name per file, as real paths. Each upload is a
-    whole copy: a thousand names of one file would otherwise fill the store a thousand times over."""
-    first: dict[tuple[int, int], str] = {}
-    dropped = set()
-    for rel in sorted(found, key=lambda r: (found[r].is_symlink(), r)):  # a link's target keeps its own name
-        try:
-            st = found[rel].stat()
-        except OSError:  # gone since the look: the upload says so
-            continue
-        if (st.st_dev, st.st_ino) in first:
-            dropped.add(rel)
-            problems.append(f"output {rel!r} skipped: another name of {first[st.st_dev, st.st_ino]!r}, "
-                            "which is uploaded once")
-        else:
-            first[st.st_dev, st.st_ino] = rel
-    return {rel: p.resolve() for rel, p in found.items() if rel not in dropped}
+def _resolved(found: dict[str, Path]) -> dict[str, Path]:
+    """``found`` (names as found, links among them) as real paths: a link's upload opens its target."""
+    return {rel: p.resolve() for rel, p in found.items()}
 
 
 def over_bound(files: dict[str, Path], limit: int | None) -> str | None:
     """Why ``files`` (from :func:`collect`) may not be uploaded: more bytes in all than ``limit`` (the server's
-    ``outputs_max``; None or 0: no bound). Sizes as the store would hold them: a sparse file counts whole."""
+    ``outputs_max``; None or 0: no bound). Sizes as the store would hold them: a sparse file counts whole, and a
+    file under several names once per name (each is a copy), so a job's links cannot fill the store for free."""
     if not limit:
         return None
     total = 0
@@ -198,13 +186,12 @@ def upload(files: dict[str, Path], output_url: str | None, roots: tuple[Path, ..
     """Send ``files`` (found by :func:`collect` in the folders ``roots``) to ``output_url``; the records of those
     that made it, and errors.
 
-    With no ``output_url`` nothing is copied, but the files are still listed. Each file goes once, and no more
-    than ``limit`` bytes in all (None or 0: no bound), as each is opened: another process of the job's account
-    may have added a name or bytes since :func:`collect` and :func:`over_bound` looked.
+    With no ``output_url`` nothing is copied, but the files are still listed. No more than ``limit`` bytes go in
+    all (None or 0: no bound), counted as each is opened: another process of the job's account may have added
+    bytes since :func:`collect` and :func:`over_bound` looked.
     """
     roots = tuple(Path(os.path.realpath(r)) for r in roots)
     records, errors = [], []
-    sent: set[tuple[int, int]] = set()
     left = limit or None
     dest = local_path(output_url) if output_url else None
     fs = remote = None
@@ -224,11 +211,8 @@ def upload(files: dict[str, Path], output_url: str | None, roots: tuple[Path, ..
         try:
             st = os.fstat(fd)
             size = st.st_size
-            if (st.st_dev, st.st_ino) in sent:
-                raise OSError("another name of a file uploaded already")
             if left is not None and size > left:
                 raise OSError(f"over the bound of {_gib(limit)} on outputs (outputs_max)")
-            sent.add((st.st_dev, st.st_ino))
             if left is not None:
                 left -= size
             if dest is not None:
