@@ -236,9 +236,11 @@ def test_an_accounts_command_gets_a_dev_shm_of_its_own_but_a_gangs_replicas_keep
     from trainyard.launch.readonly import own_shm
 
     account = {"uid": 65534, "gid": 65534, "name": "nobody"}
-    cfg = lambda run_as, env, limit=None: SimpleNamespace(run_as=run_as, env=env, memory_limit=limit)  # noqa: E731
-    assert own_shm(cfg(account, {}, 64 << 20)) == 64 << 20 and own_shm(cfg(account, {})) == 0
-    assert own_shm(cfg(None, {}, 64 << 20)) is None  # the server's own jobs
+    cfg = lambda run_as, replicas, limit=None, **env: SimpleNamespace(  # noqa: E731
+        run_as=run_as, replicas=replicas, memory_limit=limit, env=env)
+    assert own_shm(cfg(account, 1, 64 << 20)) == 64 << 20 and own_shm(cfg(account, 1)) == 0
+    assert own_shm(cfg(None, 1, 64 << 20)) is None  # the server's own jobs
     # NCCL between two replicas on one node meets in /dev/shm; one replica's several processes share its own
-    assert own_shm(cfg(account, {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"})) is None
-    assert own_shm(cfg(account, {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"})) == 0
+    assert own_shm(cfg(account, 2)) is None
+    # what decides is the server's count, not the job's own variables (which opted out of it before)
+    assert own_shm(cfg(account, 1, WORLD_SIZE="2")) == 0 and own_shm(cfg(account, 1, WORLD_SIZE="x")) == 0

@@ -25,7 +25,7 @@ _DEFAULTS: dict = {
     "run_as": None,
     "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None, "checkpoint_url": None,
     "sample_every": None, "secrets": None, "store_url": None,
-    "inputs_as_job": False, "outputs_max": None,
+    "inputs_as_job": False, "outputs_max": None, "replicas": 1,
 }
 
 
@@ -38,6 +38,7 @@ class LaunchConfig:
     server_ca_pem: str | None        # or its contents, for a node where the server's path means nothing (Ray)
     command: list[str]               # argv, params already substituted
     replica: int                     # index of this replica in the attempt's gang (0 is the master)
+    replicas: int                    # how many the gang has (the spec's, not the job's own WORLD_SIZE)
     address_file: str | None         # JSON {"url": ...}; re-read when the server is unreachable
     token: str | None                # this attempt's own credential, sent as "Authorization: Bearer <token>"
     env: dict[str, str]              # extra variables for the command (on top of os.environ)

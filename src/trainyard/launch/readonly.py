@@ -100,12 +100,7 @@ def own_shm(cfg) -> int | None:  # noqa: ANN001  (a LaunchConfig)
     """The size of the ``/dev/shm`` of its own a command gets (0: the kernel's default), None for the node's: the
     server's own jobs keep it, and so do the replicas of a job of several, whose NCCL meets through it when two
     of them share a node (they run as one account anyway)."""
-    if not cfg.run_as:
-        return None
-    try:
-        if int(cfg.env.get("WORLD_SIZE", "1")) > int(cfg.env.get("LOCAL_WORLD_SIZE", "1")):
-            return None
-    except ValueError:
+    if not cfg.run_as or cfg.replicas > 1:  # the server's count: a job's own env_vars may say anything
         return None
     return cfg.memory_limit or 0
 
