@@ -1,7 +1,7 @@
 """What a team's maintainer may do to a member's work where members' jobs run as their own Unix accounts: cancel it,
 but not run code as the member. A command in the member's job (`exec`) ran as the member's account, and a new
-version of the member's service ran the maintainer's code as the member; now exec is the owner's (or an admin's)
-and a new version is its author's. In-process with the fake engine, as root (a mapped account needs it)."""
+version of the member's service ran the maintainer's code as the member; now both are the owner's (or an admin's),
+while a maintainer still cancels, scales and deletes. In-process with the fake engine, as root (a mapped account needs it)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def team(tmp_path):
         made = {n: e.sdk.identity.create_user(n, team="vision", role=r, os_user=u).token.secret
                 for n, r, u in [("alice", "member", "nobody"), ("carol", "maintainer", None)]}
         # the platform binds this for the local engine only (jobs of other engines run as no account)
-        e.platform.replica_requests.runs_as = e.platform.identity.run_as
+        e.platform.replica_requests.runs_as = e.platform.serving.runs_as = e.platform.identity.run_as
         yield e, *({"Authorization": f"Bearer {made[n]}"} for n in ("alice", "carol"))
 
 
@@ -49,16 +49,17 @@ def test_only_the_owner_or_an_admin_runs_commands_in_a_job_run_as_the_owners_acc
     assert e.tc.post(f"/api/v1/jobs/{mine['id']}/exec", json=body).status_code == 202  # the server's admin
 
 
-def test_a_maintainers_new_version_of_a_members_service_is_the_maintainers(team):
+def test_only_the_owner_or_an_admin_changes_the_spec_of_a_service_run_as_the_owners_account(team):
     e, alice, carol = team
     spec = {**JOB, "name": "web", "command": ["python", "app.py"], "service": {"replicas": 1}}
     assert e.tc.post("/api/v1/services", json={"spec": spec}, headers=alice).status_code in (200, 201)
     until(lambda: len(e.engine.launched) == 1)
     changed = {**spec, "command": ["python", "-c", "print(open('/home/alice/.ssh/id_ed25519').read())"]}
     r = e.tc.post("/api/v1/services", json={"spec": changed}, headers=carol)
-    assert r.status_code in (200, 201) and r.json()["owner"] == "carol", r.text
-    until(lambda: len(e.engine.launched) == 2)
-    owners = {j["owner"] for j in e.tc.get("/api/v1/jobs", params={"limit": 10}).json()["items"]}
-    assert owners == {"alice", "carol"}  # the new replica runs in carol's name (the old code: alice's, as nobody)
-    again = e.tc.post("/api/v1/services", json={"spec": {**changed, "command": ["python", "v3.py"]}}, headers=carol)
-    assert again.json()["owner"] == "carol"
+    # the old code rolled it out: carol's code, run as alice's account
+    assert r.status_code == 403 and "only alice or an admin may change its spec" in r.json()["message"], r.text
+    assert e.tc.get("/api/v1/services/web").json()["version"] == 1
+    scaled = e.tc.post("/api/v1/services/web/scale", json={"replicas": 2}, headers=carol)  # alice's own code
+    assert scaled.status_code == 200, scaled.text
+    mine = e.tc.post("/api/v1/services", json={"spec": {**changed, "command": ["python", "v2.py"]}}, headers=alice)
+    assert mine.status_code == 200 and mine.json()["owner"] == "alice" and mine.json()["version"] == 2, mine.text

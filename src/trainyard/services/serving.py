@@ -61,6 +61,8 @@ class ServingService:
         self.wake = wake  # the service loop (bound by the platform)
         self.traffic = Traffic()
         self.sandboxed = False  # a service's pages run in an origin of their own (api/serve_origin.py): with --auth
+        # the Unix account an owner's replicas run as, if any (bound by the platform to IdentityService.run_as)
+        self.runs_as: Callable[[str | None], dict | None] = lambda owner: None
         self._routes: dict[str, Route] = {}
         self._demanded: dict[str, float] = {}
         self.outstanding: dict[str, int] = {}  # replica job -> requests this server's proxy has on it now
@@ -116,6 +118,11 @@ class ServingService:
                 on_behalf: tuple[str | None, str | None] | None = None) -> ServiceInfo:
         if on_behalf is None:  # else checked already: the row is the run owner's
             self._check_may_change(row, caller)
+            if not caller.admin and caller.user != row["owner"] and (account := self.runs_as(row["owner"])):
+                # its replicas would run the new spec's code as the owner's account, with the owner's files
+                raise Forbidden(f"service {row['name']}'s replicas run as {row['owner']}'s Unix account "
+                                f"{account['name']}: only {row['owner']} or an admin may change its spec (you may "
+                                "scale or delete it)", service_id=row["id"])
         if row["status"] != ServiceStatus.RUNNING:
             raise Conflict(f"service {row['id']} is {row['status'].value}; apply again once it stopped",
                            service_id=row["id"])
@@ -123,14 +130,9 @@ class ServingService:
             return self.get(row["id"], caller)
         auto = spec.service.autoscale
         wanted = _initial(spec) if auto is None else max(auto.min, min(row["wanted"], auto.max))
-        # a teammate's new version (a maintainer's, an admin's) is theirs: its replicas run their code, so in their
-        # name and as their Unix account, never as the owner's, whose files that code could then read
-        owner = row["owner"] if on_behalf is not None or caller.user == row["owner"] else caller.user
         self.services.set(row["id"], spec=spec.model_dump(mode="json"), snapshot=snapshot, queue=spec.queue,
-                          version=row["version"] + 1, wanted=wanted, reason=f"rolling out version {row['version'] + 1}",
-                          owner=owner)
-        self.jobs.audit.record(caller, "service.update", row["id"], version=row["version"] + 1,
-                               **({"owner": owner} if owner != row["owner"] else {}))
+                          version=row["version"] + 1, wanted=wanted, reason=f"rolling out version {row['version'] + 1}")
+        self.jobs.audit.record(caller, "service.update", row["id"], version=row["version"] + 1)
         self._changed()
         return self.get(row["id"], caller)
 
