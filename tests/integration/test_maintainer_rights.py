@@ -22,18 +22,19 @@ JOB = {"queue": "vision-q", "resources": {"cpu": 1}}
 
 @pytest.fixture
 def team(tmp_path):
-    """alice (a member, run as `nobody`) and carol (the team's maintainer): (the server, alice's, carol's headers)."""
+    """alice (a member, run as `nobody`), carol (the team's maintainer), vic (a viewer): the server, their headers."""
     with in_process(f"sqlite:///{tmp_path / 'db'}", tmp_path / "home", NODES, auth=True) as e:
         e.sdk.create_queue({"name": "vision-q", "team": "vision"})
         made = {n: e.sdk.identity.create_user(n, team="vision", role=r, os_user=u).token.secret
-                for n, r, u in [("alice", "member", "nobody"), ("carol", "maintainer", None)]}
+                for n, r, u in [("alice", "member", "nobody"), ("carol", "maintainer", None), ("vic", "viewer", None)]}
         # the platform binds this for the local engine only (jobs of other engines run as no account)
         e.platform.replica_requests.runs_as = e.platform.serving.runs_as = e.platform.identity.run_as
-        yield e, *({"Authorization": f"Bearer {made[n]}"} for n in ("alice", "carol"))
+        e.platform.dask.runs_as = e.platform.identity.run_as
+        yield e, *({"Authorization": f"Bearer {made[n]}"} for n in ("alice", "carol", "vic"))
 
 
 def test_only_the_owner_or_an_admin_runs_commands_in_a_job_run_as_the_owners_account(team):
-    e, alice, carol = team
+    e, alice, carol, vic = team
     job = e.tc.post("/api/v1/jobs", json={"spec": {**JOB, "command": "train"}}, headers=alice).json()
     attempt = until(lambda: next(iter(e.engine.launched), None))
     report(e.tc, e.engine, attempt, phase="running", pid=1)
@@ -50,7 +51,7 @@ def test_only_the_owner_or_an_admin_runs_commands_in_a_job_run_as_the_owners_acc
 
 
 def test_only_the_owner_or_an_admin_changes_the_spec_of_a_service_run_as_the_owners_account(team):
-    e, alice, carol = team
+    e, alice, carol, vic = team
     spec = {**JOB, "name": "web", "command": ["python", "app.py"], "service": {"replicas": 1}}
     assert e.tc.post("/api/v1/services", json={"spec": spec}, headers=alice).status_code in (200, 201)
     until(lambda: len(e.engine.launched) == 1)
@@ -63,3 +64,17 @@ def test_only_the_owner_or_an_admin_changes_the_spec_of_a_service_run_as_the_own
     assert scaled.status_code == 200, scaled.text
     mine = e.tc.post("/api/v1/services", json={"spec": {**changed, "command": ["python", "v2.py"]}}, headers=alice)
     assert mine.status_code == 200 and mine.json()["owner"] == "alice" and mine.json()["version"] == 2, mine.text
+
+
+def test_a_dask_clusters_client_credentials_are_for_whom_may_run_code_as_its_workers(team):
+    e, alice, carol, vic = team
+    made = e.tc.post("/api/v1/clusters", json={"name": "etl", "queue": "vision-q", "workers": 0},
+                     headers=alice)
+    assert made.status_code == 201, made.text
+    url = f"/api/v1/clusters/{made.json()['id']}/tls"
+    viewer = e.tc.get(url, headers=vic)  # the old code handed a viewer the key: code on alice's workers
+    assert viewer.status_code == 403 and "only alice, the team's maintainers or an admin" in viewer.text
+    maintainer = e.tc.get(url, headers=carol)  # would run as alice's account
+    assert maintainer.status_code == 403 and "run as alice's Unix account nobody" in maintainer.text
+    assert e.tc.get(url, headers=alice).json()["key"].startswith("-----BEGIN")
+    assert e.tc.get(url).status_code == 200  # the server's admin

@@ -39,6 +39,8 @@ class DaskClusterService:
         self.wake = wake  # the cluster loop (bound by the platform)
         self.worker_addresses: dict[str, dict[str, str]] = {}  # cluster -> worker job -> Dask address (last probe)
         self.securities: dict[str, Any] = {}  # cluster -> the loop's client credentials (opened once)
+        # the Unix account an owner's workers run as, if any (bound by the platform to IdentityService.run_as)
+        self.runs_as: Callable[[str | None], dict | None] = lambda owner: None
 
     # -- requests -------------------------------------------------------------
 
@@ -167,9 +169,16 @@ class DaskClusterService:
         return self.securities[row["id"]]
 
     def client_tls(self, key: str, caller: Caller = LOCAL_ADMIN) -> ClusterTLS:
-        """A client's credentials for the cluster's scheduler, for those who may see the cluster (its team);
-        each read is in the audit log."""
+        """A client's credentials for the cluster's scheduler: a client runs code on its workers, so they are for
+        those who may act on the cluster (its owner, the team's maintainers, admins; not its viewers), and where
+        its workers run as the owner's Unix account, for the owner and admins alone. Each read is audited."""
         row = self.clusters.find(key, visible(caller))
+        if not caller.may(Action.CANCEL_OWN, row["team"], row["owner"]):
+            raise Forbidden(f"a client of cluster {row['id']} runs code on its workers: only {row['owner']}, the "
+                            "team's maintainers or an admin may connect", cluster_id=row["id"])
+        if not caller.admin and caller.user != row["owner"] and (account := self.runs_as(row["owner"])):
+            raise Forbidden(f"cluster {row['id']}'s workers run as {row['owner']}'s Unix account {account['name']}: "
+                            f"only {row['owner']} or an admin may connect", cluster_id=row["id"])
         keys = self.keys(row)
         if keys is None:
             raise Conflict(f"cluster {row['id']} was made without TLS: its scheduler takes plain TCP",

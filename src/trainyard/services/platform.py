@@ -126,7 +126,7 @@ class Platform:
         self.serving = ServingService(self.store, self.jobs, self.engine, self.artifacts,
                                       find_artifact=self.pipelines.find_artifact)
         self.serving.sandboxed = settings.auth  # several users: one's service must not act as another's UI
-        self.serving.runs_as = self.replica_requests.runs_as
+        self.serving.runs_as = self.dask.runs_as = self.replica_requests.runs_as
         self.service_loop = ServiceLoop(self.serving)
         self.serving.wake = self.service_loop.wake
         self.pipelines.serving = self.serving  # serve steps apply services
