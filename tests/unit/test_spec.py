@@ -223,3 +223,16 @@ def test_a_grace_period_is_at_most_an_hour_and_one_stored_before_the_bound_still
     assert parse_job("command: x\ngrace_period: 1h").grace_period == 3600
     assert [(e["field"], e["line"]) for e in errors_of("command: x\ngrace_period: 30d")] == [("grace_period", 2)]
     assert JobSpec.model_validate({"command": "x", "grace_period": 86400}, context=STORED).grace_period == 86400
+
+
+def test_a_pipeline_step_or_sweep_stored_before_the_grace_bound_still_starts_its_jobs():
+    from trainyard.services.pipeline_io import cache_key
+    from trainyard.spec.sweep import SweepSpec
+
+    # a run's step and a sweep read back run on (the launcher caps the grace at 1h); they failed "at most 3600"
+    assert cache_key({"command": "x", "grace_period": 7200}, None, {}, []).startswith("sha256:")
+    sweep = SweepSpec.model_validate({"name": "s", "job": {"command": "x", "grace_period": 7200}, "metric": {
+        "name": "m"}, "parameters": {"k": {"values": [1]}}}, context=STORED)
+    assert sweep.trial_job(1, {"k": 1}, "w-1", stored=True).grace_period == 7200
+    with pytest.raises(ValueError):  # a new sweep's first trial is checked as any submit
+        sweep.trial_job(0, {"k": 1})

@@ -23,6 +23,7 @@ from trainyard.artifact_paths import check_sub_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.launch.files import local_path
 from trainyard.spec.job import JobSpec
+from trainyard.spec.submitted import STORED
 from trainyard.spec.pipeline_records import PipelineArtifact
 from trainyard.spec.records import ArtifactInfo
 
@@ -144,7 +145,7 @@ def fingerprint(url: str) -> str:
 
 
 def cache_key(job: dict[str, Any], code: str | None, inputs: dict[str, dict[str, Any]], outputs: list[str]) -> str:
-    spec = JobSpec.model_validate(job).model_dump(mode="json")
+    spec = JobSpec.model_validate(job, context=STORED).model_dump(mode="json")  # the run's, as stored
     hashed = {k: v for k, v in spec.items() if k not in NOT_HASHED}
     body = {"spec": hashed, "code": code, "inputs": {n: r["digest"] for n, r in sorted(inputs.items())},
             "outputs": sorted(outputs)}

@@ -192,7 +192,7 @@ class SweepLoop(Ticker):
         """Submit trial ``number`` with the params the study gave ``handle``: its job's id."""
         spec = row["spec"]
         params = dict(handle.params)
-        job = self.service.jobs.submit(spec.trial_job(number, params, row["id"]), row["snapshot"],
+        job = self.service.jobs.submit(spec.trial_job(number, params, row["id"], stored=True), row["snapshot"],
                                        on_behalf=(row["owner"], row["team"]))
         self.sweeps.add_trial(row["id"], number, job.id, params)
         search.running[number] = handle

@@ -35,7 +35,7 @@ from trainyard.spec.job import JobSpec, Strict, check_name
 from trainyard.spec.labels import room_for_own, with_own
 from trainyard.spec.params import check_finite
 from trainyard.spec.records import Digest
-from trainyard.spec.submitted import as_stored, submitting
+from trainyard.spec.submitted import STORED, as_stored, submitting
 from trainyard.spec.units import Count
 
 Scalar = Union[str, int, float, bool, None]
@@ -218,14 +218,15 @@ class SweepSpec(Strict):
     def failures_allowed(self) -> int:
         return self.max_failures if self.max_failures is not None else self.parallel + 2
 
-    def trial_job(self, number: int, params: dict[str, Any], sweep_id: str = "") -> JobSpec:
+    def trial_job(self, number: int, params: dict[str, Any], sweep_id: str = "", stored: bool = False) -> JobSpec:
         """Trial ``number``'s job: the job with the constants and the sampled ``params``, labelled with the
-        sweep's id and its number (``trainyard.io/sweep``, ``trainyard.io/trial``)."""
+        sweep's id and its number (``trainyard.io/sweep``, ``trainyard.io/trial``). ``stored``: of a sweep read
+        back (checked when it was made, under the rules of then: a bound added since must not fail it)."""
         data = self.job.model_dump(mode="json", exclude_unset=True)
         data["name"] = f"{self.name}-{number}"[:63]
         data["params"] = {**self.job.params, **self.constants(), **params}
         data["labels"] = with_own(self.job.labels, sweep=sweep_id, trial=str(number))
-        return JobSpec.model_validate(data)
+        return JobSpec.model_validate(data, context=STORED if stored else None)
 
 
 class SweepStatus(str, Enum):
