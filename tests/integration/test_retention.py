@@ -94,7 +94,7 @@ def test_a_backlog_is_swept_in_batches_and_attempts_that_share_an_end_are_each_r
     assert platform.retention.rows.cursor("work_dirs") == same + 10 - retention.SLACK
 
 
-def test_a_snapshot_nothing_names_goes_a_week_after_its_upload_and_one_still_named_stays(env):
+def test_a_snapshot_nothing_names_goes_a_week_after_its_upload_and_one_still_named_stays(env, monkeypatch):
     import hashlib
     import io
     import time
@@ -103,8 +103,9 @@ def test_a_snapshot_nothing_names_goes_a_week_after_its_upload_and_one_still_nam
     from trainyard.spec.schedule import ScheduleSpec
 
     platform, engine = env
+    monkeypatch.setattr(retention, "BATCH", 1)  # a page at a time: named ones in a page must not end the sweep
     digests = {}
-    for name in ("unused", "job", "schedule", "scheduled pipeline"):
+    for name in ("unused", "job", "schedule", "scheduled pipeline", "scheduled pipeline too", "another unused"):
         data = f"code of {name}".encode()
         digests[name] = "sha256:" + hashlib.sha256(data).hexdigest()
         platform.snapshots.put(digests[name], io.BytesIO(data), LOCAL_ADMIN)
@@ -114,13 +115,13 @@ def test_a_snapshot_nothing_names_goes_a_week_after_its_upload_and_one_still_nam
     sched.create(ScheduleSpec.model_validate({"name": "s", "cron": "@daily", "suspend": True,
                                               "job": {"command": "x", "workdir": "."}}), snapshot=digests["schedule"])
     sched.create(ScheduleSpec.model_validate({"name": "p", "cron": "@daily", "suspend": True, "pipeline": {
-        "name": "p", "steps": {"a": {"command": "x", "workdir": "src"}}}}),
-        workdirs={"src": digests["scheduled pipeline"]})
+        "name": "p", "steps": {"a": {"command": "x", "workdir": "src"}, "b": {"command": "y", "workdir": "lib"}}}}),
+        workdirs={"src": digests["scheduled pipeline"], "lib": digests["scheduled pipeline too"]})
     week = RetentionSettings().snapshots
     platform.retention.cycle(now=time.time() + week - 60)  # not a week yet: all stay
     assert all(platform.artifacts.has_snapshot(d) for d in digests.values())
     platform.retention.cycle(now=time.time() + week + 60)
-    assert {n for n, d in digests.items() if platform.artifacts.has_snapshot(d)} == {"job", "schedule",
-                                                                                     "scheduled pipeline"}
-    assert platform.retention.removed["snapshot"] == 1
+    assert {n for n, d in digests.items() if platform.artifacts.has_snapshot(d)} == {
+        "job", "schedule", "scheduled pipeline", "scheduled pipeline too"}
+    assert platform.retention.removed["snapshot"] == 2
     assert not platform.snapshots.owners.owns(digests["unused"], LOCAL_ADMIN.user)  # its use is refused now

@@ -95,12 +95,11 @@ class RetentionLoop(Ticker):
 
     def _snapshots(self, before: float) -> None:
         """Code snapshots nothing names, uploaded by ``before``: their uploaders' rights, then their tarballs."""
-        kept: set[str] = set()  # named meanwhile, or the store would not delete it: not asked again this sweep
-        while not self._stop.is_set():
-            found = [d for d in self.owners.unused(before, BATCH + len(kept)) if d not in kept]
+        after: str | None = ""
+        while after is not None and not self._stop.is_set():
+            found, after = self.owners.unused(before, BATCH, after)
             for digest in found:
-                kept.add(digest)
-                if not self.owners.forget(digest):
+                if not self.owners.forget(digest):  # named meanwhile
                     continue
                 try:
                     self.artifacts.remove_snapshot(digest)
@@ -108,8 +107,6 @@ class RetentionLoop(Ticker):
                 except Exception as exc:  # a store that refuses one key keeps the sweep going
                     log.warning("snapshot %s: %s", digest, exc)
                     self.failed += 1
-            if len(found) < BATCH:
-                return
 
     def _jobs(self, before: float) -> None:
         """Ended sweeps with their trials, pipeline runs with their steps' jobs, then ended jobs, that ended by

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import delete, exists, func, or_, select
+from sqlalchemy import String, cast, delete, exists, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from trainyard.store import tables as t
@@ -44,25 +44,27 @@ class SnapshotOwners:
         with self.store.read() as s:
             return bool(s.scalar(select(exists().where(_J.c.snapshot == digest, sees))))
 
-    def unused(self, before: float, limit: int) -> list[str]:
-        """Up to ``limit`` snapshots uploaded (by each of their uploaders) before ``before`` that nothing names:
-        no job, sweep, service, schedule or pipeline run (retention removes them)."""
+    def unused(self, before: float, limit: int, after: str = "") -> tuple[list[str], str | None]:
+        """Snapshots uploaded (by each of their uploaders) before ``before`` that nothing names (no job, sweep,
+        service, schedule or pipeline run), among the next ``limit`` by digest after ``after``; and the digest to
+        go on after (None: there are no more). Retention removes them."""
         named = [~exists().where(col == _O.c.digest) for col in _NAMED_BY]
-        q = (select(_O.c.digest).where(*named).group_by(_O.c.digest)
-             .having(func.max(_O.c.created_at) < before).limit(limit))
+        q = (select(_O.c.digest).where(_O.c.digest > after, *named).group_by(_O.c.digest)
+             .having(func.max(_O.c.created_at) < before).order_by(_O.c.digest).limit(limit))
         with self.store.read() as s:
             found = list(s.scalars(q))
             if not found:
-                return []
+                return [], None
             in_workdirs = {d for col in _WORKDIRS for m in s.scalars(select(col).where(col.is_not(None)))
                            for d in (m or {}).values()}
-        return [d for d in found if d not in in_workdirs]
+        return [d for d in found if d not in in_workdirs], (found[-1] if len(found) == limit else None)
 
     def forget(self, digest: str) -> bool:
         """Drop who uploaded ``digest``, unless something named it meanwhile; whether it is gone (its file may
         go: a use from now on is refused, as of a snapshot never uploaded)."""
         with self.store.write() as s:
-            if any(s.scalar(select(exists().where(col == digest))) for col in _NAMED_BY):
+            if any(s.scalar(select(exists().where(col == digest))) for col in _NAMED_BY) or any(
+                    s.scalar(select(exists().where(cast(col, String).contains(digest)))) for col in _WORKDIRS):
                 return False
             s.connection().execute(delete(_O).where(_O.c.digest == digest))
             return True
