@@ -33,7 +33,7 @@ def test_a_running_replica_silent_past_the_bound_is_killed_and_lost_and_one_stil
     # then the silent one was killed and lost; the other still runs
     attempt = ended.attempts[0]
     assert (attempt.reason, ended.status.value) == ("LostContact", "failed")
-    assert "sent no report for" in attempt.message and attempt.id in engine.cancelled
+    assert "sent no report for" in attempt.message and (attempt.id, 0) in engine.killed
     created = sdk.get(setting_up.id).attempts[0].created_at
     until(lambda: time.time() > created + 2 * env.platform.loop.silent_for + 1, timeout=15)  # reconciled since
-    assert sdk.get(setting_up.id).status.value == "starting" and len(engine.cancelled) == 1
+    assert sdk.get(setting_up.id).status.value == "starting" and len(engine.killed) == 1

@@ -137,10 +137,11 @@ class Engine(ABC):
 
         Returns whether nothing of the replica runs any more (then the caller ends it ``LostContact``);
         False: it is being killed, ask again later. Never raises. This default, for an engine that can
-        do no more, stops the attempt as :meth:`cancel` does and takes that as done.
+        do no more (Ray), stops the attempt as :meth:`cancel` does and leaves it to :meth:`reconcile` to say when
+        it is gone: a replica cut off from the server with its node is not retried while it may still run.
         """
         self.cancel(attempt)
-        return True
+        return False
 
     def remove_leftovers(self, items: list[Leftover]) -> tuple[int, int]:
         """Remove folders ended attempts left on their nodes (:mod:`trainyard.engines.leftovers`); (removed,

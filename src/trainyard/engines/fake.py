@@ -34,6 +34,7 @@ class FakeEngine(Engine):
         self._nodes = list(nodes)
         self.launched: dict[str, list[LaunchConfig]] = {}  # attempt id -> one config per replica
         self.cancelled: list[str] = []
+        self.killed: list[tuple[str, int]] = []  # replicas killed for their silence (kill)
         self.failures: list[BaseException] = []  # raised inside calls from the platform; join re-raises them
         self._results: dict[tuple[str, int], LaunchResult] = {}
         self._lost: set[tuple[str, int]] = set()
@@ -80,6 +81,11 @@ class FakeEngine(Engine):
     def launcher_headers(self, attempt_id: str) -> dict[str, str]:
         """What the launchers of a launched attempt send with their reports: its own credential."""
         return {"Authorization": f"Bearer {self.launched[attempt_id][0].token}"}
+
+    def kill(self, attempt: AttemptInfo, replica: int) -> bool:
+        """Gone at once, as the local engine's kill of a hung launcher leaves nothing: the test says it ended."""
+        self.killed.append((attempt.id, replica))
+        return True
 
     def cancel(self, attempt: AttemptInfo) -> None:
         with self._changed:
