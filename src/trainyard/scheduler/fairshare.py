@@ -50,10 +50,11 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
                overdue_before: float = -float("inf")) -> Iterator[tuple[PendingJob, Queue] | None]:
     """Yield ``(job, queue)`` in admission order, then None, then the borrowing jobs.
 
-    Jobs submitted before ``overdue_before`` go first within their priority, in
-    submit order: fair share decides who goes next, but it never makes one job
-    wait for ever while lighter teams keep submitting (the aging of Slurm's
-    multifactor priority, as a hard bound).
+    Each team's oldest job submitted before ``overdue_before`` goes first within its priority (those of
+    several teams in submit order): fair share decides who goes next, but it never makes one job wait for
+    ever while lighter teams keep submitting (the aging of Slurm's multifactor priority, as a hard bound).
+    One a team, not every overdue job: a backlog older than the bound went first whole, and took the
+    cluster from every other team for as long as it lasted.
 
     The caller appends to ``deferred`` the jobs that would have to borrow
     beyond their queue's quota; after the None they come back, in order,
@@ -62,7 +63,7 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
     quota could use, and a lender that reclaims its room keeps it.
     """
     groups: dict[tuple, list] = {}
-    late: dict[tuple, list] = {}
+    late: dict[tuple, dict] = {}  # priority key -> team -> its oldest overdue job
     # jobs usually come in submit order; then every group is too, and sorting them (a key call per
     # job) can be skipped: a stable sort of an ordered list leaves it as it is
     in_order, last = True, -float("inf")
@@ -73,9 +74,15 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
         last = job.seq
         key = (job.priority, item[1].priority)
         if job.submitted_at is not None and job.submitted_at < overdue_before:
-            late.setdefault(key, []).append(item)
-            groups.setdefault(key, {})
-            continue
+            firsts = late.setdefault(key, {})
+            held = firsts.get(job.team)
+            if held is None or job.seq < held[0].seq:
+                firsts[job.team] = item
+                groups.setdefault(key, {})
+                if held is None:
+                    continue
+                item, job = held, held[0]  # displaced by an older one: it keeps to fair share with the rest
+                in_order = False
         g = groups.get(key)
         if g is None:
             g = groups[key] = {}
@@ -87,7 +94,7 @@ def fair_order(jobs: list[tuple[PendingJob, Queue]], shares: Shares, deferred: l
     share = shares.share
     for key in sorted(groups, reverse=True):
         if key in late:
-            yield from (late[key] if in_order else sorted(late[key], key=_seq))
+            yield from sorted(late[key].values(), key=_seq)
         teams = groups[key]
         if not teams:
             continue
