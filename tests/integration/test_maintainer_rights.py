@@ -78,3 +78,15 @@ def test_a_dask_clusters_client_credentials_are_for_whom_may_run_code_as_its_wor
     assert maintainer.status_code == 403 and "run as alice's Unix account nobody" in maintainer.text
     assert e.tc.get(url, headers=alice).json()["key"].startswith("-----BEGIN")
     assert e.tc.get(url).status_code == 200  # the server's admin
+
+
+def test_a_maintainer_defines_the_teams_queues_but_not_the_default_one_every_team_shares(team):
+    e, alice, carol, vic = team
+    taken = e.tc.post("/api/v1/queues", json={"queue": {"name": "default", "team": "vision", "quota": {"cpu": 1}}},
+                      headers=carol)
+    # the old code made it vision's: every other team's jobs that name no queue were refused, or held to its quota
+    assert taken.status_code == 403 and taken.json()["details"]["field"] == "name", taken.text
+    assert e.tc.delete("/api/v1/queues/default", headers=carol).status_code == 403
+    own = e.tc.post("/api/v1/queues", json={"queue": {"name": "vision-big", "team": "vision"}}, headers=carol)
+    assert own.status_code == 201, own.text
+    assert e.tc.post("/api/v1/queues", json={"queue": {"name": "default", "quota": {"cpu": 64}}}).status_code == 201  # admin

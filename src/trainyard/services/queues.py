@@ -53,6 +53,10 @@ class QueueService:
 
     def create(self, spec: QueueSpec, *, replace: bool = False, caller: Caller | None = None) -> QueueInfo:
         if caller is not None:
+            if spec.name == DEFAULT and not caller.admin:
+                # every team's jobs that name no queue land there: a team's maintainer would make them its own
+                raise Forbidden(f"name: only an admin defines queue {DEFAULT!r}, which takes every team's jobs that "
+                                "name no queue", field="name")
             if not caller.may(Action.MANAGE_QUEUES, spec.team):
                 raise Forbidden(f"team: you do not maintain team {spec.team!r}, so you may not define its queues",
                                 field="team")
@@ -68,6 +72,8 @@ class QueueService:
 
     def delete(self, name: str, caller: Caller | None = None) -> None:
         if caller is not None:
+            if name == DEFAULT and not caller.admin:
+                raise Forbidden(f"only an admin changes queue {DEFAULT!r}", queue=name)
             self._managed(caller, name)
         self.store.delete_queue(name)
         self._models = None
