@@ -1,7 +1,8 @@
 """What a team's maintainer may do to a member's work where members' jobs run as their own Unix accounts: cancel it,
 but not run code as the member. A command in the member's job (`exec`) ran as the member's account, and a new
 version of the member's service ran the maintainer's code as the member; now both are the owner's (or an admin's),
-while a maintainer still cancels, scales and deletes. In-process with the fake engine, as root (a mapped account needs it)."""
+while a maintainer still cancels, scales and deletes. In-process with the fake engine, as root (a mapped account
+needs it)."""
 
 from __future__ import annotations
 
@@ -89,4 +90,5 @@ def test_a_maintainer_defines_the_teams_queues_but_not_the_default_one_every_tea
     assert e.tc.delete("/api/v1/queues/default", headers=carol).status_code == 403
     own = e.tc.post("/api/v1/queues", json={"queue": {"name": "vision-big", "team": "vision"}}, headers=carol)
     assert own.status_code == 201, own.text
-    assert e.tc.post("/api/v1/queues", json={"queue": {"name": "default", "quota": {"cpu": 64}}}).status_code == 201  # admin
+    admin = e.tc.post("/api/v1/queues", json={"queue": {"name": "default", "quota": {"cpu": 64}}})
+    assert admin.status_code == 201, admin.text
