@@ -105,6 +105,16 @@ def test_the_job_owed_room_by_its_preemption_goes_first():
     assert "light-first" not in p.admissions
 
 
+def test_a_victim_does_not_yield_to_a_preemptor_waiting_out_a_retry_backoff():
+    # the preemptor failed at once and waits out a backoff of years: its victim held back all that time, on an
+    # idle node, and a member could so keep another team's job off the cluster
+    nodes = [gpu_node("n", 4, free=["0", "1", "2", "3"])]
+    pending = [job("preemptor", 0, priority=300, not_before=10 + 3650 * 86400.0),
+               job("victim", 1, team="other", priority=0, last_preempted_by="preemptor")]
+    p = plan(nodes, pending, [], now=10)
+    assert list(p.admissions) == ["victim"] and p.entries["preemptor"].status is Status.BACKOFF
+
+
 def test_old_work_without_a_timeout_is_preempted_once_the_job_has_waited_out_stop_untimed_after():
     # its end is unknown, so sparing it for good could keep the urgent job waiting for ever; stopping it
     # as soon as the cap on preemption throws hours away (the default bound is 4 h)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import heapq
 from itertools import chain
-from operator import attrgetter
 from typing import Iterator
 
 from trainyard.scheduler.cycle import Cycle
@@ -30,8 +29,8 @@ def line_up(c: Cycle, pending: list[PendingJob], deferred: list, starved: set[st
             held_back.append(Entry(job, q, Status.BACKOFF))
             continue
         if job.last_preempted_by is not None:
-            if ids is None:
-                ids = set(map(_id_of, pending))
+            if ids is None:  # those that may start now: one waiting out a retry's backoff (any length) is owed nothing
+                ids = {p.id for p in pending if p.not_before is None or p.not_before <= now}
             if job.last_preempted_by in ids:
                 # the room and quota it handed back are for the job that preempted it: competing for
                 # them again before that job starts is how preemption loops begin
@@ -83,9 +82,6 @@ def _starved(c: Cycle, eligible: list[tuple[PendingJob, Queue]], starved: set[st
         out.append(x)
         starved.add(job.id)
     return out
-
-
-_id_of = attrgetter("id")
 
 
 def _owed_order(item: tuple[PendingJob, Queue]) -> tuple:
