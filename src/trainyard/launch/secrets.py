@@ -88,10 +88,13 @@ class Masks:
         held back until the rest comes (sent before it, they would show that part of the value)."""
         most = 0
         for m in self.masks:
-            for k in range(min(len(m) - 1, len(data)), most, -1):
-                if data.endswith(m[:k]):
-                    most = k
+            tail = data[-(len(m) - 1):] if len(m) > 1 else b""
+            i = tail.find(m[:1])
+            while 0 <= i < len(tail) - most:  # leftmost first: the longest; each look a scan in C, not a loop of them
+                if m.startswith(tail[i:]):
+                    most = len(tail) - i
                     break
+                i = tail.find(m[:1], i + 1)
         return most
 
     def text(self, text: str) -> str:
