@@ -96,10 +96,13 @@ class RetentionLoop(Ticker):
     def _snapshots(self, before: float) -> None:
         """Code snapshots nothing names, uploaded by ``before``: their uploaders' rights, then their tarballs."""
         after: str | None = ""
+        named: set[str] | None = None  # by workdirs: read once a sweep, when a page first has any to look at
         while after is not None and not self._stop.is_set():
             found, after = self.owners.unused(before, BATCH, after)
+            if found and named is None:
+                named = self.owners.in_workdirs()
             for digest in found:
-                if not self.owners.forget(digest):  # named meanwhile
+                if digest in named or not self.owners.forget(digest):  # named (forget looks again, meanwhile)
                     continue
                 try:
                     self.artifacts.remove_snapshot(digest)

@@ -45,19 +45,21 @@ class SnapshotOwners:
             return bool(s.scalar(select(exists().where(_J.c.snapshot == digest, sees))))
 
     def unused(self, before: float, limit: int, after: str = "") -> tuple[list[str], str | None]:
-        """Snapshots uploaded (by each of their uploaders) before ``before`` that nothing names (no job, sweep,
-        service, schedule or pipeline run), among the next ``limit`` by digest after ``after``; and the digest to
-        go on after (None: there are no more). Retention removes them."""
+        """Snapshots uploaded (by each of their uploaders) before ``before`` that no job, sweep, service or schedule
+        names, among the next ``limit`` by digest after ``after``; and the digest to go on after (None: there are no
+        more). Those a map of workdirs names (:meth:`in_workdirs`) are still among them. Retention removes them."""
         named = [~exists().where(col == _O.c.digest) for col in _NAMED_BY]
         q = (select(_O.c.digest).where(_O.c.digest > after, *named).group_by(_O.c.digest)
              .having(func.max(_O.c.created_at) < before).order_by(_O.c.digest).limit(limit))
         with self.store.read() as s:
             found = list(s.scalars(q))
-            if not found:
-                return [], None
-            in_workdirs = {d for col in _WORKDIRS for m in s.scalars(select(col).where(col.is_not(None)))
-                           for d in (m or {}).values()}
-        return [d for d in found if d not in in_workdirs], (found[-1] if len(found) == limit else None)
+        return found, (found[-1] if len(found) == limit else None)
+
+    def in_workdirs(self) -> set[str]:
+        """Every snapshot a pipeline run's or a scheduled pipeline's workdirs name: JSON maps, read whole, once."""
+        with self.store.read() as s:
+            return {d for col in _WORKDIRS for m in s.scalars(select(col).where(col.is_not(None)))
+                    for d in (m or {}).values()}
 
     def forget(self, digest: str) -> bool:
         """Drop who uploaded ``digest``, unless something named it meanwhile; whether it is gone (its file may
