@@ -82,7 +82,10 @@ def test_queue_create_f_loads_every_queue_of_the_file_and_jobs_then_name_one(srv
     assert_queues_from_the_file(queues_by_name(srv))
 
     c = srv.client()
-    assert c.submit(py_job("print('in a')", queue="team-a")).wait(timeout=60).status.value == "succeeded"
+    with pytest.raises(TrainyardError, match="resources.memory"):  # team-a's quota counts memory: it is said
+        c.submit(py_job("pass", queue="team-a"))
+    job = py_job("print('in a')", queue="team-a", resources={"memory": "256Mi"})
+    assert c.submit(job).wait(timeout=60).status.value == "succeeded"
     with pytest.raises(TrainyardError, match="nope"):
         c.submit(py_job("pass", queue="nope"))  # once queues exist, an unknown name is refused
 

@@ -8,6 +8,7 @@ from trainyard.api.app import create_app
 from trainyard.config import ServerSettings
 from trainyard.engines.fake import FakeEngine
 from trainyard.sdk.client import Client
+from trainyard.sdk.clusters import Clusters, cluster_spec
 from trainyard.services.platform import Platform
 from trainyard.spec.records import NodeInfo
 from tests.support.waiting import until
@@ -118,3 +119,28 @@ def test_the_server_loads_its_queue_file_and_a_bad_one_names_the_line(make_env, 
     with pytest.raises(errors.InvalidSpec) as exc:
         make_env(queues_file=bad)
     assert "bad.yaml:4" in str(exc.value) and "quota.gpu" in str(exc.value)
+
+
+def test_a_queue_with_a_memory_or_cpu_quota_refuses_jobs_it_could_not_count_and_stores_nothing(make_env):
+    """A job naming no memory held none by the quota's count while its processes took what they liked."""
+    sdk, _ = make_env()
+    sdk.create_queue({"name": "capped", "quota": {"cpu": 2, "memory": "1Gi"}})
+    sdk.create_queue({"name": "gpus-only", "quota": {"gpu": 1}})
+    for spec, field in (({"command": "x", "queue": "capped"}, "resources.memory"),
+                        ({"command": "x", "queue": "capped", "resources": {"cpu": 0, "memory": "1Mi"}},
+                         "resources.cpu")):
+        with pytest.raises(errors.TrainyardError) as exc:
+            sdk.submit(spec)
+        assert exc.value.details.get("field") == field and "capped" in str(exc.value), exc.value
+    with pytest.raises(errors.TrainyardError) as exc:  # a sweep's trials are jobs on the queue too
+        sdk.sweep({"name": "s", "job": {"command": "x", "queue": "capped"}, "metric": {"name": "loss"},
+                   "parameters": {"lr": {"values": [1, 2]}}})
+    assert "resources.memory" in str(exc.value)
+    with pytest.raises(errors.TrainyardError) as exc:  # a Dask cluster's scheduler is a job on the queue too
+        Clusters(sdk.http).create(cluster_spec(queue="capped", worker_memory="256Mi"))
+    assert exc.value.details.get("field") == "scheduler_memory", exc.value
+    assert sdk.jobs().items == []
+    sdk.submit({"command": "x", "queue": "capped", "resources": {"cpu": 0.5, "memory": "256Mi"}})
+    sdk.submit({"command": "x", "queue": "gpus-only", "resources": {"cpu": 0}})  # what its quota counts, it says
+    sdk.submit({"command": "x"})  # the default queue has no quota
+    assert len(sdk.jobs().items) == 3

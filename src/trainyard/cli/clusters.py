@@ -49,6 +49,8 @@ def create_dask(
     worker_cpu: Annotated[str, typer.Option(help="cores per worker, e.g. 1 or 500m")] = "1",
     worker_memory: Annotated[Optional[str], typer.Option(help="memory per worker, e.g. 2Gi")] = None,
     worker_gpu: Annotated[int, typer.Option(help="GPUs per worker")] = 0,
+    scheduler_memory: Annotated[Optional[str], typer.Option(
+        help="memory of the scheduler, e.g. 1Gi (a queue with a memory quota needs it)")] = None,
     worker_gpu_type: Annotated[Optional[str], typer.Option(help="GPU type, e.g. A100")] = None,
     env: Annotated[Optional[list[str]], typer.Option(help="requirements.txt, or packages (repeatable)")] = None,
     queue: Annotated[str, typer.Option(help="the queue its jobs wait in")] = "default",
@@ -67,7 +69,7 @@ def create_dask(
 
         spec = cluster_spec(workers=workers, worker_cpu=worker_cpu, worker_memory=worker_memory,
                             worker_gpu=worker_gpu, worker_gpu_type=worker_gpu_type, pip=pip_list(env or []),
-                            queue=queue, idle_timeout=idle_timeout, name=name, adapt_min=minimum, adapt_max=maximum,
+                            scheduler_memory=scheduler_memory, queue=queue, idle_timeout=idle_timeout, name=name, adapt_min=minimum, adapt_max=maximum,
                             secrets=secret_flags(secret or []))
         info = _clusters().create(spec)
         if output == Output.json:

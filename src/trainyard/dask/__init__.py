@@ -112,12 +112,14 @@ def new_cluster(workers: int = 2, *, worker_cpu: float | str = 1, worker_memory:
                 worker_gpu: int = 0, worker_gpu_type: str | None = None, pip: list[str] | None = None,
                 queue: str | None = None, idle_timeout: str | float | None = "30m", name: str | None = None,
                 minimum: int | None = None, maximum: int | None = None, client: Any = None,
-                wait: float | None = 300.0, secrets: list[str] | dict[str, str] | None = None) -> DaskCluster:
+                wait: float | None = 300.0, secrets: list[str] | dict[str, str] | None = None,
+                scheduler_memory: str | int | None = None) -> DaskCluster:
     """Start a Dask cluster as trainyard jobs and wait (``wait`` seconds) until its scheduler runs.
 
     ``minimum``/``maximum``: start adaptive. ``client``: a :class:`trainyard.Client` (default: one for
     ``TRAINYARD_SERVER`` or the local server). ``secrets``: the team's secrets in each worker's environment,
-    as a job's. Inside a job, the cluster ends with that job.
+    as a job's. ``scheduler_memory``: the scheduler's (a queue with a memory quota needs it). Inside a job, the
+    cluster ends with that job.
     """
     owned = None
     if client is None:
@@ -125,7 +127,7 @@ def new_cluster(workers: int = 2, *, worker_cpu: float | str = 1, worker_memory:
 
         client = owned = Client()
     spec = cluster_spec(workers=workers, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpu=worker_gpu,
-                        worker_gpu_type=worker_gpu_type, pip=pip, queue=queue, name=name,
+                        worker_gpu_type=worker_gpu_type, pip=pip, queue=queue, name=name, scheduler_memory=scheduler_memory,
                         idle_timeout=0 if idle_timeout is None else idle_timeout,
                         owner_job=os.environ.get(envvars.JOB_ID) or None, adapt_min=minimum, adapt_max=maximum,
                         secrets=secrets or {})

@@ -15,7 +15,6 @@ from trainyard import envvars
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.engines.base import Engine
 from trainyard.errors import Conflict, Forbidden, JobNotFound, Unschedulable, Unsupported
-from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import dask_jobs, dask_tls
 from trainyard.services.secret_box import SecretBox
 from trainyard.services.jobs import JobService
@@ -59,7 +58,7 @@ class DaskClusterService:
         for what, job in (("scheduler", dask_jobs.scheduler_job("c-check", spec)),
                           ("worker", dask_jobs.worker_job("c-check", spec, "tcp://check:1"))):
             self.engine.validate(job)
-            if (problem := check_fits_some_node(job, self.engine.nodes())) is not None:
+            if (problem := self.jobs.placement_problem(job)) is not None:
                 raise Unschedulable(f"{what}_{problem[0].removeprefix('resources.')}: {problem[1]}",
                                     field=f"{what}_{problem[0].removeprefix('resources.')}")
         cluster_id = new_cluster_id()

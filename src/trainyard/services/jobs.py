@@ -60,6 +60,8 @@ class JobService:
         self.check_secrets: Callable[[dict[str, str], str | None], None] = lambda wanted, team: None
         # one made later in an owner's name: they may still submit it (bound to IdentityService.check_submitter)
         self.check_owner: Callable[[str | None, str | None, str], None] = lambda owner, team, queue: None
+        # what a job's queue's quota counts, the job says (bound by the platform to QueueService.unmeasured)
+        self.unmeasured: Callable[[JobSpec], tuple[str, str] | None] = lambda spec: None
         self.audit = audit
         self.dependencies = Dependencies(store, notifier, scheduler)  # a job's ``after``
         self.remover = JobRemover(store, engine, artifacts)
@@ -105,12 +107,16 @@ class JobService:
 
     def _check_room(self, spec: JobSpec, snapshot: str | None) -> None:
         """The job fits some node, and its code was uploaded."""
-        if (problem := check_fits_some_node(spec, self.engine.nodes())) is not None:
+        if (problem := self.placement_problem(spec)) is not None:
             field, message = problem
             raise Unschedulable(f"{field}: {message}", field=field)
         if snapshot is not None and not self.artifacts.has_snapshot(snapshot):
             raise InvalidSpec(errors=[{"field": "workdir", "line": None, "where": "workdir",
                                        "message": f"snapshot {snapshot} was not uploaded"}])
+
+    def placement_problem(self, spec: JobSpec) -> tuple[str, str] | None:
+        """(field, why) ``spec`` could never start: no node fits it, or its queue's quota could not count it."""
+        return check_fits_some_node(spec, self.engine.nodes()) or self.unmeasured(spec)
 
     def cancel(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> JobInfo:
         found = self.get(job_id, caller)

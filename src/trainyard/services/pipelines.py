@@ -22,7 +22,6 @@ from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.errors import Conflict, Forbidden, InvalidSpec, PipelineRunNotFound, TrainyardError
 from trainyard.launch.files import local_path
 from trainyard.pipelines.special import expand_step
-from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import pipeline_serve as serving_steps
 from trainyard.services.jobs import JobService
 from trainyard.services.notify import FOLLOWER_POLL, Notifier, off_loop
@@ -157,7 +156,7 @@ class PipelineService(Ticker):
                     errs.add((*loc, *str(err.get("field") or "").split(".")), err["message"])
             except TrainyardError as e:
                 errs.add((*loc, str(e.details.get("field") or "")), e.message)
-            problem = check_fits_some_node(job, self.jobs.engine.nodes())
+            problem = self.jobs.placement_problem(job)
             if problem is not None:
                 errs.add((*loc, problem[0]), problem[1])
         team = run_team(placed, errs, across=caller.admin)

@@ -15,9 +15,11 @@ from trainyard.services.audit import AuditLog
 from trainyard.services.cluster import Cluster
 from trainyard.services.scheduling import Scheduler
 from trainyard.spec.lines import suggestion
+from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import JobFilter
 from trainyard.spec.queue import QueueSpec, load_queues
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo, QueueInfo, QueueUsage, TeamShare
+from trainyard.spec.units import format_memory
 from trainyard.status import JobStatus
 from trainyard.store import Store
 
@@ -118,6 +120,21 @@ class QueueService:
             return None
         raise Forbidden("your role does not allow submitting (a viewer reads only)" if caller.teams
                         else "you belong to no team: an admin adds you to one", field="queue")
+
+    def unmeasured(self, spec: JobSpec) -> tuple[str, str] | None:
+        """(field, why) when ``spec`` leaves out what its queue's quota counts: a job naming no memory held
+        none by the quota's count while its processes took what they liked (Kubernetes refuses such a pod
+        in a namespace with a memory quota). ``cpu: 0`` likewise."""
+        q = next((q for q in self.models() if q.name == spec.queue), None)
+        if q is None:
+            return None
+        if q.memory is not None and spec.resources.memory is None:
+            return ("resources.memory", f"queue {q.name!r} has a memory quota ({format_memory(q.memory)}), so a "
+                    "job on it says how much memory it needs, e.g. memory: 4Gi (its processes are held to it)")
+        if q.cpu is not None and spec.resources.cpu <= 0:
+            return ("resources.cpu", f"queue {q.name!r} has a cpu quota ({q.cpu:g} cores), so a job on it asks "
+                    "for more than 0 cores")
+        return None
 
     def list(self, caller: Caller | None = None) -> list[QueueInfo]:
         """Every queue, or those of the caller's teams (and the implicit default queue)."""

@@ -20,7 +20,6 @@ from trainyard.artifacts.store import ArtifactStore
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.engines.base import Engine
 from trainyard.errors import Conflict, Forbidden, InvalidSpec, ServiceNotFound, Unschedulable
-from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services import service_jobs, store_inputs
 from trainyard.services.jobs import JobService
 from trainyard.services.service_traffic import Traffic
@@ -100,7 +99,7 @@ class ServingService:
         job = service_jobs.replica_job("s-check", spec)
         self.jobs.check_secrets(job.secrets, team)
         self.engine.validate(job)
-        if (problem := check_fits_some_node(job, self.engine.nodes())) is not None:
+        if (problem := self.jobs.placement_problem(job)) is not None:
             raise Unschedulable(f"{problem[0]}: {problem[1]}", field=problem[0])
         most = spec.service.replicas if spec.fixed else spec.service.autoscale.max  # type: ignore[union-attr]
         if spec.service.port is not None and (most or 0) > 1 and self.engine.name == "local":
