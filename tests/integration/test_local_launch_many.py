@@ -10,8 +10,8 @@ import psutil
 
 from tests.contract.rigs import EXIT_CODE, LocalRig
 from tests.support.waiting import until
+from trainyard.engines.ahead import AHEAD
 from trainyard.engines.base import Launch
-from trainyard.engines.local import AHEAD
 from trainyard.launch.config import CONFIG_NAME, LaunchConfig
 from trainyard.launch.handle import HANDLE_NAME
 
