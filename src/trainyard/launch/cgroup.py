@@ -27,7 +27,8 @@ replica ends; empty groups that a crashed launcher left behind are removed by th
 next launcher that makes one (:func:`sweep`).
 
 Plain ``os`` calls and small file writes only, and only when a limit is set: the
-launcher's start-up time is benchmarked.
+launcher's start-up time is benchmarked. What any of a replica's groups does (made,
+joined, removed, swept) is here too, for its pids group (:mod:`trainyard.launch.pidlimit`).
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ SHELL = "/bin/sh"
 STALE_AFTER = 60.0  # an empty group this old has lost its launcher (a live one fills it within ms)
 JOIN_FAILED = 125   # the shim's exit code when the command could not join its group
 
-# How the command enters its group before it runs anything of its own: it is
-# started as ``sh -c 'echo 0 > PROCS && exec "$@"' PROCS COMMAND...``. Writing 0
+# How the command enters its groups before it runs anything of its own: it is
+# started as ``sh -c 'for each PROCS: echo 0 > PROCS; exec "$@"' sh PROCS... -- COMMAND...``
+# (a memory group and, on cgroup v1, a pids group of its own: launch.pidlimit). Writing 0
 # to ``cgroup.procs`` moves the writer (the shell) into the group, and ``exec``
 # keeps both the pid and the group, so the command's first instruction already
 # runs under the limit and everything it forks inherits the group. The
@@ -58,9 +60,9 @@ JOIN_FAILED = 125   # the shim's exit code when the command could not join its g
 # killer looks. The shell (dash) costs about a millisecond. Should the join fail
 # (it cannot once detect() and make() succeeded, short of an admin removing the
 # group), the shell says so in the log and exits 125 rather than run the command
-# without its limit.
-_SHIM = ('echo 0 > "$0" && exec "$@"; '
-         f'echo "trainyard: cannot join the memory cgroup $0" >&2; exit {JOIN_FAILED}')
+# without its limit. The groups' files are absolute paths: the first ``--`` is ours.
+_SHIM = ('for g; do [ "$g" = -- ] && break; echo 0 > "$g" || '
+         f'{{ echo "trainyard: cannot join the cgroup $g" >&2; exit {JOIN_FAILED}; }}; shift; done; shift; exec "$@"')
 
 
 def detect(root: str = MOUNT) -> str:
@@ -71,22 +73,23 @@ def detect(root: str = MOUNT) -> str:
     """
     if not os.access(SHELL, os.X_OK):
         return SAMPLED
-    if "memory" in _read(os.path.join(root, "cgroup.controllers")).split():
-        return V2 if _v2_usable(root) else SAMPLED
+    if "memory" in read(os.path.join(root, "cgroup.controllers")).split():
+        return V2 if v2_usable(root, "memory") else SAMPLED
     mem = os.path.join(root, "memory")  # v1, or the v1 half of a hybrid host
-    if os.path.isfile(os.path.join(mem, "memory.limit_in_bytes")) and _may_create(v1_parent(root)):
+    if os.path.isfile(os.path.join(mem, "memory.limit_in_bytes")) and may_create(v1_parent(root)):
         return V1
     return SAMPLED
 
 
-def _v2_usable(root: str) -> bool:
+def v2_usable(root: str, controller: str) -> bool:
+    """Whether we may make cgroup v2 groups under ``root`` that get ``controller`` and move processes into them."""
     parent = os.path.join(root, PARENT)
-    # Our groups get the memory controller only if their parent enables it for
+    # Our groups get the controller only if their parent enables it for
     # its children, which it can only if its own parent enables it: the root
     # (systemd does) or, for a delegated ``trainyard`` subtree, the admin did.
-    enabled = (_read(os.path.join(parent, "cgroup.subtree_control"))
-               + _read(os.path.join(root, "cgroup.subtree_control"))).split()
-    if "memory" not in enabled or not _may_create(parent):
+    enabled = (read(os.path.join(parent, "cgroup.subtree_control"))
+               + read(os.path.join(root, "cgroup.subtree_control"))).split()
+    if controller not in enabled or not may_create(parent):
         return False
     # Moving a process between groups needs write access to cgroup.procs of the
     # common ancestor of both (the delegation rule): ``trainyard`` when the
@@ -95,112 +98,45 @@ def _v2_usable(root: str) -> bool:
     return os.access(os.path.join(ancestor, "cgroup.procs"), os.W_OK)
 
 
-def _may_create(parent: str) -> bool:
+def may_create(parent: str) -> bool:
     """Whether we may make groups in ``parent``, or make ``parent`` itself."""
     return os.access(parent if os.path.isdir(parent) else os.path.dirname(parent), os.W_OK)
 
 
-def v1_parent(root: str) -> str:
-    """Where our v1 groups go: under the group this process is in (a container's or a service's), so
-    the limits above it still hold; under the controller's root when that group is not visible here."""
+def v1_parent(root: str, controller: str = "memory") -> str:
+    """Where our v1 groups of ``controller`` go: under the group this process is in (a container's or a
+    service's), so the limits above it still hold; under the controller's root when that group is not visible."""
     own = ""
-    for line in _read("/proc/self/cgroup").splitlines():
+    for line in read("/proc/self/cgroup").splitlines():
         _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
+        if controller in controllers.split(","):
             own = path.strip("/")
-    base = os.path.join(root, "memory", own) if own else os.path.join(root, "memory")
-    return os.path.join(base if os.path.isdir(base) else os.path.join(root, "memory"), PARENT)
+    base = os.path.join(root, controller, own) if own else os.path.join(root, controller)
+    return os.path.join(base if os.path.isdir(base) else os.path.join(root, controller), PARENT)
 
 
 def _own_v2_path() -> str:
-    for line in _read("/proc/self/cgroup").splitlines():
+    for line in read("/proc/self/cgroup").splitlines():
         if line.startswith("0::"):
             return line[3:]
     return "/"
 
 
-class MemoryGroup:
-    """One replica's memory cgroup: :meth:`make` it, start the command through
-    :meth:`wrap`, ask :meth:`oom_kills` while it runs, :meth:`remove` it at the end."""
+class Group:
+    """One of a replica's cgroups, at ``path``: the command joins it through :func:`wrap`, :meth:`remove` at the end."""
 
-    def __init__(self, path: str, version: str, limit: int):
+    def __init__(self, path: str):
         self.path = path
-        self.version = version
-        self.limit = limit
-
-    @classmethod
-    def make(cls, root: str, version: str, name: str, limit: int) -> "MemoryGroup":
-        """Create the group with its limit; raises ``OSError`` when the host refuses."""
-        parent = v1_parent(root) if version == V1 else os.path.join(root, PARENT)
-        os.makedirs(parent, exist_ok=True)
-        if version == V2 and "memory" not in _read(os.path.join(parent, "cgroup.subtree_control")).split():
-            _write(os.path.join(parent, "cgroup.subtree_control"), "+memory")
-        sweep(parent)
-        name = name.replace("/", "_").lstrip(".") or "replica"
-        path = os.path.join(parent, name)
-        try:
-            os.mkdir(path)
-        except FileExistsError:  # a relaunch of the same replica while the old group still holds processes
-            path = f"{path}-{os.getpid()}"
-            os.mkdir(path)
-        group = cls(path, version, limit)
-        try:
-            group._set_limit()
-        except OSError:
-            group.remove()
-            raise
-        return group
-
-    def _set_limit(self) -> None:
-        if self.version == V1:
-            # memory first: memsw may never be below it, and a new group starts unlimited
-            _write(self._file("memory.limit_in_bytes"), str(self.limit))
-            if os.path.exists(self._file("memory.memsw.limit_in_bytes")):
-                _write(self._file("memory.memsw.limit_in_bytes"), str(self.limit))
-            else:  # no swap accounting (swapaccount=0): keep the group from swapping at all
-                _write(self._file("memory.swappiness"), "0", optional=True)
-        else:
-            _write(self._file("memory.max"), str(self.limit))
-            _write(self._file("memory.swap.max"), "0", optional=True)  # absent without swap support
-            _write(self._file("memory.oom.group"), "1", optional=True)  # absent before Linux 4.19
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
 
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` run so that it joins this group first (see ``_SHIM``)."""
-        return [SHELL, "-c", _SHIM, self._file("cgroup.procs"), *argv]
-
-    def oom_kills(self) -> int | None:
-        """How many processes the kernel's OOM killer killed in the group; None if the kernel does not say."""
-        text = _read(self._file("memory.oom_control" if self.version == V1 else "memory.events"))
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-        return None
-
-    def oom_killed(self, returncode: int | None) -> bool:
-        """Whether the group ran out of memory and the kernel killed in it."""
-        kills = self.oom_kills()
-        if kills is not None:
-            return kills > 0
-        # v1 before Linux 4.13: no counter; the limit was hit and the command got SIGKILL
-        return returncode == -signal.SIGKILL and int(_read(self._file("memory.failcnt")) or 0) > 0
-
-    def oom_message(self) -> str:
-        """What the replica's end says of an OOM kill in the group."""
-        peak = self.peak()
-        return (f"the kernel's OOM killer stopped it at the memory limit of {mib(self.limit)}"
-                f" ({self.version}{f', peak {mib(peak)}' if peak else ''})")
-
-    def peak(self) -> int | None:
-        """The group's highest memory use, in bytes, where the kernel keeps it."""
-        text = _read(self._file("memory.max_usage_in_bytes" if self.version == V1 else "memory.peak"))
-        return int(text) if text.strip().isdigit() else None
+        return wrap(argv, [self])
 
     def pids(self) -> list[int]:
-        return [int(p) for p in _read(self._file("cgroup.procs")).split()]
+        return [int(p) for p in read(self._file("cgroup.procs")).split()]
 
     def remove(self, timeout: float = 5.0) -> bool:
         """Remove the group; returns whether it is gone. Never raises.
@@ -226,6 +162,100 @@ class MemoryGroup:
                 except OSError:
                     pass
             time.sleep(0.01)
+
+
+def wrap(argv: list[str], groups: "tuple[Group, ...] | list[Group]") -> list[str]:
+    """``argv`` run so that it joins each of ``groups`` first (see ``_SHIM``); as it is with none. A v2 host has
+    one group a replica, whatever its limits: joined once."""
+    files = list(dict.fromkeys(os.path.join(g.path, "cgroup.procs") for g in groups))
+    return [SHELL, "-c", _SHIM, "sh", *files, "--", *argv] if files else argv
+
+
+def new_group(parent: str, name: str) -> str:
+    """A new group named ``name`` in ``parent`` (made if need be, with the empty groups of dead launchers in it
+    swept); raises ``OSError`` when the host refuses."""
+    os.makedirs(parent, exist_ok=True)
+    sweep(parent)
+    name = name.replace("/", "_").lstrip(".") or "replica"
+    path = os.path.join(parent, name)
+    try:
+        os.mkdir(path)
+    except FileExistsError:  # a relaunch of the same replica while the old group still holds processes
+        path = f"{path}-{os.getpid()}"
+        os.mkdir(path)
+    return path
+
+
+def enable(parent: str, controller: str) -> None:
+    """Give the cgroup v2 groups in ``parent`` the ``controller``."""
+    if controller not in read(os.path.join(parent, "cgroup.subtree_control")).split():
+        write(os.path.join(parent, "cgroup.subtree_control"), f"+{controller}")
+
+
+class MemoryGroup(Group):
+    """One replica's memory cgroup: :meth:`make` it, start the command through
+    :meth:`wrap`, ask :meth:`oom_kills` while it runs, :meth:`remove` it at the end."""
+
+    def __init__(self, path: str, version: str, limit: int):
+        super().__init__(path)
+        self.version = version
+        self.limit = limit
+
+    @classmethod
+    def make(cls, root: str, version: str, name: str, limit: int) -> "MemoryGroup":
+        """Create the group with its limit; raises ``OSError`` when the host refuses."""
+        parent = v1_parent(root) if version == V1 else os.path.join(root, PARENT)
+        if version == V2:
+            os.makedirs(parent, exist_ok=True)
+            enable(parent, "memory")
+        group = cls(new_group(parent, name), version, limit)
+        try:
+            group._set_limit()
+        except OSError:
+            group.remove()
+            raise
+        return group
+
+    def _set_limit(self) -> None:
+        if self.version == V1:
+            # memory first: memsw may never be below it, and a new group starts unlimited
+            write(self._file("memory.limit_in_bytes"), str(self.limit))
+            if os.path.exists(self._file("memory.memsw.limit_in_bytes")):
+                write(self._file("memory.memsw.limit_in_bytes"), str(self.limit))
+            else:  # no swap accounting (swapaccount=0): keep the group from swapping at all
+                write(self._file("memory.swappiness"), "0", optional=True)
+        else:
+            write(self._file("memory.max"), str(self.limit))
+            write(self._file("memory.swap.max"), "0", optional=True)  # absent without swap support
+            write(self._file("memory.oom.group"), "1", optional=True)  # absent before Linux 4.19
+
+    def oom_kills(self) -> int | None:
+        """How many processes the kernel's OOM killer killed in the group; None if the kernel does not say."""
+        text = read(self._file("memory.oom_control" if self.version == V1 else "memory.events"))
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return None
+
+    def oom_killed(self, returncode: int | None) -> bool:
+        """Whether the group ran out of memory and the kernel killed in it."""
+        kills = self.oom_kills()
+        if kills is not None:
+            return kills > 0
+        # v1 before Linux 4.13: no counter; the limit was hit and the command got SIGKILL
+        return returncode == -signal.SIGKILL and int(read(self._file("memory.failcnt")) or 0) > 0
+
+    def oom_message(self) -> str:
+        """What the replica's end says of an OOM kill in the group."""
+        peak = self.peak()
+        return (f"the kernel's OOM killer stopped it at the memory limit of {mib(self.limit)}"
+                f" ({self.version}{f', peak {mib(peak)}' if peak else ''})")
+
+    def peak(self) -> int | None:
+        """The group's highest memory use, in bytes, where the kernel keeps it."""
+        text = read(self._file("memory.max_usage_in_bytes" if self.version == V1 else "memory.peak"))
+        return int(text) if text.strip().isdigit() else None
 
 
 def for_replica(root: str | None, limit: int | None, name: str, say: Callable[[str], None]) -> MemoryGroup | None:
@@ -273,7 +303,8 @@ def sweep(parent: str, stale_after: float = STALE_AFTER) -> int:
     return removed
 
 
-def _read(path: str) -> str:
+def read(path: str) -> str:
+    """A cgroup file's text; "" where it is not there or cannot be read."""
     try:
         with open(path) as f:
             return f.read()
@@ -281,7 +312,8 @@ def _read(path: str) -> str:
         return ""
 
 
-def _write(path: str, value: str, optional: bool = False) -> None:
+def write(path: str, value: str, optional: bool = False) -> None:
+    """Write a cgroup file; ``optional``: a knob this kernel lacks or refuses is left as it is."""
     try:
         with open(path, "w") as f:
             f.write(value)
