@@ -134,6 +134,10 @@ class SchedulerSettings(BaseModel):
 
 
 OUTPUTS_MAX = 100 << 30  # bytes of one replica's outputs: a name or a sparse file costs a job nothing, a copy does
+# processes and threads one replica's tree may hold: room for data loader workers and their threads, while a fork
+# bomb stops far short of the node's pid_max (at most PID_MAX_LIMIT on 64-bit Linux, the most pids.max takes)
+PIDS_MAX = 4096
+PID_MAX_LIMIT = 1 << 22
 LOG_KEEP = 64 << 20  # bytes of a replica's log the server keeps: a job that prints without end cannot fill its database
 METRICS_KEEP = 4000  # points of each metric of a replica the server keeps, evenly spaced, and the newest
 
@@ -220,6 +224,9 @@ class ServerSettings(BaseModel):
     outputs_max: int = Field(OUTPUTS_MAX, ge=0, description="bytes of outputs one replica of an attempt may "
                              "upload, sizes as stored (a sparse file counts whole); past it none are and the "
                              "attempt fails (OutputsTooLarge). 0: no bound")
+    pids_max: int = Field(PIDS_MAX, ge=0, le=PID_MAX_LIMIT, strict=True, description="processes and threads one "
+                          "replica's whole tree may hold at once, in a pids cgroup (host jobs; podman's and "
+                          "docker's --pids-limit in an image); a fork past it fails (EAGAIN). 0: no bound")
     metrics_keep: int = Field(METRICS_KEEP, ge=0, le=10_000_000, description="points of each metric of a replica "
                               "the server keeps: between half and all of this many, evenly spaced, and the newest "
                               "(0: every point)")

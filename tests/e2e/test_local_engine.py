@@ -7,8 +7,10 @@ import time
 import psutil
 import pytest
 
+from tests.conftest import need
 from tests.e2e.helpers import py_job, until
 from tests.support.servers import ServerProcess
+from trainyard.launch import pidlimit
 
 pytestmark = pytest.mark.slow
 
@@ -52,6 +54,32 @@ def test_memory_limit_kills_only_the_greedy_job(server):
     info = greedy.wait(timeout=60)
     assert info.status.value == "failed" and info.attempts[-1].reason == "OOMKilled"
     assert calm.wait(timeout=60).status.value == "succeeded" and calm.logs().strip() == "fine"
+
+
+def test_the_servers_pids_max_stops_a_fork_bomb_in_its_job_alone(tmp_path):
+    need(pidlimit.detect() is not None, "no writable pids cgroup here (root on cgroup v1, or a delegated v2 tree)")
+    (tmp_path / "server.yaml").write_text("pids_max: 64\n")
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--container-runtime", "none",
+                                            "--config", str(tmp_path / "server.yaml")])
+    srv.start()
+    try:
+        # given a job that tries to hold 200 processes (bounded: a server that set no limit fails this test
+        # without harming the machine) and, beside it, one that holds 40
+        hold = ("import os, sys\nr, w = os.pipe()\nheld = []\nfor i in range({n}):\n"
+                "    try:\n        pid = os.fork()\n    except BlockingIOError:\n        break\n"
+                "    if pid == 0:\n        os.close(w); os.read(r, 1); os._exit(0)\n    held.append(pid)\n"
+                "print('held', len(held), flush=True)\nos.close(w)\nfor pid in held:\n    os.waitpid(pid, 0)\n"
+                "sys.exit(0 if len(held) == {n} else 3)\n")
+        c = srv.client()
+        bomb = c.submit(py_job(hold.format(n=200), name="bomb", resources={"cpu": 0.5}, retry={"max": 0}))
+        calm = c.submit(py_job(hold.format(n=40), name="calm", resources={"cpu": 0.5}))
+        info = bomb.wait(timeout=60)
+        # then its forks past 64 failed, it says why, and the other job and the server went on
+        assert info.status.value == "failed" and int(bomb.logs().split()[1]) < 64, bomb.logs()
+        assert "pids limit of 64 processes was reached" in info.attempts[-1].message
+        assert calm.wait(timeout=60).status.value == "succeeded" and calm.logs().strip() == "held 40"
+    finally:
+        srv.stop_all()
 
 
 def test_timeout_ends_the_attempt(server):

@@ -125,8 +125,8 @@ def test_a_launcher_runs_a_command_beside_its_own_in_its_work_dir_with_its_envir
 
 
 def beside(work, group=None, cached: tuple[str, ...] = ()) -> tuple:  # noqa: ANN001
-    """A ``launch.execs.Where`` for a plain command in ``work``."""
-    return None, None, str(work), {"PATH": "/usr/bin:/bin"}, group, cached
+    """A ``launch.execs.Where`` for a plain command in ``work`` (in ``group``, a ``launch.cgroup.Group``)."""
+    return None, None, str(work), {"PATH": "/usr/bin:/bin"}, (group,) if group is not None else (), cached
 
 
 def test_a_command_s_output_is_cut_and_masked_and_its_whole_group_stopped(tmp_path):

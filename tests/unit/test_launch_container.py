@@ -113,3 +113,9 @@ def test_a_job_of_an_account_drops_inside_roots_container_and_its_variables_neve
     # a job of no account keeps today's client: its own user, its environment
     assert box("podman").client_env(job_env) == job_env and "--user" not in box("podman").argv([], {}, Path("/w"),
                                                                                                 [], None, [])
+
+
+@pytest.mark.parametrize("kind", ["podman", "docker"])
+def test_the_servers_pids_limit_becomes_the_runtimes_and_off_leaves_its_default(kind):
+    assert "--pids-limit=64" in box(kind).argv(["true"], {}, Path("/w"), [], None, [], pids=64)
+    assert not any(a.startswith("--pids-limit") for a in box(kind).argv(["true"], {}, Path("/w"), [], None, []))

@@ -145,3 +145,30 @@ def test_outputs_max_is_read_with_units_and_reaches_each_launcher(tmp_path):
     store = ArtifactStore(f"file://{tmp_path}")
     (config,) = launch_configs(job, attempt, token="t", settings=settings, artifacts=store, server_url="http://x")
     assert config.outputs_max == 5 << 30
+
+
+def test_pids_max_reaches_each_launcher_off_is_none_and_a_bad_value_is_named(tmp_path):
+    from trainyard.artifacts.store import ArtifactStore
+    from trainyard.cli.server_config import check
+    from trainyard.services.launching import launch_configs
+    from trainyard.spec.job import JobSpec
+    from trainyard.spec.records import AttemptInfo, JobInfo, ReplicaInfo
+
+    job = JobInfo(id="j", name="j", status="running", queue="default", priority=100, spec=JobSpec(command="true"),
+                  created_at=0, updated_at=0)
+    attempt = AttemptInfo(id="j-1", job_id="j", number=1, status="running", created_at=0.0,
+                          replicas=[ReplicaInfo(index=0, node="n", status="running")])
+    store = ArtifactStore(f"file://{tmp_path}")
+    path = tmp_path / "server.yaml"
+    for text, expected in [("pids_max: 64\n", 64), ("pids_max: 0\n", None), ("sample_every: 5\n", 4096)]:
+        path.write_text(text)
+        settings = ServerSettings(home=tmp_path, **load(path))
+        (config,) = launch_configs(job, attempt, token="t", settings=settings, artifacts=store, server_url="http://x")
+        assert config.pids_max == expected, text
+    # true would be read as 1 (no process could start), a fraction or text as nothing a kernel takes
+    for text in ["pids_max: true\n", "pids_max: -1\n", "pids_max: lots\n", "pids_max: 1.5\n",
+                 f"pids_max: {(1 << 22) + 1}\n"]:
+        path.write_text(text)
+        with pytest.raises(InvalidSpec) as e:
+            check(path, lambda: ServerSettings(**load(path)))
+        assert [err["field"] for err in e.value.errors] == ["pids_max"], text

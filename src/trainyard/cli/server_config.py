@@ -8,6 +8,7 @@ idle_gpu_period: 30m       # ... for this long before the job is flagged
 log_keep: 64Mi             # of a replica's log, the first half and the last half are kept; 0: all of it
 metrics_keep: 4000         # points of each metric of a replica: evenly spaced, and the newest; 0: every point
 outputs_max: 100Gi         # bytes of outputs one replica may upload (over it: none, OutputsTooLarge); 0: no bound
+pids_max: 4096             # processes and threads one replica may hold (a fork past it fails); 0: no bound
 prices:
   currency: EUR
   gpu_hour: {A100: 2.5, "*": 1.0}
@@ -35,8 +36,8 @@ from typing import Any
 from trainyard.errors import InvalidSpec
 from trainyard.spec.units import parse_duration, parse_memory
 
-KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "outputs_max", "prices",
-        "scheduler", "webhooks", "retention")
+KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "outputs_max",
+        "pids_max", "prices", "scheduler", "webhooks", "retention")
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:

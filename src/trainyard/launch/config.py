@@ -25,7 +25,7 @@ _DEFAULTS: dict = {
     "run_as": None,
     "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None, "checkpoint_url": None,
     "sample_every": None, "secrets": None, "store_url": None,
-    "inputs_as_job": False, "outputs_max": None, "replicas": 1,
+    "inputs_as_job": False, "outputs_max": None, "replicas": 1, "pids_max": None,
 }
 
 
@@ -52,6 +52,7 @@ class LaunchConfig:
     outputs_max: int | None          # bytes of outputs this replica may upload in all; None: no bound
     checkpoint_dir: str | None
     memory_limit: int | None         # bytes, whole process tree
+    pids_max: int | None             # processes and threads of the whole tree (launch.pidlimit); None: no bound
     timeout: float | None            # seconds of run time
     grace_period: float              # seconds between SIGTERM and SIGKILL
     gpus: list[str]                  # -> CUDA_VISIBLE_DEVICES (set, possibly empty, when the spec asked none)

@@ -151,9 +151,10 @@ class Container:
     # -- the run -----------------------------------------------------------------------
 
     def argv(self, command: list[str], job_env: dict[str, str], work: Path, mounts: list[str],
-             memory: int | None, gpus: list[str], readonly: list[str] = ()) -> list[str]:
+             memory: int | None, gpus: list[str], readonly: list[str] = (), pids: int | None = None) -> list[str]:
         """``podman run …`` for ``command``. The job's own variables (``job_env``) go in by name,
-        read from the client's environment, so their values never show in ``ps``."""
+        read from the client's environment, so their values never show in ``ps``. ``pids``: the processes
+        and threads it may hold (the server's ``pids_max``); None leaves the runtime's own default."""
         argv = [self.runtime, "run", "--name", self.name, "--init", "--network=host",
                 "--label", f"trainyard.attempt={self.name}", "-w", str(work),
                 *self.user(), *self.groups(), *self.confined()]
@@ -168,6 +169,8 @@ class Container:
             argv += [f"--memory={memory}", f"--memory-swap={memory}"]
         if self.cpus:
             argv.append(f"--cpus={self.cpus:g}")
+        if pids:
+            argv.append(f"--pids-limit={pids}")
         if gpus:
             if self.kind == "docker":
                 argv += ["--gpus", "device=" + ",".join(gpus)]
@@ -244,7 +247,7 @@ def start(config, attempt_dir: Path, inputs: dict[str, str], command: list[str],
     if envvars.CHECKPOINT_SOCKET in job_env:  # trainyard.checkpoint_saved() in the container reaches the launcher
         mounts.append(os.path.dirname(job_env[envvars.CHECKPOINT_SOCKET]))
     return box, box.argv(command, job_env, work, mounts, config.memory_limit, list(config.gpus),
-                         [*readonly, *given])
+                         [*readonly, *given], config.pids_max)
 
 
 def outcome(box: Container, exit_code: int | None, reason: str, message: str, memory: int | None,

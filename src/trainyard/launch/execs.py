@@ -4,10 +4,10 @@ checkpoints``, ``df -h`` on the node, as the job sees it.
 It runs where the command runs and as whom: in its work dir, with its environment (its secrets included,
 and masked in what comes back, as in the logs), dropped to its account (``run_as``), or in its container
 (``podman exec``/``docker exec``). It is bounded as the command is, as ``kubectl exec`` is by its container:
-inside the replica's memory cgroup (counted against the job's limit; past it the kernel's OOM killer acts on
-the group) and seeing the node's cached inputs read-only. No shell, no standard input; the first :data:`CAP`
-bytes of standard output and error, interleaved as they came, go back; past its timeout its process group is
-killed. Standard library only, imported when the first request comes.
+inside the replica's cgroups (counted against the job's memory limit, past which the kernel's OOM killer acts
+on the group, and against its pids limit) and seeing the node's cached inputs read-only. No shell, no standard
+input; the first :data:`CAP` bytes of standard output and error, interleaved as they came, go back; past its
+timeout its process group is killed. Standard library only, imported when the first request comes.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from trainyard.launch.procs import Owned, check_executable
 
 CAP = 250 * 1024  # bytes of output kept, under the server's 256 KiB an answer
 # where the replica's command runs: (its launch.container.Container or None, launch.json's run_as, its work dir,
-# its environment, its launch.cgroup.MemoryGroup or None, the cached inputs it sees read-only), set by the
-# launcher once it runs (plain values: nothing here is done, or imported, before a request)
-Where = tuple[object, "dict | None", str, dict[str, str], object, tuple[str, ...]]
+# its environment, its launch.cgroup.Group's (memory, pids; none without), the cached inputs it sees read-only),
+# set by the launcher once it runs (plain values: nothing here is done, or imported, before a request)
+Where = tuple[object, "dict | None", str, dict[str, str], tuple, tuple[str, ...]]
 
 
 def _place(where: Where) -> tuple[list[str], str, dict[str, str]]:
     """What goes before a command to run it beside the replica's, in which folder, with which environment:
     wrapped as the launcher wraps the replica's own (the cgroup shim outermost, then the read-only mounts,
     which root makes before the drop to the job's account)."""
-    container, run_as, work, env, group, cached = where
+    container, run_as, work, env, groups, cached = where
     if container is not None:  # the runtime's client, with the launcher's own environment; the image bounds it
         return [container.runtime, "exec", "-w", work, *container.user(), container.name], work, dict(os.environ)
     prefix: list[str] = []
@@ -42,8 +42,10 @@ def _place(where: Where) -> tuple[list[str], str, dict[str, str]]:
         from trainyard.launch import readonly
 
         prefix = readonly.mount_prefix(list(cached)) + prefix
-    if group is not None:
-        prefix = group.wrap(prefix)
+    if groups:
+        from trainyard.launch.cgroup import wrap
+
+        prefix = wrap(prefix, groups)
     return prefix, work, env
 
 

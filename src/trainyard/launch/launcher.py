@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from trainyard import envvars
-from trainyard.launch import cgroup, handoff, leftover_tree, procs, reasons
+from trainyard.launch import cgroup, handoff, leftover_tree, pidlimit, procs, reasons
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.attempt_io import AttemptIO
 from trainyard.launch.emptydirs import Pool
@@ -39,6 +39,7 @@ class Launcher(AttemptIO, Wakeups):
         self.metrics = self.dir / METRICS_NAME
         self.proc = None
         self.group: cgroup.MemoryGroup | None = None  # the replica's memory cgroup, if the host offers one
+        self.pids_group: pidlimit.PidsGroup | None = None  # ... and its pids cgroup (the same group on cgroup v2)
         self.container = None  # a launch.container.Container when the job runs in an image
         self.reporter = None  # started once the command runs (or setup failed)
         self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
@@ -77,7 +78,7 @@ class Launcher(AttemptIO, Wakeups):
             if self.container is not None:
                 self.container.remove()
         procs.reap_all(None)  # whatever setup (a killed venv build) may have left
-        self._remove_group()  # normally gone already, right after the tree was reaped
+        self._remove_groups()  # normally gone already, right after the tree was reaped
         reporter = self._reporter()
         if reporter.running:
             reporter.deliver(result)  # on its thread, while result.json is written: engines read it after the exit
@@ -162,9 +163,11 @@ class Launcher(AttemptIO, Wakeups):
                 append_log(self.log, text)
                 return _result(None, reasons.SETUP, text)
         # made right before the spawn, so a group is empty only for the moment between the two (cgroup.sweep);
-        # in a container the runtime enforces the limit
-        self.group = None if self.container is not None else cgroup.for_replica(
-            cfg.cgroup_root, cfg.memory_limit, f"{cfg.attempt_id}-r{cfg.replica}", lambda m: append_log(self.log, m))
+        # in a container the runtime enforces the limits
+        if self.container is None:
+            name = f"{cfg.attempt_id}-r{cfg.replica}"
+            self.group = cgroup.for_replica(cfg.cgroup_root, cfg.memory_limit, name, lambda m: append_log(self.log, m))
+            self.pids_group = pidlimit.for_replica(cfg.cgroup_root, cfg.pids_max, name, self.group)
         try:
             argv, start_env = command, env
             if cfg.run_as:  # hand the job its folders; the command drops to the account after the cgroup shim
@@ -183,26 +186,26 @@ class Launcher(AttemptIO, Wakeups):
                 from trainyard.launch import readonly
 
                 argv = readonly.mount_prefix(self.readonly, readonly.own_shm(cfg)) + argv
-            if self.group is not None:
+            if self.groups():
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
-                argv = self.group.wrap(argv)
-            mark("memory group, argv")
+                argv = cgroup.wrap(argv, self.groups())
+            mark("memory group, argv")  # the name bench/RESULTS.md compares across sessions; the pids group too
             self.dirs.place_file(self.log)
             self.proc = procs.spawn(argv, str(work), start_env, str(self.log))
             mark("spawned (exec done)")
         except OSError as e:
-            self._remove_group()
+            self._remove_groups()
             message = f"cannot start {cfg.command[0]!r}: {e.strerror or e}"
             append_log(self.log, message)
             return _result(None, reasons.SETUP, message)
         try:  # for the engine, should this launcher die: the command, in a session of its own, would run on
-            leftover_tree.record(str(self.dir), self.proc.pid, self.group.path if self.group is not None else None)
+            leftover_tree.record(str(self.dir), self.proc.pid, list(dict.fromkeys(g.path for g in self.groups())))
         except OSError as e:
             append_log(self.log, f"cannot record the command for the engine: {e}")
         reporter = self._reporter()
         # plain values (nothing is imported or done unless `trainyard exec` asks): a command run beside this one
         # runs where it does, as whom, and bounded as it is (launch.execs)
-        reporter.exec_in = (self.container, cfg.run_as, str(work), env, self.group,
+        reporter.exec_in = (self.container, cfg.run_as, str(work), env, self.groups(),
                             tuple(self.readonly) if self.container is None else ())
         # a command over by then is reported from this thread, and no thread is ever started
         self._when_due(reporter.started(self.proc.pid), reporter.start)
@@ -243,10 +246,14 @@ class Launcher(AttemptIO, Wakeups):
             result["message"] = "; ".join(m for m in (result["message"], f"outputs: {e}") if m)
             return result
 
-    def _remove_group(self) -> None:
-        if self.group is not None:
-            self.group.remove()
-            self.group = None
+    def groups(self) -> tuple[cgroup.Group, ...]:
+        """The replica's cgroups, which its command joins before it starts."""
+        return tuple(g for g in (self.group, self.pids_group) if g is not None)
+
+    def _remove_groups(self) -> None:
+        for group in self.groups():
+            group.remove()
+        self.group = self.pids_group = None
 
     def _supervise(self, proc) -> tuple[int | None, str, str]:
         """Wait for the command, enforcing cancel, timeout and memory limit; reap the tree."""
@@ -299,7 +306,10 @@ class Launcher(AttemptIO, Wakeups):
             # as the sampled limit kills the whole tree once it is passed
             if reason is None and self.group.oom_killed(rc):
                 reason, message = reasons.OOM, self._oom_message()
-            self._remove_group()
+        if reason is None and rc != 0 and self.pids_group is not None and self.pids_group.refused():
+            message = self.pids_group.message()  # a fork failed (EAGAIN), and then so did the command
+            append_log(self.log, message)
+        self._remove_groups()
         if reason is None:
             reason = reasons.SUCCEEDED if rc == 0 else reasons.error(rc)
         return rc, reason, message or ""

@@ -6,7 +6,7 @@ killed with SIGKILL (or by the OOM killer) leaves it running, unseen, while the
 server calls the replica lost and retries the job beside it. So the launcher writes
 down, right after the spawn, what its command is (``command.json`` beside its
 handle): its process group, with the leader's start time (pids get reused), and its
-memory cgroup where it has one (which also holds whatever left the group with
+cgroups where it has them (memory, pids: they also hold whatever left the group with
 ``setsid``). An engine that finds the launcher gone kills both before it says the
 replica is lost. Standard library only.
 """
@@ -22,11 +22,12 @@ from trainyard.launch import handle as handles
 COMMAND_NAME = "command.json"
 
 
-def record(workdir: str, pid: int, cgroup: str | None) -> None:
-    """Write down the command the launcher in ``workdir`` just spawned (``pid`` leads its process group)."""
+def record(workdir: str, pid: int, cgroups: list[str]) -> None:
+    """Write down the command the launcher in ``workdir`` just spawned (``pid`` leads its process group) and the
+    folders of its cgroups."""
     tmp = os.path.join(workdir, COMMAND_NAME + ".tmp")
     with open(tmp, "w") as f:
-        f.write(json.dumps({"pgid": pid, "start": handles.start_time(pid), "cgroup": cgroup}))
+        f.write(json.dumps({"pgid": pid, "start": handles.start_time(pid), "cgroups": cgroups}))
     os.replace(tmp, os.path.join(workdir, COMMAND_NAME))
 
 
@@ -38,7 +39,9 @@ def kill_left(workdir: str) -> bool:
     try:
         with open(os.path.join(workdir, COMMAND_NAME)) as f:
             found = json.load(f)
-        pgid, start, cgroup = int(found["pgid"]), found.get("start"), found.get("cgroup")
+        pgid, start = int(found["pgid"]), found.get("start")
+        # "cgroup": one path, as a launcher from before the pids limit wrote it
+        cgroups = [str(p) for p in found.get("cgroups") or [found.get("cgroup")] if p]
     except (OSError, ValueError, KeyError, TypeError):
         return False  # none written: the launcher died before its command started, or before this existed
     left = _group_members(pgid) if _same_group(pgid, start) else []
@@ -47,7 +50,7 @@ def kill_left(workdir: str) -> bool:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    if cgroup:
+    for cgroup in cgroups:
         in_group = _cgroup_members(cgroup)
         for pid in in_group:
             try:
@@ -59,7 +62,7 @@ def kill_left(workdir: str) -> bool:
                 os.rmdir(cgroup)  # else the next launcher's sweep removes it
             except OSError:
                 pass
-        left += in_group
+        left += [p for p in in_group if p not in left]
     return bool(left)
 
 
