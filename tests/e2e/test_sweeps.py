@@ -92,7 +92,11 @@ def test_a_random_sweep_keeps_to_its_trials_and_its_parallel_and_its_cli_shows_t
     ({"metric": {"name": "score", "goal": "up"}}, "metric.goal"),
     ({"trials": 0}, "trials"),
     ({"parameters": {"x": {"values": [0.1]}, "pause": 0}}, "job"),  # the command names params.steps
-], ids=["an empty range", "a grid over a range", "an unknown goal", "no trials", "a param the command lacks"])
+    ({"early_stopping": {"type": "hyperband", "min_steps": 50, "max_steps": 20}}, "early_stopping.max_steps"),
+    ({"early_stopping": {"type": "median", "min_trials": 1}}, "early_stopping"),  # one trial: never stopped
+    ({"early_stopping": {"type": "hyperband", "warmup_steps": 2}}, "early_stopping.warmup_steps"),
+], ids=["an empty range", "a grid over a range", "an unknown goal", "no trials", "a param the command lacks",
+        "hyperband max under min", "median waits for every trial", "a median setting on hyperband"])
 def test_a_bad_sweep_is_refused_naming_its_field(server, change, field):
     body = {"spec": {**sweep_spec([0.3]), **change}}
     r = httpx.post(server.url + "/api/v1/sweeps", json=body, headers=server.headers, timeout=30)

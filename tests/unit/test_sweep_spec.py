@@ -68,6 +68,16 @@ def test_a_grid_is_every_combination_of_values_in_order():
     ("  seed: 7\n", "  seed: .nan\n", ("parameters", 5)),
     ("metric: {name: val_acc}\n", "metric: {name: val_acc}\nearly_stopping: {type: asha}\n",
      ("early_stopping.type", 11)),
+    # Optuna's Hyperband makes no bracket and its median rule waits for min_trials ended: neither stopped any trial
+    ("metric: {name: val_acc}\n", "metric: {name: val_acc}\nearly_stopping: {type: hyperband, min_steps: 50, "
+     "max_steps: 20}\n", ("early_stopping.max_steps", 11)),
+    ("metric: {name: val_acc}\n", "metric: {name: val_acc}\ntrials: 4\n"
+     "early_stopping: {type: median, min_trials: 4}\n", ("early_stopping", 12)),
+    # a setting of the other rule was ignored
+    ("metric: {name: val_acc}\n", "metric: {name: val_acc}\nearly_stopping: {type: hyperband, warmup_steps: 5}\n",
+     ("early_stopping.warmup_steps", 11)),
+    ("metric: {name: val_acc}\n", "metric: {name: val_acc}\nearly_stopping: {type: median, max_steps: 20}\n",
+     ("early_stopping.max_steps", 11)),
 ])
 def test_every_bad_field_is_named_with_its_line(old, new, error):
     assert errors_of(SWEEP.replace(old, new)) == [error]
@@ -104,3 +114,19 @@ def test_a_sweep_stored_before_its_job_could_not_claim_trainyards_labels_still_l
     with pytest.raises(ValueError, match="trainyard's own"):
         SweepSpec.model_validate(data)
     assert SweepSpec.model_validate(data, context=STORED).job.labels == {"trainyard.io/sweep": "s-other"}
+
+
+def test_early_stopping_at_its_bounds_passes_and_a_whole_dump_of_it_is_taken_back():
+    for rule in ("{type: hyperband, min_steps: 20, max_steps: 20}", "{type: median, min_trials: 3}",
+                 "{type: median, warmup_steps: 0, min_trials: 1}"):
+        s = parse_model(SweepSpec, SWEEP + f"trials: 4\nearly_stopping: {rule}\n", "s.yaml")
+        # the SDK sends model_dump(): the other rule's defaults in it are no error
+        assert SweepSpec.model_validate(s.model_dump(mode="json")) == s
+
+
+def test_a_sweep_stored_with_early_stopping_since_refused_still_loads():
+    from trainyard.spec.submitted import STORED
+
+    data = parse_model(SweepSpec, SWEEP, "s.yaml").model_dump(mode="json")
+    data["early_stopping"] = {"type": "hyperband", "min_steps": 50, "max_steps": 20, "warmup_steps": 3}
+    assert SweepSpec.model_validate(data, context=STORED).early_stopping.max_steps == 20

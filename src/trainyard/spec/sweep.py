@@ -130,6 +130,26 @@ class EarlyStopping(Strict):
     max_steps: Count = Field(100, ge=1, description="hyperband: the steps of a whole trial")
     reduction_factor: Count = Field(3, ge=2, description="hyperband: 1 in this many trials go on at each rung")
 
+    @field_validator("warmup_steps", "min_trials", "min_steps", "max_steps", "reduction_factor")
+    @classmethod
+    def _of_its_type(cls, v: int, info: ValidationInfo) -> int:
+        # a field of the other rule was ignored: not the early stopping asked for. Its default passes: the SDK
+        # sends a spec dumped whole
+        kind = "hyperband" if info.field_name in ("min_steps", "max_steps", "reduction_factor") else "median"
+        default = cls.model_fields[info.field_name or ""].default
+        if submitting(info) and info.data.get("type") not in (None, kind) and v != default:
+            raise ValueError(f"{info.field_name} is a {kind} setting; this rule is type {info.data['type']}")
+        return v
+
+    @field_validator("max_steps")
+    @classmethod
+    def _past_min(cls, v: int, info: ValidationInfo) -> int:
+        # Optuna's Hyperband makes no bracket when max_steps < min_steps: it silently stopped no trial at all
+        low = info.data.get("min_steps")
+        if submitting(info) and low is not None and v < low:
+            raise ValueError(f"max_steps {v} is under min_steps {low}: a trial runs from min_steps up to max_steps")
+        return v
+
 
 class SweepSpec(Strict):
     name: str = "sweep"
@@ -175,6 +195,20 @@ class SweepSpec(Strict):
         check_finite({k: p for k, p in v.items() if not isinstance(p, Param)})
         return v
 
+    @field_validator("early_stopping")
+    @classmethod
+    def _prunable(cls, v: EarlyStopping | None, info: ValidationInfo) -> EarlyStopping | None:
+        # Optuna's median rule stops no trial until min_trials have finished: at max_trials or more, none ever is
+        if v is None or v.type != "median" or not submitting(info) or "parameters" not in info.data:
+            return v
+        params = info.data["parameters"]
+        grid = math.prod(len(p.values or ()) for p in params.values() if isinstance(p, Param))
+        most = trials_at_most(info.data.get("method", "tpe"), info.data.get("trials"), grid)
+        if most and v.min_trials >= most:  # (0: a grid over a range, refused at its own check)
+            raise ValueError(f"min_trials {v.min_trials}: the sweep runs at most {most} trials, so none would ever "
+                             "be stopped; give fewer")
+        return v
+
     @field_validator("job")
     @classmethod
     def _room(cls, v: JobSpec, info: ValidationInfo) -> JobSpec:
@@ -210,9 +244,7 @@ class SweepSpec(Strict):
 
     @property
     def max_trials(self) -> int:
-        if self.method == "grid":
-            return min(self.trials or MAX_TRIALS, self.grid_size())
-        return self.trials or 10
+        return trials_at_most(self.method, self.trials, self.grid_size())
 
     @property
     def failures_allowed(self) -> int:
@@ -227,6 +259,13 @@ class SweepSpec(Strict):
         data["params"] = {**self.job.params, **self.constants(), **params}
         data["labels"] = with_own(self.job.labels, sweep=sweep_id, trial=str(number))
         return JobSpec.model_validate(data, context=STORED if stored else None)
+
+
+def trials_at_most(method: str, trials: int | None, grid_size: int) -> int:
+    """How many trials a sweep runs at most: ``trials`` (default 10), and a grid's combinations."""
+    if method == "grid":
+        return min(trials or MAX_TRIALS, grid_size)
+    return trials or 10
 
 
 class SweepStatus(str, Enum):
