@@ -6,8 +6,9 @@ import re
 import shutil
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from trainyard.spec.exec_size import exec_size_errors
 from trainyard.spec.input_urls import InputUrl
 from trainyard.spec.labels import MAX_LABELS, LabelKey, LabelValue
 from trainyard.spec.names import NAME, check_name  # noqa: F401  (NAME: also imported from here)
@@ -243,7 +244,7 @@ class JobSpec(Strict):
         return parse_priority(v)
 
     @model_validator(mode="after")
-    def _check(self) -> "JobSpec":
+    def _check(self, info: ValidationInfo) -> "JobSpec":
         if self.replicas > 1 and self.distributed is None:
             raise ValueError("replicas > 1 needs distributed: torch")
         if len({d.job for d in self.after}) < len(self.after):
@@ -253,6 +254,8 @@ class JobSpec(Strict):
         missing = sorted(set(self.param_refs()) - set(self.params))
         if missing:
             raise ValueError(f"command uses params not given: {', '.join(missing)}")
+        if submitting(info) and (too_long := exec_size_errors(self.command, self.params, self.env_vars)):
+            raise ValidationError.from_exception_data(type(self).__name__, too_long)
         return self
 
     def param_refs(self) -> list[str]:

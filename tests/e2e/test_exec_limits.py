@@ -1,0 +1,44 @@
+"""A job whose command or environment one ``execve`` cannot take is refused at submit, naming the field (it passed,
+and its attempt failed at launch with "Argument list too long"); one right at Linux's limit runs."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from trainyard.spec.exec_size import MAX_ARG_STRLEN
+
+pytestmark = pytest.mark.slow
+
+BIG = "x" * MAX_ARG_STRLEN  # with its NUL, one byte past what one argument or NAME=value may be
+
+
+@pytest.mark.parametrize("spec, field", [
+    ({"command": "true", "env_vars": {"BIG": BIG[:-1]}}, "env_vars.BIG"),  # BIG=… and its NUL: 131,076 bytes
+    ({"command": ["echo", BIG]}, "command[1]"),
+    ({"command": "echo {{params.p}} {{params.p}}", "params": {"p": "y" * 100_000}}, "command"),  # twice: 200 kB
+    ({"command": ["cat", "{{params.p}}"], "params": {"p": BIG}}, "command[1]"),
+    ({"command": "true", "env_vars": {f"V{i}": "y" * 100_000 for i in range(25)}}, ""),  # 2.5 MB: past ARG_MAX
+], ids=["an env var", "an argument", "a param in a string command", "a param in an argv", "the whole"])
+def test_a_command_or_environment_past_what_execve_takes_is_refused_naming_the_field(server, spec, field):
+    r = httpx.post(server.url + "/api/v1/jobs", json={"spec": spec}, headers=server.headers, timeout=30)
+    assert r.status_code == 422, r.text
+    errors = r.json()["details"]["errors"]
+    assert errors[0]["field"] == field and "Linux" in errors[0]["message"], errors
+    assert server.client().jobs(limit=10).items == []
+
+
+def test_the_cli_names_the_field_and_one_at_the_limit_runs(server, tmp_path):
+    # given a spec whose variable is one byte too long for execve
+    job = tmp_path / "job.yaml"
+    job.write_text(f"command: echo ${{#BIG}}\nenv_vars:\n  BIG: {'b' * (MAX_ARG_STRLEN - 4)}\n")
+    # then the CLI refuses it, naming it, and nothing is submitted
+    r = server.cli("run", str(job))
+    assert r.returncode == 2 and "env_vars.BIG" in r.stderr + r.stdout and "MAX_ARG_STRLEN" in r.stderr + r.stdout, r
+    assert server.client().jobs(limit=10).items == []
+    # and one byte shorter (BIG=, the value and its NUL: 131,072 bytes), it runs and sees all of it
+    job.write_text(f"command: echo ${{#BIG}}\nenv_vars:\n  BIG: {'b' * (MAX_ARG_STRLEN - 5)}\n")
+    r = server.cli("run", str(job), "--wait")
+    assert r.returncode == 0, r
+    jid = server.client().jobs(limit=10).items[0].id
+    assert server.cli("logs", jid).stdout.strip() == str(MAX_ARG_STRLEN - 5)
