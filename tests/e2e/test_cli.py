@@ -169,11 +169,17 @@ def test_rm_deletes_an_ended_job_with_its_folders_and_files_and_refuses_a_runnin
 
 
 def test_cleanups_that_match_nothing_do_nothing_and_rm_reads_ids_from_stdin(server, tmp_path):
-    # README's nightly cleanups: `trainyard rm $(trainyard ls -s failed --before 30d --ids --all)` and the like
+    # README's nightly cleanups: `trainyard rm $(trainyard ls -s failed --before 30d --ids --all)` and the like;
+    # every command taking ids agrees (wait and label exited 2)
     assert server.cli("ls", "-s", "failed", "--ids", "--all").stdout == ""
-    for args in (["rm"], ["cancel"], ["pipeline", "rm"], ["rm", "-"], ["cancel", "-"], ["pipeline", "rm", "-"]):
+    for args in (["rm"], ["cancel"], ["pipeline", "rm"], ["wait"], ["rm", "-"], ["cancel", "-"],
+                 ["pipeline", "rm", "-"], ["wait", "-"], ["wait", "-", "--timeout", "5"], ["label", "-", "a=1"],
+                 ["label", "-l", "nosuch=x", "a=1"]):
         r = server.cli(*args, stdin="")
         assert r.returncode == 0 and r.stdout == "" and "nothing to do" in r.stderr, (args, r.stderr)
+    # naming no job at all is still a mistake of label's: it would change nothing it was asked to
+    r = server.cli("label", "a=1")
+    assert r.returncode == 2 and "no job" in r.stderr, r.stderr
     spec = write_spec(tmp_path, f"name: done\ncommand: [{sys.executable}, -c, 'pass']\n")
     job_id = server.cli("run", str(spec), "--wait").stdout.strip()
     r = server.cli("rm", "-", stdin=server.cli("ls", "--ids", "--all").stdout)

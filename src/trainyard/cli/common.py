@@ -96,17 +96,22 @@ def each(keys: list[str], act, doing: str, not_done: str) -> None:  # noqa: ANN0
         raise typer.Exit(1)
 
 
+def read_ids(args: list[str] | None) -> list[str]:
+    """Ids as given, ``-`` standing for those on stdin; each once, in order; maybe none."""
+    import sys
+
+    return list(dict.fromkeys(i for arg in args or [] for i in (sys.stdin.read().split() if arg == "-" else [arg])))
+
+
 def ids_of(args: list[str] | None, none_is_done: bool = False) -> list[str]:
     """Ids as given, ``-`` standing for those on stdin (``trainyard ls --ids``); each once, in order.
     ``none_is_done``: no id at all is nothing to do (exit 0, said on stderr), not a usage error: the cleanup
     ``trainyard rm $(trainyard ls … --ids --all)`` finds nothing to clean most nights."""
-    import sys
-
-    ids = [i for arg in args or [] for i in (sys.stdin.read().split() if arg == "-" else [arg])]
+    ids = read_ids(args)
     if not ids and none_is_done:
         err_console.print("nothing to do: no ids given", highlight=False)
         raise typer.Exit(0)
     if not ids:
         err_console.print("[red]error:[/red] no ids (- read none from stdin)")
         raise typer.Exit(2)
-    return list(dict.fromkeys(ids))
+    return ids

@@ -157,8 +157,9 @@ def _follow(c, job_id: str) -> int:  # noqa: ANN001
 
 
 def wait(
-    jobs: Annotated[list[str], typer.Argument(help="job ids; - reads them from stdin (trainyard ls --ids)",
-                                              autocompletion=job_ids)],
+    jobs: Annotated[Optional[list[str]], typer.Argument(
+        help="job ids; - reads them from stdin (trainyard ls --ids); none: nothing to do", autocompletion=job_ids,
+        show_default=False)] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", "-t", min=0, max=WAIT_MAX,
                                                      help="give up after this many seconds (exit 124)")] = None,
 ) -> None:
@@ -166,7 +167,7 @@ def wait(
     not, 124 when --timeout passed first)."""
     from rich.progress import Progress
 
-    ids, failed = ids_of(jobs), 0
+    ids, failed = ids_of(jobs, none_is_done=True), 0  # `wait $(trainyard ls … --ids)` finding none, as rm
     with handled():
         c = client()
         # each ending is said above the bar as it comes (rich prints through the live display); no bar for

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import Output, client, console, each, handled, ids_of
+from trainyard.cli.common import Output, client, console, each, err_console, handled, read_ids
 from trainyard.cli.completion import job_ids
 from trainyard.errors import InvalidSpec
 
@@ -29,11 +29,14 @@ def label(
     with handled():
         wanted = parse([a for a in args if _is_change(a)])
         c = client()
-        jobs = ids_of(named) if named or selector is None else []
+        if not named and selector is None:
+            raise _bad("no job: name one, - for ids on stdin, or --selector")
+        jobs = read_ids(named)
         if selector is not None:
             jobs += [j.id for j in c.iter_jobs(labels=selector) if j.id not in jobs]
-        if not jobs:
-            raise _bad("no job: name one, - for ids on stdin, or --selector")
+        if not jobs:  # `-` read none, or the selector matched none: as rm and cancel, nothing to do
+            err_console.print("nothing to do: no job matched", highlight=False)
+            raise typer.Exit(0)
     if len(jobs) == 1:  # its labels alone, as before any bulk change
         with handled():
             labels = c.label(jobs[0], wanted, overwrite=overwrite)
