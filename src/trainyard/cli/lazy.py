@@ -11,6 +11,7 @@ what they printed before.
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import typer
 import typer.main
@@ -44,4 +45,23 @@ def build(name: str, target: str):  # noqa: ANN201
         holder.add_typer(found, name=name)
     else:
         holder.command(name)(found)
-    return typer.main.get_group(holder).commands[name]
+    return reflowed(typer.main.get_group(holder).commands[name])
+
+
+def reflowed(command):  # noqa: ANN001, ANN201
+    """``command`` (and its subcommands) with each help paragraph one line, as :func:`reflow` writes it."""
+    command.help = reflow(command.help)
+    for sub in getattr(command, "commands", {}).values():
+        reflowed(sub)
+    return command
+
+
+def reflow(text: str | None) -> str | None:
+    """A docstring's paragraphs with their line breaks made spaces, for the terminal to wrap at its own width;
+    a ``\b`` paragraph (examples) stays line by line. Typer joins the first paragraph's lines only: the rest
+    showed the source's 110-column breaks mid-sentence, at any width."""
+    if not text:
+        return text
+    body, cut, hidden = inspect.cleandoc(text).partition("\f")
+    paragraphs = [p if p.startswith("\b") else " ".join(p.split()) for p in body.split("\n\n")]
+    return "\n\n".join(paragraphs) + cut + hidden
