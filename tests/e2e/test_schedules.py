@@ -1,6 +1,7 @@
-"""Schedules against a real `trainyard server` on the real clock: a six-field cron fires every two seconds,
-each run is a real job that sees its own fire time, a run still going makes the next fire skip, a pause stops
-the fires; with users on, a schedule is its team's, and its owner's being disabled stops its fires."""
+"""Schedules against a real `trainyard server` on the real clock: a six-field cron (refused at submit since;
+one stored before fires as it did) fires every two seconds, each run is a real job that sees its own fire time,
+a run still going makes the next fire skip, a pause stops the fires; with users on, a schedule is its team's,
+and its owner's being disabled stops its fires."""
 
 from __future__ import annotations
 
@@ -21,13 +22,33 @@ def schedule(name: str, cron: str, command: str, **spec) -> dict:
                                                          "resources": {"cpu": "100m"}}, **spec}}
 
 
+def stored(server, body: dict) -> None:  # noqa: ANN001
+    """``body``'s schedule written into the server's database as one made before six fields were refused: the
+    server's loop finds it within its LOOK."""
+    from trainyard.spec.schedule import ScheduleSpec, next_fire
+    from trainyard.spec.submitted import STORED
+    from trainyard.store import Store
+    from trainyard.store.schedules import ScheduleStore
+
+    spec = ScheduleSpec.model_validate(body["spec"], context=STORED)
+    store = Store(f"sqlite:///{server.home / 'trainyard.db'}", run_migrations=False)
+    ScheduleStore(store).create(spec, None, "local", None, next_fire(spec.cron, spec.timezone, time.time()))
+
+
+def test_a_six_field_cron_is_refused_naming_the_field_and_nothing_is_made(server):
+    r = httpx.post(server.url + "/api/v1/schedules", json=schedule("tick", "* * * * * *", "true"),
+                   headers=server.headers, timeout=30)
+    assert r.status_code == 422, r.text
+    [error] = r.json()["details"]["errors"]
+    assert error["field"] == "cron" and "has 6 fields; a cron has five: minute hour" in error["message"], error
+    assert httpx.get(server.url + "/api/v1/schedules", headers=server.headers).json() == []
+
+
 def test_a_schedule_fires_on_its_cron_skips_while_its_run_runs_and_stops_when_paused(server):
     http = httpx.Client(base_url=server.url, headers=server.headers, timeout=60)
     # given a schedule every two seconds whose job prints its fire time, and one every second whose job sleeps
-    made = http.post("/api/v1/schedules", json=schedule("tick", "*/2 * * * * *", "echo fired {{params.scheduled_at}}"))
-    assert made.status_code == 201, made.text
-    slow = http.post("/api/v1/schedules", json=schedule("slow", "* * * * * *", "sleep 4"))
-    assert slow.status_code == 201, slow.text
+    stored(server, schedule("tick", "*/2 * * * * *", "echo fired {{params.scheduled_at}}"))
+    stored(server, schedule("slow", "* * * * * *", "sleep 4"))
     # when the clock runs on
     started = until(lambda: (r := [x for x in http.get("/api/v1/schedules/tick").json()["runs"]
                                    if x["outcome"] == "started"])[1:] and r, timeout=60, every=0.5)

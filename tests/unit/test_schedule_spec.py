@@ -39,9 +39,13 @@ def refused(data: dict) -> dict[str, str]:
     ("0 24 * * *", "Bad hour"),
     ("0 0 30 2 *", "Bad day-of-month"),  # 30 February never comes
     ("0 0 31 4 *", "Bad day-of-month"),
-    ("0 3 * *", "Wrong number of fields"),
-    ("every night", "Wrong number of fields"),
+    ("0 3 * *", "has 4 fields; a cron has five: minute hour day-of-month month day-of-week"),
+    ("every night", "has 2 fields; a cron has five"),
     ("@fortnightly", "Wrong number of fields"),
+    # cronsim reads a sixth field as seconds first: a schedule that fired every second
+    ("* * * * * *", "has 6 fields; a cron has five: minute hour day-of-month month day-of-week (e.g. '0 3 * * *')"),
+    ("0 0 3 * * *", "has 6 fields"),
+    ("0 3 * * * 2026", "has 6 fields"),  # a year, as Quartz's last field
 ])
 def test_a_bad_cron_is_refused_naming_the_field_and_what_is_wrong(cron, why):
     errors = refused(schedule(cron=cron))
@@ -128,8 +132,10 @@ def test_daily_fires_at_midnight_of_the_schedules_own_zone():
     assert next_fire("@daily", "Europe/Paris", at(2026, 1, 1, 12)) == at(2026, 1, 1, 23)  # 00:00 +01:00
 
 
-def test_a_six_field_cron_reads_seconds_first():
-    spec = load_schedule(schedule(cron="30 */10 * * * *"))
+def test_a_six_field_cron_stored_before_they_were_refused_loads_and_reads_seconds_first():
+    from trainyard.spec.submitted import STORED
+
+    spec = ScheduleSpec.model_validate(schedule(cron="30 */10 * * * *"), context=STORED)
     t = at(2026, 1, 1)
     first = next_fire(spec.cron, "UTC", t)
     assert first == at(2026, 1, 1, 0, 0, 30)

@@ -2,7 +2,7 @@
 
 ```yaml
 name: nightly-retrain
-cron: "0 3 * * *"           # five fields (minute hour day month weekday), six with seconds first, or @daily
+cron: "0 3 * * *"           # five fields (minute hour day month weekday), or @daily
 timezone: Europe/Paris      # the cron's clock (IANA name); default UTC
 concurrency: forbid         # forbid: skip a fire while the last run still runs; allow; replace: cancel it
 starting_deadline: 1h       # a fire the server could not make within this (it was down) is missed, not late
@@ -128,8 +128,8 @@ def iso(at: float, tz: str) -> str:
 
 class ScheduleSpec(Strict):
     name: str = Field(description="unique in its team; `trainyard schedule pause NAME`")
-    cron: str = Field(description="minute hour day-of-month month day-of-week (seconds first with six fields), "
-                      "or @hourly, @daily, @weekly, @monthly, @yearly")
+    cron: str = Field(description="five fields: minute hour day-of-month month day-of-week; or @hourly, @daily, "
+                      "@weekly, @monthly, @yearly")
     timezone: str = Field("UTC", description="the cron's clock, an IANA name such as Europe/Paris")
     concurrency: Concurrency = Field(Concurrency.FORBID, description="forbid (skip while the last run runs), "
                                      "allow, or replace (cancel it)")
@@ -186,9 +186,16 @@ class ScheduleSpec(Strict):
 
     @field_validator("cron")
     @classmethod
-    def _cron(cls, v: str) -> str:
+    def _cron(cls, v: str, info: ValidationInfo) -> str:
         if len(v) > MAX_CRON:
             raise ValueError(f"at most {MAX_CRON} characters")
+        # cronsim reads a sixth field as seconds first: an every-second schedule nobody who knows cron or a
+        # CronJob expects (a schedule stored with one before this check still loads, and fires as it did)
+        fields = len(v.split())
+        if submitting(info) and not v.strip().startswith("@") and fields != 5:
+            raise ValueError(f"{v!r} has {fields} field{'s' * (fields != 1)}; a cron has five: minute hour "
+                             "day-of-month month day-of-week (e.g. '0 3 * * *'), or @hourly, @daily, @weekly, "
+                             "@monthly, @yearly")
         from cronsim import CronSimError
 
         try:
