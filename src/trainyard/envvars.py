@@ -26,6 +26,8 @@ LAUNCH_MARKS = "TRAINYARD_LAUNCH_MARKS"      # set (to anything) on the server: 
                                          # its time went (launch.marks, bench/latency.py --marks)
 NOFILE_SOFT = "TRAINYARD_NOFILE_SOFT"    # set by the server that raised its open-file limit: the soft limit it was
                                          # given, which what runs jobs puts back (launch.fdlimit; not passed on)
+TEST_CRASH_AT = "TRAINYARD_TEST_CRASH_AT"  # tests only: the server SIGKILLs itself at this crash point
+                                         # (trainyard.crashpoints), to prove that a restart converges
 
 # -- what a job sees (set by the launcher and the server, read by the in-job helpers) --
 JOB_ID = "TRAINYARD_JOB_ID"

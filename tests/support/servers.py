@@ -28,10 +28,11 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.log_path = self.home / "server-test-main.log"
+        self.extra_env: dict[str, str] = {}  # e.g. TRAINYARD_TEST_CRASH_AT for the next start (crashpoints)
 
     @property
     def env(self) -> dict[str, str]:
-        env = {**os.environ, "TRAINYARD_HOME": str(self.home)}
+        env = {**os.environ, "TRAINYARD_HOME": str(self.home), **self.extra_env}
         env.pop("TRAINYARD_SERVER", None)
         return env
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from trainyard.crashpoints import crash_point
 from trainyard.engines import runtime as runtimes
 from trainyard.engines import leftovers
 from trainyard.engines.ahead import AheadFolders
@@ -164,6 +165,7 @@ class LocalEngine(Engine):
                     )
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            crash_point("local.launcher_started")
             self._children[(attempt_id, replica)] = proc
             pid = proc.pid
         try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from trainyard.crashpoints import crash_point
 from trainyard.errors import TrainyardError
 from trainyard.services import pipeline_io as io
 from trainyard.services import pipeline_serve as serving_steps
@@ -158,6 +159,7 @@ class Steps:
                 job["labels"] = with_own(job.get("labels") or {}, pipeline_run=run.id, step=s.step)
             spec = JobSpec.model_validate(job, context=STORED)  # checked with the run's spec when it was created
             job = self.jobs.submit(spec, code, on_behalf=(run.owner, run.team))
+            crash_point("pipeline.step_submitted")
         except (TrainyardError, ValidationError) as e:
             why = e.message if isinstance(e, TrainyardError) else "; ".join(
                 f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())

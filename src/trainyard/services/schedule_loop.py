@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 
+from trainyard.crashpoints import crash_point
 from trainyard.services.schedules import ScheduleService
 from trainyard.services.ticker import Ticker
 from trainyard.spec.schedule import (ScheduleRun, ScheduleSpec, after_deadline, describe_gap, fires_between, iso,
@@ -54,6 +55,7 @@ class ScheduleLoop(Ticker):
         latest = max(due, last_fire(spec.cron, spec.timezone, now) or due)
         if not self.schedules.claim(row["id"], due, next_fire(spec.cron, spec.timezone, now), latest):
             return None
+        crash_point("schedule.claimed")
         if latest > due:
             n = 1 + fires_between(spec.cron, spec.timezone, due, latest)
             self.schedules.add_run(row["id"], ScheduleRun(

@@ -14,6 +14,7 @@ import time
 from typing import Callable
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
+from trainyard.crashpoints import crash_point
 from trainyard.errors import Forbidden, InvalidSpec, TrainyardError
 from trainyard.services.identity import IdentityService
 from trainyard.services.jobs import JobService
@@ -113,6 +114,7 @@ class ScheduleService:
                 else:
                     run_id = self.pipelines.create(spec.pipeline, spec.run_params(due), row["workdirs"],  # type: ignore[arg-type]
                                                    row["source"], owner).id
+                crash_point("schedule.fired")
             except TrainyardError as e:  # the owner's team, the queue, room for it: as a submit now would be told
                 outcome, message = "failed", e.message
         run = ScheduleRun(at=due, fired_at=time.time(), outcome=outcome, job_id=job_id, run_id=run_id,

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trainyard.crashpoints import crash_point
 from trainyard.errors import TrainyardError
 from trainyard.services.notify import Notifier
 from trainyard.services.sweeps import SweepService, best
@@ -194,6 +195,7 @@ class SweepLoop(Ticker):
         params = dict(handle.params)
         job = self.service.jobs.submit(spec.trial_job(number, params, row["id"], stored=True), row["snapshot"],
                                        on_behalf=(row["owner"], row["team"]))
+        crash_point("sweep.trial_submitted")
         self.sweeps.add_trial(row["id"], number, job.id, params)
         search.running[number] = handle
         log.info("sweep %s: trial %d is job %s with %s", row["id"], number, job.id, params)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
+from trainyard.crashpoints import crash_point
 from trainyard.errors import Conflict, Forbidden, SweepNotFound, Unsupported
 from trainyard.services.jobs import JobService
 from trainyard.spec.sweep import SweepInfo, SweepSpec, SweepStatus, TrialInfo, TrialState
@@ -54,6 +55,7 @@ class SweepService:
                             sweep_id=row["id"])
         self.jobs.audit.record(caller, "sweep.cancel", row["id"], status=row["status"].value)
         if self.sweeps.end(row["id"], SweepStatus.CANCELLED, "cancelled"):
+            crash_point("sweep.cancel_ended")
             self.stop_trials(row["id"], "the sweep was cancelled")
         self.wake()
         return self.get(row["id"])
