@@ -28,6 +28,7 @@ from trainyard.spec.labels import LabelChange
 from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint
 from trainyard.status import JobStatus
 from trainyard.store import Store
+from trainyard.store.store import Link
 from trainyard.store.cache import Recent
 
 logger = logging.getLogger("trainyard.jobs")
@@ -70,11 +71,11 @@ class JobService:
         self._pages = PageCache()
 
     def submit(self, spec: JobSpec, snapshot: str | None = None, caller: Caller = LOCAL_ADMIN, *,
-               on_behalf: tuple[str | None, str | None] | None = None) -> JobInfo:
+               on_behalf: tuple[str | None, str | None] | None = None, link: Link | None = None) -> JobInfo:
         """Validate against this platform, store, and wake the scheduler. Nothing is stored on error.
 
         ``on_behalf``: (owner, team) of a pipeline step, a sweep's trial, a replica: what made it was checked
-        when it was created, and its owner is asked again now (may they still submit it?)."""
+        when it was created, and its owner is asked again now (may they still submit it?). ``link``: see create_job."""
         if on_behalf is None:
             owner, team = self.check(spec, snapshot, caller)
         else:
@@ -88,7 +89,7 @@ class JobService:
         waits = self.dependencies.check(spec, seer)
         audit = None if on_behalf is not None else self.audit.entry(caller, "job.submit", name=spec.name,
                                                                      queue=spec.queue, team=team)
-        job = self.store.create_job(spec, snapshot, owner=owner, team=team, audit=audit, waits=waits)
+        job = self.store.create_job(spec, snapshot, owner=owner, team=team, audit=audit, waits=waits, link=link)
         if self.notifier.max_wait is None:  # a follower's long polls read (see _unchanged)
             self._submitted.put(job.id, (team, owner))
         self.scheduler.remember(job)

@@ -28,7 +28,7 @@ from trainyard.services.ticker import Ticker
 from trainyard.spec.records import JobInfo
 from trainyard.spec.sweep import Param, SweepSpec, SweepStatus, TrialInfo, TrialState
 from trainyard.status import JobStatus
-from trainyard.store.sweeps import SweepRow
+from trainyard.store.sweeps import SweepEnded, SweepRow
 
 log = logging.getLogger("trainyard.sweeps")
 TICK = 2.0  # seconds between looks at every running sweep (a trial's job news wakes the loop sooner)
@@ -115,11 +115,14 @@ class SweepLoop(Ticker):
                 self._unsampled(sid, started, e)
                 return set()
             try:
-                jobs_running.add(self._start_trial(row, search, started, handle))
+                job_id = self._start_trial(row, search, started, handle)
             except (TrainyardError, ValidationError) as e:  # its queue gone, no node fits it any more, its job
                 # stored before a check it fails: said, not retried each tick
                 self._end(sid, SweepStatus.FAILED, f"trial {started} could not be submitted: {_why(e)}")
                 return set()
+            if job_id is None:  # cancelled as it was submitted: nothing was stored
+                return set()
+            jobs_running.add(job_id)
             started += 1
             count[TrialState.RUNNING] += 1
         if count[TrialState.RUNNING] == 0:  # none was started either: ``trials`` is what there is
@@ -189,18 +192,21 @@ class SweepLoop(Ticker):
             search.study.enqueue_trial(spec.grid()[number])
         return search.study.ask(search.distributions)
 
-    def _start_trial(self, row: SweepRow, search: Search, number: int, handle: Any) -> str:
-        """Submit trial ``number`` with the params the study gave ``handle``: its job's id."""
+    def _start_trial(self, row: SweepRow, search: Search, number: int, handle: Any) -> str | None:
+        """Submit trial ``number`` with the params the study gave ``handle``: its job's id, stored with the
+        trial's row in one transaction; None, storing neither, if the sweep was cancelled meanwhile."""
         spec = row["spec"]
         params = dict(handle.params)
-        job = self.service.jobs.submit(spec.trial_job(number, params, row["id"], stored=True), row["snapshot"],
-                                       on_behalf=(row["owner"], row["team"]))
+        try:
+            job = self.service.jobs.submit(spec.trial_job(number, params, row["id"], stored=True), row["snapshot"],
+                                           on_behalf=(row["owner"], row["team"]),
+                                           link=lambda tx, job_id: self.sweeps.add_trial(tx, row["id"], number,
+                                                                                          job_id, params))
+        except SweepEnded:
+            return None
         crash_point("sweep.trial_submitted")
-        self.sweeps.add_trial(row["id"], number, job.id, params)
         search.running[number] = handle
         log.info("sweep %s: trial %d is job %s with %s", row["id"], number, job.id, params)
-        if self.sweeps.get(row["id"])["status"] is not SweepStatus.RUNNING:  # cancelled while it was submitted
-            self.service.stop_trials(row["id"], "the sweep was cancelled")
         return job.id
 
     def _unsampled(self, sid: str, number: int, e: Exception) -> None:

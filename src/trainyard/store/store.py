@@ -39,6 +39,7 @@ from trainyard.store.telemetry import Outputs
 from trainyard.store.tx import WriteTx
 
 ENDED_TTL = 60.0  # seconds an ended job is answered from memory: another server may delete it
+Link = Callable[[WriteTx, str], None]  # writes what names a new job (see Store.create_job)
 
 
 def new_job_id() -> str:
@@ -114,10 +115,13 @@ class Store(LineReads, JobReads, JobLabels):
     # -- jobs -------------------------------------------------------------
 
     def create_job(self, spec: JobSpec, snapshot: str | None = None, *, owner: str | None = None,
-                   team: str | None = None, audit: dict[str, Any] | None = None, waits: str | None = None) -> JobInfo:
+                   team: str | None = None, audit: dict[str, Any] | None = None, waits: str | None = None,
+                   link: Link | None = None) -> JobInfo:
         """A pending job; with ``audit`` (an audit entry's ``user``, ``source``, ``action`` and ``detail``),
         its audit entry too, naming the new job, in the same transaction: one writer turn per submit. With
-        ``waits`` (why), it waits for the jobs of its ``after`` out of the scheduler's line."""
+        ``waits`` (why), it waits for the jobs of its ``after`` out of the scheduler's line. With ``link``,
+        ``link(tx, job_id)`` writes what names the job (a sweep's trial, a pipeline's step) in the same
+        transaction: a crash leaves both or neither, never a job nothing tracks; what it raises stores neither."""
         now = time.time()
         with self.write() as s:
             seq = (s.connection().execute(MAX_SEQ).scalar() or 0) + 1
@@ -132,6 +136,8 @@ class Store(LineReads, JobReads, JobLabels):
             del row["blocked"]
             if audit is not None:
                 s.connection().execute(insert(it.AuditEntry.__table__), [{**audit, "target": row["id"], "at": now}])
+            if link is not None:
+                link(s, row["id"])
         self._specs.put(row["id"], (0, spec))
         return JobInfo.model_construct(**{**row, "status": JobStatus.PENDING, "spec": spec, "attempts": []})
 

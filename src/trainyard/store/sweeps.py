@@ -19,9 +19,14 @@ from trainyard.spec.submitted import STORED
 from trainyard.store import Store
 from trainyard.store import tables as t
 from trainyard.store.store import visible_where
+from trainyard.store.tx import WriteTx
 
 _S, _T = t.Sweep.__table__, t.SweepTrial.__table__
 _TRIAL_COLUMNS = [_T.c[k] for k in TrialInfo.model_fields]
+
+
+class SweepEnded(Exception):
+    """The sweep a trial was being added to has ended: nothing was stored."""
 
 
 class SweepRow(dict):
@@ -110,12 +115,19 @@ class SweepStore:
             got = s.scalar(select(_T.c.reported).where(_T.c.sweep_id == sweep_id, _T.c.number == number))
         return {int(k): float(v) for k, v in (got or {}).items()}
 
-    def add_trial(self, sweep_id: str, number: int, job_id: str, params: dict[str, Any]) -> None:
-        with self.store.write() as s:
-            s.connection().execute(insert(_T), [dict(sweep_id=sweep_id, number=number, job_id=job_id, params=params,
-                                                     state=TrialState.RUNNING.value, value=None, step=None,
-                                                     reported={}, reason=None, created_at=time.time(),
-                                                     ended_at=None)])
+    def add_trial(self, tx: WriteTx, sweep_id: str, number: int, job_id: str, params: dict[str, Any]) -> None:
+        """Trial ``number``'s row, in ``tx``: the transaction that stores its job (``Store.create_job``'s
+        ``link``), so a crash never leaves a job of the sweep that it does not know (it would run beside the
+        trial submitted again in its place). :class:`SweepEnded`, storing neither, if the sweep has ended: the
+        sweep's row is written first, so a cancel committing meanwhile is waited for and seen."""
+        now = time.time()
+        alive = (update(_S).where(_S.c.id == sweep_id, _S.c.status == SweepStatus.RUNNING.value)
+                 .values(updated_at=now))
+        if tx.connection().execute(alive).rowcount != 1:
+            raise SweepEnded(sweep_id)
+        tx.connection().execute(insert(_T), [dict(sweep_id=sweep_id, number=number, job_id=job_id, params=params,
+                                                  state=TrialState.RUNNING.value, value=None, step=None, reported={},
+                                                  reason=None, created_at=now, ended_at=None)])
 
     def update_trial(self, sweep_id: str, number: int, **values: Any) -> bool:
         """Write a running trial's columns (with ``state`` a final one, its end); False if it had ended."""

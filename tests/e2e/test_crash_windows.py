@@ -1,0 +1,73 @@
+"""A server killed (SIGKILL) between two writes that belong together converges once restarted: nothing runs twice,
+nothing is left untracked, nothing waits for ever. The server kills itself at a named crash point
+(``TRAINYARD_TEST_CRASH_AT``, :mod:`trainyard.crashpoints`) and is started again without it."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.servers import ServerProcess
+from trainyard.envvars import TEST_CRASH_AT
+from trainyard.spec.labels import own_label
+
+pytestmark = pytest.mark.slow
+
+TRIAL = ("import time, trainyard\nfor s in range({{params.steps}}):\n"
+         "    trainyard.log_metrics(step=s, score={{params.x}})\n    time.sleep(0.1)\n")
+
+
+def sweep(xs: list[float], steps: int, parallel: int = 1) -> dict:
+    return {"name": "crashy", "job": {"command": [sys.executable, "-c", TRIAL], "resources": {"cpu": 0.5}},
+            "parameters": {"x": {"values": xs}, "steps": steps}, "metric": {"name": "score", "goal": "maximize"},
+            "method": "grid", "parallel": parallel}
+
+
+def crashing(tmp_path: Path, point: str) -> ServerProcess:
+    """A started server that kills itself when it reaches ``point``."""
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--container-runtime", "none"])
+    srv.extra_env = {TEST_CRASH_AT: point}
+    srv.start()
+    return srv
+
+
+def restart(srv: ServerProcess, timeout: float = 60) -> None:
+    """Once it has killed itself at its crash point: start it again, as it is, without one."""
+    assert srv.proc is not None
+    srv.proc.wait(timeout)
+    assert srv.proc.returncode == -signal.SIGKILL, srv.log_path.read_text()[-3000:]
+    srv.extra_env = {}
+    srv.start()
+
+
+def labelled(srv: ServerProcess, **own: str) -> set[str]:
+    """The ids of every job carrying trainyard's own labels ``own`` (whatever their status)."""
+    page = srv.client().jobs(labels={own_label(k): v for k, v in own.items()}, limit=100)
+    return {j.id for j in page.items}
+
+
+def until(probe, timeout: float = 60.0):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if got := probe():
+            return got
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def test_a_crash_after_a_trials_job_is_submitted_leaves_no_job_the_sweep_does_not_know(tmp_path):
+    srv = crashing(tmp_path, "sweep.trial_submitted")
+    try:
+        sid = srv.client().sweep(sweep([0.3, 0.5], steps=2)).id  # the loop submits trial 0 and dies
+        restart(srv)
+        info = srv.client().sweeps.wait(sid, timeout=120)
+        assert info.status.value == "succeeded", info.reason
+        assert [(t.number, t.state.value) for t in info.trials] == [(0, "complete"), (1, "complete")]
+        # every job the sweep submitted is one of its trials: none ran outside its budget
+        assert labelled(srv, sweep=sid) == {t.job_id for t in info.trials}
+    finally:
+        srv.stop_all()
