@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.servers import ServerProcess
@@ -69,5 +70,23 @@ def test_a_crash_after_a_trials_job_is_submitted_leaves_no_job_the_sweep_does_no
         assert [(t.number, t.state.value) for t in info.trials] == [(0, "complete"), (1, "complete")]
         # every job the sweep submitted is one of its trials: none ran outside its budget
         assert labelled(srv, sweep=sid) == {t.job_id for t in info.trials}
+    finally:
+        srv.stop_all()
+
+
+def test_a_crash_after_a_steps_job_is_submitted_leaves_no_job_the_run_does_not_know(tmp_path):
+    srv = crashing(tmp_path, "pipeline.step_submitted")
+    try:
+        spec = {"name": "crashy", "steps": {"only": {"command": [sys.executable, "-c", "pass"],
+                                                     "resources": {"cpu": 0.5}}}}
+        with pytest.raises(httpx.HTTPError):  # the request that starts the run submits its first step, and dies
+            httpx.post(srv.url + "/api/v1/pipelines", json={"spec": spec}, headers=srv.headers, timeout=30)
+        restart(srv)
+        c = srv.client()
+        [run] = c.pipelines.list().items
+        info = c.pipelines.wait(run.id, timeout=120)
+        assert info.status.value == "succeeded", info
+        [step] = info.steps
+        assert labelled(srv, pipeline_run=run.id) == {step.job_id}  # one job: the step ran once
     finally:
         srv.stop_all()

@@ -22,6 +22,7 @@ from trainyard.spec.job import JobSpec
 from trainyard.spec.labels import with_own
 from trainyard.spec.pipeline_records import PipelineRunInfo, StepInfo, StepStatus
 from trainyard.spec.submitted import STORED
+from trainyard.store.pipelines import StepMoved
 
 if TYPE_CHECKING:
     from trainyard.services.pipelines import PipelineService
@@ -158,15 +159,16 @@ class Steps:
             if isinstance(job.get("labels") or {}, dict):  # labelled with its run and step: ls -l trainyard.io/step=…
                 job["labels"] = with_own(job.get("labels") or {}, pipeline_run=run.id, step=s.step)
             spec = JobSpec.model_validate(job, context=STORED)  # checked with the run's spec when it was created
-            job = self.jobs.submit(spec, code, on_behalf=(run.owner, run.team))
+            recorded = {"inputs": inputs, "cache_key": key, "started_at": now}
+            job = self.jobs.submit(spec, code, on_behalf=(run.owner, run.team),
+                                   link=lambda tx, job: self.runs.submit_step(tx, run.id, s.name, job, **recorded))
             crash_point("pipeline.step_submitted")
+        except StepMoved:  # another server moved the step first: its job was not stored
+            return StepStatus.SUBMITTED, {}
         except (TrainyardError, ValidationError) as e:
             why = e.message if isinstance(e, TrainyardError) else "; ".join(
                 f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
             self.runs.move_step(run.id, s.name, StepStatus.FAILED, reason=f"submit: {why}", ended_at=now)
             return StepStatus.FAILED, {}
         self._job_runs[job.id] = run.id
-        if not self.runs.move_step(run.id, s.name, StepStatus.SUBMITTED, job_id=job.id, inputs=inputs,
-                                   cache_key=key, started_at=now):
-            self.jobs.stop(job.id)  # another server moved the step first
         return StepStatus.SUBMITTED, {}

@@ -24,6 +24,11 @@ from trainyard.spec.pipeline_records import (
 from trainyard.store import Store
 from trainyard.store import tables as t
 from trainyard.store.store import visible_where
+from trainyard.store.tx import WriteTx
+
+
+class StepMoved(Exception):
+    """The step a job was being submitted for was moved meanwhile: nothing was stored."""
 
 
 class PipelineStore:
@@ -108,6 +113,14 @@ class PipelineStore:
     def move_step(self, run_id: str, name: str, new: StepStatus, **values: Any) -> bool:
         with self.store.write() as s:
             return self._move_step(s, run_id, name, new, **values)
+
+    def submit_step(self, tx: WriteTx, run_id: str, name: str, job_id: str, **values: Any) -> None:
+        """Step ``name`` submitted as ``job_id``, in ``tx``: the transaction that stores its job
+        (``Store.create_job``'s ``link``), so a crash never leaves a step's job that its run does not know (it
+        would run beside the one submitted again in its place). :class:`StepMoved`, storing neither, if the
+        step moved meanwhile (another server submitted it first, a cancel)."""
+        if not self._move_step(tx, run_id, name, StepStatus.SUBMITTED, job_id=job_id, **values):
+            raise StepMoved(f"{run_id}/{name}")
 
     def _move_step(self, s, run_id: str, name: str, new: StepStatus, **values: Any) -> bool:  # noqa: ANN001
         stmt = (update(t.PipelineStep).where(t.PipelineStep.run_id == run_id, t.PipelineStep.name == name,
