@@ -90,3 +90,23 @@ def test_a_crash_after_a_steps_job_is_submitted_leaves_no_job_the_run_does_not_k
         assert labelled(srv, pipeline_run=run.id) == {step.job_id}  # one job: the step ran once
     finally:
         srv.stop_all()
+
+
+def test_a_crash_after_a_sweep_is_cancelled_still_stops_its_running_trials(tmp_path):
+    srv = crashing(tmp_path, "sweep.cancel_ended")
+    try:
+        c = srv.client()
+        sid = c.sweep(sweep([0.1, 0.2], steps=100_000, parallel=2)).id
+        running = until(lambda: [t for t in c.sweeps.get(sid).trials if t.state.value == "running"] or None)
+        until(lambda: c.get(running[0].job_id).status.value == "running")
+        with pytest.raises(httpx.HTTPError):  # the cancel ends the sweep, and the server dies
+            httpx.post(f"{srv.url}/api/v1/sweeps/{sid}/cancel", headers=srv.headers, timeout=30)
+        restart(srv)
+        c = srv.client()
+        info = c.sweeps.get(sid)
+        assert info.status.value == "cancelled"
+        for t in info.trials:  # none goes on for ever under an ended sweep
+            assert c.job(t.job_id).wait(timeout=60).status == "cancelled"
+        assert {t.state.value for t in c.sweeps.get(sid).trials} == {"cancelled"}
+    finally:
+        srv.stop_all()

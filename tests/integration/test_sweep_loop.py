@@ -7,7 +7,7 @@ import pytest
 from tests.integration.test_api import env, report  # noqa: F401  (the fixture)
 from tests.support.waiting import until
 from trainyard.spec.submitted import STORED
-from trainyard.spec.sweep import SweepSpec
+from trainyard.spec.sweep import SweepSpec, SweepStatus
 
 pytestmark = pytest.mark.postgres
 
@@ -58,3 +58,15 @@ def test_a_stored_sweep_optuna_cannot_sample_fails_saying_why_instead_of_jamming
     assert done.reason.startswith("trial 0 could not be sampled from the parameters: "), done.reason
     # and the loop goes on with the sweeps it can run
     assert sdk.sweep(SPEC).id and until(lambda: next(iter(engine.launched), None))
+
+
+def test_a_trial_job_whose_stop_a_crash_lost_is_stopped_by_the_loop(env):  # noqa: F811
+    tc, sdk, engine, platform = env
+    s = sdk.sweep(SPEC)
+    until(lambda: next(iter(engine.launched), None))
+    [trial] = sdk.sweeps.get(s.id).trials
+    # as a crash right after the cancel's transaction leaves it: the sweep and its trial ended, the job not stopped
+    ended = platform.sweeps.sweeps.end(s.id, SweepStatus.CANCELLED, "cancelled", "the sweep was cancelled")
+    assert ended == [trial.job_id] and sdk.sweeps.get(s.id).trials[0].state.value == "cancelled"
+    platform.sweeps.wake()
+    until(lambda: sdk.get(trial.job_id).status.value in ("cancelling", "cancelled"), timeout=30)

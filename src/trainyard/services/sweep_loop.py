@@ -76,6 +76,9 @@ class SweepLoop(Ticker):
             except Exception:
                 log.exception("sweep %s: reconcile failed", row["id"])
         self._jobs = jobs
+        for job_id in self.sweeps.strays():  # a crash came between a trial's end and its job's stop
+            log.info("stopping job %s: its trial has ended", job_id)
+            self.service.jobs.stop(job_id)
 
     # -- one sweep ------------------------------------------------------------------
 
@@ -215,8 +218,8 @@ class SweepLoop(Ticker):
                   f"{type(e).__name__}: {e}"[:1000])
 
     def _end(self, sid: str, status: SweepStatus, reason: str) -> None:
-        if self.sweeps.end(sid, status, reason):
-            self.service.stop_trials(sid, f"the sweep ended: {reason}")
+        if (jobs := self.sweeps.end(sid, status, reason, f"the sweep ended: {reason}")) is not None:
+            self.service.stop_jobs(jobs)
             log.info("sweep %s %s: %s", sid, status.value, reason)
         self._searches.pop(sid, None)
 

@@ -54,9 +54,10 @@ class SweepService:
             raise Forbidden(f"you may cancel only your own sweeps; {row['id']} is {row['owner']}'s",
                             sweep_id=row["id"])
         self.jobs.audit.record(caller, "sweep.cancel", row["id"], status=row["status"].value)
-        if self.sweeps.end(row["id"], SweepStatus.CANCELLED, "cancelled"):
+        jobs = self.sweeps.end(row["id"], SweepStatus.CANCELLED, "cancelled", "the sweep was cancelled")
+        if jobs is not None:
             crash_point("sweep.cancel_ended")
-            self.stop_trials(row["id"], "the sweep was cancelled")
+            self.stop_jobs(jobs)
         self.wake()
         return self.get(row["id"])
 
@@ -75,11 +76,10 @@ class SweepService:
             raise SweepNotFound(f"no such sweep: {key}", sweep=key)
         self.jobs.audit.record(caller, "sweep.delete", row["id"], name=row["name"], status=row["status"].value)
 
-    def stop_trials(self, sweep_id: str, reason: str) -> None:
-        for trial in self.sweeps.trials(sweep_id):
-            if trial.state is TrialState.RUNNING and self.sweeps.update_trial(
-                    sweep_id, trial.number, state=TrialState.CANCELLED, reason=reason):
-                self.jobs.stop(trial.job_id)
+    def stop_jobs(self, job_ids: list[str]) -> None:
+        """Stop the jobs of trials that were just ended (:meth:`SweepStore.end`)."""
+        for job_id in job_ids:
+            self.jobs.stop(job_id)
 
     # -- looking up -------------------------------------------------------------
 

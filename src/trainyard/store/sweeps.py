@@ -10,12 +10,13 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, or_, select, update
 
 from trainyard.auth.permissions import Visible
 from trainyard.errors import SweepNotFound
 from trainyard.spec.sweep import SweepSpec, SweepStatus, TrialInfo, TrialState
 from trainyard.spec.submitted import STORED
+from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store import tables as t
 from trainyard.store.store import visible_where
@@ -77,13 +78,32 @@ class SweepStore:
         return [SweepRow({**r, "status": SweepStatus(r["status"]),
                           "spec": SweepSpec.model_validate(r["spec"], context=STORED)}) for r in rows]
 
-    def end(self, sweep_id: str, status: SweepStatus, reason: str) -> bool:
-        """Move a running sweep to ``status``; False if it had already ended."""
+    def end(self, sweep_id: str, status: SweepStatus, reason: str, trials_reason: str) -> list[str] | None:
+        """Move a running sweep to ``status`` and its running trials to cancelled (``trials_reason``) in one
+        transaction: the jobs of those trials, for the caller to stop; None if it had already ended. Their stop
+        is not in the transaction: one a crash loses, :meth:`strays` finds."""
         now = time.time()
+        running = (_T.c.sweep_id == sweep_id, _T.c.state == TrialState.RUNNING.value)
         with self.store.write() as s:
             stmt = (update(_S).where(_S.c.id == sweep_id, _S.c.status == SweepStatus.RUNNING.value)
                     .values(status=status.value, reason=reason, updated_at=now, ended_at=now))
-            return s.connection().execute(stmt).rowcount == 1
+            if s.connection().execute(stmt).rowcount != 1:
+                return None
+            jobs = list(s.connection().execute(select(_T.c.job_id).where(*running)).scalars())
+            s.connection().execute(update(_T).where(*running).values(state=TrialState.CANCELLED.value,
+                                                                       reason=trials_reason, ended_at=now))
+            return jobs
+
+    def strays(self) -> list[str]:
+        """The jobs still live of trials that ended (cancelled, pruned) or of sweeps that did: their stop, which
+        comes after the trial's end is stored, was lost to a crash. The leader's loop stops them."""
+        j = t.Job.__table__
+        live = [s.value for s in (JobStatus.PENDING, JobStatus.STARTING, JobStatus.RUNNING)]
+        query = (select(_T.c.job_id).join(j, j.c.id == _T.c.job_id).join(_S, _S.c.id == _T.c.sweep_id)
+                 .where(j.c.status.in_(live), or_(_T.c.state != TrialState.RUNNING.value,
+                                                  _S.c.status != SweepStatus.RUNNING.value)))
+        with self.store.read() as s:
+            return list(s.connection().execute(query).scalars())
 
     def note(self, sweep_id: str, reason: str) -> None:
         """What a running sweep is doing now (shown by ``sweep show``)."""
