@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
@@ -108,5 +109,25 @@ def test_a_crash_after_a_sweep_is_cancelled_still_stops_its_running_trials(tmp_p
         for t in info.trials:  # none goes on for ever under an ended sweep
             assert c.job(t.job_id).wait(timeout=60).status == "cancelled"
         assert {t.state.value for t in c.sweeps.get(sid).trials} == {"cancelled"}
+    finally:
+        srv.stop_all()
+
+
+@pytest.mark.parametrize("point", ["schedule.claimed", "schedule.fired"])
+def test_a_crash_as_a_schedule_fires_neither_loses_the_fire_nor_leaves_its_job_unrecorded(tmp_path, point):
+    srv = crashing(tmp_path, point)
+    try:
+        # given a daily schedule whose one fire today is a few seconds from now, its job long enough to still run
+        at = datetime.fromtimestamp(time.time() + 4, timezone.utc)
+        spec = {"name": "daily", "cron": f"{at.second} {at.minute} {at.hour} * * *", "timezone": "UTC",
+                "job": {"command": "sleep 60", "resources": {"cpu": "100m"}}}
+        made = httpx.post(srv.url + "/api/v1/schedules", json={"spec": spec}, headers=srv.headers, timeout=30)
+        assert made.status_code == 201, made.text
+        restart(srv)  # it died making that fire
+        c = srv.client()
+        # then the fire is made once, and recorded with its job: the schedule knows what runs (concurrency)
+        started = until(lambda: [r for r in c.schedules.get("daily").runs if r.outcome == "started"], timeout=30)
+        assert [r.at for r in started] == [int(at.timestamp())]
+        assert labelled(srv, schedule="daily") == {started[0].job_id} == set(c.schedules.get("daily").active)
     finally:
         srv.stop_all()

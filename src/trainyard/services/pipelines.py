@@ -37,6 +37,7 @@ from trainyard.spec.pipeline_records import (PipelineArtifact, PipelineRunInfo, 
                                              StepStatus)
 from trainyard.store import Store
 from trainyard.store.pipelines import PipelineStore
+from trainyard.store.store import Link
 
 log = logging.getLogger("trainyard.pipelines")
 SERVE_POLL = 0.5  # seconds between two looks at a serve step's service while it waits for a ready replica
@@ -85,17 +86,18 @@ class PipelineService(Ticker):
 
     def create(self, raw: dict[str, Any], params: dict[str, Any] | None = None,
                workdirs: dict[str, str] | None = None, source: str | None = None,
-               caller: Caller = LOCAL_ADMIN, lines: dict | None = None) -> PipelineRunInfo:
+               caller: Caller = LOCAL_ADMIN, lines: dict | None = None, link: Link | None = None) -> PipelineRunInfo:
         """Check the whole pipeline (graph, every step's job and queue, snapshots), store the run, start it.
 
         Nothing is stored or run when anything is wrong. The run and its steps' jobs belong to the
         caller and the one team whose queues its steps use (see :func:`run_team`). ``lines``: where each key
-        of ``raw`` was written (:func:`trainyard.spec.lines.compose`), so errors name the user's lines."""
+        of ``raw`` was written (:func:`trainyard.spec.lines.compose`), so errors name the user's lines.
+        ``link``: what names the run, stored with it (``PipelineStore.create_run``)."""
         spec, merged, graph, team = self.check(raw, params, workdirs, source, caller, lines)
         workdirs = dict(workdirs or {})
         run_id = self.runs.create_run(name=spec.name, spec=raw, params=merged, workdirs=workdirs, source=source,
                                       warnings=graph.warnings, instances=graph.instances, owner=caller.user,
-                                      team=team)
+                                      team=team, link=link)
         self.jobs.audit.record(caller, "pipeline.run", run_id, name=spec.name, team=team)
         for w in graph.warnings:
             log.warning("run %s: %s", run_id, w)

@@ -3,8 +3,8 @@
 It sleeps until the earliest ``next_at`` of any schedule (at most :data:`LOOK`
 seconds, so schedules made through another server are seen), and is woken when
 one is created or resumed. A fire is claimed by moving ``next_at`` on (see
-:mod:`trainyard.store.schedules`) before its job is submitted, so a fire is made
-at most once, even across a change of leader. Fires missed while no server led
+:mod:`trainyard.store.schedules`) in the transaction that stores its job, so a fire
+is made once, even across a change of leader or a crash. Fires missed while no server led
 are recorded as missed, and only the latest of them is made, if it is still
 within the schedule's ``starting_deadline`` (Kubernetes CronJob's rule).
 """
@@ -14,12 +14,11 @@ from __future__ import annotations
 import logging
 import time
 
-from trainyard.crashpoints import crash_point
 from trainyard.services.schedules import ScheduleService
 from trainyard.services.ticker import Ticker
 from trainyard.spec.schedule import (ScheduleRun, ScheduleSpec, after_deadline, describe_gap, fires_between, iso,
                                      last_fire, next_fire)
-from trainyard.store.schedules import ScheduleRow
+from trainyard.store.schedules import Claim, ScheduleRow
 
 log = logging.getLogger("trainyard.schedules")
 LOOK = 5.0  # seconds between looks at the schedules when none is due sooner
@@ -53,12 +52,11 @@ class ScheduleLoop(Ticker):
         spec: ScheduleSpec = row["spec"]
         due = row["next_at"]
         latest = max(due, last_fire(spec.cron, spec.timezone, now) or due)
-        if not self.schedules.claim(row["id"], due, next_fire(spec.cron, spec.timezone, now), latest):
-            return None
-        crash_point("schedule.claimed")
+        claim = Claim(row["id"], due, next_fire(spec.cron, spec.timezone, now), latest)
+        missed = []  # recorded with the claim, in the transaction that makes the fire
         if latest > due:
             n = 1 + fires_between(spec.cron, spec.timezone, due, latest)
-            self.schedules.add_run(row["id"], ScheduleRun(
+            missed.append(ScheduleRun(
                 at=due, fired_at=now, outcome="missed",
                 message=f"{n}{'+' if n > 1000 else ''} fire(s) from {iso(due, spec.timezone)} on were not made "
                         "(no server was leading, or it was busy); only the latest is"))
@@ -66,6 +64,5 @@ class ScheduleLoop(Ticker):
             run = ScheduleRun(at=latest, fired_at=now, outcome="missed",
                               message=f"due {describe_gap(now - latest)} ago, past its starting_deadline "
                                       f"({describe_gap(spec.starting_deadline)})")
-            self.schedules.add_run(row["id"], run)
-            return run
-        return self.service.fire(row, latest)
+            return run if self.schedules.add_runs(row["id"], [*missed, run], claim) else None
+        return self.service.fire(row, latest, claim=claim, missed=missed)

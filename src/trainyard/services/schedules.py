@@ -21,7 +21,8 @@ from trainyard.services.jobs import JobService
 from trainyard.services.pipelines import PipelineService
 from trainyard.spec.schedule import Concurrency, ScheduleInfo, ScheduleRun, ScheduleSpec, explain, next_fire
 from trainyard.store import Store
-from trainyard.store.schedules import ScheduleRow, ScheduleStore
+from trainyard.store.schedules import Claim, FireTaken, ScheduleRow, ScheduleStore
+from trainyard.store.tx import WriteTx
 
 log = logging.getLogger("trainyard.schedules")
 MAX_ACTIVE = 100  # runs of one schedule not yet ended: past it a fire is skipped (concurrency: allow, every second)
@@ -91,10 +92,14 @@ class ScheduleService:
 
     # -- one fire ----------------------------------------------------------------------
 
-    def fire(self, row: ScheduleRow, due: float, manual: bool = False) -> ScheduleRun:
-        """Submit the schedule's job for the fire due at ``due``, as its concurrency policy allows; recorded."""
+    def fire(self, row: ScheduleRow, due: float, manual: bool = False, claim: Claim | None = None,
+             missed: list[ScheduleRun] | None = None) -> ScheduleRun | None:
+        """Submit the schedule's job for the fire due at ``due``, as its concurrency policy allows; recorded, after
+        the ``missed`` fires before it, with the loop's ``claim`` on it (a trigger has none), in the transaction
+        that stores the job or run it starts: a crash leaves the fire made and recorded, or still due. None if
+        another fire, a pause or a delete took the claim first (nothing was stored)."""
         spec: ScheduleSpec = row["spec"]
-        outcome, job_id, run_id, message = "started", None, None, None
+        outcome, message = "started", None
         active = self.schedules.active([row["id"]])[row["id"]]
         owner = self.identity.caller_of(row["owner"])
         if owner is None:
@@ -108,21 +113,31 @@ class ScheduleService:
                 for key in active:
                     self._stop(key)
                 message = f"replaced {', '.join(active)}"
+        run = ScheduleRun(at=due, fired_at=time.time(), outcome=outcome, message=message, manual=manual)
+        if outcome == "started":
+            def record(tx: WriteTx, key: str) -> None:  # the link of the job or run it starts
+                nonlocal run
+                run = run.model_copy(update={"job_id" if spec.job is not None else "run_id": key})
+                self.schedules.record(tx, row["id"], [*(missed or []), run], claim)
+                crash_point("schedule.claimed")
+
             try:
                 if spec.job is not None:
-                    job_id = self.jobs.submit(spec.run_job(due), row["snapshot"], owner).id
+                    self.jobs.submit(spec.run_job(due), row["snapshot"], owner, link=record)
                 else:
-                    run_id = self.pipelines.create(spec.pipeline, spec.run_params(due), row["workdirs"],  # type: ignore[arg-type]
-                                                   row["source"], owner).id
+                    pipeline: dict = spec.pipeline  # type: ignore[assignment]
+                    self.pipelines.create(pipeline, spec.run_params(due), row["workdirs"], row["source"], owner,
+                                          link=record)
                 crash_point("schedule.fired")
+            except FireTaken:
+                return None
             except TrainyardError as e:  # the owner's team, the queue, room for it: as a submit now would be told
-                outcome, message = "failed", e.message
-        run = ScheduleRun(at=due, fired_at=time.time(), outcome=outcome, job_id=job_id, run_id=run_id,
-                          message=message, manual=manual)
-        self.schedules.add_run(row["id"], run)
-        started = job_id or run_id
-        log.info("schedule %s: %s%s%s", row["id"], outcome, f" {started}" if started else "",
-                 f" ({message})" if message else "")
+                run = ScheduleRun(at=due, fired_at=run.fired_at, outcome="failed", message=e.message, manual=manual)
+        if run.outcome != "started" and not self.schedules.add_runs(row["id"], [*(missed or []), run], claim):
+            return None
+        started = run.job_id or run.run_id
+        log.info("schedule %s: %s%s%s", row["id"], run.outcome, f" {started}" if started else "",
+                 f" ({run.message})" if run.message else "")
         return run
 
     def _stop(self, key: str) -> None:

@@ -23,7 +23,7 @@ from trainyard.spec.pipeline_records import (
 )
 from trainyard.store import Store
 from trainyard.store import tables as t
-from trainyard.store.store import visible_where
+from trainyard.store.store import Link, visible_where
 from trainyard.store.tx import WriteTx
 
 
@@ -39,7 +39,9 @@ class PipelineStore:
 
     def create_run(self, *, name: str, spec: dict[str, Any], params: dict[str, Any], workdirs: dict[str, str],
                    source: str | None, warnings: list[str], instances: list[StepInstance],
-                   owner: str | None = None, team: str | None = None) -> str:
+                   owner: str | None = None, team: str | None = None, link: Link | None = None) -> str:
+        """A run and its steps, waiting; ``link(tx, run_id)`` writes what names it (a schedule's fire) in the
+        same transaction, as ``Store.create_job``'s does for a job."""
         now = time.time()
         run_id = "p-" + secrets.token_hex(5)
         with self.store.write() as s:
@@ -55,6 +57,8 @@ class PipelineStore:
                 needs=i.needs, inputs=i.inputs, outputs=i.outputs, cache=i.cache, workdir=i.workdir, jobs=[],
                 artifacts={},
             ) for n, i in enumerate(instances))
+            if link is not None:
+                link(s, run_id)
         return run_id
 
     def get_run(self, run_id: str) -> PipelineRunInfo:

@@ -1,14 +1,16 @@
 """Schedules: one row each, and one row per fire naming the job it started (or why none).
 
 A fire is claimed by moving ``next_at`` from the value read to the next one (a
-compare-and-set): two servers, or a fire and a pause, never both act on one.
+compare-and-set): two servers, or a fire and a pause, never both act on one. The
+claim, the fire's row and the job (or pipeline run) it starts are one transaction:
+a crash leaves the fire made and recorded, or still due, never lost or untracked.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import and_, delete, func, insert, or_, select, update
 
@@ -21,12 +23,26 @@ from trainyard.store import Store
 from trainyard.store import schedule_tables as st
 from trainyard.store import tables as t
 from trainyard.store.store import ENDED, visible_where
+from trainyard.store.tx import WriteTx
 
 _S, _R = st.Schedule.__table__, st.ScheduleRun.__table__
 _RUN_COLUMNS = [_R.c[k] for k in ScheduleRun.model_fields if k != "gone"]  # gone: read with the job and run
 KEEP_RUNS = 200  # fires remembered per schedule (the jobs themselves stay in the job list)
 NO_TEAM = "-"
 LIVE_RUN = (RunStatus.RUNNING.value, RunStatus.CANCELLING.value)  # a failed run is final until retried: ended here
+
+
+class Claim(NamedTuple):
+    """A fire's claim on its schedule: ``next_at`` from ``due`` (as read) on to ``next_at``."""
+
+    schedule_id: str
+    due: float
+    next_at: float | None
+    last_at: float
+
+
+class FireTaken(Exception):
+    """Another fire, a pause or a delete moved the schedule first: nothing of this fire was stored."""
 
 
 class ScheduleRow(dict):
@@ -81,12 +97,13 @@ class ScheduleStore:
             rows = s.connection().execute(select(_S).where(where).order_by(_S.c.seq)).mappings().all()
         return [ScheduleRow({**r, "spec": ScheduleSpec.model_validate(r["spec"], context=STORED)}) for r in rows]
 
-    def claim(self, schedule_id: str, due: float, next_at: float | None, last_at: float) -> bool:
-        """Move the schedule past the fire due at ``due``; False if another fire, a pause or a delete came first."""
-        with self.store.write() as s:
-            stmt = (update(_S).where(_S.c.id == schedule_id, _S.c.next_at == due)
-                    .values(next_at=next_at, last_at=last_at, updated_at=time.time()))
-            return s.connection().execute(stmt).rowcount == 1
+    def claim(self, tx: WriteTx, claim: Claim) -> None:
+        """Move the schedule past the fire due at ``claim.due``, in ``tx``; :class:`FireTaken` if another fire, a
+        pause or a delete came first."""
+        stmt = (update(_S).where(_S.c.id == claim.schedule_id, _S.c.next_at == claim.due)
+                .values(next_at=claim.next_at, last_at=claim.last_at, updated_at=time.time()))
+        if tx.connection().execute(stmt).rowcount != 1:
+            raise FireTaken(claim.schedule_id)
 
     def set_suspended(self, schedule_id: str, suspended: bool, next_at: float | None) -> bool:
         """Pause (``next_at`` None) or resume; False if it already was."""
@@ -102,14 +119,27 @@ class ScheduleStore:
 
     # -- fires ----------------------------------------------------------------------
 
-    def add_run(self, schedule_id: str, run: ScheduleRun) -> None:
-        """Record a fire, and forget those past the latest KEEP_RUNS."""
-        with self.store.write() as s:
-            s.connection().execute(insert(_R), [{"schedule_id": schedule_id, **run.model_dump(exclude={"gone"})}])
-            oldest_kept = s.scalar(select(_R.c.id).where(_R.c.schedule_id == schedule_id)
-                                   .order_by(_R.c.id.desc()).offset(KEEP_RUNS - 1).limit(1))
-            if oldest_kept is not None:
-                s.connection().execute(delete(_R).where(_R.c.schedule_id == schedule_id, _R.c.id < oldest_kept))
+    def add_runs(self, schedule_id: str, runs: list[ScheduleRun], claim: Claim | None = None) -> bool:
+        """:meth:`record` in a transaction of its own (fires that started nothing); False if the claim failed."""
+        try:
+            with self.store.write() as s:
+                self.record(s, schedule_id, runs, claim)
+        except FireTaken:
+            return False
+        return True
+
+    def record(self, tx: WriteTx, schedule_id: str, runs: list[ScheduleRun], claim: Claim | None = None) -> None:
+        """Record fires (forgetting those past the latest KEEP_RUNS), after the ``claim`` of the fire they make if
+        given (:class:`FireTaken` if it fails), in ``tx``: for a fire that starts a job or a pipeline run, the
+        transaction that stores it (its ``link``)."""
+        if claim is not None:
+            self.claim(tx, claim)
+        conn = tx.connection()
+        conn.execute(insert(_R), [{"schedule_id": schedule_id, **run.model_dump(exclude={"gone"})} for run in runs])
+        oldest_kept = conn.execute(select(_R.c.id).where(_R.c.schedule_id == schedule_id)
+                                   .order_by(_R.c.id.desc()).offset(KEEP_RUNS - 1).limit(1)).scalar()
+        if oldest_kept is not None:
+            conn.execute(delete(_R).where(_R.c.schedule_id == schedule_id, _R.c.id < oldest_kept))
 
     def runs_of(self, schedule_ids: list[str], limit: int = 20) -> dict[str, list[ScheduleRun]]:
         """The latest ``limit`` fires of each schedule, newest first, in one read."""
