@@ -4,6 +4,7 @@ nothing is left untracked, nothing waits for ever. The server kills itself at a 
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -29,10 +30,10 @@ def sweep(xs: list[float], steps: int, parallel: int = 1) -> dict:
             "method": "grid", "parallel": parallel}
 
 
-def crashing(tmp_path: Path, point: str) -> ServerProcess:
-    """A started server that kills itself when it reaches ``point``."""
+def crashing(tmp_path: Path, point: str, **env: str) -> ServerProcess:
+    """A started server that kills itself when it reaches ``point`` (with ``env`` added to its environment)."""
     srv = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--container-runtime", "none"])
-    srv.extra_env = {TEST_CRASH_AT: point}
+    srv.extra_env = {TEST_CRASH_AT: point, **env}
     srv.start()
     return srv
 
@@ -129,5 +130,41 @@ def test_a_crash_as_a_schedule_fires_neither_loses_the_fire_nor_leaves_its_job_u
         started = until(lambda: [r for r in c.schedules.get("daily").runs if r.outcome == "started"], timeout=30)
         assert [r.at for r in started] == [int(at.timestamp())]
         assert labelled(srv, schedule="daily") == {started[0].job_id} == set(c.schedules.get("daily").active)
+    finally:
+        srv.stop_all()
+
+
+NO_ZYGOTE = '''import sys
+
+
+class NoZygote:  # the local engine's zygote cannot start: it starts each launcher itself, the slow way
+    def find_spec(self, name, path=None, target=None):
+        if name == "trainyard.launch.zygote":
+            raise ImportError("no zygote in this test")
+
+
+sys.meta_path.insert(0, NoZygote())
+'''
+
+
+def test_a_crash_right_after_a_launcher_is_started_without_the_zygote_runs_the_job_once(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_ZYGOTE)
+    # the server and what it starts share this environment: with it, no zygote
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    srv = crashing(tmp_path, "local.launcher_started", PYTHONPATH=path)
+    runs, gate = tmp_path / "runs", tmp_path / "gate"
+    try:
+        code = (f"import os, time\nopen({str(runs)!r}, 'a').write('x')\n"
+                f"while not os.path.exists({str(gate)!r}): time.sleep(0.05)")
+        job = srv.client().submit({"name": "once", "command": [sys.executable, "-c", code],
+                                   "resources": {"cpu": "100m"}})
+        restart(srv)  # it died with the launcher started and its handle not written
+        time.sleep(3)  # a few of the restarted server's looks at its attempts (once a second): nothing to wait on
+        gate.touch()
+        info = srv.client().wait(job.id, timeout=90)
+        assert info.status.value == "succeeded" and len(info.attempts) == 1, info
+        assert runs.read_text() == "x"  # ran exactly once
     finally:
         srv.stop_all()

@@ -31,7 +31,7 @@ from trainyard.errors import Unsupported
 from trainyard.launch import handle as handles
 from trainyard.launch import handoff, leftover_tree
 from trainyard.launch.handle import HANDLE_NAME
-from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig
+from trainyard.launch.config import CONFIG_NAME, RESULT_NAME, LaunchConfig, renew_token
 from trainyard.launch.runas import group_folder, traversable
 from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, NodeInfo
@@ -129,7 +129,7 @@ class LocalEngine(Engine):
         workdir = self.replica_dir(attempt.id, replica)
         existing = _read_json(workdir / HANDLE_NAME)
         if existing:
-            _renew_token(workdir, config.token)
+            renew_token(workdir, config.token)
             return workdir, existing
         made = replica == 0 and self._ahead.take(workdir)
         if not made:
@@ -253,7 +253,10 @@ class LocalEngine(Engine):
                 elif (result := _read_result(workdir / RESULT_NAME)) is not None:
                     out.append(Observation(a.id, r.index, "exited", result))
                 elif not (workdir / HANDLE_NAME).exists():
-                    out.append(Observation(a.id, r.index, "not_launched"))
+                    # launched without the zygote as the server died, before its handle was written: found, it is
+                    # not launched again beside itself
+                    found = (workdir / CONFIG_NAME).exists() and handles.adopt(str(workdir)) is not None
+                    out.append(Observation(a.id, r.index, "alive" if found else "not_launched"))
                 elif leftover_tree.kill_left(str(workdir)):
                     # the launcher died and its command ran on: killed now, lost once gone (its retry must
                     # not run beside it)
@@ -314,18 +317,6 @@ class LocalEngine(Engine):
             zygote.stdin.close()  # EOF: the zygote exits; launchers it forked go on
             zygote.wait(5)
         self._reap()
-
-
-def _renew_token(workdir: Path, token: str | None) -> None:
-    """A gang launched again after a restart (some replicas had started, some not) has a new
-    credential: the running launchers read it from here when the old one is refused."""
-    try:
-        config = LaunchConfig.read(workdir)
-    except (OSError, ValueError, TypeError):
-        return
-    if token and config.token != token:
-        config.token = token
-        config.write(workdir)
 
 
 def _read_result(path: Path) -> LaunchResult | None:

@@ -137,3 +137,15 @@ def read_token(attempt_dir: str | Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None
     return token if isinstance(token, str) and token else None
+
+
+def renew_token(attempt_dir: Path, token: str | None) -> None:
+    """A gang launched again after a restart (some replicas had started, some not) has a new
+    credential: the running launchers read it from here (:func:`read_token`) when the old one is refused."""
+    try:
+        config = LaunchConfig.read(attempt_dir)
+    except (OSError, ValueError, TypeError):
+        return
+    if token and config.token != token:
+        config.token = token
+        config.write(attempt_dir)

@@ -65,3 +65,23 @@ def write(workdir: str, pid: int, create_time: float | None) -> dict:
         f.write(json.dumps(handle))
     os.replace(tmp, os.path.join(workdir, HANDLE_NAME))
     return handle
+
+
+def adopt(workdir: str) -> dict | None:
+    """The handle of a launcher started for ``workdir`` without the zygote (``python -m trainyard.launch
+    WORKDIR``) whose engine died before it wrote that handle, written now; None where there is none (or no
+    /proc). Once ``Popen`` returns, the launcher has exec'd: its command line names the dir from then on."""
+    want = ["-m", "trainyard.launch", workdir]
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")[:-1]
+        except OSError:
+            continue
+        if argv[1:] == want and (started := start_time(pid)) is not None:
+            return write(workdir, pid, started)
+    return None
