@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.e2e.helpers import stored_schedule as stored
 from tests.support.servers import ServerProcess
 from trainyard.envvars import TEST_CRASH_AT
 from trainyard.spec.labels import own_label
@@ -122,8 +123,7 @@ def test_a_crash_as_a_schedule_fires_neither_loses_the_fire_nor_leaves_its_job_u
         at = datetime.fromtimestamp(time.time() + 4, timezone.utc)
         spec = {"name": "daily", "cron": f"{at.second} {at.minute} {at.hour} * * *", "timezone": "UTC",
                 "job": {"command": "sleep 60", "resources": {"cpu": "100m"}}}
-        made = httpx.post(srv.url + "/api/v1/schedules", json={"spec": spec}, headers=srv.headers, timeout=30)
-        assert made.status_code == 201, made.text
+        stored(srv, {"spec": spec})  # six fields (a second's precision) as one stored before they were refused
         restart(srv)  # it died making that fire
         c = srv.client()
         # then the fire is made once, and recorded with its job: the schedule knows what runs (concurrency)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.e2e import test_identity as identity
-from tests.e2e.helpers import until
+from tests.e2e.helpers import stored_schedule as stored, until
 
 pytestmark = pytest.mark.slow
 
@@ -20,19 +20,6 @@ pytestmark = pytest.mark.slow
 def schedule(name: str, cron: str, command: str, **spec) -> dict:
     return {"spec": {"name": name, "cron": cron, "job": {"name": name, "command": command,
                                                          "resources": {"cpu": "100m"}}, **spec}}
-
-
-def stored(server, body: dict) -> None:  # noqa: ANN001
-    """``body``'s schedule written into the server's database as one made before six fields were refused: the
-    server's loop finds it within its LOOK."""
-    from trainyard.spec.schedule import ScheduleSpec, next_fire
-    from trainyard.spec.submitted import STORED
-    from trainyard.store import Store
-    from trainyard.store.schedules import ScheduleStore
-
-    spec = ScheduleSpec.model_validate(body["spec"], context=STORED)
-    store = Store(f"sqlite:///{server.home / 'trainyard.db'}", run_migrations=False)
-    ScheduleStore(store).create(spec, None, "local", None, next_fire(spec.cron, spec.timezone, time.time()))
 
 
 def test_a_six_field_cron_is_refused_naming_the_field_and_nothing_is_made(server):

@@ -11,10 +11,10 @@ from trainyard.artifact_paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, Role, visible
-from trainyard.errors import (Conflict, Forbidden, InvalidSpec, JobNotFound, NotFound, RangeNotSatisfiable,
-                              StorageError, Unschedulable)
+from trainyard.errors import Conflict, Forbidden, InvalidSpec, JobNotFound, NotFound, Unschedulable
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services.audit import AuditLog
+from trainyard.services.byte_ranges import ended_quietly, parse_range
 from trainyard.services.dependencies import Dependencies
 from trainyard.services.job_deletion import JobRemover
 from trainyard.services.job_pages import PageCache
@@ -285,10 +285,10 @@ class JobService:
         info, url = self.output(job_id, path, caller)
         part = parse_range(byte_range, info.size)
         if part is None:
-            return info, None, _ended_quietly(self.artifacts.read(url, info.size, info.digest))
+            return info, None, ended_quietly(self.artifacts.read(url, info.size, info.digest))
         first, last = part
         body = self.artifacts.read(url, info.size, info.digest, start=first, length=last - first + 1)
-        return info, part, _ended_quietly(body)
+        return info, part, ended_quietly(body)
 
     # -- watching (async: one waiter costs a future, not a thread) ----------------
 
@@ -373,34 +373,3 @@ def _checked(where: JobFilter) -> JobFilter:
         raise InvalidSpec(errors=[{"field": "until", "line": None, "where": "until",
                                    "message": "until must come after since"}])
     return where
-
-
-def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
-    """``(first, last)`` byte of the single range ``header`` asks for (RFC 9110), or None to send the
-    whole file: no header, or one not served here (several ranges, another unit), which a server
-    may ignore. A range that starts past the end raises ``RangeNotSatisfiable``."""
-    if not header or not header.startswith("bytes=") or "," in header:
-        return None
-    first_s, sep, last_s = header[len("bytes="):].strip().partition("-")
-    if not sep or not (first_s.isdigit() or last_s.isdigit()) or (first_s and not first_s.isdigit()) \
-            or (last_s and not last_s.isdigit()):
-        return None
-    if not first_s:  # a suffix: the last N bytes
-        n = int(last_s)
-        if n == 0:
-            raise RangeNotSatisfiable(f"range {header!r} asks for no bytes", size=size)
-        return max(0, size - n), size - 1
-    first = int(first_s)
-    last = min(int(last_s), size - 1) if last_s else size - 1
-    if first >= size or last < first:
-        raise RangeNotSatisfiable(f"range {header!r} is outside the file's {size} bytes", size=size)
-    return first, last
-
-
-def _ended_quietly(body: Iterator[bytes]) -> Iterator[bytes]:
-    """``body``, whose late failure (a wrong digest is known after the last byte) is logged with the
-    object's key, not raised: the response has started, and the client checks ``X-Digest`` itself."""
-    try:
-        yield from body
-    except StorageError as e:
-        logger.error("%s", e.message)
