@@ -57,6 +57,10 @@ SERVICE = "TRAINYARD_SERVICE"            # the service a replica job belongs to 
 SERVICE_VERSION = "TRAINYARD_SERVICE_VERSION"  # the service version a replica runs
 SERVICE_HOST = "TRAINYARD_SERVICE_HOST"  # the address a service replica listens on (its node's)
 SERVICE_PORT = "TRAINYARD_SERVICE_PORT"  # the port a service replica listens on, chosen at launch (also PORT)
+# a replica attempt's own secret (read by its launcher as a secret): the /serve/ proxy and the service's probes send it
+# in SERVICE_TOKEN_HEADER, so a replica can refuse whatever else on the node connects to its port
+SERVICE_TOKEN = "TRAINYARD_SERVICE_TOKEN"
+SERVICE_TOKEN_HEADER = "X-Trainyard-Service-Token"
 
 # variables that make the dynamic loader, libc, a library or a shell read or run other files at start (code, message
 # catalogues whose texts are printf formats, zone files): root's steps of the launcher never take a job's values

@@ -139,7 +139,8 @@ def test_the_revisions_are_the_ones_this_test_knows():
                            "0013_secrets", "0014_schedules", "0015_webhooks", "0016_node_cordons",
                            "0017_sweep_cursors", "0018_job_dependencies", "0019_usage_archive", "0020_archive_counts",
                            "0021_subscription_labels", "0022_job_labels", "0023_replica_requests",
-                           "0024_labels_rev", "0025_snapshot_owners", "0026_dask_cluster_tls"]
+                           "0024_labels_rev", "0025_snapshot_owners", "0026_dask_cluster_tls",
+                           "0027_service_replica_token"]
 
 
 @pytest.mark.parametrize("start", EARLIER)

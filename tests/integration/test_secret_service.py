@@ -50,3 +50,28 @@ def test_a_key_rotation_reseals_dask_clusters_tls_identities_too(tmp_path):
         e.platform.secrets.box.reload()
         row = dask.clusters.get(cid)
         assert dask.keys(row) is not None  # the old code left it sealed with the dropped key: unreadable
+
+
+def test_a_key_rotation_reseals_service_replicas_tokens_too(tmp_path):
+    from cryptography.fernet import Fernet
+
+    from tests.support.inprocess import in_process
+    from trainyard.services.service_tokens import ServiceTokens
+    from trainyard.spec.records import NodeInfo
+
+    with in_process(f"sqlite:///{tmp_path / 'db'}", tmp_path / "home", [NodeInfo(name="a", cpu=8, memory=2**33)]) as e:
+        serving = e.platform.serving
+        sealed = serving.tokens.for_launch("j-web-1", None)
+        serving.services.add_replica("s-web", "j-web", 1, address="127.0.0.1:1", token=sealed)
+        token = serving.token_env("j-web")["TRAINYARD_SERVICE_TOKEN"]
+        assert serving.tokens.for_launch("j-web-1", sealed) == sealed  # launched again: the token it runs with
+        assert serving.tokens.token(serving.tokens.for_launch("j-web-2", sealed)) != token  # a new attempt's own
+        assert serving.token_env("j-other") == {}
+        key_file = e.platform.secrets.box.key_file
+        new = Fernet.generate_key().decode()
+        key_file.write_text(new + "\n" + key_file.read_text())
+        assert e.platform.secrets.rotate()["resealed"] >= 1
+        key_file.write_text(new + "\n")  # the old key dropped
+        e.platform.secrets.box.reload()
+        fresh = ServiceTokens(e.platform.secrets.box)  # what another server, or this one restarted, opens it with
+        assert fresh.token(serving.services.replica_token("j-web")) == token

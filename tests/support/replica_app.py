@@ -14,6 +14,9 @@ that code; subprotocol ``echo.v1`` when asked), ``/ws-refused`` (refuses the upg
 header and a JSON body) and ``/ws-closed`` (the close code and reason it last received), ``/cookies`` (sets this server's sign-in cookie and one
 of its own, and allows a service worker over ``/``).
 
+With ``CHECK_TOKEN=1`` it answers every request (``/healthz`` too) only with the replica's own
+``X-Trainyard-Service-Token`` ($TRAINYARD_SERVICE_TOKEN), else 403: a user's service as README shows.
+
 Replicas that break HTTP's rules on the hop: ``/early-hints?s=SECONDS`` (a ``103 Early Hints``, then /whoami's
 answer that many seconds later), ``/extra`` (a 5-byte answer and, in the same write, a second message nothing
 asked for: an answer for whatever the caller asks next), ``HEAD /head-body`` (its answer with the body a GET
@@ -21,6 +24,7 @@ would get, in one write), ``/break-stream?length=1`` (a streamed answer, chunked
 broken off half-way: the connection closed).
 """
 
+import hmac
 import json
 import os
 import sys
@@ -34,6 +38,7 @@ VERSION = os.environ.get("APP_VERSION", "1")
 LAST_CLOSE: dict = {}
 HUNG_UP: list[bool] = []  # /hang-up was asked
 SEEN: list[str] = []  # the request line of each request read
+CHECK_TOKEN = os.environ.get("CHECK_TOKEN") == "1"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -65,8 +70,16 @@ class Handler(BaseHTTPRequestHandler):
             HUNG_UP.append(True)
         return False
 
+    def _refused(self) -> bool:
+        """With CHECK_TOKEN: a request without the replica's token, answered 403."""
+        if not CHECK_TOKEN or hmac.compare_digest(self.headers.get("X-Trainyard-Service-Token", ""),
+                                                  os.environ["TRAINYARD_SERVICE_TOKEN"]):
+            return False
+        self._send(403, {"refused": "no service token"})
+        return True
+
     def do_GET(self) -> None:  # noqa: N802
-        if self._dropped():
+        if self._dropped() or self._refused():
             return None
         url = urlsplit(self.path)
         if url.path == "/big":
@@ -180,7 +193,7 @@ class Handler(BaseHTTPRequestHandler):
         return b"".join(parts)
 
     def do_POST(self) -> None:  # noqa: N802
-        if self._dropped():
+        if self._dropped() or self._refused():
             return None
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             body = self._chunked()

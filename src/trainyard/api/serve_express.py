@@ -47,7 +47,7 @@ def express(lane: "ServeLane", ex: "_Exchange", job_id: str, base: str) -> bool:
     (picking again would skew the spread: with two replicas, one without a waiting connection got none)."""
     serving, pool, route = lane.proxy.serving, lane.proxy.pool, ex.route
     body = b"".join(ex.body) if ex.body is not None else None
-    conn = pool.send_now(base, ex.method, ex.target, ex.headers, body)
+    conn = pool.send_now(base, ex.method, ex.target, route.signed(job_id, ex.headers), body)
     if conn is None:
         return False
     if serving.touch_due(route):  # the autoscaler hears of it, off the loop and without holding the request

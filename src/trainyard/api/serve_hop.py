@@ -13,12 +13,14 @@ from trainyard.api.serve_cookie import without_serve_cookie
 from trainyard.auth.permissions import Caller
 from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
 from trainyard.services.notify import off_loop
+from trainyard.services.service_tokens import HEADER as TOKEN_HEADER
 from trainyard.services.serving import Route, ServingService
 
 PREFIX = "/serve/"
-# headers of one hop (RFC 9110 §7.6.1) and the caller's trainyard token are not passed on
+# headers of one hop (RFC 9110 §7.6.1) and the caller's trainyard token are not passed on; nor is a service token
+# either way: the replica gets its own from this server (Route.signed), never a caller's, and its answer gives none back
 HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer",
-                 b"transfer-encoding", b"upgrade", b"host", b"authorization"})
+                 b"transfer-encoding", b"upgrade", b"host", b"authorization", TOKEN_HEADER})
 QUARANTINE = 2.0  # seconds a replica that refused a connection gets no request from this server
 COLD_POLL = 0.05  # seconds between looks for a first ready replica during a cold start
 T = TypeVar("T")
@@ -71,10 +73,10 @@ def pick(route: Route, tried: set[str], outstanding: dict[str, int]) -> tuple[st
     return job_id, base.removeprefix("http://")
 
 
-async def open_hop(service: ServingService, route: Route, open_: Callable[[str], Awaitable[T]],
+async def open_hop(service: ServingService, route: Route, open_: Callable[[str, str], Awaitable[T]],
                    refusal: type[BaseException] | tuple[type[BaseException], ...],
                    first: tuple[str, str] | None = None) -> tuple[str, T]:
-    """``open_(HOST:PORT)`` to a ready replica, as :func:`pick` chooses (``first``: (job id, HOST:PORT) of one
+    """``open_(job id, HOST:PORT)`` to a ready replica, as :func:`pick` chooses (``first``: (job id, HOST:PORT) of one
     it already chose and counted for this request, tried before any other): (its job id, what ``open_``
     returned), the request counted on it (:func:`release` it when done). A replica that raises
     ``refusal`` (nothing reached it, or it hung up without an answer to a request that may be sent again) is
@@ -84,7 +86,7 @@ async def open_hop(service: ServingService, route: Route, open_: Callable[[str],
         job_id, base = first or pick(route, tried, service.outstanding)
         first = None
         try:
-            return job_id, await open_(base)
+            return job_id, await open_(job_id, base)
         except refusal:
             release(service, job_id)
             refused(job_id)

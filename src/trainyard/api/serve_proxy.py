@@ -127,10 +127,10 @@ async def relay(serving: ServingService, pool: UpstreamPool, route: Route, calle
 
         passed_on = False  # a request one replica hung up on goes to one other at most: it may be what kills them
 
-        async def send_to(base: str) -> Response:
+        async def send_to(replica_id: str, base: str) -> Response:
             nonlocal passed_on
             try:
-                return await pool.request(base, method, target, headers, body, length)
+                return await pool.request(base, method, target, route.signed(replica_id, headers), body, length)
             except ConnectFailed:  # nothing reached it: another replica may take the request
                 raise
             except UpstreamError as e:

@@ -25,6 +25,7 @@ from trainyard.api.serve_hop import HOP, error_answer, forward_headers, open_hop
 from trainyard.api.serve_origin import returned
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
+from trainyard.services.service_tokens import HEADER
 from trainyard.services.serving import ServingService
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ NOT_RETURNED = HOP | {b"sec-websocket-accept", b"sec-websocket-extensions", b"se
                       b"content-length", b"date", b"server"}
 OPEN_TIMEOUT = 30.0  # seconds for the replica to accept the upgrade
 MAX_SIZE = 16 * 1024 * 1024  # bytes in one message from the replica: uvicorn's own limit the other way
+TOKEN_HEADER = HEADER.decode()  # the websockets library takes str headers
 
 
 async def proxy_websocket(scope: dict, receive: Any, send: Any, service: ServingService, name: str,
@@ -56,8 +58,10 @@ async def proxy_websocket(scope: dict, receive: Any, send: Any, service: Serving
                    for k, v in forward_headers(scope, name, NOT_FORWARDED)]
         target = (path + (b"?" + query if query else b"")).decode("latin-1")
 
-        async def open_ws(base: str) -> ClientConnection:
-            return await connect(f"ws://{base}{target}", additional_headers=headers,
+        async def open_ws(replica_id: str, base: str) -> ClientConnection:
+            token = route.tokens.get(replica_id)
+            signed = headers if token is None else [*headers, (TOKEN_HEADER, token.decode("latin-1"))]
+            return await connect(f"ws://{base}{target}", additional_headers=signed,
                                  subprotocols=scope.get("subprotocols") or None, user_agent_header=None,
                                  compression=None, proxy=None, open_timeout=OPEN_TIMEOUT, max_size=MAX_SIZE)
 

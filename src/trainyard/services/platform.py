@@ -42,6 +42,7 @@ from trainyard.services.queues import QueueService
 from trainyard.services.retention import RetentionCollector, RetentionLoop
 from trainyard.services.scheduling import Scheduler
 from trainyard.services.service_loop import ServiceLoop
+from trainyard.services.service_tokens import ServiceTokens
 from trainyard.services.service_traffic import TrafficCollector
 from trainyard.services.serving import ServingService
 from trainyard.services.snapshots import SnapshotService
@@ -120,12 +121,14 @@ class Platform:
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,
                                          catalog=functools.partial(make_catalog, settings))
         self.dask = DaskClusterService(self.store, self.jobs, self.engine, self.secrets.box)
-        self.secrets.more = self.dask.tls_env  # a cluster's jobs read their TLS identity as their secrets
         self.dask_loop = DaskClusterLoop(self.dask, self.notifier)
         self.end_watch = EndWatch(self.store, self.notifier)
         self.dask.wake = self.dask_loop.wake
         self.serving = ServingService(self.store, self.jobs, self.engine, self.artifacts,
-                                      find_artifact=self.pipelines.find_artifact)
+                                      find_artifact=self.pipelines.find_artifact,
+                                      tokens=ServiceTokens(self.secrets.box))
+        # a cluster's jobs read their TLS identity as their secrets, a service replica its token
+        self.secrets.more = lambda job_id: {**self.dask.tls_env(job_id), **self.serving.token_env(job_id)}
         self.serving.sandboxed = settings.auth  # several users: one's service must not act as another's UI
         self.serving.runs_as = self.dask.runs_as = self.replica_requests.runs_as
         self.service_loop = ServiceLoop(self.serving)
@@ -166,12 +169,13 @@ class Platform:
         # the in-job SDK (e.g. trainyard.dask.new_cluster) finds this server wherever the job runs, and the
         # leader's announced address (the file launchers re-read too) once this server is gone
         found = {envvars.SERVER: self.server_url, envvars.SERVER_FILE: str(self.settings.leader_file)}
-        extra = {**(found if self.server_url else {}), **self.dask.launch_env(job, attempt),
-                 **self.serving.launch_env(job, attempt)}
-        tls = self.dask.tls_vars(job)
+        served = self.serving.launch_env(job, attempt)
+        extra = {**(found if self.server_url else {}), **self.dask.launch_env(job, attempt), **served}
+        # the launcher asks for the job's secrets only when it has some: a cluster's have these, a replica its token
+        more = [*self.dask.tls_vars(job), *([envvars.SERVICE_TOKEN] if served else [])]
         for c in configs:
-            if tls:  # the launcher asks for the job's secrets only when it has some: a cluster's have these
-                c.secrets = sorted({*(c.secrets or ()), *tls})
+            if more:
+                c.secrets = sorted({*(c.secrets or ()), *more})
             if envvars.SERVER in c.env:  # a server the job names itself is not followed to ours
                 c.env = {envvars.SERVER_FILE: "", **c.env}
             c.env = {**extra, **c.env}

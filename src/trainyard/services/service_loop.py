@@ -183,7 +183,9 @@ class ServiceLoop(Ticker):
             mem.next_probe[r["job_id"]] = now + (min(readiness.period, STARTING_PROBE) if starting
                                                  else readiness.period)
             try:
-                resp = self._http.get(f"http://{r['address']}{readiness.path}", timeout=readiness.timeout)
+                # with the replica's token: a replica that refuses requests without it answers its probe too
+                resp = self._http.get(f"http://{r['address']}{readiness.path}", timeout=readiness.timeout,
+                                      headers=self.service.tokens.headers(r.get("token")))
                 ready = 200 <= resp.status_code < 300
             except httpx.HTTPError:
                 ready = False

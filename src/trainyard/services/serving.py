@@ -22,6 +22,7 @@ from trainyard.engines.base import Engine
 from trainyard.errors import Conflict, Forbidden, InvalidSpec, ServiceNotFound, Unschedulable
 from trainyard.services import service_jobs, store_inputs
 from trainyard.services.jobs import JobService
+from trainyard.services.service_tokens import HEADER, ServiceTokens
 from trainyard.services.service_traffic import Traffic
 from trainyard.spec.labels import own_label
 from trainyard.spec.records import AttemptInfo, JobInfo
@@ -46,12 +47,21 @@ class Route:
     cold_start_timeout: float
     endpoints: list[tuple[str, str]]  # (replica job id, http://HOST:PORT) of ready replicas
     fetched: float
+    tokens: dict[str, bytes]  # replica job id -> its attempt's token (services/service_tokens.py), if it has one
+
+    def signed(self, job_id: str, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        """``headers`` (without any X-Trainyard-Service-Token: the proxy drops the caller's) for the replica
+        ``job_id``, with its token: what tells it the request came through this server."""
+        token = self.tokens.get(job_id)
+        return headers if token is None else [*headers, (HEADER, token)]
 
 
 class ServingService:
     def __init__(self, store: Store, jobs: JobService, engine: Engine, artifacts: ArtifactStore,
-                 find_artifact: Callable[[str, Caller], Any], wake: Callable[[], None] = lambda: None) -> None:
+                 find_artifact: Callable[[str, Caller], Any], tokens: ServiceTokens,
+                 wake: Callable[[], None] = lambda: None) -> None:
         self.services = ServiceStore(store)
+        self.tokens = tokens
         self.store = store
         self.jobs = jobs
         self.engine = engine
@@ -239,10 +249,11 @@ class ServingService:
             row = self.services.live_named(name)
             if row is None or row["status"] != ServiceStatus.RUNNING:
                 raise ServiceNotFound(f"no such service: {name}", service=name)
-            ready = [(r["job_id"], "http://" + r["address"]) for r in self.services.replicas([row["id"]])[row["id"]]
-                     if r["ready"] and r["draining_since"] is None and r["address"]]
-            route = Route(row["id"], name, row["owner"], row["team"], row["spec"].service.cold_start_timeout, ready,
-                          time.monotonic())
+            live = [r for r in self.services.replicas([row["id"]])[row["id"]]
+                    if r["ready"] and r["draining_since"] is None and r["address"]]
+            tokens = {r["job_id"]: token.encode() for r in live if (token := self.tokens.token(r["token"]))}
+            route = Route(row["id"], name, row["owner"], row["team"], row["spec"].service.cold_start_timeout,
+                          [(r["job_id"], "http://" + r["address"]) for r in live], time.monotonic(), tokens)
             self._routes[name] = route
         if not caller.sees(route.team, route.owner):
             raise ServiceNotFound(f"no such service: {name}", service=name)
@@ -270,7 +281,8 @@ class ServingService:
 
     def launch_env(self, job: JobInfo, attempt: AttemptInfo) -> dict[str, str]:
         """What a service replica is told when launched: the port to listen on (its own, free on its node,
-        unless the spec fixes one), recorded as the replica's address first. {} for other jobs."""
+        unless the spec fixes one), recorded as the replica's address first, with the attempt's token (sealed: its
+        launcher reads it as a secret, :meth:`token_env`). {} for other jobs."""
         service_id = job.spec.env_vars.get(envvars.SERVICE)
         if service_id is None:
             return {}
@@ -287,9 +299,16 @@ class ServingService:
         host, port = self.engine.rendezvous(attempt)
         port = row["spec"].service.port or port
         version = int(job.spec.env_vars.get(envvars.SERVICE_VERSION, "0"))
-        self.services.add_replica(service_id, job.id, version, address=f"{host}:{port}", ready=False)
+        token = self.tokens.for_launch(attempt.id, self.services.replica_token(job.id))
+        self.services.add_replica(service_id, job.id, version, address=f"{host}:{port}", ready=False, token=token)
         self.wake()
         return {envvars.SERVICE_HOST: host, envvars.SERVICE_PORT: str(port), "PORT": str(port)}
+
+    def token_env(self, job_id: str) -> dict[str, str]:
+        """The token a replica's launcher reads with its secrets (launch.secrets), {} for other jobs: only a
+        replica that :meth:`launch_env` recorded (trainyard's label, which no user's job may carry) has one."""
+        token = self.tokens.token(self.services.replica_token(job_id))
+        return {envvars.SERVICE_TOKEN: token} if token else {}
 
 
 def _initial(spec: ServiceSpec) -> int:

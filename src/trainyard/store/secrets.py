@@ -14,6 +14,7 @@ from trainyard.store import identity_tables as it
 from trainyard.store import tables as t
 
 _S, _A, _J, _D = it.Secret.__table__, t.Attempt.__table__, t.Job.__table__, t.DaskCluster.__table__
+_R = t.ServiceReplicaRow.__table__
 _INFO = (_S.c.team, _S.c.name, _S.c.length, _S.c.created_at, _S.c.updated_at, _S.c.updated_by)
 
 
@@ -89,6 +90,12 @@ class SecretStore:
                 new = reseal(sealed, f"the TLS identity of Dask cluster {cluster_id}")
                 if new != sealed:
                     c.execute(update(_D).where(_D.c.id == cluster_id).values(tls=new))
+                    changed += 1
+            # so is each service replica's token: the proxy would send none, and the replica refuse every request
+            for job_id, sealed in c.execute(select(_R.c.job_id, _R.c.token).where(_R.c.token.is_not(None))).all():
+                new = reseal(sealed, f"the token of service replica {job_id}")
+                if new != sealed:
+                    c.execute(update(_R).where(_R.c.job_id == job_id).values(token=new))
                     changed += 1
         return changed
 

@@ -37,7 +37,7 @@ class ServiceRow(dict):
 
 
 class ReplicaRow(dict):
-    """One replica job of a service: job_id, version, address, ready, draining_since, created_at."""
+    """One replica job of a service: job_id, version, address, ready, draining_since, created_at, token (sealed)."""
 
 
 class ReplicaJob(NamedTuple):
@@ -154,6 +154,11 @@ class ServiceStore:
         for r in rows:
             out[r["service_id"]].append(ReplicaRow(r))
         return out
+
+    def replica_token(self, job_id: str) -> str | None:
+        """The sealed token of the job's replica row (services/service_tokens.py); None without a row or token."""
+        with self.store.read() as s:
+            return s.connection().execute(select(_R.c.token).where(_R.c.job_id == job_id)).scalar()
 
     def set_replica(self, job_id: str, **values: Any) -> None:
         with self.store.write() as s:

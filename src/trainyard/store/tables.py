@@ -378,3 +378,4 @@ class ServiceReplicaRow(Base):
     ready: Mapped[bool] = mapped_column(Boolean)
     draining_since: Mapped[float | None] = mapped_column(Float)  # out of traffic, to be stopped
     created_at: Mapped[float] = mapped_column(Float)
+    token: Mapped[str | None] = mapped_column(Text)  # its attempt's service token, sealed (services/serving.py)
