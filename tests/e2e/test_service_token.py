@@ -6,6 +6,7 @@ file of the server's home."""
 
 from __future__ import annotations
 
+import base64
 import sys
 from pathlib import Path
 
@@ -14,11 +15,16 @@ import psutil
 import pytest
 from websockets.sync.client import connect as ws_connect
 
+from tests.conftest import need_module
 from tests.support.servers import ServerProcess
+from trainyard.spec.serve import serve_spec
 
 pytestmark = pytest.mark.slow
+need_module("sklearn", "pip install scikit-learn")
+httpclient = need_module("tritonclient.http", "pip install 'tritonclient[http]'")
 APP = str(Path(__file__).resolve().parents[1] / "support" / "replica_app.py")
 HEADER = "X-Trainyard-Service-Token"
+INFER = "/v2/models/digits/infer"
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +55,69 @@ def nowhere_in(home: Path, tokens: list[str]) -> None:
         if path.is_file() and not path.is_symlink():
             data = path.read_bytes()
             assert not any(t.encode() in data for t in tokens), f"a service token in {path}"
+
+
+def test_the_model_server_answers_a_direct_request_only_with_its_replicas_token(server, tmp_path):
+    import joblib
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = load_digits(return_X_y=True)
+    model = LogisticRegression(max_iter=200).fit(x[:1000], y[:1000])
+    joblib.dump(model, tmp_path / "digits.joblib")
+    client = server.client()
+    client.services.apply(serve_spec(f"file://{tmp_path / 'digits.joblib'}", "digits", replicas=1, cpu=0.5,
+                                     python=sys.executable))
+    address = client.services.wait_ready("digits", 1, timeout=120).replicas[0].address  # its probe: health
+    rows = x[1000:1004]
+    body = {"inputs": [{"name": "input-0", "shape": list(rows.shape), "datatype": "FP64",
+                        "data": rows.flatten().tolist()}]}
+    expected = model.predict(rows).tolist()
+    direct = f"http://{address}"
+
+    # given a process on the node without the token: refused, whatever it asks but health
+    refused = httpx.post(direct + INFER, json=body)
+    assert refused.status_code == 403 and HEADER in refused.json()["error"]
+    for path in ("/", "/v2", "/v2/models/digits", "/metrics", "/v1/models"):
+        assert httpx.get(direct + path).status_code == 403, path
+    assert httpx.post(direct + INFER, json=body, headers={HEADER: "A" * 43}).status_code == 403
+    for path in ("/v2/health/live", "/v2/health/ready"):
+        assert httpx.get(direct + path).status_code == 200, path
+
+    # with the replica's own token (32 random bytes): answered
+    token = replica_token(address)
+    assert len(base64.urlsafe_b64decode(token + "=")) == 32
+    answered = httpx.post(direct + INFER, json=body, headers={HEADER: token})
+    assert answered.status_code == 200 and [int(v) for v in answered.json()["outputs"][0]["data"]] == expected
+
+    # through /serve/: the server adds the token, replacing a caller's forged one, on the lane and the usual way
+    url = f"{server.url}/serve/digits"
+    forged = {**server.headers, HEADER: "forged"}
+    for extra in ({}, {"Cookie": "a=b"}):  # a cookie sends it the usual way (api/serve_lane.py)
+        through = httpx.post(url + INFER, json=body, headers={**forged, **extra}, timeout=60)
+        assert through.status_code == 200, through.text
+        assert [int(v) for v in through.json()["outputs"][0]["data"]] == expected
+        assert HEADER.lower() not in {k.lower() for k in through.headers}
+    assert httpx.get(url + "/", headers=server.headers).status_code == 200  # the try page
+
+    # tritonclient, through /serve/
+    triton = httpclient.InferenceServerClient(url=url.removeprefix("http://"))
+    assert triton.is_server_ready(headers=server.headers) and triton.is_model_ready("digits", headers=server.headers)
+    given = httpclient.InferInput("input-0", list(rows.shape), "FP64")
+    given.set_data_from_numpy(rows)
+    got = triton.infer("digits", [given], outputs=[httpclient.InferRequestedOutput("predict")],
+                       headers=server.headers)
+    assert got.as_numpy("predict").tolist() == expected
+
+    # the token shows in no answer of the API or the CLI, and in no file of the server's home
+    shown = client.services.get("digits")
+    assert token not in shown.model_dump_json()
+    job = shown.replicas[0].job_id
+    assert token not in httpx.get(f"{server.url}/api/v1/jobs/{job}", headers=server.headers).text
+    assert token not in httpx.get(f"{server.url}/api/v1/jobs/{job}/events", headers=server.headers).text
+    assert token not in server.cli("service", "show", "digits").stdout
+    nowhere_in(server.home, [token])
+    client.services.delete("digits")
 
 
 def test_a_users_service_reads_its_token_and_every_request_of_the_server_carries_it(server):

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from trainyard import envvars
 from trainyard.serving.model_server.loaders import FORMATS, ModelError, load, resolve
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -75,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         server.should_exit = True
 
     served = ServedModel(args.name, args.version, timed_load)
-    app = create_app(served, on_load_error)
+    # a service replica's token (services/service_tokens.py): out of the environment that a --module's code and
+    # anything it starts inherit
+    app = create_app(served, on_load_error, token=os.environ.pop(envvars.SERVICE_TOKEN, None))
     # the head bounds the trainyard server has (api/bounded_http.py): a model server is reached from its /serve/
     # address and, on a shared node, straight at its port
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,

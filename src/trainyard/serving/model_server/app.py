@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
+from trainyard.serving.model_server.access import TokenCheck
 from trainyard.serving.model_server.page import render_page
 from trainyard.serving.model_server.predictors import Predictor
 from trainyard.serving.model_server.protocol import BadRequest, encode_response, parse_infer, parse_tensor
@@ -68,7 +69,10 @@ class Metrics:
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
 
 
-def create_app(served: ServedModel, on_load_error: Callable[[str], None] = lambda _: None) -> FastAPI:
+def create_app(served: ServedModel, on_load_error: Callable[[str], None] = lambda _: None,
+               token: str | None = None) -> FastAPI:
+    """The app for ``served``; with ``token`` (a service replica's, services/service_tokens.py) it answers only
+    requests carrying it, but for its health checks (access.py)."""
     @asynccontextmanager
     async def lifespan(_: FastAPI):  # noqa: ANN202
         served.start_loading(on_load_error)
@@ -79,6 +83,9 @@ def create_app(served: ServedModel, on_load_error: Callable[[str], None] = lambd
     metrics = Metrics()
     pace = Pace()
     app.state.served, app.state.metrics = served, metrics
+
+    if token:
+        app.add_middleware(TokenCheck, token=token)
 
     @app.exception_handler(Refused)
     def _refused(_: Request, e: Refused) -> JSONResponse:
