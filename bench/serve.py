@@ -15,7 +15,9 @@ goes first each round, for each of the two:
 - latency: ``--n`` sequential requests each way (``GET /predict``; for the model server
   ``POST /v2/models/digits/infer`` with one row), direct, through the proxy and through the relay below,
   each way on its own kept-alive connection, sent in turns of 25 requests a way; p50 of each way and round
-  (target: proxy p50 ≤ 1.2 × direct);
+  (target: proxy p50 ≤ 1.2 × direct); every way but the proxy's sends the replica's token
+  (``X-Trainyard-Service-Token``, read from its environment) as the proxy's hop does: the model server refuses a
+  request without it;
 - throughput: ``--concurrency`` clients for ``--seconds``, direct and through the proxy;
   requests per second (target: proxy ≥ 0.8 × direct);
 - the floor: the same requests through a byte relay to each replica (bench/serve_relay.py: uvloop,
@@ -90,14 +92,16 @@ def p50_latency(url: str, headers: dict, n: int, body: bytes | None = None) -> f
     return p50_side_by_side({"one": (url, body)}, headers, n)["one"]
 
 
-def p50_side_by_side(ways: dict[str, tuple[str, bytes | None]], headers: dict, n: int) -> dict[str, float]:
+def p50_side_by_side(ways: dict[str, tuple[str, bytes | None]], headers: dict, n: int,
+                     signed: dict[str, dict] | None = None) -> dict[str, float]:
     """p50 (ms) of ``n`` sequential requests each way, each way on its own kept-alive connection, sent in turns of
     :data:`BLOCK` requests a way (the order reversed every other turn): whatever the machine does meanwhile hits every
     way alike. On the lent H200 a replica's own p50 moved 0.43-0.85 ms between rounds of 400 requests, more than
     the hop costs (bench/RESULTS.md, session 19), so ways timed one whole round after another compared poorly.
     Turns of one request each were steadier still but measured something else: every request found the caches
-    full of the other ways' processes (the VM's direct p50 0.62 -> 0.82 ms)."""
-    clients = {name: httpx.Client(headers=headers, timeout=30) for name in ways}
+    full of the other ways' processes (the VM's direct p50 0.62 -> 0.82 ms). ``signed``: some ways' own headers
+    (a replica's token, which the proxy adds on its way)."""
+    clients = {name: httpx.Client(headers={**headers, **(signed or {}).get(name, {})}, timeout=30) for name in ways}
     try:
         for name, (url, body) in ways.items():
             for _ in range(10):  # warm each connection (and the proxy's pool)
@@ -209,6 +213,20 @@ def listener(port: int) -> psutil.Process:
     raise RuntimeError(f"no process of {APP} listens on port {port}")
 
 
+def service_token(address: str) -> dict[str, str]:
+    """The header with the token of the replica listening at ``address`` (from its environment: the bench's user
+    is the replica's), which a request that does not come through /serve/ must carry, as the proxy's do."""
+    port = int(address.rsplit(":", 1)[1])
+    for proc in psutil.process_iter():
+        try:
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in proc.net_connections("tcp")):
+                token = proc.environ().get("TRAINYARD_SERVICE_TOKEN")
+                return {"X-Trainyard-Service-Token": token} if token else {}
+        except psutil.Error:
+            continue
+    raise RuntimeError(f"no process listens on port {port}")
+
+
 def cpu_seconds(proc: psutil.Process) -> float:
     t = proc.cpu_times()
     return t.user + t.system
@@ -269,6 +287,10 @@ def main() -> None:
                 stdout=subprocess.DEVNULL))
             lean, model_lean = (f"http://127.0.0.1:{lean_port}/serve/bench/predict",
                                 f"http://127.0.0.1:{lean_port}/serve/digits{infer}")
+            # every way but the proxy's goes straight to a replica, so carries its token, as the proxy's hop does
+            tokens = [service_token(info.replicas[0].address), service_token(model_info.replicas[0].address)]
+            signed = {name: tokens[name.startswith("model")] for name in ("direct", "relay", "lean", "model direct",
+                                                                          "model relay", "model lean")}
             wait_answer(relay)
             wait_answer(f"http://127.0.0.1:{ports[1]}/v2/health/ready")
             wait_answer(f"http://127.0.0.1:{lean_port}/serve/digits/v2/health/ready", headers=headers)
@@ -292,14 +314,16 @@ def main() -> None:
                                ("model relay", model_relay), ("model lean", model_lean)][:: 1 if i % 2 == 0 else -1]
                 for ways in (order, model_order):
                     before = (cpu_seconds(server_proc), cpu_seconds(replica_proc))
-                    got = p50_side_by_side({name: (url, bodies.get(name)) for name, url in ways}, headers, args.n)
+                    got = p50_side_by_side({name: (url, bodies.get(name)) for name, url in ways}, headers, args.n,
+                                           signed)
                     for name, p50 in got.items():
                         lat[name].append(p50)
                     if ways is order:  # CPU each request costs the server (proxied ones) and the replica (all 4 ways)
                         cpu["server"].append((cpu_seconds(server_proc) - before[0]) / (args.n + 10) * 1000)
                         cpu["replica"].append((cpu_seconds(replica_proc) - before[1]) / (args.n + 10) / 4 * 1000)
                 for name, url in [(n, u) for n, u in order + model_order if "relay" not in n and "lean" not in n]:
-                    rps[name].append(throughput(url, headers, args.seconds, args.concurrency, bodies.get(name)))
+                    rps[name].append(throughput(url, {**headers, **signed.get(name, {})}, args.seconds,
+                                                args.concurrency, bodies.get(name)))
                 print(f"round {i + 1}: p50 direct {lat['direct'][-1]:.2f} ms, proxy {lat['proxy'][-1]:.2f} ms "
                       f"(relay {lat['relay'][-1]:.2f}, lean {lat['lean'][-1]:.2f} ms); "
                       f"throughput direct {rps['direct'][-1]:.0f}/s, proxy {rps['proxy'][-1]:.0f}/s; "
