@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainyard.errors import RangeNotSatisfiable
-from trainyard.services.byte_ranges import parse_range
+from trainyard.services.job_outputs import parse_range
 
 
 @pytest.mark.parametrize(("header", "part"), [

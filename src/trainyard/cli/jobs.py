@@ -302,14 +302,23 @@ def rm(jobs: Annotated[Optional[list[str]], typer.Argument(
 def download(
     job_id: JobArg,
     to: Annotated[Optional[Path], typer.Option("--to", help="folder (default ./<job id>)")] = None,
+    attempt: Annotated[Optional[int], typer.Option(
+        "--attempt", "-a", min=1, help="this attempt's outputs (default: the final attempt's, the newest that ended)")
+    ] = None,
 ) -> None:
-    """Download a job's outputs."""
+    """Download a job's outputs: those of its final attempt (once it succeeded, the one that did), or of
+    --attempt N."""
     with handled():
         c = client()
-        arts = c.outputs(job_id)
-        if not arts:
-            err_console.print(f"{job_id} has no outputs (yet)")
+        shown = c.outputs_of(job_id, attempt)
+        if shown.attempt is None:
+            err_console.print(f"{job_id} has no outputs yet: no attempt has ended")
             raise typer.Exit(1)
-        dest = c.download(job_id, to)
-        total = sum(a.size for a in arts)
-        console.print(f"{len(arts)} file(s), {total:,} bytes → {dest}", highlight=False)
+        if not shown.files:
+            err_console.print(f"{job_id} has no outputs from attempt {shown.attempt}"
+                              + ("" if attempt else " (its final attempt; others: --attempt N)"))
+            raise typer.Exit(1)
+        dest = c.download_outputs(job_id, shown, to)
+        total = sum(a.size for a in shown.files)
+        console.print(f"attempt {shown.attempt}: {len(shown.files)} file(s), {total:,} bytes → {dest}",
+                      highlight=False)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
 import httpx
 from pydantic import ValidationError
@@ -21,7 +22,7 @@ from trainyard.sdk.reads import label_query, log_pages, log_query
 from trainyard.spec.job import JobSpec
 from trainyard.spec.labels import OWN, own_key
 from trainyard.spec.queue import QueueSpec
-from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint, QueueInfo
+from trainyard.spec.records import ArtifactInfo, AttemptOutputs, JobInfo, JobPage, LogChunk, MetricPoint, QueueInfo
 from trainyard.spec.execs import ExecResult
 from trainyard.spec.stacks import StackDump
 
@@ -319,19 +320,36 @@ class Client(NodeCalls):
         return [MetricPoint.model_validate(m) for m in self.http.request(
             "GET", f"/api/v1/jobs/{job_id}/metrics", params={"system": system}).json()]
 
-    def outputs(self, job_id: str) -> list[ArtifactInfo]:
-        return [ArtifactInfo.model_validate(a) for a in self.http.request("GET", f"/api/v1/jobs/{job_id}/outputs").json()]
+    def outputs(self, job_id: str, attempt: int | None = None) -> list[ArtifactInfo]:
+        """The outputs of the job's final attempt (the newest that ended), or of attempt ``attempt``."""
+        return self.outputs_of(job_id, attempt).files
 
-    def download(self, job_id: str, to: str | Path | None = None) -> Path:
-        """Fetch the job's outputs into ``to`` (default ``./<job id>``); returns that folder."""
+    def outputs_of(self, job_id: str, attempt: int | None = None) -> AttemptOutputs:
+        """:meth:`outputs`, with the number of the attempt they are of (None while no attempt has ended)."""
+        resp = self.http.request("GET", f"/api/v1/jobs/{job_id}/outputs",
+                                 params={} if attempt is None else {"attempt": attempt})
+        shown = resp.headers.get("X-Attempt")
+        return AttemptOutputs(int(shown) if shown else attempt,
+                              [ArtifactInfo.model_validate(a) for a in resp.json()])
+
+    def download(self, job_id: str, to: str | Path | None = None, attempt: int | None = None) -> Path:
+        """Fetch the job's outputs (its final attempt's, or attempt ``attempt``'s) into ``to`` (default
+        ``./<job id>``); returns that folder."""
+        return self.download_outputs(job_id, self.outputs_of(job_id, attempt), to)
+
+    def download_outputs(self, job_id: str, outputs: AttemptOutputs, to: str | Path | None = None) -> Path:
+        """Fetch ``outputs`` (from :meth:`outputs_of`) into ``to`` (default ``./<job id>``): each file of the
+        attempt they list, even if another attempt of the job has ended since."""
         dest = Path(to or job_id)
         dest.mkdir(parents=True, exist_ok=True)
-        for art in self.outputs(job_id):
+        query = "" if outputs.attempt is None else f"?attempt={outputs.attempt}"
+        for art in outputs.files:
             target = (dest / art.path).resolve()
             if dest.resolve() not in target.parents:
                 raise errors.TrainyardError(f"refusing to write outside {dest}: {art.path}")
             target.parent.mkdir(parents=True, exist_ok=True)
-            self.http.download(f"/api/v1/jobs/{job_id}/outputs/{art.path}", target, art.size, art.digest)
+            self.http.download(f"/api/v1/jobs/{job_id}/outputs/{quote(art.path)}{query}", target, art.size,
+                               art.digest)
         return dest
 
     def health(self) -> dict[str, Any]:

@@ -53,11 +53,12 @@ class Job:
     def metrics(self, system: bool = False) -> list[MetricPoint]:
         return self.client.metrics(self.id, system)
 
-    def outputs(self) -> list[ArtifactInfo]:
-        return self.client.outputs(self.id)
+    def outputs(self, attempt: int | None = None) -> list[ArtifactInfo]:
+        """Its final attempt's outputs, or attempt ``attempt``'s (see :meth:`Client.outputs`)."""
+        return self.client.outputs(self.id, attempt)
 
-    def download(self, to: str | Path | None = None) -> Path:
-        return self.client.download(self.id, to)
+    def download(self, to: str | Path | None = None, attempt: int | None = None) -> Path:
+        return self.client.download(self.id, to, attempt)
 
     def label(self, labels: dict[str, str | None], **kw: Any) -> dict[str, str]:
         """Set or remove (``None``) its labels (see :meth:`Client.label`); its labels after."""

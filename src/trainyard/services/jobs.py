@@ -7,16 +7,15 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, NamedTuple
 
-from trainyard.artifact_paths import check_artifact_path
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.engines.base import Engine
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, Role, visible
-from trainyard.errors import Conflict, Forbidden, InvalidSpec, JobNotFound, NotFound, Unschedulable
+from trainyard.errors import Conflict, Forbidden, InvalidSpec, JobNotFound, Unschedulable
 from trainyard.scheduler.fit import check_fits_some_node
 from trainyard.services.audit import AuditLog
-from trainyard.services.byte_ranges import ended_quietly, parse_range
 from trainyard.services.dependencies import Dependencies
 from trainyard.services.job_deletion import JobRemover
+from trainyard.services.job_outputs import OutputsMixin
 from trainyard.services.job_pages import PageCache
 from trainyard.services.notify import Notifier, off_loop
 from trainyard.services import store_inputs
@@ -25,7 +24,7 @@ from trainyard.spec.dump import to_yaml
 from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import JobFilter
 from trainyard.spec.labels import LabelChange
-from trainyard.spec.records import ArtifactInfo, JobInfo, JobPage, LogChunk, MetricPoint
+from trainyard.spec.records import JobInfo, JobPage, LogChunk, MetricPoint
 from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store.store import Link
@@ -46,7 +45,7 @@ class LogEnd(NamedTuple):
     status: JobStatus  # the job ended: nothing more will come
 
 
-class JobService:
+class JobService(OutputsMixin):
     def __init__(
         self, store: Store, engine: Engine, artifacts: ArtifactStore, notifier: Notifier, scheduler: Scheduler,
         team_for: Callable[[Caller, str], str | None], audit: AuditLog,
@@ -256,39 +255,6 @@ class JobService:
     def metrics(self, job_id: str, caller: Caller = LOCAL_ADMIN, system: bool = False) -> list[MetricPoint]:
         self.get(job_id, caller)
         return self.store.metrics(job_id, system)
-
-    def outputs(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> list[ArtifactInfo]:
-        self.get(job_id, caller)
-        return [info for info, _ in self.store.artifacts(job_id)]
-
-    def output(self, job_id: str, path: str, caller: Caller = LOCAL_ADMIN) -> tuple[ArtifactInfo, str]:
-        """One output file's record and its URL, which is checked to lie inside the artifact store."""
-        try:
-            check_artifact_path(path)
-        except ValueError as e:
-            raise InvalidSpec(errors=[{"field": "path", "line": None, "where": "path", "message": str(e)}]) from None
-        self.get(job_id, caller)  # raises JobNotFound for an unknown job, or one the caller may not see
-        for info, url in self.store.artifacts(job_id):
-            if info.path == path:
-                try:
-                    return info, self.artifacts.confined(url)
-                except ValueError:
-                    break  # recorded before paths were checked: never served
-        raise NotFound(f"job {job_id} has no output {path!r}", job_id=job_id, path=path)
-
-    def open_output(self, job_id: str, path: str, caller: Caller = LOCAL_ADMIN, byte_range: str | None = None,
-                    ) -> tuple[ArtifactInfo, tuple[int, int] | None, Iterator[bytes]]:
-        """One output file's record, the ``(first, last)`` bytes sent when ``byte_range`` (an HTTP
-        ``Range`` header) asks for a part (None: the whole file), and those bytes, read as they are
-        sent and checked against the record (a missing object or one of the wrong size raises here,
-        naming its key; ``RangeNotSatisfiable`` for a range past the end)."""
-        info, url = self.output(job_id, path, caller)
-        part = parse_range(byte_range, info.size)
-        if part is None:
-            return info, None, ended_quietly(self.artifacts.read(url, info.size, info.digest))
-        first, last = part
-        body = self.artifacts.read(url, info.size, info.digest, start=first, length=last - first + 1)
-        return info, part, ended_quietly(body)
 
     # -- watching (async: one waiter costs a future, not a thread) ----------------
 

@@ -6,7 +6,7 @@ and the SDK (parsed responses), so the shape is written once.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -149,6 +149,13 @@ class ArtifactInfo(BaseModel):
     path: str
     size: int
     digest: str
+
+
+class AttemptOutputs(NamedTuple):
+    """A job's outputs: one attempt's (``GET /jobs/ID/outputs`` sends ``files``, and ``attempt`` as ``X-Attempt``)."""
+
+    attempt: int | None  # the attempt whose outputs these are; None: no attempt has ended yet
+    files: list[ArtifactInfo]
 
 
 class LogChunk(BaseModel):

@@ -294,16 +294,26 @@ class TelemetryMixin:
                              digest=str(i["digest"]), url=f"{base}/{i['path']}")
                   for i in items if outputs.prefix + i["path"] not in have)
 
-    def artifacts(self, job_id: str) -> list[tuple[ArtifactInfo, str]]:
-        """Outputs of the newest attempt that uploaded any, with their URLs."""
-        with self.read() as s:  # type: ignore[attr-defined]
-            last = s.scalar(select(func.max(t.Artifact.attempt)).where(t.Artifact.job_id == job_id))
-            if last is None:
-                return []
-            q = select(t.Artifact).where(t.Artifact.job_id == job_id, t.Artifact.attempt == last).order_by(t.Artifact.path)
-            return [(ArtifactInfo(attempt=a.attempt, path=a.path, size=a.size, digest=a.digest), a.url)
-                    for a in s.scalars(q)]
+    def artifacts(self, job_id: str, attempt: int | None = None) -> list[tuple[ArtifactInfo, str]]:
+        """Outputs of attempt number ``attempt`` with their URLs; by default of the attempt :meth:`outputs_of` picks."""
+        return self.outputs_of(job_id, attempt)[1]
 
+    def outputs_of(self, job_id: str, attempt: int | None = None) -> tuple[int | None, list[tuple[ArtifactInfo, str]]]:
+        """``(the attempt shown, its outputs with their URLs)``: attempt number ``attempt``'s, or by default the
+        job's newest ended attempt's (its succeeded one once it succeeded; None while no attempt has ended).
+        Not the newest that uploaded any: a retry that succeeds without writing outputs would show the
+        failed attempt's as the job's result."""
+        with self.read() as s:  # type: ignore[attr-defined]
+            if attempt is None:
+                ended = [st.value for st in AttemptStatus if st.is_terminal()]
+                attempt = s.scalar(select(func.max(t.Attempt.number)).where(t.Attempt.job_id == job_id,
+                                                                             t.Attempt.status.in_(ended)))
+                if attempt is None:
+                    return None, []
+            q = (select(t.Artifact).where(t.Artifact.job_id == job_id, t.Artifact.attempt == attempt)
+                 .order_by(t.Artifact.path))
+            return attempt, [(ArtifactInfo(attempt=a.attempt, path=a.path, size=a.size, digest=a.digest), a.url)
+                             for a in s.scalars(q)]
 
 def _points(line: str) -> list[Point]:
     """A metric line's values; nothing, for a line that is torn or not one (skipped rather than lose the rest)."""

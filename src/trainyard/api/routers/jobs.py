@@ -223,18 +223,26 @@ def metrics(job_id: str, p: PlatformDep, caller: CallerDep,
     return p.jobs.metrics(job_id, caller, system)
 
 
-@router.get("/{job_id}/outputs")
-def outputs(job_id: str, p: PlatformDep, caller: CallerDep) -> list[ArtifactInfo]:
-    return p.jobs.outputs(job_id, caller)
+@router.get("/{job_id}/outputs", response_model=list[ArtifactInfo])
+def outputs(job_id: str, p: PlatformDep, caller: CallerDep, attempt: AttemptNo = None) -> Response:
+    """The outputs of the job's final attempt (the newest that ended: once it succeeded, the one that did),
+    or of attempt ``attempt``; ``X-Attempt`` names the attempt shown (absent while none has ended)."""
+    shown, files = p.jobs.outputs(job_id, caller, attempt)
+    headers = {} if shown is None else {"X-Attempt": str(shown)}
+    return Response(_FILES.dump_json(files), media_type="application/json", headers=headers)
+
+
+_FILES = TypeAdapter(list[ArtifactInfo])
 
 
 @router.get("/{job_id}/outputs/{path:path}")
-def output_file(job_id: str, path: str, p: PlatformDep, caller: CallerDep,
+def output_file(job_id: str, path: str, p: PlatformDep, caller: CallerDep, attempt: AttemptNo = None,
                 range_: Annotated[str | None, Header(alias="Range")] = None) -> Response:
-    """The file, or with ``Range: bytes=N-`` its rest (``206``, ``Content-Range``): a download resumes.
-    ``X-Digest`` is always the whole file's, for the client to check once it has all of it."""
+    """The file (of the attempt ``…/outputs`` shows, or of attempt ``attempt``), or with ``Range: bytes=N-``
+    its rest (``206``, ``Content-Range``): a download resumes. ``X-Digest`` is always the whole file's, for
+    the client to check once it has all of it."""
     try:
-        info, part, body = p.jobs.open_output(job_id, path, caller, range_)
+        info, part, body = p.jobs.open_output(job_id, path, caller, range_, attempt)
     except RangeNotSatisfiable as e:
         return JSONResponse(e.to_dict(), status_code=e.http_status,
                             headers={"Content-Range": f"bytes */{e.details['size']}"})

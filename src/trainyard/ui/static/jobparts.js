@@ -56,14 +56,14 @@ export function eventsList(events) {
 }
 
 export function artifactsTable(jobId, items) {
-  if (!items.length) return h("p.muted", {}, "No outputs.");
+  if (!items.length) return h("p.muted", {}, "No outputs from its final attempt.");
   return h("table.list.artifacts", {},
     h("thead", {}, h("tr", {}, ["path", "attempt", "size", "digest", ""].map((c) => h("th", {}, c)))),
     h("tbody", {}, items.map((a) => h("tr", {},
       h("td", {}, h("code", {}, a.path)), h("td", {}, String(a.attempt)), h("td", {}, bytes(a.size)),
       h("td", { title: a.digest }, h("code", {}, a.digest.slice(0, 19))),
       h("td", {}, h("button", { type: "button", onclick: () => download(
-        `/api/v1/jobs/${encodeURIComponent(jobId)}/outputs/${a.path.split("/").map(encodeURIComponent).join("/")}`,
+        `/api/v1/jobs/${encodeURIComponent(jobId)}/outputs/${a.path.split("/").map(encodeURIComponent).join("/")}?attempt=${a.attempt}`,
         a.path.split("/").pop()).catch((e) => toast(e)) }, "Download"))))));
 }
 
