@@ -9,6 +9,7 @@ not repaired, unless it is already in its one normal form.
 from __future__ import annotations
 
 import posixpath
+from urllib.parse import unquote, urlsplit
 
 MAX_LENGTH = 4096
 
@@ -73,13 +74,19 @@ URL_ALIASES = {"s3a": "s3", "gcs": "gs", "abfss": "abfs", "az": "abfs", "local":
 
 def plain_url(url: str) -> str:
     """``url`` spelt one way: protocol aliases, ``file://`` as a path, no ``.``, ``..`` or doubled slashes; a path
-    relative to a work dir is in no store (""). Whether one URL lies under another is asked of these."""
+    relative to a work dir is in no store (""). Whether one URL lies under another is asked of these.
+
+    A ``file://`` URL is decoded first, as the launcher and the artifact store read it (``launch.files.local_path``,
+    ``transfer.open_fs``): the default store of a home with a space is ``file:///home/a%20b/…``, the same folder as
+    the path ``/home/a b/…``, and an encoded ``%2e%2e`` climbs out of a folder once read."""
     protocol, sep, rest = url.partition("://")
     if not sep:
         if not url.startswith("/"):
             return ""
         protocol, rest = "file", url
     protocol = URL_ALIASES.get(protocol.lower(), protocol.lower())
+    if sep and protocol == "file":
+        rest = unquote(urlsplit(url).path)
     return f"{protocol}://{posixpath.normpath('/' + rest).lstrip('/')}"
 
 

@@ -53,3 +53,29 @@ def test_only_outputs_of_jobs_the_caller_sees_are_taken_from_the_store(db_url, t
         with pytest.raises(InvalidSpec, match="artifact store"):  # a service's model too (trainyard serve URL)
             bob.services.apply({"name": "web", "command": "app", "queue": "nlp-q", "inputs": {"model": outputs}})
         assert bob.jobs().items == [] and bob.sweeps.list() == [] and bob.services.list() == []
+
+
+def test_a_store_url_is_read_decoded_as_the_launcher_reads_it(db_url, tmp_path):
+    # the default store of a home with a space or an accent is percent-encoded (Path.as_uri()): the same outputs
+    # named as a plain path, or with an encoded "..", are the store's too, where the launcher will read them
+    with in_process(db_url, tmp_path / "home x é", NODES, auth=True) as e:
+        users = {}
+        for user, team in (("alice", "cv"), ("bob", "nlp")):
+            e.sdk.create_queue({"name": f"{team}-q", "team": team})
+            secret = e.sdk.identity.create_user(user, team=team, role="member").token.secret
+            users[user] = Client("http://testserver", token=secret, transport=e.tc._transport)
+        alice, bob = users["alice"], users["bob"]
+        store = e.platform.artifacts.url
+        assert "%20" in store
+        theirs = alice.submit({"command": "x", "queue": "cv-q"}).id
+        mine = bob.submit({"command": "x", "queue": "nlp-q"}).id
+        plain = Path(tmp_path / "home x é" / "artifacts" / "jobs" / theirs / "1" / "outputs")
+        plain.mkdir(parents=True)
+        climbing = f"{store}/jobs/{mine}/1/outputs/%2e%2e/%2E%2E/%2e%2e/{theirs}/1/outputs"
+        for url in (str(plain), f"file://{plain}", climbing, f"{store}/jobs/{theirs}/1/outputs".replace("%20", " ")):
+            with pytest.raises(InvalidSpec) as err:
+                bob.submit({"command": "x", "queue": "nlp-q", "inputs": {"data": url}})
+            [one] = err.value.errors
+            assert one["field"] == "inputs.data" and "in trainyard's artifact store" in one["message"], (url, one)
+        ok = bob.submit({"command": "x", "queue": "nlp-q", "inputs": {"data": f"{store}/jobs/{mine}/1/outputs"}})
+        assert ok.info.spec.inputs["data"].endswith(f"/jobs/{mine}/1/outputs")

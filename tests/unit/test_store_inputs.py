@@ -33,3 +33,15 @@ def test_azure_and_local_stores_are_matched_by_their_other_names():
     with pytest.raises(InvalidSpec):
         check({"d": "/home/artifacts/snapshots/x"}, "file:///home/artifacts", lambda k: False)
     check({"d": "local:///home/artifacts/jobs/j-1/1/outputs"}, "file:///home/artifacts", lambda k: True)
+
+
+@pytest.mark.parametrize("url, key", [
+    ("/home/a b/artifacts/jobs/j-1/1/outputs", "jobs/j-1/1/outputs"),  # the path the encoded URL names
+    ("file:///home/a%20b/artifacts/jobs/j-2/1/outputs/%2E%2E/%2e%2e/%2e%2e/j-1/1/outputs", "jobs/j-1/1/outputs"),
+    ("local:///home/a%20b/artifacts/snapshots/x", "snapshots/x"),
+])
+def test_a_local_store_url_is_asked_about_as_the_launcher_decodes_it(url, key):
+    asked = []
+    with pytest.raises(InvalidSpec):
+        check({"d": url}, "file:///home/a%20b/artifacts", lambda k: asked.append(k) or False)
+    assert asked == [key]
