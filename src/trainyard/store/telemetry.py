@@ -14,7 +14,7 @@ import math
 import time
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, delete, func, select, update
+from sqlalchemy import bindparam, func, select, update
 
 from trainyard.artifact_paths import is_artifact_path, output_record_problem
 from trainyard.config import LOG_KEEP, METRICS_KEEP
@@ -23,7 +23,7 @@ from trainyard.spec.records import ArtifactInfo, AttemptInfo, LogChunk, MetricPo
 from trainyard.spec.nul import printable
 from trainyard.spec.units import format_memory
 from trainyard.status import AttemptStatus, JobStatus
-from trainyard.store import tables as t
+from trainyard.store import log_bound, tables as t
 from trainyard.store.log_tail import last_lines
 from trainyard.store.metric_series import Point, dropped_note, store_points
 
@@ -71,7 +71,6 @@ _CONTACT = update(t.Replica.__table__).where(_R.attempt_id == bindparam("k_attem
 
 PAGE_BYTES = 4 << 20  # characters of log one read returns at most (and one chunk more): 1,000 chunks of a chatty
 # job's 1 MiB reports were a page of 1 GiB in the server's memory, per reader
-_DROP_EVERY = 1 << 20  # past the bound, what falls out of the kept end is dropped once per this many bytes of log
 
 
 def log_note(keep: int) -> str:
@@ -171,26 +170,22 @@ class TelemetryMixin:
     def _bounded_log(self, s, attempt: AttemptRow, rep: ReplicaRow, have: int, start: int, new: bytes,  # noqa: ANN001
                      keep: int) -> int:
         """Bytes ``start…`` of a log that passes ``keep``: its first half stays, then a note (written once, when the
-        log first passes), then its last half, older chunks dropped as the end moves on. A job that prints without
-        end would otherwise fill the database through the server, for everyone."""
+        log first passes), then at most its last half, older chunks dropped as the end moves on (see
+        :mod:`trainyard.store.log_bound`). A job that prints without end would otherwise fill the database
+        through the server, for everyone."""
         half, end = keep // 2, start + len(new)
         if start < half:  # the rest of the head
-            self._log_chunk(s, attempt, rep, start, new[:half - start])
+            self._log_chunk(s, attempt, rep, start, log_bound.text(new[:half - start]).encode())
             new, start = new[half - start:], half
-        if start < end - half:  # a report larger than the kept end: only its last part is
-            new, start = new[-half:], end - half
-        if have <= keep:
-            self._log_chunk(s, attempt, rep, -1, log_note(keep).encode())  # offset -1: not bytes of the log
-        self._log_chunk(s, attempt, rep, start, new)
-        step = min(_DROP_EVERY, max(1, half // 4))
-        if (have - half) // step != (end - half) // step:
-            # chunks follow one another: those before the one that holds byte end - half lie wholly outside the
-            # kept end (by offsets alone: counting the characters of every chunk took longer than the report)
+        if log_bound.crosses(have, end, keep):
             c = t.LogChunk
-            mine = (c.job_id == attempt.job_id, c.attempt_id == attempt.id, c.replica == rep.index, c.offset >= half)
-            cut = s.execute(select(func.max(c.offset)).where(*mine, c.offset <= end - half)).scalar()
-            if cut is not None:
-                s.execute(delete(c).where(*mine, c.offset < cut))
+            tail = log_bound.tail_start(end, keep)
+            log_bound.cut_log(s, (c.job_id == attempt.job_id, c.attempt_id == attempt.id, c.replica == rep.index),
+                              have <= keep, tail, keep, lambda offset, raw: self._log_chunk(
+                                  s, attempt, rep, offset, raw), log_note(keep).encode())
+            if start < tail:  # a report larger than the kept end, or its first part before the cut
+                new, start = log_bound.text(new[tail - start:]).encode(), tail
+        self._log_chunk(s, attempt, rep, start, new)
         return end
 
     @staticmethod
