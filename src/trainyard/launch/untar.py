@@ -50,6 +50,8 @@ def extract(fileobj: IO[bytes], dest: Path) -> None:
         else:  # a Python without filters: the checks above refused what the filter would
             tar.extractall(dest, members=plain)
     root = os.path.realpath(dest)
+    for m in plain:  # before any link is made: no path here goes through one
+        os.chmod(os.path.join(root, os.path.normpath(m.name)), mode_of(m))
     for m in members:  # before any symlink is made: no path here goes through one
         if m.islnk():
             target = os.path.join(root, os.path.normpath(m.linkname))
@@ -59,6 +61,14 @@ def extract(fileobj: IO[bytes], dest: Path) -> None:
     for m in members:
         if m.issym():
             _replace(root, m.name, lambda p, t=m.linkname: os.symlink(t, p))
+
+
+def mode_of(m: tarfile.TarInfo) -> int:
+    """The mode a member gets, whatever this Python's ``tarfile`` would give it (the ``data`` filter makes an
+    owner's 0400 a 0600, a Python without filters keeps setuid): the owner's bits as packed, readable (and a
+    folder searchable) by the owner, whom ``--os-user`` makes the job's account; group and other as packed
+    without write; never setuid, setgid or sticky."""
+    return (m.mode & 0o755) | (0o700 if m.isdir() else 0o400)
 
 
 class _Bounded(tarfile.TarInfo):
