@@ -128,8 +128,9 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     assert alice.get(f"/api/v1/clusters/{cluster}").status_code == 404
     assert alice.delete(f"/api/v1/clusters/{cluster}").status_code == 404
     assert alice.post(f"/api/v1/clusters/{cluster}/scale", json={"workers": 3}).status_code == 404
-    assert alice.get("/api/v1/clusters").json() == []
-    assert [(c["id"], c["owner"], c["team"]) for c in bob.get("/api/v1/clusters").json()] == [(cluster, "bob", "nlp")]
+    assert alice.get("/api/v1/clusters").json()["items"] == []
+    listed = bob.get("/api/v1/clusters").json()["items"]
+    assert [(c["id"], c["owner"], c["team"]) for c in listed] == [(cluster, "bob", "nlp")]
     assert bob.delete(f"/api/v1/clusters/{cluster}").json()["status"] in ("stopping", "stopped")
 
     # tokens: a second one for alice, listed without its secret, then revoked: 401 on every route

@@ -60,9 +60,9 @@ def test_a_schedule_fires_on_its_cron_skips_while_its_run_runs_and_stops_when_pa
     newest = {n: http.get(f"/api/v1/schedules/{n}").json()["runs"][0] for n in ("tick", "slow")}
     time.sleep(4)
     assert {n: http.get(f"/api/v1/schedules/{n}").json()["runs"][0] for n in ("tick", "slow")} == newest
-    listed = http.get("/api/v1/schedules").json()
-    assert [(s["name"], s["next_at"]) for s in listed] == [("tick", None), ("slow", None)]
-    assert listed[0]["explain"] == "Every second second of every minute"
+    listed = http.get("/api/v1/schedules").json()["items"]
+    assert [(s["name"], s["next_at"]) for s in listed] == [("slow", None), ("tick", None)]  # newest first
+    assert listed[1]["explain"] == "Every second second of every minute"
 
 
 def test_with_users_a_schedule_is_its_teams_and_stops_firing_when_its_owner_is_disabled(auth_server):
@@ -84,9 +84,9 @@ def test_with_users_a_schedule_is_its_teams_and_stops_firing_when_its_owner_is_d
     assert made.status_code == 201, made.text
     assert (made.json()["team"], made.json()["owner"]) == ("vision", "alice")
     # another team neither sees nor triggers it
-    assert bob.get("/api/v1/schedules").json() == []
+    assert bob.get("/api/v1/schedules").json()["items"] == []
     assert bob.post("/api/v1/schedules/hourly-eval/trigger").status_code == 404
-    assert [s["name"] for s in vera.get("/api/v1/schedules").json()] == ["hourly-eval"]
+    assert [s["name"] for s in vera.get("/api/v1/schedules").json()["items"]] == ["hourly-eval"]
     assert vera.post("/api/v1/schedules/hourly-eval/pause").status_code == 403
     # its fire runs as alice, in her team
     run = alice.post("/api/v1/schedules/hourly-eval/trigger").json()

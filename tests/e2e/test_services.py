@@ -328,7 +328,7 @@ def test_with_auth_a_service_is_its_teams_only(auth_server):
     assert httpx.get(srv.url + "/serve/bobs/whoami", headers=as_alice).status_code == 404
     assert httpx.get(srv.url + "/serve/bobs/whoami").status_code == 401
     assert httpx.get(srv.url + "/api/v1/services/bobs", headers=as_alice).status_code == 404
-    assert httpx.get(srv.url + "/api/v1/services", headers=as_alice).json() == []
+    assert httpx.get(srv.url + "/api/v1/services", headers=as_alice).json()["items"] == []
     assert httpx.delete(srv.url + "/api/v1/services/bobs", headers=as_alice).status_code == 404
     assert httpx.post(srv.url + "/api/v1/services/bobs/scale", headers=as_alice, json={"replicas": 0}).status_code == 404
     audit = httpx.get(srv.url + "/api/v1/audit", headers={"Authorization": f"Bearer {admin}"}).json()

@@ -89,4 +89,4 @@ def test_a_team_subscription_hears_a_teammates_failure_and_not_another_teams(srv
 
     removed = cli(srv, tokens["alice"], "notify", "rm", sub["id"])
     assert removed.returncode == 0, removed.stderr
-    assert alice.get("/api/v1/subscriptions").json() == []
+    assert alice.get("/api/v1/subscriptions").json()["items"] == []

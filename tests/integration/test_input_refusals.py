@@ -83,7 +83,7 @@ def test_a_schedules_pipeline_with_a_nan_is_refused_not_stored_as_null(e):
     r = e.tc.post("/api/v1/schedules", content=_json({"spec": {"name": "s", "cron": "@daily", "pipeline": pipeline}}),
                   headers={"Content-Type": "application/json"})
     assert fields(r) == ["pipeline"] and "steps.a.inputs.x.value: nan is not a number JSON can hold" in r.text
-    assert e.tc.get("/api/v1/schedules").json() in ([], {"items": []})
+    assert e.tc.get("/api/v1/schedules").json()["items"] == []
 
 
 def _json(value) -> str:

@@ -184,7 +184,7 @@ def test_a_pipeline_is_scheduled_from_its_file_or_a_schedule_file_naming_it(env,
     (tmp_path / "bad.yaml").write_text(f"name: bad\ncron: '{FAR}'\npipeline: etl.yaml\nparams: {{nope: 1}}\n")
     code, out = cli("create", str(tmp_path / "bad.yaml"))
     assert code != 0 and "nope" in out, out
-    assert [s.name for s in sdk.schedules.list()] == ["etl", "etl-nightly"]
+    assert [s.name for s in sdk.schedules.list()] == ["etl-nightly", "etl"]  # newest first
 
 
 def test_create_of_a_schedule_file(env, cli, tmp_path):  # noqa: F811

@@ -142,7 +142,7 @@ def test_bad_specs_are_refused_naming_the_field_and_a_name_is_unique_in_its_team
     create(tc)
     again = tc.post("/api/v1/schedules", json={"spec": {"name": "nightly", "cron": "@daily", "job": {"command": "true"}}})
     assert again.status_code == 409 and "nightly" in again.json()["message"]
-    assert [s["name"] for s in tc.get("/api/v1/schedules").json()] == ["nightly"]
+    assert [s["name"] for s in tc.get("/api/v1/schedules").json()["items"]] == ["nightly"]
 
 
 PIPELINE = {"name": "etl", "params": {"scheduled_at": "", "rows": 10},
@@ -179,7 +179,7 @@ def test_a_pipeline_schedule_is_checked_as_a_run_would_be(env):  # noqa: F811
                        ({"job": {"command": "true"}, "params": {"x": 1}}, "pipeline's")]:
         r = tc.post("/api/v1/schedules", json={"spec": {"name": "n", "cron": YEARLY, **spec}})
         assert r.status_code == 422 and said in r.text, (spec, r.text)
-    assert tc.get("/api/v1/schedules").json() == []
+    assert tc.get("/api/v1/schedules").json()["items"] == []
 
 
 def test_metrics_say_each_schedules_next_and_last_fire_runs_going_and_its_last_outcome(env):  # noqa: F811
@@ -220,7 +220,7 @@ def test_a_fire_whose_job_was_deleted_since_keeps_its_id_and_says_it_is_gone(env
     assert r.status_code == 204, r.text
     [after] = runs(tc, "nightly")
     assert (after["job_id"], after["gone"]) == (run["job_id"], True)
-    assert tc.get("/api/v1/schedules").json()[0]["runs"][0]["gone"] is True
+    assert tc.get("/api/v1/schedules").json()["items"][0]["runs"][0]["gone"] is True
     # the next fire's job is there: only the deleted one is gone
     platform.schedule_loop.cycle(now=tc.get("/api/v1/schedules/nightly").json()["next_at"] + 1)
     newest, oldest = runs(tc, "nightly")

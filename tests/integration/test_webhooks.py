@@ -97,7 +97,7 @@ def test_a_subscription_is_told_of_the_ends_it_asked_for_once_each(env, hooks):
     for _ in range(3):
         platform.webhook_loop.cycle()
     assert len(ok.got) == 1 and len(chat.got) == 3
-    subs = {s["id"]: s for s in tc.get("/api/v1/subscriptions").json()}
+    subs = {s["id"]: s for s in tc.get("/api/v1/subscriptions").json()["items"]}
     assert (subs[both["id"]]["delivered"], subs[both["id"]]["pending"]) == (3, 0)
 
 
@@ -149,7 +149,7 @@ def test_bad_subscriptions_are_refused_naming_the_field(env):
         r = tc.post("/api/v1/subscriptions", json=body)
         assert r.status_code == 422, (body, r.text)
         assert any(e["field"].startswith(field) for e in r.json()["details"]["errors"]), (body, r.json())
-    assert tc.get("/api/v1/subscriptions").json() == []
+    assert tc.get("/api/v1/subscriptions").json()["items"] == []
     assert tc.get("/api/v1/subscriptions/ws-0123456789").status_code == 404
 
 
@@ -162,7 +162,7 @@ def test_unsubscribed_a_webhook_hears_no_more(env, hooks):
     assert tc.delete(f"/api/v1/subscriptions/{sub['id']}").status_code == 204
     end(tc, engine, sdk.submit({"name": "b", "command": "x"}), 0)
     platform.webhook_loop.cycle()
-    assert len(ok.got) == 1 and tc.get("/api/v1/subscriptions").json() == []
+    assert len(ok.got) == 1 and tc.get("/api/v1/subscriptions").json()["items"] == []
 
 
 def test_a_pipeline_runs_end_is_told_to_a_subscription_of_pipeline_runs_only(env, hooks):

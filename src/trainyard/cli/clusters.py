@@ -81,12 +81,17 @@ def create_dask(
 
 @app.command("ls")
 def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped and failed ones")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many, newest first")] = 50,
+    after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
        output: OutputOpt = Output.table) -> None:
-    """Clusters with their status and workers."""
+    """Clusters with their status and workers, newest first; many come in pages (--after, --limit)."""
+    from trainyard.cli.listing import paged_list
     from trainyard.cli.safe_text import Table
 
     with handled():
-        infos = _clusters().list(include_ended=all)
+        clusters = _clusters()
+        infos = paged_list(lambda **k: clusters.page(include_ended=all, **k), limit=limit, after=after,
+                           raise_hint="raise --limit")
         if output == Output.json:
             write(json.dumps([c.model_dump(mode="json") for c in infos], indent=2) + "\n")
             return

@@ -80,3 +80,18 @@ def labels_of(items: list[str]) -> list[str] | None:
         return items
     except ValueError as e:
         raise _bad("--label", str(e).removeprefix("--label: ")) from None
+
+
+def paged_list(page, *, limit: int | None, after: str | None, raise_hint: str = "--all") -> list:  # noqa: ANN001
+    """Up to ``limit`` items (all with None) of a listing that pages newest first, ``page(limit=, cursor=)``
+    answering an :class:`~trainyard.spec.paging.Page`; past them, a line on stderr saying how to see more."""
+    from trainyard.cli.common import err_console
+
+    def fetch(want: int, cursor: str | None) -> tuple[list, str | None]:
+        got = page(limit=want, cursor=cursor)
+        return got.items, got.next_cursor
+
+    items, more = pages(fetch, limit=limit, cursor=after)
+    if more:
+        err_console.print(f"{len(items)} shown; more: add --after {more} (or {raise_hint})", highlight=False)
+    return items

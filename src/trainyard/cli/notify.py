@@ -46,12 +46,19 @@ def add(webhook: Annotated[str, typer.Argument(help="a webhook of the server's (
 
 
 @app.command("ls")
-def ls(output: Annotated[Output, typer.Option("--output", "-o")] = Output.table) -> None:
-    """Your subscriptions (an admin's: everyone's), with how their deliveries went."""
+def ls(
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many, newest first")] = 50,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="every one, page after page")] = False,
+    after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
+    output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+) -> None:
+    """Your subscriptions (an admin's: everyone's), newest first, with how their deliveries went; many come in
+    pages (--after, --all)."""
+    from trainyard.cli.listing import paged_list
     from trainyard.cli.safe_text import Table
 
     with handled():
-        subs = client().notify.list()
+        subs = paged_list(client().notify.page, limit=None if all_ else limit, after=after)
         if output == Output.json:
             write(json.dumps([s.model_dump(mode="json") for s in subs], indent=2) + "\n")
             return

@@ -55,13 +55,20 @@ def create(spec: Annotated[Path, typer.Argument(help="the schedule's YAML; with 
 
 
 @app.command("ls")
-def ls(output: OutputOpt = Output.table) -> None:
-    """Schedules, with their next fire and how the last one went."""
+def ls(
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many, newest first")] = 50,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="every one, page after page")] = False,
+    after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
+    output: OutputOpt = Output.table,
+) -> None:
+    """Schedules, newest first, with their next fire and how the last one went; many come in pages (--after,
+    --all)."""
+    from trainyard.cli.listing import paged_list
     from trainyard.cli.safe_text import Table
     from rich.text import Text
 
     with handled():
-        infos = client().schedules.list()
+        infos = paged_list(client().schedules.page, limit=None if all_ else limit, after=after)
         if output == Output.json:
             write(json.dumps([s.model_dump(mode="json") for s in infos], indent=2) + "\n")
             return

@@ -38,12 +38,17 @@ def apply(file: Annotated[Path, typer.Argument(help="a service spec: a job spec 
 
 @app.command("ls")
 def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped ones")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many, newest first")] = 50,
+    after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
        output: OutputOpt = Output.table) -> None:
-    """Services with their replicas and traffic."""
+    """Services with their replicas and traffic, newest first; many come in pages (--after, --limit)."""
+    from trainyard.cli.listing import paged_list
     from trainyard.cli.safe_text import Table
 
     with handled():
-        infos = client().services.list(include_ended=all)
+        c = client()
+        infos = paged_list(lambda **k: c.services.page(include_ended=all, **k), limit=limit, after=after,
+                           raise_hint="raise --limit")
         if output == Output.json:
             write(json.dumps([s.model_dump(mode="json") for s in infos], indent=2) + "\n")
             return

@@ -83,12 +83,18 @@ def wait(sweep: str,
 
 @app.command("ls")
 def ls(running: Annotated[bool, typer.Option("--running", help="only those still running")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many, newest first")] = 50,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="every one, page after page")] = False,
+    after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
        output: OutputOpt = Output.table) -> None:
-    """Sweeps, oldest first, with their best trial."""
+    """Sweeps, newest first, with their best trial; many come in pages (--after, --all)."""
+    from trainyard.cli.listing import paged_list
     from trainyard.cli.safe_text import Table
 
     with handled():
-        infos = client().sweeps.list(include_ended=not running)
+        c = client()
+        infos = paged_list(lambda **k: c.sweeps.page(include_ended=not running, **k), limit=None if all_ else limit,
+                           after=after)
         if output == Output.json:
             write(json.dumps([s.model_dump(mode="json") for s in infos], indent=2) + "\n")
             return

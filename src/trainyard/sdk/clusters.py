@@ -9,6 +9,7 @@ import time
 
 from pydantic import ValidationError
 
+from trainyard.sdk import paging
 from trainyard import errors
 from trainyard.sdk.http import Http
 from trainyard.spec.cluster import ClusterInfo, ClusterSpec, ClusterStatus, ClusterTLS
@@ -31,9 +32,14 @@ class Clusters:
         resp = self.http.request("POST", "/api/v1/clusters", json=spec.model_dump(mode="json"))
         return ClusterInfo.model_validate_json(resp.content)
 
-    def list(self, include_ended: bool = False) -> list[ClusterInfo]:
-        resp = self.http.request("GET", "/api/v1/clusters", params={"all": include_ended})
-        return [ClusterInfo.model_validate(c) for c in resp.json()]
+    def list(self, include_ended: bool = False, limit: int | None = None) -> list[ClusterInfo]:
+        """Clusters, newest first: all of them, or the first ``limit`` (read a page at a time)."""
+        return paging.every(self.http, "/api/v1/clusters", ClusterInfo, limit=limit, all=include_ended)
+
+    def page(self, limit: int = paging.LIST_LIMIT, cursor: str | None = None,
+             include_ended: bool = False) -> paging.Page[ClusterInfo]:
+        """One page of clusters, newest first; its ``next_cursor`` as ``cursor`` gives the next."""
+        return paging.page(self.http, "/api/v1/clusters", ClusterInfo, limit=limit, cursor=cursor, all=include_ended)
 
     def get(self, key: str) -> ClusterInfo:
         return ClusterInfo.model_validate_json(self.http.request("GET", f"/api/v1/clusters/{key}").content)

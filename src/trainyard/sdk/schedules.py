@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
+from trainyard.sdk import paging
 from trainyard import errors
 from trainyard.sdk.http import Http
 from trainyard.spec.lines import error_entry, validation_errors
 from trainyard.spec.schedule import PLACEHOLDER, SCHEDULED_AT, ScheduleInfo, ScheduleRun, ScheduleSpec
 
-_LIST = TypeAdapter(list[ScheduleInfo])
 
 
 def load_schedule(spec: ScheduleSpec | dict[str, Any] | str | Path) -> ScheduleSpec:
@@ -110,9 +110,14 @@ class Schedules:
         body = {"spec": spec, "workdirs": run["workdirs"], "source": run["source"]}
         return ScheduleInfo.model_validate_json(self.http.json_call("POST", "/api/v1/schedules", body=body))
 
-    def list(self) -> list[ScheduleInfo]:
-        """The schedules the caller may see, each with its latest few fires."""
-        return _LIST.validate_json(self.http.request("GET", "/api/v1/schedules").content)
+    def list(self, limit: int | None = None) -> list[ScheduleInfo]:
+        """The schedules the caller may see, newest first, each with its latest few fires: all of them, or the
+        first ``limit`` (read a page at a time)."""
+        return paging.every(self.http, "/api/v1/schedules", ScheduleInfo, limit=limit)
+
+    def page(self, limit: int = paging.LIST_LIMIT, cursor: str | None = None) -> paging.Page[ScheduleInfo]:
+        """One page of schedules, newest first; its ``next_cursor`` as ``cursor`` gives the next."""
+        return paging.page(self.http, "/api/v1/schedules", ScheduleInfo, limit=limit, cursor=cursor)
 
     def get(self, key: str) -> ScheduleInfo:
         """One schedule by id (``sc-…``) or name, with its latest fires, newest first."""

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from trainyard.sdk import paging
 from trainyard import errors
 from trainyard.sdk.http import Http
 from trainyard.sdk.prepare import prepare
@@ -57,9 +58,14 @@ class Services:
         body = {"spec": spec.model_dump(mode="json"), "snapshot": digest}
         return ServiceInfo.model_validate_json(self.http.request("POST", "/api/v1/services", json=body).content)
 
-    def list(self, include_ended: bool = False) -> list[ServiceInfo]:
-        resp = self.http.request("GET", "/api/v1/services", params={"all": include_ended})
-        return [ServiceInfo.model_validate(s) for s in resp.json()]
+    def list(self, include_ended: bool = False, limit: int | None = None) -> list[ServiceInfo]:
+        """Services, newest first: all of them, or the first ``limit`` (read a page at a time)."""
+        return paging.every(self.http, "/api/v1/services", ServiceInfo, limit=limit, all=include_ended)
+
+    def page(self, limit: int = paging.LIST_LIMIT, cursor: str | None = None,
+             include_ended: bool = False) -> paging.Page[ServiceInfo]:
+        """One page of services, newest first; its ``next_cursor`` as ``cursor`` gives the next."""
+        return paging.page(self.http, "/api/v1/services", ServiceInfo, limit=limit, cursor=cursor, all=include_ended)
 
     def get(self, key: str) -> ServiceInfo:
         return ServiceInfo.model_validate_json(self.http.request("GET", f"/api/v1/services/{key}").content)

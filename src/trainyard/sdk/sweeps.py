@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainyard import errors
+from trainyard.sdk import paging
 from trainyard.sdk.http import Http
 from trainyard.spec.lines import validation_errors
 from trainyard.spec.sweep import SweepInfo, SweepSpec
@@ -59,9 +60,14 @@ class Sweeps:
         body = {"spec": {**sweep.model_dump(mode="json"), "job": data}, "snapshot": digest}
         return SweepInfo.model_validate_json(self.http.json_call("POST", "/api/v1/sweeps", body=body))
 
-    def list(self, include_ended: bool = True) -> list[SweepInfo]:
-        resp = self.http.request("GET", "/api/v1/sweeps", params={"all": include_ended})
-        return [SweepInfo.model_validate(s) for s in resp.json()]
+    def list(self, include_ended: bool = True, limit: int | None = None) -> list[SweepInfo]:
+        """Sweeps, newest first: all of them, or the first ``limit`` (read a page at a time)."""
+        return paging.every(self.http, "/api/v1/sweeps", SweepInfo, limit=limit, all=include_ended)
+
+    def page(self, limit: int = paging.LIST_LIMIT, cursor: str | None = None,
+             include_ended: bool = True) -> paging.Page[SweepInfo]:
+        """One page of sweeps, newest first; its ``next_cursor`` as ``cursor`` gives the next."""
+        return paging.page(self.http, "/api/v1/sweeps", SweepInfo, limit=limit, cursor=cursor, all=include_ended)
 
     def get(self, key: str) -> SweepInfo:
         return SweepInfo.model_validate_json(self.http.request("GET", f"/api/v1/sweeps/{key}").content)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from pydantic import TypeAdapter, ValidationError
 
+from trainyard.sdk import paging
 from trainyard import errors
 from trainyard.sdk.http import Http
 from trainyard.spec.lines import validation_errors
 from trainyard.spec.webhooks import DeliveryInfo, SubscriptionCreate, SubscriptionInfo, WebhookInfo
 
-_SUBS = TypeAdapter(list[SubscriptionInfo])
 _HOOKS = TypeAdapter(list[WebhookInfo])
 _DELIVERIES = TypeAdapter(list[DeliveryInfo])
 
@@ -46,8 +46,13 @@ class Notify:
         body = req.model_dump(mode="json", exclude_none=True)
         return SubscriptionInfo.model_validate_json(self.http.json_call("POST", "/api/v1/subscriptions", body=body))
 
-    def list(self) -> list[SubscriptionInfo]:
-        return _SUBS.validate_json(self.http.request("GET", "/api/v1/subscriptions").content)
+    def list(self, limit: int | None = None) -> list[SubscriptionInfo]:
+        """Your subscriptions (an admin's: everyone's), newest first: all, or the first ``limit``."""
+        return paging.every(self.http, "/api/v1/subscriptions", SubscriptionInfo, limit=limit)
+
+    def page(self, limit: int = paging.LIST_LIMIT, cursor: str | None = None) -> paging.Page[SubscriptionInfo]:
+        """One page of subscriptions, newest first; its ``next_cursor`` as ``cursor`` gives the next."""
+        return paging.page(self.http, "/api/v1/subscriptions", SubscriptionInfo, limit=limit, cursor=cursor)
 
     def get(self, sub_id: str) -> SubscriptionInfo:
         return SubscriptionInfo.model_validate_json(self.http.request("GET", f"/api/v1/subscriptions/{sub_id}").content)

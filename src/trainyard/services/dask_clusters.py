@@ -18,6 +18,7 @@ from trainyard.errors import Conflict, Forbidden, JobNotFound, Unschedulable, Un
 from trainyard.services import dask_jobs, dask_tls
 from trainyard.services.secret_box import SecretBox
 from trainyard.services.jobs import JobService
+from trainyard.spec.paging import Page, Paging
 from trainyard.spec.cluster import AdaptRequest, ClusterInfo, ClusterSpec, ClusterStatus, ClusterTLS, ClusterWorker
 from trainyard.spec.labels import own_label
 from trainyard.spec.records import AttemptInfo, JobInfo
@@ -116,8 +117,11 @@ class DaskClusterService:
     def get(self, key: str, caller: Caller = LOCAL_ADMIN) -> ClusterInfo:
         return self.info(self.clusters.find(key, visible(caller)))
 
-    def list(self, include_ended: bool = False, caller: Caller = LOCAL_ADMIN) -> list[ClusterInfo]:
-        return [self.info(r, workers=False) for r in self.clusters.list(include_ended, visible(caller))]
+    def page(self, include_ended: bool = False, caller: Caller = LOCAL_ADMIN,
+             paging: Paging = Paging()) -> Page[ClusterInfo]:
+        """One page of what the caller may see, newest first, and the cursor of the next."""
+        rows, cursor = self.clusters.page(include_ended, visible(caller), paging)
+        return Page[ClusterInfo](items=[self.info(r, workers=False) for r in rows], next_cursor=cursor)
 
     def info(self, row: ClusterRow, workers: bool = True) -> ClusterInfo:
         seen = self.worker_addresses.get(row["id"], {})

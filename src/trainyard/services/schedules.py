@@ -19,6 +19,7 @@ from trainyard.errors import Forbidden, InvalidSpec, TrainyardError
 from trainyard.services.identity import IdentityService
 from trainyard.services.jobs import JobService
 from trainyard.services.pipelines import PipelineService
+from trainyard.spec.paging import Page, Paging
 from trainyard.spec.schedule import Concurrency, ScheduleInfo, ScheduleRun, ScheduleSpec, explain, next_fire
 from trainyard.store import Store
 from trainyard.store.schedules import Claim, FireTaken, ScheduleRow, ScheduleStore
@@ -152,8 +153,10 @@ class ScheduleService:
     def get(self, key: str, caller: Caller = LOCAL_ADMIN) -> ScheduleInfo:
         return self.infos([self.schedules.find(key, visible(caller))])[0]
 
-    def list(self, caller: Caller = LOCAL_ADMIN) -> list[ScheduleInfo]:
-        return self.infos(self.schedules.list(visible(caller)), runs=5)
+    def page(self, caller: Caller = LOCAL_ADMIN, paging: Paging = Paging()) -> Page[ScheduleInfo]:
+        """One page of what the caller may see, newest first, and the cursor of the next."""
+        rows, cursor = self.schedules.page(visible(caller), paging)
+        return Page[ScheduleInfo](items=self.infos(rows, runs=5), next_cursor=cursor)
 
     def infos(self, rows: list[ScheduleRow], runs: int = 20) -> list[ScheduleInfo]:
         ids = [r["id"] for r in rows]

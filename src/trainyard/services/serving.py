@@ -24,6 +24,7 @@ from trainyard.services import service_jobs, store_inputs
 from trainyard.services.jobs import JobService
 from trainyard.services.service_tokens import HEADER, ServiceTokens
 from trainyard.services.service_traffic import Traffic
+from trainyard.spec.paging import Page, Paging
 from trainyard.spec.labels import own_label
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.spec.service import ScaleRequest, ServiceInfo, ServiceReplica, ServiceSpec, ServiceStatus
@@ -217,10 +218,13 @@ class ServingService:
         row = self.services.find(key, visible(caller))
         return self.info(row, self.services.replicas([row["id"]])[row["id"]])
 
-    def list(self, include_ended: bool = False, caller: Caller = LOCAL_ADMIN) -> list[ServiceInfo]:
-        rows = self.services.list(include_ended, visible(caller))
+    def page(self, include_ended: bool = False, caller: Caller = LOCAL_ADMIN,
+             paging: Paging = Paging()) -> Page[ServiceInfo]:
+        """One page of what the caller may see, newest first, and the cursor of the next."""
+        rows, cursor = self.services.page(include_ended, visible(caller), paging)
         replicas = self.services.replicas([r["id"] for r in rows])
-        return [self.info(r, replicas[r["id"]], details=False) for r in rows]
+        return Page[ServiceInfo](items=[self.info(r, replicas[r["id"]], details=False) for r in rows],
+                                 next_cursor=cursor)
 
     def info(self, row: ServiceRow, replicas: list[ReplicaRow], details: bool = True) -> ServiceInfo:
         shown: list[ServiceReplica] = []

@@ -15,6 +15,7 @@ from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.crashpoints import crash_point
 from trainyard.errors import Conflict, Forbidden, SweepNotFound, Unsupported
 from trainyard.services.jobs import JobService
+from trainyard.spec.paging import Page, Paging
 from trainyard.spec.sweep import SweepInfo, SweepSpec, SweepStatus, TrialInfo, TrialState
 from trainyard.store import Store
 from trainyard.store.sweeps import SweepRow, SweepStore
@@ -86,10 +87,13 @@ class SweepService:
     def get(self, key: str, caller: Caller = LOCAL_ADMIN) -> SweepInfo:
         return self.info(self.sweeps.find(key, visible(caller)))
 
-    def list(self, include_ended: bool = True, caller: Caller = LOCAL_ADMIN) -> list[SweepInfo]:
-        rows = self.sweeps.list(include_ended, visible(caller))
-        trials = self.sweeps.trials_of([r["id"] for r in rows])  # one read for all, not one per sweep
-        return [self.info(r, trials=False, found=trials.get(r["id"], [])) for r in rows]
+    def page(self, include_ended: bool = True, caller: Caller = LOCAL_ADMIN,
+             paging: Paging = Paging()) -> Page[SweepInfo]:
+        """One page of what the caller may see, newest first, and the cursor of the next."""
+        rows, cursor = self.sweeps.page(include_ended, visible(caller), paging)
+        trials = self.sweeps.trials_of([r["id"] for r in rows])
+        return Page[SweepInfo](items=[self.info(r, trials=False, found=trials.get(r["id"], [])) for r in rows],
+                               next_cursor=cursor)
 
     def info(self, row: SweepRow, trials: bool = True, found: list[TrialInfo] | None = None) -> SweepInfo:
         if found is None:

@@ -13,6 +13,7 @@ from trainyard.errors import Conflict, Forbidden, InvalidSpec, NotFound
 from trainyard.services.audit import AuditLog
 from trainyard.services.identity import IdentityService
 from trainyard.config import WebhookSettings
+from trainyard.spec.paging import Page, Paging
 from trainyard.spec.webhooks import MAX_PER_USER, DeliveryInfo, Scope, SubscriptionCreate, SubscriptionInfo, WebhookInfo
 from trainyard.store import Store
 from trainyard.store.webhooks import WebhookStore
@@ -62,9 +63,10 @@ class WebhookService:
                           team=team)
         return self.store.get(sub_id)
 
-    def list(self, caller: Caller = LOCAL_ADMIN) -> list[SubscriptionInfo]:
-        """The caller's subscriptions; an admin's: everyone's."""
-        return self.store.subscriptions(None if caller.admin else caller.user)
+    def page(self, caller: Caller = LOCAL_ADMIN, paging: Paging = Paging()) -> Page[SubscriptionInfo]:
+        """A page of the caller's subscriptions (an admin's: everyone's), newest first, and the next one's cursor."""
+        items, cursor = self.store.page(None if caller.admin else caller.user, paging)
+        return Page[SubscriptionInfo](items=items, next_cursor=cursor)
 
     def get(self, sub_id: str, caller: Caller = LOCAL_ADMIN) -> SubscriptionInfo:
         found = self.store.get(sub_id)

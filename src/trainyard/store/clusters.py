@@ -19,6 +19,8 @@ from trainyard.spec.cluster import ClusterSpec, ClusterStatus, cluster_sources
 from trainyard.spec.submitted import STORED
 from trainyard.store import Store
 from trainyard.store import tables as t
+from trainyard.spec.paging import Paging
+from trainyard.store.paging import cut, paged
 from trainyard.store.store import IN_BATCH, visible_where
 
 LIVE = (ClusterStatus.PENDING.value, ClusterStatus.RUNNING.value, ClusterStatus.STOPPING.value)
@@ -68,17 +70,24 @@ class ClusterStore:
         live = [r for r in found if r["status"] in LIVE]
         return (live or found)[-1]
 
-    def list(self, include_ended: bool = True, visible: Visible | None = None) -> list[ClusterRow]:
+    def list(self, include_ended: bool = True, visible: Visible | None = None,
+             paging: Paging | None = None) -> list[ClusterRow]:
+        """Oldest first; with ``paging``, one page newest first (its cursor: :meth:`page`)."""
         c = t.DaskCluster.__table__.c
-        return self._rows(_seen(visible) if include_ended else c.status.in_(LIVE) & _seen(visible))
+        return self._rows(_seen(visible) if include_ended else c.status.in_(LIVE) & _seen(visible), paging)
+
+    def page(self, include_ended: bool, visible: Visible | None,
+             paging: Paging) -> tuple[list[ClusterRow], str | None]:
+        return cut(self.list(include_ended, visible, paging), paging, lambda r: r["seq"])
 
     def live(self) -> list[ClusterRow]:
         return self.list(include_ended=False)
 
-    def _rows(self, where: Any) -> list[ClusterRow]:
+    def _rows(self, where: Any, paging: Paging | None = None) -> list[ClusterRow]:
         table = t.DaskCluster.__table__
+        q = select(table).where(where).order_by(table.c.seq)
         with self.store.read() as s:
-            rows = s.connection().execute(select(table).where(where).order_by(table.c.seq)).mappings().all()
+            rows = s.connection().execute(q if paging is None else paged(q, table.c.seq, paging)).mappings().all()
         return [ClusterRow({**r, "status": ClusterStatus(r["status"]),
                             "spec": ClusterSpec.model_validate(r["spec"], context=STORED),
                             "worker_jobs": list(r["worker_jobs"] or [])}) for r in rows]

@@ -22,6 +22,8 @@ from trainyard.spec.submitted import STORED
 from trainyard.store import Store
 from trainyard.store import schedule_tables as st
 from trainyard.store import tables as t
+from trainyard.spec.paging import Paging
+from trainyard.store.paging import cut, paged
 from trainyard.store.store import ENDED, visible_where
 from trainyard.store.tx import WriteTx
 
@@ -84,6 +86,10 @@ class ScheduleStore:
     def list(self, visible: Visible | None = None) -> list[ScheduleRow]:
         return self._rows(_seen(visible))
 
+    def page(self, visible: Visible | None, paging: Paging) -> tuple[list[ScheduleRow], str | None]:
+        """One page of the schedules ``visible`` lets the caller see, newest first, and the next page's cursor."""
+        return cut(self._rows(_seen(visible), paging), paging, lambda r: r["seq"])
+
     def due(self, now: float) -> list[ScheduleRow]:
         return self._rows(_S.c.next_at <= now)
 
@@ -92,9 +98,10 @@ class ScheduleStore:
         with self.store.read() as s:
             return s.scalar(select(func.min(_S.c.next_at)))
 
-    def _rows(self, where: Any) -> list[ScheduleRow]:
+    def _rows(self, where: Any, paging: Paging | None = None) -> list[ScheduleRow]:
+        q = select(_S).where(where).order_by(_S.c.seq)
         with self.store.read() as s:
-            rows = s.connection().execute(select(_S).where(where).order_by(_S.c.seq)).mappings().all()
+            rows = s.connection().execute(q if paging is None else paged(q, _S.c.seq, paging)).mappings().all()
         return [ScheduleRow({**r, "spec": ScheduleSpec.model_validate(r["spec"], context=STORED)}) for r in rows]
 
     def claim(self, tx: WriteTx, claim: Claim) -> None:

@@ -20,6 +20,8 @@ from trainyard.spec.submitted import STORED
 from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store import tables as t
+from trainyard.spec.paging import Paging
+from trainyard.store.paging import cut, paged
 from trainyard.store.store import visible_where
 
 LIVE = (ServiceStatus.RUNNING.value, ServiceStatus.STOPPING.value)
@@ -80,12 +82,19 @@ class ServiceStore:
         live = [r for r in found if r["status"].value in LIVE]
         return (live or found)[-1]
 
-    def list(self, include_ended: bool = True, visible: Visible | None = None) -> list[ServiceRow]:
-        return self._rows(_seen(visible) if include_ended else _S.c.status.in_(LIVE) & _seen(visible))
+    def list(self, include_ended: bool = True, visible: Visible | None = None,
+             paging: Paging | None = None) -> list[ServiceRow]:
+        """Oldest first; with ``paging``, one page newest first (its cursor: :meth:`page`)."""
+        return self._rows(_seen(visible) if include_ended else _S.c.status.in_(LIVE) & _seen(visible), paging)
 
-    def _rows(self, where: Any) -> list[ServiceRow]:
+    def page(self, include_ended: bool, visible: Visible | None,
+             paging: Paging) -> tuple[list[ServiceRow], str | None]:
+        return cut(self.list(include_ended, visible, paging), paging, lambda r: r["seq"])
+
+    def _rows(self, where: Any, paging: Paging | None = None) -> list[ServiceRow]:
+        q = select(_S).where(where).order_by(_S.c.seq)
         with self.store.read() as s:
-            rows = s.connection().execute(select(_S).where(where).order_by(_S.c.seq)).mappings().all()
+            rows = s.connection().execute(q if paging is None else paged(q, _S.c.seq, paging)).mappings().all()
         return _parsed(rows)
 
     def move(self, service_id: str, new: ServiceStatus, **values: Any) -> bool:

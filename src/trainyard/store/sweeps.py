@@ -19,6 +19,8 @@ from trainyard.spec.submitted import STORED
 from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store import tables as t
+from trainyard.spec.paging import Paging
+from trainyard.store.paging import cut, paged
 from trainyard.store.store import visible_where
 from trainyard.store.tx import WriteTx
 
@@ -63,18 +65,24 @@ class SweepStore:
         live = [r for r in found if r["status"] is SweepStatus.RUNNING]
         return (live or found)[-1]
 
-    def list(self, include_ended: bool = True, visible: Visible | None = None) -> list[SweepRow]:
+    def list(self, include_ended: bool = True, visible: Visible | None = None,
+             paging: Paging | None = None) -> list[SweepRow]:
+        """Oldest first; with ``paging``, one page newest first (its cursor: :meth:`page`)."""
         where = _seen(visible)
         if not include_ended:
             where = where & (_S.c.status == SweepStatus.RUNNING.value)
-        return self._rows(where)
+        return self._rows(where, paging)
+
+    def page(self, include_ended: bool, visible: Visible | None, paging: Paging) -> tuple[list[SweepRow], str | None]:
+        return cut(self.list(include_ended, visible, paging), paging, lambda r: r["seq"])
 
     def live(self) -> list[SweepRow]:
         return self.list(include_ended=False)
 
-    def _rows(self, where: Any) -> list[SweepRow]:
+    def _rows(self, where: Any, paging: Paging | None = None) -> list[SweepRow]:
+        q = select(_S).where(where).order_by(_S.c.seq)
         with self.store.read() as s:
-            rows = s.connection().execute(select(_S).where(where).order_by(_S.c.seq)).mappings().all()
+            rows = s.connection().execute(q if paging is None else paged(q, _S.c.seq, paging)).mappings().all()
         return [SweepRow({**r, "status": SweepStatus(r["status"]),
                           "spec": SweepSpec.model_validate(r["spec"], context=STORED)}) for r in rows]
 

@@ -12,13 +12,15 @@ import secrets
 import time
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, func, insert, null, select, update
+from sqlalchemy import and_, delete, func, insert, null, or_, select, update
 
 from trainyard.errors import NotFound
+from trainyard.spec.paging import Paging
 from trainyard.spec.webhooks import DeliveryInfo, SubscriptionCreate, SubscriptionInfo
 from trainyard.store import Store
 from trainyard.store import tables as t
 from trainyard.store import webhook_tables as wt
+from trainyard.store.paging import cut
 
 _S, _D, _C = wt.Subscription.__table__, wt.Delivery.__table__, wt.Cursor.__table__
 _DELIVERY = [_D.c[k] for k in DeliveryInfo.model_fields]
@@ -68,23 +70,39 @@ class WebhookStore:
         the loop, which looks every few seconds, does without)."""
         return self._read(None if owner is None else _S.c.owner == owner, counts)
 
+    def page(self, owner: str | None, paging: Paging) -> tuple[list[SubscriptionInfo], str | None]:
+        """One page of :meth:`subscriptions`, newest first, and the next page's cursor (``created_at/id`` of its
+        last: subscriptions have no creation number)."""
+        where = None if owner is None else _S.c.owner == owner
+        if paging.cursor:
+            at, _, sid = paging.cursor.partition("/")
+            below = or_(_S.c.created_at < float(at), and_(_S.c.created_at == float(at), _S.c.id < sid))
+            where = below if where is None else where & below
+        return cut(self._read(where, True, paging.limit + 1), paging, lambda i: f"{i.created_at!r}/{i.id}")
+
     def get(self, sub_id: str) -> SubscriptionInfo:
         found = self._read(_S.c.id == sub_id, counts=True)
         if not found:
             raise NotFound(f"no such subscription: {sub_id}", subscription=sub_id)
         return found[0]
 
-    def _read(self, where: Any, counts: bool) -> list[SubscriptionInfo]:
-        """The subscriptions ``where`` picks (all: None), their deliveries counted only for them."""
+    def _read(self, where: Any, counts: bool, newest: int | None = None) -> list[SubscriptionInfo]:
+        """The subscriptions ``where`` picks (all: None), oldest first (with ``newest``: that many, newest first),
+        their deliveries counted only for them."""
         q = select(_S).order_by(_S.c.created_at, _S.c.id)
-        tally = select(_D.c.subscription_id, _D.c.status, func.count()).group_by(_D.c.subscription_id, _D.c.status)
+        if newest is not None:
+            q = q.order_by(None).order_by(_S.c.created_at.desc(), _S.c.id.desc()).limit(newest)
         if where is not None:
             q = q.where(where)
-            tally = tally.where(_D.c.subscription_id.in_(select(_S.c.id).where(where)))
         with self.store.read() as s:
             rows = s.connection().execute(q).mappings().all()
+            tally = select(_D.c.subscription_id, _D.c.status, func.count()).group_by(_D.c.subscription_id, _D.c.status)
+            if newest is not None:  # a page's own: a few hundred ids
+                tally = tally.where(_D.c.subscription_id.in_([r["id"] for r in rows]))
+            elif where is not None:
+                tally = tally.where(_D.c.subscription_id.in_(select(_S.c.id).where(where)))
             counts_of: dict[str, dict[str, int]] = {}
-            for sid, status, n in (s.connection().execute(tally) if counts else ()):
+            for sid, status, n in (s.connection().execute(tally) if counts and rows else ()):
                 counts_of.setdefault(sid, {})[status] = n
         return [SubscriptionInfo(**{k: r[k] for k in SubscriptionInfo.model_fields if k in r},
                                  delivered=counts_of.get(r["id"], {}).get("sent", 0),

@@ -42,7 +42,7 @@ def hooked(tmp_path, receiver):
 
 
 def subscriptions(server) -> list[dict]:  # noqa: ANN001
-    return httpx.get(server.url + "/api/v1/subscriptions", headers=server.headers, timeout=30).json()
+    return httpx.get(server.url + "/api/v1/subscriptions", headers=server.headers, timeout=30).json()["items"]
 
 
 def test_a_webhook_is_subscribed_through_the_form_hears_of_a_failed_job_and_is_removed(hooked, receiver, page):

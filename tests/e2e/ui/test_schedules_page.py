@@ -41,7 +41,7 @@ def test_schedules_are_listed_run_now_paused_resumed_deleted_and_shown_with_thei
     expect(page.locator(".hint")).to_contain_text('trainyard schedule create job.yaml --cron "0 3 * * *"')
     rows = page.locator("table.schedules tbody tr")
     expect(rows).to_have_count(2)
-    assert [rows.nth(i).get_attribute("data-name") for i in range(2)] == ["nightly", "paris-eval"]
+    assert [rows.nth(i).get_attribute("data-name") for i in range(2)] == ["paris-eval", "nightly"]  # newest first
     row = page.locator(f"tr[data-schedule='{nightly['id']}']")
     other = page.locator(f"tr[data-schedule='{paris['id']}']")
     for r, s, tz in ((row, nightly, "UTC"), (other, paris, "Europe/Paris")):

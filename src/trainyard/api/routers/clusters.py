@@ -10,6 +10,8 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.api.paging import PagingDep
+from trainyard.spec.paging import Page
 from trainyard.api.serve_origin import SANDBOX
 from trainyard.errors import DashboardUnavailable
 from trainyard.services.notify import off_loop
@@ -23,9 +25,10 @@ HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", 
 
 
 @router.get("")
-def list_clusters(p: PlatformDep, caller: CallerDep,
-                  all: bool = Query(False, description="with stopped and failed ones")) -> list[ClusterInfo]:
-    return p.dask.list(include_ended=all, caller=caller)
+def list_clusters(p: PlatformDep, caller: CallerDep, paging: PagingDep,
+                  all: bool = Query(False, description="with stopped and failed ones")) -> Page[ClusterInfo]:
+    """A page of clusters, newest first."""
+    return p.dask.page(include_ended=all, caller=caller, paging=paging)
 
 
 @router.post("", status_code=201)

@@ -5,14 +5,17 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.api.paging import PagingDep
+from trainyard.spec.paging import Page
 from trainyard.spec.schedule import ScheduleCreate, ScheduleInfo, ScheduleRun
 
 router = APIRouter(prefix="/api/v1/schedules", tags=["schedules"])
 
 
 @router.get("")
-def list_schedules(p: PlatformDep, caller: CallerDep) -> list[ScheduleInfo]:
-    return p.schedules.list(caller)
+def list_schedules(p: PlatformDep, caller: CallerDep, paging: PagingDep) -> Page[ScheduleInfo]:
+    """A page of schedules, newest first."""
+    return p.schedules.page(caller, paging)
 
 
 @router.post("", status_code=201)

@@ -6,15 +6,18 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 
 from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.api.paging import PagingDep
+from trainyard.spec.paging import Page
 from trainyard.spec.service import ApplyRequest, ScaleRequest, ServiceInfo
 
 router = APIRouter(prefix="/api/v1/services", tags=["services"])
 
 
 @router.get("")
-def list_services(p: PlatformDep, caller: CallerDep,
-                  all: bool = Query(False, description="with stopped ones")) -> list[ServiceInfo]:
-    return p.serving.list(include_ended=all, caller=caller)
+def list_services(p: PlatformDep, caller: CallerDep, paging: PagingDep,
+                  all: bool = Query(False, description="with stopped ones")) -> Page[ServiceInfo]:
+    """A page of services, newest first."""
+    return p.serving.page(include_ended=all, caller=caller, paging=paging)
 
 
 @router.post("", status_code=200)

@@ -5,15 +5,18 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Response
 
 from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.api.paging import PagingDep
+from trainyard.spec.paging import Page
 from trainyard.spec.sweep import SweepCreate, SweepInfo
 
 router = APIRouter(prefix="/api/v1/sweeps", tags=["sweeps"])
 
 
 @router.get("")
-def list_sweeps(p: PlatformDep, caller: CallerDep,
-                all: bool = Query(True, description="with ended ones; false: running only")) -> list[SweepInfo]:
-    return p.sweeps.list(include_ended=all, caller=caller)
+def list_sweeps(p: PlatformDep, caller: CallerDep, paging: PagingDep,
+                all: bool = Query(True, description="with ended ones; false: running only")) -> Page[SweepInfo]:
+    """A page of sweeps, newest first."""
+    return p.sweeps.page(include_ended=all, caller=caller, paging=paging)
 
 
 @router.post("", status_code=201)

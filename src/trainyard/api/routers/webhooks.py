@@ -7,6 +7,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from trainyard.api.deps import CallerDep, PlatformDep
+from trainyard.api.paging import SubscriptionPagingDep
+from trainyard.spec.paging import Page
 from trainyard.spec.webhooks import DeliveryInfo, SubscriptionCreate, SubscriptionInfo, WebhookInfo
 
 router = APIRouter(prefix="/api/v1", tags=["webhooks"])
@@ -19,9 +21,10 @@ def list_webhooks(p: PlatformDep, caller: CallerDep) -> list[WebhookInfo]:
 
 
 @router.get("/subscriptions")
-def list_subscriptions(p: PlatformDep, caller: CallerDep) -> list[SubscriptionInfo]:
-    """Yours (an admin's: everyone's), with how many deliveries went, wait, or were given up."""
-    return p.webhooks.list(caller)
+def list_subscriptions(p: PlatformDep, caller: CallerDep, paging: SubscriptionPagingDep) -> Page[SubscriptionInfo]:
+    """A page of yours (an admin's: everyone's), newest first, with how many deliveries went, wait, or were given
+    up."""
+    return p.webhooks.page(caller, paging)
 
 
 @router.post("/subscriptions", status_code=201)

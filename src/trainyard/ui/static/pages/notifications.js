@@ -129,7 +129,7 @@ function subscriptions(me, said) {
 
   const refresh = async () => {
     const mine = ++seq;
-    const subs = await api("subscriptions");
+    const subs = (await api("subscriptions", { query: { limit: 500 } })).items;  // the newest 500
     for (const id of open) if (!subs.some((s) => s.id === id)) open.delete(id);  // removed meanwhile
     const shown = [...open];
     const lists = await Promise.all(shown.map((id) => api(`subscriptions/${encodeURIComponent(id)}/deliveries`)));

@@ -30,7 +30,7 @@ function list(root) {
   let drawn = "";
 
   const refresh = async () => {
-    const schedules = await api("schedules");
+    const schedules = (await api("schedules", { query: { limit: 500 } })).items;  // the newest 500
     // redrawn only when something changed: a click on a row's button under the poll is not lost
     const sig = JSON.stringify(schedules);
     if (sig === drawn) return;

@@ -18,7 +18,7 @@ export function render(root, { query }) {
     h("table.list.services", null, h("thead", null, h("tr", null,
       ["name", "status", "version", "ready", "requests", "errors", "p50", "address"].map((c) => h("th", null, c)))), body));
   return poll(async () => {
-    const services = await api("services", { query: { all } });
+    const services = (await api("services", { query: { all, limit: 500 } })).items;  // the newest 500
     body.replaceChildren(...(services.length ? services.map(row)
       : [h("tr", null, h("td", { colspan: 8 }, h("span.muted", null, "No service runs. `trainyard serve JOB --name NAME` starts one.")))]));
   }, 3000);

@@ -18,7 +18,7 @@ export function render(root, { query }) {
       " with ended ones")),
     h("table.list.sweeps", null, h("thead", null, h("tr", null, cols.map((c) => h("th", null, c)))), body));
   return poll(async () => {
-    const sweeps = (await api("sweeps", { query: { all } })).reverse();
+    const sweeps = (await api("sweeps", { query: { all, limit: 500 } })).items;  // the newest 500
     body.replaceChildren(...(sweeps.length ? sweeps.map(row)
       : [h("tr", null, h("td", { colspan: cols.length }, h("span.muted", null,
         `${all ? "No sweep has run yet." : "No sweep is running."} \`trainyard sweep run sweep.yaml\` starts one.`)))]));
