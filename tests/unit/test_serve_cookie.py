@@ -1,10 +1,12 @@
 """The browser's sign-in cookie for /serve/ pages: when the Guard may take it, and that it never reaches a replica."""
 
-from trainyard.api.serve_cookie import (COOKIE, cookie_token, set_cookie, sign_in_location, wants_page,
+from trainyard.api.serve_cookie import (COOKIE, cookie_digest, set_cookie, sign_in_location, wants_page,
                                         without_serve_cookie)
 from trainyard.api.serve_hop import forward_headers
+from trainyard.auth.tokens import token_hash
 
 HOST = b"127.0.0.1:8080"
+DIGEST = token_hash("tok-en_1")
 
 
 def scope(method="GET", path="/serve/digits/", kind="http", query=b""):
@@ -12,7 +14,7 @@ def scope(method="GET", path="/serve/digits/", kind="http", query=b""):
             "client": ("10.0.0.9", 5555), "headers": []}
 
 
-def headers(origin=None, cookie=f"a=1; {COOKIE}=tok-en_1; b=2"):
+def headers(origin=None, cookie=f"a=1; {COOKIE}={DIGEST}; b=2"):
     h = {b"host": HOST, b"cookie": cookie.encode()}
     if origin:
         h[b"origin"] = origin.encode()
@@ -20,26 +22,27 @@ def headers(origin=None, cookie=f"a=1; {COOKIE}=tok-en_1; b=2"):
 
 
 def test_the_cookie_is_taken_for_safe_methods_and_for_others_only_from_this_origin():
-    assert cookie_token(scope(), headers()) == "tok-en_1"
-    assert cookie_token(scope("HEAD"), headers()) == "tok-en_1"
-    assert cookie_token(scope("POST"), headers()) is None  # a form posted from elsewhere sends no Origin of ours
-    assert cookie_token(scope("POST"), headers("http://evil.example")) is None
-    assert cookie_token(scope("POST"), headers("http://127.0.0.1:8080.evil.example")) is None
-    assert cookie_token(scope("POST"), headers("http://127.0.0.1:8080")) == "tok-en_1"
-    assert cookie_token(scope(kind="websocket"), headers()) is None  # a WebSocket needs our Origin too
-    assert cookie_token(scope(kind="websocket"), headers("http://127.0.0.1:8080")) == "tok-en_1"
+    assert cookie_digest(scope(), headers()) == DIGEST
+    assert cookie_digest(scope("HEAD"), headers()) == DIGEST
+    assert cookie_digest(scope("POST"), headers()) is None  # a form posted from elsewhere sends no Origin of ours
+    assert cookie_digest(scope("POST"), headers("http://evil.example")) is None
+    assert cookie_digest(scope("POST"), headers("http://127.0.0.1:8080.evil.example")) is None
+    assert cookie_digest(scope("POST"), headers("http://127.0.0.1:8080")) == DIGEST
+    assert cookie_digest(scope(kind="websocket"), headers()) is None  # a WebSocket needs our Origin too
+    assert cookie_digest(scope(kind="websocket"), headers("http://127.0.0.1:8080")) == DIGEST
 
 
-def test_the_cookie_counts_only_under_serve_and_only_when_well_formed():
-    assert cookie_token(scope(path="/api/v1/jobs"), headers()) is None
-    assert cookie_token(scope(), headers(cookie=f"{COOKIE}=a b")) is None
-    assert cookie_token(scope(), headers(cookie="other=1")) is None
-    assert cookie_token(scope(), {b"host": HOST}) is None
+def test_the_cookie_counts_only_under_serve_and_only_as_a_digest():
+    assert cookie_digest(scope(path="/api/v1/jobs"), headers()) is None
+    assert cookie_digest(scope(), headers(cookie=f"{COOKIE}=tok-en_1")) is None
+    assert cookie_digest(scope(), headers(cookie="other=1")) is None
+    assert cookie_digest(scope(), {b"host": HOST}) is None
 
 
 def test_the_cookie_is_http_only_strict_and_scoped_to_serve():
     made = set_cookie("t0k", secure=False)
-    assert made.startswith(f"{COOKIE}=t0k;") and "Path=/serve/" in made
+    # the token's digest, never the token: the browser sends it to every port of this host
+    assert made.startswith(f"{COOKIE}={token_hash('t0k')};") and "Path=/serve/" in made
     assert "HttpOnly" in made and "SameSite=Strict" in made and "Secure" not in made
     assert set_cookie("t0k", secure=True).endswith("; Secure")
 

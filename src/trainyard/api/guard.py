@@ -29,9 +29,9 @@ from urllib.parse import parse_qsl
 
 from anyio.to_thread import run_sync
 
-from trainyard.api.serve_cookie import PATH as SERVE_PATH, cookie_token, sign_in_location, wants_page
+from trainyard.api.serve_cookie import PATH as SERVE_PATH, cookie_digest, sign_in_location, wants_page
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
-from trainyard.auth.tokens import bearer
+from trainyard.auth.tokens import bearer, token_hash
 from trainyard.errors import AttemptUnauthorized, BodyTooLarge, InvalidSpec, TrainyardError, Unauthorized
 from trainyard.ui import is_page
 
@@ -43,9 +43,11 @@ CALLER_KEY = "trainyard.caller"
 
 
 class Authenticator(Protocol):
-    def server_token(self, secret: str) -> bool: ...
-    def remembered(self, secret: str) -> Caller | None: ...
-    def user_caller(self, secret: str) -> Caller | None: ...
+    """Who a token stands for, asked by its SHA-256 (what a ``/serve/`` sign-in cookie holds)."""
+
+    def server_hash(self, digest: str) -> bool: ...
+    def remembered(self, digest: str) -> Caller | None: ...
+    def hash_owner(self, digest: str) -> Caller | None: ...
 
 
 class MisdirectedHost(TrainyardError):
@@ -90,9 +92,10 @@ class Guard:
                 if sent is None:
                     return await _refuse(send, AttemptUnauthorized(), _CHALLENGE, websocket=websocket)
             else:
+                digest = token_hash(sent) if sent is not None else None
                 if b"authorization" not in headers:
-                    sent = cookie_token(scope, headers)
-                caller = await self._caller(sent)
+                    digest = cookie_digest(scope, headers)
+                caller = await self._caller(digest)
                 if caller is None:
                     if b"authorization" not in headers and wants_page(scope, headers):
                         return await _redirect(send, sign_in_location(scope))
@@ -119,19 +122,21 @@ class Guard:
         sent = bearer(_text(authorization))
         if sent is None:
             return None
-        if self.identity.server_token(sent):
+        digest = token_hash(sent)
+        if self.identity.server_hash(digest):
             return LOCAL_ADMIN
-        return self.identity.remembered(sent) if self.users else None
+        return self.identity.remembered(digest) if self.users else None
 
-    async def _caller(self, sent: str | None) -> Caller | None:
-        if sent is None:
+    async def _caller(self, digest: str | None) -> Caller | None:
+        """Who the token of SHA-256 ``digest`` stands for."""
+        if digest is None:
             return None
-        if self.identity.server_token(sent):
+        if self.identity.server_hash(digest):
             return LOCAL_ADMIN
         if not self.users:
             return None
         # a token seen in the last seconds needs no lookup; otherwise a database read, off the event loop
-        return self.identity.remembered(sent) or await run_sync(self.identity.user_caller, sent)
+        return self.identity.remembered(digest) or await run_sync(self.identity.hash_owner, digest)
 
 
 _CHALLENGE = [(b"www-authenticate", b"Bearer")]

@@ -1,7 +1,11 @@
 """Signing in to ``/serve/NAME/`` pages opened in a browser, which sends no ``Authorization`` header there.
 
 The UI, once signed in, asks ``POST /api/v1/serve-session`` with its token; the answer sets this cookie to
-that token: ``HttpOnly`` (no page's script reads it), ``SameSite=Strict`` (no other site's page makes the
+that token's SHA-256, which the Guard takes on ``/serve/`` for the token and nowhere else (the API hashes what
+it is sent: a digest gets nothing there). Not the token itself: a browser sends a host's cookies to every port of
+that host, where any team's job may listen, and a page there must not get a token that acts as its visitor (it
+still gets what opens ``/serve/`` pages as them, until they sign out or the token is revoked).
+``HttpOnly`` (no page's script reads it), ``SameSite=Strict`` (no other site's page makes the
 browser send it), ``Path=/serve/`` (the API never accepts it), ``Secure`` over HTTPS. A revoked token stops
 working in the cookie at once, as anywhere. The Guard takes it only on ``/serve/`` paths, only without an
 ``Authorization`` header, and against forged requests from a sibling site (same-site but not same-origin),
@@ -15,19 +19,17 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
+from trainyard.auth.tokens import token_hash
+
 COOKIE = "trainyard_serve"
 PATH = "/serve/"
 MAX_AGE = 7 * 24 * 3600  # seconds: the UI sets it again each time it loads
 SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
-_VALUE = re.compile(r"[A-Za-z0-9._~+/=-]{1,512}")  # what a token may be to travel in a cookie unquoted
-
-
-def valid_value(token: str) -> bool:
-    return _VALUE.fullmatch(token) is not None
+_VALUE = re.compile(r"[0-9a-f]{64}")  # a token's SHA-256, as the store keeps it
 
 
 def set_cookie(token: str, secure: bool) -> str:
-    return (f"{COOKIE}={token}; Path={PATH}; Max-Age={MAX_AGE}; HttpOnly; SameSite=Strict"
+    return (f"{COOKIE}={token_hash(token)}; Path={PATH}; Max-Age={MAX_AGE}; HttpOnly; SameSite=Strict"
             + ("; Secure" if secure else ""))
 
 
@@ -35,8 +37,8 @@ def clear_cookie(secure: bool) -> str:
     return f"{COOKIE}=; Path={PATH}; Max-Age=0; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
 
 
-def cookie_token(scope: dict, headers: dict[bytes, bytes]) -> str | None:
-    """The token in the sign-in cookie, where this request may be authenticated by it (see the module)."""
+def cookie_digest(scope: dict, headers: dict[bytes, bytes]) -> str | None:
+    """The token's SHA-256 in the sign-in cookie, where this request may be authenticated by it (see the module)."""
     raw = headers.get(b"cookie")
     if raw is None or not scope["path"].startswith(PATH):
         return None
@@ -45,7 +47,7 @@ def cookie_token(scope: dict, headers: dict[bytes, bytes]) -> str | None:
         return None
     for part in raw.decode("latin-1").split(";"):
         name, _, value = part.strip().partition("=")
-        if name == COOKIE and valid_value(value):
+        if name == COOKIE and _VALUE.fullmatch(value):
             return value
     return None
 

@@ -59,25 +59,33 @@ class IdentityService:
 
     def server_token(self, secret: str) -> bool:
         """Whether ``secret`` is the server's own token (the local admin): no database involved."""
-        return self.server_token_sha256 is not None and hmac.compare_digest(token_hash(secret),
-                                                                            self.server_token_sha256)
+        return self.server_hash(token_hash(secret))
+
+    def server_hash(self, digest: str) -> bool:
+        """Whether ``digest`` is the SHA-256 of the server's own token."""
+        return self.server_token_sha256 is not None and hmac.compare_digest(digest, self.server_token_sha256)
 
     def authenticate(self, secret: str) -> Caller | None:
         """The caller a bearer token stands for; None for an unknown, revoked or expired token, or a
         disabled user."""
         return LOCAL_ADMIN if self.server_token(secret) else self.user_caller(secret)
 
-    def remembered(self, secret: str) -> Caller | None:
-        """The owner of a user's token looked up within the last :data:`REMEMBER_FOR` seconds: no database."""
-        known = self._known.get(token_hash(secret)) if self.accept_users else None
+    def remembered(self, digest: str) -> Caller | None:
+        """The owner of the user's token of SHA-256 ``digest`` looked up within the last :data:`REMEMBER_FOR`
+        seconds: no database."""
+        known = self._known.get(digest) if self.accept_users else None
         return known[0] if known is not None and time.time() < known[1] else None
 
     def user_caller(self, secret: str) -> Caller | None:
         """The user an API token belongs to (one indexed lookup); None unless ``--auth`` is on."""
+        return self.hash_owner(token_hash(secret))
+
+    def hash_owner(self, digest: str) -> Caller | None:
+        """The user whose token has SHA-256 ``digest``, as :meth:`user_caller` (a ``/serve/`` sign-in cookie
+        holds the digest, not the token)."""
         if not self.accept_users:
             return None
         now = time.time()
-        digest = token_hash(secret)
         known = self._known.get(digest)
         if known is not None and now < known[1]:
             return known[0]

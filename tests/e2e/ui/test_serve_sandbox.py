@@ -5,13 +5,17 @@ nor the API, nor a service worker over the UI; through the page framing it, it r
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import PY
 from tests.support.browser import signed_in
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 EVIL = str(Path(__file__).resolve().parents[2] / "support" / "page_replica.py")
@@ -58,3 +62,43 @@ def test_a_services_page_reaches_neither_the_viewers_token_nor_the_api(auth_serv
     assert page.evaluate("navigator.serviceWorker.getRegistrations().then((r) => r.length)") == 0
     # the UI itself is framed by no page
     assert page.goto(auth_server.url + "/jobs").headers["x-frame-options"] == "DENY"
+
+
+class _Sibling(BaseHTTPRequestHandler):
+    """A page on another port of the server's host (where any team's job may listen): it asks its own /serve/
+    path, to which the browser sends the cookies the UI's port set, and keeps what came."""
+
+    got: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.headers.get("cookie"):
+            self.got.append(self.headers["cookie"])
+        body = b"<script>fetch('/serve/x').then(() => { document.title = 'asked'; })</script>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:  # noqa: ANN002
+        pass
+
+
+def test_a_page_on_another_port_of_the_host_gets_no_token_from_the_serve_cookie(auth_server, page):
+    # given an admin signed in to the UI, which set their /serve/ sign-in cookie
+    admin = (auth_server.home / "first-admin-token").read_text().strip()
+    page.goto(signed_in(auth_server.url, admin, "/jobs"))
+    until(lambda: page.context.cookies(), show=page.context.cookies)
+    sibling = ThreadingHTTPServer(("127.0.0.1", 0), _Sibling)
+    threading.Thread(target=sibling.serve_forever, daemon=True).start()
+    try:
+        # when they open a page on another port of the same host
+        page.goto(f"http://127.0.0.1:{sibling.server_address[1]}/")
+        expect(page).to_have_title("asked")
+    finally:
+        sibling.shutdown()
+    # then its server got the cookie (a browser keeps cookies by host, not port), but nothing that acts as the admin
+    stolen = _Sibling.got[-1].partition("=")[2]
+    assert stolen and admin not in stolen
+    as_thief = {"Authorization": f"Bearer {stolen}"}
+    assert httpx.get(auth_server.url + "/api/v1/whoami", headers=as_thief).status_code == 401

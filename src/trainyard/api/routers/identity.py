@@ -6,9 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from trainyard.api.serve_cookie import clear_cookie, set_cookie, valid_value
+from trainyard.api.serve_cookie import clear_cookie, set_cookie
 from trainyard.auth.tokens import bearer
-from trainyard.errors import Unsupported
 
 from trainyard.api.deps import CallerDep, PlatformDep
 from trainyard.spec.identity import (AuditRecord, MembershipSet, NewToken, NewUser, TeamCreate, TeamInfo,
@@ -24,13 +23,11 @@ def whoami(caller: CallerDep) -> WhoAmI:
 
 @router.post("/serve-session", status_code=204)
 def open_serve_session(request: Request, caller: CallerDep) -> Response:
-    """Sets the HttpOnly cookie with which this browser opens ``/serve/NAME/`` pages as this caller: the token
-    this request carried (nothing when the server asks for none)."""
+    """Sets the HttpOnly cookie with which this browser opens ``/serve/NAME/`` pages as this caller: the SHA-256
+    of the token this request carried, good on ``/serve/`` only (nothing when the server asks for none)."""
     answer = Response(status_code=204)
     token = bearer(request.headers.get("authorization"))
     if token is not None:
-        if not valid_value(token):
-            raise Unsupported("this token cannot be kept in a cookie")
         answer.headers["set-cookie"] = set_cookie(token, secure=request.url.scheme == "https")
     return answer
 
