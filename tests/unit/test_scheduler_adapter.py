@@ -65,3 +65,17 @@ def test_a_live_attempt_carries_its_jobs_submit_time_so_the_planner_knows_how_lo
                           node="n", gpus=["0"])
     _, _, running, _ = adapter.inputs([], [(info, attempt)], [])
     assert (running[0].submitted_at, running[0].started_at) == (5.0, 100.0)
+
+
+def test_a_job_of_the_default_queue_is_its_submitters_teams():
+    # given jobs an nlp member submitted to the default queue, one waiting and one running
+    waits = job_info("w", "resources: {gpu: 1}\n", 1.0, team="nlp")
+    runs = job_info("r", "resources: {gpu: 1}\n", 1.0, team="nlp")
+    attempt = AttemptInfo(id="r-1", job_id="r", number=1, status="running", created_at=1.0, node="n", gpus=["0"])
+    w = Waiting(waits.id, waits.queue, waits.priority, waits.created_at, None, None, None, None, waits.team)
+    # when the planner's model is built, then both are nlp's: fair share charges nlp, and a quota
+    # guarding another team's work is checked against nlp
+    _, pending, running, _ = adapter.inputs([(w, waits.spec)], [(runs, attempt)], [])
+    assert (pending[0].queue, pending[0].team, running[0].team) == ("default", "nlp", "nlp")
+    # and a job of no team (the server's own) stays the queue's
+    assert adapter.pending_job(waiting(waits), waits.spec, adapter.queue_map(None)).team == "default"

@@ -14,6 +14,7 @@ from trainyard.scheduler.simulate import SimJob, Simulator
 
 GB = 10**9
 QUEUES = [Queue("q1", team="t1", gpus={"A": 2}), Queue("q2", team="t2", cpu=8, borrowing=False), Queue("q3", team="t1")]
+UNLIMITED = {q.name for q in QUEUES if q.cpu is None and q.memory is None and not q.gpus}
 # no explain phase: it traces every line the planner runs, and outlasted the test's timeout after a
 # failure was found (CI then reported the timeout beside the failure)
 RUNS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow],
@@ -130,7 +131,11 @@ def test_no_job_waits_behind_lower_priority_work_it_could_preempt(nodes, first, 
     for job in list(sim.pending.values()):
         if job.last_preempted_by in sim.pending:
             continue  # it yields to the job that preempted it until that one starts
+        # work inside another team's quota is guaranteed to it, work of a queue without one is not; and a job
+        # of such a queue only borrows, so it stops only work of its own queue
         victims = [r for r in sim.running.values() if r.preemptible and r.priority < job.priority
+                   and (r.queue == job.queue or job.queue not in UNLIMITED
+                        and (r.team == job.team or r.queue in UNLIMITED))
                    and r.job_id != job.last_preempted_by and not {u.node for u in r.replicas} & held]
         if not victims:
             continue

@@ -34,14 +34,16 @@ def node(info: NodeInfo) -> Node:
     )
 
 
-def _queue_of(name: str, queues: dict[str, Queue]) -> Queue:
-    return queues.get(name) or default_queue(name)
+def _team_of(name: str, team: str | None, queues: dict[str, Queue]) -> str:
+    """The job's own team (a job of the default queue is its submitter's), else its queue's: fair share
+    charges it there, and a quota guarding another team's work is checked against it."""
+    return team or (queues.get(name) or default_queue(name)).team
 
 
 def pending_job(job: Waiting, spec: JobSpec, queues: dict[str, Queue]) -> PendingJob:
     r = spec.resources
     return PendingJob(
-        id=job.id, queue=job.queue, team=_queue_of(job.queue, queues).team, priority=job.priority,
+        id=job.id, queue=job.queue, team=_team_of(job.queue, job.team, queues), priority=job.priority,
         seq=job.created_at, submitted_at=job.created_at, replicas=spec.replicas, cpu=r.cpu, memory=r.memory or 0,
         gpu=r.gpu, gpu_types=tuple(r.gpu_types), node_selector=dict(r.node_selector), placement=spec.placement,
         timeout=spec.timeout, preemptible=spec.preemptible, not_before=job.not_before,
@@ -50,13 +52,13 @@ def pending_job(job: Waiting, spec: JobSpec, queues: dict[str, Queue]) -> Pendin
 
 
 def running_job(attempt: AttemptInfo, spec: JobSpec, queue: str, priority: int,
-                queues: dict[str, Queue], submitted_at: float | None = None) -> RunningJob:
+                queues: dict[str, Queue], submitted_at: float | None = None, team: str | None = None) -> RunningJob:
     """A live attempt with what each replica holds. ``spec`` is the job's (resources per replica)."""
     r = spec.resources
     placed = [(p.node, list(p.gpus)) for p in attempt.replicas] or [(attempt.node, list(attempt.gpus))]
     started = attempt.started_at or attempt.created_at
     return RunningJob(
-        attempt_id=attempt.id, job_id=attempt.job_id, queue=queue, team=_queue_of(queue, queues).team,
+        attempt_id=attempt.id, job_id=attempt.job_id, queue=queue, team=_team_of(queue, team, queues),
         priority=priority, replicas=[ReplicaUse(n, r.cpu, r.memory or 0, g) for n, g in placed if n],
         started_at=started, expected_end=started + spec.timeout if spec.timeout is not None else None,
         preemptible=spec.preemptible, borrowed=None,  # the planner re-decides borrowing each cycle
@@ -70,5 +72,5 @@ def inputs(pending: list[tuple[Waiting, JobSpec]], live: list[tuple[JobInfo, Att
     """Everything :func:`plan` takes, from the store's pending jobs (with their specs), live
     attempts (with their jobs), and the engine's nodes."""
     qs = queue_map(queues)
-    running = [running_job(a, j.spec, j.queue, j.priority, qs, j.created_at) for j, a in live]
+    running = [running_job(a, j.spec, j.queue, j.priority, qs, j.created_at, j.team) for j, a in live]
     return [node(n) for n in nodes], [pending_job(w, spec, qs) for w, spec in pending], running, list(qs.values())

@@ -69,7 +69,7 @@ class JobClass(NamedTuple):
     """Jobs that meet the same fate this cycle: a job like one already turned away is turned away
     for the same reason, without a search of its own (:attr:`Memo.turned_away`)."""
 
-    queue: str
+    queue: str | tuple[str, str]  # its name, or (name, team) for a job of another team than the queue's
     shape: int  # :attr:`ShapeFit.id`
     priority: int
     outlasts: tuple[bool, ...]  # for each reservation (:attr:`Cycle.starts`): would it still run then?
@@ -164,6 +164,7 @@ def _survey(c: Cycle) -> Survey:
     (and each limited queue) could hand back if preempted, and where. There are thousands, their
     objects spread over memory, so every extra pass costs; this is the only full one."""
     cl, quotas, borrowed = c.cl, c.quotas, c.quotas.borrowed
+    guarded = quotas.guarded
     type_of = cl.type_of
     tot = c.held
     by_team: dict[tuple, list] = {}
@@ -213,6 +214,8 @@ def _survey(c: Cycle) -> Survey:
             lim = limits[r.queue] = (has_quota(q), has_quota(q) or q.max_running is not None)
         if lim[1]:
             limited.append(r)
+        if guarded and not lim[0]:  # no quota guarantees it, while others have one: borrowed
+            borrowed.add(aid)
         if not r.preemptible or r.stopping:  # never a victim, whatever it borrowed
             continue
         prio = r.priority

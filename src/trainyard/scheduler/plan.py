@@ -122,7 +122,10 @@ class _Planner:
         end = c.now + job.timeout if job.timeout is not None else INF
         # which reservations it would outlast; one reservation is the usual case, and a cycle asks this per job
         sig = ((end > starts[0],) if len(starts) == 1 else tuple([end > s for s in starts])) if starts else ()
-        cls = (q.name, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
+        # once a quota guarantees work to a team, whom a job may preempt depends on its team, and a job of the
+        # default queue is of its submitter's team, not the queue's
+        qk = q.name if job.team == q.team or not c.quotas.guarded else (q.name, job.team)
+        cls = (qk, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
         starved = job.id in self.starved if self.starved else False
         # a borrower that may hold nodes had a choice the jobs like it may not have had
         holds = borrowing and self.may_hold and self._may_hold_borrowing(job, fit)

@@ -1,8 +1,12 @@
 """Preemption: which running attempts to stop so a blocked job fits, freeing the least work.
 
 A job may take room from (a) preemptible attempts of strictly lower priority
-and (b) preemptible attempts running on borrowed quota of another queue when
-the job itself is inside its queue's quota (the lender takes its room back).
+that are not guaranteed to another team, and (b) preemptible attempts running
+on borrowed quota of another queue when the job itself is inside its queue's
+quota (the lender takes its room back). As in Kueue, a quota is a guarantee:
+once some queue has one, work inside a queue's quota is a victim of priority
+only for its own team, and work of a queue without any quota counts as
+borrowed. With no quota anywhere nothing is guaranteed.
 Never from non-preemptible work, nor from the job that last preempted it.
 No loop can form: priority is strict, borrowing jobs never preempt, and a
 preempted job waits until the job that preempted it has started (the
@@ -61,8 +65,10 @@ class Victims:
 
     def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
                  totals: dict[str, Held], now: float, within: float | None = None,
-                 untimed: float | None = None, starved: float | None = None, reclaim: float | None = None) -> None:
+                 untimed: float | None = None, starved: float | None = None, reclaim: float | None = None,
+                 guarded: bool = False) -> None:
         self.cl, self.raw, self.borrowed, self.totals, self.now = cl, on, borrowed, totals, now
+        self.guarded = guarded  # some queue has a quota: work inside one is guaranteed (Quotas.guarded)
         self.since = now - within if within is not None else -float("inf")  # older: no victim of priority
         # older, with a timeout: no victim of a lender reclaiming its room (Options.reclaim_within)
         self.reclaim_since = now - reclaim if reclaim is not None else -float("inf")
@@ -82,11 +88,34 @@ class Victims:
         return job.submitted_at is not None and self.patience is not None and \
             self.now - job.submitted_at > self.patience
 
-    def spared(self, r: RunningJob) -> bool:
-        """Did ``r``'s job wait past ``Options.starve_after`` before it started? Then priority leaves it
-        be: it went first in line for having waited, and stopping it minutes in sends it back to wait
-        again, to be started again and stopped again (the churn the starvation rule caused without this)."""
-        return r.submitted_at is not None and r.started_at - r.submitted_at > self.starved
+    def rule(self, job: PendingJob, reclaim: bool, borrower: bool = False):
+        """The one test of which attempts ``job`` may stop, as ``may(attempt, borrowed)``: every search
+        and every bound on what a search could free asks it, so no bound counts a victim no search takes.
+
+        Priority stops preemptible work of lower priority that is not guaranteed to another team (of the
+        job's team or its queue, or borrowed, or with no quota anywhere), that started within
+        ``Options.preempt_within`` (or, for a :meth:`patient` job, old work without a timeout), and whose
+        job did not wait past ``Options.starve_after`` before it started (it went first in line for having
+        waited: stopping it minutes in sent it back to wait, to be started and stopped again). A
+        ``borrower`` (a job of a queue without a quota while others have one: all it runs on is borrowed)
+        stops only work of its own queue, as a job beyond its quota does: were it to stop another queue's
+        work, that queue would reclaim the room, and the two would take turns. With ``reclaim`` (a job
+        inside its queue's quota), borrowed work of other queues too, if it started within
+        ``Options.reclaim_within`` or has no timeout."""
+        prio, queue, team, guarded = job.priority, job.queue, job.team, self.guarded
+        anyone = not borrower
+        since, starved, reclaim_since, patient = self.since, self.starved, self.reclaim_since, self.patient(job)
+
+        def may(r: RunningJob, borrowed: bool) -> bool:
+            if not r.preemptible:
+                return False
+            if r.priority < prio and (r.queue == queue or anyone and (borrowed or not guarded or r.team == team)) and (
+                    r.started_at >= since or (patient and r.expected_end is None)) and (
+                    r.submitted_at is None or r.started_at - r.submitted_at <= starved):
+                return True
+            return reclaim and borrowed and r.queue != queue and (
+                r.started_at >= reclaim_since or r.expected_end is None)
+        return may
 
     def cost_of(self, r: RunningJob) -> Cost:
         aid = r.attempt_id
@@ -224,7 +253,7 @@ def _fits(v: list, c: float, m: int, g: int) -> bool:
 
 def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, victims: Victims | None = None,
            reclaim: bool = False, pre: tuple = (), spare_job: str | None = None, bound=None,
-           only_queue: str | None = None):
+           only_queue: str | None = None, borrower: bool = False):
     """``(gpu type, [slot per replica], [victims])`` letting ``job`` start, or None.
 
     Room counts free room, room of stopping attempts not yet claimed, and
@@ -232,13 +261,13 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
     quota). On a node held for a reservation, work that may run past its
     start only gets what the reservation leaves over, and preempts nothing.
     Attempts of job ``spare_job`` are never chosen, nor, with ``only_queue``, those of other
-    queues. ``bound(t)``, if given, maps each
-    node of type ``t`` to at least the room of all the victims this job may choose there.
+    queues; which others may be is :meth:`Victims.rule`'s to say (``borrower``: see there). ``bound(t)``,
+    if given, maps each node of type ``t`` to at least the room of all the victims this job may choose there.
     """
     c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
     prio, queue = job.priority, job.queue
     spread = n > 1 and job.placement == "spread"
-    patient = victims is not None and victims.patient(job)
+    may = victims.rule(job, reclaim, borrower) if victims is not None else None
     for t in types:
         cands = cl.holders(job, t, sel)
         upper = bound(t) if bound is not None else None
@@ -287,8 +316,7 @@ def search(cl: Cluster, job: PendingJob, types: list, sel: tuple, end: float, vi
                 top = victims.most(s)
                 if top is None or v[2] + top[2] < g or v[0] + top[0] + EPS < c or v[1] + top[1] < m:
                     continue
-                need = _victims_on(victims.on(s), v, c, m, g, job, reclaim, victims.taken, chosen, spare_job,
-                                   only_queue, victims.since, patient, victims.starved, victims.reclaim_since)
+                need = _victims_on(victims.on(s), v, c, m, g, may, victims.taken, chosen, spare_job, only_queue)
                 if need is None:
                     continue
                 if len(need) == 1:  # one victim (the usual case): the set costs what it costs
@@ -323,28 +351,18 @@ def _free(cl: Cluster, r: RunningJob, room) -> None:
             pv[2] += len(p.gpu_ids)
 
 
-def _victims_on(on: list | None, v: list, c: float, m: int, g: int, job: PendingJob, reclaim: bool,
-                taken: set, chosen: dict, last: str | None, only: str | None = None,
-                since: float = -float("inf"), patient: bool = True, starved: float = float("inf"),
-                reclaim_since: float = -float("inf")) -> list | None:
-    """The cheapest set of victims on one node that makes room, pruned to those needed. Priority stops
-    only work that started within ``since`` (or, for a ``patient`` job, old work without a timeout) and
-    whose job waited at most ``starved`` before it started (:meth:`Victims.spared`); a lender reclaims
-    borrowed work that started within ``reclaim_since`` or has no timeout (by default: whatever its age)."""
+def _victims_on(on: list | None, v: list, c: float, m: int, g: int, may, taken: set, chosen: dict,
+                last: str | None, only: str | None = None) -> list | None:
+    """The cheapest set of victims on one node that makes room, pruned to those needed: attempts ``may``
+    allows (:meth:`Victims.rule`), not taken already, not of job ``last``, and of queue ``only`` if given."""
     if not on:
         return None
-    prio, queue = job.priority, job.queue
     ac, am, ag = v[0] + EPS, v[1], v[2]
     need = []
     for e in on:
         r = e.attempt
-        if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last or (only and r.queue != only):
-            continue
-        if not r.preemptible or not ((r.priority < prio and (r.started_at >= since or (
-                patient and r.expected_end is None)) and (
-                r.submitted_at is None or r.started_at - r.submitted_at <= starved))
-                or (reclaim and e.borrowed and r.queue != queue and (
-                    r.started_at >= reclaim_since or r.expected_end is None))):
+        if r.attempt_id in taken or r.attempt_id in chosen or r.job_id == last or (only and r.queue != only) \
+                or not may(r, e.borrowed):
             continue
         ac += e.cpu
         am += e.memory

@@ -2,7 +2,10 @@
 
 A quota bounds what a queue is entitled to. Work beyond it is *borrowed*: it
 may run on room nobody else wants now, and it is the first to go when a queue
-within its quota needs the room back. ``max_running`` is a hard cap. Inside a
+within its quota needs the room back. Once any queue has a quota, all work of
+a queue without one is borrowed too (:attr:`Quotas.guarded`), and only work
+inside a quota is guaranteed: priority stops it only for its own team
+(:meth:`preemption.Victims.rule`). ``max_running`` is a hard cap. Inside a
 queue, priority decides who holds the share: a higher-priority job may stop
 lower-priority work of its own queue (:mod:`room`), and the job at the head of
 the line holds its share together with its reserved nodes.
@@ -83,6 +86,9 @@ class Quotas:
         self.queues = queues
         self.use: dict[str, Usage] = {}
         self.borrowed: set[str] = set()  # attempt ids running beyond their queue's quota
+        # some queue has a quota: then a quota is a guarantee, and work of a queue without one is borrowed
+        # (Kueue: only what is guaranteed is safe from other teams); with none anywhere nothing is guaranteed
+        self.guarded = any(has_quota(q) for q in queues.values())
         self._allowed: dict[tuple, tuple] = {}  # (queue, shape) -> (jobs running then, answer)
 
     def count(self, limited: list[RunningJob], totals: dict[str, Held]) -> None:
@@ -144,6 +150,12 @@ class Quotas:
         if u is None:
             u = self.use[name] = Usage()
         return u
+
+    def guarantees(self, q: Queue) -> bool:
+        """Is a job of ``q`` inside its quota entitled to what it runs on: may it reclaim borrowed work of
+        other queues, or stop another queue's work for its priority? Not one of a queue without a quota
+        while others have one: all it runs on is borrowed."""
+        return not self.guarded or has_quota(q)
 
     def running_full(self, q: Queue) -> bool:
         return q.max_running is not None and self.usage(q.name).running >= q.max_running

@@ -72,12 +72,15 @@ class Rooms:
                 c.charge(job, q, t)
                 return Entry(job, q, Status.CLAIMED)
             self.failed_claim.add(job, allowed, sel, sig, (c.epoch,))
-        reclaim = bool(self.borrowing_queues - {q.name})
+        borrower = not c.quotas.guarantees(q)
+        reclaim = bool(self.borrowing_queues - {q.name}) and not borrower
         if c.searches <= 0 or not self._could_free(job, q, allowed):
             return None
-        # the victims a job may pick depend on its queue only through the borrowed work of that queue, and
-        # on its own wait through old work without a timeout (Victims.patient)
-        context = (q.name if q.name in self.borrowing_queues else "", self.victims().patient(job))
+        # the victims a job may pick (Victims.rule) depend on its queue only through the borrowed work of that
+        # queue and whether it may reclaim or only borrows, on its own wait through old work without a
+        # timeout, and on its team once some quota guarantees work to a team
+        context = (q.name if q.name in self.borrowing_queues or borrower else "", self.victims().patient(job),
+                   reclaim, job.team if c.quotas.guarded else None)
         if self.failed_preempt.covers(job, allowed, sel, sig, context):
             return None
         if not self._nodes_could_free(job, q, allowed, sig):
@@ -91,11 +94,12 @@ class Rooms:
             return self._victim_bound(t, job.priority, own)
 
         # search as if the job had never been preempted, so a failure holds for every job like it
-        found = search(cl, job, allowed, sel, end, victims, reclaim, bound=bound)
+        found = search(cl, job, allowed, sel, end, victims, reclaim, bound=bound, borrower=borrower)
         last = job.last_preempted_by
         if found is not None and last is not None and any(v.job_id == last for v in found[2]):
             # never preempt it back
-            found = search(cl, job, allowed, sel, end, victims, reclaim, spare_job=last, bound=bound)
+            found = search(cl, job, allowed, sel, end, victims, reclaim, spare_job=last, bound=bound,
+                           borrower=borrower)
             if found is None:
                 return None
         if found is None or not found[2]:
@@ -122,11 +126,10 @@ class Rooms:
             if not over or any(below((q.name, k), job.priority) + 1e-9 < v for k, v in over.items()):
                 continue  # all its lower-priority work together would not hand back enough
             victims = self.victims()
-            taken, last = victims.taken, job.last_preempted_by
-            mine = (r for r in self._queue_work(q.name) if r.priority < job.priority
-                    and r.attempt_id not in taken and r.job_id != last
-                    and (r.started_at >= victims.since or (r.expected_end is None and victims.patient(job)))
-                    and not victims.spared(r))
+            taken, last, may, borrowed = victims.taken, job.last_preempted_by, victims.rule(job, False), \
+                victims.borrowed
+            mine = (r for r in self._queue_work(q.name)
+                    if r.attempt_id not in taken and r.job_id != last and may(r, r.attempt_id in borrowed))
             c.searches -= 1
             pre = c.quotas.victims_for(q, job, t, mine, c.held)
             if pre is None:
@@ -298,5 +301,5 @@ class Rooms:
             o = c.opt
             self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now, o.preempt_within,
                                     o.stop_untimed_after if o.stop_untimed_after is not None else o.preempt_within,
-                                    o.starve_after, o.reclaim_within)
+                                    o.starve_after, o.reclaim_within, c.quotas.guarded)
         return self._victims

@@ -31,7 +31,7 @@ class LineReads:
                 return [], []
             # the newest attempt's row is the last one kept
             last = {job_id: (reason, by) for job_id, reason, by in conn.execute(WAITING_LAST)}
-            waiting = [Waiting(i, q, p, c, nb, *last.get(i, (None, None)), o) for i, q, p, c, nb, o in rows]
+            waiting = [Waiting(i, q, p, c, nb, *last.get(i, (None, None)), o, tm) for i, q, p, c, nb, o, tm in rows]
             return waiting, attempts_from(conn.execute(ACTIVE).mappings()) if active else []
 
     def specs(self, job_ids: list[str]) -> dict[str, tuple[JobSpec, str | None]]:

@@ -31,6 +31,7 @@ class Waiting:
     last_reason: str | None  # how its last attempt ended, if it had one
     last_preempted_by: str | None  # the job its last attempt made room for
     owner: str | None = None  # who submitted it: its launchers may run as that user's Unix account
+    team: str | None = None  # the team it belongs to (on the default queue: its submitter's)
 
 
 @dataclass

@@ -35,7 +35,7 @@ INSERT_JOB, INSERT_ATTEMPT, INSERT_REPLICA, INSERT_LABELS = (insert(m.__table__)
 # on the path of each submitted job from its row to its launch)
 _PENDING = _JOB.status == JobStatus.PENDING.value
 _IN_LINE = _PENDING & (_JOB.blocked == false())  # a job waiting for others to end is not planned
-WAITING = select(_JOB.id, _JOB.queue, _JOB.priority, _JOB.created_at, _JOB.not_before, _JOB.owner).where(
+WAITING = select(_JOB.id, _JOB.queue, _JOB.priority, _JOB.created_at, _JOB.not_before, _JOB.owner, _JOB.team).where(
     _IN_LINE).order_by(_JOB.seq)
 WAITING_LAST = (select(_ATTEMPT.job_id, _ATTEMPT.reason, _ATTEMPT.preempted_by)
                 .join(t.Job.__table__, _ATTEMPT.job_id == _JOB.id).where(_IN_LINE).order_by(_ATTEMPT.number))
