@@ -169,10 +169,10 @@ def test_spared_work_of_a_queue_is_not_stopped_to_give_its_quota_back():
 
 
 def test_a_long_waiting_gang_of_a_queue_over_its_quota_holds_nodes_when_nobody_inside_a_quota_does():
-    # given queue a with no quota (all it runs is borrowed), two nodes each with 1 GPU taken until 1h and 2h
-    # past now, and a 2 × 8-GPU gang of queue a that has waited 2 h
+    # given queue a with a quota of 0 (all it runs is borrowed), queue b with room to spare in its own, two
+    # nodes each with 1 GPU taken until 1h and 2h past now, and a 2 × 8-GPU gang of queue a that has waited 2 h
     nodes = [node("n0", free=[str(i) for i in range(1, 8)]), node("n1", free=[str(i) for i in range(1, 8)])]
-    queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b")]
+    queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b", gpus={"A100": 16})]
     live = [busy("x#1", "n0", ["0"], end=NOW + HOUR), busy("y#1", "n1", ["0"], end=NOW + 2 * HOUR)]
     gang = job("gang", 0, gpu=8, replicas=2, queue="a", team="a", submitted_at=0.0)
     small = job("small", 1, queue="a", team="a", submitted_at=NOW, gpu_types=("A100",))

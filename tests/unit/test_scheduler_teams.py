@@ -110,3 +110,16 @@ def test_with_no_quota_anywhere_priority_stops_any_teams_work():
     unlimited = [Queue("vision", team="vision"), Queue("nlp", team="nlp")]
     p = plan([node("n")], [job("urgent", "vision", "vision")], live, unlimited, now=10)
     assert stopped(p) == [("nlp-low#1", "urgent")]
+
+
+def test_a_job_of_a_queue_without_a_quota_borrows_after_the_jobs_inside_their_quotas():
+    # given one free GPU, and queues with quotas beside the default queue
+    queues = [*QUEUES, Queue("default", team="default")]
+    jobs = [job("free", "default", "default", priority=300), job("mine", "nlp", "nlp", priority=0, seq=1)]
+    # when an urgent job of the default queue and a low-priority one inside nlp's quota both want it
+    p = plan([node("n", 1, free=["0"])], jobs, [], queues, now=10)
+    # then nlp's takes it: the default queue's would only borrow it, to have it taken back next cycle
+    assert list(p.admissions) == ["mine"] and not p.preemptions
+    # and alone, the default queue's job borrows idle room
+    p = plan([node("n", 1, free=["0"])], jobs[:1], [], queues, now=10)
+    assert list(p.admissions) == ["free"] and p.borrowed == {"free"}

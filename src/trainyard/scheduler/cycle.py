@@ -225,7 +225,7 @@ def _survey(c: Cycle) -> Survey:
         a[0] += cpu
         if gtype is not None:
             a[1][gtype] = a[1].get(gtype, 0.0) + gpus
-        if lim[0]:
+        if lim[0] or guarded:  # a borrower without a quota stops work of its own queue (Rooms._swap_in_queue)
             qa = by_queue.get((r.queue, prio))
             if qa is None:
                 qa = by_queue[(r.queue, prio)] = [0.0, 0.0, {}, 0.0]

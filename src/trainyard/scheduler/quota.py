@@ -161,9 +161,12 @@ class Quotas:
         return q.max_running is not None and self.usage(q.name).running >= q.max_running
 
     def allowed_types(self, q: Queue, job: PendingJob, types: tuple, shape: tuple) -> tuple:
-        """The GPU types (or (None,)) on which the whole gang stays inside the queue's quota."""
+        """The GPU types (or (None,)) on which the whole gang stays inside the queue's quota. None for a job
+        that may borrow of a queue without a quota while others have one: all it runs on is borrowed, so it
+        borrows after the line, as a job beyond its quota does, and takes no room a queue inside its quota
+        wants this cycle (to have it reclaimed the next)."""
         if not has_quota(q):
-            return types
+            return () if self.guarded and q.borrowing and job.preemptible else types
         u = self.usage(q.name)
         hit = self._allowed.get((q.name, shape))
         if hit is not None and hit[0] == u.running:  # usage only grows with admissions; same count, same answer
