@@ -254,6 +254,11 @@ class Plan:
     # pending job id -> its entry, every eligible or held-back job: placed ones in admission order, then
     # the rest in line order
     entries: dict[str, Entry] = field(default_factory=dict)
+    # room searches for preemption run this cycle (each O(nodes)), and those not run because the bounds on
+    # what the job may stop (its total, then node by node) showed it could not make room: why a blocked job
+    # stopped nothing, decided without a search
+    preempt_searches: int = 0
+    preempt_ruled_out: int = 0
 
 
 def default_queue(name: str = "default") -> Queue:

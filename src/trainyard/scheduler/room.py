@@ -9,7 +9,9 @@ quota, lower-priority work of that same queue.
 Each search is O(nodes), so it is rationed per cycle and guarded by cheap
 necessary conditions: totals per priority (:class:`Releasable`), then room
 node by node, both built once a cycle, and the searches that already failed
-(:class:`Failures`).
+(:class:`Failures`). The room node by node counts only the work the search
+itself may stop (:meth:`Victims.rule`, the one test both ask), so a search
+that cannot succeed is not run; :attr:`Plan.preempt_ruled_out` counts those.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class Rooms:
         self.quota_reach: dict[tuple, tuple] = {}
         self.quota_runs = 0  # quota searches run to the end: each may change what the next one answers
         self.queue_work: dict[str, list] = {}
-        self.pots: dict[tuple, list] = {}  # (GPU type, priority, reservations, queue) -> room per node
-        self._vroom: dict[tuple, list] = {}  # (GPU type, priority, queue) -> victims' room per node
+        self.pots: dict[tuple, list] = {}  # (GPU type, priority, reservations, _who) -> room per node
+        self._vroom: dict[tuple, list] = {}  # (GPU type, priority, _who) -> victims' room per node
         self._vbound: dict[tuple, dict] = {}  # the same, by node
         # what preemptible work each priority holds, per GPU type (None: cores), per limited queue and
         # limit, and which attempts each node holds that might be preempted
@@ -74,24 +76,25 @@ class Rooms:
             self.failed_claim.add(job, allowed, sel, sig, (c.epoch,))
         borrower = not c.quotas.guarantees(q)
         reclaim = bool(self.borrowing_queues - {q.name}) and not borrower
-        if c.searches <= 0 or not self._could_free(job, q, allowed):
+        if c.searches <= 0:
             return None
-        # the victims a job may pick (Victims.rule) depend on its queue only through the borrowed work of that
-        # queue and whether it may reclaim or only borrows, on its own wait through old work without a
-        # timeout, and on its team once some quota guarantees work to a team
-        context = (q.name if q.name in self.borrowing_queues or borrower else "", self.victims().patient(job),
-                   reclaim, job.team if c.quotas.guarded else None)
-        if self.failed_preempt.covers(job, allowed, sel, sig, context):
+        if not self._could_free(job, q, allowed):
+            c.out.preempt_ruled_out += 1
             return None
-        if not self._nodes_could_free(job, q, allowed, sig):
-            self.failed_preempt.add(job, allowed, sel, sig, context)
+        victims = self.victims()
+        who = self._who(job, q, reclaim, borrower, victims)
+        if self.failed_preempt.covers(job, allowed, sel, sig, who):
+            return None
+        may = victims.rule(job, reclaim, borrower)
+        if not self._nodes_could_free(job, allowed, sig, who, may):
+            c.out.preempt_ruled_out += 1
+            self.failed_preempt.add(job, allowed, sel, sig, who)
             return None
         c.searches -= 1
-        victims = self.victims()
-        own = q.name if q.name in self.borrowing_queues else None
+        c.out.preempt_searches += 1
 
         def bound(t: str | None) -> dict:
-            return self._victim_bound(t, job.priority, own)
+            return self._victim_bound(t, job.priority, who, may)
 
         # search as if the job had never been preempted, so a failure holds for every job like it
         found = search(cl, job, allowed, sel, end, victims, reclaim, bound=bound, borrower=borrower)
@@ -103,9 +106,18 @@ class Rooms:
             if found is None:
                 return None
         if found is None or not found[2]:
-            self.failed_preempt.add(job, allowed, sel, sig, context)
+            self.failed_preempt.add(job, allowed, sel, sig, who)
             return None
         return self.stop(job, q, found, victims)
+
+    def _who(self, job: PendingJob, q: Queue, reclaim: bool, borrower: bool, victims: Victims) -> tuple:
+        """All that decides whom ``job`` may stop (:meth:`Victims.rule`) besides its priority, as a key for
+        the bounds and failed searches that depend on it: its queue only through that queue's borrowed work,
+        or, once some quota guarantees work to a team, its queue and team; whether it reclaims or only
+        borrows; and its own wait, through old work without a timeout (:meth:`Victims.patient`)."""
+        guarded = self.c.quotas.guarded
+        return (q.name if guarded or q.name in self.borrowing_queues else "", job.team if guarded else None,
+                reclaim, borrower, victims.patient(job))
 
     def quota_preempt(self, job: PendingJob, q: Queue, types: tuple, sel: tuple, end: float,
                       sid: int) -> tuple[Entry | None, tuple]:
@@ -131,6 +143,7 @@ class Rooms:
             mine = (r for r in self._queue_work(q.name)
                     if r.attempt_id not in taken and r.job_id != last and may(r, r.attempt_id in borrowed))
             c.searches -= 1
+            c.out.preempt_searches += 1
             pre = c.quotas.victims_for(q, job, t, mine, c.held)
             if pre is None:
                 continue
@@ -163,11 +176,12 @@ class Rooms:
         found = None
         if types:
             c.searches -= 1
+            c.out.preempt_searches += 1
             victims = self.victims()
-            own = q.name if q.name in self.borrowing_queues else None
+            who, may = self._who(job, q, False, False, victims), victims.rule(job, False)
 
             def bound(t: str | None) -> dict:
-                return self._victim_bound(t, job.priority, own)
+                return self._victim_bound(t, job.priority, who, may)
 
             found = search(cl, job, types, sel, end, victims, False, spare_job=job.last_preempted_by,
                            bound=bound, only_queue=q.name)
@@ -208,17 +222,18 @@ class Rooms:
         return (cl.cpu_free + cl.soon_cpu + below(None, job.priority) + lent.get(None, 0)
                 - lent.get((q.name, None), 0) + 1e-9 >= job.cpu * n)
 
-    def _nodes_could_free(self, job: PendingJob, q: Queue, allowed: tuple, sig: tuple) -> bool:
-        """Node by node: could free room, stopping room and all the work this job may preempt there
-        hold its replicas? An upper bound per (GPU type, priority, reservations), built once a cycle,
-        so most futile O(nodes) searches are skipped for O(nodes) arithmetic."""
+    def _nodes_could_free(self, job: PendingJob, allowed: tuple, sig: tuple, who: tuple, may) -> bool:
+        """Node by node: could free room, stopping room and all the work this job may stop there (``may``,
+        its :meth:`Victims.rule`; ``who``, :meth:`_who`) hold its replicas? An upper bound per (GPU type,
+        priority, reservations, who), built once a cycle, so most futile O(nodes) searches are skipped for
+        O(nodes) arithmetic."""
         c, m, g, n = job.cpu, job.memory, job.gpu, job.replicas
         spread = n > 1 and job.placement == "spread"
         for t in allowed:
-            key = (t, job.priority, sig, q.name if q.name in self.borrowing_queues else "")
+            key = (t, job.priority, sig, who)
             pots = self.pots.get(key)
             if pots is None:
-                pots = self.pots[key] = self._potentials(t, job.priority, sig, key[3] or None)
+                pots = self.pots[key] = self._potentials(t, job.priority, sig, who, may)
             fit = 0
             for pc, pm, pg in pots:
                 k = min(int((pc + 1e-9) / c) if c > 0 else n, pm // m if m > 0 else n, pg // g if g > 0 else n)
@@ -228,14 +243,14 @@ class Rooms:
                         return True
         return False
 
-    def _potentials(self, t: str | None, prio: int, sig: tuple, own: str | None) -> list[tuple]:
-        """Per node of type ``t``: free and stopping room now, plus all the work the job may preempt there.
+    def _potentials(self, t: str | None, prio: int, sig: tuple, who: tuple, may) -> list[tuple]:
+        """Per node of type ``t``: free and stopping room now, plus all the work the job may stop there.
         (Victims' room is added as one sum: for fractional cores the float may differ in the last bit from
         adding them one by one, far inside the 1e-9 every comparison of room allows.)"""
         c = self.c
         out, starts = [], c.starts
         slots = c.cl.typed.get(t, []) if t else c.cl.slots
-        for s, (vc, vm, vg) in zip(slots, self._victim_room(t, prio, own)):
+        for s, (vc, vm, vg) in zip(slots, self._victim_room(t, prio, who, may)):
             sn = s.soon or (0.0, 0, 0)
             pc, pm, pg = s.cpu + sn[0], s.mem + sn[1], s.g + sn[2]
             r = s.resv
@@ -245,31 +260,34 @@ class Rooms:
             out.append((pc + vc, pm + vm, pg + vg))
         return out
 
-    def _victim_bound(self, t: str | None, prio: int, own: str | None) -> dict:
+    def _victim_bound(self, t: str | None, prio: int, who: tuple, may) -> dict:
         """:meth:`_victim_room` by node, for searches to skip the nodes where even all of it is too little."""
-        key = (t, prio, own)
+        key = (t, prio, who)
         out = self._vbound.get(key)
         if out is None:
             slots = self.c.cl.typed.get(t, []) if t else self.c.cl.slots
-            out = self._vbound[key] = dict(zip(slots, self._victim_room(t, prio, own)))
+            out = self._vbound[key] = dict(zip(slots, self._victim_room(t, prio, who, may)))
         return out
 
-    def _victim_room(self, t: str | None, prio: int, own: str | None) -> list[tuple]:
+    def _victim_room(self, t: str | None, prio: int, who: tuple, may) -> list[tuple]:
         """Per node of type ``t`` (all nodes for None), the room of all the work a job of priority ``prio``
-        in queue ``own`` may preempt there. The index does not change in a cycle, so this is built once
-        per (type, priority, queue); the potentials add each search's free room to it."""
-        key = (t, prio, own)
+        may stop there: what ``may`` (its :meth:`Victims.rule`) allows, the one test the search asks too, so
+        work the age rules or a quota spare is not counted and a search that cannot succeed is never run
+        (a gang of 10,000 replicas ran one every cycle, 2-3 s, counting old work priority may not stop).
+        What running work may be stopped does not change in a cycle, so this is built once per (type,
+        priority, :meth:`_who`); the potentials add each search's free room to it."""
+        key = (t, prio, who)
         out = self._vroom.get(key)
         if out is not None:
             return out
         c = self.c
-        out, borrowed, others = [], c.quotas.borrowed, bool(self.borrowing_queues - {own})
+        out, borrowed = [], c.quotas.borrowed
         on = self.on
         for s in (c.cl.typed.get(t, []) if t else c.cl.slots):
             pc = pm = pg = 0
             name = s.name
             for v in on.get(name, ()):
-                if (v.preemptible and v.priority < prio) or (others and v.queue != own and v.attempt_id in borrowed):
+                if may(v, v.attempt_id in borrowed):
                     reps = v.replicas
                     if len(reps) == 1:  # most attempts: one replica, and it is on this node
                         p = reps[0]
