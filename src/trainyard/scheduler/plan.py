@@ -19,7 +19,8 @@ job an :class:`~trainyard.scheduler.model.Entry` with a status and a message:
       is deferred to phase 4 (:mod:`quota`, :mod:`room`);
    c. it is placed if its whole gang fits now (:mod:`cluster`: best fit);
    d. else it claims room that stopping attempts hand back, or preempts
-      lower-priority or borrowed work (:mod:`room`, :mod:`preemption`);
+      lower-priority work no quota guarantees to another team, or borrowed
+      work (:mod:`room`, :mod:`preemption`);
    e. else the first job blocked (that has waited past ``reserve_after`` when it is set), and
       every starved job, gets a reservation (the nodes it held last cycle, while they can still
       take it), and everyone after it only backfills around it (:mod:`backfill`);
@@ -110,6 +111,11 @@ class _Planner:
         """Steps 3a–f (module docstring) for one job: the first that decides its fate ends it. A job
         deferred to phase 4 gets its entry there."""
         c, memo = self.c, self.memo
+        if not borrowing and c.quotas.guarded and c.quotas.borrows_all(q, job) and \
+                (not self.starved or job.id not in self.starved):
+            # it has no quota to be inside of: it borrows in phase 4, or else stops lower-priority work of its
+            # queue there (asked here first whether it fits, each such job was placed twice)
+            return deferred.append((job, q))
         # 3a. its class. Its Shape and JobClass are looked up as plain tuples of their fields, which hash
         # and compare alike: making a NamedTuple costs 3× a tuple, and this runs for every job in line.
         d = job.node_selector
@@ -159,6 +165,10 @@ class _Planner:
             if borrowing:
                 if holds and self._reserve(job, q, fit, allowed, sel, borrower=True):
                     return None
+                if c.quotas.borrows_all(q, job):  # only now: were there idle room, it would have borrowed it
+                    entry, _ = self.rooms.quota_preempt(job, q, fit.types, sel, end, fit.id)
+                    if entry is not None:
+                        return c.left.append(entry)
                 return self._turn_away(cls, job, q, NO_ROOM, fit)
             # 3d. make room
             entry, reach = self._make_room(job, q, fit, allowed, sel, end, sig)
@@ -183,8 +193,10 @@ class _Planner:
         work of its queue could hand the quota back but room is lacking, or None when this step
         decided (deferred to phase 4, preempting within its queue, or waiting)."""
         rooms = self.rooms
-        if q.borrowing and job.preemptible and self._fits_now(job, fit, sel, end, sig):
-            return deferred.append((job, q))  # idle room: borrow it rather than stop work of its queue
+        # idle room: borrow it rather than stop work of its queue; with no such work, it borrows whatever
+        # the room (asking first whether it fits placed each borrower twice while a line waits)
+        if q.borrowing and job.preemptible and (not rooms.may_swap(job, q) or self._fits_now(job, fit, sel, end, sig)):
+            return deferred.append((job, q))
         # inside its queue, priority wins: lower-priority work of the queue may hand its share back
         entry, reach = rooms.quota_preempt(job, q, fit.types, sel, end, fit.id)
         if entry is not None:

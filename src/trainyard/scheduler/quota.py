@@ -157,6 +157,11 @@ class Quotas:
         while others have one: all it runs on is borrowed."""
         return not self.guarded or has_quota(q)
 
+    def borrows_all(self, q: Queue, job: PendingJob) -> bool:
+        """Does ``job`` borrow all it would run on: a job that may borrow, of a queue without a quota while
+        others have one?"""
+        return self.guarded and q.borrowing and job.preemptible and not has_quota(q)
+
     def running_full(self, q: Queue) -> bool:
         return q.max_running is not None and self.usage(q.name).running >= q.max_running
 
@@ -166,7 +171,7 @@ class Quotas:
         borrows after the line, as a job beyond its quota does, and takes no room a queue inside its quota
         wants this cycle (to have it reclaimed the next)."""
         if not has_quota(q):
-            return () if self.guarded and q.borrowing and job.preemptible else types
+            return () if self.borrows_all(q, job) else types
         u = self.usage(q.name)
         hit = self._allowed.get((q.name, shape))
         if hit is not None and hit[0] == u.running:  # usage only grows with admissions; same count, same answer

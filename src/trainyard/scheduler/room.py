@@ -158,6 +158,11 @@ class Rooms:
         self.quota_runs += 1
         return None, tuple(reach)
 
+    def may_swap(self, job: PendingJob, q: Queue) -> bool:
+        """Does preemptible work of ``q`` below ``job``'s priority run, for :meth:`_swap_in_queue` to stop?"""
+        below = self.releasable_in_queue.below
+        return any(below((q.name, k), job.priority) > 0 for k in ("cpu", "mem", "*"))
+
     def _swap_in_queue(self, job: PendingJob, q: Queue, types: tuple, sel: tuple, end: float,
                        pkey: tuple) -> Entry | None:
         """A queue that may borrow needs no quota back: its quota only says which of its work is borrowed,
