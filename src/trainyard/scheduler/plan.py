@@ -193,9 +193,10 @@ class _Planner:
         work of its queue could hand the quota back but room is lacking, or None when this step
         decided (deferred to phase 4, preempting within its queue, or waiting)."""
         rooms = self.rooms
-        # idle room: borrow it rather than stop work of its queue; with no such work, it borrows whatever
-        # the room (asking first whether it fits placed each borrower twice while a line waits)
-        if q.borrowing and job.preemptible and (not rooms.may_swap(job, q) or self._fits_now(job, fit, sel, end, sig)):
+        # idle room: borrow it rather than stop work of its queue; where it could stop none, it borrows
+        # whatever the room (asking first whether it fits placed each borrower twice while a line waits)
+        if q.borrowing and job.preemptible and (not rooms.may_swap(job, q, fit.types, fit.id)
+                                                or self._fits_now(job, fit, sel, end, sig)):
             return deferred.append((job, q))
         # inside its queue, priority wins: lower-priority work of the queue may hand its share back
         entry, reach = rooms.quota_preempt(job, q, fit.types, sel, end, fit.id)

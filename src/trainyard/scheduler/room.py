@@ -158,8 +158,13 @@ class Rooms:
         self.quota_runs += 1
         return None, tuple(reach)
 
-    def may_swap(self, job: PendingJob, q: Queue) -> bool:
-        """Does preemptible work of ``q`` below ``job``'s priority run, for :meth:`_swap_in_queue` to stop?"""
+    def may_swap(self, job: PendingJob, q: Queue, types: tuple, sid: int) -> bool:
+        """Could :meth:`quota_preempt` still have ``job`` (of a queue that may borrow) stop work of ``q``: is
+        there search budget left, has no search like it failed at its priority, and does preemptible work
+        of ``q`` below its priority run?"""
+        if self.c.searches <= 0 or self.failed_quota.get((sid, types, q.name, "quota", job.last_preempted_by),
+                                                         -INF) >= job.priority:
+            return False
         below = self.releasable_in_queue.below
         return any(below((q.name, k), job.priority) > 0 for k in ("cpu", "mem", "*"))
 
