@@ -69,8 +69,8 @@ def create_dask(
 
         spec = cluster_spec(workers=workers, worker_cpu=worker_cpu, worker_memory=worker_memory,
                             worker_gpu=worker_gpu, worker_gpu_type=worker_gpu_type, pip=pip_list(env or []),
-                            scheduler_memory=scheduler_memory, queue=queue, idle_timeout=idle_timeout, name=name, adapt_min=minimum, adapt_max=maximum,
-                            secrets=secret_flags(secret or []))
+                            scheduler_memory=scheduler_memory, queue=queue, idle_timeout=idle_timeout, name=name,
+                            adapt_min=minimum, adapt_max=maximum, secrets=secret_flags(secret or []))
         info = _clusters().create(spec)
         if output == Output.json:
             write(info.model_dump_json(indent=2) + "\n")

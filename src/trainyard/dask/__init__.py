@@ -127,7 +127,8 @@ def new_cluster(workers: int = 2, *, worker_cpu: float | str = 1, worker_memory:
 
         client = owned = Client()
     spec = cluster_spec(workers=workers, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpu=worker_gpu,
-                        worker_gpu_type=worker_gpu_type, pip=pip, queue=queue, name=name, scheduler_memory=scheduler_memory,
+                        worker_gpu_type=worker_gpu_type, pip=pip, queue=queue, name=name,
+                        scheduler_memory=scheduler_memory,
                         idle_timeout=0 if idle_timeout is None else idle_timeout,
                         owner_job=os.environ.get(envvars.JOB_ID) or None, adapt_min=minimum, adapt_max=maximum,
                         secrets=secrets or {})
