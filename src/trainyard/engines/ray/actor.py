@@ -103,13 +103,9 @@ class ReplicaActor:
         ``root`` is the server's home path, under which ``workdir`` and the config's caches and
         checkpoint dir are named; a node whose ``TRAINYARD_NODE_ROOT`` says otherwise keeps them there.
         """
-        with self._lock:
-            if self._pid is None and config is not None:
-                if self._stopped:  # cancelled before it could start: the launcher never runs
-                    return LaunchResult(reason=Reason.CANCELLED, message="cancelled before it started")
-                self._start(*_on_this_node(config, workdir, root))
-            started = self._pid is not None
-        if not started:
+        if (early := self.start(config, workdir, root)) is not None:
+            return early
+        if not self.started:
             return NOT_STARTED
         self._exited.wait()
         if self._killed:  # the launcher died first: its command and their children may still be going
@@ -119,6 +115,15 @@ class ReplicaActor:
         except OSError:
             return self._killed_result() if self._killed else None
         return LaunchResult.read(text, self._dir / RESULT_NAME)
+
+    def start(self, config: dict[str, Any] | None, workdir: str, root: str | None = None) -> LaunchResult | None:
+        """The start-once half of :meth:`run`: a result only for a launcher that never will start."""
+        with self._lock:
+            if self._pid is None and config is not None:
+                if self._stopped:  # cancelled before it could start: the launcher never runs
+                    return LaunchResult(reason=Reason.CANCELLED, message="cancelled before it started")
+                self._start(*_on_this_node(config, workdir, root))
+        return None
 
     def _killed_result(self) -> LaunchResult:
         """What a launcher this actor had to kill would have said; kept where an attaching agent reads it."""
@@ -223,6 +228,8 @@ class NodeAgent:
         self._lock = threading.Lock()
         self._slots: dict[str, ReplicaActor] = {}
         self._early: dict[str, None] = {}  # keys stopped or released before their run call: it starts nothing
+        self._placing: dict[str, int] = {}  # key -> run calls with a config waiting for its placement group
+        self._placed_or_gone = threading.Condition(self._lock)  # one of those calls ended its wait
 
     def run(self, key: str, config: dict[str, Any] | None, workdir: str, root: str | None = None,
             placement_group: Any = None) -> LaunchResult | str | None:
@@ -230,8 +237,12 @@ class NodeAgent:
         replica's resources there before its launcher starts, as it would before placing an actor in it.
         A group removed before it is placed, with no stop or forget for the key, answers ``LostContact``.
 
-        Attaching (``config=None``) to a key it never heard of: :data:`NOT_STARTED` if no launcher was
-        started for ``workdir`` on this node, else its result, or :data:`LOST` if it left none."""
+        Attaching (``config=None``) to a key whose start waits for its group follows that start (the
+        server that asked restarted): answered NOT_STARTED, the engine would launch again with a new
+        token, and the waiting call, placed first, would start a launcher with the old one, refused.
+        To a key it never heard of: :data:`NOT_STARTED` if no launcher was started for ``workdir``
+        on this node, else its result, or :data:`LOST` if it left none."""
+        placing = config is not None and placement_group is not None
         with self._lock:
             slot = self._slots.get(key)
             if slot is None:
@@ -241,16 +252,27 @@ class NodeAgent:
                     del self._early[key]
                     return LaunchResult(reason=Reason.CANCELLED, message="cancelled before it started")
                 slot = self._slots[key] = ReplicaActor(gpus_from_ray=False)
-        if config is not None and placement_group is not None:
-            while not slot.stopped and not (placed := _placed(placement_group)):
-                # removed, with no stop or forget for the key (a restarted server's orphan sweep, by hand):
-                # it never will be placed; free the thread and the slot
-                if placed is None:
-                    with self._lock:
-                        if self._slots.get(key) is slot and not slot.started:
-                            del self._slots[key]
-                    return LaunchResult(reason=Reason.LOST, message="its placement group was removed before it "
-                                        "was placed; the launcher never started")
+            if placing:
+                self._placing[key] = self._placing.get(key, 0) + 1
+            while config is None and self._placing.get(key) and not slot.started:
+                self._placed_or_gone.wait()
+        if placing:
+            try:
+                while not slot.stopped and not (placed := _placed(placement_group)):
+                    # removed with no stop or forget for the key (an orphan sweep, by hand): free thread and slot
+                    if placed is None:
+                        with self._lock:
+                            if self._slots.get(key) is slot and not slot.started:
+                                del self._slots[key]
+                        return LaunchResult(reason=Reason.LOST, message="its placement group was removed "
+                                            "before it was placed; the launcher never started")
+                if (early := slot.start(config, workdir, root)) is not None:
+                    return early
+            finally:
+                with self._lock:
+                    if left := self._placing.pop(key) - 1:
+                        self._placing[key] = left
+                    self._placed_or_gone.notify_all()
         return slot.run(config, workdir, root)
 
     def stop(self, key: str) -> bool:
