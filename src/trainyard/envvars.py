@@ -18,8 +18,9 @@ SNAPSHOT_WARN = "TRAINYARD_SNAPSHOT_WARN"  # a code snapshot this big (e.g. 50Mi
 SNAPSHOT_MAX = "TRAINYARD_SNAPSHOT_MAX"    # a code snapshot over this (e.g. 512Mi) is refused
 NODE_ROOT = "TRAINYARD_NODE_ROOT"        # on a Ray node: its own folder for attempts, caches and checkpoints
                                          # (default: the server's home path, which must then exist there)
-LAUNCHER_STARTER = "TRAINYARD_LAUNCHER_STARTER"  # set by a Ray actor for its launcher: the actor's pid; a SIGTERM
-                                         # once that pid is gone means the actor died, not a cancel (not passed on)
+LAUNCHER_STARTER = "TRAINYARD_LAUNCHER_STARTER"  # set by a Ray actor for its launcher: "pid:tid" of the actor's
+                                         # thread that started it; a SIGTERM once that thread (or pid) is gone
+                                         # means the actor died, not a cancel (not passed on)
 SERVE_LANE = "TRAINYARD_SERVE_LANE"      # off (or 0, false, no) on the server: every /serve/ request goes the usual
                                          # way, none by the short one small requests take (api/serve_lane.py)
 LAUNCH_MARKS = "TRAINYARD_LAUNCH_MARKS"      # set (to anything) on the server: each launcher writes marks.json, where

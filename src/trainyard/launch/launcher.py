@@ -54,8 +54,9 @@ class Launcher(AttemptIO, Wakeups):
     def run(self) -> dict:
         for name in INHERITED_SECRETS:  # not for the command, nor for a venv build (pip runs packages' code)
             os.environ.pop(name, None)
-        starter = os.environ.pop(envvars.LAUNCHER_STARTER, "")
-        self._starter = int(starter) if starter.isdigit() else None
+        pid, _, tid = os.environ.pop(envvars.LAUNCHER_STARTER, "").partition(":")
+        self._starter = int(pid) if pid.isdigit() else None
+        self._starter_thread = int(tid) if tid.isdigit() else None
         self._install_signals()
         procs.become_subreaper()
         mark("signals, subreaper")

@@ -29,6 +29,7 @@ class Wakeups:
         self.cancelled: str | None = None  # why, once a cancel was asked
         self.orphaned = False  # the SIGTERM came from its starter's death (PR_SET_PDEATHSIG), not a cancel
         self._starter: int | None = None  # the pid whose death that SIGTERM means, when the engine named one
+        self._starter_thread: int | None = None  # ... and its thread that started this launcher, where named
         self._due: list[tuple[float, Callable[[], object]]] = []  # (monotonic time, what to start); _when_due
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -53,9 +54,13 @@ class Wakeups:
 
         Decided once the command is stopped, not in the signal handler: the death signal
         comes when the starter's *thread* exits, which may be before its process is gone
-        (and the launcher reparented) when a whole process is killed.
+        (and the launcher reparented) when a whole process is killed. That thread's end is
+        the surer sign: a Ray worker that ends takes its time, and a command that stops at
+        once was seen stopped while the worker was still there (a Ray node's raylet killed).
         """
-        if self.cancelled == TERM and self._starter is not None and os.getppid() != self._starter:
+        if self.cancelled == TERM and self._starter is not None and (
+                os.getppid() != self._starter or (self._starter_thread is not None and not os.path.exists(
+                    f"/proc/{self._starter}/task/{self._starter_thread}"))):
             self.orphaned = True
             self.cancelled = "the process that started the launcher died"
         return reasons.LOST if self.orphaned else reasons.CANCELLED

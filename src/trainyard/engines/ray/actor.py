@@ -14,9 +14,8 @@ memory limit, outputs, checkpoints and cancel behave the same. A stop is a
 SIGTERM to the launcher, which stops the command and kills its tree after the
 grace period; should the command still run :data:`KILL_SLACK` seconds past
 that (a launcher that cannot act: stopped, hung), the actor SIGKILLs the
-launcher and every process under it itself. Both are named
-and detached, so a restarted control plane finds them again and re-attaches
-(``config=None``).
+launcher and every process under it itself. Both are named and detached, so a
+restarted control plane finds them again and re-attaches (``config=None``).
 
 Imports no Ray at module level: it is loaded by Ray workers, which have Ray,
 and by the engine, which wraps it with ``ray.remote`` itself.
@@ -159,7 +158,8 @@ class ReplicaActor:
                     proc = subprocess.Popen(
                         [sys.executable, "-m", "trainyard.launch", str(workdir)], stdin=subprocess.DEVNULL,
                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                        preexec_fn=_die_with_parent, env={**os.environ, envvars.LAUNCHER_STARTER: str(os.getpid())},
+                        preexec_fn=_die_with_parent,
+                        env={**os.environ, envvars.LAUNCHER_STARTER: f"{os.getpid()}:{threading.get_native_id()}"},
                     )
             except OSError as e:
                 result = LaunchResult(reason=Reason.SETUP, message=f"cannot start the launcher: {e}")

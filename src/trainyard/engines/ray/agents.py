@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from trainyard.engines.ray.actor import AGENT_THREADS, NodeAgent
+from trainyard.engines.ray.cluster import LAUNCHER_STARTERS_ENV
 from trainyard.spec.records import AttemptInfo
 
 
@@ -41,7 +42,7 @@ class NodeAgents:
 
             agent = self._remote.options(
                 name=agent_name(node_id), namespace=self.namespace, lifetime="detached", get_if_exists=True,
-                max_restarts=0, max_concurrency=AGENT_THREADS, num_cpus=0,
+                max_restarts=0, max_concurrency=AGENT_THREADS, num_cpus=0, runtime_env=LAUNCHER_STARTERS_ENV,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             ).remote()
             with self._lock:

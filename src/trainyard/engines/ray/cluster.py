@@ -1,5 +1,6 @@
 """Where things are on a Ray cluster for the engine: the names that let a restarted control plane find its
-placement groups and actors again, whether the head answers, and a port for a gang's rendezvous."""
+placement groups and actors again, whether the head answers, a port for a gang's rendezvous, and the
+runtime environment of the actors that start launchers."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ from typing import Any
 import psutil
 
 from trainyard.errors import TrainyardError
+
+# A Ray worker that ends (its raylet died, ``ray stop``) SIGKILLs its child processes: the launchers,
+# which could then not stop their commands (each in a session of its own), left running unseen
+# beside the retries. Left alone, a launcher gets its SIGTERM from PR_SET_PDEATHSIG and stops its
+# command, as :func:`trainyard.engines.ray.actor._die_with_parent` means it to.
+LAUNCHER_STARTERS_ENV = {"env_vars": {"RAY_kill_child_processes_on_worker_exit": "false"}}
 
 
 def pg_name(attempt_id: str, namespace: str = "trainyard") -> str:

@@ -39,7 +39,8 @@ from trainyard.engines.leftovers import Leftover
 from trainyard.engines.ray import nodes as raynodes
 from trainyard.engines.ray.actor import LOST, NOT_STARTED, ReplicaActor
 from trainyard.engines.ray.agents import NodeAgents, agent_name
-from trainyard.engines.ray.cluster import actor_name, check_reachable, find_placement_group, free_port, pg_name
+from trainyard.engines.ray.cluster import (LAUNCHER_STARTERS_ENV, actor_name, check_reachable, find_placement_group,
+                                         free_port, pg_name)
 from trainyard.engines.ray.ledger import ReplicaLedger
 from trainyard.engines.ray.reconcile import Reconciler
 from trainyard.errors import TrainyardError, Unsupported
@@ -152,7 +153,7 @@ class RayEngine(Engine):
             except ValueError:
                 actor = self._remote.options(
                     name=name, namespace=self.namespace, lifetime="detached", max_restarts=0, max_concurrency=4,
-                    num_cpus=r.cpu, num_gpus=r.gpu, memory=r.memory or None,
+                    num_cpus=r.cpu, num_gpus=r.gpu, memory=r.memory or None, runtime_env=LAUNCHER_STARTERS_ENV,
                     scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
                 ).remote()
             # the config goes with an attach too: the actor starts a launcher at most once, and one made
