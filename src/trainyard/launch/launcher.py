@@ -130,7 +130,8 @@ class Launcher(AttemptIO, Wakeups):
         if self.reporter is None:
             from trainyard.launch.reporter import Reporter
 
-            self.reporter = Reporter(self.config, str(self.log), str(self.metrics), self._cancel_from_server)
+            self.reporter = Reporter(self.config, str(self.log), str(self.metrics), self._cancel_from_server,
+                                     lambda: self._cancel_from_server("the server has ended this attempt"))
         return self.reporter
 
     def _attempt(self) -> dict:

@@ -11,8 +11,10 @@ JSON ``{"phase", "pid", "log"?, "metrics"?, "result"?}``; the answer is
 - ``phase`` is "running" while the command runs and "exited" after; the
   report with ``result`` goes last, once every log byte and metric line has
   been acknowledged.
-- 404/410: the server forgot this attempt; stop reporting (the launcher still
-  finishes and writes result.json).
+- 404/410: the server forgot this attempt; stop reporting (the launcher still finishes and
+  writes result.json). One the server says it *ended* (``attempt_ended``: lost, its node
+  seemed gone) while the command runs, ``on_gone`` stops too: its work counts no more, and
+  a retry may run elsewhere on the same checkpoints.
 - Each report carries ``Authorization: Bearer <token>``, the attempt's own
   credential from launch.json. On 401/403 the token is read again from
   launch.json: an attempt launched again after a server restart gets a new
@@ -51,16 +53,21 @@ BACKOFF_MIN, BACKOFF_MAX = 0.1, 2.0
 
 
 class Gone(Exception):
-    """The server answered 404/410: it no longer knows this attempt."""
+    """The server answered 404/410: it no longer knows this attempt (``ended``: it ended it)."""
+
+    def __init__(self, ended: bool = False) -> None:
+        super().__init__()
+        self.ended = ended
 
 
 class Reporter:
-    def __init__(self, config, log_path: str, metrics_path: str, on_cancel: Callable[[], None]):
+    def __init__(self, config, log_path: str, metrics_path: str, on_cancel: Callable[[], None],
+                 on_gone: Callable[[], None] | None = None):
         self.config = config
         self.server = config.server.rstrip("/")
         self.ca_file, self.ca_pem = config.server_ca, config.server_ca_pem
         self.log_path, self.metrics_path = log_path, metrics_path
-        self.on_cancel = on_cancel
+        self.on_cancel, self.on_gone = on_cancel, on_gone
         self.token = config.token
         self.masks = config.masks  # the job's secret values (launch.secrets), if it has any
         self.log_offset = 0      # bytes of output.log the server has acknowledged
@@ -223,8 +230,10 @@ class Reporter:
                 return
             try:
                 outcome = self._step(final)
-            except Gone:
+            except Gone as e:
                 self.gone = True
+                if e.ended and not final and self.on_gone is not None:
+                    self.on_gone()
                 return
             except Exception as e:  # refused, timed out, 5xx, a file unreadable for a moment
                 if not isinstance(e, OSError):  # a bug, not the network: say so, but keep trying
@@ -344,7 +353,7 @@ class Reporter:
         kept, self._kept = self._kept, None
         status, data = post_json(self.server, path, payload, headers, timeout, self.ca_file, self.ca_pem, sent, kept)
         if status in (404, 410):
-            raise Gone()
+            raise Gone(ended=_error_code(data) == "attempt_ended")
         if status in (401, 403):
             self._reread_token()
         if not 200 <= status < 300:
@@ -376,3 +385,11 @@ class Reporter:
             return
         if isinstance(url, str) and url:
             self.server = url.rstrip("/")
+
+
+def _error_code(data: bytes | None) -> str | None:
+    """The ``code`` of an error answer's JSON body (trainyard.errors), if it has one."""
+    try:
+        return json.loads(data or b"{}").get("code")
+    except (ValueError, AttributeError):
+        return None

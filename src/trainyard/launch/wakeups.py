@@ -70,9 +70,9 @@ class Wakeups:
         to do before then is not started for a command that is over by then."""
         self._due.append((time.monotonic() + delay, start))
 
-    def _cancel_from_server(self) -> None:
+    def _cancel_from_server(self, why: str = "the server asked to cancel") -> None:
         if self.cancelled is None:
-            self.cancelled = "the server asked to cancel"
+            self.cancelled = why
         try:
             os.write(self._wake_w, b"c")
         except OSError:
