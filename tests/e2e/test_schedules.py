@@ -28,7 +28,7 @@ def test_a_six_field_cron_is_refused_naming_the_field_and_nothing_is_made(server
     assert r.status_code == 422, r.text
     [error] = r.json()["details"]["errors"]
     assert error["field"] == "cron" and "has 6 fields; a cron has five: minute hour" in error["message"], error
-    assert httpx.get(server.url + "/api/v1/schedules", headers=server.headers).json() == []
+    assert httpx.get(server.url + "/api/v1/schedules", headers=server.headers).json()["items"] == []
 
 
 def test_a_schedule_fires_on_its_cron_skips_while_its_run_runs_and_stops_when_paused(server):
