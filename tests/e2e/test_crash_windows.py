@@ -17,6 +17,7 @@ import pytest
 from tests.e2e.helpers import stored_schedule as stored
 from tests.support.servers import ServerProcess
 from trainyard.envvars import TEST_CRASH_AT
+from trainyard.errors import ServerUnavailable
 from trainyard.spec.labels import own_label
 
 pytestmark = pytest.mark.slow
@@ -66,8 +67,12 @@ def until(probe, timeout: float = 60.0):  # noqa: ANN001, ANN201
 def test_a_crash_after_a_trials_job_is_submitted_leaves_no_job_the_sweep_does_not_know(tmp_path):
     srv = crashing(tmp_path, "sweep.trial_submitted")
     try:
-        sid = srv.client().sweep(sweep([0.3, 0.5], steps=2)).id  # the loop submits trial 0 and dies
+        try:
+            sid = srv.client().sweep(sweep([0.3, 0.5], steps=2)).id  # the loop submits trial 0 and dies
+        except ServerUnavailable:  # it died before the answer went out (a loaded machine): the sweep was stored
+            sid = None
         restart(srv)
+        sid = sid or srv.client().sweeps.list()[0].id
         info = srv.client().sweeps.wait(sid, timeout=120)
         assert info.status.value == "succeeded", info.reason
         assert [(t.number, t.state.value) for t in info.trials] == [(0, "complete"), (1, "complete")]
