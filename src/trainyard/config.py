@@ -224,9 +224,19 @@ class ServerSettings(BaseModel):
     outputs_max: int = Field(OUTPUTS_MAX, ge=0, description="bytes of outputs one replica of an attempt may "
                              "upload, sizes as stored (a sparse file counts whole); past it none are and the "
                              "attempt fails (OutputsTooLarge). 0: no bound")
-    pids_max: int = Field(PIDS_MAX, ge=0, le=PID_MAX_LIMIT, strict=True, description="processes and threads one "
-                          "replica's whole tree may hold at once, in a pids cgroup (host jobs; podman's and "
-                          "docker's --pids-limit in an image); a fork past it fails (EAGAIN). 0: no bound")
+    pids_max: int | None = Field(None, ge=0, le=PID_MAX_LIMIT, strict=True, description="processes and threads "
+                                 "one replica's whole tree may hold at once, in a pids cgroup (host jobs; podman's "
+                                 "and docker's --pids-limit in an image); a fork past it fails (EAGAIN). 0: no bound; "
+                                 f"unset: {PIDS_MAX} on a server with --auth, none on a one-user one")
+
+    @property
+    def replica_pids(self) -> int | None:
+        """The pids bound each replica gets: a shared server's jobs may not take the node's pids from one
+        another; one user's own jobs go unbounded unless asked, since joining the group costs each job's start
+        ~10 ms (a cgroup move waits out an RCU grace period)."""
+        if self.pids_max is None:
+            return PIDS_MAX if self.auth else None
+        return self.pids_max or None
     metrics_keep: int = Field(METRICS_KEEP, ge=0, le=10_000_000, description="points of each metric of a replica "
                               "the server keeps: between half and all of this many, evenly spaced, and the newest "
                               "(0: every point)")

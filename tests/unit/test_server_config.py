@@ -160,9 +160,10 @@ def test_pids_max_reaches_each_launcher_off_is_none_and_a_bad_value_is_named(tmp
                           replicas=[ReplicaInfo(index=0, node="n", status="running")])
     store = ArtifactStore(f"file://{tmp_path}")
     path = tmp_path / "server.yaml"
-    for text, expected in [("pids_max: 64\n", 64), ("pids_max: 0\n", None), ("sample_every: 5\n", 4096)]:
+    for text, auth, expected in [("pids_max: 64\n", False, 64), ("pids_max: 0\n", True, None),
+                                 ("sample_every: 5\n", True, 4096), ("sample_every: 5\n", False, None)]:
         path.write_text(text)
-        settings = ServerSettings(home=tmp_path, **load(path))
+        settings = ServerSettings(home=tmp_path, auth=auth, **load(path))
         (config,) = launch_configs(job, attempt, token="t", settings=settings, artifacts=store, server_url="http://x")
         assert config.pids_max == expected, text
     # true would be read as 1 (no process could start), a fraction or text as nothing a kernel takes

@@ -8,7 +8,8 @@ idle_gpu_period: 30m       # ... for this long before the job is flagged
 log_keep: 64Mi             # of a replica's log, the first half and the last half are kept; 0: all of it
 metrics_keep: 4000         # points of each metric of a replica: evenly spaced, and the newest; 0: every point
 outputs_max: 100Gi         # bytes of outputs one replica may upload (over it: none, OutputsTooLarge); 0: no bound
-pids_max: 4096             # processes and threads one replica may hold (a fork past it fails); 0: no bound
+pids_max: 4096             # processes and threads one replica may hold (a fork past it fails); 0: no bound;
+                           # unset: 4096 with --auth, none without
 prices:
   currency: EUR
   gpu_hour: {A100: 2.5, "*": 1.0}

@@ -78,7 +78,7 @@ def launch_configs(
             outputs=list(spec.outputs),
             output_url=artifacts.outputs_url(job.id, attempt.number, r.index),
             outputs_max=settings.outputs_max or None,
-            pids_max=settings.pids_max or None,
+            pids_max=settings.replica_pids,
             replicas=spec.replicas,
             memory_limit=spec.resources.memory,
             timeout=spec.timeout,
