@@ -9,7 +9,8 @@ alternating order (so drift hits both alike):
   10 millicores), submitted by one SDK client spread over the same seconds, then
   waited for; the server's CPU per job.
 - fired: ``--schedules`` schedules, each every second (a six-field cron, written
-  to the database as one stored before the API refused them,
+  to the database as one stored before the API refused them, on a server told by
+  TRAINYARD_TEST_SECOND_CRONS to fire those, not hold them paused;
   concurrency ``allow``), for ``--seconds``; then all paused, and their jobs waited
   for. Per fire, its lateness (fired - due); the server's CPU per fired job
   (the loop's look, claim, record and the submit itself).
@@ -33,6 +34,8 @@ from typing import Callable
 
 import psutil
 from benchserver import BenchServer
+
+from trainyard.envvars import TEST_SECOND_CRONS
 
 JOB = {"command": ["true"], "resources": {"cpu": "10m"}}
 LATE_P99 = 1.0  # seconds
@@ -115,6 +118,7 @@ def main() -> int:
     print(f"python {sys.version.split()[0]} on {os.cpu_count()} cpus; {args.schedules} schedules every second for "
           f"{args.seconds:g}s × {args.repeats}; load average {os.getloadavg()[0]:.2f}")
     tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-sched-"))
+    os.environ[TEST_SECOND_CRONS] = "1"  # the server's: it fires the six-field crons written below
     server = BenchServer(tmp / "home")
     late: list[float] = []
     per_sub: list[float] = []

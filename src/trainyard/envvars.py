@@ -29,6 +29,9 @@ NOFILE_SOFT = "TRAINYARD_NOFILE_SOFT"    # set by the server that raised its ope
                                          # given, which what runs jobs puts back (launch.fdlimit; not passed on)
 TEST_CRASH_AT = "TRAINYARD_TEST_CRASH_AT"  # tests only: the server SIGKILLs itself at this crash point
                                          # (trainyard.crashpoints), to prove that a restart converges
+TEST_SECOND_CRONS = "TRAINYARD_TEST_SECOND_CRONS"  # tests and bench only, set on the server: a schedule stored
+                                         # with a six-field cron fires each second it names (cronsim reads seconds
+                                         # first), not held paused: many real fires in a few seconds
 
 # -- what a job sees (set by the launcher and the server, read by the in-job helpers) --
 JOB_ID = "TRAINYARD_JOB_ID"

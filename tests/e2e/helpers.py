@@ -17,9 +17,9 @@ def py_job(code: str, **spec: Any) -> dict[str, Any]:
     return {"name": spec.pop("name", "t"), "command": [PY, "-c", code], **spec}
 
 
-def stored_schedule(server, body: dict) -> None:  # noqa: ANN001
-    """``body``'s schedule written into the server's database as one made before six fields were refused: the
-    server's loop finds it within its LOOK."""
+def stored_schedule(server, body: dict, next_at: float | None = None) -> None:  # noqa: ANN001
+    """``body``'s schedule written into the server's database as one made before six fields were refused, due
+    at ``next_at`` (default: its cron's next fire): the server's loop finds it within its LOOK."""
     import time
 
     from trainyard.spec.schedule import ScheduleSpec, next_fire
@@ -29,4 +29,4 @@ def stored_schedule(server, body: dict) -> None:  # noqa: ANN001
 
     spec = ScheduleSpec.model_validate(body["spec"], context=STORED)
     store = Store(f"sqlite:///{server.home / 'trainyard.db'}", run_migrations=False)
-    ScheduleStore(store).create(spec, None, "local", None, next_fire(spec.cron, spec.timezone, time.time()))
+    ScheduleStore(store).create(spec, None, "local", None, next_at or next_fire(spec.cron, spec.timezone, time.time()))

@@ -124,11 +124,11 @@ def test_a_crash_after_a_sweep_is_cancelled_still_stops_its_running_trials(tmp_p
 def test_a_crash_as_a_schedule_fires_neither_loses_the_fire_nor_leaves_its_job_unrecorded(tmp_path, point):
     srv = crashing(tmp_path, point)
     try:
-        # given a daily schedule whose one fire today is a few seconds from now, its job long enough to still run
+        # given a daily schedule due a few seconds from now, its job long enough to still run
         at = datetime.fromtimestamp(time.time() + 4, timezone.utc)
-        spec = {"name": "daily", "cron": f"{at.second} {at.minute} {at.hour} * * *", "timezone": "UTC",
+        spec = {"name": "daily", "cron": f"{at.minute} {at.hour} * * *", "timezone": "UTC",
                 "job": {"command": "sleep 60", "resources": {"cpu": "100m"}}}
-        stored(srv, {"spec": spec})  # six fields (a second's precision) as one stored before they were refused
+        stored(srv, {"spec": spec}, next_at=int(at.timestamp()))  # a cron's minute is too long for a test to wait
         restart(srv)  # it died making that fire
         c = srv.client()
         # then the fire is made once, and recorded with its job: the schedule knows what runs (concurrency)

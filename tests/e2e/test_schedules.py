@@ -1,7 +1,8 @@
-"""Schedules against a real `trainyard server` on the real clock: a six-field cron (refused at submit since;
-one stored before fires as it did) fires every two seconds, each run is a real job that sees its own fire time,
-a run still going makes the next fire skip, a pause stops the fires; with users on, a schedule is its team's,
-and its owner's being disabled stops its fires."""
+"""Schedules against a real `trainyard server` on the real clock: a six-field cron is refused at submit, and one
+stored before is held paused, never fired; on a server told to fire those each second (tests only), one every two
+seconds fires so, each run is a real job that sees its own fire time, a run still going makes the next fire skip,
+a pause stops the fires; with users on, a schedule is its team's, and its owner's being disabled stops its
+fires."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from datetime import datetime
 import httpx
 import pytest
 
+from tests.conftest import host_server
 from tests.e2e import test_identity as identity
 from tests.e2e.helpers import stored_schedule as stored, until
+from trainyard.envvars import TEST_SECOND_CRONS
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +34,35 @@ def test_a_six_field_cron_is_refused_naming_the_field_and_nothing_is_made(server
     assert httpx.get(server.url + "/api/v1/schedules", headers=server.headers).json()["items"] == []
 
 
-def test_a_schedule_fires_on_its_cron_skips_while_its_run_runs_and_stops_when_paused(server):
+def test_a_stored_six_field_cron_is_held_paused_saying_why_and_never_fires(server):
+    http = httpx.Client(base_url=server.url, headers=server.headers, timeout=60)
+    # given a schedule stored with six fields before they were refused: every second, as cronsim reads them
+    stored(server, schedule("tick", "* * * * * *", "true"))
+    # when the server's loop has had it due a few times over
+    held = until(lambda: (s := http.get("/api/v1/schedules/tick").json())["updated_at"] > s["created_at"] and s,
+                 timeout=30, every=0.5)
+    time.sleep(2)
+    # then it is paused, saying why, nothing was fired, and the server said so once
+    assert (held["suspended"], held["next_at"], held["runs"]) == (True, None, [])
+    assert held["held"].startswith("cron: '* * * * * *' has 6 fields; a cron has five"), held
+    assert http.get("/api/v1/schedules/tick").json()["runs"] == [] and http.get("/api/v1/jobs").json()["items"] == []
+    assert server.log_path.read_text().count("is held paused, not fired") == 1
+    # and a resume is refused naming the cron
+    r = http.post("/api/v1/schedules/tick/resume")
+    assert r.status_code == 409 and r.json()["details"]["field"] == "cron", r.text
+
+
+@pytest.fixture
+def seconds_server(tmp_path, monkeypatch):
+    """A real server that fires stored six-field crons each second they name (its tests-only variable)."""
+    monkeypatch.setenv(TEST_SECOND_CRONS, "1")
+    srv = host_server(tmp_path / "home")
+    yield srv
+    srv.stop_all()
+
+
+def test_a_schedule_fires_on_its_cron_skips_while_its_run_runs_and_stops_when_paused(seconds_server):
+    server = seconds_server
     http = httpx.Client(base_url=server.url, headers=server.headers, timeout=60)
     # given a schedule every two seconds whose job prints its fire time, and one every second whose job sleeps
     stored(server, schedule("tick", "*/2 * * * * *", "echo fired {{params.scheduled_at}}"))

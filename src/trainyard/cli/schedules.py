@@ -103,6 +103,8 @@ def show(schedule: str, output: OutputOpt = Output.table) -> None:
                              ("active", ", ".join(info.active) or "-"),
                              ("owner", f"{info.owner or '-'} (team {info.team or '-'})")):
             console.print(f"  {label + ':':<19}{value}", highlight=False, markup=False, soft_wrap=True)
+        if info.held:  # the server's own pause: resume is refused until the schedule is made again
+            console.print(f"  {'held paused:':<19}{info.held}", highlight=False, markup=False, soft_wrap=True)
         if not info.runs:
             console.print("no fires yet", highlight=False)
             return

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 
-from trainyard.services.schedules import ScheduleService
+from trainyard.services.schedules import ScheduleService, held
 from trainyard.services.ticker import Ticker
 from trainyard.spec.schedule import (ScheduleRun, ScheduleSpec, after_deadline, describe_gap, fires_between, iso,
                                      last_fire, next_fire)
@@ -40,6 +40,10 @@ class ScheduleLoop(Ticker):
     def cycle(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         for row in self.schedules.due(now):
+            if (why := held(row["spec"])) is not None:
+                if self.schedules.hold(row["id"], row["next_at"]):  # once: held, it is due no more
+                    log.warning("schedule %s (%s) is held paused, not fired: %s", row["id"], row["name"], why)
+                continue
             try:
                 self.due(row, now)
             except Exception:

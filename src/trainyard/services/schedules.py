@@ -10,23 +10,35 @@ fires schedules when they are due is the leader's loop in
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Callable
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.crashpoints import crash_point
-from trainyard.errors import Forbidden, InvalidSpec, TrainyardError
+from trainyard.envvars import TEST_SECOND_CRONS
+from trainyard.errors import Conflict, Forbidden, InvalidSpec, TrainyardError
 from trainyard.services.identity import IdentityService
 from trainyard.services.jobs import JobService
 from trainyard.services.pipelines import PipelineService
 from trainyard.spec.paging import Page, Paging
-from trainyard.spec.schedule import Concurrency, ScheduleInfo, ScheduleRun, ScheduleSpec, explain, next_fire
+from trainyard.spec.schedule import (Concurrency, ScheduleInfo, ScheduleRun, ScheduleSpec, cron_problem, explain,
+                                     next_fire)
 from trainyard.store import Store
 from trainyard.store.schedules import Claim, FireTaken, ScheduleRow, ScheduleStore
 from trainyard.store.tx import WriteTx
 
 log = logging.getLogger("trainyard.schedules")
 MAX_ACTIVE = 100  # runs of one schedule not yet ended: past it a fire is skipped (concurrency: allow, every second)
+
+
+def held(spec: ScheduleSpec) -> str | None:
+    """Why a stored schedule is held paused whatever it was asked (its cron is one a submit is refused now:
+    six fields fired every second), or None. The loop pauses it when due; it never fires."""
+    if os.environ.get(TEST_SECOND_CRONS):
+        return None
+    problem = cron_problem(spec.cron)
+    return None if problem is None else f"cron: {problem}. Delete it and create it again with such a cron"
 
 
 class ScheduleService:
@@ -65,7 +77,7 @@ class ScheduleService:
 
     def resume(self, key: str, caller: Caller = LOCAL_ADMIN) -> ScheduleInfo:
         """Fires from now on: those due while it was paused are not made up."""
-        row = self._changeable(key, caller, "resume")
+        row = self._fireable(key, caller, "resume")
         spec: ScheduleSpec = row["spec"]
         if self.schedules.set_suspended(row["id"], False, next_fire(spec.cron, spec.timezone, time.time())):
             self.jobs.audit.record(caller, "schedule.resume", row["id"])
@@ -74,7 +86,7 @@ class ScheduleService:
 
     def trigger(self, key: str, caller: Caller = LOCAL_ADMIN) -> ScheduleRun:
         """Fire now, out of the cron (paused or not), as the owner; its concurrency policy applies."""
-        row = self._changeable(key, caller, "trigger")
+        row = self._fireable(key, caller, "trigger")
         self.jobs.audit.record(caller, "schedule.trigger", row["id"])
         return self.fire(row, time.time(), manual=True)
 
@@ -89,6 +101,12 @@ class ScheduleService:
         if not caller.may(Action.CANCEL_OWN, row["team"], row["owner"]):
             raise Forbidden(f"you may {verb} only your own schedules; {row['name']} is {row['owner']}'s",
                             schedule=row["id"])
+        return row
+
+    def _fireable(self, key: str, caller: Caller, verb: str) -> ScheduleRow:
+        row = self._changeable(key, caller, verb)
+        if (why := held(row["spec"])) is not None:
+            raise Conflict(f"schedule {row['name']} cannot {verb}: {why}", field="cron", schedule=row["id"])
         return row
 
     # -- one fire ----------------------------------------------------------------------
@@ -161,7 +179,12 @@ class ScheduleService:
     def infos(self, rows: list[ScheduleRow], runs: int = 20) -> list[ScheduleInfo]:
         ids = [r["id"] for r in rows]
         fired, active = self.schedules.runs_of(ids, runs), self.schedules.active(ids)
-        return [ScheduleInfo(id=r["id"], name=r["name"], team=r["team"], owner=r["owner"], spec=r["spec"],
-                             suspended=r["suspended"], next_at=r["next_at"], last_at=r["last_at"],
-                             explain=explain(r["spec"].cron), active=active[r["id"]], runs=fired[r["id"]],
-                             created_at=r["created_at"], updated_at=r["updated_at"]) for r in rows]
+        out = []
+        for r in rows:  # one held but not yet due is shown as the loop will leave it: paused
+            why = held(r["spec"])
+            out.append(ScheduleInfo(id=r["id"], name=r["name"], team=r["team"], owner=r["owner"], spec=r["spec"],
+                                    suspended=r["suspended"] or why is not None, held=why,
+                                    next_at=None if why else r["next_at"], last_at=r["last_at"],
+                                    explain=explain(r["spec"].cron), active=active[r["id"]], runs=fired[r["id"]],
+                                    created_at=r["created_at"], updated_at=r["updated_at"]))
+        return out

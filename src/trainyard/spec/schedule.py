@@ -112,6 +112,18 @@ def fires_between(cron: str, tz: str, start: float, end: float) -> int:
     return n
 
 
+def cron_problem(cron: str) -> str | None:
+    """Why ``cron`` is no cron a schedule may have now (other than five fields), or None.
+
+    cronsim reads a sixth field as seconds first: an every-second schedule nobody who knows cron or a CronJob
+    expects. Submits are refused with this; a schedule stored with one before is held paused with it."""
+    fields = len(cron.split())
+    if cron.strip().startswith("@") or fields == 5:
+        return None
+    return (f"{cron!r} has {fields} field{'s' * (fields != 1)}; a cron has five: minute hour day-of-month month "
+            "day-of-week (e.g. '0 3 * * *'), or @hourly, @daily, @weekly, @monthly, @yearly")
+
+
 def explain(cron: str) -> str:
     """``At 03:00 every day``; the expression itself where cronsim cannot say it in words."""
     try:
@@ -189,13 +201,10 @@ class ScheduleSpec(Strict):
     def _cron(cls, v: str, info: ValidationInfo) -> str:
         if len(v) > MAX_CRON:
             raise ValueError(f"at most {MAX_CRON} characters")
-        # cronsim reads a sixth field as seconds first: an every-second schedule nobody who knows cron or a
-        # CronJob expects (a schedule stored with one before this check still loads, and fires as it did)
-        fields = len(v.split())
-        if submitting(info) and not v.strip().startswith("@") and fields != 5:
-            raise ValueError(f"{v!r} has {fields} field{'s' * (fields != 1)}; a cron has five: minute hour "
-                             "day-of-month month day-of-week (e.g. '0 3 * * *'), or @hourly, @daily, @weekly, "
-                             "@monthly, @yearly")
+        # a schedule stored with other than five fields before this check still loads (one old row must not
+        # fail every listing), and the loop holds it paused instead (cron_problem)
+        if submitting(info) and (problem := cron_problem(v)) is not None:
+            raise ValueError(problem)
         from cronsim import CronSimError
 
         try:
@@ -279,6 +288,9 @@ class ScheduleInfo(BaseModel):
     owner: str | None = None
     spec: Annotated[ScheduleSpec, as_stored(ScheduleSpec)]
     suspended: bool
+    held: str | None = Field(None, description="why the server holds it paused, whatever it was asked: its "
+                             "stored cron is no longer one a schedule may have (created again with a right one, "
+                             "it fires)")
     next_at: float | None = Field(None, description="the next fire; None while suspended")
     last_at: float | None = None
     explain: str = Field("", description="the cron in words")

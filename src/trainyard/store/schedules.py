@@ -112,6 +112,14 @@ class ScheduleStore:
         if tx.connection().execute(stmt).rowcount != 1:
             raise FireTaken(claim.schedule_id)
 
+    def hold(self, schedule_id: str, due: float) -> bool:
+        """Pause the schedule the loop found due at ``due`` and must not fire (see ScheduleService.held); False if
+        a fire, a pause or a delete moved it first."""
+        with self.store.write() as s:
+            stmt = (update(_S).where(_S.c.id == schedule_id, _S.c.next_at == due)
+                    .values(suspended=True, next_at=None, updated_at=time.time()))
+            return s.connection().execute(stmt).rowcount == 1
+
     def set_suspended(self, schedule_id: str, suspended: bool, next_at: float | None) -> bool:
         """Pause (``next_at`` None) or resume; False if it already was."""
         with self.store.write() as s:

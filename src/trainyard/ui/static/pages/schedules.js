@@ -187,6 +187,7 @@ function fired(s, r) {
 }
 
 function nextFire(s) {
+  if (s.held) return h("span.paused", { title: s.held }, "held paused: its cron is refused now");
   if (s.suspended) return h("span.paused", null, "paused");
   if (s.next_at === null || s.next_at === undefined) return h("span.muted", null, "never");
   return h("span", { title: zoned(s.next_at, s.spec.timezone) }, when(s.next_at));
