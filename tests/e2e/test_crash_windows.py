@@ -139,6 +139,50 @@ def test_a_crash_as_a_schedule_fires_neither_loses_the_fire_nor_leaves_its_job_u
         srv.stop_all()
 
 
+def due_soon(srv: ServerProcess, name: str, seconds: float) -> float:
+    """Move schedule ``name``'s next fire to ``seconds`` from now, in its database (the server is down)."""
+    from sqlalchemy import update
+
+    from trainyard.store import Store
+    from trainyard.store.schedule_tables import Schedule
+
+    at = float(int(time.time() + seconds))
+    with Store(f"sqlite:///{srv.home / 'trainyard.db'}", run_migrations=False).write() as s:
+        s.connection().execute(update(Schedule.__table__).where(Schedule.__table__.c.name == name).values(next_at=at))
+    return at
+
+
+def test_a_crash_after_a_replacing_fire_committed_still_stops_the_run_it_replaced(tmp_path):
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--container-runtime", "none"])
+    srv.start()
+    try:
+        # given a replacing schedule whose first run is running
+        spec = {"name": "daily", "cron": "0 3 * * *", "concurrency": "replace",
+                "job": {"command": "sleep 60", "resources": {"cpu": "100m"}}}
+        c = srv.client()
+        c.schedules.create(spec)
+        first = c.schedules.trigger("daily").job_id
+        until(lambda: c.get(first).status.value == "running", timeout=30)
+        # when its next fire comes to a server that dies once that fire's claim has committed
+        srv.stop()
+        due = due_soon(srv, "daily", 5)
+        srv.extra_env = {TEST_CRASH_AT: "schedule.fired"}
+        try:
+            srv.start()
+        except RuntimeError:  # a loaded machine: it was due, and made, before the server answered
+            pass
+        restart(srv)
+        c = srv.client()
+        # then the fire was made once, and the run it replaced is stopped all the same
+        fire = until(lambda: [r for r in c.schedules.get("daily").runs if r.at == due], timeout=30)
+        assert [(r.outcome, r.message) for r in fire] == [("started", f"replaced {first}")]
+        ended = c.wait(first, timeout=60)
+        assert ended.status.value == "cancelled", ended
+        assert c.schedules.get("daily").active == [fire[0].job_id]
+    finally:
+        srv.stop_all()
+
+
 NO_ZYGOTE = '''import sys
 
 

@@ -65,3 +65,28 @@ def test_schedule_show_and_ls_say_it_is_held_and_why_and_resume_names_the_cron(e
     assert code == 0 and "tick" in listed and "paused" in listed, listed
     code, said = cli("resume", "tick")
     assert code != 0 and "cron" in said and "has 6 fields" in said, said
+
+
+def test_replace_stops_the_runs_going_only_for_a_fire_this_server_claimed(env):  # noqa: F811
+    tc, sdk, engine, platform = env
+    # given a replacing schedule whose first fire's job still runs
+    made = tc.post("/api/v1/schedules", json={"spec": {"name": "nightly", "cron": "0 0 1 1 *",
+                                                       "concurrency": "replace", "job": {"command": "true"}}}).json()
+    platform.schedule_loop.cycle(now=made["next_at"] + 1)
+    first = tc.get("/api/v1/schedules/nightly").json()["runs"][0]["job_id"]
+    # when the loop has read its next fire as due, but a pause comes before its claim
+    due_at = tc.get("/api/v1/schedules/nightly").json()["next_at"]
+    [row] = [r for r in platform.schedules.schedules.due(due_at + 1) if r["name"] == "nightly"]
+    assert tc.post("/api/v1/schedules/nightly/pause").json()["suspended"] is True
+    # then the fire is not made, and the job it would have replaced goes on
+    assert platform.schedule_loop.due(row, due_at + 1) is None
+    assert sdk.get(first).status.value in ("pending", "starting", "running")
+    assert [r["job_id"] for r in tc.get("/api/v1/schedules/nightly").json()["runs"]] == [first]
+    # and once resumed, the fire it claims replaces it, the cancel saying why
+    tc.post("/api/v1/schedules/nightly/resume")
+    platform.schedule_loop.cycle(now=tc.get("/api/v1/schedules/nightly").json()["next_at"] + 1)
+    fire = tc.get("/api/v1/schedules/nightly").json()["runs"][0]
+    assert fire["outcome"] == "started" and fire["message"] == f"replaced {first}"
+    stopped = sdk.get(first)
+    assert stopped.status.value in ("cancelling", "cancelled"), stopped
+    assert stopped.reason == "replaced by a fire of schedule nightly"

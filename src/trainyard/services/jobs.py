@@ -139,7 +139,11 @@ class JobService(OutputsMixin):
 
     def stop(self, job_id: str) -> JobInfo:
         """Cancel without asking who (a pipeline run stopping its steps)."""
-        status = self.store.request_cancel(job_id)
+        return self.stopping(job_id, self.store.request_cancel(job_id))
+
+    def stopping(self, job_id: str, status: JobStatus) -> JobInfo:
+        """What follows a committed cancel request (``status``: the job's after it): its attempts' replicas told
+        to stop, its waiters and the scheduler woken."""
         job = self.store.get_job(job_id)
         if status == JobStatus.CANCELLING:
             for a in job.attempts:

@@ -17,13 +17,15 @@ from typing import Callable
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.crashpoints import crash_point
 from trainyard.envvars import TEST_SECOND_CRONS
-from trainyard.errors import Conflict, Forbidden, InvalidSpec, TrainyardError
+from trainyard.errors import Conflict, Forbidden, InvalidSpec, JobNotFound, TrainyardError
 from trainyard.services.identity import IdentityService
 from trainyard.services.jobs import JobService
 from trainyard.services.pipelines import PipelineService
 from trainyard.spec.paging import Page, Paging
+from trainyard.spec.pipeline_records import RunStatus
 from trainyard.spec.schedule import (Concurrency, ScheduleInfo, ScheduleRun, ScheduleSpec, cron_problem, explain,
                                      next_fire)
+from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store.schedules import Claim, FireTaken, ScheduleRow, ScheduleStore
 from trainyard.store.tx import WriteTx
@@ -127,17 +129,21 @@ class ScheduleService:
             outcome, message = "skipped", f"{', '.join(active)} still running (concurrency: forbid)"
         elif len(active) >= MAX_ACTIVE and spec.concurrency is Concurrency.ALLOW:
             outcome, message = "skipped", f"{len(active)} of its runs have not ended, the most a schedule keeps going"
-        else:
-            if active and spec.concurrency is Concurrency.REPLACE:
-                for key in active:
-                    self._stop(key)
-                message = f"replaced {', '.join(active)}"
+        replacing: list[str] = []
+        if outcome == "started" and active and spec.concurrency is Concurrency.REPLACE:
+            replacing, message = active, f"replaced {', '.join(active)}"
         run = ScheduleRun(at=due, fired_at=time.time(), outcome=outcome, message=message, manual=manual)
+        stopped: dict[str, JobStatus | bool | None] = {}  # what each replaced one's cancel request left (_stopping)
         if outcome == "started":
             def record(tx: WriteTx, key: str) -> None:  # the link of the job or run it starts
                 nonlocal run
                 run = run.model_copy(update={"job_id" if spec.job is not None else "run_id": key})
                 self.schedules.record(tx, row["id"], [*(missed or []), run], claim)
+                # only once the claim is this server's, and with it: a pause or another leader taking the fire
+                # first leaves them running; a crash after the commit leaves them cancelling (the restart's
+                # reconcile stops them)
+                for old in replacing:
+                    stopped[old] = self._request_stop(tx, old, row["name"])
                 crash_point("schedule.claimed")
 
             try:
@@ -152,6 +158,9 @@ class ScheduleService:
                 return None
             except TrainyardError as e:  # the owner's team, the queue, room for it: as a submit now would be told
                 run = ScheduleRun(at=due, fired_at=run.fired_at, outcome="failed", message=e.message, manual=manual)
+            if run.outcome == "started":  # committed: the replaced ones' requests with it
+                for old, requested in stopped.items():
+                    self._stopping(old, requested)
         if run.outcome != "started" and not self.schedules.add_runs(row["id"], [*(missed or []), run], claim):
             return None
         started = run.job_id or run.run_id
@@ -159,12 +168,24 @@ class ScheduleService:
                  f" ({run.message})" if run.message else "")
         return run
 
-    def _stop(self, key: str) -> None:
-        """Cancel a job or pipeline run a fire replaces (the schedule's own doing: no caller's rights asked)."""
+    def _request_stop(self, tx: WriteTx, key: str, name: str) -> JobStatus | bool | None:
+        """Ask, in ``tx``, for a job or pipeline run a fire replaces to be cancelled (the schedule's own doing: no
+        caller's rights asked); what :meth:`_stopping` needs once ``tx`` has committed."""
+        why = f"replaced by a fire of schedule {name}"
         if key.startswith("j-"):
-            self.jobs.stop(key)
-        else:
-            self.pipelines.cancel(key)
+            try:
+                return self.jobs.store.request_cancel(key, by="system", why=why, tx=tx)
+            except JobNotFound:  # deleted since it was read as active: nothing to stop
+                return None
+        return self.pipelines.runs.move_run(key, RunStatus.CANCELLING, by="system", reason=why, tx=tx)
+
+    def _stopping(self, key: str, requested: JobStatus | bool | None) -> None:
+        """After the commit: the engine told to stop a replaced job's attempts; a replaced run's steps stopped."""
+        if isinstance(requested, JobStatus):
+            self.jobs.stopping(key, requested)
+        elif requested is True:
+            self.pipelines.advance(key)
+            self.pipelines.advance(key)  # as a cancel does: a pending step's job was cancelled at once
 
     # -- looking up ------------------------------------------------------------------
 

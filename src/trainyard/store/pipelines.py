@@ -102,16 +102,20 @@ class PipelineStore:
                 t.PipelineStep.status == StepStatus.SUBMITTED.value)
             return {j: r for j, r in s.execute(q).all() if j}
 
-    def move_run(self, run_id: str, new: RunStatus, *, by: str = "pipeline-runner", **values: Any) -> bool:
-        """``by``: who moved it, for the run's events."""
+    def move_run(self, run_id: str, new: RunStatus, *, by: str = "pipeline-runner", tx: WriteTx | None = None,
+                 **values: Any) -> bool:
+        """``by``: who moved it, for the run's events; in ``tx`` if given (a schedule's replace: with the claim
+        of the fire that replaces it), else in a write of its own."""
         now = time.time()
         if new.is_terminal():
             values.setdefault("ended_at", now)
+        stmt = (update(t.PipelineRun).where(t.PipelineRun.id == run_id,
+                                            t.PipelineRun.status.in_([v.value for v in RUN_SOURCES[new]]))
+                .values(status=new.value, updated_at=now, status_by=by, **values)
+                .execution_options(synchronize_session=False))
+        if tx is not None:
+            return tx.execute(stmt).rowcount == 1
         with self.store.write() as s:
-            stmt = (update(t.PipelineRun).where(t.PipelineRun.id == run_id,
-                                                t.PipelineRun.status.in_([v.value for v in RUN_SOURCES[new]]))
-                    .values(status=new.value, updated_at=now, status_by=by, **values)
-                    .execution_options(synchronize_session=False))
             return s.execute(stmt).rowcount == 1
 
     def move_step(self, run_id: str, name: str, new: StepStatus, **values: Any) -> bool:

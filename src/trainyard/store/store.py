@@ -333,23 +333,30 @@ class Store(LineReads, JobReads, JobLabels):
             raise InvalidTransition(f"job {job_id}: {job.status} → {e.job_status.value} is not allowed")
         return True
 
-    def request_cancel(self, job_id: str, *, by: str = "user", why: str | None = None) -> JobStatus:
+    def request_cancel(self, job_id: str, *, by: str = "user", why: str | None = None,
+                       tx: WriteTx | None = None) -> JobStatus:
         """pending → cancelled at once; starting/running → cancelling (the engine stops it).
-        ``by`` and ``why``: who asked and why, for the job's events (default: a user's request)."""
+        ``by`` and ``why``: who asked and why, for the job's events (default: a user's request). In ``tx`` if
+        given (a schedule's replace: with the claim of the fire that replaces it), else in a write of its own."""
+        if tx is not None:
+            return self._request_cancel(tx, job_id, by, why)
         with self.write() as s:
-            row = s.get(t.Job, job_id)
-            if row is None:
-                raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
-            status = JobStatus(row.status)
-            if status == JobStatus.PENDING:
-                if self._cas(s, t.Job, job_id, JobStatus.CANCELLED, reason=why or "cancelled before it started",
-                             status_by=by):
-                    return JobStatus.CANCELLED
-            elif status in (JobStatus.STARTING, JobStatus.RUNNING):
-                if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason=why or "cancel requested", status_by=by):
-                    s.execute(update(t.Attempt).where(t.Attempt.job_id == job_id, t.Attempt.status.in_(ACTIVE_ATTEMPT),
-                                                      t.Attempt.stop_reason.is_(None))
-                              .values(stop_reason=Reason.CANCELLED.value))
-                    return JobStatus.CANCELLING
-            s.refresh(row)
-            return JobStatus(row.status)
+            return self._request_cancel(s, job_id, by, why)
+
+    def _request_cancel(self, s: WriteTx, job_id: str, by: str, why: str | None) -> JobStatus:
+        row = s.get(t.Job, job_id)
+        if row is None:
+            raise JobNotFound(f"no such job: {job_id}", job_id=job_id)
+        status = JobStatus(row.status)
+        if status == JobStatus.PENDING:
+            if self._cas(s, t.Job, job_id, JobStatus.CANCELLED, reason=why or "cancelled before it started",
+                         status_by=by):
+                return JobStatus.CANCELLED
+        elif status in (JobStatus.STARTING, JobStatus.RUNNING):
+            if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason=why or "cancel requested", status_by=by):
+                s.execute(update(t.Attempt).where(t.Attempt.job_id == job_id, t.Attempt.status.in_(ACTIVE_ATTEMPT),
+                                                  t.Attempt.stop_reason.is_(None))
+                          .values(stop_reason=Reason.CANCELLED.value))
+                return JobStatus.CANCELLING
+        s.refresh(row)
+        return JobStatus(row.status)
