@@ -21,6 +21,7 @@ from trainyard.services.notify import Notifier, off_loop
 from trainyard.services import store_inputs
 from trainyard.services.scheduling import Scheduler
 from trainyard.spec.dump import to_yaml
+from trainyard.spec.exec_size import ARG_MAX, exec_size_problems, node_arg_max
 from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import JobFilter
 from trainyard.spec.labels import LabelChange
@@ -58,6 +59,8 @@ class JobService(OutputsMixin):
         self.team_for = team_for  # who may use which queue, and the job's team (the queue service's rule)
         # each secret a job names exists in its team (bound by the platform to SecretService.check)
         self.check_secrets: Callable[[dict[str, str], str | None], None] = lambda wanted, team: None
+        # variable -> bytes of the secret it names (bound by the platform to SecretService.sizes)
+        self.secret_sizes: Callable[[dict[str, str], str | None, bool], dict[str, int]] = lambda w, t, exact: {}
         # one made later in an owner's name: they may still submit it (bound to IdentityService.check_submitter)
         self.check_owner: Callable[[str | None, str | None, str], None] = lambda owner, team, queue: None
         # what a job's queue's quota counts, the job says (bound by the platform to QueueService.unmeasured)
@@ -81,6 +84,7 @@ class JobService(OutputsMixin):
             owner, team = on_behalf
             self.check_owner(owner, team, spec.queue)
             self.engine.validate(spec)
+            self.check_exec(spec, team)
             self._check_room(spec, snapshot)
         # whose jobs it may wait for: the caller's sight, or for a step its owner's within the run's team
         seer = caller if on_behalf is None or on_behalf[0] is None else \
@@ -102,8 +106,24 @@ class JobService(OutputsMixin):
         self.engine.validate(spec)
         owner, team = caller.user, self.team_for(caller, spec.queue)
         self.check_secrets(spec.secrets, team)
+        self.check_exec(spec, team)
         self._check_room(spec, snapshot)
         return owner, team
+
+    def check_exec(self, spec: JobSpec, team: str | None) -> None:
+        """The job's command and environment with its secrets (which the launcher adds) fit one exec; InvalidSpec
+        naming secrets.VAR (or secrets) otherwise. The spec alone was checked when it was read."""
+        if not spec.secrets:
+            return
+        arg_max = node_arg_max() if self.engine.name == "local" else ARG_MAX  # local: this machine execs it
+        problems = exec_size_problems(spec.command, spec.params, spec.env_vars,
+                                      self.secret_sizes(spec.secrets, team, False), arg_max)
+        if problems:  # the bound said no: the exact sizes decide
+            problems = exec_size_problems(spec.command, spec.params, spec.env_vars,
+                                          self.secret_sizes(spec.secrets, team, True), arg_max)
+        if problems:
+            raise InvalidSpec(errors=[{"field": ".".join(map(str, loc)), "line": None, "where": ".".join(map(str, loc)),
+                                       "message": message} for loc, message in problems])
 
     def _check_room(self, spec: JobSpec, snapshot: str | None) -> None:
         """The job fits some node, and its code was uploaded."""

@@ -110,6 +110,7 @@ class Platform:
         self.jobs = JobService(self.store, self.engine, self.artifacts, self.notifier, self.scheduler,
                                team_for=self.queues.team_for, audit=self.audit)
         self.jobs.check_secrets = self.secrets.check
+        self.jobs.secret_sizes = self.secrets.sizes
         self.jobs.unmeasured = self.queues.unmeasured
         self.jobs.check_owner = functools.partial(self.identity.check_submitter, team_for=self.queues.team_for)
         self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self.scheduler.wake,

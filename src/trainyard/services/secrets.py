@@ -16,7 +16,7 @@ from trainyard.auth.tokens import token_hash
 from trainyard.errors import AttemptNotFound, Conflict, Forbidden, InvalidSpec, SecretNotFound
 from trainyard.services.audit import AuditLog
 from trainyard.services.secret_box import SecretBox
-from trainyard.spec.secrets import SecretInfo
+from trainyard.spec.secrets import MAX_VALUE, SecretInfo
 from trainyard.store import Store
 from trainyard.store.secrets import SecretStore
 
@@ -120,6 +120,21 @@ class SecretService:
                   for var, name in sorted(wanted.items()) if name not in have]
         if errors:
             raise InvalidSpec(errors=errors)
+
+    def sizes(self, wanted: dict[str, str], team: str | None, exact: bool = False) -> dict[str, int]:
+        """variable -> bytes of the value of the secret it names in ``team`` (those that exist), for the check
+        of what one exec takes. The stored length counts characters: at most 4 bytes each in UTF-8, and no value
+        is past MAX_VALUE, so that bound needs no value opened; ``exact`` opens them (only the server's memory
+        sees them, as at an attempt's start) where the bound is too coarse to decide."""
+        if not wanted:
+            return {}
+        if exact:
+            sealed = self.rows.sealed(team, sorted(set(wanted.values())))
+            size = {name: len(self.box.open(v, f"secret {name} of {_team(team)}").encode("utf-8", "surrogatepass"))
+                    for name, v in sealed.items()}
+        else:
+            size = {i.name: min(4 * i.length, MAX_VALUE) for i in self.rows.infos([team]) if i.name in wanted.values()}
+        return {var: size[name] for var, name in wanted.items() if name in size}
 
     def for_attempt(self, attempt_id: str, token: str | None, source: str | None = None) -> dict[str, str]:
         """What one attempt's launchers put in the command's environment: each variable its job's spec names,

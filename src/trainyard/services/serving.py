@@ -109,6 +109,7 @@ class ServingService:
         spec = self._resolved(spec, caller)
         job = service_jobs.replica_job("s-check", spec)
         self.jobs.check_secrets(job.secrets, team)
+        self.jobs.check_exec(job, team)
         self.engine.validate(job)
         if (problem := self.jobs.placement_problem(job)) is not None:
             raise Unschedulable(f"{problem[0]}: {problem[1]}", field=problem[0])
