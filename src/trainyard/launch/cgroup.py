@@ -24,7 +24,10 @@ the first page past the limit, and the group's own counters say that it did.
 The launcher itself stays outside the group, so it survives the OOM kill, reaps
 the rest of the tree and reports ``OOMKilled``. The group is removed when the
 replica ends; empty groups that a crashed launcher left behind are removed by the
-next launcher that makes one (:func:`sweep`).
+next launcher that makes one (:func:`sweep`). A launcher that waited for its
+attempt made the groups while it waited, with a child of its already in them
+(:mod:`trainyard.launch.seat`): the command then runs in that child, with no move
+on its way to start; the shim below is the way in for the others.
 
 Plain ``os`` calls and small file writes only, and only when a limit is set: the
 launcher's start-up time is benchmarked. What any of a replica's groups does (made,
@@ -186,6 +189,16 @@ def new_group(parent: str, name: str) -> str:
     return path
 
 
+def place(root: str, version: str, controller: str) -> str:
+    """The folder our groups of ``controller`` go in (on v2 made, with the controller enabled for them)."""
+    if version == V1:
+        return v1_parent(root, controller)
+    parent = os.path.join(root, PARENT)
+    os.makedirs(parent, exist_ok=True)
+    enable(parent, controller)
+    return parent
+
+
 def enable(parent: str, controller: str) -> None:
     """Give the cgroup v2 groups in ``parent`` the ``controller``."""
     if controller not in read(os.path.join(parent, "cgroup.subtree_control")).split():
@@ -204,19 +217,16 @@ class MemoryGroup(Group):
     @classmethod
     def make(cls, root: str, version: str, name: str, limit: int) -> "MemoryGroup":
         """Create the group with its limit; raises ``OSError`` when the host refuses."""
-        parent = v1_parent(root) if version == V1 else os.path.join(root, PARENT)
-        if version == V2:
-            os.makedirs(parent, exist_ok=True)
-            enable(parent, "memory")
-        group = cls(new_group(parent, name), version, limit)
+        group = cls(new_group(place(root, version, "memory"), name), version, limit)
         try:
-            group._set_limit()
+            group.apply_limit()
         except OSError:
             group.remove()
             raise
         return group
 
-    def _set_limit(self) -> None:
+    def apply_limit(self) -> None:
+        """Write :attr:`limit` to the group (a seat's group is made without one: launch.seat)."""
         if self.version == V1:
             # memory first: memsw may never be below it, and a new group starts unlimited
             write(self._file("memory.limit_in_bytes"), str(self.limit))

@@ -22,6 +22,7 @@ from trainyard.launch.emptydirs import Pool
 from trainyard.launch.files import append_log, atomic_write_json, real_dir
 from trainyard.launch.marks import dump as dump_marks, mark
 from trainyard.launch.prepare import INHERITED_SECRETS, SetupError
+from trainyard.launch.seat import Seat
 from trainyard.launch.wakeups import Wakeups
 
 MEMORY_TICK = 0.1  # how often the tree's memory is sampled when it is near its limit
@@ -31,7 +32,7 @@ IDLE_TICK = 1.0    # with no limit, how often orphaned zombies are reaped
 
 
 class Launcher(AttemptIO, Wakeups):
-    def __init__(self, attempt_dir: Path):
+    def __init__(self, attempt_dir: Path, seat: "Seat | None" = None):
         self.dir = real_dir(attempt_dir)
         self.config = LaunchConfig.read(self.dir)
         self.dirs = Pool(self.config.venv_cache)
@@ -40,6 +41,8 @@ class Launcher(AttemptIO, Wakeups):
         self.proc = None
         self.group: cgroup.MemoryGroup | None = None  # the replica's memory cgroup, if the host offers one
         self.pids_group: pidlimit.PidsGroup | None = None  # ... and its pids cgroup (the same group on cgroup v2)
+        self.seat = seat  # a child already in the groups the attempt likely needs (launch.seat), if idle before
+        self.spare: tuple[cgroup.Group, ...] = ()  # the seat's groups the attempt did not need: removed at the end
         self.container = None  # a launch.container.Container when the job runs in an image
         self.reporter = None  # started once the command runs (or setup failed)
         self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
@@ -78,6 +81,7 @@ class Launcher(AttemptIO, Wakeups):
                 self.checkpoints.close()
             if self.container is not None:
                 self.container.remove()
+            self._drop_seat()  # one the attempt did not use: an early end, or an image
         procs.reap_all(None)  # whatever setup (a killed venv build) may have left
         self._remove_groups()  # normally gone already, right after the tree was reaped
         reporter = self._reporter()
@@ -164,12 +168,17 @@ class Launcher(AttemptIO, Wakeups):
                 text = f"container runtime: {e}" if isinstance(e, OSError) else str(e)
                 append_log(self.log, text)
                 return _result(None, reasons.SETUP, text)
-        # made right before the spawn, so a group is empty only for the moment between the two (cgroup.sweep);
-        # in a container the runtime enforces the limits
+        # made right before the spawn, so a group is empty only for the moment between the two (cgroup.sweep),
+        # or those of the seat, with its child in them; in a container the runtime enforces the limits
+        seated = None
         if self.container is None:
             name = f"{cfg.attempt_id}-r{cfg.replica}"
-            self.group = cgroup.for_replica(cfg.cgroup_root, cfg.memory_limit, name, lambda m: append_log(self.log, m))
-            self.pids_group = pidlimit.for_replica(cfg.cgroup_root, cfg.pids_max, name, self.group)
+            if self.seat is not None and (seated := self.seat.take(cfg, name)) is not None:
+                self.group, self.pids_group, self.spare = seated
+            else:
+                self.group = cgroup.for_replica(cfg.cgroup_root, cfg.memory_limit, name,
+                                                lambda m: append_log(self.log, m))
+                self.pids_group = pidlimit.for_replica(cfg.cgroup_root, cfg.pids_max, name, self.group)
         try:
             argv, start_env = command, env
             if cfg.run_as:  # hand the job its folders; the command drops to the account after the cgroup shim
@@ -190,18 +199,24 @@ class Launcher(AttemptIO, Wakeups):
                 argv = readonly.mount_prefix(self.readonly, readonly.own_shm(cfg)) + argv
             if self.groups():
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
-                argv = cgroup.wrap(argv, self.groups())
+                argv = cgroup.wrap(argv, self.groups()) if seated is None else argv
             mark("memory group, argv")  # the name bench/RESULTS.md compares across sessions; the pids group too
             self.dirs.place_file(self.log)
-            self.proc = procs.spawn(argv, str(work), start_env, str(self.log))
+            if seated is not None:
+                self.proc = self.seat.spawn(argv, str(work), start_env, str(self.log))
+            else:
+                self.proc = procs.spawn(argv, str(work), start_env, str(self.log))
             mark("spawned (exec done)")
         except OSError as e:
+            self._drop_seat()
             self._remove_groups()
             message = f"cannot start {cfg.command[0]!r}: {e.strerror or e}"
             append_log(self.log, message)
             return _result(None, reasons.SETUP, message)
+        self._drop_seat()  # not taken: off the path now
         try:  # for the engine, should this launcher die: the command, in a session of its own, would run on
-            leftover_tree.record(str(self.dir), self.proc.pid, list(dict.fromkeys(g.path for g in self.groups())))
+            leftover_tree.record(str(self.dir), self.proc.pid,
+                                 list(dict.fromkeys(g.path for g in (*self.groups(), *self.spare))))
         except OSError as e:
             append_log(self.log, f"cannot record the command for the engine: {e}")
         reporter = self._reporter()
@@ -253,9 +268,15 @@ class Launcher(AttemptIO, Wakeups):
         return tuple(g for g in (self.group, self.pids_group) if g is not None)
 
     def _remove_groups(self) -> None:
-        for group in self.groups():
+        for group in (*self.groups(), *self.spare):
             group.remove()
         self.group = self.pids_group = None
+        self.spare = ()
+
+    def _drop_seat(self) -> None:
+        if self.seat is not None:
+            self.seat.discard()
+            self.seat = None
 
     def _supervise(self, proc) -> tuple[int | None, str, str]:
         """Wait for the command, enforcing cancel, timeout and memory limit; reap the tree."""

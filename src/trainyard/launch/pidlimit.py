@@ -4,8 +4,9 @@ A job that forks without end (a shell loop, a data loader that starts workers in
 pid of the node, and with them the server's and every other job's ability to start a process. The kernel's
 pids controller counts a group's processes and threads, and makes a ``fork``/``clone`` past ``pids.max``
 fail (EAGAIN) in that group alone. Made as the memory group is (:mod:`trainyard.launch.cgroup`): right
-before the spawn, joined by the command through the same shim before it runs anything of its own, removed
-once the tree is reaped, swept when a dead launcher left it behind.
+before the spawn, joined by the command through the same shim before it runs anything of its own (or
+made while the launcher waited for its attempt, with the command's process-to-be in it: launch.seat),
+removed once the tree is reaped, swept when a dead launcher left it behind.
 
 - ``cgroup-v1``: ``<root>/pids`` is the v1 pids controller and we may create groups in it (root). The
   group is ``<root>/pids/<our group>/trainyard/<attempt>-r<replica>`` with ``pids.max``.
@@ -26,7 +27,7 @@ import os
 import sys
 
 from trainyard.launch import cgroup
-from trainyard.launch.cgroup import MOUNT, PARENT, SHELL, V1, V2
+from trainyard.launch.cgroup import MOUNT, SHELL, V1, V2
 
 _said = False  # "no pids cgroup here": once a launcher, on its own log
 
@@ -62,17 +63,17 @@ class PidsGroup(cgroup.Group):
             cgroup.enable(os.path.dirname(memory.path), "pids")
             group = cls(memory.path, version, limit, owned=False)
         else:
-            parent = cgroup.v1_parent(root, "pids") if version == V1 else os.path.join(root, PARENT)
-            if version == V2:
-                os.makedirs(parent, exist_ok=True)
-                cgroup.enable(parent, "pids")
-            group = cls(cgroup.new_group(parent, name), version, limit)
+            group = cls(cgroup.new_group(cgroup.place(root, version, "pids"), name), version, limit)
         try:
-            cgroup.write(group._file("pids.max"), str(limit))
+            group.apply_limit()
         except OSError:
             group.remove()
             raise
         return group
+
+    def apply_limit(self) -> None:
+        """Write :attr:`limit` to the group (a seat's group is made without one: launch.seat)."""
+        cgroup.write(self._file("pids.max"), str(self.limit))
 
     def refused(self) -> int | None:
         """How many forks the kernel refused at the limit; None where it does not say."""

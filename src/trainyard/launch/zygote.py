@@ -62,8 +62,9 @@ def _let_go() -> None:
     # line: what the interpreter itself writes before that (a fatal error) is kept there, not lost
 
 
-def _run(attempt_dir: str):  # noqa: ANN202
-    """One attempt: its Launcher once run, or None if the launcher broke (the traceback in launcher.log)."""
+def _run(attempt_dir: str, seat=None):  # noqa: ANN001, ANN202
+    """One attempt: its Launcher once run, or None if the launcher broke (the traceback in launcher.log).
+    ``seat``: the launch.seat.Seat made while this launcher waited for it."""
     log = LaunchLog(os.path.join(attempt_dir, "launcher.log"))
     sys.stdout, sys.stderr = log.stream(1), log.stream(2)
     try:
@@ -71,7 +72,7 @@ def _run(attempt_dir: str):  # noqa: ANN202
 
         from trainyard.launch.launcher import Launcher
 
-        launcher = Launcher(Path(attempt_dir))
+        launcher = Launcher(Path(attempt_dir), seat)
         launcher.run()
         return launcher
     except BaseException:  # noqa: BLE001  (a child must never return into the zygote's loop)
@@ -80,6 +81,8 @@ def _run(attempt_dir: str):  # noqa: ANN202
         traceback.print_exc()
         return None
     finally:
+        if seat is not None:  # the launcher broke before it used or dropped it
+            seat.discard()
         sys.stdout.flush()
         sys.stderr.flush()
 
@@ -98,15 +101,39 @@ def _read_line(fd: int) -> str | None:
     return os.fsdecode(data[:-1])
 
 
-def _serve(r: int, attempt_dir: str, free: int) -> None:
+def _seat(want):  # noqa: ANN001, ANN202
+    """A seat (:mod:`trainyard.launch.seat`) for the next attempt, made while this launcher waits for it:
+    with the groups ``want`` names (the attempt before's), or None."""
+    from trainyard.launch.seat import Seat
+
+    return Seat.make(want)
+
+
+def _wants_of(attempt_dir: str | None):  # noqa: ANN202
+    """What the attempt in ``attempt_dir`` needed of a seat (launch.seat.wants), or None."""
+    if attempt_dir is None:
+        return None
+    from pathlib import Path
+
+    from trainyard.launch.config import LaunchConfig
+    from trainyard.launch.seat import wants
+
+    try:
+        return wants(LaunchConfig.read(Path(attempt_dir)))
+    except Exception:  # noqa: BLE001  (gone, or half written: the next attempt joins its groups at the spawn)
+        return None
+
+
+def _serve(r: int, attempt_dir: str, free: int, seat=None) -> None:  # noqa: ANN001
     """A launcher's life: its attempt, then, while it is kept (:mod:`trainyard.launch.handoff`), the
     next ones the zygote hands over on ``r`` once it said on ``free`` that it is free. Never returns."""
     from trainyard.launch import handoff
+    from trainyard.launch.seat import wants
 
     code, stderr, uses = 1, os.dup(2), 0
     try:
         while True:
-            launcher = _run(attempt_dir)
+            launcher = _run(attempt_dir, seat)
             uses += 1
             if launcher is None or not launcher.kept() or uses >= handoff.USES:
                 code = 0 if launcher is not None else 1
@@ -121,8 +148,11 @@ def _serve(r: int, attempt_dir: str, free: int) -> None:
             except OSError:  # the zygote is gone (or not reading): nothing more will come
                 code = 0
                 return
+            seat = _seat(wants(launcher.config))  # said free first: a move's wait is the child's, not the zygote's
             attempt_dir = _read_line(r)
             if attempt_dir is None:
+                if seat is not None:
+                    seat.discard()
                 code = 0
                 return
             handoff.take_over()
@@ -154,8 +184,9 @@ class _Kept:
         self.idle: list[tuple[int, float]] = []  # (pid, free since), the most recently freed last
         self._buf = b""
 
-    def fork(self, attempt_dir: str | None) -> int:
-        """A new launcher, for ``attempt_dir`` or, with None, forked ahead: idle until handed one."""
+    def fork(self, attempt_dir: str | None, last: str | None = None) -> int:
+        """A new launcher, for ``attempt_dir`` or, with None, forked ahead: idle until handed one, with a seat
+        made for an attempt like ``last`` (the attempt dir the zygote read last)."""
         self.update()  # the pipes of launchers reaped are closed before a new one may get a pid of theirs
         r, w = os.pipe()
         pid = _fork()
@@ -164,16 +195,20 @@ class _Kept:
             for fd in (self.r, *self.pipes.values()):  # the others' pipes: theirs alone, or EOF never comes
                 os.close(fd)
             _let_go()
+            seat = None
             if attempt_dir is None:
                 warmup.touch()
+                seat = _seat(_wants_of(last))
                 attempt_dir = _read_line(r)
                 if attempt_dir is None:
+                    if seat is not None:
+                        seat.discard()
                     os._exit(0)
                 marks.reset()
                 marks.mark(HANDED)
             else:
                 marks.mark(FORKED)
-            _serve(r, attempt_dir, self.free)
+            _serve(r, attempt_dir, self.free, seat)
         os.close(r)
         self.pipes[pid] = w
         self.started[pid] = handle.start_time(pid)
@@ -181,11 +216,11 @@ class _Kept:
             self.idle.append((pid, time.monotonic()))
         return pid
 
-    def fork_ahead(self) -> None:
+    def fork_ahead(self, last: str | None) -> None:
         """A launcher forked ahead, unless one came free meanwhile (during the warm-up, say)."""
         self.update()
         if not self.idle:
-            self.fork(None)
+            self.fork(None, last)
 
     def update(self) -> None:
         """Take in who said they are free, and forget who exited."""
@@ -281,6 +316,7 @@ def main() -> int:
     signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warmed = False
+    last = None  # the last attempt dir read: the next one is likely to need the same cgroups (launch.seat)
     kept = _Kept()
     lines = _Lines(sys.stdin.fileno())
     while True:
@@ -294,7 +330,7 @@ def main() -> int:
                     warmup.warm()
                     gc.freeze()  # like the imports
                     warmed = True
-                kept.fork_ahead()
+                kept.fork_ahead(last)
             continue
         line = lines.next()
         if line is None:
@@ -303,6 +339,7 @@ def main() -> int:
         attempt_dir = line.strip()
         if not attempt_dir:
             continue
+        last = attempt_dir
         pid = kept.hand(attempt_dir)
         if pid is None:
             marks.reset()

@@ -1,0 +1,234 @@
+"""The command's seat: a child its launcher starts while it waits for an attempt, already inside the cgroups
+the attempt will likely need, that execs the command when the attempt comes.
+
+Moving a process into a cgroup costs 10-15 ms on a cgroup v1 host: the move waits out an RCU grace period
+(the kernel's ``cgroup_threadgroup_rwsem``). Through the shim (:mod:`trainyard.launch.cgroup`) every job
+with a memory limit, or on a server with ``pids_max``, paid that on the way to its command's start. The
+launcher itself must stay outside its replica's groups (it survives the OOM kill to report it, and neither
+its memory nor its threads are the job's), so it cannot join them ahead and let the command inherit them.
+A child of its can: a launcher idle between attempts (forked ahead by the zygote, or kept after one:
+:mod:`trainyard.launch.zygote`) makes the groups the attempt before needed, without limits, and starts
+this child (a shell), which joins them and waits. When the attempt comes, the launcher writes the limits
+(a write: cheap), names the groups after the replica (v1; v2 refuses to rename a group), and hands the
+child the command to exec as :func:`trainyard.launch.procs.spawn` would have started it: what the shim did
+at the spawn was done before it.
+
+- The attempt needs a group the seat lacks (or another cgroup root, or an image): the seat is let go after
+  the spawn, and the command joins its groups through the shim, as before.
+- It needs fewer: the command runs in the seat anyway; a group it does not need keeps no limit (nothing
+  there is limited or read: the ancestors' limits hold as they did) and is removed at the end with the
+  others. Moving the child back out would cost the grace period the seat is there to save.
+- It needs none: the command is spawned as it would be, and the seat let go after the spawn.
+- Let go (the zygote closed the launcher's pipe, the attempt took another path): the child is killed and
+  its groups removed. A launcher killed while idle closes the child's request pipe with its death, so the
+  child exits, and the groups, empty then, are swept as any dead launcher's are (:func:`cgroup.sweep`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import signal
+from typing import NamedTuple
+
+from trainyard.launch import cgroup, pidlimit, procs
+
+AHEAD = "ahead"  # a seat's groups' name until its attempt's replaces it
+READY = b"r"  # the child's first word once in its groups ("f": it could not join one)
+READY_WAIT = 5.0  # seconds an attempt waits at most for its seat's child to be in (a move takes ~15 ms)
+ENV = "/usr/bin/env"  # the command's environment, and nothing else, as procs.spawn gives it
+_SHELL_ENV = {"PATH": "/usr/bin:/bin"}  # the child shell's own, until env -i
+# the child: join each group (cgroup.procs files), say so (or not) on fd 3, then source fd 4, which is the
+# command's exec, or nothing when let go (EOF: the launcher closed its end, or died)
+_SIT = 'for g; do echo 0 > "$g" || { echo f >&3; exit 0; }; done; echo r >&3; . /dev/fd/4'
+# what the command would have found at its default through procs.spawn: the launcher's own handlers (reset by
+# exec), the zygote's SIGINT ignored, and Python's SIGPIPE and SIGXFSZ ignored (setsigdef there too)
+_DEFAULTS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGHUP", "SIGTERM", "SIGPIPE", "SIGXFSZ", "SIGXFZ",
+                                                "SIGCHLD") if hasattr(signal, n))
+
+
+class Wants(NamedTuple):
+    """The groups a seat holds: the cgroup root, and whether a memory and a pids group."""
+
+    root: str
+    memory: bool
+    pids: bool
+
+
+def wants(config: object) -> Wants | None:
+    """What an attempt of this launch config needs of a seat; None: none (an image, or no limit to hold)."""
+    if getattr(config, "container", None) or not getattr(config, "cgroup_root", None):
+        return None
+    found = Wants(config.cgroup_root, bool(config.memory_limit), bool(config.pids_max))
+    return found if found.memory or found.pids else None
+
+
+class Taken(NamedTuple):
+    """The groups of a seat an attempt took: its memory and pids groups, with their limits, and the rest."""
+
+    memory: cgroup.MemoryGroup | None
+    pids: pidlimit.PidsGroup | None
+    spare: tuple[cgroup.Group, ...]
+
+
+class Seat:
+    """A child waiting in ``groups`` (controller -> (version, path)) under ``root``: :meth:`take` its groups
+    for an attempt, then :meth:`spawn` the command in it; or :meth:`discard` it. One attempt, one seat."""
+
+    def __init__(self, root: str, groups: dict[str, tuple[str, str]]) -> None:
+        self.root, self.groups = root, groups
+        self.pid: int | None = None
+        self.taken = False
+        self._status = self._request = -1
+
+    @classmethod
+    def make(cls, want: Wants | None) -> "Seat | None":
+        """A seat with the groups ``want`` names where this host has them; None where it has none of them."""
+        if want is None or not os.access(ENV, os.X_OK):
+            return None
+        groups: dict[str, tuple[str, str]] = {}
+        seat = cls(want.root, groups)
+        try:
+            mem = cgroup.detect(want.root) if want.memory else cgroup.SAMPLED
+            if mem != cgroup.SAMPLED:
+                groups["memory"] = (mem, cgroup.new_group(cgroup.place(want.root, mem, "memory"), _name()))
+            pids = pidlimit.detect(want.root) if want.pids else None
+            if pids == cgroup.V2 and mem == cgroup.V2:  # one group a replica on v2
+                cgroup.enable(os.path.dirname(groups["memory"][1]), "pids")
+                groups["pids"] = (pids, groups["memory"][1])
+            elif pids is not None:
+                groups["pids"] = (pids, cgroup.new_group(cgroup.place(want.root, pids, "pids"), _name()))
+            if not groups:
+                return None
+            seat._spawn()
+        except OSError:
+            seat.discard()
+            return None
+        return seat
+
+    def _spawn(self) -> None:
+        """The child: a shell that joins the groups, says so on fd 3, then sources what comes on fd 4 (the
+        command's exec, or EOF when let go, or when the launcher died: it then exits). posix_spawn, as
+        procs.spawn: a forked copy of the launcher would share its pages, and each page the launcher then
+        wrote would be copied (measured: ~4 ms of CPU a job in a burst)."""
+        status_r, status_w = os.pipe()
+        request_r, request_w = os.pipe()
+        try:
+            actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                       (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0), (os.POSIX_SPAWN_DUP2, 1, 2),
+                       (os.POSIX_SPAWN_DUP2, status_w, 3), (os.POSIX_SPAWN_DUP2, request_r, 4)]
+            self.pid = os.posix_spawn(cgroup.SHELL, [cgroup.SHELL, "-c", _SIT, "sh", *self._files()], _SHELL_ENV,
+                                      file_actions=actions, setsid=True, setsigdef=_DEFAULTS, setsigmask=())
+        except OSError:
+            os.close(status_r)
+            os.close(request_w)
+            raise
+        finally:
+            os.close(status_w)
+            os.close(request_r)
+        self._status, self._request = status_r, request_w
+
+    def _files(self) -> list[str]:
+        return list(dict.fromkeys(os.path.join(p, "cgroup.procs") for _, p in self.groups.values()))
+
+    def take(self, config: object, name: str) -> Taken | None:
+        """The seat's groups for the attempt of ``config`` (replica ``name``), with its limits written; None
+        where the seat does not fit it (see the module's docstring): then :meth:`discard` it."""
+        need = {"memory": bool(config.memory_limit), "pids": bool(config.pids_max)}
+        if (self.pid is None or config.container or config.cgroup_root != self.root or not any(need.values())
+                or any(n and c not in self.groups for c, n in need.items()) or not self._ready()):
+            return None
+        paths = self._rename(name)
+        memory = pids = None
+        try:
+            if need["memory"]:
+                memory = cgroup.MemoryGroup(paths["memory"][1], paths["memory"][0], config.memory_limit)
+                memory.apply_limit()
+            if need["pids"]:
+                version, path = paths["pids"]
+                pids = pidlimit.PidsGroup(path, version, config.pids_max, owned=memory is None or path != memory.path)
+                pids.apply_limit()
+        except OSError:
+            return None
+        self.taken = True
+        used = {g.path for g in (memory, pids) if g is not None}
+        spare = tuple(cgroup.Group(p) for p in dict.fromkeys(p for _, p in paths.values()) if p not in used)
+        return Taken(memory, pids, spare)
+
+    def _ready(self) -> bool:
+        """Whether the child is in its groups: it says so once, within :data:`READY_WAIT`."""
+        if not select.select([self._status], [], [], READY_WAIT)[0]:
+            return False
+        try:
+            return os.read(self._status, 2) == READY + b"\n"
+        except OSError:
+            return False
+
+    def _rename(self, name: str) -> dict[str, tuple[str, str]]:
+        """The groups under the replica's name where the host lets us (v1; a name taken keeps the seat's)."""
+        renamed: dict[str, str] = {}
+        for version, path in self.groups.values():
+            if version == cgroup.V1 and path not in renamed:
+                to = os.path.join(os.path.dirname(path), name)
+                try:
+                    os.rename(path, to)  # refused onto a group that exists: a relaunch while the old one holds on
+                    renamed[path] = to
+                except OSError:
+                    renamed[path] = path
+        self.groups = {c: (v, renamed.get(p, p)) for c, (v, p) in self.groups.items()}
+        return self.groups
+
+    def spawn(self, argv: list[str], cwd: str, env: dict[str, str], log_path: str) -> procs.Child:
+        """The command exec'd by the child (through ``env -i``), as :func:`trainyard.launch.procs.spawn` starts
+        it: in ``cwd``, with ``env`` alone, stdin from /dev/null, stdout and stderr appended to ``log_path``.
+        Check the command first (``procs.check_executable``), as for the shim: exec's error would be the job's.
+        Returns once the child has read it all (as posix_spawn returns once the shim runs); raises ``OSError``
+        where it could not go to ``cwd`` or open the log (the child then gone)."""
+        pid, self.pid = self.pid, None  # the command's now, or gone
+        script = (f"exec 4<&- </dev/null; cd -- {_q(cwd)} && exec >>{_q(log_path)} 2>&1 || "
+                  f"{{ echo {errno.ENOENT} >&3; exit 127; }}; exec 3>&- {ENV} -i "
+                  + " ".join(_q(f"{k}={v}") for k, v in env.items()) + " " + " ".join(_q(a) for a in argv) + "\n")
+        try:
+            data = script.encode("utf-8", "surrogateescape")
+            while data:
+                data = data[os.write(self._request, data):]
+        finally:
+            os.close(self._request)
+            self._request = -1
+        said = b""
+        while more := os.read(self._status, 4096):  # EOF: the child closed it on its way to exec
+            said += more
+        os.close(self._status)
+        self._status = -1
+        if said.strip():
+            os.waitpid(pid, 0)
+            raise OSError(int(said), os.strerror(int(said)), cwd)
+        return procs.Child(argv, pid)
+
+    def discard(self) -> None:
+        """Kill the child unless it exec'd, and remove the groups unless an attempt took them. Never raises."""
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            self.pid = None
+        for fd in (self._status, self._request):
+            if fd >= 0:
+                os.close(fd)
+        self._status = self._request = -1
+        if not self.taken:
+            for path in dict.fromkeys(p for _, p in self.groups.values()):
+                cgroup.Group(path).remove()
+            self.groups = {}
+
+
+def _name() -> str:
+    return f"{AHEAD}-{os.getpid()}-{os.urandom(3).hex()}"
+
+
+def _q(text: str) -> str:
+    """``text`` quoted for the shell, whatever it holds."""
+    return "'" + text.replace("'", "'\\''") + "'"
