@@ -21,6 +21,11 @@ where                                              seconds    what it paces, and
 ``Client(timeout=…)``                              30.0       one SDK request
 ``trainyard.launch.reporter.TICK``                 0.15       launcher: new log bytes and metric lines
 ``trainyard.launch.reporter.HEARTBEAT``            3.0        launcher: a report at least this often
+``trainyard.launch.setup_beat.SETUP_BEAT``        10.0       launcher: a report this often while it sets up (an
+                                                              image pull, an env build), none before the first
+``ServerSettings.start_deadline``                  300        a starting replica silent this long since its launch
+                                                              or its last report is killed and LostContact: its
+                                                              launcher cannot reach the server, or died early
 ``trainyard.launch.reporter.FIRST_DELAY``          0.1        launcher: a short command's logs come with its first report
 ``trainyard.launch.reporter.BACKOFF_MIN``          0.1        launcher: retry after a failed report, doubling ...
 ``trainyard.launch.reporter.BACKOFF_MAX``          2.0        ... up to this: the server's restart is noticed fast
@@ -217,6 +222,11 @@ class ServerSettings(BaseModel):
                                             "(comma-separated addresses, or *); none: no proxy header is read")
     queues_file: Path | None = Field(None, description="YAML file of queues, loaded at start (replaces earlier file queues)")
     sample_every: float = Field(5.0, ge=0, description="seconds between a launcher's resource samples; 0: off")
+    start_deadline: float = Field(300.0, ge=1, le=86400, description="seconds a replica may stay starting without a "
+                                  "word from its launcher, counted from its launch: past it the launcher is killed "
+                                  "and the attempt ends LostContact (retried as lost_contact). A launcher that sets "
+                                  "up for longer (an image pull, an env build) reports every 10 s meanwhile, and "
+                                  "each report counts the bound anew; keep it well above that")
     idle_gpu_threshold: float = Field(5.0, ge=0, le=100, description="GPU utilisation (%) under which a GPU is idle")
     idle_gpu_period: float = Field(1800.0, gt=0, description="seconds a job's GPUs stay idle before it is flagged")
     log_keep: int = Field(LOG_KEEP, ge=0, description="bytes of each replica's log the server keeps: its first half "

@@ -37,3 +37,24 @@ def test_a_running_replica_silent_past_the_bound_is_killed_and_lost_and_one_stil
     created = sdk.get(setting_up.id).attempts[0].created_at
     until(lambda: time.time() > created + 2 * env.platform.loop.silent_for + 1, timeout=15)  # reconciled since
     assert sdk.get(setting_up.id).status.value == "starting" and len(engine.killed) == 1
+
+
+def test_a_starting_replica_is_lost_past_the_start_deadline_unless_its_launcher_reports_while_setting_up(env):
+    tc, sdk, engine = env.tc, env.sdk, env.engine
+    env.platform.loop.start_deadline = 2.0
+    # given a job whose launcher never reached the server, and one that reports while it sets up (no phase)
+    mute = sdk.submit({"name": "mute", "command": "train", "resources": {"cpu": 1}, "retry": {"max": 0}})
+    mute_attempt = launched(engine)
+    setting_up = sdk.submit({"name": "setup", "command": "train", "resources": {"cpu": 1}, "retry": {"max": 0}})
+    busy = launched(engine, 2)
+    created = sdk.get(setting_up.id).attempts[0].created_at
+    # when the bound passes, and passes again, while the second one reports every half second
+    while time.time() < created + 3 * env.platform.loop.start_deadline:
+        report(tc, engine, busy, pid=1)
+        time.sleep(0.5)
+    # then the first was killed and lost, saying it never reached the server; the second still sets up
+    ended = until(lambda: (j := sdk.get(mute.id)).status.is_terminal() and j, timeout=15)
+    attempt = ended.attempts[0]
+    assert (attempt.reason, ended.status.value) == ("LostContact", "failed")
+    assert "never reached the server" in attempt.message and (mute_attempt, 0) in engine.killed
+    assert sdk.get(setting_up.id).status.value == "starting" and (busy, 0) not in engine.killed

@@ -65,6 +65,18 @@ def test_the_servers_scheduler_loop_plans_with_the_files_options(tmp_path):
         platform.stop()
 
 
+def test_start_deadline_is_read_with_units_and_reaches_the_scheduler_loop(tmp_path):
+    from trainyard.services.platform import Platform
+
+    path = tmp_path / "server.yaml"
+    path.write_text("start_deadline: 2m\n")
+    platform = Platform(ServerSettings(**load(path), home=tmp_path / "home", container_runtime="none"))
+    try:
+        assert platform.loop.start_deadline == 120.0
+    finally:
+        platform.stop()
+
+
 @pytest.mark.parametrize("text, field", [("scheduler:\n  reclaim_within: -1\n", "scheduler.reclaim_within"),
                                          ("scheduler:\n  reclaim_within: soon\n", "scheduler.reclaim_within"),
                                          ("scheduler:\n  reserve_soon: 5m\n", "scheduler.reserve_soon"),

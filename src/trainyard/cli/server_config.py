@@ -10,6 +10,8 @@ metrics_keep: 4000         # points of each metric of a replica: evenly spaced, 
 outputs_max: 100Gi         # bytes of outputs one replica may upload (over it: none, OutputsTooLarge); 0: no bound
 pids_max: 4096             # processes and threads one replica may hold (a fork past it fails); 0: no bound;
                            # unset: 4096 with --auth, none without
+start_deadline: 5m         # a starting replica whose launcher has not reached the server for this long since its
+                           # launch (or its last report while it sets up) is killed, LostContact (retried)
 prices:
   currency: EUR
   gpu_hour: {A100: 2.5, "*": 1.0}
@@ -38,7 +40,7 @@ from trainyard.errors import InvalidSpec
 from trainyard.spec.units import parse_duration, parse_memory
 
 KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "outputs_max",
-        "pids_max", "prices", "scheduler", "webhooks", "retention")
+        "pids_max", "start_deadline", "prices", "scheduler", "webhooks", "retention")
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:
@@ -58,7 +60,7 @@ def load(path: Path) -> dict[str, Any]:
     for key in data:
         if key not in KEYS:
             raise _error(path, str(key), f"unknown setting; this file takes {', '.join(KEYS)}")
-    for key in ("sample_every", "idle_gpu_period"):
+    for key in ("sample_every", "idle_gpu_period", "start_deadline"):
         if key in data:
             try:  # sample_every 0 turns sampling off, as documented; a zero idle period means nothing
                 data[key] = parse_duration(data[key], zero=key == "sample_every")

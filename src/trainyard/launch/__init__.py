@@ -24,6 +24,9 @@ JSON, one request carries whatever is new; see :mod:`trainyard.launch.reporter`)
      "metrics": {"offset": int, "lines": [str]}?, # lines of metrics.jsonl from offset
      "result": {...}?}``                          # only with phase "exited", after all logs
   (the server reads it as :class:`trainyard.spec.reports.LauncherReport`)
+  While a setup that may take long lasts (an env build, an image pull), ``{"pid": int}`` with no
+  phase every ``SETUP_BEAT`` seconds: contact only, so the server does not end a replica that
+  sets up for longer than its ``start_deadline`` (:mod:`trainyard.launch.setup_beat`).
   Each carries ``Authorization: Bearer <token>``, the attempt's own credential
   from launch.json (401 without it; 410 once the attempt has ended, and the
   report changes nothing). Output paths are relative posix paths with no

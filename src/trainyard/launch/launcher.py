@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from trainyard import envvars
-from trainyard.launch import cgroup, handoff, leftover_tree, pidlimit, procs, reasons
+from trainyard.launch import cgroup, handoff, leftover_tree, pidlimit, procs, reasons, setup_beat
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.attempt_io import AttemptIO
 from trainyard.launch.emptydirs import Pool
@@ -45,6 +45,7 @@ class Launcher(AttemptIO, Wakeups):
         self.spare: tuple[cgroup.Group, ...] = ()  # the seat's groups the attempt did not need: removed at the end
         self.container = None  # a launch.container.Container when the job runs in an image
         self.reporter = None  # started once the command runs (or setup failed)
+        self.beat = None  # a launch.setup_beat.SetupBeat while a setup that may take long lasts
         self.inputs: dict[str, str] = {}  # input name -> local path, once resolved
         self.readonly: list[str] = []  # the node's cache entries those inputs are in: the job sees them read-only
         self.checkpoints = None  # a launch.checkpoint_sync.CheckpointSync when checkpoints go to an object store
@@ -75,6 +76,7 @@ class Launcher(AttemptIO, Wakeups):
                 if problem := keep_log(self.log, self.config.log_url, self.config.masks):
                     result["message"] = "; ".join(m for m in (result["message"], problem) if m)
         finally:
+            self._setup_over()
             if self.proc is not None and self.proc.returncode is None:  # crashed mid-run
                 procs.kill_tree(self.proc.pid)
             if self.checkpoints is not None:
@@ -138,8 +140,17 @@ class Launcher(AttemptIO, Wakeups):
                                      lambda: self._cancel_from_server("the server has ended this attempt"))
         return self.reporter
 
+    def _setup_over(self) -> None:
+        if self.beat is not None:
+            self.beat.stop()
+            self.beat = None
+
     def _attempt(self) -> dict:
         cfg = self.config
+        if setup_beat.may_take_long(cfg):  # the server hears it is alive; it ends a starting replica that is silent
+            self.beat = setup_beat.SetupBeat(cfg, str(self.dir), self._cancel_from_server,
+                                             lambda: self._cancel_from_server("the server has ended this attempt"))
+            self.beat.start()
         try:
             env, work = self._prepare()
         except (SetupError, OSError) as e:
@@ -207,6 +218,7 @@ class Launcher(AttemptIO, Wakeups):
             else:
                 self.proc = procs.spawn(argv, str(work), start_env, str(self.log))
             mark("spawned (exec done)")
+            self._setup_over()  # the reporter says the rest
         except OSError as e:
             self._drop_seat()
             self._remove_groups()

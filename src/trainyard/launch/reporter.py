@@ -23,8 +23,9 @@ JSON ``{"phase", "pid", "log"?, "metrics"?, "result"?}``; the answer is
   being redeployed may say those for a moment): re-read ``address_file`` (the
   server may be back on another port) and retry with backoff (0.1 s doubling
   to 2 s), forever while the command runs, for ``exit_report_deadline`` seconds after.
-- Nothing is sent before the command starts (setup, venv build); a failed
-  setup still sends its log and result.
+- Nothing is sent from here before the command starts: a setup that takes long (an env build, an image
+  pull) says it is alive through :mod:`trainyard.launch.setup_beat`; a failed setup still sends its log
+  and result from here.
 - The thread is started only when its first report is due (:meth:`Reporter.start`
   from the launcher's waits): a command over before then has its one report, the
   result, sent by :meth:`Reporter.final_inline` from the launcher's main thread, and
@@ -353,7 +354,7 @@ class Reporter:
         kept, self._kept = self._kept, None
         status, data = post_json(self.server, path, payload, headers, timeout, self.ca_file, self.ca_pem, sent, kept)
         if status in (404, 410):
-            raise Gone(ended=_error_code(data) == "attempt_ended")
+            raise Gone(ended=error_code(data) == "attempt_ended")
         if status in (401, 403):
             self._reread_token()
         if not 200 <= status < 300:
@@ -376,18 +377,22 @@ class Reporter:
         self.token = read_token(os.path.dirname(self.log_path)) or self.token
 
     def _reread_address(self) -> None:
-        if not self.config.address_file:
-            return
-        try:
-            with open(self.config.address_file, encoding="utf-8") as f:
-                url = json.load(f).get("url")
-        except (OSError, ValueError, AttributeError):
-            return
-        if isinstance(url, str) and url:
-            self.server = url.rstrip("/")
+        self.server = announced(self.config.address_file) or self.server
 
 
-def _error_code(data: bytes | None) -> str | None:
+def announced(address_file: str | None) -> str | None:
+    """The server's URL as ``address_file`` announces it now (the server may be back on another port)."""
+    if not address_file:
+        return None
+    try:
+        with open(address_file, encoding="utf-8") as f:
+            url = json.load(f).get("url")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return url.rstrip("/") if isinstance(url, str) and url else None
+
+
+def error_code(data: bytes | None) -> str | None:
     """The ``code`` of an error answer's JSON body (trainyard.errors), if it has one."""
     try:
         return json.loads(data or b"{}").get("code")

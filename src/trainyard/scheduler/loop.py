@@ -28,6 +28,7 @@ from trainyard.status import AttemptStatus, JobStatus, Reason
 from trainyard.store import Admission, Store, Waiting
 
 log = logging.getLogger("trainyard.scheduler")
+START_DEADLINE = 300.0  # ServerSettings.start_deadline's default: a starting replica's longest silence
 ConfigFor = Callable[[JobInfo, AttemptInfo, str], list[LaunchConfig]]  # job, attempt, its launchers' token
 Live = list[tuple[JobInfo, AttemptInfo]]
 
@@ -45,7 +46,7 @@ class SchedulerLoop:
     def __init__(
         self, store: Store, engine: Engine, attempts: Attempts, config_for: ConfigFor,
         live: Callable[[list[AttemptInfo]], Live], nodes: Callable[[Live], list[NodeInfo]], queues: Callable[[], list[Queue]],
-        *, reconcile_every: float = 1.0, options: Options | None = None,
+        *, reconcile_every: float = 1.0, options: Options | None = None, start_deadline: float = START_DEADLINE,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -63,6 +64,9 @@ class SchedulerLoop:
         self._last_reconcile = 0.0
         # a launcher reports at least every HEARTBEAT seconds; one silent for this long is hung or cut off
         self.silent_for = max(60.0, 10 * HEARTBEAT)
+        # one setting up reports every launch.setup_beat.SETUP_BEAT seconds; one that never reached the server (a
+        # wrong address, a cut network, dead before its first report) would stay starting until it gave up, 1 h on
+        self.start_deadline = start_deadline
         self.since = time.time()  # launchers could not reach a server that was down: silence counts from here
         self._next_due: float | None = None
         # True only between a cycle that finished leaving no job waiting and the next cycle's start;
@@ -145,22 +149,28 @@ class SchedulerLoop:
             self._launch(self.store.get_job(a.job_id), a, token.secret)
 
     def _silenced(self, observed: list[Observation], by_id: dict[str, AttemptInfo], now: float) -> list[Observation]:
-        """Replicas the engine sees alive that have not reported for ``silent_for`` seconds: a launcher
-        that hangs (or is cut off) would never end them, not even at their timeout. Killed, and lost once
-        nothing of them runs. A replica still setting up (starting) reports nothing yet, and silence
-        while this server was down is not theirs."""
-        if now - self.since < self.silent_for:
+        """Replicas the engine sees alive whose launchers have not reported for too long: ``silent_for``
+        seconds once running (a launcher that hangs, or is cut off, would never end them, not even at their
+        timeout), ``start_deadline`` seconds while starting, counted from the launch and from each report
+        a launcher sends while it sets up (so a long image pull or env build that reports is left alone).
+        Killed, and lost once nothing of them runs. Silence while this server was down is not theirs."""
+        if now - self.since < min(self.silent_for, self.start_deadline):
             return []
         out = []
         for o in observed:
             if o.state != "alive":
                 continue
-            r = next(x for x in by_id[o.attempt_id].replicas if x.index == o.replica)
-            if r.status != AttemptStatus.RUNNING or now - (r.last_contact_at or now) < self.silent_for:
+            a = by_id[o.attempt_id]
+            r = next(x for x in a.replicas if x.index == o.replica)
+            running = r.status == AttemptStatus.RUNNING
+            if not running and r.status != AttemptStatus.STARTING:
                 continue
-            if self.engine.kill(by_id[o.attempt_id], o.replica):
-                out.append(Observation(o.attempt_id, o.replica, "lost", detail=(
-                    f"its launcher sent no report for {now - r.last_contact_at:.0f}s and was killed")))
+            last = r.last_contact_at or now
+            if now - max(last, self.since) < (self.silent_for if running else self.start_deadline):
+                continue
+            if self.engine.kill(a, o.replica):
+                out.append(Observation(o.attempt_id, o.replica, "lost", detail=_silence(running, last > a.created_at,
+                                                                                       now - last)))
         return out
 
     def stop_attempt(self, attempt: AttemptInfo) -> None:
@@ -257,3 +267,11 @@ def _admitted(w: Waiting, spec: JobSpec, snapshot: str | None, now: float) -> Jo
                                    priority=w.priority, spec=spec, snapshot=snapshot, created_at=w.created_at,
                                    updated_at=now, not_before=None, reason=None, position=None, owner=w.owner,
                                    attempts=[])
+
+
+def _silence(running: bool, reported: bool, quiet: float) -> str:
+    """Why a silent replica was ended, for people."""
+    if running or reported:
+        return f"its launcher sent no report for {quiet:.0f}s{'' if running else ' while setting up'} and was killed"
+    return (f"its launcher never reached the server in the {quiet:.0f}s since its launch (the server's address "
+            "unreachable from its node, or a launcher that died before its first report) and was killed")

@@ -148,7 +148,7 @@ class Platform:
         self.loop = SchedulerLoop(
             self.store, self.engine, self.attempts, config_for=self._configs,
             live=self.cluster.live, nodes=self.cluster.nodes, queues=self.queues.models,
-            options=Options(**settings.scheduler.model_dump()),
+            options=Options(**settings.scheduler.model_dump()), start_deadline=settings.start_deadline,
         )
         self.scheduler.bind(self.loop)
         self.store.idle_rule = IdleRule(settings.idle_gpu_threshold, settings.idle_gpu_period)
