@@ -44,6 +44,8 @@ where                                              seconds    what it paces, and
 ``trainyard.engines.ray.engine.NODES_TTL``         0.5        a ``ray.nodes()`` answer is reused (asked every cycle)
 ``trainyard.engines.ray.reconcile.ORPHAN_SWEEP_EVERY`` 10.0   looks for placement groups no live attempt owns
 ``trainyard.engines.ray.reconcile.CANCEL_SLACK``   15.0       past a cancel's grace period, actors still running die
+``trainyard.engines.ray.placing.SAY_AFTER``        10.0       a placement group Ray has not placed this long: its
+                                                              job's reason says why (Ray places in ms when it can)
 =================================================  =========  =================================================
 
 The launcher's values stay in the launcher: it must start fast and import nothing of the server side.

@@ -58,3 +58,25 @@ def test_a_starting_replica_is_lost_past_the_start_deadline_unless_its_launcher_
     assert (attempt.reason, ended.status.value) == ("LostContact", "failed")
     assert "never reached the server" in attempt.message and (mute_attempt, 0) in engine.killed
     assert sdk.get(setting_up.id).status.value == "starting" and (busy, 0) not in engine.killed
+
+
+def test_a_replica_the_engine_has_not_placed_waits_saying_why_and_is_not_taken_for_a_silent_launcher(env):
+    tc, sdk, engine = env.tc, env.sdk, env.engine
+    env.platform.loop.start_deadline = 2.0
+    why = "Ray has not placed the placement group trainyard-x for 10 s: Ray says NO_RESOURCES"
+    # given a job whose attempt the engine cannot place (another user holds its node)
+    job = sdk.submit({"name": "held", "command": "train", "resources": {"cpu": 1}, "retry": {"max": 0}})
+    attempt = launched(engine)
+    engine.hold(attempt, why)
+    # when it waits well past the start deadline
+    assert until(lambda: sdk.get(job.id).reason == why, timeout=10)
+    time.sleep(3 * env.platform.loop.start_deadline)
+    # then it is still starting, saying why, and nothing was killed
+    held = sdk.get(job.id)
+    assert (held.status.value, held.reason, engine.killed) == ("starting", why, [])
+    # and once placed, its launcher starts and reports: running, with nothing more to say
+    engine.place(attempt)
+    report(tc, engine, attempt, phase="running", pid=1)
+    until(lambda: sdk.get(job.id).status.value == "running", timeout=10)
+    time.sleep(1.5)  # a cycle or more since
+    assert sdk.get(job.id).reason is None and engine.killed == []

@@ -30,10 +30,12 @@ class Observation:
     attempt_id: str
     replica: int
     # alive: running (or still delivering its logs); exited: ended, ``result`` says how;
-    # lost: launched, gone, and nobody knows how it ended; not_launched: no trace of a launch
-    state: Literal["alive", "exited", "lost", "not_launched"]
+    # lost: launched, gone, and nobody knows how it ended; not_launched: no trace of a launch;
+    # placing: launched, but the engine has not found it room yet (Ray has not placed its placement group):
+    # no launcher runs, so its silence is no launcher's
+    state: Literal["alive", "exited", "lost", "not_launched", "placing"]
     result: LaunchResult | None = None  # when "exited": the launcher's result.json, or the engine's word for it
-    detail: str = ""  # when "lost": why the engine thinks so, for people
+    detail: str = ""  # when "lost": why the engine thinks so; when "placing": why it waits, once it is worth saying
 
 
 class Launch(NamedTuple):
@@ -125,6 +127,10 @@ class Engine(ABC):
           One cancelled before it was ever launched may read either way:
           ``not_launched`` (local) or ``exited`` with ``Cancelled`` (fake;
           Ray while the same engine object lives).
+        - ``placing``: launched, but the engine has not found it room yet, so no
+          launcher runs (Ray: its placement group is pending, another user may
+          hold the node). ``detail``, once it is worth saying, says why, for the
+          job's reason. Engines that place at once never answer it.
 
         Works the same on an engine object made after a restart: it finds
         replicas an earlier one launched, running or ended. Never raises for

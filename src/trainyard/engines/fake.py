@@ -38,6 +38,7 @@ class FakeEngine(Engine):
         self.failures: list[BaseException] = []  # raised inside calls from the platform; join re-raises them
         self._results: dict[tuple[str, int], LaunchResult] = {}
         self._lost: set[tuple[str, int]] = set()
+        self.unplaced: dict[str, str] = {}  # attempt id -> why the engine has not placed it (see place)
         # join's bookkeeping: every reconcile call is numbered; an attempt has ended "as far as the platform
         # knows" once a reconcile that began after its launch no longer lists it as live
         self._changed = threading.Condition()
@@ -105,6 +106,16 @@ class FakeEngine(Engine):
         with self._changed:
             self._lost.add((attempt_id, replica))
 
+    def hold(self, attempt_id: str, why: str = "") -> None:
+        """Leave an attempt unplaced, as Ray leaves a placement group it cannot place: its replicas read
+        ``placing`` with ``why`` until :meth:`place`."""
+        with self._changed:
+            self.unplaced[attempt_id] = why
+
+    def place(self, attempt_id: str) -> None:
+        with self._changed:
+            self.unplaced.pop(attempt_id, None)
+
     def reconcile(self, attempts: list[AttemptInfo]) -> list[Observation]:
         with self._changed:
             self._reconciles += 1
@@ -122,6 +133,8 @@ class FakeEngine(Engine):
             return Observation(attempt_id, replica, "exited", self._results[key])
         if key in self._lost:
             return Observation(attempt_id, replica, "lost", detail="lost by the fake engine")
+        if attempt_id in self.unplaced:
+            return Observation(attempt_id, replica, "placing", detail=self.unplaced[attempt_id])
         if attempt_id in self.launched:
             return Observation(attempt_id, replica, "alive")
         return Observation(attempt_id, replica, "not_launched")

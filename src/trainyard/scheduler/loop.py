@@ -68,6 +68,9 @@ class SchedulerLoop:
         # wrong address, a cut network, dead before its first report) would stay starting until it gave up, 1 h on
         self.start_deadline = start_deadline
         self.since = time.time()  # launchers could not reach a server that was down: silence counts from here
+        # (attempt id, replica) -> when the engine last said it had not placed it: no launcher ran before then
+        self._unplaced: dict[tuple[str, int], float] = {}
+        self._said: dict[str, str] = {}  # job id -> the starting reason this loop last wrote for it
         self._next_due: float | None = None
         # True only between a cycle that finished leaving no job waiting and the next cycle's start;
         # read and written under the lock, so freed() never needs a thought about thread order
@@ -142,18 +145,38 @@ class SchedulerLoop:
             if a.stop_reason:
                 self.stop_attempt(a)
         observed = self.engine.reconcile(active)
-        for a in self.attempts.observe(observed + self._silenced(observed, by_id, time.time()), by_id):
+        now = time.time()
+        self._placing(observed, by_id, now)
+        for a in self.attempts.observe(observed + self._silenced(observed, by_id, now), by_id):
             # launched again after a restart: the first token's plaintext is gone, so a new one replaces it
             token = new_attempt_token()
             self.store.set_token_hash(a.id, token.hash)
             self._launch(self.store.get_job(a.job_id), a, token.secret)
 
+    def _placing(self, observed: list[Observation], by_id: dict[str, AttemptInfo], now: float) -> None:
+        """Replicas the engine has not placed yet (Ray: another user holds the node): their start deadline
+        counts from their placement, not their launch, and their job says why it has not started, as the
+        engine puts it; once placed (or ended), it says so no more."""
+        self._unplaced = {k: at for k, at in self._unplaced.items() if k[0] in by_id}
+        said: dict[str, str] = {}
+        for o in observed:
+            if o.state == "placing":
+                self._unplaced[(o.attempt_id, o.replica)] = now
+                if o.detail:
+                    said.setdefault(by_id[o.attempt_id].job_id, o.detail)
+        changed: dict[str, str | None] = {job_id: why for job_id, why in said.items() if self._said.get(job_id) != why}
+        changed.update((job_id, None) for job_id in self._said.keys() - said.keys())
+        if changed:
+            self.store.set_starting_reasons(changed)
+        self._said = said
+
     def _silenced(self, observed: list[Observation], by_id: dict[str, AttemptInfo], now: float) -> list[Observation]:
         """Replicas the engine sees alive whose launchers have not reported for too long: ``silent_for``
         seconds once running (a launcher that hangs, or is cut off, would never end them, not even at their
-        timeout), ``start_deadline`` seconds while starting, counted from the launch and from each report
-        a launcher sends while it sets up (so a long image pull or env build that reports is left alone).
-        Killed, and lost once nothing of them runs. Silence while this server was down is not theirs."""
+        timeout), ``start_deadline`` seconds while starting, counted from the launch (or the placement, where
+        the engine had to wait for room) and from each report a launcher sends while it sets up (so a long
+        image pull or env build that reports is left alone). Killed, and lost once nothing of them runs.
+        Silence while this server was down is not theirs."""
         if now - self.since < min(self.silent_for, self.start_deadline):
             return []
         out = []
@@ -166,11 +189,13 @@ class SchedulerLoop:
             if not running and r.status != AttemptStatus.STARTING:
                 continue
             last = r.last_contact_at or now
-            if now - max(last, self.since) < (self.silent_for if running else self.start_deadline):
+            started = 0.0 if running else self._unplaced.get((o.attempt_id, o.replica), 0.0)
+            if now - max(last, self.since, started) < (self.silent_for if running else self.start_deadline):
                 continue
             if self.engine.kill(a, o.replica):
-                out.append(Observation(o.attempt_id, o.replica, "lost", detail=_silence(running, last > a.created_at,
-                                                                                       now - last)))
+                quiet = now - max(last, started)
+                out.append(Observation(o.attempt_id, o.replica, "lost",
+                                       detail=_silence(running, last > a.created_at, quiet)))
         return out
 
     def stop_attempt(self, attempt: AttemptInfo) -> None:

@@ -10,7 +10,8 @@ from trainyard.spec.submitted import STORED
 from trainyard.store import tables as t
 from trainyard.store.moves import Waiting
 from trainyard.store.rows import attempts_from
-from trainyard.store.statements import ACTIVE, SET_REASON, WAITING, WAITING_LAST, WAITING_REASONS
+from trainyard.store.statements import (ACTIVE, SET_REASON, SET_STARTING_REASON, WAITING, WAITING_LAST,
+                                       WAITING_REASONS)
 
 
 class LineReads:
@@ -55,3 +56,11 @@ class LineReads:
                        for job_id, new in wanted.items() if current.get(job_id, new) != new]
             if changed:
                 conn.execute(SET_REASON, changed)
+
+    def set_starting_reasons(self, reasons: dict[str, str | None]) -> None:
+        """Why each of these jobs, admitted, has not started (None: nothing to say any more); a job that has
+        moved on since (running, ended) is left as it is."""
+        if reasons:
+            with self.write() as s:
+                s.connection().execute(SET_STARTING_REASON, [{"b_id": job_id, "b_reason": why}
+                                                             for job_id, why in reasons.items()])

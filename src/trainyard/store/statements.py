@@ -45,4 +45,7 @@ WAITING_LAST = (select(_ATTEMPT.job_id, _ATTEMPT.reason, _ATTEMPT.preempted_by)
 WAITING_REASONS = select(_JOB.id, _JOB.reason, _JOB.position).where(_IN_LINE)
 SET_REASON = update(t.Job.__table__).where(_JOB.id == bindparam("b_id"), _IN_LINE).values(
     reason=bindparam("b_reason"), position=bindparam("b_position"))
+# why a job admitted has not started yet (its engine has not placed it): only while it is starting
+SET_STARTING_REASON = update(t.Job.__table__).where(_JOB.id == bindparam("b_id"), _JOB.status == "starting").values(
+    reason=bindparam("b_reason"))
 ACTIVE = attempts_query(_ATTEMPT.status.in_(ACTIVE_ATTEMPT), _ATTEMPT.created_at)

@@ -260,7 +260,7 @@ class Store(LineReads, JobReads, JobLabels):
         if conclude is None or not all(r.status.is_terminal() for r in attempt.replicas):
             if started_at and attempt.status == AttemptStatus.STARTING:  # a gang runs once one replica has run
                 if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING, **first):
-                    self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)
+                    self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING, reason=None)  # no starting reason
             return attempt, False
         known = self._specs.get(attempt.job_id)  # validating it again cost more than the rest of the end
         row = s.connection().execute(ENDING_JOB[known is None], {"job_id": attempt.job_id}).one()

@@ -136,7 +136,8 @@ class TelemetryMixin:
                           started_at=now, last_contact_at=now)
                 if self._cas(s, t.Attempt, attempt_id, AttemptStatus.RUNNING,  # type: ignore[attr-defined]
                              started_at=now, last_contact_at=now):
-                    self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING)  # type: ignore[attr-defined]
+                    # a reason it had while starting (its engine had not placed it) is over
+                    self._cas(s, t.Job, attempt.job_id, JobStatus.RUNNING, reason=None)  # type: ignore[attr-defined]
             elif not first:
                 s.connection().execute(_CONTACT, {"k_attempt_id": attempt_id, "k_index": replica, "v_at": now})
             if log:

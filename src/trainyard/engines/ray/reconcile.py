@@ -2,6 +2,7 @@
 watcher collected (:class:`~trainyard.engines.ray.ledger.ReplicaLedger`) and, for replicas this
 process does not follow, from the cluster by name; plus the clean-up that rides on it.
 
+A replica whose placement group Ray has not placed reads ``placing`` (:mod:`trainyard.engines.ray.placing`).
 A replica launched before this process started is attached to (its agent's or its actor's run call
 followed again), so a restarted control plane finds its work. Where a replica is lost, its node
 gone, or a cancel overdue, the attempt's placement group and actors are released here. Now and then
@@ -15,7 +16,7 @@ import time
 from typing import Any, Callable
 
 from trainyard.engines.base import Observation
-from trainyard.engines.ray import nodes as raynodes
+from trainyard.engines.ray import nodes as raynodes, placing
 from trainyard.engines.ray.agents import NodeAgents
 from trainyard.engines.ray.cluster import actor_name, find_placement_group, pg_name
 from trainyard.engines.ray.ledger import ReplicaLedger
@@ -48,6 +49,8 @@ class Reconciler:
     def reconcile(self, attempts: list[AttemptInfo], raw: list[dict[str, Any]]) -> list[Observation]:
         """:meth:`trainyard.engines.base.Engine.reconcile`, given a fresh ``ray.nodes()`` answer."""
         alive = {n["NodeID"] for n in raynodes.alive(raw)}
+        unplaced = placing.pending(self._ray, self.namespace, attempts)
+        now = time.time()
         out: list[Observation] = []
         for a in attempts:
             lost_node = False
@@ -55,6 +58,8 @@ class Reconciler:
                 if r.status.is_terminal():
                     continue
                 obs = self._observe(a, r.index, alive, raw)
+                if obs.state == "alive" and a.id in unplaced:  # its run call waits for the group: no launcher yet
+                    obs = Observation(a.id, r.index, "placing", detail=placing.reason(unplaced[a.id], a, now))
                 if obs.result is not None and obs.result.kind is Reason.NODE_LOST:
                     lost_node = True
                 out.append(obs)
