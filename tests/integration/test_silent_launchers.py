@@ -80,3 +80,19 @@ def test_a_replica_the_engine_has_not_placed_waits_saying_why_and_is_not_taken_f
     until(lambda: sdk.get(job.id).status.value == "running", timeout=10)
     time.sleep(1.5)  # a cycle or more since
     assert sdk.get(job.id).reason is None and engine.killed == []
+
+
+def test_a_replica_killed_for_its_silence_by_an_engine_that_can_only_cancel_it_ends_lost_and_is_retried(env):
+    sdk, engine = env.sdk, env.engine
+    engine.kill_by_cancel = True  # as Ray: its launcher, stopped, ends Cancelled
+    env.platform.loop.start_deadline = 1.0
+    # given a job whose launcher never reaches the server, retried once on lost contact
+    job = sdk.submit({"name": "ray-mute", "command": "train", "resources": {"cpu": 1},
+                      "retry": {"max": 1, "backoff": 0, "on": ["lost_contact"]}})
+    first = launched(engine)
+    # when the start deadline passes and the engine stops it
+    again = until(lambda: len((j := sdk.get(job.id)).attempts) == 2 and j, timeout=15)
+    # then its attempt ended LostContact, saying why, not Cancelled, and the job was retried
+    attempt = again.attempts[0]
+    assert (attempt.id, attempt.reason) == (first, "LostContact"), attempt
+    assert "never reached the server" in attempt.message and first in engine.cancelled

@@ -39,6 +39,7 @@ class FakeEngine(Engine):
         self._results: dict[tuple[str, int], LaunchResult] = {}
         self._lost: set[tuple[str, int]] = set()
         self.unplaced: dict[str, str] = {}  # attempt id -> why the engine has not placed it (see place)
+        self.kill_by_cancel = False  # kill as the base Engine's does (Ray's): a cancel, the end seen later
         # join's bookkeeping: every reconcile call is numbered; an attempt has ended "as far as the platform
         # knows" once a reconcile that began after its launch no longer lists it as live
         self._changed = threading.Condition()
@@ -84,9 +85,10 @@ class FakeEngine(Engine):
         return {"Authorization": f"Bearer {self.launched[attempt_id][0].token}"}
 
     def kill(self, attempt: AttemptInfo, replica: int) -> bool:
-        """Gone at once, as the local engine's kill of a hung launcher leaves nothing: the test says it ended."""
+        """Gone at once, as the local engine's kill of a hung launcher leaves nothing: the test says it ended.
+        With ``kill_by_cancel``, as an engine that can only cancel (Ray): stopped, ending Cancelled."""
         self.killed.append((attempt.id, replica))
-        return True
+        return True if not self.kill_by_cancel else super().kill(attempt, replica)
 
     def cancel(self, attempt: AttemptInfo) -> None:
         with self._changed:

@@ -71,6 +71,8 @@ class SchedulerLoop:
         # (attempt id, replica) -> when the engine last said it had not placed it: no launcher ran before then
         self._unplaced: dict[tuple[str, int], float] = {}
         self._said: dict[str, str] = {}  # job id -> the starting reason this loop last wrote for it
+        # (attempt id, replica) -> why, for replicas killed for their silence that the engine has yet to see gone
+        self._killing: dict[tuple[str, int], str] = {}
         self._next_due: float | None = None
         # True only between a cycle that finished leaving no job waiting and the next cycle's start;
         # read and written under the lock, so freed() never needs a thought about thread order
@@ -144,7 +146,7 @@ class SchedulerLoop:
         for a in active:
             if a.stop_reason:
                 self.stop_attempt(a)
-        observed = self.engine.reconcile(active)
+        observed = self._as_killed(self.engine.reconcile(active), by_id)
         now = time.time()
         self._placing(observed, by_id, now)
         for a in self.attempts.observe(observed + self._silenced(observed, by_id, now), by_id):
@@ -192,10 +194,26 @@ class SchedulerLoop:
             started = 0.0 if running else self._unplaced.get((o.attempt_id, o.replica), 0.0)
             if now - max(last, self.since, started) < (self.silent_for if running else self.start_deadline):
                 continue
+            why = _silence(running, last > a.created_at, now - max(last, started))
             if self.engine.kill(a, o.replica):
-                quiet = now - max(last, started)
-                out.append(Observation(o.attempt_id, o.replica, "lost",
-                                       detail=_silence(running, last > a.created_at, quiet)))
+                out.append(Observation(o.attempt_id, o.replica, "lost", detail=why))
+            else:  # being killed (Ray's kill is a cancel): its end, when the engine sees it, is this
+                self._killing.setdefault((o.attempt_id, o.replica), why)
+        return out
+
+    def _as_killed(self, observed: list[Observation], by_id: dict[str, AttemptInfo]) -> list[Observation]:
+        """The end of a replica this loop killed for its silence reads lost, with why: an engine that can
+        only cancel (Ray) sees it end Cancelled, which no retry policy retries, and nobody asked for it."""
+        if not self._killing:
+            return observed
+        self._killing = {k: why for k, why in self._killing.items() if k[0] in by_id}
+        out = []
+        for o in observed:
+            why = self._killing.get((o.attempt_id, o.replica))
+            if why is not None and o.state in ("exited", "lost") and not by_id[o.attempt_id].stop_reason and (
+                    o.result is None or o.result.kind in (Reason.CANCELLED, Reason.LOST)):
+                o = Observation(o.attempt_id, o.replica, "lost", detail=why)
+            out.append(o)
         return out
 
     def stop_attempt(self, attempt: AttemptInfo) -> None:
