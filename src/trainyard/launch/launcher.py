@@ -184,7 +184,7 @@ class Launcher(AttemptIO, Wakeups):
         seated = None
         if self.container is None:
             name = f"{cfg.attempt_id}-r{cfg.replica}"
-            if self.seat is not None and (seated := self.seat.take(cfg, name)) is not None:
+            if self.seat is not None and (seated := self.seat.take(cfg, name, env)) is not None:
                 self.group, self.pids_group, self.spare = seated
             else:
                 self.group = cgroup.for_replica(cfg.cgroup_root, cfg.memory_limit, name,

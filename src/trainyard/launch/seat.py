@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import select
 import signal
 from typing import NamedTuple
@@ -37,8 +38,10 @@ from trainyard.launch import cgroup, pidlimit, procs
 AHEAD = "ahead"  # a seat's groups' name until its attempt's replaces it
 READY = b"r"  # the child's first word once in its groups ("f": it could not join one)
 READY_WAIT = 5.0  # seconds an attempt waits at most for its seat's child to be in (a move takes ~15 ms)
-ENV = "/usr/bin/env"  # the command's environment, and nothing else, as procs.spawn gives it
-_SHELL_ENV = {"PATH": "/usr/bin:/bin"}  # the child shell's own, until env -i
+_SHELL_ENV = {"PATH": "/usr/bin:/bin"}  # the child shell's own, unset before the command's is exported
+# a name the child's shell can export (an identifier; all a spec can name. OPTIND must be a number, to dash
+# here as to the shim's, which reads it from its environment)
+_EXPORTABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # the child: join each group (cgroup.procs files), say so (or not) on fd 3, then source fd 4, which is the
 # command's exec, or nothing when let go (EOF: the launcher closed its end, or died)
 _SIT = 'for g; do echo 0 > "$g" || { echo f >&3; exit 0; }; done; echo r >&3; . /dev/fd/4'
@@ -85,7 +88,7 @@ class Seat:
     @classmethod
     def make(cls, want: Wants | None) -> "Seat | None":
         """A seat with the groups ``want`` names where this host has them; None where it has none of them."""
-        if want is None or not os.access(ENV, os.X_OK):
+        if want is None:
             return None
         groups: dict[str, tuple[str, str]] = {}
         seat = cls(want.root, groups)
@@ -132,11 +135,13 @@ class Seat:
     def _files(self) -> list[str]:
         return list(dict.fromkeys(os.path.join(p, "cgroup.procs") for _, p in self.groups.values()))
 
-    def take(self, config: object, name: str) -> Taken | None:
-        """The seat's groups for the attempt of ``config`` (replica ``name``), with its limits written; None
-        where the seat does not fit it (see the module's docstring): then :meth:`discard` it."""
+    def take(self, config: object, name: str, env: dict[str, str]) -> Taken | None:
+        """The seat's groups for the attempt of ``config`` (replica ``name``, its command's environment ``env``),
+        with its limits written; None where the seat does not fit it (see the module's docstring, and
+        :meth:`spawn` on the names): then :meth:`discard` it."""
         need = {"memory": bool(config.memory_limit), "pids": bool(config.pids_max)}
         if (self.pid is None or config.container or config.cgroup_root != self.root or not any(need.values())
+                or not all(_EXPORTABLE.match(k) for k in env)
                 or any(n and c not in self.groups for c, n in need.items()) or not self._ready()):
             return None
         paths = self._rename(name)
@@ -180,15 +185,22 @@ class Seat:
         return self.groups
 
     def spawn(self, argv: list[str], cwd: str, env: dict[str, str], log_path: str) -> procs.Child:
-        """The command exec'd by the child (through ``env -i``), as :func:`trainyard.launch.procs.spawn` starts
-        it: in ``cwd``, with ``env`` alone, stdin from /dev/null, stdout and stderr appended to ``log_path``.
+        """The command exec'd by the child, as :func:`trainyard.launch.procs.spawn` starts it: in ``cwd``, with
+        ``env`` alone, stdin from /dev/null, stdout and stderr appended to ``log_path``. The shell exports ``env``
+        itself (names :meth:`take` checked): given to ``env -i`` as arguments, the values (secrets among them)
+        would sit in that process's argv, which /proc/PID/cmdline shows every user of the node.
         Check the command first (``procs.check_executable``), as for the shim: exec's error would be the job's.
         Returns once the child has read it all (as posix_spawn returns once the shim runs); raises ``OSError``
         where it could not go to ``cwd`` or open the log (the child then gone)."""
+        bad = [k for k in env if not _EXPORTABLE.match(k)]
+        if bad:  # take() refused such an env: only a name added since could be one (then discarded, as refused)
+            raise OSError(errno.EINVAL, f"no shell can export {bad[0]!r}")
         pid, self.pid = self.pid, None  # the command's now, or gone
+        # cd exports PWD and OLDPWD, and the shell's PATH is its own: none is the command's unless env says so
+        export = "export " + " ".join(_q(f"{k}={v}") for k, v in env.items()) + "; " if env else ""
         script = (f"exec 4<&- </dev/null; cd -- {_q(cwd)} && exec >>{_q(log_path)} 2>&1 || "
-                  f"{{ echo {errno.ENOENT} >&3; exit 127; }}; exec 3>&- {ENV} -i "
-                  + " ".join(_q(f"{k}={v}") for k, v in env.items()) + " " + " ".join(_q(a) for a in argv) + "\n")
+                  f"{{ echo {errno.ENOENT} >&3; exit 127; }}; unset PATH PWD OLDPWD; {export}exec 3>&- "
+                  + " ".join(_q(a) for a in argv) + "\n")
         try:
             data = script.encode("utf-8", "surrogateescape")
             while data:
