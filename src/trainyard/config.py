@@ -132,8 +132,9 @@ class SchedulerSettings(BaseModel):
     preempt_within: float | None = Field(300.0, ge=0, description="priority stops timed work only this young")
     stop_untimed_after: float | None = Field(4 * 3600.0, ge=0, description="... and untimed work only for a job "
                                              "waiting this long")
-    reclaim_within: float | None = Field(None, ge=0, description="a lender stops borrowed timed work only "
-                                         "this young")
+    reclaim_within: float | None = Field(300.0, ge=0, description="a lender stops borrowed work only this young")
+    reclaim_after: float | None = Field(3600.0, ge=0, description="... and any borrowed work once its job has "
+                                        "waited this long")
     starve_after: float | None = Field(None, ge=0, description="waiting longer goes first in line")
     max_starved: int = Field(4, ge=0, le=1000, description="starved jobs put first in one cycle")
     reserve_borrowing_after: float | None = Field(None, ge=0, description="a borrowing whole-node job holds "

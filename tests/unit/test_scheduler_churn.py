@@ -62,32 +62,57 @@ def test_priority_never_throws_away_more_than_the_cap_of_an_attempts_run():
     assert [x.attempt_id for x in uncapped.preemptions] == ["low#1"]
 
 
-def test_a_lender_reclaims_borrowed_work_however_long_it_has_run():
+def test_a_lender_reclaims_young_borrowed_work_at_once_and_old_only_once_it_has_waited_reclaim_after():
     nodes = [gpu_node("n", 1, free=[])]
     queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b", gpus={"A100": 1})]
-    live = [running("borrower#1", "n", ["0"], priority=300, queue="a", started_at=0)]
-    p = plan(nodes, [job("mine", queue="b", team="b", priority=0)], live, queues, now=10 * 3600)
-    assert [x.attempt_id for x in p.preemptions] == ["borrower#1"]
+    young = [running("borrower#1", "n", ["0"], priority=300, queue="a", started_at=10 * 3600 - 240)]
+    old = [running("borrower#1", "n", ["0"], priority=300, queue="a", started_at=0)]
+
+    def mine(waited: float, live, **opt):
+        p = plan(nodes, [job("mine", queue="b", team="b", priority=0, submitted_at=10 * 3600 - waited)], live,
+                 queues, now=10 * 3600, options=Options(**opt))
+        return [x.attempt_id for x in p.preemptions]
+    # four minutes in (within reclaim_within, 5 min), borrowed work of any priority is taken back at once
+    assert mine(0, young) == ["borrower#1"]
+    # ten hours in, it is left to end while the lender's job has waited less than reclaim_after (1 h) ...
+    assert mine(3500, old) == []
+    # ... and taken back once it has waited longer, timeout or none
+    assert mine(3700, old) == ["borrower#1"]
+    # with both off, at once whatever its age (Kueue's reclaimWithinCohort: Any)
+    assert mine(0, old, reclaim_within=None, reclaim_after=None) == ["borrower#1"]
 
 
-def test_with_reclaim_within_a_lender_waits_for_old_borrowed_work_with_a_timeout_to_end():
+def test_with_reclaim_after_off_a_lender_waits_for_old_borrowed_work_with_a_timeout_to_end():
     nodes = [gpu_node("n", 2, free=[])]
     queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b", gpus={"A100": 2})]
-    opt = Options(reclaim_within=300)
+    opt = Options(reclaim_within=300, reclaim_after=None)
     old = running("old#1", "n", ["0"], queue="a", started_at=0, expected_end=4 * 3600)
     young = running("young#1", "n", ["1"], queue="a", started_at=3500, expected_end=4 * 3600)
     untimed = running("untimed#1", "n", ["1"], queue="a", started_at=0)
-    mine = [job("mine", queue="b", team="b")]
+    mine = [job("mine", queue="b", team="b", submitted_at=0)]
     # an hour in, the old borrowed job is left to end; the one started four minutes ago is reclaimed
     p = plan(nodes, mine, [old, young], queues, now=3740, options=opt)
     assert [x.attempt_id for x in p.preemptions] == ["young#1"]
     # and with only old work, the lender waits for it, unless that work has no timeout to end by
-    p = plan(nodes, [job("mine", queue="b", team="b", gpu=2)], [old, young], queues, now=3740, options=opt)
+    p = plan(nodes, [job("mine", queue="b", team="b", gpu=2, submitted_at=0)], [old, young], queues, now=3740,
+             options=opt)
     assert p.preemptions == [] and "mine" not in p.admissions
     p = plan(nodes, mine, [old, untimed], queues, now=3740, options=opt)
     assert [x.attempt_id for x in p.preemptions] == ["untimed#1"]
-    # by default it takes the old one back at once
-    assert [x.attempt_id for x in plan(nodes, mine, [old], queues, now=3740).preemptions] == ["old#1"]
+
+
+def test_a_lender_takes_back_the_borrowed_work_that_loses_least_whatever_its_priority():
+    # given two borrowed jobs of other teams: one of priority 0 ten minutes in, one of priority 300 a minute in
+    nodes = [gpu_node("n", 2, free=[])]
+    queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("c", team="c", gpus={"A100": 0}),
+              Queue("b", team="b", gpus={"A100": 2})]
+    live = [running("low-old#1", "n", ["0"], priority=0, queue="a", started_at=3000),
+            running("high-young#1", "n", ["1"], priority=300, queue="c", started_at=3540)]
+    # when the lender wants one GPU back (reclaim_within off, so both are its victims)
+    p = plan(nodes, [job("mine", queue="b", team="b", submitted_at=3600)], live, queues, now=3600,
+             options=Options(reclaim_within=None))
+    # then it stops the one that ran least: another team's priority ranks only that team's work
+    assert [x.attempt_id for x in p.preemptions] == ["high-young#1"]
 
 
 def test_the_job_owed_room_by_its_preemption_goes_first():

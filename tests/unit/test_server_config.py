@@ -43,9 +43,9 @@ def test_the_scheduler_section_sets_the_planners_options_and_leaves_the_rest_at_
     from trainyard.scheduler.cycle import Options
 
     path = tmp_path / "server.yaml"
-    path.write_text("scheduler:\n  reclaim_within: 5m\n  preempt_within: off\n  max_reservations: 2\n")
+    path.write_text("scheduler:\n  reclaim_within: 10m\n  preempt_within: off\n  max_reservations: 2\n")
     settings = ServerSettings(**load(path))
-    assert Options(**settings.scheduler.model_dump()) == replace(Options(), reclaim_within=300.0,
+    assert Options(**settings.scheduler.model_dump()) == replace(Options(), reclaim_within=600.0,
                                                                  preempt_within=None, max_reservations=2)
     # the settings' own defaults are the planner's, field by field (max_searches is the planner's own budget)
     defaults = asdict(Options())

@@ -18,7 +18,8 @@ prices:
   cpu_hour: 0.04
   memory_gib_hour: 0.005
 scheduler:                 # the planner's options (config.SchedulerSettings); left out: its defaults
-  reclaim_within: 5m       # a lender stops borrowed work with a timeout only within 5 min of its start
+  reclaim_within: 5m       # a lender stops borrowed work only within 5 min of its start (the default) ...
+  reclaim_after: 30m       # ... and any borrowed work once its job has waited 30 min (default 1h)
   starve_after: off        # off (or null) turns a setting off
 webhooks:                  # where job events go; users subscribe them by name (`trainyard notify add`)
   ml-alerts: {url: "https://hooks.slack.com/services/T0/B0/XXXX", format: slack, teams: [vision]}

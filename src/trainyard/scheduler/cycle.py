@@ -42,13 +42,16 @@ class Options:
     # waited longer than this (None: as long as preempt_within). Stopping it throws hours away: on the busy
     # simulated day half the work lost was normal-priority gangs without timeouts stopped hours in.
     stop_untimed_after: float | None = 4 * 3600.0
-    # a queue reclaiming the room it lent stops borrowed work with a timeout only within this much of its run
-    # (seconds; None: whatever its age, at once); older borrowed work is left to end, which its timeout bounds,
-    # and borrowed work without a timeout is reclaimed at once. Off by default: a lender gets its quota back
-    # now, as with Kueue's reclaimWithinCohort: Any. At 300 on the busy simulated day (bench/RESULTS.md, session 15)
-    # work lost fell on 10 of 12 seeds (median 0.46 -> 0.31 % of capacity): of seed 6's, half was 8-GPU jobs
-    # and gangs stopping another queue's borrowing gangs hours into their run.
-    reclaim_within: float | None = None
+    # a queue reclaiming the room it lent stops borrowed work only within this much of its run (seconds; None:
+    # whatever its age, at once, as Kueue's reclaimWithinCohort: Any); older borrowed work is left to end ...
+    reclaim_within: float | None = 300.0
+    # ... until the job inside its quota that wants the room has waited longer than this (seconds): then any
+    # borrowed work in its way is its victim, so a lender waits at most this long. None: never (borrowed work
+    # without a timeout, whose end nothing bounds, is then reclaimed at once, the rest waited for). Once quotas
+    # were guarantees (session 40) the busy simulated day's six teams without a quota ran on borrowed room, and
+    # reclaiming it at once, hours into 8-GPU jobs and gangs, lost 2.7 % of the GPU time (median of seeds 1-6);
+    # with these two, and borrowed victims ranked by the work they lose, 0.56 % (bench/RESULTS.md, session 41).
+    reclaim_after: float | None = 3600.0
     # a job waiting longer than this is starved: it goes first in line, ahead of priority and fair share,
     # may borrow beyond its queue's quota there, and holds nodes even when another reservation is in force
     # (None: never). Without it an 8-GPU job of low priority, or of a queue over its quota, waits hours:

@@ -12,8 +12,11 @@ No loop can form: priority is strict, borrowing jobs never preempt, and a
 preempted job waits until the job that preempted it has started (the
 planner holds it back), so it never competes for the room it handed over.
 
-With ``Options.reclaim_within`` set, a lender too stops borrowed work with a
-timeout only within that much of its run, and otherwise waits for it to end.
+A lender stops borrowed work only within ``Options.reclaim_within`` of its
+run, and otherwise waits for it to end, until its job has waited longer than
+``Options.reclaim_after``: then any borrowed work in its way is its victim.
+Reclaiming borrowed work hours in was most of the work lost on the busy
+simulated day (bench/RESULTS.md, session 41).
 
 Priority throws away at most ``Options.preempt_within`` of an attempt's run:
 older work with a timeout is no victim of priority (only of a lender reclaiming
@@ -23,8 +26,10 @@ becomes a victim again of a job that has itself waited longer than the cap. With
 gangs that started in a gap were stopped hours in, and most of the work
 preemption lost was theirs.
 
-Victims are ranked borrowed first, then lowest priority, then least work lost
-(elapsed time × dominant share of the cluster). Per replica, the search picks
+Victims are ranked borrowed first, by least work lost (elapsed time × dominant
+share of the cluster) whatever their priority: borrowed work is another team's,
+whose priorities rank only its own team's work; then lowest priority, then least
+work lost. Per replica, the search picks
 the node needing the cheapest set of victims (greedy in rank order, then
 pruned of any victim not needed), treating a victim gang as a whole: stopping
 one replica stops them all, and frees room on every node they held.
@@ -44,8 +49,9 @@ from trainyard.scheduler.cluster import EPS, Cluster, Slot
 from trainyard.scheduler.model import PendingJob, RunningJob
 from trainyard.scheduler.quota import Held
 
-Cost = tuple  # (victims not borrowed, highest victim priority, work lost)
-ZERO: Cost = (0, -(10**18), 0.0)
+Cost = tuple  # (victims not borrowed, highest victim priority (LOWEST for borrowed work), work lost)
+LOWEST = -(10**18)
+ZERO: Cost = (0, LOWEST, 0.0)
 
 
 @dataclass(slots=True)
@@ -66,12 +72,13 @@ class Victims:
     def __init__(self, cl: Cluster, on: dict[str, list[RunningJob]], borrowed: set[str],
                  totals: dict[str, Held], now: float, within: float | None = None,
                  untimed: float | None = None, starved: float | None = None, reclaim: float | None = None,
-                 guarded: bool = False) -> None:
+                 guarded: bool = False, reclaim_after: float | None = None) -> None:
         self.cl, self.raw, self.borrowed, self.totals, self.now = cl, on, borrowed, totals, now
         self.guarded = guarded  # some queue has a quota: work inside one is guaranteed (Quotas.guarded)
         self.since = now - within if within is not None else -float("inf")  # older: no victim of priority
         # older, with a timeout: no victim of a lender reclaiming its room (Options.reclaim_within)
         self.reclaim_since = now - reclaim if reclaim is not None else -float("inf")
+        self.reclaim_after = reclaim_after  # ... unless the lender's job has waited longer (Options.reclaim_after)
         self.starved = starved if starved is not None else float("inf")  # waited longer: no victim of priority
         self.patience = untimed if untimed is not None else within  # a job that waited longer may stop untimed work
         self.taken: set[str] = set()  # chosen this cycle
@@ -88,6 +95,12 @@ class Victims:
         return job.submitted_at is not None and self.patience is not None and \
             self.now - job.submitted_at > self.patience
 
+    def reclaims_old(self, job: PendingJob) -> bool:
+        """Has ``job`` waited longer than ``Options.reclaim_after``? Then, inside its quota, any borrowed work in
+        its way is its victim, however long it has run: a lender waits for its room at most that long."""
+        return job.submitted_at is not None and self.reclaim_after is not None and \
+            self.now - job.submitted_at > self.reclaim_after
+
     def rule(self, job: PendingJob, reclaim: bool, borrower: bool = False):
         """The one test of which attempts ``job`` may stop, as ``may(attempt, borrowed)``: every search
         and every bound on what a search could free asks it, so no bound counts a victim no search takes.
@@ -101,10 +114,13 @@ class Victims:
         stops only work of its own queue, as a job beyond its quota does: were it to stop another queue's
         work, that queue would reclaim the room, and the two would take turns. With ``reclaim`` (a job
         inside its queue's quota), borrowed work of other queues too, if it started within
-        ``Options.reclaim_within`` or has no timeout."""
+        ``Options.reclaim_within`` or the job has waited past ``Options.reclaim_after`` (with that off,
+        borrowed work without a timeout, whose end nothing bounds, whatever its age)."""
         prio, queue, team, guarded = job.priority, job.queue, job.team, self.guarded
         anyone = not borrower
         since, starved, reclaim_since, patient = self.since, self.starved, self.reclaim_since, self.patient(job)
+        old_too = self.reclaims_old(job)
+        untimed_too = self.reclaim_after is None
 
         def may(r: RunningJob, borrowed: bool) -> bool:
             if not r.preemptible:
@@ -114,7 +130,7 @@ class Victims:
                     r.submitted_at is None or r.started_at - r.submitted_at <= starved):
                 return True
             return reclaim and borrowed and r.queue != queue and (
-                r.started_at >= reclaim_since or r.expected_end is None)
+                r.started_at >= reclaim_since or old_too or untimed_too and r.expected_end is None)
         return may
 
     def cost_of(self, r: RunningJob) -> Cost:
@@ -124,7 +140,8 @@ class Victims:
             held = self.totals[aid]
             size, gsize = held.cpu * self.inv_c, held.gpus * self.inv_g
             age = self.now - r.started_at
-            c = self.cost[aid] = (0 if aid in self.borrowed else 1, r.priority,
+            lent = aid in self.borrowed
+            c = self.cost[aid] = (0 if lent else 1, LOWEST if lent else r.priority,
                                   (age if age > 1.0 else 1.0) * (gsize if gsize > size else size))
         return c
 

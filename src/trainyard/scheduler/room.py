@@ -114,10 +114,11 @@ class Rooms:
         """All that decides whom ``job`` may stop (:meth:`Victims.rule`) besides its priority, as a key for
         the bounds and failed searches that depend on it: its queue only through that queue's borrowed work,
         or, once some quota guarantees work to a team, its queue and team; whether it reclaims or only
-        borrows; and its own wait, through old work without a timeout (:meth:`Victims.patient`)."""
+        borrows; and its own wait, through old work without a timeout (:meth:`Victims.patient`) and old
+        borrowed work (:meth:`Victims.reclaims_old`)."""
         guarded = self.c.quotas.guarded
         return (q.name if guarded or q.name in self.borrowing_queues else "", job.team if guarded else None,
-                reclaim, borrower, victims.patient(job))
+                reclaim, borrower, victims.patient(job), reclaim and victims.reclaims_old(job))
 
     def quota_preempt(self, job: PendingJob, q: Queue, types: tuple, sel: tuple, end: float,
                       sid: int) -> tuple[Entry | None, tuple]:
@@ -329,5 +330,5 @@ class Rooms:
             o = c.opt
             self._victims = Victims(c.cl, self.on, c.quotas.borrowed, c.held, c.now, o.preempt_within,
                                     o.stop_untimed_after if o.stop_untimed_after is not None else o.preempt_within,
-                                    o.starve_after, o.reclaim_within, c.quotas.guarded)
+                                    o.starve_after, o.reclaim_within, c.quotas.guarded, o.reclaim_after)
         return self._victims
