@@ -116,6 +116,7 @@ def main() -> int:
                 reader.start()
                 token = (Path(tmp) / "home" / "token").read_text().strip()
                 page.goto(f"{server.url}/jobs/{job.id}#token={quote(token, safe='')}")
+                page.click("dialog.link-signin button[value=confirm]")  # a link's token is kept once confirmed
                 page.wait_for_selector(".logview")
                 page.evaluate(OBSERVE)
                 job.wait(timeout=120)

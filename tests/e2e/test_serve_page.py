@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import need_module
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 from tests.support.model_server import ModelServer, free_port
 
 pytestmark = pytest.mark.slow
@@ -112,7 +112,7 @@ def test_the_imdb_model_served_by_trainyard_answers_a_review_typed_in_the_ui(imd
                       cwd=EXAMPLE)
     assert done.returncode == 0, done.stdout + done.stderr
     # when the service's page in the UI shows the model server's try page, through /serve/imdb/
-    page.goto(signed_in(server.url, server.token, "/services/imdb"))
+    open_signed_in(page, server.url, server.token, "/services/imdb")
     page.wait_for_selector("iframe[name=try]", timeout=120_000)  # once a replica has loaded the model
     frame = page.frame(name="try")
     # then a review typed there comes back positive or negative, with its probability: the page runs sandboxed,

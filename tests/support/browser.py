@@ -25,6 +25,28 @@ def signed_in(url: str, token: str | None, path: str = "/") -> str:
     return url.rstrip("/") + path + (f"#token={quote(token, safe='')}" if token else "")
 
 
+LINK_SIGNIN = "dialog.link-signin"  # the page's question before it keeps a link's token
+
+
+def open_signed_in(page, url: str, token: str | None, path: str = "/") -> None:  # noqa: ANN001
+    """Open ``path`` of the UI at ``url`` from the link `trainyard ui` gives, and take the one click it asks for:
+    the page keeps a link's token only once the person confirms whose it is (it asks nothing when this browser
+    holds that token already)."""
+    held = held_token(page, url)
+    page.goto(signed_in(url, token, path))
+    if token and token != held:
+        page.locator(f"{LINK_SIGNIN} button[value=confirm]").click()
+        page.locator(LINK_SIGNIN).wait_for(state="detached")
+
+
+def held_token(page, url: str) -> str | None:  # noqa: ANN001
+    """The token the UI at ``url`` keeps in this browser (read from outside the page: it may show another site)."""
+    for origin in page.context.storage_state()["origins"]:
+        if origin["origin"] == url.rstrip("/"):
+            return next((e["value"] for e in origin["localStorage"] if e["name"] == "trainyard.token"), None)
+    return None
+
+
 def screenshot(page, name: str) -> Path:  # noqa: ANN001
     """A picture of a page: for the README (docs/screenshots/NAME.png) with ``TRAINYARD_SCREENSHOTS=1``,
     else in a temporary folder, so that a test run leaves the checkout as it found it."""

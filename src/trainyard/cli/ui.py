@@ -21,10 +21,11 @@ def ui(
 ) -> None:
     """Open the web UI (starting the local server if none runs), signed in with this CLI's token.
 
-    The token travels in the address's #fragment, which browsers never send to a server; the page
-    keeps it in the browser's local storage and takes it out of the address bar. The browser is given a file of
-    this user's that leads there, not the address itself: a program's arguments are readable by every user of
-    the machine (/proc/PID/cmdline)."""
+    The token travels in the address's #fragment, which browsers never send to a server; the page takes it out
+    of the address bar and the history, asks the server whose it is, and keeps it (in the browser's local storage)
+    once the person clicks "Sign in as NAME": any site can link to the UI with a token of its writer's, so a
+    link's token is never kept unseen. The browser is given a file of this user's that leads there, not the
+    address itself: a program's arguments are readable by every user of the machine (/proc/PID/cmdline)."""
     with handled():
         c = client()
         c.health()  # starts the local server, and fails clearly when the server cannot be reached

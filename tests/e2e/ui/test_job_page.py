@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import py_job
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 from tests.support.waiting import until
 from trainyard.errors import JobNotFound
 
@@ -29,7 +29,7 @@ print("second-marker", flush=True)
 
 
 def open_job(page, server, job_id: str) -> None:
-    page.goto(signed_in(server.url, server.token, f"/jobs/{job_id}"))
+    open_signed_in(page, server.url, server.token, f"/jobs/{job_id}")
     page.wait_for_selector(".logview")
 
 
@@ -128,7 +128,7 @@ def test_compare_shows_params_side_by_side_and_marks_the_difference(server, page
     b = c.submit(py_job(code, name="run-b", params={"lr": 0.2, "epochs": 3}))
     for j in (a, b):
         assert j.wait(timeout=60).status.value == "succeeded"
-    page.goto(signed_in(server.url, server.token, f"/compare?jobs={a.id},{b.id}"))
+    open_signed_in(page, server.url, server.token, f"/compare?jobs={a.id},{b.id}")
     expect(page.locator("tr[data-param=lr] td.differs")).to_have_count(2, timeout=30_000)
     expect(page.locator("tr[data-param=epochs] td.differs")).to_have_count(0)
     expect(page.locator("tr[data-param=lr]")).to_contain_text("0.2")
@@ -144,7 +144,7 @@ def test_the_jobs_a_label_picks_or_the_ones_ticked_are_compared_from_the_jobs_li
     made = (("cmp-a", 0.1, "cmp-label"), ("cmp-b", 0.3, "cmp-label"), ("cmp-c", 0.5, "cmp-x"))
     a, b, other = (c.submit({"name": n, "command": "true", "params": {"lr": lr}, "labels": {"exp": exp}})
                    for n, lr, exp in made)
-    page.goto(signed_in(server.url, server.token, "/jobs?label=exp%3Dcmp-label"))
+    open_signed_in(page, server.url, server.token, "/jobs?label=exp%3Dcmp-label")
     page.wait_for_selector(f"tr[data-id={a.id}]")
     expect(page.locator("#compare-selected")).to_have_text("Compare these")
     page.click("#compare-selected")
@@ -153,7 +153,7 @@ def test_the_jobs_a_label_picks_or_the_ones_ticked_are_compared_from_the_jobs_li
     expect(page.locator("tr[data-param=lr] td.differs")).to_have_count(2, timeout=30_000)
     assert page.input_value("textarea[name=jobs]") == f"{a.id}, {b.id}"  # oldest first, as submitted
     # ticked rows are compared whatever the filter; one alone is not a comparison
-    page.goto(signed_in(server.url, server.token, "/jobs"))
+    open_signed_in(page, server.url, server.token, "/jobs")
     page.check(f"tr[data-id={other.id}] input[type=checkbox]")
     expect(page.locator("#compare-selected")).to_be_disabled()
     page.check(f"tr[data-id={a.id}] input[type=checkbox]")
@@ -193,7 +193,7 @@ def test_compare_takes_a_pipelines_step_jobs(server, page, tmp_path):
     run = server.client().pipelines.run(tmp_path / "p.yaml")
     info = server.client().pipelines.wait(run.id, timeout=120)
     assert info.status.value == "succeeded", info.reason
-    page.goto(signed_in(server.url, server.token, f"/compare?pipeline={run.id}"))
+    open_signed_in(page, server.url, server.token, f"/compare?pipeline={run.id}")
     legend = page.locator(".chart[data-metric=acc] .u-legend")
     expect(legend).to_contain_text("train-0", timeout=30_000)
     expect(legend).to_contain_text("train-1")
@@ -223,7 +223,7 @@ def test_a_log_drawn_before_its_stylesheet_arrives_still_holds_only_a_screenful(
     assert job.wait(timeout=60).status.value == "succeeded"
     held = []  # the page's stylesheet, kept back as a slow network (or a loaded machine) would
     page.route("**/ui/views.css", lambda route: held.append(route))
-    page.goto(signed_in(server.url, server.token, f"/jobs/{job.id}"))
+    open_signed_in(page, server.url, server.token, f"/jobs/{job.id}")
     expect(page.locator(".count")).to_have_text(f"{n:,} lines · ended", timeout=30_000)
     assert held and page.locator(".log-line").count() < 500  # drawn with no height of its own yet
     held[0].continue_()

@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import py_job
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 
 STUCK = """
 import time
@@ -22,7 +22,7 @@ evaluate_checkpoint()
 def test_the_stacks_button_shows_where_a_running_job_is(server, page):
     c = server.client()
     job = c.submit(py_job(STUCK, name="stuck"))
-    page.goto(signed_in(server.url, server.token, f"/jobs/{job.id}"))
+    open_signed_in(page, server.url, server.token, f"/jobs/{job.id}")
     expect(page.locator(".log-line", has_text="evaluating")).to_be_visible(timeout=30_000)
     button = page.locator("button[name=stacks]")
     expect(button).to_be_enabled()

@@ -11,7 +11,7 @@ import sys
 import psutil
 import pytest
 
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
@@ -38,7 +38,7 @@ def test_a_cli_job_is_listed_and_filters_survive_a_reload(server, page, tmp_path
     for job in (hello, other, broken):
         client.wait(job, timeout=60)
 
-    page.goto(signed_in(server.url, server.token, "/jobs"))
+    open_signed_in(page, server.url, server.token, "/jobs")
     page.wait_for_selector(f"tr[data-id={hello}] >> text=hello-cli")
     assert set(rows(page)) == {hello, other, broken}
     assert page.get_attribute(f"tr[data-id={hello}] a", "href") == f"/jobs/{hello}"
@@ -83,7 +83,7 @@ def test_cancel_selected_stops_the_process_and_the_running_count_is_live(server,
     pid = int(until(lambda: pid_file.exists() and pid_file.read_text(), timeout=60))
     assert psutil.pid_exists(pid)
 
-    page.goto(signed_in(server.url, server.token, "/jobs"))
+    open_signed_in(page, server.url, server.token, "/jobs")
     page.wait_for_function("document.getElementById('live-counts')?.textContent === '1 running · 1 pending'")
     page.wait_for_selector(f"tr[data-id={sleeper}] .badge[data-status=running]")
     page.wait_for_selector(f"tr[data-id={waiting}] .badge[data-status=pending]")
@@ -115,7 +115,7 @@ def test_the_label_filter_keeps_the_jobs_with_every_label_typed_and_lives_in_the
     bob = c.submit({"name": "lab-bob", "command": "true", "labels": {"exp": "ui-base", "owner": "bob"}}).id
     c.submit({"name": "lab-other", "command": "true", "labels": {"exp": "ui-other"}})
 
-    page.goto(signed_in(server.url, server.token, "/jobs"))
+    open_signed_in(page, server.url, server.token, "/jobs")
     page.fill("input[name=label]", "exp=ui-base")
     page.press("input[name=label]", "Enter")
     shown = "[...document.querySelectorAll('tbody tr[data-id]')].map(t => t.dataset.id).sort().join()"

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 from tests.support.servers import ServerProcess
 from tests.support.stub_http import JsonServer
 
@@ -49,7 +49,7 @@ def test_a_webhook_is_subscribed_through_the_form_hears_of_a_failed_job_and_is_r
     # given a team, and the page, signed in as the server's local admin (in no team, but an admin: offered all)
     made = httpx.post(hooked.url + "/api/v1/teams", json={"name": "vision"}, headers=hooked.headers, timeout=30)
     assert made.status_code == 201, made.text
-    page.goto(signed_in(hooked.url, hooked.token, "/notifications"))
+    open_signed_in(page, hooked.url, hooked.token, "/notifications")
     expect(page.locator("#nav a[data-nav=notifications]")).to_have_class("active")
 
     # then both webhooks are listed by name, kind and teams, and their addresses appear nowhere
@@ -177,7 +177,7 @@ def test_a_webhook_is_subscribed_through_the_form_hears_of_a_failed_job_and_is_r
 
 def test_a_server_with_no_webhook_says_how_the_admin_names_one(server, page):
     # given a server whose config names no webhook, when the page is open
-    page.goto(signed_in(server.url, server.token, "/notifications"))
+    open_signed_in(page, server.url, server.token, "/notifications")
 
     # then it says so, with the config that names one, and offers no form
     notice = page.locator(".no-webhook")

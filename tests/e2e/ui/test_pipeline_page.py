@@ -8,7 +8,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ def start(server, text: str) -> dict:
 def test_the_dag_shows_each_steps_state_live_and_a_step_opens_its_job(server, page):
     # given a run whose first step ends at once, whose fan-out runs, and whose last step waits
     run = start(server, PIPELINE)
-    page.goto(signed_in(server.url, server.token, f"/pipelines/{run['id']}"))
+    open_signed_in(page, server.url, server.token, f"/pipelines/{run['id']}")
     # then each step shows its state as text and colour, updating as the run goes on
     prepare = page.locator(".dag-node[data-step=prepare]")
     expect(prepare).to_have_attribute("data-status", "succeeded", timeout=60_000)
@@ -96,7 +96,7 @@ def test_the_runs_list_filters_by_status_and_name_in_the_url(server, page):
     httpx.get(f"{server.url}/api/v1/pipelines/{quick['id']}/wait", params={"timeout": 60}, headers=server.headers,
               timeout=70)
     start(server, "name: slow\nsteps:\n  one:\n    command: sleep 300\n    resources: {cpu: 0.1}\n")
-    page.goto(signed_in(server.url, server.token, "/pipelines"))
+    open_signed_in(page, server.url, server.token, "/pipelines")
     expect(page.locator("tr[data-run]")).to_have_count(2)
     expect(page.locator(f"tr[data-run='{quick['id']}']")).to_contain_text("1/1")
     page.get_by_label("succeeded").check()
@@ -116,7 +116,7 @@ def test_the_runs_list_filters_by_status_and_name_in_the_url(server, page):
     expect(page.locator(".dag-node[data-step=one]")).to_be_visible()
     expect(page.locator("button[name=delete]")).to_be_disabled()  # the slow run runs
     # an ended run is deleted from its page, which goes back to the list, without it
-    page.goto(signed_in(server.url, server.token, f"/pipelines/{quick['id']}"))
+    open_signed_in(page, server.url, server.token, f"/pipelines/{quick['id']}")
     expect(page.locator(".dag-node[data-step=one]")).to_be_visible()
     page.once("dialog", lambda d: d.accept())
     page.click("button[name=delete]")
@@ -142,7 +142,7 @@ steps:
     needs: [train]
     command: echo merged
 """)
-    page.goto(signed_in(server.url, server.token, f"/pipelines/{run['id']}"))
+    open_signed_in(page, server.url, server.token, f"/pipelines/{run['id']}")
     group = page.locator(".dag-group[data-step=train]")
     expect(group).to_contain_text("train × 60")
     expect(group).to_contain_text("60 waiting")

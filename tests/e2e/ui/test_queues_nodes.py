@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import py_job, until
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ def test_a_job_holding_two_gpus_shows_on_its_queue_and_on_the_gpus_it_holds(serv
     assert r.status_code == 201, r.text
     job = r.json()["id"]
     # when the queues page is open, then the bar shows 2 of the 3 A100s, one job running and none waiting
-    page.goto(signed_in(server.url, server.token, "/queues"))
+    open_signed_in(page, server.url, server.token, "/queues")
     vision = page.locator(".queue[data-queue=vision]")
     expect(vision.locator("[data-resource='gpu:A100'] .amount")).to_have_text("2/3", timeout=60_000)
     expect(vision.locator("[data-resource='gpu:A100'] .bar > span")).to_have_attribute("style", "width:66.66666666666667%")
@@ -57,7 +57,7 @@ def test_an_admin_cordons_uncordons_and_drains_a_node_from_its_panel(server, pag
     # given the nodes page, signed in as the server's local admin (no --auth)
     sdk = server.client()
     name = sdk.nodes()[0].name
-    page.goto(signed_in(server.url, server.token, "/nodes"))
+    open_signed_in(page, server.url, server.token, "/nodes")
     node = page.locator(f".node[data-node='{name}']")
     expect(node.locator(".badge.state")).to_have_text("ready", timeout=30_000)
 
@@ -108,15 +108,14 @@ def test_a_member_sees_a_cordon_but_no_button_to_change_it(auth_server, page):
     name = api.get("/api/v1/nodes").json()[0]["name"]
     assert api.post(f"/api/v1/nodes/{name}/cordon", json={"reason": "kernel update"}).status_code == 200
     # when they open the nodes page, then they see the cordon but no Cordon, Drain or Uncordon
-    page.goto(signed_in(auth_server.url, made.stdout.strip().splitlines()[-1], "/nodes"))
+    open_signed_in(page, auth_server.url, made.stdout.strip().splitlines()[-1], "/nodes")
     node = page.locator(f".node[data-node='{name}']")
     expect(node.locator(".badge.state")).to_have_text("cordoned", timeout=30_000)
     expect(node.locator(".cordon")).to_contain_text("kernel update")
     expect(node.locator("button")).to_have_count(0)
     # while the admin has them
     page.goto("about:blank")  # a new page load: the same path with another token in its fragment would not be one
-    page.once("dialog", lambda d: d.accept())  # a link replacing the browser's token asks first
-    page.goto(signed_in(auth_server.url, admin, "/nodes"))
+    open_signed_in(page, auth_server.url, admin, "/nodes")
     expect(node.locator("button[name=uncordon]")).to_have_count(1, timeout=30_000)
     expect(node.locator("button[name=drain]")).to_have_count(1)
 
@@ -140,7 +139,7 @@ def test_a_gpu_another_teams_job_holds_shows_busy_without_naming_the_job(tmp_pat
         assert r.status_code == 201, r.text
         job = r.json()["id"]
         # when alice of team vision opens the nodes page, then that GPU is busy, with no id and no link
-        page.goto(signed_in(srv.url, tokens["alice"], "/nodes"))
+        open_signed_in(page, srv.url, tokens["alice"], "/nodes")
         held = page.locator(".node .gpu.held")
         expect(held).to_have_count(1, timeout=30_000)
         expect(held).to_contain_text("another team's job")
@@ -148,8 +147,7 @@ def test_a_gpu_another_teams_job_holds_shows_busy_without_naming_the_job(tmp_pat
         expect(page.locator(".node .gpu:not(.held)")).to_have_count(1)
         # while bob reads his job there, linked
         page.goto("about:blank")
-        page.once("dialog", lambda d: d.accept())  # a link replacing the browser's token asks first
-        page.goto(signed_in(srv.url, tokens["bob"], "/nodes"))
+        open_signed_in(page, srv.url, tokens["bob"], "/nodes")
         expect(page.locator(f".node .gpu[data-job='{job}'] a")).to_have_text(job, timeout=30_000)
         bob.post(f"/api/v1/jobs/{job}/cancel")
     finally:

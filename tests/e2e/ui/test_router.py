@@ -8,7 +8,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import signed_in
+from tests.support.browser import open_signed_in
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def test_a_page_answered_after_the_user_went_back_draws_nothing_over_the_page_shown(server, page):
     job = server.client().submit({"name": "routed", "command": [sys.executable, "-c", "pass"]})
     job.wait(timeout=60)
-    page.goto(signed_in(server.url, server.token, "/jobs"))
+    open_signed_in(page, server.url, server.token, "/jobs")
     expect(page.locator(f"tbody tr[data-id='{job.id}']")).to_have_count(1)
     held = []  # the job page's first read, kept from the page until the user is back on the list
     page.route(f"**/api/v1/jobs/{job.id}", lambda route: held.append(route))

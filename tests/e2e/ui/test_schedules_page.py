@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 
 pytestmark = pytest.mark.slow
 FAR = "0 0 1 1 *"  # midnight on January 1st: nothing fires by itself during a test
@@ -36,7 +36,7 @@ def test_schedules_are_listed_run_now_paused_resumed_deleted_and_shown_with_thei
     paris = create(server, "paris-eval", "true", timezone="Europe/Paris")
 
     # when the list is open, then it shows both, each cron in words, its zone and next fire in local time
-    page.goto(signed_in(server.url, server.token, "/schedules"))
+    open_signed_in(page, server.url, server.token, "/schedules")
     expect(page.locator("#nav a[data-nav=schedules]")).to_have_class("active")
     expect(page.locator(".hint")).to_contain_text('trainyard schedule create job.yaml --cron "0 3 * * *"')
     rows = page.locator("table.schedules tbody tr")
@@ -144,7 +144,7 @@ def test_schedules_are_listed_run_now_paused_resumed_deleted_and_shown_with_thei
 
 def test_a_schedule_is_opened_by_name_and_deleted_from_its_page_and_one_not_there_says_so(server, page):
     # given no schedule of that name, then its page says so, without an empty spec under it
-    page.goto(signed_in(server.url, server.token, "/schedules/weekly"))
+    open_signed_in(page, server.url, server.token, "/schedules/weekly")
     expect(page.locator("p.error")).to_have_text("No schedule weekly")
     expect(page.locator("h2", has_text="Runs")).to_be_hidden()
     expect(page.locator("#nav a[data-nav=schedules]")).to_have_class("active")
@@ -152,7 +152,7 @@ def test_a_schedule_is_opened_by_name_and_deleted_from_its_page_and_one_not_ther
     # given one of that name, when its page is open by name, then it shows; deleted from there, the list is back
     weekly = create(server, "weekly", "true", suspend=True)
     page.goto("about:blank")
-    page.goto(signed_in(server.url, server.token, "/schedules/weekly"))
+    open_signed_in(page, server.url, server.token, "/schedules/weekly")
     expect(page.locator("dd[data-key=id]")).to_have_text(weekly["id"])
     expect(page.locator("dd[data-key='next fire']")).to_have_text("paused")
     expect(page.locator("button[name=resume]")).to_be_visible()
@@ -172,13 +172,13 @@ def test_a_pipeline_schedule_shows_its_steps_and_run_now_links_the_pipeline_run(
     body = {"spec": {"name": "etl-nightly", "cron": FAR, "pipeline": pipeline, "params": {"rows": 5}}}
     made = httpx.post(server.url + "/api/v1/schedules", json=body, headers=server.headers, timeout=30)
     assert made.status_code == 201, made.text
-    page.goto(signed_in(server.url, server.token, "/schedules"))
+    open_signed_in(page, server.url, server.token, "/schedules")
     row = page.locator(f"tr[data-schedule='{made.json()['id']}']")
     row.get_by_role("button", name="Run now").click()
     link = page.locator(".schedule-said a")
     expect(link).to_have_attribute("href", re.compile(r"^/pipelines/p-[0-9a-f]+$"))
     run_id = link.inner_text()
     assert fetch(server, "etl-nightly").json()["runs"][0]["run_id"] == run_id
-    page.goto(signed_in(server.url, server.token, "/schedules/etl-nightly"))
+    open_signed_in(page, server.url, server.token, "/schedules/etl-nightly")
     expect(page.locator("main")).to_contain_text("etl: extract, load")
     expect(page.locator(f"a[href='/pipelines/{run_id}']").first).to_be_visible()

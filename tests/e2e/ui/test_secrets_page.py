@@ -8,7 +8,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 
 pytestmark = pytest.mark.slow
 VALUE = "wb-7Hq2-" + "x9" * 12  # 32 characters, unlike anything else on the page
@@ -28,7 +28,7 @@ def never_shown(page, value: str) -> None:  # noqa: ANN001
 
 def test_a_secret_is_set_listed_replaced_and_deleted_and_its_value_never_shown(server, page):
     # given an admin of no team on the secrets page, with none set yet
-    page.goto(signed_in(server.url, server.token, "/secrets"))
+    open_signed_in(page, server.url, server.token, "/secrets")
     expect(page.locator("#nav a[data-nav=secrets]")).to_have_class("active")
     expect(page.locator("table.secrets tbody")).to_contain_text("trainyard secret set NAME")
     expect(page.locator("select[name=team] option")).to_have_text(["no team"])
@@ -82,7 +82,7 @@ def test_a_member_sees_why_it_may_not_set_one(auth_server, page):
     made = auth_server.cli("admin", "user", "create", "alice", "--team", "vision", "--role", "member",
                            env={"TRAINYARD_TOKEN": admin})
     assert made.returncode == 0, made.stderr
-    page.goto(signed_in(auth_server.url, made.stdout.strip().splitlines()[-1], "/secrets"))
+    open_signed_in(page, auth_server.url, made.stdout.strip().splitlines()[-1], "/secrets")
     # the team picked is theirs, and no team is not offered
     expect(page.locator("select[name=team] option")).to_have_text(["vision (member)"])
 
@@ -94,8 +94,7 @@ def test_a_member_sees_why_it_may_not_set_one(auth_server, page):
 
     # an admin in no team is offered every team, and no team
     page.goto("about:blank")  # a new page load: the same path with another token in its fragment would not be one
-    page.once("dialog", lambda d: d.accept())  # a link replacing the browser's token asks first
-    page.goto(signed_in(auth_server.url, admin, "/secrets"))
+    open_signed_in(page, auth_server.url, admin, "/secrets")
     expect(page.locator("select[name=team] option")).to_have_text(["vision", "no team"])
     set_secret(page, "wandb", VALUE)  # the first option: team vision
     expect(page.locator("table.secrets tbody tr[data-secret=wandb] td").nth(1)).to_have_text("vision")

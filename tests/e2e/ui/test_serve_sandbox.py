@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import PY
-from tests.support.browser import signed_in
+from tests.support.browser import open_signed_in
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
@@ -48,7 +48,7 @@ def test_a_services_page_reaches_neither_the_viewers_token_nor_the_api(auth_serv
     client.services.wait_ready("evil", 1, timeout=60)
 
     # shown in the services page's try frame
-    page.goto(signed_in(auth_server.url, auth_server.token, "/services/evil"))
+    open_signed_in(page, auth_server.url, auth_server.token, "/services/evil")
     page.wait_for_selector("iframe[name=try]", timeout=60_000)
     assert page.get_attribute("iframe[name=try]", "sandbox") is not None
     _assert_contained(_results(page.frame(name="try")), auth_server.token)
@@ -87,7 +87,7 @@ class _Sibling(BaseHTTPRequestHandler):
 def test_a_page_on_another_port_of_the_host_gets_no_token_from_the_serve_cookie(auth_server, page):
     # given an admin signed in to the UI, which set their /serve/ sign-in cookie
     admin = (auth_server.home / "first-admin-token").read_text().strip()
-    page.goto(signed_in(auth_server.url, admin, "/jobs"))
+    open_signed_in(page, auth_server.url, admin, "/jobs")
     until(lambda: page.context.cookies(), show=page.context.cookies)
     sibling = ThreadingHTTPServer(("127.0.0.1", 0), _Sibling)
     threading.Thread(target=sibling.serve_forever, daemon=True).start()

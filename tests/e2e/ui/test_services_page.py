@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import PY
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 
 pytestmark = pytest.mark.slow
 APP = str(Path(__file__).resolve().parents[2] / "support" / "replica_app.py")
@@ -28,7 +28,7 @@ def test_the_services_pages_show_replicas_traffic_restarts_and_scale(server, pag
         assert http.get("/serve/web/crash").status_code == 502
 
     # when the list is open, then it shows the service's replicas, traffic and address
-    page.goto(signed_in(server.url, server.token, "/services"))
+    open_signed_in(page, server.url, server.token, "/services")
     row = page.locator("tr[data-service=web]")
     expect(row.locator(".requests")).to_have_text("5", timeout=30_000)
     expect(row.locator(".errors")).to_have_text("20.0%")
@@ -77,6 +77,6 @@ def test_the_services_pages_show_replicas_traffic_restarts_and_scale(server, pag
     expect(page.locator(".ready")).to_contain_text("of 0 wanted")
     assert client.services.get("web").spec.service.replicas == 0
     # and a replica's job is one click away
-    page.goto(signed_in(server.url, server.token, f"/jobs/{job}"))
+    open_signed_in(page, server.url, server.token, f"/jobs/{job}")
     expect(page.locator("h1")).to_contain_text("web")
     client.services.delete("web")

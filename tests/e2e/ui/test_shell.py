@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.browser import signed_in
+from tests.support.browser import LINK_SIGNIN, open_signed_in
 
 
 def test_pages_are_served_without_a_token_and_data_is_not(server):
@@ -25,34 +25,10 @@ def test_pages_are_served_without_a_token_and_data_is_not(server):
 
 
 def test_the_token_in_the_address_signs_in_and_leaves_the_address_bar(server, page):
-    page.goto(signed_in(server.url, server.token, "/login"))
+    open_signed_in(page, server.url, server.token, "/login")
     page.wait_for_function("document.getElementById('who').textContent.length > 0")
     assert "token" not in page.url
     assert page.evaluate("localStorage.getItem('trainyard.token')") == server.token
-
-
-def test_a_link_with_another_token_asks_before_it_replaces_the_browsers(server, page):
-    page.goto(signed_in(server.url, server.token, "/jobs"))
-    page.wait_for_function("document.getElementById('who').textContent.length > 0")
-    # a link written by someone else (another site's, say): declined, the browser keeps its own token
-    asked: list[str] = []
-    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
-    page.goto("about:blank")
-    page.goto(signed_in(server.url, "ty_someone-elses", "/secrets"))
-    page.wait_for_function("location.pathname === '/secrets' && !location.hash")
-    assert asked and "another API token" in asked[0]
-    assert page.evaluate("localStorage.getItem('trainyard.token')") == server.token
-    # accepted, it is taken; the same token again asks nothing
-    page.once("dialog", lambda d: d.accept())
-    page.goto("about:blank")
-    page.goto(signed_in(server.url, "ty_someone-elses", "/jobs"))
-    page.wait_for_function("!location.hash")
-    assert page.evaluate("localStorage.getItem('trainyard.token')") == "ty_someone-elses"
-    page.on("dialog", lambda d: asked.append(d.message))
-    page.goto("about:blank")
-    page.goto(signed_in(server.url, "ty_someone-elses", "/jobs"))
-    page.wait_for_function("!location.hash")
-    assert len(asked) == 1
 
 
 def test_a_page_without_a_token_asks_for_one_and_a_pasted_token_signs_in(server, page):
@@ -78,6 +54,9 @@ def test_trainyard_ui_gives_the_address_that_signs_in(server, page):
     url = out.stdout.strip()
     assert url.startswith(server.url + "/#token=")
     page.goto(url)
+    # one click: the page names whom the link signs in as before it keeps the token (test_link_signin.py)
+    assert page.locator(f"{LINK_SIGNIN} h2").inner_text().startswith("Sign in as local")
+    page.locator(f"{LINK_SIGNIN} button[value=confirm]").click()
     page.wait_for_function("document.getElementById('who').textContent.length > 0")
     assert page.inner_text("#who") == "local" and "token" not in page.url
 
@@ -100,6 +79,7 @@ def test_trainyard_ui_gives_the_browser_a_private_file_not_the_token(server, pag
     opened = Path(arg.removeprefix("file://"))
     assert stat.S_IMODE(opened.stat().st_mode) == 0o600 and opened.stat().st_uid == os.getuid()
     page.goto(arg)
+    page.locator(f"{LINK_SIGNIN} button[value=confirm]").click()
     page.wait_for_function("document.getElementById('who') && document.getElementById('who').textContent.length > 0")
     assert page.inner_text("#who") == "local" and "token" not in page.url and page.url.startswith(server.url)
 
@@ -114,7 +94,7 @@ def test_signing_out_clears_the_serve_cookie_forgets_the_token_and_shows_the_sig
         return page.request.get(server.url + "/serve/nothing/", headers={"Accept": "text/html"}, max_redirects=0)
 
     # given a signed-in page, which has set the cookie /serve/ pages open with
-    page.goto(signed_in(server.url, server.token, "/nodes"))
+    open_signed_in(page, server.url, server.token, "/nodes")
     page.wait_for_function("document.getElementById('who').textContent.length > 0")
     until(serve_cookie)
     assert open_serve_page().status == 404  # let in: only the service is missing

@@ -7,7 +7,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ def jobs(server):
 
 
 def test_a_spec_error_shows_at_its_line_and_a_good_spec_lands_on_its_job(server, page):
-    page.goto(signed_in(server.url, server.token, "/submit"))
+    open_signed_in(page, server.url, server.token, "/submit")
     # when a spec with a misspelt field on line 4 is submitted
     page.fill("textarea[name=spec]", BAD)
     page.click("button[name=submit]")
@@ -55,7 +55,7 @@ def test_a_spec_error_shows_at_its_line_and_a_good_spec_lands_on_its_job(server,
 
 
 def test_a_pipeline_is_recognised_submitted_and_lands_on_its_run(server, page):
-    page.goto(signed_in(server.url, server.token, "/submit"))
+    open_signed_in(page, server.url, server.token, "/submit")
     page.get_by_role("button", name="a pipeline").click()
     expect(page.locator(".kind")).to_have_text("as a pipeline")
     text = page.input_value("textarea[name=spec]").replace("    command: echo done", "    command: echo done\n    colour: red")

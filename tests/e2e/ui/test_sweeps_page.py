@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import screenshot, signed_in
+from tests.support.browser import open_signed_in, screenshot
 from tests.support.waiting import until
 from trainyard.errors import SweepNotFound
 
@@ -38,7 +38,7 @@ def test_the_sweeps_pages_show_the_trials_best_first_with_their_jobs_and_the_bes
     sweep = client.sweep(grid_sweep([0.6, 0.3, 0.1], steps=3, parallel=2))
 
     # when the list is open, then it shows the sweep, and once it is done its best value and trials
-    page.goto(signed_in(server.url, server.token, "/sweeps"))
+    open_signed_in(page, server.url, server.token, "/sweeps")
     row = page.locator(f"tr[data-sweep='{sweep.id}']")
     expect(row).to_contain_text("quad")
     expect(row).to_contain_text("score maximize")
@@ -101,7 +101,7 @@ def test_a_running_sweep_is_cancelled_from_its_page(server, page):
     # given a sweep whose first trial runs for a while
     client = server.client()
     sweep = client.sweep(grid_sweep([0.1, 0.2, 0.3], steps=200, parallel=1))
-    page.goto(signed_in(server.url, server.token, f"/sweeps/{sweep.id}"))
+    open_signed_in(page, server.url, server.token, f"/sweeps/{sweep.id}")
     expect(page.locator("table.trials tr[data-state=running]")).to_have_count(1, timeout=60_000)
     expect(page.locator(".sweep-status .badge")).to_have_text("running")
     expect(page.locator(".sweep-history")).to_be_hidden()  # no trial has completed: no history to chart
@@ -153,7 +153,7 @@ def test_the_optimization_history_charts_completed_values_the_best_so_far_and_pr
               {"number": 4, "state": "running", "value": 0.05}, {"number": 5, "state": "complete", "value": 0.7},
               {"number": 6, "state": "pruned", "value": None}, {"number": 7, "state": "cancelled", "value": None}]
     more = [{"number": 8, "state": "complete", "value": 0.2}]
-    page.goto(signed_in(server.url, server.token, "/sweeps"))
+    open_signed_in(page, server.url, server.token, "/sweeps")
 
     # when a sweep's history is charted for either goal, then a later trial completing
     minimize = page.evaluate(HISTORY, [trials, "minimize", more])

@@ -5,19 +5,6 @@ const TOKEN_KEY = "trainyard.token";
 export function token() { return localStorage.getItem(TOKEN_KEY); }
 export function setToken(t) { t ? localStorage.setItem(TOKEN_KEY, t) : localStorage.removeItem(TOKEN_KEY); }
 
-// `trainyard ui` opens /#token=…: keep it, and take it out of the address bar and the history. A link anyone can
-// write: one that would replace the token this browser holds asks first (else a link on another site signs the
-// browser in as its author, whose team then gets what the user sets or submits)
-export function takeTokenFromHash() {
-  const m = location.hash.match(/(?:^#|&)token=([^&]+)/);
-  if (!m) return;
-  history.replaceState(history.state, "", location.pathname + location.search);
-  const given = decodeURIComponent(m[1]);
-  if (token() && token() !== given && !confirm("The link you opened signs this browser in with another API token, "
-      + "replacing the one it holds now (you would act as whoever that token belongs to). Switch to it?")) return;
-  setToken(given);
-}
-
 // An API error as the server sent it: code, message, and for invalid specs the fields and lines
 export class ApiError extends Error {
   constructor(status, body) {

@@ -2,7 +2,8 @@
 //   render(root, {params, query}) -> optional cleanup function
 // Links inside the app navigate without reloading; the query string is the page's state
 // (filters, sort, selection), so reload and shared links show the same view.
-import { api, setToken, takeTokenFromHash, toast, token } from "./api.js";
+import { api, setToken, toast, token } from "./api.js";
+import { takeTokenFromHash } from "./linksignin.js";
 
 const ROUTES = [
   [/^\/$/, "jobs"],
@@ -124,6 +125,8 @@ async function whoami() {
   }
 }
 
-takeTokenFromHash();
-show();
-if (token() || location.pathname !== "/login") whoami();
+// a link's token first: the page it opens reads the API as whoever the person chose to be
+takeTokenFromHash().catch((e) => toast(e)).then(() => {
+  show();
+  if (token() || location.pathname !== "/login") whoami();
+});
