@@ -18,6 +18,7 @@ export class LogView {
     this.src = [];           // attempt * 65536 + replica of each line
     this.open = new Map();   // source -> index of its last line while it has no newline yet
     this.seen = new Map();   // source -> last chunk offset taken (a reconnect may send a chunk again)
+    this.cursor = -1;        // the stream's cursor of the last chunk taken: what a note repeated would not pass
     this.sources = new Set();
     this.dropped = 0;
     this.filter = { attempt: "", replica: "" };
@@ -61,18 +62,26 @@ export class LogView {
   start() {
     this.stop = stream(`jobs/${encodeURIComponent(this.jobId)}/logs`, {
       query: { follow: true, after: 0 }, cursorParam: "after",
-      onEvent: (ev) => { if (ev.event !== "end") this.append(JSON.parse(ev.data)); },
+      onEvent: (ev) => { if (ev.event !== "end") this.append(JSON.parse(ev.data), Number(ev.id)); },
       onEnd: () => { this.ended = true; this.info.dataset.ended = "true"; this.schedule(); },
     });
     return () => this.stop && this.stop();
   }
 
-  // One LogChunk {attempt, replica, offset, data}: its text split into lines, a line without its
-  // newline yet continued by the next chunk of the same source
-  append(chunk) {
+  // One LogChunk {attempt, replica, offset, data} at stream cursor `id`: its text split into lines, a line without
+  // its newline yet continued by the next chunk of the same source
+  append(chunk, id = NaN) {
     const source = chunk.attempt * 65536 + chunk.replica;
-    if (this.seen.has(source) && chunk.offset <= this.seen.get(source)) return;
-    this.seen.set(source, chunk.offset);
+    if (chunk.offset < 0) {
+      // the server's note (offset -1: where it began to drop a log past log_keep, metric names it stopped storing)
+      // holds no bytes of the log, so no offset places it: it stands where the stream brings it, after the chunks
+      // stored before it, which is where a reload reads it (the server's order), not skipped as an old offset
+      if (id <= this.cursor) return;
+    } else {
+      if (this.seen.has(source) && chunk.offset <= this.seen.get(source)) return;
+      this.seen.set(source, chunk.offset);
+    }
+    if (id > this.cursor) this.cursor = id;
     if (!this.sources.has(source)) { this.sources.add(source); this.addOptions(chunk); }
     const parts = chunk.data.split("\n");
     let i = 0;
