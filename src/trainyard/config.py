@@ -250,6 +250,12 @@ class ServerSettings(BaseModel):
         if self.pids_max is None:
             return PIDS_MAX if self.auth else None
         return self.pids_max or None
+    cpu_limit: bool = Field(False, strict=True, description="cap each replica of a host job at its resources.cpu "
+                            "cores (a CFS quota in its cpu cgroup, a Kubernetes limit) on top of the weight it always "
+                            "gets there (a Kubernetes request: its share under contention, idle cores free to use). "
+                            "Off: a job may burst into cores nobody else wants; on: never, and a job joins its cpu "
+                            "cgroup even where it joins no other (a move: ~10 ms of its start unless its launcher "
+                            "joined it ahead)")
     metrics_keep: int = Field(METRICS_KEEP, ge=0, le=10_000_000, description="points of each metric of a replica "
                               "the server keeps: between half and all of this many, evenly spaced, and the newest "
                               "(0: every point)")

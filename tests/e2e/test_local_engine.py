@@ -82,6 +82,30 @@ def test_the_servers_pids_max_stops_a_fork_bomb_in_its_job_alone(tmp_path):
         srv.stop_all()
 
 
+def test_the_servers_cpu_limit_caps_each_job_at_its_cpu_in_its_own_cpu_group(tmp_path):
+    from trainyard.launch import cgroup, cpulimit
+
+    need(cpulimit.detect() == cgroup.V1, "no writable cgroup v1 cpu controller here (root on cgroup v1)")
+    (tmp_path / "server.yaml").write_text("cpu_limit: true\n")
+    srv = ServerProcess(tmp_path / "home", ["--cpus", "2", "--memory", "4Gi", "--container-runtime", "none",
+                                            "--config", str(tmp_path / "server.yaml")])
+    srv.start()
+    try:
+        # given a job asking 750m, with no memory limit nor pids limit: its cpu group is joined for the cap alone
+        show = ("import os\npath = next(l.split(':')[2] for l in open('/proc/self/cgroup').read().splitlines()\n"
+                "            if 'cpu' in l.split(':')[1].split(','))\n"
+                "print(path, *(open(f'/sys/fs/cgroup/cpu{path}/{f}').read().strip()\n"
+                "              for f in ('cpu.shares', 'cpu.cfs_quota_us', 'cpu.cfs_period_us')))\n")
+        job = srv.client().submit(py_job(show, resources={"cpu": "750m"}))
+        assert job.wait(timeout=60).status.value == "succeeded", job.logs()
+        # then it ran in a group of its own, weighted and capped at three quarters of a core
+        path, shares, quota, period = job.logs().split()
+        assert path.endswith(f"/{cgroup.PARENT}/{job.info.attempts[0].id}-r0"), path
+        assert (int(shares), int(quota) / int(period)) == (768, 0.75)
+    finally:
+        srv.stop_all()
+
+
 def test_timeout_ends_the_attempt(server):
     job = server.client().submit(py_job("import time; time.sleep(60)", timeout=1, grace_period=1))
     info = job.wait(timeout=30)

@@ -185,3 +185,29 @@ def test_pids_max_reaches_each_launcher_off_is_none_and_a_bad_value_is_named(tmp
         with pytest.raises(InvalidSpec) as e:
             check(path, lambda: ServerSettings(**load(path)))
         assert [err["field"] for err in e.value.errors] == ["pids_max"], text
+
+
+def test_cpu_and_cpu_limit_reach_each_launcher_and_a_bad_cpu_limit_is_named(tmp_path):
+    from trainyard.artifacts.store import ArtifactStore
+    from trainyard.cli.server_config import check
+    from trainyard.services.launching import launch_configs
+    from trainyard.spec.job import JobSpec
+    from trainyard.spec.records import AttemptInfo, JobInfo, ReplicaInfo
+
+    spec = JobSpec(command="true", resources={"cpu": "1500m"})
+    job = JobInfo(id="j", name="j", status="running", queue="default", priority=100, spec=spec,
+                  created_at=0, updated_at=0)
+    attempt = AttemptInfo(id="j-1", job_id="j", number=1, status="running", created_at=0.0,
+                          replicas=[ReplicaInfo(index=0, node="n", status="running")])
+    store = ArtifactStore(f"file://{tmp_path}")
+    path = tmp_path / "server.yaml"
+    for text, expected in [("cpu_limit: true\n", True), ("cpu_limit: false\n", False), ("sample_every: 5\n", False)]:
+        path.write_text(text)
+        settings = ServerSettings(home=tmp_path, **load(path))
+        (config,) = launch_configs(job, attempt, token="t", settings=settings, artifacts=store, server_url="http://x")
+        assert (config.cpu, config.cpu_limit) == (1.5, expected), text
+    for text in ["cpu_limit: 2\n", "cpu_limit: hard\n"]:
+        path.write_text(text)
+        with pytest.raises(InvalidSpec) as e:
+            check(path, lambda: ServerSettings(**load(path)))
+        assert [err["field"] for err in e.value.errors] == ["cpu_limit"], text

@@ -33,7 +33,7 @@ def doctor(
     ray_address: Annotated[Optional[str], typer.Option(
         "--ray-address", envvar="RAY_ADDRESS", help="also check this Ray cluster (default $RAY_ADDRESS)")] = None,
 ) -> None:
-    """Check what jobs need here: server, engine, nodes, GPUs, containers, cgroups, disk.
+    """Check what jobs need here: server, engine, nodes, GPUs, containers, cgroups, cpu, disk.
 
     Also PostgreSQL (--db) and Ray (--ray-address or $RAY_ADDRESS) when given. Each line is ok, warning
     or error with the fix; exits 1 on any error."""
@@ -41,7 +41,7 @@ def doctor(
 
     findings: list[Finding] = []
     nodes = _server(findings)
-    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _accounts, _process_list,
+    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _cpu, _accounts, _process_list,
                                            _disk, _secrets_key]
     if db:
         checks.append(lambda: _database(db))
@@ -143,6 +143,19 @@ def _cgroups(nodes: list | None) -> Finding:
                        "a fast allocation can pass them", "run the server as root or with a delegated cgroup "
                        "(systemd `Delegate=yes`) so each job gets a hard limit")
     return Finding("cgroups", "ok", f"{where}: memory limits are hard limits ({', '.join(kinds)})")
+
+
+def _cpu(root: str | None = None) -> Finding:
+    """Whether a job's cores are weighed here (launch.cpulimit): the nodes do not report it, this machine does."""
+    from trainyard.launch import cpulimit
+
+    mode = cpulimit.detect(root or cpulimit.MOUNT)
+    if mode is None:
+        return Finding("cpu", "warning", "this machine: no usable cpu cgroup, so a job may take more cores than "
+                       "its resources.cpu from the others", "run the server as root, or with a delegated cgroup v2 "
+                       "tree that has the cpu controller (systemd `Delegate=yes`)")
+    return Finding("cpu", "ok", f"this machine: a job gets its resources.cpu share of busy cores ({mode} weights "
+                   "where it joins a memory or pids group; a hard cap with the server's cpu_limit)")
 
 
 def _accounts() -> Finding:

@@ -53,7 +53,8 @@ def server(
         "--component-catalog", help="a folder or URL of Kubeflow components (repeatable)")] = None,
     config: Annotated[Optional[Path], typer.Option(
         "--config", help="YAML of further settings: sample_every, idle_gpu_threshold, idle_gpu_period, log_keep, "
-                "metrics_keep, outputs_max, pids_max, start_deadline, prices, scheduler (the planner's options)")
+                "metrics_keep, outputs_max, pids_max, cpu_limit, start_deadline, prices, scheduler (the planner's "
+                "options)")
     ] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:

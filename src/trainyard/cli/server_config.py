@@ -10,6 +10,8 @@ metrics_keep: 4000         # points of each metric of a replica: evenly spaced, 
 outputs_max: 100Gi         # bytes of outputs one replica may upload (over it: none, OutputsTooLarge); 0: no bound
 pids_max: 4096             # processes and threads one replica may hold (a fork past it fails); 0: no bound;
                            # unset: 4096 with --auth, none without
+cpu_limit: false           # true: a replica never runs past its resources.cpu cores (a CFS quota); false: it gets
+                           # at least its share of a busy node (a cgroup weight) and may use idle cores
 start_deadline: 5m         # a starting replica whose launcher has not reached the server for this long since its
                            # launch (or its last report while it sets up) is killed, LostContact (retried)
 prices:
@@ -41,7 +43,7 @@ from trainyard.errors import InvalidSpec
 from trainyard.spec.units import parse_duration, parse_memory
 
 KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "outputs_max",
-        "pids_max", "start_deadline", "prices", "scheduler", "webhooks", "retention")
+        "pids_max", "cpu_limit", "start_deadline", "prices", "scheduler", "webhooks", "retention")
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:

@@ -25,7 +25,7 @@ _DEFAULTS: dict = {
     "run_as": None,
     "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None, "checkpoint_url": None,
     "sample_every": None, "secrets": None, "store_url": None,
-    "inputs_as_job": False, "outputs_max": None, "replicas": 1, "pids_max": None,
+    "inputs_as_job": False, "outputs_max": None, "replicas": 1, "pids_max": None, "cpu": None, "cpu_limit": False,
 }
 
 
@@ -53,6 +53,8 @@ class LaunchConfig:
     checkpoint_dir: str | None
     memory_limit: int | None         # bytes, whole process tree
     pids_max: int | None             # processes and threads of the whole tree (launch.pidlimit); None: no bound
+    cpu: float | None                # cores asked (resources.cpu): the tree's cpu cgroup weight (launch.cpulimit)
+    cpu_limit: bool                  # ... and its hard cap too (the server's cpu_limit)
     timeout: float | None            # seconds of run time
     grace_period: float              # seconds between SIGTERM and SIGKILL
     gpus: list[str]                  # -> CUDA_VISIBLE_DEVICES (set, possibly empty, when the spec asked none)

@@ -21,7 +21,7 @@ from trainyard.launch.procs import Owned, check_executable
 
 CAP = 250 * 1024  # bytes of output kept, under the server's 256 KiB an answer
 # where the replica's command runs: (its launch.container.Container or None, launch.json's run_as, its work dir,
-# its environment, its launch.cgroup.Group's (memory, pids; none without), the cached inputs it sees read-only),
+# its environment, its launch.cgroup.Group's (memory, pids, cpu; none without), the cached inputs it sees read-only),
 # set by the launcher once it runs (plain values: nothing here is done, or imported, before a request)
 Where = tuple[object, "dict | None", str, dict[str, str], tuple, tuple[str, ...]]
 

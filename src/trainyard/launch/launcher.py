@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from trainyard import envvars
-from trainyard.launch import cgroup, handoff, leftover_tree, pidlimit, procs, reasons, setup_beat
+from trainyard.launch import cgroup, cpulimit, handoff, leftover_tree, pidlimit, procs, reasons, setup_beat
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.attempt_io import AttemptIO
 from trainyard.launch.emptydirs import Pool
@@ -41,6 +41,7 @@ class Launcher(AttemptIO, Wakeups):
         self.proc = None
         self.group: cgroup.MemoryGroup | None = None  # the replica's memory cgroup, if the host offers one
         self.pids_group: pidlimit.PidsGroup | None = None  # ... and its pids cgroup (the same group on cgroup v2)
+        self.cpu_group: cpulimit.CpuGroup | None = None  # ... and its cpu cgroup (the same group on cgroup v2)
         self.seat = seat  # a child already in the groups the attempt likely needs (launch.seat), if idle before
         self.spare: tuple[cgroup.Group, ...] = ()  # the seat's groups the attempt did not need: removed at the end
         self.container = None  # a launch.container.Container when the job runs in an image
@@ -185,11 +186,12 @@ class Launcher(AttemptIO, Wakeups):
         if self.container is None:
             name = f"{cfg.attempt_id}-r{cfg.replica}"
             if self.seat is not None and (seated := self.seat.take(cfg, name, env)) is not None:
-                self.group, self.pids_group, self.spare = seated
+                self.group, self.pids_group, self.cpu_group, self.spare = seated
             else:
                 self.group = cgroup.for_replica(cfg.cgroup_root, cfg.memory_limit, name,
                                                 lambda m: append_log(self.log, m))
                 self.pids_group = pidlimit.for_replica(cfg.cgroup_root, cfg.pids_max, name, self.group)
+                self.cpu_group = cpulimit.for_replica(cfg.cgroup_root, cfg, name, (self.group, self.pids_group))
         try:
             argv, start_env = command, env
             if cfg.run_as:  # hand the job its folders; the command drops to the account after the cgroup shim
@@ -277,12 +279,12 @@ class Launcher(AttemptIO, Wakeups):
 
     def groups(self) -> tuple[cgroup.Group, ...]:
         """The replica's cgroups, which its command joins before it starts."""
-        return tuple(g for g in (self.group, self.pids_group) if g is not None)
+        return tuple(g for g in (self.group, self.pids_group, self.cpu_group) if g is not None)
 
     def _remove_groups(self) -> None:
         for group in (*self.groups(), *self.spare):
             group.remove()
-        self.group = self.pids_group = None
+        self.group = self.pids_group = self.cpu_group = None
         self.spare = ()
 
     def _drop_seat(self) -> None:

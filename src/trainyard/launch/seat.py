@@ -19,6 +19,9 @@ at the spawn was done before it.
   there is limited or read: the ancestors' limits hold as they did) and is removed at the end with the
   others. Moving the child back out would cost the grace period the seat is there to save.
 - It needs none: the command is spawned as it would be, and the seat let go after the spawn.
+- The cpu group (:mod:`trainyard.launch.cpulimit`) is a weight that is not worth a move of its own: an attempt
+  takes it where the seat holds it, even one that needs no other group (a seat holds one where the attempt
+  before joined one). Where the host refuses it, the seat holds the others.
 - Let go (the zygote closed the launcher's pipe, the attempt took another path): the child is killed and
   its groups removed. A launcher killed while idle closes the child's request pipe with its death, so the
   child exits, and the groups, empty then, are swept as any dead launcher's are (:func:`cgroup.sweep`).
@@ -33,7 +36,7 @@ import select
 import signal
 from typing import NamedTuple
 
-from trainyard.launch import cgroup, pidlimit, procs
+from trainyard.launch import cgroup, cpulimit, pidlimit, procs
 
 AHEAD = "ahead"  # a seat's groups' name until its attempt's replaces it
 READY = b"r"  # the child's first word once in its groups ("f": it could not join one)
@@ -52,26 +55,29 @@ _DEFAULTS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGHUP", "SIGTERM", "S
 
 
 class Wants(NamedTuple):
-    """The groups a seat holds: the cgroup root, and whether a memory and a pids group."""
+    """The groups a seat holds: the cgroup root, and whether a memory, a pids and a cpu group."""
 
     root: str
     memory: bool
     pids: bool
+    cpu: bool = False
 
 
 def wants(config: object) -> Wants | None:
     """What an attempt of this launch config needs of a seat; None: none (an image, or no limit to hold)."""
     if getattr(config, "container", None) or not getattr(config, "cgroup_root", None):
         return None
-    found = Wants(config.cgroup_root, bool(config.memory_limit), bool(config.pids_max))
-    return found if found.memory or found.pids else None
+    memory, pids = bool(config.memory_limit), bool(config.pids_max)
+    found = Wants(config.cgroup_root, memory, pids, cpulimit.wanted(config, memory or pids))
+    return found if any(found[1:]) else None
 
 
 class Taken(NamedTuple):
-    """The groups of a seat an attempt took: its memory and pids groups, with their limits, and the rest."""
+    """The groups of a seat an attempt took: its memory, pids and cpu groups, with their limits, and the rest."""
 
     memory: cgroup.MemoryGroup | None
     pids: pidlimit.PidsGroup | None
+    cpu: cpulimit.CpuGroup | None
     spare: tuple[cgroup.Group, ...]
 
 
@@ -83,6 +89,7 @@ class Seat:
         self.root, self.groups = root, groups
         self.pid: int | None = None
         self.taken = False
+        self.cpu_refused = False  # the host has a cpu controller and refused us a group: the shim would be too
         self._status = self._request = -1
 
     @classmethod
@@ -102,6 +109,7 @@ class Seat:
                 groups["pids"] = (pids, groups["memory"][1])
             elif pids is not None:
                 groups["pids"] = (pids, cgroup.new_group(cgroup.place(want.root, pids, "pids"), _name()))
+            seat._add_cpu(want)
             if not groups:
                 return None
             seat._spawn()
@@ -109,6 +117,22 @@ class Seat:
             seat.discard()
             return None
         return seat
+
+    def _add_cpu(self, want: Wants) -> None:
+        """The cpu group, where ``want`` names it and the host has one: on v2 the seat's one group where it has
+        one. Only a weight (launch.cpulimit): where it cannot be had, the seat still holds the others."""
+        cpu = cpulimit.detect(want.root) if want.cpu else None
+        if cpu is None:
+            return
+        one = next((p for v, p in self.groups.values() if v == cgroup.V2), None)
+        try:
+            if cpu == cgroup.V2 and one is not None:
+                cgroup.enable(os.path.dirname(one), "cpu")
+                self.groups["cpu"] = (cpu, one)
+            else:
+                self.groups["cpu"] = (cpu, cgroup.new_group(cgroup.place(want.root, cpu, "cpu"), _name()))
+        except OSError:
+            self.cpu_refused = True
 
     def _spawn(self) -> None:
         """The child: a shell that joins the groups, says so on fd 3, then sources what comes on fd 4 (the
@@ -140,12 +164,16 @@ class Seat:
         with its limits written; None where the seat does not fit it (see the module's docstring, and
         :meth:`spawn` on the names): then :meth:`discard` it."""
         need = {"memory": bool(config.memory_limit), "pids": bool(config.pids_max)}
+        # a weight rides along where the seat holds its group (no move to pay); where it lacks one the
+        # attempt needs, the shim joins it, unless the host has none to give
+        need["cpu"] = cpulimit.wanted(config, need["memory"] or need["pids"] or "cpu" in self.groups) and (
+            "cpu" in self.groups or not self.cpu_refused and cpulimit.detect(self.root) is not None)
         if (self.pid is None or config.container or config.cgroup_root != self.root or not any(need.values())
                 or not all(_EXPORTABLE.match(k) for k in env)
                 or any(n and c not in self.groups for c, n in need.items()) or not self._ready()):
             return None
         paths = self._rename(name)
-        memory = pids = None
+        memory = pids = cpu = None
         try:
             if need["memory"]:
                 memory = cgroup.MemoryGroup(paths["memory"][1], paths["memory"][0], config.memory_limit)
@@ -154,12 +182,17 @@ class Seat:
                 version, path = paths["pids"]
                 pids = pidlimit.PidsGroup(path, version, config.pids_max, owned=memory is None or path != memory.path)
                 pids.apply_limit()
+            if need["cpu"]:
+                version, path = paths["cpu"]
+                cpu = cpulimit.CpuGroup(path, version, config.cpu, bool(config.cpu_limit),
+                                        owned=path not in {g.path for g in (memory, pids) if g is not None})
+                cpu.apply_limit()
         except OSError:
             return None
         self.taken = True
-        used = {g.path for g in (memory, pids) if g is not None}
+        used = {g.path for g in (memory, pids, cpu) if g is not None}
         spare = tuple(cgroup.Group(p) for p in dict.fromkeys(p for _, p in paths.values()) if p not in used)
-        return Taken(memory, pids, spare)
+        return Taken(memory, pids, cpu, spare)
 
     def _ready(self) -> bool:
         """Whether the child is in its groups: it says so once, within :data:`READY_WAIT`."""

@@ -79,6 +79,8 @@ def launch_configs(
             output_url=artifacts.outputs_url(job.id, attempt.number, r.index),
             outputs_max=settings.outputs_max or None,
             pids_max=settings.replica_pids,
+            cpu=spec.resources.cpu,
+            cpu_limit=settings.cpu_limit,
             replicas=spec.replicas,
             memory_limit=spec.resources.memory,
             timeout=spec.timeout,

@@ -1,0 +1,189 @@
+"""A replica's cores: its tree in a cpu cgroup weighted by ``resources.cpu``, capped with the server's
+``cpu_limit`` (real processes, real cgroups, the kernel's scheduler; launch.cpulimit), joined through the shim
+and through a seat (launch.seat).
+
+Needs a writable cpu cgroup (root on cgroup v1, or a delegated v2 tree with cpu): skipped on a laptop without
+one, required on CI. The jobs busy-loop for one fixed window of wall time, the same for every job of a test:
+each prints the CPU time its processes took in it. Weights are compared on one core, where two jobs must
+contend; the margins are wide, since the machine is shared.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import need
+from tests.integration.test_launcher_seat import kept_after, zygote  # noqa: F401  (a fixture)
+from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
+    ATTEMPT_ID, log_of, make_config, read_result, report_server, script, start_launcher,
+)
+from tests.support.waiting import until
+from trainyard.launch import cgroup, cpulimit
+from trainyard.launch.handoff import LEFT_NAME
+from trainyard.launch.seat import AHEAD
+
+WINDOW = 2.0  # seconds of busy loops
+# waits for the go file (its window's start and end, wall clock), then busy-loops in N processes through the
+# window and prints the CPU time they took; pinned to the core PIN names, where set
+BUSY = """
+import os, sys, time
+if os.environ.get("PIN"):
+    os.sched_setaffinity(0, {int(os.environ["PIN"])})
+print("pid", os.getpid(), flush=True)
+print(open("/proc/self/cgroup").read(), flush=True)
+print("ready", flush=True)
+give_up = time.time() + 120
+while not os.path.exists(sys.argv[2]):
+    if time.time() > give_up:
+        sys.exit(2)
+    time.sleep(0.01)
+start, end = map(float, open(sys.argv[2]).read().split())
+kids = []
+for _ in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:
+        while time.time() < start:
+            time.sleep(0.001)
+        while time.time() < end:
+            pass
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+t = os.times()
+print("cpu", t.children_user + t.children_system, flush=True)
+"""
+
+
+@pytest.fixture
+def cpu_cgroups() -> str:
+    mode = cpulimit.detect()
+    need(mode is not None, "no writable cpu cgroup here (root on cgroup v1, or a delegated cgroup v2 tree with cpu)")
+    return mode
+
+
+def busy(tmp_path: Path, attempt: Path, url: str, procs: int, go: Path, **kw) -> None:
+    make_config(attempt, url, [*script(tmp_path, "busy.py", BUSY), str(procs), str(go)], **kw)
+
+
+def go_when_ready(go: Path, *attempts: Path) -> None:
+    """Once every job is ready: one window for all, a moment ahead."""
+    until(lambda: all(b"ready" in log_of(a) for a in attempts), timeout=60)
+    start = time.time() + 0.3
+    go.with_suffix(".tmp").write_text(f"{start} {start + WINDOW}")
+    os.replace(go.with_suffix(".tmp"), go)
+
+
+def cpu_time(attempt: Path) -> float:
+    until(lambda: (attempt / "result.json").exists(), timeout=60)
+    log = (attempt / "output.log").read_text()
+    assert read_result(attempt)["reason"] == "Succeeded", log
+    return float(re.search(r"^cpu (\S+)$", log, re.M).group(1))
+
+
+def one_core() -> dict[str, str]:
+    return {"PIN": str(min(os.sched_getaffinity(0)))}
+
+
+def cpu_parent(mode: str) -> str:
+    return cgroup.v1_parent(cgroup.MOUNT, "cpu") if mode == cgroup.V1 else os.path.join(cgroup.MOUNT, cgroup.PARENT)
+
+
+def test_two_jobs_on_one_busy_core_share_it_as_their_cpu_asks(tmp_path, report_server, cpu_cgroups):
+    # given two jobs of four busy processes each on one core, asking 1 and 3 cores, on a server with pids_max
+    # (a group joined anyway: the weight rides along)
+    small, big, go = tmp_path / "small", tmp_path / "big", tmp_path / "go"
+    busy(tmp_path, small, report_server.url, 4, go, cpu=1.0, pids_max=64, env=one_core())
+    busy(tmp_path, big, report_server.url, 4, go, cpu=3.0, pids_max=64, env=one_core(), replica=1)
+    # when both run through the same window
+    launchers = [start_launcher(small), start_launcher(big)]
+    go_when_ready(go, small, big)
+    for launcher in launchers:
+        launcher.communicate(timeout=60)
+    # then the core went 1:3 between them (as processes, four each, it would go 1:1)
+    ratio = cpu_time(big) / cpu_time(small)
+    assert 2.0 < ratio < 4.5, (cpu_time(small), cpu_time(big))
+    assert in_cpu_group((big / "output.log").read_text(), f"{ATTEMPT_ID}-r1")
+    assert not os.path.exists(os.path.join(cpu_parent(cpu_cgroups), f"{ATTEMPT_ID}-r0"))
+
+
+def test_with_cpu_limit_a_job_uses_no_more_than_its_cores_on_an_idle_node(tmp_path, report_server, cpu_cgroups):
+    # given a job asking half a core, with the server's cpu_limit on and no other group to join
+    attempt, go = tmp_path / "capped", tmp_path / "go"
+    busy(tmp_path, attempt, report_server.url, 2, go, cpu=0.5, cpu_limit=True)
+    launcher = start_launcher(attempt)
+    # when its two processes busy-loop on a node with two cores
+    go_when_ready(go, attempt)
+    launcher.communicate(timeout=60)
+    # then they took half a core between them, not two
+    assert 0.1 * WINDOW < cpu_time(attempt) < 0.6 * WINDOW
+    assert not os.path.exists(os.path.join(cpu_parent(cpu_cgroups), f"{ATTEMPT_ID}-r0"))
+
+
+def test_without_another_group_or_cpu_limit_a_job_joins_no_cpu_group(tmp_path, report_server, cpu_cgroups):
+    attempt, go = tmp_path / "free", tmp_path / "go"
+    busy(tmp_path, attempt, report_server.url, 0, go, cpu=1.0)
+    launcher = start_launcher(attempt)
+    go_when_ready(go, attempt)
+    out = launcher.communicate(timeout=60)[0]
+    assert cpu_time(attempt) == 0 and out == b""
+    assert not in_cpu_group((attempt / "output.log").read_text(), f"{ATTEMPT_ID}-r0")  # a move: ~10 ms of its start
+
+
+def in_cpu_group(log: str, name: str) -> bool:
+    """Whether the job's /proc/self/cgroup in ``log`` puts it in our cpu group ``name``."""
+    return any(line.endswith(f"/{cgroup.PARENT}/{name}") and (line.startswith("0::") or "cpu" in
+               line.split(":")[1].split(",")) for line in log.splitlines() if line.count(":") >= 2)
+
+
+def seat_child(launcher: int, mode: str) -> int:
+    """The seat's child of ``launcher``, once it is in its cpu group."""
+    parent = cpu_parent(mode)
+
+    def groups() -> list[list[int]]:
+        return [cgroup.Group(os.path.join(parent, n)).pids() for n in os.listdir(parent)
+                if n.startswith(f"{AHEAD}-{launcher}-")]
+    until(lambda: [len(p) for p in groups()] == [1], timeout=30)
+    return groups()[0][0]
+
+
+def test_a_seated_job_gets_its_weight_even_with_no_other_group(tmp_path, report_server, zygote, cpu_cgroups):
+    # given a launcher kept after an attempt with a pids limit: its seat holds a cpu group too
+    launcher = kept_after(zygote, tmp_path / "first", report_server.url, pids_max=64, cpu=1.0)
+    child = seat_child(launcher, cpu_cgroups)
+    # when a job asking 3 cores and no pids limit takes the seat, beside one asking 1 through the shim,
+    # both on one core
+    big, small, go = tmp_path / "big", tmp_path / "small", tmp_path / "go"
+    busy(tmp_path, big, report_server.url, 4, go, cpu=3.0, env=one_core())
+    busy(tmp_path, small, report_server.url, 4, go, cpu=1.0, pids_max=64, env=one_core(), replica=1)
+    shim = start_launcher(small)
+    assert zygote.fork(big) == launcher
+    go_when_ready(go, small, big)
+    shim.communicate(timeout=60)
+    until(lambda: (big / LEFT_NAME).exists(), timeout=60)
+    # then it ran in the seat, in its cpu group, under its weight: the core went 3:1
+    assert int((big / "output.log").read_text().split("pid ", 1)[1].split()[0]) == child
+    assert in_cpu_group((big / "output.log").read_text(), f"{ATTEMPT_ID}-r0")
+    ratio = cpu_time(big) / cpu_time(small)
+    assert 2.0 < ratio < 4.5, (cpu_time(small), cpu_time(big))
+
+
+def test_a_seated_job_is_capped_with_cpu_limit(tmp_path, report_server, zygote, cpu_cgroups):
+    # given a launcher kept after an attempt under cpu_limit: its seat holds a cpu group, with no cap yet
+    launcher = kept_after(zygote, tmp_path / "first", report_server.url, cpu=0.5, cpu_limit=True)
+    child = seat_child(launcher, cpu_cgroups)
+    attempt, go = tmp_path / "capped", tmp_path / "go"
+    busy(tmp_path, attempt, report_server.url, 2, go, cpu=0.5, cpu_limit=True)
+    assert zygote.fork(attempt) == launcher
+    go_when_ready(go, attempt)
+    until(lambda: (attempt / LEFT_NAME).exists(), timeout=60)
+    # then it ran in the seat, held to half a core
+    assert int((attempt / "output.log").read_text().split("pid ", 1)[1].split()[0]) == child
+    assert 0.1 * WINDOW < cpu_time(attempt) < 0.6 * WINDOW
+    assert not os.path.exists(os.path.join(cpu_parent(cpu_cgroups), f"{ATTEMPT_ID}-r0"))
+    assert seat_child(launcher, cpu_cgroups) != child  # and the next seat waits in new ones
