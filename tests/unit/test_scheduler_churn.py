@@ -82,6 +82,22 @@ def test_a_lender_reclaims_young_borrowed_work_at_once_and_old_only_once_it_has_
     assert mine(0, old, reclaim_within=None, reclaim_after=None) == ["borrower#1"]
 
 
+def test_a_lender_waiting_on_old_borrowed_work_is_told_when_it_takes_the_room_back():
+    # given a lender's job whose one GPU is held by another team's borrowed job ten hours from its end
+    nodes = [gpu_node("n", 1, free=[])]
+    queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b", gpus={"A100": 1})]
+    old = [running("borrower#1", "n", ["0"], queue="a", started_at=0, expected_end=20 * 3600)]
+    mine = [job("mine", queue="b", team="b", submitted_at=10 * 3600 - 120)]
+    # then its reason says the held node's end, and that its queue takes the room back sooner
+    msg = plan(nodes, mine, old, queues, now=10 * 3600).entries["mine"].message
+    assert "next to start in ≤ 10h00m" in msg and "its queue takes that room back in 58m" in msg, msg
+    # not with reclaim_after off, nor where the work in its way is not borrowed (its own queue's, no quota)
+    off = plan(nodes, mine, old, queues, now=10 * 3600, options=Options(reclaim_after=None)).entries["mine"].message
+    assert "takes that room back" not in off and "next to start in ≤ 10h00m" in off, off
+    own = [running("own#1", "n", ["0"], queue="b", team="b", started_at=0, expected_end=20 * 3600, priority=300)]
+    assert "takes that room back" not in plan(nodes, mine, own, queues, now=10 * 3600).entries["mine"].message
+
+
 def test_with_reclaim_after_off_a_lender_waits_for_old_borrowed_work_with_a_timeout_to_end():
     nodes = [gpu_node("n", 2, free=[])]
     queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b", gpus={"A100": 2})]

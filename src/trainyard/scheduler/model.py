@@ -161,6 +161,8 @@ class Reservation:
     job_id: str
     nodes: list[str]
     start: float
+    # a job inside its quota may stop borrowed work in its way from then on (Options.reclaim_after), if sooner
+    reclaims_at: float | None = None
 
 
 class Shape(NamedTuple):

@@ -180,7 +180,7 @@ class _Planner:
                     self._fits_now(job, fit, sel, end, sig):
                 return deferred.append((job, q))
         # 3e. hold nodes, on the types it could start on once room frees, quota allowing
-        if self._reserve(job, q, fit, allowed + reach, sel):
+        if self._reserve(job, q, fit, allowed + reach, sel, inside=True):
             return None
         # 3f. wait, or borrow the types beyond its quota in phase 4
         if len(allowed) < len(fit.types) and q.borrowing and job.preemptible:
@@ -253,9 +253,10 @@ class _Planner:
         return None, ()
 
     def _reserve(self, job: PendingJob, q: Queue, fit: ShapeFit, hold: tuple, sel: tuple,
-                 borrower: bool = False) -> bool:
+                 borrower: bool = False, inside: bool = False) -> bool:
         """Step 3e: the first job blocked holds the nodes where it can start soonest; so does every
-        starved job, and in phase 4 one ``borrower`` (:meth:`_may_hold_borrowing`)."""
+        starved job, and in phase 4 one ``borrower`` (:meth:`_may_hold_borrowing`). ``inside``: a job inside
+        its queue's quota, which may stop borrowed work once it has waited ``Options.reclaim_after``."""
         c, memo = self.c, self.memo
         starved = borrower or (job.id in self.starved if self.starved else False)
         if (len(c.starts) - self.starved_held >= c.opt.max_reservations and not starved) or c.searches <= 0 \
@@ -271,6 +272,11 @@ class _Planner:
             memo.no_reservation.add((fit.id, hold))  # it would not fit even once everything running has ended
             return False
         res, t = found
+        back = c.opt.reclaim_after
+        if inside and back is not None and job.submitted_at is not None and c.quotas.guarded and \
+                c.quotas.guarantees(q) and self.rooms.borrowing_queues - {q.name} and \
+                job.submitted_at + back < res.start:
+            res.reclaims_at = job.submitted_at + back  # its reason says so: the held nodes' end may be hours off
         self.starved_held += starved
         self.held_types.add(t)
         self.borrower_held |= borrower

@@ -131,8 +131,13 @@ def _cores(n: float) -> str:
 def head(res: Reservation, now: float) -> str:
     held = plural(len(res.nodes), "node")
     if res.start == INF:
-        return f"next to start: {held} held for it until running work ends (no timeout says when)"
-    return f"next to start in ≤ {duration(res.start - now)}: {held} held for it"
+        text = f"next to start: {held} held for it until running work ends (no timeout says when)"
+    else:
+        text = f"next to start in ≤ {duration(res.start - now)}: {held} held for it"
+    if res.reclaims_at is not None and res.reclaims_at > now:
+        text += f" (sooner if borrowed work holds them: its queue takes that room back in " \
+                f"{duration(res.reclaims_at - now)})"
+    return text
 
 
 def behind(res: Reservation, job: PendingJob, now: float) -> str:
