@@ -166,3 +166,19 @@ def test_old_work_without_a_timeout_is_preempted_once_the_job_has_waited_out_sto
     assert fresh.preemptions == []
     waited = plan(nodes, [job("urgent", priority=300, submitted_at=now - 4 * 3600 - 1)], live, now=now)
     assert [x.attempt_id for x in waited.preemptions] == ["forever#1"]
+
+
+def test_a_job_that_waited_past_reclaim_after_is_not_turned_away_for_a_younger_one_like_it():
+    # given two jobs alike of a lender's queue, the younger first in line (it was submitted first, then
+    # requeued), and old borrowed work of another team on the one GPU
+    nodes = [gpu_node("n", 1, free=[])]
+    queues = [Queue("a", team="a", gpus={"A100": 0}), Queue("b", team="b", gpus={"A100": 1})]
+    old = [running("borrower#1", "n", ["0"], queue="a", started_at=0)]
+    line = [job("young", 0, queue="b", team="b", submitted_at=10 * 3600 - 60),
+            job("waited", 1, queue="b", team="b", submitted_at=10 * 3600 - 7200)]
+    # when a cycle holding no nodes for anyone runs (so the young one is turned away, not given a reservation):
+    # the young one may not stop hours-old borrowed work, the one waiting 2 h may
+    p = plan(nodes, line, old, queues, now=10 * 3600, options=Options(max_reservations=0))
+    # then the older one reclaims the GPU, not turned away for the younger one's answer
+    assert [(x.attempt_id, x.by) for x in p.preemptions] == [("borrower#1", "waited")], p.preemptions
+

@@ -79,6 +79,7 @@ class JobClass(NamedTuple):
     borrowing: bool  # considered after the line, beyond its queue's quota
     preemptible: bool
     epoch: int  # :attr:`Cycle.epoch` then: a preemption frees room, so earlier answers lapse
+    waited: int  # how many of the waits that widen whom it may stop it has passed (:attr:`_Planner.waits`)
 
 
 @dataclass(slots=True)

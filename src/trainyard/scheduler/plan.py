@@ -89,6 +89,10 @@ class _Planner:
         self.borrower_held = False  # a borrower holds nodes (phase 4; Options.reserve_borrowing_after)
         self.too_young = False  # the last job refused nodes to hold only for its wait (Options.reserve_after)
         self.may_hold = options.reserve_borrowing_after is not None  # some borrower may hold nodes
+        # the waits past which a job may stop more (Victims.patient, Victims.reclaims_old), soonest first: jobs
+        # alike but on either side of one have different choices, so they are of different classes
+        untimed = options.stop_untimed_after if options.stop_untimed_after is not None else options.preempt_within
+        self.waits = sorted(INF if t is None else t for t in (untimed, options.reclaim_after))
 
     def run(self, pending: list[PendingJob]) -> Plan:
         c = self.c
@@ -131,7 +135,9 @@ class _Planner:
         # once a quota guarantees work to a team, whom a job may preempt depends on its team, and a job of the
         # default queue is of its submitter's team, not the queue's
         qk = q.name if job.team == q.team or not c.quotas.guarded else (q.name, job.team)
-        cls = (qk, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch)
+        waited = c.now - job.submitted_at if job.submitted_at is not None else -INF
+        cls = (qk, fit.id, job.priority, sig, borrowing, job.preemptible, c.epoch,
+               (waited > self.waits[0]) + (waited > self.waits[1]))
         starved = job.id in self.starved if self.starved else False
         # a borrower that may hold nodes had a choice the jobs like it may not have had
         holds = borrowing and self.may_hold and self._may_hold_borrowing(job, fit)
