@@ -15,10 +15,7 @@ ENV_KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "NODE_RANK", "LOCAL_WORLD_SIZE",
 
 
 def test_each_process_gets_torchrun_env_and_its_own_gpus(server):
-    # one write per line: a replica's two processes share its log, and with PYTHONUNBUFFERED (the launcher's)
-    # print writes the text and its newline apart, so two lines could glue (CI run of 6cd5793)
-    code = (f"import os, json; os.write(1, (json.dumps({{k: os.environ[k] for k in {ENV_KEYS!r}}}) + "
-            "'\\n').encode())")
+    code = f"import os, json; print(json.dumps({{k: os.environ[k] for k in {ENV_KEYS!r}}}), flush=True)"
     job = server.client().submit(py_job(code, replicas=2, procs_per_replica=2, distributed="torch",
                                         resources={"cpu": 0.5, "gpu": 2}))
     info = job.wait(timeout=60)
