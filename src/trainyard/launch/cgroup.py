@@ -40,8 +40,10 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 MOUNT = "/sys/fs/cgroup"
 V1, V2, SAMPLED = "cgroup-v1", "cgroup-v2", "sampled"
@@ -75,14 +77,20 @@ def detect(root: str = MOUNT) -> str:
     Read-only and cheap (a few ``stat`` calls). ``root`` is where cgroups are
     mounted; tests point it at a folder laid out like any host.
     """
+    return detect_controller(root, "memory", "memory.limit_in_bytes") or SAMPLED
+
+
+def detect_controller(root: str, controller: str, v1_file: str) -> str | None:
+    """How this host can give a replica a group of ``controller``: ``V1``, ``V2``, or None where it cannot.
+    ``v1_file``: a file of the v1 controller's root, there where that controller is mounted."""
     if not os.access(SHELL, os.X_OK):
-        return SAMPLED
-    if "memory" in read(os.path.join(root, "cgroup.controllers")).split():
-        return V2 if v2_usable(root, "memory") else SAMPLED
-    mem = os.path.join(root, "memory")  # v1, or the v1 half of a hybrid host
-    if os.path.isfile(os.path.join(mem, "memory.limit_in_bytes")) and may_create(v1_parent(root)):
+        return None
+    if controller in read(os.path.join(root, "cgroup.controllers")).split():
+        return V2 if v2_usable(root, controller) else None
+    # v1, or the v1 half of a hybrid host
+    if os.path.isfile(os.path.join(root, controller, v1_file)) and may_create(v1_parent(root, controller)):
         return V1
-    return SAMPLED
+    return None
 
 
 def v2_usable(root: str, controller: str) -> bool:
@@ -127,10 +135,33 @@ def _own_v2_path() -> str:
 
 
 class Group:
-    """One of a replica's cgroups, at ``path``: the command joins it through :func:`wrap`, :meth:`remove` at the end."""
+    """One of a replica's cgroups, at ``path``: the command joins it through :func:`wrap`, :meth:`remove` at the end.
+    ``owned``: False where it is the replica's one v2 group that a group of another controller made, and removes."""
 
-    def __init__(self, path: str):
+    controller = ""  # what a subclass limits: the controller :meth:`create` gives its groups
+
+    def __init__(self, path: str, owned: bool = True):
         self.path = path
+        self.owned = owned
+
+    @classmethod
+    def create(cls: type[_G], root: str, version: str, name: str, *limits: object,
+               joined: "tuple[Group | None, ...]" = ()) -> _G:
+        """A new group ``cls(path, version, *limits, owned=...)`` with its limits written: on v2 in the replica's
+        one group among ``joined`` where it has one (a process is in one v2 group); raises ``OSError`` when the
+        host refuses, leaving nothing of its own behind."""
+        one = next((g.path for g in joined if g is not None and getattr(g, "version", None) == V2), None)
+        path = group_for(root, version, cls.controller, name, one)
+        group = cls(path, version, *limits, owned=path != one)
+        try:
+            group.apply_limit()
+        except OSError:
+            group.remove()
+            raise
+        return group
+
+    def apply_limit(self) -> None:
+        """Write the group's limits; a plain group has none."""
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -143,13 +174,15 @@ class Group:
         return [int(p) for p in read(self._file("cgroup.procs")).split()]
 
     def remove(self, timeout: float = 5.0) -> bool:
-        """Remove the group; returns whether it is gone. Never raises.
+        """Remove the group (not one it does not own: its maker will); returns whether it is gone. Never raises.
 
         Call once the tree is reaped. The kernel may still count a process that
         has just exited (EBUSY) for a moment, over a second on a loaded host
         (seen in CI), so retry for a while; anything still
         listed in the group after that is killed, since it can only be ours.
         """
+        if not self.owned:
+            return True
         end = time.monotonic() + timeout
         while True:
             try:
@@ -173,6 +206,19 @@ def wrap(argv: list[str], groups: "tuple[Group, ...] | list[Group]") -> list[str
     one group a replica, whatever its limits: joined once."""
     files = list(dict.fromkeys(os.path.join(g.path, "cgroup.procs") for g in groups))
     return [SHELL, "-c", _SHIM, "sh", *files, "--", *argv] if files else argv
+
+
+_G = TypeVar("_G", bound=Group)
+
+
+def group_for(root: str, version: str, controller: str, name: str, one: str | None = None) -> str:
+    """The folder of a replica's new group of ``controller``: on v2 ``one``, the replica's one v2 group, where it
+    has one (with the controller enabled for it), else a new group ``name``; raises ``OSError`` when the host
+    refuses."""
+    if version == V2 and one is not None:
+        enable(os.path.dirname(one), controller)
+        return one
+    return new_group(place(root, version, controller), name)
 
 
 def new_group(parent: str, name: str) -> str:
@@ -210,21 +256,17 @@ class MemoryGroup(Group):
     """One replica's memory cgroup: :meth:`make` it, start the command through
     :meth:`wrap`, ask :meth:`oom_kills` while it runs, :meth:`remove` it at the end."""
 
-    def __init__(self, path: str, version: str, limit: int):
-        super().__init__(path)
+    controller = "memory"
+
+    def __init__(self, path: str, version: str, limit: int, owned: bool = True):
+        super().__init__(path, owned)
         self.version = version
         self.limit = limit
 
     @classmethod
     def make(cls, root: str, version: str, name: str, limit: int) -> "MemoryGroup":
         """Create the group with its limit; raises ``OSError`` when the host refuses."""
-        group = cls(new_group(place(root, version, "memory"), name), version, limit)
-        try:
-            group.apply_limit()
-        except OSError:
-            group.remove()
-            raise
-        return group
+        return cls.create(root, version, name, limit)
 
     def apply_limit(self) -> None:
         """Write :attr:`limit` to the group (a seat's group is made without one: launch.seat)."""
@@ -282,6 +324,19 @@ def for_replica(root: str | None, limit: int | None, name: str, say: Callable[[s
     except OSError as e:  # the limit still holds, sampled
         say(f"cannot make a memory cgroup ({mode}): {e}; sampling the memory use instead")
         return None
+
+
+class SayOnce:
+    """Say a line on the launcher's own log (its stderr) the first time only: what this host lacks, it lacks for
+    every replica the launcher starts."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, text: str) -> None:
+        if not self.said:
+            self.said = True
+            print(text, file=sys.stderr, flush=True)
 
 
 def mib(n: int) -> str:

@@ -27,17 +27,14 @@ limit thus share the cores as plain processes do.
 
 from __future__ import annotations
 
-import os
-import sys
-
 from trainyard.launch import cgroup
-from trainyard.launch.cgroup import MOUNT, SHELL, V1, V2
+from trainyard.launch.cgroup import MOUNT, V1
 
 SHARES_MIN, SHARES_MAX = 2, 262144  # the kernel's bounds for cpu.shares (v1)
 PERIOD = 100_000  # µs: the kernel's default CFS period (and Kubernetes'), for cpu.max on v2
 QUOTA_MIN = 1000  # µs: the least quota the kernel takes
 
-_said = False  # "cannot make a cpu cgroup": once a launcher, on its own log
+_say = cgroup.SayOnce()  # "cannot make a cpu cgroup": once a launcher, on its own log
 
 
 def shares(cpu: float) -> int:
@@ -57,13 +54,7 @@ def quota(cpu: float, period: int = PERIOD) -> int:
 
 def detect(root: str = MOUNT) -> str | None:
     """How this host can weigh (and cap) a replica's cores: ``V1``, ``V2``, or None where it cannot."""
-    if not os.access(SHELL, os.X_OK):
-        return None
-    if "cpu" in cgroup.read(os.path.join(root, "cgroup.controllers")).split():
-        return V2 if cgroup.v2_usable(root, "cpu") else None
-    if os.path.isfile(os.path.join(root, "cpu", "cpu.shares")) and cgroup.may_create(cgroup.v1_parent(root, "cpu")):
-        return V1
-    return None
+    return cgroup.detect_controller(root, "cpu", "cpu.shares")
 
 
 def wanted(config: object, joined: bool) -> bool:
@@ -77,30 +68,20 @@ class CpuGroup(cgroup.Group):
     with its other groups, :meth:`remove` it at the end. ``owned``: False where it is the replica's v2 group
     of another controller, which removes itself."""
 
+    controller = "cpu"
+
     def __init__(self, path: str, version: str, cpu: float, hard: bool, owned: bool = True):
-        super().__init__(path)
+        super().__init__(path, owned)
         self.version = version
         self.cpu = cpu
         self.hard = hard
-        self.owned = owned
 
     @classmethod
     def make(cls, root: str, version: str, name: str, cpu: float, hard: bool,
              joined: "tuple[cgroup.Group | None, ...]" = ()) -> "CpuGroup":
         """Create the group with its weight (and quota where ``hard``): on v2 in the replica's one group among
         ``joined`` where it has one; raises ``OSError`` when the host refuses."""
-        one = next((g for g in joined if g is not None and getattr(g, "version", None) == V2), None)
-        if version == V2 and one is not None:
-            cgroup.enable(os.path.dirname(one.path), "cpu")
-            group = cls(one.path, version, cpu, hard, owned=False)
-        else:
-            group = cls(cgroup.new_group(cgroup.place(root, version, "cpu"), name), version, cpu, hard)
-        try:
-            group.apply_limit()
-        except OSError:
-            group.remove()
-            raise
-        return group
+        return cls.create(root, version, name, cpu, hard, joined=joined)
 
     def apply_limit(self) -> None:
         """Write the weight, and the quota where :attr:`hard` (a seat's group is made without: launch.seat)."""
@@ -114,9 +95,6 @@ class CpuGroup(cgroup.Group):
             cgroup.write(self._file("cpu.weight"), str(weight(self.cpu)))
             if self.hard:
                 cgroup.write(self._file("cpu.max"), f"{quota(self.cpu)} {PERIOD}")
-
-    def remove(self, timeout: float = 5.0) -> bool:
-        return super().remove(timeout) if self.owned else True
 
 
 def for_replica(root: str | None, config: object, name: str,
@@ -134,10 +112,3 @@ def for_replica(root: str | None, config: object, name: str,
     except OSError as e:  # the host looked able and refused: worth a line, once
         _say(f"trainyard: cannot make a cpu cgroup ({mode}): {e}; jobs here share the cores as processes do")
         return None
-
-
-def _say(text: str) -> None:
-    global _said
-    if not _said:
-        _said = True
-        print(text, file=sys.stderr, flush=True)

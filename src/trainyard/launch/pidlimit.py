@@ -23,24 +23,15 @@ its limit nor move itself out.
 
 from __future__ import annotations
 
-import os
-import sys
-
 from trainyard.launch import cgroup
-from trainyard.launch.cgroup import MOUNT, SHELL, V1, V2
+from trainyard.launch.cgroup import MOUNT
 
-_said = False  # "no pids cgroup here": once a launcher, on its own log
+_say = cgroup.SayOnce()  # "no pids cgroup here": once a launcher, on its own log
 
 
 def detect(root: str = MOUNT) -> str | None:
     """How this host can enforce a replica's process limit: ``V1``, ``V2``, or None where it cannot."""
-    if not os.access(SHELL, os.X_OK):
-        return None
-    if "pids" in cgroup.read(os.path.join(root, "cgroup.controllers")).split():
-        return V2 if cgroup.v2_usable(root, "pids") else None
-    if os.path.isfile(os.path.join(root, "pids", "cgroup.procs")) and cgroup.may_create(cgroup.v1_parent(root, "pids")):
-        return V1
-    return None
+    return cgroup.detect_controller(root, "pids", "cgroup.procs")  # v1's root has no pids.max of its own
 
 
 class PidsGroup(cgroup.Group):
@@ -48,28 +39,19 @@ class PidsGroup(cgroup.Group):
     with its other groups, ask :meth:`refused` once it ended, :meth:`remove` it at the end. ``owned``: False
     where it is the replica's memory group (v2), which removes itself."""
 
+    controller = "pids"
+
     def __init__(self, path: str, version: str, limit: int, owned: bool = True):
-        super().__init__(path)
+        super().__init__(path, owned)
         self.version = version
         self.limit = limit
-        self.owned = owned
 
     @classmethod
     def make(cls, root: str, version: str, name: str, limit: int,
              memory: cgroup.MemoryGroup | None = None) -> "PidsGroup":
         """Create the group with its limit (in ``memory``, the replica's v2 memory group, where it has one);
         raises ``OSError`` when the host refuses."""
-        if version == V2 and memory is not None and memory.version == V2:
-            cgroup.enable(os.path.dirname(memory.path), "pids")
-            group = cls(memory.path, version, limit, owned=False)
-        else:
-            group = cls(cgroup.new_group(cgroup.place(root, version, "pids"), name), version, limit)
-        try:
-            group.apply_limit()
-        except OSError:
-            group.remove()
-            raise
-        return group
+        return cls.create(root, version, name, limit, joined=(memory,))
 
     def apply_limit(self) -> None:
         """Write :attr:`limit` to the group (a seat's group is made without one: launch.seat)."""
@@ -90,9 +72,6 @@ class PidsGroup(cgroup.Group):
         return (f"the pids limit of {self.limit} processes was reached ({self.version}, the server's pids_max): "
                 f"{forks} failed with EAGAIN")
 
-    def remove(self, timeout: float = 5.0) -> bool:
-        return super().remove(timeout) if self.owned else True
-
 
 def for_replica(root: str | None, limit: int | None, name: str,
                 memory: cgroup.MemoryGroup | None = None) -> PidsGroup | None:
@@ -110,10 +89,3 @@ def for_replica(root: str | None, limit: int | None, name: str,
     except OSError as e:
         _say(f"trainyard: cannot make a pids cgroup ({mode}): {e}; the limit of {limit} processes is not enforced")
         return None
-
-
-def _say(text: str) -> None:
-    global _said
-    if not _said:
-        _said = True
-        print(text, file=sys.stderr, flush=True)
