@@ -102,13 +102,11 @@ class Seat:
         try:
             mem = cgroup.detect(want.root) if want.memory else cgroup.SAMPLED
             if mem != cgroup.SAMPLED:
-                groups["memory"] = (mem, cgroup.new_group(cgroup.place(want.root, mem, "memory"), _name()))
+                groups["memory"] = (mem, cgroup.group_for(want.root, mem, "memory", _name()))
             pids = pidlimit.detect(want.root) if want.pids else None
-            if pids == cgroup.V2 and mem == cgroup.V2:  # one group a replica on v2
-                cgroup.enable(os.path.dirname(groups["memory"][1]), "pids")
-                groups["pids"] = (pids, groups["memory"][1])
-            elif pids is not None:
-                groups["pids"] = (pids, cgroup.new_group(cgroup.place(want.root, pids, "pids"), _name()))
+            if pids is not None:  # one group a replica on v2
+                one = groups["memory"][1] if mem == cgroup.V2 else None
+                groups["pids"] = (pids, cgroup.group_for(want.root, pids, "pids", _name(), one))
             seat._add_cpu(want)
             if not groups:
                 return None
@@ -126,11 +124,7 @@ class Seat:
             return
         one = next((p for v, p in self.groups.values() if v == cgroup.V2), None)
         try:
-            if cpu == cgroup.V2 and one is not None:
-                cgroup.enable(os.path.dirname(one), "cpu")
-                self.groups["cpu"] = (cpu, one)
-            else:
-                self.groups["cpu"] = (cpu, cgroup.new_group(cgroup.place(want.root, cpu, "cpu"), _name()))
+            self.groups["cpu"] = (cpu, cgroup.group_for(want.root, cpu, "cpu", _name(), one))
         except OSError:
             self.cpu_refused = True
 
