@@ -236,8 +236,8 @@ class Launcher(AttemptIO, Wakeups):
         reporter = self._reporter()
         # plain values (nothing is imported or done unless `trainyard exec` asks): a command run beside this one
         # runs where it does, as whom, and bounded as it is (launch.execs)
-        reporter.exec_in = (self.container, cfg.run_as, str(work), env, self.groups(),
-                            tuple(self.readonly) if self.container is None else ())
+        reporter.asks.exec_in = (self.container, cfg.run_as, str(work), env, self.groups(),
+                                 tuple(self.readonly) if self.container is None else ())
         # a command over by then is reported from this thread, and no thread is ever started
         self._when_due(reporter.started(self.proc.pid), reporter.start)
         mark("reporter due")

@@ -31,6 +31,8 @@ JSON ``{"phase", "pid", "log"?, "metrics"?, "result"?}``; the answer is
   result, sent by :meth:`Reporter.final_inline` from the launcher's main thread, and
   the launcher never starts a thread (whose start, stack and GIL hand-offs cost
   more than the report itself).
+- What an answer asks of the replica (``trainyard stack``, ``trainyard exec``) is done by
+  :mod:`trainyard.launch.asks` on a thread of its own; its answers ride the next reports.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import time
 from typing import Callable
 
 from trainyard.launch import tail
+from trainyard.launch.asks import Asks
 from trainyard.launch.config import read_token
 from trainyard.launch.marks import mark
 from trainyard.launch.transport import connect, post_json
@@ -88,12 +91,7 @@ class Reporter:
         self._started = False
         self._kept = None  # a connection opened ahead for the next report (transport.connect)
         # what the server asks of this replica (trainyard stack, trainyard exec), done by a thread of its own
-        self.exec_in = None  # a launch.execs.Where once the command runs: how `trainyard exec` runs beside it
-        self._seen: set[tuple[str, int]] = set()  # (kind, id) of requests already taken
-        self._answers: dict[str, list[dict]] = {"stacks": [], "execs": []}  # for the next reports
-        self._queued: list[tuple[str, dict]] = []  # (kind, request)
-        self._busy = False
-        self._asks_lock = threading.Lock()
+        self.asks = Asks(self.masks, self._poke)
 
     @property
     def running(self) -> bool:
@@ -257,7 +255,7 @@ class Reporter:
         body, log_n, metrics_n = self._build(final)
         if final and not log_n and not metrics_n and self._drained():
             body["result"] = self._result
-        answers = {kind: got[:8] for kind, got in self._answers.items() if got}  # 8 of each at most (spec.reports)
+        answers = {kind: got[:8] for kind, got in self.asks.answers.items() if got}  # 8 of each at most (spec.reports)
         body.update(answers)
         news = "log" in body or "metrics" in body or "result" in body or answers
         if not news and self._last_sent is not None and time.monotonic() - self._last_sent < HEARTBEAT:
@@ -269,59 +267,14 @@ class Reporter:
         self.log_offset += log_n
         self.metrics_offset += metrics_n
         for kind, sent in answers.items():
-            del self._answers[kind][:len(sent)]
+            del self.asks.answers[kind][:len(sent)]
         if "result" in body:
             return "done"
         if cancel:
             self.on_cancel()
-        if asked:
-            self._take(asked)
-        return "more" if final or self._behind() or any(self._answers.values()) else "idle"
-
-    def _take(self, asked: dict) -> None:
-        """Queue the requests (``{"stacks": [...], "execs": [...]}`` of a report's answer) not taken before, for
-        the thread that does them one at a time (so no dump reads another's py-spy); answers go with the next
-        reports."""
-        new = [(kind, a) for kind in ("stacks", "execs") for a in asked.get(kind) or ()
-               if isinstance(a, dict) and isinstance(a.get("id"), int) and (kind, a["id"]) not in self._seen]
-        if not new or self._exited:
-            return
-        self._seen.update((kind, a["id"]) for kind, a in new)
-        with self._asks_lock:
-            self._queued.extend(new)
-            if self._busy:
-                return  # the running thread takes these next
-            self._busy = True
-        threading.Thread(target=self._asks_thread, name="trainyard-asks", daemon=True).start()
-
-    def _asks_thread(self) -> None:
-        from trainyard.launch import execs, stacks
-
-        while True:
-            with self._asks_lock:
-                queued, self._queued = self._queued, []
-                if not queued:
-                    self._busy = False
-                    return
-            dumps = [a for kind, a in queued if kind == "stacks"]
-            for flags in dict.fromkeys((bool(a.get("locals")), bool(a.get("native"))) for a in dumps):
-                result = self._guarded(lambda: stacks.dump(self.masks, *flags))
-                self._answers["stacks"].extend({"id": a["id"], "text": "", **result} for a in dumps
-                                               if (bool(a.get("locals")), bool(a.get("native"))) == flags)
-                self._poke()
-            for a in (a for kind, a in queued if kind == "execs"):
-                argv, timeout = [str(x) for x in a.get("argv") or ()], float(a.get("timeout") or 30.0)
-                result = self._guarded(lambda: execs.run(argv, timeout, self.exec_in, self.masks)) if argv else \
-                    {"error": "no command"}
-                self._answers["execs"].append({"id": a["id"], "exit_code": None, "output": "", **result})
-                self._poke()
-
-    @staticmethod
-    def _guarded(do) -> dict:  # noqa: ANN001
-        try:
-            return do()
-        except Exception as e:  # a bug here must not leave the request unanswered
-            return {"error": f"the launcher could not: {type(e).__name__}: {e}"[:1900]}
+        if asked and not self._exited:
+            self.asks.take(asked)
+        return "more" if final or self._behind() or any(self.asks.answers.values()) else "idle"
 
     def _build(self, final: bool) -> tuple[dict, int, int]:
         body: dict = {"phase": "exited" if self._exited else "running", "pid": self._pid}
