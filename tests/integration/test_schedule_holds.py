@@ -90,3 +90,21 @@ def test_replace_stops_the_runs_going_only_for_a_fire_this_server_claimed(env): 
     stopped = sdk.get(first)
     assert stopped.status.value in ("cancelling", "cancelled"), stopped
     assert stopped.reason == "replaced by a fire of schedule nightly"
+
+
+def test_metrics_count_a_held_schedule_as_paused_before_the_loop_reaches_it(env):  # noqa: F811
+    from tests.integration.test_monitoring_api import scrape, series
+
+    tc, sdk, engine, platform = env
+    # given a schedule stored with six fields, not yet due, and one with five
+    stored(platform, "tick", "* * * * * *", FAR)
+    stored(platform, "yearly", "0 0 1 1 *", FAR)
+    # when /metrics is scraped before the loop has paused it in the store
+    s = scrape(tc)
+    # then it reads as the API shows it: paused, with no next fire; the five-field one does not
+    shown = tc.get("/api/v1/schedules/tick").json()
+    assert (shown["suspended"], shown["next_at"]) == (True, None)
+    assert [*series(s, "trainyard_schedule_suspended", schedule="tick").values()] == [1.0]
+    assert series(s, "trainyard_schedule_next_fire_timestamp_seconds", schedule="tick") == {}
+    assert [*series(s, "trainyard_schedule_suspended", schedule="yearly").values()] == [0.0]
+    assert [*series(s, "trainyard_schedule_next_fire_timestamp_seconds", schedule="yearly").values()] == [FAR]

@@ -145,6 +145,7 @@ class TrainyardCollector(Collector):
     def _schedules(self) -> Iterable[Metric]:
         """kube-state-metrics' CronJob series, for schedules: next and last fire, paused, runs going, and the
         latest fire's outcome as a state set (an alert on ``failed``/``missed`` says a schedule stopped working)."""
+        from trainyard.services.schedules import shown
         from trainyard.spec.schedule import OUTCOMES
         from trainyard.store.schedules import ScheduleStore
 
@@ -164,12 +165,12 @@ class TrainyardCollector(Collector):
         ids = [r["id"] for r in rows]
         runs, going = store.runs_of(ids, limit=1), store.active(ids)
         for r in rows:
-            key = [r["name"], r["team"] or ""]
-            if r["next_at"] is not None:
-                nxt.add_metric(key, r["next_at"])
+            key, pause = [r["name"], r["team"] or ""], shown(r)  # a held schedule reads paused, as the API says
+            if pause.next_at is not None:
+                nxt.add_metric(key, pause.next_at)
             if r["last_at"] is not None:
                 last.add_metric(key, r["last_at"])
-            paused.add_metric(key, 1.0 if r["suspended"] else 0.0)
+            paused.add_metric(key, 1.0 if pause.suspended else 0.0)
             active.add_metric(key, len(going[r["id"]]))
             if runs[r["id"]]:
                 for o in OUTCOMES:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
 from trainyard.crashpoints import crash_point
@@ -41,6 +41,21 @@ def held(spec: ScheduleSpec) -> str | None:
         return None
     problem = cron_problem(spec.cron)
     return None if problem is None else f"cron: {problem}. Delete it and create it again with such a cron"
+
+
+class Shown(NamedTuple):
+    """A stored schedule's pause as the API, its clients and ``/metrics`` say it."""
+
+    suspended: bool
+    next_at: float | None
+    held: str | None  # why it is held paused (:func:`held`), or None
+
+
+def shown(row: ScheduleRow) -> Shown:
+    """``row`` as the loop will leave it: one :func:`held` but not yet due is paused already, with no next fire,
+    though the store says so only once the loop found it due."""
+    why = held(row["spec"])
+    return Shown(row["suspended"] or why is not None, None if why else row["next_at"], why)
 
 
 class ScheduleService:
@@ -201,11 +216,11 @@ class ScheduleService:
         ids = [r["id"] for r in rows]
         fired, active = self.schedules.runs_of(ids, runs), self.schedules.active(ids)
         out = []
-        for r in rows:  # one held but not yet due is shown as the loop will leave it: paused
-            why = held(r["spec"])
+        for r in rows:
+            pause = shown(r)
             out.append(ScheduleInfo(id=r["id"], name=r["name"], team=r["team"], owner=r["owner"], spec=r["spec"],
-                                    suspended=r["suspended"] or why is not None, held=why,
-                                    next_at=None if why else r["next_at"], last_at=r["last_at"],
+                                    suspended=pause.suspended, held=pause.held,
+                                    next_at=pause.next_at, last_at=r["last_at"],
                                     explain=explain(r["spec"].cron), active=active[r["id"]], runs=fired[r["id"]],
                                     created_at=r["created_at"], updated_at=r["updated_at"]))
         return out
