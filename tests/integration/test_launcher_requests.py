@@ -124,9 +124,10 @@ def test_a_launcher_runs_a_command_beside_its_own_in_its_work_dir_with_its_envir
     assert got[3]["exit_code"] is None and got[3]["error"].startswith("cannot run 'no-such-program-here': ")
 
 
-def beside(work, group=None, cached: tuple[str, ...] = ()) -> tuple:  # noqa: ANN001
-    """A ``launch.execs.Where`` for a plain command in ``work`` (in ``group``, a ``launch.cgroup.Group``)."""
-    return None, None, str(work), {"PATH": "/usr/bin:/bin"}, (group,) if group is not None else (), cached
+def beside(work, group=None, spaces: tuple | None = None) -> tuple:  # noqa: ANN001
+    """A ``launch.execs.Where`` for a plain command in ``work`` (in ``group``, a ``launch.cgroup.Group``; in the
+    namespaces ``spaces``, a ``launch.nsjoin.Spaces``)."""
+    return None, None, str(work), {"PATH": "/usr/bin:/bin"}, (group,) if group is not None else (), spaces
 
 
 def test_a_command_s_output_is_cut_and_masked_and_its_whole_group_stopped(tmp_path):
@@ -146,24 +147,6 @@ def test_a_command_s_output_is_cut_and_masked_and_its_whole_group_stopped(tmp_pa
     time.sleep(3.5)
     assert not marker.exists()  # the backgrounded child went with the group
     assert execs.run(["true"], 5, None)["error"] == "the replica's command is not running here"
-
-
-def test_a_command_sees_the_job_s_cached_inputs_read_only_as_the_job_does(tmp_path):
-    from tests.conftest import need_readonly_mounts
-    from trainyard.launch import execs
-
-    need_readonly_mounts()  # root: the permission bits alone would not stop it
-    cached = tmp_path / "cache-entry"
-    cached.mkdir()
-    (cached / "a.txt").write_text("alpha")
-    write = ["sh", "-c", f"cat {cached}/a.txt; echo x >> {cached}/a.txt && echo written"]
-
-    got = execs.run(write, 10, beside(tmp_path, cached=(str(cached),)))
-
-    assert got["exit_code"] != 0 and "Read-only file system" in got["output"], got
-    assert got["output"].startswith("alpha") and "written" not in got["output"]
-    assert (cached / "a.txt").read_text() == "alpha"
-    assert execs.run(write, 10, beside(tmp_path))["output"].endswith("written\n")  # without it, root writes
 
 
 def test_the_launcher_s_reaping_of_orphans_leaves_a_command_s_exit_status_to_it(tmp_path):

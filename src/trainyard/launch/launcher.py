@@ -192,6 +192,7 @@ class Launcher(AttemptIO, Wakeups):
                                                 lambda m: append_log(self.log, m))
                 self.pids_group = pidlimit.for_replica(cfg.cgroup_root, cfg.pids_max, name, self.group)
                 self.cpu_group = cpulimit.for_replica(cfg.cgroup_root, cfg, name, (self.group, self.pids_group))
+        spaces = None  # (the cached inputs mounted read-only, an IPC of its own) where it gets namespaces of its own
         try:
             argv, start_env = command, env
             if cfg.run_as:  # hand the job its folders; the command drops to the account after the cgroup shim
@@ -209,7 +210,9 @@ class Launcher(AttemptIO, Wakeups):
             if (self.readonly or cfg.run_as) and self.container is None:  # by root, before the drop to the account
                 from trainyard.launch import readonly
 
-                argv = readonly.mount_prefix(self.readonly, readonly.own_shm(cfg)) + argv
+                shm = readonly.own_shm(cfg)
+                if mounts := readonly.mount_prefix(self.readonly, shm):
+                    argv, spaces = mounts + argv, (tuple(self.readonly), shm is not None)
             if self.groups():
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
                 argv = cgroup.wrap(argv, self.groups()) if seated is None else argv
@@ -235,9 +238,9 @@ class Launcher(AttemptIO, Wakeups):
             append_log(self.log, f"cannot record the command for the engine: {e}")
         reporter = self._reporter()
         # plain values (nothing is imported or done unless `trainyard exec` asks): a command run beside this one
-        # runs where it does, as whom, and bounded as it is (launch.execs)
+        # runs where it does, as whom, bounded as it is, in its namespaces, found through its pid (launch.execs)
         reporter.asks.exec_in = (self.container, cfg.run_as, str(work), env, self.groups(),
-                                 tuple(self.readonly) if self.container is None else ())
+                                 (self.proc.pid, *spaces) if spaces else None)
         # a command over by then is reported from this thread, and no thread is ever started
         self._when_due(reporter.started(self.proc.pid), reporter.start)
         mark("reporter due")
