@@ -9,7 +9,8 @@ job on the node reads (the cache is keyed by the object's ETag, not by what is o
 - a local process started by a root launcher runs in a mount namespace of its own in which each
   cached input is a read-only bind mount (``unshare`` and ``mount`` from util-linux). Permission bits
   do not stop root, nor an owner who can ``chmod`` them back; a read-only mount stops both (EROFS).
-  Where the namespace cannot be made (no util-linux, no CAP_SYS_ADMIN) only the bits hold.
+  Where the namespace cannot be made (no util-linux, no CAP_SYS_ADMIN) only the bits hold. A command run beside
+  it (``trainyard exec``) enters that namespace (:mod:`trainyard.launch.nsjoin`), its mounts made.
 
 Standard library only: this runs in the launcher.
 """
