@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import time
 
 import httpx
@@ -195,6 +196,28 @@ def test_bad_requests_name_the_field(server):
     assert server.cli("cluster", "scale", "c-nope", "2").returncode == 1
 
 
+def test_the_dashboard_at_its_node_takes_only_clients_with_the_clusters_certificate(server):
+    # given a running cluster, its dashboard listening on the scheduler's node
+    with new(server, workers=1) as cluster:
+        client = cluster.get_client()
+        client.wait_for_workers(1, timeout=60)
+        host = cluster.scheduler_address.split("://")[1].rsplit(":", 1)[0]
+        port = client.scheduler_info()["services"]["dashboard"]
+        status = f"{host}:{port}{cluster.info.dashboard}"
+        # then another job of the node reaches nothing there: not over plain HTTP, not over TLS without a certificate
+        with pytest.raises(httpx.HTTPError):
+            httpx.get("http://" + status, timeout=10)
+        anyone = ssl.create_default_context()
+        anyone.check_hostname, anyone.verify_mode = False, ssl.CERT_NONE
+        with pytest.raises((httpx.HTTPError, ssl.SSLError)):
+            httpx.get("https://" + status, verify=anyone, timeout=10).raise_for_status()
+        # a holder of the cluster's client certificate does, and so the trainyard server's proxy
+        tls = cluster.security().get_connection_args("client")["ssl_context"]
+        assert "Dask" in httpx.get("https://" + status, verify=tls, timeout=30).text
+        page = httpx.get(server.url + cluster.info.dashboard, headers=server.headers, timeout=30)
+        assert page.status_code == 200 and "Dask" in page.text
+
+
 @pytest.fixture(scope="module")
 def ray_server(shared_ray_cluster, tmp_path_factory):
     """On the session's shared Ray cluster (tests/conftest.py), which outlives this module: stopped
@@ -224,3 +247,4 @@ def test_on_the_ray_engine_workers_land_on_two_nodes(ray_server):
         assert int(da.ones(1000, chunks=100).sum().compute()) == 1000
         nodes = [w.node for w in cluster.refresh().worker_jobs]
         assert len(nodes) == 2 and len(set(nodes)) == 2
+

@@ -149,12 +149,15 @@ class DaskClusterService:
         except JobNotFound:
             return None
 
-    def dashboard_target(self, cluster_id: str, caller: Caller = LOCAL_ADMIN) -> str:
-        """``http://HOST:PORT`` of a live cluster's Dask dashboard, for the server's proxy."""
+    def dashboard_target(self, cluster_id: str, caller: Caller = LOCAL_ADMIN) -> tuple[str, Any]:
+        """``https://HOST:PORT`` of a live cluster's Dask dashboard and the server's client TLS context for it, for
+        the server's proxy (``http://`` and None for a cluster whose scheduler was made before dashboards had it)."""
         row = self.clusters.find(cluster_id, visible(caller))
         if row["status"].is_terminal() or not row["dashboard"]:
             raise Conflict(f"cluster {cluster_id} has no dashboard now ({row['status'].value})", cluster_id=cluster_id)
-        return "http://" + row["dashboard"]
+        if not row["dashboard"].startswith("https://"):
+            return "http://" + row["dashboard"], None
+        return row["dashboard"], self.security(row).get_connection_args("client")["ssl_context"]
 
     # -- its TLS identity -----------------------------------------------------------
 
@@ -224,7 +227,9 @@ class DaskClusterService:
         # tls: the scheduler's command was made with it (dask_jobs); tcp only for a cluster made before that
         row = self.clusters.get(cluster_id)
         scheme = "tls" if row.get("tls") else "tcp"
-        self.clusters.set(cluster_id, address=f"{scheme}://{host}:{port}", dashboard=f"{host}:{dashboard}")
+        # its dashboard over TLS where its command says so (dask_jobs.DASHBOARD_TLS), not for one made before that
+        web = "https://" if dask_jobs.DASHBOARD_TLS in job.spec.command else ""
+        self.clusters.set(cluster_id, address=f"{scheme}://{host}:{port}", dashboard=f"{web}{host}:{dashboard}")
         self.wake()
         return {envvars.DASK_HOST: host, envvars.DASK_PORT: str(port), envvars.DASK_DASHBOARD_PORT: str(dashboard)}
 

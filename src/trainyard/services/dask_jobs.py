@@ -14,6 +14,8 @@ import math
 import re
 import shlex
 
+from pathlib import Path
+
 from trainyard import envvars
 from trainyard.services import dask_tls
 from trainyard.spec.cluster import ClusterSpec
@@ -22,6 +24,9 @@ from trainyard.spec.labels import with_own
 from trainyard.spec.submitted import STORED
 
 DASHBOARD_PREFIX = "/api/v1/clusters/{id}/dashboard"
+# the scheduler's dashboard over mutual TLS, with the certificates its prologue writes (dask_dashboard_tls)
+DASHBOARD_TLS = " ".join(f"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__{k}={dask_tls.FOLDER}/{f}"
+                         for k, f in (("CA_FILE", "ca.pem"), ("CERT", "cert.pem"), ("KEY", "key.pem")))
 # a worker the scheduler cannot reach for this long exits: no worker outlives a lost scheduler for long
 WORKER_DEATH_TIMEOUT = "60s"
 
@@ -44,10 +49,12 @@ def _env(spec: ClusterSpec) -> Env | None:
 
 def scheduler_job(cluster_id: str, spec: ClusterSpec) -> JobSpec:
     """The Dask scheduler: host and ports are given at launch (see ClusterService.launch_env), its TLS identity
-    by its launcher (as its secrets). Its dashboard is plain HTTP, which runs no code (the server proxies it)."""
+    by its launcher (as its secrets). Its dashboard takes mutual TLS too (the server proxies it)."""
     h, p, d = (f'"${v}"' for v in (envvars.DASK_HOST, envvars.DASK_PORT, envvars.DASK_DASHBOARD_PORT))
-    command = (dask_tls.shell_prologue() + "exec python -m distributed.cli.dask_scheduler --protocol tls "
-               f"{' '.join(dask_tls.cli_args())} --host {h} --port {p} "
+    preload = (Path(__file__).parent / "dask_dashboard_tls.py").read_text()
+    command = (dask_tls.shell_prologue() + f"export {DASHBOARD_TLS} && "
+               "exec python -m distributed.cli.dask_scheduler --protocol tls "
+               f"{' '.join(dask_tls.cli_args())} --host {h} --port {p} --preload {shlex.quote(preload)} "
                f"--dashboard-address {h}:{d} --dashboard-prefix {DASHBOARD_PREFIX.format(id=cluster_id)}")
     return JobSpec(
         name=f"{spec.name}-scheduler", command=command, env=_env(spec), queue=spec.queue,

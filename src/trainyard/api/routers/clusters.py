@@ -67,8 +67,8 @@ def delete_cluster(key: str, p: PlatformDep, caller: CallerDep) -> ClusterInfo:
 async def dashboard(cluster_id: str, path: str, request: Request, p: PlatformDep, caller: CallerDep) -> Response:
     """The cluster's Dask dashboard, served under this same path (the scheduler was started with it as
     its ``--dashboard-prefix``, so its links come back here)."""
-    target = await off_loop(p.dask.dashboard_target, cluster_id, caller)
-    client = httpx.AsyncClient(base_url=target, timeout=30.0)
+    target, tls = await off_loop(p.dask.dashboard_target, cluster_id, caller)
+    client = httpx.AsyncClient(base_url=target, timeout=30.0, verify=tls if tls is not None else True)
     url = httpx.URL(path=request.url.path, query=request.url.query.encode())
     headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP]
     try:
