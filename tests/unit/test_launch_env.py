@@ -37,6 +37,13 @@ def test_no_gpus_means_empty_cuda_visible_devices(tmp_path):
     assert env["CUDA_VISIBLE_DEVICES"] == "1,3"
 
 
+def test_the_gpu_numbers_are_cudas_in_the_order_nvml_counts_them(tmp_path):
+    # the ids are NVML's (PCI bus order); CUDA counts the fastest GPU first unless told, so on a node of mixed GPUs
+    # "1,3" would name two others, whatever the job's own environment says
+    env = build_env(config(gpus=["1", "3"], env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}), tmp_path, {}, base={})
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
 def test_precedence_os_then_config_then_launcher(tmp_path):
     base = {"A": "os", "B": "os", "TRAINYARD_JOB_ID": "os"}
     cfg = config(env={"B": "spec", "TRAINYARD_JOB_ID": "spec", "TRAINYARD_PARAMS": '{"lr": 1}'})

@@ -267,7 +267,7 @@ def build_env(
     """The command's environment.
 
     Precedence, lowest first: the launcher's own environment, ``config.env``,
-    then what the launcher sets itself (``TRAINYARD_*``, ``CUDA_VISIBLE_DEVICES``).
+    then what the launcher sets itself (``TRAINYARD_*``, ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``).
     Tokens the launcher inherited from the server are not passed on: the job
     runs user code, which must not act as the server or as its users.
     """
@@ -287,6 +287,9 @@ def build_env(
         envvars.METRICS_FILE: str(attempt_dir / "metrics.jsonl"),
         # Always set, so a job that asked for no GPU sees none, not all of them.
         "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus),
+        # the GPU ids are NVML's, which counts in PCI bus order; CUDA counts the fastest first unless told (as Slurm
+        # tells it), and on a node of mixed GPUs would give the job others than its own
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "PYTHONUNBUFFERED": "1",
     })
     for name, path in inputs.items():
