@@ -22,7 +22,10 @@ import sys
 import time
 
 KILL_AFTER = 5.0
-HOLD = 0.2  # seconds a line without its end waits for it (a progress bar's update) before it is written as it is
+# seconds a line without its end waits for it before it is written as it is: a progress bar's last update (tqdm's
+# updates each begin with a carriage return, which ends the one before), or a print cut in two by a busy node's
+# scheduler, whose second half would then follow another rank's line
+HOLD = 1.0
 MOST = 64 * 1024  # ... or bytes
 DRAIN = 1.0  # seconds the output of processes the ranks left behind is still passed on after the last rank ends
 
@@ -116,7 +119,7 @@ def main(argv: list[str]) -> int:
             ended = time.monotonic()
     for c in children:
         c.wait()
-    for one in lines.values():
+    for one in lines.values():  # pipes still open past DRAIN
         one.flush()
     if first_failure is None:
         first_failure = next((c.returncode for c in children if c.returncode), 0)
@@ -135,13 +138,20 @@ def relay(sel: selectors.BaseSelector, lines: dict[int, Lines]) -> None:
         if data:
             lines[fd].take(data, now)
         else:
-            lines[fd].flush()
+            lines.pop(fd).flush()
             sel.unregister(fd)
             os.close(fd)
     now = time.monotonic()
-    for one in lines.values():
+    for fd, one in lines.items():
         if one.due(now):
-            one.flush()
+            try:  # what came since the select (this process may have waited for a core longer than HOLD)
+                more = os.read(fd, MOST)
+            except BlockingIOError:
+                more = b""
+            if more:
+                one.take(more, now)
+            if one.due(now):
+                one.flush()
 
 
 if __name__ == "__main__":
