@@ -76,3 +76,22 @@ def test_several_replicas_are_bounded_each_on_its_own(store):
     for replica in (0, 1):
         chunks = store.read_logs(job.id, replica=replica, limit=100_000)[0]
         assert KEEP - step_of(KEEP) <= sum(len(c.data) for c in chunks if c.offset >= 0) <= KEEP
+
+
+def test_a_follower_never_gets_again_bytes_it_had_when_the_log_passes_the_bound(store):
+    # given a log under the bound whose second report spans the head's end and the kept end's start (0..1650,
+    # 1650..3300: the first cut keeps from 2500), read by a follower as it comes
+    job, attempt = running_attempt(store)
+    text = "".join(f"line {i:05d}\n" for i in range(400))
+    store.append_log(attempt.id, 0, 0, text[:1650])
+    store.append_log(attempt.id, 0, 1650, text[1650:3300])
+    had, cursor = store.read_logs(job.id)
+    # when the next report passes the bound
+    store.append_log(attempt.id, 0, 3300, text[3300:])
+    # then what the follower reads next is the note and the new bytes: none of the bytes it had come again
+    new = store.read_logs(job.id, after=cursor)[0]
+    assert [(c.offset, c.data) for c in new] == [(-1, log_note(KEEP)), (3300, text[3300:])]
+    # and a reader from the start reads the head, the kept end from before the bound, the note and the new bytes
+    whole = "".join(c.data for c in _chunks(store, job.id))
+    assert whole == text[:2000] + text[2500:3300] + log_note(KEEP) + text[3300:]
+    assert "".join(c.data for c in had) == text[:3300]

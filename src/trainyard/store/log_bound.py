@@ -1,11 +1,14 @@
 """A replica's log past the server's bound (``log_keep``): its first half and its last half are kept, never more.
 
 Bytes are counted as the log's own (its UTF-8 bytes, by the launcher's offsets); the note that says where the
-middle went (offset -1) is not. The head is the log's first ``keep // 2`` bytes: the chunk that crosses that
-point is cut there once, when the log first passes the bound. The kept end is cut at a step boundary
-``tail`` past ``end - keep // 2``, and not cut again until the log's end crosses ``tail + keep // 2``: between
-cuts it stays under half, so one report in a few, not every one, reads and rewrites a chunk, and the kept end
-is never less than half minus a step (a step is an eighth of half, at most :data:`DROP_EVERY`).
+middle went (offset -1) is not. The head is the log's first ``keep // 2`` bytes: a report that crosses that point
+under the bound is stored as two chunks, split at the first character edge from it (:func:`head_edge`): the
+first cut, when the log passes the bound, then takes from the head's last chunk at most the bytes of the character
+that crosses that point, and never leaves part of one chunk (which followers had) to be written again after the
+note. The kept end is cut at a step boundary ``tail`` past ``end - keep // 2``, and not cut again until the log's
+end crosses ``tail + keep // 2``: between cuts it stays under half, so one report in a few, not every one, reads
+and rewrites a chunk, and the kept end is never less than half minus a step (a step is an eighth of half, at most
+:data:`DROP_EVERY`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,14 @@ from sqlalchemy import delete, select, update
 from trainyard.store import tables as t
 
 DROP_EVERY = 1 << 20  # bytes of log at most between two cuts of the kept end (past 16 MiB of bound)
+
+
+def head_edge(raw: bytes, at: int) -> int:
+    """The first character edge of ``raw`` from ``at`` (``len(raw)`` if none): where a chunk crossing the head's
+    end is split under the bound, no character cut (the log may never pass it)."""
+    while at < len(raw) and raw[at] & 0xC0 == 0x80:  # a UTF-8 continuation byte
+        at += 1
+    return at
 
 
 def step_of(keep: int) -> int:
@@ -45,7 +56,9 @@ def cut_log(s, mine: tuple, first: bool, tail: int, keep: int,  # noqa: ANN001
     Chunks kept from before the log passed stay before the note (a reader that follows the log has them
     already: written again after it, they would reach it twice) until the kept end moves past them."""
     c, half = t.LogChunk, keep // 2
-    spill = b""  # a head chunk that reached past ``tail`` (a report larger than the bound's two halves)
+    # a head chunk that reached past ``tail``: stored by a server that did not split chunks at the head's end
+    # (head_edge); written again after the note, which a follower that had it reads twice
+    spill = b""
     if first:
         h0 = s.execute(select(c.id, c.offset, c.data).where(*mine, c.offset >= 0, c.offset < half)
                        .order_by(c.offset.desc()).limit(1)).first()

@@ -165,6 +165,12 @@ class TelemetryMixin:
         keep = self.log_keep
         if keep and end > keep:
             return self._bounded_log(s, attempt, rep, have, start, new, keep)
+        if keep and start < keep // 2 < end:
+            # the head ends in a chunk of its own: split later, at the first cut, the part past the head would be
+            # written again after the note, to followers that had it (log_bound.head_edge)
+            at = log_bound.head_edge(new, keep // 2 - start)
+            self._log_chunk(s, attempt, rep, start, new[:at])
+            start, new = start + at, new[at:]
         self._log_chunk(s, attempt, rep, start, new)
         return end
 

@@ -1,0 +1,53 @@
+"""Following a job's log on a real server that keeps ``log_keep`` bytes of it: a follower reads every byte once,
+the note once, when the log passes the bound, whatever the job's reports span."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.support.servers import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+KEEP = 4000  # bytes: the first 2000 and at most the last 2000 stay
+# numbered lines of 11 bytes, in reports the follower lets go one by one: 0..1650, ..3300 (one report across the
+# head's end, 2000, and past where the first cut keeps from, 2500), ..4400 (past the bound)
+PRINTER = """
+import os, sys, time
+gates = sys.argv[1:]
+for n, (first, end) in enumerate([(0, 150), (150, 300), (300, 400)]):
+    sys.stdout.write("".join(f"line {i:05d}\\n" for i in range(first, end)))
+    sys.stdout.flush()
+    while n < len(gates) and not os.path.exists(gates[n]):
+        time.sleep(0.05)
+"""
+NOTE = "[trainyard: this log passed"
+
+
+def test_a_follower_reads_each_line_once_when_a_report_spans_the_heads_end_and_the_kept_ends_start(tmp_path):
+    # given a server that keeps 4000 bytes of a replica's log, and a job whose second report spans 1650..3300
+    config = tmp_path / "server.yaml"
+    config.write_text(f"log_keep: {KEEP}\n")
+    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
+    srv.start()
+    try:
+        gates = [tmp_path / f"gate{n}" for n in range(2)]
+        client = srv.client()
+        job = client.submit({"name": "span", "command": [sys.executable, "-c", PRINTER, *map(str, gates)]})
+        # when a follower reads the log as it comes, letting the job print on once it has each report
+        text = ""
+        for chunk in client.logs(job.id, follow=True):
+            text += chunk.data
+            for gate, last in zip(gates, ["line 00149\n", "line 00299\n"]):
+                if text.endswith(last):
+                    gate.write_text("")
+        # then it read every line the job printed once, and the note once, where the stream brought it
+        lines = text.split("\n")
+        printed = [f"line {i:05d}" for i in range(400)]
+        assert [x for x in lines if x.startswith("line ")] == printed
+        assert [x for x in lines if x.startswith(NOTE)] == [lines[lines.index("line 00299") + 2]]
+        assert client.get(job.id).status == "succeeded"
+    finally:
+        srv.stop_all()
