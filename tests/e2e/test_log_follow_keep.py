@@ -1,10 +1,13 @@
 """Following a job's log on a real server that keeps ``log_keep`` bytes of it: a follower reads every byte once,
-the note once, when the log passes the bound, whatever the job's reports span."""
+the note once, when the log passes the bound, whatever the job's reports span; one that asks for cuts is told
+which bytes the server no longer keeps."""
 
 from __future__ import annotations
 
+import json
 import sys
 
+import httpx
 import pytest
 
 from tests.support.servers import ServerProcess
@@ -49,5 +52,45 @@ def test_a_follower_reads_each_line_once_when_a_report_spans_the_heads_end_and_t
         assert [x for x in lines if x.startswith("line ")] == printed
         assert [x for x in lines if x.startswith(NOTE)] == [lines[lines.index("line 00299") + 2]]
         assert client.get(job.id).status == "succeeded"
+    finally:
+        srv.stop_all()
+
+
+def events(srv, job_id: str, **params: str) -> list[tuple[str, str]]:  # noqa: ANN001
+    """(event, data) of each event of the job's log stream, to its end."""
+    out, event, data = [], "message", []
+    with httpx.stream("GET", f"{srv.url}/api/v1/jobs/{job_id}/logs", params={"follow": "true", **params},
+                      headers=srv.headers, timeout=30) as r:
+        for line in r.iter_lines():
+            if line.startswith("event:"):
+                event = line.partition(":")[2].strip()
+            elif line.startswith("data:"):
+                data.append(line.partition(":")[2].strip())
+            elif not line and data:
+                out.append((event, "\n".join(data)))
+                event, data = "message", []
+    return out
+
+
+def test_a_stream_asked_for_cuts_says_where_the_kept_end_of_a_log_past_log_keep_starts(tmp_path):
+    # given a server that keeps 4000 bytes of a replica's log, and a job that printed 6600
+    config = tmp_path / "server.yaml"
+    config.write_text(f"log_keep: {KEEP}\n")
+    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
+    srv.start()
+    try:
+        printer = "import sys; sys.stdout.write(''.join(f'line {i:05d}\\n' for i in range(600)))"
+        job = srv.client().submit({"name": "long", "command": [sys.executable, "-c", printer]})
+        assert job.wait(timeout=60).status == "succeeded"
+        # when its log is followed with cuts, and without
+        cut = events(srv, job.id, cuts="true")
+        plain = events(srv, job.id)
+        # then the first stream says once, after the chunks, that bytes 2000..4750 are gone (the kept end starts
+        # at the step of 250 bytes past 6600 - 2000); the second, which a client that takes every event for a
+        # chunk reads, is as it was
+        assert [json.loads(d) for e, d in cut if e == "cut"] == [{"attempt": 1, "replica": 0, "head": 2000,
+                                                                   "tail": 4750}]
+        assert [e for e, _ in cut] == [*(e for e, _ in plain[:-1]), "cut", "end"]
+        assert {e for e, _ in plain} == {"message", "end"}
     finally:
         srv.stop_all()

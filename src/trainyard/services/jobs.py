@@ -46,6 +46,16 @@ class LogEnd(NamedTuple):
     status: JobStatus  # the job ended: nothing more will come
 
 
+class LogCut(NamedTuple):
+    """Bytes ``head…tail`` of a replica's log are gone from the server (past ``log_keep``): a reader that follows
+    the log and holds them drops them, and shows what a reader from the start would."""
+
+    attempt: int
+    replica: int
+    head: int
+    tail: int
+
+
 class JobService(OutputsMixin):
     def __init__(
         self, store: Store, engine: Engine, artifacts: ArtifactStore, notifier: Notifier, scheduler: Scheduler,
@@ -327,23 +337,32 @@ class JobService(OutputsMixin):
             return None
         return self._submitted.get(job_id)
 
-    def follow(self, job_id: str, *, after: int, attempt: int | None, replica: int | None,
-               caller: Caller = LOCAL_ADMIN) -> AsyncIterator[LogEvent | LogEnd]:
-        """Log chunks after cursor ``after`` as they come, then the job's final status.
+    def follow(self, job_id: str, *, after: int, attempt: int | None, replica: int | None, cuts: bool = False,
+               caller: Caller = LOCAL_ADMIN) -> AsyncIterator[LogEvent | LogCut | LogEnd]:
+        """Log chunks after cursor ``after`` as they come, then the job's final status; with ``cuts``, after
+        chunks of a log past the bound, where its kept end now starts (a :class:`LogCut`, once per move).
 
         Raises JobNotFound here, before the caller starts a stream it could no longer turn into a 404."""
         self.get(job_id, caller)
-        return self._follow(job_id, after, attempt, replica)
+        return self._follow(job_id, after, attempt, replica, cuts)
 
-    async def _follow(self, job_id: str, after: int, attempt: int | None, replica: int | None,
-                      ) -> AsyncIterator[LogEvent | LogEnd]:
-        cursor, ended = after, None
+    async def _follow(self, job_id: str, after: int, attempt: int | None, replica: int | None, cuts: bool,
+                      ) -> AsyncIterator[LogEvent | LogCut | LogEnd]:
+        cursor, ended, sent = after, None, {}
+        half = self.store.log_keep // 2
         while True:
             seen = self.notifier.version(job_id)
             chunks = await off_loop(self.store.read_log_cursors, job_id, after=cursor, attempt=attempt,
                                     replica=replica)
             for cursor, c in chunks:
                 yield LogEvent(cursor, c.model_dump_json())
+            # read after the chunks: a cut between the two reads drops bytes this reader got, never ones to come
+            if cuts and half and any(c.offset >= half for _, c in chunks):
+                for (a, r), tail in (await off_loop(self.store.log_kept_from, job_id)).items():
+                    if sent.get((a, r)) != tail and (attempt is None or a == attempt) and \
+                            (replica is None or r == replica):
+                        sent[(a, r)] = tail
+                        yield LogCut(a, r, half, tail)
             if chunks:
                 continue
             if ended is not None:

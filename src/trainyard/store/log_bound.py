@@ -41,6 +41,12 @@ def tail_start(end: int, keep: int) -> int:
     return ((end - half) // step + 1) * step
 
 
+def kept_from(size: int, keep: int) -> int | None:
+    """Where the kept end of a log of ``size`` bytes starts, or None while the log is under the bound: every
+    report since the last cut ended in that cut's step (else it cut again), so its ``tail`` is the size's."""
+    return tail_start(size, keep) if keep and size > keep else None
+
+
 def crosses(have: int, end: int, keep: int) -> bool:
     """Whether a report from ``have`` to ``end`` (past the bound) must cut the kept end."""
     half, step = keep // 2, step_of(keep)

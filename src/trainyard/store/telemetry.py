@@ -231,6 +231,18 @@ class TelemetryMixin:
                     break
         return out
 
+    def log_kept_from(self, job_id: str) -> dict[tuple[int, int], int]:
+        """Where the kept end starts of each of the job's replica logs past the bound, by (attempt number,
+        replica): the bytes from ``log_keep // 2`` up to there are gone."""
+        keep = self.log_keep
+        if not keep:
+            return {}
+        q = (select(_A.number, _R.index, _R.log_size).join_from(t.Replica.__table__, t.Attempt.__table__,
+                                                               _R.attempt_id == _A.id)
+             .where(_A.job_id == job_id, _R.log_size > keep))
+        with self.read() as s:  # type: ignore[attr-defined]
+            return {(number, index): log_bound.kept_from(size, keep) for number, index, size in s.execute(q)}
+
     def read_log_tail(self, job_id: str, lines: int, *, attempt: int | None = None,
                       replica: int | None = None) -> tuple[list[LogChunk], int]:
         """The chunks that hold the last ``lines`` lines, oldest first, and the cursor to follow from

@@ -18,7 +18,7 @@ from trainyard.api.spec_text import SOURCE, SpecCheck, is_yaml, read_json, read_
 from trainyard.auth.permissions import Caller
 from trainyard.errors import InvalidSpec, RangeNotSatisfiable, TrainyardError
 from trainyard.services.platform import Platform
-from trainyard.services.jobs import KEEP_ALIVE, LogEnd, LogEvent
+from trainyard.services.jobs import KEEP_ALIVE, LogCut, LogEnd, LogEvent
 from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import TOTAL_CAP, JobFilter, JobSort
 from trainyard.spec.label_selector import parse_selector
@@ -36,6 +36,7 @@ After = Annotated[int, Query(ge=0, le=INT64_MAX, description="cursor of the page
 AttemptNo = Annotated[int | None, Query(ge=1, le=INT32_MAX)]
 ReplicaNo = Annotated[int | None, Query(ge=0, le=INT32_MAX)]
 Tail = Annotated[int | None, Query(ge=0, le=LOG_TAIL_MAX, description="only the last N lines")]
+Cuts = Annotated[bool, Query(description="following: also where a log past log_keep dropped bytes (event: cut)")]
 
 
 class SubmitRequest(BaseModel):
@@ -183,10 +184,12 @@ def delete_job(job_id: str, p: PlatformDep, caller: CallerDep) -> Response:
 
 @router.get("/{job_id}/logs", response_model=None)
 def logs(job_id: str, p: PlatformDep, caller: CallerDep, after: After = 0, attempt: AttemptNo = None, replica: ReplicaNo = None,
-         follow: bool = False, tail: Tail = None) -> LogPage | EventSourceResponse:
+         follow: bool = False, tail: Tail = None, cuts: Cuts = False) -> LogPage | EventSourceResponse:
     """Log chunks after cursor ``after``; with ``follow``, a server-sent event stream until the job ends. With
     ``tail``, the chunks of the last ``tail`` lines instead (the first cut to start at a line), then, following,
-    what comes after them."""
+    what comes after them. With ``cuts``, the stream also says where a log past ``log_keep`` dropped bytes
+    (``event: cut``, data ``{"attempt", "replica", "head", "tail"}``: bytes ``head…tail`` are gone); opt-in, so
+    a client that reads every event as a chunk keeps working."""
     head: tuple[list, int] | None = None
     if tail is not None:
         if after:
@@ -197,13 +200,13 @@ def logs(job_id: str, p: PlatformDep, caller: CallerDep, after: After = 0, attem
     if not follow:
         chunks, cursor = head or p.jobs.logs(job_id, after=after, attempt=attempt, replica=replica, caller=caller)
         return LogPage(chunks=chunks, cursor=cursor)
-    events = p.jobs.follow(job_id, after=after, attempt=attempt, replica=replica, caller=caller)
+    events = p.jobs.follow(job_id, after=after, attempt=attempt, replica=replica, cuts=cuts, caller=caller)
     # the framing is sse-starlette's; "\n" and a "keep-alive" comment as clients have always seen
     return EventSourceResponse(_sse(events, head), sep="\n", ping=KEEP_ALIVE, headers={"Cache-Control": "no-cache"},
                                ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"))
 
 
-async def _sse(events: AsyncIterator[LogEvent | LogEnd],
+async def _sse(events: AsyncIterator[LogEvent | LogCut | LogEnd],
                head: tuple[list, int] | None = None) -> AsyncIterator[ServerSentEvent | bytes]:
     if head is not None:  # the tail: each with the cursor after it all, where a reconnect goes on
         for chunk in head[0]:
@@ -211,6 +214,8 @@ async def _sse(events: AsyncIterator[LogEvent | LogEnd],
     async for e in events:
         if isinstance(e, LogEnd):
             yield ServerSentEvent(json.dumps({"status": e.status.value}), event="end", sep="\n")
+        elif isinstance(e, LogCut):  # no id: a reconnect resumes after the last chunk, and is told again
+            yield ServerSentEvent(json.dumps(e._asdict()), event="cut", sep="\n")
         else:
             # framed here, not by ServerSentEvent (its encode is ~20x slower): a chunk is one line of
             # JSON, so this is the same frame, and a fast log stream stays as fast as before
