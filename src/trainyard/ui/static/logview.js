@@ -10,12 +10,35 @@ const MAX_LINES = 2_000_000;  // held in the browser; beyond it the oldest go, a
 const DROP = 200_000;         // dropped at once when over, so dropping stays rare
 const MAX_PX = 8_000_000;     // browsers cap an element's height: past it, scroll position maps to a line
 
+// UTF-8 bytes of a text: chunk offsets count the log's bytes, not its characters
+function bytes(text) {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c < 0xdc00 && i + 1 < text.length) { n += 4; i++; }  // a surrogate pair
+    else n += 3;
+  }
+  return n;
+}
+
+// `text` before its byte `n` (`tail` false) or from it (`tail` true); a character the edge cuts is dropped,
+// as the server drops it where it cuts a log
+function cutText(text, n, tail) {
+  const raw = new TextEncoder().encode(text);
+  while (n > 0 && n < raw.length && (raw[n] & 0xc0) === 0x80) n += tail ? 1 : -1;
+  return new TextDecoder().decode(tail ? raw.subarray(n) : raw.subarray(0, n));
+}
+
 export class LogView {
   constructor(jobId) {
     css("/ui/views.css");
     this.jobId = jobId;
     this.lines = [];         // text of each line
     this.src = [];           // attempt * 65536 + replica of each line
+    this.at = [];            // the byte of its source's log each line starts at (-1: a note of the server's)
+    this.next = new Map();   // source -> the byte after the last chunk taken: a chunk further on follows a cut
     this.open = new Map();   // source -> index of its last line while it has no newline yet
     this.seen = new Map();   // source -> last chunk offset taken (a reconnect may send a chunk again)
     this.cursor = -1;        // the stream's cursor of the last chunk taken: what a note repeated would not pass
@@ -61,8 +84,11 @@ export class LogView {
   // Follow the job's log from the start; returns the stop function
   start() {
     this.stop = stream(`jobs/${encodeURIComponent(this.jobId)}/logs`, {
-      query: { follow: true, after: 0 }, cursorParam: "after",
-      onEvent: (ev) => { if (ev.event !== "end") this.append(JSON.parse(ev.data), Number(ev.id)); },
+      query: { follow: true, after: 0, cuts: true }, cursorParam: "after",
+      onEvent: (ev) => {
+        if (ev.event === "cut") this.cut(JSON.parse(ev.data));
+        else if (ev.event !== "end") this.append(JSON.parse(ev.data), Number(ev.id));
+      },
       onEnd: () => { this.ended = true; this.info.dataset.ended = "true"; this.schedule(); },
     });
     return () => this.stop && this.stop();
@@ -72,7 +98,8 @@ export class LogView {
   // its newline yet continued by the next chunk of the same source
   append(chunk, id = NaN) {
     const source = chunk.attempt * 65536 + chunk.replica;
-    if (chunk.offset < 0) {
+    const note = chunk.offset < 0;
+    if (note) {
       // the server's note (offset -1: where it began to drop a log past log_keep, metric names it stopped storing)
       // holds no bytes of the log, so no offset places it: it stands where the stream brings it, after the chunks
       // stored before it, which is where a reload reads it (the server's order), not skipped as an old offset
@@ -80,14 +107,20 @@ export class LogView {
     } else {
       if (this.seen.has(source) && chunk.offset <= this.seen.get(source)) return;
       this.seen.set(source, chunk.offset);
+      // past a cut (bytes the server dropped) a line does not run on: the line the head ends in is not the line
+      // the kept end starts in, live or on a reload
+      if (chunk.offset > (this.next.get(source) ?? 0)) this.open.delete(source);
     }
     if (id > this.cursor) this.cursor = id;
     if (!this.sources.has(source)) { this.sources.add(source); this.addOptions(chunk); }
-    const parts = chunk.data.split("\n");
+    // a note is lines of its own: its first line break (there to start it on a line in the plain text) neither
+    // ends the log's open line nor makes an empty one, which would stand live where a reload has none
+    const parts = (note ? chunk.data.replace(/^\n/, "") : chunk.data).split("\n");
     let i = 0;
-    if (this.open.has(source)) {
+    let pos = chunk.offset;  // the byte of the log the next line starts at
+    if (!note && this.open.has(source)) {
       const at = this.open.get(source) - this.dropped;
-      if (at >= 0) { this.lines[at] += parts[0]; this.recheck(at); i = 1; }
+      if (at >= 0) { this.lines[at] += parts[0]; this.recheck(at); i = 1; pos += bytes(parts[0]) + 1; }
       this.open.delete(source);
     }
     const last = parts.length - 1;
@@ -95,11 +128,54 @@ export class LogView {
       if (i === last && parts[i] === "") break;  // the chunk ended with its newline
       this.lines.push(parts[i]);
       this.src.push(source);
+      this.at.push(note ? -1 : pos);
+      pos += bytes(parts[i]) + 1;
       this.take(this.lines.length - 1);
     }
-    if (parts[last] !== "") this.open.set(source, this.dropped + this.lines.length - 1);
+    if (!note) {
+      this.next.set(source, chunk.offset + bytes(chunk.data));
+      if (parts[last] !== "") this.open.set(source, this.dropped + this.lines.length - 1);
+    }
     if (this.lines.length > MAX_LINES) this.dropOldest();
     this.schedule();
+  }
+
+  // The server dropped bytes head…tail of a source's log (it passed log_keep; see LogCut): the lines they held go,
+  // a line across an edge keeps its part outside it, so the view shows what a reload shows. Not following, the
+  // line at the top of the view stays where it is (or, gone, the first kept after it)
+  cut({ attempt, replica, head, tail }) {
+    const source = attempt * 65536 + replica;
+    const g = this.geometry();
+    const top = this.scroller.scrollTop;
+    const first = Math.floor(top / LINE_H);
+    const anchor = this.follow || g.scaled || !g.n ? -1 : (this.shown ? this.shown[first] : first);
+    const open = new Map([...this.open].map(([s, i]) => [i - this.dropped, s]));  // line -> source still on it
+    const lines = [], src = [], at = [], moved = new Map();  // moved: old index -> new, of the lines kept
+    let changed = false;
+    const keep = (i, text, a) => { moved.set(i, lines.length); lines.push(text); src.push(this.src[i]); at.push(a); };
+    for (let i = 0; i < this.lines.length; i++) {
+      const a = this.at[i], text = this.lines[i];
+      const end = a + bytes(text) + (open.has(i) ? 0 : 1);
+      if (this.src[i] !== source || a < 0 || end <= head || a >= tail) { keep(i, text, a); continue; }
+      changed = true;
+      if (a < head) keep(i, cutText(text, head - a, false), a);
+      if (end > tail) keep(i, cutText(text, tail - a, true), tail);
+    }
+    if (!changed) return;
+    const n = this.lines.length;
+    this.open = new Map([...open].filter(([i]) => moved.has(i)).map(([i, s]) => [s, this.dropped + moved.get(i)]));
+    Object.assign(this, { lines, src, at });
+    this.refilter();
+    if (anchor >= 0) {
+      let i = anchor;
+      while (i < n && !moved.has(i)) i++;  // the anchor went: the first line kept after it
+      const line = i < n ? moved.get(i) : lines.length;
+      const found = this.shown ? this.shown.findIndex((j) => j >= line) : line;
+      const pos = found < 0 ? this.shown.length : found;
+      this.spacer.style.height = `${this.geometry().px}px`;  // first, or the old height would bound scrollTop
+      this.scroller.scrollTop = pos * LINE_H + (top - first * LINE_H);
+    }
+    this.render();
   }
 
   addOptions({ attempt, replica }) {
@@ -133,6 +209,7 @@ export class LogView {
   dropOldest() {
     this.lines.splice(0, DROP);
     this.src.splice(0, DROP);
+    this.at.splice(0, DROP);
     this.dropped += DROP;
     this.refilter();
     this.banner.hidden = false;
