@@ -4,6 +4,7 @@ the log goes on) leave the live view too, and a line the person reads stays wher
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -101,6 +102,7 @@ def test_the_live_log_drops_what_the_server_drops_of_a_log_past_log_keep(tmp_pat
         # when the person reads a line of the kept end and the next report moves the kept end past lines above it
         page.fill("input[name=search]", "line 00350")
         page.press("input[name=search]", "Enter")
+        expect(view.locator(".log-line.current")).to_have_text(re.compile("line 00350$"))  # drawn where the search put it
         row = view.locator(".log-line", has_text="line 00350")
         before = row.bounding_box()
         gates[3].write_text("")
