@@ -56,15 +56,29 @@ def lines(n: int, end: int) -> list[str]:
     return [f"line {i:05d}" for i in range(n, end)]
 
 
-def reloaded(page, srv, job_id: str, last: str) -> tuple[list[str], str]:  # noqa: ANN001
-    """The job page's log opened afresh, once it shows ``last``: its lines and its count."""
+def reloaded(page, srv, job_id: str, last: str, whole: bool = True,  # noqa: ANN001
+             ended: bool = False) -> tuple[list[str], str]:
+    """The job page's log opened afresh, once it shows ``last`` (and its end, if ``ended``): its lines (with
+    ``whole``) and its count."""
     fresh = page.context.new_page()
     try:
         open_signed_in(fresh, srv.url, srv.token, f"/jobs/{job_id}")
         expect(fresh.locator(".logview .log-line", has_text=last)).to_be_visible(timeout=30_000)
-        return fresh.evaluate(ALL_LINES), fresh.locator(COUNT).inner_text()
+        if ended:
+            expect(fresh.locator(COUNT)).to_contain_text("ended", timeout=30_000)
+        return fresh.evaluate(ALL_LINES) if whole else [], fresh.locator(COUNT).inner_text()
     finally:
         fresh.close()
+
+
+def place(page, row) -> float:  # noqa: ANN001
+    """How far below the top of the log view ``row`` is (the page above it may still grow), once the view has
+    stopped moving it (a jump draws in more than one frame)."""
+    frames = "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
+    y = None
+    while y != (y := row.bounding_box()["y"] - page.locator(".logview").bounding_box()["y"]):
+        page.evaluate(frames)
+    return y
 
 
 def stored(srv, job_id: str, last: str) -> None:  # noqa: ANN001
@@ -104,7 +118,7 @@ def test_the_live_log_drops_what_the_server_drops_of_a_log_past_log_keep(tmp_pat
         page.press("input[name=search]", "Enter")
         expect(view.locator(".log-line.current")).to_have_text(re.compile("line 00350$"))  # drawn where the search put it
         row = view.locator(".log-line", has_text="line 00350")
-        before = row.bounding_box()
+        before = place(page, row)
         gates[3].write_text("")
         stored(srv, job.id, "line 00449")
         again, count = reloaded(page, srv, job.id, "line 00449")
@@ -112,16 +126,50 @@ def test_the_live_log_drops_what_the_server_drops_of_a_log_past_log_keep(tmp_pat
         # then the view has dropped them, and the line read stays where it was on the screen
         assert again == [*lines(0, 181), "line 0018", "72", *lines(273, 300), NOTE, *lines(300, 450)]
         expect(row).to_be_visible()
-        assert row.bounding_box() == before
+        assert place(page, row) == before
         assert page.evaluate(ALL_LINES) == again
 
         # and once the kept end has moved past what was kept from before the bound, the note stands between the
         # head and the kept end, live as on a reload
         gates[4].write_text("")
         expect(page.locator("h1 [data-status=succeeded]")).to_be_visible(timeout=30_000)
-        again, count = reloaded(page, srv, job.id, "line 00599")
+        again, count = reloaded(page, srv, job.id, "line 00599", ended=True)
         expect(page.locator(COUNT)).to_have_text(count)
         assert again == [*lines(0, 181), "line 0018", NOTE, "1", *lines(432, 600)]
         assert page.evaluate(ALL_LINES) == again
+    finally:
+        srv.stop_all()
+
+
+def test_a_line_read_in_a_log_taller_than_the_page_stays_on_screen_when_lines_above_it_go(tmp_path, page):
+    # given a server that keeps 8 MiB of a replica's log, and the page of a job that printed 600,000 lines (4.8 MB),
+    # more than the view draws by pixels (past 8,000,000 px it places lines by the scroll fraction)
+    config = tmp_path / "server.yaml"
+    config.write_text("log_keep: 8Mi\n")
+    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
+    srv.start()
+    try:
+        gate = tmp_path / "gate"
+        printer = ("import os, sys, time\nsys.stdout.write(''.join(f'{i:07d}\\n' for i in range(600_000)))\n"
+                   "sys.stdout.flush()\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)\n"
+                   "sys.stdout.write(''.join(f'{i:07d}\\n' for i in range(600_000, 1_100_000)))\n")
+        job = srv.client().submit({"name": "tall", "command": [sys.executable, "-c", printer, str(gate)]})
+        open_signed_in(page, srv.url, srv.token, f"/jobs/{job.id}")
+        expect(page.locator(COUNT)).to_have_text("600,000 lines", timeout=60_000)
+        # when the person reads a line near its end
+        page.fill("input[name=search]", "0590000")
+        page.press("input[name=search]", "Enter")
+        row = page.locator(".logview .log-line", has_text="0590000")
+        expect(page.locator(".logview .log-line.current")).to_have_text(re.compile("0590000$"))
+        before = place(page, row)
+        # and the job prints past the bound, the server dropping 65,536 lines above it (bytes 4 MiB..4.5 MiB)
+        gate.write_text("")
+        expect(page.locator("h1 [data-status=succeeded]")).to_be_visible(timeout=60_000)
+        _, count = reloaded(page, srv, job.id, "1099999", whole=False, ended=True)
+        expect(page.locator(COUNT)).to_have_text(count, timeout=30_000)
+        assert count == "1,034,465 lines · ended"  # 524,288 of the head, the note, from line 589,824 on
+        # then the line read stays where it was on the screen
+        expect(row).to_be_visible()
+        assert place(page, row) == before
     finally:
         srv.stop_all()

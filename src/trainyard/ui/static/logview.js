@@ -147,8 +147,9 @@ export class LogView {
     const source = attempt * 65536 + replica;
     const g = this.geometry();
     const top = this.scroller.scrollTop;
-    const first = Math.floor(top / LINE_H);
-    const anchor = this.follow || g.scaled || !g.n ? -1 : (this.shown ? this.shown[first] : first);
+    // placed by the scroll fraction, what is on screen is what was drawn: lines that came since move the fraction
+    const first = g.scaled && this.drawn ? this.drawn.first : this.firstAt(g, top);
+    const anchor = this.follow || first >= g.n ? -1 : (this.shown ? this.shown[first] : first);
     const open = new Map([...this.open].map(([s, i]) => [i - this.dropped, s]));  // line -> source still on it
     const lines = [], src = [], at = [], moved = new Map();  // moved: old index -> new, of the lines kept
     let changed = false;
@@ -172,8 +173,10 @@ export class LogView {
       const line = i < n ? moved.get(i) : lines.length;
       const found = this.shown ? this.shown.findIndex((j) => j >= line) : line;
       const pos = found < 0 ? this.shown.length : found;
-      this.spacer.style.height = `${this.geometry().px}px`;  // first, or the old height would bound scrollTop
-      this.scroller.scrollTop = pos * LINE_H + (top - first * LINE_H);
+      const now = this.geometry();
+      this.spacer.style.height = `${now.px}px`;  // first, or the old height would bound scrollTop
+      this.scrollTo(this.topOf(now, pos) + (g.scaled || now.scaled ? 0 : top - first * LINE_H));
+      this.drawn = { first: pos, n: now.n };
     }
     this.render();
   }
@@ -259,7 +262,13 @@ export class LogView {
   onScroll() {
     const atBottom = this.scroller.scrollTop + this.scroller.clientHeight >= this.scroller.scrollHeight - LINE_H;
     if (atBottom !== this.follow) this.setFollow(atBottom);  // scrolled up: stop following; back down: follow
-    this.render();
+    this.render(this.scroller.scrollTop !== this.ownTop);  // the view's own move (below) is no one's scroll
+  }
+
+  // scroll to `top` for the view's own reasons, not the person's: what was drawn there stays what is kept
+  scrollTo(top) {
+    this.scroller.scrollTop = top;
+    this.ownTop = this.scroller.scrollTop;
   }
 
   schedule() {
@@ -279,20 +288,38 @@ export class LogView {
     const g = this.geometry();
     const target = Math.max(0, pos * LINE_H - g.view / 2);
     this.scroller.scrollTop = g.scaled ? (target / (g.total - g.view)) * (g.px - g.view) : target;
+    this.drawn = { first: this.firstAt(g, this.scroller.scrollTop), n: g.n };  // where lines that come keep it
   }
 
   toBottom() {
     this.scroller.scrollTop = this.scroller.scrollHeight;
   }
 
-  render() {
+  // the first line on screen at scroll position `top`: by pixels, or by the scroll fraction once the height is capped
+  firstAt(g, top) {
+    return g.scaled ? Math.floor((top / Math.max(1, g.px - g.view)) * Math.max(0, g.n - g.view / LINE_H))
+      : Math.floor(top / LINE_H);
+  }
+
+  // the scroll position that puts line `pos` first on screen (firstAt's inverse; half a line in, where scaled, so
+  // that rounding to a pixel does not show the line before)
+  topOf(g, pos) {
+    return g.scaled ? ((pos + 0.5) / Math.max(1, g.n - g.view / LINE_H)) * (g.px - g.view) : pos * LINE_H;
+  }
+
+  // `scrolled`: drawn for a scroll (the person's, or a jump), not for lines that came or went
+  render(scrolled = false) {
     const g = this.geometry();
     this.spacer.style.height = `${g.px}px`;
     if (this.follow && g.n) this.toBottom();
+    // placed by the scroll fraction, one scroll position shows other lines once lines come or go: the line first
+    // on screen stays first, or the one the person reads drifts away while the job prints
+    else if (g.scaled && !scrolled && this.drawn && this.drawn.n !== g.n) {
+      this.scrollTo(this.topOf(g, this.drawn.first));
+    }
     const top = this.scroller.scrollTop;
-    // the first line on screen: by pixels, or by the scroll fraction once the height is capped
-    const first = g.scaled ? Math.floor((top / Math.max(1, g.px - g.view)) * Math.max(0, g.n - g.view / LINE_H))
-      : Math.floor(top / LINE_H);
+    const first = this.firstAt(g, top);
+    this.drawn = { first, n: g.n };
     const count = Math.min(g.n - first, Math.ceil(g.view / LINE_H) + 1);
     this.rows.style.transform = `translateY(${g.scaled ? top : first * LINE_H}px)`;
     while (this.pool.length < count) this.pool.push(h("div.log-line"));
