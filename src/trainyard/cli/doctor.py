@@ -41,8 +41,8 @@ def doctor(
 
     findings: list[Finding] = []
     nodes = _server(findings)
-    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _cpu, _accounts, _process_list,
-                                           _disk, _secrets_key]
+    checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _cpu, _gpu_devices,
+                                           _accounts, _process_list, _disk, _secrets_key]
     if db:
         checks.append(lambda: _database(db))
     if ray_address:
@@ -156,6 +156,26 @@ def _cpu(root: str | None = None) -> Finding:
                        "tree that has the cpu controller (systemd `Delegate=yes`)")
     return Finding("cpu", "ok", f"this machine: a job gets its resources.cpu share of busy cores ({mode} weights "
                    "where it joins a memory or pids group; a hard cap with the server's cpu_limit)")
+
+
+def _gpu_devices(root: str | None = None, dev: str | None = None) -> Finding:
+    """Whether a job can open only its own GPUs here (launch.devices): this machine's device files and cgroups."""
+    import os
+
+    from trainyard.launch import devices
+
+    gpus, root = devices.node_gpus(dev or devices.DEV), root or devices.MOUNT
+    if not gpus:
+        return Finding("gpu devices", "ok", "this machine: no NVIDIA GPU device files, nothing to fence")
+    if devices.detect(root) is not None:
+        return Finding("gpu devices", "ok", f"this machine: {len(gpus)} GPU(s); a job can open only its own "
+                       "GPUs' device files (cgroup-v1 devices controller)")
+    why = ("cgroup v2 only, where trainyard does not fence devices" if not os.path.isdir(os.path.join(root, "devices"))
+           else "the cgroup v1 devices controller is not ours to write (not root)")
+    return Finding("gpu devices", "warning", f"this machine: {len(gpus)} GPU(s), named to a job by "
+                   f"CUDA_VISIBLE_DEVICES only: a job that unsets it or opens /dev/nvidiaN uses the others' ({why})",
+                   "run the server as root on a host with the cgroup v1 devices controller (hybrid cgroups), "
+                   "or run GPU jobs in an image (the runtime gives a job only its GPUs)")
 
 
 def _accounts() -> Finding:

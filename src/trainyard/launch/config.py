@@ -26,6 +26,7 @@ _DEFAULTS: dict = {
     "cgroup_root": "/sys/fs/cgroup", "log_url": None, "storage": None, "checkpoint_url": None,
     "sample_every": None, "secrets": None, "store_url": None,
     "inputs_as_job": False, "outputs_max": None, "replicas": 1, "pids_max": None, "cpu": None, "cpu_limit": False,
+    "dev_root": "/dev",
 }
 
 
@@ -58,6 +59,7 @@ class LaunchConfig:
     timeout: float | None            # seconds of run time
     grace_period: float              # seconds between SIGTERM and SIGKILL
     gpus: list[str]                  # -> CUDA_VISIBLE_DEVICES (set, possibly empty, when the spec asked none)
+    dev_root: str | None             # where the node's GPU device files are: the others are denied (launch.devices)
     exit_report_deadline: float
     run_as: dict | None              # {"uid", "gid", "name", "home"}: the OS account the command runs as (launch.runas)
     cgroup_root: str | None          # where cgroups are mounted; None: sample the memory limit (launch.cgroup)
