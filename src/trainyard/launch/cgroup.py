@@ -31,8 +31,8 @@ on its way to start; the shim below is the way in for the others.
 
 Plain ``os`` calls and small file writes only, and only when a limit is set: the
 launcher's start-up time is benchmarked. What any of a replica's groups does (made,
-joined, removed, swept) is here too, for its pids and cpu groups (:mod:`trainyard.launch.pidlimit`,
-:mod:`trainyard.launch.cpulimit`).
+joined, removed, swept) is here too, for its pids, cpu and devices groups (:mod:`trainyard.launch.pidlimit`,
+:mod:`trainyard.launch.cpulimit`, :mod:`trainyard.launch.devices`).
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ JOIN_FAILED = 125   # the shim's exit code when the command could not join its g
 
 # How the command enters its groups before it runs anything of its own: it is
 # started as ``sh -c 'for each PROCS: echo 0 > PROCS; exec "$@"' sh PROCS... -- COMMAND...``
-# (a memory group and, on cgroup v1, a pids and a cpu group of their own: launch.pidlimit, launch.cpulimit). Writing 0
+# (a memory group and, on cgroup v1, a pids, a cpu and a devices group of their own: launch.pidlimit,
+# launch.cpulimit, launch.devices). Writing 0
 # to ``cgroup.procs`` moves the writer (the shell) into the group, and ``exec``
 # keeps both the pid and the group, so the command's first instruction already
 # runs under the limit and everything it forks inherits the group. The

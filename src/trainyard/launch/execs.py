@@ -23,8 +23,9 @@ from trainyard.launch.procs import Owned, check_executable
 
 CAP = 250 * 1024  # bytes of output kept, under the server's 256 KiB an answer
 # where the replica's command runs: (its launch.container.Container or None, launch.json's run_as, its work dir,
-# its environment, its launch.cgroup.Group's (memory, pids, cpu; none without), the launch.nsjoin.Spaces of its
-# own or None), set by the launcher once it runs (plain values: nothing here is done, or imported, before a request)
+# its environment, its launch.cgroup.Group's (memory, pids, cpu, devices; none without), the launch.nsjoin.Spaces
+# of its own or None), set by the launcher once it runs (plain values: nothing here is done, or imported, before a
+# request)
 Where = tuple[object, "dict | None", str, dict[str, str], tuple, "nsjoin.Spaces | None"]
 
 

@@ -9,13 +9,14 @@ launcher never starts a thread.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
 from pathlib import Path
 
 from trainyard import envvars
-from trainyard.launch import cgroup, cpulimit, handoff, leftover_tree, pidlimit, procs, reasons, setup_beat
+from trainyard.launch import cgroup, cpulimit, devices, handoff, leftover_tree, pidlimit, procs, reasons, setup_beat
 from trainyard.launch.config import LOG_NAME, METRICS_NAME, RESULT_NAME, LaunchConfig
 from trainyard.launch.attempt_io import AttemptIO
 from trainyard.launch.emptydirs import Pool
@@ -42,6 +43,7 @@ class Launcher(AttemptIO, Wakeups):
         self.group: cgroup.MemoryGroup | None = None  # the replica's memory cgroup, if the host offers one
         self.pids_group: pidlimit.PidsGroup | None = None  # ... and its pids cgroup (the same group on cgroup v2)
         self.cpu_group: cpulimit.CpuGroup | None = None  # ... and its cpu cgroup (the same group on cgroup v2)
+        self.devices_group: devices.DevicesGroup | None = None  # ... and the one denying the node's other GPUs
         self.seat = seat  # a child already in the groups the attempt likely needs (launch.seat), if idle before
         self.spare: tuple[cgroup.Group, ...] = ()  # the seat's groups the attempt did not need: removed at the end
         self.container = None  # a launch.container.Container when the job runs in an image
@@ -186,12 +188,15 @@ class Launcher(AttemptIO, Wakeups):
         if self.container is None:
             name = f"{cfg.attempt_id}-r{cfg.replica}"
             if self.seat is not None and (seated := self.seat.take(cfg, name, env)) is not None:
-                self.group, self.pids_group, self.cpu_group, self.spare = seated
+                self.group, self.pids_group, self.cpu_group = seated.memory, seated.pids, seated.cpu
+                self.devices_group, self.spare = seated.devices, seated.spare
             else:
-                self.group = cgroup.for_replica(cfg.cgroup_root, cfg.memory_limit, name,
-                                                lambda m: append_log(self.log, m))
+                say = functools.partial(append_log, self.log)
+                self.group = cgroup.for_replica(cfg.cgroup_root, cfg.memory_limit, name, say)
                 self.pids_group = pidlimit.for_replica(cfg.cgroup_root, cfg.pids_max, name, self.group)
-                self.cpu_group = cpulimit.for_replica(cfg.cgroup_root, cfg, name, (self.group, self.pids_group))
+                self.devices_group = devices.for_replica(cfg.cgroup_root, cfg, name, say)
+                self.cpu_group = cpulimit.for_replica(cfg.cgroup_root, cfg, name,
+                                                      (self.group, self.pids_group, self.devices_group))
         spaces = None  # (the cached inputs mounted read-only, an IPC of its own) where it gets namespaces of its own
         try:
             argv, start_env = command, env
@@ -282,12 +287,12 @@ class Launcher(AttemptIO, Wakeups):
 
     def groups(self) -> tuple[cgroup.Group, ...]:
         """The replica's cgroups, which its command joins before it starts."""
-        return tuple(g for g in (self.group, self.pids_group, self.cpu_group) if g is not None)
+        return tuple(g for g in (self.group, self.pids_group, self.cpu_group, self.devices_group) if g is not None)
 
     def _remove_groups(self) -> None:
         for group in (*self.groups(), *self.spare):
             group.remove()
-        self.group = self.pids_group = self.cpu_group = None
+        self.group = self.pids_group = self.cpu_group = self.devices_group = None
         self.spare = ()
 
     def _drop_seat(self) -> None:

@@ -22,6 +22,9 @@ at the spawn was done before it.
 - The cpu group (:mod:`trainyard.launch.cpulimit`) is a weight that is not worth a move of its own: an attempt
   takes it where the seat holds it, even one that needs no other group (a seat holds one where the attempt
   before joined one). Where the host refuses it, the seat holds the others.
+- The devices group (:mod:`trainyard.launch.devices`) is held wherever the node has GPUs: every attempt there
+  needs one, unless it was given all of them (then the seat's keeps no rule, as any spare group). Which GPUs
+  it denies is the attempt's, written at :meth:`Seat.take`. A node without GPUs holds none: no move for it.
 - Let go (the zygote closed the launcher's pipe, the attempt took another path): the child is killed and
   its groups removed. A launcher killed while idle closes the child's request pipe with its death, so the
   child exits, and the groups, empty then, are swept as any dead launcher's are (:func:`cgroup.sweep`).
@@ -36,7 +39,7 @@ import select
 import signal
 from typing import NamedTuple
 
-from trainyard.launch import cgroup, cpulimit, pidlimit, procs
+from trainyard.launch import cgroup, cpulimit, devices, pidlimit, procs
 
 AHEAD = "ahead"  # a seat's groups' name until its attempt's replaces it
 READY = b"r"  # the child's first word once in its groups ("f": it could not join one)
@@ -55,12 +58,13 @@ _DEFAULTS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGHUP", "SIGTERM", "S
 
 
 class Wants(NamedTuple):
-    """The groups a seat holds: the cgroup root, and whether a memory, a pids and a cpu group."""
+    """The groups a seat holds: the cgroup root, and whether a memory, a pids, a cpu and a devices group."""
 
     root: str
     memory: bool
     pids: bool
     cpu: bool = False
+    devices: bool = False
 
 
 def wants(config: object) -> Wants | None:
@@ -68,16 +72,19 @@ def wants(config: object) -> Wants | None:
     if getattr(config, "container", None) or not getattr(config, "cgroup_root", None):
         return None
     memory, pids = bool(config.memory_limit), bool(config.pids_max)
-    found = Wants(config.cgroup_root, memory, pids, cpulimit.wanted(config, memory or pids))
+    gpus = bool(devices.node_gpus(config.dev_root))  # the node's, not the attempt's: the next may get others
+    found = Wants(config.cgroup_root, memory, pids, cpulimit.wanted(config, memory or pids or gpus), gpus)
     return found if any(found[1:]) else None
 
 
 class Taken(NamedTuple):
-    """The groups of a seat an attempt took: its memory, pids and cpu groups, with their limits, and the rest."""
+    """The groups of a seat an attempt took: its memory, pids, cpu and devices groups, with their limits, and the
+    rest."""
 
     memory: cgroup.MemoryGroup | None
     pids: pidlimit.PidsGroup | None
     cpu: cpulimit.CpuGroup | None
+    devices: devices.DevicesGroup | None
     spare: tuple[cgroup.Group, ...]
 
 
@@ -107,6 +114,9 @@ class Seat:
             if pids is not None:  # one group a replica on v2
                 one = groups["memory"][1] if mem == cgroup.V2 else None
                 groups["pids"] = (pids, cgroup.group_for(want.root, pids, "pids", _name(), one))
+            gpus = devices.detect(want.root) if want.devices else None
+            if gpus is not None:
+                groups["devices"] = (gpus, cgroup.group_for(want.root, gpus, "devices", _name()))
             seat._add_cpu(want)
             if not groups:
                 return None
@@ -157,17 +167,20 @@ class Seat:
         """The seat's groups for the attempt of ``config`` (replica ``name``, its command's environment ``env``),
         with its limits written; None where the seat does not fit it (see the module's docstring, and
         :meth:`spawn` on the names): then :meth:`discard` it."""
-        need = {"memory": bool(config.memory_limit), "pids": bool(config.pids_max)}
+        deny = devices.denied(config)
+        need = {"memory": bool(config.memory_limit), "pids": bool(config.pids_max),
+                "devices": bool(deny) and ("devices" in self.groups or devices.detect(self.root) is not None)}
         # a weight rides along where the seat holds its group (no move to pay); where it lacks one the
         # attempt needs, the shim joins it, unless the host has none to give
-        need["cpu"] = cpulimit.wanted(config, need["memory"] or need["pids"] or "cpu" in self.groups) and (
+        need["cpu"] = cpulimit.wanted(config, any(need.values()) or "cpu" in self.groups) and (
             "cpu" in self.groups or not self.cpu_refused and cpulimit.detect(self.root) is not None)
         if (self.pid is None or config.container or config.cgroup_root != self.root or not any(need.values())
+                or deny is None  # GPU ids with no device file: the launcher says so in the job's log
                 or not all(_EXPORTABLE.match(k) for k in env)
                 or any(n and c not in self.groups for c, n in need.items()) or not self._ready()):
             return None
         paths = self._rename(name)
-        memory = pids = cpu = None
+        memory = pids = cpu = gpus = None
         try:
             if need["memory"]:
                 memory = cgroup.MemoryGroup(paths["memory"][1], paths["memory"][0], config.memory_limit)
@@ -181,12 +194,15 @@ class Seat:
                 cpu = cpulimit.CpuGroup(path, version, config.cpu, bool(config.cpu_limit),
                                         owned=path not in {g.path for g in (memory, pids) if g is not None})
                 cpu.apply_limit()
+            if need["devices"]:
+                gpus = devices.DevicesGroup(paths["devices"][1], paths["devices"][0], deny)
+                gpus.apply_limit()
         except OSError:
             return None
         self.taken = True
-        used = {g.path for g in (memory, pids, cpu) if g is not None}
+        used = {g.path for g in (memory, pids, cpu, gpus) if g is not None}
         spare = tuple(cgroup.Group(p) for p in dict.fromkeys(p for _, p in paths.values()) if p not in used)
-        return Taken(memory, pids, cpu, spare)
+        return Taken(memory, pids, cpu, gpus, spare)
 
     def _ready(self) -> bool:
         """Whether the child is in its groups: it says so once, within :data:`READY_WAIT`."""

@@ -1,0 +1,170 @@
+"""A replica opens only the GPUs it was given (launch.devices): real processes, a real devices cgroup, the kernel's
+own check, through the shim and through a seat (launch.seat).
+
+There is no GPU here: the node's "GPUs" are device files we make (character major 195, as the NVIDIA driver's)
+in a folder the launch config names as its ``dev_root``. Opening one the group denies fails with EPERM at the
+cgroup check; one it allows gets past it and fails with ENXIO (no driver behind it). That difference is the test.
+
+Needs root (mknod, and a group in the v1 devices controller): skipped on a laptop without, required on CI.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import need
+from tests.integration.test_launcher_seat import kept_after, zygote  # noqa: F401  (a fixture)
+from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
+    ATTEMPT_ID, make_config, read_result, report_server, run_launcher, script,
+)
+from tests.support.waiting import until
+from trainyard.launch import cgroup, devices
+from trainyard.launch.config import LaunchConfig
+from trainyard.launch.handoff import LEFT_NAME
+from trainyard.launch.seat import AHEAD, Wants, wants
+
+GPUS = 4
+FILES = [f"nvidia{n}" for n in range(GPUS)] + ["nvidiactl"]
+# prints its pid, its cgroups, then how opening each of the node's device files went: "name ok" or "name ERRNO"
+PROBE = """
+import errno, os, sys
+print("pid", os.getpid(), flush=True)
+print(open("/proc/self/cgroup").read(), flush=True)
+for name in sys.argv[2:]:
+    try:
+        os.close(os.open(os.path.join(sys.argv[1], name), os.O_RDWR))
+        print("open", name, "ok", flush=True)
+    except OSError as e:
+        print("open", name, errno.errorcode[e.errno], flush=True)
+"""
+
+
+@pytest.fixture
+def gpu_node(tmp_path) -> Path:
+    """A folder laid out as a GPU node's /dev: four GPUs and the driver's control file."""
+    need(os.geteuid() == 0 and devices.detect() is not None,
+         "no usable devices cgroup here (root on a host with the cgroup v1 devices controller)")
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for n in range(GPUS):
+        os.mknod(dev / f"nvidia{n}", 0o666 | stat.S_IFCHR, os.makedev(devices.MAJOR, n))
+    os.mknod(dev / "nvidiactl", 0o666 | stat.S_IFCHR, os.makedev(devices.MAJOR, 255))
+    os.mknod(dev / "nvidia-uvm", 0o666 | stat.S_IFCHR, os.makedev(511, 0))  # a major of its own
+    (dev / "nvidia-caps").mkdir()
+    return dev
+
+
+def probe(tmp_path: Path, attempt: Path, url: str, dev: Path, **kw) -> None:
+    make_config(attempt, url, [*script(tmp_path, "probe.py", PROBE), str(dev), *FILES], dev_root=str(dev), **kw)
+
+
+def opened(attempt: Path) -> dict[str, str]:
+    """How opening each device file went in the job: name -> "ok" or the errno's name."""
+    lines = (attempt / "output.log").read_text().splitlines()
+    return {p[1]: p[2] for p in (line.split() for line in lines) if len(p) == 3 and p[0] == "open"}
+
+
+def allowed(outcome: str) -> bool:
+    """Past the cgroup's check: no driver behind a fake node, so the open fails further on (or succeeds)."""
+    return outcome in ("ok", errno.errorcode[errno.ENXIO], errno.errorcode[errno.ENODEV])
+
+
+def in_devices_group(attempt: Path, name: str) -> bool:
+    return any(line.split(":")[1] == "devices" and line.endswith(f"/{cgroup.PARENT}/{name}")
+               for line in (attempt / "output.log").read_text().splitlines() if line.count(":") >= 2)
+
+
+def devices_parent() -> str:
+    return cgroup.v1_parent(cgroup.MOUNT, "devices")
+
+
+def test_the_node_gpus_are_its_nvidia_device_files_of_the_drivers_major(gpu_node):
+    assert devices.node_gpus(str(gpu_node)) == [0, 1, 2, 3]
+    os.unlink(gpu_node / "nvidiactl")  # no driver loaded: not even looked for
+    assert devices.node_gpus(str(gpu_node)) == []
+
+
+def test_a_job_opens_its_own_gpus_and_not_the_nodes_others(tmp_path, report_server, gpu_node):
+    # given a node of four GPUs and a job given GPUs 1 and 2
+    attempt = tmp_path / "a"
+    probe(tmp_path, attempt, report_server.url, gpu_node, gpus=["1", "2"])
+    # when it runs (through the shim: no memory or pids limit, no seat)
+    result = run_launcher(attempt)
+    # then the kernel let it open its own and the driver's control file, and refused it the others
+    assert result["reason"] == "Succeeded", result
+    got = opened(attempt)
+    assert got["nvidia0"] == got["nvidia3"] == "EPERM", got
+    assert allowed(got["nvidia1"]) and allowed(got["nvidia2"]) and allowed(got["nvidiactl"]), got
+    assert in_devices_group(attempt, f"{ATTEMPT_ID}-r0")
+    # and its group is gone after
+    assert not os.path.exists(os.path.join(devices_parent(), f"{ATTEMPT_ID}-r0"))
+
+
+def test_a_job_with_no_gpu_on_a_gpu_node_opens_none_of_them(tmp_path, report_server, gpu_node):
+    attempt = tmp_path / "cpu-only"
+    probe(tmp_path, attempt, report_server.url, gpu_node, memory_limit=200 << 20, pids_max=64)
+    result = run_launcher(attempt)
+    assert result["reason"] == "Succeeded", result
+    got = opened(attempt)
+    assert [got[f"nvidia{n}"] for n in range(GPUS)] == ["EPERM"] * GPUS, got
+    assert allowed(got["nvidiactl"]), got
+
+
+def test_a_job_given_every_gpu_or_on_a_node_without_any_joins_no_devices_group(tmp_path, gpu_node):
+    config = LaunchConfig(job_id="j", attempt_id="att-1", attempt=1, server="http://127.0.0.1:9", command=["true"],
+                          dev_root=str(gpu_node), gpus=[str(n) for n in range(GPUS)])
+    assert devices.for_replica(cgroup.MOUNT, config, "att-1-r0", print) is None  # nothing to deny: no move
+    config.gpus, config.dev_root = [], str(tmp_path)  # no device files: a CPU node
+    assert devices.for_replica(cgroup.MOUNT, config, "att-1-r0", print) is None
+    assert wants(config) is None  # and no seat is held for it
+
+
+def seat_child(launcher: int) -> int:
+    """The seat's child of ``launcher``, once it is in its devices group."""
+    parent = devices_parent()
+
+    def groups() -> list[list[int]]:
+        return [cgroup.Group(os.path.join(parent, n)).pids() for n in os.listdir(parent)
+                if n.startswith(f"{AHEAD}-{launcher}-")]
+    until(lambda: [len(p) for p in groups()] == [1], timeout=30)
+    return groups()[0][0]
+
+
+def test_a_seat_on_a_gpu_node_holds_a_devices_group_and_its_job_opens_only_its_gpus(
+        tmp_path, report_server, zygote, gpu_node):
+    # given a launcher kept after an attempt on a GPU node, with no memory or pids limit
+    launcher = kept_after(zygote, tmp_path / "first", report_server.url, dev_root=str(gpu_node), gpus=["0"])
+    assert wants(LaunchConfig.read(tmp_path / "first")) == Wants(cgroup.MOUNT, False, False, False, True)
+    # then its seat's child waits in a devices group
+    child = seat_child(launcher)
+    # when the next attempt, given GPU 3, comes
+    attempt = tmp_path / "second"
+    probe(tmp_path, attempt, report_server.url, gpu_node, gpus=["3"])
+    assert zygote.fork(attempt) == launcher
+    until(lambda: (attempt / LEFT_NAME).exists(), timeout=30)
+    # then it ran in that child, which may open GPU 3 and none of the others
+    assert read_result(attempt)["reason"] == "Succeeded"
+    assert int((attempt / "output.log").read_text().split("pid ", 1)[1].split()[0]) == child
+    got = opened(attempt)
+    assert [got[f"nvidia{n}"] for n in range(3)] == ["EPERM"] * 3, got
+    assert allowed(got["nvidia3"]) and allowed(got["nvidiactl"]), got
+    assert in_devices_group(attempt, f"{ATTEMPT_ID}-r0")
+    assert not os.path.exists(os.path.join(devices_parent(), f"{ATTEMPT_ID}-r0"))
+    assert seat_child(launcher) != child  # and the next seat waits in a new one
+
+
+def test_doctor_says_whether_a_jobs_gpus_are_fenced_here(tmp_path, gpu_node):
+    from tests.unit.test_launch_cgroup import V2_ROOT, layout
+    from trainyard.cli.doctor import _gpu_devices
+
+    fenced = _gpu_devices(dev=str(gpu_node))
+    v2 = _gpu_devices(layout(tmp_path / "v2", V2_ROOT), str(gpu_node))
+    cpu_node = _gpu_devices(dev=str(tmp_path))
+    assert (fenced.check, fenced.level) == ("gpu devices", "ok") and "4 GPU(s)" in fenced.found, fenced
+    assert v2.level == "warning" and "CUDA_VISIBLE_DEVICES only" in v2.found and "cgroup v2" in v2.found, v2
+    assert cpu_node.level == "ok" and "no NVIDIA GPU device files" in cpu_node.found
