@@ -1,11 +1,12 @@
-"""A replica opens only the GPUs it was given (launch.devices): real processes, a real devices cgroup, the kernel's
-own check, through the shim and through a seat (launch.seat).
+"""A replica opens only the GPUs it was given (launch.devices): real processes, a real devices cgroup (v1) or
+device program (v2), the kernel's own check, through the shim and through a seat (launch.seat).
 
 There is no GPU here: the node's "GPUs" are device files we make (character major 195, as the NVIDIA driver's)
 in a folder the launch config names as its ``dev_root``. Opening one the group denies fails with EPERM at the
 cgroup check; one it allows gets past it and fails with ENXIO (no driver behind it). That difference is the test.
 
-Needs root (mknod, and a group in the v1 devices controller): skipped on a laptop without, required on CI.
+Needs root (mknod, a group in the v1 devices controller, a v2 group with a BPF program: the hierarchy's root on
+a v2 host, its ``unified`` mount on a hybrid one): skipped on a laptop without, required on CI.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -44,11 +46,33 @@ for name in sys.argv[2:]:
 """
 
 
+class Fence(NamedTuple):
+    """Where a test's replicas get their devices group: the launch config's ``cgroup_root``, and what it is."""
+
+    root: str
+    version: str
+
+    def parent(self) -> str:
+        return cgroup.place(self.root, self.version, "devices")
+
+
+@pytest.fixture(params=[cgroup.V1, cgroup.V2])
+def fence(request) -> Fence:
+    need(os.geteuid() == 0, "device files are made with mknod, and devices groups by root")
+    if request.param == cgroup.V1:
+        need(devices.detect() == cgroup.V1, "no usable cgroup v1 devices controller here")
+        return Fence(cgroup.MOUNT, cgroup.V1)
+    v2 = next((r for r in (cgroup.MOUNT, os.path.join(cgroup.MOUNT, "unified")) if devices.detect(r) == cgroup.V2
+               or devices.detect(r) is None and os.path.isfile(os.path.join(r, "cgroup.controllers"))), None)
+    need(v2 is not None, "no cgroup v2 hierarchy here (a v2 host's root, or a hybrid host's unified mount)")
+    assert devices.detect(v2) == cgroup.V2, f"root, yet no device program can be attached under {v2}"
+    return Fence(v2, cgroup.V2)
+
+
 @pytest.fixture
 def gpu_node(tmp_path) -> Path:
     """A folder laid out as a GPU node's /dev: four GPUs and the driver's control file."""
-    need(os.geteuid() == 0 and devices.detect() is not None,
-         "no usable devices cgroup here (root on a host with the cgroup v1 devices controller)")
+    need(os.geteuid() == 0, "device files are made with mknod")
     dev = tmp_path / "dev"
     dev.mkdir()
     for n in range(GPUS):
@@ -59,8 +83,9 @@ def gpu_node(tmp_path) -> Path:
     return dev
 
 
-def probe(tmp_path: Path, attempt: Path, url: str, dev: Path, **kw) -> None:
-    make_config(attempt, url, [*script(tmp_path, "probe.py", PROBE), str(dev), *FILES], dev_root=str(dev), **kw)
+def probe(tmp_path: Path, attempt: Path, url: str, dev: Path, fence: Fence, **kw) -> None:
+    make_config(attempt, url, [*script(tmp_path, "probe.py", PROBE), str(dev), *FILES], dev_root=str(dev),
+                cgroup_root=fence.root, **kw)
 
 
 def opened(attempt: Path) -> dict[str, str]:
@@ -74,13 +99,13 @@ def allowed(outcome: str) -> bool:
     return outcome in ("ok", errno.errorcode[errno.ENXIO], errno.errorcode[errno.ENODEV])
 
 
-def in_devices_group(attempt: Path, name: str) -> bool:
-    return any(line.split(":")[1] == "devices" and line.endswith(f"/{cgroup.PARENT}/{name}")
-               for line in (attempt / "output.log").read_text().splitlines() if line.count(":") >= 2)
-
-
-def devices_parent() -> str:
-    return cgroup.v1_parent(cgroup.MOUNT, "devices")
+def devices_group(attempt: Path, fence: Fence) -> str | None:
+    """The name of our group the job's devices hierarchy (v1's, or v2's one) put it in, from its /proc/self/cgroup."""
+    hierarchy = "devices" if fence.version == cgroup.V1 else ""
+    for line in (attempt / "output.log").read_text().splitlines():
+        if line.count(":") >= 2 and line.split(":")[1] == hierarchy and f"/{cgroup.PARENT}/" in line:
+            return line.rsplit("/", 1)[1]
+    return None
 
 
 def test_the_node_gpus_are_its_nvidia_device_files_of_the_drivers_major(gpu_node):
@@ -89,10 +114,10 @@ def test_the_node_gpus_are_its_nvidia_device_files_of_the_drivers_major(gpu_node
     assert devices.node_gpus(str(gpu_node)) == []
 
 
-def test_a_job_opens_its_own_gpus_and_not_the_nodes_others(tmp_path, report_server, gpu_node):
+def test_a_job_opens_its_own_gpus_and_not_the_nodes_others(tmp_path, report_server, gpu_node, fence):
     # given a node of four GPUs and a job given GPUs 1 and 2
     attempt = tmp_path / "a"
-    probe(tmp_path, attempt, report_server.url, gpu_node, gpus=["1", "2"])
+    probe(tmp_path, attempt, report_server.url, gpu_node, fence, gpus=["1", "2"])
     # when it runs (through the shim: no memory or pids limit, no seat)
     result = run_launcher(attempt)
     # then the kernel let it open its own and the driver's control file, and refused it the others
@@ -100,14 +125,14 @@ def test_a_job_opens_its_own_gpus_and_not_the_nodes_others(tmp_path, report_serv
     got = opened(attempt)
     assert got["nvidia0"] == got["nvidia3"] == "EPERM", got
     assert allowed(got["nvidia1"]) and allowed(got["nvidia2"]) and allowed(got["nvidiactl"]), got
-    assert in_devices_group(attempt, f"{ATTEMPT_ID}-r0")
+    assert devices_group(attempt, fence) == f"{ATTEMPT_ID}-r0"
     # and its group is gone after
-    assert not os.path.exists(os.path.join(devices_parent(), f"{ATTEMPT_ID}-r0"))
+    assert not os.path.exists(os.path.join(fence.parent(), f"{ATTEMPT_ID}-r0"))
 
 
-def test_a_job_with_no_gpu_on_a_gpu_node_opens_none_of_them(tmp_path, report_server, gpu_node):
+def test_a_job_with_no_gpu_on_a_gpu_node_opens_none_of_them(tmp_path, report_server, gpu_node, fence):
     attempt = tmp_path / "cpu-only"
-    probe(tmp_path, attempt, report_server.url, gpu_node, memory_limit=200 << 20, pids_max=64)
+    probe(tmp_path, attempt, report_server.url, gpu_node, fence, memory_limit=200 << 20, pids_max=64)
     result = run_launcher(attempt)
     assert result["reason"] == "Succeeded", result
     got = opened(attempt)
@@ -115,18 +140,18 @@ def test_a_job_with_no_gpu_on_a_gpu_node_opens_none_of_them(tmp_path, report_ser
     assert allowed(got["nvidiactl"]), got
 
 
-def test_a_job_given_every_gpu_or_on_a_node_without_any_joins_no_devices_group(tmp_path, gpu_node):
+def test_a_job_given_every_gpu_or_on_a_node_without_any_joins_no_devices_group(tmp_path, gpu_node, fence):
     config = LaunchConfig(job_id="j", attempt_id="att-1", attempt=1, server="http://127.0.0.1:9", command=["true"],
                           dev_root=str(gpu_node), gpus=[str(n) for n in range(GPUS)])
-    assert devices.for_replica(cgroup.MOUNT, config, "att-1-r0", print) is None  # nothing to deny: no move
+    assert devices.for_replica(fence.root, config, "att-1-r0", print) is None  # nothing to deny: no move
     config.gpus, config.dev_root = [], str(tmp_path)  # no device files: a CPU node
-    assert devices.for_replica(cgroup.MOUNT, config, "att-1-r0", print) is None
+    assert devices.for_replica(fence.root, config, "att-1-r0", print) is None
     assert wants(config) is None  # and no seat is held for it
 
 
-def seat_child(launcher: int) -> int:
+def seat_child(launcher: int, fence: Fence) -> int:
     """The seat's child of ``launcher``, once it is in its devices group."""
-    parent = devices_parent()
+    parent = fence.parent()
 
     def groups() -> list[list[int]]:
         return [cgroup.Group(os.path.join(parent, n)).pids() for n in os.listdir(parent)
@@ -136,15 +161,16 @@ def seat_child(launcher: int) -> int:
 
 
 def test_a_seat_on_a_gpu_node_holds_a_devices_group_and_its_job_opens_only_its_gpus(
-        tmp_path, report_server, zygote, gpu_node):
+        tmp_path, report_server, zygote, gpu_node, fence):
     # given a launcher kept after an attempt on a GPU node, with no memory or pids limit
-    launcher = kept_after(zygote, tmp_path / "first", report_server.url, dev_root=str(gpu_node), gpus=["0"])
-    assert wants(LaunchConfig.read(tmp_path / "first")) == Wants(cgroup.MOUNT, False, False, False, True)
+    launcher = kept_after(zygote, tmp_path / "first", report_server.url, dev_root=str(gpu_node), gpus=["0"],
+                          cgroup_root=fence.root)
+    assert wants(LaunchConfig.read(tmp_path / "first")) == Wants(fence.root, False, False, False, True)
     # then its seat's child waits in a devices group
-    child = seat_child(launcher)
+    child = seat_child(launcher, fence)
     # when the next attempt, given GPU 3, comes
     attempt = tmp_path / "second"
-    probe(tmp_path, attempt, report_server.url, gpu_node, gpus=["3"])
+    probe(tmp_path, attempt, report_server.url, gpu_node, fence, gpus=["3"])
     assert zygote.fork(attempt) == launcher
     until(lambda: (attempt / LEFT_NAME).exists(), timeout=30)
     # then it ran in that child, which may open GPU 3 and none of the others
@@ -153,18 +179,21 @@ def test_a_seat_on_a_gpu_node_holds_a_devices_group_and_its_job_opens_only_its_g
     got = opened(attempt)
     assert [got[f"nvidia{n}"] for n in range(3)] == ["EPERM"] * 3, got
     assert allowed(got["nvidia3"]) and allowed(got["nvidiactl"]), got
-    assert in_devices_group(attempt, f"{ATTEMPT_ID}-r0")
-    assert not os.path.exists(os.path.join(devices_parent(), f"{ATTEMPT_ID}-r0"))
-    assert seat_child(launcher) != child  # and the next seat waits in a new one
+    # in its seat's group: named for the replica on v1, the seat's name kept on v2 (which renames none)
+    assert devices_group(attempt, fence) == f"{ATTEMPT_ID}-r0" if fence.version == cgroup.V1 else \
+        devices_group(attempt, fence).startswith(f"{AHEAD}-{launcher}-")
+    assert not os.path.exists(os.path.join(fence.parent(), f"{ATTEMPT_ID}-r0"))
+    assert seat_child(launcher, fence) != child  # and the next seat waits in a new one
 
 
-def test_doctor_says_whether_a_jobs_gpus_are_fenced_here(tmp_path, gpu_node):
-    from tests.unit.test_launch_cgroup import V2_ROOT, layout
+def test_doctor_says_whether_a_jobs_gpus_are_fenced_here(tmp_path, gpu_node, fence):
+    from tests.unit.test_launch_cgroup import V1_MEMORY, layout
     from trainyard.cli.doctor import _gpu_devices
 
-    fenced = _gpu_devices(dev=str(gpu_node))
-    v2 = _gpu_devices(layout(tmp_path / "v2", V2_ROOT), str(gpu_node))
+    fenced = _gpu_devices(fence.root, str(gpu_node))
+    unfenced = _gpu_devices(layout(tmp_path / "v1-no-devices", V1_MEMORY), str(gpu_node))
     cpu_node = _gpu_devices(dev=str(tmp_path))
     assert (fenced.check, fenced.level) == ("gpu devices", "ok") and "4 GPU(s)" in fenced.found, fenced
-    assert v2.level == "warning" and "CUDA_VISIBLE_DEVICES only" in v2.found and "cgroup v2" in v2.found, v2
+    assert fence.version in fenced.found, fenced
+    assert unfenced.level == "warning" and "CUDA_VISIBLE_DEVICES only" in unfenced.found, unfenced
     assert cpu_node.level == "ok" and "no NVIDIA GPU device files" in cpu_node.found

@@ -3,6 +3,7 @@ like its cgroup mounts (no root needed; the kernel's own check is tests/integrat
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,15 +20,53 @@ V1_DEVICES = {"devices/devices.deny": "", "devices/devices.allow": "", "devices/
     (V1_DEVICES, cgroup.V1),                                                        # v1
     ({**V1_DEVICES, **V1_MEMORY, "unified/cgroup.controllers": ""}, cgroup.V1),     # hybrid: devices are on v1
     (V1_MEMORY, None),                                                              # v1 without devices
-    (V2_ROOT, None),                                                                # v2: a BPF program, not done
-], ids=["none", "v1", "hybrid", "v1-no-devices", "v2"])
-def test_detect_reads_the_mount_layout(tmp_path, files, expected):
+    (V2_ROOT, cgroup.V2),                                                           # v2: a device program
+    ({**V2_ROOT, "cgroup.subtree_control": ""}, cgroup.V2),                         # ... which needs no controller
+], ids=["none", "v1", "hybrid", "v1-no-devices", "v2", "v2-no-controllers"])
+def test_detect_reads_the_mount_layout(tmp_path, monkeypatch, files, expected):
+    monkeypatch.setattr(devices.devprog, "usable", lambda: True)  # root, with the capabilities BPF takes
     assert devices.detect(layout(tmp_path, files)) == expected
+
+
+def test_without_the_capabilities_bpf_takes_a_v2_host_fences_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(devices.devprog, "usable", lambda: False)
+    assert devices.detect(layout(tmp_path, V2_ROOT)) is None
+
+
+@pytest.mark.parametrize("deny", [[], [0], [0, 2, 5]])
+def test_the_device_program_denies_the_gpus_char_devices_and_allows_the_rest(deny):
+    code = devices.devprog.program(devices.MAJOR, deny)
+    assert len(code) == 8 * (10 + len(deny))
+    assert _run(code, 2, devices.MAJOR, 1) == (1 not in deny)
+    assert all(_run(code, 2, devices.MAJOR, m) is False for m in deny)
+    assert _run(code, 2, devices.MAJOR, 255) and _run(code, 1, devices.MAJOR, 0) and _run(code, 2, 511, 0)
+
+
+def _run(code: bytes, kind: int, major: int, minor: int) -> bool:
+    """What the kernel would get from ``code`` for a device of ``kind`` (2: char, 1: block): a tiny interpreter of
+    the few instructions the program uses."""
+    import struct
+
+    regs, pc, ctx = [0] * 11, 0, (kind | 6 << 16, major, minor)
+    while True:
+        op, r, off, imm = struct.unpack_from("<BBhi", code, pc * 8)
+        dst = r & 0xF
+        pc += 1
+        if op == 0x61:
+            regs[dst] = ctx[off // 4]
+        elif op == 0x57:
+            regs[dst] &= imm
+        elif op == 0xB7:
+            regs[dst] = imm
+        elif op == 0x55 and regs[dst] != imm or op == 0x15 and regs[dst] == imm:
+            pc += off
+        elif op == 0x95:
+            return bool(regs[0])
 
 
 def test_a_group_denies_the_gpus_it_is_given_read_write_and_mknod(tmp_path):
     root = layout(tmp_path, V1_DEVICES)
-    group = devices.DevicesGroup.make(root, "att-1-r0", [3])
+    group = devices.DevicesGroup.make(root, cgroup.V1, "att-1-r0", [3])
     assert group.path == str(tmp_path / "devices" / "trainyard" / "att-1-r0")
     assert Path(group.path, "devices.deny").read_text() == "c 195:3 rwm"
 
@@ -44,3 +83,16 @@ def test_on_a_node_without_gpu_device_files_nothing_is_denied_nor_made(tmp_path)
     root = layout(tmp_path / "cg", V1_DEVICES)
     assert devices.for_replica(root, config, "att-1-r0", pytest.fail) is None
     assert not (tmp_path / "cg" / "devices" / "trainyard").exists()
+
+
+def test_on_v2_the_program_goes_on_the_replicas_one_group(tmp_path, monkeypatch):
+    root = layout(tmp_path, V2_ROOT)
+    attached = []
+    monkeypatch.setattr(devices.devprog, "attach", lambda path, major, deny: attached.append((path, major, deny)))
+    memory = cgroup.MemoryGroup.make(root, cgroup.V2, "att-1-r0", 1 << 30)
+    shared = devices.DevicesGroup.make(root, cgroup.V2, "att-1-r0", [0, 1], (None, memory))
+    alone = devices.DevicesGroup.make(root, cgroup.V2, "att-1-r1", [3])
+    assert (shared.path, shared.owned) == (memory.path, False) and shared.remove() and os.path.isdir(memory.path)
+    assert alone.path == str(tmp_path / "trainyard" / "att-1-r1") and alone.owned
+    assert attached == [(memory.path, 195, [0, 1]), (alone.path, 195, [3])]
+    assert "devices" not in Path(root, "trainyard", "cgroup.subtree_control").read_text()  # no controller to enable

@@ -160,22 +160,21 @@ def _cpu(root: str | None = None) -> Finding:
 
 def _gpu_devices(root: str | None = None, dev: str | None = None) -> Finding:
     """Whether a job can open only its own GPUs here (launch.devices): this machine's device files and cgroups."""
-    import os
-
     from trainyard.launch import devices
 
     gpus, root = devices.node_gpus(dev or devices.DEV), root or devices.MOUNT
     if not gpus:
         return Finding("gpu devices", "ok", "this machine: no NVIDIA GPU device files, nothing to fence")
-    if devices.detect(root) is not None:
+    mode = devices.detect(root)
+    if mode is not None:
+        how = "a devices cgroup" if mode == devices.V1 else "a BPF device program on its cgroup"
         return Finding("gpu devices", "ok", f"this machine: {len(gpus)} GPU(s); a job can open only its own "
-                       "GPUs' device files (cgroup-v1 devices controller)")
-    why = ("cgroup v2 only, where trainyard does not fence devices" if not os.path.isdir(os.path.join(root, "devices"))
-           else "the cgroup v1 devices controller is not ours to write (not root)")
+                       f"GPUs' device files ({mode}: {how})")
     return Finding("gpu devices", "warning", f"this machine: {len(gpus)} GPU(s), named to a job by "
-                   f"CUDA_VISIBLE_DEVICES only: a job that unsets it or opens /dev/nvidiaN uses the others' ({why})",
-                   "run the server as root on a host with the cgroup v1 devices controller (hybrid cgroups), "
-                   "or run GPU jobs in an image (the runtime gives a job only its GPUs)")
+                   "CUDA_VISIBLE_DEVICES only: a job that unsets it or opens /dev/nvidiaN uses the others' "
+                   "(no cgroup v1 devices controller or cgroup v2 group with BPF that is ours to use)",
+                   "run the server as root (with CAP_SYS_ADMIN and CAP_NET_ADMIN on cgroup v2), or run GPU jobs "
+                   "in an image (the runtime gives a job only its GPUs)")
 
 
 def _accounts() -> Finding:

@@ -102,7 +102,14 @@ def v2_usable(root: str, controller: str) -> bool:
     # (systemd does) or, for a delegated ``trainyard`` subtree, the admin did.
     enabled = (read(os.path.join(parent, "cgroup.subtree_control"))
                + read(os.path.join(root, "cgroup.subtree_control"))).split()
-    if controller not in enabled or not may_create(parent):
+    return controller in enabled and v2_movable(root)
+
+
+def v2_movable(root: str) -> bool:
+    """Whether we may make cgroup v2 groups under ``root`` and move processes into them (what a device program,
+    which needs no controller, asks: launch.devices)."""
+    parent = os.path.join(root, PARENT)
+    if not may_create(parent):
         return False
     # Moving a process between groups needs write access to cgroup.procs of the
     # common ancestor of both (the delegation rule): ``trainyard`` when the
@@ -248,8 +255,9 @@ def place(root: str, version: str, controller: str) -> str:
 
 
 def enable(parent: str, controller: str) -> None:
-    """Give the cgroup v2 groups in ``parent`` the ``controller``."""
-    if controller not in read(os.path.join(parent, "cgroup.subtree_control")).split():
+    """Give the cgroup v2 groups in ``parent`` the ``controller``; v2 has no ``devices`` one to give (a device
+    program on the group does its work: launch.devices)."""
+    if controller != "devices" and controller not in read(os.path.join(parent, "cgroup.subtree_control")).split():
         write(os.path.join(parent, "cgroup.subtree_control"), f"+{controller}")
 
 

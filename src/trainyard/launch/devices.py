@@ -20,12 +20,15 @@ says why.
 - ``cgroup-v1``: ``<root>/devices`` is the v1 devices controller and we may create groups in it (root). The group
   is ``<root>/devices/<our group>/trainyard/<attempt>-r<replica>``; it starts with its parent's list (allow all,
   or a container's own) and gets ``c 195:N rwm`` in ``devices.deny`` for each GPU denied.
-- ``cgroup-v2``: the kernel has no devices file there, only a ``BPF_PROG_TYPE_CGROUP_DEVICE`` program attached
-  to the group (what runc does), which is not done here: nothing is made, and the GPUs are separated by
-  ``CUDA_VISIBLE_DEVICES`` alone, as before. So is any host without a usable v1 devices controller (not root,
-  none mounted). The launcher says so once on its own log where there was something to deny, and
-  ``trainyard doctor`` says so ("gpu devices"). Jobs in an image get only their GPUs from the runtime
-  (``--gpus device=...``: launch.container), whatever the host.
+- ``cgroup-v2``: ``<root>`` is a v2 hierarchy (``cgroup.controllers``) where we may make groups and move processes,
+  and we have the capabilities to load a BPF program (root). There is no devices file: the replica's one v2 group
+  (its memory group's, where it has one; ``<root>/trainyard/<attempt>-r<replica>`` otherwise) gets a
+  ``BPF_PROG_TYPE_CGROUP_DEVICE`` program that denies the same device files, as runc attaches one
+  (:mod:`trainyard.launch.devprog`). No controller is needed for it, so a delegated tree without any will do.
+- anything else (not root, no devices controller on v1, a kernel without BPF): nothing is made, and the GPUs are
+  separated by ``CUDA_VISIBLE_DEVICES`` alone, as before. The launcher says so once on its own log where there
+  was something to deny, and ``trainyard doctor`` says so ("gpu devices"). Jobs in an image get only their GPUs
+  from the runtime (``--gpus device=...``: launch.container), whatever the host.
 
 The group, its ``devices.deny`` and its ``cgroup.procs`` are root's: a job run as an account (``run_as``) can
 neither allow itself a device nor move itself out. A job run as root could, as it could leave any of its groups.
@@ -37,8 +40,8 @@ import os
 import stat
 from collections.abc import Callable
 
-from trainyard.launch import cgroup
-from trainyard.launch.cgroup import MOUNT, V1
+from trainyard.launch import cgroup, devprog
+from trainyard.launch.cgroup import MOUNT, SHELL, V1, V2
 
 DEV = "/dev"
 MAJOR = 195  # the NVIDIA driver's character major: /dev/nvidia0..N, nvidiactl (255), nvidia-modeset (254)
@@ -48,8 +51,14 @@ _say = cgroup.SayOnce()  # "GPUs not fenced here": once a launcher, on its own l
 
 
 def detect(root: str = MOUNT) -> str | None:
-    """How this host can fence a replica's GPUs: ``V1``, or None where it cannot (cgroup v2 included)."""
-    return cgroup.detect_controller(root, "devices", "devices.deny")  # v2 lists no devices controller
+    """How this host can fence a replica's GPUs: ``V1`` (a devices file), ``V2`` (a device program), or None where
+    it cannot. A hybrid host's v1 controller comes first: its other groups are v1 groups too."""
+    if os.path.isfile(os.path.join(root, "devices", "devices.deny")):  # v1, or a hybrid host's v1 half
+        return cgroup.detect_controller(root, "devices", "devices.deny")
+    if os.access(SHELL, os.X_OK) and os.path.isfile(os.path.join(root, "cgroup.controllers")) and \
+            cgroup.v2_movable(root) and devprog.usable():
+        return V2
+    return None
 
 
 def node_gpus(dev_root: str | None = DEV) -> list[int]:
@@ -93,9 +102,10 @@ def denied(config: object) -> list[int] | None:
 
 class DevicesGroup(cgroup.Group):
     """One replica's devices cgroup: :meth:`make` it, start the command through
-    :func:`trainyard.launch.cgroup.wrap` with its other groups, :meth:`remove` it at the end."""
+    :func:`trainyard.launch.cgroup.wrap` with its other groups, :meth:`remove` it at the end. ``owned``: False
+    where it is the replica's v2 group of another controller, which removes itself."""
 
-    controller = "devices"
+    controller = "devices"  # on v2 no controller: the group gets a device program (see cgroup.enable)
 
     def __init__(self, path: str, version: str, deny: list[int], owned: bool = True):
         super().__init__(path, owned)
@@ -103,21 +113,28 @@ class DevicesGroup(cgroup.Group):
         self.deny = deny
 
     @classmethod
-    def make(cls, root: str, name: str, deny: list[int]) -> "DevicesGroup":
-        """Create the group denying the GPUs ``deny``; raises ``OSError`` when the host refuses."""
-        return cls.create(root, V1, name, deny)
+    def make(cls, root: str, version: str, name: str, deny: list[int],
+             joined: "tuple[cgroup.Group | None, ...]" = ()) -> "DevicesGroup":
+        """Create the group denying the GPUs ``deny`` (on v2 in the replica's one group among ``joined`` where it
+        has one); raises ``OSError`` when the host refuses."""
+        return cls.create(root, version, name, deny, joined=joined)
 
     def apply_limit(self) -> None:
-        """Deny :attr:`deny` (a seat's group is made without: launch.seat). The kernel takes one rule a write."""
+        """Deny :attr:`deny` (a seat's group is made without: launch.seat). The v1 kernel takes one rule a write;
+        on v2 the program is attached once, and holds until the group is removed."""
+        if self.version == V2:
+            devprog.attach(self.path, MAJOR, self.deny)
+            return
         for minor in self.deny:
             cgroup.write(self._file("devices.deny"), f"c {MAJOR}:{minor} rwm")
 
 
-def for_replica(root: str | None, config: object, name: str, say: Callable[[str], None]) -> DevicesGroup | None:
-    """The replica's devices cgroup under ``root`` for the GPUs of ``config``, or None: nothing to deny, or no
-    controller to deny it with (said once on the launcher's own log), or the host refused (``say`` tells the
-    job's log; its GPUs are then separated by ``CUDA_VISIBLE_DEVICES`` alone, as a memory limit falls back
-    to sampling)."""
+def for_replica(root: str | None, config: object, name: str, say: Callable[[str], None],
+                joined: "tuple[cgroup.Group | None, ...]" = ()) -> DevicesGroup | None:
+    """The replica's devices cgroup under ``root`` for the GPUs of ``config`` (on v2 its one group among
+    ``joined`` where it has one), or None: nothing to deny, or no way to deny it here (said once on the
+    launcher's own log), or the host refused (``say`` tells the job's log; its GPUs are then separated by
+    ``CUDA_VISIBLE_DEVICES`` alone, as a memory limit falls back to sampling)."""
     if not root:
         return None
     deny = denied(config)
@@ -127,12 +144,13 @@ def for_replica(root: str | None, config: object, name: str, say: Callable[[str]
         return None
     if not deny:
         return None
-    if detect(root) is None:
-        _say("trainyard: no usable devices cgroup here (root on cgroup v1; cgroup v2 is not supported): a job's "
-             "GPUs are named by CUDA_VISIBLE_DEVICES only, and it may open the node's others")
+    mode = detect(root)
+    if mode is None:
+        _say("trainyard: no usable devices cgroup here (root, with cgroup v1's devices controller or cgroup v2 and "
+             "BPF): a job's GPUs are named by CUDA_VISIBLE_DEVICES only, and it may open the node's others")
         return None
     try:
-        return DevicesGroup.make(root, name, deny)
+        return DevicesGroup.make(root, mode, name, deny, joined)
     except OSError as e:
-        say(f"cannot make a devices cgroup: {e}; only CUDA_VISIBLE_DEVICES says which GPUs are this job's")
+        say(f"cannot make a devices cgroup ({mode}): {e}; only CUDA_VISIBLE_DEVICES says which GPUs are this job's")
         return None

@@ -194,7 +194,7 @@ class Launcher(AttemptIO, Wakeups):
                 say = functools.partial(append_log, self.log)
                 self.group = cgroup.for_replica(cfg.cgroup_root, cfg.memory_limit, name, say)
                 self.pids_group = pidlimit.for_replica(cfg.cgroup_root, cfg.pids_max, name, self.group)
-                self.devices_group = devices.for_replica(cfg.cgroup_root, cfg, name, say)
+                self.devices_group = devices.for_replica(cfg.cgroup_root, cfg, name, say, (self.group, self.pids_group))
                 self.cpu_group = cpulimit.for_replica(cfg.cgroup_root, cfg, name,
                                                       (self.group, self.pids_group, self.devices_group))
         spaces = None  # (the cached inputs mounted read-only, an IPC of its own) where it gets namespaces of its own

@@ -114,9 +114,7 @@ class Seat:
             if pids is not None:  # one group a replica on v2
                 one = groups["memory"][1] if mem == cgroup.V2 else None
                 groups["pids"] = (pids, cgroup.group_for(want.root, pids, "pids", _name(), one))
-            gpus = devices.detect(want.root) if want.devices else None
-            if gpus is not None:
-                groups["devices"] = (gpus, cgroup.group_for(want.root, gpus, "devices", _name()))
+            seat._add_devices(want)
             seat._add_cpu(want)
             if not groups:
                 return None
@@ -125,6 +123,17 @@ class Seat:
             seat.discard()
             return None
         return seat
+
+    def _add_devices(self, want: Wants) -> None:
+        """The devices group, where ``want`` names it and the host has one: on v2 the seat's one group where it has
+        one, and ``ctypes`` imported now rather than at the attach (launch.devprog)."""
+        version = devices.detect(want.root) if want.devices else None
+        if version is None:
+            return
+        if version == cgroup.V2:
+            devices.devprog.prepare()
+        one = next((p for v, p in self.groups.values() if v == cgroup.V2), None)
+        self.groups["devices"] = (version, cgroup.group_for(want.root, version, "devices", _name(), one))
 
     def _add_cpu(self, want: Wants) -> None:
         """The cpu group, where ``want`` names it and the host has one: on v2 the seat's one group where it has
@@ -195,7 +204,9 @@ class Seat:
                                         owned=path not in {g.path for g in (memory, pids) if g is not None})
                 cpu.apply_limit()
             if need["devices"]:
-                gpus = devices.DevicesGroup(paths["devices"][1], paths["devices"][0], deny)
+                version, path = paths["devices"]
+                gpus = devices.DevicesGroup(path, version, deny,
+                                            owned=path not in {g.path for g in (memory, pids, cpu) if g is not None})
                 gpus.apply_limit()
         except OSError:
             return None
