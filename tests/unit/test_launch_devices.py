@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_launch_cgroup import V1_MEMORY, V2_ROOT, layout
-from trainyard.launch import cgroup, devices
+from trainyard.launch import cgroup, devices, devprog
 from trainyard.launch.config import LaunchConfig
 
 V1_DEVICES = {"devices/devices.deny": "", "devices/devices.allow": "", "devices/cgroup.procs": ""}
@@ -24,18 +24,18 @@ V1_DEVICES = {"devices/devices.deny": "", "devices/devices.allow": "", "devices/
     ({**V2_ROOT, "cgroup.subtree_control": ""}, cgroup.V2),                         # ... which needs no controller
 ], ids=["none", "v1", "hybrid", "v1-no-devices", "v2", "v2-no-controllers"])
 def test_detect_reads_the_mount_layout(tmp_path, monkeypatch, files, expected):
-    monkeypatch.setattr(devices.devprog, "usable", lambda: True)  # root, with the capabilities BPF takes
+    monkeypatch.setattr(devprog, "usable", lambda: True)  # root, with the capabilities BPF takes
     assert devices.detect(layout(tmp_path, files)) == expected
 
 
 def test_without_the_capabilities_bpf_takes_a_v2_host_fences_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(devices.devprog, "usable", lambda: False)
+    monkeypatch.setattr(devprog, "usable", lambda: False)
     assert devices.detect(layout(tmp_path, V2_ROOT)) is None
 
 
 @pytest.mark.parametrize("deny", [[], [0], [0, 2, 5]])
 def test_the_device_program_denies_the_gpus_char_devices_and_allows_the_rest(deny):
-    code = devices.devprog.program(devices.MAJOR, deny)
+    code = devprog.program(devices.MAJOR, deny)
     assert len(code) == 8 * (10 + len(deny))
     assert _run(code, 2, devices.MAJOR, 1) == (1 not in deny)
     assert all(_run(code, 2, devices.MAJOR, m) is False for m in deny)
@@ -88,7 +88,7 @@ def test_on_a_node_without_gpu_device_files_nothing_is_denied_nor_made(tmp_path)
 def test_on_v2_the_program_goes_on_the_replicas_one_group(tmp_path, monkeypatch):
     root = layout(tmp_path, V2_ROOT)
     attached = []
-    monkeypatch.setattr(devices.devprog, "attach", lambda path, major, deny: attached.append((path, major, deny)))
+    monkeypatch.setattr(devprog, "attach", lambda path, major, deny: attached.append((path, major, deny)))
     memory = cgroup.MemoryGroup.make(root, cgroup.V2, "att-1-r0", 1 << 30)
     shared = devices.DevicesGroup.make(root, cgroup.V2, "att-1-r0", [0, 1], (None, memory))
     alone = devices.DevicesGroup.make(root, cgroup.V2, "att-1-r1", [3])

@@ -40,7 +40,7 @@ import os
 import stat
 from collections.abc import Callable
 
-from trainyard.launch import cgroup, devprog
+from trainyard.launch import cgroup
 from trainyard.launch.cgroup import MOUNT, SHELL, V1, V2
 
 DEV = "/dev"
@@ -56,8 +56,10 @@ def detect(root: str = MOUNT) -> str | None:
     if os.path.isfile(os.path.join(root, "devices", "devices.deny")):  # v1, or a hybrid host's v1 half
         return cgroup.detect_controller(root, "devices", "devices.deny")
     if os.access(SHELL, os.X_OK) and os.path.isfile(os.path.join(root, "cgroup.controllers")) and \
-            cgroup.v2_movable(root) and devprog.usable():
-        return V2
+            cgroup.v2_movable(root):
+        from trainyard.launch import devprog  # here only: a node without GPUs never imports it
+
+        return V2 if devprog.usable() else None
     return None
 
 
@@ -123,6 +125,8 @@ class DevicesGroup(cgroup.Group):
         """Deny :attr:`deny` (a seat's group is made without: launch.seat). The v1 kernel takes one rule a write;
         on v2 the program is attached once, and holds until the group is removed."""
         if self.version == V2:
+            from trainyard.launch import devprog
+
             devprog.attach(self.path, MAJOR, self.deny)
             return
         for minor in self.deny:

@@ -131,7 +131,9 @@ class Seat:
         if version is None:
             return
         if version == cgroup.V2:
-            devices.devprog.prepare()
+            from trainyard.launch import devprog
+
+            devprog.prepare()
         one = next((p for v, p in self.groups.values() if v == cgroup.V2), None)
         self.groups["devices"] = (version, cgroup.group_for(want.root, version, "devices", _name(), one))
 
