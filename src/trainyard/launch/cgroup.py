@@ -114,7 +114,7 @@ def v2_movable(root: str) -> bool:
     # Moving a process between groups needs write access to cgroup.procs of the
     # common ancestor of both (the delegation rule): ``trainyard`` when the
     # launcher runs inside the delegated subtree, the root otherwise.
-    ancestor = parent if _own_v2_path().startswith(f"/{PARENT}/") else root
+    ancestor = parent if own_v2_path().startswith(f"/{PARENT}/") else root
     return os.access(os.path.join(ancestor, "cgroup.procs"), os.W_OK)
 
 
@@ -135,7 +135,8 @@ def v1_parent(root: str, controller: str = "memory") -> str:
     return os.path.join(base if os.path.isdir(base) else os.path.join(root, controller), PARENT)
 
 
-def _own_v2_path() -> str:
+def own_v2_path() -> str:
+    """This process's cgroup v2 path, "/" where it is in none."""
     for line in read("/proc/self/cgroup").splitlines():
         if line.startswith("0::"):
             return line[3:]
