@@ -123,3 +123,77 @@ def test_doctor_says_whether_a_jobs_cores_are_weighed_here(tmp_path, files, leve
     found = _cpu(layout(tmp_path, files))
     assert found.level == level and found.check == "cpu", found
     assert (cgroup.V1 in found.found or cgroup.V2 in found.found) == (level == "ok")
+
+
+@pytest.fixture
+def node_of_32_cores(monkeypatch) -> None:
+    """A node of 32 cores, and a launcher that has weighed no parent yet."""
+    monkeypatch.setattr(cpulimit, "cores", lambda: 32)
+    monkeypatch.setattr(cpulimit, "_weighed", set())
+
+
+def v1_parent_shares(tmp_path: Path, text: str) -> tuple[str, Path]:
+    """A v1 layout whose parent of our cpu groups holds ``text`` in its ``cpu.shares``."""
+    root = layout(tmp_path, V1_CPU)
+    shares = Path(cgroup.v1_parent(root, "cpu"), "cpu.shares")
+    shares.parent.mkdir(parents=True)
+    shares.write_text(text)
+    return root, shares
+
+
+def test_the_parent_of_the_cpu_groups_weighs_as_the_nodes_cores_once_a_launcher(tmp_path, node_of_32_cores):
+    # given the parent at the kernel's default
+    root, parent = v1_parent_shares(tmp_path, "1024\n")
+    # when the launcher makes its first cpu group
+    cpulimit.CpuGroup.make(root, cgroup.V1, "att-1-r0", 1, False)
+    # then the parent weighs as 32 cores, as Kubernetes weighs kubepods
+    assert parent.read_text() == str(32 * 1024)
+    # and the next group of the same launcher does not look again (one read a launcher, not one a start)
+    parent.write_text("1024\n")
+    cpulimit.CpuGroup.make(root, cgroup.V1, "att-1-r1", 1, False)
+    assert parent.read_text() == "1024\n"
+
+
+def test_a_weight_someone_else_gave_the_parent_is_kept(tmp_path, node_of_32_cores):
+    root, parent = v1_parent_shares(tmp_path, "512\n")
+    cpulimit.CpuGroup.make(root, cgroup.V1, "att-1-r0", 1, False)
+    assert parent.read_text() == "512\n"
+
+
+def test_a_parent_we_may_not_write_weighs_as_it_did_and_nothing_fails(tmp_path, node_of_32_cores, monkeypatch):
+    root, parent = v1_parent_shares(tmp_path, "1024\n")
+    write = cgroup.write
+
+    def refuse_the_parent(path: str, value: str, optional: bool = False) -> None:
+        if path == str(parent):
+            raise PermissionError(13, "refused")
+        write(path, value, optional)
+
+    monkeypatch.setattr(cgroup, "write", refuse_the_parent)
+    group = cpulimit.CpuGroup.make(root, cgroup.V1, "att-1-r0", 1, False)
+    assert Path(group.path, "cpu.shares").read_text() == "1024" and parent.read_text() == "1024\n"
+
+
+@pytest.mark.parametrize(("cores", "own", "expected"), [
+    (32, "/system.slice/trainyard.service", "1250"),  # Kubernetes' map of 32 cores' shares
+    (2, "/system.slice/trainyard.service", "100"),    # that map's 79 for two cores: never below the default
+    (32, "/trainyard/server", "100"),                  # a tree delegated to us: its weight is its delegator's
+], ids=["v2", "v2-two-cores", "v2-delegated"])
+def test_on_v2_the_parent_gets_the_mapped_weight_of_the_nodes_cores(tmp_path, monkeypatch, cores, own, expected):
+    root = layout(tmp_path, {**V2_ROOT, "trainyard/cpu.weight": "100\n"})
+    monkeypatch.setattr(cpulimit, "cores", lambda: cores)
+    monkeypatch.setattr(cpulimit, "_weighed", set())
+    monkeypatch.setattr(cgroup, "own_v2_path", lambda: own)
+    pids = pidlimit.PidsGroup.make(root, cgroup.V2, "att-1-r0", 64)
+    cpulimit.CpuGroup.make(root, cgroup.V2, "att-1-r0", 1, False, (pids,))
+    assert (tmp_path / "trainyard" / "cpu.weight").read_text().strip() == expected
+
+
+def test_a_seat_weighs_the_parent_while_its_launcher_waits(tmp_path, node_of_32_cores, monkeypatch):
+    root, parent = v1_parent_shares(tmp_path, "1024\n")
+    (tmp_path / "pids" / "cgroup.procs").parent.mkdir()
+    (tmp_path / "pids" / "cgroup.procs").write_text("")
+    monkeypatch.setattr(seat.Seat, "_spawn", lambda self: None)
+    held = seat.Seat.make(seat.Wants(root, False, True, True))
+    assert held is not None and list(held.groups) == ["pids", "cpu"]
+    assert parent.read_text() == str(32 * 1024)

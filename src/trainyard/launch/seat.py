@@ -148,6 +148,8 @@ class Seat:
             self.groups["cpu"] = (cpu, cgroup.group_for(want.root, cpu, "cpu", _name(), one))
         except OSError:
             self.cpu_refused = True
+            return
+        cpulimit.weigh_parent(want.root, cpu)  # here while the launcher waits, not on an attempt's way to start
 
     def _spawn(self) -> None:
         """The child: a shell that joins the groups, says so on fd 3, then sources what comes on fd 4 (the
