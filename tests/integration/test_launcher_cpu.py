@@ -1,6 +1,6 @@
 """A replica's cores: its tree in a cpu cgroup weighted by ``resources.cpu``, capped with the server's
 ``cpu_limit`` (real processes, real cgroups, the kernel's scheduler; launch.cpulimit), joined through the shim
-and through a seat (launch.seat).
+and through a seat (launch.seat); their parent weighed as the node's cores.
 
 Needs a writable cpu cgroup (root on cgroup v1, or a delegated v2 tree with cpu): skipped on a laptop without
 one, required on CI. The jobs busy-loop for one fixed window of wall time, the same for every job of a test:
@@ -133,6 +133,54 @@ def test_without_another_group_or_cpu_limit_a_job_joins_no_cpu_group(tmp_path, r
     out = launcher.communicate(timeout=60)[0]
     assert cpu_time(attempt) == 0 and out == b""
     assert not in_cpu_group((attempt / "output.log").read_text(), f"{ATTEMPT_ID}-r0")  # a move: ~10 ms of its start
+
+
+@pytest.fixture
+def parent_weight(cpu_cgroups: str):
+    """The weight file of the parent of our cpu groups, the parent made where it was not; its value put back after
+    (a host's own, as the test found it)."""
+    if cpu_cgroups == cgroup.V2 and cgroup.own_v2_path().startswith(f"/{cgroup.PARENT}/"):
+        pytest.skip("a cgroup v2 tree delegated to us: its weight is its delegator's (unit-tested)")
+    parent = cpu_parent(cpu_cgroups)
+    os.makedirs(parent, exist_ok=True)
+    path = Path(parent, "cpu.shares" if cpu_cgroups == cgroup.V1 else "cpu.weight")
+    before = path.read_text().strip()
+    yield path
+    path.write_text(before)
+
+
+def test_the_parent_of_the_jobs_cpu_groups_weighs_as_the_nodes_cores(tmp_path, report_server, cpu_cgroups,
+                                                                       parent_weight):
+    # given the parent of the jobs' cpu groups at the kernel's default: all of them together one core's worth
+    # against any other busy group or process at its level
+    parent_weight.write_text("1024" if cpu_cgroups == cgroup.V1 else "100")
+    # when a job runs in a cpu group (beside a pids group, as on a server with pids_max)
+    attempt, go = tmp_path / "one", tmp_path / "go"
+    busy(tmp_path, attempt, report_server.url, 0, go, cpu=1.0, pids_max=64)
+    launcher = start_launcher(attempt)
+    go_when_ready(go, attempt)
+    launcher.communicate(timeout=60)
+    assert in_cpu_group((attempt / "output.log").read_text(), f"{ATTEMPT_ID}-r0")
+    # then the parent weighs as the cores the node's jobs may run on (1024 shares a core, as kubepods; v2: that
+    # mapped as Kubernetes maps it, never below the default)
+    n = len(os.sched_getaffinity(0))
+    shares = min(262144, 1024 * n)
+    node = shares if cpu_cgroups == cgroup.V1 else max(100, 1 + (shares - 2) * 9999 // 262142)
+    assert parent_weight.read_text().strip() == str(node)
+
+
+def test_a_parent_weight_someone_else_set_is_kept(tmp_path, report_server, cpu_cgroups, parent_weight):
+    # given an admin's weight on the parent
+    parent_weight.write_text("512" if cpu_cgroups == cgroup.V1 else "50")
+    # when a job runs in a cpu group
+    attempt, go = tmp_path / "one", tmp_path / "go"
+    busy(tmp_path, attempt, report_server.url, 0, go, cpu=1.0, cpu_limit=True)
+    launcher = start_launcher(attempt)
+    go_when_ready(go, attempt)
+    launcher.communicate(timeout=60)
+    assert in_cpu_group((attempt / "output.log").read_text(), f"{ATTEMPT_ID}-r0")
+    # then it is still the admin's
+    assert parent_weight.read_text().strip() == ("512" if cpu_cgroups == cgroup.V1 else "50")
 
 
 def in_cpu_group(log: str, name: str) -> bool:
