@@ -197,3 +197,15 @@ def test_a_seat_weighs_the_parent_while_its_launcher_waits(tmp_path, node_of_32_
     held = seat.Seat.make(seat.Wants(root, False, True, True))
     assert held is not None and list(held.groups) == ["pids", "cpu"]
     assert parent.read_text() == str(32 * 1024)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("1024\n", "all its jobs together weigh as its 32 cores (cpu.shares 32768, as kubepods does)"),
+    ("32768\n", "all its jobs together weigh as its 32 cores (cpu.shares 32768, as kubepods does)"),
+    ("512\n", "all its jobs together keep the cpu.shares 512 someone else gave their parent (its cores': 32768)"),
+], ids=["default", "ours", "an-admins"])
+def test_doctor_says_how_all_jobs_together_weigh_against_the_rest(tmp_path, node_of_32_cores, text, said):
+    from trainyard.cli.doctor import _cpu
+
+    root, _ = v1_parent_shares(tmp_path, text)
+    assert _cpu(root).found.endswith(f", and {said}")

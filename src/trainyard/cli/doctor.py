@@ -155,7 +155,8 @@ def _cpu(root: str | None = None) -> Finding:
                        "its resources.cpu from the others", "run the server as root, or with a delegated cgroup v2 "
                        "tree that has the cpu controller (systemd `Delegate=yes`)")
     return Finding("cpu", "ok", f"this machine: a job gets its resources.cpu share of busy cores ({mode} weights "
-                   "where it joins a memory or pids group; a hard cap with the server's cpu_limit)")
+                   "where it joins a memory or pids group; a hard cap with the server's cpu_limit), and "
+                   + cpulimit.parent_said(root or cpulimit.MOUNT, mode))
 
 
 def _gpu_devices(root: str | None = None, dev: str | None = None) -> Finding:
