@@ -8,7 +8,7 @@ import pytest
 from tests.integration.test_store import H, running_attempt
 from trainyard.spec import parse_job
 from trainyard.store import Store
-from trainyard.store.log_bound import step_of
+from trainyard.store.log_bound import MARK, step_of
 from trainyard.store.telemetry import log_note
 
 pytestmark = pytest.mark.postgres
@@ -40,14 +40,17 @@ def test_the_kept_log_never_passes_the_bound_and_keeps_its_ends(store, report):
             assert "".join(c.data for c in chunks) == text[:end]
             continue
         kept = "".join(c.data for c in chunks if c.offset >= 0)
-        assert len(kept.encode()) <= KEEP, (report, end, len(kept))
-        tail = kept[KEEP // 2:]
+        # the kept end starts with a line break and a mark where a line runs over a cut (test_log_keep_lines)
+        tail = kept[KEEP // 2:].removeprefix("\n").removeprefix(MARK)
+        lead = kept[KEEP // 2:len(kept) - len(tail)]
+        assert lead in ("", "\n", MARK, "\n" + MARK), (report, end, lead)
+        assert len(kept.encode()) - len(lead.encode()) <= KEEP, (report, end, len(kept))
         assert kept[:KEEP // 2] == text[:KEEP // 2] and text[:end].endswith(tail), (report, end)
         assert KEEP // 2 - step_of(KEEP) <= len(tail) < KEEP // 2, (report, end, len(tail))
         assert [c.offset for c in chunks if c.data == log_note(KEEP)] == [-1]
         if end >= KEEP + KEEP // 2:  # the chunks that were kept end before the log passed are gone: the note
             # stands where the middle went
-            assert "".join(c.data for c in chunks) == text[:KEEP // 2] + log_note(KEEP) + tail
+            assert "".join(c.data for c in chunks) == text[:KEEP // 2] + log_note(KEEP) + lead + tail
     assert len(_chunks(store, job.id)) < 2 * 2000 // min(report, 121) + 10  # the middle is gone from the database
 
 
@@ -61,6 +64,8 @@ def test_a_cut_inside_a_character_keeps_whole_characters_under_the_bound(store):
         at += len(part.encode())
     chunks = _chunks(store, job.id)
     head, note, tail = "".join(c.data for c in chunks).partition(log_note(KEEP))
+    assert tail.startswith(MARK)  # no line ends: the kept end starts inside one
+    tail = tail[len(MARK):]
     assert "\ufffd" not in head + tail and raw.startswith(head.encode()) and raw.endswith(tail.encode())
     assert KEEP // 2 - 4 < len(head.encode()) <= KEEP // 2
     assert KEEP // 2 - step_of(KEEP) - 4 <= len(tail.encode()) < KEEP // 2
@@ -91,7 +96,8 @@ def test_a_follower_never_gets_again_bytes_it_had_when_the_log_passes_the_bound(
     # then what the follower reads next is the note and the new bytes: none of the bytes it had come again
     new = store.read_logs(job.id, after=cursor)[0]
     assert [(c.offset, c.data) for c in new] == [(-1, log_note(KEEP)), (3300, text[3300:])]
-    # and a reader from the start reads the head, the kept end from before the bound, the note and the new bytes
+    # and a reader from the start reads the head, the kept end from before the bound (on a line of its own,
+    # marked: it starts inside "line 00227"), the note and the new bytes
     whole = "".join(c.data for c in _chunks(store, job.id))
-    assert whole == text[:2000] + text[2500:3300] + log_note(KEEP) + text[3300:]
+    assert whole == text[:2000] + "\n" + MARK + text[2500:3300] + log_note(KEEP) + text[3300:]
     assert "".join(c.data for c in had) == text[:3300]

@@ -9,6 +9,13 @@ note. The kept end is cut at a step boundary ``tail`` past ``end - keep // 2``, 
 end crosses ``tail + keep // 2``: between cuts it stays under half, so one report in a few, not every one, reads
 and rewrites a chunk, and the kept end is never less than half minus a step (a step is an eighth of half, at most
 :data:`DROP_EVERY`).
+
+Read from the start, the log reads as lines: where the chunk that starts the kept end starts inside a line, it starts
+with :data:`MARK`, and with a line break first where it follows the head's open last line (chunks kept from before
+the bound stand before the note until the kept end moves past them); the note ends the head's line otherwise.
+That lead (:func:`lead`) is stored as the chunk's first bytes, placed in bytes the cut dropped, so offsets still
+place every byte of the log: a reader told of the cut (``event: cut``) drops the lead with them, and the kept end
+holds at most a lead's few bytes more than half.
 """
 
 from __future__ import annotations
@@ -54,13 +61,15 @@ def crosses(have: int, end: int, keep: int) -> bool:
 
 
 def cut_log(s, mine: tuple, first: bool, tail: int, keep: int,  # noqa: ANN001
-            add: Callable[[int, bytes], None], note: bytes) -> None:
+            add: Callable[[int, bytes], None], note: bytes, new: tuple[int, bytes]) -> bytes:
     """Drop what lies between the head and ``tail`` of the chunks ``mine`` selects, cutting the chunks that cross
     either edge; with ``first`` (the log passes the bound now) the head's last chunk is cut and ``note`` written.
-    ``add(offset, raw)`` writes a chunk.
+    ``add(offset, raw)`` writes a chunk; ``new`` is the report being stored, ``(its offset, its bytes)``.
 
     Chunks kept from before the log passed stay before the note (a reader that follows the log has them
-    already: written again after it, they would reach it twice) until the kept end moves past them."""
+    already: written again after it, they would reach it twice) until the kept end moves past them. The chunk
+    the kept end starts with gets its :func:`lead`; returns the lead of the report's bytes from ``tail`` where
+    they start it (``b""`` where a stored chunk does)."""
     c, half = t.LogChunk, keep // 2
     # a head chunk that reached past ``tail``: stored by a server that did not split chunks at the head's end
     # (head_edge); written again after the note, which a follower that had it reads twice
@@ -73,20 +82,56 @@ def cut_log(s, mine: tuple, first: bool, tail: int, keep: int,  # noqa: ANN001
             if h0.offset + len(raw) > half:
                 s.execute(update(c).where(c.id == h0.id).values(data=text(raw[:half - h0.offset])))
                 spill = raw[tail - h0.offset:]
-    t0 = s.execute(select(c.id, c.offset, c.data).where(*mine, c.offset >= half, c.offset <= tail)
+    # the chunk that holds byte tail - 1: whether the kept end starts a line is known from it
+    t0 = s.execute(select(c.id, c.offset, c.data).where(*mine, c.offset >= half, c.offset < tail)
                    .order_by(c.offset.desc()).limit(1)).first()
+    start, raw = new
+    before = raw[tail - 1 - start] if start < tail <= start + len(raw) else None
     if t0 is not None:
         s.execute(delete(c).where(*mine, c.offset >= half, c.offset < t0.offset))
-        if t0.offset < tail:
-            rest = t0.data.encode("utf-8")[tail - t0.offset:]
-            if rest:
-                s.execute(update(c).where(c.id == t0.id).values(offset=tail, data=text(rest)))
-            else:
-                s.execute(delete(c).where(c.id == t0.id))
+        data = t0.data.encode("utf-8")
+        if len(data) >= tail - t0.offset:
+            before = data[tail - 1 - t0.offset]
+        rest = data[tail - t0.offset:]
+        if rest:
+            mark = lead(before, tail - half, opens_after(s, mine, t0.id))
+            s.execute(update(c).where(c.id == t0.id).values(offset=tail - len(mark), data=text(mark + rest)))
+            before = None
+        else:
+            s.execute(delete(c).where(c.id == t0.id))
+    if before is not None:
+        # a chunk kept from before that starts at ``tail``, else the report's bytes from there
+        at = s.execute(select(c.id, c.data).where(*mine, c.offset == tail)).first()
+        if at is not None:
+            mark = lead(before, tail - half, opens_after(s, mine, at.id))
+            s.execute(update(c).where(c.id == at.id).values(offset=tail - len(mark), data=mark.decode() + at.data))
+            before = None
     if first:
         add(-1, note)  # offset -1: not bytes of the log
         if spill:
             add(tail, spill)
+    # the report's bytes come after the note, which ends its line
+    return b"" if before is None else lead(before, tail - half)
+
+
+MARK = "\u2026"  # starts the kept end's first line where the cut fell inside it: the line is not whole
+
+
+def lead(before: int, room: int, brk: bool = False) -> bytes:
+    """What the chunk that starts the kept end starts with, ``before`` being the byte the cut dropped just before
+    it: :data:`MARK` if that ended no line, and first a line break with ``brk`` (:func:`opens_after`). Stored as
+    the chunk's own bytes just before ``tail``, in bytes the cut dropped (``room`` of them past the head), so a
+    reader that places lines by offset (the UI's live view, told of the cut) drops it with them."""
+    out = (b"\n" if brk else b"") + (MARK.encode() if before != ord("\n") else b"")
+    return out if len(out) <= room else out[:min(room, int(brk))]
+
+
+def opens_after(s, mine: tuple, row: int) -> bool:  # noqa: ANN001
+    """Whether the chunk read just before ``row`` (by cursor) ends inside a line: the head's last, with chunks
+    kept from before the bound between it and the note (a note ends its own line)."""
+    c = t.LogChunk
+    prev = s.execute(select(c.offset, c.data).where(*mine, c.id < row).order_by(c.id.desc()).limit(1)).first()
+    return prev is not None and prev.offset >= 0 and not prev.data.endswith("\n")
 
 
 def text(raw: bytes) -> str:

@@ -187,11 +187,13 @@ class TelemetryMixin:
         if log_bound.crosses(have, end, keep):
             c = t.LogChunk
             tail = log_bound.tail_start(end, keep)
-            log_bound.cut_log(s, (c.job_id == attempt.job_id, c.attempt_id == attempt.id, c.replica == rep.index),
-                              have <= keep, tail, keep, lambda offset, raw: self._log_chunk(
-                                  s, attempt, rep, offset, raw), log_note(keep).encode())
-            if start < tail:  # a report larger than the kept end, or its first part before the cut
-                new, start = log_bound.text(new[tail - start:]).encode(), tail
+            mark = log_bound.cut_log(s, (c.job_id == attempt.job_id, c.attempt_id == attempt.id,
+                                         c.replica == rep.index), have <= keep, tail, keep,
+                                     lambda offset, raw: self._log_chunk(s, attempt, rep, offset, raw),
+                                     log_note(keep).encode(), (start, new))
+            # a report larger than the kept end, or its first part before the cut; or one that starts the kept end
+            if start < tail or (start == tail and mark):
+                new, start = log_bound.text(mark + new[tail - start:]).encode(), tail - len(mark)
         self._log_chunk(s, attempt, rep, start, new)
         return end
 
