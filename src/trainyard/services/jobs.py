@@ -358,8 +358,12 @@ class JobService(OutputsMixin):
                 yield LogEvent(cursor, c.model_dump_json())
             # read after the chunks: a cut between the two reads drops bytes this reader got, never ones to come
             if cuts and half and any(c.offset >= half for _, c in chunks):
+                # a chunk that starts the kept end, read after its cut was told, is told again: its lead lies in
+                # the bytes the cut dropped (log_bound.lead), and goes with them
+                again = {(c.attempt, c.replica) for _, c in chunks
+                         if half <= c.offset < sent.get((c.attempt, c.replica), 0)}
                 for (a, r), tail in (await off_loop(self.store.log_kept_from, job_id)).items():
-                    if sent.get((a, r)) != tail and (attempt is None or a == attempt) and \
+                    if (sent.get((a, r)) != tail or (a, r) in again) and (attempt is None or a == attempt) and \
                             (replica is None or r == replica):
                         sent[(a, r)] = tail
                         yield LogCut(a, r, half, tail)
