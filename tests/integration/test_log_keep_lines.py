@@ -67,9 +67,20 @@ def test_the_mark_stands_in_bytes_the_cut_dropped(store):
 
 def test_once_the_kept_end_moves_past_what_was_kept_from_before_the_note_stands_at_the_gap(store):
     # given a log cut at 2500, then one whose kept end moves to 4750, inside "line 00431"
-    job, _ = reported(store, LINES, [1650, 3300, 4400, 6600])
+    job, followed = reported(store, LINES, [1650, 3300, 4400, 6600])
     # then the head's open line is ended by the note, and the kept end's first line is marked
     assert whole(store, job.id) == LINES[:2000] + NOTE + MARK + LINES[4750:6600]
+    # and a follower that had the log up to 4400 reads the report from the kept end on, its first line marked
+    assert [(c.offset, c.data) for c in followed] == [(4750 - len(MARK.encode()), MARK + LINES[4750:6600])]
+
+
+def test_a_follower_reads_the_note_and_the_report_of_a_cut_that_drops_the_newest_chunk(store):
+    # given a log whose report past the bound moves the kept end past every chunk it had (to 4250): on SQLite,
+    # a row written after the newest is deleted takes its id, which a follower that read it has passed
+    job, followed = reported(store, LINES, [1650, 3300, 6000])
+    # then a follower that had the log up to 3300 reads the note and the report from the kept end on
+    assert [(c.offset, c.data) for c in followed] == [(-1, NOTE), (4250 - len(MARK.encode()), MARK + LINES[4250:6000])]
+    assert whole(store, job.id) == LINES[:2000] + NOTE + MARK + LINES[4250:6000]
 
 
 def test_one_report_that_passes_the_bound_from_the_head_marks_the_kept_ends_first_line(store):

@@ -21,6 +21,7 @@ holds at most a lead's few bytes more than half.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from sqlalchemy import delete, select, update
 
@@ -60,16 +61,20 @@ def crosses(have: int, end: int, keep: int) -> bool:
     return have <= keep or (have - half) // step != (end - half) // step
 
 
+class Cut(NamedTuple):
+    lead: bytes  # what the report's bytes from ``tail`` start with, where they start the kept end
+    gone: int | None  # the id of a chunk the cut emptied: deleted once the report's chunk is written
+
+
 def cut_log(s, mine: tuple, first: bool, tail: int, keep: int,  # noqa: ANN001
-            add: Callable[[int, bytes], None], note: bytes, new: tuple[int, bytes]) -> bytes:
+            add: Callable[[int, bytes], None], note: bytes, new: tuple[int, bytes]) -> Cut:
     """Drop what lies between the head and ``tail`` of the chunks ``mine`` selects, cutting the chunks that cross
     either edge; with ``first`` (the log passes the bound now) the head's last chunk is cut and ``note`` written.
     ``add(offset, raw)`` writes a chunk; ``new`` is the report being stored, ``(its offset, its bytes)``.
 
     Chunks kept from before the log passed stay before the note (a reader that follows the log has them
     already: written again after it, they would reach it twice) until the kept end moves past them. The chunk
-    the kept end starts with gets its :func:`lead`; returns the lead of the report's bytes from ``tail`` where
-    they start it (``b""`` where a stored chunk does)."""
+    the kept end starts with gets its :func:`lead` (see :class:`Cut` for what the caller does)."""
     c, half = t.LogChunk, keep // 2
     # a head chunk that reached past ``tail``: stored by a server that did not split chunks at the head's end
     # (head_edge); written again after the note, which a follower that had it reads twice
@@ -87,6 +92,7 @@ def cut_log(s, mine: tuple, first: bool, tail: int, keep: int,  # noqa: ANN001
                    .order_by(c.offset.desc()).limit(1)).first()
     start, raw = new
     before = raw[tail - 1 - start] if start < tail <= start + len(raw) else None
+    gone = None
     if t0 is not None:
         s.execute(delete(c).where(*mine, c.offset >= half, c.offset < t0.offset))
         data = t0.data.encode("utf-8")
@@ -94,16 +100,17 @@ def cut_log(s, mine: tuple, first: bool, tail: int, keep: int,  # noqa: ANN001
             before = data[tail - 1 - t0.offset]
         rest = data[tail - t0.offset:]
         if rest:
-            mark = lead(before, tail - half, opens_after(s, mine, t0.id))
+            mark = lead(before, tail - half, opens_after(s, mine, t0.id, half))
             s.execute(update(c).where(c.id == t0.id).values(offset=tail - len(mark), data=text(mark + rest)))
             before = None
-        else:
-            s.execute(delete(c).where(c.id == t0.id))
+        else:  # deleted last: SQLite gives the id of the newest row, once deleted, to the next one written, which
+            # a follower that read that row would never read
+            gone = t0.id
     if before is not None:
         # a chunk kept from before that starts at ``tail``, else the report's bytes from there
         at = s.execute(select(c.id, c.data).where(*mine, c.offset == tail)).first()
         if at is not None:
-            mark = lead(before, tail - half, opens_after(s, mine, at.id))
+            mark = lead(before, tail - half, opens_after(s, mine, at.id, half))
             s.execute(update(c).where(c.id == at.id).values(offset=tail - len(mark), data=mark.decode() + at.data))
             before = None
     if first:
@@ -111,7 +118,7 @@ def cut_log(s, mine: tuple, first: bool, tail: int, keep: int,  # noqa: ANN001
         if spill:
             add(tail, spill)
     # the report's bytes come after the note, which ends its line
-    return b"" if before is None else lead(before, tail - half)
+    return Cut(b"" if before is None else lead(before, tail - half), gone)
 
 
 MARK = "\u2026"  # starts the kept end's first line where the cut fell inside it: the line is not whole
@@ -126,11 +133,13 @@ def lead(before: int, room: int, brk: bool = False) -> bytes:
     return out if len(out) <= room else out[:min(room, int(brk))]
 
 
-def opens_after(s, mine: tuple, row: int) -> bool:  # noqa: ANN001
-    """Whether the chunk read just before ``row`` (by cursor) ends inside a line: the head's last, with chunks
-    kept from before the bound between it and the note (a note ends its own line)."""
+def opens_after(s, mine: tuple, row: int, half: int) -> bool:  # noqa: ANN001
+    """Whether the chunk read just before ``row`` (by cursor) once the cut is done ends inside a line: the head's
+    last, with chunks kept from before the bound between it and the note (a note ends its own line). Chunks past
+    the head before ``row`` are the cut's to drop."""
     c = t.LogChunk
-    prev = s.execute(select(c.offset, c.data).where(*mine, c.id < row).order_by(c.id.desc()).limit(1)).first()
+    prev = s.execute(select(c.offset, c.data).where(*mine, c.id < row, c.offset < half)
+                     .order_by(c.id.desc()).limit(1)).first()
     return prev is not None and prev.offset >= 0 and not prev.data.endswith("\n")
 
 

@@ -14,7 +14,7 @@ import math
 import time
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 
 from trainyard.artifact_paths import is_artifact_path, output_record_problem
 from trainyard.config import LOG_KEEP, METRICS_KEEP
@@ -187,13 +187,18 @@ class TelemetryMixin:
         if log_bound.crosses(have, end, keep):
             c = t.LogChunk
             tail = log_bound.tail_start(end, keep)
-            mark = log_bound.cut_log(s, (c.job_id == attempt.job_id, c.attempt_id == attempt.id,
-                                         c.replica == rep.index), have <= keep, tail, keep,
-                                     lambda offset, raw: self._log_chunk(s, attempt, rep, offset, raw),
-                                     log_note(keep).encode(), (start, new))
+            cut = log_bound.cut_log(s, (c.job_id == attempt.job_id, c.attempt_id == attempt.id,
+                                        c.replica == rep.index), have <= keep, tail, keep,
+                                    lambda offset, raw: self._log_chunk(s, attempt, rep, offset, raw),
+                                    log_note(keep).encode(), (start, new))
             # a report larger than the kept end, or its first part before the cut; or one that starts the kept end
-            if start < tail or (start == tail and mark):
-                new, start = log_bound.text(mark + new[tail - start:]).encode(), tail - len(mark)
+            if start < tail or (start == tail and cut.lead):
+                new, start = log_bound.text(cut.lead + new[tail - start:]).encode(), tail - len(cut.lead)
+            if cut.gone is not None:
+                self._log_chunk(s, attempt, rep, start, new)
+                s.flush()  # its id first (log_bound.Cut)
+                s.execute(delete(t.LogChunk).where(t.LogChunk.id == cut.gone))
+                return end
         self._log_chunk(s, attempt, rep, start, new)
         return end
 
