@@ -149,26 +149,6 @@ def parent_weight(cpu_cgroups: str):
     path.write_text(before)
 
 
-def test_the_parent_of_the_jobs_cpu_groups_weighs_as_the_nodes_cores(tmp_path, report_server, cpu_cgroups,
-                                                                       parent_weight):
-    # given the parent of the jobs' cpu groups at the kernel's default: all of them together one core's worth
-    # against any other busy group or process at its level
-    parent_weight.write_text("1024" if cpu_cgroups == cgroup.V1 else "100")
-    # when a job runs in a cpu group (beside a pids group, as on a server with pids_max)
-    attempt, go = tmp_path / "one", tmp_path / "go"
-    busy(tmp_path, attempt, report_server.url, 0, go, cpu=1.0, pids_max=64)
-    launcher = start_launcher(attempt)
-    go_when_ready(go, attempt)
-    launcher.communicate(timeout=60)
-    assert in_cpu_group((attempt / "output.log").read_text(), f"{ATTEMPT_ID}-r0")
-    # then the parent weighs as the cores the node's jobs may run on (1024 shares a core, as kubepods; v2: that
-    # mapped as Kubernetes maps it, never below the default)
-    n = len(os.sched_getaffinity(0))
-    shares = min(262144, 1024 * n)
-    node = shares if cpu_cgroups == cgroup.V1 else max(100, 1 + (shares - 2) * 9999 // 262142)
-    assert parent_weight.read_text().strip() == str(node)
-
-
 def test_a_parent_weight_someone_else_set_is_kept(tmp_path, report_server, cpu_cgroups, parent_weight):
     # given an admin's weight on the parent
     parent_weight.write_text("512" if cpu_cgroups == cgroup.V1 else "50")

@@ -291,6 +291,7 @@ def _log_of(store, job_id: str) -> str:
 
 
 def test_a_log_past_the_bound_keeps_its_first_and_last_half_and_says_so(store):
+    from trainyard.store.log_bound import MARK
     from trainyard.store.telemetry import log_note
 
     store.log_keep = 4000
@@ -301,9 +302,12 @@ def test_a_log_past_the_bound_keeps_its_first_and_last_half_and_says_so(store):
     chunks, _ = store.read_logs(job.id, limit=100_000)
     kept = "".join(c.data for c in chunks)
     head, note, tail = kept.partition(log_note(4000))
-    # the first half, cut where it ends; the last half, less at most the bytes since the last cut (a step, 250 here)
+    # the first half, cut where it ends; the last half, less at most the bytes since the last cut (a step, 250 here),
+    # its first line marked as cut inside (log_bound.lead)
     assert note and head == text[:2000]
-    assert text.endswith(tail) and 2000 - 250 <= len(tail) < 2000
+    assert tail.startswith(MARK)
+    kept_end = tail[len(MARK):]
+    assert text.endswith(kept_end) and 2000 - 250 <= len(kept_end) < 2000
     assert [c.offset for c in chunks if c.data == note] == [-1]
     assert len(chunks) < 2 * 2000 // 121 + 10  # the middle's chunks are gone from the database, not only hidden
     # a resend of what was already received changes nothing

@@ -49,7 +49,9 @@ QUOTA_MIN = 1000  # µs: the least quota the kernel takes
 SHARES_DEFAULT, WEIGHT_DEFAULT = 1024, 100  # what the kernel gives a new group (v1, v2)
 
 _say = cgroup.SayOnce()  # "cannot make a cpu cgroup": once a launcher, on its own log
-_weighed: set[tuple[str, str]] = set()  # (root, version) whose parent this launcher saw to: one read, not one a start
+# (root, version, pid) whose parent this launcher saw to: one read, not one a start. The pid: a launcher forked
+# by the zygote after its own check looks once more (the parent may have been put back to the default since)
+_weighed: set[tuple[str, str, int]] = set()
 
 
 def shares(cpu: float) -> int:
@@ -100,9 +102,10 @@ def parent_weight(root: str, version: str) -> ParentWeight | None:
 def weigh_parent(root: str, version: str) -> None:
     """Give the parent of our groups the weight of the node's cores where it has the kernel's default (see the
     module's docstring), once a launcher: call it once a group is made in it. Never raises."""
-    if (root, version) in _weighed:
+    key = (root, version, os.getpid())
+    if key in _weighed:
         return
-    _weighed.add((root, version))
+    _weighed.add(key)
     found = parent_weight(root, version)
     if found is None or found.node == found.default or cgroup.read(found.path).strip() != str(found.default):
         return
