@@ -10,7 +10,7 @@ import sys
 import httpx
 import pytest
 
-from tests.support.servers import ServerProcess
+from tests.support.servers import started_with_config
 
 pytestmark = pytest.mark.slow
 
@@ -31,10 +31,7 @@ NOTE = "[trainyard: this log passed"
 
 def test_a_follower_reads_each_line_once_when_a_report_spans_the_heads_end_and_the_kept_ends_start(tmp_path):
     # given a server that keeps 4000 bytes of a replica's log, and a job whose second report spans 1650..3300
-    config = tmp_path / "server.yaml"
-    config.write_text(f"log_keep: {KEEP}\n")
-    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
-    srv.start()
+    srv = started_with_config(tmp_path, f"log_keep: {KEEP}\n")
     try:
         gates = [tmp_path / f"gate{n}" for n in range(2)]
         client = srv.client()
@@ -74,10 +71,7 @@ def events(srv, job_id: str, **params: str) -> list[tuple[str, str]]:  # noqa: A
 
 def test_a_stream_asked_for_cuts_says_where_the_kept_end_of_a_log_past_log_keep_starts(tmp_path):
     # given a server that keeps 4000 bytes of a replica's log, and a job that printed 6600
-    config = tmp_path / "server.yaml"
-    config.write_text(f"log_keep: {KEEP}\n")
-    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
-    srv.start()
+    srv = started_with_config(tmp_path, f"log_keep: {KEEP}\n")
     try:
         printer = "import sys; sys.stdout.write(''.join(f'line {i:05d}\\n' for i in range(600)))"
         job = srv.client().submit({"name": "long", "command": [sys.executable, "-c", printer]})

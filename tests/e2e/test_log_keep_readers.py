@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.support.servers import ServerProcess
+from tests.support.servers import started_with_config
 from trainyard.store.log_bound import MARK
 from trainyard.store.telemetry import log_note
 
@@ -32,10 +32,7 @@ LINES = "".join(f"line {i:05d}\n" for i in range(400))
 
 def test_every_reader_reads_a_log_cut_by_log_keep_as_whole_lines_and_a_marked_one(tmp_path):
     # given a server that keeps 4000 bytes of a replica's log, and a job that stored 3300 before it printed past it
-    config = tmp_path / "server.yaml"
-    config.write_text(f"log_keep: {KEEP}\n")
-    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
-    srv.start()
+    srv = started_with_config(tmp_path, f"log_keep: {KEEP}\n")
     try:
         gate = tmp_path / "gate"
         client = srv.client()

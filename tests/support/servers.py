@@ -116,3 +116,13 @@ class ServerProcess:
         env = {**self.env, "TRAINYARD_SERVER": self.url, **(env or {})}
         return subprocess.run([sys.executable, "-m", "trainyard", *args], env=env, capture_output=True,
                               text=True, timeout=timeout, cwd=cwd, input=stdin)
+
+
+def started_with_config(tmp_path: Path, text: str) -> ServerProcess:
+    """A server of its own under ``tmp_path``, started with ``trainyard server --config`` of ``text`` and no
+    container runtime; the caller stops it (``stop_all``)."""
+    config = tmp_path / "server.yaml"
+    config.write_text(text)
+    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
+    srv.start()
+    return srv

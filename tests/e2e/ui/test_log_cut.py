@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser import open_signed_in
-from tests.support.servers import ServerProcess
+from tests.support.servers import started_with_config
 from trainyard.store.telemetry import log_note
 
 pytestmark = pytest.mark.slow
@@ -92,10 +92,7 @@ def stored(srv, job_id: str, last: str) -> None:  # noqa: ANN001
 
 def test_the_live_log_drops_what_the_server_drops_of_a_log_past_log_keep(tmp_path, page):
     # given a server that keeps 4000 bytes of a replica's log, and the page of a job that prints past it
-    config = tmp_path / "server.yaml"
-    config.write_text(f"log_keep: {KEEP}\n")
-    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
-    srv.start()
+    srv = started_with_config(tmp_path, f"log_keep: {KEEP}\n")
     try:
         gates = [tmp_path / f"gate{n}" for n in range(len(BATCHES) - 1)]
         job = srv.client().submit({"name": "past-keep", "command": [sys.executable, "-c", PRINTER, *map(str, gates)]})
@@ -144,10 +141,7 @@ def test_the_live_log_drops_what_the_server_drops_of_a_log_past_log_keep(tmp_pat
 def test_a_line_read_in_a_log_taller_than_the_page_stays_on_screen_when_lines_above_it_go(tmp_path, page):
     # given a server that keeps 8 MiB of a replica's log, and the page of a job that printed 600,000 lines (4.8 MB),
     # more than the view draws by pixels (past 8,000,000 px it places lines by the scroll fraction)
-    config = tmp_path / "server.yaml"
-    config.write_text("log_keep: 8Mi\n")
-    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
-    srv.start()
+    srv = started_with_config(tmp_path, "log_keep: 8Mi\n")
     try:
         gate = tmp_path / "gate"
         printer = ("import os, sys, time\nsys.stdout.write(''.join(f'{i:07d}\\n' for i in range(600_000)))\n"

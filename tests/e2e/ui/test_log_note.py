@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser import open_signed_in
-from tests.support.servers import ServerProcess
+from tests.support.servers import started_with_config
 
 pytestmark = pytest.mark.slow
 
@@ -47,10 +47,7 @@ def around_note(page) -> list[str]:  # noqa: ANN001
 
 def test_the_live_log_shows_the_note_of_a_log_past_log_keep_where_a_reload_reads_it(tmp_path, page):
     # given a server that keeps 4000 bytes of a replica's log, and the page of a job that prints past it
-    config = tmp_path / "server.yaml"
-    config.write_text(f"log_keep: {KEEP}\n")
-    srv = ServerProcess(tmp_path / "home", ["--config", str(config), "--container-runtime", "none"])
-    srv.start()
+    srv = started_with_config(tmp_path, f"log_keep: {KEEP}\n")
     try:
         gates = [tmp_path / f"gate{n}" for n in range(3)]
         job = srv.client().submit({"name": "past-keep", "command": [sys.executable, "-c", PRINTER, *map(str, gates)]})
