@@ -6,24 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.integration.test_log_keep import KEEP, store  # noqa: F401  (store is a fixture: KEEP bytes kept)
 from tests.integration.test_store import running_attempt
-from trainyard.store import Store
 from trainyard.store.log_bound import MARK
 from trainyard.store.telemetry import log_note
 
 pytestmark = pytest.mark.postgres
 
-KEEP = 4000  # bytes: the first 2000 and at most the last 2000 stay
-NOTE = log_note(KEEP)
+NOTE = log_note(KEEP)  # KEEP 4000 bytes: the first 2000 and at most the last 2000 stay
 LINES = "".join(f"line {i:05d}\n" for i in range(600))  # lines of 11 bytes: 2000 and 2500 fall inside lines
-
-
-@pytest.fixture
-def store(db_url):
-    s = Store(db_url)
-    s.log_keep = KEEP
-    yield s
-    s.close()
 
 
 def reported(store, text: str, ends: list[int]):  # noqa: ANN001, ANN201
