@@ -5,6 +5,10 @@ There is no GPU here: the node's "GPUs" are device files we make (character majo
 in a folder the launch config names as its ``dev_root``. Opening one the group denies fails with EPERM at the
 cgroup check; one it allows gets past it and fails with ENXIO (no driver behind it). That difference is the test.
 
+The GPUs' minor numbers come from NVML (launch.devices.minors): the launchers load a fake ``libnvidia-ml.so.1``
+(tests/support/fake_nvml.c, built with gcc) through the real pynvml binding, which numbers the fake node's GPUs
+as each test says (by default index N is minor N), whatever NVML this machine has.
+
 Needs root (mknod, a group in the v1 devices controller, a v2 group with a BPF program: the hierarchy's root on
 a v2 host, its ``unified`` mount on a hybrid one): skipped on a laptop without, required on CI.
 """
@@ -20,9 +24,11 @@ from typing import NamedTuple
 import pytest
 
 from tests.conftest import need
+from tests.support.fake_nvml import env as nvml_env
+from tests.support.fake_nvml import fake_nvml_lib  # noqa: F401  (a fixture)
 from tests.integration.test_launcher_seat import kept_after, zygote  # noqa: F401  (a fixture)
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    ATTEMPT_ID, make_config, read_result, report_server, run_launcher, script,
+    ATTEMPT_ID, make_config, read_result, report_server, run_launcher, script, start_launcher,
 )
 from tests.support.waiting import until
 from trainyard.launch import cgroup, devices
@@ -44,6 +50,15 @@ for name in sys.argv[2:]:
     except OSError as e:
         print("open", name, errno.errorcode[e.errno], flush=True)
 """
+
+
+@pytest.fixture(autouse=True)
+def nvml(monkeypatch, fake_nvml_lib) -> Path:  # noqa: F811
+    """Every process a test starts loads the fake NVML, with minor N for index N; this one knows the same."""
+    for key, value in nvml_env(fake_nvml_lib, list(range(GPUS))).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(devices, "_known", {str(n): n for n in range(GPUS)})
+    return fake_nvml_lib
 
 
 class Fence(NamedTuple):
@@ -128,6 +143,35 @@ def test_a_job_opens_its_own_gpus_and_not_the_nodes_others(tmp_path, report_serv
     assert devices_group(attempt, fence) == f"{ATTEMPT_ID}-r0"
     # and its group is gone after
     assert not os.path.exists(os.path.join(fence.parent(), f"{ATTEMPT_ID}-r0"))
+
+
+def test_a_job_opens_the_device_file_nvml_says_is_its_gpus_not_the_one_of_its_index(
+        tmp_path, monkeypatch, report_server, gpu_node, fence, nvml):
+    # given a node whose driver numbered its device files out of PCI order: GPU 0 is /dev/nvidia3, GPU 3 nvidia0
+    log = tmp_path / "nvml.log"
+    for key, value in nvml_env(nvml, [3, 1, 2, 0], log).items():
+        monkeypatch.setenv(key, value)
+    # when a job given GPU 0 runs
+    attempt = tmp_path / "a"
+    probe(tmp_path, attempt, report_server.url, gpu_node, fence, gpus=["0"])
+    result = run_launcher(attempt)
+    # then it may open nvidia3 (past the cgroup: ENXIO, no driver) and not nvidia0, another job's GPU
+    assert result["reason"] == "Succeeded", result
+    got = opened(attempt)
+    assert [got[f"nvidia{n}"] for n in range(3)] == ["EPERM"] * 3, got
+    assert allowed(got["nvidia3"]) and allowed(got["nvidiactl"]), got
+    assert len(log.read_text().split()) == 1  # NVML was asked once
+
+
+def test_without_nvml_gpu_n_is_nvidia_n_and_the_launcher_says_so(tmp_path, monkeypatch, report_server, gpu_node,
+                                                                   fence, nvml):
+    monkeypatch.delenv("FAKE_NVML_MINORS")  # the library loads, and says the driver is not
+    attempt = tmp_path / "a"
+    probe(tmp_path, attempt, report_server.url, gpu_node, fence, gpus=["0"])
+    out = start_launcher(attempt).communicate(timeout=60)[0].decode()
+    got = opened(attempt)
+    assert allowed(got["nvidia0"]) and got["nvidia3"] == "EPERM", got
+    assert out.count("NVML did not load here: GPU N is taken to be /dev/nvidiaN") == 1, out
 
 
 def test_a_job_with_no_gpu_on_a_gpu_node_opens_none_of_them(tmp_path, report_server, gpu_node, fence):

@@ -12,10 +12,20 @@ group is (:mod:`trainyard.launch.cgroup`), and held ahead by a seat where the no
 
 The node's GPUs are the ``nvidia<N>`` character devices of major 195 in ``dev_root`` (``/dev``; a test points it
 at a folder of its own nodes), looked for only where ``nvidiactl`` is there (one ``stat`` on a node without the
-driver). A replica's GPU ids are NVML indices (what ``CUDA_VISIBLE_DEVICES`` gets): GPU ``N`` is ``/dev/nvidiaN``,
-as the driver numbers its device files in the PCI order NVML enumerates (:func:`minor_of` is the one place
-that says so). An id that is not a number (a UUID) cannot be placed: then nothing is denied, and the job's log
-says why.
+driver). A replica's GPU ids are NVML indices (what ``CUDA_VISIBLE_DEVICES`` gets, in ``PCI_BUS_ID`` order), or
+UUIDs where Ray hands them out (``ray.get_gpu_ids()`` on a node started with UUIDs in ``CUDA_VISIBLE_DEVICES``).
+The device file of a GPU is ``/dev/nvidia<minor>``, the driver's minor number, which on many multi-GPU servers is
+not its index: the driver numbers its files in the order it probed the boards, NVML its indices in PCI order.
+So the minors are NVML's (``nvmlDeviceGetMinorNumber``), read once a launcher process (:func:`minors`; a zygote
+reads them before it forks, so its launchers inherit them), and only where the node has GPU device files and
+the replica was given some: a CPU node never loads NVML. Where NVML does not load, GPU ``N`` is taken to be
+``/dev/nvidiaN`` (right where the two orders agree), and the launcher says so once on its own log. These are
+read on the node rather than reported with its GPUs at detection and passed in the launch config: Ray decides
+a replica's GPUs on the node itself, and the driver that numbers the files is the node's, so the node's NVML is
+the one source that is right for every engine. An id NVML does not know (nor a number, without NVML) cannot be
+placed: then nothing is denied, and the job's log says why. Nor is a MIG device (``MIG-...``) fenced: its
+GPU's other MIG devices share its device file (they are told apart by ``/dev/nvidia-caps``), so the job's log
+says that its GPU is not fenced, and CUDA_VISIBLE_DEVICES alone separates it from the node's others.
 
 - ``cgroup-v1``: ``<root>/devices`` is the v1 devices controller and we may create groups in it (root). The group
   is ``<root>/devices/<our group>/trainyard/<attempt>-r<replica>``; it starts with its parent's list (allow all,
@@ -39,6 +49,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
+from typing import Any
 
 from trainyard.launch import cgroup
 from trainyard.launch.cgroup import MOUNT, SHELL, V1, V2
@@ -85,8 +96,59 @@ def node_gpus(dev_root: str | None = DEV) -> list[int]:
     return sorted(found)
 
 
-def minor_of(gpu: str) -> int | None:
-    """The minor number of the device file of GPU ``gpu`` (an NVML index), or None where it is not one."""
+_UNREAD = object()
+_known: "dict[str, int] | None | object" = _UNREAD  # minors(): read once a process, inherited by a zygote's forks
+_guessed = cgroup.SayOnce()  # "NVML did not load: index = minor", once a launcher, on its own log
+MIG = "MIG-"  # the UUID prefix of a MIG device (a slice of a GPU): "MIG-<uuid>", or "MIG-GPU-<uuid>/<gi>/<ci>"
+
+
+def read_minors(nvml: Any = None) -> dict[str, int] | None:
+    """Each id a replica of this node may be given (NVML index, GPU UUID) -> the minor number of its GPU's device
+    file, as the driver says; None where NVML does not load. ``nvml``: the binding (``pynvml``), a seam for tests."""
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no library, no driver: the caller falls back to index = minor
+        return None
+    found: dict[str, int] = {}
+    try:
+        for index in range(nvml.nvmlDeviceGetCount()):
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                minor = int(nvml.nvmlDeviceGetMinorNumber(handle))
+            except Exception:  # noqa: BLE001 - a GPU NVML cannot answer for (fallen off the bus): left unplaced
+                continue
+            found[str(index)] = minor
+            try:
+                uuid = nvml.nvmlDeviceGetUUID(handle)
+            except Exception:  # noqa: BLE001 - placed by its index still
+                continue
+            found[uuid.decode() if isinstance(uuid, bytes) else str(uuid)] = minor
+    except Exception:  # noqa: BLE001 - NVML loaded yet cannot count its GPUs: as if it had not loaded
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+    return found
+
+
+def minors() -> dict[str, int] | None:
+    """:func:`read_minors`, read once in this process (the NVML library loads in tens of milliseconds, and its
+    first call on a node without the persistence daemon may take seconds)."""
+    global _known
+    if _known is _UNREAD:
+        _known = read_minors()
+    return _known  # type: ignore[return-value]
+
+
+def minor_of(gpu: str, known: dict[str, int] | None) -> int | None:
+    """The minor number of the device file of GPU ``gpu``: ``known``'s (:func:`minors`) where NVML answered; the
+    index itself where it did not; None where it is neither (see the module's docstring)."""
+    if known is not None:
+        return known.get(str(gpu))
     return int(gpu) if str(gpu).isdigit() else None
 
 
@@ -96,10 +158,29 @@ def denied(config: object) -> list[int] | None:
     node = node_gpus(getattr(config, "dev_root", DEV))
     if not node:
         return []
-    own = [minor_of(g) for g in getattr(config, "gpus", None) or ()]
+    gpus = [str(g) for g in getattr(config, "gpus", None) or ()]
+    if not gpus:  # denied them all: no need to know which is which
+        return node
+    if any(g.startswith(MIG) for g in gpus):
+        return None
+    known = minors()
+    if known is None:
+        _guessed("trainyard: NVML did not load here: GPU N is taken to be /dev/nvidiaN for its devices cgroup, "
+                 "which holds only where the driver numbered its device files in PCI order")
+    own = [minor_of(g, known) for g in gpus]
     if None in own:
         return None
     return [m for m in node if m not in own]
+
+
+def unfenced(gpus: list[str]) -> str:
+    """What the job's log says where its GPUs ``gpus`` could not be fenced (:func:`denied` said None)."""
+    mig = [g for g in gpus if str(g).startswith(MIG)]
+    if mig:
+        return (f"GPU {', '.join(mig)} is a MIG device, whose GPU's other MIG devices share its device file: the "
+                "GPU is not fenced, and only CUDA_VISIBLE_DEVICES says which of the node's GPUs are this job's")
+    return (f"GPU ids {', '.join(map(str, gpus))} name no device file: the node's other GPUs are not fenced off, "
+            "only CUDA_VISIBLE_DEVICES says which are this job's")
 
 
 class DevicesGroup(cgroup.Group):
@@ -143,8 +224,7 @@ def for_replica(root: str | None, config: object, name: str, say: Callable[[str]
         return None
     deny = denied(config)
     if deny is None:
-        say(f"GPU ids {', '.join(map(str, config.gpus))} name no device file: the node's other GPUs are not "
-            "fenced off, only CUDA_VISIBLE_DEVICES says which are this job's")
+        say(unfenced(config.gpus))
         return None
     if not deny:
         return None
