@@ -26,10 +26,11 @@ import pytest
 from tests.conftest import need
 from tests.support.fake_nvml import env as nvml_env
 from tests.support.fake_nvml import fake_nvml_lib  # noqa: F401  (a fixture)
-from tests.integration.test_launcher_seat import kept_after, zygote  # noqa: F401  (a fixture)
+from tests.integration.test_launcher_seat import UNKEPT, kept_after, zygote  # noqa: F401  (a fixture)
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
     ATTEMPT_ID, make_config, read_result, report_server, run_launcher, script, start_launcher,
 )
+from tests.integration.test_launcher_zygote import Zygote, _one_waiting, _waiting
 from tests.support.waiting import until
 from trainyard.launch import cgroup, devices
 from trainyard.launch.config import LaunchConfig
@@ -172,6 +173,36 @@ def test_without_nvml_gpu_n_is_nvidia_n_and_the_launcher_says_so(tmp_path, monke
     got = opened(attempt)
     assert allowed(got["nvidia0"]) and got["nvidia3"] == "EPERM", got
     assert out.count("NVML did not load here: GPU N is taken to be /dev/nvidiaN") == 1, out
+
+
+def test_a_zygote_reads_the_minors_once_for_the_launchers_it_forks_after(
+        tmp_path, monkeypatch, report_server, gpu_node, fence, nvml):
+    # given a zygote on a node where GPU 0 is /dev/nvidia3, whose first launcher is not kept after its attempt
+    log = tmp_path / "nvml.log"
+    for key, value in nvml_env(nvml, [3, 1, 2, 0], log).items():
+        monkeypatch.setenv(key, value)
+    zygote = Zygote()
+    try:
+        first = tmp_path / "first"
+        make_config(first, report_server.url, ["true"], dev_root=str(gpu_node), gpus=["0"], cgroup_root=fence.root,
+                    storage=UNKEPT)
+        done = zygote.fork(first)
+        until(lambda: (first / "result.json").exists() and done not in _waiting(zygote), timeout=30)
+        # then the zygote read the minors (once) before it forked the launcher that waits for the next attempt
+        [ahead] = _one_waiting(zygote)
+        asked = [int(pid) for pid in log.read_text().split()]
+        assert sorted(asked) == sorted([done, zygote.proc.pid]), asked
+        # when that launcher runs an attempt given GPU 0
+        second = tmp_path / "second"
+        probe(tmp_path, second, report_server.url, gpu_node, fence, gpus=["0"])
+        assert zygote.fork(second) == ahead
+        until(lambda: (second / "result.json").exists(), timeout=30)
+    finally:
+        zygote.close()
+    # then it fenced by the minors it inherited, without asking NVML again
+    got = opened(second)
+    assert [got[f"nvidia{n}"] for n in range(3)] == ["EPERM"] * 3 and allowed(got["nvidia3"]), got
+    assert [int(pid) for pid in log.read_text().split()] == asked
 
 
 def test_a_job_with_no_gpu_on_a_gpu_node_opens_none_of_them(tmp_path, report_server, gpu_node, fence):

@@ -124,6 +124,16 @@ def _wants_of(attempt_dir: str | None):  # noqa: ANN202
         return None
 
 
+def _read_gpus(attempt_dir: str | None) -> None:
+    """On a node with GPUs (as the attempt in ``attempt_dir`` saw it), their device files' minors read here once
+    (launch.devices.minors): the launchers forked after inherit them, instead of each loading NVML."""
+    want = _wants_of(attempt_dir)
+    if want is not None and want.devices:
+        from trainyard.launch import devices
+
+        devices.minors()
+
+
 def _serve(r: int, attempt_dir: str, free: int, seat=None) -> None:  # noqa: ANN001
     """A launcher's life: its attempt, then, while it is kept (:mod:`trainyard.launch.handoff`), the
     next ones the zygote hands over on ``r`` once it said on ``free`` that it is free. Never returns."""
@@ -328,6 +338,7 @@ def main() -> int:
             if not kept.idle and not lines.woken:
                 if not warmed:
                     warmup.warm()
+                    _read_gpus(last)
                     gc.freeze()  # like the imports
                     warmed = True
                 kept.fork_ahead(last)
