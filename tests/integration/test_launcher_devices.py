@@ -261,7 +261,7 @@ def test_a_seat_on_a_gpu_node_holds_a_devices_group_and_its_job_opens_only_its_g
     assert seat_child(launcher, fence) != child  # and the next seat waits in a new one
 
 
-def test_doctor_says_whether_a_jobs_gpus_are_fenced_here(tmp_path, gpu_node, fence):
+def test_doctor_says_whether_a_jobs_gpus_are_fenced_here(tmp_path, monkeypatch, gpu_node, fence):
     from tests.unit.test_launch_cgroup import V1_MEMORY, layout
     from trainyard.cli.doctor import _gpu_devices
 
@@ -269,6 +269,9 @@ def test_doctor_says_whether_a_jobs_gpus_are_fenced_here(tmp_path, gpu_node, fen
     unfenced = _gpu_devices(layout(tmp_path / "v1-no-devices", V1_MEMORY), str(gpu_node))
     cpu_node = _gpu_devices(dev=str(tmp_path))
     assert (fenced.check, fenced.level) == ("gpu devices", "ok") and "4 GPU(s)" in fenced.found, fenced
-    assert fence.version in fenced.found, fenced
+    assert fence.version in fenced.found and "by NVML's minor number" in fenced.found, fenced
+    monkeypatch.setattr(devices, "_known", None)  # NVML did not load
+    guessed = _gpu_devices(fence.root, str(gpu_node))
+    assert guessed.level == "warning" and "GPU N is taken to be /dev/nvidiaN" in guessed.found, guessed
     assert unfenced.level == "warning" and "CUDA_VISIBLE_DEVICES only" in unfenced.found, unfenced
     assert cpu_node.level == "ok" and "no NVIDIA GPU device files" in cpu_node.found

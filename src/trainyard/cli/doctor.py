@@ -169,8 +169,12 @@ def _gpu_devices(root: str | None = None, dev: str | None = None) -> Finding:
     mode = devices.detect(root)
     if mode is not None:
         how = "a devices cgroup" if mode == devices.V1 else "a BPF device program on its cgroup"
-        return Finding("gpu devices", "ok", f"this machine: {len(gpus)} GPU(s); a job can open only its own "
-                       f"GPUs' device files ({mode}: {how})")
+        found = f"this machine: {len(gpus)} GPU(s); a job can open only its own GPUs' device files ({mode}: {how}"
+        if devices.minors() is not None:
+            return Finding("gpu devices", "ok", found + ", each found by NVML's minor number)")
+        return Finding("gpu devices", "warning", found + "), but NVML does not load: GPU N is taken to be "
+                       "/dev/nvidiaN, so where the driver numbered its device files otherwise a job gets another's",
+                       "make the NVIDIA driver's libnvidia-ml.so.1 loadable on this machine (ldconfig)")
     return Finding("gpu devices", "warning", f"this machine: {len(gpus)} GPU(s), named to a job by "
                    "CUDA_VISIBLE_DEVICES only: a job that unsets it or opens /dev/nvidiaN uses the others' "
                    "(no cgroup v1 devices controller or cgroup v2 group with BPF that is ours to use)",
