@@ -146,15 +146,16 @@ def test_a_job_opens_its_own_gpus_and_not_the_nodes_others(tmp_path, report_serv
     assert not os.path.exists(os.path.join(fence.parent(), f"{ATTEMPT_ID}-r0"))
 
 
+@pytest.mark.parametrize("gpu", ["0", "GPU-fake-0"])  # its NVML index, or its UUID (as Ray may hand it out)
 def test_a_job_opens_the_device_file_nvml_says_is_its_gpus_not_the_one_of_its_index(
-        tmp_path, monkeypatch, report_server, gpu_node, fence, nvml):
+        tmp_path, monkeypatch, report_server, gpu_node, fence, nvml, gpu):
     # given a node whose driver numbered its device files out of PCI order: GPU 0 is /dev/nvidia3, GPU 3 nvidia0
     log = tmp_path / "nvml.log"
     for key, value in nvml_env(nvml, [3, 1, 2, 0], log).items():
         monkeypatch.setenv(key, value)
     # when a job given GPU 0 runs
     attempt = tmp_path / "a"
-    probe(tmp_path, attempt, report_server.url, gpu_node, fence, gpus=["0"])
+    probe(tmp_path, attempt, report_server.url, gpu_node, fence, gpus=[gpu])
     result = run_launcher(attempt)
     # then it may open nvidia3 (past the cgroup: ENXIO, no driver) and not nvidia0, another job's GPU
     assert result["reason"] == "Succeeded", result
