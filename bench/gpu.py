@@ -12,7 +12,11 @@ Checks, each printed as ok/FAIL with what was seen (exit 1 if any failed, 2 if n
 3. **exclusive**: two such jobs at once on a one-GPU node run one after the other, never together
    (with more GPUs: on different GPUs).
 4. **refused**: more GPUs than the node has, or another GPU type, is refused at submit, naming the field.
-5. **serve**: the built-in model server, given ``--gpu 1``, loads a TorchScript model onto the GPU and its
+5. **fenced**: a job asking no GPU, on this GPU node, with ``CUDA_VISIBLE_DEVICES`` unset, cannot open the
+   GPUs' device files (EPERM) and torch finds no GPU, where ``trainyard doctor``'s "gpu devices" says the fence
+   is enforced here (else: what the doctor says, and that the job could open them); each GPU's minor number
+   as NVML gives it (``launch.devices.minors``) against its device file.
+6. **serve**: the built-in model server, given ``--gpu 1``, loads a TorchScript model onto the GPU and its
    ``infer`` through ``/serve/NAME`` equals the model's own output on the CPU.
 
 ``bench/ddp.py`` measures NCCL training throughput beside this; it is not repeated here.
@@ -159,6 +163,41 @@ def refused(srv: BenchServer, gpu_type: str, gpus: int) -> str:
     return " | ".join(out)
 
 
+FENCE_JOB = r'''
+import glob, os, torch
+os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+for path in sorted(glob.glob("/dev/nvidia[0-9]*")):
+    try:
+        os.close(os.open(path, os.O_RDWR))
+        print(f"open {path} ok", flush=True)
+    except OSError as e:
+        print(f"open {path} {os.strerror(e.errno)}", flush=True)
+print(f"torch devices={torch.cuda.device_count()}", flush=True)
+'''
+
+
+def fenced(srv: BenchServer) -> str:
+    from trainyard.launch import devices
+
+    doctor = subprocess.run([sys.executable, "-m", "trainyard", "doctor"], capture_output=True, text=True,
+                            timeout=120)
+    line = next((x.strip() for x in doctor.stdout.splitlines() if "gpu devices" in x), "no gpu devices line")
+    known = devices.minors()
+    files = {p.name: os.minor(p.stat().st_rdev) for p in sorted(Path("/dev").glob("nvidia[0-9]*"))}
+    j = srv.client.submit({"name": "gpu-fenced", "command": ["python", "-c", FENCE_JOB],
+                           "resources": {"cpu": 1, "memory": "4Gi"}, "timeout": 300})
+    info = j.wait(timeout=300)
+    logs = j.logs()
+    check(info.status.value == "succeeded", f"job {info.status.value}: {info.reason}\n{logs[-800:]}")
+    opened = [x for x in logs.splitlines() if x.startswith("open ")]
+    seen = f"NVML minors {known}, device files {files}; the job: {' | '.join(opened)}; " \
+           + next((x for x in logs.splitlines() if x.startswith("torch ")), "")
+    if "can open only its own" in line:
+        check(opened and all(x.endswith("Operation not permitted") for x in opened), f"not fenced: {seen}")
+        check("devices=0" in logs, f"torch found a GPU: {seen}")
+    return f"{seen}; doctor: {line}"
+
+
 def serve(srv: BenchServer, tmp: Path) -> str:
     import torch
 
@@ -219,6 +258,7 @@ def main() -> int:
         checks.run("job", lambda: job(srv, node.gpu_type, args.seconds))
         checks.run("exclusive", lambda: exclusive(srv, node.gpu_type, node.gpu))
         checks.run("refused", lambda: refused(srv, node.gpu_type, node.gpu))
+        checks.run("fenced", lambda: fenced(srv))
         checks.run("serve", lambda: serve(srv, tmp))
     finally:
         srv.close()
