@@ -196,3 +196,31 @@ def test_a_command_beside_the_job_past_its_limit_is_stopped_by_the_kernel(tmp_pa
     assert hog["exit_code"] == -9 and kills and "survived" not in hog["output"], hog
     assert (calm["exit_code"], calm["output"]) == (0, "fine\n")
     assert removed and not os.path.exists(os.path.join(parent, f"exec-test-{os.getpid()}-r0"))
+
+
+# its own OPTIND as the command sees it; dash and bash set an inherited one to 1, dash refuses one not a number
+SHOW_OPTIND = f"""#!{PYTHON}
+import os, sys
+print("argv", sys.argv[1:], "OPTIND", repr(os.environ.get("OPTIND")), flush=True)
+"""
+
+
+@pytest.mark.parametrize("value", ["5", "abc", ""])
+@pytest.mark.parametrize("name", ["show.py", "show=optind.py"])  # a name with "=" is one more assignment to env(1)
+def test_a_command_behind_the_shim_gets_its_own_optind(tmp_path, report_server, cgroups, value, name):
+    # given a job whose env sets OPTIND, with a memory limit (so its command joins its group through the shim)
+    program = tmp_path / "bin" / name
+    program.parent.mkdir()
+    program.write_text(SHOW_OPTIND)
+    program.chmod(0o755)
+    attempt = tmp_path / "attempt"
+    make_config(attempt, report_server.url, [name, "-x"], memory_limit=LIMIT,
+                env={"OPTIND": value, "PATH": f"{program.parent}:{os.environ['PATH']}"})
+    # when it runs
+    result = run_launcher(attempt)
+    # then it ran in its group and saw exactly its own OPTIND
+    log = (attempt / "output.log").read_text()
+    assert result["reason"] == "Succeeded", (result, log)
+    assert f"argv ['-x'] OPTIND {value!r}\n" in log, log
+    assert not os.path.exists(group_path(cgroups))
+

@@ -259,3 +259,24 @@ print("keys", sorted(os.environ))
     assert run_launcher(alone)["reason"] == "Succeeded"
     keys = [line for line in text.splitlines() if line.startswith("keys ")]
     assert keys == [line for line in shown(alone)[1].splitlines() if line.startswith("keys ")], text
+
+
+def test_a_seated_command_gets_its_own_optind(tmp_path, report_server, zygote, both):
+    # the seat's shell is dash: it would set an exported OPTIND to 1, and refuse one that is not a number
+    job = script(tmp_path, "optind.py", """
+import os
+print("pid", os.getpid())
+print("OPTIND", repr(os.environ.get("OPTIND")))
+""")
+    launcher = kept_after(zygote, tmp_path / "first", report_server.url, pids_max=64)
+    for value in ("5", "abc"):
+        # given a launcher with a seat, when an attempt whose env sets OPTIND comes
+        child = _seat_child(launcher, both)
+        attempt = tmp_path / f"optind-{value}"
+        make_config(attempt, report_server.url, job, pids_max=64, env={"OPTIND": value})
+        assert zygote.fork(attempt) == launcher
+        until(lambda: (attempt / LEFT_NAME).exists(), timeout=30)
+        # then its command ran in the seat and saw exactly its own OPTIND
+        log = (attempt / "output.log").read_text()
+        assert read_result(attempt)["reason"] == "Succeeded", log  # a refused OPTIND: dash's exit 2
+        assert shown(attempt)[0] == child and f"OPTIND {value!r}\n" in log, log

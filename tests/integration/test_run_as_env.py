@@ -107,3 +107,23 @@ def test_the_nodes_store_credentials_reach_no_job_run_as_an_account(report_serve
         assert {k: seen.get(k) for k in STORE_SETTINGS} == STORE_SETTINGS  # where the store is is no secret
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_job_run_as_an_account_gets_its_own_optind_past_roots_shells(report_server):
+    # on the way to the drop: the mounts' sh (its own /dev/shm), setpriv, and sh again for a loader variable
+    need(os.geteuid() == 0 and shutil.which("setpriv") is not None, "needs root and setpriv to switch accounts")
+    root = Path(tempfile.mkdtemp(prefix="trainyard-env-"))
+    os.chmod(root, 0o711)
+    try:
+        for value in ("7", "not a number"):
+            attempt = root / f"attempt-{len(value)}"
+            make_config(attempt, report_server.url, ["/usr/bin/env"], run_as={"uid": 65534, "gid": 65534},
+                        env={"OPTIND": value, "LD_LIBRARY_PATH": "/opt/cuda/lib64"})
+            os.chmod(attempt, 0o711)
+            proc = subprocess.run([PYTHON, "-m", "trainyard.launch", str(attempt)], capture_output=True, timeout=60)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            log = (attempt / "output.log").read_text()
+            assert read_result(attempt)["reason"] == "Succeeded", log
+            assert f"OPTIND={value}\n" in log and "LD_LIBRARY_PATH=/opt/cuda/lib64\n" in log, log
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -221,6 +221,10 @@ class Launcher(AttemptIO, Wakeups):
             if self.groups():
                 procs.check_executable(command[0], str(work), env)  # the shim would exec it too late to tell
                 argv = cgroup.wrap(argv, self.groups()) if seated is None else argv
+            if "OPTIND" in env and self.container is None and (seated is not None or len(argv) > len(command)):
+                from trainyard.launch import optind  # a shell of ours is before the command, or seats it
+
+                argv, start_env = optind.past_shells(argv[:len(argv) - len(command)], command, env["OPTIND"], start_env)
             mark("memory group, argv")  # the name bench/RESULTS.md compares across sessions; the pids group too
             self.dirs.place_file(self.log)
             if seated is not None:

@@ -45,8 +45,8 @@ AHEAD = "ahead"  # a seat's groups' name until its attempt's replaces it
 READY = b"r"  # the child's first word once in its groups ("f": it could not join one)
 READY_WAIT = 5.0  # seconds an attempt waits at most for its seat's child to be in (a move takes ~15 ms)
 _SHELL_ENV = {"PATH": "/usr/bin:/bin"}  # the child shell's own, unset before the command's is exported
-# a name the child's shell can export (an identifier; all a spec can name. OPTIND must be a number, to dash
-# here as to the shim's, which reads it from its environment)
+# a name the child's shell can export (an identifier; all a spec can name. OPTIND is not given to it: the launcher
+# puts it after env(1) in the command's argv, as for the shim, whose dash would refuse one not a number: launch.optind)
 _EXPORTABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # the child: join each group (cgroup.procs files), say so (or not) on fd 3, then source fd 4, which is the
 # command's exec, or nothing when let go (EOF: the launcher closed its end, or died)
