@@ -224,3 +224,15 @@ def test_a_command_behind_the_shim_gets_its_own_optind(tmp_path, report_server, 
     assert f"argv ['-x'] OPTIND {value!r}\n" in log, log
     assert not os.path.exists(group_path(cgroups))
 
+
+@pytest.mark.parametrize("value", ["5", "abc"])
+def test_a_command_run_beside_the_job_behind_the_shim_gets_its_optind(tmp_path, cgroups, value):
+    from trainyard.launch import execs
+
+    group = cgroup.MemoryGroup.make(cgroup.MOUNT, cgroups, f"exec-optind-{os.getpid()}-r0", LIMIT)
+    try:
+        where = (None, None, str(tmp_path), {"PATH": "/usr/bin:/bin", "OPTIND": value}, (group,), None)
+        got = execs.run([PYTHON, "-c", "import os; print(repr(os.environ.get('OPTIND')))"], 30, where)
+    finally:
+        group.remove()
+    assert (got["exit_code"], got["output"]) == (0, f"{value!r}\n"), got

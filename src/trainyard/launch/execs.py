@@ -78,8 +78,13 @@ def _run(argv: list[str], timeout: float, where: Where, masks, join: list[str]) 
             check_executable(argv[0], cwd, where[3])  # on the job's PATH, where the command will look
         except OSError as e:
             return _failed(f"cannot run {argv[0]!r}: {e.strerror or e}")
+    whole = [*prefix, *argv]
+    if prefix and where[0] is None and "OPTIND" in where[3]:  # a shell of ours may be in the prefix
+        from trainyard.launch import optind
+
+        whole, env = optind.past_shells(prefix, argv, where[3]["OPTIND"], env)
     try:
-        child = Owned([*prefix, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        child = Owned(whole, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                       stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as e:
         return _failed(f"cannot run {argv[0]!r}: {e.strerror or e}")
