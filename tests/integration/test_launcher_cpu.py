@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 from tests.conftest import need
 from tests.integration.test_launcher_seat import kept_after, zygote  # noqa: F401  (a fixture)
 from tests.integration.test_launcher_support import (  # noqa: F401  (report_server is a fixture)
-    ATTEMPT_ID, log_of, make_config, read_result, report_server, script, start_launcher,
+    ATTEMPT_ID, PYTHON, log_of, make_config, read_result, report_server, script, start_launcher,
 )
 from tests.support.waiting import until
 from trainyard.launch import cgroup, cpulimit
@@ -135,32 +136,86 @@ def test_without_another_group_or_cpu_limit_a_job_joins_no_cpu_group(tmp_path, r
     assert not in_cpu_group((attempt / "output.log").read_text(), f"{ATTEMPT_ID}-r0")  # a move: ~10 ms of its start
 
 
+class OwnParent:
+    """A parent of our cpu groups for one test alone. The host's, ``trainyard``, is every launcher's on the host:
+    another test process's (another suite's on a shared machine) launchers and fixture wrote its weight between
+    our launcher's write and our read (``1024`` read after the launch; two runs of this module at once do it).
+    On v1 the launcher runs in a cpu group of the test's own, under which it makes its parent (as under any
+    service's group); on v2 that group is the launch's ``cgroup_root``, with cpu and pids for its children."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        if mode == cgroup.V1:
+            base = Path(cgroup.v1_parent(cgroup.MOUNT, "cpu")).parent
+            self.top = base / f"{cgroup.PARENT}-test-{os.getpid()}"
+            self.top.mkdir()
+            self.root = None
+        else:
+            self.top = Path(cgroup.MOUNT, f"{cgroup.PARENT}-test-{os.getpid()}")
+            self.top.mkdir()
+            given = (self.top / "cgroup.controllers").read_text().split()
+            (self.top / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in ("cpu", "pids") if c in given))
+            self.root = str(self.top)
+        self.parent = self.top / cgroup.PARENT
+        self.parent.mkdir()
+        self.weight = self.parent / ("cpu.shares" if mode == cgroup.V1 else "cpu.weight")
+
+    def config(self) -> dict:
+        return {} if self.root is None else {"cgroup_root": self.root}
+
+    def start(self, attempt: Path) -> subprocess.Popen:
+        if self.root is not None:
+            return start_launcher(attempt)
+        join = 'echo 0 > "$1" && shift && exec "$@"'
+        return subprocess.Popen([cgroup.SHELL, "-c", join, "sh", str(self.top / "cgroup.procs"), PYTHON, "-m",
+                                 "trainyard.launch", str(attempt)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def remove(self) -> None:
+        for group in (self.parent, self.top):
+            cgroup.sweep(str(group), stale_after=-60)  # a group its launcher left behind (none should be)
+            assert cgroup.Group(str(group)).remove(), f"{group} still busy"
+
+
 @pytest.fixture
-def parent_weight(cpu_cgroups: str):
-    """The weight file of the parent of our cpu groups, the parent made where it was not; its value put back after
-    (a host's own, as the test found it)."""
+def own_parent(cpu_cgroups: str):
     if cpu_cgroups == cgroup.V2 and cgroup.own_v2_path().startswith(f"/{cgroup.PARENT}/"):
         pytest.skip("a cgroup v2 tree delegated to us: its weight is its delegator's (unit-tested)")
-    parent = cpu_parent(cpu_cgroups)
-    os.makedirs(parent, exist_ok=True)
-    path = Path(parent, "cpu.shares" if cpu_cgroups == cgroup.V1 else "cpu.weight")
-    before = path.read_text().strip()
-    yield path
-    path.write_text(before)
+    parent = OwnParent(cpu_cgroups)
+    yield parent
+    parent.remove()
 
 
-def test_a_parent_weight_someone_else_set_is_kept(tmp_path, report_server, cpu_cgroups, parent_weight):
+def test_the_parent_of_the_jobs_cpu_groups_weighs_as_the_nodes_cores(tmp_path, report_server, own_parent):
+    # given the parent of the jobs' cpu groups at the kernel's default: all of them together one core's worth
+    # against any other busy group or process at its level
+    assert own_parent.weight.read_text().strip() == ("1024" if own_parent.mode == cgroup.V1 else "100")
+    # when a job runs in a cpu group (beside a pids group, as on a server with pids_max)
+    attempt, go = tmp_path / "one", tmp_path / "go"
+    busy(tmp_path, attempt, report_server.url, 0, go, cpu=1.0, pids_max=64, **own_parent.config())
+    launcher = own_parent.start(attempt)
+    go_when_ready(go, attempt)
+    launcher.communicate(timeout=60)
+    assert in_cpu_group((attempt / "output.log").read_text(), f"{ATTEMPT_ID}-r0")
+    # then the parent weighs as the cores the node's jobs may run on (1024 shares a core, as kubepods; v2: that
+    # mapped as Kubernetes maps it, never below the default)
+    n = len(os.sched_getaffinity(0))
+    shares = min(262144, 1024 * n)
+    node = shares if own_parent.mode == cgroup.V1 else max(100, 1 + (shares - 2) * 9999 // 262142)
+    assert own_parent.weight.read_text().strip() == str(node)
+
+
+def test_a_parent_weight_someone_else_set_is_kept(tmp_path, report_server, own_parent):
     # given an admin's weight on the parent
-    parent_weight.write_text("512" if cpu_cgroups == cgroup.V1 else "50")
+    own_parent.weight.write_text("512" if own_parent.mode == cgroup.V1 else "50")
     # when a job runs in a cpu group
     attempt, go = tmp_path / "one", tmp_path / "go"
-    busy(tmp_path, attempt, report_server.url, 0, go, cpu=1.0, cpu_limit=True)
-    launcher = start_launcher(attempt)
+    busy(tmp_path, attempt, report_server.url, 0, go, cpu=1.0, cpu_limit=True, **own_parent.config())
+    launcher = own_parent.start(attempt)
     go_when_ready(go, attempt)
     launcher.communicate(timeout=60)
     assert in_cpu_group((attempt / "output.log").read_text(), f"{ATTEMPT_ID}-r0")
     # then it is still the admin's
-    assert parent_weight.read_text().strip() == ("512" if cpu_cgroups == cgroup.V1 else "50")
+    assert own_parent.weight.read_text().strip() == ("512" if own_parent.mode == cgroup.V1 else "50")
 
 
 def in_cpu_group(log: str, name: str) -> bool:
