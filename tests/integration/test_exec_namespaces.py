@@ -39,14 +39,16 @@ def root():
     shutil.rmtree(top, ignore_errors=True)
 
 
-def execs_beside(report_server, root: Path, command: list[str], asks: list[dict]) -> dict[int, dict]:  # noqa: ANN001
-    """Run a launcher of ``command`` as nobody (which says "ready", then waits for ``$FLAG``), answer its reports
+def execs_beside(report_server, root: Path, command: list[str], asks: list[dict],  # noqa: ANN001
+                 run_as: dict | None = NOBODY, **kw) -> dict[int, dict]:
+    """Run a launcher of ``command`` as ``run_as`` (which says "ready", then waits for ``$FLAG``), answer its reports
     with ``asks`` once it is ready, let it end once all are answered; the answers by id."""
     attempt, flag = root / "attempt", root / "flag"
     log = attempt / "output.log"
     ready = lambda: log.exists() and "ready" in log.read_text()  # noqa: E731
     report_server.answer = lambda body: (200, {"cancel": False, "execs": asks if ready() else []})
-    make_config(attempt, report_server.url, command, run_as=NOBODY, env={"FLAG": str(flag), "PATH": "/usr/bin:/bin"})
+    make_config(attempt, report_server.url, command, run_as=run_as, env={"FLAG": str(flag), "PATH": "/usr/bin:/bin"},
+                **kw)
     os.chmod(attempt, 0o711)
     proc = start_launcher(attempt)
     sent = lambda: {a["id"]: a for r in report_server.snapshot() for a in r.get("execs", [])}  # noqa: E731
@@ -177,3 +179,20 @@ def test_a_command_sees_the_job_s_cached_inputs_read_only_as_the_job_does(tmp_pa
     assert got["output"].startswith("alpha") and "written" not in got["output"]
     assert (cached / "a.txt").read_text() == "alpha"
     assert execs.run(write, 10, beside(tmp_path))["output"].endswith("written\n")  # without it, root writes
+
+
+def test_a_command_beside_a_root_job_that_unmounted_its_read_only_input_joins_what_the_job_sees(report_server, root):
+    # given a job run as root (no account) with a cached input, which it sees read-only in a mount namespace of its
+    # own: as root there it takes the read-only mount off and mounts a tmpfs of its own in its place
+    entry = root / "cache" / "k1"  # where a fetched input lands (cache/<key>/<name>): the node's, shared
+    entry.mkdir(parents=True)
+    (entry / "data").write_text("alpha")
+    hold = ('E=$(dirname "$TRAINYARD_INPUT_D") && umount "$E" && mount -t tmpfs jobs-own "$E" && '
+            'echo mine > "$E/mine" && echo ready && while [ ! -e "$FLAG" ]; do sleep 0.05; done')
+    # when a command is asked to run beside it
+    look = ["sh", "-c", 'cat "$(dirname "$TRAINYARD_INPUT_D")/mine"']
+    got = execs_beside(report_server, root, ["/bin/sh", "-c", hold], [{"id": 1, "argv": look, "timeout": 20}],
+                       run_as=None, inputs={"d": str(entry / "data")}, input_cache=str(root / "cache"))
+    # then it runs in the job's namespace and sees what the job sees there (not told, after 5 s, that the job has
+    # not made its namespaces: it did, and changed them, as root may)
+    assert (got[1]["error"], got[1]["exit_code"], got[1]["output"]) == (None, 0, "mine\n"), got[1]

@@ -11,8 +11,12 @@ and unreaped by the launcher (its parent): until then no other process can have 
 those namespaces until ``nsenter`` has joined them (it opens them as ``/proc/<launcher>/fd/N``), whatever the
 process does meanwhile. Not joined, but waited out: the launcher's own namespaces and a mount namespace whose
 read-only mounts are not all made yet (the command's first instants, from its spawn to the mount script's last
-mount). Refused: namespaces the command made itself, in a user namespace of its own: an account can, and mount
-there over the programs that root runs on the way to the drop (``setpriv``). Standard library only.
+mount, while the process is still ``unshare`` or the script). Joined once the script has exec'd the rest, as the
+mounts are then: a job run as root may take its read-only inputs' mounts off, as it may anything in its own
+namespace, and a command beside it sees what it sees (it waited 5 s for mounts that would never come, and said
+the job had not made its namespaces). Refused: namespaces the command made itself, in a user namespace of its
+own: an account can, and mount there over the programs that root runs on the way to the drop (``setpriv``).
+Standard library only.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import shutil
 import time
 from pathlib import Path
 
+from trainyard.launch import readonly
 from trainyard.launch.runas import ROOT_PATH
 
 _CD = 'cd -- "$1" || exit 126; shift; exec "$@"'  # then the rest, the drop to the account first, as the replica's
@@ -84,6 +89,8 @@ def _try(spaces: Spaces) -> Held | None:
             for name in ("mnt", "ipc"):
                 fds.append(os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC))
             user = os.stat(f"/proc/{pid}/ns/user")
+            # before the mounts: once its argv is the rest's, the script has made them all (then exec'd)
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             mounts = Path(f"/proc/{pid}/mountinfo").read_text()
             now = os.stat(f"/proc/{pid}/ns/mnt")  # the mounts read are those of the namespace held
         except OSError as e:
@@ -94,8 +101,11 @@ def _try(spaces: Spaces) -> Held | None:
         mine = {name: os.stat(f"/proc/self/ns/{name}") for name in ("mnt", "ipc", "user")}
         if (user.st_dev, user.st_ino) != (mine["user"].st_dev, mine["user"].st_ino):
             raise NotJoined("the replica's command runs in namespaces it made itself: not joined")
+        # made: its script went past (a root job may unmount its read-only inputs since, as it may anything there:
+        # what it sees is what a command beside it sees), or is at its end, its mounts all in place
         ready = (mnt.st_ino != mine["mnt"].st_ino and (mnt.st_dev, mnt.st_ino) == (now.st_dev, now.st_ino)
-                 and (not own_ipc or ipc.st_ino != mine["ipc"].st_ino) and _mounted(mounts, cached, own_ipc))
+                 and (not own_ipc or ipc.st_ino != mine["ipc"].st_ino)
+                 and (not readonly.mounting(argv) or _mounted(mounts, cached, own_ipc)))
         if not ready:
             return None
         held, fds = Held(*fds), []

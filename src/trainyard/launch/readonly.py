@@ -31,6 +31,7 @@ from trainyard.launch.runas import ROOT_PATH
 # (run as root with the job's PATH: `mount` is named by its path, never looked up there)
 _SCRIPT = ('while [ "$1" != -- ]; do {m} --bind "$1" "$1" && {m} -o remount,bind,ro "$1" "$1" || exit 126; '
            'shift; done; shift; exec "$@"')
+NAME = "trainyard-readonly"  # the script's $0: what tells its process (and unshare's on the way to it) from the job's
 _usable: bool | None = None
 
 
@@ -94,7 +95,14 @@ def mount_prefix(paths: list[str], shm: int | None = None) -> list[str]:
     return [shutil.which("unshare", path=ROOT_PATH) or "/usr/bin/unshare", "--mount",
             *(["--ipc"] if shm is not None else []), "--propagation", "private",
             shutil.which("sh", path=ROOT_PATH) or "/bin/sh", "-c", script,
-            "trainyard-readonly", *paths, "--"]
+            NAME, *paths, "--"]
+
+
+def mounting(argv: list[bytes]) -> bool:
+    """Whether a process's ``argv`` (its /proc cmdline's fields) is that of :func:`mount_prefix`'s ``unshare`` or
+    script, which have not exec'd the rest yet: its mounts may be unmade still."""
+    at = argv.index(NAME.encode()) if NAME.encode() in argv else -1
+    return at >= 2 and argv[at - 2] == b"-c" and argv[at - 1].endswith(b'exec "$@"')
 
 
 def own_shm(cfg) -> int | None:  # noqa: ANN001  (a LaunchConfig)
