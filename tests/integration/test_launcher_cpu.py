@@ -147,11 +147,11 @@ class OwnParent:
         self.mode = mode
         if mode == cgroup.V1:
             base = Path(cgroup.v1_parent(cgroup.MOUNT, "cpu")).parent
-            self.top = base / f"{cgroup.PARENT}-test-{os.getpid()}"
+            self.top = base / f"{cgroup.PARENT}-cputest-{os.getpid()}"
             self.top.mkdir()
             self.root = None
         else:
-            self.top = Path(cgroup.MOUNT, f"{cgroup.PARENT}-test-{os.getpid()}")
+            self.top = Path(cgroup.MOUNT, f"{cgroup.PARENT}-cputest-{os.getpid()}")
             self.top.mkdir()
             given = (self.top / "cgroup.controllers").read_text().split()
             (self.top / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in ("cpu", "pids") if c in given))
