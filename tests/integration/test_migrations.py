@@ -140,7 +140,7 @@ def test_the_revisions_are_the_ones_this_test_knows():
                            "0017_sweep_cursors", "0018_job_dependencies", "0019_usage_archive", "0020_archive_counts",
                            "0021_subscription_labels", "0022_job_labels", "0023_replica_requests",
                            "0024_labels_rev", "0025_snapshot_owners", "0026_dask_cluster_tls",
-                           "0027_service_replica_token"]
+                           "0027_service_replica_token", "0028_sqlite_autoincrement"]
 
 
 @pytest.mark.parametrize("start", EARLIER)
@@ -219,3 +219,62 @@ def test_upgrading_from_an_earlier_revision_keeps_the_data(db_url, start):
             assert store.get_queue("team-a").idle_gpus == "flag"
     finally:
         store.close()
+
+
+FOLLOWED = ("log_chunks", "events", "deliveries")  # 0028: AUTOINCREMENT on SQLite
+
+
+def followed(engine: sa.Engine) -> tuple[dict, dict]:
+    """Every row of the ``FOLLOWED`` tables, and their indexes and unique constraints."""
+    insp = sa.inspect(engine)
+    shape = {n: (sorted(map(repr, insp.get_indexes(n))), sorted(map(repr, insp.get_unique_constraints(n))))
+             for n in FOLLOWED}
+    with engine.connect() as conn:
+        return {n: conn.execute(sa.text(f"SELECT * FROM {n} ORDER BY id")).all() for n in FOLLOWED}, shape
+
+
+@pytest.mark.parametrize("events_left", [3, 0])  # 0: every event deleted, the table empty
+def test_0028_keeps_every_row_and_gives_no_id_at_or_below_one_given_before(db_url, events_left):
+    upgrade_to(db_url, "0027_service_replica_token")
+    fill(db_url)
+    engine = sa.create_engine(normalize_url(db_url))
+    meta = sa.MetaData()
+    meta.reflect(engine, only=[*FOLLOWED, "event_cursors"])
+    chunk = rows()["log_chunks"][0]
+    with engine.begin() as conn:
+        conn.execute(meta.tables["log_chunks"].insert(), [{**chunk, "offset": 6, "data": "bye\n"}])
+        conn.execute(meta.tables["deliveries"].insert(), [dict(
+            subscription_id="ws-old1", webhook="ops", event_id=2, kind="job", object_id="j-old2", event="failed",
+            payload={}, status="sent", attempts=1, created_at=NOW)])
+        # the webhooks read to event 9, and the newest events went since (their jobs deleted): on SQLite without
+        # AUTOINCREMENT their ids were free again, at or below the cursor
+        events = meta.tables["events"]
+        conn.execute(events.insert(), [dict(kind="job", object_id="j-gone", ts=NOW, new_status="pending",
+                                            actor="user")] * 6)
+        assert conn.execute(sa.select(sa.func.max(events.c.id))).scalar() == 9
+        conn.execute(events.delete().where(events.c.id > events_left))
+        conn.execute(meta.tables["event_cursors"].insert(), [{"name": "webhooks", "event_id": 9}])
+    before = followed(engine)
+    assert [len(before[0][n]) for n in FOLLOWED] == [2, events_left, 1]
+
+    Store(db_url).close()  # upgrades to head
+    assert followed(engine) == before
+    store = Store(db_url)
+    try:
+        job = store.create_job(parse_job("command: echo new"))  # its creation is an event (0007's triggers)
+    finally:
+        store.close()
+    given = {n: before[0][n][-1] for n in ("log_chunks", "deliveries")}  # the events: by the job's creation
+    with engine.begin() as conn:
+        new = {n: conn.execute(meta.tables[n].insert().values(again(n, row))).inserted_primary_key[0]
+               for n, row in given.items()}
+        [created] = conn.execute(sa.text("SELECT id FROM events WHERE object_id = :j"), {"j": job.id}).scalars()
+    engine.dispose()
+    assert all(new[n] > given[n].id for n in given), (new, given)
+    assert created > 9
+
+
+def again(name: str, row: sa.Row) -> dict:
+    """``row`` of table ``name`` once more, with a new id (a delivery: of another event)."""
+    out = {k: v for k, v in row._mapping.items() if k != "id"}
+    return {**out, "event_id": out["event_id"] + 1} if name == "deliveries" else out

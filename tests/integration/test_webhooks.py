@@ -233,6 +233,22 @@ def test_a_job_or_run_is_not_deleted_before_the_webhooks_have_read_its_end(env, 
     assert {m["job"]["id"] for m in ok.got if "job" in m} == {job.id, step}
 
 
+def test_a_job_that_ends_after_the_newest_events_job_was_deleted_is_told(env, hooks):
+    tc, sdk, engine, platform = env
+    ok, _ = hooks
+    assert tc.post("/api/v1/subscriptions", json={"webhook": "ops", "on": ["succeeded"]}).status_code == 201
+    first = sdk.submit({"name": "first", "command": "x"})
+    end(tc, engine, first, 0)
+    until(lambda: len(ok.got) == 1, timeout=15)
+    # its events, the newest ones and read by the webhooks, go with it: on SQLite without AUTOINCREMENT the
+    # next job's events took their ids again, all at or below the webhooks' cursor, and its end was never told
+    assert tc.delete(f"/api/v1/jobs/{first.id}").status_code == 204
+    second = sdk.submit({"name": "second", "command": "x"})
+    end(tc, engine, second, 0)
+    until(lambda: len(ok.got) == 2, timeout=15)
+    assert [m["job"]["id"] for m in ok.got] == [first.id, second.id]
+
+
 def test_a_delivery_taken_to_be_sent_is_due_to_no_other_sender_until_its_claim_lapses(env, hooks, db_url):
     from trainyard.store import Store
     from trainyard.store.webhooks import CLAIM, WebhookStore

@@ -137,7 +137,8 @@ class LogChunk(Base):
     replica: Mapped[int] = mapped_column(Integer)
     offset: Mapped[int] = mapped_column(BigInteger)
     data: Mapped[str] = mapped_column(Text)
-    __table_args__ = (Index("ix_log_chunks_job_id_id", "job_id", "id"),)
+    # followers read a log by id (after=cursor): an id never given twice, on SQLite too (migration 0028)
+    __table_args__ = (Index("ix_log_chunks_job_id_id", "job_id", "id"), {"sqlite_autoincrement": True})
 
 
 class Metric(Base):
@@ -320,7 +321,8 @@ class Event(Base):
     new_status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
     actor: Mapped[str] = mapped_column(String(32))  # user, scheduler, launcher, system
-    __table_args__ = (Index("ix_events_kind_object_id", "kind", "object_id", "id"),)
+    # the webhooks read the table by id (event_cursors): an id never given twice, on SQLite too (migration 0028)
+    __table_args__ = (Index("ix_events_kind_object_id", "kind", "object_id", "id"), {"sqlite_autoincrement": True})
 
 
 class ReplicaUsage(Base):

@@ -47,7 +47,10 @@ class Delivery(Base):
     sent_at: Mapped[float | None] = mapped_column(Float)
     __table_args__ = (UniqueConstraint("subscription_id", "event_id", name="uq_deliveries_subscription_event"),
                       Index("ix_deliveries_next_at", "next_at"),
-                      Index("ix_deliveries_subscription_id", "subscription_id", "id"))
+                      Index("ix_deliveries_subscription_id", "subscription_id", "id"),
+                      # a sender holds its delivery's id while it sends, and an unsubscribe may delete the row
+                      # meanwhile: the id never given to another delivery, on SQLite too (migration 0028)
+                      {"sqlite_autoincrement": True})
 
 
 class Cursor(Base):
