@@ -1,4 +1,4 @@
-"""`trainyard top` in a real terminal (tmux): it draws nodes and running jobs, and q quits it."""
+"""`trainyard top` in a real terminal (tmux): it draws nodes and running jobs, and q quits it; to a pipe, one view."""
 
 import shlex
 import shutil
@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.conftest import need
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -55,4 +56,19 @@ def test_top_renders_in_a_terminal_and_quits_on_q(server, tmp_path):
         assert "Traceback" not in screen
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+        server.cli("cancel", job_id)
+
+
+def test_top_to_a_pipe_prints_the_view_once_and_exits(server):
+    """Not a terminal (`trainyard top | less`, a script): one view, then exit 0, where a live view would print
+    nothing until killed."""
+    job_id = server.cli("run", "--name", "piped", "--", "sleep", "60").stdout.strip()
+    c = server.client()
+    until(lambda: c.get(job_id).status.value == "running", timeout=60)
+    try:
+        r = server.cli("top", timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert "nodes" in r.stdout and "piped" in r.stdout and "running" in r.stdout, r.stdout
+        assert "q to quit" not in r.stdout  # nothing reads keys here
+    finally:
         server.cli("cancel", job_id)

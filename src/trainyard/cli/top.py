@@ -27,11 +27,15 @@ ACTIVE = ["starting", "running", "cancelling"]
 def top(
     interval: Annotated[float, typer.Option("--interval", "-i", min=0.5, help="seconds between refreshes")] = 2.0,
 ) -> None:
-    """A live view of nodes (what is allocated of each) and of running and pending jobs. Quit with q or Ctrl-C."""
+    """A live view of nodes (what is allocated of each) and of running and pending jobs. Quit with q or Ctrl-C.
+    With its output not a terminal (`trainyard top | less`, a script) it prints the view once and exits."""
     from rich.live import Live
 
     with handled():
         c = client()
+        if not console.is_terminal:  # a live view redraws in place: to a pipe or a file it would print nothing
+            console.print(_view(c, live=False))
+            return
         with Live(_view(c), console=console, screen=False, auto_refresh=False) as live, _keys() as key:
             while True:
                 deadline = time.monotonic() + interval
@@ -64,15 +68,15 @@ def _keys() -> Iterator:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-def _view(c) -> Group:  # noqa: ANN001
+def _view(c, live: bool = True) -> Group:  # noqa: ANN001
     from rich.text import Text
 
     nodes = c.nodes()
     active = c.jobs(status=ACTIVE, limit=100).items
     pending = c.jobs(status=["pending"], limit=20)
     title = Text.assemble(("trainyard top", "bold"), f"  {c.server}  {time.strftime('%H:%M:%S')}  ",
-                          f"{len(active)} active, {len(pending.items)}{'+' if pending.next_cursor else ''} pending"
-                          "   (q to quit)")
+                          f"{len(active)} active, {len(pending.items)}{'+' if pending.next_cursor else ''} pending",
+                          "   (q to quit)" if live else "")
     return Group(title, _nodes(nodes), _jobs(active, pending.items))
 
 
