@@ -117,6 +117,15 @@ def test_the_read_commands_fail_as_they_did(server, jobs):
     assert server.cli("show", jobs["ok"], env={"TRAINYARD_TOKEN": "wrong"}).returncode == 1
 
 
+def test_logs_of_an_attempt_or_replica_the_job_never_had_is_an_error_naming_it(server, jobs):
+    """An empty log would read as one that printed nothing (`download --attempt N` says the same)."""
+    said = same(server, "logs", jobs["shell"], "--attempt", "3")  # it had two: the first, and its retry
+    assert f"job {jobs['shell']} has no attempt 3 (it has had 2)" in said
+    assert server.cli("logs", jobs["shell"], "--attempt", "3").returncode == 1
+    assert f"job {jobs['gang']} has no replica 2 (replicas 0 to 1)" in same(server, "logs", jobs["gang"], "-r", "2")
+    assert "has no replica 1 (only replica 0)" in same(server, "logs", jobs["ok"], "--replica", "1")
+    assert same(server, "logs", jobs["shell"], "-a", "2", "-r", "0") == "it's\n"  # those it had print as before
+
 def test_the_plain_reads_load_neither_httpx_nor_the_models_and_the_sdks_way_does(server, jobs):
     def loaded(*args: str, **env: str) -> set[str]:
         r = server.cli(*args, env={"PYTHONPROFILEIMPORTTIME": "1", **env})

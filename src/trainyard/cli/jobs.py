@@ -258,8 +258,8 @@ def show(job_id: JobArg, output: OutputOpt = Output.table) -> None:
 def logs(
     job_id: JobArg,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep streaming until the job ends")] = False,
-    attempt: Annotated[Optional[int], typer.Option("--attempt", "-a", help="only this attempt")] = None,
-    replica: Annotated[Optional[int], typer.Option("--replica", "-r", help="only this replica")] = None,
+    attempt: Annotated[Optional[int], typer.Option("--attempt", "-a", min=1, help="only this attempt")] = None,
+    replica: Annotated[Optional[int], typer.Option("--replica", "-r", min=0, help="only this replica")] = None,
     tail: Annotated[Optional[int], typer.Option("--tail", "-n", min=0, max=LOG_TAIL_MAX,
                                                 help="only the last N lines (with -f: then what comes)")] = None,
 ) -> None:
@@ -267,13 +267,32 @@ def logs(
     from trainyard.cli.reading import read
 
     def printed(source) -> None:  # noqa: ANN001
-        printer = LogPrinter(prefix=replica is None and source.job(job_id)["spec"]["replicas"] > 1)
+        job = source.job(job_id)
+        _has_log(job_id, job, attempt, replica, follow)
+        printer = LogPrinter(prefix=replica is None and job["spec"]["replicas"] > 1)
         for chunk in source.logs(job_id, follow=follow, attempt=attempt, replica=replica, tail=tail):
             printer.add(chunk)
         printer.flush()
 
     with handled():
         read(printed, plain=not follow)  # following (server-sent events, reconnecting) is the SDK's
+
+
+def _has_log(job_id: str, job: dict, attempt: int | None, replica: int | None, follow: bool) -> None:
+    """NotFound for an attempt or replica the job has not had (an empty log would read as one that printed
+    nothing); following a job that has not ended, a later attempt may still come."""
+    from trainyard.errors import NotFound
+
+    replicas = job["spec"]["replicas"]
+    if replica is not None and replica >= replicas:
+        raise NotFound(f"job {job_id} has no replica {replica} (replicas 0 to {replicas - 1})"
+                       if replicas > 1 else f"job {job_id} has no replica {replica} (only replica 0)")
+    had = len(job["attempts"])
+    if attempt is not None and attempt > had and (not follow or job["status"] in ENDED):
+        raise NotFound(f"job {job_id} has no attempt {attempt} (it has had {had})")
+
+
+ENDED = ("succeeded", "failed", "cancelled")
 
 
 def cancel(jobs: Annotated[Optional[list[str]], typer.Argument(
