@@ -138,6 +138,16 @@ def test_a_param_on_a_kubeflow_manifest_is_refused_by_name_and_stores_nothing(se
     assert server.cli("run", str(manifest), "--dry-run").returncode == 0  # without -p it is taken as before
 
 
+def test_run_of_a_kubeflow_manifest_says_each_unused_field_once(server, tmp_path):
+    manifest = tmp_path / "pytorchjob.yaml"
+    manifest.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: m, namespace: ml}\nspec:\n"
+                        "  pytorchReplicaSpecs:\n    Master:\n      replicas: 1\n      template:\n        spec:\n"
+                        f"          containers:\n            - name: pytorch\n              command: [{sys.executable}]\n"
+                        "              args: [-c, 'print(42)']\n")
+    r = server.cli("run", str(manifest), "--wait")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count(f"{manifest}:3 metadata.namespace") == 1, r.stderr  # read once, said once
+
 def test_rm_deletes_an_ended_job_with_its_folders_and_files_and_refuses_a_running_one(server, tmp_path):
     write = "open(\"model.txt\", \"w\").write(\"m\")"
     spec = write_spec(tmp_path, f"name: made\ncommand: [{sys.executable}, -c, '{write}']\noutputs: ['*.txt']\n")

@@ -95,13 +95,9 @@ def run(
             write(to_yaml(sub.spec))
             return
         c = client()
-        import warnings
-
-        from trainyard.spec.loader import UndeclaredParamWarning
-
-        with warnings.catch_warnings():  # said above, in the CLI's words
-            warnings.simplefilter("ignore", UndeclaredParamWarning)
-            job = c.submit(sub.path, params=flags.params) if sub.path else c.submit(sub.spec, base_dir=sub.base_dir)
+        # the spec build() read, -p put in (an undeclared one said above, in the CLI's words), not the file read
+        # again: a Kubeflow manifest's warnings are said once
+        job = c.submit(sub.spec, base_dir=sub.base_dir)
         _submitted(c, job, wait, follow)
 
 

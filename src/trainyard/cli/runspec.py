@@ -57,7 +57,7 @@ class Submission:
 
     spec: JobSpec
     base_dir: Path
-    path: Path | None = None  # a spec file submitted unchanged (it keeps its own line numbers in errors)
+    path: Path | None = None  # the spec file, where the flags left it unchanged
     # -p keys a spec file does not declare: a typo, most likely (see _from_file)
     undeclared: list[str] = field(default_factory=list)
 
