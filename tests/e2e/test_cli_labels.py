@@ -95,6 +95,7 @@ def test_labels_change_after_submit_running_or_ended_and_what_is_refused_is_name
     assert server.cli("ls", "-l", "exp=relabel-a", "--ids").stdout == ""
     clash = server.cli("label", job.id, "stage=hot")
     assert clash.returncode == 1 and "already has label stage=warm: ask to overwrite" in clash.stderr
+    assert "change it (--overwrite)" in clash.stderr  # the flag that does, named
     assert server.cli("label", job.id, "stage=hot", "--overwrite").stdout == "stage=hot\n"
 
     c.cancel(job.id)

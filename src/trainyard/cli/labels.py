@@ -39,7 +39,7 @@ def label(
             raise typer.Exit(0)
     if len(jobs) == 1:  # its labels alone, as before any bulk change
         with handled():
-            labels = c.label(jobs[0], wanted, overwrite=overwrite)
+            labels = _label(c, jobs[0], wanted, overwrite)
         if output is Output.json:
             console.print_json(data={"job_id": jobs[0], "labels": labels})
         else:
@@ -49,7 +49,7 @@ def label(
     done: list[dict] = []
 
     def change(job_id: str) -> str | None:
-        labels = c.label(job_id, wanted, overwrite=overwrite)
+        labels = _label(c, job_id, wanted, overwrite)
         done.append({"job_id": job_id, "labels": labels})
         return None if output is Output.json else \
             f"{job_id} {','.join(f'{k}={v}' for k, v in sorted(labels.items())) or '(no labels)'}"
@@ -59,6 +59,18 @@ def label(
     finally:  # those changed, also when another was refused
         if output is Output.json:
             console.print_json(data=done)
+
+
+def _label(c, job_id: str, wanted: dict[str, str | None], overwrite: bool) -> dict[str, str]:  # noqa: ANN001
+    """The job's labels after the change; a label already set otherwise names the flag that changes it."""
+    from trainyard.errors import Conflict
+
+    try:
+        return c.label(job_id, wanted, overwrite=overwrite)
+    except Conflict as e:
+        if "label" not in e.details:
+            raise
+        raise Conflict(f"{e.message} (--overwrite)", **e.details) from None
 
 
 def _is_change(arg: str) -> bool:
