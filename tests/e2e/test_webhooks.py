@@ -90,3 +90,9 @@ def test_a_team_subscription_hears_a_teammates_failure_and_not_another_teams(srv
     removed = cli(srv, tokens["alice"], "notify", "rm", sub["id"])
     assert removed.returncode == 0, removed.stderr
     assert alice.get("/api/v1/subscriptions").json()["items"] == []
+
+
+def test_webhooks_lists_none_saying_where_they_are_named(server):
+    r = server.cli("notify", "webhooks")
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    assert "no webhooks you may use: an admin names them under `webhooks:` in the server's --config" in r.stderr

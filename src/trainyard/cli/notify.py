@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.common import Output, client, console, err_console, handled, write
 from trainyard.cli.render import ago
 
 app = typer.Typer(no_args_is_help=True, help="Webhooks told when jobs end: subscribe, list, remove.")
@@ -98,7 +98,11 @@ def deliveries(subscription: str, output: OutputOpt = Output.table) -> None:
 def webhooks() -> None:
     """The server's webhooks you may subscribe (their addresses stay with the server)."""
     with handled():
-        for h in client().notify.webhooks():
+        hooks = client().notify.webhooks()
+        if not hooks:  # else nothing at all is printed, which reads as a command that did not work
+            err_console.print("no webhooks you may use: an admin names them under `webhooks:` in the server's "
+                              "--config (README, Notifications)", highlight=False, markup=False)
+        for h in hooks:
             teams = f" (teams {', '.join(h.teams)})" if h.teams else ""
             console.print(f"{h.name}  {h.format}{teams}", highlight=False)
 
