@@ -148,6 +148,19 @@ def test_run_of_a_kubeflow_manifest_says_each_unused_field_once(server, tmp_path
     assert r.returncode == 0, r.stderr
     assert r.stderr.count(f"{manifest}:3 metadata.namespace") == 1, r.stderr  # read once, said once
 
+def test_the_servers_refusal_of_a_spec_file_names_the_line_of_the_field(server, tmp_path):
+    assert server.cli("queue", "create", "team-a").returncode == 0  # once a queue exists, an unknown one is refused
+    spec = write_spec(tmp_path, "name: q\ncommand: 'true'\n\nqueue: nope\n")
+    for wait in ([], ["--wait"]):  # --wait tries the quick way first, then says it as the full CLI does
+        r = server.cli("run", str(spec), *wait)
+        assert r.returncode == 2, r.stderr
+        assert f"{spec}:4 queue: unknown queue 'nope'" in r.stderr, r.stderr
+    secret = write_spec(tmp_path, "name: s\ncommand: 'true'\nsecrets:\n  X: none-such\n", "secret.yaml")
+    assert f"{secret}:4 secrets.X: no secret 'none-such'" in server.cli("run", str(secret)).stderr
+    flagged = server.cli("run", str(spec), "--queue", "nope-too")  # a flag's value: no line of the file says it
+    assert "\n  queue: unknown queue 'nope-too'" in flagged.stderr, flagged.stderr
+    assert json.loads(server.cli("ls", "-o", "json").stdout) == []
+
 def test_rm_deletes_an_ended_job_with_its_folders_and_files_and_refuses_a_running_one(server, tmp_path):
     write = "open(\"model.txt\", \"w\").write(\"m\")"
     spec = write_spec(tmp_path, f"name: made\ncommand: [{sys.executable}, -c, '{write}']\noutputs: ['*.txt']\n")

@@ -236,3 +236,19 @@ def test_a_pipeline_step_or_sweep_stored_before_the_grace_bound_still_starts_its
     assert sweep.trial_job(1, {"k": 1}, "w-1", stored=True).grace_period == 7200
     with pytest.raises(ValueError):  # a new sweep's first trial is checked as any submit
         sweep.trial_job(0, {"k": 1})
+
+
+def test_errors_found_after_reading_are_put_at_their_fields_line():
+    from trainyard.spec.lines import placed
+
+    text = "name: q\ncommand: 'true'\n\nqueue: nope\nsecrets:\n  - A\nresources: {cpu: 1}\n"
+    server = [{"field": "queue", "line": None, "message": "unknown queue 'nope'", "where": "queue"},
+              {"field": "secrets.A", "line": None, "message": "no secret 'A'", "where": "secrets.A"},
+              {"field": "resources.gpu", "line": None, "message": "too many", "where": "resources.gpu"},
+              {"field": "priority", "line": None, "message": "not written", "where": "priority"},
+              {"field": "", "line": None, "message": "whole", "where": "job.yaml"}]
+    out = placed(server, text, "job.yaml")
+    assert [e["where"] for e in out] == ["job.yaml:4 queue", "job.yaml:5 secrets.A", "job.yaml:7 resources.gpu",
+                                         "priority", "job.yaml"]  # the nearest key above; none written: as it was
+    assert out[0]["line"] == 4 and out[0]["message"] == "unknown queue 'nope'"
+    assert placed(server, "a: [", "job.yaml") == server  # text that does not read: as they were

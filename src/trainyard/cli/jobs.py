@@ -72,6 +72,7 @@ def run(
     Flags override what a spec file says. A notebook runs with papermill: -p values go into its cell
     tagged `parameters`, and the executed notebook is in the job's outputs (`trainyard download JOB`)."""
     from trainyard.cli.runspec import Flags, build, key_values, secret_flags, to_yaml
+    from trainyard.errors import InvalidSpec
     from trainyard.spec.loader import parse_param_overrides
 
     with handled():
@@ -97,7 +98,16 @@ def run(
         c = client()
         # the spec build() read, -p put in (an undeclared one said above, in the CLI's words), not the file read
         # again: a Kubeflow manifest's warnings are said once
-        job = c.submit(sub.spec, base_dir=sub.base_dir)
+        try:
+            job = c.submit(sub.spec, base_dir=sub.base_dir)
+        except InvalidSpec as e:  # the server's refusal (an unknown queue) at the line of the file that said it
+            if sub.path is None:  # the spec is the flags' (or a notebook's): no line of a file says it
+                raise
+            from trainyard.spec.kubeflow import is_pytorchjob_text
+            from trainyard.spec.lines import placed
+
+            text = sub.path.read_text()
+            raise InvalidSpec(errors=e.errors if is_pytorchjob_text(text) else placed(e.errors, text, str(sub.path)))
         _submitted(c, job, wait, follow)
 
 

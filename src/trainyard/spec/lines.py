@@ -98,6 +98,23 @@ def line_for(loc: Path_, lines: dict[Path_, int]) -> int | None:
     return None
 
 
+def placed(errors: list[dict[str, Any]], text: str, source: str) -> list[dict[str, Any]]:
+    """Errors found in a spec once it was read (the server's: an unknown queue, a missing secret), each put at its
+    field's line in ``text`` (the nearest key written above it) where it has no line; the others as they are."""
+    try:
+        _, lines = compose(text, source)
+    except InvalidSpec:
+        return errors
+    out = []
+    for err in errors:
+        field = err.get("field") or ""
+        loc = tuple(int(p) if p.isdigit() else p for p in field.split(".")) if field else ()
+        line = next((lines[loc[:end]] for end in range(len(loc), 0, -1) if loc[:end] in lines), None)
+        out.append({**err, **error_entry(source, line, field, err.get("message", ""))}
+                   if line is not None and err.get("line") is None else err)
+    return out
+
+
 _UNION_TAGS = {"str", "int", "float", "bool", "none", "list", "dict"}
 
 
