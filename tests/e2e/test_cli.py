@@ -142,8 +142,8 @@ def test_run_of_a_kubeflow_manifest_says_each_unused_field_once(server, tmp_path
     manifest = tmp_path / "pytorchjob.yaml"
     manifest.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: m, namespace: ml}\nspec:\n"
                         "  pytorchReplicaSpecs:\n    Master:\n      replicas: 1\n      template:\n        spec:\n"
-                        f"          containers:\n            - name: pytorch\n              command: [{sys.executable}]\n"
-                        "              args: [-c, 'print(42)']\n")
+                        "          containers:\n            - name: pytorch\n"
+                        f"              command: [{sys.executable}]\n              args: [-c, 'print(42)']\n")
     r = server.cli("run", str(manifest), "--wait")
     assert r.returncode == 0, r.stderr
     assert r.stderr.count(f"{manifest}:3 metadata.namespace") == 1, r.stderr  # read once, said once

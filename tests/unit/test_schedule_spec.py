@@ -298,6 +298,13 @@ def test_an_error_in_a_wrapped_job_file_names_the_jobs_own_line(tmp_path):
     assert "cannot read" in errors[""]["message"]
 
 
+def test_a_bad_cron_or_time_zone_given_to_wrap_a_job_file_is_named_as_the_flag_not_the_file(tmp_path):
+    path = write(tmp_path, "name: train\ncommand: python train.py\n", "job.yaml")
+    errors = file_errors(lambda: job_schedule(path, "61 * * * *", timezone="Mars/Base"))
+    assert errors["cron"]["where"] == "command line --cron (cron)" and "Bad minute" in errors["cron"]["message"]
+    assert errors["timezone"]["where"] == "command line --timezone (timezone)"
+
+
 def test_a_spec_model_goes_through_load_schedule_as_it_is():
     spec = ScheduleSpec.model_validate(schedule())
     assert load_schedule(spec) is spec

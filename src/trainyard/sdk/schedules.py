@@ -71,7 +71,13 @@ def job_schedule(path: str | Path, cron: str, *, name: str | None = None, timezo
         return ScheduleSpec.model_validate(data)
     except ValidationError as e:
         at = {("job", *loc): line for loc, line in lines.items()}  # the job's lines, under `job`
-        raise errors.InvalidSpec(errors=validation_errors(e, at, source, ScheduleSpec)) from None
+        said = validation_errors(e, at, source, ScheduleSpec)
+        # what the caller gave (trainyard schedule create --cron …) is no line of the file: named as a flag is
+        flags = {"cron", *(k for k, v in given.items() if v is not None), *(["name"] if name else [])}
+        for err in said:
+            if err["field"] in flags and err["line"] is None:
+                err["where"] = f"command line --{err['field']} ({err['field']})"
+        raise errors.InvalidSpec(errors=said) from None
 
 
 class Schedules:
