@@ -180,6 +180,16 @@ def test_yaml_is_read_as_json_holds_it_or_refused_at_its_line():
         assert [(e["field"], e["line"]) for e in errors_of(text)] == [(field, line)], text
 
 
+
+def test_retry_on_and_other_yaml_1_1_boolean_words_are_keys_as_written():
+    # `on:` is True in YAML 1.1 (PyYAML), a key no spec can hold: the README's own retry line was refused
+    spec = parse_job("command: x\nretry: {max: 2, backoff: 10s, on: [error, oom]}\nenv_vars: {yes: 1, Off: 2}\n")
+    assert spec.retry.on == ["error", "oom"] and spec.env_vars == {"yes": "1", "Off": "2"}
+    assert parse_job("command: x\nretry:\n  max: 1\n  on: [timeout]\n").retry.on == ["timeout"]
+    assert [(e["field"], e["line"]) for e in errors_of("command: x\nretry:\n  on: [oom]\n  ON: [error]\n")] == \
+        [("retry.ON", 4)]  # a key not known, named as written
+    assert parse_job("command: x\nparams: {flag: on}\n").params == {"flag": True}  # values keep YAML's reading
+
 @pytest.mark.parametrize("text, field, line", [
     ("image: --privileged\n", "image", 2),
     ("image: 'x; rm -rf /'\n", "image", 2),

@@ -66,6 +66,8 @@ def compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
             out = {}
             for k, v in n.value:
                 key = scalar(k, path, "key")
+                if isinstance(key, bool) and k.style is None:  # `on:` (retry's), `yes:`: JSON keys are text, and
+                    key = k.value  # YAML 1.1 would make them booleans no spec can hold; YAML 1.2 reads on/yes as text
                 if key in out:  # YAML forbids it; PyYAML keeps the last, and what the first said was lost unseen
                     field = ".".join(str(p) for p in path + (key,))
                     raise InvalidSpec(errors=[error_entry(source, k.start_mark.line + 1, field,
