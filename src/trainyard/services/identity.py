@@ -186,11 +186,7 @@ class IdentityService:
             raise InvalidSpec(errors=[{"field": "name", "line": None, "where": "name",
                                        "message": f"{req.name!r} is the server's own identity; pick another name"}])
         if req.os_user is not None:
-            try:
-                pwd.getpwnam(req.os_user)
-            except KeyError:
-                raise InvalidSpec(errors=[{"field": "os_user", "line": None, "where": "os_user",
-                                           "message": f"the server's machine has no account {req.os_user!r}"}]) from None
+            self._check_account(req.os_user)
         if req.role != "admin" and req.team is None:
             raise InvalidSpec(errors=[{"field": "team", "line": None, "where": "team",
                                        "message": f"a {req.role} belongs to a team: give --team"}])
@@ -200,6 +196,28 @@ class IdentityService:
         token = self._new_token(req.name, "first", None)
         self.audit.record(caller, action, req.name, role=req.role, team=req.team, os_user=req.os_user)
         return NewUser(user=user, token=token)
+
+    def _check_account(self, os_user: str) -> None:
+        """Refuse (naming ``os_user``) an account this machine lacks, root's, or one another user's jobs run as:
+        the account is what keeps one user's running jobs (their environment, secrets included, their files) from
+        another's, so a shared one would let each user's jobs read the other's."""
+        def refuse(message: str) -> InvalidSpec:
+            return InvalidSpec(errors=[{"field": "os_user", "line": None, "where": "os_user", "message": message}])
+
+        try:
+            uid = pwd.getpwnam(os_user).pw_uid
+        except KeyError:
+            raise refuse(f"the server's machine has no account {os_user!r}") from None
+        if uid == 0:
+            raise refuse(f"{os_user!r} is root: its jobs would read every team's; give the user an account of its own")
+        for other in self.store.users():
+            try:
+                theirs = other.os_user is not None and pwd.getpwnam(other.os_user).pw_uid == uid
+            except KeyError:  # an account the machine no longer has runs no job (run_as)
+                theirs = False
+            if theirs:
+                raise refuse(f"account {os_user!r} is user {other.name}'s already: each user needs an account of "
+                             f"its own, or its jobs could read the other's (secrets included)")
 
     def set_membership(self, caller: Caller, user: str, team: str, role: str | None) -> UserInfo:
         _admin_only(caller)
