@@ -70,3 +70,14 @@ def test_a_digest_alone_lets_no_other_team_use_the_code(db_url, tmp_path):
         # carol, alice's teammate, re-runs alice's job without uploading anything: she sees the job that ran it
         assert call("carol", "HEAD", f"/api/v1/snapshots/{digest}").status_code == 200
         assert users["carol"].rerun(ran.json()["id"]).info.snapshot == digest
+
+
+def test_a_viewers_upload_is_refused_saying_its_role_submits_nothing(tmp_path):
+    # given vic, a viewer of cv, running `trainyard run -- CMD` (which packs the folder before it submits)
+    with in_process(f"sqlite:///{tmp_path / 'db'}", tmp_path / "home", NODES, auth=True) as e:
+        secret = e.sdk.identity.create_user("vic", team="cv", role="viewer").token.secret
+        blob, digest = snapshot(b"print(1)\n")
+        r = e.tc.put(f"/api/v1/snapshots/{digest}", content=blob, headers={"Authorization": f"Bearer {secret}"})
+    # then the refusal says why in the words a refused submit uses: the role, not the upload
+    assert r.status_code == 403
+    assert "your role does not allow submitting jobs (a viewer reads only)" in r.json()["message"], r.text

@@ -39,7 +39,9 @@ async def put_snapshot(digest: str, request: Request, p: PlatformDep, caller: Ca
     The body is spooled (to disk past a few MiB), then streamed to the store off the event loop. A bad digest, or
     a body over the server's snapshot limit (declared, or once it has passed it), is refused before more is kept."""
     if not (caller.admin or caller.submit_teams()):
-        raise Forbidden("only a user who may submit uploads code")
+        raise Forbidden("your role does not allow submitting jobs (a viewer reads only), nor uploading their code"
+                        if caller.teams else "you belong to no team, so you submit no job and upload no code: "
+                        "an admin adds you to one")
     snapshots = p.snapshots
     snapshots.check_upload(digest, request.headers.get("content-length"))
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as body:
