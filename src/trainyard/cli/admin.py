@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from trainyard.spec.identity import UserInfo
 
 app = typer.Typer(no_args_is_help=True, help="Users and teams (admins only), and the first admin.")
-user_app = typer.Typer(no_args_is_help=True, help="Users: create (with a first token), list, show, disable.")
+user_app = typer.Typer(no_args_is_help=True, help="Users: create (with a first token), list, show, team, disable.")
 team_app = typer.Typer(no_args_is_help=True, help="Teams: create, list.")
 app.add_typer(user_app, name="user")
 app.add_typer(team_app, name="team")
@@ -105,9 +105,23 @@ def user_disable(name: Annotated[str, typer.Argument()]) -> None:
         console.print(f"user {name} disabled", highlight=False)
 
 
+@user_app.command("team")
+def user_team(
+    name: Annotated[str, typer.Argument(help="user name")],
+    team: Annotated[str, typer.Argument(help="the team")],
+    role: Annotated[str, typer.Option("--role", help="maintainer, member or viewer")] = "member",
+    remove: Annotated[bool, typer.Option("--remove", help="take the user out of the team")] = False,
+) -> None:
+    """Put a user in a team, or change its role there; --remove takes it out (its jobs there stay)."""
+    with handled():
+        u = client().identity.set_membership(name, team, None if remove else role)
+        teams = ", ".join(f"{t} ({r})" for t, r in sorted(u.teams.items())) or "no team"
+        console.print(f"user {u.name}: {teams}", highlight=False)
+
+
 @team_app.command("create")
 def team_create(name: Annotated[str, typer.Argument()]) -> None:
-    """Create a team (users join it with `admin user create --team`)."""
+    """Create a team (users join it with `admin user create --team` or `admin user team`)."""
     with handled():
         client().identity.create_team(name)
         console.print(f"team {name} created", highlight=False)

@@ -52,7 +52,8 @@ class TeamCreate(Strict):
 
 class MembershipSet(Strict):
     team: Name
-    role: Literal["maintainer", "member", "viewer"] = "member"
+    role: Literal["maintainer", "member", "viewer"] | None = Field(
+        "member", description="the user's role in the team; null takes the user out of it")
 
 
 class TokenCreate(Strict):
