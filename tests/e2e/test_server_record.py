@@ -160,3 +160,19 @@ def test_admin_bootstrap_without_db_refuses_a_home_whose_server_uses_postgresql(
         assert "first admin 'admin' created" in made.stdout and "hunter2" not in made.stdout + made.stderr
     finally:
         srv.stop_all()
+
+
+def test_admin_bootstrap_with_a_db_the_homes_server_does_not_use_refuses_naming_db(tmp_path):
+    # given a home whose server runs on the home's SQLite
+    srv = ServerProcess(tmp_path / "home")
+    srv.start()
+    try:
+        other = tmp_path / "elsewhere.db"
+        # when an admin is bootstrapped for that home, but with --db naming another database
+        refused = cli(srv.home, "admin", "bootstrap", "--db", f"sqlite:///{other}")
+        # then it refuses, naming --db and the server's database, and makes no admin nowhere the server looks
+        assert refused.returncode == 1, refused.stdout
+        assert "--db" in refused.stderr and str(srv.home / "trainyard.db") in refused.stderr, refused.stderr
+        assert not other.exists() and "ty_" not in refused.stdout
+    finally:
+        srv.stop_all()

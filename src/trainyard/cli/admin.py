@@ -38,10 +38,13 @@ def bootstrap(
 
     with handled():
         settings = ServerSettings(home=home or default_home(), db=db)
-        theirs = other_database(settings) if db is None else None
-        if theirs is not None:  # an admin in the home's SQLite would be one that server never sees
-            raise TrainyardError(f"the server of {settings.home} uses the database {theirs}, not the home's "
-                                 f"SQLite: give the server's database with --db (its full URL)")
+        theirs = other_database(settings)
+        if theirs is not None:  # an admin in another database would be one that server never sees
+            from trainyard.db_url import database_name
+
+            ours = "the home's SQLite" if db is None else f"{database_name(db)} (--db)"
+            raise TrainyardError(f"the server of {settings.home} uses the database {theirs}, not {ours}: "
+                                 f"give the server's database with --db (its full URL)")
         made = bootstrap_admin(settings)
         if made is None:
             raise TrainyardError("an admin exists already: ask one for a user (trainyard admin user create)")
