@@ -211,3 +211,25 @@ def test_cpu_and_cpu_limit_reach_each_launcher_and_a_bad_cpu_limit_is_named(tmp_
         with pytest.raises(InvalidSpec) as e:
             check(path, lambda: ServerSettings(**load(path)))
         assert [err["field"] for err in e.value.errors] == ["cpu_limit"], text
+
+
+def test_secrets_key_file_names_the_key_relative_to_the_config_file(tmp_path):
+    # given a config naming the key file the servers sharing a database share (README, Secrets)
+    (tmp_path / "etc").mkdir()
+    path = tmp_path / "etc" / "server.yaml"
+    path.write_text("secrets_key_file: keys/secrets.key\n")
+    # then the servers' key is that file, found beside the config wherever the server was started from
+    settings = ServerSettings(**load(path), home=tmp_path / "home")
+    assert settings.secrets_key == tmp_path / "etc" / "keys" / "secrets.key"
+
+
+def test_a_secrets_key_file_others_may_read_is_refused_naming_it(tmp_path):
+    key = tmp_path / "secrets.key"
+    key.write_text("x\n")
+    key.chmod(0o644)
+    path = tmp_path / "server.yaml"
+    path.write_text(f"secrets_key_file: {key}\n")
+    with pytest.raises(InvalidSpec) as e:
+        load(path)
+    assert [err["field"] for err in e.value.errors] == ["secrets_key_file"]
+    assert "chmod 600" in e.value.errors[0]["message"]

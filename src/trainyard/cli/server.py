@@ -54,7 +54,7 @@ def server(
     config: Annotated[Optional[Path], typer.Option(
         "--config", help="YAML of further settings: sample_every, idle_gpu_threshold, idle_gpu_period, log_keep, "
                 "metrics_keep, outputs_max, pids_max, cpu_limit, start_deadline, prices, scheduler (the planner's "
-                "options)")
+                "options), webhooks, retention, secrets_key_file")
     ] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:

@@ -31,6 +31,8 @@ retention:                 # what ended attempts leave on nodes, and ended jobs 
   jobs: 180d               # an ended job itself, as `trainyard rm` deletes it; its usage stays (default: off)
   keep: keep=true          # a label selector: jobs it matches stay whatever their age (default keep=true; off: none)
   every: 10m               # between the leader's sweeps
+secrets_key_file: /etc/trainyard/secrets.key   # the key secrets are sealed with (relative: to this file's folder;
+                           # 0600); default secrets.key in the home. Servers sharing a database share it
 ```
 """
 
@@ -43,7 +45,7 @@ from trainyard.errors import InvalidSpec
 from trainyard.spec.units import parse_duration, parse_memory
 
 KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "metrics_keep", "outputs_max",
-        "pids_max", "cpu_limit", "start_deadline", "prices", "scheduler", "webhooks", "retention")
+        "pids_max", "cpu_limit", "start_deadline", "prices", "scheduler", "webhooks", "retention", "secrets_key_file")
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:
@@ -75,6 +77,8 @@ def load(path: Path) -> dict[str, Any]:
                 data[key] = parse_memory(data[key])
             except ValueError as e:
                 raise _error(path, key, str(e)) from None
+    if "secrets_key_file" in data:
+        data["secrets_key_file"] = _key_file(path, data["secrets_key_file"])
     if "scheduler" in data:
         from trainyard.config import SchedulerSettings
 
@@ -93,6 +97,26 @@ def load(path: Path) -> dict[str, Any]:
             except ValueError as e:
                 raise _error(path, "retention.keep", str(e)) from None
     return data
+
+
+def _key_file(path: Path, value: Any) -> Path:
+    """The secrets key file, a path relative to the config file's folder; one that exists must be private (whoever
+    reads it opens every secret in a copy of the database), as doctor checks the home's."""
+    import stat
+
+    if not isinstance(value, str) or not value.strip():
+        raise _error(path, "secrets_key_file", "a path to the file of keys secrets are sealed with")
+    key = Path(path).parent / Path(value).expanduser()
+    try:
+        mode = stat.S_IMODE(key.stat().st_mode)
+    except FileNotFoundError:
+        return key  # made, 0600, on first need
+    except OSError as e:
+        raise _error(path, "secrets_key_file", f"{key}: {e.strerror or e}") from None
+    if mode & 0o077:
+        raise _error(path, "secrets_key_file", f"{key} is readable by others (mode {mode:o}): whoever reads it "
+                     f"opens every secret in the database; chmod 600 {key}")
+    return key
 
 
 def _durations(path: Path, name: str, section: Any, model: Any) -> dict[str, Any]:
