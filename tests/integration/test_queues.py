@@ -144,3 +144,35 @@ def test_a_queue_with_a_memory_or_cpu_quota_refuses_jobs_it_could_not_count_and_
     sdk.submit({"command": "x", "queue": "gpus-only", "resources": {"cpu": 0}})  # what its quota counts, it says
     sdk.submit({"command": "x"})  # the default queue has no quota
     assert len(sdk.jobs().items) == 3
+
+
+def test_a_maintainer_defines_its_teams_queues_but_quota_priority_and_borrowing_are_an_admins(db_url, tmp_path):
+    from tests.support.inprocess import in_process
+
+    with in_process(db_url, tmp_path / "home", [NODE], auth=True) as e:
+        # given an admin's queue for vision (what divides the cluster between teams) and carol, vision's maintainer
+        e.sdk.create_queue({"name": "vision-q", "team": "vision", "priority": "high", "quota": {"cpu": 1, "jobs": 2}})
+        made = e.sdk.identity.create_user("carol", team="vision", role="maintainer")
+        carol = {"Authorization": f"Bearer {made.token.secret}"}
+
+        def define(queue: dict, replace: bool = False):  # noqa: ANN202
+            return e.tc.post("/api/v1/queues", json={"queue": {"team": "vision", **queue}, "replace": replace},
+                             headers=carol)
+
+        # when carol raises the quota, the priority or the borrowing the admin set, or gives a new queue its own
+        for queue, replace, field in (({"name": "vision-q", "quota": {"jobs": 100}}, True, "quota"),
+                                      ({"name": "vision-q", "quota": {"cpu": 1, "jobs": 2}}, True, "priority"),
+                                      ({"name": "vision-q", "priority": 200, "quota": {"cpu": 1, "jobs": 2},
+                                        "borrowing": False}, True, "borrowing"),
+                                      ({"name": "vision-big", "quota": {"cpu": 4}}, False, "quota"),
+                                      ({"name": "vision-top", "priority": 2**31 - 1}, False, "priority")):
+            r = define(queue, replace)
+            # then it is refused naming the field, and the admin's queue is as it was
+            assert r.status_code == 403 and r.json()["details"]["field"] == field, (queue, r.text)
+            assert "admin" in r.json()["message"]
+        kept = e.sdk.queue("vision-q").queue
+        assert (kept.priority, kept.quota.cpu, kept.quota.jobs, kept.borrowing) == (200, 1, 2, True)
+        # while a queue of its own with none of them, or the admin's queue with its idle-GPU action changed, is hers
+        assert define({"name": "vision-scratch"}).status_code == 201
+        same = {"name": "vision-q", "priority": 200, "quota": {"cpu": 1, "jobs": 2}, "idle_gpus": "cancel"}
+        assert define(same, replace=True).status_code == 201

@@ -64,6 +64,8 @@ class QueueService:
                                 field="team")
             if replace:
                 self._managed(caller, spec.name)
+            if not caller.admin:
+                self._keeps_the_admins_terms(spec, replace)
         self.store.create_queue(spec, replace=replace)
         self._models = None
         self.scheduler.wake()  # a new quota may let jobs start, or hold them back
@@ -82,6 +84,21 @@ class QueueService:
         self.scheduler.wake()
         if caller is not None:
             self.audit.record(caller, "queue.delete", name)
+
+    def _keeps_the_admins_terms(self, spec: QueueSpec, replace: bool) -> None:
+        """A maintainer's queue keeps the quota, priority and borrowing an admin gave it (a new one: none, 0, and
+        allowed): they divide the cluster between teams (a quota is a guarantee other teams' work yields to, a
+        queue's priority wins ties against theirs), so a team's own maintainer may not raise them."""
+        old = next((q for q in self.models() if q.name == spec.name), None) if replace else None
+        base, new = old or planner_queue(QueueSpec(name=spec.name, team=spec.team)), planner_queue(spec)
+        terms = (("quota", ("cpu", "memory", "gpus", "max_running")), ("priority", ("priority",)),
+                 ("borrowing", ("borrowing",)))
+        for field, attrs in terms:
+            if any(getattr(base, a) != getattr(new, a) for a in attrs):
+                keeps = f"what the admin gave it (trainyard queue show {spec.name})" if old else \
+                    "none of them (priority 0)"
+                raise Forbidden(f"{field}: only an admin sets a queue's quota, priority and borrowing, which divide "
+                                f"the cluster between teams; a maintainer's queue keeps {keeps}", field=field)
 
     def _managed(self, caller: Caller, name: str) -> None:
         """A queue the caller may change: another team's is not found, its own team's needs a maintainer."""
