@@ -209,7 +209,8 @@ class IdentityService:
         except KeyError:
             raise refuse(f"the server's machine has no account {os_user!r}") from None
         if uid == 0:
-            raise refuse(f"{os_user!r} is root: its jobs would read every team's; give the user an account of its own")
+            raise refuse(f"{os_user!r} is root's account (uid 0): its jobs would read every team's secrets and files; "
+                         "give the user an account of its own")
         for other in self.store.users():
             try:
                 theirs = other.os_user is not None and pwd.getpwnam(other.os_user).pw_uid == uid

@@ -96,7 +96,7 @@ class QueueService:
         for field, attrs in terms:
             if any(getattr(base, a) != getattr(new, a) for a in attrs):
                 keeps = f"what the admin gave it (trainyard queue show {spec.name})" if old else \
-                    "none of them (priority 0)"
+                    "none of them: no quota, priority 0, borrowing allowed"
                 raise Forbidden(f"{field}: only an admin sets a queue's quota, priority and borrowing, which divide "
                                 f"the cluster between teams; a maintainer's queue keeps {keeps}", field=field)
 
