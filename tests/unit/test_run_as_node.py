@@ -60,3 +60,28 @@ def test_doctor_says_whether_accounts_see_each_others_command_lines(tmp_path, mo
     found = _process_list(str(mounts))
     assert found.level == level, found
     assert ("hidepid=invisible" in found.fix) == (level == "warning")
+
+
+def _user(name: str, os_user: str | None, *, admin: bool = False, disabled: bool = False,  # noqa: ANN202
+          role: str = "member"):
+    from trainyard.spec.identity import UserInfo
+
+    return UserInfo(name=name, admin=admin, os_user=os_user, disabled=disabled, created_at=0,
+                    teams={} if admin else {"vision": role})
+
+
+def test_doctor_tells_an_admin_which_users_jobs_no_account_of_their_own_keeps_apart():
+    from trainyard.cli.doctor import _user_accounts
+
+    # given users mapped before each account had to be its own, one mapped to root, and one with no account
+    users = [_user("ana", "s43ana"), _user("mal", "s43ana"), _user("rooty", "root"), _user("bob", None),
+             _user("admin", None, admin=True), _user("gone", None, disabled=True), _user("vic", None, role="viewer")]
+    found = _user_accounts(users, {"s43ana": 1008, "root": 0}.get)
+    # then each is named, with why (an admin's jobs, a disabled user's and a viewer's are not in question)
+    assert found.level == "warning", found
+    assert "ana, mal share account s43ana" in found.found and "rooty" in found.found and "bob" in found.found
+    assert not {"admin", "gone", "vic"} & set(found.found.replace(",", " ").replace(";", " ").split())
+    assert "--os-user" in found.fix
+    # and where each user has an account of its own, all is well
+    assert _user_accounts([_user("ana", "s43ana"), _user("bob", "s43ben")], {"s43ana": 1008, "s43ben": 1009}.get
+                          ).level == "ok"

@@ -48,6 +48,8 @@ def doctor(
     if ray_address:
         checks.append(lambda: _ray(ray_address))
     findings += [check() for check in checks]
+    if nodes is not None and (users := _users()) is not None:
+        findings.append(users)
     width = max(len(f.check) for f in findings)
     for f in findings:
         line = f"[{STYLE[f.level]}]{f.level:<7}[/] {f.check:<{width}}  {escape(f.found)}"
@@ -189,6 +191,53 @@ def _accounts() -> Finding:
         return Finding("accounts", "warning", f"jobs of users made with --os-user fail here: {problem}",
                        "sysctl -w fs.protected_hardlinks=1 (and in /etc/sysctl.d to keep it)")
     return Finding("accounts", "ok", "jobs may run as the accounts of users made with --os-user")
+
+
+def _users() -> Finding | None:
+    """For an admin of a server with users: whose jobs no account of their own keeps apart; None for anyone else."""
+    import pwd
+
+    from trainyard.errors import TrainyardError
+    from trainyard.sdk.client import Client
+    from trainyard.sdk.discovery import resolve_server
+
+    def uid_of(account: str) -> int | None:
+        try:
+            return pwd.getpwnam(account).pw_uid
+        except KeyError:
+            return None
+
+    try:
+        with Client(resolve_server(None, autostart=False), timeout=5) as c:
+            users = c.identity.users()
+    except TrainyardError:  # no users on that server, or not an admin asking
+        return None
+    return _user_accounts(users, uid_of) if users else None
+
+
+def _user_accounts(users: list, uid_of: Callable[[str], int | None]) -> Finding:
+    """Users who submit (active, a member or maintainer of a team; not admins) whose jobs run as root or the
+    server's account, or share an account."""
+    active = [u for u in users if not u.disabled and not u.admin and {"member", "maintainer"} & set(u.teams.values())]
+    by_account: dict[object, list[str]] = {}
+    for u in active:
+        if u.os_user:
+            uid = uid_of(u.os_user)
+            by_account.setdefault(u.os_user if uid is None else uid, []).append(u.name)
+    named = {u.name: u.os_user for u in active}
+    problems = [f"{', '.join(names)} share account {named[names[0]]}"
+                for names in by_account.values() if len(names) > 1]
+    if rooted := [u.name for u in active if u.os_user and uid_of(u.os_user) == 0]:
+        problems.append(f"{', '.join(rooted)} run as root")
+    if bare := [u.name for u in active if not u.os_user]:
+        problems.append(f"{', '.join(bare)} have no account: their jobs run as the server's own (root on a root "
+                        "server)")
+    if not problems:
+        return Finding("users", "ok", "each user's jobs run as an account of its own")
+    return Finding("users", "warning", "jobs these users' accounts do not keep apart read each other's secrets and "
+                   "files: " + "; ".join(problems),
+                   "give each user who submits an account of its own: a user made with --os-user ACCOUNT "
+                   "(disable the old one), on a server run as root")
 
 
 def _process_list(mounts: str = "/proc/mounts") -> Finding:
