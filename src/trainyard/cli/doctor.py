@@ -41,8 +41,9 @@ def doctor(
 
     findings: list[Finding] = []
     nodes = _server(findings)
+    key = _secrets_key if _logged_in() is None else _remote_secrets_key
     checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _cpu, _gpu_devices,
-                                           _accounts, _process_list, _disk, _secrets_key]
+                                           _accounts, _process_list, _disk, key]
     if db:
         checks.append(lambda: _database(db))
     if ray_address:
@@ -73,7 +74,7 @@ def _server(out: list[Finding]) -> list | None:
         out.append(Finding("server", "warning", "no local server is running",
                            "one starts by itself on the first `trainyard run`; or run `trainyard server`"))
         return None
-    where = "TRAINYARD_SERVER" if explicit else "the home's server.json"
+    where = "TRAINYARD_SERVER" if explicit else _logged_in() or "the home's server.json"
     try:
         with Client(url, timeout=5) as c:
             health = c.health()
@@ -101,6 +102,19 @@ def _server(out: list[Finding]) -> list | None:
     out.append(Finding("nodes", "ok", f"{len(nodes)} node(s), {sum(n.cpu for n in nodes):g} cores, "
                        f"{gpus} GPU(s)" + (f" ({', '.join(kinds)})" if kinds else "")))
     return nodes
+
+
+def _logged_in() -> str | None:
+    """Where `trainyard login` saved the server this client uses (unless TRAINYARD_SERVER names one), or None."""
+    from trainyard.config import home, server_url
+    from trainyard.home import LOGIN_FILE, read_login
+
+    return f"`trainyard login`, {home() / LOGIN_FILE}" if not server_url() and read_login() else None
+
+
+def _remote_secrets_key() -> Finding:
+    return Finding("secrets", "ok", "the key secrets are sealed with is the server's, in its home on its machine: "
+                   "trainyard doctor there checks it")
 
 
 def _nvml() -> Finding:
