@@ -87,6 +87,16 @@ def test_a_dry_run_checks_everything_and_stores_nothing(env):
     assert tc.get("/api/v1/jobs").json()["items"] == []
 
 
+def test_a_dry_run_refuses_what_the_submit_refuses_in_after(env):
+    tc, _, _ = env
+    # given a spec that waits for a job that is not there (or not the caller's to see)
+    spec = "name: eval\ncommand: echo\nafter: [j-0000000000]\n"
+    # then the dry run refuses it as the submit does, naming the field and line, instead of saying all is well
+    checked, submitted = (errors_of(tc.post("/api/v1/jobs", params=p, content=spec, headers=YAML))
+                          for p in ({"dry_run": True}, {}))
+    assert checked == submitted and checked[0]["field"] == "after.0.job" and checked[0]["line"] == 3, checked
+
+
 @pytest.mark.parametrize("body, says", [
     (b"\xff\xfe not text", "not UTF-8"),
     (b"name: [unclosed\n", "not valid YAML"),

@@ -120,6 +120,11 @@ class JobService(OutputsMixin):
         self._check_room(spec, snapshot)
         return owner, team
 
+    def dry_run(self, spec: JobSpec, snapshot: str | None, caller: Caller) -> None:
+        """What :meth:`submit` would refuse of ``spec`` (its ``after`` too), refused alike; nothing is stored."""
+        self.check(spec, snapshot, caller)
+        self.dependencies.check(spec, caller)
+
     def check_exec(self, spec: JobSpec, team: str | None) -> None:
         """The job's command and environment with its secrets (which the launcher adds) fit one exec; InvalidSpec
         naming secrets.VAR (or secrets) otherwise. The spec alone was checked when it was read."""

@@ -89,7 +89,7 @@ def _submit(p: Platform, caller: Caller, spec: JobSpec | None, snapshot: str | N
         raise InvalidSpec(errors=[{"field": "labels", "line": None, "where": "labels", "message": why}])
     p.snapshots.check_use(caller, snapshot)
     if dry_run:
-        p.jobs.check(spec, snapshot, caller)
+        p.jobs.dry_run(spec, snapshot, caller)
         return _json(SpecCheck(kind="job", name=spec.name).model_dump_json())
     return _json(p.jobs.submit(spec, snapshot, caller).model_dump_json(), 201)
 
