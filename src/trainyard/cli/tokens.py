@@ -40,11 +40,14 @@ def create(
     user: Annotated[Optional[str], typer.Option("--user", help="an admin: for this user")] = None,
 ) -> None:
     """Create a token; prints it once, as the last line."""
-    from trainyard.spec.identity import parse_duration
+    from trainyard.spec.identity import MAX_EXPIRY_S, parse_duration
 
     with handled():
         try:
             seconds = parse_duration(expires) if expires else None
+            if seconds is not None and not 60 <= seconds <= MAX_EXPIRY_S:  # the server's bounds, said in days
+                raise ValueError(f"{expires!r}: at least a minute (1m)" if seconds < 60 else
+                                 f"{expires!r}: at most 5 years ({MAX_EXPIRY_S // 86400}d)")
         except ValueError as e:
             raise InvalidSpec(errors=[{"field": "expires", "line": None, "where": "--expires", "message": str(e)}]) from None
         print_new_token(client().identity.create_token(name, expires_in=seconds, user=user))
