@@ -79,3 +79,36 @@ def test_a_store_url_is_read_decoded_as_the_launcher_reads_it(db_url, tmp_path):
             assert one["field"] == "inputs.data" and "in trainyard's artifact store" in one["message"], (url, one)
         ok = bob.submit({"command": "x", "queue": "nlp-q", "inputs": {"data": f"{store}/jobs/{mine}/1/outputs"}})
         assert ok.info.spec.inputs["data"].endswith(f"/jobs/{mine}/1/outputs")
+
+
+def test_a_jobs_input_names_a_job_it_may_see_as_job_url_and_gets_its_outputs(db_url, tmp_path):
+    from tests.integration.test_api import report
+    from tests.support.waiting import until
+
+    with in_process(db_url, tmp_path / "home", NODES, auth=True) as e:
+        users = {}
+        for user, team in (("alice", "cv"), ("bob", "nlp")):
+            e.sdk.create_queue({"name": f"{team}-q", "team": team})
+            secret = e.sdk.identity.create_user(user, team=team, role="member").token.secret
+            users[user] = Client("http://testserver", token=secret, transport=e.tc._transport)
+        alice, bob = users["alice"], users["bob"]
+        # given alice's job that succeeded, and one that has not
+        trained = alice.submit({"command": "train", "queue": "cv-q"})
+        attempt = until(lambda: next(iter(e.engine.launched), None))
+        report(e.tc, e.engine, attempt, phase="exited", pid=1, result={"exit_code": 0, "reason": "Succeeded"})
+        trained.wait(timeout=10)
+        waiting = alice.submit({"command": "x", "queue": "cv-q"}).id
+        # when alice's next job names its outputs as job://ID/PATH
+        used = alice.submit({"command": "x", "queue": "cv-q", "inputs": {"model": f"job://{trained.id}/model.pt"}})
+        # then it reads them from the store, where the launcher fetches them (job:// is no protocol it knows)
+        assert used.info.spec.inputs == {"model": e.platform.artifacts.outputs_url(trained.id, 1) + "/model.pt"}
+        # and bob (another team), a job that has not succeeded, artifact:// and a path out of the outputs are refused
+        # at submit, naming the input, not at the attempt's setup
+        for who, url, says in ((bob, f"job://{trained.id}", f"no such job: {trained.id}"),
+                               (alice, f"job://{waiting}", "only a succeeded job's outputs"),
+                               (alice, "artifact://a-1", "artifact://"),
+                               (alice, f"job://{trained.id}/../x", "path")):
+            with pytest.raises(InvalidSpec) as err:
+                who.submit({"command": "x", "queue": "cv-q" if who is alice else "nlp-q", "inputs": {"model": url}})
+            [one] = err.value.errors
+            assert one["field"] == "inputs.model" and says in one["message"], (url, one)

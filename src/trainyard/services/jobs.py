@@ -99,6 +99,7 @@ class JobService(OutputsMixin):
         # whose jobs it may wait for: the caller's sight, or for a step its owner's within the run's team
         seer = caller if on_behalf is None or on_behalf[0] is None else \
             Caller(user=on_behalf[0], teams={on_behalf[1]: Role.MEMBER} if on_behalf[1] else {})
+        spec = store_inputs.resolved(self, spec, seer)  # as the store URLs the launcher fetches
         waits = self.dependencies.check(spec, seer)
         audit = None if on_behalf is not None else self.audit.entry(caller, "job.submit", name=spec.name,
                                                                      queue=spec.queue, team=team)
@@ -113,6 +114,7 @@ class JobService(OutputsMixin):
               caller: Caller = LOCAL_ADMIN) -> tuple[str | None, str | None]:
         """Everything :meth:`submit` checks, without storing: the job's (owner, team) if it would be accepted."""
         store_inputs.check_for(self, spec.inputs, caller)  # first: the engine's look for local inputs says more
+        store_inputs.resolved(self, spec, caller)  # job:// refs: one the caller may see, that succeeded
         self.engine.validate(spec)
         owner, team = caller.user, self.team_for(caller, spec.queue)
         self.check_secrets(spec.secrets, team)
