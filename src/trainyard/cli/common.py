@@ -44,10 +44,26 @@ def handled() -> Iterator[None]:
     except TrainyardError as e:
         err_console.print(f"[red]error:[/red] {escape(e.message)}", highlight=False)
         if isinstance(e, Unauthorized):
-            err_console.print(f"[yellow]hint:[/yellow] {escape(e.HINT)}", highlight=False)
+            err_console.print(f"[yellow]hint:[/yellow] {escape(unauthorized_hint())}", highlight=False)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+def unauthorized_hint() -> str:
+    """What to do about a 401, by which token this client sent (never the token itself)."""
+    from trainyard.home import LOGIN_FILE, read_login
+    from trainyard.locations import client_token, home, server_url
+
+    refused = "it is wrong, revoked or expired, or its user is disabled"
+    if client_token():
+        return (f"the server refused the token in TRAINYARD_TOKEN: {refused}; set another, or unset it and run "
+                "`trainyard login --server URL` (a token saved per server)")
+    login = read_login()
+    if login and server_url() in (None, login["server"]):
+        return (f"the server refused the token `trainyard login` saved in {home() / LOGIN_FILE}: {refused}; log in "
+                f"with a new one: trainyard login --server {login['server']}")
+    return Unauthorized.HINT
 
 
 def _show_warning(message, category, *_args, **_kwargs) -> None:  # noqa: ANN001

@@ -1,0 +1,48 @@
+"""A 401 to the CLI says which token it sent and what to do, as a user whose token was revoked (or whose user was
+disabled) meets it: the token in TRAINYARD_TOKEN, the one `trainyard login` saved, or none at all."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+
+@pytest.fixture
+def refused(tmp_path, monkeypatch):
+    from trainyard.errors import Unauthorized
+
+    def client():  # noqa: ANN202
+        raise Unauthorized()
+
+    monkeypatch.setattr("trainyard.cli.tokens.client", client)
+    monkeypatch.setenv("TRAINYARD_HOME", str(tmp_path))
+    for name in ("TRAINYARD_TOKEN", "TRAINYARD_SERVER"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def hint() -> str:
+    from trainyard.cli.main import app
+
+    out = CliRunner().invoke(app, ["token", "ls"])
+    assert out.exit_code == 1, out.output
+    return " ".join(out.stderr.split("hint:", 1)[1].split())
+
+
+def test_a_refused_trainyard_token_is_named(refused, monkeypatch):
+    monkeypatch.setenv("TRAINYARD_TOKEN", "ty_revoked")
+    said = hint()
+    assert "TRAINYARD_TOKEN" in said and "revoked" in said and "--token-file" not in said and "ty_" not in said
+
+
+def test_a_refused_login_token_says_to_log_in_again(refused):
+    (refused / "login.json").write_text(json.dumps({"server": "https://yard.example:8470", "token": "ty_old"}))
+    said = hint()
+    assert str(refused / "login.json") in said and "trainyard login --server https://yard.example:8470" in said
+    assert "--token-file" not in said and "ty_old" not in said
+
+
+def test_with_no_token_of_a_user_the_hint_is_as_before(refused):
+    assert "--token-file" in hint()
