@@ -233,3 +233,16 @@ def test_a_secrets_key_file_others_may_read_is_refused_naming_it(tmp_path):
         load(path)
     assert [err["field"] for err in e.value.errors] == ["secrets_key_file"]
     assert "chmod 600" in e.value.errors[0]["message"]
+
+
+@pytest.mark.parametrize("text, meant", [("scheduler:\n  reclaim_withn: 5m\n", "reclaim_within"),
+                                         ("retention:\n  work_dir: 3d\n", "work_dirs"),
+                                         ("log_kep: 64Mi\n", "log_keep")])
+def test_a_misspelt_setting_names_the_one_meant(tmp_path, text, meant):
+    from trainyard.cli.server_config import check
+
+    path = tmp_path / "server.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidSpec) as e:
+        check(path, lambda: ServerSettings(**load(path)))
+    assert f"did you mean {meant!r}?" in e.value.errors[0]["message"], e.value.errors

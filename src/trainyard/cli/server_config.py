@@ -64,7 +64,10 @@ def load(path: Path) -> dict[str, Any]:
         raise _error(path, "config", "must be a mapping of settings")
     for key in data:
         if key not in KEYS:
-            raise _error(path, str(key), f"unknown setting; this file takes {', '.join(KEYS)}")
+            from trainyard.spec.lines import suggestion
+
+            raise _error(path, str(key), f"unknown setting{suggestion(str(key), KEYS)} (this file takes "
+                                         f"{', '.join(KEYS)})")
     for key in ("sample_every", "idle_gpu_period", "start_deadline"):
         if key in data:
             try:  # sample_every 0 turns sampling off, as documented; a zero idle period means nothing
@@ -148,9 +151,10 @@ def check(path: Path, build: Any) -> Any:
     """``build()`` (making the settings), with pydantic's errors turned into ones naming the file's field."""
     from pydantic import ValidationError
 
+    from trainyard.config import ServerSettings
     from trainyard.spec.lines import validation_errors
 
     try:
         return build()
-    except ValidationError as e:
-        raise InvalidSpec(errors=validation_errors(e, {}, str(path))) from None
+    except ValidationError as e:  # with the model: a misspelt setting names the one meant
+        raise InvalidSpec(errors=validation_errors(e, {}, str(path), ServerSettings)) from None
