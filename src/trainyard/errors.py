@@ -26,16 +26,37 @@ class TrainyardError(Exception):
 
 
 class InvalidSpec(TrainyardError):
-    """The job spec is not valid."""
+    """The job spec is not valid.
+
+    Each of ``errors`` names its ``field`` (and ``line``, ``where``) in a spec; one with ``in`` names something
+    else that is not valid (see :data:`PLACES`): a query parameter, a server's config. The code stays
+    ``invalid_spec`` for all of them, as clients catch it."""
 
     code = "invalid_spec"
     http_status = 422
+    # what an error's "in" names, as its message says it
+    PLACES: ClassVar[dict[str, str]] = {"query": "query parameter", "path": "path parameter", "header": "header",
+                                        "config": "server config"}
 
     def __init__(self, message: str | None = None, errors: list[dict[str, Any]] | None = None) -> None:
         self.errors = errors or []
         if message is None:
-            message = "invalid spec:\n" + "\n".join(f"  {e['where']}: {e['message']}" for e in self.errors)
+            spec = [f"  {e['where']}: {e['message']}" for e in self.errors if not e.get("in")]
+            message = "\n".join([self.said(e) for e in self.errors if e.get("in")]
+                                + (["invalid spec:", *spec] if spec else []))
         super().__init__(message, errors=self.errors)
+
+    @classmethod
+    def said(cls, error: dict[str, Any]) -> str:
+        """One error as a line: ``invalid query parameter since: must be …``, or ``where: message`` in a spec."""
+        place = cls.PLACES.get(error.get("in") or "")
+        where = f"{error.get('where') or error.get('field')}: {error.get('message')}"
+        return f"invalid {place} {where}" if place else where
+
+    @classmethod
+    def parameter(cls, name: str, message: str, place: str = "query") -> InvalidSpec:
+        """A request's ``place`` parameter ``name`` is not valid."""
+        return cls(errors=[{"field": name, "line": None, "where": name, "message": message, "in": place}])
 
 
 class Unschedulable(TrainyardError):

@@ -160,6 +160,24 @@ def test_bad_listing_input_is_a_422_naming_the_field(env, query, field):
         assert r.json()["details"]["errors"][0]["field"] == field
 
 
+NOT_NUMBERS = [("since=NaN", "since", "must be a finite number from 0 to 9007199254740992 (not 'NaN')"),
+               ("until=-inf", "until", "must be a finite number from 0 to 9007199254740992 (not '-inf')"),
+               ("since=1e400", "since", "must be a finite number from 0 to 9007199254740992 (not '1e400')"),
+               ("limit=-1", "limit", "must be a whole number from 1 to 500 (not '-1')"),
+               ("limit=abc", "limit", "must be a whole number from 1 to 500 (not 'abc')"),
+               ("since=10&until=5", "until", "until must come after since")]
+
+
+@pytest.mark.parametrize(("query", "field", "message"), NOT_NUMBERS)
+def test_a_bad_query_parameter_is_said_as_one_naming_it_and_its_range_not_as_a_spec(env, query, field, message):
+    tc, _ = env
+    r = tc.get(f"/api/v1/jobs?{query}")
+    assert r.status_code == 422 and r.json()["code"] == "invalid_spec", r.text  # the code clients catch, as before
+    assert r.json()["message"] == f"invalid query parameter {field}: {message}"
+    assert r.json()["details"]["errors"] == [{"field": field, "line": None, "where": field, "message": message,
+                                              "in": "query"}]
+
+
 def test_a_page_costs_the_same_few_queries_whatever_its_size(quiet):
     tc, store = quiet
     for i in range(240):  # running: their attempts are read every time (ended jobs are kept in memory)

@@ -246,3 +246,18 @@ def test_a_misspelt_setting_names_the_one_meant(tmp_path, text, meant):
     with pytest.raises(InvalidSpec) as e:
         check(path, lambda: ServerSettings(**load(path)))
     assert f"did you mean {meant!r}?" in e.value.errors[0]["message"], e.value.errors
+
+
+def test_a_bad_config_is_said_as_the_servers_config_not_as_a_spec(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "server.yaml").write_text("sample_every: soon\n")
+    env = {**os.environ, "TRAINYARD_HOME": str(tmp_path / "home")}
+    r = subprocess.run([sys.executable, "-m", "trainyard", "server", "--port", "0", "--config", "server.yaml"],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "invalid spec" not in r.stderr, r.stderr
+    assert r.stderr.startswith("error: invalid server config server.yaml: sample_every: 'soon' is not a duration"), \
+        r.stderr
+

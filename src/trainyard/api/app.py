@@ -15,6 +15,7 @@ from sqlalchemy.exc import DataError
 import trainyard
 from trainyard.api.fast_lane import FastLane
 from trainyard.api.guard import MAX_BODY, Guard
+from trainyard.api.request_errors import invalid
 from trainyard.api.routers import (clusters, identity, job_text, jobs, monitoring, nodes, pipelines, queues, secrets,
                                    replica_requests, schedules, services, sweeps, system, webhooks)
 from trainyard.api.serve_proxy import PREFIX as SERVE_PREFIX
@@ -23,7 +24,6 @@ from trainyard.api.serve_proxy import ServeProxy
 from trainyard.api.upstream import UpstreamPool
 from trainyard.errors import AttemptNotFound, InvalidSpec, TrainyardError
 from trainyard.services.platform import Platform
-from trainyard.spec.lines import field_loc
 from trainyard.ui import mount as mount_ui
 
 log = logging.getLogger(__name__)
@@ -114,17 +114,6 @@ def create_app(platform: Platform, server_url: str | None = None,
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors: dict[str, dict] = {}  # unions report one error per branch: the first per field
-        for e in exc.errors():
-            loc = tuple(e["loc"])
-            loc = loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc
-            loc = field_loc({**e, "loc": loc[1:] if loc[:1] == ("spec",) else loc}, {})
-            # list items as [i] (outputs[0].path), as the launcher's report errors always read
-            field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" if i else str(p) for i, p in enumerate(loc))
-            msg = e["msg"].removeprefix("Value error, ")
-            if e["type"] == "extra_forbidden":
-                msg = f"unknown field {loc[-1]!r}"
-            errors.setdefault(field, {"field": field, "line": None, "where": field, "message": msg})
-        return JSONResponse(InvalidSpec(errors=list(errors.values())).to_dict(), status_code=422)
+        return JSONResponse(invalid(request, exc).to_dict(), status_code=422)
 
     return app

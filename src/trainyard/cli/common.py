@@ -28,15 +28,17 @@ def handled() -> Iterator[None]:
             warnings.showwarning = _show_warning
             yield
     except InvalidSpec as e:
-        # "invalid spec" heads errors found in a spec's fields; a missing file or a bad flag is said as it is
-        in_spec = any(item.get("field") or item.get("line") for item in e.errors)
+        # "invalid spec" heads errors found in a spec's fields; a missing file, a bad flag, a query parameter or
+        # a server's config is said as it is
+        if not e.errors:
+            err_console.print(f"[red]error:[/red] {escape(e.message)}", highlight=False)
+        in_spec = any((item.get("field") or item.get("line")) and not item.get("in") for item in e.errors)
         if in_spec:
             err_console.print("[red]error:[/red] invalid spec")
-        for item in e.errors:
-            head = "  " if in_spec else "[red]error:[/red] "
+        for item in sorted(e.errors, key=lambda item: not item.get("in")):
+            head = "  " if in_spec and not item.get("in") else "[red]error:[/red] "
             err_console.print(head, end="")
-            err_console.print(f"{item.get('where') or item.get('field')}: {item.get('message')}", markup=False,
-                              highlight=False)
+            err_console.print(InvalidSpec.said(item), markup=False, highlight=False)
         raise typer.Exit(2) from None
     except WaitTimeout as e:  # as timeout(1) exits: a script tells "gave up waiting" from "it failed"
         err_console.print(f"[red]timeout:[/red] {escape(e.message)}", highlight=False)

@@ -49,7 +49,8 @@ KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "me
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:
-    return InvalidSpec(errors=[{"field": field, "line": None, "where": f"{path}: {field}", "message": message}])
+    return InvalidSpec(errors=[{"field": field, "line": None, "where": f"{path}: {field}", "message": message,
+                                "in": "config"}])
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -157,4 +158,5 @@ def check(path: Path, build: Any) -> Any:
     try:
         return build()
     except ValidationError as e:  # with the model: a misspelt setting names the one meant
-        raise InvalidSpec(errors=validation_errors(e, {}, str(path), ServerSettings)) from None
+        errors = validation_errors(e, {}, str(path), ServerSettings)
+        raise InvalidSpec(errors=[{**error, "in": "config"} for error in errors]) from None

@@ -211,8 +211,7 @@ class JobService(OutputsMixin):
         """A page of the jobs the caller may see. ``cursor`` pages in submit order (the CLI and SDK);
         ``offset`` pages any sort (the web UI)."""
         if cursor and sort not in ("-created", "created"):
-            raise InvalidSpec(errors=[{"field": "cursor", "line": None, "where": "cursor",
-                                       "message": f"a cursor pages only in submit order, not sort={sort}: use offset"}])
+            raise InvalidSpec.parameter("cursor", f"a cursor pages only in submit order, not sort={sort}: use offset")
         return self.store.list_jobs(where, sort=sort, limit=limit, cursor=cursor, offset=offset, count=count,
                                     visible=visible(caller))
 
@@ -390,6 +389,5 @@ class JobService(OutputsMixin):
 
 def _checked(where: JobFilter) -> JobFilter:
     if where.since is not None and where.until is not None and where.until <= where.since:
-        raise InvalidSpec(errors=[{"field": "until", "line": None, "where": "until",
-                                   "message": "until must come after since"}])
+        raise InvalidSpec.parameter("until", "until must come after since")
     return where

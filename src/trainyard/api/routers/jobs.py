@@ -113,7 +113,7 @@ async def job_filter(  # async: no I/O, and a plain function would be run in a w
     try:
         labels = parse_selector(label or [], "label")
     except ValueError as e:
-        raise InvalidSpec(errors=[{"field": "label", "line": None, "where": "label", "message": str(e)}]) from None
+        raise InvalidSpec.parameter("label", str(e)) from None
     return JobFilter(status=tuple(s.value for s in status or ()), queue=queue, team=team, owner=owner, name=name,
                      q=q, since=since, until=until, labels=labels)
 
@@ -193,8 +193,7 @@ def logs(job_id: str, p: PlatformDep, caller: CallerDep, after: After = 0, attem
     head: tuple[list, int] | None = None
     if tail is not None:
         if after:
-            raise InvalidSpec(errors=[{"field": "tail", "line": None, "where": "tail",
-                                       "message": "the end of the log, or after a cursor: not both"}])
+            raise InvalidSpec.parameter("tail", "the end of the log, or after a cursor: not both")
         head = p.jobs.logs(job_id, after=0, attempt=attempt, replica=replica, tail=tail, caller=caller)
         after = head[1]
     if not follow:

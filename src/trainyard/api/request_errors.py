@@ -1,0 +1,83 @@
+"""A request FastAPI refused before its route ran, said as what it is: a field of the body (a spec), or a query,
+path or header parameter, each named; a number out of its range says the range (and that NaN or inf is none)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+
+from trainyard.errors import InvalidSpec
+from trainyard.spec.lines import field_loc
+
+PARAMETERS = ("query", "path", "header")
+BOUND_TYPES = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
+NUMBER_TYPES = BOUND_TYPES | {"float_parsing", "float_type", "int_parsing", "int_type", "int_from_float"}
+BOUNDS = {"ge": "at least {}", "gt": "above {}", "le": "at most {}", "lt": "below {}"}
+
+
+def invalid(request: Request, exc: RequestValidationError) -> InvalidSpec:
+    """The error that ``exc`` is, one entry per field (unions report one error per branch: the first per field)."""
+    errors: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in exc.errors():
+        loc = tuple(e["loc"])
+        place = loc[0] if loc and loc[0] in ("body", *PARAMETERS) else "body"
+        loc = loc[1:] if loc and loc[0] in ("body", *PARAMETERS) else loc
+        loc = field_loc({**e, "loc": loc[1:] if loc[:1] == ("spec",) else loc}, {})
+        # list items as [i] (outputs[0].path), as the launcher's report errors always read
+        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" if i else str(p) for i, p in enumerate(loc))
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = f"unknown field {loc[-1]!r}"
+        elif place in PARAMETERS and e["type"] in NUMBER_TYPES:
+            msg = _number(request, place, str(loc[0]) if loc else "", e)
+        entry = {"field": field, "line": None, "where": field, "message": msg}
+        errors.setdefault((place, field), entry if place == "body" else {**entry, "in": place})
+    return InvalidSpec(errors=list(errors.values()))
+
+
+def _number(request: Request, place: str, name: str, error: dict[str, Any]) -> str:
+    """``must be a finite number from 0 to 9007199254740992 (not 'NaN')``: the whole range the parameter takes,
+    read from the route (the error itself holds only the bound it crossed)."""
+    whole = error["type"].startswith("int")
+    constraints = dict(error.get("ctx") or {})
+    field = _parameter(request, place, name)
+    if field is not None:
+        info = field.field_info
+        for item in info.metadata:
+            constraints.update({k: getattr(item, k) for k in BOUNDS if getattr(item, k, None) is not None})
+        whole = whole or _is_int(info.annotation)
+    constraints.pop("error", None)
+    bounds = " and ".join(BOUNDS[k].format(_num(constraints[k])) for k in BOUNDS if k in constraints)
+    if "ge" in constraints and "le" in constraints:
+        bounds = f"from {_num(constraints['ge'])} to {_num(constraints['le'])}"
+    kind = "a whole number" if whole else "a finite number"
+    given = error.get("input")
+    shown = f" (not {given[:40]!r})" if isinstance(given, str) else ""
+    return f"must be {kind}{' ' + bounds if bounds else ''}{shown}"
+
+
+def _parameter(request: Request, place: str, name: str) -> Any:
+    """The route's (or one of its dependencies') ``place`` parameter called ``name``; None if not found."""
+    route = request.scope.get("route")
+    todo = [route.dependant] if getattr(route, "dependant", None) is not None else []
+    while todo:
+        dependant = todo.pop()
+        for field in getattr(dependant, f"{place}_params"):
+            if field.alias == name:
+                return field
+        todo.extend(dependant.dependencies)
+    return None
+
+
+def _is_int(annotation: Any) -> bool:
+    args = getattr(annotation, "__args__", None) or (annotation,)
+    return int in args and float not in args
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value))
+    return str(value)
