@@ -46,6 +46,18 @@ def test_jobs_are_tagged_listed_by_label_shown_and_bad_labels_are_named(server):
     assert sum(server.client().job_counts(labels={"exp": "lbl-base"}).values()) == 2
 
 
+def test_a_bad_label_or_selector_is_named_once_as_the_commands_own_not_as_a_spec(server):
+    job = server.cli("run", "--", "true").stdout.strip()
+    for args, said in [(["label", job, "bad key!=x"], "error: labels: label key 'bad key!': up to 63 letters"),
+                       (["label", job, "a=bad value!"], "error: labels: label value 'bad value!': empty, or up"),
+                       (["label", "-l", "k in (a", "a=1"], "error: --selector: 'k in (a': unbalanced parentheses\n")]:
+        r = server.cli(*args)
+        assert r.returncode == 2 and r.stderr.startswith(said) and "invalid spec" not in r.stderr, (args, r.stderr)
+    r = httpx.get(f"{server.url}/api/v1/jobs", params={"label": "k in (a"}, headers=server.headers)
+    assert r.status_code == 422 and r.json()["code"] == "invalid_spec"
+    assert r.json()["message"] == "invalid query parameter label: 'k in (a': unbalanced parentheses"
+
+
 def test_the_sdk_iterates_every_matching_job_across_pages(server):
     c = server.client()
     made = [c.submit({"name": "iter", "command": "true", "labels": {"exp": "iter-all"}}).id for _ in range(7)]

@@ -261,3 +261,11 @@ def test_a_bad_config_is_said_as_the_servers_config_not_as_a_spec(tmp_path):
     assert r.stderr.startswith("error: invalid server config server.yaml: sample_every: 'soon' is not a duration"), \
         r.stderr
 
+
+def test_a_bad_retention_keep_selector_names_its_setting_once(tmp_path):
+    path = tmp_path / "server.yaml"
+    path.write_text("retention:\n  keep: 'k in (a'\n")
+    with pytest.raises(InvalidSpec) as e:
+        load(path)
+    assert e.value.errors[0]["message"] == "'k in (a': unbalanced parentheses"  # not "retention.keep: retention…"
+    assert str(e.value) == f"invalid server config {path}: retention.keep: 'k in (a': unbalanced parentheses"

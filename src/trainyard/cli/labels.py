@@ -28,6 +28,8 @@ def label(
     named = [a for a in args if not _is_change(a)]
     with handled():
         wanted = parse([a for a in args if _is_change(a)])
+        if selector is not None:
+            _check_selector(selector)
         c = client()
         if not named and selector is None:
             raise _bad("no job: name one, - for ids on stdin, or --selector")
@@ -62,11 +64,14 @@ def label(
 
 
 def _label(c, job_id: str, wanted: dict[str, str | None], overwrite: bool) -> dict[str, str]:  # noqa: ANN001
-    """The job's labels after the change; a label already set otherwise names the flag that changes it."""
+    """The job's labels after the change; a label already set otherwise names the flag that changes it; a bad key
+    or value is said as the command's own refusals are (``labels: label key …``)."""
     from trainyard.errors import Conflict
 
     try:
         return c.label(job_id, wanted, overwrite=overwrite)
+    except InvalidSpec as e:  # a key or value the server refused: said as the command's, not a spec's field
+        raise InvalidSpec(errors=[{**err, "field": None, "where": "labels"} for err in e.errors]) from None
     except Conflict as e:
         if "label" not in e.details:
             raise
@@ -89,6 +94,16 @@ def parse(changes: list[str]) -> dict[str, str | None]:
     if not out:
         raise _bad("no change: write KEY=VALUE to set a label, KEY- to remove it")
     return out
+
+
+def _check_selector(selector: str) -> None:
+    """A bad --selector named as the flag (the server would name its query parameter)."""
+    from trainyard.spec.label_selector import SelectorError, parse_selector
+
+    try:
+        parse_selector(selector, "--selector")
+    except SelectorError as e:
+        raise InvalidSpec(errors=[{"field": None, "line": None, "where": "--selector", "message": e.problem}]) from None
 
 
 def _bad(message: str) -> InvalidSpec:

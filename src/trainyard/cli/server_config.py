@@ -92,14 +92,14 @@ def load(path: Path) -> dict[str, Any]:
 
         data["retention"] = _durations(path, "retention", data["retention"], RetentionSettings)
         if keep := data["retention"].get("keep"):
-            from trainyard.spec.label_selector import parse_selector
+            from trainyard.spec.label_selector import SelectorError, parse_selector
 
             if not isinstance(keep, str):
                 raise _error(path, "retention.keep", "a label selector, such as keep=true (quoted in YAML)")
             try:  # here, as config may not import spec; the retention loop parses it again at start
                 parse_selector(keep, "retention.keep")
-            except ValueError as e:
-                raise _error(path, "retention.keep", str(e)) from None
+            except SelectorError as e:
+                raise _error(path, "retention.keep", e.problem) from None
     return data
 
 

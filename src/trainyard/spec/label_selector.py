@@ -22,6 +22,15 @@ _EQ = re.compile(r"^(?P<key>[^!=(),]+)(?P<op>==|=|!=)(?P<value>[^!=(),]*)$")
 _HAS = re.compile(r"^(?P<neg>!?)(?P<key>[^!=(),]+)$")
 
 
+class SelectorError(ValueError):
+    """A selector that is not valid: its text ``field: problem``; a caller that names the field itself says
+    ``problem`` alone."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field, self.problem = field, problem
+
+
 class Requirement(NamedTuple):
     key: str
     op: str  # "=", "!=", "in", "notin", "exists", "!exists"
@@ -77,7 +86,7 @@ def _requirement(item: str) -> Requirement:
 
 def parse_selector(texts: str | list[str], field: str) -> Selector:
     """Each of ``texts`` a selector (one requirement, or several separated by commas), all of them met together.
-    ValueError starting with ``field`` for a bad one."""
+    :class:`SelectorError` (a ValueError starting with ``field``) for a bad one."""
     out: list[Requirement] = []
     for text in [texts] if isinstance(texts, str) else texts:
         try:
@@ -88,9 +97,9 @@ def parse_selector(texts: str | list[str], field: str) -> Selector:
                     raise ValueError(f"{text!r}: an empty requirement")
                 out.append(_requirement(item.strip()))
         except ValueError as e:
-            raise ValueError(f"{field}: {e}") from None
+            raise SelectorError(field, str(e)) from None
     if len(out) > MAX_REQUIREMENTS:
-        raise ValueError(f"{field}: at most {MAX_REQUIREMENTS} requirements")
+        raise SelectorError(field, f"at most {MAX_REQUIREMENTS} requirements")
     return tuple(dict.fromkeys(out))
 
 

@@ -21,7 +21,7 @@ from trainyard.services.platform import Platform
 from trainyard.services.jobs import KEEP_ALIVE, LogCut, LogEnd, LogEvent
 from trainyard.spec.job import JobSpec
 from trainyard.spec.job_query import TOTAL_CAP, JobFilter, JobSort
-from trainyard.spec.label_selector import parse_selector
+from trainyard.spec.label_selector import SelectorError, parse_selector
 from trainyard.spec.labels import MAX_LABELS, LabelChange, LabelsNow, not_own
 from trainyard.spec.loader import parse_job_text
 from trainyard.spec.choices import LOG_TAIL_MAX
@@ -112,8 +112,8 @@ async def job_filter(  # async: no I/O, and a plain function would be run in a w
 ) -> JobFilter:
     try:
         labels = parse_selector(label or [], "label")
-    except ValueError as e:
-        raise InvalidSpec.parameter("label", str(e)) from None
+    except SelectorError as e:  # its text starts with the field, which the error names already
+        raise InvalidSpec.parameter("label", e.problem) from None
     return JobFilter(status=tuple(s.value for s in status or ()), queue=queue, team=team, owner=owner, name=name,
                      q=q, since=since, until=until, labels=labels)
 
