@@ -168,6 +168,34 @@ def test_tls_and_proxy_headers_only_from_the_proxies_named(tmp_path, monkeypatch
         srv.stop_all()
 
 
+def test_a_url_of_the_wrong_scheme_names_the_one_the_server_speaks(tmp_path, server):
+    need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    tls = ServerProcess(tmp_path / "tls-home", ["--tls-cert", str(cert), "--tls-key", str(key)],
+                        verify=ssl.create_default_context(cafile=str(cert)))
+    tls.start()
+    try:
+        # given http:// to a server that speaks HTTPS (it closes the connection without a word)
+        plain = tls.url.replace("https://", "http://")
+        client = {"TRAINYARD_HOME": str(tmp_path / "client-home")}
+        for r in (tls.cli("login", "--server", plain, stdin="a-token\n", env=client),
+                  tls.cli("ls", env={**client, "TRAINYARD_SERVER": plain, "TRAINYARD_TOKEN": "a-token"})):
+            # then the CLI says so, and the URL to use
+            assert r.returncode == 1, r.stderr
+            assert f"the server at {plain} did not answer HTTP: it speaks HTTPS; use {tls.url}" in r.stderr, r.stderr
+    finally:
+        tls.stop_all()
+    # and https:// to a plain HTTP server (an SSL error) likewise
+    r = server.cli("ls", env={"TRAINYARD_SERVER": server.url.replace("http://", "https://")})
+    assert r.returncode == 1 and "did not answer HTTPS" in r.stderr and f"use {server.url}\n" in r.stderr, r.stderr
+    # and a port where nothing listens is said as before
+    r = server.cli("ls", env={"TRAINYARD_SERVER": "http://127.0.0.1:1"})
+    assert r.returncode == 1 and "cannot reach the trainyard server at http://127.0.0.1:1" in r.stderr, r.stderr
+
+
 def test_proxy_headers_are_ignored_unless_configured(server):
     r = httpx.post(server.url + "/api/v1/jobs", json={"spec": JOB}, headers={**server.headers,
                                                                             "X-Forwarded-For": "203.0.113.7"})

@@ -24,6 +24,7 @@ from httpx_sse import ServerSentEvent, connect_sse
 from trainyard import errors
 from trainyard.home import FOLLOW_WAIT
 from trainyard.sdk.plain_http import PlainConnection, plain_http_for
+from trainyard.sdk.scheme import unreachable
 from trainyard.sdk.trust import context_for, untrusted, untrusted_message
 
 
@@ -149,8 +150,7 @@ class Http:
                 if failed is not None:  # another server will not fix this certificate: say what will
                     raise errors.ServerUnavailable(untrusted_message(self.server, failed)) from None
                 if moves == MOVES or not may_resend(method, e, kw.get("content")) or not self.relocate():
-                    raise errors.ServerUnavailable(
-                        f"cannot reach the trainyard server at {self.server}: {e}") from None
+                    raise unreachable(self.server, e) from None
                 moves += 1
 
     def request(self, method: str, path: str, **kw: Any) -> httpx.Response:

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from trainyard import errors
+from trainyard.sdk.scheme import unreachable
 
 _PROXY_VARS = ("http_proxy", "all_proxy")
 
@@ -96,7 +96,7 @@ class PlainConnection:
                 self.close()
                 if idempotent and not isinstance(e, TimeoutError):  # a slow server is not a gone one
                     return None
-                raise errors.ServerUnavailable(f"cannot reach the trainyard server at {self.server}: {e}") from None
+                raise unreachable(self.server, e) from None
             except BaseException:  # Ctrl-C in a long poll: what is left of its answer must not be the next one's
                 self.close()
                 raise
