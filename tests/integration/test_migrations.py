@@ -278,3 +278,24 @@ def again(name: str, row: sa.Row) -> dict:
     """``row`` of table ``name`` once more, with a new id (a delivery: of another event)."""
     out = {k: v for k, v in row._mapping.items() if k != "id"}
     return {**out, "event_id": out["event_id"] + 1} if name == "deliveries" else out
+
+
+def test_a_new_database_logs_nothing_and_an_upgrade_one_line_as_it_starts_and_one_as_it_ends(db_url, tmp_path,
+                                                                                              caplog):
+    import logging
+
+    def said() -> list[tuple[str, str]]:
+        return [(r.name, r.getMessage()) for r in caplog.records if r.name.startswith(("alembic", "trainyard.store"))]
+
+    caplog.set_level(logging.INFO)
+    upgrade_to(db_url, EARLIER[-1])
+    caplog.clear()
+    Store(db_url).close()  # upgrades to head
+    head = revisions()[-1]
+    assert [name for name, _ in said()] == ["trainyard.store", "trainyard.store"], said()
+    assert said()[0][1] == f"upgrading the database's schema from revision {EARLIER[-1]} to {head}"
+    assert said()[1][1].startswith(f"the database's schema is at revision {head} (upgraded in ")
+    caplog.clear()
+    Store(db_url).close()  # at the newest schema already: nothing to say
+    Store(f"sqlite:///{tmp_path / 'new.db'}").close()  # a new database: its tables made, quietly
+    assert said() == []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator
@@ -13,6 +15,7 @@ from sqlalchemy.pool import NullPool
 from trainyard.db_url import normalize_url
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+log = logging.getLogger("trainyard.store")
 
 
 def make_engine(url: str) -> Engine:
@@ -109,9 +112,23 @@ def writing() -> Iterator[None]:
 
 
 def migrate(url: str) -> None:
-    """Bring the database to the newest schema (Alembic ``upgrade head``)."""
+    """Bring the database to the newest schema (Alembic ``upgrade head``). Alembic's own INFO lines (its plugins,
+    each step) stay out of the server's log: an upgrade of an existing database logs one line as it starts and
+    one as it ends; a new database, and one already at the newest schema, none."""
+    quiet = logging.getLogger("alembic")
+    level = quiet.level
+    quiet.setLevel(max(quiet.getEffectiveLevel(), logging.WARNING))
+    try:
+        _upgrade(url)
+    finally:
+        quiet.setLevel(level)
+
+
+def _upgrade(url: str) -> None:
     from alembic import command
     from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -121,5 +138,12 @@ def migrate(url: str) -> None:
         _sqlite_pragmas(engine)
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
+        current = MigrationContext.configure(conn).get_current_revision()
+        head = ScriptDirectory.from_config(cfg).get_current_head()
+        if current is not None and current != head:
+            log.info("upgrading the database's schema from revision %s to %s", current, head)
+        started = time.monotonic()
         command.upgrade(cfg, "head")
+        if current is not None and current != head:
+            log.info("the database's schema is at revision %s (upgraded in %.1fs)", head, time.monotonic() - started)
     engine.dispose()
