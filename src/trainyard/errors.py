@@ -36,7 +36,7 @@ class InvalidSpec(TrainyardError):
     http_status = 422
     # what an error's "in" names, as its message says it
     PLACES: ClassVar[dict[str, str]] = {"query": "query parameter", "path": "path parameter", "header": "header",
-                                        "config": "server config"}
+                                        "url": "request", "config": "server config"}
 
     def __init__(self, message: str | None = None, errors: list[dict[str, Any]] | None = None) -> None:
         self.errors = errors or []

@@ -178,6 +178,12 @@ def test_a_bad_query_parameter_is_said_as_one_naming_it_and_its_range_not_as_a_s
                                               "in": "query"}]
 
 
+def test_a_nul_in_the_path_or_query_is_said_as_the_requests_own(env):
+    tc, _ = env
+    assert tc.get("/api/v1/jobs?q=a%00b").json()["message"] == "invalid query parameter q: holds a NUL byte"
+    assert tc.get("/api/v1/jobs/j-a%00b").json()["message"] == "invalid request path: holds a NUL byte"
+
+
 def test_a_page_costs_the_same_few_queries_whatever_its_size(quiet):
     tc, store = quiet
     for i in range(240):  # running: their attempts are read every time (ended jobs are kept in memory)

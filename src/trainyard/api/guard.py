@@ -103,7 +103,7 @@ class Guard:
         # PostgreSQL refuses a NUL in any text: a 500 on most routes. Asked once the sender is known (a stranger
         # gets 401 as anywhere), and before a launcher's credential is checked with its report
         if (nul := _nul_in(scope)) is not None:
-            place = "path" if nul == "path" else "query"
+            place = "url" if nul == "path" else "query"  # "invalid request path: …", "invalid query parameter q: …"
             return await _refuse(send, InvalidSpec.parameter(nul, "holds a NUL byte", place), websocket=websocket)
         client = scope.get("client")
         scope[CALLER_KEY] = caller.at(client[0]) if client else caller
