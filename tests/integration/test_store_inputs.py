@@ -18,14 +18,19 @@ pytestmark = pytest.mark.postgres
 NODES = [NodeInfo(name="a", cpu=8, memory=16 * 2**30)]
 
 
+def two_teams(e):  # noqa: ANN001, ANN201
+    """alice (team cv, queue cv-q) and bob (team nlp, queue nlp-q), members, as clients of ``e``'s server."""
+    users = []
+    for user, team in (("alice", "cv"), ("bob", "nlp")):
+        e.sdk.create_queue({"name": f"{team}-q", "team": team})
+        secret = e.sdk.identity.create_user(user, team=team, role="member").token.secret
+        users.append(Client("http://testserver", token=secret, transport=e.tc._transport))
+    return users
+
+
 def test_only_outputs_of_jobs_the_caller_sees_are_taken_from_the_store(db_url, tmp_path):
     with in_process(db_url, tmp_path / "home", NODES, auth=True) as e:
-        users = {}
-        for user, team in (("alice", "cv"), ("bob", "nlp")):
-            e.sdk.create_queue({"name": f"{team}-q", "team": team})
-            secret = e.sdk.identity.create_user(user, team=team, role="member").token.secret
-            users[user] = Client("http://testserver", token=secret, transport=e.tc._transport)
-        alice, bob = users["alice"], users["bob"]
+        alice, bob = two_teams(e)
         store = e.platform.artifacts.url
         outputs = f"{store}/jobs/{alice.submit({'command': 'x', 'queue': 'cv-q'}).id}/1/outputs"
 
@@ -59,12 +64,7 @@ def test_a_store_url_is_read_decoded_as_the_launcher_reads_it(db_url, tmp_path):
     # the default store of a home with a space or an accent is percent-encoded (Path.as_uri()): the same outputs
     # named as a plain path, or with an encoded "..", are the store's too, where the launcher will read them
     with in_process(db_url, tmp_path / "home x é", NODES, auth=True) as e:
-        users = {}
-        for user, team in (("alice", "cv"), ("bob", "nlp")):
-            e.sdk.create_queue({"name": f"{team}-q", "team": team})
-            secret = e.sdk.identity.create_user(user, team=team, role="member").token.secret
-            users[user] = Client("http://testserver", token=secret, transport=e.tc._transport)
-        alice, bob = users["alice"], users["bob"]
+        alice, bob = two_teams(e)
         store = e.platform.artifacts.url
         assert "%20" in store
         theirs = alice.submit({"command": "x", "queue": "cv-q"}).id
@@ -86,12 +86,7 @@ def test_a_jobs_input_names_a_job_it_may_see_as_job_url_and_gets_its_outputs(db_
     from tests.support.waiting import until
 
     with in_process(db_url, tmp_path / "home", NODES, auth=True) as e:
-        users = {}
-        for user, team in (("alice", "cv"), ("bob", "nlp")):
-            e.sdk.create_queue({"name": f"{team}-q", "team": team})
-            secret = e.sdk.identity.create_user(user, team=team, role="member").token.secret
-            users[user] = Client("http://testserver", token=secret, transport=e.tc._transport)
-        alice, bob = users["alice"], users["bob"]
+        alice, bob = two_teams(e)
         # given alice's job that succeeded, and one that has not
         trained = alice.submit({"command": "train", "queue": "cv-q"})
         attempt = until(lambda: next(iter(e.engine.launched), None))
