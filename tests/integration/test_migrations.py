@@ -140,7 +140,7 @@ def test_the_revisions_are_the_ones_this_test_knows():
                            "0017_sweep_cursors", "0018_job_dependencies", "0019_usage_archive", "0020_archive_counts",
                            "0021_subscription_labels", "0022_job_labels", "0023_replica_requests",
                            "0024_labels_rev", "0025_snapshot_owners", "0026_dask_cluster_tls",
-                           "0027_service_replica_token", "0028_sqlite_autoincrement"]
+                           "0027_service_replica_token", "0028_sqlite_autoincrement", "0029_queue_max_priority"]
 
 
 @pytest.mark.parametrize("start", EARLIER)
@@ -217,6 +217,8 @@ def test_upgrading_from_an_earlier_revision_keeps_the_data(db_url, start):
             *created, ("running", "cancelling", "user")]
         if start >= "0002":
             assert store.get_queue("team-a").idle_gpus == "flag"
+            # from before 0029 a queue has no ceiling of its own: a non-admin's jobs on it go up to normal
+            assert store.get_queue("team-a").max_priority is None
     finally:
         store.close()
 

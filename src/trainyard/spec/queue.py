@@ -54,6 +54,8 @@ class QueueSpec(Strict):
     name: str
     team: str | None = Field(None, description="the team that owns it, for fair share; default: the queue's name")
     priority: Priority = Field(0, description="ties between jobs of equal priority go to the higher queue")
+    max_priority: Priority | None = Field(None, description=(
+        "the highest priority a non-admin's job on it may have (an admin's to set); default: normal (100)"))
     quota: Quota = Field(default_factory=Quota)
     borrowing: bool = Field(True, description="may use idle capacity beyond the quota (preempted first)")
     idle_gpus: Literal["flag", "cancel"] = Field(
@@ -65,7 +67,7 @@ class QueueSpec(Strict):
     def _name(cls, v: str | None) -> str | None:
         return check_name(v)
 
-    @field_validator("priority", mode="before")
+    @field_validator("priority", "max_priority", mode="before")
     @classmethod
     def _priority(cls, v: Any) -> Any:
         return parse_priority(v)

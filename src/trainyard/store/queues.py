@@ -61,10 +61,11 @@ class QueuesMixin:
 def _row(q: QueueSpec, source: str) -> t.Queue:
     return t.Queue(name=q.name, team=q.team, priority=q.priority, cpu=q.quota.cpu, memory=q.quota.memory,
                    gpus=q.quota.gpu, max_running=q.quota.jobs, borrowing=q.borrowing, source=source,
-                   created_at=time.time(), idle_gpu_action=None if q.idle_gpus == "flag" else q.idle_gpus)
+                   created_at=time.time(), idle_gpu_action=None if q.idle_gpus == "flag" else q.idle_gpus,
+                   max_priority=q.max_priority)
 
 
 def _spec(r: t.Queue) -> QueueSpec:
-    return QueueSpec(name=r.name, team=r.team, priority=r.priority, borrowing=r.borrowing,
+    return QueueSpec(name=r.name, team=r.team, priority=r.priority, max_priority=r.max_priority, borrowing=r.borrowing,
                      idle_gpus=r.idle_gpu_action or "flag",
                      quota=Quota(cpu=r.cpu, memory=r.memory, gpu=r.gpus, jobs=r.max_running))

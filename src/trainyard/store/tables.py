@@ -78,6 +78,7 @@ class Queue(Base):
     source: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[float] = mapped_column(Float)
     idle_gpu_action: Mapped[str | None] = mapped_column(String(8))  # flag (None) or cancel
+    max_priority: Mapped[int | None] = mapped_column(Integer)  # a non-admin's jobs' ceiling; None: normal
 
 
 class Attempt(Base):
