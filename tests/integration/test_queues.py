@@ -15,6 +15,7 @@ from tests.support.waiting import until
 
 pytestmark = pytest.mark.postgres
 
+TOP = 2**31 - 1
 NODE = NodeInfo(name="a", cpu=4, memory=16 * 2**30, gpu=2, gpu_type="A100", gpu_ids=["0", "1"])
 
 
@@ -151,7 +152,8 @@ def test_a_maintainer_defines_its_teams_queues_but_quota_priority_and_borrowing_
 
     with in_process(db_url, tmp_path / "home", [NODE], auth=True) as e:
         # given an admin's queue for vision (what divides the cluster between teams) and carol, vision's maintainer
-        e.sdk.create_queue({"name": "vision-q", "team": "vision", "priority": "high", "quota": {"cpu": 1, "jobs": 2}})
+        e.sdk.create_queue({"name": "vision-q", "team": "vision", "priority": "high", "quota": {"cpu": 1, "jobs": 2},
+                            "max_priority": "high"})
         made = e.sdk.identity.create_user("carol", team="vision", role="maintainer")
         carol = {"Authorization": f"Bearer {made.token.secret}"}
 
@@ -159,20 +161,38 @@ def test_a_maintainer_defines_its_teams_queues_but_quota_priority_and_borrowing_
             return e.tc.post("/api/v1/queues", json={"queue": {"team": "vision", **queue}, "replace": replace},
                              headers=carol)
 
-        # when carol raises the quota, the priority or the borrowing the admin set, or gives a new queue its own
+        # when carol changes the quota, priority, max_priority or borrowing the admin set, or gives a new queue its own
         for queue, replace, field in (({"name": "vision-q", "quota": {"jobs": 100}}, True, "quota"),
                                       ({"name": "vision-q", "quota": {"cpu": 1, "jobs": 2}}, True, "priority"),
                                       ({"name": "vision-q", "priority": 200, "quota": {"cpu": 1, "jobs": 2},
-                                        "borrowing": False}, True, "borrowing"),
+                                        "max_priority": "high", "borrowing": False}, True, "borrowing"),
+                                      ({"name": "vision-q", "priority": 200, "quota": {"cpu": 1, "jobs": 2},
+                                        "max_priority": TOP}, True, "max_priority"),
+                                      ({"name": "vision-q", "priority": 200, "quota": {"cpu": 1, "jobs": 2}}, True,
+                                       "max_priority"),
+                                      ({"name": "vision-max", "max_priority": "urgent"}, False, "max_priority"),
                                       ({"name": "vision-big", "quota": {"cpu": 4}}, False, "quota"),
-                                      ({"name": "vision-top", "priority": 2**31 - 1}, False, "priority")):
+                                      ({"name": "vision-top", "priority": TOP}, False, "priority")):
             r = define(queue, replace)
             # then it is refused naming the field, and the admin's queue is as it was
             assert r.status_code == 403 and r.json()["details"]["field"] == field, (queue, r.text)
             assert "admin" in r.json()["message"]
         kept = e.sdk.queue("vision-q").queue
-        assert (kept.priority, kept.quota.cpu, kept.quota.jobs, kept.borrowing) == (200, 1, 2, True)
+        assert (kept.priority, kept.quota.cpu, kept.quota.jobs, kept.borrowing, kept.max_priority) == \
+            (200, 1, 2, True, 200)
         # while a queue of its own with none of them, or the admin's queue with its idle-GPU action changed, is hers
         assert define({"name": "vision-scratch"}).status_code == 201
-        same = {"name": "vision-q", "priority": 200, "quota": {"cpu": 1, "jobs": 2}, "idle_gpus": "cancel"}
+        same = {"name": "vision-q", "priority": 200, "quota": {"cpu": 1, "jobs": 2}, "idle_gpus": "cancel",
+                "max_priority": 200}
         assert define(same, replace=True).status_code == 201
+        assert e.sdk.queue("vision-q").queue.max_priority == 200  # her replacement keeps the admin's ceiling
+
+
+def test_with_auth_off_a_jobs_priority_is_not_held_to_its_queues_max_priority(make_env):
+    # given one user, the laptop's default (every caller is the local admin), and a queue with a ceiling
+    sdk, _ = make_env()
+    assert sdk.create_queue({"name": "team-a", "max_priority": "low"}).queue.max_priority == 0
+    # then any priority is taken, on it as on the default queue (which a member's job may not pass normal on)
+    high = sdk.submit({"command": "x", "queue": "team-a", "priority": TOP})
+    urgent = sdk.submit({"command": "x", "priority": "urgent"})
+    assert (sdk.get(high.id).spec.priority, sdk.get(urgent.id).spec.priority) == (TOP, 300)

@@ -59,6 +59,7 @@ class DaskClusterService:
         for what, job in (("scheduler", dask_jobs.scheduler_job("c-check", spec)),
                           ("worker", dask_jobs.worker_job("c-check", spec, "tcp://check:1"))):
             self.engine.validate(job)
+            self.jobs.check_priority(caller, job)  # normal: above a queue's max_priority of low, refused here
             self.jobs.check_exec(job, team)
             if (problem := self.jobs.placement_problem(job)) is not None:
                 raise Unschedulable(f"{what}_{problem[0].removeprefix('resources.')}: {problem[1]}",

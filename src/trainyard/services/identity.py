@@ -119,15 +119,16 @@ class IdentityService:
         return Caller(user=u.name, admin=u.admin, teams={k: Role(v) for k, v in u.teams.items()}, os_user=u.os_user)
 
     def check_submitter(self, owner: str | None, team: str | None, queue: str, *,
-                        team_for: Callable[[Caller, str], str | None]) -> None:
+                        team_for: Callable[[Caller, str], str | None]) -> Caller | None:
         """Refuse (Forbidden, saying why) a job made later in ``owner``'s name (a sweep's trial, a pipeline
         step, a service's replica, a Dask worker) unless they could submit it themselves now: not disabled,
-        and allowed on ``queue`` by ``team_for`` (a direct submit's rule) and in the job's ``team``.
+        and allowed on ``queue`` by ``team_for`` (a direct submit's rule) and in the job's ``team``. The owner
+        as they are now, whose other rights the job is held to; None where none are asked.
 
         What they made was checked when they made it; a disabled user, or one since made a viewer or taken
         out of the team, must not go on getting jobs (run as their Unix account) through it."""
         if not self.accept_users or owner is None or owner == LOCAL_ADMIN.user:
-            return  # no users on this server (all is the local admin's), or the local admin's own: never refused
+            return None  # no users on this server (all is the local admin's), or the local admin's own: never refused
         who = self._owner_now(owner)
         if who is None:
             raise Forbidden(f"its owner {owner} is disabled or gone: no new job starts in their name", owner=owner)
@@ -141,6 +142,7 @@ class IdentityService:
                             f"{e.message.removeprefix('queue: ')}", owner=owner, queue=queue) from None
         if team is not None and not who.may(Action.SUBMIT, team):
             raise Forbidden(f"its owner {owner} may no longer submit to team {team}'s queues", owner=owner, team=team)
+        return who
 
     def _owner_now(self, user: str) -> Caller | None:
         """:meth:`caller_of`, reused for :data:`REMEMBER_FOR` seconds as a token's owner is (a burst of a sweep's

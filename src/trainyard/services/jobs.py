@@ -71,8 +71,11 @@ class JobService(OutputsMixin):
         self.check_secrets: Callable[[dict[str, str], str | None], None] = lambda wanted, team: None
         # variable -> bytes of the secret it names (bound by the platform to SecretService.sizes)
         self.secret_sizes: Callable[[dict[str, str], str | None, bool], dict[str, int]] = lambda w, t, exact: {}
-        # one made later in an owner's name: they may still submit it (bound to IdentityService.check_submitter)
-        self.check_owner: Callable[[str | None, str | None, str], None] = lambda owner, team, queue: None
+        # one made later in an owner's name: they may still submit it, at its priority (bound by the platform to
+        # IdentityService.check_submitter and QueueService.check_priority)
+        self.check_owner: Callable[[str | None, str | None, JobSpec], None] = lambda owner, team, spec: None
+        # a non-admin's job is no higher than its queue allows (bound by the platform to QueueService.check_priority)
+        self.check_priority: Callable[[Caller, JobSpec], None] = lambda caller, spec: None
         # what a job's queue's quota counts, the job says (bound by the platform to QueueService.unmeasured)
         self.unmeasured: Callable[[JobSpec], tuple[str, str] | None] = lambda spec: None
         self.audit = audit
@@ -92,7 +95,7 @@ class JobService(OutputsMixin):
             owner, team = self.check(spec, snapshot, caller)
         else:
             owner, team = on_behalf
-            self.check_owner(owner, team, spec.queue)
+            self.check_owner(owner, team, spec)
             self.engine.validate(spec)
             self.check_exec(spec, team)
             self._check_room(spec, snapshot)
@@ -117,6 +120,7 @@ class JobService(OutputsMixin):
         store_inputs.resolved(self, spec, caller)  # job:// refs: one the caller may see, that succeeded
         self.engine.validate(spec)
         owner, team = caller.user, self.team_for(caller, spec.queue)
+        self.check_priority(caller, spec)
         self.check_secrets(spec.secrets, team)
         self.check_exec(spec, team)
         self._check_room(spec, snapshot)

@@ -152,12 +152,14 @@ class PipelineService(Ticker):
             try:
                 placed.append(((*loc, "queue"), job.queue, self.jobs.team_for(caller, job.queue)))
                 wanted.append((loc, job.secrets))
+                self.jobs.check_priority(caller, job)  # no higher than the step's queue allows the caller
                 self.jobs.engine.validate(job)
             except InvalidSpec as e:  # an unknown queue, or another team's: queue
                 for err in e.errors:
                     errs.add((*loc, *str(err.get("field") or "").split(".")), err["message"])
-            except TrainyardError as e:
-                errs.add((*loc, str(e.details.get("field") or "")), e.message)
+            except TrainyardError as e:  # a role that may not submit (queue), a priority above the queue's (priority)
+                field = str(e.details.get("field") or "")
+                errs.add((*loc, field), e.message.removeprefix(f"{field}: ") if field else e.message)
             problem = self.jobs.placement_problem(job)
             if problem is not None:
                 errs.add((*loc, problem[0]), problem[1])

@@ -56,6 +56,7 @@ from trainyard.services.webhook_loop import WebhookLoop
 from trainyard.services.webhooks import WebhookService
 from trainyard.services.replica_requests import ReplicaRequests
 from trainyard.services.sweeps import SweepService
+from trainyard.spec.job import JobSpec
 from trainyard.spec.records import AttemptInfo, JobInfo
 from trainyard.store import IdleRule, Store
 from trainyard.store.lease import Lease, make_lease
@@ -112,7 +113,8 @@ class Platform:
         self.jobs.check_secrets = self.secrets.check
         self.jobs.secret_sizes = self.secrets.sizes
         self.jobs.unmeasured = self.queues.unmeasured
-        self.jobs.check_owner = functools.partial(self.identity.check_submitter, team_for=self.queues.team_for)
+        self.jobs.check_priority = self.queues.check_priority
+        self.jobs.check_owner = self._owner_may
         self.attempts = AttemptService(self.store, self.artifacts, self.notifier, wake=self.scheduler.wake,
                                        stop=self.scheduler.stop_attempt, freed=self.scheduler.freed)
         self.replica_requests = ReplicaRequests(self.store, self.jobs, self.audit)
@@ -158,6 +160,13 @@ class Platform:
         registry.register(TrafficCollector(self.serving.traffic))
         registry.register(RetentionCollector(self.retention))
         self.monitoring = MonitoringService(self.store, accounting, registry, check_run=self.pipelines.get)
+
+    def _owner_may(self, owner: str | None, team: str | None, spec: JobSpec) -> None:
+        """A job made later in ``owner``'s name (a pipeline step, a sweep's trial, a replica, a Dask worker): they
+        may still submit it, at its priority (its queue's ceiling may have come down since it was checked)."""
+        who = self.identity.check_submitter(owner, team, spec.queue, team_for=self.queues.team_for)
+        if who is not None:
+            self.queues.check_priority(who, spec, owner=owner)
 
     def _configs(self, job: JobInfo, attempt: AttemptInfo, token: str) -> list[LaunchConfig]:
         # every attempt (a retry, a requeue, a job that waited long) is new work in its owner's name: one since

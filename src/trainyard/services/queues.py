@@ -15,7 +15,7 @@ from trainyard.services.audit import AuditLog
 from trainyard.services.cluster import Cluster
 from trainyard.services.scheduling import Scheduler
 from trainyard.spec.lines import suggestion
-from trainyard.spec.job import JobSpec
+from trainyard.spec.job import PRIORITY_CLASSES, JobSpec, priority_text
 from trainyard.spec.job_query import JobFilter
 from trainyard.spec.queue import QueueSpec, load_queues
 from trainyard.spec.records import AttemptInfo, JobInfo, NodeInfo, QueueInfo, QueueUsage, TeamShare
@@ -24,6 +24,9 @@ from trainyard.status import JobStatus
 from trainyard.store import Store
 
 DEFAULT = "default"  # always accepted: jobs that name no queue land here, unlimited unless defined
+# the highest priority a non-admin's job may have on a queue without max_priority (the default queue too):
+# priority orders jobs before fair share and preempts, so raising it is a right an admin grants
+CEILING = PRIORITY_CLASSES["normal"]
 
 
 def planner_queue(spec: QueueSpec) -> Queue:
@@ -40,17 +43,26 @@ class QueueService:
         self.audit = audit
         self.cluster = cluster
         self.scheduler = scheduler
+        self._specs: list[QueueSpec] | None = None
         self._models: list[Queue] | None = None
+
+    def specs(self) -> list[QueueSpec]:
+        if self._specs is None:
+            self._specs = self.store.queues()
+        return self._specs
 
     def models(self) -> list[Queue]:
         if self._models is None:
-            self._models = [planner_queue(q) for q in self.store.queues()]
+            self._models = [planner_queue(q) for q in self.specs()]
         return self._models
+
+    def _changed(self) -> None:
+        self._specs = self._models = None
 
     def load_file(self, path: Path) -> list[QueueSpec]:
         specs = load_queues(path)
         self.store.load_file_queues(specs)
-        self._models = None
+        self._changed()
         return specs
 
     def create(self, spec: QueueSpec, *, replace: bool = False, caller: Caller | None = None) -> QueueInfo:
@@ -67,7 +79,7 @@ class QueueService:
             if not caller.admin:
                 self._keeps_the_admins_terms(spec, replace)
         self.store.create_queue(spec, replace=replace)
-        self._models = None
+        self._changed()
         self.scheduler.wake()  # a new quota may let jobs start, or hold them back
         if caller is not None:
             self.audit.record(caller, "queue.replace" if replace else "queue.create", spec.name,
@@ -80,25 +92,52 @@ class QueueService:
                 raise Forbidden(f"only an admin changes queue {DEFAULT!r}", queue=name)
             self._managed(caller, name)
         self.store.delete_queue(name)
-        self._models = None
+        self._changed()
         self.scheduler.wake()
         if caller is not None:
             self.audit.record(caller, "queue.delete", name)
 
     def _keeps_the_admins_terms(self, spec: QueueSpec, replace: bool) -> None:
-        """A maintainer's queue keeps the quota, priority and borrowing an admin gave it (a new one: none, 0, and
-        allowed): they divide the cluster between teams (a quota is a guarantee other teams' work yields to, a
-        queue's priority wins ties against theirs), so a team's own maintainer may not raise them."""
-        old = next((q for q in self.models() if q.name == spec.name), None) if replace else None
-        base, new = old or planner_queue(QueueSpec(name=spec.name, team=spec.team)), planner_queue(spec)
-        terms = (("quota", ("cpu", "memory", "gpus", "max_running")), ("priority", ("priority",)),
-                 ("borrowing", ("borrowing",)))
-        for field, attrs in terms:
-            if any(getattr(base, a) != getattr(new, a) for a in attrs):
-                keeps = f"what the admin gave it (trainyard queue show {spec.name})" if old else \
-                    "none of them: no quota, priority 0, borrowing allowed"
-                raise Forbidden(f"{field}: only an admin sets a queue's quota, priority and borrowing, which divide "
-                                f"the cluster between teams; a maintainer's queue keeps {keeps}", field=field)
+        """A maintainer's queue keeps the quota, priority, max_priority and borrowing an admin gave it (a new one:
+        none, 0, none, and allowed): they divide the cluster between teams (a quota is a guarantee other teams'
+        work yields to, a queue's priority wins ties against theirs, its max_priority lets its jobs go ahead of
+        theirs and preempt them), so a team's own maintainer may not raise them."""
+        old = self._spec(spec.name) if replace else None
+        was, now = _terms(old or QueueSpec(name=spec.name, team=spec.team)), _terms(spec)
+        field = next((f for f in was if was[f] != now[f]), None)
+        if field is not None:
+            keeps = f"what the admin gave it (trainyard queue show {spec.name})" if old else "none of them: no " \
+                f"quota, priority 0, no max_priority (others' jobs go up to {priority_text(CEILING)}), borrowing on"
+            raise Forbidden(f"{field}: only an admin sets a queue's quota, priority, max_priority and borrowing, "
+                            f"which divide the cluster between teams; a maintainer's queue keeps {keeps}", field=field)
+
+    def _spec(self, name: str) -> QueueSpec | None:
+        return next((q for q in self.specs() if q.name == name), None)
+
+    def ceiling(self, name: str) -> int:
+        """The highest priority a non-admin's job on queue ``name`` may have: its max_priority, else normal."""
+        q = self._spec(name)
+        return CEILING if q is None or q.max_priority is None else q.max_priority
+
+    def check_priority(self, caller: Caller, spec: JobSpec, *, owner: str | None = None) -> None:
+        """Refuse (403, naming ``priority``) a non-admin's job above its queue's ceiling (:meth:`ceiling`), as
+        Slurm lets a user only lower a job's priority: jobs are ordered by priority before fair share, and
+        priority preempts, so any member would otherwise put theirs ahead of every team's. An admin's are not
+        held (nor anything where auth is off: every caller is the local admin). ``owner``: the job is made
+        later in their name (``caller``), which the refusal says."""
+        top = self.ceiling(spec.queue)
+        if caller.admin or spec.priority <= top:
+            return
+        q = self._spec(spec.queue)
+        if q is not None and q.max_priority is not None:
+            where = f"queue {spec.queue!r}'s max_priority: the most a job of anyone but an admin may have there"
+            how = "an admin raises it"
+        else:
+            where = f"the most a job of anyone but an admin may have on queue {spec.queue!r}, which has no max_priority"
+            how = "an admin raises it by giving the queue one"
+        whose = f"its owner {owner} may no longer give it that: " if owner else ""
+        raise Forbidden(f"priority: {whose}{priority_text(spec.priority)} is above {priority_text(top)}, {where}; "
+                        f"{how}", field="priority", queue=spec.queue, max_priority=top)
 
     def _managed(self, caller: Caller, name: str) -> None:
         """A queue the caller may change: another team's is not found, its own team's needs a maintainer."""
@@ -192,6 +231,13 @@ class QueueService:
             if job.queue == DEFAULT and (caller is None or caller.sees(job.team, job.owner)):
                 _hold(seen, job, a, gpu_type)
         return out, seen, nodes
+
+
+def _terms(spec: QueueSpec) -> dict[str, tuple]:
+    """What of a queue is an admin's to set (:meth:`QueueService._keeps_the_admins_terms`), by field."""
+    q = planner_queue(spec)
+    return {"quota": (q.cpu, q.memory, q.gpus, q.max_running), "priority": (q.priority,),
+            "max_priority": (spec.max_priority,), "borrowing": (q.borrowing,)}
 
 
 def _hold(u: QueueUsage, job: JobInfo, a: AttemptInfo, gpu_type: dict[str, str]) -> None:

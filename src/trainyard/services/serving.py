@@ -102,9 +102,10 @@ class ServingService:
         """Everything :meth:`apply` checks before storing: (owner, team, the spec with its inputs resolved)."""
         if on_behalf is None:
             owner, team = caller.user, self.jobs.team_for(caller, spec.queue)
+            self.jobs.check_priority(caller, spec)
         else:
             owner, team = on_behalf
-            self.jobs.check_owner(owner, team, spec.queue)  # a run's serve step: may its owner still submit?
+            self.jobs.check_owner(owner, team, spec)  # a run's serve step: may its owner still submit it?
         store_inputs.check_for(self.jobs, spec.inputs, caller)  # before job:// and artifact:// become store URLs
         spec = self._resolved(spec, caller)
         job = service_jobs.replica_job("s-check", spec)

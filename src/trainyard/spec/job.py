@@ -29,6 +29,12 @@ MAX_GRACE = 3600.0  # seconds: a stopping attempt still runs and holds its room;
 ExitCode = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]  # a C int, as a process's status is
 
 
+def priority_text(v: int) -> str:
+    """A priority as a person reads it: ``high (200)``, or the integer where no class has it."""
+    name = next((k for k, n in PRIORITY_CLASSES.items() if n == v), None)
+    return f"{name} ({v})" if name else str(v)
+
+
 def parse_priority(v: Any) -> Any:
     """A named priority class as its integer; anything else is left for the int field to check."""
     if isinstance(v, str):
