@@ -36,7 +36,8 @@ def test_an_urgent_job_stops_borrowed_work_and_its_own_teams_never_another_teams
     admin = srv.client()
     for queue, team, cpu in (("vision", "vision", 1), ("vision-2", "vision", 2), ("vision-3", "vision", 1),
                              ("nlp", "nlp", 1)):
-        admin.create_queue({"name": queue, "team": team, "quota": {"cpu": cpu}})
+        # the admin lets its members' jobs be urgent (above normal, a queue's ceiling where it has none)
+        admin.create_queue({"name": queue, "team": team, "quota": {"cpu": cpu}, "max_priority": "urgent"})
     users = {name: Client(srv.url, token=admin.identity.create_user(name, team=team, role="member").token.secret)
              for name, team in (("alice", "vision"), ("bob", "nlp"))}
     alice, bob = users["alice"], users["bob"]

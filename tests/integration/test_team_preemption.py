@@ -17,7 +17,7 @@ pytestmark = pytest.mark.postgres
 @pytest.fixture
 def teams(db_url, tmp_path):
     """A server with auth on one node of ``cpus`` cores: alice in vision (queues vision and vision-2), bob in
-    nlp (queue nlp), each queue with a quota of 2 cores."""
+    nlp (queue nlp), each queue with a quota of 2 cores and jobs up to urgent."""
     made = []
 
     def make(cpus: int):
@@ -26,7 +26,8 @@ def teams(db_url, tmp_path):
         made.append(e)
         users = {}
         for queue, team in (("vision", "vision"), ("vision-2", "vision"), ("nlp", "nlp")):
-            env.sdk.create_queue({"name": queue, "team": team, "quota": {"cpu": 2}})
+            # the admin lets its members' jobs be urgent (above normal, a queue's ceiling where it has none)
+            env.sdk.create_queue({"name": queue, "team": team, "quota": {"cpu": 2}, "max_priority": "urgent"})
         for user, team in (("alice", "vision"), ("bob", "nlp")):
             secret = env.sdk.identity.create_user(user, team=team, role="member").token.secret
             users[user] = Client("http://testserver", token=secret, transport=env.tc._transport)
