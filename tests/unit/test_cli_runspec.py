@@ -54,6 +54,16 @@ def test_a_bad_flag_value_names_the_flag(tmp_path):
     assert e.value.errors[0]["where"] == "command line --secret (secrets)"
 
 
+def test_an_integer_priority_flag_is_the_integer_and_a_class_name_its_value(tmp_path):
+    # the old code refused --priority 150 as an unknown priority class, though its help says "or an integer"
+    assert build(["true"], Flags(priority="150"), tmp_path).spec.priority == 150
+    assert build(["true"], Flags(priority="-5"), tmp_path).spec.priority == -5
+    assert build(["true"], Flags(priority="high"), tmp_path).spec.priority == 200
+    with pytest.raises(InvalidSpec) as e:
+        build(["true"], Flags(priority="1e3"), tmp_path)
+    assert e.value.errors[0]["where"] == "command line --priority (priority)"
+
+
 def test_no_target_says_how_to_give_one(tmp_path):
     with pytest.raises(InvalidSpec) as e:
         build([], Flags(), tmp_path)

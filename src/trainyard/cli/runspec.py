@@ -166,6 +166,8 @@ def _overlay(data: dict[str, Any], f: Flags, base: Path, cwd: Path) -> dict[str,
     for key in ("image", "queue", "name", "timeout", "priority"):
         if getattr(f, key) is not None:
             out[key] = getattr(f, key)
+    if isinstance(f.priority, str) and f.priority.lstrip("-").isdigit():  # --priority 150: an integer, as in YAML
+        out["priority"] = int(f.priority)
     return out
 
 
