@@ -181,6 +181,29 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
         "action"] == "job.cancel"
 
 
+def test_a_members_priority_is_held_to_the_queues_max_priority_which_only_an_admin_raises(srv):
+    # given bob, nlp's member, and nlp's maintainer mia, on the admin's queue nlp-q (no max_priority)
+    admin = (srv.home / "first-admin-token").read_text().strip()
+    bob, mia = (last_line(cli_as(srv, admin, "admin", "user", "create", n, "--team", "nlp", "--role", r))
+                for n, r in (("bob", "member"), ("mia", "maintainer")))
+    assert cli_as(srv, admin, "queue", "create", "nlp-q", "--team", "nlp").returncode == 0
+    run = ("run", "--queue", "nlp-q", "--cpu", "0.1", "--memory", "64Mi", "--priority")
+    # when bob gives his job the highest priority there is: the old server took it, ahead of every team's work
+    top = cli_as(srv, bob, *run, "2147483647", "--", "true")
+    assert top.returncode != 0 and "priority: 2147483647 is above normal (100)" in top.stderr, top.stderr
+    assert "an admin raises it" in top.stderr
+    # nor may mia raise the ceiling; the admin does
+    raised = ("queue", "create", "nlp-q", "--team", "nlp", "--replace", "--max-priority", "high")
+    refused = cli_as(srv, mia, *raised)
+    assert refused.returncode != 0 and "max_priority: only an admin sets" in refused.stderr, refused.stderr
+    assert cli_as(srv, admin, *raised).returncode == 0
+    assert "high (200)" in cli_as(srv, bob, "queue", "show", "nlp-q").stdout
+    # then bob's high job is taken, an urgent one is not
+    assert cli_as(srv, bob, *run, "high", "--", "true").returncode == 0
+    urgent = cli_as(srv, bob, *run, "urgent", "--", "true")
+    assert urgent.returncode != 0 and "urgent (300) is above high (200), queue 'nlp-q''s max_priority" in urgent.stderr
+
+
 def test_login_saves_a_private_file_the_cli_then_uses(srv, tmp_path):
     admin = (srv.home / "first-admin-token").read_text().strip()
     home = tmp_path / "laptop"

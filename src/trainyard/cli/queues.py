@@ -26,6 +26,9 @@ def create(
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="YAML with one queue or `queues: [...]`")] = None,
     team: Annotated[Optional[str], typer.Option(help="owning team, for fair share (default: the name)")] = None,
     priority: Annotated[str, typer.Option(help="an integer or low/normal/high/urgent")] = "0",
+    max_priority: Annotated[Optional[str], typer.Option(
+        "--max-priority", help="the highest priority a non-admin's job on it may have, an integer or "
+        "low/normal/high/urgent (default: normal); an admin's to set")] = None,
     cpu: Annotated[Optional[str], typer.Option(help="quota: cores, e.g. 64 or 500m")] = None,
     memory: Annotated[Optional[str], typer.Option(help="quota: memory, e.g. 256Gi")] = None,
     gpu: Annotated[Optional[list[str]], typer.Option(help="quota: GPUs as TYPE=N (repeatable) or N for all types")] = None,
@@ -40,7 +43,8 @@ def create(
         if file is not None:
             specs = load_queues(file)
         elif name is not None:
-            specs = [_from_options(name, team, priority, cpu, memory, gpu or [], jobs, not no_borrowing)]
+            specs = [_from_options(name, team, priority, cpu, memory, gpu or [], jobs, not no_borrowing,
+                                   max_priority)]
         else:
             raise InvalidSpec(errors=[{"field": "name", "line": None, "where": "name", "message": "give a NAME or -f FILE"}])
         c = client()
@@ -50,7 +54,7 @@ def create(
 
 
 def _from_options(name: str, team: str | None, priority: str, cpu: str | None, memory: str | None,
-                  gpu: list[str], jobs: int | None, borrowing: bool) -> QueueSpec:
+                  gpu: list[str], jobs: int | None, borrowing: bool, max_priority: str | None = None) -> QueueSpec:
     from trainyard.spec.queue import QueueSpec
     from pydantic import ValidationError
     from trainyard.spec.lines import validation_errors
@@ -63,14 +67,28 @@ def _from_options(name: str, team: str | None, priority: str, cpu: str | None, m
                                        "message": f"{item!r}: write TYPE=N (e.g. A100=4) or N"}])
         gpus = (gpus or {}) | {kind or "*": int(n)}
     quota = {k: v for k, v in {"cpu": cpu, "memory": memory, "gpu": gpus, "jobs": jobs}.items() if v is not None}
-    raw = {"name": name, "priority": int(priority) if priority.lstrip("-").isdigit() else priority,
-           "quota": quota, "borrowing": borrowing}
+    raw = {"name": name, "priority": _priority(priority), "quota": quota, "borrowing": borrowing}
+    if max_priority is not None:
+        raw["max_priority"] = _priority(max_priority)
     if team:
         raw["team"] = team
     try:
         return QueueSpec.model_validate(raw)
     except ValidationError as e:
         raise InvalidSpec(errors=validation_errors(e, {}, "<options>")) from None
+
+
+def _priority(text: str) -> int | str:
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def max_priority_text(q: QueueSpec) -> str:
+    """The highest priority a non-admin's job on ``q`` may have, and whether it is the default."""
+    from trainyard.spec.job import PRIORITY_CLASSES, priority_text
+
+    if q.max_priority is None:
+        return f"{priority_text(PRIORITY_CLASSES['normal'])}, the default"
+    return priority_text(q.max_priority)
 
 
 @app.command("ls")
@@ -84,10 +102,12 @@ def ls(output: OutputOpt = Output.table) -> None:
             write(json.dumps([q.model_dump(mode="json") for q in infos], indent=2) + "\n")
             return
         table = Table(box=None, header_style="bold")
-        for col in ("QUEUE", "TEAM", "PRIORITY", "RUNNING", "PENDING", "IN USE / QUOTA", "BORROWING"):
+        for col in ("QUEUE", "TEAM", "PRIORITY", "MAX JOB PRIORITY", "RUNNING", "PENDING", "IN USE / QUOTA",
+                    "BORROWING"):
             table.add_column(col)
         for q in infos:
-            table.add_row(q.queue.name, q.queue.team, str(q.queue.priority), str(q.usage.running),
+            top = "100 (default)" if q.queue.max_priority is None else str(q.queue.max_priority)
+            table.add_row(q.queue.name, q.queue.team, str(q.queue.priority), top, str(q.usage.running),
                           str(q.pending), usage_text(q), "yes" if q.queue.borrowing else "no")
         console.print(table)
 
@@ -108,6 +128,7 @@ def show(name: str, output: OutputOpt = Output.table) -> None:
         grid.add_column()
         grid.add_row("queue", f"{q.queue.name}  (team {q.queue.team}, priority {q.queue.priority})")
         grid.add_row("quota", quota_text(q.queue))
+        grid.add_row("max job priority", f"{max_priority_text(q.queue)} (for jobs of anyone but an admin)")
         grid.add_row("in use", usage_text(q))
         grid.add_row("jobs", f"{q.usage.running} running ({q.usage.borrowed} on borrowed capacity), {q.pending} pending")
         grid.add_row("borrowing", "allowed" if q.queue.borrowing else "off")

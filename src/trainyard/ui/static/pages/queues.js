@@ -43,6 +43,8 @@ function panel(info, cap) {
   return h("div.panel.queue", { dataset: { queue: q.name } },
     h("div.row", null,
       h("h2", null, q.name), h("span.muted", null, `team ${q.team}`), h("span.muted", null, `priority ${q.priority}`),
+      h("span.muted", { title: "the highest priority a job of anyone but an admin may have on this queue" },
+        `jobs up to priority ${q.max_priority ?? "100 (normal)"}`),
       h("span.muted", null, q.borrowing ? "may borrow idle room" : "never borrows"),
       h("span.grow"),
       h("span.count.running", { title: "running jobs" }, `${u.running} running`),
