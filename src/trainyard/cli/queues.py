@@ -128,7 +128,7 @@ def show(name: str, output: OutputOpt = Output.table) -> None:
         grid.add_column()
         grid.add_row("queue", f"{q.queue.name}  (team {q.queue.team}, priority {q.queue.priority})")
         grid.add_row("quota", quota_text(q.queue))
-        grid.add_row("max job priority", f"{max_priority_text(q.queue)} (for jobs of anyone but an admin)")
+        grid.add_row("max job priority", f"{max_priority_text(q.queue)}, for jobs of anyone but an admin")
         grid.add_row("in use", usage_text(q))
         grid.add_row("jobs", f"{q.usage.running} running ({q.usage.borrowed} on borrowed capacity), {q.pending} pending")
         grid.add_row("borrowing", "allowed" if q.queue.borrowing else "off")
