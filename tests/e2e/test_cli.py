@@ -161,6 +161,27 @@ def test_the_servers_refusal_of_a_spec_file_names_the_line_of_the_field(server, 
     assert "\n  queue: unknown queue 'nope-too'" in flagged.stderr, flagged.stderr
     assert json.loads(server.cli("ls", "-o", "json").stdout) == []
 
+def test_an_empty_listing_says_so_on_stderr_and_a_filter_naming_no_queue_is_named(server):
+    for args, said in ((["ls"], "no jobs"), (["ls", "-q", "nosuch", "-s", "failed"], "no jobs match --status failed "
+                                             "--queue nosuch"),
+                       (["queue", "ls"], "no queues defined"),
+                       (["sweep", "ls", "--running"], "no sweeps match --running"),
+                       (["pipeline", "ls"], "no pipeline runs"), (["schedule", "ls"], "no schedules"),
+                       (["secret", "ls"], "no secrets"), (["service", "ls"], "no services (--all shows stopped"),
+                       (["token", "ls"], "no tokens"), (["cluster", "ls", "-a"], "no clusters\n"),
+                       (["notify", "ls"], "no subscriptions"), (["admin", "team", "ls"], "no teams")):
+        r = server.cli(*args)
+        assert r.returncode == 0 and r.stdout == "" and said in r.stderr, (args, r.stdout, r.stderr)
+    for args, out in ((["ls", "-o", "json"], "[]\n"), (["ls", "--ids"], ""), (["sweep", "ls", "-o", "json"], "[]\n")):
+        r = server.cli(*args)  # what scripts read: as it was, and nothing more said
+        assert (r.returncode, r.stdout, r.stderr) == (0, out, ""), args
+    assert server.cli("queue", "create", "team-a").returncode == 0
+    for args in (["ls", "-q", "team-b"], ["ls", "-q", "team-b", "--ids"]):  # as `run --queue team-b` refuses it
+        r = server.cli(*args)
+        assert r.returncode == 0 and r.stdout == "", r.stderr
+        assert "warning: unknown queue 'team-b'; did you mean 'team-a'? (defined: default, team-a)" in r.stderr
+    assert "unknown queue" not in server.cli("ls", "-q", "default").stderr
+
 def test_rm_deletes_an_ended_job_with_its_folders_and_files_and_refuses_a_running_one(server, tmp_path):
     write = "open(\"model.txt\", \"w\").write(\"m\")"
     spec = write_spec(tmp_path, f"name: made\ncommand: [{sys.executable}, -c, '{write}']\noutputs: ['*.txt']\n")

@@ -81,11 +81,13 @@ def user_create(
 @user_app.command("ls")
 def user_ls(output: OutputOpt = Output.table) -> None:
     """Every user, with its teams and roles."""
+    from trainyard.cli.listing import said_empty
+
     with handled():
         users = client().identity.users()
         if output == Output.json:
             write(json.dumps([u.model_dump(mode="json") for u in users], indent=2) + "\n")
-        else:
+        elif not said_empty(users, "users"):
             console.print(users_table(users))
 
 
@@ -133,12 +135,15 @@ def team_create(name: Annotated[str, typer.Argument()]) -> None:
 @team_app.command("ls")
 def team_ls(output: OutputOpt = Output.table) -> None:
     """Teams with their members (yours only, unless you are an admin)."""
+    from trainyard.cli.listing import said_empty
     from trainyard.cli.safe_text import Table
 
     with handled():
         teams = client().identity.teams()
         if output == Output.json:
             write(json.dumps([t.model_dump(mode="json") for t in teams], indent=2) + "\n")
+            return
+        if said_empty(teams, "teams"):
             return
         table = Table("TEAM", "MEMBERS", "CREATED", box=None)
         for t in teams:

@@ -85,7 +85,7 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped and f
     after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
        output: OutputOpt = Output.table) -> None:
     """Clusters with their status and workers, newest first; many come in pages (--after, --limit)."""
-    from trainyard.cli.listing import paged_list
+    from trainyard.cli.listing import paged_list, said_empty
     from trainyard.cli.safe_text import Table
 
     with handled():
@@ -94,6 +94,9 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped and f
                            raise_hint="raise --limit")
         if output == Output.json:
             write(json.dumps([c.model_dump(mode="json") for c in infos], indent=2) + "\n")
+            return
+        if said_empty(infos, "clusters", {"--after": after},
+                      hint="" if all else "--all shows stopped and failed ones too"):
             return
         table = Table(box=None, header_style="bold")
         for col in ("ID", "NAME", "STATUS", "QUEUE", "WORKERS", "REASON"):

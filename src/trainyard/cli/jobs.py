@@ -211,7 +211,8 @@ def ls(
                                       "-s failed --ids --all)")] = False,
 ) -> None:
     """List jobs, newest first (or --sort), filtered; long histories come in pages (--after, --all)."""
-    from trainyard.cli.listing import check_sort, check_statuses, labels_of, pages, parse_since
+    from trainyard.cli.listing import (check_queue, check_sort, check_statuses, labels_of, pages, parse_since,
+                                       said_empty)
     from trainyard.cli.reading import read
 
     with handled():
@@ -233,11 +234,14 @@ def ls(
 
         # JSON is the models' own dump, as it always was: the plain reads would hand on the server's as it is
         jobs, more = read(listed, plain=output == Output.table or ids)
+        if not jobs:
+            check_queue(queue)
         if ids:
             write("".join(f"{j['id']}\n" for j in jobs))
         elif output == Output.json:
             write(json.dumps(jobs, indent=2) + "\n")
-        else:
+        elif not said_empty(jobs, "jobs", {"--status": status, "--queue": queue, "--name": name, "--since": since,
+                                           "--before": before, "--label": label, "--after": after}):
             console.print(jobs_table(jobs, show_labels))
         if more:
             hint = "raise --limit" if by_offset else f"add --after {more}"

@@ -95,3 +95,38 @@ def paged_list(page, *, limit: int | None, after: str | None, raise_hint: str = 
     if more:
         err_console.print(f"{len(items)} shown; more: add --after {more} (or {raise_hint})", highlight=False)
     return items
+
+
+def said_empty(items: list, noun: str, filters: dict[str, object] | None = None, hint: str = "") -> bool:
+    """Whether ``items`` is empty; if so, a line on stderr says so (``no jobs``, ``no jobs match --queue x``):
+    a lone header says nothing. ``filters``: each flag given with its value (a flag given alone: True; a
+    repeated one: its list); ``hint``: how to see more (``--all shows stopped ones too``). For a table only: JSON
+    and ``--ids`` print their empty answer on stdout, as scripts read it, and nothing on stderr."""
+    if items:
+        return False
+    from trainyard.cli.output import err_console
+
+    given = " ".join(flag if value is True else " ".join(f"{flag} {v}" for v in
+                                                           (value if isinstance(value, list) else [value]))
+                     for flag, value in (filters or {}).items() if value not in (None, False, [], ""))
+    err_console.print(f"no {noun}" + (f" match {given}" if given else "") + (f" ({hint})" if hint else ""),
+                      highlight=False, markup=False)
+    return True
+
+
+def check_queue(queue: str | None) -> None:
+    """A warning on stderr where ``--queue`` names no queue the caller sees (as ``run`` refuses one): a listing
+    filtered by a typo is empty, not wrong. Nothing while no queue is defined: then any name is a queue."""
+    if queue is None:
+        return
+    from rich.markup import escape
+
+    from trainyard.cli.common import client
+    from trainyard.cli.output import err_console
+    from trainyard.spec.lines import suggestion
+
+    known = {q.queue.name for q in client().queues()}
+    if known and queue not in known | {"default"}:
+        mine = sorted(known | {"default"})
+        said = f"unknown queue {queue!r}{suggestion(queue, mine)} (defined: {', '.join(mine)})"
+        err_console.print(f"[yellow]warning:[/yellow] {escape(said)}", highlight=False)

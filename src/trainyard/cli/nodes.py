@@ -30,13 +30,14 @@ def ls(output: OutputOpt = Output.table) -> None:
 
 
 def _list(output: Output) -> None:
+    from trainyard.cli.listing import said_empty
     from trainyard.cli.render import nodes_table
 
     with handled():
         ns = client().nodes()
         if output == Output.json:
             write(json.dumps([n.model_dump(mode="json") for n in ns], indent=2) + "\n")
-        else:
+        elif not said_empty(ns, "nodes"):
             console.print(nodes_table(ns))
 
 

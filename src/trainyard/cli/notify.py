@@ -54,13 +54,15 @@ def ls(
 ) -> None:
     """Your subscriptions (an admin's: everyone's), newest first, with how their deliveries went; many come in
     pages (--after, --all)."""
-    from trainyard.cli.listing import paged_list
+    from trainyard.cli.listing import paged_list, said_empty
     from trainyard.cli.safe_text import Table
 
     with handled():
         subs = paged_list(client().notify.page, limit=None if all_ else limit, after=after)
         if output == Output.json:
             write(json.dumps([s.model_dump(mode="json") for s in subs], indent=2) + "\n")
+            return
+        if said_empty(subs, "subscriptions", {"--after": after}):
             return
         table = Table(box=None, header_style="bold")
         for col in ("ID", "WEBHOOK", "ON", "JOBS", "SENT", "PENDING", "FAILED", "OWNER"):

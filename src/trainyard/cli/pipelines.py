@@ -149,7 +149,7 @@ def ls(
     """Pipeline runs, newest first; long histories come in pages (--after, --all)."""
     from trainyard.cli.safe_text import Table
 
-    from trainyard.cli.listing import pages, parse_since
+    from trainyard.cli.listing import pages, parse_since, said_empty
 
     with handled():
         until, c = parse_since(before, "--before"), client()
@@ -163,7 +163,7 @@ def ls(
             write("".join(f"{r.id}\n" for r in runs))
         elif output == Output.json:
             write(json.dumps([r.model_dump(mode="json") for r in runs], indent=2) + "\n")
-        else:
+        elif not said_empty(runs, "pipeline runs", {"--status": status, "--before": before, "--after": after}):
             table = Table(box=None, header_style="bold")
             for col in ("ID", "NAME", "STATUS", "STEPS", "STARTED", "REASON"):
                 table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis", no_wrap=col == "ID")

@@ -94,12 +94,15 @@ def max_priority_text(q: QueueSpec) -> str:
 @app.command("ls")
 def ls(output: OutputOpt = Output.table) -> None:
     """Queues with their quotas, what their running jobs hold, and how many jobs wait."""
+    from trainyard.cli.listing import said_empty
     from trainyard.cli.safe_text import Table
 
     with handled():
         infos = client().queues()
         if output == Output.json:
             write(json.dumps([q.model_dump(mode="json") for q in infos], indent=2) + "\n")
+            return
+        if said_empty(infos, "queues defined", hint="jobs go to queue default; define one: trainyard queue create"):
             return
         table = Table(box=None, header_style="bold")
         for col in ("QUEUE", "TEAM", "PRIORITY", "MAX JOB PRIORITY", "RUNNING", "PENDING", "IN USE / QUOTA",

@@ -63,7 +63,7 @@ def ls(
 ) -> None:
     """Schedules, newest first, with their next fire and how the last one went; many come in pages (--after,
     --all)."""
-    from trainyard.cli.listing import paged_list
+    from trainyard.cli.listing import paged_list, said_empty
     from trainyard.cli.safe_text import Table
     from rich.text import Text
 
@@ -71,6 +71,8 @@ def ls(
         infos = paged_list(client().schedules.page, limit=None if all_ else limit, after=after)
         if output == Output.json:
             write(json.dumps([s.model_dump(mode="json") for s in infos], indent=2) + "\n")
+            return
+        if said_empty(infos, "schedules", {"--after": after}):
             return
         # what fits 80 columns: the id, the team and the policy are in `schedule show`
         table = Table(box=None, header_style="bold")

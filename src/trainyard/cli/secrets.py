@@ -65,8 +65,11 @@ def ls(team: TeamOpt = None, output: OutputOpt = Output.table) -> None:
         if output == Output.json:
             write(json.dumps([s.model_dump(mode="json") for s in found], indent=2) + "\n")
             return
+        from trainyard.cli.listing import said_empty
         from trainyard.cli.safe_text import Table
 
+        if said_empty(found, "secrets", {"--team": team}):
+            return
         table = Table("NAME", "TEAM", "LENGTH", "SET BY", "UPDATED", box=None)
         for s in found:
             table.add_row(s.name, s.team or "-", str(s.length), s.updated_by or "-", ago(s.updated_at))

@@ -42,7 +42,7 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped ones"
     after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
        output: OutputOpt = Output.table) -> None:
     """Services with their replicas and traffic, newest first; many come in pages (--after, --limit)."""
-    from trainyard.cli.listing import paged_list
+    from trainyard.cli.listing import paged_list, said_empty
     from trainyard.cli.safe_text import Table
 
     with handled():
@@ -51,6 +51,8 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped ones"
                            raise_hint="raise --limit")
         if output == Output.json:
             write(json.dumps([s.model_dump(mode="json") for s in infos], indent=2) + "\n")
+            return
+        if said_empty(infos, "services", {"--after": after}, hint="" if all else "--all shows stopped ones too"):
             return
         table = Table(box=None, header_style="bold")
         for col in ("NAME", "ID", "STATUS", "VERSION", "READY", "URL", "REASON"):

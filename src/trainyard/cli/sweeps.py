@@ -88,7 +88,7 @@ def ls(running: Annotated[bool, typer.Option("--running", help="only those still
     after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
        output: OutputOpt = Output.table) -> None:
     """Sweeps, newest first, with their best trial; many come in pages (--after, --all)."""
-    from trainyard.cli.listing import paged_list
+    from trainyard.cli.listing import paged_list, said_empty
     from trainyard.cli.safe_text import Table
 
     with handled():
@@ -97,6 +97,8 @@ def ls(running: Annotated[bool, typer.Option("--running", help="only those still
                            after=after)
         if output == Output.json:
             write(json.dumps([s.model_dump(mode="json") for s in infos], indent=2) + "\n")
+            return
+        if said_empty(infos, "sweeps", {"--running": running, "--after": after}):
             return
         table = Table(box=None, header_style="bold")
         for col in ("ID", "NAME", "STATUS", "METRIC", "BEST", "TRIALS", "REASON"):

@@ -71,11 +71,13 @@ def tokens_table(tokens: list[TokenInfo]) -> Table:
 def ls(user: Annotated[Optional[str], typer.Option("--user", help="an admin: this user's, or * for all")] = None,
        output: OutputOpt = Output.table) -> None:
     """Your tokens: name, created, last used, expiry (never the tokens themselves)."""
+    from trainyard.cli.listing import said_empty
+
     with handled():
         found = client().identity.tokens(user)
         if output == Output.json:
             write(json.dumps([t.model_dump(mode="json") for t in found], indent=2) + "\n")
-        else:
+        elif not said_empty(found, "tokens", {"--user": user}):
             console.print(tokens_table(found))
 
 
