@@ -1,4 +1,4 @@
-"""The line `run --wait` (both ways) and `wait` print when a job ends: each thing said once."""
+"""The line `run --wait` (both ways) and `wait` print when a job ends, and `show`'s head: each thing said once."""
 
 from __future__ import annotations
 
@@ -30,3 +30,22 @@ def test_a_job_that_never_ran_says_why():
 
 def test_a_job_with_no_reason_is_its_status():
     assert line({"id": "j-4", "status": "cancelled", "reason": None, "attempts": []}) == "j-4 cancelled"
+
+
+def test_show_gives_a_reason_line_only_where_it_says_more_than_the_status():
+    import io
+
+    from rich.console import Console
+
+    from trainyard.cli.render import job_detail
+
+    def shown(status: str, reason: str | None) -> list[str]:
+        job = {"id": "j-5", "name": "train", "status": status, "reason": reason, "queue": "default", "priority": 0,
+               "created_at": 0.0, "attempts": [], "spec": {"command": "true", "resources": {"cpu": 1}}}
+        out = io.StringIO()
+        Console(file=out, width=120).print(job_detail(job))
+        return [row.split(None, 1)[0] for row in out.getvalue().splitlines()]
+
+    assert "reason" not in shown("succeeded", "succeeded") and "reason" not in shown("cancelled", "Cancelled")
+    assert "reason" in shown("cancelled", "cancelled by alice") and "reason" in shown("failed", "Error(exit 1)")
+    assert "pending" in shown("pending", "waiting for 1 × A100: 0 free")

@@ -107,8 +107,9 @@ def job_detail(job: dict) -> Group:
     head.add_column()
     head.add_row("job", f"{job['id']}  ({job['name']})")
     head.add_row("status", status_text(job["status"]))
-    if job.get("reason"):
-        head.add_row("pending because" if pending else "reason", job["reason"])
+    reason = job.get("reason") or ""
+    if reason and reason.lower() != job["status"].lower():  # a succeeded job's 'succeeded' repeats the status
+        head.add_row("pending because" if pending else "reason", reason)
     if pending and job.get("position") is not None:
         n = job["position"]
         head.add_row("position", f"{n} job{'s' if n != 1 else ''} ahead in queue {job['queue']}")
