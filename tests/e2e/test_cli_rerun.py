@@ -39,3 +39,16 @@ def test_rerun_runs_the_code_as_it_was_with_new_params_and_says_what_is_wrong(se
     assert bad.returncode == 2 and "-p" in bad.stderr and "key=value" in bad.stderr
     missing = server.cli("rerun", "j-0000000000")
     assert missing.returncode == 1 and "no such job: j-0000000000" in missing.stderr
+
+
+def test_rerun_of_a_job_that_declares_no_params_warns_of_a_param_as_run_does(server, tmp_path):
+    first = server.cli("run", "--wait", "--", sys.executable, "-c", "pass")
+    assert first.returncode == 0, first.stderr
+    job = first.stdout.strip()
+
+    again = server.cli("rerun", job, "-p", "lr=0.01", "--wait")
+
+    assert again.returncode == 0, again.stderr  # a warning, not a refusal: trainyard.params() still has it
+    assert (f"warning: job {job} declares no param lr (its params: none), so its command cannot use it"
+            in again.stderr), again.stderr
+    assert server.client().get(again.stdout.strip()).spec.params == {"lr": 0.01}

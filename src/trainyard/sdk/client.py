@@ -163,7 +163,7 @@ class Client(NodeCalls):
         """Submit a job's spec again, with its code snapshot as it was (the UI's Re-submit): a new job, ``params``
         over the old ones. A snapshot that is gone (its jobs deleted) is refused, naming it."""
         old = self.get(job_id)
-        spec = _with_params(old.spec, params, f"job {job_id}")
+        spec = _with_params(old.spec, params, f"job {job_id}", quiet_if_none=False)
         if own_key(spec.labels) is not None:  # a sweep's trial run again is a job of the user's, in no sweep
             spec = spec.model_copy(update={"labels": {k: v for k, v in spec.labels.items() if not k.startswith(OWN)}})
         return self._post_job(spec, old.snapshot)
@@ -377,11 +377,12 @@ class Client(NodeCalls):
         self.http.request("DELETE", f"/api/v1/queues/{name}")
 
 
-def _with_params(spec: JobSpec, params: dict[str, Any] | None, source: str) -> JobSpec:
-    """``spec`` with ``params`` over its own, warning of those it does not declare (see _warn_undeclared)."""
+def _with_params(spec: JobSpec, params: dict[str, Any] | None, source: str, *, quiet_if_none: bool = True) -> JobSpec:
+    """``spec`` with ``params`` over its own, warning of those it does not declare (see _warn_undeclared); where
+    it declares none, only if not ``quiet_if_none`` (a job run again warns as `run FILE -p` does)."""
     if not params:
         return spec
-    if spec.params:  # one that declares none reads them all from trainyard.params()
+    if spec.params or not quiet_if_none:
         _warn_undeclared(source, params, spec.params)
     return spec.with_params(params)
 
