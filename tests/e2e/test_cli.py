@@ -94,7 +94,7 @@ def test_an_invalid_spec_names_the_line_and_stores_nothing(server, tmp_path):
     assert f"{spec}:4 resources.memory" in r.stderr
     too_big = write_spec(tmp_path, "command: echo\nresources: {gpu: 9}\n", "big.yaml")
     r = server.cli("run", str(too_big))
-    assert r.returncode == 1 and "resources.gpu" in r.stderr
+    assert r.returncode == 2 and f"{too_big}:2 resources.gpu: asks for 9 GPUs" in r.stderr  # as the file's errors
     typed = write_spec(tmp_path, "command: echo\nint: 1\n", "typed.yaml")  # a key spelled like a type
     r = server.cli("run", str(typed))
     assert r.returncode == 2 and f"{typed}:2 int: unknown field 'int'" in r.stderr and "Traceback" not in r.stderr
@@ -159,6 +159,16 @@ def test_the_servers_refusal_of_a_spec_file_names_the_line_of_the_field(server, 
     assert f"{secret}:4 secrets.X: no secret 'none-such'" in server.cli("run", str(secret)).stderr
     flagged = server.cli("run", str(spec), "--queue", "nope-too")  # a flag's value: no line of the file says it
     assert "\n  queue: unknown queue 'nope-too'" in flagged.stderr, flagged.stderr
+    assert json.loads(server.cli("ls", "-o", "json").stdout) == []
+
+def test_a_capacity_refusal_of_a_spec_file_names_its_line_and_exits_as_the_files_errors_do(server, tmp_path):
+    spec = write_spec(tmp_path, "name: q\ncommand: 'true'\nresources:\n  gpu: 9\n")  # the server's nodes: 4 GPUs
+    for way in ([], ["--wait"], ["--follow"]):  # --wait and --follow try the quick way first
+        r = server.cli("run", str(spec), *way)
+        assert r.returncode == 2 and not r.stdout, (way, r.stderr)  # as an error of the file: nothing submitted
+        assert f"\n  {spec}:4 resources.gpu: asks for 9 GPUs; the largest node has 4\n" in r.stderr, (way, r.stderr)
+    flagged = server.cli("run", "--gpu", "9", "--", "true")  # a flag's value: no line of a file says it
+    assert flagged.returncode == 2 and "\n  resources.gpu: asks for 9 GPUs" in flagged.stderr, flagged.stderr
     assert json.loads(server.cli("ls", "-o", "json").stdout) == []
 
 def test_an_empty_listing_says_so_on_stderr_and_a_filter_naming_no_queue_is_named(server):

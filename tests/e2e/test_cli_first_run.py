@@ -78,7 +78,7 @@ def test_misspellings_get_the_closest_name(server, tmp_path):
     r = server.cli("rnu", "job.yaml")
     assert r.returncode == 2 and "Did you mean 'run'?" in r.stderr
     r = server.cli("run", "--gpu", "1", "--gpu-type", "a100", "--", "true")
-    assert r.returncode == 1 and "have: A100" in r.stderr and "did you mean 'A100'?" in r.stderr
+    assert r.returncode == 2 and "have: A100" in r.stderr and "did you mean 'A100'?" in r.stderr  # as --queue's
     assert server.cli("queue", "create", "training").returncode == 0
     r = server.cli("run", "--queue", "trainig", "--", "true")
     assert r.returncode == 2 and "did you mean 'training'?" in r.stderr and "default, training" in r.stderr

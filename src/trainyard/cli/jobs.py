@@ -71,8 +71,8 @@ def run(
 
     Flags override what a spec file says. A notebook runs with papermill: -p values go into its cell
     tagged `parameters`, and the executed notebook is in the job's outputs (`trainyard download JOB`)."""
-    from trainyard.cli.runspec import Flags, build, key_values, secret_flags, to_yaml
-    from trainyard.errors import InvalidSpec
+    from trainyard.cli.runspec import Flags, build, key_values, refused, secret_flags, to_yaml
+    from trainyard.errors import InvalidSpec, Unschedulable
     from trainyard.spec.loader import parse_param_overrides
 
     with handled():
@@ -100,14 +100,8 @@ def run(
         # again: a Kubeflow manifest's warnings are said once
         try:
             job = c.submit(sub.spec, base_dir=sub.base_dir)
-        except InvalidSpec as e:  # the server's refusal (an unknown queue) at the line of the file that said it
-            if sub.path is None:  # the spec is the flags' (or a notebook's): no line of a file says it
-                raise
-            from trainyard.spec.kubeflow import is_pytorchjob_text
-            from trainyard.spec.lines import placed
-
-            text = sub.path.read_text()
-            raise InvalidSpec(errors=e.errors if is_pytorchjob_text(text) else placed(e.errors, text, str(sub.path)))
+        except (InvalidSpec, Unschedulable) as e:  # the server's refusal, at the line of the file that said it
+            raise refused(e, sub.path) from None
         _submitted(c, job, wait, follow)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainyard.errors import InvalidSpec
+from trainyard.errors import InvalidSpec, TrainyardError
 from trainyard.spec.job import JobSpec
 from trainyard.spec.lines import error_entry, suggestion, validation_errors
 from trainyard.spec.dump import to_yaml  # noqa: F401  (re-exported: `--dry-run` prints it)
@@ -188,3 +188,24 @@ def _name(text: str) -> str:
     """A job name from a script or program name: the characters a name allows, starting with one."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:63]
     return name or "job"
+
+
+def refused(e: TrainyardError, path: Path | None) -> TrainyardError:
+    """The server's refusal of a submitted spec (``InvalidSpec``: an unknown queue, a missing secret;
+    ``Unschedulable``: more GPUs, cores or memory than any node has) said as the spec's own errors are: each at
+    the line of ``path`` that set its field (:func:`~trainyard.spec.lines.placed`), and exiting as they do (2:
+    nothing was submitted). ``path`` None (the flags' spec, a notebook's): no line of a file says it. A refusal
+    that names no field is said as it is."""
+    errors = getattr(e, "errors", None)
+    if errors is None:  # Unschedulable: its field in details, its message "field: why"
+        field = e.details.get("field")
+        if not field:
+            return e
+        errors = [{"field": field, "line": None, "where": field, "message": e.message.removeprefix(f"{field}: ")}]
+    if path is None:
+        return InvalidSpec(errors=errors)
+    from trainyard.spec.kubeflow import is_pytorchjob_text
+    from trainyard.spec.lines import placed
+
+    text = path.read_text()
+    return InvalidSpec(errors=errors if is_pytorchjob_text(text) else placed(errors, text, str(path)))
