@@ -262,3 +262,19 @@ def test_errors_found_after_reading_are_put_at_their_fields_line():
                                          "priority", "job.yaml"]  # the nearest key above; none written: as it was
     assert out[0]["line"] == 4 and out[0]["message"] == "unknown queue 'nope'"
     assert placed(server, "a: [", "job.yaml") == server  # text that does not read: as they were
+
+
+def test_the_readmes_nightly_schedule_is_the_example_file_and_reads_as_a_schedule(tmp_path):
+    import re
+    from pathlib import Path
+
+    from trainyard.spec.loader import read_model
+    from trainyard.spec.schedule import ScheduleSpec
+
+    root = Path(__file__).resolve().parents[2]
+    shown = re.search(r"```yaml\n# examples/digits/nightly\.yaml\n(.*?)```", (root / "README.md").read_text(), re.S)
+    example = root / "examples/digits/nightly.yaml"
+    assert shown is not None and shown[1] == example.read_text()  # headed by the file's name: the file, as it is
+    (tmp_path / "nightly.yaml").write_text(shown[1])
+    spec = read_model(ScheduleSpec, tmp_path / "nightly.yaml")
+    assert spec.name == "digits-nightly" and spec.job.params["epochs"] == 30
