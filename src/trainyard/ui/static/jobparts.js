@@ -38,15 +38,26 @@ export function attemptsTable(job, now = Date.now() / 1000) {
     `r${r.index}: ${r.node}${r.gpus.length ? ` [${r.gpus.join(",")}]` : ""} ${r.status}${r.exit_code !== null && r.exit_code !== undefined ? ` (${r.exit_code})` : ""}`).join(" · ")) : null);
   return h("table.list.attempts", {},
     h("thead", {}, h("tr", {}, ["#", "status", "node", "GPUs", "exit", "reason", "started", "ended", "waited", "ran", "timeline"].map((c) => h("th", {}, c)))),
-    h("tbody", {}, job.attempts.map((a) => h("tr", { dataset: { attempt: a.number } },
+    h("tbody", {}, job.attempts.map((a, i) => h("tr", { dataset: { attempt: a.number } },
       h("td", {}, String(a.number)), h("td", {}, badge(a.status)), h("td", {}, a.node || ""), h("td", {}, a.gpus.join(", ")),
       h("td", {}, a.exit_code ?? ""),
       h("td.reason", {}, [a.reason, a.message, a.stop_reason && `stop: ${a.stop_reason}`, a.preempted_by && `preempted by ${a.preempted_by}`]
         .filter(Boolean).join(" · "), replicas(a)),
       h("td", {}, when(a.started_at)), h("td", {}, when(a.ended_at)),
-      h("td", {}, a.started_at ? duration(a.started_at - a.created_at) : ""),
+      waitedCell(job, a, i),
       h("td", {}, a.started_at ? duration((a.ended_at ?? now) - a.started_at) : ""),
       h("td", { style: "min-width:160px" }, h("div.timeline", {}, bar(a)))))));
+}
+
+// How long an attempt waited before its command started: in line since the job was submitted (the first) or since
+// the attempt before it ended (a retry's backoff, a requeue), then the launch. The attempt's own record begins only
+// when the scheduler admitted it, so its start alone would say "0s" for a job that waited an hour for room.
+function waitedCell(job, a, i) {
+  if (!a.started_at) return h("td", {}, "");
+  const since = i ? job.attempts[i - 1].ended_at ?? a.created_at : job.created_at;
+  const inLine = Math.max(0, a.created_at - since);
+  return h("td.waited", { title: `${duration(inLine)} in line, then ${duration(a.started_at - a.created_at)} to start` },
+    duration(a.started_at - since));
 }
 
 export function eventsList(events) {
