@@ -40,3 +40,52 @@ def test_an_attempt_that_waited_in_line_says_how_long(server, page, tmp_path):
     expect(page.locator("table.attempts th").nth(8)).to_have_text("waited")
     expect(cell).to_have_text(re.compile(r"\d+s"))
     assert seconds(cell.inner_text()) >= 4, cell.inner_text()
+
+
+STREAM = """
+import os, sys, time, trainyard
+step = 0
+while not os.path.exists(sys.argv[1]):
+    trainyard.log_metrics(step=step, loss=1.0 / (step + 1), rss_bytes=1.5e9 + step * 1e6)
+    step += 1
+    time.sleep(0.1)
+"""
+
+
+def legend_step(page, chart) -> int:
+    """The step under the pointer at the right edge of the chart's plot, as its legend reads it."""
+    over = chart.locator(".u-over")
+    box = over.bounding_box()
+    page.mouse.move(box["x"] + 5, box["y"] + 5)
+    page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
+    return int(chart.locator(".u-legend .u-series").first.locator(".u-value").inner_text())
+
+
+def test_a_zoomed_chart_keeps_its_range_while_points_come_and_big_values_fit_the_axis(server, page, tmp_path):
+    go = tmp_path / "go"
+    job = server.client().submit({**py_job(STREAM, name="stream"), "command": py_job(STREAM)["command"] + [str(go)]})
+    try:
+        open_signed_in(page, server.url, server.token, f"/jobs/{job.id}")
+        chart = page.locator(".chart[data-metric=loss]")
+        expect(chart.locator("canvas")).to_have_count(1, timeout=30_000)
+        page.wait_for_timeout(3000)  # some points to zoom into
+        chart.scroll_into_view_if_needed()
+        box = chart.locator(".u-over").bounding_box()
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] * 0.1, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=5)
+        page.mouse.up()
+        zoomed = legend_step(page, chart)
+        page.wait_for_timeout(5000)  # the page reads the metrics again, with some 50 new points
+        last = max(p.step for p in server.client().metrics(job.id) if p.name == "loss")
+        assert last > zoomed + 30
+        assert legend_step(page, chart) <= zoomed + 1  # still the range zoomed into, not every step
+        # a big value's axis labels fit their axis: nothing is drawn at the chart's left edge
+        big = page.locator(".chart[data-metric=rss_bytes] canvas")
+        big.scroll_into_view_if_needed()
+        inked = big.evaluate("""c => { const d = c.getContext('2d').getImageData(0, 0, 3, c.height).data;
+          let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }""")
+        assert inked == 0
+    finally:
+        go.write_text("")

@@ -41,6 +41,7 @@ export function align(series) {
 // object (call .destroy() when the page goes); `width` defaults to the element's.
 export async function lineChart(el, { title, series, time = false, width, height = 220 }) {
   const uPlot = await loadUPlot();
+  const bytesAxis = /bytes$/.test(title || "");
   const opts = {
     title,
     width: width || Math.max(300, el.clientWidth || 600),
@@ -51,15 +52,46 @@ export async function lineChart(el, { title, series, time = false, width, height
       ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true,
         points: { show: s.xs.length < 60 } })),
     ],
-    axes: [time ? {} : { incrs: STEP_INCRS }, { size: 60 }],
+    axes: [time ? {} : { incrs: STEP_INCRS }, { size: axisSize, values: (u, ticks) => ticks.map((v) => axisNumber(v, bytesAxis)) }],
     cursor: { drag: { x: true, y: false } },
   };
   return new uPlot(opts, align(series), el);
 }
 
+const SI = [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
+
+// A y tick short enough for its axis: 1.5M, 20MB (a metric named …bytes: the ticks fall on round decimal
+// numbers, so decimal units keep them round), 0.003, 1e-7
+export function axisNumber(v, bytes = false) {
+  if (v === null || v === undefined || !isFinite(v)) return "";
+  const a = Math.abs(v);
+  for (const [n, unit] of SI) if (a >= n) return `${+(v / n).toPrecision(3)}${unit}${bytes ? "B" : ""}`;
+  if (a !== 0 && a < 1e-3) return v.toExponential(1).replace(".0e", "e");
+  return String(+v.toPrecision(4));
+}
+
+// The y axis as wide as its longest label (12px digits: about 8px a character, then the ticks and a gap)
+const axisSize = (u, values) => Math.max(50, 20 + 8 * Math.max(0, ...(values || []).map((v) => String(v ?? "").length)));
+
+// The charts as they are drawn: a new read of the same metrics and series updates them in place, so a range the
+// person zoomed into stays (double-click shows all again) and what they hover over does not flicker away
+function sameCharts(charts, cells, x) {
+  return charts.length === cells.length && charts.every((c, i) => c.tyKey === chartKey(cells[i][1], cells[i][2], x));
+}
+const chartKey = (name, series, x) => JSON.stringify([name, x, series.map((s) => s.label)]);
+
+function update(chart, series) {
+  const [x0, x1] = [chart.data[0][0], chart.data[0][chart.data[0].length - 1]];
+  const { min, max } = chart.scales.x;
+  const zoomed = min !== undefined && min !== null && (min > x0 || max < x1);
+  chart.setData(align(series), !zoomed);
+}
+
 // One chart per metric name of `points` (MetricPoint[]), one series per key(point) with label(key);
 // `x` is "step" or "time". Replaces the children of `box`; returns the charts.
-export async function metricCharts(box, points, { x = "step", key = (p) => `r${p.replica}`, label = (k) => k } = {}) {
+// `previous`: the charts this box holds, updated in place when the metrics and series are the same (else destroyed).
+export async function metricCharts(box, points, { x = "step", key = (p) => `r${p.replica}`, label = (k) => k,
+  previous = [] } = {}) {
   const byName = new Map();
   for (const p of points) {
     const xv = x === "time" ? p.ts : p.step;
@@ -80,8 +112,17 @@ export async function metricCharts(box, points, { x = "step", key = (p) => `r${p
     const cell = h("div.chart", { dataset: { metric: name } });
     cells.push([cell, name, series]);
   }
+  if (cells.length && sameCharts(previous, cells, x)) {
+    previous.forEach((chart, i) => update(chart, cells[i][2]));
+    return previous;
+  }
+  previous.forEach((c) => c.destroy());
   box.replaceChildren(...cells.map((c) => c[0]));
   if (!cells.length) box.append(h("p.muted", {}, x === "step" && points.length ? "No metric has a step: switch x to time." : "No metrics logged."));
-  for (const [cell, name, series] of cells) charts.push(await lineChart(cell, { title: name, series, time: x === "time" }));
+  for (const [cell, name, series] of cells) {
+    const chart = await lineChart(cell, { title: name, series, time: x === "time" });
+    chart.tyKey = chartKey(name, series, x);
+    charts.push(chart);
+  }
   return charts;
 }
