@@ -19,8 +19,22 @@ export function facts(job) {
       .flatMap(([k, v], i) => [i ? " " : "", h("code", {}, `${k}=${v}`)])) : null),
     row("after", (job.spec.after || []).length ? h("span.after", {}, job.spec.after.flatMap((d, i) => [i ? ", " : "",
       h("a", { href: `/jobs/${encodeURIComponent(d.job)}`, dataset: { job: d.job } }, d.job), ` ${d.when}`])) : null),
+    row("part of", partOf(job.spec.labels || {})),
     row(pending ? "waiting because" : "reason", h("span.reason", {}, job.reason || "")),
     row("position in line", pending && job.position !== null && job.position !== undefined ? `${job.position} job(s) ahead` : null));
+}
+
+// What started the job (trainyard's own labels name it): a link back to its pipeline run, sweep, service or schedule
+function partOf(labels) {
+  const own = (k) => labels[`trainyard.io/${k}`];
+  const to = (kind, path, id, more) => [`${kind} `, h("a", { href: `${path}/${encodeURIComponent(id)}` }, id), more || ""];
+  const parts = [
+    own("pipeline-run") && to("pipeline run", "/pipelines", own("pipeline-run"), own("step") && `, step ${own("step")}`),
+    own("sweep") && to("sweep", "/sweeps", own("sweep"), own("trial") && `, trial ${own("trial")}`),
+    own("service") && to("service", "/services", own("service"), own("service-version") && `, version ${own("service-version")}`),
+    own("schedule") && to("schedule", "/schedules", own("schedule")),
+  ].filter(Boolean);
+  return parts.length ? h("span.part-of", {}, parts.flatMap((p, i) => (i ? ["; ", ...p] : p))) : null;
 }
 
 // One row per attempt, with a bar placing its queue wait and run time on the job's whole span
