@@ -122,16 +122,19 @@ export async function render(root, { params, query }) {
 
   // while the job is active its header, attempts and charts refresh; once it ends, one last time
   let ended = TERMINAL.has(job.status);
+  let changed = job.updated_at;
   const stopJob = poll(async () => {
     if (ended) return;
     job = await api(path);
     ended = TERMINAL.has(job.status);
     drawHead();
     await drawCharts({ force: ended });
-    if (ended) {
-      api(`${path}/outputs`).then((items) => outputs.replaceChildren(artifactsTable(id, items)), toast);
+    // each change of the job (a retry, a preemption, its start) is an event: read them again as they come
+    if (job.updated_at !== changed) {
+      changed = job.updated_at;
       api(`${path}/events`).then((items) => events.replaceChildren(eventsList(items)), toast);
     }
+    if (ended) api(`${path}/outputs`).then((items) => outputs.replaceChildren(artifactsTable(id, items)), toast);
   }, 2000);
   stops.push(stopJob);
   if (ended) drawCharts().catch(toast);
