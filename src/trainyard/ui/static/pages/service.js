@@ -27,11 +27,16 @@ export async function render(root, { params }) {
   let shownScale = "";
   let tried = null;
 
+  let drawn = "";
   function draw(s) {
+    // redrawn only when something changed: a click on a link (the address, a replica's job) under the poll is not lost
+    const sig = JSON.stringify(s);
+    if (sig === drawn) return;
+    drawn = sig;
     title.replaceChildren(s.name, " ", badge(s.status));
     const auto = s.spec.service.autoscale;
     facts.replaceChildren(...pairs([
-      ["reason", s.reason || ""], ["address", h("span.mono", null, s.url)],
+      ["reason", s.reason || ""], ["address", h("a.mono", { href: s.url, target: "_blank", rel: "noopener" }, s.url)],
       ["version", String(s.version)], ["replicas", h("span.ready", null, `${s.ready} ready of ${s.wanted} wanted`)],
       ["scaling", auto ? `autoscale ${auto.min}..${auto.max}, ${auto.target_concurrency} in flight each` : "fixed"],
       ["restarts", h("span.restarts", null, String(s.restarts))],
@@ -46,7 +51,8 @@ export async function render(root, { params }) {
     if (key !== shownScale) { shownScale = key; drawScale(s); }  // not while someone types in it
     replicas.replaceChildren(s.replicas.length ? replicaTable(s) : h("p.muted", null, "No replica runs now."));
     if (!String(s.spec.command).includes("trainyard.serving.model_server")) {
-      tryBox.replaceChildren(h("p.muted", null, "This service is not the built-in model server: reach it at ", h("span.mono", null, s.url), "."));
+      tryBox.replaceChildren(h("p.muted", null, "This service is not the built-in model server: reach it at ",
+        h("a.mono", { href: s.url, target: "_blank", rel: "noopener" }, s.url), "."));
     } else if (s.status === "running" && s.ready && !tried) {
       tried = tryPage(s, tryBox);
     } else if (!s.ready && !tried) tryBox.replaceChildren(h("p.muted", null, "The try page shows once a replica is ready."));
@@ -66,7 +72,17 @@ export async function render(root, { params }) {
     };
   }
 
-  return poll(async () => draw(await api(path)), 2000);
+  // a service deleted (or a link to one that never was): say so where the page was, with the way to the others
+  let stop = null;
+  const gone = () => {
+    if (stop) stop();
+    root.replaceChildren(h("p.error.gone", null, `No service named ${params.name}: it was deleted, or is not one you may see. `,
+      h("a", { href: "/services" }, "All services")));
+  };
+  stop = poll(async () => {
+    try { draw(await api(path)); } catch (e) { if (e.status === 404) gone(); else throw e; }
+  }, 2000);
+  return () => stop();
 }
 
 function pairs(items) {
