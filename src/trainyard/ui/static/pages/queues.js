@@ -10,8 +10,13 @@ export function render(root) {
   const teams = h("div");
   const list = h("div");
   root.append(h("h1", null, "Queues"), teams, list);
+  let drawn = "";
   return poll(async () => {
     const [queues, nodes] = await Promise.all([api("queues"), api("nodes")]);
+    // redrawn only when something changed: a click on a count (a link to those jobs) under the poll is not lost
+    const sig = JSON.stringify([queues, nodes]);
+    if (sig === drawn) return;
+    drawn = sig;
     const cap = capacity(nodes);
     list.replaceChildren(...(queues.length ? queues.map((q) => panel(q, cap)) : [h("p.muted", null, "No queue is defined and no job has run.")]));
     teams.replaceChildren(...[standing(queues)].filter(Boolean));
@@ -47,13 +52,16 @@ function panel(info, cap) {
         `jobs up to priority ${q.max_priority ?? "100 (normal)"}`),
       h("span.muted", null, q.borrowing ? "may borrow idle room" : "never borrows"),
       h("span.grow"),
-      h("span.count.running", { title: "running jobs" }, `${u.running} running`),
+      h("a.count.running", { title: "running jobs", href: jobsOf(q, ["starting", "running"]) }, `${u.running} running`),
       u.borrowed ? h("span.count.borrowed", { title: "running past the quota on idle room; preempted first" }, `${u.borrowed} borrowing`) : null,
-      h("span.count.waiting", { title: "jobs waiting in line" }, `${info.pending} waiting`)),
+      h("a.count.waiting", { title: "jobs waiting in line", href: jobsOf(q, ["pending"]) }, `${info.pending} waiting`)),
     h("table.meters", null, rows.map(([key, label, used, limit, total, fmt]) => meter({ key, label, used, limit, total, fmt }))),
     fs && h("p.muted.share", null, `Fair share: team ${fs.team} holds ${(100 * fs.share).toFixed(1)}% of the cluster's `
       + `${fs.dominant || "resources"}; ${fs.rank === 1 ? "first" : `#${fs.rank}`} of ${fs.teams} in line at equal priority.`));
 }
+
+// the jobs list narrowed to this queue's jobs in these states
+const jobsOf = (q, states) => `/jobs?${new URLSearchParams([["queue", q.name], ...states.map((st) => ["status", st])])}`;
 
 // every team's dominant share: the one that holds least goes next at equal priority
 function standing(queues) {
