@@ -159,7 +159,7 @@ export function render(root, { query }) {
     const res = await api("jobs", { query: { ...filters(query), sort, limit, offset, count: true }, signal: ctl.signal });
     problem.hidden = true;
     tbody.replaceChildren(...res.items.map(row));
-    if (!res.items.length) tbody.append(h("tr", {}, h("td.muted", { colspan: 10 }, "No jobs match.")));
+    if (!res.items.length) tbody.append(h("tr", {}, h("td.muted.empty", { colspan: 10 }, emptyText(offset))));
     const total = `${res.total.toLocaleString()}${res.total_capped ? "+" : ""}`;
     const span = res.items.length ? `${offset + 1}–${offset + res.items.length} of ${total}` : `0 of ${total}`;
     pager.replaceChildren(
@@ -168,6 +168,15 @@ export function render(root, { query }) {
         SIZES.map((n) => h("option", { value: n, selected: n === limit }, `${n} per page`))),
       h("button", { type: "button", disabled: pageNo <= 1, onclick: () => go({ page: pageNo - 1 > 1 ? pageNo - 1 : null }) }, "‹ Previous"),
       h("button", { type: "button", disabled: !res.more, onclick: () => go({ page: pageNo + 1 }) }, "Next ›"));
+  }
+
+  // why the table is empty, and what to do: a first visit, filters that match nothing, or a page past the end
+  function emptyText(offset) {
+    const filtered = [...TEXT_FILTERS.map(([k]) => k), "status", "from", "to"].some((k) => query.get(k));
+    if (offset) return ["No jobs on this page. ", h("a", { href: location.pathname + withQuery(query, { page: null }) }, "First page")];
+    if (filtered) return ["No jobs match these filters. ", h("a", { href: location.pathname }, "Clear them")];
+    return ["No jobs yet. Submit one with ", h("code", {}, "trainyard run job.yaml"), " or from ",
+      h("a", { href: "/submit" }, "Submit"), "."];
   }
 
   async function counts() {

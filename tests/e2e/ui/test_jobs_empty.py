@@ -1,0 +1,31 @@
+"""The jobs list when it has nothing to show says why and what to do: a first visit points to submitting a job,
+filters that match nothing offer to clear them, and a page past the end leads back to the first."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.support.browser import open_signed_in
+
+pytestmark = pytest.mark.slow
+
+
+def test_an_empty_jobs_list_says_why_and_what_to_do(server, page):
+    open_signed_in(page, server.url, server.token, "/jobs")
+    empty = page.locator("td.empty")
+    expect(empty).to_contain_text("No jobs yet. Submit one with trainyard run job.yaml")
+    empty.locator("a", has_text="Submit").click()
+    page.wait_for_url(f"{server.url}/submit")
+
+    job = server.client().submit({"name": "only", "command": "true"})
+    page.goto(f"{server.url}/jobs?status=failed&q=only")
+    expect(empty).to_contain_text("No jobs match these filters.")
+    empty.locator("a", has_text="Clear them").click()
+    expect(page.locator(f"tr[data-id={job.id}]")).to_be_visible()
+
+    page.goto(f"{server.url}/jobs?page=3")
+    expect(empty).to_contain_text("No jobs on this page.")
+    empty.locator("a", has_text="First page").click()
+    expect(page.locator(f"tr[data-id={job.id}]")).to_be_visible()
+    assert "page=" not in page.url
