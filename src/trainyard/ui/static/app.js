@@ -67,9 +67,22 @@ export async function show() {
   } catch (e) {
     if (mine !== seq) return;
     console.error(e);
-    const p = Object.assign(document.createElement("p"), { className: "error", textContent: `This page failed: ${e.message}` });
-    root.replaceChildren(p);
+    root.replaceChildren(failed(e, route.page));
   }
+}
+
+// What a page that could not be drawn says: a thing that is not there (deleted, mistyped, another team's) leads back
+// to its list; anything else names the failure
+const LISTS = { job: ["/jobs", "All jobs"], pipeline: ["/pipelines", "All pipeline runs"], sweep: ["/sweeps", "All sweeps"],
+  service: ["/services", "All services"], schedules: ["/schedules", "All schedules"] };
+function failed(e, page) {
+  const p = Object.assign(document.createElement("p"), { className: "error" });
+  const list = e.status === 404 && LISTS[page];
+  if (!list) { p.textContent = `This page failed: ${e.message}`; return p; }
+  p.classList.add("gone");
+  const a = Object.assign(document.createElement("a"), { href: list[0], textContent: list[1] });
+  p.append(`Not found: ${e.message}. It may have been deleted, or belong to a team you are not in. `, a);
+  return p;
 }
 
 // Go to `url` inside the app (pushState), or replace the current entry (filters changing)
