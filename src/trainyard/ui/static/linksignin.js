@@ -3,7 +3,7 @@
 // person then uploads, submits or stores as a secret; and no mark the CLI could add would tell its links apart (a
 // writer can mint real ones). So a link's token is kept only once the person has seen whose it is and said yes.
 import { setToken, toast, token } from "./api.js";
-import { h } from "./ui.js";
+import { h, prose } from "./ui.js";
 
 // Takes the token out of the address bar and the history at once (declined or not, it stays in neither), asks the
 // server whose it is, and keeps it if the person confirms that identity. Resolves once that is settled; a token the
@@ -60,7 +60,7 @@ function confirmSignIn(me, current, holding) {
       h("p", {}, `This link came with an API token. Signed in with it, this browser acts as ${me.user}: the jobs `
         + "you submit, the files you upload and the secrets you store here are theirs, and their teams see them."),
       replacing && h("p", {}, replacing),
-      h("p.muted", {}, "Say yes only to a link you opened yourself (`trainyard ui` opens one)."),
+      h("p.muted", {}, prose("Say yes only to a link you opened yourself (`trainyard ui` opens one).")),
       h("div.row.answers", {},
         h("button", { type: "submit", value: "decline", name: "decline" },
           holding ? "Keep the current sign-in" : "Stay signed out"),

@@ -19,6 +19,11 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// Text whose `commands` show as code, as the CLI's help writes them: a list of strings and <code> elements for h()
+export function prose(text) {
+  return String(text).split("`").map((part, i) => (i % 2 ? h("code", {}, part) : part)).filter((p) => p !== "");
+}
+
 export const STATUS_CLASS = {
   pending: "wait", queued: "wait", starting: "run", running: "run", succeeded: "ok",
   failed: "bad", cancelled: "off", cancelling: "off", preempted: "warn", lost: "bad",

@@ -1,7 +1,7 @@
 // Sign in with an API token (`trainyard token create`, or the local server's via `trainyard ui`).
 import { api, setToken, toast, token } from "../api.js";
 import { navigate, signedIn } from "../app.js";
-import { h } from "../ui.js";
+import { h, prose } from "../ui.js";
 
 // Where to go once signed in: a path on this server only (never //elsewhere)
 function destination(next) {
@@ -39,7 +39,7 @@ export function render(root, { query }) {
       }
     },
   }, h("h1", {}, "Sign in"),
-  h("p.muted", {}, "Paste an API token: `trainyard token create` makes one; on your own machine `trainyard ui` opens this page signed in."),
+  h("p.muted", {}, prose("Paste an API token: `trainyard token create` makes one; on your own machine `trainyard ui` opens this page signed in.")),
   input, h("button", { type: "submit" }, "Sign in"));
   root.append(form);
   input.focus();

@@ -4,7 +4,7 @@
 // is refreshed every few seconds; the form is drawn once, so a half-filled one survives the refresh.
 import { api, poll } from "../api.js";
 import { css } from "../css.js";
-import { h, when } from "../ui.js";
+import { h, prose, when } from "../ui.js";
 
 const EVENTS = ["succeeded", "failed", "cancelled"];  // the ends of a job a subscription may ask for
 const DELIVERY_CLASS = { sent: "ok", pending: "wait", failed: "bad" };  // badge classes of style.css
@@ -140,7 +140,7 @@ function subscriptions(me, said) {
     drawn = sig;
     const rows = subs.flatMap((s) => [row(s), ...(open.has(s.id) ? [deliveryRow(s, deliveries[s.id])] : [])]);
     body.replaceChildren(...(rows.length ? rows : [h("tr", null, h("td", { colspan: cols.length }, h("span.muted", null,
-      "No subscription yet (`trainyard notify add WEBHOOK --on failed` makes one too).")))]));
+      prose("No subscription yet (`trainyard notify add WEBHOOK --on failed` makes one too)."))))]));
   };
   const toggle = (s) => {
     if (open.has(s.id)) open.delete(s.id); else open.add(s.id);

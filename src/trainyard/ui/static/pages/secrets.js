@@ -3,7 +3,7 @@
 // (and admins) set, replace and delete them; a job reads one with `secrets: [NAME]` in its spec.
 import { api, poll } from "../api.js";
 import { css } from "../css.js";
-import { ago, h, when } from "../ui.js";
+import { ago, h, prose, when } from "../ui.js";
 
 export async function render(root) {
   css("secrets.css");
@@ -38,7 +38,7 @@ export async function render(root) {
   const refresh = async () => {
     const secrets = await api("secrets");
     body.replaceChildren(...(secrets.length ? secrets.map(row) : [h("tr", null, h("td", { colspan: cols.length },
-      h("span.muted", null, "No secret is set. `trainyard secret set NAME` sets one from standard input.")))]));
+      h("span.muted", null, prose("No secret is set. `trainyard secret set NAME` sets one from standard input."))))]));
   };
   const row = (s) => {
     const off = !s.team && !noTeam ? "only admins change secrets of no team" : null;

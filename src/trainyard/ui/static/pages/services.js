@@ -3,7 +3,7 @@
 import { api, poll } from "../api.js";
 import { navigate } from "../app.js";
 import { css } from "../css.js";
-import { badge, h, withQuery } from "../ui.js";
+import { badge, h, prose, withQuery } from "../ui.js";
 import { errorRate, latency } from "./service.js";
 
 export function render(root, { query }) {
@@ -20,7 +20,7 @@ export function render(root, { query }) {
   return poll(async () => {
     const services = (await api("services", { query: { all, limit: 500 } })).items;  // the newest 500
     body.replaceChildren(...(services.length ? services.map(row)
-      : [h("tr", null, h("td", { colspan: 8 }, h("span.muted", null, "No service runs. `trainyard serve JOB --name NAME` starts one.")))]));
+      : [h("tr", null, h("td", { colspan: 8 }, h("span.muted", null, prose("No service runs. `trainyard serve JOB --name NAME` starts one."))))]));
   }, 3000);
 }
 
