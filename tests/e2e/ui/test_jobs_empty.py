@@ -36,9 +36,12 @@ def test_the_page_of_a_job_that_is_not_there_leads_back_to_the_list(server, page
     job = server.client().submit({"name": "gone-soon", "command": "true"})
     job.wait(timeout=60)
     server.client().delete(job.id)
+    logged = []
+    page.on("console", lambda m: m.type == "error" and "ApiError" in m.text and logged.append(m.text))
     open_signed_in(page, server.url, server.token, f"/jobs/{job.id}")
     gone = page.locator("p.gone")
     expect(gone).to_contain_text(f"Not found: no such job: {job.id}. It may have been deleted")
     gone.locator("a", has_text="All jobs").click()
     page.wait_for_url(f"{server.url}/jobs")
     expect(page.locator("td.empty")).to_contain_text("No jobs yet")
+    assert not logged  # nothing broke: no error in the console for a job that is not there

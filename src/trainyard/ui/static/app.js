@@ -66,7 +66,7 @@ export async function show() {
     cleanup = done;
   } catch (e) {
     if (mine !== seq) return;
-    console.error(e);
+    if (e.status !== 404) console.error(e);  // a thing not there is said on the page, not a fault of the page
     root.replaceChildren(failed(e, route.page));
   }
 }
