@@ -178,7 +178,10 @@ function troubles(run) {
   const bad = run.steps.filter((s) => ["failed", "cancelled", "skipped"].includes(s.status) && s.reason);
   if (!bad.length) return null;
   return h("div.panel", null, h("h2", null, "Why steps did not run"),
-    h("ul", null, bad.slice(0, 50).map((s) => h("li", null, h("b", null, s.name), " ", stepBadge(s.status), " ", s.reason))),
+    // a step that ran links to its job: its logs say why it failed
+    h("ul", null, bad.slice(0, 50).map((s) => h("li", { dataset: { step: s.name } },
+      s.job_id ? h("a", { href: `/jobs/${encodeURIComponent(s.job_id)}`, title: "its job: logs, attempts, events" },
+        h("b", null, s.name)) : h("b", null, s.name), " ", stepBadge(s.status), " ", s.reason))),
     bad.length > 50 ? h("p.muted", null, `and ${bad.length - 50} more`) : null);
 }
 
