@@ -28,7 +28,8 @@ def seconds(text: str) -> int:
 def test_an_attempt_that_waited_in_line_says_how_long(server, page, tmp_path):
     go = tmp_path / "go"
     c = server.client()
-    blocker = c.submit({**py_job(HOLD, name="blocker", resources={"cpu": 2}), "command": py_job(HOLD)["command"] + [str(go)]})
+    held = py_job(HOLD, name="blocker", resources={"cpu": 2})
+    blocker = c.submit({**held, "command": held["command"] + [str(go)]})
     until(lambda: blocker.refresh().status.value == "running", timeout=60)
     waiter = c.submit(py_job("print('ran')", name="waiter", resources={"cpu": 2}))
     until(lambda: waiter.refresh().reason, timeout=30)  # the scheduler has seen it wait

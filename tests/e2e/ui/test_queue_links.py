@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow
 
 def test_a_queues_waiting_count_opens_its_waiting_jobs(server, page):
     api = httpx.Client(base_url=server.url, headers=server.headers, timeout=30)
-    r = api.post("/api/v1/queues", json={"queue": {"name": "tiny", "team": "cv", "quota": {"jobs": 1}, "borrowing": False}})
+    queue = {"name": "tiny", "team": "cv", "quota": {"jobs": 1}, "borrowing": False}
+    r = api.post("/api/v1/queues", json={"queue": queue})
     assert r.status_code in (200, 201), r.text
     c = server.client()
     first = c.submit({"name": "first", "queue": "tiny", "command": "sleep 300", "resources": {"cpu": 0.5}})

@@ -73,8 +73,10 @@ export async function show() {
 
 // What a page that could not be drawn says: a thing that is not there (deleted, mistyped, another team's) leads back
 // to its list; anything else names the failure
-const LISTS = { job: ["/jobs", "All jobs"], pipeline: ["/pipelines", "All pipeline runs"], sweep: ["/sweeps", "All sweeps"],
-  service: ["/services", "All services"], schedules: ["/schedules", "All schedules"] };
+const LISTS = {
+  job: ["/jobs", "All jobs"], pipeline: ["/pipelines", "All pipeline runs"], sweep: ["/sweeps", "All sweeps"],
+  service: ["/services", "All services"], schedules: ["/schedules", "All schedules"],
+};
 function failed(e, page) {
   const p = Object.assign(document.createElement("p"), { className: "error" });
   const list = e.status === 404 && LISTS[page];

@@ -52,7 +52,8 @@ export async function lineChart(el, { title, series, time = false, width, height
       ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true,
         points: { show: s.xs.length < 60 } })),
     ],
-    axes: [time ? {} : { incrs: STEP_INCRS }, { size: axisSize, values: (u, ticks) => ticks.map((v) => axisNumber(v, bytesAxis)) }],
+    axes: [time ? {} : { incrs: STEP_INCRS },
+      { size: axisSize, values: (u, ticks) => ticks.map((v) => axisNumber(v, bytesAxis)) }],
     cursor: { drag: { x: true, y: false } },
   };
   return new uPlot(opts, align(series), el);
@@ -71,7 +72,7 @@ export function axisNumber(v, bytes = false) {
 }
 
 // The y axis as wide as its longest label (12px digits: about 8px a character, then the ticks and a gap)
-const axisSize = (u, values) => Math.max(50, 20 + 8 * Math.max(0, ...(values || []).map((v) => String(v ?? "").length)));
+const axisSize = (u, values) => Math.max(50, 20 + 8 * Math.max(0, ...(values || []).map((v) => `${v ?? ""}`.length)));
 
 // The charts as they are drawn: a new read of the same metrics and series updates them in place, so a range the
 // person zoomed into stays (double-click shows all again) and what they hover over does not flicker away

@@ -27,11 +27,14 @@ export function facts(job) {
 // What started the job (trainyard's own labels name it): a link back to its pipeline run, sweep, service or schedule
 function partOf(labels) {
   const own = (k) => labels[`trainyard.io/${k}`];
-  const to = (kind, path, id, more) => [`${kind} `, h("a", { href: `${path}/${encodeURIComponent(id)}` }, id), more || ""];
+  const to = (kind, path, id, more) => [`${kind} `, h("a", { href: `${path}/${encodeURIComponent(id)}` }, id),
+    more || ""];
+  const step = own("step") && `, step ${own("step")}`;
+  const version = own("service-version") && `, version ${own("service-version")}`;
   const parts = [
-    own("pipeline-run") && to("pipeline run", "/pipelines", own("pipeline-run"), own("step") && `, step ${own("step")}`),
+    own("pipeline-run") && to("pipeline run", "/pipelines", own("pipeline-run"), step),
     own("sweep") && to("sweep", "/sweeps", own("sweep"), own("trial") && `, trial ${own("trial")}`),
-    own("service") && to("service", "/services", own("service"), own("service-version") && `, version ${own("service-version")}`),
+    own("service") && to("service", "/services", own("service"), version),
     own("schedule") && to("schedule", "/schedules", own("schedule")),
   ].filter(Boolean);
   return parts.length ? h("span.part-of", {}, parts.flatMap((p, i) => (i ? ["; ", ...p] : p))) : null;
@@ -70,8 +73,8 @@ function waitedCell(job, a, i) {
   if (!a.started_at) return h("td", {}, "");
   const since = i ? job.attempts[i - 1].ended_at ?? a.created_at : job.created_at;
   const inLine = Math.max(0, a.created_at - since);
-  return h("td.waited", { title: `${duration(inLine)} in line, then ${duration(a.started_at - a.created_at)} to start` },
-    duration(a.started_at - since));
+  const title = `${duration(inLine)} in line, then ${duration(a.started_at - a.created_at)} to start`;
+  return h("td.waited", { title }, duration(a.started_at - since));
 }
 
 export function eventsList(events) {

@@ -100,8 +100,8 @@ export async function render(root, { params, query }) {
     const points = await api(`${path}/metrics`);
     if (points.length === metricCount) return;
     metricCount = points.length;
-    charts = await metricCharts(chartBox, points, { x: xMode, key: (p) => `attempt ${p.attempt} · replica ${p.replica}`,
-      previous: charts });
+    const key = (p) => `attempt ${p.attempt} · replica ${p.replica}`;
+    charts = await metricCharts(chartBox, points, { x: xMode, key, previous: charts });
   }
 
   let systemCharts = [];

@@ -173,7 +173,8 @@ export function render(root, { query }) {
   // why the table is empty, and what to do: a first visit, filters that match nothing, or a page past the end
   function emptyText(offset) {
     const filtered = [...TEXT_FILTERS.map(([k]) => k), "status", "from", "to"].some((k) => query.get(k));
-    if (offset) return ["No jobs on this page. ", h("a", { href: location.pathname + withQuery(query, { page: null }) }, "First page")];
+    const first = location.pathname + withQuery(query, { page: null });
+    if (offset) return ["No jobs on this page. ", h("a", { href: first }, "First page")];
     if (filtered) return ["No jobs match these filters. ", h("a", { href: location.pathname }, "Clear them")];
     return ["No jobs yet. Submit one with ", h("code", {}, "trainyard run job.yaml"), " or from ",
       h("a", { href: "/submit" }, "Submit"), "."];

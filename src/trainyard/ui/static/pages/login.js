@@ -39,7 +39,8 @@ export function render(root, { query }) {
       }
     },
   }, h("h1", {}, "Sign in"),
-  h("p.muted", {}, prose("Paste an API token: `trainyard token create` makes one; on your own machine `trainyard ui` opens this page signed in.")),
+  h("p.muted", {}, prose("Paste an API token: `trainyard token create` makes one; "
+    + "on your own machine `trainyard ui` opens this page signed in.")),
   input, h("button", { type: "submit" }, "Sign in"));
   root.append(form);
   input.focus();

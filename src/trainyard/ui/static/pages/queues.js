@@ -61,7 +61,7 @@ function panel(info, cap) {
 }
 
 // the jobs list narrowed to this queue's jobs in these states
-const jobsOf = (q, states) => `/jobs?${new URLSearchParams([["queue", q.name], ...states.map((st) => ["status", st])])}`;
+const jobsOf = (q, states) => `/jobs?${new URLSearchParams([["queue", q.name], ...states.map((s) => ["status", s])])}`;
 
 // every team's dominant share: the one that holds least goes next at equal priority
 function standing(queues) {

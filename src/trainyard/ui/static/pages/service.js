@@ -76,8 +76,8 @@ export async function render(root, { params }) {
   let stop = null;
   const gone = () => {
     if (stop) stop();
-    root.replaceChildren(h("p.error.gone", null, `No service named ${params.name}: it was deleted, or is not one you may see. `,
-      h("a", { href: "/services" }, "All services")));
+    const why = `No service named ${params.name}: it was deleted, or is not one you may see. `;
+    root.replaceChildren(h("p.error.gone", null, why, h("a", { href: "/services" }, "All services")));
   };
   stop = poll(async () => {
     try { draw(await api(path)); } catch (e) { if (e.status === 404) gone(); else throw e; }

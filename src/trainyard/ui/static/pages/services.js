@@ -20,7 +20,8 @@ export function render(root, { query }) {
   return poll(async () => {
     const services = (await api("services", { query: { all, limit: 500 } })).items;  // the newest 500
     body.replaceChildren(...(services.length ? services.map(row)
-      : [h("tr", null, h("td", { colspan: 8 }, h("span.muted", null, prose("No service runs. `trainyard serve JOB --name NAME` starts one."))))]));
+      : [h("tr", null, h("td", { colspan: 8 }, h("span.muted", null,
+        prose("No service runs. `trainyard serve JOB --name NAME` starts one."))))]));
   }, 3000);
 }
 

@@ -108,7 +108,8 @@ export function render(root) {
     h("div.row", null, h("h1", null, "Submit"), h("span.grow"), h("span.muted", null, "Start from"),
       h("button.small", { type: "button", onclick: example(JOB) }, "a job"),
       h("button.small", { type: "button", onclick: example(PIPELINE) }, "a pipeline")),
-    h("p.muted", null, prose("Paste or write a job spec or a pipeline, as for `trainyard run FILE`. Steps run in the server's folder: code from your machine goes with the CLI.")),
+    h("p.muted", null, prose("Paste or write a job spec or a pipeline, as for `trainyard run FILE`. "
+      + "Steps run in the server's folder: code from your machine goes with the CLI.")),
     h("div.editor", null, gutter, h("div.text", null, text, notes)),
     h("div.row.actions", null, validate, submit, kind),
     list);
