@@ -90,3 +90,15 @@ def test_a_zoomed_chart_keeps_its_range_while_points_come_and_big_values_fit_the
         assert inked == 0
     finally:
         go.write_text("")
+
+
+def test_a_job_page_reads_out_each_metrics_last_least_and_greatest_value(server, page):
+    code = ("import trainyard\nfor step in range(1, 6):\n"
+            "    trainyard.log_metrics(step=step, loss=1.0 / step, accuracy=0.5 + step / 20)\n")
+    job = server.client().submit(py_job(code, name="summed"))
+    job.wait(timeout=60)
+    open_signed_in(page, server.url, server.token, f"/jobs/{job.id}")
+    loss = page.locator("table.metric-summary tr[data-metric=loss] td")
+    expect(loss).to_have_text(["loss", "0.2", "5", "0.2", "1", "5"])
+    expect(page.locator("table.metric-summary tr[data-metric=accuracy] td")).to_have_text(
+        ["accuracy", "0.75", "5", "0.55", "0.75", "5"])

@@ -77,6 +77,28 @@ function waitedCell(job, a, i) {
   return h("td.waited", { title }, duration(a.started_at - since));
 }
 
+// Each metric's latest value (the last attempt's last point), its least and greatest, and how many points: the
+// numbers a person reads off a run, as `trainyard show` prints them, without hovering over every chart
+export function metricSummary(points) {
+  const by = new Map();
+  for (const p of points) {
+    const m = by.get(p.name) || { last: p, min: p.value, max: p.value, n: 0 };
+    const at = (q) => [q.attempt, q.step ?? q.ts];
+    const [a, x] = at(p); const [la, lx] = at(m.last);
+    if (a > la || (a === la && x >= lx)) m.last = p;
+    m.min = Math.min(m.min, p.value); m.max = Math.max(m.max, p.value); m.n += 1;
+    by.set(p.name, m);
+  }
+  if (!by.size) return null;
+  const num = (v) => String(+Number(v).toPrecision(6));
+  return h("table.list.metric-summary", {},
+    h("thead", {}, h("tr", {}, ["metric", "last", "at step", "min", "max", "points"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, [...by].sort((x, y) => x[0].localeCompare(y[0])).map(([name, m]) => h("tr",
+      { dataset: { metric: name } },
+      h("td", {}, name), h("td.num.last", {}, num(m.last.value)), h("td.num", {}, m.last.step ?? ""),
+      h("td.num", {}, num(m.min)), h("td.num", {}, num(m.max)), h("td.num", {}, String(m.n))))));
+}
+
 export function eventsList(events) {
   if (!events.length) return h("p.muted", {}, "No events.");
   return h("table.list.events", {}, h("tbody", {}, events.map((e) => h("tr", {},

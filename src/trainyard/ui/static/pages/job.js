@@ -3,7 +3,7 @@
 import { api, poll, text, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { metricCharts } from "../chart.js";
-import { artifactsTable, attemptsTable, eventsList, facts, paramsForm } from "../jobparts.js";
+import { artifactsTable, attemptsTable, eventsList, facts, metricSummary, paramsForm } from "../jobparts.js";
 import { LogView } from "../logview.js";
 import { execBox } from "../execbox.js";
 import { labelBox } from "../labelbox.js";
@@ -24,6 +24,7 @@ export async function render(root, { params, query }) {
   const title = h("h1", {}); const head = h("div"); const attempts = h("div"); const events = h("div");
   const actions = h("div.row.actions"); const paramsBox = h("div", { hidden: true });
   const chartBox = h("div.charts"); const outputs = h("div"); const specBox = h("pre.yaml", {}, "…");
+  const summary = h("div.metric-summary-box");
   const systemBox = h("div.charts");
   const logs = new LogView(id);
   const stacks = stackPanel(path);
@@ -42,7 +43,7 @@ export async function render(root, { params, query }) {
   root.append(title, h("div.panel", {}, head, actions, paramsBox, labelsBox), stacks.el, execs,
     h("h2", {}, "Attempts"), attempts,
     h("h2", {}, "Logs"), h("div.panel", {}, logs.el),
-    h("div.row", {}, h("h2.grow", {}, "Metrics"), xSel), h("div.panel", {}, chartBox), system,
+    h("div.row", {}, h("h2.grow", {}, "Metrics"), xSel), h("div.panel", {}, summary, chartBox), system,
     h("h2", {}, "Outputs"), outputs,
     h("details.panel", {}, h("summary", {}, "Spec (YAML)"), specBox),
     h("details.panel", {}, h("summary", {}, "Events"), events));
@@ -100,6 +101,7 @@ export async function render(root, { params, query }) {
     const points = await api(`${path}/metrics`);
     if (points.length === metricCount) return;
     metricCount = points.length;
+    summary.replaceChildren(...[metricSummary(points)].filter(Boolean));
     const key = (p) => `attempt ${p.attempt} · replica ${p.replica}`;
     charts = await metricCharts(chartBox, points, { x: xMode, key, previous: charts });
   }
