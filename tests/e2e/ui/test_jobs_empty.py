@@ -1,9 +1,10 @@
 """The jobs list when it has nothing to show says why and what to do: a first visit points to submitting a job,
 filters that match nothing offer to clear them, and a page past the end leads back to the first; the page of a job
-that is not there (deleted) says so and leads back to the list."""
+that is not there (deleted) says so and leads back to the list, and a run deleted while shown is read no more."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -45,3 +46,24 @@ def test_the_page_of_a_job_that_is_not_there_leads_back_to_the_list(server, page
     page.wait_for_url(f"{server.url}/jobs")
     expect(page.locator("td.empty")).to_contain_text("No jobs yet")
     assert not logged  # nothing broke: no error in the console for a job that is not there
+
+
+def test_a_pipeline_run_deleted_while_shown_says_so_once_and_reads_no_more(server, page):
+    r = httpx.post(server.url + "/api/v1/pipelines", content="name: short\nsteps:\n  only:\n    command: echo hi\n",
+                   headers={**server.headers, "Content-Type": "application/yaml"}, timeout=30)
+    assert r.status_code == 201, r.text
+    run = r.json()["id"]
+    open_signed_in(page, server.url, server.token, f"/pipelines/{run}")
+    expect(page.locator(".dag-node[data-step=only]")).to_have_attribute("data-status", "succeeded", timeout=60_000)
+    reads = []
+    page.on("request", lambda q: f"/api/v1/pipelines/{run}" in q.url and reads.append(q.url))
+    assert httpx.delete(f"{server.url}/api/v1/pipelines/{run}", headers=server.headers, timeout=30).status_code < 300
+    gone = page.locator("p.gone")
+    expect(gone).to_contain_text(f"No pipeline run {run}: it was deleted")
+    seen = len(reads)
+    page.wait_for_timeout(5000)
+    assert len(reads) == seen  # no read every 2 s of a run that is gone, no toast after toast
+    gone.locator("a", has_text="All pipeline runs").click()
+    page.wait_for_url(f"{server.url}/pipelines")
+    page.goto(f"{server.url}/sweeps/s-0000000000")  # a sweep's page says the same
+    expect(page.locator("p.gone")).to_contain_text("No sweep s-0000000000: it was deleted")

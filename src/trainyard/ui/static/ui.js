@@ -24,6 +24,11 @@ export function prose(text) {
   return String(text).split("`").map((part, i) => (i % 2 ? h("code", {}, part) : part)).filter((p) => p !== "");
 }
 
+// What a page says of a thing that is not there (deleted meanwhile, a mistyped link, another team's), with the way on
+export function goneNote(what, href, label) {
+  return h("p.error.gone", {}, `${what}: it was deleted, or is not one you may see. `, h("a", { href }, label));
+}
+
 export const STATUS_CLASS = {
   pending: "wait", queued: "wait", starting: "run", running: "run", succeeded: "ok",
   failed: "bad", cancelled: "off", cancelling: "off", preempted: "warn", lost: "bad",

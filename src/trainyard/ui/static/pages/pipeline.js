@@ -6,7 +6,7 @@ import { navigate } from "../app.js";
 import { css } from "../css.js";
 import { drawDag } from "../dag.js";
 import { DONE, stepBadge, stepClass, statusMix } from "../steps.js";
-import { ago, badge, bytes, duration, h, when } from "../ui.js";
+import { ago, badge, bytes, duration, goneNote, h, when } from "../ui.js";
 
 const ENDED = new Set(["succeeded", "failed", "cancelled"]);
 const FANOUT_OPEN = 8;   // items shown without asking
@@ -75,17 +75,23 @@ export function render(root, { params, query }) {
     }
   }
 
-  const stop = poll(async () => {
+  let stop = null;
+  stop = poll(async () => {
     try {
       run = await api(`pipelines/${encodeURIComponent(id)}`);
     } catch (e) {
-      if (!run) graph.replaceChildren(h("p.error", null, e.status === 404 ? `No pipeline run ${id}` : e.message));
+      if (e.status === 404) {  // never there, or deleted while shown: said once, no more reads
+        stop();
+        root.replaceChildren(goneNote(`No pipeline run ${id}`, "/pipelines", "All pipeline runs"));
+        return;
+      }
+      if (!run) graph.replaceChildren(h("p.error", null, e.message));
       throw e;
     }
     show();
   }, 2000);
   showLineage();
-  return stop;
+  return () => stop();
 }
 
 function took(run) {

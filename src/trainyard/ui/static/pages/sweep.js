@@ -4,7 +4,7 @@
 import { api, poll, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { css } from "../css.js";
-import { ago, badge, duration, h, when } from "../ui.js";
+import { ago, badge, duration, goneNote, h, when } from "../ui.js";
 import { HistoryChart } from "./sweep_chart.js";
 
 const COMPARED = 20;  // the compare page reads every job and its metrics: the best this many
@@ -84,7 +84,12 @@ export async function render(root, { params }) {
     try {
       sweep = await api(path);
     } catch (e) {
-      if (!sweep) head.replaceChildren(h("p.error", null, e.status === 404 ? `No sweep ${params.id}` : e.message));
+      if (e.status === 404) {  // never there, or deleted while shown: said once, no more reads
+        stop();
+        root.replaceChildren(goneNote(`No sweep ${params.id}`, "/sweeps", "All sweeps"));
+        return;
+      }
+      if (!sweep) head.replaceChildren(h("p.error", null, e.message));
       throw e;
     }
     draw();
