@@ -50,5 +50,12 @@ def test_serve_a_trained_job_answers_v2_infer_with_the_models_predictions(server
     assert [int(v) for v in r.json()["outputs"][0]["data"]] == model.predict(rows).tolist()
     ready = httpx.get(f"{server.url}/serve/digits/v2/health/ready", headers=server.headers, timeout=30)
     assert ready.status_code == 200
+    # `serve` says how to call it: a curl line whose token comes from `trainyard token print`
+    curl = done.stdout.strip().splitlines()[-1].split()
+    assert curl[:3] == ["curl", "-H", '"Authorization:'] and "$(trainyard token print)" in done.stdout
+    printed = server.cli("token", "print")
+    assert printed.returncode == 0, printed.stderr
+    meta = httpx.get(curl[-1], headers={"Authorization": f"Bearer {printed.stdout.strip()}"}, timeout=30)
+    assert meta.status_code == 200 and meta.json()["name"] == "digits", meta.text
     until(lambda: client.services.get("digits").ready == 1, timeout=30)
     client.services.delete("digits")

@@ -46,3 +46,19 @@ def test_a_refused_login_token_says_to_log_in_again(refused):
 
 def test_with_no_token_of_a_user_the_hint_is_as_before(refused):
     assert "--token-file" in hint()
+
+
+def test_token_print_gives_the_token_the_cli_sends_and_none_to_another_server(tmp_path, monkeypatch):
+    from trainyard.cli.main import app
+
+    monkeypatch.setenv("TRAINYARD_HOME", str(tmp_path))
+    monkeypatch.delenv("TRAINYARD_TOKEN", raising=False)
+    monkeypatch.setenv("TRAINYARD_SERVER", "https://yard.example:8470")
+    (tmp_path / "login.json").write_text(json.dumps({"server": "https://other.example", "token": "ty_other"}))
+    out = CliRunner().invoke(app, ["token", "print"])  # the saved login is another server's: never sent here
+    assert out.exit_code == 1 and out.stdout == "", out.output
+    assert "no token for https://yard.example:8470" in out.stderr and "trainyard login --server" in out.stderr
+    (tmp_path / "login.json").write_text(json.dumps({"server": "https://yard.example:8470", "token": "ty_saved"}))
+    assert CliRunner().invoke(app, ["token", "print"]).stdout == "ty_saved\n"
+    monkeypatch.setenv("TRAINYARD_TOKEN", "ty_env")
+    assert CliRunner().invoke(app, ["token", "print"]).stdout == "ty_env\n"

@@ -163,4 +163,8 @@ def serve(
                           model_format=model_format, cpu=cpu, memory=memory, gpu=gpu, queue=queue,
                           module=module)
         c = client()
-        _print(c.services.apply(spec), output, c.server)
+        info = c.services.apply(spec)
+        _print(info, output, c.server)
+        if output != Output.json:  # how to call it, the token kept off the screen
+            console.print(f"  curl -H \"Authorization: Bearer $(trainyard token print)\" "
+                          f"{c.server}{info.url}v2/models/{info.name}", highlight=False, soft_wrap=True)

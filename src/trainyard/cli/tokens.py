@@ -89,6 +89,19 @@ def revoke(token_id: Annotated[str, typer.Argument(help="the token's ID (from `t
         console.print(f"token {info.id} ({info.name!r}) of {info.user} revoked", highlight=False)
 
 
+@app.command("print")
+def print_token() -> None:
+    """Print the token this CLI sends to its server ($TRAINYARD_TOKEN, else the one `trainyard login` saved for
+    it, else the local server's own), for tools that call the API or a service:
+    curl -H "Authorization: Bearer $(trainyard token print)" SERVER/serve/NAME/…"""
+    with handled():
+        c = client()
+        if not c.http.token:
+            raise TrainyardError(f"no token for {c.server}: set TRAINYARD_TOKEN, or run `trainyard login --server "
+                                 f"{c.server}`")
+        write(c.http.token + "\n")
+
+
 def login(
     server: Annotated[str, typer.Option("--server", help="the server's URL, e.g. https://trainyard.example:8000")],
 ) -> None:
