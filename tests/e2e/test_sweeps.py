@@ -77,6 +77,12 @@ def test_a_random_sweep_keeps_to_its_trials_and_its_parallel_and_its_cli_shows_t
     assert shown.returncode == 0 and f"best: trial {info['best']['number']}" in shown.stdout, shown.stdout
     waited = server.cli("sweep", "wait", info["id"], "-o", "json")  # ended already: at once, as run --wait said
     assert waited.returncode == 0 and json.loads(waited.stdout)["best"] == info["best"], waited.stderr
+    # `trainyard serve SWEEP` serves its best trial's outputs (at min 0 no replica starts)
+    served = server.cli("serve", info["id"], "--name", "best-x", "--min", "0")
+    assert served.returncode == 0 and f"best trial {info['best']['number']}" in served.stderr, served.stderr
+    model = server.client().services.get("best-x").spec.inputs["model"]
+    assert f"/jobs/{info['best']['job_id']}/" in model, model
+    server.client().services.delete("best-x")
     # an ended sweep goes with its trials' jobs and their folders
     folders = [server.home / "attempts" / j.attempts[0].id for j in jobs]
     assert all(f.is_dir() for f in folders)
