@@ -18,7 +18,8 @@ pytestmark = pytest.mark.slow
 TRIAL = ("import time, trainyard\nx = float('{{params.x}}')\n"
          "for step in range({{params.steps}}):\n"
          "    trainyard.log_metrics(step=step, score=1 - (x - 0.3) ** 2 * (step + 1))\n"
-         "    time.sleep({{params.pause}})\n")
+         "    time.sleep({{params.pause}})\n"
+         "open(trainyard.output_dir() / 'x.txt', 'w').write('{{params.x}}')\n")  # its "model"
 
 
 def score(x: float, step: int) -> float:
@@ -79,10 +80,13 @@ def test_a_random_sweep_keeps_to_its_trials_and_its_parallel_and_its_cli_shows_t
     assert waited.returncode == 0 and json.loads(waited.stdout)["best"] == info["best"], waited.stderr
     # `trainyard serve SWEEP` serves its best trial's outputs (at min 0 no replica starts)
     served = server.cli("serve", info["id"], "--name", "best-x", "--min", "0")
-    assert served.returncode == 0 and f"best trial {info['best']['number']}" in served.stderr, served.stderr
+    assert served.returncode == 0 and f"best trial {info['best']['number']} (job " in served.stderr, served.stderr
     model = server.client().services.get("best-x").spec.inputs["model"]
     assert f"/jobs/{info['best']['job_id']}/" in model, model
     server.client().services.delete("best-x")
+    got = server.cli("download", info["id"], "--to", str(tmp_path / "best"))  # and `download SWEEP` fetches them
+    assert got.returncode == 0, got.stderr
+    assert float((tmp_path / "best" / "x.txt").read_text()) == info["best"]["params"]["x"]
     # an ended sweep goes with its trials' jobs and their folders
     folders = [server.home / "attempts" / j.attempts[0].id for j in jobs]
     assert all(f.is_dir() for f in folders)
@@ -127,6 +131,9 @@ def test_cancelling_a_sweep_stops_its_running_trials(server):
     _until(lambda: c.get(running[0].job_id).status.value == "running" or None)
     gave_up = server.cli("sweep", "wait", s.id, "--timeout", "0.5")  # as timeout(1) and `trainyard wait` exit
     assert gave_up.returncode == 124 and f"timeout: sweep {s.id} still running" in gave_up.stderr, gave_up.stderr
+    early = server.cli("serve", s.id, "--name", "too-early")  # no trial has finished: nothing to serve
+    assert early.returncode == 1 and f"sweep {s.id} (quad) has no finished trial yet" in early.stderr, early.stderr
+    assert c.services.list(include_ended=True) == []
     done = c.sweeps.cancel(s.id)
     assert done.status.value == "cancelled"
     # the loop may have been submitting a trial as the cancel came: it is stopped with the others

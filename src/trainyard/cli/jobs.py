@@ -330,9 +330,13 @@ def download(
     ] = None,
 ) -> None:
     """Download a job's outputs: those of its final attempt (once it succeeded, the one that did), or of
-    --attempt N."""
+    --attempt N. A sweep's id downloads its best trial's."""
     with handled():
         c = client()
+        if job_id.startswith("s-"):  # a sweep's id: its best trial's job
+            from trainyard.cli.sweeps import best_trial_job
+
+            job_id = best_trial_job(c, job_id)
         shown = c.outputs_of(job_id, attempt)
         if shown.attempt is None:
             err_console.print(f"{job_id} has no outputs yet: no attempt has ended")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import Output, client, console, err_console, handled, write
+from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.toplevel import SuggestingGroup
 
 if TYPE_CHECKING:  # the CLI loads models and rich's tables only in the command that needs them
@@ -132,19 +132,6 @@ def delete(service: str) -> None:
         console.print(f"service {s.name} ({s.id}) {s.status.value}", highlight=False)
 
 
-def _best_trial_job(c, sweep_id: str) -> str:  # noqa: ANN001
-    from trainyard.errors import TrainyardError
-
-    sweep = c.sweeps.get(sweep_id)
-    best = sweep.best
-    if best is None or best.state.value != "complete":
-        raise TrainyardError(f"sweep {sweep.id} ({sweep.name}) has no finished trial to serve yet: "
-                             f"`trainyard sweep wait {sweep.id}`")
-    err_console.print(f"serving sweep {sweep.id}'s best trial {best.number} (job {best.job_id}, "
-                      f"{sweep.spec.metric.name} {best.value:g})", highlight=False)
-    return best.job_id
-
-
 def serve(
     source: Annotated[str, typer.Argument(
         help="a job id (its outputs), a sweep id (its best trial's), an artifact id or digest, or a URL")],
@@ -170,11 +157,12 @@ def serve(
     Any of --min, --max, --target-concurrency, --scale-down-after turns autoscaling on (--min 0 by default,
     --max 1 or --min); --replicas is a fixed number instead."""
     with handled():
+        from trainyard.cli.sweeps import best_trial_job
         from trainyard.sdk.services import serve_spec
 
         c = client()
         if source.startswith("s-"):  # a sweep's id (a service's is no model): its best trial's job
-            source = _best_trial_job(c, source)
+            source = best_trial_job(c, source)
         spec = serve_spec(source, name, replicas=replicas, minimum=minimum, maximum=maximum,
                           target_concurrency=target_concurrency, scale_down_after=scale_down_after,
                           model_format=model_format, cpu=cpu, memory=memory, gpu=gpu, queue=queue,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import WAIT_MAX, Output, client, console, handled, write
+from trainyard.cli.common import WAIT_MAX, Output, client, console, err_console, handled, write
 from trainyard.cli.toplevel import SuggestingGroup
 
 if TYPE_CHECKING:
@@ -163,3 +163,17 @@ def _show(info: SweepInfo, output: Output) -> None:
 
 def _param(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def best_trial_job(c, sweep_id: str) -> str:  # noqa: ANN001
+    """The job of a sweep's best finished trial, said on stderr: what `serve` and `download` take for a sweep."""
+    from trainyard.errors import TrainyardError
+
+    sweep = c.sweeps.get(sweep_id)
+    best = sweep.best
+    if best is None or best.state.value != "complete":
+        raise TrainyardError(f"sweep {sweep.id} ({sweep.name}) has no finished trial yet: "
+                             f"`trainyard sweep wait {sweep.id}`")
+    err_console.print(f"sweep {sweep.id}: its best trial {best.number} (job {best.job_id}, "
+                      f"{sweep.spec.metric.name} {best.value:g})", highlight=False)
+    return best.job_id
