@@ -148,6 +148,7 @@ def test_a_service_scales_from_zero_on_a_request_and_back_to_zero_when_idle(serv
 
     until(lambda: client.services.get("cold").replicas == [], timeout=60)  # idle for 2s: back to zero
     until(lambda: not alive(pid), timeout=30)
+    assert client.get(info.replicas[0].job_id).reason == "service cold scaled down"  # its job says why it ended
     assert client.services.get("cold").wanted == 0
     until(lambda: client.services.get("cold").reason.startswith("idle"), timeout=30)
 
@@ -257,7 +258,7 @@ def test_a_replica_killed_mid_traffic_is_replaced_and_requests_to_the_other_succ
 def test_a_rollout_keeps_answering_and_ends_with_only_new_replicas(server):
     client = server.client()
     client.services.apply(spec("roll", {"replicas": 2}, env_vars={"APP_VERSION": "1"}))
-    client.services.wait_ready("roll", 2, timeout=60)
+    first = [r.job_id for r in client.services.wait_ready("roll", 2, timeout=60).replicas]
 
     with Load(server.url + "/serve/roll/whoami", server.headers, threads=3) as load:
         time.sleep(0.5)
@@ -274,7 +275,12 @@ def test_a_rollout_keeps_answering_and_ends_with_only_new_replicas(server):
     versions = [body["version"] for _, _, _, body in load.results]
     assert versions[0] == "1" and set(versions[-10:]) == {"2"}
     assert client.services.apply(spec("roll", {"replicas": 2}, env_vars={"APP_VERSION": "2"})).version == 2  # same spec
+    until(lambda: all(client.get(j).status.value == "cancelled" for j in first), timeout=60)
+    assert {client.get(j).reason for j in first} == {"replaced by version 2 of service roll"}
+    second = [r.job_id for r in client.services.get("roll").replicas]
     client.services.delete("roll")
+    until(lambda: all(client.get(j).status.value == "cancelled" for j in second), timeout=60)
+    assert {client.get(j).reason for j in second} == {"service roll was deleted"}
 
 
 def test_a_bad_spec_is_refused_naming_the_field(server):

@@ -47,6 +47,9 @@ def test_a_sweep_runs_its_trials_as_jobs_stops_a_weak_one_early_and_names_the_be
     assert info.best.number == 0 and info.best.value == pytest.approx(1.0)
     pruned = c.get(trials[2].job_id)
     assert pruned.status.value == "cancelled" and 2 <= trials[2].step < 7, (pruned.status, trials[2])
+    # the job says why it was cancelled, as its trial does, and that no user asked it
+    assert pruned.reason == f"{trials[2].reason} (sweep {info.id})", pruned.reason
+    assert [(e.new_status, e.actor) for e in c.monitoring.events(pruned.id)][-1] == ("cancelled", "system")
     # each trial is an ordinary job of the sweep's owner, with its params (the constants too)
     job = c.get(trials[3].job_id)
     assert job.spec.name == "quad-3" and job.spec.params == {"x": 0.35, "steps": 8, "pause": 0.4}
@@ -140,6 +143,7 @@ def test_cancelling_a_sweep_stops_its_running_trials(server):
     assert {t.state.value for t in done.trials} == {"cancelled"} and 2 <= len(done.trials) <= 3
     for t in done.trials:
         assert c.job(t.job_id).wait(timeout=60).status == "cancelled"
+        assert c.get(t.job_id).reason == f"the sweep was cancelled (sweep {s.id})"
     assert len(c.sweeps.get(s.id).trials) == len(done.trials)  # none starts after the cancel
 
 

@@ -87,7 +87,7 @@ class DaskClusterLoop(Ticker):
 
         # 1. stopping
         if row["status"] == ClusterStatus.STOPPING:
-            self._cancel([jobs[j] for j in ids if j in jobs])
+            self._cancel([jobs[j] for j in ids if j in jobs], f"Dask cluster {cid} stopped: {row['reason']}")
             if all(jobs[j].status.is_terminal() for j in ids if j in jobs) and row["scheduler_job"]:
                 self.clusters.move(cid, ClusterStatus.STOPPED)
             return
@@ -95,7 +95,7 @@ class DaskClusterLoop(Ticker):
         if scheduler is None:
             return  # created a moment ago: its scheduler job is being submitted
         if scheduler.status.is_terminal():
-            self._cancel([jobs[w] for w in live_workers])
+            self._cancel([jobs[w] for w in live_workers], f"Dask cluster {cid} lost its scheduler")
             why = f"scheduler job {scheduler.id} {scheduler.status.value}: {scheduler.reason or 'no reason given'}"
             self.clusters.move(cid, ClusterStatus.FAILED, reason=f"the Dask scheduler was lost ({why})")
             return
@@ -140,7 +140,8 @@ class DaskClusterLoop(Ticker):
         now = time.time()
         for w, asked in list(mem.retiring.items()):
             if now - asked > RETIRE_GRACE:  # Dask could not move its data off in time
-                self.service.jobs.stop(w)
+                self.service.jobs.stop(w, f"retired from Dask cluster {row['id']}: its data did not move off in time",
+                                       by="system")
                 mem.retiring.pop(w)
         staying = [w for w in workers if w.id not in mem.retiring and w.status != JobStatus.CANCELLING]
         if len(staying) < wanted:
@@ -164,7 +165,7 @@ class DaskClusterLoop(Ticker):
         for w in sorted(staying, key=lambda w: (w.status != JobStatus.PENDING, w.id in joined, -w.created_at)):
             if extra == 0 or w.id in joined:
                 break
-            self.service.jobs.stop(w.id)
+            self.service.jobs.stop(w.id, f"Dask cluster {row['id']} scaled down", by="system")
             extra -= 1
         if extra and seen is not None:
             by_address = {a: n for n, a in joined.items()}
@@ -184,10 +185,10 @@ class DaskClusterLoop(Ticker):
             log.info("cluster %s: stopping, %s", row["id"], reason)
             self.wake()
 
-    def _cancel(self, jobs: list[JobInfo]) -> None:
+    def _cancel(self, jobs: list[JobInfo], why: str) -> None:
         for j in jobs:
             if not j.status.is_terminal() and j.status != JobStatus.CANCELLING:
-                self.service.jobs.stop(j.id)
+                self.service.jobs.stop(j.id, why, by="system")
 
     def _set_reason(self, row: ClusterRow, status: ClusterStatus, reason: str) -> None:
         if row["status"] != status:

@@ -178,9 +178,10 @@ class JobService(OutputsMixin):
             self.audit.record(caller, "job.label", job_id, labels=change.labels)
         return after
 
-    def stop(self, job_id: str) -> JobInfo:
-        """Cancel without asking who (a pipeline run stopping its steps)."""
-        return self.stopping(job_id, self.store.request_cancel(job_id))
+    def stop(self, job_id: str, why: str | None = None, by: str = "user") -> JobInfo:
+        """Cancel without asking who (a pipeline run stopping its steps); ``why`` becomes the job's reason (a
+        sweep's pruning, a service's scale-down: what the job's owner reads for a cancel they did not ask)."""
+        return self.stopping(job_id, self.store.request_cancel(job_id, by=by, why=why))
 
     def stopping(self, job_id: str, status: JobStatus) -> JobInfo:
         """What follows a committed cancel request (``status``: the job's after it): its attempts' replicas told

@@ -281,7 +281,7 @@ class PipelineService(Ticker):
                                            reason="the run was cancelled; the service stays as applied"):
                         state[s.name] = StepStatus.CANCELLED
                 elif state[s.name] == StepStatus.SUBMITTED and s.status not in ("cancelling", "cancelled"):
-                    self.jobs.stop(s.job_id)
+                    self.jobs.stop(s.job_id, f"pipeline run {run_id} was cancelled")
                 elif state[s.name] == StepStatus.WAITING:
                     if self.runs.move_step(run_id, s.name, StepStatus.CANCELLED, reason="the run was cancelled"):
                         state[s.name] = StepStatus.CANCELLED

@@ -122,7 +122,7 @@ class ServiceLoop(Ticker):
         reps = [r for r in reps if not jobs[r["job_id"]].status.is_terminal()]
         # 2. stopping
         if row["status"] == ServiceStatus.STOPPING:
-            self._stop_jobs([jobs[r["job_id"]] for r in reps])
+            self._stop_jobs([jobs[r["job_id"]] for r in reps], f"service {row['name']} was deleted")
             if not reps:
                 self.services.move(sid, ServiceStatus.STOPPED, reason="deleted; every replica ended")
             return
@@ -138,7 +138,10 @@ class ServiceLoop(Ticker):
             if r["draining_since"] is not None and jobs[r["job_id"]].status != JobStatus.CANCELLING:
                 waited = now - r["draining_since"]
                 if waited >= DRAIN_MAX or (waited >= DRAIN_MIN and not self.service.outstanding.get(r["job_id"])):
-                    self.service.jobs.stop(r["job_id"])
+                    replaced = r["version"] != row["version"]
+                    why = (f"replaced by version {row['version']} of service {row['name']}" if replaced
+                           else f"service {row['name']} scaled down")
+                    self.service.jobs.stop(r["job_id"], why, by="system")
         self._reason(row, reps, wanted, mem, now)
 
     def _autoscale(self, row: ServiceRow, mem: Memory, reps: list[ReplicaRow], now: float) -> int:
@@ -240,10 +243,10 @@ class ServiceLoop(Ticker):
     def _route_changed(self, row: ServiceRow) -> None:
         self.service.forget_route(row["name"])
 
-    def _stop_jobs(self, jobs: list[ReplicaJob]) -> None:
+    def _stop_jobs(self, jobs: list[ReplicaJob], why: str) -> None:
         for j in jobs:
             if not j.status.is_terminal() and j.status != JobStatus.CANCELLING:
-                self.service.jobs.stop(j.id)
+                self.service.jobs.stop(j.id, why)
 
     def _reason(self, row: ServiceRow, reps: list[ReplicaRow], wanted: int, mem: Memory, now: float) -> None:
         ready = sum(r["ready"] and r["draining_since"] is None for r in reps)

@@ -28,7 +28,7 @@ from trainyard.services.ticker import Ticker
 from trainyard.spec.records import JobInfo
 from trainyard.spec.sweep import Param, SweepSpec, SweepStatus, TrialInfo, TrialState
 from trainyard.status import JobStatus
-from trainyard.store.sweeps import SweepEnded, SweepRow
+from trainyard.store.sweeps import SweepEnded, SweepRow, stop_reason
 
 log = logging.getLogger("trainyard.sweeps")
 TICK = 2.0  # seconds between looks at every running sweep (a trial's job news wakes the loop sooner)
@@ -76,9 +76,9 @@ class SweepLoop(Ticker):
             except Exception:
                 log.exception("sweep %s: reconcile failed", row["id"])
         self._jobs = jobs
-        for job_id in self.sweeps.strays():  # a crash came between a trial's end and its job's stop
+        for job_id, why in self.sweeps.strays():  # a crash came between a trial's end and its job's stop
             log.info("stopping job %s: its trial has ended", job_id)
-            self.service.jobs.stop(job_id)
+            self.service.jobs.stop(job_id, why, by="system")
 
     # -- one sweep ------------------------------------------------------------------
 
@@ -176,7 +176,7 @@ class SweepLoop(Ticker):
             if self.sweeps.update_trial(sid, trial.number, state=TrialState.PRUNED, reason=why):
                 search.running.pop(trial.number, None)
                 search.study.tell(handle, state=Told.PRUNED)
-                self.service.jobs.stop(job.id)
+                self.service.jobs.stop(job.id, stop_reason(why, sid), by="system")
 
     def _points(self, spec: SweepSpec, job: JobInfo) -> list[tuple[int, float]]:
         """The metric's (step, value) by step from the job's newest attempt (replica 0): a retried trial
@@ -218,8 +218,9 @@ class SweepLoop(Ticker):
                   f"{type(e).__name__}: {e}"[:1000])
 
     def _end(self, sid: str, status: SweepStatus, reason: str) -> None:
-        if (jobs := self.sweeps.end(sid, status, reason, f"the sweep ended: {reason}")) is not None:
-            self.service.stop_jobs(jobs)
+        said = f"the sweep ended: {reason}"
+        if (jobs := self.sweeps.end(sid, status, reason, said)) is not None:
+            self.service.stop_jobs(jobs, stop_reason(said, sid), by="system")
             log.info("sweep %s %s: %s", sid, status.value, reason)
         self._searches.pop(sid, None)
 

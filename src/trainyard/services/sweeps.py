@@ -18,7 +18,7 @@ from trainyard.services.jobs import JobService
 from trainyard.spec.paging import Page, Paging
 from trainyard.spec.sweep import SweepInfo, SweepSpec, SweepStatus, TrialInfo, TrialState
 from trainyard.store import Store
-from trainyard.store.sweeps import SweepRow, SweepStore
+from trainyard.store.sweeps import SweepRow, SweepStore, stop_reason
 
 
 def optuna_version() -> str | None:
@@ -55,10 +55,11 @@ class SweepService:
             raise Forbidden(f"you may cancel only your own sweeps; {row['id']} is {row['owner']}'s",
                             sweep_id=row["id"])
         self.jobs.audit.record(caller, "sweep.cancel", row["id"], status=row["status"].value)
-        jobs = self.sweeps.end(row["id"], SweepStatus.CANCELLED, "cancelled", "the sweep was cancelled")
+        said = "the sweep was cancelled"
+        jobs = self.sweeps.end(row["id"], SweepStatus.CANCELLED, "cancelled", said)
         if jobs is not None:
             crash_point("sweep.cancel_ended")
-            self.stop_jobs(jobs)
+            self.stop_jobs(jobs, stop_reason(said, row["id"]))
         self.wake()
         return self.get(row["id"])
 
@@ -77,10 +78,10 @@ class SweepService:
             raise SweepNotFound(f"no such sweep: {key}", sweep=key)
         self.jobs.audit.record(caller, "sweep.delete", row["id"], name=row["name"], status=row["status"].value)
 
-    def stop_jobs(self, job_ids: list[str]) -> None:
-        """Stop the jobs of trials that were just ended (:meth:`SweepStore.end`)."""
+    def stop_jobs(self, job_ids: list[str], why: str, by: str = "user") -> None:
+        """Stop the jobs of trials that were just ended (:meth:`SweepStore.end`), saying ``why``."""
         for job_id in job_ids:
-            self.jobs.stop(job_id)
+            self.jobs.stop(job_id, why, by=by)
 
     # -- looking up -------------------------------------------------------------
 

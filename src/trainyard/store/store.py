@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import case, func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.errors import AttemptNotFound, InvalidTransition, JobNotFound
@@ -284,7 +284,7 @@ class Store(LineReads, JobReads, JobLabels):
             # the ended job as a read would return it, built from the rows in hand: the long polls
             # of a burst's jobs are answered without reading each job back (its only attempt is this one)
             fields = dict(zip(JOB_FIELDS, row[1:1 + len(JOB_FIELDS)]))
-            fields.update(reason=ending.job_reason, not_before=ending.not_before, updated_at=now)
+            fields.update(reason=ended_reason(ending, fields["reason"]), not_before=ending.not_before, updated_at=now)
             s.info.setdefault("ended", []).append((JobInfo.model_construct(
                 **fields, status=ending.job_status, spec=spec, attempts=[ended]), rev))
         return ended, True
@@ -325,9 +325,11 @@ class Store(LineReads, JobReads, JobLabels):
                          message=e.message, ended_at=now, **first):
             return False
         by: Any = "scheduler" if e.reason in SCHEDULER_ENDS else ACTOR[e.job_status]
-        if e.job_status == JobStatus.CANCELLED:  # ended by whoever asked for the cancel: keep who that was
-            by = t.Job.__table__.c.status_by
-        if not self._cas(s, t.Job, job_id, e.job_status, reason=e.job_reason, not_before=e.not_before, status_by=by,
+        reason: Any = e.job_reason
+        if e.job_status == JobStatus.CANCELLED:  # ended by whoever asked for the cancel: keep who that was, and why
+            by, asked = t.Job.__table__.c.status_by, t.Job.__table__.c.reason
+            reason = case((asked.is_(None) | (asked == CANCEL_ASKED), e.job_reason), else_=asked)
+        if not self._cas(s, t.Job, job_id, e.job_status, reason=reason, not_before=e.not_before, status_by=by,
                          updated_at=now):
             job = s.get(t.Job, job_id, populate_existing=True)
             raise InvalidTransition(f"job {job_id}: {job.status} → {e.job_status.value} is not allowed")
@@ -353,10 +355,21 @@ class Store(LineReads, JobReads, JobLabels):
                          status_by=by):
                 return JobStatus.CANCELLED
         elif status in (JobStatus.STARTING, JobStatus.RUNNING):
-            if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason=why or "cancel requested", status_by=by):
+            if self._cas(s, t.Job, job_id, JobStatus.CANCELLING, reason=why or CANCEL_ASKED, status_by=by):
                 s.execute(update(t.Attempt).where(t.Attempt.job_id == job_id, t.Attempt.status.in_(ACTIVE_ATTEMPT),
                                                   t.Attempt.stop_reason.is_(None))
                           .values(stop_reason=Reason.CANCELLED.value))
                 return JobStatus.CANCELLING
         s.refresh(row)
         return JobStatus(row.status)
+
+
+CANCEL_ASKED = "cancel requested"  # a cancelling job's reason when whoever asked said no more
+
+
+def ended_reason(ending: Ending, asked: str | None) -> str | None:
+    """A job's reason once ``ending`` is applied: a cancel's own why (a sweep's pruning, a service's scale-down)
+    stays, where ``asked`` (its reason while cancelling) says more than that a cancel was asked."""
+    if ending.job_status == JobStatus.CANCELLED and asked and asked != CANCEL_ASKED:
+        return asked
+    return ending.job_reason

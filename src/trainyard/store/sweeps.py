@@ -102,16 +102,17 @@ class SweepStore:
                                                                        reason=trials_reason, ended_at=now))
             return jobs
 
-    def strays(self) -> list[str]:
+    def strays(self) -> list[tuple[str, str]]:
         """The jobs still live of trials that ended (cancelled, pruned) or of sweeps that did: their stop, which
-        comes after the trial's end is stored, was lost to a crash. The leader's loop stops them."""
+        comes after the trial's end is stored, was lost to a crash (or is on its way). The leader's loop stops
+        them. Each as (job id, why: the trial's reason and its sweep, as :func:`stop_reason` words it)."""
         j = t.Job.__table__
         live = [s.value for s in (JobStatus.PENDING, JobStatus.STARTING, JobStatus.RUNNING)]
-        query = (select(_T.c.job_id).join(j, j.c.id == _T.c.job_id).join(_S, _S.c.id == _T.c.sweep_id)
+        query = (select(_T.c.job_id, _T.c.reason, _T.c.sweep_id).join(j, j.c.id == _T.c.job_id).join(_S, _S.c.id == _T.c.sweep_id)
                  .where(j.c.status.in_(live), or_(_T.c.state != TrialState.RUNNING.value,
                                                   _S.c.status != SweepStatus.RUNNING.value)))
         with self.store.read() as s:
-            return list(s.connection().execute(query).scalars())
+            return [(job, stop_reason(why or "its trial ended", sid)) for job, why, sid in s.connection().execute(query)]
 
     def note(self, sweep_id: str, reason: str) -> None:
         """What a running sweep is doing now (shown by ``sweep show``)."""
@@ -174,3 +175,8 @@ class SweepStore:
 def _seen(visible: Visible | None) -> Any:
     """The sweeps a caller may see: all (``None`` or an admin), else their teams' and their own."""
     return _S.c.id.isnot(None) if visible is None or visible.teams is None else visible_where(_S.c, visible)
+
+
+def stop_reason(trial_reason: str, sweep_id: str) -> str:
+    """A trial's job's reason when its sweep stops it: the trial's own, and which sweep."""
+    return f"{trial_reason} (sweep {sweep_id})"
