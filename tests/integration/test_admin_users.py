@@ -83,3 +83,45 @@ def test_an_admin_puts_a_user_in_a_team_changes_its_role_and_takes_it_out(server
     assert out.exit_code != 0 and "role" in out.output, out.output
     out = CliRunner().invoke(app, ["admin", "user", "team", "alice", "nope"])
     assert out.exit_code != 0 and "no such team: nope" in out.output, out.output
+
+
+def test_an_admin_enables_a_disabled_user_whose_tokens_not_revoked_meanwhile_work_again(server, monkeypatch):
+    from trainyard.cli.main import app
+
+    monkeypatch.setattr("trainyard.cli.admin.client", lambda: server.sdk)
+    # given alice with her first token and a second one, disabled by the admin
+    made = create(server, "alice", "vision", "nobody")
+    assert made.status_code == 201, made.text
+    first = {"Authorization": f"Bearer {made.json()['token']['secret']}"}
+    laptop = server.tc.post("/api/v1/tokens", json={"name": "laptop", "user": "alice"}).json()
+    assert CliRunner().invoke(app, ["admin", "user", "disable", "alice"]).exit_code == 0
+    assert server.tc.get("/api/v1/whoami", headers=first).status_code == 401
+    # and her laptop's token revoked while she was disabled
+    assert server.tc.post(f"/api/v1/tokens/{laptop['info']['id']}/revoke").status_code == 200
+    # when the admin enables her (the old CLI had no way back: `enable` was no command)
+    out = CliRunner().invoke(app, ["admin", "user", "enable", "alice"])
+    assert out.exit_code == 0, out.output
+    # then her first token works again, it alone, and the CLI names the tokens that came back
+    assert "user alice enabled; its tokens work again: first (t-" in out.output, out.output
+    assert "laptop" not in out.output
+    assert server.tc.get("/api/v1/whoami", headers=first).json()["user"] == "alice"
+    revoked = {"Authorization": f"Bearer {laptop['secret']}"}
+    assert server.tc.get("/api/v1/whoami", headers=revoked).status_code == 401
+    assert server.sdk.identity.user("alice").disabled is False
+    assert [e.action for e in server.sdk.identity.audit() if e.target == "alice"][-2:] == ["user.disable",
+                                                                                          "user.enable"]
+
+
+def test_only_an_admin_enables_a_user_and_one_that_is_not_there_is_not_found(server):
+    # given bob, disabled, and alice, a member
+    alice = {"Authorization": f"Bearer {create(server, 'alice', 'vision', 'nobody').json()['token']['secret']}"}
+    assert server.tc.post("/api/v1/users", json={"name": "bob", "team": "vision"}).status_code == 201
+    server.sdk.identity.disable_user("bob")
+    # then alice may not enable him, and nobody enables a user that is not there
+    r = server.tc.post("/api/v1/users/bob/enable", headers=alice)
+    assert r.status_code == 403 and "only an admin" in r.json()["message"], r.text
+    assert server.sdk.identity.user("bob").disabled is True
+    r = server.tc.post("/api/v1/users/nobody-here/enable")
+    assert r.status_code == 404 and r.json()["message"] == "no such user: nobody-here", r.text
+    # and enabling one that is not disabled changes nothing
+    assert server.sdk.identity.enable_user("alice").disabled is False

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from trainyard.spec.identity import UserInfo
 
 app = typer.Typer(no_args_is_help=True, help="Users and teams (admins only), and the first admin.")
-user_app = typer.Typer(no_args_is_help=True, help="Users: create (with a first token), list, show, team, disable.")
+user_app = typer.Typer(no_args_is_help=True,
+                       help="Users: create (with a first token), list, show, team, disable, enable.")
 team_app = typer.Typer(no_args_is_help=True, help="Teams: create, list.")
 app.add_typer(user_app, name="user")
 app.add_typer(team_app, name="team")
@@ -104,10 +105,26 @@ def user_show(name: Annotated[str, typer.Argument()], output: OutputOpt = Output
 
 @user_app.command("disable")
 def user_disable(name: Annotated[str, typer.Argument()]) -> None:
-    """Disable a user: its tokens stop working at once; its jobs and history stay."""
+    """Disable a user: its tokens stop working at once (suspended, not revoked: `admin user enable` gives them
+    back); no new work starts in its name; its jobs and history stay."""
     with handled():
         client().identity.disable_user(name)
         console.print(f"user {name} disabled", highlight=False)
+
+
+@user_app.command("enable")
+def user_enable(name: Annotated[str, typer.Argument()]) -> None:
+    """Enable a disabled user again: its tokens that were not revoked and have not expired work again (disabling
+    only suspended them; revoke with `token revoke` first any that should not), and new work may start in its name."""
+    with handled():
+        c = client()
+        c.identity.enable_user(name)
+        now = time.time()
+        live = [f"{t.name} ({t.id})" for t in c.identity.tokens(user=name)
+                if t.revoked_at is None and (t.expires_at is None or t.expires_at > now)]
+        back = (f"its tokens work again: {', '.join(live)} (`trainyard token revoke ID` ends one)" if live else
+                f"it has no live token: `trainyard token create --user {name} --name NAME` gives it one")
+        console.print(f"user {name} enabled; {back}", highlight=False)
 
 
 @user_app.command("team")

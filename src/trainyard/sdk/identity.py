@@ -39,6 +39,10 @@ class Identity:
     def disable_user(self, name: str) -> UserInfo:
         return UserInfo.model_validate(self.http.request("POST", f"/api/v1/users/{name}/disable").json())
 
+    def enable_user(self, name: str) -> UserInfo:
+        """Undo :meth:`disable_user`: its tokens not revoked or expired meanwhile work again."""
+        return UserInfo.model_validate(self.http.request("POST", f"/api/v1/users/{name}/enable").json())
+
     def set_membership(self, name: str, team: str, role: str | None) -> UserInfo:
         body = {"team": team, "role": role}
         return UserInfo.model_validate(self.http.request("PUT", f"/api/v1/users/{name}/teams", json=body).json())

@@ -240,9 +240,18 @@ class IdentityService:
 
     def disable_user(self, caller: Caller, name: str) -> UserInfo:
         _admin_only(caller)
-        info = self.store.disable_user(name)
+        info = self.store.set_disabled(name, True)
         self._forget()
         self.audit.record(caller, "user.disable", name)
+        return info
+
+    def enable_user(self, caller: Caller, name: str) -> UserInfo:
+        """Undo :meth:`disable_user`: the user's tokens work again, those revoked or expired meanwhile excepted
+        (disabling only suspends them), and new work may start in their name."""
+        _admin_only(caller)
+        info = self.store.set_disabled(name, False)
+        self._forget()  # a refusal of their owner remembered (_owners) would outlive the change by REMEMBER_FOR
+        self.audit.record(caller, "user.enable", name)
         return info
 
     def create_team(self, caller: Caller, req: TeamCreate) -> TeamInfo:

@@ -97,10 +97,11 @@ class IdentityMixin:
             raise UserNotFound(f"no such user: {name}", user=name)
         return found[0]
 
-    def disable_user(self, name: str) -> UserInfo:
-        """A disabled user's tokens stop working at once (checked with every request)."""
+    def set_disabled(self, name: str, disabled: bool) -> UserInfo:
+        """A disabled user's tokens stop working at once (checked with every request); none is revoked, so
+        enabling the user again gives back those not revoked or expired meanwhile."""
         with self.write() as s:
-            if s.execute(update(it.User).where(it.User.name == name).values(disabled=True)).rowcount != 1:
+            if s.execute(update(it.User).where(it.User.name == name).values(disabled=disabled)).rowcount != 1:
                 raise UserNotFound(f"no such user: {name}", user=name)
         return self.get_user(name)
 

@@ -62,6 +62,12 @@ def disable_user(name: str, p: PlatformDep, caller: CallerDep) -> UserInfo:
     return p.identity.disable_user(caller, name)
 
 
+@router.post("/users/{name}/enable")
+def enable_user(name: str, p: PlatformDep, caller: CallerDep) -> UserInfo:
+    """A disabled user's tokens work again, but those revoked or expired meanwhile: disabling revoked none."""
+    return p.identity.enable_user(caller, name)
+
+
 @router.put("/users/{name}/teams")
 def set_membership(name: str, body: MembershipSet, p: PlatformDep, caller: CallerDep) -> UserInfo:
     return p.identity.set_membership(caller, name, body.team, body.role)
