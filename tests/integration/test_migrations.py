@@ -140,7 +140,8 @@ def test_the_revisions_are_the_ones_this_test_knows():
                            "0017_sweep_cursors", "0018_job_dependencies", "0019_usage_archive", "0020_archive_counts",
                            "0021_subscription_labels", "0022_job_labels", "0023_replica_requests",
                            "0024_labels_rev", "0025_snapshot_owners", "0026_dask_cluster_tls",
-                           "0027_service_replica_token", "0028_sqlite_autoincrement", "0029_queue_max_priority"]
+                           "0027_service_replica_token", "0028_sqlite_autoincrement", "0029_queue_max_priority",
+                           "0030_users_os_user_unique"]
 
 
 @pytest.mark.parametrize("start", EARLIER)
@@ -301,3 +302,41 @@ def test_a_new_database_logs_nothing_and_an_upgrade_one_line_as_it_starts_and_on
     Store(db_url).close()  # at the newest schema already: nothing to say
     Store(f"sqlite:///{tmp_path / 'new.db'}").close()  # a new database: its tables made, quietly
     assert said() == []
+
+
+def test_0030_refuses_a_database_whose_users_share_an_account_naming_them_and_upgrades_once_they_do_not(db_url):
+    from alembic.runtime.migration import MigrationContext
+
+    from trainyard.errors import InvalidSpec, TrainyardError
+
+    # given users made before each needed an account of its own: bob and carol share 'ml'; dave and erin have none
+    upgrade_to(db_url, "0029_queue_max_priority")
+    engine = sa.create_engine(normalize_url(db_url))
+    users = sa.Table("users", sa.MetaData(), autoload_with=engine)
+    with engine.begin() as conn:
+        conn.execute(users.insert(), [dict(name=n, admin=False, os_user=a, disabled=False, created_at=NOW)
+                                      for n, a in (("bob", "ml"), ("carol", "ml"), ("dave", None), ("erin", None))])
+    # when a server opens it, then it says which users share which account and how to part them
+    with pytest.raises(TrainyardError) as refused:
+        Store(db_url)
+    said = refused.value.message
+    assert "share Unix accounts (account 'ml': users bob, carol)" in said and "dave" not in said, said
+    assert "UPDATE users SET os_user = 'ACCOUNT' WHERE name = 'USER'" in said, said
+    # and leaves the schema as it was (not half-upgraded)
+    with engine.connect() as conn:
+        assert MigrationContext.configure(conn).get_current_revision() == "0029_queue_max_priority"
+    # once the admin gives carol no account (disabled), it upgrades
+    with engine.begin() as conn:
+        conn.execute(users.update().where(users.c.name == "carol").values(os_user=None, disabled=True))
+    engine.dispose()
+    store = Store(db_url)
+    try:
+        # users with no account may be many; an account is one user's, refused naming whose it is
+        store.create_user("fred", admin=False, team=None, role=None, os_user=None)
+        with pytest.raises(InvalidSpec) as taken:
+            store.create_user("gina", admin=False, team="vision", role="member", os_user="ml")
+        [error] = taken.value.errors
+        assert error["field"] == "os_user" and "account 'ml' is user bob's already" in error["message"], error
+        assert [u.name for u in store.users()] == ["bob", "carol", "dave", "erin", "fred"]
+    finally:
+        store.close()

@@ -26,7 +26,7 @@ from trainyard.auth.tokens import token_hash
 from trainyard.errors import AlreadyExists, Forbidden, InvalidSpec, TrainyardError
 from trainyard.services.audit import AuditLog
 from trainyard.spec.identity import (NewToken, NewUser, TeamCreate, TeamInfo, TokenCreate, TokenInfo, UserCreate,
-                                     UserInfo)
+                                     UserInfo, account_refused, account_taken)
 from trainyard.store import Store
 
 TOUCH_EVERY = 60.0  # seconds between two writes of one token's last_used_at
@@ -202,25 +202,23 @@ class IdentityService:
     def _check_account(self, os_user: str) -> None:
         """Refuse (naming ``os_user``) an account this machine lacks, root's, or one another user's jobs run as:
         the account is what keeps one user's running jobs (their environment, secrets included, their files) from
-        another's, so a shared one would let each user's jobs read the other's."""
-        def refuse(message: str) -> InvalidSpec:
-            return InvalidSpec(errors=[{"field": "os_user", "line": None, "where": "os_user", "message": message}])
-
+        another's, so a shared one would let each user's jobs read the other's. Two creates at once both pass
+        here: the store's unique index on the name refuses the second in the same words (not another name of
+        the same uid, which only this check sees)."""
         try:
             uid = pwd.getpwnam(os_user).pw_uid
         except KeyError:
-            raise refuse(f"the server's machine has no account {os_user!r}") from None
+            raise account_refused(f"the server's machine has no account {os_user!r}") from None
         if uid == 0:
-            raise refuse(f"{os_user!r} is root's account (uid 0): its jobs would read every team's secrets and files; "
-                         "give the user an account of its own")
+            raise account_refused(f"{os_user!r} is root's account (uid 0): its jobs would read every team's secrets "
+                                  "and files; give the user an account of its own")
         for other in self.store.users():
             try:
                 theirs = other.os_user is not None and pwd.getpwnam(other.os_user).pw_uid == uid
             except KeyError:  # an account the machine no longer has runs no job (run_as)
                 theirs = False
             if theirs:
-                raise refuse(f"account {os_user!r} is user {other.name}'s already: each user needs an account of "
-                             f"its own, or its jobs could read the other's (secrets included)")
+                raise account_taken(os_user, other.name)
 
     def set_membership(self, caller: Caller, user: str, team: str, role: str | None) -> UserInfo:
         _admin_only(caller)

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, field_validator
 
+from trainyard.errors import InvalidSpec
 from trainyard.spec.job import Strict, check_name
 from trainyard.spec.choices import ROLES, RoleName  # noqa: F401  (re-exported)
 
@@ -29,6 +30,18 @@ def parse_duration(text: str) -> int:
     if not m:
         raise ValueError(f"{text!r}: write a number and a unit, e.g. 90d, 12h, 30m, 2w")
     return int(m.group(1)) * _SECONDS[m.group(2)]
+
+
+def account_refused(message: str) -> InvalidSpec:
+    """A new user's Unix account (``os_user``) refused, naming the field."""
+    return InvalidSpec(errors=[{"field": "os_user", "line": None, "where": "os_user", "message": message}])
+
+
+def account_taken(os_user: str, holder: str) -> InvalidSpec:
+    """``os_user`` is ``holder``'s account already: the service's check says it, and so does the store when
+    another create took the account between that check and its insert."""
+    return account_refused(f"account {os_user!r} is user {holder}'s already: each user needs an account of its "
+                           "own, or its jobs could read the other's (secrets included)")
 
 
 class UserCreate(Strict):

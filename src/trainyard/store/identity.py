@@ -7,10 +7,11 @@ import time
 from typing import Any, NamedTuple
 
 from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from trainyard.auth.permissions import Caller, Role
 from trainyard.errors import AlreadyExists, TeamNotFound, TokenNotFound, UserNotFound
-from trainyard.spec.identity import AuditRecord, TeamInfo, TokenInfo, UserInfo
+from trainyard.spec.identity import AuditRecord, TeamInfo, TokenInfo, UserInfo, account_taken
 from trainyard.store import identity_tables as it
 
 TOKEN_FIELDS = ("id", "user", "name", "created_at", "last_used_at", "expires_at", "revoked_at")
@@ -52,7 +53,23 @@ class IdentityMixin:
 
     def create_user(self, name: str, *, admin: bool, team: str | None, role: str | None,
                     os_user: str | None) -> UserInfo:
-        """A user, and its membership of ``team`` (made if it does not exist), in one transaction."""
+        """A user, and its membership of ``team`` (made if it does not exist), in one transaction. Another create
+        committed between our reads and our insert (another server's, or a request on another thread) is refused
+        as if it had come first: the same name (AlreadyExists) or the same ``os_user`` (InvalidSpec; the unique
+        index of 0030 sees it); the same new team is there now, and the user is added once more."""
+        try:
+            self._add_user(name, admin=admin, team=team, role=role, os_user=os_user)
+        except IntegrityError:
+            # told apart by reading again, not by parsing each dialect's message for the constraint's name
+            if self.users(name):
+                raise AlreadyExists(f"user {name} exists already", user=name) from None
+            holder = self._account_holder(os_user)
+            if holder is not None:
+                raise account_taken(os_user, holder) from None
+            self._add_user(name, admin=admin, team=team, role=role, os_user=os_user)
+        return self.get_user(name)
+
+    def _add_user(self, name: str, *, admin: bool, team: str | None, role: str | None, os_user: str | None) -> None:
         now = time.time()
         with self.write() as s:
             if s.get(it.User, name) is not None:
@@ -63,7 +80,13 @@ class IdentityMixin:
                     s.add(it.Team(name=team, created_at=now))
                 s.flush()
                 s.add(it.Membership(user=name, team=team, role=role))
-        return self.get_user(name)
+
+    def _account_holder(self, os_user: str | None) -> str | None:
+        """The user whose jobs run as Unix account ``os_user``, if any."""
+        if os_user is None:
+            return None
+        with self.read() as s:
+            return s.scalar(select(it.User.name).where(it.User.os_user == os_user))
 
     def set_membership(self, user: str, team: str, role: str | None) -> UserInfo:
         """Give ``user`` ``role`` in ``team``; None removes it from the team."""

@@ -22,7 +22,8 @@ class User(Base):
     __tablename__ = "users"
     name: Mapped[str] = mapped_column(String(63), primary_key=True)
     admin: Mapped[bool] = mapped_column(Boolean)
-    os_user: Mapped[str | None] = mapped_column(String(63))  # the Unix account its jobs run as (local engine, root server)
+    # the Unix account its jobs run as (local engine, root server): one user's (0030's unique index), NULLs many
+    os_user: Mapped[str | None] = mapped_column(String(63), unique=True, index=True)
     disabled: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[float] = mapped_column(Float)
 
