@@ -6,6 +6,7 @@ create and at fire, services). In-process with the fake engine, on SQLite and Po
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -144,3 +145,48 @@ def test_a_schedule_above_its_queues_ceiling_is_refused_and_a_fire_after_it_came
         shown = e.tc.get(f"/api/v1/schedules/{made.json()['id']}", headers=alice).json()
         assert shown["runs"][0]["message"] == run["message"]
         assert alices_jobs(e) == []
+
+
+def test_a_rerun_at_another_priority_is_held_to_its_queues_ceiling_as_a_submit_is(db_url, tmp_path):
+    with vision(db_url, tmp_path / "home", max_priority="high") as (e, alice, sdk):
+        # given alice's normal job on vision-q, whose ceiling is high
+        job = sdk.submit({**JOB, "command": "x"})
+        # when she runs it again above the ceiling (the old SDK had no priority to give)
+        for priority, said in ((201, "201 is above high (200)"), ("urgent", "urgent (300) is above high (200)")):
+            with pytest.raises(errors.Forbidden, match=f"priority: {re.escape(said)}, queue 'vision-q''s") as caught:
+                sdk.rerun(job.id, priority=priority)
+            assert caught.value.details["field"] == "priority"
+        assert len(alices_jobs(e)) == 1
+        # then at the ceiling it is taken, and an admin's is not held to it
+        high = sdk.rerun(job.id, priority="high").id
+        assert e.sdk.get(high).spec.priority == 200
+        assert e.sdk.get(e.sdk.rerun(job.id, priority=TOP).id).spec.priority == TOP
+        # and once the ceiling comes down, her high job runs again at normal: the way to rerun it
+        ceiling(e, None)
+        assert e.sdk.get(sdk.rerun(high, priority="normal").id).spec.priority == 100
+        # a priority no spec may have is refused naming it, before anything is sent
+        with pytest.raises(errors.InvalidSpec) as bad:
+            sdk.rerun(job.id, priority="highest")
+        assert bad.value.errors[0]["field"] == "priority" and "unknown priority class" in str(bad.value)
+
+
+def test_trainyard_rerun_priority_says_a_refusal_above_the_ceiling_naming_priority(db_url, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from trainyard.cli.main import app
+
+    with vision(db_url, tmp_path / "home") as (e, _, sdk):
+        monkeypatch.setattr("trainyard.cli.jobs.client", lambda: sdk)
+        job = sdk.submit({**JOB, "command": "x", "priority": "low"})
+        # when alice reruns her low job at 150 on a queue without a ceiling (the old CLI had no --priority)
+        out = CliRunner().invoke(app, ["rerun", job.id, "--priority", "150"])
+        # then it is refused, saying why and who raises it
+        assert out.exit_code == 1, out.output
+        assert "priority: 150 is above normal (100)" in out.output and "an admin raises it" in out.output
+        # while --priority normal (or an integer at or below it) makes the new job at it
+        for flag, value in (("normal", 100), ("50", 50)):
+            out = CliRunner().invoke(app, ["rerun", job.id, "--priority", flag])
+            assert out.exit_code == 0, out.output
+            assert e.sdk.get(out.stdout.strip()).spec.priority == value
+        out = CliRunner().invoke(app, ["rerun", job.id, "--priority", "1e3"])
+        assert out.exit_code == 2 and "priority: unknown priority class '1e3'" in out.output, out.output

@@ -105,16 +105,23 @@ def run(
         _submitted(c, job, wait, follow)
 
 
-def rerun(job_id: JobArg, param: ParamOpt = None, follow: FollowOpt = False, wait: WaitOpt = False) -> None:
-    """Submit a job again as a new job: its spec and code as they were, -p params over its own. Prints the new id.
+def rerun(job_id: JobArg, param: ParamOpt = None, follow: FollowOpt = False, wait: WaitOpt = False,
+          priority: Annotated[Optional[str], typer.Option(
+              "--priority", help="low, normal, high, urgent or an integer, over the job's own; above its queue's "
+                                 "max_priority (normal without one) only an admin's is taken")] = None) -> None:
+    """Submit a job again as a new job: its spec and code as they were, -p params and --priority over its own.
+    Prints the new id.
 
     \b
-      trainyard rerun j-1a2b3c4d5e -p lr=0.01 --follow"""
+      trainyard rerun j-1a2b3c4d5e -p lr=0.01 --follow
+      trainyard rerun j-1a2b3c4d5e --priority high"""
+    from trainyard.cli.queues import priority_arg
     from trainyard.spec.loader import parse_param_overrides
 
     with handled():
         c = client()
-        job = c.rerun(job_id, params=parse_param_overrides(param or []))
+        job = c.rerun(job_id, params=parse_param_overrides(param or []),
+                      priority=None if priority is None else priority_arg(priority))
         _submitted(c, job, wait, follow)
 
 

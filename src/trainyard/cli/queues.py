@@ -67,9 +67,9 @@ def _from_options(name: str, team: str | None, priority: str, cpu: str | None, m
                                        "message": f"{item!r}: write TYPE=N (e.g. A100=4) or N"}])
         gpus = (gpus or {}) | {kind or "*": int(n)}
     quota = {k: v for k, v in {"cpu": cpu, "memory": memory, "gpu": gpus, "jobs": jobs}.items() if v is not None}
-    raw = {"name": name, "priority": _priority(priority), "quota": quota, "borrowing": borrowing}
+    raw = {"name": name, "priority": priority_arg(priority), "quota": quota, "borrowing": borrowing}
     if max_priority is not None:
-        raw["max_priority"] = _priority(max_priority)
+        raw["max_priority"] = priority_arg(max_priority)
     if team:
         raw["team"] = team
     try:
@@ -78,7 +78,8 @@ def _from_options(name: str, team: str | None, priority: str, cpu: str | None, m
         raise InvalidSpec(errors=validation_errors(e, {}, "<options>")) from None
 
 
-def _priority(text: str) -> int | str:
+def priority_arg(text: str) -> int | str:
+    """A --priority flag's value: ``150`` the integer (as in YAML), a class name as it is."""
     return int(text) if text.lstrip("-").isdigit() else text
 
 

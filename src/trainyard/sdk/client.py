@@ -18,6 +18,7 @@ from trainyard.sdk.discovery import resolve_server
 from trainyard.sdk.http import Http
 from trainyard.sdk.job import Job
 from trainyard.sdk.nodes import NodeCalls
+from trainyard.sdk.params import warn_undeclared, with_params
 from trainyard.sdk.reads import label_query, log_pages, log_query
 from trainyard.spec.job import JobSpec
 from trainyard.spec.labels import OWN, own_key
@@ -145,7 +146,7 @@ class Client(NodeCalls):
             base_dir = base_dir or path.resolve().parent
             spec, text = read_job(path)
             if params:
-                _warn_undeclared(str(path), params, spec.params)
+                warn_undeclared(str(path), params, spec.params)
                 spec = with_overrides(spec, text, params, path)
         else:
             if isinstance(spec, dict):
@@ -153,17 +154,21 @@ class Client(NodeCalls):
                     spec = JobSpec.model_validate(spec)
                 except ValidationError as e:
                     raise errors.InvalidSpec(errors=validation_errors(e, {}, "<spec>", JobSpec)) from None
-            spec = _with_params(spec, params, f"spec {spec.name!r}")
+            spec = with_params(spec, params, f"spec {spec.name!r}")
         spec, blob, digest = prepare(spec, Path(base_dir or Path.cwd()))
         if digest is not None:
             self.http.upload_snapshot(blob, digest)
         return self._post_job(spec, digest)
 
-    def rerun(self, job_id: str, *, params: dict[str, Any] | None = None) -> "Job":
+    def rerun(self, job_id: str, *, params: dict[str, Any] | None = None,
+              priority: int | str | None = None) -> "Job":
         """Submit a job's spec again, with its code snapshot as it was (the UI's Re-submit): a new job, ``params``
-        over the old ones. A snapshot that is gone (its jobs deleted) is refused, naming it."""
+        over the old ones, ``priority`` (a class name or an integer) over its own, held to its queue's
+        max_priority as a submit is. A snapshot that is gone (its jobs deleted) is refused, naming it."""
         old = self.get(job_id)
-        spec = _with_params(old.spec, params, f"job {job_id}", quiet_if_none=False)
+        spec = with_params(old.spec, params, f"job {job_id}", quiet_if_none=False)
+        if priority is not None:
+            spec = spec.with_priority(priority)
         if own_key(spec.labels) is not None:  # a sweep's trial run again is a job of the user's, in no sweep
             spec = spec.model_copy(update={"labels": {k: v for k, v in spec.labels.items() if not k.startswith(OWN)}})
         return self._post_job(spec, old.snapshot)
@@ -376,24 +381,3 @@ class Client(NodeCalls):
     def delete_queue(self, name: str) -> None:
         self.http.request("DELETE", f"/api/v1/queues/{name}")
 
-
-def _with_params(spec: JobSpec, params: dict[str, Any] | None, source: str, *, quiet_if_none: bool = True) -> JobSpec:
-    """``spec`` with ``params`` over its own, warning of those it does not declare (see _warn_undeclared); where
-    it declares none, only if not ``quiet_if_none`` (a job run again warns as `run FILE -p` does)."""
-    if not params:
-        return spec
-    if spec.params or not quiet_if_none:
-        _warn_undeclared(source, params, spec.params)
-    return spec.with_params(params)
-
-
-def _warn_undeclared(source: str, given: dict[str, Any], declared: dict[str, Any]) -> None:
-    """Warn (not refuse: a script may read any param from trainyard.params()) of params the spec does not
-    declare, which its command cannot use: a misspelt one would otherwise run the job with the default."""
-    from trainyard.spec.loader import UndeclaredParamWarning, undeclared_params
-
-    said = undeclared_params(source, given, declared)
-    if said:
-        import warnings
-
-        warnings.warn(UndeclaredParamWarning(said), stacklevel=3)

@@ -286,3 +286,13 @@ class JobSpec(Strict):
         data["params"] = {**self.params, **overrides}
         # the rest was checked when this spec was (a stored schedule's job too): only the params are new
         return JobSpec.model_validate(data, context=STORED)
+
+    def with_priority(self, priority: int | str) -> "JobSpec":
+        """This spec at ``priority`` (a class name or an integer: ``rerun --priority``), refused naming the field."""
+        from trainyard.errors import InvalidSpec
+        from trainyard.spec.lines import validation_errors
+
+        try:
+            return JobSpec.model_validate({**self.model_dump(), "priority": priority}, context=STORED)
+        except ValidationError as e:
+            raise InvalidSpec(errors=validation_errors(e, {}, "priority")) from None
