@@ -6,6 +6,7 @@ import gc
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -122,6 +123,15 @@ def serve(settings: ServerSettings) -> None:
     from trainyard.api.serve_lane import lane_protocol
     from trainyard.services.platform import Platform
 
+    class Stopping(uvicorn.Server):
+        """uvicorn's server, saying why it stops: a server gone quiet looks the same as one killed."""
+
+        def handle_exit(self, sig: int, frame: object) -> None:
+            if not self.should_exit:  # the first signal: a second SIGINT only hurries the stop
+                log.info("got %s: stopping; running jobs keep running and report to the server that schedules next",
+                         signal.Signals(sig).name)
+            super().handle_exit(sig, frame)
+
     if settings.token_sha256 is None:  # no token given: the home's own, which only this Unix user can read
         settings = settings.model_copy(update={"token_sha256": token_hash(local_token(settings.home, create=True))})
     previous = (read_address(settings.address_file) or {}).get("port")
@@ -161,7 +171,7 @@ def serve(settings: ServerSettings) -> None:
                      "serves the API and takes over if that one stops", url, platform.engine.name, settings.home)
 
     def withdraw() -> None:
-        # here, not after run(): uvicorn re-raises SIGTERM once it has shut down
+        # here, not after run(): uvicorn raises the signal it stopped on again once it has shut down
         for path in {settings.address_file, settings.leader_file}:
             if (read_address(path) or {}).get("pid") == os.getpid():
                 path.unlink(missing_ok=True)
@@ -190,4 +200,8 @@ def serve(settings: ServerSettings) -> None:
     # RESULTS.md, session 6). Frozen, collections skip them; start-up leaves almost no garbage (20 objects)
     # to keep by not collecting first
     gc.freeze()
-    uvicorn.Server(config).run(sockets=[sock])
+    # uvicorn raises SIGTERM again once it has shut down, into the handler it found: a clean stop, asked for by a
+    # service manager or `trainyard server stop`, exits 0 rather than dying of the signal (143)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    Stopping(config).run(sockets=[sock])
+
