@@ -204,7 +204,7 @@ class ServerSettings(BaseModel):
                                         "credentials come from the standard AWS variables and config")
     host: str = "127.0.0.1"
     port: int = 0  # 0: the port used last time if free, else any free port
-    engine: str = "local"  # local or ray
+    engine: Literal["local", "ray"] = "local"
     container_runtime: Literal["auto", "podman", "docker", "none"] = Field(
         "auto", description="what runs `image:` jobs on the local engine; none: host execution only")
     ray_address: str | None = Field(None, description="the Ray cluster (engine ray): host:port of its head, or ray://…")
@@ -270,6 +270,13 @@ class ServerSettings(BaseModel):
                                                  "are POSTed (users subscribe them by name: trainyard notify)")
     retention: RetentionSettings = Field(default_factory=RetentionSettings, description="how long ended "
                                          "attempts' folders, ended jobs' checkpoints and ended jobs are kept")
+
+    @field_validator("port")
+    @classmethod
+    def _port(cls, v: int) -> int:
+        if not 0 <= v <= 65535:  # bind() would raise OverflowError
+            raise ValueError(f"{v}: a TCP port is 1–65535 (0: the last port if free, else any)")
+        return v
 
     @field_validator("webhooks")
     @classmethod

@@ -58,6 +58,11 @@ class InvalidSpec(TrainyardError):
         """A request's ``place`` parameter ``name`` is not valid."""
         return cls(errors=[{"field": name, "line": None, "where": name, "message": message, "in": place}])
 
+    @classmethod
+    def flag(cls, name: str, message: str) -> InvalidSpec:
+        """A command-line flag's value is not valid: said as ``--name: message`` (the CLI exits 2)."""
+        return cls(errors=[{"field": "", "line": None, "where": name, "message": message}])
+
 
 class Unschedulable(TrainyardError):
     """The job asks for more than any node has; it could never run."""

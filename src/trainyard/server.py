@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import logging
@@ -17,7 +18,7 @@ from trainyard.launch import fdlimit
 from trainyard.home import HomeLock, held, local_token, open_for_accounts, read_address, secure, write_private
 from trainyard.db_url import database_name, normalize_url
 from trainyard.auth.tokens import token_hash
-from trainyard.errors import TrainyardError
+from trainyard.errors import InvalidSpec, TrainyardError
 
 if TYPE_CHECKING:
     from trainyard.services.platform import Platform
@@ -89,14 +90,29 @@ def _bind(host: str, port: int, previous: int | None) -> socket.socket:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             sock.bind((host, candidate))
-        except OSError:
+        except OSError as e:
             sock.close()
             if candidate == port:
-                raise
+                raise _refused(host, port, e) from None
             continue
         sock.listen(128)
         return sock
     raise OSError(f"cannot bind {host}:{port}")
+
+
+def _refused(host: str, port: int, e: OSError) -> TrainyardError:
+    """Why ``host:port`` cannot be listened on, as the flag to change says it (a usage error: exit 2)."""
+    if isinstance(e, socket.gaierror):
+        return InvalidSpec.flag("--host", f"{host}: no address found for this name ({e.strerror})")
+    if e.errno == errno.EADDRINUSE:
+        return InvalidSpec.flag("--port", f"{port} is in use by another process on {host}; choose another with "
+                                "--port, or --port 0 for any free one")
+    if e.errno == errno.EACCES:
+        return InvalidSpec.flag("--port", f"{port}: a port below 1024 needs root (or CAP_NET_BIND_SERVICE); "
+                                "choose one from 1024")
+    if e.errno == errno.EADDRNOTAVAIL:
+        return InvalidSpec.flag("--host", f"{host}: no network interface of this machine has this address")
+    return TrainyardError(f"cannot listen on {host}:{port}: {e.strerror or e}")
 
 
 def serve(settings: ServerSettings) -> None:

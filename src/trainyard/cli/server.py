@@ -64,8 +64,6 @@ def server(
     from trainyard.spec.units import parse_memory
 
     with handled():
-        if container_runtime not in ("auto", "podman", "docker", "none"):
-            raise TrainyardError(f"--container-runtime {container_runtime!r}: choose auto, podman, docker or none")
         if token is not None:
             raise TrainyardError("--token would show in `ps` to every user of this machine; "
                                  "use --token-file FILE or $TRAINYARD_SERVER_TOKEN")

@@ -148,8 +148,14 @@ def _durations(path: Path, name: str, section: Any, model: Any) -> dict[str, Any
     return out
 
 
+# settings that come from `trainyard server`'s flags, never from the file (KEYS): their errors name the flag
+FLAGS = {"host": "--host", "port": "--port", "engine": "--engine", "container_runtime": "--container-runtime",
+         "cpus": "--cpus", "memory": "--memory", "gpus": "--gpus", "gpu_type": "--gpu-type"}
+
+
 def check(path: Path, build: Any) -> Any:
-    """``build()`` (making the settings), with pydantic's errors turned into ones naming the file's field."""
+    """``build()`` (making the settings), with pydantic's errors turned into ones naming the file's field, or the
+    flag that gave the value."""
     from pydantic import ValidationError
 
     from trainyard.config import ServerSettings
@@ -159,4 +165,11 @@ def check(path: Path, build: Any) -> Any:
         return build()
     except ValidationError as e:  # with the model: a misspelt setting names the one meant
         errors = validation_errors(e, {}, str(path), ServerSettings)
-        raise InvalidSpec(errors=[{**error, "in": "config"} for error in errors]) from None
+        raise InvalidSpec(errors=[_said(error) for error in errors]) from None
+
+
+def _said(error: dict[str, Any]) -> dict[str, Any]:
+    """A settings error as the flag that gave the value says it (``--port: …``), or as the file's setting."""
+    if error["field"] in FLAGS:
+        return {**error, "field": "", "where": FLAGS[error["field"]]}
+    return {**error, "in": "config"}
