@@ -102,21 +102,25 @@ def snapshot_limits() -> tuple[str, str]:
     return os.environ.get(envvars.SNAPSHOT_WARN) or "50Mi", os.environ.get(envvars.SNAPSHOT_MAX) or "512Mi"
 
 
+PRICE_MAX = 1e9
+
+
 class Prices(BaseModel):
     """What an hour of each resource costs, for ``trainyard usage`` in money."""
 
-    model_config = {"extra": "forbid"}
+    # a NaN or an infinity would make every sum of `trainyard usage` one; past a billion an hour is a typo
+    model_config = {"extra": "forbid", "allow_inf_nan": False}
     currency: str = "USD"
     gpu_hour: dict[str, float] = Field(default_factory=dict,
                                        description="per GPU type; '*' for types not named")
-    cpu_hour: float = Field(0.0, ge=0, description="per core-hour")
-    memory_gib_hour: float = Field(0.0, ge=0, description="per GiB-hour")
+    cpu_hour: float = Field(0.0, ge=0, le=PRICE_MAX, description="per core-hour")
+    memory_gib_hour: float = Field(0.0, ge=0, le=PRICE_MAX, description="per GiB-hour")
 
     @model_validator(mode="after")
     def _no_negative(self) -> "Prices":
-        bad = [k for k, v in self.gpu_hour.items() if v < 0]
+        bad = [k for k, v in self.gpu_hour.items() if not 0 <= v <= PRICE_MAX]
         if bad:
-            raise ValueError(f"prices.gpu_hour.{bad[0]}: must be ≥ 0")
+            raise ValueError(f"prices.gpu_hour.{bad[0]}: must be ≥ 0 and at most {PRICE_MAX:.0e}")
         return self
 
 
@@ -178,7 +182,7 @@ class RetentionSettings(BaseModel):
 class WebhookSettings(BaseModel):
     """One webhook of the server's config."""
 
-    model_config = {"extra": "forbid"}
+    model_config = {"extra": "forbid", "allow_inf_nan": False}
 
     url: str = Field(description="http:// or https:// address the events are POSTed to")
     format: Literal["json", "slack"] = Field("json", description="json: the event; slack: {text} for an "
@@ -195,7 +199,18 @@ class WebhookSettings(BaseModel):
         return v
 
 
+# a declared node's bounds: the spec's own for cpus and memory (config sits below spec: kept equal by
+# tests/unit/test_server_flags.py); each GPU is an id in every node listing and CUDA_VISIBLE_DEVICES, and no
+# machine holds more than a few dozen
+MAX_CPUS = 1_000_000
+MAX_MEMORY = 2**60
+MAX_GPUS = 1024
+# the spec's rule for a GPU type (a Kubernetes label value): one no job can name would never be scheduled
+GPU_TYPE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+
+
 class ServerSettings(BaseModel):
+    model_config = {"allow_inf_nan": False}  # a NaN passes every bound: `nan < 0` and `nan > 100` are both false
     _leader: tuple[tuple, Path] | None = PrivateAttr(None)  # leader_file, with what it was made from
     home: Path = Field(default_factory=home)
     db: str | None = Field(None, description="database URL; default SQLite in the home folder")
@@ -276,6 +291,35 @@ class ServerSettings(BaseModel):
     def _port(cls, v: int) -> int:
         if not 0 <= v <= 65535:  # bind() would raise OverflowError
             raise ValueError(f"{v}: a TCP port is 1–65535 (0: the last port if free, else any)")
+        return v
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus(cls, v: float | None) -> float | None:
+        if v is not None and not 0 < v <= MAX_CPUS:
+            raise ValueError(f"{v:g}: declare more than 0 cores, at most {MAX_CPUS}")
+        return v
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: int | None) -> int | None:
+        if v is not None and not 0 < v <= MAX_MEMORY:
+            raise ValueError(f"{v} bytes: declare more than 0, at most 1024Pi")
+        return v
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, v: int | None) -> int | None:
+        if v is not None and not 0 <= v <= MAX_GPUS:
+            raise ValueError(f"{v}: declare 0 to {MAX_GPUS} GPUs (0: none, whatever is detected)")
+        return v
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _gpu_type(cls, v: str | None) -> str | None:
+        if v is not None and not GPU_TYPE.fullmatch(v):
+            raise ValueError(f"{v[:80]!r}: a GPU type is 1 to 63 letters, digits, '-', '_' or '.', starting and "
+                             "ending with a letter or digit (e.g. A100, H100, RTX-4090, T4)")
         return v
 
     @field_validator("webhooks")

@@ -12,7 +12,7 @@ import typer
 
 from trainyard.cli.common import console, err_console, handled
 from trainyard.cli.toplevel import SuggestingGroup
-from trainyard.errors import TrainyardError
+from trainyard.errors import InvalidSpec, TrainyardError
 
 app = typer.Typer(cls=SuggestingGroup, help="Run the trainyard server (foreground), or manage the local background one.")
 
@@ -69,12 +69,16 @@ def server(
                                  "use --token-file FILE or $TRAINYARD_SERVER_TOKEN")
         from trainyard.cli import server_config
 
+        try:
+            declared_memory = parse_memory(memory) if memory is not None else None
+        except ValueError as e:
+            raise InvalidSpec.flag("--memory", str(e)) from None
         extra = server_config.load(config) if config else {}
         settings = server_config.check(config or Path("--config"), lambda: ServerSettings(
             **extra, home=home or default_home(), db=db, artifacts=artifacts, s3_endpoint_url=s3_endpoint_url,
             host=host, port=port, engine=engine,
             container_runtime=container_runtime,
-            cpus=cpus, memory=parse_memory(memory) if memory else None, gpus=gpus, gpu_type=gpu_type,
+            cpus=cpus, memory=declared_memory, gpus=gpus, gpu_type=gpu_type,
             token=_server_token(token_file), auth=auth,
             # absolute: launchers, started in their jobs' folders, read the certificate too
             tls_cert=tls_cert.resolve() if tls_cert else None, tls_key=tls_key.resolve() if tls_key else None,

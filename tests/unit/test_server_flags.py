@@ -1,0 +1,79 @@
+"""`trainyard server`'s capacity flags and its config's numbers: a negative, zero, NaN, infinite or absurd one is
+refused before the server starts, naming the flag or the file's setting, exit 2."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from trainyard.cli.main import app
+
+
+@pytest.fixture
+def started(monkeypatch, tmp_path):
+    """The settings of each server the CLI would start (none starts: a flag taken is recorded, not served)."""
+    served = []
+    monkeypatch.setattr("trainyard.server.serve", served.append)
+    monkeypatch.setenv("TRAINYARD_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    return served
+
+
+@pytest.mark.parametrize("flag, value, said", [
+    ("--cpus", "-1", "-1: declare more than 0 cores"),
+    ("--cpus", "0", "0: declare more than 0 cores"),
+    ("--cpus", "nan", "a finite number"),
+    ("--cpus", "inf", "a finite number"),
+    ("--cpus", "1e12", "at most 1000000"),
+    ("--memory", "-5Gi", "not a memory quantity"),
+    ("--memory", "0", "declare more than 0"),
+    ("--memory", "4096Pi", "at most 1024Pi"),
+    ("--gpus", "-1", "declare 0 to 1024 GPUs"),
+    ("--gpus", "100000000", "declare 0 to 1024 GPUs"),
+    ("--gpu-type", "A 100", "a GPU type is 1 to 63 letters"),
+    ("--gpu-type", "", "a GPU type is 1 to 63 letters"),
+])
+def test_a_capacity_flag_out_of_range_is_refused_naming_it(started, flag, value, said):
+    got = CliRunner().invoke(app, ["server", flag, value])
+    assert got.exit_code == 2 and started == [], got.output
+    assert got.output.startswith(f"error: {flag}: ") and said in got.output, got.output
+    assert len(got.output.strip().splitlines()) == 1, got.output
+
+
+def test_capacity_that_makes_sense_is_declared(started):
+    got = CliRunner().invoke(app, ["server", "--cpus", "0.5", "--memory", "8Gi", "--gpus", "0", "--gpu-type", "A100"])
+    assert got.exit_code == 0, got.output
+    assert [(s.cpus, s.memory, s.gpus, s.gpu_type) for s in started] == [(0.5, 8 << 30, 0, "A100")]
+
+
+@pytest.mark.parametrize("text, field", [
+    ("prices:\n  cpu_hour: .inf\n", "prices.cpu_hour"),
+    ("prices:\n  memory_gib_hour: .nan\n", "prices.memory_gib_hour"),
+    ("prices:\n  cpu_hour: 1e30\n", "prices.cpu_hour"),
+    ("prices:\n  gpu_hour: {A100: .nan}\n", "prices"),
+    ("prices:\n  gpu_hour: {A100: -1}\n", "prices"),
+    ("idle_gpu_threshold: .nan\n", "idle_gpu_threshold"),
+    ("webhooks:\n  chat: {url: 'http://a', timeout: .nan}\n", "webhooks.chat.timeout"),
+])
+def test_a_config_number_that_is_not_finite_or_is_absurd_is_refused_naming_its_setting(started, tmp_path, text,
+                                                                                       field):
+    (tmp_path / "server.yaml").write_text(text)
+    got = CliRunner().invoke(app, ["server", "--config", "server.yaml"])
+    assert got.exit_code == 2 and started == [], got.output
+    assert got.output.startswith(f"error: invalid server config server.yaml {field}"), got.output
+
+
+def test_the_declared_bounds_are_the_specs_own():
+    # config sits below spec and cannot import its bounds: a node may declare what a job may ask for
+    from trainyard import config
+    from trainyard.spec.job import Resources
+    from trainyard.spec.units import MAX_BYTES, MAX_CPU
+
+    assert (config.MAX_CPUS, config.MAX_MEMORY) == (MAX_CPU, MAX_BYTES)
+    for gpu_type in ["A100", "RTX-4090", "nvidia.com_h100", "A 100", "-A100", "x" * 64, "é"]:
+        try:
+            Resources.model_validate({"gpu": 1, "gpu_type": gpu_type})
+            spec_takes = True
+        except ValueError:
+            spec_takes = False
+        assert bool(config.GPU_TYPE.fullmatch(gpu_type)) == spec_takes, gpu_type
