@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from trainyard.cli.server_config import load
@@ -258,7 +260,7 @@ def test_a_bad_config_is_said_as_the_servers_config_not_as_a_spec(tmp_path):
     r = subprocess.run([sys.executable, "-m", "trainyard", "server", "--port", "0", "--config", "server.yaml"],
                        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "invalid spec" not in r.stderr, r.stderr
-    assert r.stderr.startswith("error: invalid server config server.yaml: sample_every: 'soon' is not a duration"), \
+    assert r.stderr.startswith("error: invalid server config server.yaml:1 sample_every: 'soon' is not a duration"), \
         r.stderr
 
 
@@ -268,4 +270,21 @@ def test_a_bad_retention_keep_selector_names_its_setting_once(tmp_path):
     with pytest.raises(InvalidSpec) as e:
         load(path)
     assert e.value.errors[0]["message"] == "'k in (a': unbalanced parentheses"  # not "retention.keep: retention…"
-    assert str(e.value) == f"invalid server config {path}: retention.keep: 'k in (a': unbalanced parentheses"
+    assert str(e.value) == f"invalid server config {path}:2 retention.keep: 'k in (a': unbalanced parentheses"
+
+
+@pytest.mark.parametrize("text, where", [
+    ("sample_every: 5\nlog_keep: lots\n", "server.yaml:2 log_keep"),  # read by the loader
+    ("prices:\n  currency: EUR\n  cpu_hour: -1\n", "server.yaml:3 prices.cpu_hour"),  # by the settings' model
+    ("retention:\n  every: 5m\n  jobs: soon\n", "server.yaml:3 retention.jobs"),  # in a section
+    ("cpu_limit: true\nlog_kep: 64Mi\n", "server.yaml:2 log_kep"),  # an unknown setting
+])
+def test_a_bad_setting_is_named_with_its_line_as_a_specs_field_is(tmp_path, monkeypatch, text, where):
+    from trainyard.cli.server_config import check
+
+    monkeypatch.chdir(tmp_path)
+    Path("server.yaml").write_text(text)
+    with pytest.raises(InvalidSpec) as e:
+        check(Path("server.yaml"), lambda: ServerSettings(**load(Path("server.yaml"))))
+    assert [err["where"] for err in e.value.errors] == [where]
+    assert str(e.value).startswith(f"invalid server config {where}: ")

@@ -47,20 +47,20 @@ def test_capacity_that_makes_sense_is_declared(started):
 
 
 @pytest.mark.parametrize("text, field", [
-    ("prices:\n  cpu_hour: .inf\n", "prices.cpu_hour"),
-    ("prices:\n  memory_gib_hour: .nan\n", "prices.memory_gib_hour"),
-    ("prices:\n  cpu_hour: 1e30\n", "prices.cpu_hour"),
-    ("prices:\n  gpu_hour: {A100: .nan}\n", "prices"),
-    ("prices:\n  gpu_hour: {A100: -1}\n", "prices"),
-    ("idle_gpu_threshold: .nan\n", "idle_gpu_threshold"),
-    ("webhooks:\n  chat: {url: 'http://a', timeout: .nan}\n", "webhooks.chat.timeout"),
+    ("prices:\n  cpu_hour: .inf\n", "2 prices.cpu_hour"),
+    ("prices:\n  memory_gib_hour: .nan\n", "2 prices.memory_gib_hour"),
+    ("prices:\n  cpu_hour: 1e30\n", "2 prices.cpu_hour"),
+    ("prices:\n  gpu_hour: {A100: .nan}\n", "2 prices.gpu_hour.A100"),
+    ("prices:\n  gpu_hour: {A100: -1}\n", "1 prices"),
+    ("idle_gpu_threshold: .nan\n", "1 idle_gpu_threshold"),
+    ("webhooks:\n  chat: {url: 'http://a', timeout: .nan}\n", "2 webhooks.chat.timeout"),
 ])
 def test_a_config_number_that_is_not_finite_or_is_absurd_is_refused_naming_its_setting(started, tmp_path, text,
                                                                                        field):
     (tmp_path / "server.yaml").write_text(text)
     got = CliRunner().invoke(app, ["server", "--config", "server.yaml"])
     assert got.exit_code == 2 and started == [], got.output
-    assert got.output.startswith(f"error: invalid server config server.yaml {field}"), got.output
+    assert got.output.startswith(f"error: invalid server config server.yaml:{field}: "), got.output
 
 
 def test_the_declared_bounds_are_the_specs_own():

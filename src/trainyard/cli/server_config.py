@@ -49,8 +49,19 @@ KEYS = ("sample_every", "idle_gpu_threshold", "idle_gpu_period", "log_keep", "me
 
 
 def _error(path: Path, field: str, message: str) -> InvalidSpec:
-    return InvalidSpec(errors=[{"field": field, "line": None, "where": f"{path}: {field}", "message": message,
-                                "in": "config"}])
+    return InvalidSpec(errors=_placed(path, [{"field": field, "line": None, "where": f"{path}: {field}",
+                                              "message": message, "in": "config"}]))
+
+
+def _placed(path: Path, errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``errors`` of the file's settings, each at its setting's line (``server.yaml:3 log_keep``) as a spec's are."""
+    from trainyard.spec.lines import placed
+
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return errors
+    return placed(errors, text, str(path))
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -165,11 +176,6 @@ def check(path: Path, build: Any) -> Any:
         return build()
     except ValidationError as e:  # with the model: a misspelt setting names the one meant
         errors = validation_errors(e, {}, str(path), ServerSettings)
-        raise InvalidSpec(errors=[_said(error) for error in errors]) from None
-
-
-def _said(error: dict[str, Any]) -> dict[str, Any]:
-    """A settings error as the flag that gave the value says it (``--port: …``), or as the file's setting."""
-    if error["field"] in FLAGS:
-        return {**error, "field": "", "where": FLAGS[error["field"]]}
-    return {**error, "in": "config"}
+        flags = [{**error, "field": "", "where": FLAGS[error["field"]]} for error in errors if error["field"] in FLAGS]
+        in_file = _placed(path, [{**error, "in": "config"} for error in errors if error["field"] not in FLAGS])
+        raise InvalidSpec(errors=flags + in_file) from None
