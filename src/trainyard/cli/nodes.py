@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import Output, client, console, err_console, handled, write
+from trainyard.cli.common import WAIT_MAX, Output, client, console, err_console, handled, write
 from trainyard.cli.toplevel import SuggestingGroup
 
 app = typer.Typer(cls=SuggestingGroup, invoke_without_command=True,
@@ -52,8 +52,9 @@ def cordon(node: str, reason: ReasonOpt = None) -> None:
 @app.command()
 def drain(node: str, reason: ReasonOpt = None,
           wait: Annotated[bool, typer.Option("--wait/--no-wait", help="return once nothing runs there")] = True,
-          timeout: Annotated[Optional[float], typer.Option(help="with --wait: give up after this many seconds "
-                                                            "(exit 124; the node stays cordoned)")] = None) -> None:
+          timeout: Annotated[Optional[float], typer.Option(
+              min=0, max=WAIT_MAX, help="with --wait: give up after this many seconds (exit 124; the node stays "
+                                        "cordoned)")] = None) -> None:
     """Cordon NODE and stop what runs there (checkpoint signal, grace period), putting those jobs back in line.
     Their attempts end NodeDrained, which is not counted as a retry."""
     with handled():

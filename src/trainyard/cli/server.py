@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import console, err_console, handled
+from trainyard.cli.common import WAIT_MAX, console, err_console, handled
 from trainyard.cli.toplevel import SuggestingGroup
 from trainyard.errors import InvalidSpec, TrainyardError
 
@@ -108,7 +108,7 @@ def _server_token(path: Path | None) -> str | None:
 
 
 @app.command()
-def stop(timeout: Annotated[float, typer.Option(help="seconds to wait")] = 20.0) -> None:
+def stop(timeout: Annotated[float, typer.Option(min=0, max=WAIT_MAX, help="seconds to wait")] = 20.0) -> None:
     """Stop the local background server. Running jobs keep running and are found again on restart."""
     from trainyard.config import ADDRESS_FILE, home
     from trainyard.home import read_address

@@ -23,8 +23,8 @@ OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
 @app.command()
 def run(spec: Annotated[Path, typer.Argument(help="the sweep's YAML (see `trainyard sweep run --help`)")],
         wait: Annotated[bool, typer.Option("--wait", "-w", help="follow it to its end, then show its trials")] = False,
-        timeout: Annotated[Optional[float], typer.Option(help="with --wait: give up after this many seconds "
-                                                          "(exit 124)")] = None,
+        timeout: Annotated[Optional[float], typer.Option(
+            min=0, max=WAIT_MAX, help="with --wait: give up after this many seconds (exit 124)")] = None,
         output: OutputOpt = Output.table) -> None:
     """Start a sweep: a job spec under `job:`, `parameters` to search ({values: [...]} or {min, max, log}),
     the `metric` each trial logs and its goal, `trials`, `parallel`, `method` (tpe, random, grid) and

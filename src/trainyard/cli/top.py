@@ -25,7 +25,8 @@ ACTIVE = ["starting", "running", "cancelling"]
 
 
 def top(
-    interval: Annotated[float, typer.Option("--interval", "-i", min=0.5, help="seconds between refreshes")] = 2.0,
+    interval: Annotated[float, typer.Option("--interval", "-i", min=0.5, max=3600,
+                                            help="seconds between refreshes")] = 2.0,
 ) -> None:
     """A live view of nodes (what is allocated of each) and of running and pending jobs. Quit with q or Ctrl-C.
     With its output not a terminal (`trainyard top | less`, a script) it prints the view once and exits."""

@@ -21,7 +21,7 @@ from trainyard.spec.lines import validation_errors
 from trainyard.spec.loader import read_model
 from trainyard.spec.records import LogChunk
 from trainyard.spec.serve import MODEL_SERVER, model_ref, serve_spec
-from trainyard.spec.service import ServiceInfo, ServiceSpec
+from trainyard.spec.service import ScaleRequest, ServiceInfo, ServiceSpec
 
 __all__ = ["MODEL_SERVER", "Services", "load_service", "model_ref", "serve_spec", "service_spec"]
 
@@ -77,6 +77,11 @@ class Services:
         body = {k: v for k, v in (("replicas", replicas), ("min", minimum), ("max", maximum),
                                   ("target_concurrency", target_concurrency),
                                   ("scale_down_after", scale_down_after)) if v is not None}
+        try:  # here too: a NaN or an infinity is no JSON, and would fail to encode rather than be refused by name
+            ScaleRequest.model_validate(body)
+        except ValidationError as e:
+            raise errors.InvalidSpec(errors=[{**err, "where": err["field"]}
+                                             for err in validation_errors(e, {}, "")]) from None
         return ServiceInfo.model_validate_json(
             self.http.request("POST", f"/api/v1/services/{key}/scale", json=body).content)
 
