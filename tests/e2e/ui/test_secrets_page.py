@@ -1,6 +1,6 @@
 """The secrets page in a real browser against a real server: a secret set through the form is listed with its
 length and never shown back (nor kept by the page), replaced, and deleted through its button; the server's own
-message shows by the form for a bad name, and for a member whose role may not set one."""
+message shows by the form for a bad name; a member, whose role may not set one, finds Set disabled saying why."""
 
 from __future__ import annotations
 
@@ -86,9 +86,16 @@ def test_a_member_sees_why_it_may_not_set_one(auth_server, page):
     # the team picked is theirs, and no team is not offered
     expect(page.locator("select[name=team] option")).to_have_text(["vision (member)"])
 
-    # when they try, then the server's reason shows by the form and nothing is set
-    set_secret(page, "wandb", VALUE)
-    expect(page.locator("ul.secret-errors li.error")).to_contain_text("maintainers do")
+    # when they fill the form, then Set stays disabled, saying why, and the server refuses as before
+    page.fill("input[name=name]", "wandb")
+    page.fill("input[name=value]", VALUE)
+    set_button = page.locator("form.secret-form button[type=submit]")
+    expect(set_button).to_be_disabled()
+    expect(set_button).to_have_attribute("title", "members cannot change team vision's secrets (maintainers do)")
+    member = {"Authorization": f"Bearer {made.stdout.strip().splitlines()[-1]}"}
+    refused = httpx.put(auth_server.url + "/api/v1/secrets/wandb", params={"team": "vision"}, json={"value": VALUE},
+                        headers=member, timeout=30)
+    assert refused.status_code == 403 and "maintainers do" in refused.json()["message"], refused.text
     expect(page.locator("table.secrets tbody tr[data-secret]")).to_have_count(0)
     never_shown(page, VALUE)
 

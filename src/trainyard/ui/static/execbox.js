@@ -5,7 +5,8 @@ import { badge, h } from "./ui.js";
 const POLL_MS = 400;
 const PICKUP_MS = 15000;  // past the command's own timeout: its launcher picks it up with its next report (≤ 3 s)
 
-export function execBox(path, replicas) {
+// `forbidden`: why the signed-in person may not (may.js), shown instead of a form the server would refuse
+export function execBox(path, replicas, forbidden = null) {
   const line = h("input.grow", { type: "text", name: "command", placeholder: "nvidia-smi; ls -la checkpoints",
     spellcheck: false, autocomplete: "off" });
   const replica = h("select", { name: "replica" },
@@ -17,7 +18,7 @@ export function execBox(path, replicas) {
   const el = h("details.panel", {}, h("summary", {}, "Run a command on its node"),
     h("p.muted", {}, "In the job's work dir, with its environment and account (in its container, for an image), "
       + "with sh -c; 30 s at most."),
-    form, result);
+    forbidden ? h("p.muted.forbidden", {}, forbidden) : form, result);
 
   async function go() {
     if (!line.value.trim()) return;

@@ -7,6 +7,7 @@ import { artifactsTable, attemptsTable, eventsList, facts, metricSummary, params
 import { LogView } from "../logview.js";
 import { execBox } from "../execbox.js";
 import { labelBox } from "../labelbox.js";
+import { gated, whoami, whyNot, whyNotSubmit } from "../may.js";
 import { stackPanel } from "../stacks.js";
 import { badge, h } from "../ui.js";
 
@@ -16,7 +17,7 @@ export async function render(root, { params, query }) {
   const id = params.id;
   const path = `jobs/${encodeURIComponent(id)}`;
   const stops = [];
-  let job = await api(path);
+  let [job, me] = await Promise.all([api(path), whoami()]);
   let charts = [];
   let xMode = query.get("x") === "time" ? "time" : "step";
   let metricCount = -1;
@@ -50,21 +51,33 @@ export async function render(root, { params, query }) {
 
   function drawHead() {
     title.replaceChildren(job.name, " ", badge(job.status));
+    // what the signed-in person's role (or not owning the job) forbids is disabled, its title saying why
+    const not = (verb) => whyNot(me, verb, "job", job);
+    const copy = whyNotSubmit(me, job);
     if (job.status !== "running") execs.replaceChildren();
-    else if (!execs.firstChild) execs.append(execBox(path, job.spec.replicas || 1));
+    else if (!execs.firstChild) execs.append(execBox(path, job.spec.replicas || 1, not("run commands in")));
     head.replaceChildren(facts(job));
     attempts.replaceChildren(attemptsTable(job));
+    if (not("change the labels of")) labelsBox.hidden = true;
+    if (copy) paramsBox.hidden = true;
     actions.replaceChildren(
-      h("button.danger", { type: "button", name: "cancel", disabled: TERMINAL.has(job.status) || job.status === "cancelling", onclick: cancel }, "Cancel"),
-      h("button", { type: "button", name: "resubmit", onclick: () => resubmit(job.spec.params) }, "Re-submit"),
-      h("button", { type: "button", name: "resubmit-params", onclick: () => { paramsBox.hidden = !paramsBox.hidden; } }, "Re-submit with other params…"),
+      h("button.danger", gated(not("cancel"), { type: "button", name: "cancel",
+        disabled: TERMINAL.has(job.status) || job.status === "cancelling", onclick: cancel }), "Cancel"),
+      h("button", gated(copy, { type: "button", name: "resubmit", onclick: () => resubmit(job.spec.params) }),
+        "Re-submit"),
+      h("button", gated(copy, { type: "button", name: "resubmit-params",
+        onclick: () => { paramsBox.hidden = !paramsBox.hidden; } }), "Re-submit with other params…"),
       h("a.button", { href: `/compare?jobs=${encodeURIComponent(id)}` }, "Compare…"),
-      h("button", { type: "button", name: "edit-labels", onclick: () => { labelsBox.hidden = !labelsBox.hidden; },
-        title: "set or remove this job's labels" }, "Labels…"),
-      h("button", { type: "button", name: "stacks", disabled: job.status !== "running", onclick: stacks.ask,
-        title: "where the running command is: each replica's Python threads (py-spy)" }, "Stacks"),
-      h("button.danger", { type: "button", name: "delete", disabled: !TERMINAL.has(job.status), onclick: remove,
-        title: "delete this ended job: its logs, metrics, outputs and folders (its usage stays counted)" }, "Delete"));
+      h("button", gated(not("change the labels of"), { type: "button", name: "edit-labels",
+        onclick: () => { labelsBox.hidden = !labelsBox.hidden; }, title: "set or remove this job's labels" }),
+        "Labels…"),
+      h("button", gated(not("dump the stacks of"), { type: "button", name: "stacks", disabled: job.status !== "running",
+        onclick: stacks.ask, title: "where the running command is: each replica's Python threads (py-spy)" }),
+        "Stacks"),
+      h("button.danger", gated(not("delete"), { type: "button", name: "delete", disabled: !TERMINAL.has(job.status),
+        onclick: remove,
+        title: "delete this ended job: its logs, metrics, outputs and folders (its usage stays counted)" }),
+      "Delete"));
   }
 
   async function remove() {

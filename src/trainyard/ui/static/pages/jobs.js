@@ -2,6 +2,7 @@
 // page live in the URL, so a reload or a shared link shows the same view. Only one page is ever rendered.
 import { api, poll, toast } from "../api.js";
 import { navigate } from "../app.js";
+import { whoami, whyNot } from "../may.js";
 import { resourceText } from "../resources.js";
 import { ago, badge, duration, h, when, withQuery } from "../ui.js";
 
@@ -49,6 +50,8 @@ export function render(root, { query }) {
   const pageNo = Math.max(1, parseInt(query.get("page"), 10) || 1);
   const sort = query.get("sort") || "-created";
   const selected = new Set();
+  const shown = new Map();  // the jobs as last read, by id: whose and which team's the ticked ones are
+  let me = null;
   // from the address as it is now (a change event can come after another control moved the page on)
   const go = (changes) => navigate(location.pathname + withQuery(new URLSearchParams(location.search),
                                                                  { page: null, ...changes }), { replace: true });
@@ -76,6 +79,7 @@ export function render(root, { query }) {
     "Cancel selected");
   const deleteBtn = h("button.danger", { type: "button", id: "delete-selected", disabled: true, onclick: deleteSelected,
     title: "ended jobs only: their logs, metrics, outputs and folders go; their usage stays counted" }, "Delete selected");
+  deleteBtn.dataset.title = deleteBtn.title;
   // two or more jobs side by side: their params and metrics (/compare); with none ticked, those the label filter picks
   const compareBtn = h("button", { type: "button", id: "compare-selected",
     title: "their params side by side and their metrics overlaid", onclick: () => navigate(selected.size
@@ -111,8 +115,12 @@ export function render(root, { query }) {
     on ? selected.add(id) : selected.delete(id);
     if (tr) tr.classList.toggle("selected", on);
     for (const [btn, verb] of [[cancelBtn, "Cancel"], [deleteBtn, "Delete"]]) {
-      btn.disabled = !selected.size;
+      // a ticked job the signed-in person may not change disables the button, which names it and why
+      const why = [...selected].map((id) => [id, shown.has(id) && whyNot(me, verb.toLowerCase(), "job", shown.get(id))])
+        .find(([, no]) => no);
+      btn.disabled = !selected.size || Boolean(why);
       btn.textContent = selected.size ? `${verb} selected (${selected.size})` : `${verb} selected`;
+      btn.title = why ? `${why[0]}: ${why[1]}` : btn.dataset.title || "";
     }
     compareState();
   }
@@ -158,6 +166,7 @@ export function render(root, { query }) {
     const offset = (pageNo - 1) * limit;
     const res = await api("jobs", { query: { ...filters(query), sort, limit, offset, count: true }, signal: ctl.signal });
     problem.hidden = true;
+    for (const j of res.items) shown.set(j.id, j);
     tbody.replaceChildren(...res.items.map(row));
     if (!res.items.length) tbody.append(h("tr", {}, h("td.muted.empty", { colspan: 10 }, emptyText(offset))));
     const total = `${res.total.toLocaleString()}${res.total_capped ? "+" : ""}`;
@@ -222,6 +231,7 @@ export function render(root, { query }) {
     }
   }
 
+  whoami().then((m) => { me = m; }, () => {});
   const stop = poll(refresh, REFRESH_MS);
   return () => { stop(); if (ctl) ctl.abort(); };
 }

@@ -5,6 +5,7 @@ import { api, poll, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { css } from "../css.js";
 import { drawDag } from "../dag.js";
+import { gated, whoami, whyNot } from "../may.js";
 import { DONE, stepBadge, stepClass, statusMix } from "../steps.js";
 import { ago, badge, bytes, duration, goneNote, h, when } from "../ui.js";
 
@@ -20,6 +21,7 @@ export function render(root, { params, query }) {
   let artifact = query.get("artifact");
   let run = null;
   let drawn = "";
+  let me;  // the signed-in person (may.js), read with the run the first time
   const head = h("div");
   const graph = h("div.panel.dag-scroll", null, h("p.muted", null, "Loading…"));
   const problems = h("div");
@@ -57,7 +59,7 @@ export function render(root, { params, query }) {
     const sig = JSON.stringify([run.status, run.reason, [...open], run.steps.map((s) => [s.name, s.status, s.job_id])]);
     if (!force && sig === drawn) { head.querySelector(".took")?.replaceChildren(took(run)); return; }
     drawn = sig;
-    head.replaceChildren(header(run, act, remove));
+    head.replaceChildren(header(run, act, remove, me));
     const groups = grouped(run.steps);
     drawDag(graph, groups.map((g) => ({ ...g, ...size(g, open) })), edges(groups), (g) => node(g, open, toggle));
     problems.replaceChildren(...[troubles(run)].filter(Boolean));
@@ -78,7 +80,7 @@ export function render(root, { params, query }) {
   let stop = null;
   stop = poll(async () => {
     try {
-      run = await api(`pipelines/${encodeURIComponent(id)}`);
+      [run, me] = await Promise.all([api(`pipelines/${encodeURIComponent(id)}`), me === undefined ? whoami() : me]);
     } catch (e) {
       if (e.status === 404) {  // never there, or deleted while shown: said once, no more reads
         stop();
@@ -98,7 +100,8 @@ function took(run) {
   return duration((run.ended_at || Date.now() / 1000) - run.created_at);
 }
 
-function header(run, act, remove) {
+function header(run, act, remove, me) {
+  const not = (verb) => whyNot(me, verb, "pipeline run", run);
   const done = run.steps.filter((s) => DONE.has(s.status)).length;
   const live = run.status === "running";
   const retryable = run.status === "failed" || run.status === "cancelled";
@@ -108,10 +111,12 @@ function header(run, act, remove) {
       h("a.button", { href: `/jobs?label=${encodeURIComponent(`trainyard.io/pipeline-run=${run.id}`)}`, id: "step-jobs",
         title: "its steps in the jobs list (trainyard ls -l trainyard.io/pipeline-run=…)" }, "Steps' jobs"),
       h("a.button", { href: `/compare?pipeline=${encodeURIComponent(run.id)}` }, "Compare trainers"),
-      h("button", { disabled: !retryable, onclick: () => act("retry"), title: "run the failed, cancelled and skipped steps again" }, "Retry"),
-      h("button.danger", { disabled: !live, onclick: () => act("cancel") }, "Cancel"),
-      h("button.danger", { name: "delete", disabled: !ENDED.has(run.status), onclick: remove,
-        title: "delete this ended run with its steps' jobs and artifacts (their usage stays counted)" }, "Delete")),
+      h("button", gated(not("retry"), { name: "retry", disabled: !retryable, onclick: () => act("retry"),
+        title: "run the failed, cancelled and skipped steps again" }), "Retry"),
+      h("button.danger", gated(not("cancel"), { name: "cancel", disabled: !live, onclick: () => act("cancel") }),
+        "Cancel"),
+      h("button.danger", gated(not("delete"), { name: "delete", disabled: !ENDED.has(run.status), onclick: remove,
+        title: "delete this ended run with its steps' jobs and artifacts (their usage stays counted)" }), "Delete")),
     h("p.muted.row", null,
       h("span.mono", null, run.id), h("span", null, `${done}/${run.steps.length} steps done`),
       h("span", { title: when(run.created_at) }, `started ${ago(run.created_at)}`),

@@ -5,6 +5,7 @@
 import { api, poll, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { css } from "../css.js";
+import { gated, whoami, whyNot } from "../may.js";
 import { resourceText } from "../resources.js";
 import { ago, duration, h, when } from "../ui.js";
 
@@ -28,14 +29,16 @@ function list(root) {
     said,
     h("table.list.schedules", null, h("thead", null, h("tr", null, cols.map((c) => h("th", null, c)))), body));
   let drawn = "";
+  let me;  // the signed-in person (may.js), read with the first list
 
   const refresh = async () => {
+    if (me === undefined) me = await whoami();
     const schedules = (await api("schedules", { query: { limit: 500 } })).items;  // the newest 500
     // redrawn only when something changed: a click on a row's button under the poll is not lost
     const sig = JSON.stringify(schedules);
     if (sig === drawn) return;
     drawn = sig;
-    const act = { say: (...items) => said.replaceChildren(...items), changed: refresh, gone: refresh, small: true };
+    const act = { say: (...items) => said.replaceChildren(...items), changed: refresh, gone: refresh, small: true, me };
     body.replaceChildren(...(schedules.length ? schedules.map((s) => row(s, controls(s, act)))
       : [h("tr", null, h("td", { colspan: cols.length }, h("span.muted", null, "No schedule is set up.")))]));
   };
@@ -71,6 +74,7 @@ function detail(root, key) {
   let drawn = "";
 
   const act = {
+    me: undefined,  // the signed-in person (may.js), read with the schedule the first time
     say: (...items) => said.replaceChildren(...items),
     changed: async (info) => { if (info) { s = info; draw(); } else await refresh(); },
     gone: () => { toast(`Deleted schedule ${s.name}`, { kind: "info" }); navigate("/schedules"); },
@@ -87,6 +91,7 @@ function detail(root, key) {
   }
   async function refresh() {
     try {
+      if (act.me === undefined) act.me = await whoami();
       s = await api(path);
     } catch (e) {
       if (!s) head.replaceChildren(h("p.error", null, e.status === 404 ? `No schedule ${key}` : e.message));
@@ -136,8 +141,10 @@ function runTable(runs) {
 
 // Pause or resume, run now, delete. `act.say(...)` shows what came of one, the server's message where it
 // refused; `act.changed(info?)` redraws (with the schedule as the server now has it, when it said);
-// `act.gone()` follows a delete.
+// `act.gone()` follows a delete. What `act.me` may not do is disabled, its title saying why.
 function controls(s, act) {
+  const not = (what) => whyNot(act.me, what, "schedule", s);
+  const verb = s.suspended ? "resume" : "pause";
   const path = `schedules/${encodeURIComponent(s.id)}`;
   const run = (fn) => async (e) => {
     const button = e.currentTarget;
@@ -169,12 +176,13 @@ function controls(s, act) {
   });
   const cls = act.small ? ".small" : "";
   return [
-    h(`button${cls}`, { type: "button", name: s.suspended ? "resume" : "pause", onclick: toggle }, s.suspended ? "Resume" : "Pause"),
+    h(`button${cls}`, gated(not(verb), { type: "button", name: verb, onclick: toggle }),
+      s.suspended ? "Resume" : "Pause"),
     " ",
-    h(`button${cls}`, { type: "button", name: "trigger", title: "fire once now, out of the cron (paused or not)", onclick: trigger },
-      "Run now"),
+    h(`button${cls}`, gated(not("run"), { type: "button", name: "trigger", onclick: trigger,
+      title: "fire once now, out of the cron (paused or not)" }), "Run now"),
     " ",
-    h(`button${cls}.danger`, { type: "button", name: "delete", onclick: remove }, "Delete")];
+    h(`button${cls}.danger`, gated(not("delete"), { type: "button", name: "delete", onclick: remove }), "Delete")];
 }
 
 // What a run now came to: the job it started, or why none was

@@ -3,6 +3,7 @@
 // (and admins) set, replace and delete them; a job reads one with `secrets: [NAME]` in its spec.
 import { api, poll } from "../api.js";
 import { css } from "../css.js";
+import { whyNotSecrets } from "../may.js";
 import { ago, h, prose, when } from "../ui.js";
 
 export async function render(root) {
@@ -41,7 +42,7 @@ export async function render(root) {
       h("span.muted", null, prose("No secret is set. `trainyard secret set NAME` sets one from standard input."))))]));
   };
   const row = (s) => {
-    const off = !s.team && !noTeam ? "only admins change secrets of no team" : null;
+    const off = whyNotSecrets(me, s.team);
     return h("tr", { dataset: { secret: s.name, team: s.team || "" } },
       h("td.mono", null, s.name),
       h("td", null, s.team || "—"),
@@ -57,6 +58,7 @@ export async function render(root) {
   const replace = (s) => {  // into the form: a new value, same name and team
     if (s.team && ![...team.options].some((o) => o.value === s.team)) team.append(h("option", { value: s.team }, s.team));
     team.value = s.team || "-";
+    settable();
     name.value = s.name;
     name.dispatchEvent(new Event("input"));
     value.focus();
@@ -72,6 +74,14 @@ export async function render(root) {
   };
 
   const set = h("button.primary", { type: "submit" }, "Set");
+  // a team whose secrets the signed-in person may not change (a member's, a viewer's) disables Set, saying why
+  const settable = () => {
+    const why = whyNotSecrets(me, team.value === "-" ? null : team.value);
+    set.disabled = Boolean(why);
+    set.title = why || "";
+  };
+  team.addEventListener("change", settable);
+  settable();
   const form = h("form.panel.secret-form", { onsubmit: async (e) => {
     e.preventDefault();
     set.disabled = true;
@@ -84,7 +94,7 @@ export async function render(root) {
     } catch (err) {
       failed(err);
     } finally {
-      set.disabled = false;
+      settable();
     }
   } },
   h("h2", null, "Set a secret"),

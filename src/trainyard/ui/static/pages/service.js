@@ -3,6 +3,7 @@
 // which the page then sends with its own requests: /serve/NAME/ needs it like the API does).
 import { api, poll, toast, token } from "../api.js";
 import { css } from "../css.js";
+import { gated, whoami, whyNot } from "../may.js";
 import { SANDBOX, bridge } from "../serve_bridge.js";
 import { ago, badge, h, when } from "../ui.js";
 
@@ -26,6 +27,7 @@ export async function render(root, { params }) {
     h("h2", null, "Replicas"), h("div.panel", null, scale, replicas), h("h2", null, "Try it"), tryBox);
   let shownScale = "";
   let tried = null;
+  const me = await whoami();
 
   let drawn = "";
   function draw(s) {
@@ -63,7 +65,8 @@ export async function render(root, { params }) {
     const num = (name, value, min) => h("input", { type: "number", name, min, max: 100, value, required: true, style: "width:5em" });
     const fields = auto ? [h("label", null, "min ", num("min", auto.min, 0)), h("label", null, "max ", num("max", auto.max, 1))]
       : [h("label", null, "replicas ", num("replicas", s.spec.service.replicas ?? s.wanted, 0))];
-    scale.replaceChildren(...fields, h("button", { type: "submit", name: "scale", disabled: s.status !== "running" }, "Scale"),
+    scale.replaceChildren(...fields, h("button", gated(whyNot(me, "scale", "service", s),
+      { type: "submit", name: "scale", disabled: s.status !== "running" }), "Scale"),
       ...[auto && h("span.muted", null, "or a fixed number: ", h("a", { href: "#", onclick: (e) => { e.preventDefault(); drawScale({ ...s, spec: { ...s.spec, service: { ...s.spec.service, autoscale: null } } }); } }, "switch"))].filter(Boolean));
     scale.onsubmit = async (e) => {
       e.preventDefault();

@@ -4,6 +4,7 @@
 import { api, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { css } from "../css.js";
+import { whoami, whyNotSubmit } from "../may.js";
 import { h, prose } from "../ui.js";
 
 const DRAFT = "trainyard.submit.draft";
@@ -102,6 +103,11 @@ export function render(root) {
   };
   const validate = h("button", { type: "button", onclick: () => send(true, validate) }, "Validate");
   const submit = h("button.primary", { type: "button", name: "submit", onclick: () => send(false, submit) }, "Submit");
+  // one whose roles submit nowhere (a viewer's) is refused a check as a submit: both say why beforehand
+  whoami().then((me) => {
+    const why = whyNotSubmit(me);
+    if (why) for (const b of [validate, submit]) Object.assign(b, { disabled: true, title: why });
+  }, () => {});
   const example = (spec) => () => { text.value = spec; errors = []; localStorage.setItem(DRAFT, spec); paint(); };
 
   root.append(

@@ -4,6 +4,7 @@
 import { api, poll, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { css } from "../css.js";
+import { gated, whoami, whyNot } from "../may.js";
 import { ago, badge, duration, goneNote, h, when } from "../ui.js";
 import { HistoryChart } from "./sweep_chart.js";
 
@@ -47,13 +48,14 @@ export async function render(root, { params }) {
   root.append(head, h("div.panel", null, facts), chart.el, h("h2", null, "Best trial"), best, h("h2", null, "Trials"), trials);
   let sweep = null;
   let drawn = "";
+  const me = await whoami();
 
   function draw(force = false) {
     // redrawn only when something changed: a click on a link under a poll is not lost
     const sig = JSON.stringify([sweep.status, sweep.reason, sweep.trials]);
     if (!force && sig === drawn) return;
     drawn = sig;
-    head.replaceChildren(header(sweep, cancel, remove));
+    head.replaceChildren(header(sweep, cancel, remove, me));
     facts.replaceChildren(...pairs(factList(sweep)));
     chart.update(sweep.trials, sweep.spec.metric).catch(toast);
     best.replaceChildren(bestTrial(sweep));
@@ -98,7 +100,8 @@ export async function render(root, { params }) {
   return () => { stop(); chart.destroy(); };
 }
 
-function header(s, cancel, remove) {
+function header(s, cancel, remove, me) {
+  const not = (verb) => whyNot(me, verb, "sweep", s);
   const ids = bestFirst(s.trials, s.spec.metric.goal).slice(0, COMPARED).map((t) => t.job_id);
   const compare = `/compare?jobs=${ids.map(encodeURIComponent).join(",")}`;
   return h("div", null,
@@ -108,9 +111,11 @@ function header(s, cancel, remove) {
         title: "its trials in the jobs list (trainyard ls -l trainyard.io/sweep=…)" }, "Trials' jobs"),
       ids.length ? h("a.button", { href: compare, id: "compare-trials",
         title: s.trials.length > COMPARED ? `the best ${COMPARED} trials` : "every trial" }, "Compare trials") : null,
-      h("button.danger", { type: "button", name: "cancel", disabled: s.status !== "running", onclick: cancel }, "Cancel"),
-      h("button.danger", { type: "button", name: "delete", disabled: s.status === "running", onclick: remove,
-        title: "delete this ended sweep with its trials' jobs (their usage stays counted)" }, "Delete")),
+      h("button.danger", gated(not("cancel"), { type: "button", name: "cancel", disabled: s.status !== "running",
+        onclick: cancel }), "Cancel"),
+      h("button.danger", gated(not("delete"), { type: "button", name: "delete", disabled: s.status === "running",
+        onclick: remove, title: "delete this ended sweep with its trials' jobs (their usage stays counted)" }),
+      "Delete")),
     s.reason && h("p.reason", { class: s.status === "failed" ? "error" : "muted" }, s.reason));
 }
 
