@@ -47,6 +47,15 @@ def held_token(page, url: str) -> str | None:  # noqa: ANN001
     return None
 
 
+def legend_step(page, chart) -> int:  # noqa: ANN001
+    """The step under the pointer at the right edge of a chart's plot (``.chart``), as its legend reads it."""
+    over = chart.locator(".u-over")
+    box = over.bounding_box()
+    page.mouse.move(box["x"] + 5, box["y"] + 5)
+    page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
+    return int(chart.locator(".u-legend .u-series").first.locator(".u-value").inner_text())
+
+
 def screenshot(page, name: str) -> Path:  # noqa: ANN001
     """A picture of a page: for the README (docs/screenshots/NAME.png) with ``TRAINYARD_SCREENSHOTS=1``,
     else in a temporary folder, so that a test run leaves the checkout as it found it."""

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import py_job
-from tests.support.browser import open_signed_in
+from tests.support.browser import legend_step, open_signed_in
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
@@ -51,15 +51,6 @@ while not os.path.exists(sys.argv[1]):
     step += 1
     time.sleep(0.1)
 """
-
-
-def legend_step(page, chart) -> int:
-    """The step under the pointer at the right edge of the chart's plot, as its legend reads it."""
-    over = chart.locator(".u-over")
-    box = over.bounding_box()
-    page.mouse.move(box["x"] + 5, box["y"] + 5)
-    page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
-    return int(chart.locator(".u-legend .u-series").first.locator(".u-value").inner_text())
 
 
 def test_a_zoomed_chart_keeps_its_range_while_points_come_and_big_values_fit_the_axis(server, page, tmp_path):

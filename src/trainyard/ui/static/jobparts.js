@@ -2,6 +2,12 @@
 import { download, toast } from "./api.js";
 import { badge, bytes, duration, h, when } from "./ui.js";
 
+// A job that has ended changes no more; until then its page, and a comparison of it, read it again every LIVE_MS
+export const TERMINAL = new Set(["succeeded", "failed", "cancelled", "lost"]);
+export const LIVE_MS = 2000;
+// How long to wait before reading a job's metrics again: each read brings every point, so one of many waits longer
+export const metricsWait = (points) => (points > 20000 ? 15000 : 0);
+
 export function resources(spec) {
   const r = spec.resources || {};
   const parts = [`${r.cpu ?? 1} cpu`, r.memory ? bytes(r.memory) : null,

@@ -1,10 +1,12 @@
 // /compare?jobs=ID1,ID2,… (or ?pipeline=RUN_ID: that run's step jobs; ?label=SELECTOR: the newest jobs a label
 // selector picks, oldest first) — metrics overlaid, one chart per
-// metric and one series per job, and params side by side with the values that differ marked.
-import { api, toast } from "../api.js";
+// metric and one series per job, and params side by side with the values that differ marked. While a job compared
+// runs, its status and metrics are read again as its own page reads them; a chart zoomed into keeps its range.
+import { api, poll, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { metricCharts } from "../chart.js";
 import { css } from "../assets.js";
+import { LIVE_MS, TERMINAL, metricsWait } from "../jobparts.js";
 import { badge, h } from "../ui.js";
 
 const BY_LABEL = 20;  // jobs a label selector brings, the newest: more series than a chart can tell apart
@@ -48,14 +50,56 @@ export async function render(root, { query }) {
     if (!selector) root.append(h("p.muted", {}, "Paste two or more job ids (or links to their pages), open /compare?pipeline=RUN_ID for a pipeline's steps, or /compare?label=k=v for the jobs with a label."));
     return;
   }
-  const jobs = (await Promise.all(ids.map((id) => api(`jobs/${encodeURIComponent(id)}`).catch((e) => { toast(e); return null; })))).filter(Boolean);
+  let jobs = (await Promise.all(ids.map((id) => api(`jobs/${encodeURIComponent(id)}`)
+    .catch((e) => { toast(e); return null; })))).filter(Boolean);
   const names = label(jobs);
   const chartBox = h("div.charts");
-  root.append(h("h2", {}, "Params"), paramsTable(jobs, names), h("div.row", {}, h("h2.grow", {}, "Metrics"), xSel), h("div.panel", {}, chartBox));
-  const points = (await Promise.all(jobs.map((j) => api(`jobs/${encodeURIComponent(j.id)}/metrics`)
-    .then((ps) => ps.map((p) => ({ ...p, job: j.id })), (e) => { toast(e); return []; })))).flat();
-  const charts = await metricCharts(chartBox, points, { x, key: (p) => p.job, label: (id) => names.get(id) });
-  return () => charts.forEach((c) => c.destroy());
+  const params = h("div");
+  root.append(h("h2", {}, "Params"), params, h("div.row", {}, h("h2.grow", {}, "Metrics"), xSel),
+    h("div.panel", {}, chartBox));
+  const points = new Map();  // each job's points as last read: an ended job's are read no more
+  let charts = [];
+  let count = -1;
+  let statuses = "";
+  let metricsAt = 0;
+  const read = (j) => api(`jobs/${encodeURIComponent(j.id)}/metrics`)
+    .then((ps) => ps.map((p) => ({ ...p, job: j.id })));
+
+  // the params table (its badges say how each job stands) redrawn when a status changes, the charts when points
+  // came: updated in place (chart.js), so a range zoomed into stays
+  async function draw() {
+    const now = JSON.stringify(jobs.map((j) => j.status));
+    if (now !== statuses) { statuses = now; params.replaceChildren(paramsTable(jobs, names)); }
+    const all = [...points.values()].flat();
+    if (all.length === count) return;
+    count = all.length;
+    charts = await metricCharts(chartBox, all,
+      { x, key: (p) => p.job, label: (id) => names.get(id), previous: charts });
+  }
+
+  await Promise.all(jobs.map((j) => read(j)
+    .then((ps) => points.set(j.id, ps), (e) => { toast(e); points.set(j.id, []); })));
+  await draw();
+  // as the job page: while a job is active it is read again every LIVE_MS, once more when it ends, then no more
+  let live = jobs.filter((j) => !TERMINAL.has(j.status)).map((j) => j.id);
+  const stop = poll(async () => {
+    if (!live.length || Date.now() - metricsAt < metricsWait(count)) return;
+    metricsAt = Date.now();
+    const fresh = new Map(await Promise.all(live.map(async (id) => {
+      try {
+        const job = await api(`jobs/${encodeURIComponent(id)}`);
+        return [id, { job, ps: await read(job) }];  // after the job: once it has ended, they hold its last points
+      } catch (e) {
+        if (e.status === 404) return [id, { gone: true }];  // deleted meanwhile: shown as last read, read no more
+        throw e;
+      }
+    })));
+    jobs = jobs.map((j) => fresh.get(j.id)?.job || j);
+    for (const [id, { ps }] of fresh) if (ps) points.set(id, ps);
+    live = live.filter((id) => fresh.get(id).job && !TERMINAL.has(fresh.get(id).job.status));
+    await draw();
+  }, LIVE_MS);
+  return () => { stop(); charts.forEach((c) => c.destroy()); };
 }
 
 // each job's name, with its id where two share a name

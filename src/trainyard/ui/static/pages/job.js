@@ -3,15 +3,14 @@
 import { api, poll, text, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { metricCharts } from "../chart.js";
-import { artifactsTable, attemptsTable, eventsList, facts, metricSummary, paramsForm } from "../jobparts.js";
+import { LIVE_MS, TERMINAL, artifactsTable, attemptsTable, eventsList, facts, metricSummary, metricsWait, paramsForm }
+  from "../jobparts.js";
 import { LogView } from "../logview.js";
 import { execBox } from "../execbox.js";
 import { labelBox } from "../labelbox.js";
 import { gated, whoami, whyNot, whyNotSubmit } from "../may.js";
 import { stackPanel } from "../stacks.js";
 import { badge, h } from "../ui.js";
-
-const TERMINAL = new Set(["succeeded", "failed", "cancelled", "lost"]);
 
 export async function render(root, { params, query }) {
   const id = params.id;
@@ -108,8 +107,7 @@ export async function render(root, { params, query }) {
 
   let metricsAt = 0;
   async function drawCharts({ force = true } = {}) {
-    // a job that logs a lot is re-read less often: each read brings every point again
-    if (!force && Date.now() - metricsAt < (metricCount > 20000 ? 15000 : 0)) return;
+    if (!force && Date.now() - metricsAt < metricsWait(metricCount)) return;
     metricsAt = Date.now();
     const points = await api(`${path}/metrics`);
     if (points.length === metricCount) return;
@@ -150,7 +148,7 @@ export async function render(root, { params, query }) {
       api(`${path}/events`).then((items) => events.replaceChildren(eventsList(items)), toast);
     }
     if (ended) api(`${path}/outputs`).then((items) => outputs.replaceChildren(artifactsTable(id, items)), toast);
-  }, 2000);
+  }, LIVE_MS);
   stops.push(stopJob);
   if (ended) drawCharts().catch(toast);
 
