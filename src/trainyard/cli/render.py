@@ -54,10 +54,19 @@ def duration(start: float | None, end: float | None) -> str:
     return f"{s // big}{first}{s % big // small:02d}{second}"
 
 
-def run_time(job: dict) -> str:
-    """How long its last attempt ran (runs: so far), as ``duration`` says it; - before any attempt started."""
-    last = job["attempts"][-1] if job.get("attempts") else None
-    return duration(last.get("started_at"), last.get("ended_at")) if last else "-"
+def job_time(job: dict) -> str:
+    """How long the job has taken, as ``duration`` says it: from its first attempt's start to its end, its retries and
+    the waits between them counted (what one waits for, as kubectl says of a Job); so far while it has not ended; -
+    before any attempt started. The web UI's jobs list says the same (ui/static/jobparts.js, jobTime); each attempt's
+    own time is in ``show``'s attempts table."""
+    from trainyard.status import JobStatus
+
+    attempts = job.get("attempts") or []
+    started = [a["started_at"] for a in attempts if a.get("started_at") is not None]
+    if not started:
+        return "-"
+    ends = [t for a in attempts if (t := a.get("ended_at") or a.get("started_at")) is not None]
+    return duration(min(started), max(ends) if JobStatus(job["status"]).is_terminal() else None)
 
 
 def resources(job: dict) -> str:
@@ -94,7 +103,7 @@ def jobs_table(jobs: list[dict], show_labels: bool = False) -> Table:
         labels = [",".join(f"{k}={v}" for k, v in (j["spec"].get("labels") or {}).items()) or "-"] if show_labels \
             else []
         table.add_row(j["id"], j["name"], status_text(j["status"]), resources(j), str(len(j["attempts"])),
-                      ago(j["created_at"]), run_time(j), j.get("reason") or "", *labels)
+                      ago(j["created_at"]), job_time(j), j.get("reason") or "", *labels)
     return table
 
 
@@ -119,6 +128,8 @@ def job_detail(job: dict) -> Group:
         head.add_row("labels", ", ".join(f"{k}={v}" for k, v in labels.items()))
     head.add_row("command", command(job["spec"]))
     head.add_row("submitted", ago(job["created_at"]))
+    if (took := job_time(job)) != "-":
+        head.add_row("time", took)
     parts: list = [head]
     if job["attempts"]:
         parts.append(_attempts_table(job["attempts"]))

@@ -8,6 +8,18 @@ export const LIVE_MS = 2000;
 // How long to wait before reading a job's metrics again: each read brings every point, so one of many waits longer
 export const metricsWait = (points) => (points > 20000 ? 15000 : 0);
 
+// How long a job has taken: from its first attempt's start to its end, retries and the waits between them counted
+// (what one waits for, as kubectl says of a Job); so far while it has not ended. Null before any attempt started.
+// `trainyard ls` and `show` say the same (cli/render.py, job_time); each attempt's own time is in its row.
+export function jobTime(job, now = Date.now() / 1000) {
+  const attempts = job.attempts || [];
+  const started = attempts.map((a) => a.started_at).filter((t) => t !== null && t !== undefined);
+  if (!started.length) return null;
+  const ends = attempts.map((a) => a.ended_at ?? a.started_at ?? -Infinity);
+  const end = TERMINAL.has(job.status) ? Math.max(...ends) : now;
+  return end - Math.min(...started);
+}
+
 export function resources(spec) {
   const r = spec.resources || {};
   const parts = [`${r.cpu ?? 1} cpu`, r.memory ? bytes(r.memory) : null,

@@ -2,6 +2,7 @@
 // page live in the URL, so a reload or a shared link shows the same view. Only one page is ever rendered.
 import { api, poll, toast } from "../api.js";
 import { navigate } from "../app.js";
+import { jobTime } from "../jobparts.js";
 import { whoami, whyNot } from "../may.js";
 import { resourceText } from "../resources.js";
 import { ago, badge, duration, h, when, withQuery } from "../ui.js";
@@ -34,14 +35,6 @@ function filters(query, withStatus = true) {
   q.since = dayStart(query.get("from"));
   q.until = dayStart(query.get("to"), true);
   return q;
-}
-
-function attemptsSpan(job) {
-  const a = job.attempts || [];
-  const start = a.length ? a[0].started_at : null;
-  if (!start) return null;
-  const last = a[a.length - 1];
-  return (last.ended_at || (job.status === "running" || job.status === "cancelling" ? Date.now() / 1000 : last.started_at || start)) - start;
 }
 
 export function render(root, { query }) {
@@ -142,7 +135,7 @@ export function render(root, { query }) {
       h("td", {}, resourceText(job.spec)),
       h("td.num", {}, String((job.attempts || []).length)),
       h("td", { title: when(job.created_at) }, ago(job.created_at)),
-      h("td", {}, duration(attemptsSpan(job))),
+      h("td", {}, duration(jobTime(job))),
       h("td.reason", {}, job.reason || ""));
     if (selected.has(job.id)) tr.classList.add("selected");
     return tr;
