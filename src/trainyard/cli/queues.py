@@ -133,7 +133,7 @@ def show(name: str, output: OutputOpt = Output.table) -> None:
         grid.add_row("queue", f"{q.queue.name}  (team {q.queue.team}, priority {q.queue.priority})")
         grid.add_row("quota", quota_text(q.queue))
         grid.add_row("max job priority", f"{max_priority_text(q.queue)}, for jobs of anyone but an admin")
-        grid.add_row("in use", usage_text(q))
+        grid.add_row("in use", usage_text(q, held=True))
         grid.add_row("jobs", f"{q.usage.running} running ({q.usage.borrowed} on borrowed capacity), {q.pending} pending")
         grid.add_row("borrowing", "allowed" if q.queue.borrowing else "off")
         console.print(grid)
@@ -159,19 +159,26 @@ def quota_text(q: QueueSpec) -> str:
         parts.append(f"{n} × {'GPU' if kind == '*' else kind}")
     if q.quota.jobs is not None:
         parts.append(f"{q.quota.jobs} jobs")
-    return ", ".join(parts) or "unlimited"
+    return ", ".join(parts) or "no quota"
 
 
-def usage_text(info: QueueInfo) -> str:
+def usage_text(info: QueueInfo, held: bool = False) -> str:
+    """What the queue's running jobs hold against each limit of its quota (``1/3 jobs``, ``2/4 A100``), or ``no
+    quota``; with ``held``, also what they hold that the quota leaves unlimited (``2 cpu``), or ``nothing``. A
+    limit is never written as ∞: ``0/∞ cpu`` read as a cpu quota on a queue that counts only jobs."""
     from trainyard.spec.units import format_memory
 
     u, quota = info.usage, info.queue.quota
-    parts = [f"{u.cpu:g}/{'∞' if quota.cpu is None else f'{quota.cpu:g}'} cpu"]
-    if u.memory or quota.memory is not None:
-        parts.append(f"{format_memory(u.memory)}/{'∞' if quota.memory is None else format_memory(quota.memory)}")
-    kinds = dict.fromkeys([*u.gpu, *(quota.gpu or {})])
-    for kind in kinds:
+    gpus = quota.gpu or {}
+    parts = []
+    if quota.cpu is not None or (held and u.cpu):
+        parts.append(f"{u.cpu:g}{'' if quota.cpu is None else f'/{quota.cpu:g}'} cpu")
+    if quota.memory is not None or (held and u.memory):
+        limit = "" if quota.memory is None else f"/{format_memory(quota.memory)}"
+        parts.append(f"{format_memory(u.memory)}{limit}")
+    for kind in dict.fromkeys([*gpus, *(u.gpu if held else ())]):
         used = sum(u.gpu.values()) if kind == "*" else u.gpu.get(kind, 0)
-        cap = (quota.gpu or {}).get(kind)
-        parts.append(f"{used}/{'∞' if cap is None else cap} {'GPU' if kind == '*' else kind}")
-    return ", ".join(parts)
+        parts.append(f"{used}{'' if kind not in gpus else f'/{gpus[kind]}'} {'GPU' if kind == '*' else kind}")
+    if quota.jobs is not None:
+        parts.append(f"{u.running}/{quota.jobs} jobs")
+    return ", ".join(parts) or ("nothing" if held else "no quota")
