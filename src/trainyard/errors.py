@@ -29,14 +29,15 @@ class InvalidSpec(TrainyardError):
     """The job spec is not valid.
 
     Each of ``errors`` names its ``field`` (and ``line``, ``where``) in a spec; one with ``in`` names something
-    else that is not valid (see :data:`PLACES`): a query parameter, a server's config. The code stays
-    ``invalid_spec`` for all of them, as clients catch it."""
+    else that is not valid (see :data:`PLACES`): a query parameter, a field of a request's body that is not a spec
+    (a token's, a queue's), a server's config. The code stays ``invalid_spec`` for all of them, as clients catch
+    it."""
 
     code = "invalid_spec"
     http_status = 422
-    # what an error's "in" names, as its message says it
+    # what an error's "in" names, as its message says it (a body's field is not its name: a colon sets it off)
     PLACES: ClassVar[dict[str, str]] = {"query": "query parameter", "path": "path parameter", "header": "header",
-                                        "url": "request", "config": "server config"}
+                                        "url": "request", "body": "request body:", "config": "server config"}
 
     def __init__(self, message: str | None = None, errors: list[dict[str, Any]] | None = None) -> None:
         self.errors = errors or []
@@ -48,9 +49,11 @@ class InvalidSpec(TrainyardError):
 
     @classmethod
     def said(cls, error: dict[str, Any]) -> str:
-        """One error as a line: ``invalid query parameter since: must be …``, or ``where: message`` in a spec."""
+        """One error as a line: ``invalid query parameter since: must be …``, ``invalid request body: name: …``
+        (the body's own, with no field: ``invalid request body: not JSON …``), or ``where: message`` in a spec."""
         place = cls.PLACES.get(error.get("in") or "")
-        where = f"{error.get('where') or error.get('field')}: {error.get('message')}"
+        named = error.get("where") or error.get("field")
+        where = f"{named}: {error.get('message')}" if named or not place else str(error.get("message"))
         return f"invalid {place} {where}" if place else where
 
     @classmethod
@@ -62,6 +65,11 @@ class InvalidSpec(TrainyardError):
     def flag(cls, name: str, message: str) -> InvalidSpec:
         """A command-line flag's value is not valid: said as ``--name: message`` (the CLI exits 2)."""
         return cls(errors=[{"field": "", "line": None, "where": name, "message": message}])
+
+    @classmethod
+    def body(cls, field: str, message: str) -> InvalidSpec:
+        """Field ``field`` of a request's body, one that is not a spec (a token's, a user's), is not valid."""
+        return cls.parameter(field, message, "body")
 
 
 class Unschedulable(TrainyardError):

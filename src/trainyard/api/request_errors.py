@@ -1,5 +1,7 @@
-"""A request FastAPI refused before its route ran, said as what it is: a field of the body (a spec), or a query,
-path or header parameter, each named; a number out of its range says the range (and that NaN or inf is none)."""
+"""A request FastAPI refused before its route ran, said as what it is: a field of a spec (the body's ``spec``, or
+the whole body of a route whose body parameter is called ``spec``), a field of a body that is not one (a token's,
+a queue's: ``invalid request body: name: …``), or a query, path or header parameter, each named; a number out of
+its range says the range (and that NaN or inf is none); a body that is not JSON, or not an object, says so."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from trainyard.spec.lines import field_loc
 PARAMETERS = ("query", "path", "header")
 BOUND_TYPES = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
 NUMBER_TYPES = BOUND_TYPES | {"float_parsing", "float_type", "int_parsing", "int_type", "int_from_float"}
+NOT_OBJECT = {"model_type", "model_attributes_type", "dict_type"}
 BOUNDS = {"ge": "at least {}", "gt": "above {}", "le": "at most {}", "lt": "below {}"}
 
 
@@ -25,6 +28,10 @@ def invalid(request: Request, exc: RequestValidationError) -> InvalidSpec:
         loc = tuple(e["loc"])
         place = loc[0] if loc and loc[0] in ("body", *PARAMETERS) else "body"
         loc = loc[1:] if loc and loc[0] in ("body", *PARAMETERS) else loc
+        if place == "body" and (whole := _whole_body(loc, e)) is not None:  # not JSON, or not an object
+            errors.setdefault((place, ""), {"field": "", "line": None, "where": "", "message": whole, "in": place})
+            continue
+        spec = place == "body" and (loc[:1] == ("spec",) or _body_name(request) == "spec")
         loc = field_loc({**e, "loc": loc[1:] if loc[:1] == ("spec",) else loc}, {})
         # list items as [i] (outputs[0].path), as the launcher's report errors always read
         field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" if i else str(p) for i, p in enumerate(loc))
@@ -34,8 +41,37 @@ def invalid(request: Request, exc: RequestValidationError) -> InvalidSpec:
         elif place in PARAMETERS and e["type"] in NUMBER_TYPES:
             msg = _number(request, place, str(loc[0]) if loc else "", e)
         entry = {"field": field, "line": None, "where": field, "message": msg}
-        errors.setdefault((place, field), entry if place == "body" else {**entry, "in": place})
+        errors.setdefault((place, field), entry if spec else {**entry, "in": place})
     return InvalidSpec(errors=list(errors.values()))
+
+
+def _whole_body(loc: tuple[Any, ...], error: dict[str, Any]) -> str | None:
+    """What is wrong with the body as a whole (not JSON, not an object, none), or None for an error in a field."""
+    if error["type"] == "json_invalid":  # FastAPI's error is at the body's character; pydantic's at no field
+        why = (error.get("ctx") or {}).get("error") or error["msg"].removeprefix("Invalid JSON: ")
+        at = f" (at character {loc[0]})" if loc and isinstance(loc[0], int) else ""
+        return f"not valid JSON: {why}{at}"
+    if loc:
+        return None
+    if error["type"] == "missing":
+        return "missing: send a JSON object"
+    if error["type"] in NOT_OBJECT:
+        return f"must be a JSON object, not {_json_kind(error.get('input'))}"
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    kinds = {list: "an array", str: "a string", int: "a number", float: "a number", type(None): "null"}
+    return kinds.get(type(value), "that")
+
+
+def _body_name(request: Request) -> str | None:
+    """The name of the route's one body parameter: ``spec`` for a route whose whole body is a spec (a cluster's)."""
+    route = request.scope.get("route")
+    params = getattr(getattr(route, "dependant", None), "body_params", None) or []
+    return params[0].name if len(params) == 1 else None
 
 
 def _number(request: Request, place: str, name: str, error: dict[str, Any]) -> str:

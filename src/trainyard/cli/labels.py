@@ -71,7 +71,8 @@ def _label(c, job_id: str, wanted: dict[str, str | None], overwrite: bool) -> di
     try:
         return c.label(job_id, wanted, overwrite=overwrite)
     except InvalidSpec as e:  # a key or value the server refused: said as the command's, not a spec's field
-        raise InvalidSpec(errors=[{**err, "field": None, "where": "labels"} for err in e.errors]) from None
+        # nor as a request body's (the user wrote no body)
+        raise InvalidSpec(errors=[{**err, "field": None, "where": "labels", "in": None} for err in e.errors]) from None
     except Conflict as e:
         if "label" not in e.details:
             raise

@@ -185,13 +185,11 @@ class IdentityService:
         """A user with its first token (named ``first``)."""
         _admin_only(caller)
         if req.name == LOCAL_ADMIN.user:
-            raise InvalidSpec(errors=[{"field": "name", "line": None, "where": "name",
-                                       "message": f"{req.name!r} is the server's own identity; pick another name"}])
+            raise InvalidSpec.body("name", f"{req.name!r} is the server's own identity; pick another name")
         if req.os_user is not None:
             self._check_account(req.os_user)
         if req.role != "admin" and req.team is None:
-            raise InvalidSpec(errors=[{"field": "team", "line": None, "where": "team",
-                                       "message": f"a {req.role} belongs to a team: give --team"}])
+            raise InvalidSpec.body("team", f"a {req.role} belongs to a team: give --team")
         admin = req.role == "admin"  # an admin given a team is also counted as its maintainer
         user = self.store.create_user(req.name, admin=admin, team=req.team,
                                       role="maintainer" if admin else req.role, os_user=req.os_user)

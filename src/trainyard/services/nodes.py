@@ -102,6 +102,5 @@ def _reason(reason: str | None) -> str | None:
         return None
     reason = reason.strip()
     if len(reason) > MAX_REASON or not reason.isprintable():
-        raise InvalidSpec(errors=[{"field": "reason", "line": None, "where": "reason",
-                                   "message": f"a reason is one line of at most {MAX_REASON} printable characters"}])
+        raise InvalidSpec.body("reason", f"a reason is one line of at most {MAX_REASON} printable characters")
     return reason or None

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pydantic import ValidationError
+
 from trainyard import envvars
 from trainyard.artifacts.store import ArtifactStore
 from trainyard.auth.permissions import LOCAL_ADMIN, Action, Caller, visible
@@ -163,8 +165,10 @@ class ServingService:
             wanted = max(auto["min"], min(row["wanted"], auto["max"]))
         try:
             new = ServiceSpec.model_validate(data)
-        except ValueError as e:
-            raise _invalid("autoscale", str(e)) from None
+        except ValidationError as e:  # the request's settings with the service's own (min over its max): said as
+            # the request's, in pydantic's words without its dump of the whole model
+            raise InvalidSpec.body("autoscale", "; ".join(err["msg"].removeprefix("Value error, ")
+                                                         for err in e.errors())) from None
         # the replicas' job spec is the same: no new version, no rollout
         self.services.set(row["id"], spec=new.model_dump(mode="json"), wanted=wanted)
         self.jobs.audit.record(caller, "service.scale", row["id"], **req.model_dump(exclude_none=True))

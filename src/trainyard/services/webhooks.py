@@ -20,7 +20,7 @@ from trainyard.store.webhooks import WebhookStore
 
 
 def _invalid(field: str, message: str) -> InvalidSpec:
-    return InvalidSpec(errors=[{"field": field, "line": None, "where": field, "message": message}])
+    return InvalidSpec.body(field, message)  # a subscription's field: no spec
 
 
 class WebhookService:

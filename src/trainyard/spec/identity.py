@@ -34,7 +34,7 @@ def parse_duration(text: str) -> int:
 
 def account_refused(message: str) -> InvalidSpec:
     """A new user's Unix account (``os_user``) refused, naming the field."""
-    return InvalidSpec(errors=[{"field": "os_user", "line": None, "where": "os_user", "message": message}])
+    return InvalidSpec.body("os_user", message)
 
 
 def account_taken(os_user: str, holder: str) -> InvalidSpec:
