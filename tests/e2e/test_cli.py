@@ -171,6 +171,37 @@ def test_a_capacity_refusal_of_a_spec_file_names_its_line_and_exits_as_the_files
     assert flagged.returncode == 2 and "\n  resources.gpu: asks for 9 GPUs" in flagged.stderr, flagged.stderr
     assert json.loads(server.cli("ls", "-o", "json").stdout) == []
 
+
+GPUS_9 = "resources:\n{0}  gpu: 9\n"  # the server's nodes: 4 GPUs
+
+
+def test_a_capacity_refusal_of_a_service_schedule_sweep_or_pipeline_file_names_its_line_as_run_does(server, tmp_path):
+    # given files whose job (a service's, a schedule's or sweep's under job:, a pipeline's step) asks for 9 GPUs
+    job = write_spec(tmp_path, "name: j\ncommand: 'true'\n" + GPUS_9.format(""))
+    files = {
+        ("service", "apply"): ("name: web\ncommand: app\nservice: {replicas: 1}\n" + GPUS_9.format(""), 5, ""),
+        ("schedule", "create"): ("name: n\ncron: '0 0 1 1 *'\njob:\n  command: 'true'\n  " + GPUS_9.format("  "),
+                                 6, "job."),
+        ("sweep", "run"): ("name: s\nparameters: {lr: {values: [1]}}\nmetric: {name: acc}\njob:\n"
+                           "  command: 'echo {{params.lr}}'\n  " + GPUS_9.format("  "), 7, "job."),
+        ("pipeline", "run"): ("name: p\nsteps:\n  a:\n    command: 'true'\n    " + GPUS_9.format("    "), 6,
+                              "steps.a."),
+    }
+    for (group, verb), (text, line, under) in files.items():
+        path = write_spec(tmp_path, text, f"{group}.yaml")
+        # when it is given to its command, then the refusal is at the file's line, as `run FILE`'s, exit 2
+        r = server.cli(group, verb, str(path))
+        assert r.returncode == 2 and not r.stdout, (group, r.stderr)
+        said = f"\n  {path}:{line} {under}resources.gpu: asks for 9 GPUs; the largest node has 4\n"
+        assert said in r.stderr, (group, r.stderr)
+    # and a job file scheduled with --cron: its own line
+    r = server.cli("schedule", "create", str(job), "--cron", "0 0 1 1 *")
+    assert r.returncode == 2 and f"\n  {job}:4 resources.gpu: asks for 9 GPUs" in r.stderr, r.stderr
+    # and nothing was made
+    sdk = server.client()
+    assert (sdk.services.list(include_ended=True), sdk.schedules.list(), sdk.sweeps.list()) == ([], [], [])
+    assert sdk.pipelines.list().items == [] and json.loads(server.cli("ls", "-o", "json").stdout) == []
+
 def test_an_empty_listing_says_so_on_stderr_and_a_filter_naming_no_queue_is_named(server):
     for args, said in ((["ls"], "no jobs"), (["ls", "-q", "nosuch", "-s", "failed"], "no jobs match --status failed "
                                              "--queue nosuch"),

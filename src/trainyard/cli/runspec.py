@@ -190,18 +190,22 @@ def _name(text: str) -> str:
     return name or "job"
 
 
-def refused(e: TrainyardError, path: Path | None) -> TrainyardError:
+def refused(e: TrainyardError, path: Path | None, under: str | None = None) -> TrainyardError:
     """The server's refusal of a submitted spec (``InvalidSpec``: an unknown queue, a missing secret;
     ``Unschedulable``: more GPUs, cores or memory than any node has) said as the spec's own errors are: each at
     the line of ``path`` that set its field (:func:`~trainyard.spec.lines.placed`), and exiting as they do (2:
     nothing was submitted). ``path`` None (the flags' spec, a notebook's): no line of a file says it. A refusal
-    that names no field is said as it is."""
+    that names no field is said as it is. ``under``: the key of ``path`` that holds the job the server checked
+    (a sweep's or a schedule's ``job``), whose fields it names as the job's own (``queue``, not ``job.queue``)."""
     errors = getattr(e, "errors", None)
     if errors is None:  # Unschedulable: its field in details, its message "field: why"
         field = e.details.get("field")
         if not field:
             return e
         errors = [{"field": field, "line": None, "where": field, "message": e.message.removeprefix(f"{field}: ")}]
+    if under:  # a request body's field ("in") or one placed already is not the job's
+        errors = [{**err, "field": f"{under}.{err['field']}", "where": f"{under}.{err['field']}"}
+                  if err.get("field") and err.get("line") is None and not err.get("in") else err for err in errors]
     if path is None:
         return InvalidSpec(errors=errors)
     from trainyard.spec.kubeflow import is_pytorchjob_text

@@ -13,7 +13,7 @@ from trainyard.cli.common import Output, client, console, handled, write
 from trainyard.cli.toplevel import SuggestingGroup
 
 if TYPE_CHECKING:
-    from trainyard.spec.schedule import ScheduleInfo, ScheduleRun
+    from trainyard.spec.schedule import ScheduleInfo, ScheduleRun, ScheduleSpec
 
 app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup,
                   help="Schedules: a job submitted again and again on a cron.")
@@ -41,12 +41,16 @@ def create(spec: Annotated[Path, typer.Argument(help="the schedule's YAML; with 
             raise typer.BadParameter(f"{', '.join(given)} go with --cron (a schedule file says them itself)",
                                      param_hint=given[0])
     with handled():
+        from trainyard.errors import InvalidSpec, Unschedulable
         from trainyard.sdk.schedules import job_schedule, load_schedule
 
         # read and checked before any server is asked (or started)
         wanted = load_schedule(spec) if cron is None else \
             job_schedule(spec, cron, name=name, timezone=timezone, concurrency=concurrency)
-        info = client().schedules.create(wanted, base_dir=spec.resolve().parent)
+        try:
+            info = client().schedules.create(wanted, base_dir=spec.resolve().parent)
+        except (InvalidSpec, Unschedulable) as e:  # the server's refusal, at the line of the file that said it
+            raise _refused(e, spec, wanted, cron) from None
         if output == Output.json:
             write(info.model_dump_json(indent=2) + "\n")
             return
@@ -157,6 +161,16 @@ def rm(schedule: str) -> None:
     with handled():
         client().schedules.delete(schedule)
         console.print(f"schedule {schedule} deleted", highlight=False, soft_wrap=True)
+
+
+def _refused(e: Exception, path: Path, wanted: ScheduleSpec, cron: str | None) -> Exception:
+    """The server's refusal placed at the line that said it: in the pipeline file a schedule runs, or in ``path``,
+    where a schedule file has its job under ``job:`` and a job file given with --cron at the top."""
+    from trainyard.cli.runspec import refused
+
+    if wanted.pipeline is not None:
+        return refused(e, path if cron is not None else path.parent / str(wanted.pipeline))
+    return refused(e, path, under="job" if cron is None else None)
 
 
 def _local(ts: float, short: bool = False) -> str:

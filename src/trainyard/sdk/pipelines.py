@@ -41,7 +41,11 @@ class Pipelines:
         A dict has no folder unless ``base_dir`` is given: then steps without a
         ``workdir`` run in an empty folder.
         """
-        body = self.prepare(spec, params, base_dir=base_dir)
+        return self.start(self.prepare(spec, params, base_dir=base_dir))
+
+    def start(self, body: dict[str, Any]) -> "PipelineRun":
+        """Start the run :meth:`prepare` made ready; the server's refusals of it are its own (the CLI places
+        them at the file's lines, apart from the client's checks, which have theirs already)."""
         info = PipelineRunInfo.model_validate(self.http.request("POST", "/api/v1/pipelines", json=body).json())
         return PipelineRun(self, info)
 
