@@ -22,6 +22,9 @@ def cli(tmp_path, monkeypatch):
 
     with in_process(f"sqlite:///{tmp_path / 'trainyard.db'}", tmp_path / "home", NODES) as e:
         monkeypatch.setattr("trainyard.cli.queues.client", lambda: e.sdk)
+        from trainyard.cli.output import console  # as to a pipe, whatever COLUMNS was when another test made it
+
+        monkeypatch.setattr(console, "width", 400)
 
         def run(*args: str):  # noqa: ANN202
             out = CliRunner().invoke(app, list(args))
