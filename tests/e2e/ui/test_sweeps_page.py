@@ -66,6 +66,9 @@ def test_the_sweeps_pages_show_the_trials_best_first_with_their_jobs_and_the_bes
     expect(page.locator("table.trials td.param[data-param=x]")).to_have_text(["0.3", "0.1", "0.6"])
     expect(page.locator(".best-value")).to_have_text("1")
     expect(page.locator(".best-params")).to_have_text("x=0.3")
+    # and how to serve or fetch its model, the sweep's id standing for its best trial
+    expect(page.locator(".best-model")).to_have_text(
+        f"trainyard serve {sweep.id} --name NAME or trainyard download {sweep.id}")
     expect(page.locator("button[name=cancel]")).to_be_disabled()
     # the compare link names every trial's job, best first
     done = client.sweeps.get(sweep.id).trials

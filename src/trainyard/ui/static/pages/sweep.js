@@ -141,7 +141,11 @@ function bestTrial(s) {
     ["trial", h("span.best-number", null, String(b.number))],
     [s.spec.metric.name, h("span.best-value", null, num(b.value))],
     ["params", h("span.best-params.mono", null, Object.entries(b.params).map(([k, v]) => `${k}=${show(v)}`).join(", "))],
-    ["job", h("a.mono", { href: `/jobs/${encodeURIComponent(b.job_id)}` }, b.job_id)]]));
+    ["job", h("a.mono", { href: `/jobs/${encodeURIComponent(b.job_id)}` }, b.job_id)],
+    // the sweep's id stands for its best finished trial in both commands
+    ...(b.state === "complete" ? [["its model", h("span.best-model", null,
+      h("code", null, `trainyard serve ${s.id} --name NAME`), " or ", h("code", null, `trainyard download ${s.id}`))]]
+      : [])]));
 }
 
 function trialTable(s) {
