@@ -56,6 +56,16 @@ def legend_step(page, chart) -> int:  # noqa: ANN001
     return int(chart.locator(".u-legend .u-series").first.locator(".u-value").inner_text())
 
 
+def drag_zoom(page, chart) -> None:  # noqa: ANN001
+    """Zoom a chart (``.chart``) into its plot's second tenth to its fourth, as a user drags across it."""
+    box = chart.locator(".u-over").bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.1, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=5)
+    page.mouse.up()
+
+
 def screenshot(page, name: str) -> Path:  # noqa: ANN001
     """A picture of a page: for the README (docs/screenshots/NAME.png) with ``TRAINYARD_SCREENSHOTS=1``,
     else in a temporary folder, so that a test run leaves the checkout as it found it."""

@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import py_job
-from tests.support.browser import legend_step, open_signed_in
+from tests.support.browser import drag_zoom, legend_step, open_signed_in
 
 pytestmark = pytest.mark.slow
 
@@ -39,12 +39,7 @@ def test_compare_follows_running_jobs_and_a_zoomed_chart_keeps_its_range(server,
         assert legend_step(page, chart) > seen + 10
 
         # and a range zoomed into stays while more points come
-        box = chart.locator(".u-over").bounding_box()
-        y = box["y"] + box["height"] / 2
-        page.mouse.move(box["x"] + box["width"] * 0.1, y)
-        page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=5)
-        page.mouse.up()
+        drag_zoom(page, chart)
         zoomed = legend_step(page, chart)
         page.wait_for_timeout(5000)
         assert max(p.step for p in c.metrics(a.id) if p.name == "loss") > zoomed + 30

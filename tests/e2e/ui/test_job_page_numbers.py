@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import py_job
-from tests.support.browser import legend_step, open_signed_in
+from tests.support.browser import drag_zoom, legend_step, open_signed_in
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
@@ -62,12 +62,7 @@ def test_a_zoomed_chart_keeps_its_range_while_points_come_and_big_values_fit_the
         expect(chart.locator("canvas")).to_have_count(1, timeout=30_000)
         page.wait_for_timeout(3000)  # some points to zoom into
         chart.scroll_into_view_if_needed()
-        box = chart.locator(".u-over").bounding_box()
-        y = box["y"] + box["height"] / 2
-        page.mouse.move(box["x"] + box["width"] * 0.1, y)
-        page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=5)
-        page.mouse.up()
+        drag_zoom(page, chart)
         zoomed = legend_step(page, chart)
         page.wait_for_timeout(5000)  # the page reads the metrics again, with some 50 new points
         last = max(p.step for p in server.client().metrics(job.id) if p.name == "loss")
