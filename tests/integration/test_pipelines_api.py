@@ -269,3 +269,18 @@ def test_input_paths_are_taken_from_the_pipeline_folder_with_params_put_in(env, 
     with pytest.raises(errors.InvalidSpec) as exc:
         sdk.pipelines.run(p, {"lang": "fr"})
     assert exc.value.errors[0]["field"] == "steps.a.inputs.text" and "does not exist" in exc.value.errors[0]["message"]
+
+
+def test_a_failed_step_says_what_its_attempt_said_not_only_the_reason(env):
+    # MissingOutput alone named no output, ImagePullFailed no image: the tree and --follow show only this reason
+    tc, sdk, engine = env
+    run = sdk.pipelines.run({"steps": {"a": {"command": "x", "outputs": ["model"]}}})
+    attempt = attempt_of(engine, step_job(run, "a"))
+    url, headers = f"/internal/attempts/{attempt}/replicas/0/report", engine.launcher_headers(attempt)
+    tc.post(url, json={"phase": "running", "pid": 1}, headers=headers)
+    said = "output 'model' was not written (at {{outputs.model}} = $TRAINYARD_OUTPUT_DIR/model)"
+    tc.post(url, headers=headers, json={"phase": "exited", "pid": 1,
+                                        "result": {"exit_code": 0, "reason": "MissingOutput", "message": said}})
+    info = run.wait(timeout=10)
+    assert info.step("a").reason.endswith(f"MissingOutput (not retried): {said}"), info.step("a").reason
+    assert said in info.reason

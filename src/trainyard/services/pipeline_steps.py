@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("trainyard.pipelines")
 BAD = (StepStatus.FAILED, StepStatus.CANCELLED, StepStatus.SKIPPED)
+_MESSAGE_MAX = 200  # of an attempt's message in a step's reason: the run's list shows it in a column
 _VERB = {StepStatus.FAILED: "failed", StepStatus.CANCELLED: "was cancelled", StepStatus.SKIPPED: "was skipped"}
 
 
@@ -56,12 +57,26 @@ class Steps:
             if s.status == "succeeded":
                 state[s.name], produced[s.name] = self._record_outputs(run, s)
             else:
-                reason = self.runs.job_statuses([s.job_id]).get(s.job_id, (None, None))[1]
                 new = StepStatus.FAILED if s.status == "failed" else StepStatus.CANCELLED
+                reason = self._job_ending(s.job_id, with_message=new == StepStatus.FAILED)
                 if self.runs.move_step(run.id, s.name, new, reason=f"job {s.job_id}: {reason}", ended_at=time.time()):
                     state[s.name] = new
             changed = True
         return changed
+
+    def _job_ending(self, job_id: str, *, with_message: bool) -> str | None:
+        """The job's reason, with its last attempt's message: 'MissingOutput' alone does not say which output,
+        nor 'ImagePullFailed' which image, and the run's tree and --follow show only the step's reason."""
+        try:
+            job = self.store.get_job(job_id)
+        except TrainyardError:  # deleted meanwhile
+            return None
+        attempt = job.last_attempt
+        message = (attempt.message or "").strip().splitlines()[:1] if attempt else []
+        if not with_message or not message or message[0] in (job.reason or ""):
+            return job.reason
+        words = message[0] if len(message[0]) <= _MESSAGE_MAX else message[0][:_MESSAGE_MAX - 1] + "…"
+        return f"{job.reason}: {words}"
 
     def _serve_progress(self, run: PipelineRunInfo, s: StepInfo, state: dict[str, StepStatus]) -> bool:
         now = time.time()
