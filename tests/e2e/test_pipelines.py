@@ -167,3 +167,34 @@ def test_a_bad_pipeline_is_refused_with_its_line_and_nothing_runs(server, tmp_pa
     assert r.returncode == 2 and f"{bad}:4 steps.a.needs: cycle: a → b → a" in r.stderr, r.stderr
     assert json.loads(server.cli("pipeline", "ls", "-o", "json").stdout) == []
     assert json.loads(server.cli("ls", "-o", "json").stdout) == []
+
+
+LOGS_PIPELINE = '''\
+name: logs
+steps:
+  t:
+    foreach: 2
+    command: python -c "import sys; print('item says', {{item}}); sys.exit({{item}})"
+  after:
+    needs: [t]
+    command: echo after
+'''
+
+
+def test_pipeline_logs_prints_a_steps_log_and_a_failed_run_says_how_to_read_it(server, tmp_path):
+    # a failed step's log was to be found by its job id in the tree, with `trainyard logs JOB`
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(LOGS_PIPELINE)
+    r = server.cli("pipeline", "run", str(pipeline), "--follow")
+    assert r.returncode == 1, r.stdout + r.stderr
+    run_id = r.stderr.split("started ", 1)[1].split()[0]
+    assert f"its log: trainyard pipeline logs {run_id} t-1" in r.stderr, r.stderr
+
+    shown = server.cli("pipeline", "logs", run_id, "t-1")
+    assert shown.returncode == 0 and "item says 1" in shown.stdout, shown.stdout + shown.stderr
+    foreach = server.cli("pipeline", "logs", run_id, "t")
+    assert foreach.returncode == 1 and "is a foreach: name one of its 2 items (t-0 … t-1)" in foreach.stderr
+    typo = server.cli("pipeline", "logs", run_id, "aftr")
+    assert typo.returncode == 1 and "has no step 'aftr'; did you mean after?" in typo.stderr, typo.stderr
+    skipped = server.cli("pipeline", "logs", run_id, "after")
+    assert skipped.returncode == 1 and f"step after of {run_id} ran no job: skipped" in skipped.stderr

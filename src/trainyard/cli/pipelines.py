@@ -1,4 +1,4 @@
-"""Pipeline and artifact commands: run, show, retry, cancel, ls; artifact show. Through the SDK only."""
+"""Pipeline and artifact commands: run, show, logs, retry, cancel, ls; artifact show. Through the SDK only."""
 
 from __future__ import annotations
 
@@ -74,6 +74,8 @@ def _follow(handle) -> int:  # noqa: ANN001
         console.print(run_tree(info))
     err_console.print(f"{info.id} ", status_text(info.status.value), f" {info.reason or ''}".rstrip(), sep="",
                       highlight=False)
+    if failed := next((s for s in info.steps if s.status == "failed" and s.job_id), None):
+        err_console.print(f"its log: trainyard pipeline logs {info.id} {failed.name}", highlight=False)
     return 0 if info.status.value == "succeeded" else 1
 
 
@@ -126,6 +128,54 @@ def cancel(run_id: RunArg) -> None:
     with handled():
         info = client().pipelines.cancel(run_id)
         console.print(run_id, status_text(info.status.value))
+
+
+@app.command("logs")
+def logs(
+    run_id: RunArg,
+    step: Annotated[str, typer.Argument(help="the step as `pipeline show` names it (a foreach item: train-0)")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="wait for the step's job, then stream its log "
+                                                                 "until it ends")] = False,
+    tail: Annotated[Optional[int], typer.Option("--tail", "-n", min=0, help="only the last N lines")] = None,
+) -> None:
+    """A step's log: its job's (a cached step's, the job whose outputs it reuses), as `trainyard logs JOB`."""
+    from trainyard.cli.jobs import logs as job_logs
+
+    with handled():
+        c = client()
+        info = c.pipelines.get(run_id)
+        s = _step_named(info, step)
+        if follow and not (s.job_id or s.cached_from) and not info.status.is_terminal():
+            for info in c.pipelines.run_handle(run_id).watch():  # until it is submitted (or the run ends)
+                if (s := info.step(s.name)).job_id or s.cached_from:
+                    break
+        job_id = s.job_id or s.cached_from
+        if job_id is None:
+            from trainyard.errors import NotFound
+
+            why = s.reason or ("it has not started yet (-f waits for it)" if s.status == "waiting" else "")
+            raise NotFound(f"step {s.name} of {run_id} ran no job: {s.status}" + (f", {why}" if why else ""))
+        if not s.job_id:
+            err_console.print(f"{s.name} is cached: the log of {job_id}, whose outputs it reuses", highlight=False)
+    job_logs(job_id, follow=follow, attempt=None, replica=None, tail=tail)
+
+
+def _step_named(info, name: str):  # noqa: ANN001, ANN202
+    """The step (or foreach item) called ``name``; NotFound naming the ones there are otherwise."""
+    import difflib
+
+    from trainyard.errors import NotFound
+
+    names = [s.name for s in info.steps]
+    if name in names:
+        return info.step(name)
+    items = [s.name for s in info.steps if s.step == name]
+    if items:
+        raise NotFound(f"step {name} of {info.id} is a foreach: name one of its {len(items)} items "
+                       f"({items[0]}" + (f" … {items[-1]})" if len(items) > 1 else ")"))
+    close = difflib.get_close_matches(name, names + sorted({s.step for s in info.steps}), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise NotFound(f"run {info.id} has no step {name!r}{hint} (its steps: {', '.join(names)})")
 
 
 @app.command("rm")
