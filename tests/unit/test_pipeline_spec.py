@@ -106,13 +106,37 @@ steps:
       z: "{{steps.zz.outputs.m}}"
 """)
     by_field = {e["field"]: e for e in errs}
-    assert by_field["steps.a"]["message"] == "command uses params not given: nope"
+    # at the command's line, with the params there are (the job's own check said 'steps.a', at the step's)
+    assert (by_field["steps.a.command"]["line"], by_field["steps.a.command"]["message"]) == (
+        3, "unknown param 'nope' (declared: none)")
+    assert "steps.a" not in by_field
     assert (by_field["steps.b.needs"]["line"], by_field["steps.b.needs"]["message"]) == (6, "unknown step 'ghost'")
     assert by_field["steps.b.inputs.w"]["line"] == 9
     assert by_field["steps.b.inputs.w"]["message"] == "step 'a' has no output 'w' (it has: m)"
     assert "unknown step 'zz'" in by_field["steps.b.inputs.z"]["message"]
     assert "the step declares no input 'data'" in by_field["steps.b.command"]["message"]
     assert any("only set in a foreach step" in e["message"] for e in errs)
+
+
+def test_a_misspelt_step_or_param_is_named_with_the_one_meant(tmp_path):
+    errs = errors_of(tmp_path, """\
+params: {epochs: 2}
+steps:
+  split:
+    command: x {{outputs.shards}}
+    outputs: [shards]
+  train:
+    needs: [splt]
+    inputs: {shard: "{{steps.spilt.outputs.shards}}"}
+    command: y {{inputs.shard}} --epochs {{params.epoch}}
+""")
+    said = {e["field"]: (e["line"], e["message"]) for e in errs}
+    assert said == {
+        "steps.train.needs": (7, "unknown step 'splt'; did you mean 'split'?"),
+        "steps.train.inputs.shard": (8, "unknown step 'spilt' in {{steps.spilt.outputs.shards}}; "
+                                        "did you mean 'split'?"),
+        "steps.train.command": (9, "unknown param 'epoch' (declared: epochs); did you mean 'epochs'?"),
+    }
 
 
 def test_job_fields_of_a_step_are_checked_with_their_line(tmp_path):
@@ -129,6 +153,7 @@ def test_bad_foreach_names_and_overrides(tmp_path):
     assert errs[0]["field"] == "steps.a.foreach" and "not a number or a list" in errs[0]["message"]
     errs = errors_of(tmp_path, GOOD, {"wokers": 5})
     assert errs[0]["field"] == "params.wokers" and "unknown param" in errs[0]["message"]
+    assert errs[0]["message"].endswith("; did you mean 'workers'?")
     errs = errors_of(tmp_path, "steps:\n  Bad_Name:\n    command: x\n")
     assert errs[0]["field"] == "steps" and "step name 'Bad_Name'" in errs[0]["message"]
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError, field_validator
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import Strict
-from trainyard.spec.lines import Path_, error_entry, line_for, validation_errors
+from trainyard.spec.lines import Path_, error_entry, line_for, suggestion, validation_errors
 from trainyard.spec.params import check_finite
 
 STEP_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -122,7 +122,8 @@ def merge_params(spec: PipelineSpec, overrides: dict[str, Any] | None, source: s
     if unknown:
         declared = ", ".join(spec.params) or "none"
         raise InvalidSpec(errors=[error_entry(f"{source} (with -p overrides)", None, f"params.{k}",
-                                       f"unknown param (declared: {declared})") for k in unknown])
+                                       f"unknown param (declared: {declared})" + suggestion(k, set(spec.params)))
+                                  for k in unknown])
     try:
         check_finite(overrides)
     except ValueError as e:

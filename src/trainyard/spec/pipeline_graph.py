@@ -23,7 +23,7 @@ from trainyard.errors import InvalidSpec
 from trainyard.spec.job import JobSpec
 from trainyard.spec.labels import MAX_LABELS
 from trainyard.spec.lines import Path_
-from trainyard.spec.params import render, substitute, word
+from trainyard.spec.params import refs, render, substitute, word
 from trainyard.templates import ITEM_REF, LEADING_STEP_REF, PARAM_REF, STEP_REF, WHOLE_PARAM_REF
 from trainyard.spec.pipeline import (MAX_ITEMS, MAX_RUN_TEXT, MAX_STEP_JOBS, SERVE_KEYS, Errors, PipelineSpec, StepOptions,
                                      ValueInput, is_serve, is_special, split_step)
@@ -157,8 +157,11 @@ class _Builder(References):
         if "after" in rest:  # a job id is no step's to know: steps wait for steps
             self.errs.add((*self.loc(name), "after"), "a step waits for other steps with needs:, not for jobs")
         step_params = rest.get("params") if isinstance(rest.get("params"), dict) else {}
+        # a param the command names but no one declares is said by the reference check, at the command's line
+        # with the params there are: the job's own check would say it at the step's, without them
+        unknown = {p: "" for p in _command_params(rest.get("command")) if p not in self.params and p not in step_params}
         try:
-            JobSpec.model_validate({**rest, "name": name, "params": {**self.params, **step_params}})
+            JobSpec.model_validate({**rest, "name": name, "params": {**self.params, **step_params, **unknown}})
         except ValidationError as e:
             self.errs.add_validation(self.loc(name), e, JobSpec)  # its references are still checked below
         labels = rest.get("labels")
@@ -378,3 +381,9 @@ def workdirs(spec: PipelineSpec) -> list[str]:
 def _size(raw: dict[str, Any]) -> int:
     """Characters of a step as JSON: what each of its jobs stores, about."""
     return len(json.dumps(raw, default=str))
+
+
+def _command_params(command: Any) -> list[str]:
+    """The params a step's command names, as the job's check reads them (a command of the wrong type: none)."""
+    parts = [command] if isinstance(command, str) else command if isinstance(command, list) else []
+    return [p for part in parts if isinstance(part, str) for p in refs(part)]

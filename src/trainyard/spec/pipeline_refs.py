@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainyard.spec.lines import Path_
+from trainyard.spec.lines import Path_, suggestion
 from trainyard.templates import IO_REF, ITEM_REF, LEADING_STEP_REF, PARAM_REF, STEP_REF
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ class References:
     def loc(self, name: str, *rest: object) -> Path_:
         raise NotImplementedError
 
+    def _names(self) -> set[str]:
+        return {*self.plain, *self.groups, *self.opaque}
+
     def _known(self, name: str) -> bool:
         return name in self.plain or name in self.groups or name in self.opaque
 
@@ -49,7 +52,8 @@ class References:
                 return step, output
             has = self.opts[step].outputs
         else:
-            self.errs.add(loc, f"unknown step {step!r} in {{{{steps.{step}.outputs.{output}}}}}")
+            self.errs.add(loc, f"unknown step {step!r} in {{{{steps.{step}.outputs.{output}}}}}"
+                               + suggestion(step, self._names()))
             return None
         self.errs.add(loc, f"step {step!r} has no output {output!r} "
                            f"(it has: {', '.join(has) if has else 'no outputs'})")
@@ -64,13 +68,14 @@ class References:
             if dep == self.origin[name] or dep == name:
                 self.errs.add(self.loc(name, "needs"), f"a step cannot need itself ({dep!r})")
             elif not self._known(dep):
-                self.errs.add(self.loc(name, "needs"), f"unknown step {dep!r}")
+                self.errs.add(self.loc(name, "needs"), f"unknown step {dep!r}" + suggestion(dep, self._names()))
             else:
                 deps.update(self.groups.get(dep, [dep]))
         for loc, text in self._strings(name):
-            for p in PARAM_REF.findall(text) if loc[2] != "command" else []:  # the job spec checks its command
+            for p in PARAM_REF.findall(text):  # a command's too: the job's own check names neither line nor params
                 if p not in known_params:
-                    self.errs.add(loc, f"unknown param {p!r} (declared: {', '.join(known_params) or 'none'})")
+                    self.errs.add(loc, f"unknown param {p!r} (declared: {', '.join(known_params) or 'none'})"
+                                       + suggestion(p, set(known_params)))
             if opts.foreach is None and ITEM_REF.search(text) and loc[-1] != "foreach":
                 self.errs.add(loc, "{{item}} and {{index}} are only set in a foreach step")
             for s, o in STEP_REF.findall(text):
