@@ -1,6 +1,7 @@
 """Notebook and Kubeflow component steps in a real pipeline run: real server, local engine, real processes."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -88,3 +89,15 @@ def test_a_failing_notebook_step_fails_the_run_naming_the_cell(server, project):
     assert info.status.value == "failed"
     [step] = info.steps
     assert "cell 3 (tags: check; first line: assert loss" in logs(c, step.job_id)
+
+
+def test_the_components_example_pipeline_runs_as_its_readme_shows(server, tmp_path):
+    # examples/components had components and a snippet naming ../components/, but no pipeline to run
+    folder = ROOT / "examples" / "components"
+    text = (folder / "pipeline.yaml").read_text()
+    shown = re.search(r"```yaml\n(.*?)```", (folder / "README.md").read_text(), re.S).group(1)
+    assert shown.removeprefix("steps:\n") in text
+    r = server.cli("pipeline", "run", str(folder / "pipeline.yaml"), "--follow")
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_id = r.stderr.split("started ", 1)[1].split()[0]
+    assert server.cli("pipeline", "logs", run_id, "total").stdout.strip() == "58.5"  # (1 + 2 + 3.5) x 3 x 3
