@@ -125,6 +125,27 @@ def test_the_first_call_starts_a_local_server_and_later_calls_reuse_it(tmp_path)
     assert not (tmp_path / "home" / "server.json").exists()
 
 
+def test_the_first_call_says_that_it_starts_a_local_server_and_later_calls_do_not(tmp_path):
+    # the first command on a machine waited seconds for the embedded server without a word
+    home = tmp_path / "home"
+    env = {**os.environ, "TRAINYARD_HOME": str(home)}
+    env.pop("TRAINYARD_SERVER", None)
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "trainyard", *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    try:
+        first = cli("pipeline", "ls")
+        assert first.returncode == 0, first.stderr
+        assert f"starting a local trainyard server for {home} (its log: {home / 'server.log'})" in first.stderr
+        assert "the local trainyard server is up at http://127.0.0.1:" in first.stderr, first.stderr
+        again = cli("pipeline", "ls")
+        assert again.returncode == 0 and "local trainyard server" not in again.stderr, again.stderr
+    finally:
+        assert cli("server", "stop").returncode == 0
+
+
 def test_a_param_on_a_kubeflow_manifest_is_refused_by_name_and_stores_nothing(server, tmp_path):
     manifest = tmp_path / "pytorchjob.yaml"  # its args are fixed: Kubernetes substitutes nothing into them
     manifest.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: m}\nspec:\n"

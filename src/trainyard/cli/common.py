@@ -75,7 +75,24 @@ def _show_warning(message, category, *_args, **_kwargs) -> None:  # noqa: ANN001
 def client():  # noqa: ANN201
     from trainyard.sdk.client import Client
 
+    _say_server_starts()
     return Client()
+
+
+def _say_server_starts() -> None:
+    """Show on stderr what the SDK logs when it starts the embedded default's server: the first call on a
+    machine otherwise waits several seconds without a word."""
+    import logging
+
+    class ToStderr(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            err_console.print(record.getMessage(), markup=False, highlight=False)
+
+    logger = logging.getLogger("trainyard.sdk.discovery")
+    if not logger.handlers:
+        logger.addHandler(ToStderr())
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
 
 WAIT_MAX = 7 * 24 * 3600.0  # a --timeout beyond a week is a mistake (or an infinity), not a plan

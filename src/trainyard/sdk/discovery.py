@@ -9,6 +9,7 @@ rival that would refuse to start anyway.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from trainyard.locations import ADDRESS_FILE, home, server_url
 from trainyard.sdk.http import verify_for
 from trainyard.sdk.trust import untrusted, untrusted_message
 
+logger = logging.getLogger(__name__)  # the CLI shows its INFO on stderr: a server starting takes seconds
 START_LOCK = "start.lock"  # serialises clients that start a server; the server itself holds server.lock
 
 
@@ -95,6 +97,8 @@ def start_local_server(home_dir: Path | None = None, extra_args: list[str] | Non
         if found:
             return found
         log_path = home_dir / "server.log"
+        logger.info("starting a local trainyard server for %s (its log: %s)", home_dir, log_path)
+        began = time.monotonic()
         env = {**os.environ, envvars.HOME: str(home_dir)}
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
@@ -106,6 +110,7 @@ def start_local_server(home_dir: Path | None = None, extra_args: list[str] | Non
         while time.monotonic() < deadline:
             info = read_address(home_dir / ADDRESS_FILE)
             if info and info.get("pid") == proc.pid and healthy(info["url"], timeout=1):
+                logger.info("the local trainyard server is up at %s (%.1fs)", info["url"], time.monotonic() - began)
                 return info["url"]
             if proc.poll() is not None:
                 # lost a race with a server started by hand: that one is as good
