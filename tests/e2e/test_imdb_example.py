@@ -196,3 +196,5 @@ def test_the_pipeline_runs_through_trainyard(server, tmp_path):
     assert metrics["averaged_accuracy"] == pytest.approx(report["averaged_accuracy"])
     assert "SYNTHETIC stand-in, not IMDB" in client.job(steps["copier"].job_id).logs()
     assert [m.step for m in client.metrics(steps["train-0"].job_id) if m.name == "loss"] == [1, 2, 3]
+    shown = server.cli("pipeline", "logs", run_id, "evaluate")  # as the README reads the accuracies
+    assert shown.returncode == 0 and "averaged model (5 shards): accuracy" in shown.stdout, shown.stderr
