@@ -158,8 +158,9 @@ def test_retry_after_a_failed_trainer_reruns_only_it_and_what_follows(env):
         ("split", "succeeded"), ("train-0", "succeeded"), ("train-1", "failed"), ("merge", "skipped")]
     kept = {n: info.step(n).job_id for n in ("split", "train-0")}
     failed_job = info.step("train-1").job_id
-    with pytest.raises(errors.Conflict):
-        sdk.pipelines.retry(sdk.pipelines.run(PIPELINE).id)  # a running run: nothing to retry
+    running = sdk.pipelines.run(PIPELINE).id
+    with pytest.raises(errors.Conflict, match=f"run {running} is still running: retry it once it has ended"):
+        sdk.pipelines.retry(running)  # a running run: nothing to retry
     run.retry()
     new_job = until(lambda: (j := run.step("train-1").job_id) and j != failed_job and j)
     assert {n: run.step(n).job_id for n in kept} == kept
@@ -168,6 +169,8 @@ def test_retry_after_a_failed_trainer_reruns_only_it_and_what_follows(env):
     info = run.wait(timeout=10)
     assert info.status.value == "succeeded" and info.retries == 1
     assert info.step("train-1").jobs == [failed_job]
+    with pytest.raises(errors.Conflict, match=f"run {run.id} succeeded: nothing to run again"):
+        run.retry()
 
 
 def test_cancel_cascades_to_running_steps_and_stops_the_rest(env):

@@ -211,8 +211,9 @@ class PipelineService(Ticker):
         """Run the failed, cancelled and skipped steps again; what succeeded is kept."""
         run = self._changeable(run_id, caller)
         if not run.status.is_terminal() or run.status == RunStatus.SUCCEEDED:
-            raise Conflict(f"run {run_id} is {run.status.value}: only a failed or cancelled run can be retried",
-                           run_id=run_id)
+            said = "succeeded: nothing to run again" if run.status == RunStatus.SUCCEEDED else \
+                f"is still {run.status.value}: retry it once it has ended"
+            raise Conflict(f"run {run_id} {said} (only a failed or cancelled run can be retried)", run_id=run_id)
         if not self.runs.reset_for_retry(run_id):
             raise Conflict(f"run {run_id} changed meanwhile; look again", run_id=run_id)
         self.jobs.audit.record(caller, "pipeline.retry", run_id)
