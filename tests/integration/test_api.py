@@ -206,7 +206,7 @@ BAD_REQUESTS = [  # (method, url, json body, the field the 422 names): each was 
     ("POST", "/api/v1/jobs", {"spec": {"command": "x", "priority": 1e23}}, "priority"),
     ("POST", "/api/v1/jobs", {"spec": {"command": "x", "priority": 10**20}}, "priority"),
     ("POST", "/api/v1/jobs", {"spec": {"command": "x"}, "snapshot": "abc"}, "snapshot"),
-    ("PUT", "/api/v1/snapshots/sha256:" + "g" * 64, None, "workdir"),
+    ("PUT", "/api/v1/snapshots/sha256:" + "g" * 64, None, "digest"),
     # strings that reach podman's argv, pip's, the upload of outputs and a node selector
     ("POST", "/api/v1/jobs", {"spec": {"command": "x", "image": "--privileged"}}, "image"),
     ("POST", "/api/v1/jobs", {"spec": {"command": "x", "env": {"pip": ["numpy", "-r/etc/shadow"]}}}, "env.pip[1]"),

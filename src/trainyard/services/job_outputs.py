@@ -48,7 +48,7 @@ class OutputsMixin:
         try:
             check_artifact_path(path)
         except ValueError as e:
-            raise InvalidSpec(errors=[{"field": "path", "line": None, "where": "path", "message": str(e)}]) from None
+            raise InvalidSpec.parameter("path", str(e), "path") from None  # the URL's, after …/outputs/
         self._check(job_id, caller, attempt)
         shown, files = self.store.outputs_of(job_id, attempt)
         for info, url in files:

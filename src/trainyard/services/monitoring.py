@@ -19,7 +19,7 @@ METRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 def _invalid(field: str, message: str) -> InvalidSpec:
-    return InvalidSpec(errors=[{"field": field, "line": None, "where": field, "message": message}])
+    return InvalidSpec.parameter(field, message)  # by and since are the report's query, not a spec's fields
 
 
 class MonitoringService:
@@ -58,7 +58,8 @@ class MonitoringService:
         try:
             seconds = parse_duration(since)
         except ValueError as e:
-            raise _invalid("since", f"{since!r}: {e}") from None
+            # a word that is no duration is named by the error itself ('yesterday' is not a duration)
+            raise _invalid("since", str(e) if str(e).startswith(repr(since)) else f"{since!r}: {e}") from None
         if seconds <= 0:
             raise _invalid("since", f"{since!r}: must be more than 0")
         now = time.time()

@@ -13,11 +13,12 @@ from trainyard.spec.records import DIGEST_PATTERN
 from trainyard.spec.units import format_memory, parse_memory
 from trainyard.store.snapshot_owners import SnapshotOwners
 
-BAD_DIGEST = "bad digest: expected sha256: and 64 lower-case hex digits"
+BAD_DIGEST = "expected sha256: and 64 lower-case hex digits"
 
 
-def _invalid(message: str) -> InvalidSpec:
-    return InvalidSpec(errors=[{"field": "workdir", "line": None, "where": "workdir", "message": message}])
+def _bad_digest() -> InvalidSpec:
+    # the digest is the upload's path (…/snapshots/DIGEST), not a spec's workdir: the client computed it
+    return InvalidSpec.parameter("digest", BAD_DIGEST, "path")
 
 
 def valid_digest(digest: str) -> bool:
@@ -66,7 +67,7 @@ class SnapshotService:
         """Before any of an upload's body is read: its digest well-formed, and its declared length (the
         ``Content-Length`` header, if any) within :attr:`max_bytes`."""
         if not valid_digest(digest):
-            raise _invalid(BAD_DIGEST)
+            raise _bad_digest()
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             raise self.too_large()
 
@@ -78,17 +79,17 @@ class SnapshotService:
     def has(self, digest: str) -> bool:
         """Whether the snapshot is stored; a malformed digest is refused (422) as an upload of it is."""
         if not valid_digest(digest):
-            raise _invalid(BAD_DIGEST)
+            raise _bad_digest()
         return self.artifacts.has_snapshot(digest)
 
     def put(self, digest: str, body: IO[bytes], caller: Caller) -> str:
         """Store ``body`` (read as it is stored) under ``digest``, checked against it, as ``caller``'s; returns its
         URL. Identical code is stored once, and checked all the same."""
         if not valid_digest(digest):
-            raise _invalid(BAD_DIGEST)
+            raise _bad_digest()
         try:  # checked against the digest whether stored already or not (ArtifactStore.put_snapshot)
             url = self.artifacts.put_snapshot(body, digest)
         except ValueError as e:
-            raise _invalid(str(e)) from None
+            raise InvalidSpec.body("", str(e)) from None  # the uploaded bytes are not what the digest names
         self.owners.add(digest, caller.user)
         return url

@@ -20,11 +20,12 @@ Team = Annotated[str | None, Query(pattern=f"^-$|{NAME.pattern}", max_length=63,
 
 
 def named(name: str) -> str:
-    """The path's secret name, refused as a spec field would be (the pattern's own message says less)."""
+    """The path's secret name, refused in a spec field's words (the pattern's own message says less) but as the
+    path parameter it is."""
     try:
         return check_name(name)
     except ValueError as e:
-        raise InvalidSpec(errors=[{"field": "name", "line": None, "where": "name", "message": str(e)}]) from None
+        raise InvalidSpec.parameter("name", str(e), "path") from None
 
 
 @router.get("/api/v1/secrets")
