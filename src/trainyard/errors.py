@@ -53,7 +53,8 @@ class InvalidSpec(TrainyardError):
         (the body's own, with no field: ``invalid request body: not JSON …``), or ``where: message`` in a spec."""
         place = cls.PLACES.get(error.get("in") or "")
         named = error.get("where") or error.get("field")
-        where = f"{named}: {error.get('message')}" if named or not place else str(error.get("message"))
+        # nothing named: the message alone (a body's own fault, a rule of several flags), not ": why"
+        where = f"{named}: {error.get('message')}" if named else str(error.get("message"))
         return f"invalid {place} {where}" if place else where
 
     @classmethod

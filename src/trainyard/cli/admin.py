@@ -184,9 +184,8 @@ def parse_since(text: str) -> float:
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
-        raise InvalidSpec(errors=[{"field": "since", "line": None, "where": "--since",
-                                   "message": f"{text!r}: write 1h, 2d, 2026-01-31, 2026-01-31T12:00 or a Unix time"}]
-                          ) from None
+        raise InvalidSpec.flag("--since", f"{text!r}: write 1h, 2d, 2026-01-31, 2026-01-31T12:00 or a Unix time"
+                               ) from None
 
 
 def audit(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.common import Output, as_flags, client, console, handled, write
 from trainyard.cli.toplevel import SuggestingGroup
 from trainyard.errors import InvalidSpec
 
@@ -19,6 +19,10 @@ app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="On-demand Das
 create_app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Create a cluster.")
 app.add_typer(create_app, name="create")
 OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
+# the fields of a cluster create's spec whose flag is not --field-name; a bad one is said as its flag
+CLUSTER_FLAGS = {"pip": "--env", "secrets": "--secret", "adapt_min": "--min", "adapt_max": "--max",
+                 **{f: "--" + f.replace("_", "-") for f in ("workers", "worker_cpu", "worker_memory", "worker_gpu",
+                                                             "worker_gpu_type", "scheduler_memory", "idle_timeout")}}
 
 
 def _clusters():  # noqa: ANN202
@@ -36,8 +40,7 @@ def pip_list(values: list[str]) -> list[str]:
             lines = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
             out += [ln for ln in lines if ln]
         elif v.endswith(".txt"):
-            raise InvalidSpec(errors=[{"field": "pip", "line": None, "where": "--env",
-                                       "message": f"no such requirements file: {v}"}])
+            raise InvalidSpec.flag("--env", f"no such requirements file: {v}")
         else:
             out += v.replace(",", " ").split()
     return out
@@ -67,10 +70,14 @@ def create_dask(
         from trainyard.cli.runspec import secret_flags
         from trainyard.sdk.clusters import cluster_spec
 
-        spec = cluster_spec(workers=workers, worker_cpu=worker_cpu, worker_memory=worker_memory,
-                            worker_gpu=worker_gpu, worker_gpu_type=worker_gpu_type, pip=pip_list(env or []),
-                            scheduler_memory=scheduler_memory, queue=queue, idle_timeout=idle_timeout, name=name,
-                            adapt_min=minimum, adapt_max=maximum, secrets=secret_flags(secret or []))
+        pip, secrets = pip_list(env or []), secret_flags(secret or [])
+        try:
+            spec = cluster_spec(workers=workers, worker_cpu=worker_cpu, worker_memory=worker_memory,
+                                worker_gpu=worker_gpu, worker_gpu_type=worker_gpu_type, pip=pip,
+                                scheduler_memory=scheduler_memory, queue=queue, idle_timeout=idle_timeout,
+                                name=name, adapt_min=minimum, adapt_max=maximum, secrets=secrets)
+        except InvalidSpec as e:
+            raise as_flags(e, CLUSTER_FLAGS) from None
         info = _clusters().create(spec)
         if output == Output.json:
             write(info.model_dump_json(indent=2) + "\n")

@@ -52,6 +52,28 @@ def handled() -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
+def as_flags(e: InvalidSpec, flags: dict[str, str]) -> InvalidSpec:
+    """``e``, a model's errors in the fields a command's options filled, said as the flags that set them (``--cpu:
+    …``, exit 2), not as a spec the user never wrote. ``flags`` maps a field (or one it lies under: ``quota.gpu``
+    for ``quota.gpu.A100``) to its flag; a field not there reads ``--field-name``. An error of no one field (``adapt_min
+    (5) is more than adapt_max (2)``) has the fields it names said as their flags."""
+    import re
+
+    said = []
+    for err in e.errors:
+        field = str(err.get("field") or "")
+        if not field:
+            message = str(err["message"])
+            for name in sorted(flags, key=len, reverse=True):
+                message = re.sub(rf"\b{re.escape(name)}\b", flags[name], message)
+            said.append({"field": "", "line": None, "where": "", "message": message})
+        else:
+            under = [f for f in flags if field == f or field.startswith(f + ".")]
+            flag = flags[max(under, key=len)] if under else "--" + field.split(".")[0].replace("_", "-")
+            said += InvalidSpec.flag(flag, str(err["message"])).errors
+    return InvalidSpec(errors=said)
+
+
 def unauthorized_hint() -> str:
     """What to do about a 401, by which token this client sent (never the token itself)."""
     from trainyard.home import LOGIN_FILE, read_login

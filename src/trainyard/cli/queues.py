@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.common import Output, as_flags, client, console, handled, write
 from trainyard.cli.toplevel import SuggestingGroup
 from trainyard.errors import InvalidSpec
 
@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Queues: a team's line of jobs, with a priority and quotas.")
 OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
+# the fields queue create's options fill, and the flag that sets each: a bad one is said as the flag
+QUEUE_FLAGS = {"name": "NAME", "quota.cpu": "--cpu", "quota.memory": "--memory", "quota.gpu": "--gpu",
+               "quota.jobs": "--jobs", "borrowing": "--no-borrowing", "max_priority": "--max-priority"}
 
 
 @app.command()
@@ -46,7 +49,7 @@ def create(
             specs = [_from_options(name, team, priority, cpu, memory, gpu or [], jobs, not no_borrowing,
                                    max_priority)]
         else:
-            raise InvalidSpec(errors=[{"field": "name", "line": None, "where": "name", "message": "give a NAME or -f FILE"}])
+            raise InvalidSpec("give a NAME or -f FILE")
         c = client()
         for spec in specs:
             info = c.create_queue(spec, replace=replace)
@@ -63,8 +66,7 @@ def _from_options(name: str, team: str | None, priority: str, cpu: str | None, m
     for item in gpu:
         kind, _, n = item.rpartition("=")
         if not n.isdigit():
-            raise InvalidSpec(errors=[{"field": "quota.gpu", "line": None, "where": "--gpu",
-                                       "message": f"{item!r}: write TYPE=N (e.g. A100=4) or N"}])
+            raise InvalidSpec.flag("--gpu", f"{item!r}: write TYPE=N (e.g. A100=4) or N")
         gpus = (gpus or {}) | {kind or "*": int(n)}
     quota = {k: v for k, v in {"cpu": cpu, "memory": memory, "gpu": gpus, "jobs": jobs}.items() if v is not None}
     raw = {"name": name, "priority": priority_arg(priority), "quota": quota, "borrowing": borrowing}
@@ -75,7 +77,7 @@ def _from_options(name: str, team: str | None, priority: str, cpu: str | None, m
     try:
         return QueueSpec.model_validate(raw)
     except ValidationError as e:
-        raise InvalidSpec(errors=validation_errors(e, {}, "<options>")) from None
+        raise as_flags(InvalidSpec(errors=validation_errors(e, {}, "")), QUEUE_FLAGS) from None
 
 
 def priority_arg(text: str) -> int | str:

@@ -49,7 +49,7 @@ def create(
                 raise ValueError(f"{expires!r}: at least a minute (1m)" if seconds < 60 else
                                  f"{expires!r}: at most 5 years ({MAX_EXPIRY_S // 86400}d)")
         except ValueError as e:
-            raise InvalidSpec(errors=[{"field": "expires", "line": None, "where": "--expires", "message": str(e)}]) from None
+            raise InvalidSpec.flag("--expires", str(e)) from None
         print_new_token(client().identity.create_token(name, expires_in=seconds, user=user))
 
 
