@@ -1,9 +1,12 @@
-"""The top-level command itself: `--version`, and an unknown command answered with the closest ones."""
+"""The top-level command itself: `--version`, an unknown command answered with the closest ones, and a number
+flag typer refused said as trainyard says a bad flag."""
 
 from __future__ import annotations
 
 import difflib
-from typing import Annotated
+import math
+import typing
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -24,6 +27,58 @@ class SuggestingGroup(TyperGroup):
                 raise
             raise type(e)(f"No such command {name!r}. Did you mean {' or '.join(repr(c) for c in close)}?",
                           ctx) from None
+
+    def invoke(self, ctx):  # noqa: ANN001, ANN201
+        # every command's flags are read below some group's invoke: this one place says them all
+        try:
+            return super().invoke(ctx)
+        except Exception as e:
+            said = number_refused(e)
+            if said is None:
+                raise
+            from rich.markup import escape
+
+            from trainyard.cli.output import err_console
+
+            err_console.print(f"[red]error:[/red] {escape(said)}", highlight=False)
+            raise typer.Exit(2) from None
+
+
+# what pydantic (which typer reads a flag's value with) calls a value that is no number, or out of the range
+NUMBER_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number",
+                 "float_parsing", "float_type", "int_parsing", "int_type", "int_from_float"}
+
+
+def number_refused(e: Exception) -> str | None:
+    """``--timeout: must be a finite number from 0 to 604800 (not 'nan')`` for a number flag's value that typer
+    refused, as the API says a query parameter's; None for any other error. Typer's own words were pydantic's in a
+    boxed panel, a NaN's 'Input should be less than or equal to 604800'."""
+    param, errors = getattr(e, "param", None), getattr(e.__cause__, "errors", None)
+    if type(e).__name__ != "BadParameter" or param is None or errors is None:
+        return None
+    found = errors()
+    if not found or found[0]["type"] not in NUMBER_ERRORS:
+        return None
+    given = found[0].get("input")
+    low, high = getattr(param, "min", None), getattr(param, "max", None)
+    bounds = (f" from {_num(low)} to {_num(high)}" if low is not None and high is not None else
+              f" at least {_num(low)}" if low is not None else f" at most {_num(high)}" if high is not None else "")
+    kind = "a whole number" if _is_int(param) else "a finite number"
+    shown = f" (not {given[:40]!r})" if isinstance(given, str) else f" (not {given})" if given is not None else ""
+    flag = (param.human_readable_name if getattr(param, "param_type_name", "") == "argument"
+            else max(getattr(param, "opts", None) or [param.name or ""], key=len))  # --timeout, not -t
+    return f"{flag}: must be {kind}{bounds}{shown}"
+
+
+def _is_int(param: Any) -> bool:
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    kinds = typing.get_args(annotation) or (annotation,)
+    return int in kinds and float not in kinds
+
+
+def _num(value: Any) -> str:
+    """604800, not 604800.0: a bound as the user would write it."""
+    return str(int(value)) if isinstance(value, float) and math.isfinite(value) and value.is_integer() else str(value)
 
 
 def _print_version(value: bool) -> None:
