@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from trainyard import envvars
 from trainyard.locations import ADDRESS_FILE, client_token, home, server_url  # noqa: F401  (re-exported)
@@ -316,10 +316,13 @@ class ServerSettings(BaseModel):
 
     @field_validator("gpu_type")
     @classmethod
-    def _gpu_type(cls, v: str | None) -> str | None:
+    def _gpu_type(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None and not GPU_TYPE.fullmatch(v):
             raise ValueError(f"{v[:80]!r}: a GPU type is 1 to 63 letters, digits, '-', '_' or '.', starting and "
                              "ending with a letter or digit (e.g. A100, H100, RTX-4090, T4)")
+        if v is not None and info.data.get("gpus") == 0:  # the node would have no GPUs, and so no type: dropped
+            raise ValueError(f"{v}: --gpus 0 declares no GPUs, so none is of this type; declare how many (--gpus N) "
+                             "or leave --gpu-type out")
         return v
 
     @field_validator("webhooks")

@@ -28,6 +28,18 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 FIRST_ADMIN_FILE = "first-admin-token"
 
 
+def check_gpu_type(settings: ServerSettings) -> None:
+    """A --gpu-type without --gpus names the type of the GPUs detected here: with none detected the node had no GPUs,
+    and the type was dropped without a word (--gpus 0 with a type: the settings refuse it)."""
+    if settings.engine != "local" or settings.gpu_type is None or settings.gpus is not None:
+        return
+    from trainyard.engines.detect import detect_gpus
+
+    if not detect_gpus()[0]:
+        raise InvalidSpec.flag("--gpu-type", f"{settings.gpu_type}: no GPU was detected on this machine (NVML found "
+                               "none); declare how many with --gpus N, or leave --gpu-type out")
+
+
 def check_exposure(settings: ServerSettings) -> None:
     """Refuse what would expose the server: beyond loopback without users and tokens, half a TLS pair."""
     if settings.host not in LOOPBACK and not settings.auth:

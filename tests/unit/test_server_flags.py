@@ -41,9 +41,29 @@ def test_a_capacity_flag_out_of_range_is_refused_naming_it(started, flag, value,
 
 
 def test_capacity_that_makes_sense_is_declared(started):
-    got = CliRunner().invoke(app, ["server", "--cpus", "0.5", "--memory", "8Gi", "--gpus", "0", "--gpu-type", "A100"])
+    got = CliRunner().invoke(app, ["server", "--cpus", "0.5", "--memory", "8Gi", "--gpus", "0"])
     assert got.exit_code == 0, got.output
-    assert [(s.cpus, s.memory, s.gpus, s.gpu_type) for s in started] == [(0.5, 8 << 30, 0, "A100")]
+    got = CliRunner().invoke(app, ["server", "--gpus", "2", "--gpu-type", "A100"])
+    assert got.exit_code == 0, got.output
+    assert [(s.cpus, s.memory, s.gpus, s.gpu_type) for s in started] == [(0.5, 8 << 30, 0, None),
+                                                                         (None, None, 2, "A100")]
+
+
+def test_a_gpu_type_for_no_gpus_is_refused_naming_it_not_dropped(started, monkeypatch):
+    # declared none: the node had no GPUs, and the type was dropped without a word
+    got = CliRunner().invoke(app, ["server", "--gpus", "0", "--gpu-type", "A100"])
+    assert got.exit_code == 2 and started == [], got.output
+    assert got.output == ("error: --gpu-type: A100: --gpus 0 declares no GPUs, so none is of this type; declare how "
+                          "many (--gpus N) or leave --gpu-type out\n"), got.output
+    # none detected (no --gpus): the same
+    monkeypatch.setattr("trainyard.engines.detect.detect_gpus", lambda: ([], None))
+    got = CliRunner().invoke(app, ["server", "--gpu-type", "A100"])
+    assert got.exit_code == 2 and started == [], got.output
+    assert got.output.startswith("error: --gpu-type: A100: no GPU was detected on this machine"), got.output
+    # while GPUs detected take the type given for them, as before
+    monkeypatch.setattr("trainyard.engines.detect.detect_gpus", lambda: (["0", "1"], "A10G"))
+    got = CliRunner().invoke(app, ["server", "--gpu-type", "A100"])
+    assert got.exit_code == 0 and [s.gpu_type for s in started] == ["A100"], got.output
 
 
 @pytest.mark.parametrize("text, field", [

@@ -60,7 +60,7 @@ def server(
     if ctx.invoked_subcommand is not None:
         return
     from trainyard.config import ServerSettings, home as default_home
-    from trainyard.server import serve
+    from trainyard.server import check_gpu_type, serve
     from trainyard.spec.units import parse_memory
 
     with handled():
@@ -87,6 +87,7 @@ def server(
             component_catalog=[c if "://" in c else str(Path(c).resolve()) for c in component_catalog or []],
             ray_address=ray_address,
         ))
+        check_gpu_type(settings)
         serve(settings)
 
 
