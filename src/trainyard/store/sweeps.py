@@ -108,11 +108,13 @@ class SweepStore:
         them. Each as (job id, why: the trial's reason and its sweep, as :func:`stop_reason` words it)."""
         j = t.Job.__table__
         live = [s.value for s in (JobStatus.PENDING, JobStatus.STARTING, JobStatus.RUNNING)]
-        query = (select(_T.c.job_id, _T.c.reason, _T.c.sweep_id).join(j, j.c.id == _T.c.job_id).join(_S, _S.c.id == _T.c.sweep_id)
+        query = (select(_T.c.job_id, _T.c.reason, _T.c.sweep_id)
+                 .join(j, j.c.id == _T.c.job_id).join(_S, _S.c.id == _T.c.sweep_id)
                  .where(j.c.status.in_(live), or_(_T.c.state != TrialState.RUNNING.value,
                                                   _S.c.status != SweepStatus.RUNNING.value)))
         with self.store.read() as s:
-            return [(job, stop_reason(why or "its trial ended", sid)) for job, why, sid in s.connection().execute(query)]
+            rows = s.connection().execute(query)
+            return [(job, stop_reason(why or "its trial ended", sid)) for job, why, sid in rows]
 
     def note(self, sweep_id: str, reason: str) -> None:
         """What a running sweep is doing now (shown by ``sweep show``)."""
