@@ -5,7 +5,6 @@ its range says the range (and that NaN or inf is none); a body that is not JSON,
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from fastapi import Request
@@ -13,12 +12,10 @@ from fastapi.exceptions import RequestValidationError
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.lines import field_loc
+from trainyard.spec.number_words import BOUNDS, NUMBER_ERRORS, is_int, must_be
 
 PARAMETERS = ("query", "path", "header")
-BOUND_TYPES = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
-NUMBER_TYPES = BOUND_TYPES | {"float_parsing", "float_type", "int_parsing", "int_type", "int_from_float"}
 NOT_OBJECT = {"model_type", "model_attributes_type", "dict_type"}
-BOUNDS = {"ge": "at least {}", "gt": "above {}", "le": "at most {}", "lt": "below {}"}
 
 
 def invalid(request: Request, exc: RequestValidationError) -> InvalidSpec:
@@ -38,7 +35,7 @@ def invalid(request: Request, exc: RequestValidationError) -> InvalidSpec:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = f"unknown field {loc[-1]!r}"
-        elif place in PARAMETERS and e["type"] in NUMBER_TYPES:
+        elif place in PARAMETERS and e["type"] in NUMBER_ERRORS:
             msg = _number(request, place, str(loc[0]) if loc else "", e)
         entry = {"field": field, "line": None, "where": field, "message": msg}
         errors.setdefault((place, field), entry if spec else {**entry, "in": place})
@@ -84,15 +81,9 @@ def _number(request: Request, place: str, name: str, error: dict[str, Any]) -> s
         info = field.field_info
         for item in info.metadata:
             constraints.update({k: getattr(item, k) for k in BOUNDS if getattr(item, k, None) is not None})
-        whole = whole or _is_int(info.annotation)
-    constraints.pop("error", None)
-    bounds = " and ".join(BOUNDS[k].format(_num(constraints[k])) for k in BOUNDS if k in constraints)
-    if "ge" in constraints and "le" in constraints:
-        bounds = f"from {_num(constraints['ge'])} to {_num(constraints['le'])}"
-    kind = "a whole number" if whole else "a finite number"
+        whole = whole or is_int(info.annotation)
     given = error.get("input")
-    shown = f" (not {given[:40]!r})" if isinstance(given, str) else ""
-    return f"must be {kind}{' ' + bounds if bounds else ''}{shown}"
+    return must_be(whole, constraints) + (f" (not {given[:40]!r})" if isinstance(given, str) else "")
 
 
 def _parameter(request: Request, place: str, name: str) -> Any:
@@ -106,14 +97,3 @@ def _parameter(request: Request, place: str, name: str) -> Any:
                 return field
         todo.extend(dependant.dependencies)
     return None
-
-
-def _is_int(annotation: Any) -> bool:
-    args = getattr(annotation, "__args__", None) or (annotation,)
-    return int in args and float not in args
-
-
-def _num(value: Any) -> str:
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return str(int(value))
-    return str(value)

@@ -4,9 +4,7 @@ flag typer refused said as trainyard says a bad flag."""
 from __future__ import annotations
 
 import difflib
-import math
-import typing
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from typer.core import TyperGroup
@@ -44,15 +42,12 @@ class SuggestingGroup(TyperGroup):
             raise typer.Exit(2) from None
 
 
-# what pydantic (which typer reads a flag's value with) calls a value that is no number, or out of the range
-NUMBER_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number",
-                 "float_parsing", "float_type", "int_parsing", "int_type", "int_from_float"}
-
-
 def number_refused(e: Exception) -> str | None:
     """``--timeout: must be a finite number from 0 to 604800 (not 'nan')`` for a number flag's value that typer
     refused, as the API says a query parameter's; None for any other error. Typer's own words were pydantic's in a
     boxed panel, a NaN's 'Input should be less than or equal to 604800'."""
+    from trainyard.spec.number_words import NUMBER_ERRORS, is_int, must_be
+
     param, errors = getattr(e, "param", None), getattr(e.__cause__, "errors", None)
     if type(e).__name__ != "BadParameter" or param is None or errors is None:
         return None
@@ -60,25 +55,12 @@ def number_refused(e: Exception) -> str | None:
     if not found or found[0]["type"] not in NUMBER_ERRORS:
         return None
     given = found[0].get("input")
-    low, high = getattr(param, "min", None), getattr(param, "max", None)
-    bounds = (f" from {_num(low)} to {_num(high)}" if low is not None and high is not None else
-              f" at least {_num(low)}" if low is not None else f" at most {_num(high)}" if high is not None else "")
-    kind = "a whole number" if _is_int(param) else "a finite number"
+    bounds = {"ge": getattr(param, "min", None), "le": getattr(param, "max", None)}  # click's min and max hold
+    whole = is_int(getattr(getattr(param, "type_descriptor", None), "annotation", None))
     shown = f" (not {given[:40]!r})" if isinstance(given, str) else f" (not {given})" if given is not None else ""
     flag = (param.human_readable_name if getattr(param, "param_type_name", "") == "argument"
             else max(getattr(param, "opts", None) or [param.name or ""], key=len))  # --timeout, not -t
-    return f"{flag}: must be {kind}{bounds}{shown}"
-
-
-def _is_int(param: Any) -> bool:
-    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
-    kinds = typing.get_args(annotation) or (annotation,)
-    return int in kinds and float not in kinds
-
-
-def _num(value: Any) -> str:
-    """604800, not 604800.0: a bound as the user would write it."""
-    return str(int(value)) if isinstance(value, float) and math.isfinite(value) and value.is_integer() else str(value)
+    return f"{flag}: {must_be(whole, bounds)}{shown}"
 
 
 def _print_version(value: bool) -> None:
