@@ -71,8 +71,7 @@ def run(
 
     Flags override what a spec file says. A notebook runs with papermill: -p values go into its cell
     tagged `parameters`, and the executed notebook is in the job's outputs (`trainyard download JOB`)."""
-    from trainyard.cli.runspec import Flags, build, key_values, refused, secret_flags, to_yaml
-    from trainyard.errors import InvalidSpec, Unschedulable
+    from trainyard.cli.runspec import Flags, build, key_values, placed_at, secret_flags, to_yaml
     from trainyard.spec.loader import parse_param_overrides
 
     with handled():
@@ -98,10 +97,8 @@ def run(
         c = client()
         # the spec build() read, -p put in (an undeclared one said above, in the CLI's words), not the file read
         # again: a Kubeflow manifest's warnings are said once
-        try:
+        with placed_at(sub.path):
             job = c.submit(sub.spec, base_dir=sub.base_dir)
-        except (InvalidSpec, Unschedulable) as e:  # the server's refusal, at the line of the file that said it
-            raise refused(e, sub.path) from None
         _submitted(c, job, wait, follow)
 
 

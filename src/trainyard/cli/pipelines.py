@@ -35,17 +35,14 @@ def run(
     follow: FollowOpt = False,
 ) -> None:
     """Start a run. Prints its id and returns at once, or with --follow shows progress; exit 0 only on success."""
-    from trainyard.cli.runspec import refused
-    from trainyard.errors import InvalidSpec, Unschedulable
+    from trainyard.cli.runspec import placed_at
     from trainyard.spec.loader import parse_param_overrides
 
     with handled():
         c = client()
         body = c.pipelines.prepare(spec, parse_param_overrides(param or []))
-        try:
+        with placed_at(spec):
             handle = c.pipelines.start(body)
-        except (InvalidSpec, Unschedulable) as e:  # the server's refusal, at the line of the file that said it
-            raise refused(e, spec) from None
         for w in handle.info.warnings:
             err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
         if not follow:

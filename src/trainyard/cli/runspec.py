@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from trainyard.errors import InvalidSpec, TrainyardError
+from trainyard.errors import InvalidSpec, TrainyardError, Unschedulable
 from trainyard.spec.job import JobSpec
 from trainyard.spec.lines import error_entry, suggestion, validation_errors
 from trainyard.spec.dump import to_yaml  # noqa: F401  (re-exported: `--dry-run` prints it)
@@ -188,6 +190,16 @@ def _name(text: str) -> str:
     """A job name from a script or program name: the characters a name allows, starting with one."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:63]
     return name or "job"
+
+
+@contextmanager
+def placed_at(path: Path | None, under: str | None = None) -> Iterator[None]:
+    """Around a submit of what ``path`` says: the server's refusal said at the line of the file that said it
+    (:func:`refused`)."""
+    try:
+        yield
+    except (InvalidSpec, Unschedulable) as e:
+        raise refused(e, path, under) from None
 
 
 def refused(e: TrainyardError, path: Path | None, under: str | None = None) -> TrainyardError:

@@ -41,16 +41,14 @@ def create(spec: Annotated[Path, typer.Argument(help="the schedule's YAML; with 
             raise typer.BadParameter(f"{', '.join(given)} go with --cron (a schedule file says them itself)",
                                      param_hint=given[0])
     with handled():
-        from trainyard.errors import InvalidSpec, Unschedulable
+        from trainyard.cli.runspec import placed_at
         from trainyard.sdk.schedules import job_schedule, load_schedule
 
         # read and checked before any server is asked (or started)
         wanted = load_schedule(spec) if cron is None else \
             job_schedule(spec, cron, name=name, timezone=timezone, concurrency=concurrency)
-        try:
+        with placed_at(*_where(spec, wanted, cron)):
             info = client().schedules.create(wanted, base_dir=spec.resolve().parent)
-        except (InvalidSpec, Unschedulable) as e:  # the server's refusal, at the line of the file that said it
-            raise _refused(e, spec, wanted, cron) from None
         if output == Output.json:
             write(info.model_dump_json(indent=2) + "\n")
             return
@@ -163,14 +161,12 @@ def rm(schedule: str) -> None:
         console.print(f"schedule {schedule} deleted", highlight=False, soft_wrap=True)
 
 
-def _refused(e: Exception, path: Path, wanted: ScheduleSpec, cron: str | None) -> Exception:
-    """The server's refusal placed at the line that said it: in the pipeline file a schedule runs, or in ``path``,
-    where a schedule file has its job under ``job:`` and a job file given with --cron at the top."""
-    from trainyard.cli.runspec import refused
-
+def _where(path: Path, wanted: ScheduleSpec, cron: str | None) -> tuple[Path, str | None]:
+    """Where the server's refusal is placed: in the pipeline file a schedule runs, or in ``path``, where a schedule
+    file has its job under ``job:`` and a job file given with --cron at the top (``runspec.placed_at``)."""
     if wanted.pipeline is not None:
-        return refused(e, path if cron is not None else path.parent / str(wanted.pipeline))
-    return refused(e, path, under="job" if cron is None else None)
+        return (path if cron is not None else path.parent / str(wanted.pipeline)), None
+    return path, "job" if cron is None else None
 
 
 def _local(ts: float, short: bool = False) -> str:

@@ -31,17 +31,14 @@ def _print(info: ServiceInfo, output: Output, server: str) -> None:
 def apply(file: Annotated[Path, typer.Argument(help="a service spec: a job spec with a service: block")],
           output: OutputOpt = Output.table) -> None:
     """Create the service, or roll out the changed spec replica by replica."""
-    from trainyard.cli.runspec import refused
-    from trainyard.errors import InvalidSpec, Unschedulable
+    from trainyard.cli.runspec import placed_at
     from trainyard.sdk.services import load_service
 
     with handled():
         spec = load_service(file)  # read and checked before any server is asked (or started)
         c = client()
-        try:
+        with placed_at(file):
             info = c.services.apply(spec, base_dir=file.resolve().parent)
-        except (InvalidSpec, Unschedulable) as e:  # the server's refusal, at the line of the file that said it
-            raise refused(e, file) from None
         _print(info, output, c.server)
 
 

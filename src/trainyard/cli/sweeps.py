@@ -29,17 +29,14 @@ def run(spec: Annotated[Path, typer.Argument(help="the sweep's YAML (see `trainy
     """Start a sweep: a job spec under `job:`, `parameters` to search ({values: [...]} or {min, max, log}),
     the `metric` each trial logs and its goal, `trials`, `parallel`, `method` (tpe, random, grid) and
     `early_stopping` ({type: median} or {type: hyperband})."""
-    from trainyard.cli.runspec import refused
-    from trainyard.errors import InvalidSpec, Unschedulable
+    from trainyard.cli.runspec import placed_at
     from trainyard.sdk.sweeps import load_sweep
 
     with handled():
         sweep = load_sweep(spec)  # read and checked before any server is asked (or started)
         c = client()
-        try:
+        with placed_at(spec, under="job"):  # the trial job's fields are under job:
             info = c.sweep(sweep, base_dir=spec.resolve().parent)
-        except (InvalidSpec, Unschedulable) as e:  # the server's, at the line of the trial job's field under job:
-            raise refused(e, spec, under="job") from None
         if not wait:
             if output == Output.json:
                 write(info.model_dump_json(indent=2) + "\n")
