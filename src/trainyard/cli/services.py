@@ -166,13 +166,16 @@ def serve(
         from trainyard.cli.sweeps import best_trial_job
         from trainyard.sdk.services import serve_spec
 
+        def spec_of(model: str):  # noqa: ANN202
+            return serve_spec(model, name, replicas=replicas, minimum=minimum, maximum=maximum,
+                              target_concurrency=target_concurrency, scale_down_after=scale_down_after,
+                              model_format=model_format, cpu=cpu, memory=memory, gpu=gpu, queue=queue,
+                              module=module)
+
+        spec = spec_of(source)  # checked before any server is asked (or started)
         c = client()
         if source.startswith("s-"):  # a sweep's id (a service's is no model): its best trial's job
-            source = best_trial_job(c, source)
-        spec = serve_spec(source, name, replicas=replicas, minimum=minimum, maximum=maximum,
-                          target_concurrency=target_concurrency, scale_down_after=scale_down_after,
-                          model_format=model_format, cpu=cpu, memory=memory, gpu=gpu, queue=queue,
-                          module=module)
+            spec = spec_of(best_trial_job(c, source))
         info = c.services.apply(spec)
         _print(info, output, c.server)
         if output != Output.json:  # how to call it, the token kept off the screen
