@@ -78,6 +78,7 @@ class ServingService:
         self._routes: dict[str, Route] = {}
         self._demanded: dict[str, float] = {}
         self.outstanding: dict[str, int] = {}  # replica job -> requests this server's proxy has on it now
+        self.front_unknown = 0  # lines of the nginx front's access log naming no live service (front_request)
 
     # -- requests -------------------------------------------------------------
 
@@ -286,6 +287,21 @@ class ServingService:
         self.services.set(route.service_id, demand_at=time.time())
         if not route.endpoints:  # a cold start: now, not at the next tick (with replicas, the tick is soon enough)
             self.wake()
+
+    def front_request(self, name: str, status: int, seconds: float, ended_at: float) -> None:
+        """A request the nginx front sent straight to a replica, told by its access log (front/access_log.py):
+        counted as this server's proxy counts its own, and written down for the autoscaler as :meth:`touch` does.
+        Blocking (a read when the route is not cached, a write when due): call from the access log's thread. A
+        name of no live service (deleted meanwhile, or a forged line) only adds to ``front_unknown``: it gets no
+        traffic entry, so that made-up names cannot grow memory."""
+        try:
+            route = self.route(name)
+        except ServiceNotFound:
+            self.front_unknown += 1
+            return
+        self.traffic.observed(name, status, seconds, ended_at)
+        if self.touch_due(route):
+            self.touch(route)
 
     # -- launching a replica ----------------------------------------------------------------
 

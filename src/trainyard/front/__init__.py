@@ -1,0 +1,1 @@
+"""The optional nginx front of ``trainyard server`` (``--front nginx``)."""
