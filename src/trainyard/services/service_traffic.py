@@ -161,10 +161,13 @@ class TrafficCollector(Collector):
         self.traffic = traffic
 
     def collect(self) -> Iterable[Metric]:
-        requests = CounterMetricFamily("trainyard_service_requests", "requests proxied to a service", labels=["service"])
+        requests = CounterMetricFamily("trainyard_service_requests", "requests proxied to a service",
+                                       labels=["service"])
         errors = CounterMetricFamily("trainyard_service_errors", "5xx answers of a service, its own or the proxy's",
                                      labels=["service"])
-        in_flight = GaugeMetricFamily("trainyard_service_in_flight", "requests being proxied now (the nginx front's: on average lately)", labels=["service"])
+        in_flight = GaugeMetricFamily("trainyard_service_in_flight",
+                                      "requests being proxied now (the nginx front's: on average lately)",
+                                      labels=["service"])
         latency = HistogramMetricFamily("trainyard_service_request_duration_seconds",
                                         "time to the response's end through the proxy", labels=["service"])
         with self.traffic._lock:
