@@ -1,10 +1,11 @@
 """Proxy overhead and cold start of a service: through ``/serve/NAME`` against straight to the replica.
 
     PYTHONPATH=src:bench .venv/bin/python bench/serve.py [--repeats 5] [--n 300] [--seconds 3] [--concurrency 16]
-        [--cold 3] [--no-lane]
+        [--cold 3] [--no-lane] [--front nginx]
 
 ``--no-lane`` sends every proxied request the usual way (the server's ``TRAINYARD_SERVE_LANE=off``), for a
-side-by-side with the short way small requests take (api/serve_lane.py).
+side-by-side with the short way small requests take (api/serve_lane.py). ``--front nginx`` starts the server with
+nginx in front (trainyard/front/): the proxied way is then nginx's fast path, and the server's CPU counts nginx's.
 
 Starts its own trainyard server in a temporary home and two services of one replica each:
 ``bench/serve_app.py`` (a trivial Starlette app on uvicorn: what the proxy itself costs) and the
@@ -236,6 +237,8 @@ def parse_with_lane(ap: argparse.ArgumentParser) -> argparse.Namespace:
     """``ap``'s arguments, with ``--no-lane``: the server this bench starts sends every proxied request the usual
     way (``TRAINYARD_SERVE_LANE=off``; api/serve_lane.py)."""
     ap.add_argument("--no-lane", action="store_true", help="every proxied request the usual way (api/serve_lane.py)")
+    ap.add_argument("--front", choices=("none", "nginx"), default="none",
+                    help="the server's --front: nginx sends small /serve/ requests straight to a ready replica")
     args = ap.parse_args()
     if args.no_lane:
         os.environ["TRAINYARD_SERVE_LANE"] = "off"  # the server's environment is this one
@@ -258,7 +261,8 @@ def main() -> None:
         ap.error("--repeats must be at least 3, --cold at least 0")
 
     with tempfile.TemporaryDirectory(prefix="trainyard-bench-serve-") as tmp:
-        srv = BenchServer(Path(tmp) / "home", [sys.executable, "-m", "trainyard", "server", "--container-runtime", "none"])
+        srv = BenchServer(Path(tmp) / "home", [sys.executable, "-m", "trainyard", "server", "--container-runtime", "none",
+                                               "--front", args.front])
         try:
             headers = {"Authorization": f"Bearer {(Path(tmp) / 'home' / 'token').read_text().strip()}"}
             readiness = {"path": "/healthz", "period": "1s"}
@@ -299,7 +303,9 @@ def main() -> None:
                   f"{model_info.replicas[0].address}; load average {os.getloadavg()[0]:.1f}; "
                   f"the server's own /healthz p50 {floor:.2f} ms", flush=True)
 
-            server_proc = psutil.Process(srv.proc.pid)
+            # the server's CPU, with nginx's where it is in front (the hop's work is then nginx's)
+            server_procs = [psutil.Process(srv.proc.pid), *[p for p in psutil.Process(srv.proc.pid).children(True)
+                                                            if p.name() == "nginx"]]
             replica_proc = listener(int(info.replicas[0].address.rsplit(":", 1)[1]))
             lat: dict[str, list[float]] = {k: [] for k in ("direct", "proxy", "relay", "lean", "model direct",
                                                             "model proxy", "model relay", "model lean")}
@@ -313,13 +319,13 @@ def main() -> None:
                 model_order = [("model direct", model_direct), ("model proxy", model_proxied),
                                ("model relay", model_relay), ("model lean", model_lean)][:: 1 if i % 2 == 0 else -1]
                 for ways in (order, model_order):
-                    before = (cpu_seconds(server_proc), cpu_seconds(replica_proc))
+                    before = (sum(map(cpu_seconds, server_procs)), cpu_seconds(replica_proc))
                     got = p50_side_by_side({name: (url, bodies.get(name)) for name, url in ways}, headers, args.n,
                                            signed)
                     for name, p50 in got.items():
                         lat[name].append(p50)
                     if ways is order:  # CPU each request costs the server (proxied ones) and the replica (all 4 ways)
-                        cpu["server"].append((cpu_seconds(server_proc) - before[0]) / (args.n + 10) * 1000)
+                        cpu["server"].append((sum(map(cpu_seconds, server_procs)) - before[0]) / (args.n + 10) * 1000)
                         cpu["replica"].append((cpu_seconds(replica_proc) - before[1]) / (args.n + 10) / 4 * 1000)
                 for name, url in [(n, u) for n, u in order + model_order if "relay" not in n and "lean" not in n]:
                     rps[name].append(throughput(url, {**headers, **signed.get(name, {})}, args.seconds,
@@ -362,7 +368,7 @@ def main() -> None:
             srv.close()
 
     print()
-    print(f"the /serve/ lane: {'off (--no-lane)' if args.no_lane else 'on'}")
+    print(f"the /serve/ lane: {'off (--no-lane)' if args.no_lane else 'on'}; front: {args.front}")
     for title, d, p in (("trivial replica (serve_app.py, GET /predict)", "direct", "proxy"),
                         ("model server (digits, POST /v2/models/digits/infer, one row)", "model direct", "model proxy")):
         ld, lp = statistics.median(lat[d]), statistics.median(lat[p])

@@ -238,6 +238,8 @@ class ServerSettings(BaseModel):
     tls_key: Path | None = Field(None, description="… and this private key (PEM)")
     forwarded_allow_ips: str | None = Field(None, description="proxies whose X-Forwarded-For/-Proto are trusted "
                                             "(comma-separated addresses, or *); none: no proxy header is read")
+    front: Literal["none", "nginx"] = Field("none", description="nginx: nginx takes the port and sends small "
+                                            "/serve/ requests straight to ready replicas, the rest to this server")
     queues_file: Path | None = Field(None, description="YAML file of queues, loaded at start (replaces earlier file queues)")
     sample_every: float = Field(5.0, ge=0, description="seconds between a launcher's resource samples; 0: off")
     start_deadline: float = Field(300.0, ge=1, le=86400, description="seconds a replica may stay starting without a "

@@ -49,6 +49,10 @@ def check_exposure(settings: ServerSettings) -> None:
             f"first start, or by `trainyard admin bootstrap`), and --tls-cert/--tls-key or a TLS proxy")
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise TrainyardError("--tls-cert and --tls-key go together: give both")
+    if settings.front == "nginx" and (settings.tls_cert is not None or settings.forwarded_allow_ips):
+        flag = "--tls-cert" if settings.tls_cert is not None else "--forwarded-allow-ips"
+        raise InvalidSpec.flag("--front", f"nginx: not with {flag} yet (nginx would have to terminate TLS or trust "
+                               "the proxies in front of it); leave one of them out")
 
 
 def first_admin(platform: "Platform", home: Path) -> None:
@@ -160,8 +164,10 @@ def serve(settings: ServerSettings) -> None:
                          signal.Signals(sig).name)
             super().handle_exit(sig, frame)
 
+    own_token = None
     if settings.token_sha256 is None:  # no token given: the home's own, which only this Unix user can read
-        settings = settings.model_copy(update={"token_sha256": token_hash(local_token(settings.home, create=True))})
+        own_token = local_token(settings.home, create=True)
+        settings = settings.model_copy(update={"token_sha256": token_hash(own_token)})
     previous = (read_address(settings.address_file) or {}).get("port")
     sock = _bind(settings.host, settings.port, previous)
     host, port = sock.getsockname()[:2]
@@ -214,6 +220,15 @@ def serve(settings: ServerSettings) -> None:
     # proxy headers (X-Forwarded-For/-Proto) are read only from the proxies named: uvicorn would
     # otherwise trust them from 127.0.0.1, and the audit log would record whatever a local caller claims
     proxied = settings.forwarded_allow_ips
+    front = None
+    if settings.front == "nginx":
+        from trainyard.front.nginx import NginxFront
+
+        # the fast path takes the home's own token, on a server without users: a token given by file or variable
+        # is kept only as its hash, and users' tokens and pages need the Python server's checks
+        front = NginxFront(settings.home, sock, None if settings.auth else own_token, platform.serving.front_request)
+        sock = front.api_listener()
+        proxied = "*"  # only nginx reaches the unix socket, and it writes X-Forwarded-For itself
     # small /serve/ requests are proxied from the HTTP protocol itself (api/serve_lane.py); behind trusted
     # proxies the caller's address is read from their headers by uvicorn's ASGI middleware, so all go that way.
     # TRAINYARD_SERVE_LANE=off sends every request the usual way (bench/serve.py --no-lane measures it)
@@ -231,5 +246,16 @@ def serve(settings: ServerSettings) -> None:
     # uvicorn raises SIGTERM again once it has shut down, into the handler it found: a clean stop, asked for by a
     # service manager or `trainyard server stop`, exits 0 rather than dying of the signal (143)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    Stopping(config).run(sockets=[sock])
+    if front is None:
+        return Stopping(config).run(sockets=[sock])
+    from trainyard.front.routes import RouteSync
+
+    front.start()
+    routes = RouteSync(front, platform.serving)
+    routes.start()
+    try:
+        Stopping(config).run(sockets=[sock])
+    finally:
+        routes.stop()
+        front.stop()
 

@@ -48,6 +48,9 @@ def server(
     forwarded_allow_ips: Annotated[Optional[str], typer.Option(
         "--forwarded-allow-ips", help="proxies (comma-separated IPs, or *) whose X-Forwarded-For and "
                                       "X-Forwarded-Proto headers are trusted; default: none")] = None,
+    front: Annotated[str, typer.Option(
+        "--front", help="nginx: nginx listens and sends small /serve/ requests straight to ready replicas "
+                        "(needs nginx installed); none: this server listens itself")] = "none",
     queues: Annotated[Optional[Path], typer.Option(help="YAML file of queues to load (see `trainyard queue create -f`)")] = None,
     component_catalog: Annotated[Optional[list[str]], typer.Option(
         "--component-catalog", help="a folder or URL of Kubeflow components (repeatable)")] = None,
@@ -82,7 +85,7 @@ def server(
             token=_server_token(token_file), auth=auth,
             # absolute: launchers, started in their jobs' folders, read the certificate too
             tls_cert=tls_cert.resolve() if tls_cert else None, tls_key=tls_key.resolve() if tls_key else None,
-            forwarded_allow_ips=forwarded_allow_ips,
+            forwarded_allow_ips=forwarded_allow_ips, front=front,
             queues_file=queues,
             component_catalog=[c if "://" in c else str(Path(c).resolve()) for c in component_catalog or []],
             ray_address=ray_address,

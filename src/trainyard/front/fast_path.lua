@@ -1,0 +1,80 @@
+-- The front's routes in nginx (trainyard/front/nginx_conf.py): which replica a fast /serve/ request goes to.
+--
+-- The server PUTs the routes to the control socket (only its own account can reach it) as lines of
+-- "NAME IP PORT HOST:PORT TOKEN" (TOKEN "-": none); they are kept in shared memory with a version, and each
+-- worker parses them again only when the version moved. A request's replica is chosen in the access phase (round
+-- robin per service), so that its Host and token headers are that replica's; the balancer then connects to it.
+
+local _M = {}
+
+local shared = ngx.shared.trainyard_routes
+local routes, version = {}, nil
+local turns = {}
+
+local function parse(text)
+    local parsed = {}
+    for name, ip, port, address, token in string.gmatch(text, "(%S+) (%S+) (%d+) (%S+) (%S+)\n") do
+        local list = parsed[name]
+        if not list then
+            list = {}
+            parsed[name] = list
+        end
+        list[#list + 1] = {ip = ip, port = tonumber(port), address = address, token = token ~= "-" and token or ""}
+    end
+    return parsed
+end
+
+local function current()
+    local v = shared:get("version")
+    if v ~= version then
+        routes = parse(shared:get("text") or "")
+        version = v
+    end
+    return routes
+end
+
+function _M.put_routes()
+    if ngx.req.get_method() ~= "PUT" then
+        return ngx.exit(405)
+    end
+    ngx.req.read_body()
+    local body = ngx.req.get_body_data() or ""
+    local ok, err = shared:set("text", body)
+    if not ok then
+        ngx.log(ngx.ERR, "trainyard routes not kept: ", err)
+        return ngx.exit(507)
+    end
+    shared:incr("version", 1, 0)
+    ngx.status = 204
+    return ngx.exit(204)
+end
+
+function _M.choose()
+    local name = ngx.var.ty_name
+    if ngx.var.ty_plain ~= "1" or name == "" then
+        return ngx.exec("@ty_api")
+    end
+    local list = current()[name]
+    if not list then  -- no ready replica here (a cold start, a service of another name): the Python server
+        return ngx.exec("@ty_api")
+    end
+    local turn = (turns[name] or 0) % #list + 1
+    turns[name] = turn
+    local replica = list[turn]
+    ngx.ctx.replica = replica
+    ngx.var.ty_host = replica.address
+    ngx.var.ty_token = replica.token
+end
+
+function _M.balance()
+    local replica = ngx.ctx.replica
+    local balancer = require("ngx.balancer")
+    balancer.set_more_tries(0)
+    local ok, err = balancer.set_current_peer(replica.ip, replica.port)
+    if not ok then
+        ngx.log(ngx.ERR, "trainyard: no peer ", replica.address, ": ", err)
+        return ngx.exit(502)
+    end
+end
+
+return _M

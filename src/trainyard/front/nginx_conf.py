@@ -1,0 +1,187 @@
+"""The front's nginx configuration: everything to the Python server, small ``/serve/`` requests straight to a replica.
+
+``nginx.conf`` is written once, at start. Where a service's requests go is not in it: the server sends the
+routes (:func:`routes_text`) to nginx's control socket whenever a service's ready replicas change, and
+``front/fast_path.lua`` reads them from shared memory. A reload (SIGHUP) would do as well, but an old worker
+closes its idle kept-alive connections at once, and a client sending on one just then gets no answer: every
+rollout and scale would have cost some API and ``/serve/`` callers an error (ingress-nginx balances in Lua for
+the same reason).
+
+A request takes the fast path only when all of this holds, as for the Python lane (api/serve_lane.py); any other
+goes to the Python server, which answers every case (a cold start, a browser's sign-in cookie, a WebSocket, a
+body streamed or over 1 MB, another token, a service with no ready replica):
+
+- ``/serve/NAME/…`` with NAME as written in a service's name (nothing to decode) and a ready replica;
+- ``Authorization: Bearer`` the server's own token, on a server without users (with ``--auth`` none is written);
+- no Cookie, Upgrade, Expect or Transfer-Encoding; a body, if any, with a length under 1,000,000 bytes.
+
+What the replica gets is what the Python hop sends (api/serve_hop.py ``forward_headers``): its own address as
+Host, its token in ``X-Trainyard-Service-Token``, no ``Authorization``, the ``X-Forwarded-*`` headers. A replica
+that cannot be reached (nginx's own 502) hands the request to the Python server, which tries the others.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")  # what reaches nginx unquoted: nothing else does
+TOKEN = re.compile(r"[A-Za-z0-9_-]{16,256}\Z")  # secrets.token_urlsafe's alphabet
+LOG_FORMAT = "trainyard_serve"
+LUA = Path(__file__).resolve().parent / "fast_path.lua"
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    address: str  # HOST:PORT, HOST an IP address (nginx's balancer takes no name)
+    token: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FastRoute:
+    name: str
+    replicas: tuple[Replica, ...]
+
+
+def _ip_port(address: str) -> tuple[str, int] | None:
+    host, _, port = address.rpartition(":")
+    try:
+        ip = ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return None
+    return (str(ip), int(port)) if port.isdigit() and 0 < int(port) < 65536 else None
+
+
+def usable(route: FastRoute) -> bool:
+    """Whether the route can go to nginx as it is: a name, IP addresses and tokens of the shapes above (anything
+    else stays with the Python server, which resolves names and quotes what it sends)."""
+    return (NAME.match(route.name) is not None and bool(route.replicas)
+            and all(_ip_port(r.address) and (r.token is None or TOKEN.match(r.token)) for r in route.replicas))
+
+
+def routes_text(routes: list[FastRoute]) -> str:
+    """What fast_path.lua reads: a line per ready replica, ``NAME IP PORT HOST:PORT TOKEN`` (``-``: none). Routes
+    not :func:`usable` are left out."""
+    lines = []
+    for route in routes:
+        if usable(route):
+            for r in route.replicas:
+                ip, port = _ip_port(r.address)
+                lines.append(f"{route.name} {ip} {port} {r.address} {r.token or '-'}\n")
+    return "".join(lines)
+
+
+def main_conf(*, user: str, modules: str, listen: str, api_socket: str, control_socket: str, log_socket: str,
+              prefix: str, server_token: str | None) -> str:
+    """``nginx.conf``. ``listen``: ``HOST:PORT`` (the socket itself is handed over: ``NGINX`` in the environment);
+    ``server_token``: the token the fast path takes, None for none (every ``/serve/`` request to Python)."""
+    authorized = f'"Bearer {server_token}" 1;' if server_token is not None else ""
+    return f"""\
+# written by trainyard's server at each start (trainyard/front/nginx_conf.py): changes are lost
+load_module {modules}/ndk_http_module.so;
+load_module {modules}/ngx_http_lua_module.so;
+user {user};
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    server_tokens off;
+    map_hash_bucket_size 256;  # a key holds a token (~50 bytes), past the default bucket
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    merge_slashes off;
+    keepalive_requests 100000;
+    keepalive_timeout 75s;
+    client_max_body_size 0;
+    client_body_buffer_size 1m;
+    large_client_header_buffers 8 16k;
+    proxy_http_version 1.1;
+    proxy_buffering off;
+    proxy_read_timeout 24h;
+    proxy_send_timeout 24h;
+    lua_package_path "{LUA.parent}/?.lua;/usr/share/lua/5.1/?.lua;;";
+    lua_shared_dict trainyard_routes 8m;
+    log_format {LOG_FORMAT} '$ty_name $status $request_time $msec';
+
+    upstream ty_api {{
+        server unix:{api_socket};
+        keepalive 32;
+        keepalive_requests 100000;
+    }}
+    upstream ty_replica {{
+        server 0.0.0.1;  # never used: the balancer names the replica fast_path.lua chose
+        balancer_by_lua_block {{ require("fast_path").balance() }}
+        keepalive 64;
+        keepalive_requests 100000;
+    }}
+    map $http_upgrade $ty_connection {{ default upgrade; "" ""; }}
+    map $request_uri $ty_name {{ default ""; "~^/serve/(?<n>[A-Za-z0-9][A-Za-z0-9._-]*)/[^#]*$" $n; }}
+    map $request_uri $ty_rest {{ default "/"; "~^/serve/[^/]+(?<r>/.*)$" $r; }}
+    map $http_authorization $ty_authorized {{ default 0; {authorized} }}
+    map $http_content_length $ty_small {{ default 0; "" 1; "~^[0-9]{{1,6}}$" 1; }}
+    map "$ty_authorized$ty_small:$http_cookie$http_upgrade$http_expect$http_transfer_encoding" $ty_plain {{
+        default 0;
+        "11:" 1;
+    }}
+
+    server {{
+        listen unix:{control_socket};
+        access_log off;
+        location = /routes {{
+            client_body_buffer_size 8m;
+            client_max_body_size 8m;
+            content_by_lua_block {{ require("fast_path").put_routes() }}
+        }}
+        location / {{ return 404; }}
+    }}
+
+    server {{
+        listen {listen} backlog=511;
+        proxy_set_header Host $http_host;
+        proxy_set_header Connection $ty_connection;
+        proxy_set_header Upgrade $http_upgrade;
+        proxy_set_header X-Forwarded-For $remote_addr;
+        proxy_set_header X-Forwarded-Proto $scheme;
+        proxy_request_buffering off;
+
+        location / {{
+            proxy_pass http://ty_api;
+        }}
+        location @ty_api {{
+            proxy_pass http://ty_api;
+        }}
+        location /serve/ {{
+            set $ty_host "";
+            set $ty_token "";
+            access_by_lua_block {{ require("fast_path").choose() }}
+            # a replica nginx could not reach: the Python server tries the others (and skips this one a while)
+            error_page 502 = @ty_api;
+            proxy_request_buffering on;
+            proxy_pass http://ty_replica$ty_rest;
+            proxy_set_header Host $ty_host;
+            proxy_set_header Connection "";
+            proxy_set_header Upgrade "";
+            proxy_set_header Authorization "";
+            proxy_set_header Proxy-Authorization "";
+            proxy_set_header TE "";
+            proxy_set_header Keep-Alive "";
+            proxy_set_header Trailer "";
+            proxy_set_header X-Trainyard-Service-Token $ty_token;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $http_host;
+            proxy_set_header X-Forwarded-Prefix /serve/$ty_name;
+            proxy_hide_header X-Trainyard-Service-Token;
+            proxy_hide_header Service-Worker-Allowed;
+            access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT};
+        }}
+    }}
+}}
+"""

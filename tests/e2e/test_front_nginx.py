@@ -1,0 +1,137 @@
+"""The server with nginx in front (``trainyard server --front nginx``): the services' own tests through it, the fast
+path's requests as a replica sees them, what goes to the Python server instead, and nginx's life with the server's.
+
+Which way a request went shows at the replica (tests/support/replica_app.py ``/whoami`` keeps header names as
+sent): nginx writes ``Host`` as its configuration names it, the Python hop writes every name in lower case."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+
+import httpx
+import psutil
+import pytest
+
+from tests.conftest import need
+from tests.e2e.helpers import until
+from tests.e2e.test_server_flags import refused, server as server_cli
+from tests.e2e.test_services import (  # noqa: F401 (collected again here, on this module's server)
+    spec, test_a_cold_start_that_takes_too_long_answers_503_with_retry_after,
+    test_a_replica_killed_mid_traffic_is_replaced_and_requests_to_the_other_succeed,
+    test_a_rollout_keeps_answering_and_ends_with_only_new_replicas,
+    test_a_service_scales_from_zero_on_a_request_and_back_to_zero_when_idle,
+    test_a_websocket_through_the_proxy_cold_starts_echoes_both_ways_and_passes_close_codes,
+    test_two_replicas_answer_through_one_address_with_the_path_stripped_the_token_kept_and_bodies_streamed)
+from tests.support.servers import ServerProcess
+
+pytestmark = pytest.mark.slow
+ARGS = ["--cpus", "4", "--memory", "8Gi", "--container-runtime", "none", "--front", "nginx"]
+
+
+def nginx_installed() -> None:
+    need(shutil.which("nginx") is not None or os.access("/usr/sbin/nginx", os.X_OK),
+         "nginx is not installed (apt-get install nginx-light)")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    nginx_installed()
+    srv = ServerProcess(tmp_path_factory.mktemp("front") / "home", ARGS)
+    srv.start()
+    yield srv
+    srv.stop_all()
+
+
+def nginx_of(srv: ServerProcess) -> list[psutil.Process]:
+    return [p for p in psutil.Process(srv.proc.pid).children(recursive=True) if p.name() == "nginx"]
+
+
+def fast(srv: ServerProcess, name: str) -> bool:
+    """Whether a request to the service went nginx's fast way (its routes reach nginx up to half a second after
+    a replica's readiness does)."""
+    r = httpx.get(f"{srv.url}/serve/{name}/whoami", headers=srv.headers, timeout=30)
+    return r.status_code == 200 and "Host" in r.json()["headers"]
+
+
+def test_the_fast_path_sends_the_replica_its_own_token_its_address_and_the_raw_path(server):
+    client = server.client()
+    # CHECK_TOKEN: the replica answers only a request with its own token, as a user's service may
+    client.services.apply(spec("fast", {"replicas": 1}, env_vars={"CHECK_TOKEN": "1"}))
+    info = client.services.wait_ready("fast", 1, timeout=60)
+    until(lambda: fast(server, "fast"), timeout=10)
+    address = info.replicas[0].address
+
+    r = httpx.get(server.url + "/serve/fast/whoami?x=1&y=a%2Fb%20c", headers=server.headers, timeout=30)
+    assert r.status_code == 200, r.text
+    seen = r.json()
+    assert seen["headers"].get("Host") == address  # nginx's way
+    assert seen["path"] == "/whoami?x=1&y=a%2Fb%20c"  # as the caller wrote it, not decoded
+    names = {k.lower(): v for k, v in seen["headers"].items()}
+    assert "authorization" not in names and names["x-forwarded-prefix"] == "/serve/fast"
+    assert names["x-forwarded-for"] == "127.0.0.1" and names["x-forwarded-proto"] == "http"
+    assert r.headers["server"] == "nginx" and len(r.headers.get_list("date")) == 1
+
+    # a cookie (a browser's) goes to the Python server, which answers the same
+    python = httpx.get(server.url + "/serve/fast/whoami", headers={**server.headers, "Cookie": "a=b"}, timeout=30)
+    assert python.status_code == 200 and "host" in python.json()["headers"]
+    assert python.json()["headers"]["cookie"] == "a=b"
+    # another token, or none: the Python server's refusal, never the replica's
+    for headers in ({"Authorization": "Bearer " + "x" * 43}, {}):
+        assert httpx.get(server.url + "/serve/fast/whoami", headers=headers).status_code == 401
+    # counted as the Python hop counts its own (nginx's access log, read by the server)
+    counted = client.services.get("fast").traffic.requests
+    httpx.get(server.url + "/serve/fast/whoami", headers=server.headers)
+    until(lambda: client.services.get("fast").traffic.requests == counted + 1, timeout=10)
+    client.services.delete("fast")
+    until(lambda: httpx.get(server.url + "/serve/fast/whoami", headers=server.headers).status_code == 404, timeout=30)
+
+
+def test_the_api_jobs_and_their_logs_go_through_nginx_on_the_servers_port(server):
+    port = int(server.url.rsplit(":", 1)[1])
+    listening = {c.pid for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.laddr.port == port}
+    assert listening and listening <= {p.pid for p in nginx_of(server)}
+    ran = server.cli("run", "--wait", "--", "sh", "-c", "echo through-the-front")
+    assert ran.returncode == 0, ran.stderr
+    job = ran.stdout.split()[0]
+    assert "through-the-front" in server.cli("logs", job).stdout
+
+
+def test_nginx_goes_with_the_server_and_the_server_with_nginx(tmp_path):
+    nginx_installed()
+    srv = ServerProcess(tmp_path / "a", ARGS)
+    srv.start()
+    try:
+        port = int(srv.url.rsplit(":", 1)[1])
+        masters = nginx_of(srv)
+        srv.kill()  # no clean-up at all: nginx learns of it from the kernel (PR_SET_PDEATHSIG)
+        until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in masters), timeout=15)
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0  # nobody holds the port
+    finally:
+        srv.stop_all()
+
+    srv = ServerProcess(tmp_path / "b", ARGS)
+    srv.start()
+    try:
+        port = int(srv.url.rsplit(":", 1)[1])
+        every = nginx_of(srv)
+        os.kill(min(p.pid for p in every), signal.SIGKILL)  # the master: its workers live on, holding the port
+        srv.proc.wait(30)  # nobody can reach a server whose port is gone: it stops, saying why
+        assert "nginx in front of this server exited" in srv.log_path.read_text()
+        until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in every), timeout=15)
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0
+        srv.start()  # and it starts again, on the same home
+        assert httpx.get(srv.url + "/api/v1/jobs", headers=srv.headers).status_code == 200
+    finally:
+        srv.stop_all()
+
+
+def test_a_front_with_tls_is_refused_naming_the_flag(tmp_path):
+    cert = tmp_path / "c.pem"
+    cert.write_text("x")
+    said = refused(server_cli(tmp_path / "home", "--front", "nginx", "--tls-cert", str(cert), "--tls-key", str(cert)))
+    assert said.startswith("error: --front: nginx: not with --tls-cert yet")

@@ -1,0 +1,64 @@
+"""The front's nginx configuration as written, checked by a real nginx (``nginx -t``), and the routes it is sent."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import need
+from trainyard.errors import TrainyardError
+from trainyard.front.nginx import find_nginx
+from trainyard.front.nginx_conf import FastRoute, Replica, main_conf, routes_text, usable
+
+TOKEN = "A" * 43
+
+
+def nginx() -> tuple[str, str]:
+    try:
+        return find_nginx()
+    except TrainyardError as e:
+        need(False, str(e))
+
+
+@pytest.mark.parametrize("server_token", [TOKEN, None])
+def test_the_configuration_as_written_is_one_nginx_takes(tmp_path, server_token):
+    import subprocess
+
+    binary, modules = nginx()
+    prefix = tmp_path / "front"
+    prefix.mkdir()
+    conf = main_conf(user=pwd.getpwuid(os.geteuid()).pw_name, modules=modules, listen="127.0.0.1:1",
+                     api_socket=str(tmp_path / "api.sock"), control_socket=str(tmp_path / "control.sock"),
+                     log_socket=str(tmp_path / "log.sock"), prefix=str(prefix), server_token=server_token)
+    (prefix / "nginx.conf").write_text(conf)
+    done = subprocess.run([binary, "-t", "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e",
+                           str(prefix / "error.log")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert ("Bearer" in conf) == (server_token is not None)  # no token: no request takes the fast path
+
+
+def test_the_routes_are_a_line_per_ready_replica_with_its_address_and_token():
+    text = routes_text([FastRoute("default", (Replica("127.0.0.1:8001", "b" * 43), Replica("10.0.0.2:8002", None))),
+                        FastRoute("v6", (Replica("[::1]:9100", "c" * 43),))])
+    assert text.splitlines() == [f"default 127.0.0.1 8001 127.0.0.1:8001 {'b' * 43}", "default 10.0.0.2 8002 "
+                                 "10.0.0.2:8002 -", f"v6 ::1 9100 [::1]:9100 {'c' * 43}"]
+
+
+@pytest.mark.parametrize("route", [
+    FastRoute("has space", (Replica("127.0.0.1:1", None),)),
+    FastRoute("x\n", (Replica("127.0.0.1:1", None),)),
+    FastRoute("-lead", (Replica("127.0.0.1:1", None),)),
+    FastRoute("ok", (Replica("node-3:8000", None),)),  # a name: nginx's balancer takes addresses only
+    FastRoute("ok", (Replica("127.0.0.1:1 x", None),)),
+    FastRoute("ok", (Replica("127.0.0.1:70000", None),)),
+    FastRoute("ok", (Replica("127.0.0.1:1", "tok en" * 5),)),
+    FastRoute("ok", (Replica("127.0.0.1:1", "short"),)),
+    FastRoute("ok", ()),
+])
+def test_a_route_that_would_not_be_read_as_it_is_stays_with_the_python_server(route):
+    assert not usable(route)
+    assert routes_text([route, FastRoute("good", (Replica("127.0.0.1:2", None),))]) == "good 127.0.0.1 2 127.0.0.1:2 -\n"
+
