@@ -74,6 +74,13 @@ def test_the_fast_path_sends_the_replica_its_own_token_its_address_and_the_raw_p
     assert names["x-forwarded-for"] == "127.0.0.1" and names["x-forwarded-proto"] == "http"
     assert r.headers["server"] == "nginx" and len(r.headers.get_list("date")) == 1
 
+    # a service may not set the server's sign-in cookie nor widen a service worker, the fast way as the other
+    cookies = httpx.get(server.url + "/serve/fast/cookies", headers=server.headers)
+    assert cookies.headers.get_list("set-cookie") == ["session=abc; Path=/serve/echo/"]
+    assert "service-worker-allowed" not in cookies.headers
+    # a Host not of loopback (a page whose name now points here: DNS rebinding) is refused, the fast way too
+    assert httpx.get(server.url + "/serve/fast/whoami", headers={**server.headers, "Host": "evil.example"}
+                     ).status_code == 421
     # a cookie (a browser's) goes to the Python server, which answers the same
     python = httpx.get(server.url + "/serve/fast/whoami", headers={**server.headers, "Cookie": "a=b"}, timeout=30)
     assert python.status_code == 200 and "host" in python.json()["headers"]
@@ -85,6 +92,7 @@ def test_the_fast_path_sends_the_replica_its_own_token_its_address_and_the_raw_p
     counted = client.services.get("fast").traffic.requests
     httpx.get(server.url + "/serve/fast/whoami", headers=server.headers)
     until(lambda: client.services.get("fast").traffic.requests == counted + 1, timeout=10)
+    assert client.services.get("fast").traffic.errors == 0
     client.services.delete("fast")
     until(lambda: httpx.get(server.url + "/serve/fast/whoami", headers=server.headers).status_code == 404, timeout=30)
 

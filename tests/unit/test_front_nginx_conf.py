@@ -62,3 +62,10 @@ def test_a_route_that_would_not_be_read_as_it_is_stays_with_the_python_server(ro
     assert not usable(route)
     assert routes_text([route, FastRoute("good", (Replica("127.0.0.1:2", None),))]) == "good 127.0.0.1 2 127.0.0.1:2 -\n"
 
+
+
+def test_the_cookie_no_service_may_set_is_the_servers_sign_in_cookie():
+    from trainyard.api.serve_cookie import COOKIE
+    from trainyard.front.nginx_conf import COOKIE as DROPPED
+
+    assert DROPPED == COOKIE  # named twice: the front may not import the API (pyproject's layers)

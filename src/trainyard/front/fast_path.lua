@@ -77,4 +77,24 @@ function _M.balance()
     end
 end
 
+-- the replica's answer: never a Set-Cookie of the server's sign-in cookie (api/serve_origin.py `returned`)
+function _M.drop_cookie(name)
+    local set = ngx.header["Set-Cookie"]
+    if set == nil then
+        return
+    end
+    if type(set) == "string" then
+        set = {set}
+    end
+    local kept, prefix = {}, "^%s*" .. name:gsub("%p", "%%%0") .. "%s*="
+    for _, cookie in ipairs(set) do
+        if not string.find(cookie, prefix) then
+            kept[#kept + 1] = cookie
+        end
+    end
+    if #kept < #set then
+        ngx.header["Set-Cookie"] = #kept > 0 and kept or nil
+    end
+end
+
 return _M

@@ -13,10 +13,12 @@ body streamed or over 1 MB, another token, a service with no ready replica):
 
 - ``/serve/NAME/…`` with NAME as written in a service's name (nothing to decode) and a ready replica;
 - ``Authorization: Bearer`` the server's own token, on a server without users (with ``--auth`` none is written);
-- no Cookie, Upgrade, Expect or Transfer-Encoding; a body, if any, with a length under 1,000,000 bytes.
+- no Cookie, Upgrade, Expect or Transfer-Encoding; a body, if any, with a length under 1,000,000 bytes;
+- a Host of loopback (the fast path is only on a server without users, which listens on loopback).
 
 What the replica gets is what the Python hop sends (api/serve_hop.py ``forward_headers``): its own address as
-Host, its token in ``X-Trainyard-Service-Token``, no ``Authorization``, the ``X-Forwarded-*`` headers. A replica
+Host, its token in ``X-Trainyard-Service-Token``, no ``Authorization``, the ``X-Forwarded-*`` headers; what the
+caller gets back has no ``Set-Cookie`` of the server's sign-in cookie nor ``Service-Worker-Allowed``. A replica
 that cannot be reached (nginx's own 502) hands the request to the Python server, which tries the others.
 """
 
@@ -31,6 +33,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")  # what reaches nginx un
 TOKEN = re.compile(r"[A-Za-z0-9_-]{16,256}\Z")  # secrets.token_urlsafe's alphabet
 LOG_FORMAT = "trainyard_serve"
 LUA = Path(__file__).resolve().parent / "fast_path.lua"
+COOKIE = "trainyard_serve"  # api/serve_cookie.py's: no service may set it (the Python hop drops it too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,9 +129,11 @@ http {{
     map $request_uri $ty_rest {{ default "/"; "~^/serve/[^/]+(?<r>/.*)$" $r; }}
     map $http_authorization $ty_authorized {{ default 0; {authorized} }}
     map $http_content_length $ty_small {{ default 0; "" 1; "~^[0-9]{{1,6}}$" 1; }}
-    map "$ty_authorized$ty_small:$http_cookie$http_upgrade$http_expect$http_transfer_encoding" $ty_plain {{
+    # a loopback server answers only names of loopback (api/guard.py: DNS rebinding), the fast path too
+    map $host $ty_local {{ default 0; 127.0.0.1 1; localhost 1; "::1" 1; "[::1]" 1; }}
+    map "$ty_local$ty_authorized$ty_small:$http_cookie$http_upgrade$http_expect$http_transfer_encoding" $ty_plain {{
         default 0;
-        "11:" 1;
+        "111:" 1;
     }}
 
     server {{
@@ -180,6 +185,7 @@ http {{
             proxy_set_header X-Forwarded-Prefix /serve/$ty_name;
             proxy_hide_header X-Trainyard-Service-Token;
             proxy_hide_header Service-Worker-Allowed;
+            header_filter_by_lua_block {{ require("fast_path").drop_cookie("{COOKIE}") }}
             access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT};
         }}
     }}
