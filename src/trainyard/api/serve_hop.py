@@ -130,7 +130,9 @@ def forward_headers(scope: dict, name: str, dropped: frozenset[bytes]) -> list[t
         elif k == b"host":
             host = v
     client = scope["client"][0].encode() if scope.get("client") else b""
-    headers += [(b"x-forwarded-for", before + b", " + client if before else client),
+    if before and before.rpartition(b",")[2].strip() == client:
+        client = b""  # behind trusted proxies (nginx in front) the caller was read from this very header
+    headers += [(b"x-forwarded-for", before + b", " + client if before and client else before or client),
                 (b"x-forwarded-proto", scope["scheme"].encode()),
                 (b"x-forwarded-host", host or b""),
                 (b"x-forwarded-prefix", PREFIX.encode() + name.encode())]

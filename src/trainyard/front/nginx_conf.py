@@ -113,16 +113,20 @@ http {{
     lua_shared_dict trainyard_routes 8m;
     log_format {LOG_FORMAT} '$ty_name $status $request_time $msec';
 
+    # kept-alive connections are let go before the other side would (uvicorn: 5 s idle, as most servers' default):
+    # one it closed as nginx sent on it fails a request nginx may not send again (a POST)
     upstream ty_api {{
         server unix:{api_socket};
         keepalive 32;
         keepalive_requests 100000;
+        keepalive_timeout 4s;
     }}
     upstream ty_replica {{
         server 0.0.0.1;  # never used: the balancer names the replica fast_path.lua chose
         balancer_by_lua_block {{ require("fast_path").balance() }}
         keepalive 64;
         keepalive_requests 100000;
+        keepalive_timeout 4s;
     }}
     map $http_upgrade $ty_connection {{ default upgrade; "" ""; }}
     map $request_uri $ty_name {{ default ""; "~^/serve/(?<n>[A-Za-z0-9][A-Za-z0-9._-]*)/[^#]*$" $n; }}
@@ -170,7 +174,8 @@ http {{
             error_page 502 = @ty_api;
             proxy_request_buffering on;
             proxy_pass http://ty_replica$ty_rest;
-            proxy_set_header Host $ty_host;
+            # names in lower case, as the Python hop writes them: a replica may look them up as written
+            proxy_set_header host $ty_host;
             proxy_set_header Connection "";
             proxy_set_header Upgrade "";
             proxy_set_header Authorization "";
@@ -178,11 +183,11 @@ http {{
             proxy_set_header TE "";
             proxy_set_header Keep-Alive "";
             proxy_set_header Trailer "";
-            proxy_set_header X-Trainyard-Service-Token $ty_token;
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto $scheme;
-            proxy_set_header X-Forwarded-Host $http_host;
-            proxy_set_header X-Forwarded-Prefix /serve/$ty_name;
+            proxy_set_header x-trainyard-service-token $ty_token;
+            proxy_set_header x-forwarded-for $proxy_add_x_forwarded_for;
+            proxy_set_header x-forwarded-proto $scheme;
+            proxy_set_header x-forwarded-host $http_host;
+            proxy_set_header x-forwarded-prefix /serve/$ty_name;
             proxy_hide_header X-Trainyard-Service-Token;
             proxy_hide_header Service-Worker-Allowed;
             header_filter_by_lua_block {{ require("fast_path").drop_cookie("{COOKIE}") }}
