@@ -49,10 +49,9 @@ def check_exposure(settings: ServerSettings) -> None:
             f"first start, or by `trainyard admin bootstrap`), and --tls-cert/--tls-key or a TLS proxy")
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise TrainyardError("--tls-cert and --tls-key go together: give both")
-    if settings.front == "nginx" and (settings.tls_cert is not None or settings.forwarded_allow_ips):
-        flag = "--tls-cert" if settings.tls_cert is not None else "--forwarded-allow-ips"
-        raise InvalidSpec.flag("--front", f"nginx: not with {flag} yet (nginx would have to terminate TLS or trust "
-                               "the proxies in front of it); leave one of them out")
+    if settings.front == "nginx" and settings.forwarded_allow_ips:
+        raise InvalidSpec.flag("--front", "nginx: not with --forwarded-allow-ips yet (nginx would have to trust the "
+                               "proxies in front of it); leave one of them out")
 
 
 def first_admin(platform: "Platform", home: Path) -> None:
@@ -224,18 +223,23 @@ def serve(settings: ServerSettings) -> None:
     if settings.front == "nginx":
         from trainyard.front.nginx import NginxFront
 
-        # the fast path takes the home's own token, on a server without users: a token given by file or variable
-        # is kept only as its hash, and users' tokens and pages need the Python server's checks
-        front = NginxFront(settings.home, sock, None if settings.auth else own_token, platform.serving.front_request)
+        # the fast path takes the home's own token on a server without users (a token given by file or variable is
+        # kept only as its hash); with users, a token once this server let it in to a service (front/grants.py)
+        tls = (str(settings.tls_cert), str(settings.tls_key)) if settings.tls_cert is not None else None
+        front = NginxFront(settings.home, sock, None if settings.auth else own_token, platform.serving.front_request,
+                           users=settings.auth, loopback=settings.host in LOOPBACK, tls=tls)
         sock = front.api_listener()
         proxied = "*"  # only nginx reaches the unix socket, and it writes X-Forwarded-For itself
     # small /serve/ requests are proxied from the HTTP protocol itself (api/serve_lane.py); behind trusted
     # proxies the caller's address is read from their headers by uvicorn's ASGI middleware, so all go that way.
     # TRAINYARD_SERVE_LANE=off sends every request the usual way (bench/serve.py --no-lane measures it)
     http = lane_protocol(app.lane) if serve_lane() and not proxied else BoundedProtocol
-    config = uvicorn.Config(app, http=http, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+    config = uvicorn.Config(app, http=http, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=5,
                             proxy_headers=bool(proxied), forwarded_allow_ips=proxied or None,
-                            ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key)
+                            # in front, nginx serves TLS; the unix socket behind it speaks plain HTTP
+                            ssl_certfile=None if front else settings.tls_cert,
+                            ssl_keyfile=None if front else settings.tls_key)
     # uvicorn warns of each request that does not parse, one line each: anyone's garbage would fill the log
     logging.getLogger("uvicorn.error").addFilter(EveryFew())
     # start-up leaves ~150,000 objects that live as long as the server (modules, models, routes): each
@@ -251,6 +255,9 @@ def serve(settings: ServerSettings) -> None:
     from trainyard.front.routes import RouteSync
 
     front.start()
+    if front.grants is not None:
+        platform.serving.granted = front.grants.grant
+        platform.identity.forgotten.append(front.grants.forget)
     routes = RouteSync(front, platform.serving)
     routes.start()
     try:

@@ -10,6 +10,9 @@ import os
 import shutil
 import signal
 import socket
+import ssl
+import subprocess
+import time
 
 import httpx
 import psutil
@@ -24,7 +27,8 @@ from tests.e2e.test_services import (  # noqa: F401 (collected again here, on th
     test_a_rollout_keeps_answering_and_ends_with_only_new_replicas,
     test_a_service_scales_from_zero_on_a_request_and_back_to_zero_when_idle,
     test_a_websocket_through_the_proxy_cold_starts_echoes_both_ways_and_passes_close_codes,
-    test_two_replicas_answer_through_one_address_with_the_path_stripped_the_token_kept_and_bodies_streamed)
+    test_two_replicas_answer_through_one_address_with_the_path_stripped_the_token_kept_and_bodies_streamed,
+    test_with_auth_a_service_is_its_teams_only)
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -40,6 +44,17 @@ def nginx_installed() -> None:
 def server(tmp_path_factory):
     nginx_installed()
     srv = ServerProcess(tmp_path_factory.mktemp("front") / "home", ARGS)
+    srv.start()
+    yield srv
+    srv.stop_all()
+
+
+@pytest.fixture
+def auth_server(tmp_path):
+    """test_services.py's server with users, nginx in front (its teams test runs here too)."""
+    nginx_installed()
+    srv = ServerProcess(tmp_path / "home", ["--auth", "--cpus", "2", "--memory", "4Gi", "--container-runtime", "none",
+                                            "--front", "nginx"])
     srv.start()
     yield srv
     srv.stop_all()
@@ -143,8 +158,52 @@ def test_nginx_goes_with_the_server_and_the_server_with_nginx(tmp_path):
         srv.stop_all()
 
 
-def test_a_front_with_tls_is_refused_naming_the_flag(tmp_path):
-    cert = tmp_path / "c.pem"
-    cert.write_text("x")
-    said = refused(server_cli(tmp_path / "home", "--front", "nginx", "--tls-cert", str(cert), "--tls-key", str(cert)))
-    assert said.startswith("error: --front: nginx: not with --tls-cert yet")
+def test_a_front_behind_proxies_is_refused_naming_the_flag(tmp_path):
+    said = refused(server_cli(tmp_path / "home", "--front", "nginx", "--forwarded-allow-ips", "10.0.0.1"))
+    assert said.startswith("error: --front: nginx: not with --forwarded-allow-ips yet")
+
+
+def test_with_users_and_tls_a_token_takes_the_fast_path_once_let_in_and_not_after_its_revocation(tmp_path):
+    nginx_installed()
+    need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    trust = ssl.create_default_context(cafile=str(cert))
+    srv = ServerProcess(tmp_path / "home", ["--auth", "--cpus", "2", "--memory", "4Gi", "--container-runtime", "none",
+                                            "--front", "nginx", "--tls-cert", str(cert), "--tls-key", str(key)],
+                        verify=trust)
+    srv.start()
+    try:
+        assert srv.url.startswith("https://")
+        admin = {"Authorization": "Bearer " + (srv.home / "first-admin-token").read_text().strip()}
+        http = httpx.Client(verify=trust, timeout=30)
+        made = http.post(srv.url + "/api/v1/tokens", headers=admin, json={"name": "serving"})
+        assert made.status_code == 201, made.text
+        token, token_id = made.json()["secret"], made.json()["info"]["id"]
+        caller = {"Authorization": f"Bearer {token}"}
+        assert http.post(srv.url + "/api/v1/services", headers=admin, json={"spec": spec(
+            "guarded", {"replicas": 1}, env_vars={"CHECK_TOKEN": "1"})}).status_code == 200
+        until(lambda: http.get(srv.url + "/api/v1/services/guarded", headers=admin).json()["ready"] == 1, timeout=60)
+
+        def ask() -> httpx.Response:
+            r = http.get(srv.url + "/serve/guarded/whoami", headers=caller)
+            assert r.status_code == 200, r.text
+            assert "sandbox" in r.headers["content-security-policy"]  # either way: a service's pages never act as the UI
+            return r
+
+        first = ask()  # the Python way lets it in, and tells nginx
+        assert not went_fast(first.json()) and first.json()["headers"]["x-forwarded-proto"] == "https"
+        until(lambda: went_fast(ask().json()), timeout=10)
+        # a browser opening the page gets the UI's frame page from the server, whatever nginx was told
+        page = http.get(srv.url + "/serve/guarded/whoami", headers={**caller, "Sec-Fetch-Dest": "document"})
+        assert page.status_code == 200 and "serve_frame.js" in page.text
+
+        revoked = http.post(f"{srv.url}/api/v1/tokens/{token_id}/revoke", headers=admin)
+        assert revoked.status_code == 200, revoked.text
+        assert http.get(srv.url + "/serve/guarded/whoami", headers=caller).status_code == 401  # at once, not later
+        time.sleep(2.5)  # and after the grant would have lapsed
+        assert http.get(srv.url + "/serve/guarded/whoami", headers=caller).status_code == 401
+    finally:
+        srv.stop_all()

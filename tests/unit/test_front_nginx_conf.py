@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import pwd
-from pathlib import Path
+import shutil
+import subprocess
 
 import pytest
 
 from tests.conftest import need
 from trainyard.errors import TrainyardError
 from trainyard.front.nginx import find_nginx
-from trainyard.front.nginx_conf import FastRoute, Replica, main_conf, routes_text, usable
+from trainyard.front.nginx_conf import FastRoute, Replica, grant_key, main_conf, routes_text, usable
 
 TOKEN = "A" * 43
 
@@ -23,21 +26,36 @@ def nginx() -> tuple[str, str]:
         need(False, str(e))
 
 
-@pytest.mark.parametrize("server_token", [TOKEN, None])
-def test_the_configuration_as_written_is_one_nginx_takes(tmp_path, server_token):
-    import subprocess
-
+@pytest.mark.parametrize("server_token, users, tls", [(TOKEN, False, False), (None, False, False),
+                                                      (None, True, False), (None, True, True)],
+                         ids=["one user", "no token", "users", "users and TLS"])
+def test_the_configuration_as_written_is_one_nginx_takes(tmp_path, server_token, users, tls):
     binary, modules = nginx()
+    pair = None
+    if tls:
+        need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
+        pair = (str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=x",
+                        "-keyout", pair[1], "-out", pair[0]], check=True, capture_output=True)
     prefix = tmp_path / "front"
     prefix.mkdir()
     conf = main_conf(user=pwd.getpwuid(os.geteuid()).pw_name, modules=modules, listen="127.0.0.1:1",
                      api_socket=str(tmp_path / "api.sock"), control_socket=str(tmp_path / "control.sock"),
-                     log_socket=str(tmp_path / "log.sock"), prefix=str(prefix), server_token=server_token)
+                     log_socket=str(tmp_path / "log.sock"), prefix=str(prefix), server_token=server_token,
+                     users=users, loopback=not users, tls=pair)
     (prefix / "nginx.conf").write_text(conf)
     done = subprocess.run([binary, "-t", "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e",
                            str(prefix / "error.log")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert ("Bearer" in conf) == (server_token is not None)  # no token: no request takes the fast path
+    assert ("Bearer" in conf) == (server_token is not None)  # no token: only grants take the fast path
+    assert ("Content-Security-Policy" in conf) == users and ("ssl_certificate" in conf) == tls
+    assert ("127.0.0.1 1;" in conf) == (not users)  # a server beyond loopback answers to any name
+
+
+def test_a_grant_names_the_tokens_digest_and_the_service_never_the_token():
+    key = grant_key("t" * 43, "digits")
+    assert key == base64.b64encode(hashlib.sha1(b"t" * 43).digest()).decode() + " digits"
+    assert "t" * 43 not in key
 
 
 def test_the_routes_are_a_line_per_ready_replica_with_its_address_and_token():

@@ -31,6 +31,7 @@ from trainyard.api.serve_origin import frame_page, is_navigation, returned, with
 from trainyard.api.serve_websocket import proxy_websocket
 from trainyard.api.upstream import ConnectFailed, Headers, NoAnswer, Response, UpstreamError, UpstreamPool
 from trainyard.auth.permissions import LOCAL_ADMIN, Caller
+from trainyard.auth.tokens import bearer
 from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
 from trainyard.services.serving import Route, ServingService
 
@@ -81,6 +82,9 @@ class ServeProxy:
             route = await route_for(self.serving, name, caller)
         except ServiceNotFound as e:  # 404 before anything is counted
             return await sink_error(_AsgiSink(send, receive), e)
+        sent = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+        if (token := bearer(sent.decode("latin-1") if sent is not None else None)) is not None:
+            self.serving.granted(token, name)  # its next requests may go straight from nginx, if one is in front
 
         async def request() -> tuple[bytes | AsyncIterator[bytes] | None, int | None, Headers]:
             body, length = await _body(scope, receive)

@@ -8,6 +8,7 @@
 local _M = {}
 
 local shared = ngx.shared.trainyard_routes
+local grants = ngx.shared.trainyard_grants
 local routes, version = {}, nil
 local turns = {}
 
@@ -49,9 +50,35 @@ function _M.put_routes()
     return ngx.exit(204)
 end
 
-function _M.choose()
+-- lines of "KEY NAME" (nginx_conf.grant_key), each taken for `seconds`; a line "forget" drops every grant first
+function _M.put_grants(seconds)
+    if ngx.req.get_method() ~= "PUT" then
+        return ngx.exit(405)
+    end
+    ngx.req.read_body()
+    local body = ngx.req.get_body_data() or ""
+    if string.sub(body, 1, 7) == "forget\n" then
+        grants:flush_all()
+        body = string.sub(body, 8)
+    end
+    for key in string.gmatch(body, "([^\n]+)\n") do
+        grants:set(key, true, seconds)
+    end
+    return ngx.exit(204)
+end
+
+-- the caller's token, if the server let it in to this service lately (a server with users)
+local function granted(name)
+    local token = string.match(ngx.var.http_authorization or "", "^Bearer ([%w_%-]+)$")
+    return token ~= nil and grants:get(ngx.encode_base64(ngx.sha1_bin(token)) .. " " .. name) ~= nil
+end
+
+function _M.choose(users)
     local name = ngx.var.ty_name
     if ngx.var.ty_plain ~= "1" or name == "" then
+        return ngx.exec("@ty_api")
+    end
+    if ngx.var.ty_authorized ~= "1" and not (users and granted(name)) then
         return ngx.exec("@ty_api")
     end
     local list = current()[name]

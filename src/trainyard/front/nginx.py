@@ -6,7 +6,8 @@ extra is Python's own work per request, whatever the loop or threads). nginx pay
 port the server bound (handed over as an inherited socket: ``NGINX=fd;``, its own binary-upgrade way, so the
 port-0 rules and the bind's errors stay the server's), sends small ``/serve/`` requests straight to a ready
 replica (where front/fast_path.lua, told the routes on a control socket, chooses) and everything else to the
-Python server on a unix socket in a private folder. Each fast request's line comes back on a unix datagram socket (front/access_log.py) to be counted as the Python hop counts its own.
+Python server on a unix socket in a private folder. Each fast request's line comes back on a unix datagram
+socket (front/access_log.py) to be counted as the Python hop counts its own.
 
 The master runs as a child of the server's main thread with ``PR_SET_PDEATHSIG``: a server killed outright
 takes nginx with it, and the port with it.
@@ -32,6 +33,7 @@ import httpx
 
 from trainyard.errors import TrainyardError
 from trainyard.front.access_log import AccessLog
+from trainyard.front.grants import Grants
 from trainyard.front.nginx_conf import TOKEN, FastRoute, main_conf, routes_text
 from trainyard.home import write_private
 
@@ -62,10 +64,12 @@ def find_nginx() -> tuple[str, str]:
 
 class NginxFront:
     def __init__(self, home: Path, listener: socket.socket, server_token: str | None,
-                 on_request: Callable[[str, int, float, float], None]) -> None:
-        """``listener``: the public socket the server bound; ``server_token``: the one token the fast path takes
-        (None: every ``/serve/`` request goes to Python); ``on_request(name, status, seconds, ended_at)``: each
-        fast request's line."""
+                 on_request: Callable[[str, int, float, float], None], *, users: bool = False,
+                 loopback: bool = True, tls: tuple[str, str] | None = None) -> None:
+        """``listener``: the public socket the server bound; ``server_token``: the one token the fast path always
+        takes (None: none); ``on_request(name, status, seconds, ended_at)``: each fast request's line; ``users``:
+        a server with users, whose tokens take the fast path once granted (:attr:`grants`); ``loopback``: a
+        server on loopback (answers only loopback's names); ``tls``: (certificate, key) nginx serves with."""
         self.binary, self.modules = find_nginx()
         self.prefix = Path(home) / "front"
         self.prefix.mkdir(mode=0o700, exist_ok=True)
@@ -79,6 +83,8 @@ class NginxFront:
         self.listener = listener
         self.server_token = server_token if server_token is not None and TOKEN.match(server_token) else None
         self.on_request = on_request
+        self.users, self.loopback, self.tls = users, loopback, tls
+        self.grants: Grants | None = None
         self.access: AccessLog | None = None
         self.process: subprocess.Popen | None = None
         self._routes: str | None = None
@@ -101,7 +107,8 @@ class NginxFront:
         write_private(self.prefix / "nginx.conf", main_conf(
             user=pwd.getpwuid(os.geteuid()).pw_name, modules=self.modules, listen=listen,
             api_socket=str(self.api_socket), control_socket=str(self.control_socket), log_socket=str(log_socket),
-            prefix=str(self.prefix), server_token=self.server_token))
+            prefix=str(self.prefix), server_token=self.server_token, users=self.users, loopback=self.loopback,
+            tls=self.tls))
         (self.prefix / "nginx.pid").unlink(missing_ok=True)
         fd = self.listener.fileno()
         os.set_inheritable(fd, True)
@@ -118,12 +125,14 @@ class NginxFront:
                 self.stop()
                 raise TrainyardError(f"--front nginx: nginx did not start: {self._why()}")
             time.sleep(0.01)
+        if self.users:
+            self.grants = Grants(self.control_socket)
         log.info("nginx %s in front (pid %d): /serve/ requests go straight to ready replicas",
                  self.binary, self.process.pid)
 
     def update(self, routes: list[FastRoute]) -> bool:
         """Send nginx the fast routes, if they changed since the last it took; whether they did."""
-        text = routes_text(routes) if self.server_token is not None else ""
+        text = routes_text(routes) if self.server_token is not None or self.users else ""
         if text == self._routes:
             return False
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.control_socket)), timeout=10) as http:
@@ -149,6 +158,8 @@ class NginxFront:
                 pass
         if self.access is not None:
             self.access.close()
+        if self.grants is not None:
+            self.grants.close()
         for name in ("api.sock", "control.sock", "log.sock"):
             (self.run_dir / name).unlink(missing_ok=True)
         if self.run_dir != self.prefix:

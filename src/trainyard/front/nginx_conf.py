@@ -12,9 +12,11 @@ goes to the Python server, which answers every case (a cold start, a browser's s
 body streamed or over 1 MB, another token, a service with no ready replica):
 
 - ``/serve/NAME/…`` with NAME as written in a service's name (nothing to decode) and a ready replica;
-- ``Authorization: Bearer`` the server's own token, on a server without users (with ``--auth`` none is written);
+- ``Authorization: Bearer`` the server's own token, on a server without users; with ``--auth``, a token the server
+  let in to that service in the last :data:`GRANT_FOR` seconds (its first request, and one every few seconds,
+  goes to the server, which then tells nginx: :func:`grant_key`), and the answer carries the sandbox;
 - no Cookie, Upgrade, Expect or Transfer-Encoding; a body, if any, with a length under 1,000,000 bytes;
-- a Host of loopback (the fast path is only on a server without users, which listens on loopback).
+- a Host of loopback, on a server listening on loopback; not a browser opening a page, nor the sandboxed frame.
 
 What the replica gets is what the Python hop sends (api/serve_hop.py ``forward_headers``): its own address as
 Host, its token in ``X-Trainyard-Service-Token``, no ``Authorization``, the ``X-Forwarded-*`` headers; what the
@@ -24,6 +26,8 @@ that cannot be reached (nginx's own 502) hands the request to the Python server,
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -34,6 +38,11 @@ TOKEN = re.compile(r"[A-Za-z0-9_-]{16,256}\Z")  # secrets.token_urlsafe's alphab
 LOG_FORMAT = "trainyard_serve"
 LUA = Path(__file__).resolve().parent / "fast_path.lua"
 COOKIE = "trainyard_serve"  # api/serve_cookie.py's: no service may set it (the Python hop drops it too)
+SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"  # api/serve_origin.py's
+# seconds a caller's token takes the fast path to a service after the server let it in there: as long as the
+# server itself reuses a token's owner without a lookup (services/identity.py REMEMBER_FOR); a change made on
+# this server (a revocation, a user disabled) forgets every grant at once
+GRANT_FOR = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +85,24 @@ def routes_text(routes: list[FastRoute]) -> str:
     return "".join(lines)
 
 
+def grant_key(token: str, name: str) -> str:
+    """What fast_path.lua looks up for a request bearing ``token`` to service ``name``: its SHA-1 (nginx's Lua has
+    it built in; a token is 32 random bytes, so no preimage is to be found), never the token itself."""
+    return f"{base64.b64encode(hashlib.sha1(token.encode()).digest()).decode()} {name}"
+
+
 def main_conf(*, user: str, modules: str, listen: str, api_socket: str, control_socket: str, log_socket: str,
-              prefix: str, server_token: str | None) -> str:
+              prefix: str, server_token: str | None, users: bool = False, loopback: bool = True,
+              tls: tuple[str, str] | None = None) -> str:
     """``nginx.conf``. ``listen``: ``HOST:PORT`` (the socket itself is handed over: ``NGINX`` in the environment);
-    ``server_token``: the token the fast path takes, None for none (every ``/serve/`` request to Python)."""
+    ``server_token``: the one token always taken (a server without users); ``users``: a server with ``--auth``,
+    whose callers' tokens are taken once the server granted them the service (:func:`grant_text`), and whose
+    services' answers are sandboxed (api/serve_origin.py); ``loopback``: answer only names of loopback;
+    ``tls``: (certificate, key) files, served here."""
     authorized = f'"Bearer {server_token}" 1;' if server_token is not None else ""
+    local = "default 0; 127.0.0.1 1; localhost 1; \"::1\" 1; \"[::1]\" 1;" if loopback else "default 1;"
+    ssl = f" ssl;\n        ssl_certificate {tls[0]};\n        ssl_certificate_key {tls[1]}" if tls else ""
+    sandbox = f'            add_header Content-Security-Policy "{SANDBOX}" always;\n' if users else ""
     return f"""\
 # written by trainyard's server at each start (trainyard/front/nginx_conf.py): changes are lost
 load_module {modules}/ndk_http_module.so;
@@ -111,6 +133,7 @@ http {{
     proxy_send_timeout 24h;
     lua_package_path "{LUA.parent}/?.lua;/usr/share/lua/5.1/?.lua;;";
     lua_shared_dict trainyard_routes 8m;
+    lua_shared_dict trainyard_grants 16m;
     log_format {LOG_FORMAT} '$ty_name $status $request_time $msec';
 
     # kept-alive connections are let go before the other side would (uvicorn: 5 s idle, as most servers' default):
@@ -134,10 +157,13 @@ http {{
     map $http_authorization $ty_authorized {{ default 0; {authorized} }}
     map $http_content_length $ty_small {{ default 0; "" 1; "~^[0-9]{{1,6}}$" 1; }}
     # a loopback server answers only names of loopback (api/guard.py: DNS rebinding), the fast path too
-    map $host $ty_local {{ default 0; 127.0.0.1 1; localhost 1; "::1" 1; "[::1]" 1; }}
-    map "$ty_local$ty_authorized$ty_small:$http_cookie$http_upgrade$http_expect$http_transfer_encoding" $ty_plain {{
+    map $host $ty_local {{ {local} }}
+    # a browser opening a page, or the sandboxed frame's own request: the Python server's (api/serve_origin.py)
+    map $http_sec_fetch_dest $ty_page {{ default 0; document 1; }}
+    map $request_uri $ty_frame {{ default 0; "~trainyard-frame=1" 1; }}
+    map "$ty_local$ty_small$ty_page$ty_frame:$http_cookie$http_upgrade$http_expect$http_transfer_encoding" $ty_plain {{
         default 0;
-        "111:" 1;
+        "1100:" 1;
     }}
 
     server {{
@@ -148,11 +174,16 @@ http {{
             client_max_body_size 8m;
             content_by_lua_block {{ require("fast_path").put_routes() }}
         }}
+        location = /grants {{
+            client_body_buffer_size 1m;
+            client_max_body_size 1m;
+            content_by_lua_block {{ require("fast_path").put_grants({GRANT_FOR:g}) }}
+        }}
         location / {{ return 404; }}
     }}
 
     server {{
-        listen {listen} backlog=511;
+        listen {listen} backlog=511{ssl};
         proxy_set_header Host $http_host;
         proxy_set_header Connection $ty_connection;
         proxy_set_header Upgrade $http_upgrade;
@@ -169,7 +200,7 @@ http {{
         location /serve/ {{
             set $ty_host "";
             set $ty_token "";
-            access_by_lua_block {{ require("fast_path").choose() }}
+            access_by_lua_block {{ require("fast_path").choose({str(users).lower()}) }}
             # a replica nginx could not reach: the Python server tries the others (and skips this one a while)
             error_page 502 = @ty_api;
             proxy_request_buffering on;
@@ -191,7 +222,7 @@ http {{
             proxy_hide_header X-Trainyard-Service-Token;
             proxy_hide_header Service-Worker-Allowed;
             header_filter_by_lua_block {{ require("fast_path").drop_cookie("{COOKIE}") }}
-            access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT};
+{sandbox}            access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT};
         }}
     }}
 }}

@@ -54,6 +54,7 @@ class IdentityService:
         self._known: dict[str, tuple[Caller, float]] = {}  # token hash -> (its owner, good until)
         self._owners: dict[str, tuple[Caller | None, float]] = {}  # user -> (caller_of, good until)
         self._lock = threading.Lock()
+        self.forgotten: list[Callable[[], None]] = []  # called when a change here forgets who tokens stand for
 
     # -- who is calling --------------------------------------------------------------
 
@@ -295,6 +296,8 @@ class IdentityService:
         with self._lock:
             self._known.clear()
             self._owners.clear()
+        for forget in self.forgotten:  # the nginx front's grants (front/grants.py)
+            forget()
 
     def _new_token(self, user: str, name: str, expires_at: float | None) -> NewToken:
         secret = new_secret()

@@ -1,0 +1,81 @@
+"""Which callers' tokens take nginx's fast path to which service, on a server with users (``--auth``).
+
+The server lets a token in to a service on its own way first (the Guard, the service's teams); then it tells nginx
+(:func:`~trainyard.front.nginx_conf.grant_key`: the token's SHA-1 and the service's name, never the token), which
+takes that token to that service for :data:`~trainyard.front.nginx_conf.GRANT_FOR` seconds. A token in use is
+told again before nginx forgets it; one revoked, or a user disabled or moved, on this server: every grant is
+forgotten at once, and none is made for as long again (a request let in just before the change may tell its grant
+just after it). Another server sharing the database sees a change within that time, as its own lookups do.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from trainyard.front.nginx_conf import GRANT_FOR, grant_key
+
+log = logging.getLogger("trainyard.front")
+_FORGET = "forget"
+KEPT_MAX = 100_000  # grants remembered as told (a bound: one a token and service)
+
+
+class Grants:
+    def __init__(self, control_socket: Path) -> None:
+        self.control_socket = control_socket
+        self._told: dict[str, float] = {}  # key -> when to tell it again (monotonic)
+        self._quiet_until = 0.0
+        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="front-grants", daemon=True)
+        self._thread.start()
+
+    def grant(self, token: str, name: str) -> None:
+        """``token`` was let in to service ``name`` just now. Never blocks: called on the event loop."""
+        now = time.monotonic()
+        if now < self._quiet_until:
+            return
+        key = grant_key(token, name)
+        if self._told.get(key, 0.0) > now:
+            return
+        if len(self._told) >= KEPT_MAX:
+            self._told = {k: t for k, t in self._told.items() if t > now}
+        self._told[key] = now + GRANT_FOR / 2  # told again while in use, before nginx forgets it
+        self._queue.put(key)
+
+    def forget(self) -> None:
+        """Every grant, at once (and none for GRANT_FOR seconds): who may reach what has changed."""
+        self._quiet_until = time.monotonic() + GRANT_FOR
+        self._told = {}
+        self._queue.put(_FORGET)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.control_socket)), timeout=10) as http:
+            while True:
+                items = [self._queue.get()]
+                while True:
+                    try:
+                        items.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                forget, keys = False, []
+                for item in items:
+                    if item is None:
+                        return
+                    if item == _FORGET:
+                        forget, keys = True, []
+                    else:
+                        keys.append(item)
+                body = ("forget\n" if forget else "") + "".join(k + "\n" for k in keys)
+                try:
+                    http.put("http://front/grants", content=body.encode()).raise_for_status()
+                except httpx.HTTPError as e:  # nginx gone: the server stops (front/routes.py); until then, Python
+                    log.warning("the front's grants were not told to nginx: %s", e)
