@@ -11,7 +11,6 @@ import shutil
 import signal
 import socket
 import ssl
-import subprocess
 import time
 
 import httpx
@@ -29,6 +28,7 @@ from tests.e2e.test_services import (  # noqa: F401 (collected again here, on th
     test_a_websocket_through_the_proxy_cold_starts_echoes_both_ways_and_passes_close_codes,
     test_two_replicas_answer_through_one_address_with_the_path_stripped_the_token_kept_and_bodies_streamed,
     test_with_auth_a_service_is_its_teams_only)
+from tests.support.certs import self_signed
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -165,11 +165,7 @@ def test_a_front_behind_proxies_is_refused_naming_the_flag(tmp_path):
 
 def test_with_users_and_tls_a_token_takes_the_fast_path_once_let_in_and_not_after_its_revocation(tmp_path):
     nginx_installed()
-    need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    cert, key = self_signed(tmp_path)
     trust = ssl.create_default_context(cafile=str(cert))
     srv = ServerProcess(tmp_path / "home", ["--auth", "--cpus", "2", "--memory", "4Gi", "--container-runtime", "none",
                                             "--front", "nginx", "--tls-cert", str(cert), "--tls-key", str(key)],

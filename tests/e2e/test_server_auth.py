@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import need
 from tests.e2e.helpers import py_job
+from tests.support.certs import self_signed
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -130,12 +131,8 @@ def test_admin_bootstrap_prints_the_first_admins_token_last_and_only_once(tmp_pa
 
 
 def test_tls_and_proxy_headers_only_from_the_proxies_named(tmp_path, monkeypatch):
-    need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
     # given a self-signed certificate for 127.0.0.1 and a server that trusts proxy headers from loopback
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    cert, key = self_signed(tmp_path, "IP:127.0.0.1,DNS:localhost")
     trust = ssl.create_default_context(cafile=str(cert))
     srv = ServerProcess(tmp_path / "home", ["--auth", "--tls-cert", str(cert), "--tls-key", str(key),
                                             "--forwarded-allow-ips", "127.0.0.1"], verify=trust)
@@ -169,11 +166,7 @@ def test_tls_and_proxy_headers_only_from_the_proxies_named(tmp_path, monkeypatch
 
 
 def test_a_url_of_the_wrong_scheme_names_the_one_the_server_speaks(tmp_path, server):
-    need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    cert, key = self_signed(tmp_path)
     tls = ServerProcess(tmp_path / "tls-home", ["--tls-cert", str(cert), "--tls-key", str(key)],
                         verify=ssl.create_default_context(cafile=str(cert)))
     tls.start()

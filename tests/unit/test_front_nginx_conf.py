@@ -6,12 +6,12 @@ import base64
 import hashlib
 import os
 import pwd
-import shutil
 import subprocess
 
 import pytest
 
 from tests.conftest import need
+from tests.support.certs import self_signed
 from trainyard.errors import TrainyardError
 from trainyard.front.nginx import find_nginx
 from trainyard.front.nginx_conf import FastRoute, Replica, grant_key, main_conf, routes_text, usable
@@ -33,10 +33,7 @@ def test_the_configuration_as_written_is_one_nginx_takes(tmp_path, server_token,
     binary, modules = nginx()
     pair = None
     if tls:
-        need(shutil.which("openssl") is not None, "needs openssl to make a certificate")
-        pair = (str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=x",
-                        "-keyout", pair[1], "-out", pair[0]], check=True, capture_output=True)
+        pair = tuple(map(str, self_signed(tmp_path)))
     prefix = tmp_path / "front"
     prefix.mkdir()
     conf = main_conf(user=pwd.getpwuid(os.geteuid()).pw_name, modules=modules, listen="127.0.0.1:1",
