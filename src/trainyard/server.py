@@ -258,6 +258,7 @@ def serve(settings: ServerSettings) -> None:
     if front.grants is not None:
         platform.serving.granted = front.grants.grant
         platform.identity.forgotten.append(front.grants.forget)
+    platform.serving.front_in_flight = front.in_flight
     routes = RouteSync(front, platform.serving)
     routes.start()
     try:

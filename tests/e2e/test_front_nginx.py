@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import ssl
+import threading
 import time
 
 import httpx
@@ -203,3 +204,22 @@ def test_with_users_and_tls_a_token_takes_the_fast_path_once_let_in_and_not_afte
         assert http.get(srv.url + "/serve/guarded/whoami", headers=caller).status_code == 401
     finally:
         srv.stop_all()
+
+
+def test_a_rollout_waits_for_a_slow_request_nginx_has_under_way_to_the_old_replica(server):
+    client = server.client()
+    client.services.apply(spec("slowroll", {"replicas": 1}, env_vars={"APP_VERSION": "1"}))
+    client.services.wait_ready("slowroll", 1, timeout=60)
+    until(lambda: fast(server, "slowroll"), timeout=10)
+    answers: list[httpx.Response] = []
+    slow = threading.Thread(target=lambda: answers.append(httpx.get(
+        server.url + "/serve/slowroll/slow?s=6", headers=server.headers, timeout=60)))
+    slow.start()
+    time.sleep(0.5)  # under way, on the fast path, to version 1's replica
+    client.services.apply(spec("slowroll", {"replicas": 1}, env_vars={"APP_VERSION": "2"}))
+    until(lambda: [r.version for r in client.services.get("slowroll").replicas] == [2], timeout=90)
+    slow.join(60)
+    # the old replica was drained, and stopped only once nginx's request to it was answered
+    assert answers and answers[0].status_code == 200 and answers[0].json()["version"] == "1"
+    assert went_fast(answers[0].json())
+    client.services.delete("slowroll")

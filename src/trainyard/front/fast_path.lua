@@ -9,6 +9,7 @@ local _M = {}
 
 local shared = ngx.shared.trainyard_routes
 local grants = ngx.shared.trainyard_grants
+local inflight = ngx.shared.trainyard_inflight
 local routes, version = {}, nil
 local turns = {}
 
@@ -91,6 +92,21 @@ function _M.choose(users)
     ngx.ctx.replica = replica
     ngx.var.ty_host = replica.address
     ngx.var.ty_token = replica.token
+    -- counted until the request's log phase, wherever it ends (a variable outlives an internal redirect; ctx not)
+    inflight:incr(replica.address, 1, 0)
+    ngx.var.ty_counted = replica.address
+end
+
+function _M.done()
+    local address = ngx.var.ty_counted
+    if address ~= nil and address ~= "" then
+        inflight:incr(address, -1, 0)
+    end
+end
+
+-- GET ?address=HOST:PORT: the fast requests under way to that replica (the server drains one only once none is)
+function _M.get_inflight()
+    ngx.say(inflight:get(ngx.unescape_uri(ngx.var.arg_address or "")) or 0)
 end
 
 function _M.balance()

@@ -140,6 +140,15 @@ class NginxFront:
         self._routes = text
         return True
 
+    def in_flight(self, address: str) -> int:
+        """Requests nginx has sent the replica at ``address`` on the fast path and not yet seen answered (0 if
+        nginx cannot say: a drained replica is then stopped as without a front)."""
+        try:
+            with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.control_socket)), timeout=2) as http:
+                return int(http.get("http://front/inflight", params={"address": address}).text.strip() or 0)
+        except (httpx.HTTPError, ValueError):
+            return 0
+
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 

@@ -134,6 +134,7 @@ http {{
     lua_package_path "{LUA.parent}/?.lua;/usr/share/lua/5.1/?.lua;;";
     lua_shared_dict trainyard_routes 8m;
     lua_shared_dict trainyard_grants 16m;
+    lua_shared_dict trainyard_inflight 1m;
     log_format {LOG_FORMAT} '$ty_name $status $request_time $msec';
 
     # kept-alive connections are let go before the other side would (uvicorn: 5 s idle, as most servers' default):
@@ -179,6 +180,9 @@ http {{
             client_max_body_size 1m;
             content_by_lua_block {{ require("fast_path").put_grants({GRANT_FOR:g}) }}
         }}
+        location = /inflight {{
+            content_by_lua_block {{ require("fast_path").get_inflight() }}
+        }}
         location / {{ return 404; }}
     }}
 
@@ -190,6 +194,8 @@ http {{
         proxy_set_header X-Forwarded-For $remote_addr;
         proxy_set_header X-Forwarded-Proto $scheme;
         proxy_request_buffering off;
+        set $ty_counted "";
+        log_by_lua_block {{ require("fast_path").done() }}
 
         location / {{
             proxy_pass http://ty_api;

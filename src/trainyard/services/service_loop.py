@@ -6,7 +6,7 @@ replica, ``stopped`` once none runs); 3 autoscale (wanted follows concurrency,
 up at once, down only after ``scale_down_after`` below); 4 probe readiness;
 5 start replicas of the current version (one at a time while older ones still
 serve) and drain the ones no longer wanted (older versions once enough new ones
-are ready); 6 stop drained replicas once the proxy has nothing in flight on them.
+are ready); 6 stop drained replicas once the proxy (and nginx, in front) has nothing in flight on them.
 """
 
 from __future__ import annotations
@@ -137,12 +137,17 @@ class ServiceLoop(Ticker):
         for r in reps:
             if r["draining_since"] is not None and jobs[r["job_id"]].status != JobStatus.CANCELLING:
                 waited = now - r["draining_since"]
-                if waited >= DRAIN_MAX or (waited >= DRAIN_MIN and not self.service.outstanding.get(r["job_id"])):
+                if waited >= DRAIN_MAX or (waited >= DRAIN_MIN and not self._busy(r)):
                     replaced = r["version"] != row["version"]
                     why = (f"replaced by version {row['version']} of service {row['name']}" if replaced
                            else f"service {row['name']} scaled down")
                     self.service.jobs.stop(r["job_id"], why, by="system")
         self._reason(row, reps, wanted, mem, now)
+
+    def _busy(self, r: ReplicaRow) -> bool:
+        """Whether this server's proxy, or the nginx in front of it, has requests under way to the replica."""
+        return bool(self.service.outstanding.get(r["job_id"])
+                    or (r["address"] and self.service.front_in_flight(r["address"])))
 
     def _autoscale(self, row: ServiceRow, mem: Memory, reps: list[ReplicaRow], now: float) -> int:
         auto = row["spec"].service.autoscale

@@ -78,6 +78,8 @@ class ServingService:
         self._routes: dict[str, Route] = {}
         self._demanded: dict[str, float] = {}
         self.outstanding: dict[str, int] = {}  # replica job -> requests this server's proxy has on it now
+        # requests the nginx front has under way to the replica at HOST:PORT (front/nginx.py), if one is in front
+        self.front_in_flight: Callable[[str], int] = lambda address: 0
         # told of each token let in to a service on the Python way (the nginx front's grants: front/grants.py)
         self.granted: Callable[[str, str], None] = lambda token, name: None
         self.front_unknown = 0  # lines of the nginx front's access log naming no live service (front_request)
