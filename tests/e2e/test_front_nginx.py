@@ -84,13 +84,15 @@ def test_the_fast_path_sends_the_replica_its_own_token_its_address_and_the_raw_p
     until(lambda: fast(server, "fast"), timeout=10)
     address = info.replicas[0].address
 
-    r = httpx.get(server.url + "/serve/fast/whoami?x=1&y=a%2Fb%20c", headers=server.headers, timeout=30)
+    claims = {"X-Forwarded-Port": "1", "X-Forwarded-Client-Cert": "Hash=x", "X-Forwarded-User": "admin"}
+    r = httpx.get(server.url + "/serve/fast/whoami?x=1&y=a%2Fb%20c", headers={**server.headers, **claims}, timeout=30)
     assert r.status_code == 200, r.text
     seen = r.json()
     assert went_fast(seen) and seen["headers"]["host"] == address
     assert seen["path"] == "/whoami?x=1&y=a%2Fb%20c"  # as the caller wrote it, not decoded
     names = {k.lower(): v for k, v in seen["headers"].items()}
     assert "authorization" not in names and names["x-forwarded-prefix"] == "/serve/fast"
+    assert not {k.lower() for k in claims} & set(names)  # a caller's claims of what a proxy says, dropped
     assert names["x-forwarded-for"] == "127.0.0.1" and names["x-forwarded-proto"] == "http"
     assert r.headers["server"] == "nginx" and len(r.headers.get_list("date")) == 1
 
@@ -187,7 +189,8 @@ def test_with_users_and_tls_a_token_takes_the_fast_path_once_let_in_and_not_afte
         def ask() -> httpx.Response:
             r = http.get(srv.url + "/serve/guarded/whoami", headers=caller)
             assert r.status_code == 200, r.text
-            assert "sandbox" in r.headers["content-security-policy"]  # either way: a service's pages never act as the UI
+            # either way: a service's pages never act as the UI
+            assert "sandbox" in r.headers["content-security-policy"]
             return r
 
         first = ask()  # the Python way lets it in, and tells nginx

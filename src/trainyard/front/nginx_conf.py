@@ -43,6 +43,10 @@ SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-dow
 # server itself reuses a token's owner without a lookup (services/identity.py REMEMBER_FOR); a change made on
 # this server (a revocation, a user disabled) forgets every grant at once
 GRANT_FOR = 2.0
+# the X-Forwarded-* headers in common use beside those the fast path sets (nginx cannot drop a prefix of names)
+CLAIMS = ("X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Ssl", "X-Forwarded-Scheme", "X-Forwarded-Uri",
+          "X-Forwarded-Path", "X-Forwarded-Method", "X-Forwarded-Client-Cert", "X-Forwarded-User", "X-Forwarded-Email",
+          "X-Forwarded-Groups", "X-Forwarded-Access-Token")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,7 @@ def main_conf(*, user: str, modules: str, listen: str, api_socket: str, control_
     local = "default 0; 127.0.0.1 1; localhost 1; \"::1\" 1; \"[::1]\" 1;" if loopback else "default 1;"
     ssl = f" ssl;\n        ssl_certificate {tls[0]};\n        ssl_certificate_key {tls[1]}" if tls else ""
     sandbox = f'            add_header Content-Security-Policy "{SANDBOX}" always;\n' if users else ""
+    dropped = "".join(f'            proxy_set_header {name} "";\n' for name in CLAIMS)
     return f"""\
 # written by trainyard's server at each start (trainyard/front/nginx_conf.py): changes are lost
 load_module {modules}/ndk_http_module.so;
@@ -225,7 +230,8 @@ http {{
             proxy_set_header x-forwarded-proto $scheme;
             proxy_set_header x-forwarded-host $http_host;
             proxy_set_header x-forwarded-prefix /serve/$ty_name;
-            proxy_hide_header X-Trainyard-Service-Token;
+            # the caller's claims of what a proxy would say, which the Python hop drops too (a replica may trust them)
+{dropped}            proxy_hide_header X-Trainyard-Service-Token;
             proxy_hide_header Service-Worker-Allowed;
             header_filter_by_lua_block {{ require("fast_path").drop_cookie("{COOKIE}") }}
 {sandbox}            access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT};
