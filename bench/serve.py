@@ -237,8 +237,7 @@ def parse_with_lane(ap: argparse.ArgumentParser) -> argparse.Namespace:
     """``ap``'s arguments, with ``--no-lane``: the server this bench starts sends every proxied request the usual
     way (``TRAINYARD_SERVE_LANE=off``; api/serve_lane.py)."""
     ap.add_argument("--no-lane", action="store_true", help="every proxied request the usual way (api/serve_lane.py)")
-    ap.add_argument("--front", choices=("none", "nginx"), default="none",
-                    help="the server's --front: nginx sends small /serve/ requests straight to a ready replica")
+    ap.add_argument("--front", choices=("none", "nginx"), default="none", help="the server's --front")
     args = ap.parse_args()
     if args.no_lane:
         os.environ["TRAINYARD_SERVE_LANE"] = "off"  # the server's environment is this one
@@ -261,8 +260,8 @@ def main() -> None:
         ap.error("--repeats must be at least 3, --cold at least 0")
 
     with tempfile.TemporaryDirectory(prefix="trainyard-bench-serve-") as tmp:
-        srv = BenchServer(Path(tmp) / "home", [sys.executable, "-m", "trainyard", "server", "--container-runtime", "none",
-                                               "--front", args.front])
+        srv = BenchServer(Path(tmp) / "home", [sys.executable, "-m", "trainyard", "server", "--front", args.front,
+                                               "--container-runtime", "none"])
         try:
             headers = {"Authorization": f"Bearer {(Path(tmp) / 'home' / 'token').read_text().strip()}"}
             readiness = {"path": "/healthz", "period": "1s"}
@@ -303,9 +302,8 @@ def main() -> None:
                   f"{model_info.replicas[0].address}; load average {os.getloadavg()[0]:.1f}; "
                   f"the server's own /healthz p50 {floor:.2f} ms", flush=True)
 
-            # the server's CPU, with nginx's where it is in front (the hop's work is then nginx's)
-            server_procs = [psutil.Process(srv.proc.pid), *[p for p in psutil.Process(srv.proc.pid).children(True)
-                                                            if p.name() == "nginx"]]
+            server = psutil.Process(srv.proc.pid)  # with nginx's processes where it is in front: the hop is theirs
+            server_procs = [server, *[p for p in server.children(True) if p.name() == "nginx"]]
             replica_proc = listener(int(info.replicas[0].address.rsplit(":", 1)[1]))
             lat: dict[str, list[float]] = {k: [] for k in ("direct", "proxy", "relay", "lean", "model direct",
                                                             "model proxy", "model relay", "model lean")}

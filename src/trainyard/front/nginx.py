@@ -71,9 +71,11 @@ class NginxFront:
         a server with users, whose tokens take the fast path once granted (:attr:`grants`); ``loopback``: a
         server on loopback (answers only loopback's names); ``tls``: (certificate, key) nginx serves with."""
         self.binary, self.modules = find_nginx()
-        self.prefix = Path(home) / "front"
-        self.prefix.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(self.prefix, 0o700)  # it holds replicas' tokens (routes.conf)
+        # a folder per port: servers sharing a home (PostgreSQL) each have their own nginx
+        self.prefix = Path(home) / "front" / str(listener.getsockname()[1])
+        self.prefix.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for made in (self.prefix.parent, self.prefix):  # its configuration names the server's own token
+            os.chmod(made, 0o700)
         # unix socket paths hold at most 107 bytes: a home deep in a test's folder would not fit, and gets a folder
         # of its own (left behind if the server is killed outright)
         short = len(str(self.prefix / "control.sock")) < 100
