@@ -4,8 +4,9 @@ The server lets a token in to a service on its own way first (the Guard, the ser
 (:func:`~trainyard.front.nginx_conf.grant_key`: the token's SHA-1 and the service's name, never the token), which
 takes that token to that service for :data:`~trainyard.front.nginx_conf.GRANT_FOR` seconds. A token in use is
 told again before nginx forgets it; one revoked, or a user disabled or moved, on this server: every grant is
-forgotten at once, and none is made for as long again (a request let in just before the change may tell its grant
-just after it). Another server sharing the database sees a change within that time, as its own lookups do.
+forgotten before the change is answered, and none is made for as long again (a request let in just before the
+change may tell its grant just after it). Another server sharing the database sees a change within that time, as its
+own lookups do.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import httpx
 from trainyard.front.nginx_conf import GRANT_FOR, grant_key
 
 log = logging.getLogger("trainyard.front")
-_FORGET = "forget"
 KEPT_MAX = 100_000  # grants remembered as told (a bound: one a token and service)
 
 
@@ -30,7 +30,11 @@ class Grants:
         self.control_socket = control_socket
         self._told: dict[str, float] = {}  # key -> when to tell it again (monotonic)
         self._quiet_until = 0.0
-        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[str, int] | None] = queue.SimpleQueue()
+        # a grant told after a forget would outlive it: the generation it was made in is checked, and the telling
+        # done, under this lock, which a forget holds while it bumps the generation and tells nginx
+        self._lock = threading.Lock()
+        self._generation = 0
         self._thread = threading.Thread(target=self._run, name="front-grants", daemon=True)
         self._thread.start()
 
@@ -45,37 +49,39 @@ class Grants:
         if len(self._told) >= KEPT_MAX:
             self._told = {k: t for k, t in self._told.items() if t > now}
         self._told[key] = now + GRANT_FOR / 2  # told again while in use, before nginx forgets it
-        self._queue.put(key)
+        self._queue.put((key, self._generation))
 
     def forget(self) -> None:
-        """Every grant, at once (and none for GRANT_FOR seconds): who may reach what has changed."""
-        self._quiet_until = time.monotonic() + GRANT_FOR
-        self._told = {}
-        self._queue.put(_FORGET)
+        """Every grant, now: nginx has forgotten them when this returns (and none is made for GRANT_FOR seconds).
+        Who may reach what has changed; called by the change, off the event loop."""
+        with self._lock:
+            self._quiet_until = time.monotonic() + GRANT_FOR
+            self._told = {}
+            self._generation += 1
+            self._tell("forget\n")
 
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join(5)
 
+    def _tell(self, body: str) -> None:
+        try:
+            with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.control_socket)), timeout=10) as http:
+                http.put("http://front/grants", content=body.encode()).raise_for_status()
+        except httpx.HTTPError as e:  # nginx gone: the server stops (front/routes.py); until then, Python
+            log.warning("the front's grants were not told to nginx: %s", e)
+
     def _run(self) -> None:
-        with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.control_socket)), timeout=10) as http:
+        while True:
+            items = [self._queue.get()]
             while True:
-                items = [self._queue.get()]
-                while True:
-                    try:
-                        items.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                forget, keys = False, []
-                for item in items:
-                    if item is None:
-                        return
-                    if item == _FORGET:
-                        forget, keys = True, []
-                    else:
-                        keys.append(item)
-                body = ("forget\n" if forget else "") + "".join(k + "\n" for k in keys)
                 try:
-                    http.put("http://front/grants", content=body.encode()).raise_for_status()
-                except httpx.HTTPError as e:  # nginx gone: the server stops (front/routes.py); until then, Python
-                    log.warning("the front's grants were not told to nginx: %s", e)
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if None in items:
+                return
+            with self._lock:
+                keys = [key for key, generation in items if generation == self._generation]
+                if keys:
+                    self._tell("".join(k + "\n" for k in keys))
