@@ -25,6 +25,12 @@ log = logging.getLogger("trainyard.front")
 KEPT_MAX = 100_000  # grants remembered as told (a bound: one a token and service)
 
 
+def control(socket_path: Path, method: str, path: str, timeout: float = 10, **kw: object) -> httpx.Response:
+    """One request to nginx's control socket (front/nginx_conf.py: routes, grants, requests under way)."""
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path)), timeout=timeout) as http:
+        return http.request(method, "http://front" + path, **kw).raise_for_status()
+
+
 class Grants:
     def __init__(self, control_socket: Path) -> None:
         self.control_socket = control_socket
@@ -66,8 +72,7 @@ class Grants:
 
     def _tell(self, body: str) -> None:
         try:
-            with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.control_socket)), timeout=10) as http:
-                http.put("http://front/grants", content=body.encode()).raise_for_status()
+            control(self.control_socket, "PUT", "/grants", content=body.encode())
         except httpx.HTTPError as e:  # nginx gone: the server stops (front/routes.py); until then, Python
             log.warning("the front's grants were not told to nginx: %s", e)
 

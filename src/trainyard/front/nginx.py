@@ -33,7 +33,7 @@ import httpx
 
 from trainyard.errors import TrainyardError
 from trainyard.front.access_log import AccessLog
-from trainyard.front.grants import Grants
+from trainyard.front.grants import Grants, control
 from trainyard.front.nginx_conf import TOKEN, FastRoute, main_conf, routes_text
 from trainyard.home import write_private
 
@@ -137,8 +137,7 @@ class NginxFront:
         text = routes_text(routes) if self.server_token is not None or self.users else ""
         if text == self._routes:
             return False
-        with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.control_socket)), timeout=10) as http:
-            http.put("http://front/routes", content=text.encode()).raise_for_status()
+        control(self.control_socket, "PUT", "/routes", content=text.encode())
         self._routes = text
         return True
 
@@ -146,8 +145,7 @@ class NginxFront:
         """Requests nginx has sent the replica at ``address`` on the fast path and not yet seen answered (0 if
         nginx cannot say: a drained replica is then stopped as without a front)."""
         try:
-            with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.control_socket)), timeout=2) as http:
-                return int(http.get("http://front/inflight", params={"address": address}).text.strip() or 0)
+            return int(control(self.control_socket, "GET", "/inflight", 2, params={"address": address}).text or 0)
         except (httpx.HTTPError, ValueError):
             return 0
 
