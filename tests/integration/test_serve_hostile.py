@@ -128,11 +128,14 @@ def test_what_the_replica_gets_for_spoofed_and_injected_headers(served):
     url, _, _, _ = served
     warm(url)
     status, got = _exchange(url, _head(extra="X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Host: evil.example\r\n"
-                                             "X-Forwarded-Prefix: /fake\r\n").encode())
+                                             "X-Forwarded-Prefix: /fake\r\nX-Forwarded-User: admin\r\n"
+                                             "Forwarded: for=6.6.6.6;by=evil\r\nX-Real-IP: 6.6.6.6\r\n").encode())
     assert status == 200
     headers = {k.lower(): v for k, v in json.loads(got.split(b"\r\n\r\n", 1)[1])["headers"].items()}
     assert headers["x-forwarded-for"] == "6.6.6.6, 127.0.0.1"  # extended, as proxies do: the caller's claim first
     assert headers["x-forwarded-host"] == "127.0.0.1" and headers["x-forwarded-prefix"] == "/serve/echo"
+    # what only a proxy may say, claimed by the caller: dropped (a replica may trust them)
+    assert not {"x-forwarded-user", "forwarded", "x-real-ip"} & set(headers)
     assert "authorization" not in headers
     status, got = _exchange(url, _head("/serve/echo/whoami?a=%0d%0aX-Injected:%20yes").encode())
     seen = json.loads(got.split(b"\r\n\r\n", 1)[1])

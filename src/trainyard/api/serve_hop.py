@@ -21,6 +21,7 @@ PREFIX = "/serve/"
 # either way: the replica gets its own from this server (Route.signed), never a caller's, and its answer gives none back
 HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer",
                  b"transfer-encoding", b"upgrade", b"host", b"authorization", TOKEN_HEADER})
+CLAIMS = frozenset({b"forwarded", b"x-real-ip"})  # beside x-forwarded-*: what proxies say of a request
 QUARANTINE = 2.0  # seconds a replica that refused a connection gets no request from this server
 COLD_POLL = 0.05  # seconds between looks for a first ready replica during a cold start
 T = TypeVar("T")
@@ -115,11 +116,13 @@ def release(service: ServingService, job_id: str | None) -> None:
 
 def forward_headers(scope: dict, name: str, dropped: frozenset[bytes]) -> list[tuple[bytes, bytes]]:
     """The caller's headers for the replica, less ``dropped`` and this server's sign-in cookie, with
-    ``X-Forwarded-*`` saying where the request came from (``X-Forwarded-Prefix: /serve/NAME``)."""
+    ``X-Forwarded-*`` saying where the request came from (``X-Forwarded-Prefix: /serve/NAME``). A caller's own
+    claims of what a proxy would say (``X-Forwarded-*`` but the For it adds to, ``Forwarded``, ``X-Real-IP``) are
+    dropped: a replica may trust them."""
     headers = []
     before = host = None
     for k, v in scope["headers"]:
-        if k.startswith(b"x-forwarded-"):
+        if k.startswith(b"x-forwarded-") or k in CLAIMS:
             if k == b"x-forwarded-for":
                 before = v
         elif k == b"cookie":

@@ -12,6 +12,12 @@ local grants = ngx.shared.trainyard_grants
 local inflight = ngx.shared.trainyard_inflight
 local routes, version = {}, nil
 local turns = {}
+-- a caller's claim of what a proxy would say (X-Forwarded-* but those set here, Forwarded, X-Real-IP): the Python
+-- hop drops them all (api/serve_hop.py forward_headers), so a request bearing one goes its way (nginx cannot drop
+-- headers by a prefix of their names)
+local CLAIM = [[(?:^|\n)(?:x-forwarded-(?!(?:for|proto|host|prefix)[ \t]*:)|forwarded[ \t]*:|x-real-ip[ \t]*:)]]
+-- requests the Python hop sends again to another replica that hung up before answering (api/upstream_conn.py)
+local IDEMPOTENT = {GET = true, HEAD = true, OPTIONS = true, PUT = true, DELETE = true, TRACE = true}
 
 local function parse(text)
     local parsed = {}
@@ -82,6 +88,9 @@ function _M.choose(users)
     if ngx.var.ty_authorized ~= "1" and not (users and granted(name)) then
         return ngx.exec("@ty_api")
     end
+    if ngx.re.find(ngx.req.raw_header(true), CLAIM, "ijo") then
+        return ngx.exec("@ty_api")
+    end
     local list = current()[name]
     if not list then  -- no ready replica here (a cold start, a service of another name): the Python server
         return ngx.exec("@ty_api")
@@ -92,21 +101,61 @@ function _M.choose(users)
     ngx.ctx.replica = replica
     ngx.var.ty_host = replica.address
     ngx.var.ty_token = replica.token
-    -- counted until the request's log phase, wherever it ends (a variable outlives an internal redirect; ctx not)
-    inflight:incr(replica.address, 1, 0)
-    ngx.var.ty_counted = replica.address
+    -- counted until the request's log phase, wherever it ends (a variable outlives an internal redirect; ctx not),
+    -- under this worker's number: a worker that crashed never counts its requests down, and the one started in its
+    -- place (the same number) forgets them (worker_started)
+    local key = replica.address .. " " .. ngx.worker.id()
+    inflight:incr(key, 1, 0)
+    ngx.var.ty_counted = key
 end
 
 function _M.done()
-    local address = ngx.var.ty_counted
-    if address ~= nil and address ~= "" then
-        inflight:incr(address, -1, 0)
+    local key = ngx.var.ty_counted
+    if key ~= nil and key ~= "" then
+        inflight:incr(key, -1, 0)
+    end
+end
+
+-- a worker starting: nginx's start, or one in place of a worker that died (the front never reloads, so no worker of
+-- this number is still serving)
+function _M.worker_started()
+    local suffix = " " .. ngx.worker.id()
+    for _, key in ipairs(inflight:get_keys(0)) do
+        if string.sub(key, -#suffix) == suffix then
+            inflight:delete(key)
+        end
     end
 end
 
 -- GET ?address=HOST:PORT: the fast requests under way to that replica (the server drains one only once none is)
 function _M.get_inflight()
-    ngx.say(inflight:get(ngx.unescape_uri(ngx.var.arg_address or "")) or 0)
+    local address, n = ngx.unescape_uri(ngx.var.arg_address or ""), 0
+    for id = 0, ngx.worker.count() - 1 do
+        n = n + (inflight:get(address .. " " .. id) or 0)
+    end
+    ngx.say(n)
+end
+
+-- nginx's 502 on the fast path (the replica refused, hung up, or answered what is no HTTP): the Python server tries
+-- another replica if the request may be sent again there, as its own hop does: nothing of it reached this one, or
+-- an idempotent request had no byte of an answer. Any other is answered 502 here: a POST the replica may have begun
+-- is not run twice
+function _M.broken()
+    local sent = tonumber(string.match(ngx.var.upstream_bytes_sent or "", "(%d+)%s*$")) or 0
+    local got = tonumber(string.match(ngx.var.upstream_bytes_received or "", "(%d+)%s*$")) or 0
+    if sent == 0 or (IDEMPOTENT[ngx.req.get_method()] and got == 0) then
+        return
+    end
+    ngx.var.ty_answered = "1"
+    local why = got == 0 and "the replica closed the connection without an answer"
+        or "the replica closed the connection in the middle of its answer"
+    local body = '{"code": "replica_unreachable", "message": "the replica of service ' .. ngx.var.ty_name
+        .. ' did not answer: ' .. why .. '", "details": {}}'
+    ngx.status = 502
+    ngx.header["Content-Type"] = "application/json"
+    ngx.header["Content-Length"] = #body
+    ngx.print(body)
+    return ngx.exit(ngx.HTTP_OK)  -- the answer is out: the request ends with it
 end
 
 function _M.balance()

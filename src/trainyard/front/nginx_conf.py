@@ -19,9 +19,12 @@ body streamed or over 1 MB, another token, a service with no ready replica):
 - a Host of loopback, on a server listening on loopback; not a browser opening a page, nor the sandboxed frame.
 
 What the replica gets is what the Python hop sends (api/serve_hop.py ``forward_headers``): its own address as
-Host, its token in ``X-Trainyard-Service-Token``, no ``Authorization``, the ``X-Forwarded-*`` headers; what the
-caller gets back has no ``Set-Cookie`` of the server's sign-in cookie nor ``Service-Worker-Allowed``. A replica
-that cannot be reached (nginx's own 502) hands the request to the Python server, which tries the others.
+Host, its token in ``X-Trainyard-Service-Token``, no ``Authorization``, the ``X-Forwarded-*`` headers (a request
+with a caller's own of another name, or ``Forwarded`` or ``X-Real-IP``, goes the Python way); what the
+caller gets back has no ``Set-Cookie`` of the server's sign-in cookie nor ``Service-Worker-Allowed``. A request
+nginx could not get answered (its own 502) goes to the Python server, which tries the others, if it may be sent
+again as the Python hop's rule says (nothing of it sent, or idempotent with no byte answered); else it is answered
+502 (fast_path.lua ``broken``).
 """
 
 from __future__ import annotations
@@ -43,10 +46,6 @@ SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-dow
 # server itself reuses a token's owner without a lookup (services/identity.py REMEMBER_FOR); a change made on
 # this server (a revocation, a user disabled) forgets every grant at once
 GRANT_FOR = 2.0
-# the X-Forwarded-* headers in common use beside those the fast path sets (nginx cannot drop a prefix of names)
-CLAIMS = ("X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Ssl", "X-Forwarded-Scheme", "X-Forwarded-Uri",
-          "X-Forwarded-Path", "X-Forwarded-Method", "X-Forwarded-Client-Cert", "X-Forwarded-User", "X-Forwarded-Email",
-          "X-Forwarded-Groups", "X-Forwarded-Access-Token")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +106,6 @@ def main_conf(*, user: str, modules: str, listen: str, api_socket: str, control_
     local = "default 0; 127.0.0.1 1; localhost 1; \"::1\" 1; \"[::1]\" 1;" if loopback else "default 1;"
     ssl = f" ssl;\n        ssl_certificate {tls[0]};\n        ssl_certificate_key {tls[1]}" if tls else ""
     sandbox = f'            add_header Content-Security-Policy "{SANDBOX}" always;\n' if users else ""
-    dropped = "".join(f'            proxy_set_header {name} "";\n' for name in CLAIMS)
     return f"""\
 # written by trainyard's server at each start (trainyard/front/nginx_conf.py): changes are lost
 load_module {modules}/ndk_http_module.so;
@@ -140,6 +138,7 @@ http {{
     lua_shared_dict trainyard_routes 8m;
     lua_shared_dict trainyard_grants 16m;
     lua_shared_dict trainyard_inflight 1m;
+    init_worker_by_lua_block {{ require("fast_path").worker_started() }}
     log_format {LOG_FORMAT} '$ty_name $status $request_time $msec';
 
     # kept-alive connections are let go before the other side would (uvicorn: 5 s idle, as most servers' default):
@@ -200,6 +199,7 @@ http {{
         proxy_set_header X-Forwarded-Proto $scheme;
         proxy_request_buffering off;
         set $ty_counted "";
+        set $ty_answered "";
         log_by_lua_block {{ require("fast_path").done() }}
 
         location / {{
@@ -208,12 +208,17 @@ http {{
         location @ty_api {{
             proxy_pass http://ty_api;
         }}
+        location @ty_broken {{
+            access_by_lua_block {{ require("fast_path").broken() }}
+            proxy_pass http://ty_api;
+            access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT} if=$ty_answered;
+        }}
         location /serve/ {{
             set $ty_host "";
             set $ty_token "";
             access_by_lua_block {{ require("fast_path").choose({str(users).lower()}) }}
             # a replica nginx could not reach: the Python server tries the others (and skips this one a while)
-            error_page 502 = @ty_api;
+            error_page 502 = @ty_broken;
             proxy_request_buffering on;
             proxy_pass http://ty_replica$ty_rest;
             # names in lower case, as the Python hop writes them: a replica may look them up as written
@@ -230,8 +235,7 @@ http {{
             proxy_set_header x-forwarded-proto $scheme;
             proxy_set_header x-forwarded-host $http_host;
             proxy_set_header x-forwarded-prefix /serve/$ty_name;
-            # the caller's claims of what a proxy would say, which the Python hop drops too (a replica may trust them)
-{dropped}            proxy_hide_header X-Trainyard-Service-Token;
+            proxy_hide_header X-Trainyard-Service-Token;
             proxy_hide_header Service-Worker-Allowed;
             header_filter_by_lua_block {{ require("fast_path").drop_cookie("{COOKIE}") }}
 {sandbox}            access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT};
