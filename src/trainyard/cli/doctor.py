@@ -33,7 +33,7 @@ def doctor(
     ray_address: Annotated[Optional[str], typer.Option(
         "--ray-address", envvar="RAY_ADDRESS", help="also check this Ray cluster (default $RAY_ADDRESS)")] = None,
 ) -> None:
-    """Check what jobs need here: server, engine, nodes, GPUs, containers, cgroups, cpu, disk.
+    """Check what jobs need here: server, engine, nodes, GPUs, containers, cgroups, cpu, disk, the front (nginx).
 
     Also PostgreSQL (--db) and Ray (--ray-address or $RAY_ADDRESS) when given. Each line is ok, warning
     or error with the fix; exits 1 on any error."""
@@ -43,7 +43,7 @@ def doctor(
     nodes = _server(findings)
     key = _secrets_key if _logged_in() is None else _remote_secrets_key
     checks: list[Callable[[], Finding]] = [_nvml, _containers, lambda: _cgroups(nodes), _cpu, _gpu_devices,
-                                           _accounts, _process_list, _disk, key]
+                                           _accounts, _process_list, _disk, key, _front]
     if db:
         checks.append(lambda: _database(db))
     if ray_address:
@@ -144,6 +144,18 @@ def _containers() -> Finding:
         return Finding("containers", "ok", f"{', '.join(found)} on PATH: jobs may set `image`")
     return Finding("containers", "warning", "neither docker nor podman is on PATH: jobs with `image` cannot run here",
                    "install docker or podman, or leave `image` out and use `env.pip`")
+
+
+def _front() -> Finding:
+    from trainyard.errors import TrainyardError
+    from trainyard.front.nginx import find_nginx
+
+    try:
+        binary, modules = find_nginx()
+    except TrainyardError as e:  # it says how to install it: an option, not a need (the server serves /serve/ too)
+        return Finding("front", "warning", e.message)
+    return Finding("front", "ok", f"{binary} with its Lua module in {modules}: `trainyard server --front nginx` "
+                                  "can put it in front")
 
 
 def _cgroups(nodes: list | None) -> Finding:

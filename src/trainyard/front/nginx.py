@@ -76,10 +76,7 @@ class NginxFront:
         self.prefix.mkdir(mode=0o700, parents=True, exist_ok=True)
         for made in (self.prefix.parent, self.prefix):  # its configuration names the server's own token
             os.chmod(made, 0o700)
-        # unix socket paths hold at most 107 bytes: a home deep in a test's folder would not fit, and gets a folder
-        # of its own (left behind if the server is killed outright)
-        short = len(str(self.prefix / "control.sock")) < 100
-        self.run_dir = self.prefix if short else Path(tempfile.mkdtemp(prefix="ty-front-"))
+        self.run_dir = run_folder(self.prefix)
         self.api_socket = self.run_dir / "api.sock"
         self.control_socket = self.run_dir / "control.sock"
         self.listener = listener
@@ -183,6 +180,25 @@ class NginxFront:
                 pass
         lines = [ln for ln in err.decode(errors="replace").splitlines() if "[emerg]" in ln or "[alert]" in ln]
         return (lines or err.decode(errors="replace").splitlines() or ["no word from it"])[-1].strip()
+
+
+def run_folder(prefix: Path) -> Path:
+    """Where the front's sockets go: ``prefix``, or where a path to it is too long for a unix socket (107 bytes: a
+    home deep in a test's folder) a private folder in the temporary one, named for this process. Such folders of
+    this account's servers that died without removing theirs are removed first."""
+    if len(str(prefix / "control.sock")) < 100:
+        return prefix
+    for left in Path(tempfile.gettempdir()).glob("ty-front-*-*"):
+        try:
+            pid = int(left.name.split("-")[2])
+            if left.lstat().st_uid != os.geteuid() or pid == os.getpid():
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:  # its server is gone
+            shutil.rmtree(left, ignore_errors=True)
+        except (ValueError, OSError):  # not one of these, or a process of another account
+            pass
+    return Path(tempfile.mkdtemp(prefix=f"ty-front-{os.getpid()}-"))
 
 
 def _die_with_parent() -> None:
