@@ -12,10 +12,15 @@ local grants = ngx.shared.trainyard_grants
 local inflight = ngx.shared.trainyard_inflight
 local routes, version = {}, nil
 local turns = {}
--- a caller's claim of what a proxy would say (X-Forwarded-* but those set here, Forwarded, X-Real-IP): the Python
--- hop drops them all (api/serve_hop.py forward_headers), so a request bearing one goes its way (nginx cannot drop
--- headers by a prefix of their names)
-local CLAIM = [[(?:^|\n)(?:x-forwarded-(?!(?:for|proto|host|prefix)[ \t]*:)|forwarded[ \t]*:|x-real-ip[ \t]*:)]]
+-- a caller's X-Forwarded-* header of a name nginx neither sets nor drops (nginx_conf.claims_pattern, given at start):
+-- the Python hop drops them all, and nginx cannot drop headers by a prefix of their names, so such a request goes
+-- the Python way
+local claim = nil
+
+function _M.configure(pattern)
+    claim = pattern
+end
+
 -- requests the Python hop sends again to another replica that hung up before answering (api/upstream_conn.py)
 local IDEMPOTENT = {GET = true, HEAD = true, OPTIONS = true, PUT = true, DELETE = true, TRACE = true}
 
@@ -88,7 +93,7 @@ function _M.choose(users)
     if ngx.var.ty_authorized ~= "1" and not (users and granted(name)) then
         return ngx.exec("@ty_api")
     end
-    if ngx.re.find(ngx.req.raw_header(true), CLAIM, "ijo") then
+    if ngx.re.find(ngx.req.raw_header(true), claim, "ijo") then
         return ngx.exec("@ty_api")
     end
     local list = current()[name]

@@ -19,9 +19,10 @@ body streamed or over 1 MB, another token, a service with no ready replica):
 - a Host of loopback, on a server listening on loopback; not a browser opening a page, nor the sandboxed frame.
 
 What the replica gets is what the Python hop sends (api/serve_hop.py ``forward_headers``): its own address as
-Host, its token in ``X-Trainyard-Service-Token``, no ``Authorization``, the ``X-Forwarded-*`` headers (a request
-with a caller's own of another name, or ``Forwarded`` or ``X-Real-IP``, goes the Python way); what the
-caller gets back has no ``Set-Cookie`` of the server's sign-in cookie nor ``Service-Worker-Allowed``. A request
+Host, its token in ``X-Trainyard-Service-Token``, no ``Authorization``, the ``X-Forwarded-*`` headers, none of the
+caller's claims of what a proxy says (:data:`CLAIMS`; a request with an ``X-Forwarded-*`` of another name goes the
+Python way); what the caller gets back has no ``Set-Cookie`` of the server's sign-in cookie nor
+``Service-Worker-Allowed``. A request
 nginx could not get answered (its own 502) goes to the Python server, which tries the others, if it may be sent
 again as the Python hop's rule says (nothing of it sent, or idempotent with no byte answered); else it is answered
 502 (fast_path.lua ``broken``).
@@ -40,6 +41,13 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")  # what reaches nginx un
 TOKEN = re.compile(r"[A-Za-z0-9_-]{16,256}\Z")  # secrets.token_urlsafe's alphabet
 LOG_FORMAT = "trainyard_serve"
 LUA = Path(__file__).resolve().parent / "fast_path.lua"
+# what proxies say of a request: the X-Forwarded-* headers the fast path sets itself, and those in common use it drops
+# (as the Python hop drops every caller's X-Forwarded-* but the For it extends: a replica may trust them); a request
+# with one of another name goes the Python way (:func:`claims_pattern`)
+SETS = ("X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Prefix")
+CLAIMS = ("X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Ssl", "X-Forwarded-Scheme", "X-Forwarded-Uri",
+          "X-Forwarded-Path", "X-Forwarded-Method", "X-Forwarded-Client-Cert", "X-Forwarded-User", "X-Forwarded-Email",
+          "X-Forwarded-Groups", "X-Forwarded-Access-Token", "Forwarded", "X-Real-IP")
 COOKIE = "trainyard_serve"  # api/serve_cookie.py's: no service may set it (the Python hop drops it too)
 SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"  # api/serve_origin.py's
 # seconds a caller's token takes the fast path to a service after the server let it in there: as long as the
@@ -88,6 +96,13 @@ def routes_text(routes: list[FastRoute]) -> str:
     return "".join(lines)
 
 
+def claims_pattern() -> str:
+    """The PCRE fast_path.lua looks for in a request's head (case aside): an X-Forwarded-* header of a name nginx
+    neither sets nor drops."""
+    known = sorted(n.lower().removeprefix("x-forwarded-") for n in SETS + CLAIMS if n.lower().startswith("x-forwarded-"))
+    return rf"(?:^|\n)x-forwarded-(?!(?:{'|'.join(map(re.escape, known))})[ \t]*:)"
+
+
 def grant_key(token: str, name: str) -> str:
     """What fast_path.lua looks up for a request bearing ``token`` to service ``name``: its SHA-1 (nginx's Lua has
     it built in; a token is 32 random bytes, so no preimage is to be found), never the token itself."""
@@ -106,6 +121,7 @@ def main_conf(*, user: str, modules: str, listen: str, api_socket: str, control_
     local = "default 0; 127.0.0.1 1; localhost 1; \"::1\" 1; \"[::1]\" 1;" if loopback else "default 1;"
     ssl = f" ssl;\n        ssl_certificate {tls[0]};\n        ssl_certificate_key {tls[1]}" if tls else ""
     sandbox = f'            add_header Content-Security-Policy "{SANDBOX}" always;\n' if users else ""
+    dropped = "".join(f'            proxy_set_header {name} "";\n' for name in CLAIMS)
     return f"""\
 # written by trainyard's server at each start (trainyard/front/nginx_conf.py): changes are lost
 load_module {modules}/ndk_http_module.so;
@@ -138,6 +154,7 @@ http {{
     lua_shared_dict trainyard_routes 8m;
     lua_shared_dict trainyard_grants 16m;
     lua_shared_dict trainyard_inflight 1m;
+    init_by_lua_block {{ require("fast_path").configure([[{claims_pattern()}]]) }}
     init_worker_by_lua_block {{ require("fast_path").worker_started() }}
     log_format {LOG_FORMAT} '$ty_name $status $request_time $msec';
 
@@ -235,7 +252,7 @@ http {{
             proxy_set_header x-forwarded-proto $scheme;
             proxy_set_header x-forwarded-host $http_host;
             proxy_set_header x-forwarded-prefix /serve/$ty_name;
-            proxy_hide_header X-Trainyard-Service-Token;
+{dropped}            proxy_hide_header X-Trainyard-Service-Token;
             proxy_hide_header Service-Worker-Allowed;
             header_filter_by_lua_block {{ require("fast_path").drop_cookie("{COOKIE}") }}
 {sandbox}            access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT};
