@@ -99,7 +99,8 @@ def routes_text(routes: list[FastRoute]) -> str:
 def claims_pattern() -> str:
     """The PCRE fast_path.lua looks for in a request's head (case aside): an X-Forwarded-* header of a name nginx
     neither sets nor drops."""
-    known = sorted(n.lower().removeprefix("x-forwarded-") for n in SETS + CLAIMS if n.lower().startswith("x-forwarded-"))
+    known = sorted(n.lower().removeprefix("x-forwarded-") for n in SETS + CLAIMS
+                   if n.lower().startswith("x-forwarded-"))
     return rf"(?:^|\n)x-forwarded-(?!(?:{'|'.join(map(re.escape, known))})[ \t]*:)"
 
 
