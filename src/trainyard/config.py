@@ -53,6 +53,7 @@ The launcher's values stay in the launcher: it must start fast and import nothin
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -325,6 +326,18 @@ class ServerSettings(BaseModel):
         if v is not None and info.data.get("gpus") == 0:  # the node would have no GPUs, and so no type: dropped
             raise ValueError(f"{v}: --gpus 0 declares no GPUs, so none is of this type; declare how many (--gpus N) "
                              "or leave --gpu-type out")
+        return v
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxies(cls, v: str | None) -> str | None:
+        for proxy in (p.strip() for p in (v or "").split(",") if p.strip()):
+            if proxy != "*":
+                try:  # written into nginx's configuration too (server --front nginx)
+                    ipaddress.ip_network(proxy, strict=False)
+                except ValueError:
+                    raise ValueError(f"{proxy!r}: name each proxy by its address or network (10.0.0.0/8), "
+                                     "or * for any") from None
         return v
 
     @field_validator("webhooks")

@@ -49,9 +49,6 @@ def check_exposure(settings: ServerSettings) -> None:
             f"first start, or by `trainyard admin bootstrap`), and --tls-cert/--tls-key or a TLS proxy")
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise TrainyardError("--tls-cert and --tls-key go together: give both")
-    if settings.front == "nginx" and settings.forwarded_allow_ips:
-        raise InvalidSpec.flag("--front", "nginx: not with --forwarded-allow-ips yet (nginx would have to trust the "
-                               "proxies in front of it); leave one of them out")
 
 
 def first_admin(platform: "Platform", home: Path) -> None:
@@ -227,9 +224,10 @@ def serve(settings: ServerSettings) -> None:
         # kept only as its hash); with users, a token once this server let it in to a service (front/grants.py)
         tls = (str(settings.tls_cert), str(settings.tls_key)) if settings.tls_cert is not None else None
         front = NginxFront(settings.home, sock, None if settings.auth else own_token, platform.serving.front_request,
-                           users=settings.auth, loopback=settings.host in LOOPBACK, tls=tls)
+                           users=settings.auth, loopback=settings.host in LOOPBACK, tls=tls,
+                           trusted=tuple(p.strip() for p in (proxied or "").split(",") if p.strip()))
         sock = front.api_listener()
-        proxied = "*"  # only nginx reaches the unix socket, and it writes X-Forwarded-For itself
+        proxied = "*"  # only nginx reaches the unix socket, and it writes X-Forwarded-For/-Proto itself
     # small /serve/ requests are proxied from the HTTP protocol itself (api/serve_lane.py); behind trusted
     # proxies the caller's address is read from their headers by uvicorn's ASGI middleware, so all go that way.
     # TRAINYARD_SERVE_LANE=off sends every request the usual way (bench/serve.py --no-lane measures it)

@@ -26,10 +26,11 @@ def nginx() -> tuple[str, str]:
         need(False, str(e))
 
 
-@pytest.mark.parametrize("server_token, users, tls", [(TOKEN, False, False), (None, False, False),
-                                                      (None, True, False), (None, True, True)],
-                         ids=["one user", "no token", "users", "users and TLS"])
-def test_the_configuration_as_written_is_one_nginx_takes(tmp_path, server_token, users, tls):
+@pytest.mark.parametrize("server_token, users, tls, trusted", [
+    (TOKEN, False, False, ()), (None, False, False, ()), (None, True, False, ()), (None, True, True, ()),
+    (None, True, False, ("10.0.0.0/8", "2001:db8::1")), (TOKEN, False, False, ("*",))],
+    ids=["one user", "no token", "users", "users and TLS", "behind proxies", "behind any proxy"])
+def test_the_configuration_as_written_is_one_nginx_takes(tmp_path, server_token, users, tls, trusted):
     binary, modules = nginx()
     pair = None
     if tls:
@@ -39,7 +40,7 @@ def test_the_configuration_as_written_is_one_nginx_takes(tmp_path, server_token,
     conf = main_conf(user=pwd.getpwuid(os.geteuid()).pw_name, modules=modules, listen="127.0.0.1:1",
                      api_socket=str(tmp_path / "api.sock"), control_socket=str(tmp_path / "control.sock"),
                      log_socket=str(tmp_path / "log.sock"), prefix=str(prefix), server_token=server_token,
-                     users=users, loopback=not users, tls=pair)
+                     users=users, loopback=not users, tls=pair, trusted=trusted)
     (prefix / "nginx.conf").write_text(conf)
     done = subprocess.run([binary, "-t", "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e",
                            str(prefix / "error.log")], capture_output=True, text=True)
@@ -47,6 +48,9 @@ def test_the_configuration_as_written_is_one_nginx_takes(tmp_path, server_token,
     assert ("Bearer" in conf) == (server_token is not None)  # no token: only grants take the fast path
     assert ("Content-Security-Policy" in conf) == users and ("ssl_certificate" in conf) == tls
     assert ("127.0.0.1 1;" in conf) == (not users)  # a server beyond loopback answers to any name
+    believed = {line.split()[1].rstrip(";") for line in conf.splitlines() if "set_real_ip_from" in line}
+    assert believed == ({"0.0.0.0/0", "::/0"} if "*" in trusted else {"10.0.0.0/8", "2001:db8::1/128"} if trusted
+                        else set())
 
 
 def test_a_grant_names_the_tokens_digest_and_the_service_never_the_token():

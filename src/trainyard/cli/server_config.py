@@ -161,7 +161,8 @@ def _durations(path: Path, name: str, section: Any, model: Any) -> dict[str, Any
 
 # settings that come from `trainyard server`'s flags, never from the file (KEYS): their errors name the flag
 FLAGS = {"host": "--host", "port": "--port", "engine": "--engine", "container_runtime": "--container-runtime",
-         "cpus": "--cpus", "memory": "--memory", "gpus": "--gpus", "gpu_type": "--gpu-type"}
+         "cpus": "--cpus", "memory": "--memory", "gpus": "--gpus", "gpu_type": "--gpu-type",
+         "forwarded_allow_ips": "--forwarded-allow-ips"}
 
 
 def check(path: Path, build: Any) -> Any:

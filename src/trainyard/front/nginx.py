@@ -65,11 +65,12 @@ def find_nginx() -> tuple[str, str]:
 class NginxFront:
     def __init__(self, home: Path, listener: socket.socket, server_token: str | None,
                  on_request: Callable[[str, int, float, float], None], *, users: bool = False,
-                 loopback: bool = True, tls: tuple[str, str] | None = None) -> None:
+                 loopback: bool = True, tls: tuple[str, str] | None = None, trusted: tuple[str, ...] = ()) -> None:
         """``listener``: the public socket the server bound; ``server_token``: the one token the fast path always
         takes (None: none); ``on_request(name, status, seconds, ended_at)``: each fast request's line; ``users``:
         a server with users, whose tokens take the fast path once granted (:attr:`grants`); ``loopback``: a
-        server on loopback (answers only loopback's names); ``tls``: (certificate, key) nginx serves with."""
+        server on loopback (answers only loopback's names); ``tls``: (certificate, key) nginx serves with;
+        ``trusted``: the proxies in front of nginx (``--forwarded-allow-ips``), whose X-Forwarded-* it reads."""
         self.binary, self.modules = find_nginx()
         # a folder per port: servers sharing a home (PostgreSQL) each have their own nginx
         self.prefix = Path(home) / "front" / str(listener.getsockname()[1])
@@ -82,7 +83,7 @@ class NginxFront:
         self.listener = listener
         self.server_token = server_token if server_token is not None and TOKEN.match(server_token) else None
         self.on_request = on_request
-        self.users, self.loopback, self.tls = users, loopback, tls
+        self.users, self.loopback, self.tls, self.trusted = users, loopback, tls, trusted
         self.grants: Grants | None = None
         self.access: AccessLog | None = None
         self.process: subprocess.Popen | None = None
@@ -107,7 +108,7 @@ class NginxFront:
             user=pwd.getpwuid(os.geteuid()).pw_name, modules=self.modules, listen=listen,
             api_socket=str(self.api_socket), control_socket=str(self.control_socket), log_socket=str(log_socket),
             prefix=str(self.prefix), server_token=self.server_token, users=self.users, loopback=self.loopback,
-            tls=self.tls))
+            tls=self.tls, trusted=self.trusted))
         (self.prefix / "nginx.pid").unlink(missing_ok=True)
         fd = self.listener.fileno()
         os.set_inheritable(fd, True)

@@ -110,14 +110,34 @@ def grant_key(token: str, name: str) -> str:
     return f"{base64.b64encode(hashlib.sha1(token.encode()).digest()).decode()} {name}"
 
 
+def proxies_conf(trusted: tuple[str, ...]) -> str:
+    """What nginx makes of the proxies in front of it (``--forwarded-allow-ips``: addresses, networks, ``*``), as
+    uvicorn does: from them, the caller is the last address in X-Forwarded-For that is not theirs (the Python server
+    and the fast path's replica are told that one), and X-Forwarded-Proto says the scheme; from anyone else neither
+    is believed."""
+    if not trusted:
+        return ("    map $scheme $ty_scheme { default $scheme; }\n"
+                "    map $scheme $ty_forwarded_for { default $proxy_add_x_forwarded_for; }\n")
+    nets = [str(ipaddress.ip_network(t, strict=False)) for t in trusted if t != "*"]
+    nets += ["0.0.0.0/0", "::/0"] if "*" in trusted else []
+    return ("".join(f"    set_real_ip_from {net};\n" for net in nets)
+            + "    real_ip_header X-Forwarded-For;\n    real_ip_recursive on;\n"
+            + f"    geo $realip_remote_addr $ty_trusted {{ default 0; {' '.join(f'{n} 1;' for n in nets)} }}\n"
+            + '    map "$ty_trusted:$http_x_forwarded_proto" $ty_scheme { default $scheme; "1:http" http; '
+              '"1:https" https; }\n'
+            # a proxy's own X-Forwarded-For already ends with the caller: passed on as it came (the Python hop's way)
+            + '    map "$ty_trusted:$http_x_forwarded_for" $ty_forwarded_for { default $proxy_add_x_forwarded_for; '
+              '"~^1:." $http_x_forwarded_for; }\n')
+
+
 def main_conf(*, user: str, modules: str, listen: str, api_socket: str, control_socket: str, log_socket: str,
               prefix: str, server_token: str | None, users: bool = False, loopback: bool = True,
-              tls: tuple[str, str] | None = None) -> str:
+              tls: tuple[str, str] | None = None, trusted: tuple[str, ...] = ()) -> str:
     """``nginx.conf``. ``listen``: ``HOST:PORT`` (the socket itself is handed over: ``NGINX`` in the environment);
     ``server_token``: the one token always taken (a server without users); ``users``: a server with ``--auth``,
     whose callers' tokens are taken once the server granted them the service (:func:`grant_text`), and whose
     services' answers are sandboxed (api/serve_origin.py); ``loopback``: answer only names of loopback;
-    ``tls``: (certificate, key) files, served here."""
+    ``tls``: (certificate, key) files, served here; ``trusted``: the proxies in front (:func:`proxies_conf`)."""
     authorized = f'"Bearer {server_token}" 1;' if server_token is not None else ""
     local = "default 0; 127.0.0.1 1; localhost 1; \"::1\" 1; \"[::1]\" 1;" if loopback else "default 1;"
     ssl = f" ssl;\n        ssl_certificate {tls[0]};\n        ssl_certificate_key {tls[1]}" if tls else ""
@@ -174,7 +194,7 @@ http {{
         keepalive_requests 100000;
         keepalive_timeout 4s;
     }}
-    map $http_upgrade $ty_connection {{ default upgrade; "" ""; }}
+{proxies_conf(trusted)}    map $http_upgrade $ty_connection {{ default upgrade; "" ""; }}
     map $request_uri $ty_name {{ default ""; "~^/serve/(?<n>[A-Za-z0-9][A-Za-z0-9._-]*)/[^#]*$" $n; }}
     map $request_uri $ty_rest {{ default "/"; "~^/serve/[^/]+(?<r>/.*)$" $r; }}
     map $http_authorization $ty_authorized {{ default 0; {authorized} }}
@@ -214,7 +234,7 @@ http {{
         proxy_set_header Connection $ty_connection;
         proxy_set_header Upgrade $http_upgrade;
         proxy_set_header X-Forwarded-For $remote_addr;
-        proxy_set_header X-Forwarded-Proto $scheme;
+        proxy_set_header X-Forwarded-Proto $ty_scheme;
         proxy_request_buffering off;
         set $ty_counted "";
         set $ty_answered "";
@@ -249,8 +269,8 @@ http {{
             proxy_set_header Keep-Alive "";
             proxy_set_header Trailer "";
             proxy_set_header x-trainyard-service-token $ty_token;
-            proxy_set_header x-forwarded-for $proxy_add_x_forwarded_for;
-            proxy_set_header x-forwarded-proto $scheme;
+            proxy_set_header x-forwarded-for $ty_forwarded_for;
+            proxy_set_header x-forwarded-proto $ty_scheme;
             proxy_set_header x-forwarded-host $http_host;
             proxy_set_header x-forwarded-prefix /serve/$ty_name;
 {dropped}            proxy_hide_header X-Trainyard-Service-Token;
