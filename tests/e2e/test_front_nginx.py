@@ -319,3 +319,25 @@ def test_a_drain_does_not_wait_for_requests_of_an_nginx_worker_that_died(server)
     # the dead worker's request is not waited for (DRAIN_MAX, 30 s): the replica is stopped once drained
     assert time.monotonic() - began < 20
     client.services.delete("crashw")
+
+
+def test_the_fast_paths_requests_are_timed_to_the_microsecond(server):
+    client = server.client()
+    names = ("timed-a", "timed-b")
+    for name in names:
+        client.services.apply(spec(name, {"replicas": 1}))
+    p50s = []
+    for name in names:
+        client.services.wait_ready(name, 1, timeout=60)
+        until(lambda: fast(server, name), timeout=10)  # a few quick requests, either way
+        before = client.services.get(name).traffic.requests
+        slow = 31 + before % 2  # an odd count in all: the median is one request's time, one of these
+        for _ in range(slow):  # ~20 ms each at the replica: nginx's own clock reads 0.020 or 0.021 s
+            r = httpx.get(f"{server.url}/serve/{name}/slow?s=0.02", headers=server.headers, timeout=30)
+            assert went_fast(r.json())
+        until(lambda: client.services.get(name).traffic.requests == before + slow, timeout=10)
+        p50s.append(client.services.get(name).traffic.p50_ms)
+        client.services.delete(name)
+    assert all(20 <= p < 200 for p in p50s), p50s
+    # to the millisecond both would be whole (to the microsecond each is with a chance of 1 in 1,000)
+    assert any(p != round(p) for p in p50s), p50s

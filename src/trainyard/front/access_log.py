@@ -30,7 +30,7 @@ LOG_EVERY = 60.0  # seconds between two warnings of dropped lines or a failing c
 # nginx's own header (its month names are English whatever the locale), then the fields of our log_format.
 # Numbers are digits only (no sign, NaN or exponent) and of bounded length; names as services are named.
 LINE = re.compile(rb"<\d{1,3}>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d trainyard: "
-                  rb"([A-Za-z0-9][A-Za-z0-9._-]{0,62}) (\d{3}) (\d{1,9}\.\d{3}) (\d{1,12}\.\d{3})")
+                  rb"([A-Za-z0-9][A-Za-z0-9._-]{0,62}) (\d{3}) (\d{1,9}\.\d{3,6}) (\d{1,12}\.\d{3})")
 
 OnRequest = Callable[[str, int, float, float], None]  # (service, status, seconds, ended_at)
 

@@ -10,6 +10,21 @@ local _M = {}
 local shared = ngx.shared.trainyard_routes
 local grants = ngx.shared.trainyard_grants
 local inflight = ngx.shared.trainyard_inflight
+local ffi = require("ffi")
+-- a request's time to the microsecond: nginx's own ($request_time, ngx.now) is to the millisecond, so a fast
+-- replica's requests would all have read 0 ms in `service show`
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } trainyard_timespec;
+int clock_gettime(int clock, trainyard_timespec *tp);
+]]
+local timespec = ffi.new("trainyard_timespec")
+local CLOCK_MONOTONIC = 1
+
+local function clock()
+    ffi.C.clock_gettime(CLOCK_MONOTONIC, timespec)
+    return tonumber(timespec.tv_sec) + tonumber(timespec.tv_nsec) * 1e-9
+end
+
 local routes, version = {}, nil
 local turns = {}
 -- a caller's X-Forwarded-* header of a name nginx neither sets nor drops (nginx_conf.claims_pattern, given at start):
@@ -112,12 +127,15 @@ function _M.choose(users)
     local key = replica.address .. " " .. ngx.worker.id()
     inflight:incr(key, 1, 0)
     ngx.var.ty_counted = key
+    ngx.var.ty_began = string.format("%.6f", clock())
 end
 
+-- the log phase, before nginx's access log writes the request's line (with $ty_took)
 function _M.done()
     local key = ngx.var.ty_counted
     if key ~= nil and key ~= "" then
         inflight:incr(key, -1, 0)
+        ngx.var.ty_took = string.format("%.6f", math.max(0, clock() - tonumber(ngx.var.ty_began)))
     end
 end
 

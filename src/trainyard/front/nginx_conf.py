@@ -177,7 +177,7 @@ http {{
     lua_shared_dict trainyard_inflight 1m;
     init_by_lua_block {{ require("fast_path").configure([[{claims_pattern()}]]) }}
     init_worker_by_lua_block {{ require("fast_path").worker_started() }}
-    log_format {LOG_FORMAT} '$ty_name $status $request_time $msec';
+    log_format {LOG_FORMAT} '$ty_name $status $ty_took $msec';
 
     # kept-alive connections are let go before the other side would (uvicorn: 5 s idle, as most servers' default):
     # one it closed as nginx sent on it fails a request nginx may not send again (a POST)
@@ -238,6 +238,8 @@ http {{
         proxy_request_buffering off;
         set $ty_counted "";
         set $ty_answered "";
+        set $ty_began "";
+        set $ty_took 0.000;  # fast_path.lua sets it, to the microsecond, once it chose a replica
         log_by_lua_block {{ require("fast_path").done() }}
 
         location / {{
