@@ -10,9 +10,12 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainyard import startup
 from trainyard.config import ServerSettings, serve_lane
 from trainyard.launch import fdlimit
 from trainyard.home import HomeLock, held, local_token, open_for_accounts, read_address, secure, write_private
@@ -128,8 +131,10 @@ def _refused(host: str, port: int, e: OSError) -> TrainyardError:
 
 
 def serve(settings: ServerSettings) -> None:
-    """Serve until SIGTERM/SIGINT. Jobs keep running when the server stops."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """Serve until SIGTERM/SIGINT. Jobs keep running when the server stops. One that arrives before uvicorn answers
+    it (start-up: trainyard.startup) stops the start-up where it is: nginx stopped, the home let go, one line said."""
+    startup.guard()
+    startup.log_to_stderr()
     # httpx logs each request at INFO: the /serve proxy and readiness probes would fill the log
     logging.getLogger("httpx").setLevel(logging.WARNING)
     check_exposure(settings)
@@ -141,7 +146,16 @@ def serve(settings: ServerSettings) -> None:
     # PostgreSQL: servers sharing the database may share the home. Either way a lease picks the one
     # that schedules (trainyard.store.lease), and no auto-started server joins them
     sqlite = normalize_url(settings.db_url).startswith("sqlite")
-    HomeLock(settings.home).acquire(shared=not sqlite)  # held until this process ends
+    lock = HomeLock(settings.home)
+    lock.acquire(shared=not sqlite)  # held until this process ends, or its start-up is stopped
+    try:
+        _serve_holding(settings)
+    except startup.StoppedStarting as e:
+        lock.release()  # the kernel would at exit too: here, before the line says the home is free
+        startup.stopped(e)
+
+
+def _serve_holding(settings: ServerSettings) -> None:
     # imported once the home is held: they took ~1.2 s from the start (more on a loaded machine), while a CLI started
     # beside this server found the home free and started a rival in the background (test_server_home.py)
     import uvicorn
@@ -154,10 +168,18 @@ def serve(settings: ServerSettings) -> None:
     class Stopping(uvicorn.Server):
         """uvicorn's server, saying why it stops: a server gone quiet looks the same as one killed."""
 
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                startup.handed_over()  # handle_exit answers from here; uvicorn raises the signal again once stopped
+                yield
+
         def handle_exit(self, sig: int, frame: object) -> None:
             if not self.should_exit:  # the first signal: a second SIGINT only hurries the stop
-                log.info("got %s: stopping; running jobs keep running and report to the server that schedules next",
-                         signal.Signals(sig).name)
+                # before the lifespan's start-up has ended: uvicorn ends it, then shuts down (nothing is served)
+                during = "" if self.started else " during start-up"
+                log.info("got %s%s: stopping; running jobs keep running and report to the server that schedules "
+                         "next", signal.Signals(sig).name, during)
             super().handle_exit(sig, frame)
 
     own_token = None
@@ -245,21 +267,18 @@ def serve(settings: ServerSettings) -> None:
     # RESULTS.md, session 6). Frozen, collections skip them; start-up leaves almost no garbage (20 objects)
     # to keep by not collecting first
     gc.freeze()
-    # uvicorn raises SIGTERM again once it has shut down, into the handler it found: a clean stop, asked for by a
-    # service manager or `trainyard server stop`, exits 0 rather than dying of the signal (143)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if front is None:
         return Stopping(config).run(sockets=[sock])
     from trainyard.front.routes import RouteSync
 
-    front.start()
-    if front.grants is not None:
-        platform.serving.granted = front.grants.grant
-        platform.identity.forgotten.append(front.grants.forget)
-    platform.serving.front_in_flight = front.in_flight
     routes = RouteSync(front, platform.serving)
-    routes.start()
-    try:
+    try:  # from its start on: a start-up stopped while nginx starts leaves no nginx behind
+        front.start()
+        if front.grants is not None:
+            platform.serving.granted = front.grants.grant
+            platform.identity.forgotten.append(front.grants.forget)
+        platform.serving.front_in_flight = front.in_flight
+        routes.start()
         Stopping(config).run(sockets=[sock])
     finally:
         routes.stop()

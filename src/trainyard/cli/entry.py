@@ -19,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import NoReturn
 
+from trainyard import startup
 from trainyard.cli.ended import ending
 
 WAIT_FLAGS = ("--wait", "-w")
@@ -33,10 +34,14 @@ def main() -> None:
     code = quick(sys.argv[1:])
     if code is not None:
         leave(code)  # its output, too, is stdout and stderr alone
-    from trainyard.cli.main import app
-
+    if sys.argv[1:2] == ["server"]:  # a service manager's SIGTERM is answered from here on, not only once serving
+        startup.guard()
     try:
+        from trainyard.cli.main import app
+
         app(prog_name="trainyard")
+    except startup.StoppedStarting as e:  # before the server held anything (trainyard.server.serve undoes the rest)
+        startup.stopped(e)
     except SystemExit as e:
         if sys.argv[1:2] and sys.argv[1] in NO_TEARDOWN:
             leave(e.code)

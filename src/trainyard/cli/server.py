@@ -60,7 +60,10 @@ def server(
                 "options), webhooks, retention, secrets_key_file")
     ] = None,
 ) -> None:
-    if ctx.invoked_subcommand is not None:
+    from trainyard import startup
+
+    if ctx.invoked_subcommand is not None:  # `stop` or `status`: no server starts
+        startup.unguard()
         return
     from trainyard.config import ServerSettings, home as default_home
     from trainyard.server import check_gpu_type, serve

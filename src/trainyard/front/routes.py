@@ -53,7 +53,8 @@ class RouteSync:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.ident is not None:  # never started: the server's start-up was stopped before it
+            self._thread.join(5)
 
     def sync(self) -> bool:
         routes = fast_routes(self.serving, self._opened)
