@@ -206,6 +206,9 @@ class WebhookSettings(BaseModel):
 MAX_CPUS = 1_000_000
 MAX_MEMORY = 2**60
 MAX_GPUS = 1024
+# where a Ray node declares what --cpus, --memory, --gpus and --gpu-type would (README, "Ray engine")
+RAY_DECLARES = {"cpus": "ray start --num-cpus N", "memory": "ray start --memory BYTES",
+                "gpus": "ray start --num-gpus N", "gpu_type": "ray start --resources '{\"gpu_type:A100\": N}'"}
 # the spec's rule for a GPU type (a Kubernetes label value): one no job can name would never be scheduled
 GPU_TYPE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 
@@ -294,6 +297,16 @@ class ServerSettings(BaseModel):
     def _port(cls, v: int) -> int:
         if not 0 <= v <= 65535:  # bind() would raise OverflowError
             raise ValueError(f"{v}: a TCP port is 1–65535 (0: the last port if free, else any)")
+        return v
+
+    @field_validator("cpus", "memory", "gpus", "gpu_type")
+    @classmethod
+    def _local_only(cls, v: object, info: ValidationInfo) -> object:
+        # the Ray engine reads each node's resources from the cluster every cycle: a declared capacity would have
+        # been dropped without a word, and a job sized to it left pending
+        if v is not None and info.data.get("engine") == "ray":
+            raise ValueError(f"not with --engine ray: Ray's nodes declare their own ({RAY_DECLARES[info.field_name]}"
+                             "); leave it out")
         return v
 
     @field_validator("cpus")

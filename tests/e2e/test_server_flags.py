@@ -32,7 +32,9 @@ def refused(r: subprocess.CompletedProcess) -> str:
     (["--port", "99999"], "error: --port: 99999: a TCP port is 1–65535"),
     (["--port", "-1"], "error: --port: -1: a TCP port is 1–65535"),
     (["--container-runtime", "dokker"], "error: --container-runtime: Input should be 'auto', 'podman', 'docker'"),
-], ids=["engine", "port too high", "port negative", "container runtime"])
+    (["--engine", "ray", "--ray-address", "127.0.0.1:9", "--cpus", "4"],
+     "error: --cpus: not with --engine ray: Ray's nodes declare their own (ray start --num-cpus N)"),
+], ids=["engine", "port too high", "port negative", "container runtime", "capacity with ray"])
 def test_a_flag_out_of_its_choices_or_range_is_named(tmp_path, args, said):
     assert refused(server(tmp_path / "home", *args)).startswith(said)
 

@@ -40,6 +40,20 @@ def test_a_capacity_flag_out_of_range_is_refused_naming_it(started, flag, value,
     assert len(got.output.strip().splitlines()) == 1, got.output
 
 
+@pytest.mark.parametrize("flag, value, ray_says", [
+    ("--cpus", "4", "ray start --num-cpus N"),
+    ("--memory", "8Gi", "ray start --memory BYTES"),
+    ("--gpus", "2", "ray start --num-gpus N"),
+    ("--gpu-type", "A100", "ray start --resources"),
+])
+def test_a_capacity_flag_with_the_ray_engine_is_refused_naming_it_not_dropped(started, flag, value, ray_says):
+    # Ray's nodes report their own resources: the declared capacity went nowhere, without a word
+    got = CliRunner().invoke(app, ["server", "--engine", "ray", "--ray-address", "127.0.0.1:6379", flag, value])
+    assert got.exit_code == 2 and started == [], got.output
+    assert got.output.startswith(f"error: {flag}: not with --engine ray: Ray's nodes declare their own ("), got.output
+    assert ray_says in got.output and len(got.output.strip().splitlines()) == 1, got.output
+
+
 def test_capacity_that_makes_sense_is_declared(started):
     got = CliRunner().invoke(app, ["server", "--cpus", "0.5", "--memory", "8Gi", "--gpus", "0"])
     assert got.exit_code == 0, got.output
