@@ -48,9 +48,32 @@ def test_a_number_flag_typer_refuses_is_said_in_one_plain_line_naming_the_flag_a
     assert got.stderr == f"error: {said}\n", got.stderr
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
-def test_service_scale_refuses_a_target_concurrency_that_is_not_a_positive_finite_number(nowhere, value):
-    # given no server answering: the refusal comes before the request (a NaN was a JSON encoding traceback)
-    got = CliRunner().invoke(app, ["service", "scale", "svc", "--target-concurrency", value])
+@pytest.mark.parametrize("command", [["service", "scale", "svc"], ["serve", "j-1", "--name", "svc"]],
+                         ids=["service scale", "serve"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0", "100001", "1e400"])
+def test_a_target_concurrency_that_is_not_a_positive_finite_number_is_refused_naming_the_flag(nowhere, command,
+                                                                                               value):
+    # given no server answering: the refusal comes before the request (a NaN was a JSON encoding traceback, then
+    # the model's words naming its field, target_concurrency, or service.autoscale.target_concurrency under serve)
+    got = CliRunner().invoke(app, [*command, "--target-concurrency", value])
     assert got.exit_code == 2, got.output
-    assert "target_concurrency: Input should be" in got.output, got.output
+    shown = {"1e400": "inf"}.get(value, value)
+    assert got.stderr == (f"error: --target-concurrency: must be a finite number above 0 and at most 100000 "
+                          f"(not {shown!r})\n"), got.stderr
+
+
+def test_the_target_concurrency_flags_take_the_specs_bounds():
+    from trainyard.cli.services import TARGET_CONCURRENCY
+    from trainyard.spec.service import Autoscale, ScaleRequest
+
+    for model in (Autoscale, ScaleRequest):
+        metadata = model.model_fields["target_concurrency"].metadata
+        assert {k: getattr(m, k) for m in metadata for k in ("gt", "le") if hasattr(m, k)} == TARGET_CONCURRENCY
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+def test_audit_since_refuses_a_unix_time_that_is_not_finite(nowhere, value):
+    # float() took them: a query no row can answer, sent to the server
+    got = CliRunner().invoke(app, ["audit", "--since", value])
+    assert got.exit_code == 2, got.output
+    assert got.stderr.startswith(f"error: --since: {value!r}: write 1h, 2d"), got.stderr

@@ -128,10 +128,11 @@ def test_the_serve_command_hands_its_autoscale_flags_to_the_specs_checks():
 
     from trainyard.cli.main import app
 
-    # refused before any server is asked: the exit status and message come from the spec's own check
-    bad = CliRunner().invoke(app, ["serve", "j-abc", "--name", "digits", "--min", "0", "--max", "2",
-                                   "--target-concurrency", "-1", "--scale-down-after", "2m"])
-    assert bad.exit_code == 2 and "service.autoscale.target_concurrency" in bad.output, bad.output
+    # refused before any server is asked: the exit status and message come from the spec's own check (a
+    # --target-concurrency out of range is refused sooner, as the flag: tests/unit/test_cli_numbers.py)
+    bad = CliRunner().invoke(app, ["serve", "j-abc", "--name", "digits", "--min", "0", "--max", "0",
+                                   "--target-concurrency", "2", "--scale-down-after", "2m"])
+    assert bad.exit_code == 2 and "service.autoscale.max" in bad.output, bad.output
     bad = CliRunner().invoke(app, ["serve", "j-abc", "--name", "digits", "--scale-down-after", "later"])
     assert bad.exit_code == 2 and "service.autoscale.scale_down_after" in bad.output, bad.output
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from datetime import datetime
 from pathlib import Path
@@ -178,9 +179,12 @@ def parse_since(text: str) -> float:
     except ValueError:
         pass
     try:
-        return float(text)
+        unix = float(text)
     except ValueError:
         pass
+    else:  # float() takes 'nan' and 'inf' too: a query no row can answer, sent to the server
+        if math.isfinite(unix):
+            return unix
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from trainyard.cli.common import Output, client, console, handled, write
-from trainyard.cli.toplevel import SuggestingGroup
+from trainyard.cli.toplevel import SuggestingGroup, in_range
 
 if TYPE_CHECKING:  # the CLI loads models and rich's tables only in the command that needs them
     from trainyard.spec.service import ServiceInfo
@@ -17,6 +17,9 @@ if TYPE_CHECKING:  # the CLI loads models and rich's tables only in the command 
 app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup,
                   help="Services: long-running jobs with a port, reached through the server at /serve/NAME.")
 OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
+# spec.service.Autoscale's bounds (the spec is not imported to read them: tests/unit/test_cli_numbers.py keeps them
+# equal), checked before a request as the other number flags are
+TARGET_CONCURRENCY = {"gt": 0, "le": 100_000}
 
 
 def _print(info: ServiceInfo, output: Output, server: str) -> None:
@@ -118,7 +121,8 @@ def scale(service: str,
           minimum: Annotated[Optional[int], typer.Option("--min", help="autoscale: at least this many")] = None,
           maximum: Annotated[Optional[int], typer.Option("--max", help="autoscale: at most this many")] = None,
           target_concurrency: Annotated[Optional[float], typer.Option(
-              "--target-concurrency", help="autoscale: requests in flight one replica is meant to hold")] = None,
+              "--target-concurrency", callback=in_range(**TARGET_CONCURRENCY),
+              help="autoscale: requests in flight one replica is meant to hold")] = None,
           scale_down_after: Annotated[Optional[str], typer.Option(
               "--scale-down-after", help="autoscale: idle time before replicas go down to --min, e.g. 90s, 5m")] = None,
           output: OutputOpt = Output.table) -> None:
@@ -146,7 +150,8 @@ def serve(
     minimum: Annotated[Optional[int], typer.Option("--min", help="autoscale: at least this many (0: scale to zero)")] = None,
     maximum: Annotated[Optional[int], typer.Option("--max", help="autoscale: at most this many")] = None,
     target_concurrency: Annotated[Optional[float], typer.Option(
-        "--target-concurrency", help="autoscale: requests in flight one replica is meant to hold (default 8)")] = None,
+        "--target-concurrency", callback=in_range(**TARGET_CONCURRENCY),
+        help="autoscale: requests in flight one replica is meant to hold (default 8)")] = None,
     scale_down_after: Annotated[Optional[str], typer.Option(
         "--scale-down-after", help="autoscale: idle time before replicas go down to --min, e.g. 90s, 5m (default 5m)")] = None,
     model_format: Annotated[str, typer.Option("--format", help="auto, sklearn, xgboost, torchscript, torch-state-dict")] = "auto",

@@ -4,7 +4,8 @@ flag typer refused said as trainyard says a bad flag."""
 from __future__ import annotations
 
 import difflib
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -42,13 +43,42 @@ class SuggestingGroup(TyperGroup):
             raise typer.Exit(2) from None
 
 
+class OutOfRange(typer.BadParameter):
+    """A number flag's value that :func:`in_range` refused; :func:`number_refused` says it."""
+
+    def __init__(self, value: float, bounds: dict[str, float]) -> None:
+        super().__init__(f"{value}: out of range")
+        self.value, self.bounds = value, bounds
+
+
+def in_range(**bounds: float) -> Callable[[Optional[float]], Optional[float]]:
+    """A float flag's ``callback`` that refuses a value not finite or outside ``bounds`` (pydantic's ``gt``, ``ge``,
+    ``lt``, ``le``), said as a refusal of typer's own ``min``/``max`` is: for a range those cannot hold, an open
+    end (``gt=0``: a target of 0 requests per replica would divide by it)."""
+    import math
+    import operator
+
+    within = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}
+
+    def check(value: Optional[float]) -> Optional[float]:
+        # NaN fails every comparison, so `not` each one: it is refused as out of range, never let through
+        if value is not None and (not math.isfinite(value) or any(not within[k](value, b) for k, b in bounds.items())):
+            raise OutOfRange(value, bounds)
+        return value
+
+    return check
+
+
 def number_refused(e: Exception) -> str | None:
     """``--timeout: must be a finite number from 0 to 604800 (not 'nan')`` for a number flag's value that typer
-    refused, as the API says a query parameter's; None for any other error. Typer's own words were pydantic's in a
-    boxed panel, a NaN's 'Input should be less than or equal to 604800'."""
-    from trainyard.spec.number_words import NUMBER_ERRORS, is_int, must_be
+    refused (or :func:`in_range`), as the API says a query parameter's; None for any other error. Typer's own words
+    were pydantic's in a boxed panel, a NaN's 'Input should be less than or equal to 604800'."""
+    from trainyard.spec.number_words import NUMBER_ERRORS, is_int, must_be, shown
 
-    param, errors = getattr(e, "param", None), getattr(e.__cause__, "errors", None)
+    param = getattr(e, "param", None)
+    if isinstance(e, OutOfRange) and param is not None:
+        return f"{_flag(param)}: {must_be(False, e.bounds)} (not {shown(e.value)!r})"
+    errors = getattr(e.__cause__, "errors", None)
     if type(e).__name__ != "BadParameter" or param is None or errors is None:
         return None
     found = errors()
@@ -57,10 +87,13 @@ def number_refused(e: Exception) -> str | None:
     given = found[0].get("input")
     bounds = {"ge": getattr(param, "min", None), "le": getattr(param, "max", None)}  # click's min and max hold
     whole = is_int(getattr(getattr(param, "type_descriptor", None), "annotation", None))
-    shown = f" (not {given[:40]!r})" if isinstance(given, str) else f" (not {given})" if given is not None else ""
-    flag = (param.human_readable_name if getattr(param, "param_type_name", "") == "argument"
+    said = f" (not {given[:40]!r})" if isinstance(given, str) else f" (not {given})" if given is not None else ""
+    return f"{_flag(param)}: {must_be(whole, bounds)}{said}"
+
+
+def _flag(param) -> str:  # noqa: ANN001
+    return (param.human_readable_name if getattr(param, "param_type_name", "") == "argument"
             else max(getattr(param, "opts", None) or [param.name or ""], key=len))  # --timeout, not -t
-    return f"{flag}: {must_be(whole, bounds)}{shown}"
 
 
 def _print_version(value: bool) -> None:
