@@ -337,10 +337,10 @@ def download(
     --attempt N. A sweep's id downloads its best trial's."""
     with handled():
         c = client()
-        if job_id.startswith("s-"):  # a sweep's id: its best trial's job
-            from trainyard.cli.sweeps import best_trial_job
+        from trainyard.cli.sweeps import SWEEP_OR_SERVICE, best_trial_job
 
-            job_id = best_trial_job(c, job_id)
+        if job_id.startswith(SWEEP_OR_SERVICE):  # a sweep's id: its best trial's job (a service's: refused)
+            job_id = best_trial_job(c, job_id, "download")
         shown = c.outputs_of(job_id, attempt)
         if shown.attempt is None:
             err_console.print(f"{job_id} has no outputs yet: no attempt has ended")

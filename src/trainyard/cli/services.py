@@ -168,7 +168,7 @@ def serve(
     Any of --min, --max, --target-concurrency, --scale-down-after turns autoscaling on (--min 0 by default,
     --max 1 or --min); --replicas is a fixed number instead."""
     with handled():
-        from trainyard.cli.sweeps import best_trial_job
+        from trainyard.cli.sweeps import SWEEP_OR_SERVICE, best_trial_job
         from trainyard.sdk.services import serve_spec
 
         def spec_of(model: str):  # noqa: ANN202
@@ -179,8 +179,8 @@ def serve(
 
         spec = spec_of(source)  # checked before any server is asked (or started)
         c = client()
-        if source.startswith("s-"):  # a sweep's id (a service's is no model): its best trial's job
-            spec = spec_of(best_trial_job(c, source))
+        if source.startswith(SWEEP_OR_SERVICE):  # a sweep's id: its best trial's job (a service's is no model)
+            spec = spec_of(best_trial_job(c, source, "serve"))
         info = c.services.apply(spec)
         _print(info, output, c.server)
         if output != Output.json:  # how to call it, the token kept off the screen

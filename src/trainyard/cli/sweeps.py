@@ -170,11 +170,29 @@ def _param(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def best_trial_job(c, sweep_id: str) -> str:  # noqa: ANN001
-    """The job of a sweep's best finished trial, said on stderr: what `serve` and `download` take for a sweep."""
-    from trainyard.errors import TrainyardError
+# the ids `serve` and `download` look up as a sweep's (its best trial's job) or refuse as a service's: a service's
+# id was s-… too until services took svc-, and those are kept, so an s-… no sweep has may be an old service's
+SWEEP_OR_SERVICE = ("s-", "svc-")
 
-    sweep = c.sweeps.get(sweep_id)
+
+def best_trial_job(c, sweep_id: str, verb: str) -> str:  # noqa: ANN001
+    """The job of a sweep's best finished trial, said on stderr: what `serve` and `download` (``verb``) take for a
+    sweep. A service's id is refused as one, where "no such sweep" would leave the user guessing."""
+    from trainyard.errors import NotFound, TrainyardError
+
+    sweep = missing = None
+    if not sweep_id.startswith("svc-"):  # never a sweep's
+        try:
+            sweep = c.sweeps.get(sweep_id)
+        except NotFound as e:
+            missing = e
+    if sweep is None:
+        try:
+            service = c.services.get(sweep_id)
+        except NotFound as e:
+            raise missing or e from None
+        raise TrainyardError(f"{sweep_id} is service {service.name}'s id, not a sweep's: a service has no outputs to "
+                             f"{verb}; give a job's id or a sweep's")
     best = sweep.best
     if best is None or best.state.value != "complete":
         raise TrainyardError(f"sweep {sweep.id} ({sweep.name}) has no finished trial yet: "

@@ -31,7 +31,9 @@ _R = t.ServiceReplicaRow.__table__
 
 
 def new_service_id() -> str:
-    return "s-" + secrets.token_hex(5)
+    # svc-, not the s- of sweeps' ids (which services had until then, and keep): `serve ID` and `download ID` take a
+    # sweep's id for its best trial, and told a service's from none only by asking for both
+    return "svc-" + secrets.token_hex(5)
 
 
 class ServiceRow(dict):
