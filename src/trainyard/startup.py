@@ -55,9 +55,10 @@ def guard() -> None:
 def unguard() -> None:
     """Python's own handling again: for `trainyard server stop` and `status`, which start no server."""
     global _phase
-    _phase = "off"
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if _phase != "off":  # only what guard() changed: a test's CliRunner runs `server stop` in pytest's own process
+        _phase = "off"
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def handed_over() -> None:
