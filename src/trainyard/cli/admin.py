@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from trainyard.cli.common import Output, client, console, handled, write
+from trainyard.cli.common import Output, client, console, err_console, handled, write
 from trainyard.cli.tokens import print_new_token, when
 from trainyard.errors import InvalidSpec, TrainyardError
 from trainyard.spec.choices import ROLES
@@ -126,6 +126,26 @@ def user_enable(name: Annotated[str, typer.Argument()]) -> None:
         back = (f"its tokens work again: {', '.join(live)} (`trainyard token revoke ID` ends one)" if live else
                 f"it has no live token: `trainyard token create --user {name} --name NAME` gives it one")
         console.print(f"user {name} enabled; {back}", highlight=False)
+
+
+@user_app.command("account")
+def user_account(
+    name: Annotated[str, typer.Argument(help="user name")],
+    os_user: Annotated[Optional[str], typer.Argument(help="the Unix account its jobs run as from now on")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="no account of its own: its jobs run as the server's")] = False,
+) -> None:
+    """Change the Unix account a user's jobs run as (local engine, server run as root). Attempts under way keep
+    theirs; every later one (a retry, a requeue, a replica) runs as this one. Files its jobs wrote stay the old
+    account's: `chown` them if the new one should have them."""
+    if (os_user is None) == (not clear):
+        err_console.print("[red]error:[/red] give an ACCOUNT, or --clear (not both)")
+        raise typer.Exit(2)
+    with handled():
+        c = client()
+        was = c.identity.user(name).os_user
+        info = c.identity.set_os_user(name, os_user)
+        now, before = (f"as {a}" if a else "as the server's own account" for a in (info.os_user, was))
+        console.print(f"user {name}'s jobs run {now} from their next attempt on (they ran {before})", highlight=False)
 
 
 @user_app.command("team")

@@ -43,6 +43,11 @@ class Identity:
         """Undo :meth:`disable_user`: its tokens not revoked or expired meanwhile work again."""
         return UserInfo.model_validate(self.http.request("POST", f"/api/v1/users/{name}/enable").json())
 
+    def set_os_user(self, name: str, os_user: str | None) -> UserInfo:
+        """The Unix account ``name``'s jobs run as from their next attempt on (None: none of its own)."""
+        body = {"os_user": os_user}
+        return UserInfo.model_validate(self.http.request("PUT", f"/api/v1/users/{name}/os-user", json=body).json())
+
     def set_membership(self, name: str, team: str, role: str | None) -> UserInfo:
         body = {"team": team, "role": role}
         return UserInfo.model_validate(self.http.request("PUT", f"/api/v1/users/{name}/teams", json=body).json())

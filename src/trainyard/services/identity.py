@@ -198,7 +198,20 @@ class IdentityService:
         self.audit.record(caller, action, req.name, role=req.role, team=req.team, os_user=req.os_user)
         return NewUser(user=user, token=token)
 
-    def _check_account(self, os_user: str) -> None:
+    def set_account(self, caller: Caller, name: str, os_user: str | None) -> UserInfo:
+        """The Unix account ``name``'s jobs run as (None: none of its own), checked as at :meth:`create_user`. Its
+        attempts under way keep the account they started as; every later one (a retry, a requeue, a replica)
+        runs as this one."""
+        _admin_only(caller)
+        was = self.store.get_user(name).os_user
+        if os_user is not None and os_user != was:
+            self._check_account(os_user, user=name)
+        info = self.store.set_os_user(name, os_user)
+        self._forget()  # a caller remembered (_known) carries its account
+        self.audit.record(caller, "user.account", name, os_user=os_user, was=was)
+        return info
+
+    def _check_account(self, os_user: str, user: str | None = None) -> None:
         """Refuse (naming ``os_user``) an account this machine lacks, root's, or one another user's jobs run as:
         the account is what keeps one user's running jobs (their environment, secrets included, their files) from
         another's, so a shared one would let each user's jobs read the other's. Two creates at once both pass
@@ -212,6 +225,8 @@ class IdentityService:
             raise account_refused(f"{os_user!r} is root's account (uid 0): its jobs would read every team's secrets "
                                   "and files; give the user an account of its own")
         for other in self.store.users():
+            if other.name == user:  # the user whose account this is to be
+                continue
             try:
                 theirs = other.os_user is not None and pwd.getpwnam(other.os_user).pw_uid == uid
             except KeyError:  # an account the machine no longer has runs no job (run_as)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import Strict, check_name
@@ -22,6 +22,15 @@ MAX_EXPIRY_S = 5 * 365 * 86400
 
 
 Name = Annotated[str, AfterValidator(check_name)]
+
+
+def _login(v: str) -> str:
+    if not OS_USER.fullmatch(v):
+        raise ValueError("a Unix login name: lower-case letters, digits, '_' or '-', at most 32")
+    return v
+
+
+OsUser = Annotated[str, AfterValidator(_login)]
 
 
 def parse_duration(text: str) -> int:
@@ -48,15 +57,11 @@ class UserCreate(Strict):
     name: Name
     team: Name | None = Field(None, description="the team it joins (created if it does not exist)")
     role: RoleName = "member"
-    os_user: str | None = Field(None, description="Unix account its jobs run as (local engine, server run as root)")
+    os_user: OsUser | None = Field(None, description="Unix account its jobs run as (local engine, server run as root)")
 
 
-    @field_validator("os_user")
-    @classmethod
-    def _os_user(cls, v: str | None) -> str | None:
-        if v is not None and not OS_USER.fullmatch(v):
-            raise ValueError("a Unix login name: lower-case letters, digits, '_' or '-', at most 32")
-        return v
+class AccountSet(Strict):
+    os_user: OsUser | None = Field(description="Unix account the user's jobs run as from now on; null: none of its own")
 
 
 class TeamCreate(Strict):

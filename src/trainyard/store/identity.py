@@ -128,6 +128,17 @@ class IdentityMixin:
                 raise UserNotFound(f"no such user: {name}", user=name)
         return self.get_user(name)
 
+    def set_os_user(self, name: str, os_user: str | None) -> UserInfo:
+        """The Unix account ``name``'s jobs run as from now on (None: the server's own); one another user took
+        meanwhile is refused as :meth:`create_user` refuses it (the unique index of 0030)."""
+        try:
+            with self.write() as s:
+                if s.execute(update(it.User).where(it.User.name == name).values(os_user=os_user)).rowcount != 1:
+                    raise UserNotFound(f"no such user: {name}", user=name)
+        except IntegrityError:
+            raise account_taken(os_user, self._account_holder(os_user) or "another") from None
+        return self.get_user(name)
+
     def admins(self) -> list[str]:
         with self.read() as s:
             return list(s.scalars(select(it.User.name).where(it.User.admin.is_(True), it.User.disabled.is_(False))))

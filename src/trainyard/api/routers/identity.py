@@ -10,7 +10,7 @@ from trainyard.api.serve_cookie import clear_cookie, set_cookie
 from trainyard.auth.tokens import bearer
 
 from trainyard.api.deps import CallerDep, PlatformDep
-from trainyard.spec.identity import (AuditRecord, MembershipSet, NewToken, NewUser, TeamCreate, TeamInfo,
+from trainyard.spec.identity import (AccountSet, AuditRecord, MembershipSet, NewToken, NewUser, TeamCreate, TeamInfo,
                                      TokenCreate, TokenInfo, UserCreate, UserInfo, WhoAmI)
 
 router = APIRouter(prefix="/api/v1", tags=["identity"])
@@ -66,6 +66,12 @@ def disable_user(name: str, p: PlatformDep, caller: CallerDep) -> UserInfo:
 def enable_user(name: str, p: PlatformDep, caller: CallerDep) -> UserInfo:
     """A disabled user's tokens work again, but those revoked or expired meanwhile: disabling revoked none."""
     return p.identity.enable_user(caller, name)
+
+
+@router.put("/users/{name}/os-user")
+def set_account(name: str, body: AccountSet, p: PlatformDep, caller: CallerDep) -> UserInfo:
+    """The Unix account the user's jobs run as from their next attempt on (attempts under way keep theirs)."""
+    return p.identity.set_account(caller, name, body.os_user)
 
 
 @router.put("/users/{name}/teams")
