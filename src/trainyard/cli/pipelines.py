@@ -121,10 +121,17 @@ def wait(run_id: RunArg) -> None:
 
 @app.command("cancel")
 def cancel(run_id: RunArg) -> None:
-    """Cancel a run: every running step's job is cancelled and nothing more starts."""
+    """Cancel a run: every running step's job is cancelled and nothing more starts. Its status after is printed;
+    a run that had already ended is said so, and left as it is (exit 0, as `trainyard cancel` of an ended job)."""
     with handled():
-        info = client().pipelines.cancel(run_id)
+        c = client()
+        before = c.pipelines.get(run_id)
+        info = c.pipelines.cancel(run_id)
         console.print(run_id, status_text(info.status.value))
+        # the same end as before the request: none of ours (a run of pending steps ends at once when cancelled)
+        if before.status.is_terminal() and info.status.is_terminal() and info.ended_at == before.ended_at:
+            err_console.print(f"run {run_id} had already ended ({info.status.value}): nothing to cancel",
+                              highlight=False)
 
 
 @app.command("logs")
