@@ -193,8 +193,8 @@ def test_pipeline_logs_prints_a_steps_log_and_a_failed_run_says_how_to_read_it(s
     shown = server.cli("pipeline", "logs", run_id, "t-1")
     assert shown.returncode == 0 and "item says 1" in shown.stdout, shown.stdout + shown.stderr
     foreach = server.cli("pipeline", "logs", run_id, "t")
-    assert foreach.returncode == 1 and "is a foreach: name one of its 2 items (t-0 … t-1)" in foreach.stderr
+    assert foreach.returncode == 2 and "is a foreach: name one of its 2 items (t-0 … t-1)" in foreach.stderr
     typo = server.cli("pipeline", "logs", run_id, "aftr")
-    assert typo.returncode == 1 and "has no step 'aftr'; did you mean after?" in typo.stderr, typo.stderr
+    assert typo.returncode == 2 and "has no step 'aftr'; did you mean after?" in typo.stderr, typo.stderr
     skipped = server.cli("pipeline", "logs", run_id, "after")
     assert skipped.returncode == 1 and f"step after of {run_id} ran no job: skipped" in skipped.stderr

@@ -1,5 +1,5 @@
-"""`trainyard pipeline cancel` in-process against the API with the fake engine, on SQLite and PostgreSQL: what it says
-of a run that already ended."""
+"""`trainyard pipeline cancel` and `pipeline logs` in-process against the API with the fake engine, on SQLite and
+PostgreSQL: what they say of a run that already ended, and of a step name that names no step."""
 
 import pytest
 from typer.testing import CliRunner
@@ -48,3 +48,16 @@ def test_cancel_of_a_run_that_already_ended_says_so_and_leaves_it(env, cli):  # 
     assert f"run {run.id} had already ended (cancelled): nothing to cancel" in again.stderr
     assert sdk.pipelines.get(run.id).ended_at == ended.ended_at
 
+
+def test_logs_of_a_step_name_that_begins_several_names_them_all(env, cli):  # noqa: F811
+    _, sdk, _, _ = env
+    run = sdk.pipelines.run(PIPELINE)
+
+    prefix = cli("logs", run.id, "scale")
+    typo = cli("logs", run.id, "scale-secnd")
+    foreach = cli("logs", run.id, "train")
+
+    assert prefix.exit_code == 2, prefix.output
+    assert f"STEP: run {run.id} has no step 'scale'; did you mean scale-first or scale-second?" in prefix.stderr
+    assert typo.exit_code == 2 and "did you mean scale-second or scale-first?" in typo.stderr, typo.output
+    assert foreach.exit_code == 2 and "is a foreach: name one of its 2 items (train-0 … train-1)" in foreach.stderr

@@ -148,7 +148,7 @@ def logs(
     with handled():
         c = client()
         info = c.pipelines.get(run_id)
-        s = _step_named(info, step)
+        s = step_named(info, step)
         if follow and not (s.job_id or s.cached_from) and not info.status.is_terminal():
             for info in c.pipelines.run_handle(run_id).watch():  # until it is submitted (or the run ends)
                 if (s := info.step(s.name)).job_id or s.cached_from:
@@ -164,22 +164,28 @@ def logs(
     job_logs(job_id, follow=follow, attempt=None, replica=None, tail=tail)
 
 
-def _step_named(info, name: str):  # noqa: ANN001, ANN202
-    """The step (or foreach item) called ``name``; NotFound naming the ones there are otherwise."""
+def step_named(info, name: str):  # noqa: ANN001, ANN201
+    """The step (or foreach item) called ``name``; otherwise InvalidSpec on the STEP argument (exit 2) naming every
+    step it could have meant: those it begins (a graph component's ``scale`` for ``scale-first``, ``scale-second``),
+    then the close ones."""
     import difflib
 
-    from trainyard.errors import NotFound
+    from trainyard.errors import InvalidSpec
 
     names = [s.name for s in info.steps]
     if name in names:
         return info.step(name)
     items = [s.name for s in info.steps if s.step == name]
     if items:
-        raise NotFound(f"step {name} of {info.id} is a foreach: name one of its {len(items)} items "
-                       f"({items[0]}" + (f" … {items[-1]})" if len(items) > 1 else ")"))
-    close = difflib.get_close_matches(name, names + sorted({s.step for s in info.steps}), n=1)
-    hint = f"; did you mean {close[0]}?" if close else ""
-    raise NotFound(f"run {info.id} has no step {name!r}{hint} (its steps: {', '.join(names)})")
+        raise InvalidSpec.flag("STEP", f"step {name} of {info.id} is a foreach: name one of its {len(items)} items "
+                                       f"({items[0]}" + (f" … {items[-1]})" if len(items) > 1 else ")"))
+    steps = list(dict.fromkeys(s.name if s.index is None else s.step for s in info.steps))
+    # a foreach step stands for its items: `t` names `train`, not each of its hundred items
+    meant = [n for n in steps if n.startswith(name)]
+    meant += [s.name for s in info.steps if s.index is not None and s.name.startswith(name) and s.step not in meant]
+    meant += [n for n in difflib.get_close_matches(name, list(dict.fromkeys(steps + names)), n=3) if n not in meant]
+    hint = f"; did you mean {' or '.join([', '.join(meant[:-1]), meant[-1]] if meant[1:] else meant)}?" if meant else ""
+    raise InvalidSpec.flag("STEP", f"run {info.id} has no step {name!r}{hint} (its steps: {', '.join(names)})")
 
 
 @app.command("rm")
