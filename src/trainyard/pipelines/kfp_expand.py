@@ -18,8 +18,10 @@ NOT_ON_COMPONENT = {"command": "the component's container gives the command",
                     "outputs": "a component's outputs are declared in the component", "foreach": None}
 
 
-def expand_component_step(name: str, raw: dict[str, Any], catalog: Catalog, params: dict[str, Any]) -> Expansion:
-    ctx = Context(catalog, params, step=name)
+def expand_component_step(name: str, raw: dict[str, Any], catalog: Catalog, params: dict[str, Any],
+                          images: bool = True) -> Expansion:
+    """``images``: whether the server has a container runtime to run the component's image in."""
+    ctx = Context(catalog, params, step=name, images=images)
     comp = load(raw["component"], ctx, f"steps.{name}.component")
     arguments = raw.get("arguments") or {}
     if not isinstance(arguments, dict):
@@ -81,8 +83,9 @@ def expand_component(step: str, comp: Component, arguments: dict[str, Any], extr
     if "env" not in extras:  # a step that names its own env runs on the host in it, as before
         plain["image"] = container.image
         plain["image_fallback"] = "fresh-venv"
-    warnings = [f"component image {container.image!r}: runs in it where a container runtime is (podman, "
-                f"docker), else on the host in a fresh virtualenv"] if "env" not in extras else [
+    warnings = [] if not ctx.images else [
+        f"component image {container.image!r}: runs in it where a container runtime is (podman, "
+        f"docker), else on the host in a fresh virtualenv"] if "env" not in extras else [
         f"component image {container.image!r} not used: the step's env runs on the host"]
     for name in comp.outputs:
         if safe_name(name) not in t.outputs:

@@ -30,6 +30,9 @@ class Context:
     values: list[int] = field(default_factory=lambda: [0])
     steps: list[int] = field(default_factory=lambda: [0])  # plain steps made so far, shared likewise
     made: list[int] = field(default_factory=lambda: [0])  # characters of their commands made so far, likewise
+    # whether the server may run a component's image: with --container-runtime none every step runs on the host,
+    # as its owner chose, and a warning on each image would tell them only that
+    images: bool = True
 
 
 def _parse(ctx: Context, text: str, source: str, where: str) -> Component:

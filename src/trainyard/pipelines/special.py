@@ -21,8 +21,9 @@ from trainyard.spec.pipeline import is_special
 __all__ = ["Catalog", "Expansion", "expand_step", "inline_local", "is_special"]
 
 
-def expand_step(name: str, raw: dict, catalog: Catalog, params: dict) -> Expansion:
-    """Plain steps for a notebook or component step.
+def expand_step(name: str, raw: dict, catalog: Catalog, params: dict, images: bool = True) -> Expansion:
+    """Plain steps for a notebook or component step; ``images``: whether the server has a container runtime for a
+    component's image (none: no warning that the image is not used).
 
     Errors are :class:`InvalidSpec`; each ``field`` is relative to the step (``arguments.lr``), as the
     pipeline loader puts it under ``steps.<name>`` itself. A mistake inside a component file is
@@ -30,18 +31,18 @@ def expand_step(name: str, raw: dict, catalog: Catalog, params: dict) -> Expansi
     (``c.yaml:14 implementation.container.args[1].inputValue: unknown input 'rate'``).
     """
     try:
-        return _expand(name, raw, catalog, params)
+        return _expand(name, raw, catalog, params, images)
     except InvalidSpec as e:
         raise InvalidSpec(errors=[_relative(name, err) for err in e.errors]) from None
 
 
-def _expand(name: str, raw: dict, catalog: Catalog, params: dict) -> Expansion:
+def _expand(name: str, raw: dict, catalog: Catalog, params: dict, images: bool) -> Expansion:
     if "notebook" in raw and "component" in raw:
         raise InvalidSpec(errors=[_entry(f"steps.{name}", "a step is a notebook or a component, not both")])
     if "notebook" in raw:
         return expand_notebook(name, raw, params)
     if "component" in raw:
-        return expand_component_step(name, raw, catalog, params)
+        return expand_component_step(name, raw, catalog, params, images)
     raise InvalidSpec(errors=[_entry(f"steps.{name}", "not a notebook or component step")])
 
 

@@ -63,7 +63,9 @@ class PipelineService(Ticker):
     log = log
 
     def __init__(self, store: Store, jobs: JobService, artifacts: ArtifactStore, notifier: Notifier,
-                 catalog: Callable[[], Any] | None = None, sweep_every: float = 5.0) -> None:
+                 catalog: Callable[[], Any] | None = None, sweep_every: float = 5.0, images: bool = True) -> None:
+        """``images``: whether this server has a container runtime for a component's image (not with
+        ``--container-runtime none``)."""
         self.runs = PipelineStore(store)
         self.store = store
         self.jobs = jobs
@@ -71,6 +73,7 @@ class PipelineService(Ticker):
         super().__init__(notifier)
         self._catalog_factory = catalog
         self._catalog: Any = None
+        self.images = images
         self.sweep_every = sweep_every
         self._job_runs: dict[str, str] = {}  # live step job -> its run
         self._dirty_runs: set[str] = set()
@@ -176,7 +179,7 @@ class PipelineService(Ticker):
     def _expander(self) -> Callable[[str, dict, dict], Any]:
         if self._catalog is None:
             self._catalog = self._catalog_factory() if self._catalog_factory else None
-        return lambda name, raw, params: expand_step(name, raw, self._catalog, params)
+        return lambda name, raw, params: expand_step(name, raw, self._catalog, params, self.images)
 
     def _changeable(self, run_id: str, caller: Caller) -> PipelineRunInfo:
         run = self.get(run_id, caller)

@@ -122,7 +122,8 @@ class Platform:
         self.replica_requests.runs_as = lambda owner: self.identity.run_as(owner) if local else None
         self.attempts.requests = self.replica_requests
         self.pipelines = PipelineService(self.store, self.jobs, self.artifacts, self.notifier,
-                                         catalog=functools.partial(make_catalog, settings))
+                                         catalog=functools.partial(make_catalog, settings),
+                                         images=settings.container_runtime != "none")
         self.dask = DaskClusterService(self.store, self.jobs, self.engine, self.secrets.box)
         self.dask_loop = DaskClusterLoop(self.dask, self.notifier)
         self.end_watch = EndWatch(self.store, self.notifier)
