@@ -187,6 +187,20 @@ def test_a_pipeline_is_scheduled_from_its_file_or_a_schedule_file_naming_it(env,
     assert [s.name for s in sdk.schedules.list()] == ["etl-nightly", "etl"]  # newest first
 
 
+
+def test_a_param_the_pipeline_does_not_declare_is_said_at_the_schedules_line(env, cli, tmp_path):  # noqa: F811
+    _, sdk, _, _ = env
+    (tmp_path / "etl.yaml").write_text("name: etl\nparams: {rows: 10}\nsteps:\n  extract: {command: echo}\n")
+    (tmp_path / "bad.yaml").write_text(f"name: bad\ncron: '{FAR}'\npipeline: etl.yaml\n"
+                                       "params:\n  rows: 5\n  rwos: 1\n")
+
+    code, out = cli("create", str(tmp_path / "bad.yaml"))
+
+    assert code == 2, out
+    assert (f"{tmp_path / 'bad.yaml'}:6 params.rwos: unknown param of {tmp_path / 'etl.yaml'} (declared: rows); "
+            "did you mean 'rows'?") in out, out
+    assert sdk.schedules.list() == []
+
 def test_create_of_a_schedule_file(env, cli, tmp_path):  # noqa: F811
     _, sdk, _, _ = env
     job_folder(tmp_path)

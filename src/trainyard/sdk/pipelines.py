@@ -16,6 +16,7 @@ from trainyard import errors
 from trainyard.pipelines.special import inline_local
 from trainyard.sdk.http import Http
 from trainyard.sdk.snapshot import pack
+from trainyard.spec.lines import Written
 from trainyard.spec.params import substitute
 from trainyard.spec.pipeline import PipelineSpec, is_special, merge_params, parse_pipeline
 from trainyard.spec.pipeline_file import load_pipeline
@@ -50,18 +51,19 @@ class Pipelines:
         return PipelineRun(self, info)
 
     def prepare(self, spec: str | Path | dict[str, Any] | PipelineSpec, params: dict[str, Any] | None = None, *,
-                base_dir: str | Path | None = None) -> dict[str, Any]:
+                base_dir: str | Path | None = None, params_written: Written | None = None) -> dict[str, Any]:
         """What :meth:`run` sends (``{spec, params, workdirs, source}``), its step workdirs uploaded: a
-        schedule of the pipeline sends the same, once, for all its runs."""
+        schedule of the pipeline sends the same, once, for all its runs. ``params_written``: the file ``params``
+        were written in (a schedule's), which their errors name with its lines."""
         source = None
         if isinstance(spec, (str, Path)):
-            loaded = load_pipeline(spec, params)
+            loaded = load_pipeline(spec, params, params_written)
             raw, params, source = loaded.spec.model_dump(mode="json"), loaded.params, str(spec)
             base = Path(loaded.base_dir)
             snap_default = True
         else:
             parsed = spec if isinstance(spec, PipelineSpec) else parse_pipeline(spec)
-            build(parsed, merge_params(parsed, params, "<pipeline>"))  # the client-side checks, without lines
+            build(parsed, merge_params(parsed, params, "<pipeline>", params_written))  # the client-side checks
             raw = parsed.model_dump(mode="json")
             base = Path(base_dir or Path.cwd())
             snap_default = base_dir is not None

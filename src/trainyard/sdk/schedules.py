@@ -31,10 +31,11 @@ def load_schedule(spec: ScheduleSpec | dict[str, Any] | str | Path) -> ScheduleS
     if isinstance(spec, ScheduleSpec):
         return spec
     if isinstance(spec, (str, Path)):
+        from trainyard.spec.lines import Written, compose
         from trainyard.spec.loader import read_model
 
         try:
-            return read_model(ScheduleSpec, spec)
+            schedule = read_model(ScheduleSpec, spec)
         except errors.InvalidSpec as e:
             fields = {err.get("field") for err in e.errors}
             for key, kind in (("command", "job"), ("steps", "pipeline")):  # a job's or pipeline's file, not a schedule
@@ -42,6 +43,7 @@ def load_schedule(spec: ScheduleSpec | dict[str, Any] | str | Path) -> ScheduleS
                     e.errors.append(error_entry(str(spec), None, kind, f"this is a {kind} spec: schedule it with "
                                                 f"`trainyard schedule create {spec} --cron '0 3 * * *'`"))
             raise errors.InvalidSpec(errors=e.errors) from None
+        return schedule.read_from(Written(str(spec), compose(Path(spec).read_text(), str(spec))[1]))
     try:
         return ScheduleSpec.model_validate(spec)
     except ValidationError as e:
@@ -111,7 +113,7 @@ class Schedules:
 
         target = schedule.pipeline
         run = Pipelines(self.http).prepare(base_dir / target if isinstance(target, str) else target,
-                                           schedule.params or None, base_dir=base_dir)
+                                           schedule.params or None, base_dir=base_dir, params_written=schedule.written)
         spec = {**schedule.model_dump(mode="json"), "pipeline": run["spec"], "params": run["params"]}
         body = {"spec": spec, "workdirs": run["workdirs"], "source": run["source"]}
         return ScheduleInfo.model_validate_json(self.http.json_call("POST", "/api/v1/schedules", body=body))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -83,6 +83,13 @@ def compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
         return walk(node, ()), lines
     except RecursionError:
         raise InvalidSpec(errors=[error_entry(source, None, "", "not valid YAML: nested too deeply")]) from None
+
+
+class Written(NamedTuple):
+    """Where values were written: the file, as errors name it, and the line of each key in it."""
+
+    source: str
+    lines: dict[Path_, int]
 
 
 def error_entry(source: str, line: int | None, field: str, message: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError, field_validator
 
 from trainyard.errors import InvalidSpec
 from trainyard.spec.job import Strict
-from trainyard.spec.lines import Path_, error_entry, line_for, suggestion, validation_errors
+from trainyard.spec.lines import Path_, Written, error_entry, line_for, suggestion, validation_errors
 from trainyard.spec.params import check_finite
 
 STEP_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -115,19 +115,27 @@ class PipelineSpec(Strict):
         return v
 
 
-def merge_params(spec: PipelineSpec, overrides: dict[str, Any] | None, source: str) -> dict[str, Any]:
-    """The pipeline's params with ``-p`` overrides; an override of an undeclared param is an error."""
+def merge_params(spec: PipelineSpec, overrides: dict[str, Any] | None, source: str,
+                 written: Written | None = None) -> dict[str, Any]:
+    """The pipeline's params with ``-p`` overrides; an override of an undeclared param is an error. ``written``:
+    where the overrides were written (a schedule's ``params:``), which its errors name, with the line of each."""
     overrides = overrides or {}
+
+    def entry(field: str, message: str) -> dict[str, Any]:
+        if written is None:
+            return error_entry(f"{source} (with -p overrides)", None, field, message)
+        return error_entry(written.source, line_for(tuple(field.split(".", 1)), written.lines), field, message)
+
     unknown = sorted(set(overrides) - set(spec.params))
     if unknown:
         declared = ", ".join(spec.params) or "none"
-        raise InvalidSpec(errors=[error_entry(f"{source} (with -p overrides)", None, f"params.{k}",
-                                       f"unknown param (declared: {declared})" + suggestion(k, set(spec.params)))
-                                  for k in unknown])
+        of = "" if written is None else f" of {source}"  # said by the where of a -p override's error
+        raise InvalidSpec(errors=[entry(f"params.{k}", f"unknown param{of} (declared: {declared})"
+                                        + suggestion(k, set(spec.params))) for k in unknown])
     try:
         check_finite(overrides)
     except ValueError as e:
-        raise InvalidSpec(errors=[error_entry(f"{source} (with -p overrides)", None, "params", str(e))]) from None
+        raise InvalidSpec(errors=[entry("params", str(e))]) from None
     return {**spec.params, **overrides}
 
 

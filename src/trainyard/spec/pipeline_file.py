@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel
 
 from trainyard.errors import InvalidSpec
-from trainyard.spec.lines import compose, error_entry
+from trainyard.spec.lines import Written, compose, error_entry
 from trainyard.spec.pipeline import Errors, PipelineSpec, merge_params, parse_pipeline
 from trainyard.spec.pipeline_graph import build
 
@@ -28,8 +28,9 @@ class Loaded(BaseModel):
     source: str
 
 
-def load_pipeline(path: str | Path, overrides: dict[str, Any] | None = None) -> Loaded:
-    """Read and check a pipeline file (graph included) before anything is uploaded or run.
+def load_pipeline(path: str | Path, overrides: dict[str, Any] | None = None, written: Written | None = None) -> Loaded:
+    """Read and check a pipeline file (graph included) before anything is uploaded or run; ``written``: where
+    ``overrides`` were written, if in a file (a schedule's), for their errors.
 
     Notebook and component steps are checked as far as the client can see them;
     the server expands and checks them again against its catalog.
@@ -46,7 +47,7 @@ def load_pipeline(path: str | Path, overrides: dict[str, Any] | None = None) -> 
                          for n, s in data["steps"].items()}
         errs.raise_if_any()
     spec = parse_pipeline(data, str(path), lines)
-    params = merge_params(spec, overrides, str(path))
+    params = merge_params(spec, overrides, str(path), written)
     build(spec, params, lines=lines, source=str(path), expand=None)
     return Loaded(spec=spec, params=params, base_dir=str(path.resolve().parent), source=str(path))
 

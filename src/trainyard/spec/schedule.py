@@ -27,10 +27,11 @@ from enum import Enum
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from trainyard.spec.job import JobSpec, Strict, check_name
 from trainyard.spec.labels import room_for_own, with_own
+from trainyard.spec.lines import Written
 from trainyard.spec.params import check_finite
 from trainyard.spec.records import Digest
 from trainyard.spec.units import Seconds, parse_duration
@@ -152,6 +153,19 @@ class ScheduleSpec(Strict):
     pipeline: dict[str, Any] | str | None = Field(None, description="or the pipeline each fire runs: its file, "
                                                   "beside the schedule's (the CLI and SDK send it read)")
     params: dict[str, Any] = Field(default_factory=dict, description="with pipeline: overrides of its params")
+    # the file it was read from, with each key's line: a param its pipeline does not declare is found only once
+    # that is read, and is said at the schedule's own line
+    _written: Written | None = PrivateAttr(None)
+
+    @property
+    def written(self) -> Written | None:
+        """The file this spec was read from and the line of each key in it; None for one not read from a file."""
+        return self._written
+
+    def read_from(self, written: Written) -> ScheduleSpec:
+        """This spec, as read from ``written``."""
+        self._written = written
+        return self
 
     @field_validator("params")
     @classmethod
