@@ -102,3 +102,16 @@ def test_the_components_example_pipeline_runs_as_its_readme_shows(server, tmp_pa
     assert r.returncode == 0, r.stdout + r.stderr
     run_id = r.stderr.split("started ", 1)[1].split()[0]
     assert server.cli("pipeline", "logs", run_id, "total").stdout.strip() == "58.5"  # (1 + 2 + 3.5) x 3 x 3
+
+
+def test_the_notebooks_example_pipeline_runs_as_its_readme_shows(server):
+    # examples/notebooks had the notebook and a snippet of a notebook step, but no pipeline to run
+    folder = ROOT / "examples" / "notebooks"
+    shown = re.search(r"```yaml\n(.*?)```", (folder / "README.md").read_text(), re.S).group(1)
+    assert shown in (folder / "pipeline.yaml").read_text()
+    r = server.cli("pipeline", "run", str(folder / "pipeline.yaml"), "-p", "lr=0.2", "--follow")
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_id = r.stderr.split("started ", 1)[1].split()[0]
+    fit = server.client().pipelines.get(run_id).step("fit")
+    assert "lr=0.2 epochs=50" in server.cli("pipeline", "logs", run_id, "fit").stdout
+    assert set(fit.artifacts) == {"notebook"}  # the executed notebook, for `trainyard artifact download`
