@@ -341,3 +341,20 @@ def test_the_fast_paths_requests_are_timed_to_the_microsecond(server):
     assert all(20 <= p < 200 for p in p50s), p50s
     # to the millisecond both would be whole (to the microsecond each is with a chance of 1 in 1,000)
     assert any(p != round(p) for p in p50s), p50s
+
+
+def test_a_header_line_the_server_takes_passes_nginx_and_a_head_it_refuses_is_refused_alike(server):
+    client = server.client()
+    client.services.apply(spec("heads", {"replicas": 1}))
+    client.services.wait_ready("heads", 1, timeout=60)
+    until(lambda: fast(server, "heads"), timeout=10)
+    url = server.url + "/serve/heads/whoami"
+    # a 20 KiB cookie-like line (past nginx's usual 16 KiB line): taken, the fast way, as the server takes it
+    r = httpx.get(url, headers={**server.headers, "X-Big": "a" * 20_000}, timeout=30)
+    assert r.status_code == 200 and went_fast(r.json())
+    assert {k.lower(): v for k, v in r.json()["headers"].items()}["x-big"] == "a" * 20_000
+    # a head past the server's 64 KiB: refused 431 by the server, as without nginx (not nginx's own 400)
+    for where in ("/serve/heads/whoami", "/api/v1/jobs"):
+        r = httpx.get(server.url + where, headers={**server.headers, "X-Big": "a" * 70_000}, timeout=30)
+        assert r.status_code == 431, (where, r.status_code, r.text[:200])
+    client.services.delete("heads")

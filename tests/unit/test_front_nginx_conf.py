@@ -88,3 +88,10 @@ def test_the_cookie_no_service_may_set_is_the_servers_sign_in_cookie():
     from trainyard.front.nginx_conf import COOKIE as DROPPED
 
     assert DROPPED == COOKIE  # named twice: the front may not import the API (pyproject's layers)
+
+
+def test_the_front_bounds_a_head_as_the_server_does():
+    from trainyard.api.bounded_http import MAX_HEAD
+    from trainyard.front import nginx_conf
+
+    assert nginx_conf.MAX_HEAD == MAX_HEAD

@@ -31,9 +31,12 @@ local turns = {}
 -- the Python hop drops them all, and nginx cannot drop headers by a prefix of their names, so such a request goes
 -- the Python way
 local claim = nil
+-- the most of a request's line and headers the Python server takes (api/bounded_http.py MAX_HEAD): a larger one goes
+-- its way, to be answered 431 as without nginx
+local max_head = 0
 
-function _M.configure(pattern)
-    claim = pattern
+function _M.configure(pattern, head)
+    claim, max_head = pattern, head
 end
 
 -- requests the Python hop sends again to another replica that hung up before answering (api/upstream_conn.py)
@@ -108,7 +111,8 @@ function _M.choose(users)
     if ngx.var.ty_authorized ~= "1" and not (users and granted(name)) then
         return ngx.exec("@ty_api")
     end
-    if ngx.re.find(ngx.req.raw_header(true), claim, "ijo") then
+    local head = ngx.req.raw_header()
+    if #head > max_head or ngx.re.find(head, claim, "ijo") then
         return ngx.exec("@ty_api")
     end
     local list = current()[name]

@@ -48,6 +48,7 @@ SETS = ("X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded
 CLAIMS = ("X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Ssl", "X-Forwarded-Scheme", "X-Forwarded-Uri",
           "X-Forwarded-Path", "X-Forwarded-Method", "X-Forwarded-Client-Cert", "X-Forwarded-User", "X-Forwarded-Email",
           "X-Forwarded-Groups", "X-Forwarded-Access-Token", "Forwarded", "X-Real-IP")
+MAX_HEAD = 64 * 1024  # api/bounded_http.py's: the most of a request's line and headers the server takes
 COOKIE = "trainyard_serve"  # api/serve_cookie.py's: no service may set it (the Python hop drops it too)
 SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"  # api/serve_origin.py's
 # seconds a caller's token takes the fast path to a service after the server let it in there: as long as the
@@ -166,7 +167,9 @@ http {{
     keepalive_timeout 75s;
     client_max_body_size 0;
     client_body_buffer_size 1m;
-    large_client_header_buffers 8 16k;
+    # any header line the Python server takes (its bound is the whole head's, MAX_HEAD), and one past that bound
+    # still read, to be answered 431 by the server as without nginx (nginx's own 400 only past twice that)
+    large_client_header_buffers 4 {2 * MAX_HEAD // 1024}k;
     proxy_http_version 1.1;
     proxy_buffering off;
     proxy_read_timeout 24h;
@@ -175,7 +178,7 @@ http {{
     lua_shared_dict trainyard_routes 8m;
     lua_shared_dict trainyard_grants 16m;
     lua_shared_dict trainyard_inflight 1m;
-    init_by_lua_block {{ require("fast_path").configure([[{claims_pattern()}]]) }}
+    init_by_lua_block {{ require("fast_path").configure([[{claims_pattern()}]], {MAX_HEAD}) }}
     init_worker_by_lua_block {{ require("fast_path").worker_started() }}
     log_format {LOG_FORMAT} '$ty_name $status $ty_took $msec';
 
