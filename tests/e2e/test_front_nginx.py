@@ -31,6 +31,7 @@ from tests.e2e.test_services import (  # noqa: F401 (collected again here, on th
     test_with_auth_a_service_is_its_teams_only)
 from tests.support.certs import self_signed
 from tests.support.servers import ServerProcess
+from trainyard.spec.service import ServiceInfo
 
 pytestmark = pytest.mark.slow
 ARGS = ["--cpus", "4", "--memory", "8Gi", "--container-runtime", "none", "--front", "nginx"]
@@ -80,6 +81,14 @@ def fast(srv: ServerProcess, name: str) -> bool:
     return r.status_code == 200 and went_fast(r.json())
 
 
+def ready_fast(srv: ServerProcess, name: str, **job) -> ServiceInfo:
+    """Service ``name`` of one replica (test_services.py's app), ready and taken by nginx's fast path."""
+    srv.client().services.apply(spec(name, {"replicas": 1}, **job))
+    info = srv.client().services.wait_ready(name, 1, timeout=60)
+    until(lambda: fast(srv, name), timeout=10)
+    return info
+
+
 def went_fast(seen: dict) -> bool:
     return list(seen["headers"])[:2] == ["host", "x-trainyard-service-token"]
 
@@ -87,9 +96,7 @@ def went_fast(seen: dict) -> bool:
 def test_the_fast_path_sends_the_replica_its_own_token_its_address_and_the_raw_path(server):
     client = server.client()
     # CHECK_TOKEN: the replica answers only a request with its own token, as a user's service may
-    client.services.apply(spec("fast", {"replicas": 1}, env_vars={"CHECK_TOKEN": "1"}))
-    info = client.services.wait_ready("fast", 1, timeout=60)
-    until(lambda: fast(server, "fast"), timeout=10)
+    info = ready_fast(server, "fast", env_vars={"CHECK_TOKEN": "1"})
     address = info.replicas[0].address
 
     r = httpx.get(server.url + "/serve/fast/whoami?x=1&y=a%2Fb%20c", timeout=30,
@@ -255,9 +262,7 @@ def test_with_users_and_tls_a_token_takes_the_fast_path_once_let_in_and_not_afte
 
 def test_a_rollout_waits_for_a_slow_request_nginx_has_under_way_to_the_old_replica(server):
     client = server.client()
-    client.services.apply(spec("slowroll", {"replicas": 1}, env_vars={"APP_VERSION": "1"}))
-    client.services.wait_ready("slowroll", 1, timeout=60)
-    until(lambda: fast(server, "slowroll"), timeout=10)
+    ready_fast(server, "slowroll", env_vars={"APP_VERSION": "1"})
     answers: list[httpx.Response] = []
     slow = threading.Thread(target=lambda: answers.append(httpx.get(
         server.url + "/serve/slowroll/slow?s=6", headers=server.headers, timeout=60)))
@@ -274,9 +279,7 @@ def test_a_rollout_waits_for_a_slow_request_nginx_has_under_way_to_the_old_repli
 
 def test_a_post_the_replica_hung_up_on_is_answered_502_and_not_sent_again(server):
     client = server.client()
-    client.services.apply(spec("hangup", {"replicas": 1}))
-    client.services.wait_ready("hangup", 1, timeout=60)
-    until(lambda: fast(server, "hangup"), timeout=10)
+    ready_fast(server, "hangup")
     base = server.url + "/serve/hangup"
     with httpx.Client(headers=server.headers, timeout=30) as http:
         read = len(http.get(base + "/seen").json()["seen"])
@@ -298,9 +301,7 @@ def test_a_post_the_replica_hung_up_on_is_answered_502_and_not_sent_again(server
 
 def test_a_drain_does_not_wait_for_requests_of_an_nginx_worker_that_died(server):
     client = server.client()
-    client.services.apply(spec("crashw", {"replicas": 1}, env_vars={"APP_VERSION": "1"}))
-    client.services.wait_ready("crashw", 1, timeout=60)
-    until(lambda: fast(server, "crashw"), timeout=10)
+    ready_fast(server, "crashw", env_vars={"APP_VERSION": "1"})
 
     def cut() -> None:
         with pytest.raises(httpx.RemoteProtocolError):  # by the worker's death
@@ -345,9 +346,7 @@ def test_the_fast_paths_requests_are_timed_to_the_microsecond(server):
 
 def test_a_header_line_the_server_takes_passes_nginx_and_a_head_it_refuses_is_refused_alike(server):
     client = server.client()
-    client.services.apply(spec("heads", {"replicas": 1}))
-    client.services.wait_ready("heads", 1, timeout=60)
-    until(lambda: fast(server, "heads"), timeout=10)
+    ready_fast(server, "heads")
     url = server.url + "/serve/heads/whoami"
     # a 20 KiB cookie-like line (past nginx's usual 16 KiB line): taken, the fast way, as the server takes it
     r = httpx.get(url, headers={**server.headers, "X-Big": "a" * 20_000}, timeout=30)

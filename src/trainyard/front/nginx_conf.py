@@ -22,10 +22,9 @@ What the replica gets is what the Python hop sends (api/serve_hop.py ``forward_h
 Host, its token in ``X-Trainyard-Service-Token``, no ``Authorization``, the ``X-Forwarded-*`` headers, none of the
 caller's claims of what a proxy says (:data:`CLAIMS`; a request with an ``X-Forwarded-*`` of another name goes the
 Python way); what the caller gets back has no ``Set-Cookie`` of the server's sign-in cookie nor
-``Service-Worker-Allowed``. A request
-nginx could not get answered (its own 502) goes to the Python server, which tries the others, if it may be sent
-again as the Python hop's rule says (nothing of it sent, or idempotent with no byte answered); else it is answered
-502 (fast_path.lua ``broken``).
+``Service-Worker-Allowed``. A request nginx could not get answered (its own 502) goes to the Python server, which
+tries the others, if it may be sent again as the Python hop's rule says (nothing of it sent, or idempotent with no
+byte answered); else it is answered 502 (fast_path.lua ``broken``).
 """
 
 from __future__ import annotations
@@ -144,6 +143,7 @@ def main_conf(*, user: str, modules: str, listen: str, api_socket: str, control_
     ssl = f" ssl;\n        ssl_certificate {tls[0]};\n        ssl_certificate_key {tls[1]}" if tls else ""
     sandbox = f'            add_header Content-Security-Policy "{SANDBOX}" always;\n' if users else ""
     dropped = "".join(f'            proxy_set_header {name} "";\n' for name in CLAIMS)
+    serve_log = f"access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT}"  # each fast request
     return f"""\
 # written by trainyard's server at each start (trainyard/front/nginx_conf.py): changes are lost
 load_module {modules}/ndk_http_module.so;
@@ -254,13 +254,13 @@ http {{
         location @ty_broken {{
             access_by_lua_block {{ require("fast_path").broken() }}
             proxy_pass http://ty_api;
-            access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT} if=$ty_answered;
+            {serve_log} if=$ty_answered;
         }}
         location /serve/ {{
             set $ty_host "";
             set $ty_token "";
             access_by_lua_block {{ require("fast_path").choose({str(users).lower()}) }}
-            # a replica nginx could not reach: the Python server tries the others (and skips this one a while)
+            # nginx got no answer from the replica: the Python server tries the others if it may (fast_path.lua broken)
             error_page 502 = @ty_broken;
             proxy_request_buffering on;
             proxy_pass http://ty_replica$ty_rest;
@@ -281,7 +281,7 @@ http {{
 {dropped}            proxy_hide_header X-Trainyard-Service-Token;
             proxy_hide_header Service-Worker-Allowed;
             header_filter_by_lua_block {{ require("fast_path").drop_cookie("{COOKIE}") }}
-{sandbox}            access_log syslog:server=unix:{log_socket},nohostname,tag=trainyard {LOG_FORMAT};
+{sandbox}            {serve_log};
         }}
     }}
 }}
