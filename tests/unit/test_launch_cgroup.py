@@ -62,6 +62,18 @@ def test_a_v1_group_limits_memory_and_swap_and_a_second_make_gets_its_own_folder
     assert Path(group.path, "memory.swappiness").read_text() == "0"  # no memsw file here: no swapping at all
 
 
+@pytest.mark.parametrize("version, files", [(cgroup.V2, V2_ROOT), (cgroup.V1, V1_MEMORY)])
+def test_groups_made_under_the_servers_umask_stay_readable_by_the_jobs_account(tmp_path, version, files):
+    root = layout(tmp_path, files)
+    old = os.umask(0o077)  # the server's: its launchers inherit it
+    try:
+        group = cgroup.MemoryGroup.make(root, version, "att-1-r0", 100 << 20)
+    finally:
+        os.umask(old)
+    for folder in (Path(group.path).parent, Path(group.path)):
+        assert folder.stat().st_mode & 0o777 == 0o755, folder
+
+
 def test_detect_is_sampled_where_groups_cannot_be_made(tmp_path, monkeypatch):
     root = layout(tmp_path, V1_MEMORY)
     # the memory controller read-only to us, as it is to any user but root (and root may write anywhere,

@@ -1,38 +1,30 @@
 """A replica's own memory cgroup: a hard limit the kernel enforces, and its OOM kills counted.
 
-Sampling the tree's RSS (``procs.tree_rss``) misses whatever happens between two
-samples: a job that touched 500 MB for 0.2 s under a 100 MiB limit got through.
-Where the host lets us, the replica's whole process tree runs in a cgroup of its
-own instead, with a hard limit: the kernel's OOM killer acts inside the group at
-the first page past the limit, and the group's own counters say that it did.
+Sampling the tree's RSS (``procs.tree_rss``) misses whatever happens between two samples: a job that touched 500 MB
+for 0.2 s under a 100 MiB limit got through. Where the host lets us, the replica's whole process tree runs in a cgroup
+of its own instead, with a hard limit: the kernel's OOM killer acts inside the group at the first page past the limit,
+and the group's own counters say that it did.
 
-- ``cgroup-v1``: ``<root>/memory`` is the v1 memory controller and we may create
-  groups in it (root). The group is ``<root>/memory/<our group>/trainyard/<attempt>-r<replica>``
-  with ``memory.limit_in_bytes`` and ``memory.memsw.limit_in_bytes`` (memory plus
-  swap, so swapping does not dodge the limit); OOM kills are the ``oom_kill``
-  counter of ``memory.oom_control`` (kernels before 4.13 lack it: then a SIGKILL
-  while ``memory.failcnt`` > 0 counts).
-- ``cgroup-v2``: ``<root>/cgroup.controllers`` lists ``memory``, it is enabled for
-  the children of the root (or of a ``trainyard`` subtree an admin delegated to
-  us), and we may write there. The group is ``<root>/trainyard/<attempt>-r<replica>``
-  with ``memory.max``, ``memory.swap.max`` 0 and ``memory.oom.group`` 1 (the kernel
-  kills the whole group at once, not one process); OOM kills are the ``oom_kill``
-  counter of ``memory.events``.
-- ``sampled``: anything else (no cgroups, read-only, not root): the launcher
-  samples the tree's RSS, as before.
+- ``cgroup-v1``: ``<root>/memory`` is the v1 memory controller and we may create groups in it (root). The group is
+  ``<root>/memory/<our group>/trainyard/<attempt>-r<replica>`` with ``memory.limit_in_bytes`` and
+  ``memory.memsw.limit_in_bytes`` (memory plus swap, so swapping does not dodge the limit); OOM kills are the
+  ``oom_kill`` counter of ``memory.oom_control`` (kernels before 4.13 lack it: then a SIGKILL while ``memory.failcnt``
+  > 0 counts).
+- ``cgroup-v2``: ``<root>/cgroup.controllers`` lists ``memory``, it is enabled for the children of the root (or of a
+  ``trainyard`` subtree an admin delegated to us), and we may write there. The group is
+  ``<root>/trainyard/<attempt>-r<replica>`` with ``memory.max``, ``memory.swap.max`` 0 and ``memory.oom.group`` 1 (the
+  kernel kills the whole group at once, not one process); OOM kills are the ``oom_kill`` counter of ``memory.events``.
+- ``sampled``: anything else (no cgroups, read-only, not root): the launcher samples the tree's RSS, as before.
 
-The launcher itself stays outside the group, so it survives the OOM kill, reaps
-the rest of the tree and reports ``OOMKilled``. The group is removed when the
-replica ends; empty groups that a crashed launcher left behind are removed by the
-next launcher that makes one (:func:`sweep`). A launcher that waited for its
-attempt made the groups while it waited, with a child of its already in them
-(:mod:`trainyard.launch.seat`): the command then runs in that child, with no move
-on its way to start; the shim below is the way in for the others.
+The launcher itself stays outside the group, so it survives the OOM kill, reaps the rest of the tree and reports
+``OOMKilled``. The group is removed when the replica ends; empty groups that a crashed launcher left behind are
+removed by the next launcher that makes one (:func:`sweep`). A launcher that waited for its attempt made the groups
+while it waited, with a child of its already in them (:mod:`trainyard.launch.seat`): the command then runs in that
+child, with no move on its way to start; the shim below is the way in for the others.
 
-Plain ``os`` calls and small file writes only, and only when a limit is set: the
-launcher's start-up time is benchmarked. What any of a replica's groups does (made,
-joined, removed, swept) is here too, for its pids, cpu and devices groups (:mod:`trainyard.launch.pidlimit`,
-:mod:`trainyard.launch.cpulimit`, :mod:`trainyard.launch.devices`).
+Plain ``os`` calls and small file writes only, and only when a limit is set (the launcher's start-up is benchmarked).
+What any replica's group does (made, joined, removed, swept) is here too, for its pids, cpu and devices groups
+(:mod:`trainyard.launch.pidlimit`, :mod:`~trainyard.launch.cpulimit`, :mod:`~trainyard.launch.devices`).
 """
 
 from __future__ import annotations
@@ -52,22 +44,18 @@ SHELL = "/bin/sh"
 STALE_AFTER = 60.0  # an empty group this old has lost its launcher (a live one fills it within ms)
 JOIN_FAILED = 125   # the shim's exit code when the command could not join its group
 
-# How the command enters its groups before it runs anything of its own: it is
-# started as ``sh -c 'for each PROCS: echo 0 > PROCS; exec "$@"' sh PROCS... -- COMMAND...``
-# (a memory group and, on cgroup v1, a pids, a cpu and a devices group of their own: launch.pidlimit,
-# launch.cpulimit, launch.devices). Writing 0
-# to ``cgroup.procs`` moves the writer (the shell) into the group, and ``exec``
-# keeps both the pid and the group, so the command's first instruction already
-# runs under the limit and everything it forks inherits the group. The
-# alternatives are worse: writing the child's pid from the launcher after the
-# fork races the child (it may have exec'd and allocated by then); ``preexec_fn``
-# forces subprocess onto fork instead of vfork and is unsafe with threads;
-# ``clone3(CLONE_INTO_CGROUP)`` is not reachable from Python; moving the launcher
-# into the group around the spawn would put it, for a moment, where the OOM
-# killer looks. The shell (dash) costs about a millisecond. Should the join fail
-# (it cannot once detect() and make() succeeded, short of an admin removing the
-# group), the shell says so in the log and exits 125 rather than run the command
-# without its limit. The groups' files are absolute paths: the first ``--`` is ours.
+# How the command enters its groups before it runs anything of its own: it is started as
+# ``sh -c 'for each PROCS: echo 0 > PROCS; exec "$@"' sh PROCS... -- COMMAND...`` (a memory group and, on
+# cgroup v1, a pids, a cpu and a devices group of their own: launch.pidlimit, launch.cpulimit, launch.devices).
+# Writing 0 to ``cgroup.procs`` moves the writer (the shell) into the group, and ``exec`` keeps both the pid and
+# the group, so the command's first instruction already runs under the limit and everything it forks inherits
+# the group. The alternatives are worse: writing the child's pid from the launcher after the fork races the
+# child (it may have exec'd and allocated by then); ``preexec_fn`` forces subprocess onto fork instead of vfork
+# and is unsafe with threads; ``clone3(CLONE_INTO_CGROUP)`` is not reachable from Python; moving the launcher
+# into the group around the spawn would put it, for a moment, where the OOM killer looks. The shell (dash) costs
+# about a millisecond. Should the join fail (it cannot once detect() and make() succeeded, short of an admin
+# removing the group), the shell says so in the log and exits 125 rather than run the command without its
+# limit. The groups' files are absolute paths: the first ``--`` is ours.
 _SHIM = ('for g; do [ "$g" = -- ] && break; echo 0 > "$g" || '
          f'{{ echo "trainyard: cannot join the cgroup $g" >&2; exit {JOIN_FAILED}; }}; shift; done; shift; exec "$@"')
 
@@ -233,7 +221,7 @@ def group_for(root: str, version: str, controller: str, name: str, one: str | No
 def new_group(parent: str, name: str) -> str:
     """A new group named ``name`` in ``parent`` (made if need be, with the empty groups of dead launchers in it
     swept); raises ``OSError`` when the host refuses."""
-    os.makedirs(parent, exist_ok=True)
+    readable(parent)
     sweep(parent)
     name = name.replace("/", "_").lstrip(".") or "replica"
     path = os.path.join(parent, name)
@@ -242,7 +230,18 @@ def new_group(parent: str, name: str) -> str:
     except FileExistsError:  # a relaunch of the same replica while the old group still holds processes
         path = f"{path}-{os.getpid()}"
         os.mkdir(path)
+    readable(path)
     return path
+
+
+def readable(path: str) -> None:
+    """``path`` made if need be and open to read, as a host's own groups are, for a job run as another account:
+    the server's umask (077) would shut it, and the first launcher to make ``trainyard`` decide for all."""
+    os.makedirs(path, exist_ok=True)
+    try:
+        os.chmod(path, 0o755)
+    except OSError:  # a parent someone else made and owns: theirs to open
+        pass
 
 
 def place(root: str, version: str, controller: str) -> str:
@@ -250,7 +249,7 @@ def place(root: str, version: str, controller: str) -> str:
     if version == V1:
         return v1_parent(root, controller)
     parent = os.path.join(root, PARENT)
-    os.makedirs(parent, exist_ok=True)
+    readable(parent)
     enable(parent, controller)
     return parent
 
