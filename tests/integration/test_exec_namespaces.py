@@ -119,6 +119,23 @@ def replica(cached: tuple[str, ...] = (), shm: bool = True, work: str = tempfile
     return proc, beside(work, spaces=(proc.pid, cached, shm))
 
 
+def test_a_replica_caught_mid_exec_is_not_joined_yet(monkeypatch):
+    from trainyard.launch import nsjoin
+
+    need_readonly_mounts()
+    # a namespace of its own and no mounts made: as unshare is when it execs the mount script
+    proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "60"], start_new_session=True)
+    try:
+        until(lambda: os.stat(f"/proc/{proc.pid}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino)
+        until(lambda: b"sleep" in Path(f"/proc/{proc.pid}/cmdline").read_bytes())
+        real = Path.read_bytes
+        monkeypatch.setattr(Path, "read_bytes", lambda p: b"" if p.name == "cmdline" else real(p))
+        assert nsjoin._try((proc.pid, ("/nowhere",), False)) is None  # its args not set yet: its mounts may not be
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_command_beside_a_replica_whose_command_ended_is_told_so():
     from trainyard.launch import execs
 
