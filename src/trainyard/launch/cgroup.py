@@ -221,6 +221,7 @@ def group_for(root: str, version: str, controller: str, name: str, one: str | No
 def new_group(parent: str, name: str) -> str:
     """A new group named ``name`` in ``parent`` (made if need be, with the empty groups of dead launchers in it
     swept); raises ``OSError`` when the host refuses."""
+    os.makedirs(parent, exist_ok=True)
     readable(parent)
     sweep(parent)
     name = name.replace("/", "_").lstrip(".") or "replica"
@@ -235,9 +236,8 @@ def new_group(parent: str, name: str) -> str:
 
 
 def readable(path: str) -> None:
-    """``path`` made if need be and open to read, as a host's own groups are, for a job run as another account:
-    the server's umask (077) would shut it, and the first launcher to make ``trainyard`` decide for all."""
-    os.makedirs(path, exist_ok=True)
+    """``path`` open to read, as a host's own groups are, for a job run as another account: the server's umask
+    (077) would shut it, and the first launcher to make ``trainyard`` decide for all."""
     try:
         os.chmod(path, 0o755)
     except OSError:  # a parent someone else made and owns: theirs to open
@@ -249,6 +249,7 @@ def place(root: str, version: str, controller: str) -> str:
     if version == V1:
         return v1_parent(root, controller)
     parent = os.path.join(root, PARENT)
+    os.makedirs(parent, exist_ok=True)
     readable(parent)
     enable(parent, controller)
     return parent

@@ -90,7 +90,7 @@ def _try(spaces: Spaces) -> Held | None:
                 fds.append(os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC))
             user = os.stat(f"/proc/{pid}/ns/user")
             # before the mounts: once its argv is the rest's, the script has made them all (then exec'd)
-            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             mounts = Path(f"/proc/{pid}/mountinfo").read_text()
             now = os.stat(f"/proc/{pid}/ns/mnt")  # the mounts read are those of the namespace held
         except OSError as e:
@@ -103,11 +103,7 @@ def _try(spaces: Spaces) -> Held | None:
             raise NotJoined("the replica's command runs in namespaces it made itself: not joined")
         # made: its script went past (a root job may unmount its read-only inputs since, as it may anything there:
         # what it sees is what a command beside it sees), or is at its end, its mounts all in place
-        # an empty argv is a process mid-exec (the kernel sets the new image's args last): unshare's exec of the
-        # mount script reads so, its namespace made and its mounts not yet (CI: a write went through)
-        argv = raw.split(b"\0")
-        ready = (raw != b"" and mnt.st_ino != mine["mnt"].st_ino
-                 and (mnt.st_dev, mnt.st_ino) == (now.st_dev, now.st_ino)
+        ready = (mnt.st_ino != mine["mnt"].st_ino and (mnt.st_dev, mnt.st_ino) == (now.st_dev, now.st_ino)
                  and (not own_ipc or ipc.st_ino != mine["ipc"].st_ino)
                  and (not readonly.mounting(argv) or _mounted(mounts, cached, own_ipc)))
         if not ready:

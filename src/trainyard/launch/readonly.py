@@ -100,7 +100,10 @@ def mount_prefix(paths: list[str], shm: int | None = None) -> list[str]:
 
 def mounting(argv: list[bytes]) -> bool:
     """Whether a process's ``argv`` (its /proc cmdline's fields) is that of :func:`mount_prefix`'s ``unshare`` or
-    script, which have not exec'd the rest yet: its mounts may be unmade still."""
+    script, which have not exec'd the rest yet: its mounts may be unmade still. An empty one is a process mid-exec
+    (the kernel sets the new image's args last), unshare's of the script among them: its mounts may be unmade too."""
+    if argv == [b""]:
+        return True
     at = argv.index(NAME.encode()) if NAME.encode() in argv else -1
     return at >= 2 and argv[at - 2] == b"-c" and argv[at - 1].endswith(b'exec "$@"')
 
