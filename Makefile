@@ -21,7 +21,9 @@ demo: $(STAMP)
 # TEST_WORKERS=0 runs it in one process
 TEST_WORKERS ?= 2
 
+# compileall: where PYTHONDONTWRITEBYTECODE is set (as on these VMs) every process compiled our sources anew
 test: $(STAMP)
+	$(BIN)/python -m compileall -q src
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(STAMP)

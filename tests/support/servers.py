@@ -13,19 +13,25 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.server_fork import Forker, ForkedProcess
+
 
 class ServerProcess:
     def __init__(self, home: Path, args: list[str] | None = None, db: str | None = None,
-                 verify: ssl.SSLContext | bool = True, wrapper: list[str] | None = None) -> None:
+                 verify: ssl.SSLContext | bool = True, wrapper: list[str] | None = None, fork: bool = True) -> None:
         """``verify``: what to trust of a server that serves HTTPS with its own certificate; ``wrapper``: a
-        command that execs the server's command line after it (so the server keeps the wrapper's pid)."""
+        command that execs the server's command line after it (so the server keeps the wrapper's pid);
+        ``fork``: forked from a process that has imported the server's code (:mod:`tests.support.server_fork`),
+        else (and always with a wrapper, or with ``TRAINYARD_TEST_SERVER_EXEC=1`` in the tests' environment)
+        ``python -m trainyard server`` as a user starts it."""
         self.home = Path(home)
         self.wrapper = list(wrapper or [])
+        self.fork = fork and os.environ.get("TRAINYARD_TEST_SERVER_EXEC", "") in ("", "0")
         self.verify = verify
         self.args = list(args or [])
         if db:
             self.args += ["--db", db]
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | ForkedProcess | None = None
         self.url = ""
         self.log_path = self.home / "server-test-main.log"
         self.extra_env: dict[str, str] = {}  # e.g. TRAINYARD_TEST_CRASH_AT for the next start (crashpoints)
@@ -43,8 +49,12 @@ class ServerProcess:
         log = open(self.home / f"server-test-{port or 'main'}.log", "ab")
         self.log_path = Path(log.name)
         args = [*self.args, *(["--port", str(port)] if port else [])]
-        self.proc = subprocess.Popen([*self.wrapper, sys.executable, "-m", "trainyard", "server", *args], env=self.env,
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if self.fork and not self.wrapper and not any(k.startswith("PYTHON") for k in self.extra_env):
+            log.close()
+            self.proc = Forker.start(["server", *args], self.env, os.getcwd(), str(self.log_path))
+        else:
+            self.proc = subprocess.Popen([*self.wrapper, sys.executable, "-m", "trainyard", "server", *args],
+                                         env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
