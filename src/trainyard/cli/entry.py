@@ -34,9 +34,9 @@ def main() -> None:
     code = quick(sys.argv[1:])
     if code is not None:
         leave(code)  # its output, too, is stdout and stderr alone
-    if sys.argv[1:2] == ["server"]:  # a service manager's SIGTERM is answered from here on, not only once serving
-        startup.guard()
     try:
+        if sys.argv[1:2] == ["server"]:  # a service manager's SIGTERM is answered from here on, not only once serving
+            startup.guard()  # in the try: a signal that comes as guard() installs the second handler is the first's
         from trainyard.cli.main import app
 
         app(prog_name="trainyard")
