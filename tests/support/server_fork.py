@@ -26,8 +26,12 @@ import threading
 import time
 from pathlib import Path
 
-PRELOAD = ("trainyard.server", "trainyard.api.app", "trainyard.store.db", "uvicorn", "uvicorn.config",
-           "alembic.command", "alembic.config", "alembic.script", "alembic.runtime.migration", "typer")
+# what `python -X importtime -m trainyard server` loads before it answers, less what reads the environment or the
+# terminal as it loads (trainyard.cli.*: rich's consoles are made there)
+PRELOAD = ("trainyard.server", "trainyard.api.app", "trainyard.store.db", "trainyard.engines.local", "uvicorn",
+           "uvicorn.config", "uvloop", "alembic.command", "alembic.config", "alembic.script",
+           "alembic.runtime.migration", "typer", "typer._adapters", "rich.console", "rich.markup", "httpcore",
+           "fsspec", "psutil")
 
 
 def _become(start: dict) -> None:
