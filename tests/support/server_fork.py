@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -48,7 +49,7 @@ def _become(start: dict) -> None:
     os.environ.clear()
     os.environ.update(start["env"])
     sys.path[0] = start["cwd"]  # as `python -m` sets it
-    sys.argv = [str(Path(__import__("trainyard").__file__).with_name("__main__.py")), *start["argv"]]
+    sys.argv = [sys.argv[0], *start["argv"]]  # runpy's alter_sys puts trainyard/__main__.py's path in argv[0]
 
 
 def _wait(pid: int, timeout: float) -> int | None:
@@ -155,10 +156,10 @@ class ForkedProcess:
             os.kill(self.pid, sig)
 
     def terminate(self) -> None:
-        self.send_signal(15)
+        self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        self.send_signal(9)
+        self.send_signal(signal.SIGKILL)
 
 
 if __name__ == "__main__":

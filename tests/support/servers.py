@@ -26,7 +26,7 @@ class ServerProcess:
         ``python -m trainyard server`` as a user starts it."""
         self.home = Path(home)
         self.wrapper = list(wrapper or [])
-        self.fork = fork and os.environ.get("TRAINYARD_TEST_SERVER_EXEC", "") in ("", "0")
+        self.fork = fork
         self.verify = verify
         self.args = list(args or [])
         if db:
@@ -46,15 +46,17 @@ class ServerProcess:
         """Start and wait until it answers: as the home's announced server, or (``port`` given, for a
         server that may not lead) on that port."""
         self.home.mkdir(parents=True, exist_ok=True)
-        log = open(self.home / f"server-test-{port or 'main'}.log", "ab")
-        self.log_path = Path(log.name)
+        self.log_path = self.home / f"server-test-{port or 'main'}.log"
         args = [*self.args, *(["--port", str(port)] if port else [])]
-        if self.fork and not self.wrapper and not any(k.startswith("PYTHON") for k in self.extra_env):
-            log.close()
+        # PYTHON* variables are the interpreter's settings: a fork keeps the fork process's
+        if (self.fork and not self.wrapper and os.environ.get("TRAINYARD_TEST_SERVER_EXEC", "") in ("", "0")
+                and not any(k.startswith("PYTHON") for k in self.extra_env)):
             self.proc = Forker.start(["server", *args], self.env, os.getcwd(), str(self.log_path))
         else:
-            self.proc = subprocess.Popen([*self.wrapper, sys.executable, "-m", "trainyard", "server", *args],
-                                         env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen([*self.wrapper, sys.executable, "-m", "trainyard", "server", *args],
+                                             env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

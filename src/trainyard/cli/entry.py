@@ -36,7 +36,7 @@ def main() -> None:
         leave(code)  # its output, too, is stdout and stderr alone
     try:
         if sys.argv[1:2] == ["server"]:  # a service manager's SIGTERM is answered from here on, not only once serving
-            startup.guard()  # in the try: a signal that comes as guard() installs the second handler is the first's
+            startup.guard()  # in the try: a signal may come while guard() is still installing its handlers
         from trainyard.cli.main import app
 
         app(prog_name="trainyard")
