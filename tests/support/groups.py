@@ -4,11 +4,21 @@ Each module's tests run on one worker, in their order, so a module's fixtures ar
 up once; the shared Ray cluster's users (of every module) run on one worker as one
 block, so the suite starts one cluster, not one per worker. Registered by
 ``tests/conftest.py``; without xdist the marks do nothing.
+
+xdist 3.8 groups a worker's tests by an ``@GROUP`` suffix it writes to ``item._nodeid``; pytest 9.2 reads a
+node's id from ``item._id`` instead, so the suffix went nowhere and every test was a group of its own: modules
+split over both workers (their fixtures set up twice) and two Ray clusters started. :func:`_suffix` writes it
+where the running pytest reads it, when xdist's did not take.
 """
 
 from __future__ import annotations
 
 import pytest
+
+try:
+    from _pytest.nodeid import NodeId  # pytest >= 9.2
+except ImportError:
+    NodeId = None
 
 RAY_GROUP = "shared-ray"
 
@@ -23,3 +33,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("xdist_group") is None:
             group = RAY_GROUP if uses_shared_ray(item) else item.nodeid.split("::", 1)[0]
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the ids it collected to the controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if getattr(session.config.option, "loadgroup", False):  # set in xdist's workers under --dist loadgroup
+        for item in session.items:
+            _suffix(item)
+
+
+def _suffix(item: pytest.Item) -> None:
+    # the group as xdist names it (xdist/remote.py, WorkerInteractor.pytest_collection_modifyitems)
+    group = "_".join(sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                             for m in item.iter_markers("xdist_group")}))
+    if not group or item.nodeid.endswith("@" + group):
+        return
+    if isinstance(getattr(item, "_id", None), NodeId):
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
+    else:
+        item._nodeid = f"{item.nodeid}@{group}"
