@@ -48,7 +48,7 @@ def _suffix(item: pytest.Item) -> None:
                              for m in item.iter_markers("xdist_group")}))
     if not group or item.nodeid.endswith("@" + group):
         return
-    if isinstance(getattr(item, "_id", None), NodeId):
+    if NodeId is not None and isinstance(getattr(item, "_id", None), NodeId):
         item._id = NodeId.parse(f"{item.nodeid}@{group}")
     else:
         item._nodeid = f"{item.nodeid}@{group}"
