@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the ids it collected to the controller
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if getattr(session.config.option, "loadgroup", False):  # set in xdist's workers under --dist loadgroup
+    if NodeId is not None and getattr(session.config.option, "loadgroup", False):  # xdist's workers, --dist loadgroup
         for item in session.items:
             _suffix(item)
 
@@ -46,9 +46,5 @@ def _suffix(item: pytest.Item) -> None:
     # the group as xdist names it (xdist/remote.py, WorkerInteractor.pytest_collection_modifyitems)
     group = "_".join(sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                              for m in item.iter_markers("xdist_group")}))
-    if not group or item.nodeid.endswith("@" + group):
-        return
-    if NodeId is not None and isinstance(getattr(item, "_id", None), NodeId):
+    if group and not item.nodeid.endswith("@" + group):  # before pytest 9.2 xdist's own suffix takes
         item._id = NodeId.parse(f"{item.nodeid}@{group}")
-    else:
-        item._nodeid = f"{item.nodeid}@{group}"

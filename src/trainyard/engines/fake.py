@@ -40,6 +40,7 @@ class FakeEngine(Engine):
         self._lost: set[tuple[str, int]] = set()
         self.unplaced: dict[str, str] = {}  # attempt id -> why the engine has not placed it (see place)
         self.kill_by_cancel = False  # kill as the base Engine's does (Ray's): a cancel, the end seen later
+        self.cancel_ends = True  # False: a cancel is only asked (a real engine's SIGTERM); the replica's report ends it
         # join's bookkeeping: every reconcile call is numbered; an attempt has ended "as far as the platform
         # knows" once a reconcile that began after its launch no longer lists it as live
         self._changed = threading.Condition()
@@ -94,7 +95,7 @@ class FakeEngine(Engine):
         with self._changed:
             if attempt.id not in self.cancelled:
                 self.cancelled.append(attempt.id)
-            for r in attempt.replicas:
+            for r in attempt.replicas if self.cancel_ends else ():
                 self._results.setdefault((attempt.id, r.index), LaunchResult(exit_code=-15, reason=Reason.CANCELLED))
 
     def finish(self, attempt_id: str, exit_code: int = 0, reason: str | None = None, replica: int = 0) -> None:
