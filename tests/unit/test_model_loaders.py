@@ -38,6 +38,16 @@ def test_content_decides_when_the_name_does_not(tmp_path):
         resolve(tmp_path / "weights")
 
 
+def test_a_torch_export_archive_is_told_from_torchscript_by_its_content(tmp_path):
+    torch = need_module("torch", "pip install 'trainyard[torch]'")
+    program = torch.export.export(torch.nn.Linear(2, 1), (torch.zeros(1, 2),))
+    torch.export.save(program, tmp_path / "exported")  # no extension: the archive's own entries decide
+    torch.export.save(program, tmp_path / "model.pt2")
+    assert resolve(tmp_path / "exported").format == "torch-export"
+    assert resolve(tmp_path / "model.pt2").format == "torch-export"
+    assert resolve(tmp_path / "exported", "torchscript").format == "torchscript"  # --format wins
+
+
 @pytest.mark.parametrize(("content", "kwargs", "message"), [
     (b"hello", {}, "cannot tell what"),
     (b"\x80\x04N.", {"fmt": "onnx"}, "--format: 'onnx'"),

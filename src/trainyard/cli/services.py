@@ -154,7 +154,8 @@ def serve(
         help="autoscale: requests in flight one replica is meant to hold (default 8)")] = None,
     scale_down_after: Annotated[Optional[str], typer.Option(
         "--scale-down-after", help="autoscale: idle time before replicas go down to --min, e.g. 90s, 5m (default 5m)")] = None,
-    model_format: Annotated[str, typer.Option("--format", help="auto, sklearn, xgboost, torchscript, torch-state-dict")] = "auto",
+    model_format: Annotated[str, typer.Option(
+        "--format", help="auto, sklearn, xgboost, torch-export, torchscript, torch-state-dict")] = "auto",
     cpu: Annotated[str, typer.Option(help="cores per replica")] = "1",
     memory: Annotated[Optional[str], typer.Option(help="memory per replica, e.g. 2Gi")] = None,
     gpu: Annotated[int, typer.Option(help="GPUs per replica")] = 0,

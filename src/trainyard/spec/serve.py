@@ -96,7 +96,7 @@ class ServeStep(Strict):
 
     model: str = Field(description="{{steps.S.outputs.O}}, a job id, an artifact id or digest, or a URL")
     name: str = Field(description="the service's name: /serve/NAME")
-    format: Literal["auto", "sklearn", "xgboost", "torchscript", "torch-state-dict"] = "auto"
+    format: Literal["auto", "sklearn", "xgboost", "torch-export", "torchscript", "torch-state-dict"] = "auto"
     module: str | None = Field(None, description="pkg.mod:Factory for a state dict, from the step's workdir")
     replicas: int | None = Field(None, ge=0, le=MAX_SERVICE_REPLICAS)
     autoscale: ServeAutoscale | None = None

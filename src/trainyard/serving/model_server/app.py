@@ -176,6 +176,10 @@ def create_app(served: ServedModel, on_load_error: Callable[[str], None] = lambd
             instances = doc.get("instances")
             if not isinstance(instances, list) or not instances:
                 raise Refused(400, "instances: required, a non-empty list (one entry per row)")
+            if len(p.inputs) != 1:  # v1's instances are rows of one input
+                raise Refused(400, f"instances: this model takes {len(p.inputs)} inputs "
+                                   f"({', '.join(s.name for s in p.inputs)}): send them by name to "
+                                   f"/v2/models/{served.name}/infer")
             spec = p.inputs[0]
             raw = {"name": spec.name, "datatype": spec.datatype, "shape": _v1_shape(instances), "data": instances}
             try:

@@ -1,5 +1,5 @@
 """Model files in, predictors out: scikit-learn (pickle, joblib), XGBoost (native JSON/UBJ, pickled),
-PyTorch (TorchScript, or a state dict with ``--module pkg.mod:Factory``).
+PyTorch (``torch.export`` programs, TorchScript, or a state dict with ``--module pkg.mod:Factory``).
 
 :func:`resolve` runs before the server starts (a wrong path or format fails at once, with its
 reason); :func:`load` runs after it listens (the server answers "not ready" meanwhile).
@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from trainyard.serving.model_server.predictors import EstimatorPredictor, Predictor, TorchPredictor
+from trainyard.serving.model_server.predictors import EstimatorPredictor, ExportedPredictor, Predictor, \
+    TorchPredictor
 
-FORMATS = ("auto", "sklearn", "xgboost", "torchscript", "torch-state-dict")
+FORMATS = ("auto", "sklearn", "xgboost", "torch-export", "torchscript", "torch-state-dict")
 _EXTENSIONS = {".joblib": "sklearn", ".pkl": "sklearn", ".pickle": "sklearn", ".json": "xgboost",
-               ".ubj": "xgboost", ".bst": "xgboost", ".pt": "torch", ".pth": "torch", ".ts": "torch",
-               ".torchscript": "torch"}
+               ".ubj": "xgboost", ".bst": "xgboost", ".pt2": "torch", ".pt": "torch", ".pth": "torch",
+               ".ts": "torch", ".torchscript": "torch"}
 # what pickles look like on disk, bare or as joblib compresses them (zlib, gzip, bz2, xz, lzma)
 _PICKLE_MAGIC = (b"\x80", b"\x78", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x5d\x00\x00")
 
@@ -89,7 +90,10 @@ def _sniff(path: Path) -> str:
     if kind in (None, "torch") and zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
             names = z.namelist()
-        # torch.jit.save writes code/ and constants.pkl beside data.pkl; torch.save only data.pkl
+        # torch.export.save writes an archive_format entry ("pt2"); torch.jit.save code/ and constants.pkl
+        # beside data.pkl; torch.save only data.pkl
+        if any(n.endswith("/archive_format") or n == "archive_format" for n in names):
+            return "torch-export"
         if any("/code/" in n or n.endswith("constants.pkl") for n in names):
             return "torchscript"
         return "torch-state-dict"
@@ -104,7 +108,7 @@ def _sniff(path: Path) -> str:
 
 
 def load(source: Source) -> Predictor:
-    loader = {"sklearn": _sklearn, "xgboost": _xgboost, "torchscript": _torchscript,
+    loader = {"sklearn": _sklearn, "xgboost": _xgboost, "torch-export": _exported, "torchscript": _torchscript,
               "torch-state-dict": _state_dict}[source.format]
     try:
         return loader(source)
@@ -182,6 +186,14 @@ class BoosterClassifier(BoosterModel):
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return self.classes_[self.predict_proba(x).argmax(axis=1)]
+
+
+def _exported(source: Source) -> Predictor:
+    """A ``torch.export.save`` archive (``.pt2``): PyTorch's successor to TorchScript, which 2.13
+    deprecates. The program carries its own signature, so no example input is needed."""
+    import torch
+
+    return ExportedPredictor(torch.export.load(str(source.path)))
 
 
 def _torchscript(source: Source) -> Predictor:

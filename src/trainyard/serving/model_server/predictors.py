@@ -6,7 +6,8 @@ Two kinds cover every format the loaders read:
   estimators and pipelines, XGBoost, and Python wrappers such as the IMDB example's text
   classifier. Outputs ``predict`` (labels for a classifier) and ``predict_proba``.
 - :class:`TorchPredictor`: a ``torch.nn.Module`` (TorchScript or eager): tensors in, tensors out
-  (``output-0``, ``output-1`` … for a tuple).
+  (``output-0``, ``output-1`` … for a tuple); :class:`ExportedPredictor`, a ``torch.export`` program,
+  whose inputs (``input-0`` …) and outputs are its own signature's.
 
 Each checks what arrives against its signature and raises ``BadRequest`` naming the field.
 """
@@ -30,7 +31,8 @@ class TensorSpec:
     shape: tuple[int, ...] | None  # None: any rank (a TorchScript model without an example input)
 
     def as_json(self) -> dict:
-        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape or (ANY,))}
+        shape = [ANY] if self.shape is None else list(self.shape)  # () is a scalar
+        return {"name": self.name, "datatype": self.datatype, "shape": shape}
 
 
 @dataclass
@@ -191,6 +193,56 @@ class TorchPredictor(Predictor):
         with self.torch.inference_mode():
             result = self._tensors(self.module(x))
         return {f"output-{i}": r.detach().cpu().numpy() for i, r in enumerate(result) if f"output-{i}" in wanted}
+
+
+class ExportedPredictor(Predictor):
+    """A ``torch.export`` program: its inputs in the order of ``forward``'s parameters (``input-0`` …,
+    keyword-only ones last), its outputs flattened (``output-0`` …), each with the dtype and shape it
+    was exported with; a dimension exported as dynamic is any size (-1)."""
+
+    def __init__(self, program: Any) -> None:
+        import torch
+        from torch.utils import _pytree
+
+        self.torch, self.flatten = torch, _pytree.tree_flatten
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if self.device.type != "cpu":  # an exported graph may name its device: the pass rewrites it
+            program = torch.export.passes.move_to_device_pass(program, self.device)
+        top = _kids(program.call_spec.in_spec)  # ((args…), {kwargs…})
+        args, kwargs = _kids(top[0]), _kids(top[1])
+        if not all(a.is_leaf() for a in args + kwargs):
+            raise ValueError("the exported program takes nested inputs (lists or dicts of tensors): export one "
+                             "whose forward takes tensors")
+        self.positional, self.keywords = len(args), list(top[1].context or ())
+        nodes = {n.name: n for n in program.graph.nodes}
+        user = program.graph_signature.user_inputs
+        inputs = [_spec(f"input-{i}", nodes[name].meta.get("val"), f"input {name!r}") for i, name in enumerate(user)]
+        out = next(n for n in program.graph.nodes if n.op == "output").args[0]
+        # the graph returns the buffers forward mutates before what forward returns
+        mine = [o for o, s in zip(out, program.graph_signature.output_specs) if s.kind.name == "USER_OUTPUT"]
+        outputs = [_spec(f"output-{i}", getattr(o, "meta", {}).get("val"), f"output {i}") for i, o in enumerate(mine)]
+        self.module = program.module()
+        super().__init__("pytorch_export", inputs, outputs)
+
+    def predict(self, inputs: dict[str, np.ndarray], wanted: set[str]) -> dict[str, np.ndarray]:
+        torch = self.torch
+        given = [torch.from_numpy(np.ascontiguousarray(inputs[s.name])).to(self.device) for s in self.inputs]
+        args, kwargs = given[:self.positional], dict(zip(self.keywords, given[self.positional:]))
+        with torch.inference_mode():
+            result, _ = self.flatten(self.module(*args, **kwargs))
+        return {f"output-{i}": r.detach().cpu().numpy() for i, r in enumerate(result) if f"output-{i}" in wanted}
+
+
+def _spec(name: str, val: Any, what: str) -> TensorSpec:
+    shape = getattr(val, "shape", None)
+    if shape is None or not hasattr(val, "dtype"):
+        raise ValueError(f"the exported program's {what} is {type(val).__name__}, not a tensor")
+    return TensorSpec(name, _torch_datatype(val.dtype), tuple(d if isinstance(d, int) else ANY for d in shape))
+
+
+def _kids(spec: Any) -> list:
+    """A pytree spec's children: ``children()`` in newer torch, ``children_specs`` (deprecated in 2.13) before."""
+    return list(spec.children()) if callable(getattr(spec, "children", None)) else list(spec.children_specs)
 
 
 def _torch_datatype(dtype: Any) -> str:
