@@ -16,8 +16,9 @@ Checks, each printed as ok/FAIL with what was seen (exit 1 if any failed, 2 if n
    GPUs' device files (EPERM) and torch finds no GPU, where ``trainyard doctor``'s "gpu devices" says the fence
    is enforced here (else: what the doctor says, and that the job could open them); each GPU's minor number
    as NVML gives it (``launch.devices.minors``) against its device file.
-6. **serve**: the built-in model server, given ``--gpu 1``, loads a TorchScript model onto the GPU and its
-   ``infer`` through ``/serve/NAME`` equals the model's own output on the CPU.
+6. **serve**: the built-in model server, given ``--gpu 1``, loads a TorchScript model, then the same module as a
+   ``torch.export`` program, onto the GPU, and each one's ``infer`` through ``/serve/NAME`` equals the model's
+   own output on the CPU.
 
 ``bench/ddp.py`` measures NCCL training throughput beside this; it is not repeated here.
 """
@@ -199,36 +200,46 @@ def fenced(srv: BenchServer) -> str:
 
 
 def serve(srv: BenchServer, tmp: Path) -> str:
+    """The same module served on the GPU as TorchScript and as a torch.export program (moved onto the GPU by
+    its device pass): each answer within TF32's error of the CPU's."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).eval()
+    torch.jit.script(model).save(str(tmp / "gpu-model.pt"))
+    batch = torch.export.Dim("batch")
+    torch.export.save(torch.export.export(model, (torch.zeros(2, 64),), dynamic_shapes=({0: batch},)),
+                      tmp / "gpu-model.pt2")
+    return "; ".join(_serve_one(srv, tmp / name, fmt, model) for name, fmt in
+                     [("gpu-model.pt", "torchscript"), ("gpu-model.pt2", "torch-export")])
+
+
+def _serve_one(srv: BenchServer, path: Path, fmt: str, model) -> str:
+    import numpy as np
     import torch
 
     from trainyard.spec.serve import serve_spec
 
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
-    scripted = torch.jit.script(model.eval())
-    path = tmp / "gpu-model.pt"
-    scripted.save(str(path))
-    srv.client.services.apply(serve_spec(f"file://{path}", "gpumodel", replicas=1, cpu=1, memory="8Gi", gpu=1,
-                                         model_format="torchscript"))
-    srv.client.services.wait_ready("gpumodel", 1, timeout=240)
+    name = f"gpu-{fmt}"  # the GPU frees when the last one's replica ends: the next one waits for it
+    srv.client.services.apply(serve_spec(f"file://{path}", name, replicas=1, cpu=1, memory="8Gi", gpu=1,
+                                         model_format=fmt))
+    srv.client.services.wait_ready(name, 1, timeout=240)
     x = torch.randn(4, 64)
     with torch.inference_mode():
         want = model(x).numpy()
     token = (srv.home / "token").read_text().strip()
     body = {"inputs": [{"name": "input-0", "shape": [4, 64], "datatype": "FP32", "data": x.flatten().tolist()}]}
-    r = httpx.post(f"{srv.url}/serve/gpumodel/v2/models/gpumodel/infer", json=body, timeout=60,
+    r = httpx.post(f"{srv.url}/serve/{name}/v2/models/{name}/infer", json=body, timeout=60,
                    headers={"Authorization": f"Bearer {token}"})
-    check(r.status_code == 200, f"infer answered {r.status_code}: {r.text[:400]}")
+    check(r.status_code == 200, f"{fmt}: infer answered {r.status_code}: {r.text[:400]}")
     got = r.json()["outputs"][0]
-    import numpy as np
-
     diff = float(np.abs(np.asarray(got["data"], dtype=np.float32).reshape(got["shape"]) - want).max())
-    check(diff < 1e-2, f"GPU answer differs from the CPU's by {diff}")  # TF32 matmuls on the GPU
-    logs = "".join(c.data for c in srv.client.services.logs("gpumodel"))
+    check(diff < 1e-2, f"{fmt}: the GPU's answer differs from the CPU's by {diff}")  # TF32 matmuls on the GPU
+    logs = "".join(c.data for c in srv.client.services.logs(name))
     ready = next((x for x in logs.splitlines() if " ready: " in x), logs[-400:])
-    check("cuda" in ready, f"the model server did not load onto the GPU: {ready}")
-    srv.client.services.delete("gpumodel")
-    return f"max |GPU - CPU| = {diff:.2e}; {ready.strip()[-120:]}"
+    check("cuda" in ready, f"{fmt}: the model server did not load onto the GPU: {ready}")
+    srv.client.services.delete(name)
+    return f"{fmt}: max |GPU - CPU| = {diff:.2e}; {ready.strip()[-100:]}"
 
 
 def main() -> int:
