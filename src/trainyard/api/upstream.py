@@ -69,6 +69,9 @@ class Response:
             if parsed.body and not self.head_only:
                 body, parsed.body, parsed.buffered = parsed.body, [], 0
                 yield body[0] if len(body) == 1 else b"".join(body)
+                # while the caller passed that on, the rest of the answer and its end may have arrived: what
+                # came is passed on before the end is (read as done first, the answer came out short)
+                continue
             if parsed.done:
                 if conn.error is not None:  # more than the answer came with it
                     raise conn.error
