@@ -17,9 +17,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash scripts/demo.sh
 
-# two workers: the suite mostly waits on processes it started, so two keep CI's two cores busy;
-# TEST_WORKERS=0 runs it in one process
-TEST_WORKERS ?= 2
+# three workers on two cores: the suite mostly waits on processes it started (two kept the cores 68 % busy, and took
+# 1,328 s against three's 1,131 s: bench/RESULTS.md, session 50); TEST_WORKERS=0 runs it in one process
+TEST_WORKERS ?= 3
 
 # compileall: where PYTHONDONTWRITEBYTECODE is set (as on these VMs) every process compiled our sources anew
 test: $(STAMP)

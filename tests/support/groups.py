@@ -1,4 +1,4 @@
-"""Which tests share a worker when the suite runs in parallel (``pytest -n 2 --dist loadgroup``, as ``make test`` does).
+"""Which tests share a worker when the suite runs in parallel (``pytest -n 3 --dist loadgroup``, as ``make test`` does).
 
 Each module's tests run on one worker, in their order, so a module's fixtures are set
 up once; the shared Ray cluster's users (of every module) run on one worker as one
