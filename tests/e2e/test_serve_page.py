@@ -161,3 +161,71 @@ def test_a_tabular_model_gets_a_field_per_feature_and_a_json_box(tmp_path, page)
         assert "64 features per row, got 3" in page.wait_for_selector("#error").inner_text()
     finally:
         server.stop()
+
+
+def test_a_program_with_several_inputs_gets_a_box_for_each_and_shows_every_output(tmp_path, page):
+    torch = need_module("torch", "pip install 'trainyard[torch]'")
+
+    class Scorer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.linear = torch.nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor, mask: torch.Tensor, *, temperature: torch.Tensor) -> dict:
+            logits = self.linear(x) / temperature
+            return {"proba": torch.softmax(logits.masked_fill(~mask, -1e9), dim=-1), "label": logits.argmax(-1)}
+
+    net = Scorer().eval()
+    batch = torch.export.Dim("batch")
+    program = torch.export.export(net, (torch.zeros(2, 4), torch.ones(2, 3, dtype=torch.bool)),
+                                  {"temperature": torch.tensor(1.0)},
+                                  dynamic_shapes={"x": {0: batch}, "mask": {0: batch}, "temperature": None})
+    torch.export.save(program, tmp_path / "scorer.pt2")
+    server = ModelServer(tmp_path / "scorer.pt2", "scorer").start()
+    try:
+        server.wait()
+        page.goto(server.url + "/")
+        # given a box per input, named with its type and shape: four numbers, three checkboxes, one number
+        page.wait_for_selector("fieldset[data-input='2'] #value-2")
+        legends = page.eval_on_selector_all("legend", "ls => ls.map(l => l.textContent)")
+        assert legends == ["input-0 · FP32 [-1, 4]", "input-1 · BOOL [-1, 3]", "input-2 · FP32 []"]
+        assert page.locator("fieldset[data-input='1'] input[type=checkbox]").count() == 3
+        assert page.is_hidden("#v1-alt")  # KServe v1 takes one input: not offered
+        x = [0.5, -1.0, 2.0, 0.25]
+        for i, v in enumerate(x):
+            page.fill(f"fieldset[data-input='0'] [data-feature='{i}']", str(v))
+        for i in (0, 2):
+            page.check(f"fieldset[data-input='1'] [data-feature='{i}']")
+        page.fill("#value-2", "0.5")
+        page.click("#predict")
+        # then the first output is the row's line, the other named beneath it: both the module's own
+        row = page.wait_for_selector('#result [data-row="0"]')
+        with torch.no_grad():
+            want = net(torch.tensor([x]), torch.tensor([[True, False, True]]), temperature=torch.tensor(0.5))
+        shown = [float(v) for v in row.evaluate("e => JSON.parse(e.firstChild.textContent)")]
+        assert shown == pytest.approx(want["proba"][0].tolist(), rel=1e-5)
+        assert shown[1] < 1e-6  # the masked class
+        assert page.inner_text("[data-output='output-1']") == f"output-1: {int(want['label'][0])}"
+        screenshot(page, "serve-inputs")
+        # and the JSON boxes take whole rows; a ragged one is refused naming its input
+        page.fill("#rows", "[[1, 2, 3, 4], [0, 0, 0, 1]]")
+        page.fill("#rows-1", "[[true, true, true], [true, false, true]]")
+        page.evaluate("document.getElementById('result').replaceChildren()")
+        page.click("#predict")
+        page.wait_for_selector('#result [data-row="1"]')
+        labels = page.eval_on_selector_all("[data-output='output-1']", "ls => ls.map(l => l.textContent)")
+        with torch.no_grad():
+            want = net(torch.tensor([[1.0, 2, 3, 4], [0, 0, 0, 1]]), torch.tensor([[True] * 3, [True, False, True]]),
+                       temperature=torch.tensor(0.5))
+        assert labels == [f"output-1: {v}" for v in want["label"].tolist()]
+        page.fill("#rows-1", "[[true, true, true], [true]]")
+        page.click("#predict")
+        assert page.wait_for_selector("#error").inner_text() == "input-1: rows of different lengths"
+        page.fill("#rows-1", "")
+        page.fill("#value-2", "")
+        page.click("#predict")
+        page.wait_for_function("document.getElementById('error').textContent.startsWith('input-2')")
+        assert page.inner_text("#error") == "input-2: a value is needed"
+    finally:
+        server.stop()

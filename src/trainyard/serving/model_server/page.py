@@ -1,8 +1,8 @@
 """The try page at ``/``: one HTML file with its script inline, built from the model's metadata.
 
-A text model (a BYTES input) gets a text box; a tabular one a field per feature (up to 256)
-and a JSON box for whole rows. It shows the label and, for a classifier, each class's
-probability. Every URL it fetches is relative to the page (its ``<base>``, when the platform's UI
+Each of the model's inputs gets a box: text (a BYTES input) a text box, rows of up to 256 features a
+field per feature (a checkbox for BOOL) and a JSON box for whole rows, a scalar one field, any other shape a
+JSON box. It shows the label and, for a classifier, each class's probability; a model's other outputs by name. Every URL it fetches is relative to the page (its ``<base>``, when the platform's UI
 embeds it), so it works at ``/`` and behind the platform's ``/serve/NAME/`` proxy alike; there it
 sends the UI's token (same origin), which the proxy asks for like the API, or, sandboxed in a frame on a server
 with users, asks the page around it to send its requests.
@@ -20,9 +20,10 @@ body{font:15px/1.45 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d23
 main{max-width:760px;margin:2rem auto;padding:0 1rem}
 h1{font-size:1.4rem;margin:0 0 .2rem} .sub{color:#667;margin:0 0 1.2rem}
 section{background:#fff;border:1px solid #dde1e8;border-radius:8px;padding:1rem 1.2rem;margin-bottom:1rem}
+fieldset{border:0;padding:0;margin:0 0 .8rem} legend{font-weight:600;margin-bottom:.3rem}
 textarea{width:100%;box-sizing:border-box;font:inherit;padding:.5rem;border:1px solid #c8ced8;border-radius:6px}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(110px,1fr));gap:.4rem}
-.grid label{font-size:.8rem;color:#556} .grid input{width:100%;box-sizing:border-box}
+.grid label{font-size:.8rem;color:#556} .grid input{width:100%;box-sizing:border-box} .grid input[type=checkbox]{width:auto;display:block}
 button{font:inherit;background:#2457d6;color:#fff;border:0;border-radius:6px;padding:.45rem 1.1rem;cursor:pointer}
 #result .label{font-size:1.6rem;font-weight:600} #result .label .sub{font-size:1rem;font-weight:400} .bar{height:8px;background:#2457d6;border-radius:4px}
 .row{display:grid;grid-template-columns:8rem 1fr 4rem;gap:.6rem;align-items:center;margin:.2rem 0}
@@ -34,7 +35,8 @@ button{font:inherit;background:#2457d6;color:#fff;border:0;border-radius:6px;pad
 <p><button type="submit" id="predict">Predict</button></p></form></section>
 <section id="result" aria-live="polite" hidden></section>
 <section><p class="sub">The same through the API: <code>POST <span id="endpoint"></span></code>
-(Open Inference Protocol v2), or <code>POST <span id="v1"></span></code> with <code>{"instances": [...]}</code>.</p>
+(Open Inference Protocol v2)<span id="v1-alt">, or <code>POST <span id="v1"></span></code> with
+<code>{"instances": [...]}</code></span>.</p>
 </section>
 </main>
 <script>
@@ -97,46 +99,93 @@ async function call(path, body) {
   return doc;
 }
 
+// the widget an input gets: a text box, a field per feature of a row, one value, or JSON of its shape
+function kind(input) {
+  if (input.datatype === "BYTES") return "text";
+  if (input.shape.length === 0) return "scalar";
+  const n = input.shape.length === 2 ? input.shape[1] : -1;
+  return n > 0 && n <= 256 ? "grid" : "json";
+}
+
+const suffix = (i) => (i ? "-" + i : "");
+const number = (input, attrs) => el("input", input.datatype === "BOOL" ? {type: "checkbox", ...attrs}
+  : {type: "number", step: "any", ...attrs});
+
 function build() {
-  const input = meta.inputs[0], fields = $("fields");
+  const fields = $("fields"), many = meta.inputs.length > 1;
   $("sub").textContent = meta.platform + " model, version " + meta.versions.join(", ");
-  if (input.datatype === "BYTES") {
-    fields.append(el("label", {for: "text"}, "Text"), el("textarea", {id: "text", rows: "6",
-      placeholder: "Type something for the model to read…"}));
-  } else {
-    const n = input.shape.length === 2 ? input.shape[1] : -1;
-    const names = (meta.parameters && meta.parameters.feature_names) || [];
-    if (n > 0 && n <= 256) {
-      const grid = el("div", {class: "grid"});
-      for (let i = 0; i < n; i++) {
-        const label = el("label", {}, names[i] || "x" + i), box = el("input", {type: "number", step: "any",
-          value: "0", "data-feature": String(i), "aria-label": names[i] || "x" + i});
-        label.append(box); grid.append(label);
+  $("v1-alt").hidden = many;  // KServe v1 takes one input
+  meta.inputs.forEach((input, i) => {
+    const box = el("fieldset", {"data-input": String(i)});
+    if (many) box.append(el("legend", {}, input.name + " · " + input.datatype + " [" + input.shape.join(", ") + "]"));
+    const how = kind(input);
+    if (how === "text") {
+      box.append(el("label", {for: "text" + suffix(i)}, "Text"), el("textarea", {id: "text" + suffix(i), rows: "6",
+        placeholder: "Type something for the model to read…"}));
+    } else if (how === "scalar") {
+      box.append(number(input, {id: "value" + suffix(i), "aria-label": input.name}));
+    } else {
+      const n = how === "grid" ? input.shape[1] : -1;
+      const names = (!i && meta.parameters && meta.parameters.feature_names) || [];
+      if (n > 0) {
+        const grid = el("div", {class: "grid"});
+        for (let f = 0; f < n; f++) {
+          const label = el("label", {}, names[f] || "x" + f);
+          label.append(number(input, {value: "0", "data-feature": String(f), "aria-label": names[f] || "x" + f}));
+          grid.append(label);
+        }
+        box.append(grid, el("p", {class: "sub"}, "…or whole rows as JSON (this box wins when filled):"));
       }
-      fields.append(grid, el("p", {class: "sub"}, "…or whole rows as JSON (this box wins when filled):"));
+      const hint = n > 0 ? "[[" + Array(Math.min(n, 4)).fill(input.datatype === "BOOL" ? "false" : 0).join(", ") + (n > 4 ? ", …" : "") + "]]"
+        : "JSON of shape [" + input.shape.join(", ") + "]";
+      box.append(el("textarea", {id: "rows" + suffix(i), rows: "4", placeholder: hint}));
     }
-    fields.append(el("textarea", {id: "rows", rows: "4", placeholder: "[[" + (n > 0 ? Array(Math.min(n, 4))
-      .fill(0).join(", ") + (n > 4 ? ", …" : "") : "…") + "]]"}));
-  }
+    fields.append(box);
+  });
   $("form-section").hidden = false;
 }
 
-function rows() {
-  const input = meta.inputs[0];
-  if (input.datatype === "BYTES") {
-    const text = $("text").value;
-    return {name: input.name, datatype: "BYTES", shape: [1], data: [text]};
+// a JSON value's shape and its values in order; a ragged array is refused, naming the input
+function flatten(value, where) {
+  const dims = [];
+  for (let x = value; Array.isArray(x); x = x[0]) dims.push(x.length);
+  const data = [];
+  const walk = (x, d) => {
+    if (d === dims.length) {
+      if (Array.isArray(x)) throw new Error(where + ": rows of different lengths");
+      data.push(x);
+    } else if (!Array.isArray(x) || x.length !== dims[d]) {
+      throw new Error(where + ": rows of different lengths");
+    } else {
+      x.forEach((y) => walk(y, d + 1));
+    }
+  };
+  walk(value, 0);
+  return {dims, data};
+}
+
+function tensor(input, i) {
+  const box = document.querySelector("fieldset[data-input='" + i + "']"), how = kind(input);
+  const made = (shape, data) => ({name: input.name, datatype: input.datatype, shape, data});
+  if (how === "text") return made([1], [$("text" + suffix(i)).value]);
+  if (how === "scalar") {
+    const v = $("value" + suffix(i));
+    if (input.datatype === "BOOL") return made([], [v.checked]);
+    if (v.value.trim() === "") throw new Error(input.name + ": a value is needed");
+    return made([], [Number(v.value)]);
   }
-  const raw = $("rows").value.trim();
-  let data;
-  if (raw) {
-    data = JSON.parse(raw);
-    if (!Array.isArray(data[0])) data = [data];
-  } else {
-    data = [[...document.querySelectorAll("[data-feature]")].map((b) => Number(b.value))];
+  const raw = $("rows" + suffix(i)).value.trim();
+  if (!raw) {
+    const row = [...box.querySelectorAll("[data-feature]")].map((b) => b.type === "checkbox" ? b.checked
+      : Number(b.value));
+    if (!row.length) throw new Error(input.name + ": a value is needed");
+    return made([1, row.length], row);
   }
-  return {name: input.name, datatype: input.datatype,
-          shape: [data.length, data[0].length], data: data.flat()};
+  let value;
+  try { value = JSON.parse(raw); } catch (e) { throw new Error(input.name + ": not JSON: " + e.message); }
+  let {dims, data} = flatten(value, input.name);
+  if (dims.length === input.shape.length - 1) dims = [1, ...dims];  // one row without its batch
+  return made(dims, data);
 }
 
 function show(outputs) {
@@ -144,23 +193,30 @@ function show(outputs) {
   box.replaceChildren();
   const first = by.predict || outputs[0];
   const proba = by.predict_proba, classes = (meta.parameters && meta.parameters.classes) || [];
-  const rowsN = first.shape[0] || 1;
+  const rowsN = first.shape.length ? first.shape[0] : 1;
+  const row = (o, r) => {  // row r of an output, as text
+    const n = o.shape.length && o.shape[0] === rowsN ? o.data.length / rowsN : o.data.length;
+    const part = o.shape.length && o.shape[0] === rowsN ? o.data.slice(r * n, (r + 1) * n) : o.data;
+    return part.length === 1 ? String(part[0]) : JSON.stringify(part);
+  };
   for (let r = 0; r < Math.min(rowsN, 20); r++) {
-    const label = by.predict ? String(first.data[r]) : JSON.stringify(first.data.slice(r * (first.data.length / rowsN),
-      (r + 1) * (first.data.length / rowsN)));
-    const line = el("div", {class: "label", "data-row": String(r)}, label);
+    const line = el("div", {class: "label", "data-row": String(r)}, row(first, r));
     box.append(line);
+    for (const o of outputs) {
+      if (o === first || o === proba) continue;
+      box.append(el("div", {class: "sub", "data-output": o.name}, o.name + ": " + row(o, r)));
+    }
     if (proba) {
       const k = proba.shape[1], p = proba.data.slice(r * k, (r + 1) * k);
       const best = Math.max(...p);
       line.append(el("span", {class: "sub", "data-probability": best.toFixed(4)},
         "  probability " + (100 * best).toFixed(1) + "%"));
       p.forEach((v, i) => {
-        const row = el("div", {class: "row"});
+        const bars = el("div", {class: "row"});
         const bar = el("div", {class: "bar"}); bar.style.width = (100 * v).toFixed(1) + "%";
         const track = el("div"); track.append(bar);
-        row.append(el("span", {}, String(classes[i] ?? i)), track, el("span", {}, (100 * v).toFixed(1) + "%"));
-        box.append(row);
+        bars.append(el("span", {}, String(classes[i] ?? i)), track, el("span", {}, (100 * v).toFixed(1) + "%"));
+        box.append(bars);
       });
     }
   }
@@ -171,7 +227,7 @@ $("form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const box = $("result");
   try {
-    const doc = await call("v2/models/" + encodeURIComponent(MODEL) + "/infer", {inputs: [rows()]});
+    const doc = await call("v2/models/" + encodeURIComponent(MODEL) + "/infer", {inputs: meta.inputs.map(tensor)});
     show(doc.outputs);
   } catch (e) {
     box.replaceChildren(el("p", {class: "error", id: "error"}, e.message));
