@@ -60,6 +60,23 @@ def test_a_sample_counts_the_memory_the_process_tree_holds(tmp_path, child):
     assert s.peak_memory == values["system/memory_bytes"]
 
 
+def test_the_first_sample_counts_the_cpu_a_busy_process_has_used_and_the_next_only_what_came_since(tmp_path):
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.monotonic() + 1.5\nwhile time.monotonic() < t:"
+                             " pass\ntime.sleep(30)"])
+    try:
+        time.sleep(1.0)
+        s = Sampler(str(tmp_path / "m.jsonl"), [], every=1)
+        busy = s.sample(psutil)["system/cpu_percent"]  # psutil's own cpu_percent reads 0 the first time
+        assert busy > 25, busy
+        time.sleep(1.0)  # the loop ends meanwhile: from the next sample on the process only sleeps
+        s.sample(psutil)
+        time.sleep(0.5)
+        assert s.sample(psutil)["system/cpu_percent"] < 5
+    finally:
+        spin.kill()
+        spin.wait()
+
+
 def test_gpus_are_read_through_nvml_per_device_and_as_a_mean(tmp_path):
     nvml = FakeNVML({0: 10.0, 1: 30.0})
     s = Sampler(str(tmp_path / "m.jsonl"), ["0", "1"], every=1, nvml=nvml)

@@ -50,7 +50,8 @@ class Sampler:
         self.peak_memory = 0
         self.gpu_util_sum = 0.0
         self.gpu_samples = 0
-        self._procs: dict[int, Any] = {}  # pid -> psutil.Process: cpu_percent compares with its last call
+        self._procs: dict[int, Any] = {}  # pid -> psutil.Process, kept between samples
+        self._cpu: dict[int, tuple[float, float, float]] = {}  # pid -> (its create time, CPU seconds, when read)
         self._handles: list[tuple[str, Any]] = []
         self.first_after = min(FIRST_AFTER, every)  # seconds from the start to the first sample
         self._first_wait = self.first_after
@@ -134,22 +135,36 @@ class Sampler:
         if tree is None:
             return {}
         live: dict[int, Any] = {}
+        seen: dict[int, tuple[float, float, float]] = {}
         cpu = 0.0
         memory = 0
         for p in tree:
             proc = self._procs.get(p.pid, p)
             try:
                 with proc.oneshot():
-                    cpu += proc.cpu_percent(None)
+                    times, born = proc.cpu_times(), proc.create_time()
                     memory += proc.memory_info().rss
             except psutil.Error:
                 continue
-            live[p.pid] = proc
-        self._procs = live
+            now, used = time.time(), times.user + times.system
+            cpu += self._percent(self._cpu.get(p.pid), born, used, now)
+            live[p.pid], seen[p.pid] = proc, (born, used, now)
+        self._procs, self._cpu = live, seen
         self.peak_memory = max(self.peak_memory, memory)
         values: dict[str, float] = {PREFIX + "cpu_percent": round(cpu, 1), PREFIX + "memory_bytes": memory}
         values.update(self._gpu_values())
         return values
+
+    @staticmethod
+    def _percent(last: tuple[float, float, float] | None, born: float, used: float, now: float) -> float:
+        """Percent of one core since the last sample; for a process not seen before, since it started (psutil's
+        own ``cpu_percent`` reads 0 on its first call: a job sampled once, or a new worker, would show none)."""
+        if last is not None and last[0] == born:  # the same process (a pid may be reused)
+            used, since = used - last[1], last[2]
+        else:
+            since = born
+        cap = 100.0 * (os.cpu_count() or 1)  # a young process's start time is read to the clock tick
+        return min(cap, max(0.0, used) * 100.0 / max(now - since, 1e-3))
 
     def _gpu_values(self) -> dict[str, float]:
         if not self._handles:
