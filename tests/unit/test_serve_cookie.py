@@ -1,6 +1,6 @@
 """The browser's sign-in cookie for /serve/ pages: when the Guard may take it, and that it never reaches a replica."""
 
-from trainyard.api.serve_cookie import (COOKIE, cookie_digest, set_cookie, sign_in_location, wants_page,
+from trainyard.api.serve_cookie import (COOKIE, clear_cookie, cookie_digest, set_cookie, sign_in_location, wants_page,
                                         without_serve_cookie)
 from trainyard.api.serve_hop import forward_headers
 from trainyard.auth.tokens import token_hash
@@ -39,12 +39,26 @@ def test_the_cookie_counts_only_under_serve_and_only_as_a_digest():
     assert cookie_digest(scope(), {b"host": HOST}) is None
 
 
-def test_the_cookie_is_http_only_strict_and_scoped_to_serve():
-    made = set_cookie("t0k", secure=False)
+def test_the_cookie_is_http_only_strict_and_scoped_to_serve_and_the_clusters():
+    served, clusters = set_cookie("t0k", secure=False)
     # the token's digest, never the token: the browser sends it to every port of this host
-    assert made.startswith(f"{COOKIE}={token_hash('t0k')};") and "Path=/serve/" in made
-    assert "HttpOnly" in made and "SameSite=Strict" in made and "Secure" not in made
-    assert set_cookie("t0k", secure=True).endswith("; Secure")
+    assert served.startswith(f"{COOKIE}={token_hash('t0k')};") and "Path=/serve/" in served
+    assert clusters.startswith(f"{COOKIE}={token_hash('t0k')};") and "Path=/api/v1/clusters/" in clusters
+    for made in (served, clusters):
+        assert "HttpOnly" in made and "SameSite=Strict" in made and "Secure" not in made
+    assert all(c.endswith("; Secure") for c in set_cookie("t0k", secure=True))
+    assert all("Max-Age=0" in c for c in clear_cookie(secure=False))
+
+
+def test_on_the_clusters_path_the_cookie_counts_only_for_a_dashboard():
+    dashboard = "/api/v1/clusters/c-1/dashboard/status"
+    assert cookie_digest(scope(path=dashboard), headers()) == DIGEST
+    assert cookie_digest(scope(path=dashboard + "/ws", kind="websocket"), headers("http://127.0.0.1:8080")) == DIGEST
+    assert cookie_digest(scope(path=dashboard + "/ws", kind="websocket"), headers("http://evil.example")) is None
+    assert cookie_digest(scope(path="/api/v1/clusters/c-1"), headers()) is None
+    assert cookie_digest(scope("POST", "/api/v1/clusters/c-1/scale"), headers("http://127.0.0.1:8080")) is None
+    assert cookie_digest(scope(path="/api/v1/clusters/c-1/x/dashboard/"), headers()) is None
+    assert wants_page(scope(path=dashboard), {b"accept": b"text/html"})
 
 
 def test_the_replica_gets_the_callers_other_cookies_but_never_the_sign_in_one():

@@ -16,8 +16,8 @@ import trainyard
 from trainyard.api.fast_lane import FastLane
 from trainyard.api.guard import MAX_BODY, Guard
 from trainyard.api.request_errors import invalid
-from trainyard.api.routers import (clusters, identity, job_text, jobs, monitoring, nodes, pipelines, queues, secrets,
-                                   replica_requests, schedules, services, sweeps, system, webhooks)
+from trainyard.api.routers import (clusters, dashboard, identity, job_text, jobs, monitoring, nodes, pipelines, queues,
+                                   secrets, replica_requests, schedules, services, sweeps, system, webhooks)
 from trainyard.api.serve_proxy import PREFIX as SERVE_PREFIX
 from trainyard.api.serve_lane import ServeLane
 from trainyard.api.serve_proxy import ServeProxy
@@ -88,6 +88,7 @@ def create_app(platform: Platform, server_url: str | None = None,
     app.include_router(queues.router)
     app.include_router(pipelines.router)
     app.include_router(clusters.router)
+    app.include_router(dashboard.router)
     app.include_router(sweeps.router)
     app.include_router(schedules.router)
     app.include_router(webhooks.router)

@@ -12,13 +12,12 @@ the conversation).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-from websockets.frames import EXTERNAL_CLOSE_CODES, CloseCode
+from websockets.exceptions import InvalidHandshake, InvalidStatus
+from websockets.frames import CloseCode
 
 from trainyard.api.guard import CALLER_KEY
 from trainyard.api.serve_hop import HOP, error_answer, forward_headers, open_hop, release, route_for, with_replica
@@ -27,6 +26,7 @@ from trainyard.auth.permissions import LOCAL_ADMIN, Caller
 from trainyard.errors import ReplicaUnreachable, ServiceNotFound, ServiceUnavailable, TrainyardError
 from trainyard.services.service_tokens import HEADER
 from trainyard.services.serving import ServingService
+from trainyard.ws_relay import relay
 
 log = logging.getLogger(__name__)
 # the websockets library writes its own handshake and Host; the caller's extensions were agreed with uvicorn
@@ -48,7 +48,7 @@ async def proxy_websocket(scope: dict, receive: Any, send: Any, service: Serving
     try:
         route = await route_for(service, name, caller)
     except ServiceNotFound as e:
-        return await _refuse(scope, send, e)
+        return await refuse(scope, send, e)
     service.traffic.started(name)
     job_id: str | None = None
     status = 101
@@ -76,12 +76,12 @@ async def proxy_websocket(scope: dict, receive: Any, send: Any, service: Serving
     except (InvalidHandshake, TimeoutError) as e:
         release(service, job_id)
         service.traffic.ended(name, 502, None)
-        return await _refuse(scope, send, ReplicaUnreachable(f"the replica of service {name} did not accept the "
+        return await refuse(scope, send, ReplicaUnreachable(f"the replica of service {name} did not accept the "
                                                              f"WebSocket: {e}"))
     except (ServiceUnavailable, ReplicaUnreachable) as e:
         release(service, job_id)
         service.traffic.ended(name, e.http_status, None)
-        return await _refuse(scope, send, e)
+        return await refuse(scope, send, e)
     except BaseException:
         release(service, job_id)
         service.traffic.ended(name, 502, None)
@@ -90,7 +90,7 @@ async def proxy_websocket(scope: dict, receive: Any, send: Any, service: Serving
         await send({"type": "websocket.accept", "subprotocol": replica.subprotocol,
                     "headers": _returned(replica.response.headers.raw_items(), service.sandboxed)
                     if replica.response else []})
-        await _relay(receive, send, replica)
+        await relay(receive, send, replica)
     except BaseException:
         status = 502
         raise
@@ -100,65 +100,11 @@ async def proxy_websocket(scope: dict, receive: Any, send: Any, service: Serving
         service.traffic.ended(name, status, None)
 
 
-async def _relay(receive: Any, send: Any, replica: ClientConnection) -> None:
-    """Messages both ways until one side closes; its close code goes to the other."""
-    async def from_caller() -> bool:
-        """True once the caller closed; False when the replica's side closed first."""
-        try:
-            while True:
-                message = await receive()
-                if message["type"] == "websocket.receive":
-                    text = message.get("text")
-                    await replica.send(text if text is not None else message.get("bytes") or b"")
-                elif message["type"] == "websocket.disconnect":
-                    code = message.get("code", CloseCode.NORMAL_CLOSURE)
-                    # a caller gone without a close frame (1006): the replica hears that it went away
-                    await replica.close(_sendable(code, gone=CloseCode.GOING_AWAY), message.get("reason") or "")
-                    return True
-        except ConnectionClosed:
-            return False
-
-    async def from_replica() -> None:
-        try:
-            async for data in replica:
-                await send({"type": "websocket.send", "text": data} if isinstance(data, str)
-                           else {"type": "websocket.send", "bytes": data})
-        except ConnectionClosed:
-            pass
-        except OSError:  # the caller is gone (uvicorn's ClientDisconnected): its side is closing already
-            return
-        # the replica's connection broke without a close frame (1006): a bad gateway, as the caller sees it
-        await send({"type": "websocket.close", "code": _sendable(replica.close_code, gone=CloseCode.BAD_GATEWAY),
-                    "reason": replica.close_reason or ""})
-
-    caller_side, replica_side = asyncio.ensure_future(from_caller()), asyncio.ensure_future(from_replica())
-    tasks = [caller_side, replica_side]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        if caller_side.done() and not caller_side.result():  # the replica closed: its code goes to the caller
-            await replica_side
-        if replica_side.done():
-            replica_side.result()
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _sendable(code: int | None, gone: int) -> int:
-    """A close code one may send: 1005 (none given) becomes 1000, 1006 (no close frame) and others ``gone``."""
-    if code is None or code == CloseCode.ABNORMAL_CLOSURE:
-        return gone
-    if code == CloseCode.NO_STATUS_RCVD:
-        return CloseCode.NORMAL_CLOSURE
-    return code if code in EXTERNAL_CLOSE_CODES or 3000 <= code < 5000 else gone
-
-
 def _returned(items: Any, sandboxed: bool) -> list[tuple[bytes, bytes]]:
     return returned([(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in items], NOT_RETURNED, sandboxed)
 
 
-async def _refuse(scope: dict, send: Any, error: TrainyardError) -> None:
+async def refuse(scope: dict, send: Any, error: TrainyardError) -> None:
     status, headers, body = error_answer(error)
     await _refuse_with(scope, send, status, headers, body)
 

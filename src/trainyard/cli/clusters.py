@@ -149,6 +149,37 @@ def show(cluster: str, output: OutputOpt = Output.table) -> None:
 
 
 @app.command()
+def dashboard(
+    cluster: str,
+    port: Annotated[int, typer.Option(help="the port on this machine (0: any free one)")] = 0,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="print the address instead of opening a browser")]
+    = False,
+) -> None:
+    """The cluster's Dask dashboard on a port of this machine, live plots included, until Ctrl-C.
+
+    Its requests go on to the server with this CLI's token, which the pages never see. The port listens on
+    loopback and answers only a browser that came with the key in the printed address (another account on this
+    machine can reach the port). On a server with users this is the way to the live plots: there the server
+    sandboxes the dashboard's pages, which are its owner's job's."""
+    from trainyard.cli.ui import leading_to
+    from trainyard.sdk.dashboard_port import forward_for
+
+    with handled():
+        clusters = _clusters()
+        forward = forward_for(clusters.http, clusters.get(cluster), port)
+        console.print(f"the Dask dashboard of {cluster}: {forward.url}  (Ctrl-C stops it)", soft_wrap=True,
+                      markup=False, highlight=False)
+        if not no_browser:
+            import webbrowser
+
+            webbrowser.open(leading_to(forward.url).as_uri())  # not the key on a command line (/proc/PID/cmdline)
+        try:
+            forward.serve()
+        except KeyboardInterrupt:  # uvicorn stops, then passes the Ctrl-C on: what was asked for
+            pass
+
+
+@app.command()
 def scale(cluster: str, workers: Annotated[int, typer.Argument(help="workers wanted")]) -> None:
     """A fixed number of workers (turns adaptive scaling off)."""
     with handled():

@@ -30,11 +30,11 @@ def ui(
         c = client()
         c.health()  # starts the local server, and fails clearly when the server cannot be reached
         url = c.server + "/" + (f"#token={quote(c.http.token, safe='')}" if c.http.token else "")
-        if no_browser or not webbrowser.open(_leading_to(url).as_uri()):
+        if no_browser or not webbrowser.open(leading_to(url).as_uri()):
             console.print(url, soft_wrap=True, markup=False, highlight=False)
 
 
-def _leading_to(url: str) -> Path:
+def leading_to(url: str) -> Path:
     """A page, readable by this user only, that sends the browser on to ``url`` (Jupyter's way)."""
     page = home() / "ui-open.html"
     page.parent.mkdir(parents=True, exist_ok=True)

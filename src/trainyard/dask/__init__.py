@@ -50,6 +50,19 @@ class DaskCluster:
     def dashboard_link(self) -> str | None:
         return self._clusters.http.server + self.info.dashboard if self.info.dashboard else None
 
+    def dashboard_forward(self, port: int = 0, start: bool = True):  # noqa: ANN201
+        """The dashboard on a port of this machine, through the trainyard server, live plots included
+        (:mod:`trainyard.sdk.dashboard_port`); its ``url`` holds the key that opens it. Started in a thread unless
+        ``start`` is False (then ``serve()`` answers in the foreground); ``stop()`` ends it."""
+        import threading
+
+        from trainyard.sdk.dashboard_port import forward_for
+
+        forward = forward_for(self._clusters.http, self.info, port)
+        if start:
+            threading.Thread(target=forward.serve, name="trainyard-dashboard", daemon=True).start()
+        return forward
+
     def refresh(self) -> ClusterInfo:
         self.info = self._clusters.get(self.id)
         return self.info

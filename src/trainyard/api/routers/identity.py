@@ -24,11 +24,13 @@ def whoami(caller: CallerDep) -> WhoAmI:
 @router.post("/serve-session", status_code=204)
 def open_serve_session(request: Request, caller: CallerDep) -> Response:
     """Sets the HttpOnly cookie with which this browser opens ``/serve/NAME/`` pages as this caller: the SHA-256
-    of the token this request carried, good on ``/serve/`` only (nothing when the server asks for none)."""
+    of the token this request carried, good on ``/serve/`` and clusters' dashboards only (nothing when the server
+    asks for none)."""
     answer = Response(status_code=204)
     token = bearer(request.headers.get("authorization"))
     if token is not None:
-        answer.headers["set-cookie"] = set_cookie(token, secure=request.url.scheme == "https")
+        for cookie in set_cookie(token, secure=request.url.scheme == "https"):
+            answer.headers.append("set-cookie", cookie)
     return answer
 
 
@@ -36,7 +38,8 @@ def open_serve_session(request: Request, caller: CallerDep) -> Response:
 def close_serve_session(request: Request) -> Response:
     """Clears that cookie (signing out)."""
     answer = Response(status_code=204)
-    answer.headers["set-cookie"] = clear_cookie(secure=request.url.scheme == "https")
+    for cookie in clear_cookie(secure=request.url.scheme == "https"):
+        answer.headers.append("set-cookie", cookie)
     return answer
 
 
