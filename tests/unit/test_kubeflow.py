@@ -119,7 +119,7 @@ def test_resources_env_node_selector_and_nproc_per_node():
     r = c.spec.resources
     assert (r.cpu, r.memory, r.gpu, r.node_selector) == (2.0, 4 * 2**30, 2, {"gpu": "a100"})
     assert c.spec.procs_per_replica == 2  # auto: one per GPU, as torchrun does
-    assert c.env_vars == {"NCCL_DEBUG": "INFO", "EMPTY": ""}
+    assert c.env_vars == {"NCCL_DEBUG": "INFO", "EMPTY": ""} == c.spec.env_vars  # the job gets them
     assert c.spec.replicas == 1 and c.spec.distributed == "torch"
     assert "using the limit" in warned(c)[
         "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].resources.requests.cpu"]["message"]

@@ -15,7 +15,7 @@ pod ``nodeSelector``                                   ``resources.node_selector
 ``runPolicy.activeDeadlineSeconds``                    ``timeout`` (trainyard: per attempt)
 ``spec.nprocPerNode``                                  ``procs_per_replica``
 annotation ``trainyard.io/workdir``                    ``workdir`` (where the code is)
-container ``env`` (``name``/``value``)                 :attr:`Converted.env_vars`
+container ``env`` (``name``/``value``)                 ``env_vars``
 ``env`` ``valueFrom.secretKeyRef`` ``{name, key}``     ``secrets`` (the team's secret ``NAME.KEY``)
 container ``image``                                    ``image`` (and :attr:`Converted.image`)
 the Worker's ``image`` where it differs                ``worker_image``
@@ -62,8 +62,7 @@ _IGNORED = "not supported by trainyard; ignored"
 class Converted:
     """A converted manifest.
 
-    ``env_vars`` are the container's plain variables and ``image`` its image,
-    both kept out of ``spec`` (see the module docstring). ``warnings`` name
+    ``env_vars`` are the container's plain variables (in ``spec`` too) and ``image`` its image. ``warnings`` name
     what was not used; each has the shape of an :class:`InvalidSpec` error
     (``field``, ``line``, ``message``, ``where``).
     """
@@ -102,12 +101,9 @@ def convert(data: Any, lines: dict[Path_, int] | None = None, source: str = "<ma
 
 
 def load_pytorchjob(text: str, source: str) -> JobSpec:
-    """For ``load_job``: convert, and log each warning (and what the spec cannot carry yet)."""
+    """For ``load_job``: convert, and log each warning."""
     out = parse_pytorchjob(text, source)
-    lines = out.warning_lines()
-    if out.env_vars and "env_vars" not in JobSpec.model_fields:
-        lines.append(f"{source}: env {', '.join(out.env_vars)}: not applied (the job spec has no env_vars yet)")
-    for line in lines:
+    for line in out.warning_lines():
         log.warning("%s", line)
     return out.spec
 
@@ -205,7 +201,7 @@ class _Converter:
         if master["pull_policy"]:
             out["image_pull_policy"] = master["pull_policy"]
         env = master["env"]
-        if env and "env_vars" in JobSpec.model_fields:  # once the spec carries them
+        if env:
             out["env_vars"], self.origin["env_vars"] = env, master["path"] + ("env",)
         if master["secrets"]:
             out["secrets"] = master["secrets"]
