@@ -149,3 +149,44 @@ def _refused(url: str) -> bool:
     except httpx.TransportError:
         return True
     return False
+
+
+def test_the_clusters_pages_list_show_scale_link_the_dashboard_and_delete(cluster, page):
+    from playwright.sync_api import expect
+
+    from trainyard.dask import new_cluster
+
+    server, made = cluster
+    spare = new_cluster(client=server.client(), workers=0, name="spare")  # to delete from its page
+    # given the list: each cluster with its status, workers wanted and its dashboard
+    open_signed_in(page, server.url, server.token, "/clusters")
+    expect(page.locator("#nav a[data-nav=clusters]")).to_have_class("active")
+    row = page.locator(f"tr[data-cluster='{made.id}']")
+    expect(row.locator("td.workers")).to_have_text("1")
+    expect(row).to_have_attribute("data-status", "running")
+    expect(row.locator("a[target=_blank]")).to_have_attribute("href", made.info.dashboard)
+    expect(page.locator(f"tr[data-cluster='{spare.id}']")).to_be_visible()
+    # when one is opened: its scheduler, its worker's job linked, the dashboard's way in on either kind of server
+    row.locator(f"a[href='/clusters/{made.id}']").click()
+    expect(page.locator("dd[data-key=scheduler]")).to_have_text(made.scheduler_address)
+    [worker] = made.refresh().worker_jobs
+    expect(page.locator(f"tr[data-job='{worker.job_id}'] a")).to_have_attribute("href", f"/jobs/{worker.job_id}")
+    expect(page.locator("a.open-dashboard")).to_have_attribute("href", made.info.dashboard)
+    expect(page.locator(".dashboard code")).to_have_text(f"trainyard cluster dashboard {made.id}")
+    # and scaled to 2 from the page, the server wants 2, and the page shows the second worker once it runs
+    page.fill("form.scale input[name=workers]", "2")
+    page.click("form.scale button[name=scale]")
+    expect(page.locator("dd[data-key=workers]")).to_have_text("2 running of 2 wanted", timeout=60_000)
+    assert made.refresh().workers == 2
+    page.fill("form.scale input[name=workers]", "1")
+    page.click("form.scale button[name=scale]")
+    expect(page.locator("dd[data-key=workers]")).to_have_text("1 running of 1 wanted", timeout=60_000)
+    screenshot(page, "clusters")
+    # and the spare one deleted once confirmed
+    page.goto(f"{server.url}/clusters/{spare.id}")
+    page.once("dialog", lambda d: d.accept())
+    page.click("button[name=delete]")
+    until(lambda: spare.refresh().status.value == "stopped", timeout=60)
+    expect(page.locator("h1 .badge")).to_have_text("stopped", timeout=30_000)
+    expect(page.locator(".dashboard")).to_have_text("No dashboard now.")
+    expect(page.locator("button[name=delete]")).to_be_disabled()

@@ -23,6 +23,8 @@ const ROUTES = [
   [/^\/sweeps\/([^/]+)$/, "sweep", ["id"]],
   [/^\/schedules\/?$/, "schedules"],
   [/^\/schedules\/([^/]+)$/, "schedules", ["key"]],  // one module draws the list and one schedule
+  [/^\/clusters\/?$/, "clusters"],
+  [/^\/clusters\/([^/]+)$/, "clusters", ["key"]],
   [/^\/login\/?$/, "login"],
 ];
 
@@ -76,6 +78,7 @@ export async function show() {
 const LISTS = {
   job: ["/jobs", "All jobs"], pipeline: ["/pipelines", "All pipeline runs"], sweep: ["/sweeps", "All sweeps"],
   service: ["/services", "All services"], schedules: ["/schedules", "All schedules"],
+  clusters: ["/clusters", "All clusters"],
 };
 function failed(e, page) {
   const p = Object.assign(document.createElement("p"), { className: "error" });
