@@ -101,6 +101,10 @@ def test_with_users_a_browser_is_sent_to_a_port_of_its_own_where_the_plots_draw(
     page.wait_for_selector("nav")
     told = page.goto(server.url + made.info.dashboard)
     assert told.status == 403 and page.inner_text("#command") == f"trainyard cluster dashboard {made.id}"
+    cookies = httpx.post(server.url + "/api/v1/serve-session", headers=server.headers).headers.get_list("set-cookie")
+    jar = {"Cookie": next(c for c in cookies if "Path=/api/v1/clusters/" in c).split(";")[0]}
+    older = httpx.get(server.url + made.info.dashboard, headers={**jar, "Accept": "text/html"})  # no Fetch Metadata
+    assert older.status_code == 403 and "trainyard cluster dashboard" in older.text
     pages = httpx.get(server.url + made.info.dashboard, headers=server.headers, timeout=30)  # a program still reads it
     assert pages.status_code == 200 and pages.headers["content-security-policy"].startswith("sandbox ")
     # when the CLI opens its port

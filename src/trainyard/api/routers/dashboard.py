@@ -48,8 +48,7 @@ HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", 
 async def dashboard(cluster_id: str, path: str, request: Request, p: PlatformDep, caller: CallerDep) -> Response:
     """The dashboard's pages and JSON, under this same path."""
     target, tls = await off_loop(p.dask.dashboard_target, cluster_id, caller)
-    if p.serving.sandboxed and "authorization" not in request.headers and \
-            request.headers.get("sec-fetch-dest") == "document":  # a browser, which a sandbox leaves without plots
+    if p.serving.sandboxed and "authorization" not in request.headers and _opening_page(request):
         return HTMLResponse(_LOCAL_PORT.replace("ID", html.escape(cluster_id)), status_code=403)
     client = httpx.AsyncClient(base_url=target, timeout=30.0, verify=tls if tls is not None else True)
     url = httpx.URL(path=request.url.path, query=request.url.query.encode())
@@ -96,3 +95,10 @@ async def dashboard_websocket(websocket: WebSocket, cluster_id: str, path: str) 
         await relay(websocket.receive, send, scheduler)
     finally:
         await scheduler.close()
+
+
+def _opening_page(request: Request) -> bool:
+    """A browser opening a page in its window, which a sandbox leaves without plots (Fetch Metadata; a browser
+    without it, by what it accepts)."""
+    dest = request.headers.get("sec-fetch-dest")
+    return dest == "document" if dest is not None else "text/html" in request.headers.get("accept", "")
