@@ -185,7 +185,7 @@ def test_pipeline_logs_prints_a_steps_log_and_a_failed_run_says_how_to_read_it(s
     # a failed step's log was to be found by its job id in the tree, with `trainyard logs JOB`
     pipeline = tmp_path / "p.yaml"
     pipeline.write_text(LOGS_PIPELINE)
-    r = server.cli("pipeline", "run", str(pipeline), "--follow")
+    r = server.cli("pipeline", "run", str(pipeline), "--wait")  # as `trainyard run --wait` says it
     assert r.returncode == 1, r.stdout + r.stderr
     run_id = r.stderr.split("started ", 1)[1].split()[0]
     assert f"its log: trainyard pipeline logs {run_id} t-1" in r.stderr, r.stderr

@@ -23,7 +23,8 @@ artifact_app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Step
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="override a param: key=value")]
 RunArg = Annotated[str, typer.Argument(help="pipeline run id")]
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
-FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="show progress until the run ends")]
+# --wait as `trainyard run --wait` and `sweep run --wait` say it: a run's progress is its steps, shown as they go
+FollowOpt = Annotated[bool, typer.Option("--follow", "-f", "--wait", "-w", help="show progress until the run ends")]
 
 STEP_STYLE = {"waiting": "dim", "cached": "green", "skipped": "dim"}
 
@@ -34,7 +35,8 @@ def run(
     param: ParamOpt = None,
     follow: FollowOpt = False,
 ) -> None:
-    """Start a run. Prints its id and returns at once, or with --follow shows progress; exit 0 only on success."""
+    """Start a run. Prints its id and returns at once, or with --follow (--wait) shows progress until it ends;
+    exit 0 only on success."""
     from trainyard.cli.runspec import placed_at
     from trainyard.spec.loader import parse_param_overrides
 
