@@ -102,7 +102,10 @@ class DashboardForward:
                 return PlainTextResponse("not part of the dashboard", status_code=404)
             headers = {k: v for k, v in request.headers.items() if k not in HOP} | self._signed()
             url = httpx.URL(path=path, query=request.url.query.encode())
-            upstream = await client.send(client.build_request(request.method, url, headers=headers), stream=True)
+            try:
+                upstream = await client.send(client.build_request(request.method, url, headers=headers), stream=True)
+            except httpx.TransportError as e:
+                return PlainTextResponse(f"the trainyard server at {self.server} did not answer: {e}", status_code=502)
             kept = {k: v for k, v in upstream.headers.items() if k not in NOT_RETURNED}
             return StreamingResponse(upstream.aiter_bytes(), status_code=upstream.status_code, headers=kept,
                                      background=BackgroundTask(upstream.aclose))
@@ -142,8 +145,7 @@ class DashboardForward:
         """Answers until Ctrl-C (or :meth:`stop` from another thread)."""
         import uvicorn
 
-        self._server = uvicorn.Server(uvicorn.Config(self.app(), log_level="warning", lifespan="on",
-                                                     ws="auto"))
+        self._server = uvicorn.Server(uvicorn.Config(self.app(), log_level="warning", lifespan="on", ws="auto"))
         self._server.run(sockets=[self.sock])
 
     def stop(self) -> None:
