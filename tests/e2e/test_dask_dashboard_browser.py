@@ -107,6 +107,8 @@ def test_with_users_a_browser_is_sent_to_a_port_of_its_own_where_the_plots_draw(
     assert older.status_code == 403 and "trainyard cluster dashboard" in older.text
     pages = httpx.get(server.url + made.info.dashboard, headers=server.headers, timeout=30)  # a program still reads it
     assert pages.status_code == 200 and pages.headers["content-security-policy"].startswith("sandbox ")
+    shown = server.cli("cluster", "show", made.id, env={"COLUMNS": "300"})
+    assert f"(or on a port of this machine: trainyard cluster dashboard {made.id})" in shown.stdout, shown.stdout
     # when the CLI opens its port
     cli = subprocess.Popen([sys.executable, "-m", "trainyard", "cluster", "dashboard", made.id, "--no-browser"],
                            env={**server.env, "TRAINYARD_SERVER": server.url}, stdout=subprocess.PIPE, text=True)

@@ -131,7 +131,8 @@ def show(cluster: str, output: OutputOpt = Output.table) -> None:
         grid.add_row("cluster", f"{c.id}  ({c.name}, queue {c.queue})")
         grid.add_row("status", f"{c.status.value}: {c.reason or ''}")
         grid.add_row("scheduler", f"{c.address or '-'}  (job {c.scheduler_job}, node {c.scheduler_node or '-'})")
-        grid.add_row("dashboard", clusters.http.server + c.dashboard if c.dashboard else "-")
+        grid.add_row("dashboard", f"{clusters.http.server}{c.dashboard}  (or on a port of this machine: trainyard "
+                     f"cluster dashboard {c.id})" if c.dashboard and c.status.value == "running" else "-")
         grid.add_row("workers", _workers_text(c))
         s = c.spec
         grid.add_row("each worker", f"{s.worker_cpu:g} cpu, {format_memory(s.worker_memory)}"
