@@ -8,6 +8,7 @@ model server alone, and by ``trainyard serve`` as a service, tried from the UI's
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -203,7 +204,7 @@ def test_a_program_with_several_inputs_gets_a_box_for_each_and_shows_every_outpu
         row = page.wait_for_selector('#result [data-row="0"]')
         with torch.no_grad():
             want = net(torch.tensor([x]), torch.tensor([[True, False, True]]), temperature=torch.tensor(0.5))
-        shown = [float(v) for v in row.evaluate("e => JSON.parse(e.firstChild.textContent)")]
+        shown = [float(v) for v in json.loads(row.get_attribute("data-values"))]
         assert shown == pytest.approx(want["proba"][0].tolist(), rel=1e-5)
         assert shown[1] < 1e-6  # the masked class
         assert page.inner_text("[data-output='output-1']") == f"output-1: {int(want['label'][0])}"
@@ -227,5 +228,73 @@ def test_a_program_with_several_inputs_gets_a_box_for_each_and_shows_every_outpu
         page.click("#predict")
         page.wait_for_function("document.getElementById('error').textContent.startsWith('input-2')")
         assert page.inner_text("#error") == "input-2: a value is needed"
+    finally:
+        server.stop()
+
+
+def test_an_image_model_gets_a_pad_to_draw_on_and_an_image_file_to_pick(tmp_path, page):
+    torch = need_module("torch", "pip install 'trainyard[torch]'")
+    from PIL import Image
+
+    class Digits(torch.nn.Module):  # an MNIST-sized convolutional net, untrained: its answer is what is compared
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(1, 4, 5, stride=2)
+            self.out = torch.nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.out(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+
+    net = Digits().eval()
+    program = torch.export.export(net, (torch.zeros(2, 1, 28, 28),),
+                                  dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    torch.export.save(program, tmp_path / "digits.pt2")
+    server = ModelServer(tmp_path / "digits.pt2", "digits").start()
+    try:
+        server.wait()
+        page.goto(server.url + "/")
+        pad = page.wait_for_selector("canvas#draw")
+
+        def predicted() -> tuple[list[float], list[float]]:
+            """What the page sent (the picture as a tensor) and the first output it shows."""
+            page.evaluate("document.getElementById('result').replaceChildren()")
+            with page.expect_request(lambda r: r.url.endswith("/infer")) as sent:
+                page.click("#predict")
+            row = page.wait_for_selector('#result [data-row="0"]')
+            [given] = sent.value.post_data_json["inputs"]
+            assert given["shape"] == [1, 1, 28, 28] and given["datatype"] == "FP32"
+            return given["data"], [float(v) for v in json.loads(row.get_attribute("data-values"))]
+
+        def module(data: list[float]) -> list[float]:
+            with torch.no_grad():
+                return net(torch.tensor(data, dtype=torch.float32).reshape(1, 1, 28, 28))[0].tolist()
+
+        # given a stroke drawn across the pad: white on black, scaled to 28×28 values in 0..1
+        box = pad.bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.2)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.8, steps=12)
+        page.mouse.up()
+        data, shown = predicted()
+        assert all(0 <= v <= 1 for v in data) and max(data) > 0.9 and sum(v > 0.5 for v in data) < 28 * 28 / 3
+        assert shown == pytest.approx(module(data), rel=1e-4, abs=1e-6)  # what the model answers to that picture
+        largest = max(range(3), key=lambda k: shown[k])
+        assert page.get_attribute("#result [data-largest]", "data-largest") == str(largest)
+        # when an image file is picked instead: a white square in the middle of a black 56×56 picture
+        picture = Image.new("RGB", (56, 56))
+        picture.paste((255, 255, 255), (14, 14, 42, 42))
+        picture.save(tmp_path / "square.png")
+        page.set_input_files("#image", str(tmp_path / "square.png"))
+        page.wait_for_selector("canvas#draw[data-loaded='square.png']")
+        data, shown = predicted()
+        grid = [data[r * 28:(r + 1) * 28] for r in range(28)]
+        assert grid[14][14] > 0.95 and grid[0][0] < 0.05 and grid[27][27] < 0.05  # scaled by half, corners dark
+        assert shown == pytest.approx(module(data), rel=1e-4, abs=1e-6)
+        screenshot(page, "serve-image")
+        # and Clear leaves a black pad
+        page.click("fieldset button.plain")
+        data, _ = predicted()
+        assert max(data) == 0
     finally:
         server.stop()
