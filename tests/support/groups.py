@@ -24,7 +24,8 @@ RAY_GROUP = "shared-ray"
 
 
 def uses_shared_ray(item: pytest.Item) -> bool:
-    return "shared_ray_cluster" in getattr(item, "fixturenames", ()) or item.get_closest_marker("ray_cluster") is not None
+    fixtures = getattr(item, "fixturenames", ())
+    return "shared_ray_cluster" in fixtures or item.get_closest_marker("ray_cluster") is not None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into the nodeids' @group
