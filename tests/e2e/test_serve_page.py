@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import need_module
 from tests.support.browser import open_signed_in, screenshot
-from tests.support.model_server import ModelServer, free_port
+from tests.support.model_server import ModelServer, export_scorer, free_port
 
 pytestmark = pytest.mark.slow
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "imdb"
@@ -166,23 +166,7 @@ def test_a_tabular_model_gets_a_field_per_feature_and_a_json_box(tmp_path, page)
 
 def test_a_program_with_several_inputs_gets_a_box_for_each_and_shows_every_output(tmp_path, page):
     torch = need_module("torch", "pip install 'trainyard[torch]'")
-
-    class Scorer(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            torch.manual_seed(0)
-            self.linear = torch.nn.Linear(4, 3)
-
-        def forward(self, x: torch.Tensor, mask: torch.Tensor, *, temperature: torch.Tensor) -> dict:
-            logits = self.linear(x) / temperature
-            return {"proba": torch.softmax(logits.masked_fill(~mask, -1e9), dim=-1), "label": logits.argmax(-1)}
-
-    net = Scorer().eval()
-    batch = torch.export.Dim("batch")
-    program = torch.export.export(net, (torch.zeros(2, 4), torch.ones(2, 3, dtype=torch.bool)),
-                                  {"temperature": torch.tensor(1.0)},
-                                  dynamic_shapes={"x": {0: batch}, "mask": {0: batch}, "temperature": None})
-    torch.export.save(program, tmp_path / "scorer.pt2")
+    net = export_scorer(torch, tmp_path / "scorer.pt2")
     server = ModelServer(tmp_path / "scorer.pt2", "scorer").start()
     try:
         server.wait()

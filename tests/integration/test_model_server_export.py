@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import need_module
-from tests.support.model_server import ModelServer
+from tests.support.model_server import ModelServer, export_scorer
 
 pytestmark = pytest.mark.slow
 httpclient = need_module("tritonclient.http", "pip install 'tritonclient[http]'")
@@ -21,24 +21,8 @@ httpclient = need_module("tritonclient.http", "pip install 'tritonclient[http]'"
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     torch = need_module("torch", "pip install 'trainyard[torch]'")
-
-    class Scorer(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            torch.manual_seed(0)
-            self.linear = torch.nn.Linear(4, 3)
-
-        def forward(self, x: torch.Tensor, mask: torch.Tensor, *, temperature: torch.Tensor) -> dict:
-            logits = self.linear(x) / temperature
-            return {"proba": torch.softmax(logits.masked_fill(~mask, -1e9), dim=-1), "label": logits.argmax(-1)}
-
-    net = Scorer().eval()
-    batch = torch.export.Dim("batch")
-    program = torch.export.export(net, (torch.zeros(2, 4), torch.ones(2, 3, dtype=torch.bool)),
-                                  {"temperature": torch.tensor(1.0)},
-                                  dynamic_shapes={"x": {0: batch}, "mask": {0: batch}, "temperature": None})
     path = tmp_path_factory.mktemp("exported") / "scorer.pt2"
-    torch.export.save(program, path)
+    net = export_scorer(torch, path)
     server = ModelServer(path, "scorer").start().wait()
     yield torch, net, server
     server.stop()

@@ -66,3 +66,26 @@ class ModelServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def export_scorer(torch, path: Path):  # noqa: ANN001, ANN201
+    """A module with several inputs (a bool mask, a keyword-only temperature, a dynamic batch) and a dict of
+    outputs, saved at ``path`` as a ``torch.export`` program; returns the module, to compare answers with."""
+
+    class Scorer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.linear = torch.nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor, mask: torch.Tensor, *, temperature: torch.Tensor) -> dict:
+            logits = self.linear(x) / temperature
+            return {"proba": torch.softmax(logits.masked_fill(~mask, -1e9), dim=-1), "label": logits.argmax(-1)}
+
+    net = Scorer().eval()
+    batch = torch.export.Dim("batch")
+    program = torch.export.export(net, (torch.zeros(2, 4), torch.ones(2, 3, dtype=torch.bool)),
+                                  {"temperature": torch.tensor(1.0)},
+                                  dynamic_shapes={"x": {0: batch}, "mask": {0: batch}, "temperature": None})
+    torch.export.save(program, path)
+    return net

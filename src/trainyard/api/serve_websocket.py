@@ -77,7 +77,7 @@ async def proxy_websocket(scope: dict, receive: Any, send: Any, service: Serving
         release(service, job_id)
         service.traffic.ended(name, 502, None)
         return await refuse(scope, send, ReplicaUnreachable(f"the replica of service {name} did not accept the "
-                                                             f"WebSocket: {e}"))
+                                                            f"WebSocket: {e}"))
     except (ServiceUnavailable, ReplicaUnreachable) as e:
         release(service, job_id)
         service.traffic.ended(name, e.http_status, None)

@@ -21,7 +21,7 @@ import socket
 import ssl
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from trainyard.errors import InvalidSpec
+from trainyard.errors import Conflict, InvalidSpec
 
 if TYPE_CHECKING:
     from trainyard.sdk.http import Http
@@ -36,7 +36,6 @@ NOT_RETURNED = HOP | {"set-cookie", "content-security-policy", "content-encoding
 
 def forward_for(http: Http, info: ClusterInfo, port: int = 0) -> DashboardForward:
     """A port for the dashboard of the cluster ``info`` says, through the server ``http`` talks to."""
-    from trainyard.errors import Conflict
     from trainyard.sdk.http import verify_for
 
     if not info.dashboard:

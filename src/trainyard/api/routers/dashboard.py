@@ -7,7 +7,7 @@ here. Pages and JSON go over HTTP; the live plots are a Bokeh app that pulls its
 TLS). A browser opens them with the sign-in cookie (api/serve_cookie.py). On a server with users the pages come
 sandboxed, as a service's do (the scheduler is its owner's job), where Bokeh draws nothing: a browser opening one
 there is told of ``trainyard cluster dashboard``, which serves it from a port of the user's machine
-(trainyard/dask/dashboard.py).
+(sdk/dashboard_port.py).
 """
 
 from __future__ import annotations

@@ -19,6 +19,11 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// A definition list's terms and values ([[key, value]…] for a dl.kv), each value's dd marked with its key
+export function pairs(items) {
+  return items.flatMap(([k, v]) => [h("dt", null, k), h("dd", { dataset: { key: k } }, v)]);
+}
+
 // Text whose `commands` show as code, as the CLI's help writes them: a list of strings and <code> elements for h()
 export function prose(text) {
   return String(text).split("`").map((part, i) => (i % 2 ? h("code", {}, part) : part)).filter((p) => p !== "");

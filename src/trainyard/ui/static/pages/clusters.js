@@ -6,7 +6,7 @@ import { api, poll, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { css } from "../css.js";
 import { gated, whoami, whyNot } from "../may.js";
-import { ago, badge, bytes, goneNote, h, prose, when, withQuery } from "../ui.js";
+import { ago, badge, bytes, goneNote, h, pairs, prose, when, withQuery } from "../ui.js";
 
 export function render(root, { params, query }) {
   css("views.css");
@@ -122,10 +122,6 @@ async function one(root, key) {
     }
   }, 2000);
   return () => stop();
-}
-
-function pairs(items) {
-  return items.flatMap(([k, v]) => [h("dt", null, k), h("dd", { dataset: { key: k } }, v)]);
 }
 
 function workerTable(c) {

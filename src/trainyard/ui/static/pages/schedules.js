@@ -7,7 +7,7 @@ import { navigate } from "../app.js";
 import { css } from "../css.js";
 import { gated, whoami, whyNot } from "../may.js";
 import { resourceText } from "../resources.js";
-import { ago, duration, h, when } from "../ui.js";
+import { ago, duration, h, pairs, when } from "../ui.js";
 
 const HINT = 'trainyard schedule create job.yaml --cron "0 3 * * *"';
 // a fire's outcome as colour and text, in the badge classes of style.css
@@ -235,8 +235,4 @@ function zoned(t, tz) {
 function commandText(cmd) {
   if (!Array.isArray(cmd)) return cmd;
   return cmd.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replaceAll("'", "'\\''")}'`)).join(" ");
-}
-
-function pairs(items) {
-  return items.flatMap(([k, v]) => [h("dt", null, k), h("dd", { dataset: { key: k } }, v)]);
 }

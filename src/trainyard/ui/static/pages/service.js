@@ -5,7 +5,7 @@ import { api, poll, toast, token } from "../api.js";
 import { css } from "../css.js";
 import { gated, whoami, whyNot } from "../may.js";
 import { SANDBOX, bridge } from "../serve_bridge.js";
-import { ago, badge, h, when } from "../ui.js";
+import { ago, badge, h, pairs, when } from "../ui.js";
 
 let unbridge = null;  // the try frame's relay, one at a time
 
@@ -86,10 +86,6 @@ export async function render(root, { params }) {
     try { draw(await api(path)); } catch (e) { if (e.status === 404) gone(); else throw e; }
   }, 2000);
   return () => stop();
-}
-
-function pairs(items) {
-  return items.flatMap(([k, v]) => [h("dt", null, k), h("dd", { dataset: { key: k } }, v)]);
 }
 
 function replicaTable(s) {

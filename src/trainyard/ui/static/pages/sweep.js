@@ -5,7 +5,7 @@ import { api, poll, toast } from "../api.js";
 import { navigate } from "../app.js";
 import { css } from "../css.js";
 import { gated, whoami, whyNot } from "../may.js";
-import { ago, badge, duration, goneNote, h, when } from "../ui.js";
+import { ago, badge, duration, goneNote, h, pairs, when } from "../ui.js";
 import { HistoryChart } from "./sweep_chart.js";
 
 const COMPARED = 20;  // the compare page reads every job and its metrics: the best this many
@@ -176,8 +176,4 @@ function show(v) {
 
 function isObject(v) {
   return v !== null && typeof v === "object" && !Array.isArray(v);
-}
-
-function pairs(items) {
-  return items.flatMap(([k, v]) => [h("dt", null, k), h("dd", { dataset: { key: k } }, v)]);
 }
