@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
 from tests.conftest import need_module
-from tests.support.browser import open_signed_in, screenshot
+from tests.support.browser import open_signed_in, screenshot, serve_cookie
 from tests.e2e.helpers import until
 from tests.support.servers import ServerProcess
 
@@ -55,7 +55,7 @@ def test_a_browser_signed_in_to_the_ui_sees_the_dashboards_live_plots(cluster, p
     assert answer.status_code == 303 and answer.headers["location"] == "/login?next=" + dashboard
     # when it signs in to the UI and opens the dashboard's address
     open_signed_in(page, server.url, server.token, "/")
-    page.wait_for_selector("nav")
+    serve_cookie(page, "/api/v1/clusters/")
     seen: list[str] = []
     page.on("websocket", lambda ws: seen.append(ws.url))
     page.goto(server.url + dashboard)
@@ -98,7 +98,7 @@ def test_with_users_a_browser_is_sent_to_a_port_of_its_own_where_the_plots_draw(
     # given a server with users, where the scheduler's pages would act as their visitor: a browser signed in to the UI
     # is told of `trainyard cluster dashboard`, not given a sandboxed page that draws nothing
     open_signed_in(page, server.url, server.token, "/")
-    page.wait_for_selector("nav")
+    serve_cookie(page, "/api/v1/clusters/")
     told = page.goto(server.url + made.info.dashboard)
     assert told.status == 403 and page.inner_text("#command") == f"trainyard cluster dashboard {made.id}"
     cookies = httpx.post(server.url + "/api/v1/serve-session", headers=server.headers).headers.get_list("set-cookie")

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import need_module
-from tests.support.browser import open_signed_in, screenshot
+from tests.support.browser import named_frame, open_signed_in, screenshot
 from tests.support.model_server import ModelServer, export_scorer, free_port
 
 pytestmark = pytest.mark.slow
@@ -114,8 +114,7 @@ def test_the_imdb_model_served_by_trainyard_answers_a_review_typed_in_the_ui(imd
     assert done.returncode == 0, done.stdout + done.stderr
     # when the service's page in the UI shows the model server's try page, through /serve/imdb/
     open_signed_in(page, server.url, server.token, "/services/imdb")
-    page.wait_for_selector("iframe[name=try]", timeout=120_000)  # once a replica has loaded the model
-    frame = page.frame(name="try")
+    frame = named_frame(page, "try", timeout=120)  # once a replica has loaded the model
     # then a review typed there comes back positive or negative, with its probability: the page runs sandboxed,
     # in an origin of its own, its requests sent by the services page around it
     label, p = predict(frame, "What a luminous drama: honest, sincere and beguiling from start to end.")

@@ -39,6 +39,25 @@ def open_signed_in(page, url: str, token: str | None, path: str = "/") -> None: 
         page.locator(LINK_SIGNIN).wait_for(state="detached")
 
 
+def serve_cookie(page, path: str = "/serve/") -> list[dict]:  # noqa: ANN001
+    """Wait for the cookie a signed-in UI asks for (``/serve/`` pages' and the dashboards' sign-in): the UI sets it
+    after it shows, so a test that goes on to such a page at once would race it."""
+    from tests.support.waiting import until
+
+    def held() -> list[dict]:
+        return [c for c in page.context.cookies() if c["name"] == "trainyard_serve" and c["path"].rstrip("/") ==
+                path.rstrip("/")]
+    return until(held, show=page.context.cookies)
+
+
+def named_frame(page, name: str, timeout: float = 60.0):  # noqa: ANN001, ANN201
+    """The frame an ``iframe[name=NAME]`` holds: Playwright learns of a frame a moment after the element shows."""
+    from tests.support.waiting import until
+
+    page.wait_for_selector(f"iframe[name={name}]", timeout=timeout * 1000)
+    return until(lambda: page.frame(name=name), timeout=timeout, show=lambda: [f.name for f in page.frames])
+
+
 def held_token(page, url: str) -> str | None:  # noqa: ANN001
     """The token the UI at ``url`` keeps in this browser (read from outside the page: it may show another site)."""
     for origin in page.context.storage_state()["origins"]:

@@ -14,8 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import PY
-from tests.support.browser import open_signed_in
-from tests.support.waiting import until
+from tests.support.browser import named_frame, open_signed_in, serve_cookie
 
 pytestmark = pytest.mark.slow
 EVIL = str(Path(__file__).resolve().parents[2] / "support" / "page_replica.py")
@@ -49,9 +48,9 @@ def test_a_services_page_reaches_neither_the_viewers_token_nor_the_api(auth_serv
 
     # shown in the services page's try frame
     open_signed_in(page, auth_server.url, auth_server.token, "/services/evil")
-    page.wait_for_selector("iframe[name=try]", timeout=60_000)
+    frame = named_frame(page, "try")
     assert page.get_attribute("iframe[name=try]", "sandbox") is not None
-    _assert_contained(_results(page.frame(name="try")), auth_server.token)
+    _assert_contained(_results(frame), auth_server.token)
 
     # opened at its address: the frame page, the service's page in its frame
     page.goto(auth_server.url + "/serve/evil/")
@@ -88,7 +87,7 @@ def test_a_page_on_another_port_of_the_host_gets_no_token_from_the_serve_cookie(
     # given an admin signed in to the UI, which set their /serve/ sign-in cookie
     admin = (auth_server.home / "first-admin-token").read_text().strip()
     open_signed_in(page, auth_server.url, admin, "/jobs")
-    until(lambda: page.context.cookies(), show=page.context.cookies)
+    serve_cookie(page)
     sibling = ThreadingHTTPServer(("127.0.0.1", 0), _Sibling)
     threading.Thread(target=sibling.serve_forever, daemon=True).start()
     try:
