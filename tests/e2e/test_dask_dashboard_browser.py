@@ -50,16 +50,18 @@ def users_cluster(tmp_path_factory):
 def test_a_browser_signed_in_to_the_ui_sees_the_dashboards_live_plots(cluster, page):
     server, made = cluster
     dashboard = made.info.dashboard  # /api/v1/clusters/ID/dashboard/status
-    # given a browser that has not signed in: sent to the UI's sign-in page, and back
+    # given a browser that has not signed in: sent to the UI's sign-in page
     answer = httpx.get(server.url + dashboard, headers={"Accept": "text/html"})
     assert answer.status_code == 303 and answer.headers["location"] == "/login?next=" + dashboard
-    # when it signs in to the UI and opens the dashboard's address
-    open_signed_in(page, server.url, server.token, "/")
-    serve_cookie(page, "/api/v1/clusters/")
     seen: list[str] = []
     page.on("websocket", lambda ws: seen.append(ws.url))
     page.goto(server.url + dashboard)
-    # then Bokeh draws the live plots, whose document comes over the relayed WebSocket
+    page.wait_for_url("**/login?next=**")
+    # when it signs in there
+    page.fill("input[name=token]", server.token)
+    page.click("form.login button[type=submit]")
+    # then it is back on the dashboard, where Bokeh draws the live plots, their document over the relayed WebSocket
+    page.wait_for_url(server.url + dashboard)
     page.wait_for_selector("canvas", timeout=60_000)
     assert any(url.startswith(server.url.replace("http", "ws", 1) + dashboard) for url in seen), seen
     screenshot(page, "dask-dashboard")

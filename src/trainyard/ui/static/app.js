@@ -25,6 +25,8 @@ const ROUTES = [
   [/^\/schedules\/([^/]+)$/, "schedules", ["key"]],  // one module draws the list and one schedule
   [/^\/clusters\/?$/, "clusters"],
   [/^\/clusters\/([^/]+)$/, "clusters", ["key"]],
+  [/^\/account\/?$/, "account"],
+  [/^\/users\/?$/, "users"],
   [/^\/login\/?$/, "login"],
 ];
 
@@ -110,12 +112,14 @@ window.addEventListener("trainyard:unauthorized", () => {
   if (location.pathname !== "/login") navigate(`/login?next=${encodeURIComponent(location.pathname + location.search)}`);
 });
 
-// Who is signed in, in the header, with the way out while this browser keeps a token
-export function signedIn(user) {
+// Who is signed in, in the header (a link to their account page), with the way out while this browser keeps a
+// token; the Users page's link for an admin
+export function signedIn(user, admin = false) {
   const el = document.getElementById("who");
   el.textContent = user || "";
-  el.title = user ? "signed in" : "";
+  el.title = user ? "signed in: your account and tokens" : "";
   document.getElementById("signout").hidden = !(user && token());
+  document.querySelector("#nav a[data-nav=users]").hidden = !admin;
 }
 
 // The server clears the /serve/ pages' cookie (HttpOnly: no script here can), asked while the token
@@ -136,7 +140,7 @@ document.getElementById("signout").addEventListener("click", signOut);
 async function whoami() {
   try {
     const me = await api("whoami");
-    signedIn(me.user);
+    signedIn(me.user, me.admin);
     if (token()) api("serve-session", { method: "POST" }).catch(() => {});  // keeps /serve/ pages' cookie fresh
   } catch (e) {
     if (e.status !== 401) toast(e, { once: true });

@@ -29,6 +29,20 @@ export function prose(text) {
   return String(text).split("`").map((part, i) => (i % 2 ? h("code", {}, part) : part)).filter((p) => p !== "");
 }
 
+// Where what came of a form's action shows (`tag`: the list's element and class): `say(...items)` a message,
+// `failed(err)` the server's errors, each by the field it names
+export function notices(tag) {
+  const el = h(tag, { role: "alert" });
+  const say = (...items) => el.replaceChildren(...items);
+  // a refusal of one field (a name taken) names it in its details; a spec's errors each name theirs
+  const failed = (e) => {
+    const errors = e.errors?.length ? e.errors : [{ message: e.message, field: e.body?.details?.field }];
+    say(...errors.map((x) => h("li.error", { dataset: { field: x.field || "" } },
+      x.field ? [h("code", null, x.field), `: ${x.message}`] : x.message)));
+  };
+  return { el, say, failed };
+}
+
 // What a page says of a thing that is not there (deleted meanwhile, a mistyped link, another team's), with the way on
 export function goneNote(what, href, label) {
   return h("p.error.gone", {}, `${what}: it was deleted, or is not one you may see. `, h("a", { href }, label));

@@ -8,19 +8,22 @@ function destination(next) {
   return next && next.startsWith("/") && !next.startsWith("//") && !next.startsWith("/\\") ? next : "/";
 }
 
-// The HttpOnly cookie /serve/ pages open with, then on: a service's page is not the app's, so a full load
+// Pages the server serves outside this app, which the HttpOnly cookie opens: a service's, a cluster's Dask dashboard
+const OUTSIDE = /^\/(serve\/|api\/v1\/clusters\/[^/]+\/dashboard\/)/;
+
+// The cookie, then on: a page outside the app by a full load
 async function proceed(next) {
   await api("serve-session", { method: "POST" });
-  if (next.startsWith("/serve/")) location.assign(next);
+  if (OUTSIDE.test(next)) location.assign(next);
   else navigate(next);
 }
 
 export function render(root, { query }) {
   const next = destination(query.get("next"));
-  // sent here from a service's page (its cookie missing or stale) while this browser holds a token: no form
+  // sent here from such a page (its cookie missing or stale) while this browser holds a token: no form
   // (once a few seconds: a browser that keeps no cookie would come straight back here)
   const last = Number(sessionStorage.getItem("trainyard.serve-retry") || 0);
-  if (token() && next.startsWith("/serve/") && Date.now() - last > 10_000) {
+  if (token() && OUTSIDE.test(next) && Date.now() - last > 10_000) {
     sessionStorage.setItem("trainyard.serve-retry", String(Date.now()));
     proceed(next).catch(() => {});
   }
@@ -31,7 +34,7 @@ export function render(root, { query }) {
       setToken(input.value.trim());
       try {
         const me = await api("whoami");
-        signedIn(me.user);
+        signedIn(me.user, me.admin);
         await proceed(next);
       } catch (err) {
         setToken(null);

@@ -4,7 +4,7 @@
 // is refreshed every few seconds; the form is drawn once, so a half-filled one survives the refresh.
 import { api, poll } from "../api.js";
 import { css } from "../css.js";
-import { h, prose, when } from "../ui.js";
+import { h, notices, prose, when } from "../ui.js";
 
 const EVENTS = ["succeeded", "failed", "cancelled"];  // the ends of a job a subscription may ask for
 const DELIVERY_CLASS = { sent: "ok", pending: "wait", failed: "bad" };  // badge classes of style.css
@@ -21,7 +21,7 @@ export async function render(root) {
   const all = me.admin ? (await api("teams").catch(() => [])).map((t) => t.name) : [];
   const teams = [...new Set([...Object.keys(me.teams), ...all])].sort();
 
-  const said = notices();
+  const said = notices("ul.notify-said");
   const list = subscriptions(me, said);
   root.append(
     h("h1", null, "Notifications"),
@@ -33,17 +33,6 @@ export async function render(root) {
     h("h2", null, me.admin ? "Subscriptions (everyone's)" : "Your subscriptions"),
     list.table);
   return poll(list.refresh, 3000);
-}
-
-// Where what came of an action shows: `say(...items)` a message, `failed(err)` the server's errors, each by the
-// field it names
-function notices() {
-  const el = h("ul.notify-said", { role: "alert" });
-  const say = (...items) => el.replaceChildren(...items);
-  const failed = (e) => say(...(e.errors?.length ? e.errors : [{ message: e.message }]).map((x) =>
-    h("li.error", { dataset: { field: x.field || "" } },
-      x.field ? [h("code", null, x.field), `: ${x.message}`] : x.message)));
-  return { el, say, failed };
 }
 
 function webhookTable(hooks) {

@@ -4,7 +4,7 @@
 import { api, poll } from "../api.js";
 import { css } from "../css.js";
 import { whyNotSecrets } from "../may.js";
-import { ago, h, prose, when } from "../ui.js";
+import { ago, h, notices, prose, when } from "../ui.js";
 
 export async function render(root) {
   css("secrets.css");
@@ -16,11 +16,7 @@ export async function render(root) {
   const noTeam = me.admin;
   const cols = ["name", "team", "length", "set by", "updated", ""];
   const body = h("tbody");
-  const said = h("ul.secret-errors", { role: "alert" });
-  const say = (...items) => said.replaceChildren(...items);
-  const failed = (e) => say(...(e.errors?.length ? e.errors : [{ message: e.message }]).map((x) =>
-    h("li.error", { dataset: { field: x.field || "" } },
-      x.field ? [h("code", null, x.field), `: ${x.message}`] : x.message)));
+  const { el: said, say, failed } = notices("ul.secret-errors");
 
   const name = h("input", { name: "name", placeholder: "NAME", required: true, autocomplete: "off", spellcheck: false });
   const team = h("select", { name: "team" },
