@@ -64,7 +64,7 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     assert stat.S_IMODE(first.stat().st_mode) == 0o600
     admin = first.read_text().strip()
     assert admin not in srv.log_path.read_text()  # the server's log names the file, never the token
-    assert As(srv, admin).get("/api/v1/whoami").json() == {"user": "admin", "admin": True, "teams": {}}
+    assert As(srv, admin).get("/api/v1/whoami").json() == {"user": "admin", "admin": True, "teams": {}, "users": True}
     tokens = {}
     for name, team, role in [("alice", "vision", "member"), ("bob", "nlp", "member"),
                              ("carol", "vision", "viewer"), ("dave", "vision", "maintainer")]:

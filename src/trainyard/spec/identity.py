@@ -131,3 +131,5 @@ class WhoAmI(BaseModel):
     user: str
     admin: bool
     teams: dict[str, str]
+    users: bool = Field(True, description="whether the server takes users' tokens (`--auth`); without, every request "
+                                          "acts as the server's owner, and users and their tokens sign nobody in")

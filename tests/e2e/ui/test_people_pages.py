@@ -32,7 +32,8 @@ def never_kept(page, secret: str) -> None:  # noqa: ANN001
 
 
 def test_an_admin_adds_a_user_puts_them_in_teams_disables_them_and_revokes_their_token(auth_server, page):
-    page.on("dialog", lambda d: d.accept())  # the pages ask before they disable or revoke
+    answers: list[str] = []  # what the next prompts are answered; the confirmations before a disable or revoke: yes
+    page.on("dialog", lambda d: d.accept(answers.pop(0) if d.type == "prompt" else None))
     admin = (auth_server.home / "first-admin-token").read_text().strip()
     # given the first admin on the users page, reached from the header's link an admin alone is shown
     open_signed_in(page, auth_server.url, admin, "/")
@@ -50,7 +51,7 @@ def test_an_admin_adds_a_user_puts_them_in_teams_disables_them_and_revokes_their
     carol = shown_secret(page)
     assert page.inner_text("div.new-token code[data-copy=link]") == f"{auth_server.url}/#token={carol}"
     me = whoami(auth_server, carol).json()
-    assert me["user"] == "carol" and me["teams"] == {"vision": "member"} and not me["admin"]
+    assert me == {"user": "carol", "admin": False, "teams": {"vision": "member"}, "users": True}
     expect(page.locator("table.users tr[data-user=carol] td.teams")).to_have_text("vision (member)")
     never_kept(page, carol)
 
@@ -69,6 +70,16 @@ def test_an_admin_adds_a_user_puts_them_in_teams_disables_them_and_revokes_their
     assert whoami(auth_server, carol).json()["teams"] == {"vision": "member", "nlp": "viewer"}
     expect(page.locator("table.users tr[data-user=carol] td.teams")).to_have_text("nlp (viewer), vision (member)")
     expect(page.locator("tr[data-team=nlp] td.members")).to_have_text("carol (viewer)")
+
+    # her jobs' Unix account: one this machine lacks is refused, naming the field; one it has is set
+    answers[:] = ["nosuchaccount"]
+    page.click("table.users tr[data-user=carol] button[name=account]")
+    expect(page.locator("ul.people-said li.error[data-field=os_user]")).to_contain_text("no account 'nosuchaccount'")
+    answers[:] = ["nobody"]
+    page.click("table.users tr[data-user=carol] button[name=account]")
+    expect(page.locator("table.users tr[data-user=carol] td.account .mono")).to_have_text("nobody")
+    assert httpx.get(auth_server.url + "/api/v1/users/carol", headers={"Authorization": f"Bearer {admin}"},
+                     timeout=30).json()["os_user"] == "nobody"
 
     # when carol is disabled her token is refused; enabled, it works again
     page.click("table.users tr[data-user=carol] button[name=disable]")
@@ -89,7 +100,8 @@ def test_an_admin_adds_a_user_puts_them_in_teams_disables_them_and_revokes_their
     audit = page.locator("table.audit tbody tr")
     expect(audit.first.locator("td").nth(2)).to_have_text("token.revoke")
     actions = [a.strip() for a in audit.locator("td:nth-child(3)").all_inner_texts()]
-    for action in ("user.create", "team.create", "user.membership", "user.disable", "user.enable", "token.revoke"):
+    for action in ("user.create", "team.create", "user.membership", "user.account", "user.disable", "user.enable",
+                   "token.revoke"):
         assert action in actions, actions
 
 
@@ -143,8 +155,13 @@ def test_a_member_makes_a_token_sees_it_once_revokes_it_and_finds_the_users_page
     assert httpx.get(auth_server.url + "/api/v1/users", headers={"Authorization": f"Bearer {dave}"}).status_code == 403
 
 
-def test_the_servers_own_token_is_no_user_and_the_account_page_says_so(server, page):
+def test_without_auth_the_pages_say_that_users_and_tokens_sign_nobody_in(server, page):
+    # given a server without --auth, where every request acts as its owner
+    assert httpx.get(server.url + "/api/v1/whoami", headers=server.headers).json()["users"] is False
+    # then the account page makes no token, saying why, and the users page says what its users are worth
     open_signed_in(page, server.url, server.token, "/account")
     expect(page.locator("dd[data-key=user]")).to_have_text("local")
-    expect(page.locator("p.local-token")).to_contain_text("the server's own token")
+    expect(page.locator("p.local-token")).to_contain_text("This server runs without --auth")
     expect(page.locator("form.token-form")).to_have_count(0)
+    page.locator("#nav a[data-nav=users]").click()
+    expect(page.locator("p.no-auth")).to_contain_text("sign nobody in until it runs with --auth")

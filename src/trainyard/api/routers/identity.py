@@ -17,8 +17,9 @@ router = APIRouter(prefix="/api/v1", tags=["identity"])
 
 
 @router.get("/whoami")
-def whoami(caller: CallerDep) -> WhoAmI:
-    return WhoAmI(user=caller.user, admin=caller.admin, teams={t: r.value for t, r in caller.teams.items()})
+def whoami(p: PlatformDep, caller: CallerDep) -> WhoAmI:
+    return WhoAmI(user=caller.user, admin=caller.admin, teams={t: r.value for t, r in caller.teams.items()},
+                  users=p.identity.accept_users)
 
 
 @router.post("/serve-session", status_code=204)

@@ -20,10 +20,11 @@ export async function render(root) {
     ["admin", me.admin ? "yes: every team's work, the users and the queues" : "no"],
     ["teams", teams.length ? teams.map(([t, role]) => `${t} (${role})`).join(", ") : "none"]])));
   if (me.user === LOCAL) {
-    root.append(h("p.muted.local-token", null, prose("You are signed in with the server's own token: it is no user "
-      + "and has no tokens of its own. A server shared by several people runs with `--auth`; an admin gives each "
-      + "person a user (the Users page, or `trainyard admin user create NAME --team TEAM`), and they make their "
-      + "tokens here.")));
+    root.append(h("p.muted.local-token", null, prose((me.users ? "You are signed in with the server's own token"
+      : "This server runs without `--auth`, so every request acts as its owner, with the server's own token")
+      + ": it is no user and has no tokens of its own. A server shared by several people runs with `--auth`; an "
+      + "admin gives each person a user (the Users page, or `trainyard admin user create NAME --team TEAM`), and "
+      + "they make their tokens here.")));
     return null;
   }
 

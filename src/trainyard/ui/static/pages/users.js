@@ -1,7 +1,8 @@
 // /users — an admin's: every user with their teams and roles, Unix account and state; add one (their first token
-// shown once, with the address that opens the UI signed in as them), put one in a team or take them out, disable
-// or enable one; the teams; everyone's tokens (revoke a leaked one); the latest changes of anyone. The CLI's
-// `trainyard admin user|team …`, `token ls --all` and `audit`. Forms are drawn once, the tables refreshed.
+// shown once, with the address that opens the UI signed in as them), put one in a team or take them out, set the
+// Unix account their jobs run as, disable or enable one; the teams; everyone's tokens (revoke a leaked one); the
+// latest changes of anyone. The CLI's `trainyard admin user|team …`, `token ls --all` and `audit`. Forms are drawn
+// once, the tables refreshed.
 import { api, poll } from "../api.js";
 import { css } from "../css.js";
 import { auditTable, secretBox, stateBadge, tokenTable } from "../people.js";
@@ -18,6 +19,10 @@ export async function render(root) {
     root.append(h("p.muted.not-admin", null, "Only an admin manages users, teams and their tokens. Yours are on ",
       h("a", { href: "/account" }, "your account"), " page."));
     return null;
+  }
+  if (!me.users) {
+    root.append(h("p.panel.no-auth", null, prose("This server runs without `--auth`: every request acts as its owner, "
+      + "so the users and tokens made here sign nobody in until it runs with `--auth`.")));
   }
   const said = notices("ul.people-said");  // what came of a user's Disable or Enable
   const revoked = notices("ul.people-said");  // of a token's Revoke
@@ -131,11 +136,24 @@ function userRow(u, me, said, refresh) {
       await refresh();
     } catch (e) { said.failed(e); }
   };
+  const account = async () => {  // where a root server runs the user's jobs (a Unix account of their own)
+    const asked = prompt(`The Unix account ${u.name}'s jobs run as from their next attempt on (empty: none of their own)`,
+      u.os_user || "");
+    if (asked === null) return;
+    try {
+      const info = await api(`users/${encodeURIComponent(u.name)}/os-user`, { method: "PUT",
+        body: { os_user: asked.trim() || null } });
+      said.say(h("li.ok", null, info.os_user ? `✓ ${u.name}'s jobs run as ${info.os_user} from their next attempt on`
+        : `✓ ${u.name} has no account of their own`));
+      await refresh();
+    } catch (e) { said.failed(e); }
+  };
   const teams = Object.entries(u.teams).sort(([a], [b]) => a.localeCompare(b));
   return h("tr", { dataset: { user: u.name } },
     h("td", null, u.name, u.admin ? [" ", h("span.badge.run", null, "admin")] : null),
     h("td.teams", null, teams.length ? teams.map(([t, r]) => `${t} (${r})`).join(", ") : h("span.muted", null, "none")),
-    h("td.mono", null, u.os_user || ""),
+    h("td.account", null, h("span.mono", null, u.os_user || ""), " ",
+      h("button.small", { type: "button", name: "account", onclick: account }, u.os_user ? "Change" : "Set")),
     h("td.state", null, stateBadge(u.disabled ? "disabled" : "active")),
     h("td", { title: when(u.created_at) }, ago(u.created_at)),
     h("td", null, h(`button.small${u.disabled ? "" : ".danger"}`, { type: "button", name: u.disabled ? "enable" : "disable",
