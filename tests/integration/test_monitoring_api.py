@@ -275,9 +275,14 @@ def test_usage_shows_a_member_only_what_their_teams_ran_and_an_admin_everything(
         # then a member sees their own team's hours and no other team's; the admin sees both
         assert teams(members["alice"]) == {"cv"} and teams(members["bob"]) == {"nlp"}
         assert teams(admin) == {"cv", "nlp"}
+        # and a job on the default queue, which has no team, counts for its submitter's team, not for "default"
+        members["alice"].submit({"name": "d", "command": "x", "resources": {"cpu": 1}})
+        launched(engine, 3)
+        assert teams(members["alice"]) == {"cv"} and teams(admin) == {"cv", "nlp"}
+        assert {r.key: r.attempts for r in admin.monitoring.usage(by="team", since="1d").rows} == {"cv": 2, "nlp": 1}
         # and grouped otherwise too, only their own jobs count
         by_queue = members["alice"].monitoring.usage(by="queue", since="1d").rows
-        assert [(r.key, r.attempts) for r in by_queue] == [("cv-q", 1)]
+        assert sorted((r.key, r.attempts) for r in by_queue) == [("cv-q", 1), ("default", 1)]
         # and without a token, nothing
         assert tc.get("/api/v1/usage").status_code == 401
 

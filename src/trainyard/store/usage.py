@@ -142,7 +142,7 @@ class Span(NamedTuple):
     """How long one attempt held what its job asks for, with what to group it by."""
 
     queue: str
-    team: str
+    team: str  # the queue's team; on a queue of no team (the default queue), the job's (its submitter's); else the queue
     user: str
     resources: dict[str, Any]  # the spec's resources, as stored
     replicas: int
@@ -162,16 +162,17 @@ class SpansMixin:
         seen = [visible_where(j, visible)] if visible is not None and visible.teams is not None else []
         with self.read() as s:  # type: ignore[attr-defined]
             rows = s.connection().execute(
-                select(j.queue, q.team, j.owner, j.spec, a.node, a.status, a.reason, a.created_at, a.ended_at)
+                select(j.queue, q.team, j.team, j.owner, j.spec, a.node, a.status, a.reason, a.created_at,
+                       a.ended_at)
                 .join_from(t.Attempt.__table__, t.Job.__table__, j.id == a.job_id)
                 .outerjoin(t.Queue.__table__, q.name == j.queue)
                 .where(a.created_at < until, (a.ended_at.is_(None)) | (a.ended_at > since), *seen)).all()
         spans = []
-        for queue, team, owner, spec, node, status, reason, created, ended in rows:
+        for queue, queue_team, team, owner, spec, node, status, reason, created, ended in rows:
             start, end = max(created, since), min(ended if ended is not None else until, until)
             if end > start:
                 # "user": the submitter (owner); "-" for jobs from before it was recorded (migration 0005)
-                spans.append(Span(queue, team or queue, owner or "-", dict(spec.get("resources") or {}),
+                spans.append(Span(queue, queue_team or team or queue, owner or "-", dict(spec.get("resources") or {}),
                                   int(spec.get("replicas") or 1), node, status, reason, start, end))
         return spans + self._archived_spans(since, until, visible)
 
@@ -181,9 +182,9 @@ class SpansMixin:
         seen = [visible_where(u, visible)] if visible is not None and visible.teams is not None else []
         with self.read() as s:  # type: ignore[attr-defined]
             rows = s.connection().execute(
-                select(u.queue, u.queue_team, u.owner, u.resources, u.replicas, u.node, u.status, u.reason,
+                select(u.queue, u.queue_team, u.team, u.owner, u.resources, u.replicas, u.node, u.status, u.reason,
                        u.created_at, u.ended_at).where(u.created_at < until, u.ended_at > since, *seen)).all()
-        return [Span(queue, team or queue, owner or "-", dict(resources or {}), replicas, node, status, reason,
-                     max(created, since), min(ended, until))
-                for queue, team, owner, resources, replicas, node, status, reason, created, ended in rows
+        return [Span(queue, queue_team or team or queue, owner or "-", dict(resources or {}), replicas, node, status,
+                     reason, max(created, since), min(ended, until))
+                for queue, queue_team, team, owner, resources, replicas, node, status, reason, created, ended in rows
                 if min(ended, until) > max(created, since)]

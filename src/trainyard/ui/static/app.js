@@ -14,6 +14,7 @@ const ROUTES = [
   [/^\/pipelines\/([^/]+)$/, "pipeline", ["id"]],
   [/^\/queues\/?$/, "queues"],
   [/^\/nodes\/?$/, "nodes"],
+  [/^\/usage\/?$/, "usage"],
   [/^\/secrets\/?$/, "secrets"],
   [/^\/notifications\/?$/, "notifications"],
   [/^\/submit\/?$/, "submit"],
