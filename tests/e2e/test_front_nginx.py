@@ -309,7 +309,11 @@ def test_a_drain_does_not_wait_for_requests_of_an_nginx_worker_that_died(server)
 
     slow = threading.Thread(target=cut, daemon=True)
     slow.start()
-    time.sleep(0.5)  # under way on the fast path, counted by the worker
+
+    def reached() -> bool:  # under way on the fast path, counted by the worker (however slow the machine)
+        seen = httpx.get(server.url + "/serve/crashw/seen", headers=server.headers, timeout=30).json()["seen"]
+        return any("/slow?s=60" in line for line in seen)
+    until(reached, timeout=30)
     (worker,) = workers(server)
     os.kill(worker, signal.SIGKILL)
     until(lambda: workers(server) not in ([], [worker]), timeout=10)  # nginx's master starts another in its place

@@ -44,15 +44,17 @@ def test_drain_checkpoints_and_requeues_its_work_and_uncordon_lets_it_resume(ser
     assert "node.uncordon" in audited
 
 
-def test_cordon_leaves_running_work_alone_and_survives_a_restart(server):
+def test_cordon_leaves_running_work_alone_and_survives_a_restart(server, tmp_path):
     sdk = server.client()
     node = sdk.nodes()[0].name
-    running = sdk.submit(py_job("import time; print('up', flush=True); time.sleep(3); print('finished')",
-                                name="running"))
+    gate = tmp_path / "go"  # the job runs until the test has cordoned the node, however slow the machine
+    running = sdk.submit(py_job(f"import os, time; print('up', flush=True)\nwhile not os.path.exists({str(gate)!r}): "
+                                "time.sleep(0.05)\nprint('finished')", name="running"))
     until(lambda: "up" in running.logs(), timeout=30)
     cordoned = server.cli("nodes", "cordon", node, "-r", "kernel update")
     assert cordoned.returncode == 0 and "1 attempt there go on" in cordoned.stdout, cordoned.stdout
     waiting = sdk.submit(py_job("print('later')", name="waiting"))
+    gate.touch()
     assert running.wait(timeout=30).status.value == "succeeded"  # not stopped
     until(lambda: f"waits for cordoned node {node}" in (waiting.refresh().reason or ""))
     server.stop()
