@@ -31,9 +31,9 @@ export async function render(root) {
   const said = notices("ul.people-said");
   const refresh = async () => {
     const since = Date.now() / 1000 - AUDIT_DAYS * 86400;
-    const [mine, changes] = await Promise.all([api("tokens"), api("audit", { query: { since } })]);
+    const [mine, changes] = await Promise.all([api("tokens"), api("audit", { query: { since, limit: 50 } })]);
     tokens.refresh(mine);
-    audit.replaceChildren(auditTable(changes.slice(-50).reverse()));
+    audit.replaceChildren(auditTable(changes.reverse()));
   };
   const tokens = tokenTable({ said, changed: refresh });
   const audit = h("div.audit");

@@ -34,7 +34,7 @@ export async function render(root) {
   const refresh = async () => {
     const since = Date.now() / 1000 - AUDIT_DAYS * 86400;
     const [u, t, all, changes] = await Promise.all([api("users"), api("teams"), api("tokens", { query: { user: "*" } }),
-      api("audit", { query: { since } })]);
+      api("audit", { query: { since, limit: 100 } })]);
     u.sort((a, b) => a.name.localeCompare(b.name));
     users.replaceChildren(...u.map((x) => userRow(x, me, said, refresh)));
     names.replaceChildren(...u.map((x) => h("option", { value: x.name })));
@@ -42,7 +42,7 @@ export async function render(root) {
       : [h("tr", null, h("td.muted", { colspan: 3 }, "No team yet: adding a user to one creates it."))]));
     teamNames.replaceChildren(...t.map((x) => h("option", { value: x.name })));
     tokens.refresh(all);
-    audit.replaceChildren(auditTable(changes.slice(-100).reverse(), { everyone: true }));
+    audit.replaceChildren(auditTable(changes.reverse(), { everyone: true }));
   };
   const tokens = tokenTable({ everyone: true, said: revoked, changed: refresh });
   const fresh = h("div.fresh");
