@@ -67,6 +67,23 @@ def test_a_browser_signed_in_to_the_ui_sees_the_dashboards_live_plots(cluster, p
     screenshot(page, "dask-dashboard")
 
 
+def test_through_the_nginx_front_the_live_plots_draw_too(tmp_path_factory, page):
+    from tests.e2e.test_front_nginx import nginx_installed
+
+    nginx_installed()
+    # given a server behind its nginx front, whose fast path takes /serve/ only: a dashboard's pages and WebSocket go
+    # through nginx's other location to the Python server
+    for server, made in running(tmp_path_factory, "--front", "nginx", "--container-runtime", "none"):
+        seen: list[str] = []
+        page.on("websocket", lambda ws: seen.append(ws.url))
+        open_signed_in(page, server.url, server.token, "/")
+        serve_cookie(page, "/api/v1/clusters/")
+        # when the signed-in browser opens the dashboard, then Bokeh draws over the relayed WebSocket
+        page.goto(server.url + made.info.dashboard)
+        page.wait_for_selector("canvas", timeout=60_000)
+        assert any(url.startswith(server.url.replace("http", "ws", 1) + made.info.dashboard) for url in seen), seen
+
+
 def test_the_websocket_takes_the_cookie_only_from_this_origin_and_no_stranger(cluster):
     server, made = cluster
     url = server.url.replace("http", "ws", 1) + made.info.dashboard + "/ws"

@@ -14,7 +14,8 @@ from tests.e2e.helpers import py_job, until
 from tests.support.s3 import moto_s3
 from tests.support.servers import ServerProcess
 
-pytestmark = pytest.mark.slow
+# the first test carries its own three-node cluster's start (each `ray start` waits its turn machine-wide)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 RESUMABLE = """
 import os, pathlib, time, trainyard

@@ -116,7 +116,7 @@ def test_admin_bootstrap_prints_the_first_admins_token_last_and_only_once(tmp_pa
     srv.start()
     try:
         me = httpx.get(srv.url + "/api/v1/whoami", headers={"Authorization": f"Bearer {token}"}).json()
-        assert me == {"user": "admin", "admin": True, "teams": {}}
+        assert me == {"user": "admin", "admin": True, "teams": {}, "users": True}
         assert not (home / "first-admin-token").exists()
         # and without --auth a user's token is nobody: only the server's own token gets in
     finally:

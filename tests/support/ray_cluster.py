@@ -11,6 +11,8 @@ that does not need nodes of its own (``shared_ray_cluster`` in tests/conftest.py
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import random
@@ -58,6 +60,18 @@ def quiet_port() -> int:
                 continue
         return port
     return free_port()
+
+
+@contextlib.contextmanager
+def one_start_at_a_time():
+    """Held across ``ray start``: two at once on one machine make one miss Ray's 30 s registration
+    wait, and xdist's workers each start clusters (a fixture's three nodes outlived 180 s so, 2026-12-03)."""
+    with open(Path(tempfile.gettempdir()) / "trainyard-ray-start.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @dataclass
@@ -127,14 +141,15 @@ class RayCluster:
         path = self.base / f"{node.name}.log"
         for attempt in range(1, tries + 1):
             before = path.stat().st_size if path.exists() else 0
-            with open(path, "ab") as log:
-                node.proc = subprocess.Popen([self.ray, "start", *node.args], env=env, stdout=log,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
-            node.pgid = node.proc.pid
-            try:
-                code = node.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                code = None
+            with one_start_at_a_time():
+                with open(path, "ab") as log:
+                    node.proc = subprocess.Popen([self.ray, "start", *node.args], env=env, stdout=log,
+                                                 stderr=subprocess.STDOUT, start_new_session=True)
+                node.pgid = node.proc.pid
+                try:
+                    code = node.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    code = None
             if code == 0:
                 self.nodes.append(node)
                 return node

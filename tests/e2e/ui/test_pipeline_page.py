@@ -71,7 +71,7 @@ def test_the_dag_shows_each_steps_state_live_and_a_step_opens_its_job(server, pa
     page.locator("table.artifacts tr", has_text="data").get_by_role("button", name="lineage").click()
     lineage = page.locator(".lineage")
     expect(lineage).to_contain_text("Made by step prepare")
-    expect(lineage.locator("li", has_text="step train-")).to_have_count(10)
+    expect(lineage.locator("li", has_text="step train-")).to_have_count(10, timeout=60_000)  # as each is submitted
     assert "artifact=" in page.url
     # when a step is clicked, its job's page opens
     job_id = next(s["job_id"] for s in httpx.get(f"{server.url}/api/v1/pipelines/{run['id']}",

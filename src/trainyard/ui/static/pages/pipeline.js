@@ -21,6 +21,7 @@ export function render(root, { params, query }) {
   let artifact = query.get("artifact");
   let run = null;
   let drawn = "";
+  let shown = null;  // the artifact whose lineage is open, redrawn as the run moves
   let me;  // the signed-in person (may.js), read with the run the first time
   const head = h("div");
   const graph = h("div.panel.dag-scroll", null, h("p.muted", null, "Loading…"));
@@ -64,12 +65,16 @@ export function render(root, { params, query }) {
     drawDag(graph, groups.map((g) => ({ ...g, ...size(g, open) })), edges(groups), (g) => node(g, open, toggle));
     problems.replaceChildren(...[troubles(run)].filter(Boolean));
     arts.replaceChildren(...[artifacts(run, pick)].filter(Boolean));
+    // "used by" follows the run: a fan-out's items name the artifact as they are submitted
+    if (shown && artifact) lineage.replaceChildren(lineagePanel(shown, run, pick));
   }
 
   async function showLineage() {
+    shown = null;
     if (!artifact) { lineage.replaceChildren(); return; }
     try {
       const art = await api(`artifacts/${encodeURIComponent(artifact)}`);
+      shown = art;
       lineage.replaceChildren(lineagePanel(art, run, pick));
       lineage.scrollIntoView({ block: "nearest" });
     } catch (e) {
