@@ -64,7 +64,9 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     assert stat.S_IMODE(first.stat().st_mode) == 0o600
     admin = first.read_text().strip()
     assert admin not in srv.log_path.read_text()  # the server's log names the file, never the token
-    assert As(srv, admin).get("/api/v1/whoami").json() == {"user": "admin", "admin": True, "teams": {}, "users": True}
+    me = As(srv, admin).get("/api/v1/whoami").json()
+    assert me.pop("token").startswith("t-")  # a user's token, which the page that lists it can mark
+    assert me == {"user": "admin", "admin": True, "teams": {}, "users": True}
     tokens = {}
     for name, team, role in [("alice", "vision", "member"), ("bob", "nlp", "member"),
                              ("carol", "vision", "viewer"), ("dave", "vision", "maintainer")]:
@@ -137,8 +139,9 @@ def test_two_teams_roles_revocation_hashes_and_audit(srv):
     laptop = last_line(cli_as(srv, tokens["alice"], "token", "create", "--name", "laptop", "--expires", "90d"))
     listed = cli_as(srv, tokens["alice"], "token", "ls", "-o", "json")
     assert laptop not in listed.stdout and [t["name"] for t in json.loads(listed.stdout)] == ["first", "laptop"]
-    assert As(srv, laptop).get("/api/v1/whoami").json()["user"] == "alice"
     laptop_id = json.loads(listed.stdout)[1]["id"]
+    assert As(srv, laptop).get("/api/v1/whoami").json() | {"teams": None} == \
+        {"user": "alice", "admin": False, "teams": None, "users": True, "token": laptop_id}
     assert cli_as(srv, tokens["alice"], "token", "revoke", laptop_id).returncode == 0
     # and bob's first token expires (set in the database: a test cannot wait the shortest lifetime)
     engine = sa.create_engine(normalize_url(srv.db_url))

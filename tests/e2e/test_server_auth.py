@@ -2,6 +2,7 @@
 answers to; another Unix user on the same machine gets nothing, not even on loopback."""
 
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -116,6 +117,7 @@ def test_admin_bootstrap_prints_the_first_admins_token_last_and_only_once(tmp_pa
     srv.start()
     try:
         me = httpx.get(srv.url + "/api/v1/whoami", headers={"Authorization": f"Bearer {token}"}).json()
+        assert re.fullmatch(r"t-[0-9a-f]{12}", me.pop("token"))  # the bootstrap token is the admin's own
         assert me == {"user": "admin", "admin": True, "teams": {}, "users": True}
         assert not (home / "first-admin-token").exists()
         # and without --auth a user's token is nobody: only the server's own token gets in

@@ -71,6 +71,13 @@ class IdentityService:
         disabled user."""
         return LOCAL_ADMIN if self.server_token(secret) else self.user_caller(secret)
 
+    def token_id(self, secret: str | None) -> str | None:
+        """The id of the live user's token ``secret`` (None for the server's own, or without ``--auth``)."""
+        if not secret or not self.accept_users or self.server_token(secret):
+            return None
+        owner = self.store.token_owner(token_hash(secret), time.time())
+        return owner.token_id if owner is not None else None
+
     def remembered(self, digest: str) -> Caller | None:
         """The owner of the user's token of SHA-256 ``digest`` looked up within the last :data:`REMEMBER_FOR`
         seconds: no database."""

@@ -133,3 +133,6 @@ class WhoAmI(BaseModel):
     teams: dict[str, str]
     users: bool = Field(True, description="whether the server takes users' tokens (`--auth`); without, every request "
                                           "acts as the server's owner, and users and their tokens sign nobody in")
+    token: str | None = Field(None, description="the id of the user's token this request carried, so that a page can "
+                                                "tell which of the tokens it lists it signs in with (None: the "
+                                                "server's own token, or no `--auth`)")

@@ -51,6 +51,7 @@ def test_an_admin_adds_a_user_puts_them_in_teams_disables_them_and_revokes_their
     carol = shown_secret(page)
     assert page.inner_text("div.new-token code[data-copy=link]") == f"{auth_server.url}/#token={carol}"
     me = whoami(auth_server, carol).json()
+    expect(page.locator(f"table.tokens tr[data-token='{me.pop('token')}']")).to_have_attribute("data-user", "carol")
     assert me == {"user": "carol", "admin": False, "teams": {"vision": "member"}, "users": True}
     expect(page.locator("table.users tr[data-user=carol] td.teams")).to_have_text("vision (member)")
     never_kept(page, carol)
@@ -154,10 +155,23 @@ def test_a_member_makes_a_token_sees_it_once_revokes_it_and_finds_the_users_page
     expect(page.locator("p.not-admin")).to_contain_text("Only an admin manages users")
     assert httpx.get(auth_server.url + "/api/v1/users", headers={"Authorization": f"Bearer {dave}"}).status_code == 403
 
+    # the token this browser signs in with is marked (and only it); revoking it signs him out here
+    first = made.json()["token"]["info"]["id"]
+    assert whoami(auth_server, dave).json()["token"] == first
+    page.goto(auth_server.url + "/account")
+    expect(page.locator("table.tokens .this-browser")).to_have_count(1)
+    mine = page.locator(f"table.tokens tr[data-token='{first}']")
+    expect(mine.locator(".this-browser")).to_have_text("this browser")
+    mine.locator("button[name=revoke]").click()
+    page.wait_for_url("**/login")
+    expect(page.locator("#who")).to_have_text("")
+    assert whoami(auth_server, dave).status_code == 401
+
 
 def test_without_auth_the_pages_say_that_users_and_tokens_sign_nobody_in(server, page):
     # given a server without --auth, where every request acts as its owner
-    assert httpx.get(server.url + "/api/v1/whoami", headers=server.headers).json()["users"] is False
+    me = httpx.get(server.url + "/api/v1/whoami", headers=server.headers).json()
+    assert me["users"] is False and me["token"] is None  # the server's own token is no user's
     # then the account page makes no token, saying why, and the users page says what its users are worth
     open_signed_in(page, server.url, server.token, "/account")
     expect(page.locator("dd[data-key=user]")).to_have_text("local")

@@ -17,9 +17,9 @@ router = APIRouter(prefix="/api/v1", tags=["identity"])
 
 
 @router.get("/whoami")
-def whoami(p: PlatformDep, caller: CallerDep) -> WhoAmI:
+def whoami(request: Request, p: PlatformDep, caller: CallerDep) -> WhoAmI:
     return WhoAmI(user=caller.user, admin=caller.admin, teams={t: r.value for t, r in caller.teams.items()},
-                  users=p.identity.accept_users)
+                  users=p.identity.accept_users, token=p.identity.token_id(bearer(request.headers.get("authorization"))))
 
 
 @router.post("/serve-session", status_code=204)

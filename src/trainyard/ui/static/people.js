@@ -23,16 +23,20 @@ function day(t) {
 
 // The tokens table (`everyone`: a column saying whose); `refresh(tokens)` redraws it. Revoke asks first, says
 // what came of it in `said` (ui.js notices), then calls `changed`
-export function tokenTable({ everyone = false, said, changed }) {
+// `current`: the id of the token this browser signs in with (whoami's `token`), marked, and revoking it signs out
+export function tokenTable({ everyone = false, said, changed, current = null }) {
   const cols = [...(everyone ? ["user"] : []), "name", "id", "created", "last used", "expires", "state", ""];
   const body = h("tbody");
   const table = h("table.list.tokens", null, h("thead", null, h("tr", null, cols.map((c) => h("th", null, c)))), body);
   const revoke = async (t) => {
-    if (!confirm(`Revoke token ${t.name} (${t.id}) of ${t.user}? Whatever signs in with it is refused from now on.`)) {
+    const mine = t.id === current;
+    if (!confirm(`Revoke token ${t.name} (${t.id}) of ${t.user}? Whatever signs in with it is refused from now on.`
+      + (mine ? " This browser signs in with it: you will be signed out here." : ""))) {
       return;
     }
     try {
       await api(`tokens/${encodeURIComponent(t.id)}/revoke`, { method: "POST" });
+      if (mine) { document.getElementById("signout").click(); return; }
       said.say(h("li.ok", null, `✓ token ${t.name} of ${t.user} revoked`));
       await changed();
     } catch (e) { said.failed(e); }
@@ -41,7 +45,8 @@ export function tokenTable({ everyone = false, said, changed }) {
     const state = tokenState(t);
     return h("tr", { dataset: { token: t.id, name: t.name, user: t.user } },
       everyone ? h("td", null, t.user) : null,
-      h("td", null, t.name),
+      h("td", null, t.name, t.id === current
+        ? h("span.badge.this-browser", { title: "the token this browser signs in with" }, "this browser") : null),
       h("td.mono", null, t.id),
       h("td", { title: when(t.created_at) }, ago(t.created_at)),
       h("td.used", { title: when(t.last_used_at) }, t.last_used_at ? ago(t.last_used_at) : "never"),

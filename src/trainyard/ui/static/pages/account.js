@@ -35,7 +35,7 @@ export async function render(root) {
     tokens.refresh(mine);
     audit.replaceChildren(auditTable(changes.reverse()));
   };
-  const tokens = tokenTable({ said, changed: refresh });
+  const tokens = tokenTable({ said, changed: refresh, current: me.token });
   const audit = h("div.audit");
   const fresh = h("div.fresh");
   const name = h("input", { name: "name", placeholder: "what it is for, e.g. laptop", required: true,
