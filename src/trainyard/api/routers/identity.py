@@ -18,8 +18,9 @@ router = APIRouter(prefix="/api/v1", tags=["identity"])
 
 @router.get("/whoami")
 def whoami(request: Request, p: PlatformDep, caller: CallerDep) -> WhoAmI:
+    token = p.identity.token_id(bearer(request.headers.get("authorization")))
     return WhoAmI(user=caller.user, admin=caller.admin, teams={t: r.value for t, r in caller.teams.items()},
-                  users=p.identity.accept_users, token=p.identity.token_id(bearer(request.headers.get("authorization"))))
+                  users=p.identity.accept_users, token=token)
 
 
 @router.post("/serve-session", status_code=204)
