@@ -68,7 +68,9 @@ def test_a_two_worker_cluster_computes_scales_shows_its_dashboard_and_leaves_no_
     page = httpx.get(server.url + shown["dashboard"], headers=server.headers, timeout=30)
     assert page.status_code == 200 and "Dask" in page.text  # the dashboard, through the trainyard server
     assert "content-security-policy" not in page.headers  # one user, as a service's pages (sandboxed with --auth)
-    assert "etl" in server.cli("cluster", "ls").stdout
+    [listed] = [line for line in server.cli("cluster", "ls").stdout.splitlines() if " etl " in line]
+    assert " 2/2 " in listed  # workers running/wanted, from the list's one status query
+    assert shown["workers_running"] == 2
 
     cluster.scale(3)
     until(lambda: n_workers(client) == 3, timeout=60)

@@ -183,11 +183,12 @@ def test_the_clusters_pages_list_show_scale_link_the_dashboard_and_delete(cluste
 
     server, made = cluster
     spare = new_cluster(client=server.client(), workers=0, name="spare")  # to delete from its page
-    # given the list: each cluster with its status, workers wanted and its dashboard
+    # given the list: each cluster with its status, workers running of wanted and its dashboard
     open_signed_in(page, server.url, server.token, "/clusters")
     expect(page.locator("#nav a[data-nav=clusters]")).to_have_class("active")
     row = page.locator(f"tr[data-cluster='{made.id}']")
-    expect(row.locator("td.workers")).to_have_text("1")
+    expect(row.locator("td.workers")).to_have_text("1/1")  # running/wanted
+    expect(page.locator(f"tr[data-cluster='{spare.id}'] td.workers")).to_have_text("0/0")
     expect(row).to_have_attribute("data-status", "running")
     expect(row.locator("a[target=_blank]")).to_have_attribute("href", made.info.dashboard)
     expect(page.locator(f"tr[data-cluster='{spare.id}']")).to_be_visible()

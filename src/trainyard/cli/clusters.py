@@ -106,7 +106,7 @@ def ls(all: Annotated[bool, typer.Option("--all", "-a", help="with stopped and f
                       hint="" if all else "--all shows stopped and failed ones too"):
             return
         table = Table(box=None, header_style="bold")
-        for col in ("ID", "NAME", "STATUS", "QUEUE", "WORKERS", "REASON"):
+        for col in ("ID", "NAME", "STATUS", "QUEUE", "WORKERS", "REASON"):  # workers: running/wanted
             table.add_column(col, no_wrap=col == "ID")
         for c in infos:
             table.add_row(c.id, c.name, c.status.value, c.queue, _workers_text(c), c.reason or "")
@@ -133,7 +133,7 @@ def show(cluster: str, output: OutputOpt = Output.table) -> None:
         grid.add_row("scheduler", f"{c.address or '-'}  (job {c.scheduler_job}, node {c.scheduler_node or '-'})")
         grid.add_row("dashboard", f"{clusters.http.server}{c.dashboard}  (or on a port of this machine: trainyard "
                      f"cluster dashboard {c.id})" if c.dashboard and c.status.value == "running" else "-")
-        grid.add_row("workers", _workers_text(c))
+        grid.add_row("workers", _workers_text(c) + " running/wanted")
         s = c.spec
         grid.add_row("each worker", f"{s.worker_cpu:g} cpu, {format_memory(s.worker_memory)}"
                      + (f", {s.worker_gpu} GPU" if s.worker_gpu else ""))
@@ -206,5 +206,6 @@ def delete(cluster: str) -> None:
 
 
 def _workers_text(c: ClusterInfo) -> str:
-    text = str(c.workers)
-    return text + (f" ({c.adapt_min}..{c.adapt_max})" if c.adapt_max is not None else "")
+    """Running of wanted, as a list's column reads it ("1/2"), with an adaptive cluster's bounds."""
+    text = f"{c.workers_running}/{c.workers}"
+    return text + (f" (adaptive {c.adapt_min}..{c.adapt_max})" if c.adapt_max is not None else "")

@@ -22,6 +22,7 @@ from trainyard.spec.paging import Page, Paging
 from trainyard.spec.cluster import AdaptRequest, ClusterInfo, ClusterSpec, ClusterStatus, ClusterTLS, ClusterWorker
 from trainyard.spec.labels import own_label
 from trainyard.spec.records import AttemptInfo, JobInfo
+from trainyard.status import JobStatus
 from trainyard.store import Store
 from trainyard.store.clusters import ClusterRow, ClusterStore, new_cluster_id
 
@@ -123,9 +124,13 @@ class DaskClusterService:
              paging: Paging = Paging()) -> Page[ClusterInfo]:
         """One page of what the caller may see, newest first, and the cursor of the next."""
         rows, cursor = self.clusters.page(include_ended, visible(caller), paging)
-        return Page[ClusterInfo](items=[self.info(r, workers=False) for r in rows], next_cursor=cursor)
+        status = self.store.job_statuses([j for r in rows for j in r["worker_jobs"]])  # one query for the page
+        items = [self.info(r, workers=False, running=sum(status.get(j) == JobStatus.RUNNING
+                                                         for j in r["worker_jobs"])) for r in rows]
+        return Page[ClusterInfo](items=items, next_cursor=cursor)
 
-    def info(self, row: ClusterRow, workers: bool = True) -> ClusterInfo:
+    def info(self, row: ClusterRow, workers: bool = True, running: int = 0) -> ClusterInfo:
+        """The cluster with its worker jobs, or (``workers`` False, for lists) with ``running``, their count."""
         seen = self.worker_addresses.get(row["id"], {})
         scheduler_node = None
         worker_jobs: list[ClusterWorker] = []
@@ -142,7 +147,10 @@ class DaskClusterService:
                                                       "adapt_min", "adapt_max", "scheduler_job", "address",
                                                       "owner_job", "owner", "team", "created_at", "updated_at", "ended_at")}
         dashboard = dask_jobs.DASHBOARD_PREFIX.format(id=row["id"]) + "/status" if row["dashboard"] else None
-        return ClusterInfo(**fields, scheduler_node=scheduler_node, dashboard=dashboard, worker_jobs=worker_jobs)
+        if workers:
+            running = sum(w.status == JobStatus.RUNNING.value for w in worker_jobs)
+        return ClusterInfo(**fields, scheduler_node=scheduler_node, dashboard=dashboard, worker_jobs=worker_jobs,
+                           workers_running=running)
 
     def _job(self, job_id: str) -> JobInfo | None:
         try:

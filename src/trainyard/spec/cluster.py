@@ -160,6 +160,7 @@ class ClusterInfo(BaseModel):
     team: str | None = None
     spec: Annotated[ClusterSpec, as_stored(ClusterSpec)]
     workers: int = Field(description="workers wanted now (fixed, or the adaptive target within min/max)")
+    workers_running: int = Field(0, description="worker jobs running now (in lists too, which carry no worker_jobs)")
     adapt_min: int | None = None
     adapt_max: int | None = None
     scheduler_job: str | None = None

@@ -84,6 +84,15 @@ class JobReads:
         with self.read() as s:
             return self._job_records(s.connection(), t.Job.__table__.c.id.in_(list(job_ids)), attempts=False)
 
+    def job_statuses(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        """Job id -> status, for those that exist (one query, no records built)."""
+        if not job_ids:
+            return {}
+        c = t.Job.__table__.c
+        with self.read() as s:
+            rows = s.connection().execute(select(c.id, c.status).where(c.id.in_(list(job_ids)))).all()
+        return {j: JobStatus(st) for j, st in rows}
+
     def list_jobs(self, where: JobFilter | None = None, *, sort: str = "-created", limit: int = 50,
                   cursor: str | None = None, offset: int = 0, count: bool = False, visible: Visible | None = None,
                   **fields: Any) -> JobPage:

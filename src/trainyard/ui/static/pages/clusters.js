@@ -1,4 +1,4 @@
-// /clusters and /clusters/:key — on-demand Dask clusters: the list (status, workers wanted, owner),
+// /clusters and /clusters/:key — on-demand Dask clusters: the list (status, workers running of wanted, owner),
 // and one cluster (its scheduler, its worker jobs linked, a scale control, delete, and its Dask dashboard: opened
 // here, through this server, on a server without users; with users, from a port of one's own machine, as the CLI
 // says). Refreshed every few seconds.
@@ -32,12 +32,9 @@ function list(root, query) {
   }, 3000);
 }
 
-function wanted(c) {  // as `trainyard cluster ls` says it (the list carries no worker jobs)
-  return String(c.workers) + (c.adapt_max !== null && c.adapt_max !== undefined ? ` (${c.adapt_min}..${c.adapt_max})` : "");
-}
-
-function running(c) {
-  return c.worker_jobs.filter((w) => w.status === "running").length;
+function wanted(c) {  // running of wanted, as `trainyard cluster ls` says it
+  return `${c.workers_running}/${c.workers}`
+    + (c.adapt_max !== null && c.adapt_max !== undefined ? ` (${c.adapt_min}..${c.adapt_max})` : "");
 }
 
 function row(c) {
@@ -45,7 +42,7 @@ function row(c) {
     h("td.mono", null, h("a", { href: `/clusters/${encodeURIComponent(c.id)}` }, c.id)),
     h("td", null, c.name),
     h("td", null, badge(c.status)),
-    h("td.num.workers", { title: "workers wanted (adaptive: within min..max)" }, wanted(c)),
+    h("td.num.workers", { title: "workers running / wanted (adaptive: within min..max)" }, wanted(c)),
     h("td", null, c.queue),
     h("td", null, c.owner || "–"),
     h("td", { title: when(c.created_at) }, ago(c.created_at)),
@@ -77,7 +74,7 @@ async function one(root, key) {
       ["scheduler job", c.scheduler_job ? h("a.mono", { href: `/jobs/${encodeURIComponent(c.scheduler_job)}` },
         c.scheduler_job) : "–"],
       ["node", c.scheduler_node || "–"],
-      ["workers", h("span.workers", null, `${running(c)} running of ${c.workers} wanted`
+      ["workers", h("span.workers", null, `${c.workers_running} running of ${c.workers} wanted`
         + (c.adapt_max !== null && c.adapt_max !== undefined ? ` (adaptive ${c.adapt_min}..${c.adapt_max})` : ""))],
       ["each worker", `${s.worker_cpu} cpu, ${s.worker_memory ? bytes(s.worker_memory) : "no memory limit"}`
         + (s.worker_gpu ? `, ${s.worker_gpu} GPU` : "")],
