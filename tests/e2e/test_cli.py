@@ -292,3 +292,29 @@ def test_cleanups_that_match_nothing_do_nothing_and_rm_reads_ids_from_stdin(serv
     assert r.returncode == 0 and r.stdout.strip() == f"deleted {job_id}", r.stderr
     r = server.cli("pipeline", "rm", "-", stdin="p-nosuchrun\n")
     assert r.returncode == 1 and "p-nosuchrun" in r.stderr, r.stderr
+
+
+def test_a_job_is_named_by_its_name_too_the_newest_of_that_name(server):
+    # given two jobs of one name (the second newer) and one of another
+    c = server.client()
+    first = c.submit({"name": "twice", "command": ["python", "-c", "print('one')"]})
+    first.wait(timeout=120)
+    second = c.submit({"name": "twice", "command": ["python", "-c", "print('two')"]})
+    other = c.submit({"name": "only", "command": ["python", "-c", "print('only')"]})
+    second.wait(timeout=120), other.wait(timeout=120)
+    # when the read commands are given the name, they read the newest job of it, and say which
+    logs = server.cli("logs", "twice")
+    assert logs.returncode == 0 and logs.stdout == "two\n", logs.stderr
+    assert logs.stderr == (f"twice: the newest job of that name, {second.id} "
+                           "(`trainyard ls --name twice` lists them)\n")
+    assert json.loads(server.cli("show", "-o", "json", "twice").stdout)["id"] == second.id
+    assert f"{second.id}  (twice)" in server.cli("show", "twice").stdout
+    # a name of one job says nothing more, and rerun takes it
+    only = server.cli("logs", "only")
+    assert (only.returncode, only.stdout, only.stderr) == (0, "only\n", "")
+    again = server.cli("rerun", "only", "--wait")
+    assert again.returncode == 0 and c.get(again.stdout.split()[0]).spec.name == "only", again.stderr
+    # an id is an id, and what names nothing says so
+    assert server.cli("logs", first.id).stdout == "one\n"
+    missing = server.cli("logs", "nosuch")
+    assert missing.returncode == 1 and "no such job: nosuch (neither a job id nor the name" in missing.stderr

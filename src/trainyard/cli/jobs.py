@@ -17,7 +17,7 @@ from trainyard.cli.resources import resource_table
 from trainyard.spec.choices import LOG_TAIL_MAX
 
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="override a param: key=value")]
-JobArg = Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)]
+JobArg = Annotated[str, typer.Argument(help="job id, or name (the newest job of that name)", autocompletion=job_ids)]
 RES, ENV = "Resources", "Environment"
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="stream logs until the job ends")]
@@ -115,9 +115,11 @@ def rerun(job_id: JobArg, param: ParamOpt = None, follow: FollowOpt = False, wai
     from trainyard.cli.queues import priority_arg
     from trainyard.spec.loader import parse_param_overrides
 
+    from trainyard.cli.job_ref import job_id_of
+
     with handled():
         c = client()
-        job = c.rerun(job_id, params=parse_param_overrides(param or []),
+        job = c.rerun(job_id_of(job_id), params=parse_param_overrides(param or []),
                       priority=None if priority is None else priority_arg(priority))
         _submitted(c, job, wait, follow)
 
@@ -248,14 +250,19 @@ def ls(
 
 def show(job_id: JobArg, output: OutputOpt = Output.table) -> None:
     """Status, attempts (node, GPUs, exit code, reason) and, for a pending job, why it waits."""
+    from trainyard.cli.job_ref import job_id_of, named_id
     from trainyard.cli.reading import read
+
+    def shown(source):  # noqa: ANN001, ANN202
+        one = named_id(source, job_id)
+        return source.job(one), source.metrics(one), source.usage(one)
 
     with handled():
         if output == Output.json:
-            write(client().get(job_id).model_dump_json(indent=2) + "\n")
+            write(client().get(job_id_of(job_id)).model_dump_json(indent=2) + "\n")
             return
         # the job's own metrics; its system/… samples make the resource table
-        info, points, usage = read(lambda source: (source.job(job_id), source.metrics(job_id), source.usage(job_id)))
+        info, points, usage = read(shown)
         console.print(job_detail(info))
         if points:
             console.print(metrics_table(points))
@@ -272,13 +279,15 @@ def logs(
                                                 help="only the last N lines (with -f: then what comes)")] = None,
 ) -> None:
     """Print a job's logs: all attempts in order; replicas interleaved and prefixed unless --replica."""
+    from trainyard.cli.job_ref import named_id
     from trainyard.cli.reading import read
 
     def printed(source) -> None:  # noqa: ANN001
-        job = source.job(job_id)
-        _has_log(job_id, job, attempt, replica, follow)
+        one = named_id(source, job_id)
+        job = source.job(one)
+        _has_log(one, job, attempt, replica, follow)
         printer = LogPrinter(prefix=replica is None and job["spec"]["replicas"] > 1)
-        for chunk in source.logs(job_id, follow=follow, attempt=attempt, replica=replica, tail=tail):
+        for chunk in source.logs(one, follow=follow, attempt=attempt, replica=replica, tail=tail):
             printer.add(chunk)
         printer.flush()
 
@@ -339,8 +348,12 @@ def download(
         c = client()
         from trainyard.cli.sweeps import SWEEP_OR_SERVICE, best_trial_job
 
+        from trainyard.cli.job_ref import job_id_of
+
         if job_id.startswith(SWEEP_OR_SERVICE):  # a sweep's id: its best trial's job (a service's: refused)
             job_id = best_trial_job(c, job_id, "download")
+        else:
+            job_id = job_id_of(job_id)
         shown = c.outputs_of(job_id, attempt)
         if shown.attempt is None:
             err_console.print(f"{job_id} has no outputs yet: no attempt has ended")

@@ -12,7 +12,8 @@ from trainyard.cli.completion import job_ids
 
 
 def stack(
-    job_id: Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)],
+    job_id: Annotated[str, typer.Argument(help="job id, or name (the newest job of that name)",
+                                            autocompletion=job_ids)],
     replica: Annotated[Optional[int], typer.Option("--replica", "-r", min=0, help="only this replica")] = None,
     with_locals: Annotated[bool, typer.Option("--locals", help="each frame's local variables too")] = False,
     native: Annotated[bool, typer.Option("--native", help="C and C++ frames too (inside NCCL, CUDA…)")] = False,
@@ -41,8 +42,11 @@ def stack(
             err_console.print(f"[red]replica {d.replica}:[/red] {why}", highlight=False)
         console.print()
 
+    from trainyard.cli.job_ref import job_id_of
+
     with handled():
         c = client()
+        job_id = job_id_of(job_id)
         with console.status(f"asking {job_id}'s launchers…", spinner="dots"):  # prints go above it
             dumps = dump(c.http, job_id, replica, timeout, on_answer=show, with_locals=with_locals, native=native)
     if output is Output.json:
@@ -52,7 +56,8 @@ def stack(
 
 
 def exec_(
-    job_id: Annotated[str, typer.Argument(help="job id", autocompletion=job_ids)],
+    job_id: Annotated[str, typer.Argument(help="job id, or name (the newest job of that name)",
+                                            autocompletion=job_ids)],
     command: Annotated[list[str], typer.Argument(help="after --, the command and its arguments", show_default=False)],
     replica: Annotated[int, typer.Option("--replica", "-r", min=0, help="the replica to run it beside")] = 0,
     timeout: Annotated[float, typer.Option("--timeout", min=1.0, max=600.0,
@@ -65,8 +70,11 @@ def exec_(
 
     from trainyard.sdk.replica_requests import execute
 
+    from trainyard.cli.job_ref import job_id_of
+
     with handled():
         c = client()
+        job_id = job_id_of(job_id)
         with console.status(f"running on {job_id}…", spinner="dots"):
             got = execute(c.http, job_id, command, replica, timeout)
     from trainyard.cli.safe_text import escape, for_terminal
