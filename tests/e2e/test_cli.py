@@ -309,6 +309,8 @@ def test_a_job_is_named_by_its_name_too_the_newest_of_that_name(server):
                            "(`trainyard ls --name twice` lists them)\n")
     assert json.loads(server.cli("show", "-o", "json", "twice").stdout)["id"] == second.id
     assert f"{second.id}  (twice)" in server.cli("show", "twice").stdout
+    events = [json.loads(server.cli("events", "-o", "json", ref).stdout) for ref in ("twice", second.id, first.id)]
+    assert events[0] == events[1] != events[2]
     # a name of one job says nothing more, and rerun takes it
     only = server.cli("logs", "only")
     assert (only.returncode, only.stdout, only.stderr) == (0, "only\n", "")
