@@ -50,6 +50,9 @@ class Client(NodeCalls):
     def server(self) -> str:
         return self.http.server
 
+    def __repr__(self) -> str:  # the server only: a notebook's output is shared, the token never shown
+        return f"<trainyard.Client {self.http.server}>"
+
     def close(self) -> None:
         self.http.close()
 
