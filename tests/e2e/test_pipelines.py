@@ -198,3 +198,29 @@ def test_pipeline_logs_prints_a_steps_log_and_a_failed_run_says_how_to_read_it(s
     assert typo.returncode == 2 and "has no step 'aftr'; did you mean after?" in typo.stderr, typo.stderr
     skipped = server.cli("pipeline", "logs", run_id, "after")
     assert skipped.returncode == 1 and f"step after of {run_id} ran no job: skipped" in skipped.stderr
+
+
+def test_a_run_is_named_by_its_name_too_the_newest_of_that_name(server, tmp_path):
+    # given two runs of one pipeline name, the second changed so that it runs again (not cached)
+    pipeline = tmp_path / "named.yaml"
+    started = []
+    for word in ("first", "second"):
+        pipeline.write_text(f"name: named-twice\nsteps:\n  say:\n    command: echo {word}\n")
+        r = server.cli("pipeline", "run", str(pipeline), "--wait")
+        assert r.returncode == 0, r.stdout + r.stderr
+        started.append(r.stderr.split("started ", 1)[1].split()[0])
+    first, second = started
+    # then the run's commands read the newest by its name, and say which
+    shown = server.cli("pipeline", "show", "named-twice", "-o", "json")
+    assert json.loads(shown.stdout)["id"] == second
+    assert shown.stderr == (f"named-twice: the newest run of that name, {second} "
+                            "(`trainyard pipeline ls --name named-twice` lists them)\n")
+    assert server.cli("pipeline", "logs", "named-twice", "say").stdout == "second\n"
+    assert server.cli("pipeline", "logs", first, "say").stdout == "first\n"
+    events = [json.loads(server.cli("events", "--pipeline", "-o", "json", ref).stdout)
+              for ref in ("named-twice", second, first)]
+    assert events[0] == events[1] != events[2]
+    # pipeline ls --name lists exactly those; an unknown name fails naming both readings
+    assert server.cli("pipeline", "ls", "--name", "named-twice", "--ids").stdout == f"{second}\n{first}\n"
+    missing = server.cli("pipeline", "show", "nosuch")
+    assert missing.returncode == 1 and "no such pipeline run: nosuch (neither a run id nor the name" in missing.stderr

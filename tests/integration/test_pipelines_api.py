@@ -287,3 +287,16 @@ def test_a_failed_step_says_what_its_attempt_said_not_only_the_reason(env):
     info = run.wait(timeout=10)
     assert info.step("a").reason.endswith(f"MissingOutput (not retried): {said}"), info.step("a").reason
     assert said in info.reason
+
+
+def test_runs_are_listed_by_exact_name_newest_first_beside_the_part_of_a_name(env):
+    tc, sdk, _ = env
+    one_step = {"steps": {"a": {"command": "true"}}}
+    older, other, newer = (sdk.pipelines.run({"name": n, **one_step}) for n in ("fan", "fan-out", "fan"))
+    # exact: the two runs named fan, newest first
+    assert [r.id for r in sdk.pipelines.list(name="fan").items] == [newer.id, older.id]
+    assert sdk.pipelines.list(name="FAN").items == [] and sdk.pipelines.list(name="fa").items == []
+    # the part of a name, any case, as before
+    got = tc.get("/api/v1/pipelines", params={"name": "FAN"}).json()["items"]
+    assert [r["id"] for r in got] == [newer.id, other.id, older.id]
+    assert tc.get("/api/v1/pipelines", params={"exact_name": "\x00"}).status_code == 422

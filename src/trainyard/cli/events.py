@@ -18,16 +18,17 @@ if TYPE_CHECKING:
 
 def events(
     object_id: Annotated[str, typer.Argument(metavar="JOB",
-                                             help="job id or name (or pipeline run id with --pipeline)")],
+                                             help="job id or name (or pipeline run's with --pipeline)")],
     pipeline: Annotated[bool, typer.Option("--pipeline", help="the id is a pipeline run's")] = False,
     output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
 ) -> None:
     """Status changes, oldest first: when, from what to what, why, and who caused it."""
-    from trainyard.cli.job_ref import job_id_of
+    from trainyard.cli.job_ref import job_id_of, run_id_of
 
     with handled():
-        m = client().monitoring
-        found = m.run_events(object_id) if pipeline else m.events(job_id_of(object_id))
+        c = client()
+        m = c.monitoring
+        found = m.run_events(run_id_of(c.pipelines, object_id)) if pipeline else m.events(job_id_of(object_id))
         if output == Output.json:
             write(json.dumps([e.model_dump(mode="json") for e in found], indent=2) + "\n")
         else:

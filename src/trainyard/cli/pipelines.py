@@ -10,6 +10,7 @@ import typer
 from rich.console import Group
 
 from trainyard.cli.common import Output, client, console, delete_each, err_console, handled, ids_of, write
+from trainyard.cli.job_ref import run_id_of
 from trainyard.cli.render import ago, duration, status_text
 from trainyard.cli.toplevel import SuggestingGroup
 
@@ -21,7 +22,7 @@ app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Pipelines: st
 artifact_app = typer.Typer(no_args_is_help=True, cls=SuggestingGroup, help="Step artifacts, by content hash, with their lineage.")
 
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", "-p", help="override a param: key=value")]
-RunArg = Annotated[str, typer.Argument(help="pipeline run id")]
+RunArg = Annotated[str, typer.Argument(help="pipeline run id, or name (the newest run of that name)")]
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json")]
 # --wait as `trainyard run --wait` and `sweep run --wait` say it: a run's progress is its steps, shown as they go
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", "--wait", "-w", help="show progress until the run ends")]
@@ -89,6 +90,7 @@ def show(
 
     with handled():
         c = client()
+        run_id = run_id_of(c.pipelines, run_id)
         if output == Output.json:
             write(c.pipelines.get(run_id).model_dump_json(indent=2) + "\n")
             return
@@ -106,6 +108,7 @@ def retry(run_id: RunArg, follow: FollowOpt = False) -> None:
     """Run the failed steps and what follows them again, reusing the steps that succeeded."""
     with handled():
         c = client()
+        run_id = run_id_of(c.pipelines, run_id)
         info = c.pipelines.retry(run_id)
         again = [s.name for s in info.steps if s.state.value in ("waiting", "submitted")]
         err_console.print(f"{run_id}: running again: {', '.join(again) or 'nothing'}", highlight=False)
@@ -118,7 +121,8 @@ def wait(run_id: RunArg) -> None:
     """Wait until a run ends, showing its steps as they go (a live tree on a terminal, a line per change
     otherwise); exit 0 only if it succeeded."""
     with handled():
-        raise typer.Exit(_follow(client().pipelines.run_handle(run_id)))
+        c = client()
+        raise typer.Exit(_follow(c.pipelines.run_handle(run_id_of(c.pipelines, run_id))))
 
 
 @app.command("cancel")
@@ -127,6 +131,7 @@ def cancel(run_id: RunArg) -> None:
     a run that had already ended is said so, and left as it is (exit 0, as `trainyard cancel` of an ended job)."""
     with handled():
         c = client()
+        run_id = run_id_of(c.pipelines, run_id)
         before = c.pipelines.get(run_id)
         info = c.pipelines.cancel(run_id)
         console.print(run_id, status_text(info.status.value))
@@ -149,6 +154,7 @@ def logs(
 
     with handled():
         c = client()
+        run_id = run_id_of(c.pipelines, run_id)
         info = c.pipelines.get(run_id)
         s = step_named(info, step)
         if follow and not (s.job_id or s.cached_from) and not info.status.is_terminal():
@@ -205,6 +211,7 @@ def rm(runs: Annotated[Optional[list[str]], typer.Argument(
 @app.command("ls")
 def ls(
     status: Annotated[Optional[list[str]], typer.Option("--status", "-s", help="only runs in this status")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="only runs of exactly this name")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many runs")] = 50,
     all_: Annotated[bool, typer.Option("--all", "-a", help="every matching run, page after page")] = False,
     after: Annotated[Optional[str], typer.Option("--after", help="continue a listing where it stopped")] = None,
@@ -223,7 +230,7 @@ def ls(
         until, c = parse_since(before, "--before"), client()
 
         def fetch(want: int, cursor: str | None) -> tuple[list, str | None]:
-            page = c.pipelines.list(status=status, limit=want, cursor=cursor, until=until)
+            page = c.pipelines.list(status=status, limit=want, cursor=cursor, until=until, name=name)
             return page.items, page.next_cursor
 
         runs, more = pages(fetch, limit=None if all_ else limit, cursor=after)
@@ -231,7 +238,8 @@ def ls(
             write("".join(f"{r.id}\n" for r in runs))
         elif output == Output.json:
             write(json.dumps([r.model_dump(mode="json") for r in runs], indent=2) + "\n")
-        elif not said_empty(runs, "pipeline runs", {"--status": status, "--before": before, "--after": after}):
+        elif not said_empty(runs, "pipeline runs", {"--status": status, "--name": name, "--before": before,
+                                                    "--after": after}):
             table = Table(box=None, header_style="bold")
             for col in ("ID", "NAME", "STATUS", "STEPS", "STARTED", "REASON"):
                 table.add_column(col, overflow="fold" if col == "REASON" else "ellipsis", no_wrap=col == "ID")

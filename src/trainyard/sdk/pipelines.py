@@ -111,10 +111,10 @@ class Pipelines:
         return PipelineRun(self, self.get(run_id))
 
     def list(self, *, status: list[str] | None = None, limit: int = 50, cursor: str | None = None,
-             until: float | None = None) -> PipelineRunPage:
-        """Runs, newest first; ``until``: started before this Unix time."""
-        params = {k: v for k, v in (("status", status), ("limit", limit), ("cursor", cursor), ("until", until))
-                  if v not in (None, [])}
+             until: float | None = None, name: str | None = None) -> PipelineRunPage:
+        """Runs, newest first; ``until``: started before this Unix time; ``name``: of exactly this name."""
+        params = {k: v for k, v in (("status", status), ("limit", limit), ("cursor", cursor), ("until", until),
+                                    ("exact_name", name)) if v not in (None, [])}
         return PipelineRunPage.model_validate(self.http.request("GET", "/api/v1/pipelines", params=params).json())
 
     def wait(self, run_id: str, timeout: float | None = None, *, changed_after: float | None = None) -> PipelineRunInfo:

@@ -226,9 +226,10 @@ class PipelineService(Ticker):
     # -- looking up -------------------------------------------------------------
 
     def list_runs(self, *, status: list[str] | None, limit: int, cursor: str | None,
-                  caller: Caller = LOCAL_ADMIN, name: str | None = None, until: float | None = None) -> PipelineRunPage:
+                  caller: Caller = LOCAL_ADMIN, name: str | None = None, until: float | None = None,
+                  exact_name: str | None = None) -> PipelineRunPage:
         return self.runs.list_runs(status=status, limit=limit, cursor=cursor, visible=visible(caller), name=name,
-                                   until=until)
+                                   until=until, exact_name=exact_name)
 
     def get(self, run_id: str, caller: Caller = LOCAL_ADMIN) -> PipelineRunInfo:
         """The run, if the caller may see it: another team's run is not found."""

@@ -70,7 +70,7 @@ class PipelineStore:
 
     def list_runs(self, *, status: list[str] | None = None, limit: int = 50, cursor: str | None = None,
                   visible: Visible | None = None, name: str | None = None,
-                  until: float | None = None) -> PipelineRunPage:
+                  until: float | None = None, exact_name: str | None = None) -> PipelineRunPage:
         q = select(t.PipelineRun).order_by(t.PipelineRun.seq.desc()).limit(limit + 1)
         if visible is not None and visible.teams is not None:
             q = q.where(visible_where(t.PipelineRun.__table__.c, visible))
@@ -78,6 +78,8 @@ class PipelineStore:
             q = q.where(t.PipelineRun.status.in_(status))
         if name:  # a part of the name, any case; % and _ are plain characters
             q = q.where(func.lower(t.PipelineRun.name).contains(name.lower(), autoescape=True))
+        if exact_name is not None:
+            q = q.where(t.PipelineRun.name == exact_name)
         if until is not None:
             q = q.where(t.PipelineRun.created_at < until)
         if cursor:

@@ -77,11 +77,14 @@ def list_runs(
     status: Annotated[list[RunStatus] | None, Query()] = None,
     name: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$",
                                       description="runs whose name contains this, any case")] = None,
+    exact_name: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$",
+                                            description="runs of exactly this name")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the page before")] = None,
     until: Annotated[float | None, Query(ge=0, le=2**53, description="started before this Unix time")] = None,
 ) -> PipelineRunPage:
-    return p.pipelines.list_runs(status=[s.value for s in status] if status else None, limit=limit, cursor=cursor, caller=caller, name=name, until=until)
+    return p.pipelines.list_runs(status=[s.value for s in status] if status else None, limit=limit, cursor=cursor,
+                                 caller=caller, name=name, exact_name=exact_name, until=until)
 
 
 @router.get("/pipelines/{run_id}")
